@@ -1,0 +1,45 @@
+"""The Python entry point: ``aieflow.compile(model, device=..., ...) -> Design``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from .config import Config, parse_config
+from .design import Design
+from .devices import get_device
+from .pipeline import State, run_pipeline
+
+
+def compile(  # noqa: A001 - the public name the issue asks for
+    model: Any,
+    device: str = "vek280",
+    example_input: Any = None,
+    config: Mapping[str, Any] | Config | None = None,
+    calibration: Any = None,
+    progress: Callable[[str], None] | None = None,
+) -> Design:
+    """Compile ``model`` (an ONNX path / ModelProto, or a torch ``nn.Module``) for ``device``.
+
+    ``calibration`` (float samples, shape (N, *input)) drives post-training quantisation; when it
+    is absent the example input is used.  QDQ ONNX models carry their own types.
+    """
+    state = State(
+        model=model,
+        device=get_device(device),
+        config=parse_config(config),
+        example_input=None if example_input is None else _as_array(example_input),
+        calibration=None if calibration is None else _as_array(calibration),
+    )
+    state = run_pipeline(state, progress)
+    return Design(
+        state.graph, state.device, state.config, state.placement, state.source, dict(state.files), state.timings
+    )
+
+
+def _as_array(x: Any) -> np.ndarray:
+    if hasattr(x, "detach"):  # torch tensor
+        x = x.detach().cpu().numpy()
+    return np.asarray(x)

@@ -1,0 +1,162 @@
+"""Command line: ``aieflow devices | compile | predict | report``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import __version__
+from .errors import AieflowError, ConfigError, OutputExistsError
+
+EXIT_USER_ERROR = 2
+EXIT_INTERNAL = 3
+
+
+def _load_npy(path: str, what: str) -> np.ndarray:
+    try:
+        return np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise ConfigError(f"{what} file '{path}' does not exist") from None
+    except (ValueError, OSError) as e:
+        raise ConfigError(f"cannot read {what} file '{path}' as a .npy array: {e}") from None
+
+
+def cmd_devices(args: argparse.Namespace) -> int:
+    from .devices import DEVICES
+
+    if args.json:
+        print(json.dumps({k: d.describe() for k, d in DEVICES.items()}, indent=2))
+        return 0
+    for d in DEVICES.values():
+        info = d.describe()
+        print(f"{d.key:8s} {d.board} ({d.part}), {d.generation.name}")
+        for key in ("grid", "memory_tiles", "clock", "tile_memory", "streams", "cascade"):
+            print(f"    {key:13s} {info[key]}")
+        macs = ", ".join(f"{k} {v:g}" for k, v in info["macs_per_cycle"].items())
+        print(f"    {'MACs/cycle':13s} {macs}")
+        mm = ", ".join(f"{k} <{v}>" for k, v in info["mmul"].items())
+        print(f"    {'mmul':13s} {mm}")
+        if d.notes:
+            print(f"    {'note':13s} {d.notes}")
+    return 0
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from .api import compile as compile_model
+    from .config import load_config_file, parse_config
+
+    out = Path(args.out)
+    if out.exists() and not args.force:
+        raise OutputExistsError(f"output directory '{out}' already exists", hint="pass --force to replace it")
+    model = Path(args.model)
+    if not model.is_file():
+        raise ConfigError(f"model file '{model}' does not exist")
+    if model.suffix.lower() != ".onnx":
+        raise ConfigError(
+            f"'{model}' is not an .onnx file; the CLI compiles ONNX models",
+            hint="for PyTorch modules call aieflow.compile(module, example_input=...) from Python, or export to ONNX",
+        )
+    config = load_config_file(args.config) if args.config else parse_config(None)
+    if args.precision or args.batch:
+        raw = config.to_json()
+        if args.precision:
+            raw["precision"] = args.precision
+        if args.batch:
+            raw["batch"] = args.batch
+        config = parse_config(raw)
+    calibration = _load_npy(args.calibration, "calibration") if args.calibration else None
+    example = _load_npy(args.input, "input") if args.input else None
+
+    t0 = time.perf_counter()
+
+    def progress(step: str) -> None:
+        if not args.quiet:
+            print(f"[{time.perf_counter() - t0:6.2f}s] {step}", file=sys.stderr, flush=True)
+
+    design = compile_model(
+        str(model), device=args.device, example_input=example, config=config, calibration=calibration, progress=progress
+    )
+    design.save(out, force=args.force)
+    if not args.quiet:
+        print(design.summary())
+        print(f"\nwrote {out}/design.json and {out}/project/ ({len(design.files)} files)")
+    return 0
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from .design import load
+
+    design = load(args.design)
+    x = _load_npy(args.input, "input")
+    y = design.predict(x, raw=args.raw)
+    out = Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    np.save(out, y)
+    print(f"predicted {y.shape[0]} samples -> {out} ({'integer codes' if args.raw else 'real values'}, shape {list(y.shape)})")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .design import load
+
+    print(load(args.design).summary())
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="aieflow", description="Compile neural networks to AMD Versal AI Engine designs.")
+    p.add_argument("--version", action="version", version=f"aieflow {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("devices", help="list the supported devices and their facts")
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+    s.set_defaults(func=cmd_devices)
+
+    s = sub.add_parser("compile", help="compile an ONNX model into DIR/design.json and DIR/project/")
+    s.add_argument("model", help="model file (.onnx)")
+    s.add_argument("--device", default="vek280", help="vck190, vek280 or vek385 (default vek280)")
+    s.add_argument("--out", required=True, help="output directory")
+    s.add_argument("--config", help="YAML or JSON config file")
+    s.add_argument("--calibration", help=".npy float samples for post-training quantisation")
+    s.add_argument("--input", help=".npy samples written to the project's PLIO data files")
+    s.add_argument("--precision", help="default precision (overrides the config): int8, int16, a16w8, fp32, bf16")
+    s.add_argument("--batch", type=int, help="samples per graph iteration (overrides the config)")
+    s.add_argument("--force", action="store_true", help="replace DIR if it exists")
+    s.add_argument("--quiet", action="store_true", help="no progress or summary")
+    s.set_defaults(func=cmd_compile)
+
+    s = sub.add_parser("predict", help="bit-exact emulation of a compiled design")
+    s.add_argument("design", help="design directory written by 'aieflow compile'")
+    s.add_argument("--input", required=True, help=".npy float input, shape (N, ...)")
+    s.add_argument("--output", required=True, help=".npy file to write")
+    s.add_argument("--raw", action="store_true", help="write integer output codes instead of real values")
+    s.set_defaults(func=cmd_predict)
+
+    s = sub.add_parser("report", help="print a design's summary")
+    s.add_argument("design", help="design directory")
+    s.set_defaults(func=cmd_report)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except AieflowError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 - last resort: say it is our bug, not the user's
+        print(f"internal error (please report): {type(e).__name__}: {e}", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,172 @@
+"""User configuration: one schema for the Python dict, YAML and JSON forms.
+
+Unknown keys are errors (a typo must not silently fall back to a default), and every value is
+checked here so that later passes can trust it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+from .ir import frozen_map
+from .numerics.types import FixedType, NumericType, parse_type
+
+# precision name -> (activation kind, weight kind)
+PRECISIONS: Mapping[str, tuple[str, str]] = frozen_map(
+    {
+        "int8": ("i8", "i8"),
+        "int16": ("i16", "i16"),
+        "a16w8": ("i16", "i8"),
+        "fp32": ("fp32", "fp32"),
+        "bf16": ("bf16", "bf16"),
+    }
+)
+_PRECISION_ALIASES = {"i8": "int8", "i16": "int16", "int16x8": "a16w8", "i16xi8": "a16w8", "float32": "fp32"}
+TYPE_KEYS = ("input", "weight", "bias", "output")
+_LAYER_KEYS = {"precision", "parallelism", "placement", *TYPE_KEYS}
+_TOP_KEYS = {"precision", "batch", "layers", "rounding", "saturation"}
+
+
+def normalise_precision(value: Any, where: str) -> str:
+    name = str(value).lower()
+    name = _PRECISION_ALIASES.get(name, name)
+    if name not in PRECISIONS:
+        raise ConfigError(
+            f"{where}: unknown precision {value!r}; choose one of {', '.join(PRECISIONS)}"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class LayerConfig:
+    """Per-layer overrides, keyed in :class:`Config` by the model's layer name."""
+
+    precision: str | None = None
+    types: Mapping[str, NumericType] = field(default_factory=frozen_map)
+    cas_len: int | None = None
+    cas_num: int | None = None
+    placement: tuple[int, int] | None = None  # (column, row) of the layer's bottom-left tile
+
+
+@dataclass(frozen=True)
+class Config:
+    precision: str = "int8"
+    batch: int = 8
+    layers: Mapping[str, LayerConfig] = field(default_factory=frozen_map)
+
+    def layer(self, *names: str) -> LayerConfig:
+        for n in names:
+            if n in self.layers:
+                return self.layers[n]
+        return LayerConfig()
+
+    def to_json(self) -> dict:
+        out: dict[str, Any] = {"precision": self.precision, "batch": self.batch, "layers": {}}
+        for name, lc in self.layers.items():
+            d: dict[str, Any] = {}
+            if lc.precision:
+                d["precision"] = lc.precision
+            for k, t in lc.types.items():
+                d[k] = t.to_string()
+            if lc.cas_len or lc.cas_num:
+                d["parallelism"] = {k: v for k, v in (("cas_len", lc.cas_len), ("cas_num", lc.cas_num)) if v}
+            if lc.placement:
+                d["placement"] = list(lc.placement)
+            out["layers"][name] = d
+        return out
+
+
+def _positive_int(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{where} must be a positive integer, got {value!r}")
+    return value
+
+
+def _parse_layer(name: str, raw: Any) -> LayerConfig:
+    where = f"layers.{name}"
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{where} must be a mapping of settings, got {raw!r}")
+    unknown = set(raw) - _LAYER_KEYS
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(_LAYER_KEYS))}"
+        )
+    precision = normalise_precision(raw["precision"], where) if "precision" in raw else None
+    types: dict[str, NumericType] = {}
+    for key in TYPE_KEYS:
+        if key in raw:
+            try:
+                types[key] = parse_type(raw[key])
+            except ConfigError as e:
+                raise ConfigError(f"{where}.{key}: {e}") from None
+            if key in ("weight", "bias") and isinstance(types[key], FixedType) and not types[key].signed:
+                raise ConfigError(f"{where}.{key}: unsigned weights/biases are not supported; use a signed type")
+    cas_len = cas_num = None
+    if "parallelism" in raw:
+        par = raw["parallelism"]
+        if not isinstance(par, Mapping) or set(par) - {"cas_len", "cas_num"}:
+            raise ConfigError(f"{where}.parallelism must be {{cas_len: L, cas_num: N}}, got {par!r}")
+        if "cas_len" in par:
+            cas_len = _positive_int(par["cas_len"], f"{where}.parallelism.cas_len")
+        if "cas_num" in par:
+            cas_num = _positive_int(par["cas_num"], f"{where}.parallelism.cas_num")
+    placement = None
+    if "placement" in raw:
+        p = raw["placement"]
+        if isinstance(p, Mapping):
+            p = (p.get("column", p.get("col")), p.get("row"))
+        if (
+            not isinstance(p, list | tuple)
+            or len(p) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in p)
+        ):
+            raise ConfigError(f"{where}.placement must be [column, row] of non-negative integers, got {raw['placement']!r}")
+        placement = (int(p[0]), int(p[1]))
+    return LayerConfig(precision, frozen_map(types), cas_len, cas_num, placement)
+
+
+def parse_config(raw: Mapping[str, Any] | Config | None) -> Config:
+    if raw is None:
+        return Config()
+    if isinstance(raw, Config):
+        return raw
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"config must be a mapping (dict / YAML / JSON object), got {type(raw).__name__}")
+    unknown = set(raw) - _TOP_KEYS
+    if unknown:
+        raise ConfigError(
+            f"unknown config key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(_TOP_KEYS))}"
+        )
+    precision = normalise_precision(raw.get("precision", "int8"), "precision")
+    batch = _positive_int(raw.get("batch", 8), "batch")
+    if batch > 4096:
+        raise ConfigError(f"batch {batch} is larger than 4096 samples per graph iteration; use a smaller batch")
+    layers_raw = raw.get("layers") or {}
+    if not isinstance(layers_raw, Mapping):
+        raise ConfigError("layers must be a mapping from layer name to settings")
+    layers = {str(k): _parse_layer(str(k), v) for k, v in layers_raw.items()}
+    return Config(precision, batch, frozen_map(layers))
+
+
+def load_config_file(path: str | os.PathLike) -> Config:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise ConfigError(f"cannot read config file '{p}': {e.strerror}") from None
+    try:
+        if p.suffix.lower() == ".json":
+            raw = json.loads(text)
+        else:
+            import yaml
+
+            raw = yaml.safe_load(text)
+    except Exception as e:  # noqa: BLE001 - any parser error is the user's file
+        raise ConfigError(f"cannot parse config file '{p}': {e}") from None
+    return parse_config(raw)

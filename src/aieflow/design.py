@@ -1,0 +1,315 @@
+"""A compiled design: the planned graph, its placement and project, plus the bit-exact emulator."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import __version__
+from .config import Config, parse_config
+from .devices import Device, get_device
+from .errors import AieflowError, ConfigError, OutputExistsError
+from .ir import Graph, Node, Tensor, frozen_map
+from .numerics import fixed
+from .numerics.types import FixedType, FloatType, NumericType, parse_type
+from .ops.registry import family
+from .passes.place import Placement, Rect
+
+FORMAT = "aieflow-design"
+FORMAT_VERSION = 1
+DEFAULT_CHUNK = 65536  # samples per emulator chunk: bounds memory for any input size
+
+
+@dataclass
+class Design:
+    graph: Graph
+    device: Device
+    config: Config
+    placement: Placement
+    source: str = ""
+    files: dict[str, str] = field(default_factory=dict)
+    timings: tuple[tuple[str, float], ...] = ()
+
+    # ------------------------------------------------------------------ numerics
+
+    @property
+    def input_tensor(self) -> Tensor:
+        return self.graph.tensors[self.graph.inputs[0]]
+
+    @property
+    def output_tensor(self) -> Tensor:
+        return self.graph.tensors[self.graph.outputs[0]]
+
+    @property
+    def input_type(self) -> NumericType:
+        return self.input_tensor.dtype
+
+    @property
+    def output_type(self) -> NumericType:
+        return self.output_tensor.dtype
+
+    def _check_input(self, x: Any) -> np.ndarray:
+        x = np.asarray(x)
+        shape = self.input_tensor.shape
+        if x.shape == tuple(shape):
+            x = x[None]
+        if x.shape[1:] != tuple(shape):
+            raise ConfigError(
+                f"input has shape {x.shape}; the design expects (N, {', '.join(map(str, shape))})"
+            )
+        return x
+
+    def quantise_input(self, x: Any) -> np.ndarray:
+        """Float samples -> what the graph input carries (codes, or float32 / bf16 values)."""
+        x = self._check_input(x)
+        t = self.input_type
+        if isinstance(t, FloatType):
+            x32 = x.astype(np.float32)
+            return fixed.to_bf16(x32) if t.name == "bf16" else x32
+        return fixed.quantize(x.astype(np.float64), t)
+
+    def dequantise_output(self, y: np.ndarray) -> np.ndarray:
+        t = self.output_type
+        if isinstance(t, FloatType):
+            return y.astype(np.float32)
+        return fixed.dequantize(y, t)
+
+    def run(self, xq: np.ndarray) -> np.ndarray:
+        """Emulate the design on graph-input codes; returns graph-output codes (integer-exact)."""
+        values = {self.graph.inputs[0]: xq}
+        for node in self.graph.nodes:
+            values[node.outputs[0]] = family(node.op, node.name).emulate(node, values[node.inputs[0]])
+            if node.inputs[0] not in self.graph.outputs:
+                del values[node.inputs[0]]
+        return values[self.graph.outputs[0]]
+
+    def _chunks(self, x: np.ndarray, chunk: int) -> Iterator[np.ndarray]:
+        for i in range(0, x.shape[0], chunk):
+            yield x[i : i + chunk]
+
+    def predict(self, x: Any, raw: bool = False, chunk: int = DEFAULT_CHUNK) -> np.ndarray:
+        """Bit-exact emulation: quantise at the input, integer-exact layers, dequantise at the output.
+
+        ``raw=True`` returns the output codes (integers) instead of real values.
+        """
+        x = self._check_input(x)
+        if np.issubdtype(x.dtype, np.floating) and np.isnan(x).any():
+            raise ConfigError("input contains NaN")
+        outs = []
+        for part in self._chunks(x, max(1, chunk)):
+            y = self.run(self.quantise_input(part))
+            outs.append(y if raw else self.dequantise_output(y))
+        if not outs:
+            shape = (0, *self.output_tensor.shape)
+            return np.zeros(shape, dtype=np.int64 if raw else np.float64)
+        return np.concatenate(outs, axis=0)
+
+    def example_batch(self, x: Any | None, batches: int = 2) -> np.ndarray:
+        """Inputs written to the project's PLIO files: the user's, else seeded random in range."""
+        batch = self.config.batch
+        if x is not None:
+            x = self._check_input(x)
+            n = min(x.shape[0], batches * batch)
+            n = max(batch, n - n % batch)
+            if x.shape[0] < n:
+                x = np.concatenate([x, np.zeros((n - x.shape[0], *x.shape[1:]), dtype=x.dtype)])
+            return x[:n]
+        rng = np.random.default_rng(0)
+        shape = (batches * batch, *self.input_tensor.shape)
+        t = self.input_type
+        if isinstance(t, FixedType):
+            return rng.integers(t.min_code, t.max_code + 1, size=shape) * t.scale
+        return rng.standard_normal(shape).astype(np.float32)
+
+    # ------------------------------------------------------------------ reports
+
+    def layers(self) -> list[Node]:
+        return [n for n in self.graph.nodes if n.plan is not None]
+
+    def resources(self) -> dict[str, Any]:
+        layers = self.layers()
+        tiles = sum(n.plan.tiles for n in layers)
+        memtile_links = sum(1 for n in layers if n.plan.link == "memtile")
+        mt_bytes = 0
+        for n in layers:
+            if n.plan.link == "memtile":
+                width = n.plan.cas_len * n.plan.k_slice
+                mt_bytes = max(mt_bytes, 2 * width * n.plan.batch_pad * n.types.input.container_bits // 8)
+        per_tile = {n.name: n.plan.memory.total for n in layers}
+        first, last = layers[0], layers[-1]
+        return {
+            "compute_tiles": tiles,
+            "compute_tiles_available": self.device.compute_tiles,
+            "memory_tiles": memtile_links,
+            "memory_tile_bytes_max": mt_bytes,
+            "plio_in": first.plan.cas_len,
+            "plio_out": last.plan.cas_num,
+            "bytes_per_tile": per_tile,
+            "bytes_per_tile_max": max(per_tile.values()),
+            "tile_memory_bytes": self.device.generation.data_memory_bytes,
+        }
+
+    def summary(self) -> str:
+        from .report import text_summary
+
+        return text_summary(self)
+
+    # ------------------------------------------------------------------ persistence
+
+    def to_json(self) -> dict[str, Any]:
+        nodes = []
+        for n in self.graph.nodes:
+            fam = family(n.op, n.name)
+            nodes.append(
+                {
+                    "name": n.name,
+                    "op": n.op,
+                    "inputs": list(n.inputs),
+                    "outputs": list(n.outputs),
+                    "attrs": dict(n.attrs),
+                    "aliases": list(n.aliases),
+                    "params": sorted(n.params),
+                    "types": fam.types_to_json(n.types) if (n.types is not None and fam.types_to_json) else None,
+                    "plan": fam.plan_to_json(n.plan) if (n.plan is not None and fam.plan_to_json) else None,
+                }
+            )
+        layers = {}
+        for n in self.layers():
+            fam = family(n.op)
+            r = self.placement.rect(n.name)
+            layers[n.name] = {
+                "op": n.op,
+                "activation": n.attrs.get("activation"),
+                "types": fam.types_to_json(n.types),
+                "plan": fam.plan_to_json(n.plan),
+                "placement": {"column": r.column, "row": r.row, "width": r.width, "height": r.height},
+            }
+        return {
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "aieflow": __version__,
+            "device": {"key": self.device.key, **self.device.describe()},
+            "source": self.source,
+            "config": self.config.to_json(),
+            "input": {"tensor": self.graph.inputs[0], "shape": list(self.input_tensor.shape), "type": self.input_type.to_string()},
+            "output": {"tensor": self.graph.outputs[0], "shape": list(self.output_tensor.shape), "type": self.output_type.to_string()},
+            "layers": layers,
+            "placement": self.placement.to_json(),
+            "resources": self.resources(),
+            "graph": {
+                "name": self.graph.name,
+                "inputs": list(self.graph.inputs),
+                "outputs": list(self.graph.outputs),
+                "tensors": {
+                    k: {"shape": list(t.shape), "type": t.dtype.to_string() if t.dtype is not None else None}
+                    for k, t in self.graph.tensors.items()
+                },
+                "nodes": nodes,
+            },
+            "project_files": sorted(self.files),
+        }
+
+    def save(self, out_dir: str | os.PathLike, force: bool = False) -> Path:
+        """Write ``design.json``, ``weights.npz`` and ``project/`` atomically.
+
+        Everything goes to a temporary sibling directory first and is moved into place at the end,
+        so an error never leaves a half-written design; an existing directory is replaced only
+        with ``force``.
+        """
+        out = Path(out_dir)
+        if out.exists() and not force:
+            raise OutputExistsError(
+                f"output directory '{out}' already exists", hint="pass --force (force=True) to replace it"
+            )
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+        try:
+            (tmp / "design.json").write_text(json.dumps(self.to_json(), indent=2, default=_json_default) + "\n")
+            arrays = {f"{n.name}/{k}": np.asarray(v) for n in self.graph.nodes for k, v in n.params.items()}
+            np.savez_compressed(tmp / "weights.npz", **arrays)
+            for rel, text in self.files.items():
+                path = tmp / "project" / rel
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text)
+            if out.exists():
+                old = out.with_name(f".{out.name}.old")
+                if old.exists():
+                    shutil.rmtree(old)
+                out.rename(old)
+                tmp.rename(out)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                tmp.rename(out)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return out
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, tuple):
+        return list(obj)
+    raise TypeError(f"not JSON-serialisable: {type(obj).__name__}")
+
+
+def load(path: str | os.PathLike) -> Design:
+    """Load a design written by :meth:`Design.save` (emulation needs no model file)."""
+    d = Path(path)
+    try:
+        meta = json.loads((d / "design.json").read_text())
+        weights = np.load(d / "weights.npz")
+    except FileNotFoundError as e:
+        raise AieflowError(f"'{d}' is not an aieflow design directory: {e.filename} is missing") from None
+    except (json.JSONDecodeError, ValueError, OSError) as e:
+        raise AieflowError(f"cannot read design in '{d}': {e}") from None
+    if meta.get("format") != FORMAT or meta.get("version") != FORMAT_VERSION:
+        raise AieflowError(
+            f"'{d}/design.json' is format {meta.get('format')!r} version {meta.get('version')!r}; "
+            f"this aieflow reads {FORMAT!r} version {FORMAT_VERSION}"
+        )
+    g = meta["graph"]
+    tensors = {
+        k: Tensor(k, tuple(v["shape"]), parse_type(v["type"]) if v["type"] else None) for k, v in g["tensors"].items()
+    }
+    nodes = []
+    for nd in g["nodes"]:
+        fam = family(nd["op"], nd["name"])
+        params = {k: weights[f"{nd['name']}/{k}"] for k in nd["params"]}
+        attrs = {k: (tuple(v) if isinstance(v, list) else v) for k, v in nd["attrs"].items()}
+        nodes.append(
+            Node(
+                name=nd["name"],
+                op=nd["op"],
+                inputs=tuple(nd["inputs"]),
+                outputs=tuple(nd["outputs"]),
+                attrs=frozen_map(attrs),
+                params=frozen_map(params),
+                types=fam.types_from_json(nd["types"]) if nd["types"] is not None and fam.types_from_json else None,
+                plan=fam.plan_from_json(nd["plan"]) if nd["plan"] is not None and fam.plan_from_json else None,
+                aliases=tuple(nd["aliases"]),
+            )
+        )
+    graph = Graph(tuple(nodes), tensors, tuple(g["inputs"]), tuple(g["outputs"]), g.get("name", "model"))
+    pl = meta["placement"]
+    placement = Placement(
+        tuple(Rect(name, v["column"], v["row"], v["width"], v["height"]) for name, v in pl["layers"].items()),
+        pl["grid"][0],
+        pl["grid"][1],
+    )
+    files = {}
+    proj = d / "project"
+    if proj.is_dir():
+        files = {str(p.relative_to(proj)): p.read_text() for p in proj.rglob("*") if p.is_file()}
+    return Design(graph, get_device(meta["device"]["key"]), parse_config(meta["config"]), placement, meta.get("source", ""), files)

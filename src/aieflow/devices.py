@@ -1,0 +1,329 @@
+"""Device catalog: every hardware fact the planner, emulator and emitter rely on, with its source.
+
+Facts come from ``shared/spec/versal-devices.md`` (which cites AMD AM009, AM020, AM027, UG1079,
+UG1603, UG1529 and the DS957/DS958 data sheets).  Nothing else in the package hard-codes a device
+number: look it up here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from .errors import ConfigError
+from .numerics.types import Rounding
+
+SPEC = "shared/spec/versal-devices.md"
+
+# Operand kinds used as keys: "i8", "i16", "i32", "fp32", "bf16".
+TypePair = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A value with the document it comes from."""
+
+    value: object
+    source: str
+
+
+@dataclass(frozen=True)
+class Generation:
+    """Per-tile architecture of one AI Engine generation."""
+
+    name: str  # "aie", "aie-ml", "aie-mlv2"
+    arch_macro: int  # value of __AIE_ARCH__ the AMD compiler defines for it
+    data_memory_bytes: int
+    memory_banks: int
+    program_memory_bytes: int
+    stack_bytes: int
+    heap_bytes: int
+    neighbour_memory_bytes: int  # own + reachable neighbours
+    load_bits_per_cycle: int  # two vector load units together
+    store_bits_per_cycle: int
+    stream_in_ports: int
+    stream_out_ports: int
+    stream_bits: int
+    cascade_bits: int
+    cascade_vertical: bool
+    macs_per_cycle: Mapping[TypePair, float]
+    mmul_shapes: Mapping[TypePair, tuple[int, int, int]]  # the native tiling the Dense kernel uses
+    accumulators: Mapping[TypePair, int]  # accumulator lane width in bits for the type pair
+    rounding_modes: frozenset[Rounding]
+    float_types: frozenset[str]  # float types the vector unit handles natively
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def bank_bytes(self) -> int:
+        return self.data_memory_bytes // self.memory_banks
+
+
+@dataclass(frozen=True)
+class Device:
+    """One board / part: a generation plus its array size, clocks and interfaces."""
+
+    key: str  # "vck190"
+    board: str
+    part: str
+    generation: Generation
+    columns: int
+    rows: int  # compute-tile rows
+    memory_tile_rows: int
+    memory_tile_bytes: int
+    clock_hz: float
+    pl_clock_hz: float
+    plio_columns: int  # interface tiles usable for PLIO
+    plio_in_per_column: int
+    plio_out_per_column: int
+    notes: str = ""
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def compute_tiles(self) -> int:
+        return self.columns * self.rows
+
+    @property
+    def memory_tiles(self) -> int:
+        return self.columns * self.memory_tile_rows
+
+    def peak_macs_per_cycle(self, pair: TypePair) -> float:
+        return self.generation.macs_per_cycle[pair]
+
+    def peak_ops_per_s(self, pair: TypePair) -> float:
+        return self.compute_tiles * self.peak_macs_per_cycle(pair) * 2 * self.clock_hz
+
+    def describe(self) -> dict[str, object]:
+        g = self.generation
+        return {
+            "device": self.key,
+            "board": self.board,
+            "part": self.part,
+            "generation": g.name,
+            "grid": f"{self.columns} x {self.rows} = {self.compute_tiles} compute tiles",
+            "memory_tiles": f"{self.memory_tiles} x {self.memory_tile_bytes // 1024} KB"
+            if self.memory_tiles
+            else "none",
+            "clock": f"{self.clock_hz / 1e9:.2f} GHz (PL {self.pl_clock_hz / 1e6:.1f} MHz)",
+            "tile_memory": f"{g.data_memory_bytes // 1024} KB in {g.memory_banks} banks",
+            "streams": f"{g.stream_in_ports} in / {g.stream_out_ports} out x {g.stream_bits}-bit",
+            "cascade": f"{g.cascade_bits}-bit" + (", horizontal and vertical" if g.cascade_vertical else ", horizontal"),
+            "macs_per_cycle": {f"{a}x{b}": v for (a, b), v in g.macs_per_cycle.items()},
+            "mmul": {f"{a}x{b}": "x".join(map(str, s)) for (a, b), s in g.mmul_shapes.items()},
+        }
+
+
+def _frozen(d: dict) -> Mapping:
+    return MappingProxyType(d)
+
+
+_ALL_ROUNDING = frozenset(Rounding)
+_AIE1_ROUNDING = _ALL_ROUNDING - {Rounding.SYM_FLOOR, Rounding.SYM_CEIL}
+
+AIE1 = Generation(
+    name="aie",
+    arch_macro=10,
+    data_memory_bytes=32 * 1024,
+    memory_banks=8,
+    program_memory_bytes=16 * 1024,
+    stack_bytes=1024,
+    heap_bytes=1024,
+    neighbour_memory_bytes=128 * 1024,
+    load_bits_per_cycle=512,
+    store_bits_per_cycle=256,
+    stream_in_ports=2,
+    stream_out_ports=2,
+    stream_bits=32,
+    cascade_bits=384,
+    cascade_vertical=False,
+    macs_per_cycle=_frozen(
+        {
+            ("i8", "i8"): 128,
+            ("i16", "i8"): 64,
+            ("i16", "i16"): 32,
+            ("i32", "i16"): 16,
+            ("i32", "i32"): 8,
+            ("fp32", "fp32"): 8,
+        }
+    ),
+    # UG1529 "Matrix Multiplication" table, AIE row; <4,2,4> float is the shape the ESPCN thesis used.
+    mmul_shapes=_frozen(
+        {
+            ("i8", "i8"): (4, 8, 4),
+            ("i16", "i8"): (4, 4, 4),
+            ("i16", "i16"): (4, 4, 4),
+            ("fp32", "fp32"): (4, 2, 4),
+        }
+    ),
+    accumulators=_frozen({("i8", "i8"): 48, ("i16", "i8"): 48, ("i16", "i16"): 48}),
+    rounding_modes=_AIE1_ROUNDING,
+    float_types=frozenset({"fp32"}),
+    sources=_frozen(
+        {
+            "memory, banks, stack, ports, cascade, MACs": f"{SPEC} (AM009, UG1079)",
+            "mmul shapes": "UG1529 Matrix Multiplication table (AIE); ESPCN thesis for float <4,2,4>",
+            "accumulators": "AM009: 48-bit lanes for 8/16-bit operands",
+            "rounding modes": "AIE intrinsics guide: rnd_floor..rnd_conv_odd (no symmetric floor/ceil)",
+        }
+    ),
+)
+
+AIE_ML = Generation(
+    name="aie-ml",
+    arch_macro=20,
+    data_memory_bytes=64 * 1024,
+    memory_banks=8,
+    program_memory_bytes=16 * 1024,
+    stack_bytes=1024,
+    heap_bytes=1024,
+    neighbour_memory_bytes=256 * 1024,
+    load_bits_per_cycle=512,
+    store_bits_per_cycle=256,
+    stream_in_ports=1,
+    stream_out_ports=1,
+    stream_bits=32,
+    cascade_bits=512,
+    cascade_vertical=True,
+    macs_per_cycle=_frozen(
+        {
+            ("i8", "i8"): 256,
+            ("i16", "i8"): 128,
+            ("i16", "i16"): 64,
+            ("i32", "i16"): 32,
+            ("i32", "i32"): 16,
+            ("bf16", "bf16"): 128,
+        }
+    ),
+    # AIE4ML's tilings (dense-on-aie-ml.md), all native per UG1529.
+    mmul_shapes=_frozen(
+        {
+            ("i8", "i8"): (4, 8, 8),
+            ("i16", "i8"): (4, 4, 8),
+            ("i16", "i16"): (4, 4, 4),
+            ("bf16", "bf16"): (4, 8, 4),
+        }
+    ),
+    accumulators=_frozen({("i8", "i8"): 32, ("i16", "i8"): 32, ("i16", "i16"): 64}),
+    rounding_modes=_ALL_ROUNDING,
+    float_types=frozenset({"bf16"}),
+    sources=_frozen(
+        {
+            "memory, banks, ports, cascade, MACs": f"{SPEC} (AM020, UG1603)",
+            "mmul shapes": "shared/spec/dense-on-aie-ml.md kernel tilings; UG1529",
+            "accumulators": "shared/spec/dense-on-aie-ml.md: i8 acc32, i16xi16 acc64; AM020",
+            "rounding modes": "AIE-ML intrinsics guide UG1583: adds rnd_sym_floor / rnd_sym_ceil",
+        }
+    ),
+)
+
+# AIE-MLv2: the spec lists 64 KB data memory, 512-bit loads/stores and a 512-bit cascade; per-type
+# MAC rates and mmul shapes are taken as AIE-ML's (documented assumption until AM027 figures land).
+AIE_MLV2 = Generation(
+    name="aie-mlv2",
+    arch_macro=21,
+    data_memory_bytes=64 * 1024,
+    memory_banks=8,
+    program_memory_bytes=16 * 1024,
+    stack_bytes=1024,
+    heap_bytes=1024,
+    neighbour_memory_bytes=256 * 1024,
+    load_bits_per_cycle=1024,
+    store_bits_per_cycle=512,
+    stream_in_ports=1,
+    stream_out_ports=1,
+    stream_bits=64,
+    cascade_bits=512,
+    cascade_vertical=True,
+    macs_per_cycle=AIE_ML.macs_per_cycle,
+    mmul_shapes=AIE_ML.mmul_shapes,
+    accumulators=AIE_ML.accumulators,
+    rounding_modes=_ALL_ROUNDING,
+    float_types=frozenset({"bf16"}),
+    sources=_frozen(
+        {
+            "memory, loads, cascade": f"{SPEC} (AM027)",
+            "MACs, mmul shapes, accumulators": "assumed equal to AIE-ML (not yet in the spec)",
+        }
+    ),
+)
+
+VCK190 = Device(
+    key="vck190",
+    board="VCK190",
+    part="xcvc1902",
+    generation=AIE1,
+    columns=50,
+    rows=8,
+    memory_tile_rows=0,
+    memory_tile_bytes=0,
+    clock_hz=1.25e9,
+    pl_clock_hz=312.5e6,
+    plio_columns=39,
+    plio_in_per_column=8,
+    plio_out_per_column=6,
+    sources=_frozen(
+        {
+            "grid 50x8, 39 PLIO interface tiles, 8 in / 6 out per column": f"{SPEC} (AM009, DS957)",
+            "1.25 GHz (-2 speed grade), PL 1/4 of AIE clock": SPEC,
+        }
+    ),
+)
+
+VEK280 = Device(
+    key="vek280",
+    board="VEK280",
+    part="xcve2802",
+    generation=AIE_ML,
+    columns=38,
+    rows=8,
+    memory_tile_rows=2,
+    memory_tile_bytes=512 * 1024,
+    clock_hz=1.25e9,
+    pl_clock_hz=312.5e6,
+    plio_columns=38,
+    plio_in_per_column=2,
+    plio_out_per_column=2,
+    sources=_frozen(
+        {
+            "grid 38x8, 2 rows of 512 KB memory tiles": f"{SPEC} (AM020, DS958)",
+            "1.25 GHz as in the published AIE4ML results": SPEC,
+            "interface DMA 2 MM2S + 2 S2MM per column": SPEC,
+        }
+    ),
+)
+
+VEK385 = Device(
+    key="vek385",
+    board="VEK385",
+    part="2ve3858",
+    generation=AIE_MLV2,
+    columns=36,
+    rows=4,
+    memory_tile_rows=1,
+    memory_tile_bytes=512 * 1024,
+    clock_hz=1.0e9,
+    pl_clock_hz=500e6,
+    plio_columns=36,
+    plio_in_per_column=2,
+    plio_out_per_column=2,
+    notes="36 x 4 compute tiles as used by one published compiler; see AM027 for the full part",
+    sources=_frozen(
+        {
+            "36 x 4 compute tiles, memory tiles of 512 KB": f"{SPEC} (AM027; one published compiler)",
+            "~1.0 GHz, PL 500 MHz": SPEC,
+        }
+    ),
+)
+
+DEVICES: Mapping[str, Device] = _frozen({d.key: d for d in (VCK190, VEK280, VEK385)})
+
+
+def get_device(key: str | Device) -> Device:
+    if isinstance(key, Device):
+        return key
+    try:
+        return DEVICES[str(key).lower()]
+    except KeyError:
+        raise ConfigError(
+            f"unknown device {key!r}; choose one of {', '.join(DEVICES)}"
+        ) from None

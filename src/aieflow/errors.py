@@ -1,0 +1,39 @@
+"""User-facing errors.
+
+Every error a user can trigger with bad input is an :class:`AieflowError` whose message says which
+layer, what is wrong and what to change; the CLI prints it without a traceback and exits non-zero.
+"""
+
+from __future__ import annotations
+
+
+class AieflowError(Exception):
+    """Base class: the message is written for the user."""
+
+    def __init__(self, message: str, *, layer: str | None = None, hint: str | None = None):
+        self.layer = layer
+        self.hint = hint
+        text = f"layer '{layer}': {message}" if layer else message
+        if hint:
+            text = f"{text}\n  hint: {hint}"
+        super().__init__(text)
+
+
+class ModelError(AieflowError):
+    """The model cannot be read or contains something aieflow does not support."""
+
+
+class UnsupportedOpError(ModelError):
+    """An operator, attribute or pattern that aieflow cannot map."""
+
+
+class ConfigError(AieflowError):
+    """A configuration key, override or numeric type is invalid."""
+
+
+class PlanError(AieflowError):
+    """No legal mapping exists on the chosen device (too large, overrides do not fit)."""
+
+
+class OutputExistsError(AieflowError):
+    """The output directory exists and --force was not given."""

@@ -1,0 +1,152 @@
+"""The intermediate representation: a typed dataflow graph of nodes and tensors.
+
+Shapes exclude the batch dimension: the batch is a property of the design (samples per graph
+iteration), not of the network.  Every pass takes a :class:`Graph` and returns a new one; nodes and
+tensors are frozen so a pass cannot mutate what an earlier pass produced.
+
+``Node.op`` names an op family in :data:`aieflow.ops.registry.OP_FAMILIES`.  Family-specific data
+lives in ``attrs`` (small, JSON-able values), ``params`` (numpy arrays: weights, biases), and after
+the quantise / plan passes in ``types`` and ``plan`` (frozen dataclasses owned by the family).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from .errors import ModelError
+from .numerics.types import NumericType
+
+
+def frozen_map(items: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None) -> Mapping:
+    """A read-only mapping, so frozen dataclasses stay frozen all the way down."""
+    return MappingProxyType(dict(items or {}))
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """A value flowing between nodes; ``shape`` excludes the batch dimension."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: NumericType | None = None  # None until the quantise pass assigns a type
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+
+
+@dataclass(frozen=True, eq=False)
+class Node:
+    """One operation.  ``name`` is the user's name for it (ONNX node name, torch module path)."""
+
+    name: str
+    op: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    attrs: Mapping[str, Any] = field(default_factory=frozen_map)
+    params: Mapping[str, np.ndarray] = field(default_factory=frozen_map)
+    types: Any = None  # family-specific frozen dataclass, set by the quantise pass
+    plan: Any = None  # family-specific frozen dataclass, set by the plan pass
+    aliases: tuple[str, ...] = ()  # other user names that answer to this node (fused nodes)
+
+    def evolve(self, **changes: Any) -> Node:
+        for key in ("attrs", "params"):
+            if key in changes and not isinstance(changes[key], MappingProxyType):
+                changes[key] = frozen_map(changes[key])
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True, eq=False)
+class Graph:
+    """Nodes in topological order, the tensors they connect, and the graph's inputs/outputs."""
+
+    nodes: tuple[Node, ...]
+    tensors: Mapping[str, Tensor]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    name: str = "model"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.tensors, MappingProxyType):
+            object.__setattr__(self, "tensors", frozen_map(self.tensors))
+
+    def node(self, name: str) -> Node:
+        for n in self.nodes:
+            if n.name == name or name in n.aliases:
+                return n
+        raise KeyError(name)
+
+    def producer(self, tensor: str) -> Node | None:
+        for n in self.nodes:
+            if tensor in n.outputs:
+                return n
+        return None
+
+    def consumers(self, tensor: str) -> list[Node]:
+        return [n for n in self.nodes if tensor in n.inputs]
+
+    def with_nodes(self, nodes: Iterable[Node], tensors: Mapping[str, Tensor] | None = None) -> Graph:
+        return replace(self, nodes=tuple(nodes), tensors=frozen_map(tensors or self.tensors))
+
+    def with_tensor_types(self, types: Mapping[str, NumericType]) -> Graph:
+        tensors = {k: (replace(t, dtype=types[k]) if k in types else t) for k, t in self.tensors.items()}
+        return replace(self, tensors=frozen_map(tensors))
+
+    def validate(self) -> None:
+        """Check the graph is well formed: every tensor produced once, topological order, names unique."""
+        produced = set(self.inputs)
+        names: set[str] = set()
+        for n in self.nodes:
+            if n.name in names:
+                raise ModelError(f"two nodes are both called '{n.name}'; node names must be unique")
+            names.add(n.name)
+            for t in n.inputs:
+                if t not in produced:
+                    raise ModelError(f"node '{n.name}' reads tensor '{t}' before it is produced")
+                if t not in self.tensors:
+                    raise ModelError(f"node '{n.name}' reads unknown tensor '{t}'")
+            for t in n.outputs:
+                if t in produced:
+                    raise ModelError(f"tensor '{t}' is produced twice (second time by '{n.name}')")
+                if t not in self.tensors:
+                    raise ModelError(f"node '{n.name}' writes unknown tensor '{t}'")
+                produced.add(t)
+        for t in self.outputs:
+            if t not in produced:
+                raise ModelError(f"graph output '{t}' is never produced")
+
+
+@dataclass(frozen=True)
+class QuantHints:
+    """Numeric types a model already carries (QDQ ONNX): taken exactly as given.
+
+    ``tensors`` maps activation tensor names to their types; ``params`` maps
+    ``(node_name, param_name)`` to the type of that weight or bias.
+    """
+
+    tensors: Mapping[str, NumericType] = field(default_factory=frozen_map)
+    params: Mapping[tuple[str, str], NumericType] = field(default_factory=frozen_map)
+
+    def __post_init__(self) -> None:
+        for key in ("tensors", "params"):
+            value = getattr(self, key)
+            if not isinstance(value, MappingProxyType):
+                object.__setattr__(self, key, frozen_map(value))
+
+    @property
+    def empty(self) -> bool:
+        return not self.tensors and not self.params
+
+
+@dataclass(frozen=True)
+class ImportedModel:
+    """What a frontend returns: a float graph, plus any quantisation the model already carries."""
+
+    graph: Graph
+    hints: QuantHints = field(default_factory=QuantHints)
+    source: str = ""  # "onnx" or "torch", for reports

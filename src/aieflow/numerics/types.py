@@ -1,0 +1,237 @@
+"""Numeric types carried on every IR tensor and parameter.
+
+A fixed-point value is an integer code ``q`` with real value ``q * 2**-frac``.  The type also
+carries how values are *produced* into it (rounding and overflow), because on the AI Engine those
+are properties of the shift-round-saturate (SRS) that writes the tensor, and the emulator has to
+reproduce them exactly.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+
+from ..errors import ConfigError
+
+
+class Rounding(enum.Enum):
+    """Rounding applied when low bits are dropped (SRS, float -> fixed).
+
+    Names follow ``aie::rounding_mode`` (UG1529); ``SYM_FLOOR``/``SYM_CEIL`` exist on AIE-ML and
+    later only (UG1583 rnd_sym_floor / rnd_sym_ceil).
+    """
+
+    FLOOR = "floor"  # towards -inf (truncate), ap_fixed TRN
+    CEIL = "ceil"  # towards +inf
+    SYM_FLOOR = "symmetric_floor"  # towards zero, ap_fixed TRN_ZERO
+    SYM_CEIL = "symmetric_ceil"  # away from zero
+    POS_INF = "positive_inf"  # half up (towards +inf), ap_fixed RND
+    NEG_INF = "negative_inf"  # half down (towards -inf), ap_fixed RND_MIN_INF
+    SYM_INF = "symmetric_inf"  # half away from zero, ap_fixed RND_INF
+    SYM_ZERO = "symmetric_zero"  # half towards zero, ap_fixed RND_ZERO
+    CONV_EVEN = "conv_even"  # half to even, ap_fixed RND_CONV, ONNX QuantizeLinear
+    CONV_ODD = "conv_odd"  # half to odd
+
+
+class Saturation(enum.Enum):
+    """Overflow handling; names follow ``aie::saturation_mode``."""
+
+    WRAP = "none"  # two's-complement wrap, ap_fixed WRAP
+    SATURATE = "saturate"  # clamp to [min, max], ap_fixed SAT
+    SYMMETRIC = "symmetric"  # clamp to [-max, max], ap_fixed SAT_SYM
+
+
+_AP_ROUNDING = {
+    "TRN": Rounding.FLOOR,
+    "TRN_ZERO": Rounding.SYM_FLOOR,
+    "RND": Rounding.POS_INF,
+    "RND_ZERO": Rounding.SYM_ZERO,
+    "RND_INF": Rounding.SYM_INF,
+    "RND_MIN_INF": Rounding.NEG_INF,
+    "RND_CONV": Rounding.CONV_EVEN,
+}
+_AP_SATURATION = {
+    "WRAP": Saturation.WRAP,
+    "SAT": Saturation.SATURATE,
+    "SAT_SYM": Saturation.SYMMETRIC,
+}
+_AP_ROUNDING_NAME = {v: k for k, v in _AP_ROUNDING.items()}
+# AIE rounding modes ap_fixed has no name for; accepted and printed under these names.
+_EXTRA_ROUNDING = {"CEIL": Rounding.CEIL, "SYM_CEIL": Rounding.SYM_CEIL, "CONV_ODD": Rounding.CONV_ODD}
+_ROUNDING_BY_NAME = {**_AP_ROUNDING, **_EXTRA_ROUNDING}
+_AP_ROUNDING_NAME.update({v: k for k, v in _EXTRA_ROUNDING.items()})
+_AP_SATURATION_NAME = {v: k for k, v in _AP_SATURATION.items()}
+
+
+@dataclass(frozen=True)
+class FixedType:
+    """Two's-complement (or unsigned) fixed point: ``width`` bits, ``frac`` fractional bits.
+
+    ``frac`` may be negative or exceed ``width`` (power-of-two scales of any size).
+    """
+
+    width: int
+    frac: int
+    signed: bool = True
+    rounding: Rounding = Rounding.CONV_EVEN
+    saturation: Saturation = Saturation.SATURATE
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.width <= 80:
+            raise ConfigError(f"fixed-point width {self.width} is outside 1..80 bits")
+
+    @property
+    def int_bits(self) -> int:
+        """Integer bits including the sign bit (ap_fixed's I)."""
+        return self.width - self.frac
+
+    @property
+    def min_code(self) -> int:
+        return -(1 << (self.width - 1)) if self.signed else 0
+
+    @property
+    def max_code(self) -> int:
+        return (1 << (self.width - 1)) - 1 if self.signed else (1 << self.width) - 1
+
+    @property
+    def scale(self) -> float:
+        """Real value of one code step (2**-frac)."""
+        return 2.0 ** (-self.frac)
+
+    @property
+    def container_bits(self) -> int:
+        """Smallest AIE storage type holding the codes (8, 16, 32 or 64 bits)."""
+        for bits in (8, 16, 32, 64):
+            if self.width <= bits:
+                return bits
+        return 128
+
+    @property
+    def c_type(self) -> str:
+        """AIE scalar type name (int8, uint8, int16, int32, ...)."""
+        return f"{'' if self.signed else 'u'}int{self.container_bits}"
+
+    def with_modes(self, rounding: Rounding, saturation: Saturation) -> FixedType:
+        return FixedType(self.width, self.frac, self.signed, rounding, saturation)
+
+    def to_string(self) -> str:
+        """ap_fixed-style spelling, round-trips through :func:`parse_type`."""
+        base = "fixed" if self.signed else "ufixed"
+        rnd = _AP_ROUNDING_NAME[self.rounding]
+        sat = _AP_SATURATION_NAME[self.saturation]
+        return f"{base}<{self.width},{self.int_bits},{rnd},{sat}>"
+
+    def __str__(self) -> str:
+        return self.to_string()
+
+
+@dataclass(frozen=True)
+class FloatType:
+    """IEEE float32 or bfloat16 storage."""
+
+    name: str = "fp32"
+
+    def __post_init__(self) -> None:
+        if self.name not in ("fp32", "bf16"):
+            raise ConfigError(f"unknown float type {self.name!r}; use 'fp32' or 'bf16'")
+
+    @property
+    def container_bits(self) -> int:
+        return 32 if self.name == "fp32" else 16
+
+    @property
+    def c_type(self) -> str:
+        return "float" if self.name == "fp32" else "bfloat16"
+
+    def to_string(self) -> str:
+        return self.name
+
+    def __str__(self) -> str:
+        return self.name
+
+
+NumericType = FixedType | FloatType
+
+_TYPE_RE = re.compile(
+    r"^\s*(?P<kind>ap_fixed|ap_ufixed|fixed|ufixed|ap_int|ap_uint|int|uint)\s*"
+    r"<\s*(?P<args>[^>]*)>\s*$"
+)
+_PLAIN_INT_RE = re.compile(r"^\s*(?P<u>u?)int(?P<w>8|16|32|64)\s*$")
+
+
+def parse_type(text: str) -> NumericType:
+    """Parse ``fixed<W,I[,Q[,O]]>``, ``ap_fixed<...>``, ``ufixed``, ``int<W>``, ``int8``, ``fp32``, ``bf16``.
+
+    Defaults for omitted modes follow ap_fixed (TRN, WRAP), because that is what a user writing an
+    ap_fixed string means.
+    """
+    if not isinstance(text, str):
+        raise ConfigError(f"numeric type must be a string, got {text!r}")
+    t = text.strip()
+    if t in ("fp32", "float", "float32"):
+        return FloatType("fp32")
+    if t in ("bf16", "bfloat16"):
+        return FloatType("bf16")
+    plain = _PLAIN_INT_RE.match(t)
+    if plain:
+        return FixedType(int(plain["w"]), 0, signed=not plain["u"])
+    m = _TYPE_RE.match(t)
+    if not m:
+        raise ConfigError(
+            f"cannot parse numeric type {text!r}; write e.g. 'fixed<16,6,RND_CONV,SAT>', "
+            "'ufixed<8,0>', 'int8', 'fp32' or 'bf16'"
+        )
+    kind = m["kind"]
+    args = [a.strip() for a in m["args"].split(",")]
+    if not all(args):
+        # An empty field ("fixed<16,,6>") would otherwise shift the later ones into the wrong slot.
+        raise ConfigError(f"cannot parse numeric type {text!r}: empty field between commas")
+    signed = "u" not in kind.replace("ap_", "")[:1]
+    try:
+        if kind in ("ap_int", "ap_uint", "int", "uint"):
+            if len(args) != 1:
+                raise ValueError
+            width, int_bits, rest = int(args[0]), int(args[0]), []
+        else:
+            if len(args) < 2 or len(args) > 5:
+                raise ValueError
+            width, int_bits, rest = int(args[0]), int(args[1]), args[2:]
+    except ValueError:
+        raise ConfigError(
+            f"cannot parse numeric type {text!r}: expected <width,integer_bits[,rounding[,overflow]]>"
+        ) from None
+    rounding, saturation = Rounding.FLOOR, Saturation.WRAP
+    if rest:
+        key = rest[0].upper()
+        if key not in _ROUNDING_BY_NAME:
+            raise ConfigError(
+                f"unknown rounding {rest[0]!r} in {text!r}; use one of {', '.join(_ROUNDING_BY_NAME)}"
+            )
+        rounding = _ROUNDING_BY_NAME[key]
+    if len(rest) > 1:
+        key = rest[1].upper()
+        if key == "SAT_ZERO":
+            raise ConfigError(
+                f"overflow mode SAT_ZERO in {text!r} has no AI Engine equivalent; use SAT, SAT_SYM or WRAP"
+            )
+        if key not in _AP_SATURATION:
+            raise ConfigError(
+                f"unknown overflow {rest[1]!r} in {text!r}; use one of {', '.join(_AP_SATURATION)}"
+            )
+        saturation = _AP_SATURATION[key]
+    if len(rest) > 2:
+        # ap_fixed's N (saturation bits of WRAP) changes the values; ignoring it would be silent.
+        try:
+            n_bits = int(rest[2])
+        except ValueError:
+            n_bits = None
+        if n_bits != 0:
+            raise ConfigError(
+                f"saturation-bits field {rest[2]!r} in {text!r} is not supported; omit it or use 0"
+            )
+    return FixedType(width, width - int_bits, signed, rounding, saturation)
+
+
+def type_from_json(obj: str) -> NumericType:
+    return parse_type(obj)

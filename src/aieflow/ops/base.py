@@ -1,0 +1,65 @@
+"""What an op family provides to the pipeline.
+
+Each family module (``dense.py``, ``views.py``, ...) owns its reference numerics, quantiser,
+planner, packer and templates, and exports one :class:`OpFamily`.  The registry in
+``registry.py`` is a plain dictionary of them: adding an op family means writing its module and
+adding one line there (see docs/ARCHITECTURE.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from ..config import Config, LayerConfig
+    from ..devices import Device
+    from ..ir import Graph, Node, QuantHints
+    from ..numerics.types import NumericType
+
+
+@dataclass(frozen=True)
+class QuantContext:
+    """Everything a family's quantiser may look at."""
+
+    device: Device
+    config: Config
+    layer: LayerConfig
+    hints: QuantHints
+    input_types: tuple[NumericType, ...]
+    calibration: Mapping[str, np.ndarray]  # tensor name -> float activations on calibration data
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    """Everything a family's planner may look at.
+
+    ``input_layout`` is the layout the producer of this node's input already committed to (AIE1
+    links layers with direct buffers, so the consumer must read what the producer writes).
+    """
+
+    device: Device
+    config: Config
+    layer: LayerConfig
+    graph: Graph
+    input_layout: Any = None
+
+
+@dataclass(frozen=True)
+class OpFamily:
+    name: str
+    float_forward: Callable[[Node, np.ndarray], np.ndarray]
+    emulate: Callable[[Node, np.ndarray], np.ndarray]
+    quantise: Callable[[Node, QuantContext], Node] | None = None
+    plan: Callable[[Node, PlanContext], Node] | None = None
+    # Family-specific (de)serialisation of Node.types / Node.plan for design.json.
+    types_to_json: Callable[[Any], dict] | None = None
+    types_from_json: Callable[[dict], Any] | None = None
+    plan_to_json: Callable[[Any], dict] | None = None
+    plan_from_json: Callable[[dict], Any] | None = None
+    is_view: bool = False  # reinterprets memory only: no kernel, no tiles
+    fused_only: bool = False  # must be folded into a neighbour by the fuse pass
+    extra: Mapping[str, Any] = field(default_factory=dict)

@@ -1,0 +1,588 @@
+"""Dense (fully connected) layers: y = act(x W + b), the AIE4ML-style ``aie::mmul`` kernel.
+
+Numerics (what the generated kernel computes, and so what :func:`emulate` reproduces):
+
+* integer: ``acc = wrap_acc(sum_k x_k w_k + (b << bias_shift))``, then SRS by ``shift`` into the
+  output type (its rounding and saturation), then ReLU as ``max(y, 0)`` *after* SRS (this matters
+  only for WRAP outputs, where it is the kernel's order).  Partial sums travel the cascade at full
+  accumulator width, so splitting K over tiles never changes the result (wrap is modular).
+* fp32 (AIE1): each multiply and add rounded to float32, accumulated in increasing k from the bias.
+* bf16 (AIE-ML): operands rounded to bf16, products exact in float32, float32 accumulation in
+  increasing k, output rounded to bf16 (round to nearest even).
+
+Layer scaling (dense-on-aie-ml.md): a ``cas_num`` x ``cas_len`` rectangle of tiles; the ``cas_len``
+tiles of a cascade row split the input features, the ``cas_num`` rows split the output features.
+Each tile holds its ``k_slice`` x ``n_slice`` weight block resident in local memory.
+
+Data layout on every kernel port is the *panel* layout ``[slice / P][batch_pad][P]``: for the input
+``P`` is the mmul ``K``, so each ``M x K`` block of A is contiguous; outputs use the panel width the
+consumer needs (see :class:`DensePlan.out_panel`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+
+from ..errors import ConfigError, PlanError
+from ..ir import Node
+from ..numerics import fixed
+from ..numerics.types import FixedType, FloatType, NumericType, Rounding, Saturation, parse_type
+from .base import OpFamily, PlanContext, QuantContext
+
+ALIGN = 32  # bytes: AIE vector loads want 32-byte aligned buffers (dense-on-aie-ml.md)
+
+
+# ----------------------------------------------------------------------------- types
+
+
+@dataclass(frozen=True)
+class DenseTypes:
+    input: NumericType
+    weight: NumericType
+    bias: NumericType | None
+    output: NumericType
+    acc_bits: int  # 0 for float accumulation
+    shift: int  # SRS right shift from accumulator to output
+    bias_shift: int  # left shift applied when the bias is loaded into the accumulator
+
+    @property
+    def is_float(self) -> bool:
+        return isinstance(self.weight, FloatType)
+
+    @property
+    def pair(self) -> tuple[str, str]:
+        return (kind_of(self.input), kind_of(self.weight))
+
+    @property
+    def acc_frac(self) -> int:
+        assert isinstance(self.input, FixedType) and isinstance(self.weight, FixedType)
+        return self.input.frac + self.weight.frac
+
+
+def kind_of(t: NumericType) -> str:
+    if isinstance(t, FloatType):
+        return t.name
+    return f"i{t.container_bits}"
+
+
+def _types_to_json(t: DenseTypes) -> dict:
+    return {
+        "input": t.input.to_string(),
+        "weight": t.weight.to_string(),
+        "bias": t.bias.to_string() if t.bias is not None else None,
+        "output": t.output.to_string(),
+        "acc_bits": t.acc_bits,
+        "shift": t.shift,
+        "bias_shift": t.bias_shift,
+    }
+
+
+def _types_from_json(d: dict) -> DenseTypes:
+    return DenseTypes(
+        parse_type(d["input"]),
+        parse_type(d["weight"]),
+        parse_type(d["bias"]) if d.get("bias") else None,
+        parse_type(d["output"]),
+        int(d["acc_bits"]),
+        int(d["shift"]),
+        int(d["bias_shift"]),
+    )
+
+
+# ----------------------------------------------------------------------------- float reference
+
+
+def float_forward(node: Node, x: np.ndarray) -> np.ndarray:
+    y = x.astype(np.float64) @ node.params["weight"].astype(np.float64)
+    if "bias" in node.params:
+        y = y + node.params["bias"].astype(np.float64)
+    if node.attrs.get("activation") == "relu":
+        y = np.maximum(y, 0.0)
+    return y
+
+
+# ----------------------------------------------------------------------------- quantise
+
+
+def power_of_two_type(max_abs: float, width: int, rounding: Rounding, saturation: Saturation) -> FixedType:
+    """Finest power-of-two scale at which ``max_abs`` still fits ``width`` signed bits.
+
+    frac = floor(log2((2^(width-1) - 1) / max_abs)): the calibration maximum maps to at most the
+    largest code, so calibration data never saturates.
+    """
+    top = (1 << (width - 1)) - 1
+    if not np.isfinite(max_abs):
+        raise ConfigError("calibration data contains inf or NaN")
+    if max_abs <= 0:
+        frac = width - 1
+    else:
+        frac = math.floor(math.log2(top / max_abs))
+        while top * 2.0 ** (-frac) < max_abs:  # guard log2 rounding
+            frac -= 1
+        while top * 2.0 ** (-(frac + 1)) >= max_abs:
+            frac += 1
+    return FixedType(width, frac, True, rounding, saturation)
+
+
+_WIDTH = {"i8": 8, "i16": 16}
+
+
+def quantise(node: Node, ctx: QuantContext) -> Node:
+    """Choose the layer's numeric types and integer parameter codes.
+
+    Priority per type: explicit config type > type the model carries (QDQ) > PTQ from calibration.
+    """
+    name = node.name
+    lc = ctx.layer
+    precision = lc.precision or ctx.config.precision
+    from ..config import PRECISIONS
+
+    act_kind, w_kind = PRECISIONS[precision]
+    in_type = ctx.input_types[0]
+    gen = ctx.device.generation
+    w = node.params["weight"]
+    b = node.params.get("bias")
+
+    if act_kind in ("fp32", "bf16"):
+        if act_kind not in gen.float_types:
+            raise ConfigError(
+                f"precision {precision} is not available on {ctx.device.board} ({gen.name}); "
+                f"use {', '.join(sorted(gen.float_types) + ['int8', 'int16'])}",
+                layer=name,
+            )
+        ft = FloatType(act_kind)
+        if not isinstance(in_type, FloatType) or in_type != ft:
+            raise ConfigError(
+                f"input is {in_type} but the layer's precision is {precision}; mixing float and "
+                "fixed-point layers needs a conversion layer aieflow does not insert yet",
+                layer=name,
+                hint="use the same precision for all layers",
+            )
+        types = DenseTypes(ft, ft, ft if b is not None else None, ft, 0, 0, 0)
+        wq = w.astype(np.float32)
+        bq = b.astype(np.float32) if b is not None else None
+        if act_kind == "bf16":
+            wq = fixed.to_bf16(wq)
+            bq = fixed.to_bf16(bq) if bq is not None else None
+        params = dict(node.params, weight_q=wq)
+        if bq is not None:
+            params["bias_q"] = bq
+        return node.evolve(types=types, params=params)
+
+    if not isinstance(in_type, FixedType):
+        raise ConfigError(
+            f"input is {in_type} but the layer's precision is {precision}",
+            layer=name,
+            hint="use the same precision for all layers",
+        )
+    width_w = _WIDTH[w_kind]
+
+    def hinted(key: str) -> NumericType | None:
+        for n in (name, *node.aliases):
+            if (n, key) in ctx.hints.params:
+                return ctx.hints.params[(n, key)]
+        return None
+
+    def pick(key: str, default: FixedType) -> FixedType:
+        t = lc.types.get(key) or hinted(key) or default
+        if not isinstance(t, FixedType):
+            raise ConfigError(f"{key} type {t} is not fixed point, but the precision is {precision}", layer=name)
+        return t
+
+    w_type = pick("weight", power_of_two_type(float(np.max(np.abs(w))) if w.size else 0.0, width_w, Rounding.CONV_EVEN, Saturation.SATURATE))
+    if w_type.width not in (8, 16):
+        raise ConfigError(f"weight type {w_type} must be 8 or 16 bits wide on the AI Engine", layer=name)
+    pair = (kind_of(in_type), kind_of(w_type))
+    if pair not in gen.mmul_shapes:
+        supported = ", ".join(f"{a}x{b}" for a, b in gen.mmul_shapes if not a.startswith(("fp", "bf")))
+        raise ConfigError(
+            f"activation x weight types {pair[0]} x {pair[1]} have no matrix-multiply mode on {gen.name}; "
+            f"supported: {supported}",
+            layer=name,
+        )
+    acc_frac = in_type.frac + w_type.frac
+    acc_bits = gen.accumulators[pair]
+
+    # Output: explicit > QDQ hint on the output tensor > PTQ from calibration.
+    out_tensor = node.outputs[0]
+    out_type = lc.types.get("output") or ctx.hints.tensors.get(out_tensor)
+    if out_type is None:
+        if out_tensor in ctx.calibration:
+            m = float(np.max(np.abs(ctx.calibration[out_tensor]))) if ctx.calibration[out_tensor].size else 0.0
+            out_type = power_of_two_type(m, _WIDTH[act_kind], Rounding.CONV_EVEN, Saturation.SATURATE)
+            if out_type.frac > acc_frac:  # no finer than the accumulator: the extra bits are zeros
+                out_type = FixedType(out_type.width, acc_frac, True, out_type.rounding, out_type.saturation)
+        else:
+            # A graph output the model leaves unquantised (QDQ without a final Q): keep the full
+            # accumulator precision in a 32-bit output, as the float reference does.
+            out_type = FixedType(32, acc_frac, True, Rounding.CONV_EVEN, Saturation.SATURATE)
+    if not isinstance(out_type, FixedType):
+        raise ConfigError(f"output type {out_type} is not fixed point", layer=name)
+    if out_type.width > 32:
+        raise ConfigError(f"output type {out_type} is wider than 32 bits", layer=name)
+    shift = acc_frac - out_type.frac
+    if shift < 0:
+        raise ConfigError(
+            f"output type {out_type} has {out_type.frac} fractional bits, more than the accumulator's "
+            f"{acc_frac} (input {in_type.frac} + weight {w_type.frac}); SRS cannot shift left",
+            layer=name,
+            hint=f"use at most {acc_frac} fractional bits for the output",
+        )
+    if out_type.rounding not in gen.rounding_modes:
+        raise ConfigError(
+            f"rounding mode {out_type.rounding.value} is not available on {gen.name}",
+            layer=name,
+            hint="AIE1 has no symmetric floor/ceil (TRN_ZERO); use TRN, RND or RND_CONV",
+        )
+
+    wq = fixed.quantize(w, w_type)
+    if hinted("weight") is not None and not np.array_equal(fixed.dequantize(wq, w_type), w):
+        raise ConfigError("weights do not lie on the grid of their QDQ type", layer=name)
+
+    bias_type = None
+    bias_shift = 0
+    bq = None
+    if b is not None:
+        default_bias = FixedType(32, acc_frac, True, Rounding.CONV_EVEN, Saturation.SATURATE)
+        if not lc.types.get("bias") and hinted("bias") is None:
+            m = float(np.max(np.abs(b))) if b.size else 0.0
+            fit = power_of_two_type(m, 32, Rounding.CONV_EVEN, Saturation.SATURATE)
+            default_bias = fit if fit.frac < acc_frac else default_bias
+        bias_type = pick("bias", default_bias)
+        bias_shift = acc_frac - bias_type.frac
+        if bias_shift < 0:
+            raise ConfigError(
+                f"bias type {bias_type} has more fractional bits ({bias_type.frac}) than the accumulator "
+                f"({acc_frac}); the sum cannot be formed exactly",
+                layer=name,
+                hint=f"use a bias type with at most {acc_frac} fractional bits (scale = input scale x weight scale)",
+            )
+        if bias_type.width > 32:
+            raise ConfigError(f"bias type {bias_type} is wider than 32 bits", layer=name)
+        bq = fixed.quantize(b, bias_type)
+    if acc_bits == 32 and pair == ("i16", "i8"):
+        bound = fixed.max_abs_accumulation(w.shape[0], in_type, w_type)
+        if bq is not None:
+            bound += int(np.max(np.abs(bq))) << bias_shift if bq.size else 0
+        if bound >= 1 << 31:
+            acc_bits = 64  # AIE-ML offers acc64 for 16x8: use it when acc32 could wrap
+    types = DenseTypes(in_type, w_type, bias_type, out_type, acc_bits, shift, bias_shift)
+    params = dict(node.params, weight_q=wq)
+    if bq is not None:
+        params["bias_q"] = bq
+    return node.evolve(types=types, params=params)
+
+
+# ----------------------------------------------------------------------------- emulate
+
+
+def emulate(node: Node, x: np.ndarray) -> np.ndarray:
+    """Exactly what the generated kernels compute; ``x`` holds codes (int64) or float32 values."""
+    t: DenseTypes = node.types
+    relu = node.attrs.get("activation") == "relu"
+    if isinstance(t.weight, FloatType):
+        init = node.params.get("bias_q")
+        xin = x.astype(np.float32)
+        if t.weight.name == "bf16":
+            xin = fixed.to_bf16(xin)
+        y = fixed.float32_dot_sequential(xin, node.params["weight_q"].astype(np.float32), init)
+        if t.output.name == "bf16":
+            y = fixed.to_bf16(y)
+        if relu:
+            y = np.maximum(y, np.float32(0))
+        return y
+    acc = fixed.exact_matmul(x.astype(np.int64), node.params["weight_q"].astype(np.int64))
+    if "bias_q" in node.params:
+        acc = acc + (node.params["bias_q"].astype(np.int64) << t.bias_shift)
+    acc = fixed.wrap(acc, t.acc_bits)
+    y = fixed.srs(acc, t.shift, t.output)
+    if relu:
+        y = np.maximum(y, 0)
+    return y
+
+
+# ----------------------------------------------------------------------------- plan
+
+
+@dataclass(frozen=True)
+class DenseLayout:
+    """How a layer's output is split and laid out in memory, for the layer that reads it."""
+
+    parts: int  # number of output slices (cas_num)
+    slice: int  # padded features per slice (n_slice)
+    panel: int  # panel width the producer writes
+
+
+@dataclass(frozen=True)
+class TileMemory:
+    weights: int
+    bias: int
+    input: int  # both ping-pong buffers
+    output: int  # both ping-pong buffers (last tile of a cascade row only)
+    reserved: int  # stack + heap
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.bias + self.input + self.output + self.reserved
+
+
+@dataclass(frozen=True)
+class DensePlan:
+    cas_len: int
+    cas_num: int
+    mmul: tuple[int, int, int]
+    batch: int
+    batch_pad: int
+    k_slice: int
+    n_slice: int
+    in_features: int
+    out_features: int
+    in_panel: int  # = mmul K
+    out_panel: int  # panel width of the output buffers
+    memory: TileMemory
+    banks: int  # banks used on the most loaded tile
+    link: str  # how the input arrives: "plio", "buffer" (AIE1 direct), "memtile" (AIE-ML)
+
+    @property
+    def tiles(self) -> int:
+        return self.cas_len * self.cas_num
+
+    @property
+    def output_layout(self) -> DenseLayout:
+        return DenseLayout(self.cas_num, self.n_slice, self.out_panel)
+
+    def k_range(self, j: int) -> tuple[int, int]:
+        """Real input features handled by cascade position ``j`` (the rest is zero padding)."""
+        lo = min(j * self.k_slice, self.in_features)
+        return lo, min(lo + self.k_slice, self.in_features)
+
+    def n_range(self, r: int) -> tuple[int, int]:
+        lo = min(r * self.n_slice, self.out_features)
+        return lo, min(lo + self.n_slice, self.out_features)
+
+
+def _plan_to_json(p: DensePlan) -> dict:
+    d = asdict(p)
+    d["mmul"] = list(p.mmul)
+    d["tiles"] = p.tiles
+    d["bytes_per_tile"] = p.memory.total
+    return d
+
+
+def _plan_from_json(d: dict) -> DensePlan:
+    d = {k: v for k, v in d.items() if k not in ("tiles", "bytes_per_tile")}
+    d["mmul"] = tuple(d["mmul"])
+    d["memory"] = TileMemory(**d["memory"])
+    return DensePlan(**d)
+
+
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def _nbytes(t: NumericType) -> int:
+    return t.container_bits // 8
+
+
+def _aligned(n: int) -> int:
+    return _round_up(n, ALIGN)
+
+
+def tile_memory(t: DenseTypes, batch_pad: int, k_slice: int, n_slice: int, mmul, reserved: int) -> TileMemory:
+    m, _, n = mmul
+    weights = _aligned(k_slice * n_slice * _nbytes(t.weight))
+    bias = _aligned((n_slice // n) * m * n * (4 if t.bias is not None else 0))
+    inp = 2 * _aligned(batch_pad * k_slice * _nbytes(t.input))
+    out = 2 * _aligned(batch_pad * n_slice * _nbytes(t.output))
+    return TileMemory(weights, bias, inp, out, reserved)
+
+
+def banks_needed(mem: TileMemory, bank_bytes: int) -> int:
+    """Weights in banks of their own, so weight and activation loads never conflict; the rest
+    (activations, bias, stack, heap) packed into the remaining banks."""
+    rest = mem.bias + mem.input + mem.output + mem.reserved
+    return -(-mem.weights // bank_bytes) + -(-rest // bank_bytes)
+
+
+def plan(node: Node, ctx: PlanContext) -> Node:
+    t: DenseTypes = node.types
+    dev = ctx.device
+    gen = dev.generation
+    name = node.name
+    k_total = int(node.attrs["in_features"])
+    n_total = int(node.attrs["out_features"])
+    mmul = gen.mmul_shapes[t.pair]
+    m, kk, nn = mmul
+    batch = ctx.config.batch
+    batch_pad = _round_up(batch, 2 * m)
+    reserved = gen.stack_bytes + gen.heap_bytes
+    lc = ctx.layer
+    producer: DenseLayout | None = ctx.input_layout
+    # AIE1 has no memory tiles: a consumer reads the producer's buffers directly, so its cascade
+    # length and slice are the producer's.  Output slices are padded to 16 there so any consumer
+    # mmul K (<= 16) divides them.
+    direct = dev.memory_tile_rows == 0
+    n_align = math.lcm(2 * nn, 16) if direct else 2 * nn
+
+    def candidate(cas_len: int, cas_num: int, k_slice: int | None = None):
+        if k_slice is None:
+            k_slice = _round_up(-(-k_total // cas_len), kk)
+        n_slice = _round_up(-(-n_total // cas_num), n_align)
+        mem = tile_memory(t, batch_pad, k_slice, n_slice, mmul, reserved)
+        return k_slice, n_slice, mem
+
+    def fits(mem: TileMemory) -> bool:
+        return mem.total <= gen.data_memory_bytes and banks_needed(mem, gen.bank_bytes) <= gen.memory_banks
+
+    max_len = dev.columns
+    max_num = dev.rows
+    forced_len = None
+    forced_k = None
+    if direct and producer is not None:
+        forced_len, forced_k = producer.parts, producer.slice
+        if forced_k % kk:
+            raise PlanError(
+                f"input slices of {forced_k} features are not a multiple of this layer's mmul K={kk}",
+                layer=name,
+            )
+        if lc.cas_len is not None and lc.cas_len != forced_len:
+            raise ConfigError(
+                f"parallelism.cas_len={lc.cas_len} conflicts with the previous layer's cas_num={forced_len}: "
+                f"on {dev.board} (no memory tiles) layer i+1's cas_len must equal layer i's cas_num",
+                layer=name,
+                hint=f"set cas_len to {forced_len} or change the previous layer's cas_num",
+            )
+    if lc.cas_len is not None and lc.cas_len > max_len:
+        raise ConfigError(f"parallelism.cas_len={lc.cas_len} exceeds the {max_len} columns of {dev.board}", layer=name)
+    if lc.cas_num is not None and lc.cas_num > max_num:
+        raise ConfigError(f"parallelism.cas_num={lc.cas_num} exceeds the {max_num} rows of {dev.board}", layer=name)
+    if lc.cas_len is not None and lc.cas_len > -(-k_total // kk):
+        raise ConfigError(
+            f"parallelism.cas_len={lc.cas_len} leaves tiles without input features ({k_total} features, "
+            f"{kk} per mmul step)",
+            layer=name,
+            hint=f"use cas_len <= {-(-k_total // kk)}",
+        )
+    if lc.cas_num is not None and lc.cas_num > -(-n_total // nn):
+        raise ConfigError(
+            f"parallelism.cas_num={lc.cas_num} leaves rows without outputs ({n_total} outputs)",
+            layer=name,
+            hint=f"use cas_num <= {-(-n_total // nn)}",
+        )
+
+    lens = [forced_len] if forced_len else ([lc.cas_len] if lc.cas_len else range(1, min(max_len, -(-k_total // kk)) + 1))
+    nums = [lc.cas_num] if lc.cas_num else range(1, min(max_num, -(-n_total // nn)) + 1)
+    best = None
+    smallest = None
+    for cl in lens:
+        for cn in nums:
+            k_slice, n_slice, mem = candidate(cl, cn, forced_k)
+            if smallest is None or mem.total < smallest[2].total:
+                smallest = (cl, cn, mem)
+            if not fits(mem):
+                continue
+            # Fewest tiles; then the most balanced rectangle (shorter cascades, less padding).
+            key = (cl * cn, abs(cl - cn), k_slice * cl + n_slice * cn)
+            if best is None or key < best[0]:
+                best = (key, cl, cn, k_slice, n_slice, mem)
+    if best is None:
+        cl, cn, mem = smallest
+        what = "the requested parallelism" if (lc.cas_len or lc.cas_num) else f"any cas_len <= {max_len} x cas_num <= {max_num}"
+        raise PlanError(
+            f"{k_total} x {n_total} weights do not fit {what} on {dev.board}: the smallest tile footprint "
+            f"is {mem.total} bytes ({mem.weights} weights, {mem.input} input buffers, {mem.output} output "
+            f"buffers) at cas_len={cl}, cas_num={cn}; a tile has {gen.data_memory_bytes} bytes in "
+            f"{gen.memory_banks} banks",
+            layer=name,
+            hint="reduce the batch, use a narrower precision, raise parallelism, or split the layer",
+        )
+    _, cl, cn, k_slice, n_slice, mem = best
+    link = "plio" if producer is None else ("buffer" if direct else "memtile")
+    p = DensePlan(
+        cas_len=cl,
+        cas_num=cn,
+        mmul=mmul,
+        batch=batch,
+        batch_pad=batch_pad,
+        k_slice=k_slice,
+        n_slice=n_slice,
+        in_features=k_total,
+        out_features=n_total,
+        in_panel=kk,
+        out_panel=nn,  # provisional: the plan pass sets the consumer's panel once it is known
+        memory=mem,
+        banks=banks_needed(mem, gen.bank_bytes),
+        link=link,
+    )
+    return node.evolve(plan=p)
+
+
+def with_out_panel(node: Node, panel: int) -> Node:
+    p: DensePlan = node.plan
+    if p.n_slice % panel:
+        raise PlanError(f"output slice {p.n_slice} is not a multiple of the consumer's panel {panel}", layer=node.name)
+    return node.evolve(plan=replace(p, out_panel=panel))
+
+
+# ----------------------------------------------------------------------------- pack
+
+
+def pack_tile(node: Node, row: int, col: int) -> dict[str, np.ndarray]:
+    """Weights (and bias, for the first tile of a cascade row) of one tile, in kernel order.
+
+    Weights: ``K x N`` mmul blocks, row-major inside a block, blocks ordered (k-block, n-block).
+    Bias: one ``M x N`` block per n-block with the bias row repeated ``M`` times, so it loads
+    straight into an accumulator (``from_vector(bias, bias_shift)``).
+    """
+    p: DensePlan = node.plan
+    m, kk, nn = p.mmul
+    wq = node.params["weight_q"]
+    k0, k1 = p.k_range(col)
+    n0, n1 = p.n_range(row)
+    dtype = wq.dtype if wq.dtype.kind == "f" else np.int64
+    block = np.zeros((p.k_slice, p.n_slice), dtype=dtype)
+    block[: k1 - k0, : n1 - n0] = wq[k0:k1, n0:n1]
+    tiles = block.reshape(p.k_slice // kk, kk, p.n_slice // nn, nn).transpose(0, 2, 1, 3)
+    out = {"weights": tiles.reshape(-1)}
+    if col == 0 and "bias_q" in node.params:
+        bq = node.params["bias_q"]
+        bias = np.zeros(p.n_slice, dtype=bq.dtype if bq.dtype.kind == "f" else np.int64)
+        bias[: n1 - n0] = bq[n0:n1]
+        out["bias"] = np.repeat(bias.reshape(-1, 1, nn), m, axis=1).reshape(-1)
+    return out
+
+
+def to_panels(x: np.ndarray, batch_pad: int, width: int, panel: int) -> np.ndarray:
+    """[B, F] -> zero-padded panel layout [width / panel][batch_pad][panel], flattened."""
+    b, f = x.shape
+    buf = np.zeros((batch_pad, width), dtype=x.dtype)
+    buf[:b, :f] = x
+    return buf.reshape(batch_pad, width // panel, panel).transpose(1, 0, 2).reshape(-1)
+
+
+def from_panels(buf: np.ndarray, batch: int, batch_pad: int, width: int, panel: int, features: int) -> np.ndarray:
+    """Inverse of :func:`to_panels`, dropping the padding."""
+    x = buf.reshape(width // panel, batch_pad, panel).transpose(1, 0, 2).reshape(batch_pad, width)
+    return x[:batch, :features]
+
+
+def macs(node: Node) -> int:
+    return int(node.attrs["in_features"]) * int(node.attrs["out_features"])
+
+
+DENSE = OpFamily(
+    name="dense",
+    float_forward=float_forward,
+    emulate=emulate,
+    quantise=quantise,
+    plan=plan,
+    types_to_json=_types_to_json,
+    types_from_json=_types_from_json,
+    plan_to_json=_plan_to_json,
+    plan_from_json=_plan_from_json,
+)
+
+

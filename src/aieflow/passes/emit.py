@@ -1,0 +1,334 @@
+"""Render the Vitis AIE project: graph, kernels, weights, PLIO data, Makefile, host stub.
+
+Returns the files as a ``{relative path: text}`` mapping; writing them (atomically) is the
+design's job, so a failure here can never leave a half-written directory.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+import jinja2
+import numpy as np
+
+from .. import __version__
+from ..devices import Device
+from ..errors import UnsupportedOpError
+from ..ir import Graph, Node
+from ..numerics.types import FixedType, FloatType, NumericType
+from ..ops.dense import DensePlan, DenseTypes, from_panels, pack_tile, to_panels
+from ..ops.registry import family
+from .place import Placement
+
+PLIO_BITS = 64
+
+_ENV = jinja2.Environment(
+    loader=jinja2.PackageLoader("aieflow", "templates/project"),
+    undefined=jinja2.StrictUndefined,
+    keep_trailing_newline=True,
+    trim_blocks=False,
+)
+
+
+def c_ident(name: str) -> str:
+    s = re.sub(r"[^0-9A-Za-z_]", "_", name)
+    return s if s and not s[0].isdigit() else f"l_{s}"
+
+
+def acc_tag(t: DenseTypes) -> str:
+    return "accfloat" if t.is_float else f"acc{t.acc_bits}"
+
+
+def cascade_lanes(device: Device, t: DenseTypes) -> int:
+    bits = 32 if t.is_float else t.acc_bits
+    return max(1, device.generation.cascade_bits // bits)
+
+
+def _lanes_dividing(mn: int, lanes: int) -> int:
+    while mn % lanes:
+        lanes -= 1
+    return lanes
+
+
+@dataclass
+class LayerView:
+    """Everything the templates need about one dense layer."""
+
+    node: Node
+    ident: str
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def dense_layers(graph: Graph) -> list[Node]:
+    layers = []
+    for n in graph.nodes:
+        fam = family(n.op, n.name)
+        if fam.is_view:
+            continue
+        if n.op != "dense":
+            raise UnsupportedOpError(f"op '{n.op}' cannot be emitted yet", layer=n.name)
+        layers.append(n)
+    return layers
+
+
+def tile_role(p: DensePlan, c: int) -> str:
+    if p.cas_len == 1:
+        return "DenseSingle"
+    if c == 0:
+        return "DenseFirst"
+    return "DenseLast" if c == p.cas_len - 1 else "DenseMiddle"
+
+
+def roles_of(p: DensePlan) -> list[str]:
+    return sorted({tile_role(p, c) for c in range(p.cas_len)})
+
+
+def values_per_word(t: NumericType) -> int:
+    return max(1, PLIO_BITS // t.container_bits)
+
+
+def format_values(values: np.ndarray, t: NumericType, per_line: int) -> str:
+    if isinstance(t, FloatType):
+        items = [f"{float(v):.9g}" for v in values]
+    else:
+        items = [str(int(v)) for v in values]
+    lines = [" ".join(items[i : i + per_line]) for i in range(0, len(items), per_line)]
+    return "\n".join(lines) + "\n"
+
+
+def _c_array(values: np.ndarray, t: NumericType, per_line: int = 16) -> str:
+    if values.size == 0:
+        return "    0"
+    if isinstance(t, FloatType):
+        items = [f"{float(v):.9g}f" if np.isfinite(v) else "0.0f" for v in values]
+    else:
+        items = [str(int(v)) for v in values]
+    return "\n".join("    " + ", ".join(items[i : i + per_line]) + "," for i in range(0, len(items), per_line))
+
+
+def layer_info(node: Node, ident: str, device: Device) -> dict[str, Any]:
+    t: DenseTypes = node.types
+    p: DensePlan = node.plan
+    m, k, n = p.mmul
+    mn = m * n
+    if isinstance(t.output, FixedType):
+        rounding, saturation = t.output.rounding.value, t.output.saturation.value
+    else:
+        rounding, saturation = "conv_even", "saturate"
+    bias_type = t.bias if t.bias is not None else (FloatType("fp32") if t.is_float else FixedType(32, 0))
+    return {
+        "name": node.name,
+        "cfg": f"{ident}_cfg",
+        "ta": t.input.c_type,
+        "tw": t.weight.c_type,
+        "tb": "float" if t.is_float else bias_type.c_type,
+        "to": t.output.c_type,
+        "acc": acc_tag(t),
+        "m": m,
+        "k": k,
+        "n": n,
+        "batch_pad": p.batch_pad,
+        "k_slice": p.k_slice,
+        "n_slice": p.n_slice,
+        "out_panel": p.out_panel,
+        "casc_lanes": _lanes_dividing(mn, cascade_lanes(device, t)),
+        "shift": t.shift,
+        "bias_shift": t.bias_shift,
+        "relu": node.attrs.get("activation") == "relu",
+        "has_bias": t.bias is not None,
+        "rounding": rounding,
+        "saturation": saturation,
+        "in_features": p.in_features,
+        "out_features": p.out_features,
+        "cas_len": p.cas_len,
+        "cas_num": p.cas_num,
+        "roles": roles_of(p),
+        "types_text": f"in {t.input}, w {t.weight}, b {t.bias}, out {t.output}, acc {acc_tag(t)}",
+        "bias_type": bias_type,
+    }
+
+
+def emit_project(
+    graph: Graph,
+    device: Device,
+    placement: Placement,
+    inputs_q: np.ndarray,
+    outputs_q: np.ndarray,
+    graph_name: str = "aieflow",
+) -> dict[str, str]:
+    """All project files.  ``inputs_q`` / ``outputs_q`` are the quantised example batch(es) and
+    their emulated outputs, written as PLIO input and golden files."""
+    layers = dense_layers(graph)
+    if not layers:
+        raise UnsupportedOpError("the model has no dense layer to map onto the AI Engine")
+    version = __version__
+    graph_class = c_ident(graph_name).capitalize() + "Graph"
+    cascade_east = device.generation.name != "aie"
+    idents: dict[str, str] = {}
+    for node in layers:
+        ident = c_ident(node.name)
+        while ident in idents.values():
+            ident += "_"
+        idents[node.name] = ident
+    infos = {n.name: layer_info(n, idents[n.name], device) for n in layers}
+
+    files: dict[str, str] = {}
+    tiles = []
+    for node in layers:
+        p: DensePlan = node.plan
+        L = infos[node.name]
+        for r in range(p.cas_num):
+            for c in range(p.cas_len):
+                sym = f"{idents[node.name]}_r{r}_c{c}"
+                col, row = placement.tile(node.name, r, c, cascade_east)
+                packed = pack_tile(node, r, c)
+                w = packed["weights"]
+                b = packed.get("bias", np.zeros(0))
+                files[f"src/weights/{sym}.h"] = _ENV.get_template("weights.h.j2").render(
+                    version=version, L=L, r=r, c=c, sym=sym, w=w, b=b,
+                    w_text=_c_array(w, node.types.weight),
+                    b_text=_c_array(b, L["bias_type"]),
+                )
+                tiles.append(
+                    {"var": f"k_{sym}", "sym": sym, "role": tile_role(p, c), "cfg": L["cfg"],
+                     "layer_file": idents[node.name], "col": col, "row": row,
+                     "layer": node.name, "r": r, "c": c}
+                )
+        files[f"src/kernels/{idents[node.name]}.cc"] = _ENV.get_template("layer_kernel.cc.j2").render(version=version, L=L)
+
+    def tile_var(layer: Node, r: int, c: int) -> str:
+        return f"k_{idents[layer.name]}_r{r}_c{c}"
+
+    connections: list[str] = []
+    memtiles: list[dict[str, Any]] = []
+    plio_in: list[dict[str, Any]] = []
+    plio_out: list[dict[str, Any]] = []
+    for i, node in enumerate(layers):
+        p: DensePlan = node.plan
+        ident = idents[node.name]
+        for r in range(p.cas_num):
+            for c in range(p.cas_len):
+                k = tile_var(node, r, c)
+                connections.append(f"adf::dimensions({k}.in[0]) = {{{p.batch_pad * p.k_slice}}}")
+                if c + 1 < p.cas_len:
+                    connections.append(f"adf::connect<adf::cascade>({k}.out[0], {tile_var(node, r, c + 1)}.in[1])")
+            last = tile_var(node, r, p.cas_len - 1)
+            connections.append(f"adf::dimensions({last}.out[0]) = {{{p.batch_pad * p.n_slice}}}")
+        if i == 0:
+            for c in range(p.cas_len):
+                var = f"in_{ident}_c{c}"
+                plio_in.append({"var": var, "layer": node.name, "c": c})
+                for r in range(p.cas_num):
+                    connections.append(f"adf::connect({var}.out[0], {tile_var(node, r, c)}.in[0])")
+        else:
+            prev = layers[i - 1]
+            pp: DensePlan = prev.plan
+            if device.memory_tile_rows == 0:
+                for r in range(pp.cas_num):
+                    src = tile_var(prev, r, pp.cas_len - 1)
+                    for rr in range(p.cas_num):
+                        connections.append(f"adf::connect({src}.out[0], {tile_var(node, rr, r)}.in[0])")
+            else:
+                var = f"mt_{ident}"
+                width = max(pp.cas_num * pp.n_slice, p.cas_len * p.k_slice)
+                m_, k_, n_ = p.mmul
+                mt = {
+                    "var": var,
+                    "ctype": prev.types.output.c_type,
+                    "dims": [width, p.batch_pad],
+                    "comment": f"{prev.name} -> {node.name}: rows write {pp.n_slice}-wide slices in "
+                               f"{pp.out_panel}-wide panels; columns read {p.k_slice}-wide slices in "
+                               f"{k_}-wide panels, zero beyond {pp.cas_num * pp.n_slice}",
+                    "writes": [
+                        {"tile": [pp.out_panel, p.batch_pad], "offset": [r * pp.n_slice, 0],
+                         "stride": pp.out_panel, "wrap": pp.n_slice // pp.out_panel}
+                        for r in range(pp.cas_num)
+                    ],
+                    "reads": [
+                        {"tile": [p.in_panel, p.batch_pad], "offset": [c * p.k_slice, 0],
+                         "stride": p.in_panel, "wrap": p.k_slice // p.in_panel,
+                         "boundary": [pp.cas_num * pp.n_slice, p.batch_pad]}
+                        for c in range(p.cas_len)
+                    ],
+                }
+                memtiles.append(mt)
+                for r in range(pp.cas_num):
+                    connections.append(f"adf::connect({tile_var(prev, r, pp.cas_len - 1)}.out[0], {var}.in[{r}])")
+                for c in range(p.cas_len):
+                    for rr in range(p.cas_num):
+                        connections.append(f"adf::connect({var}.out[{c}], {tile_var(node, rr, c)}.in[0])")
+        if i == len(layers) - 1:
+            for r in range(p.cas_num):
+                var = f"out_{ident}_r{r}"
+                plio_out.append({"var": var, "layer": node.name, "r": r})
+                connections.append(f"adf::connect({tile_var(node, r, p.cas_len - 1)}.out[0], {var}.in[0])")
+
+    first, final = layers[0], layers[-1]
+    iterations = int(inputs_q.shape[0] // first.plan.batch) if inputs_q.size else 1
+    graph_var = "g"
+    ctx = dict(
+        version=version, device=device, graph_class=graph_class, graph_var=graph_var,
+        tiles=tiles, memtiles=memtiles, plio_in=plio_in, plio_out=plio_out,
+        connections=connections, layers=list(infos.values()), plio_bits=PLIO_BITS,
+        iterations=max(1, iterations), batch=first.plan.batch, batch_pad=first.plan.batch_pad,
+        platform_hint={"aie": "xilinx_vck190_base_202320_1", "aie-ml": "xilinx_vek280_base_202320_1"}.get(
+            device.generation.name, "xilinx_vek385_base"),
+    )
+    files["src/layers.h"] = _ENV.get_template("layers.h.j2").render(**ctx)
+    files["src/graph.h"] = _ENV.get_template("graph.h.j2").render(**ctx)
+    files["src/graph.cpp"] = _ENV.get_template("graph.cpp.j2").render(**ctx)
+    files["aie.cfg"] = _ENV.get_template("aie.cfg.j2").render(**ctx)
+    files["Makefile"] = _ENV.get_template("Makefile.j2").render(**ctx)
+    files["host/host.cpp"] = _ENV.get_template("host.cpp.j2").render(**ctx)
+    files["scripts/compare.py"] = _ENV.get_template("compare.py.j2").render(**ctx)
+    files["README.md"] = _ENV.get_template("README.md.j2").render(**ctx)
+    files["src/kernels/dense.h"] = resources.files("aieflow").joinpath("templates/kernels/dense.h").read_text()
+    files.update(plio_files(first, final, inputs_q, outputs_q, plio_in, plio_out))
+    return files
+
+
+def plio_files(first: Node, final: Node, inputs_q: np.ndarray, outputs_q: np.ndarray, plio_in, plio_out) -> dict[str, str]:
+    """PLIO text files: per iteration, each port's panel-layout buffer, 64 bits per line."""
+    out: dict[str, str] = {}
+    p: DensePlan = first.plan
+    tin = first.types.input
+    batches = max(1, -(-inputs_q.shape[0] // p.batch))
+    x = inputs_q.reshape(inputs_q.shape[0], -1)
+    for port in plio_in:
+        c = port["c"]
+        k0, k1 = p.k_range(c)
+        chunks = []
+        for it in range(batches):
+            xb = x[it * p.batch : (it + 1) * p.batch, k0:k1]
+            chunks.append(to_panels(xb, p.batch_pad, p.k_slice, p.in_panel))
+        out[f"data/{port['var']}.txt"] = format_values(np.concatenate(chunks), tin, values_per_word(tin))
+    q: DensePlan = final.plan
+    tout = final.types.output
+    y = outputs_q.reshape(outputs_q.shape[0], -1)
+    for port in plio_out:
+        r = port["r"]
+        n0, n1 = q.n_range(r)
+        chunks = []
+        for it in range(batches):
+            yb = y[it * q.batch : (it + 1) * q.batch, n0:n1]
+            chunks.append(to_panels(yb, q.batch_pad, q.n_slice, q.out_panel))
+        out[f"data/golden_{port['var']}.txt"] = format_values(np.concatenate(chunks), tout, values_per_word(tout))
+    return out
+
+
+def read_plio_outputs(files: dict[str, str], final: Node, samples: int) -> np.ndarray:
+    """Reassemble graph outputs from per-row PLIO text (simulator or x86 harness output)."""
+    q: DensePlan = final.plan
+    rows = []
+    for r in range(q.cas_num):
+        text = files[f"out_{c_ident(final.name)}_r{r}"]
+        vals = np.array([float(v) for v in text.split()], dtype=np.float64)
+        per = q.batch_pad * q.n_slice
+        its = vals.size // per
+        parts = [from_panels(vals[i * per : (i + 1) * per], q.batch, q.batch_pad, q.n_slice, q.out_panel,
+                             q.n_range(r)[1] - q.n_range(r)[0]) for i in range(its)]
+        rows.append(np.concatenate(parts, axis=0))
+    return np.concatenate(rows, axis=1)[:samples]

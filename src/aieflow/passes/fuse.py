@@ -1,0 +1,58 @@
+"""Fold bias adds and ReLUs into the dense layer before them (one kernel does all three)."""
+
+from __future__ import annotations
+
+from ..errors import UnsupportedOpError
+from ..ir import Graph, Node, QuantHints, frozen_map
+
+
+def _single_consumer(graph: Graph, nodes: list[Node], tensor: str) -> Node | None:
+    if tensor in graph.outputs:
+        return None
+    users = [n for n in nodes if tensor in n.inputs]
+    return users[0] if len(users) == 1 else None
+
+
+def fuse(graph: Graph, hints: QuantHints) -> tuple[Graph, QuantHints]:
+    nodes = list(graph.nodes)
+    tensors = dict(graph.tensors)
+    tensor_hints = dict(hints.tensors)
+    changed = True
+    while changed:
+        changed = False
+        for i, node in enumerate(nodes):
+            if node.op != "dense":
+                continue
+            nxt = _single_consumer(graph, nodes, node.outputs[0])
+            if nxt is None:
+                continue
+            if nxt.op == "bias_add" and "bias" not in node.params and node.attrs.get("activation") is None:
+                if nxt.params["bias"].shape != (node.attrs["out_features"],):
+                    continue
+                params = dict(node.params, bias=nxt.params["bias"])
+                fused = node.evolve(params=params, outputs=nxt.outputs, aliases=(*node.aliases, nxt.name))
+            elif nxt.op == "relu" and node.attrs.get("activation") is None:
+                inner, outer = node.outputs[0], nxt.outputs[0]
+                if inner in tensor_hints and outer in tensor_hints and tensor_hints[inner] != tensor_hints[outer]:
+                    raise UnsupportedOpError(
+                        f"the output is quantised to {tensor_hints[inner]} before the ReLU and to "
+                        f"{tensor_hints[outer]} after it; a fused kernel has one output type",
+                        layer=node.name,
+                        hint="quantise once, after the ReLU (or use the same scale on both sides)",
+                    )
+                if inner in tensor_hints and outer not in tensor_hints:
+                    # ReLU of a quantised value stays on the same grid: the type carries over.
+                    tensor_hints[outer] = tensor_hints[inner]
+                attrs = dict(node.attrs, activation="relu")
+                fused = node.evolve(attrs=attrs, outputs=nxt.outputs, aliases=(*node.aliases, nxt.name))
+            else:
+                continue
+            tensors.pop(node.outputs[0], None)
+            tensor_hints.pop(node.outputs[0], None)
+            nodes[i] = fused
+            nodes.remove(nxt)
+            changed = True
+            break
+    out = graph.with_nodes(nodes, tensors)
+    out.validate()
+    return out, QuantHints(frozen_map(tensor_hints), hints.params)

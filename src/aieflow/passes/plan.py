@@ -1,0 +1,78 @@
+"""Choose parallelism, tiling and data layout for every layer, in graph order.
+
+On AIE1 a layer reads its producer's buffers directly, so each consumer's plan depends on its
+producer's; on AIE-ML a memory tile re-tiles between layers and the plans are independent except
+for the panel width the memory tile delivers.
+"""
+
+from __future__ import annotations
+
+from ..config import Config
+from ..devices import Device
+from ..errors import PlanError, UnsupportedOpError
+from ..ir import Graph, Node
+from ..ops.base import PlanContext
+from ..ops.dense import DenseLayout, with_out_panel
+from ..ops.registry import family
+
+
+def _dense_producer(graph: Graph, by_name: dict[str, Node], tensor: str) -> Node | None:
+    """The dense node whose output reaches ``tensor`` through views only."""
+    node = graph.producer(tensor)
+    while node is not None and family(node.op).is_view:
+        node = graph.producer(node.inputs[0])
+    return by_name.get(node.name) if node is not None else None
+
+
+def plan(graph: Graph, device: Device, config: Config) -> Graph:
+    planned: dict[str, Node] = {}
+    for node in graph.nodes:
+        fam = family(node.op, node.name)
+        if fam.plan is None:
+            planned[node.name] = node
+            continue
+        consumers = [n for n in graph.consumers(node.outputs[0])]
+        if len(consumers) > 1:
+            raise UnsupportedOpError(
+                f"output feeds {len(consumers)} layers ({', '.join(c.name for c in consumers)}); "
+                "fan-out is not supported yet",
+                layer=node.name,
+            )
+        producer = _dense_producer(graph, planned, node.inputs[0])
+        layout: DenseLayout | None = producer.plan.output_layout if producer is not None else None
+        ctx = PlanContext(device, config, config.layer(node.name, *node.aliases), graph, layout)
+        planned[node.name] = fam.plan(node, ctx)
+    # Output panel widths: what each consumer reads (AIE1 direct buffers), the mmul N when a
+    # memory tile re-tiles (AIE-ML), row-major (one panel) for the graph output PLIOs.
+    nodes = []
+    for node in graph.nodes:
+        n = planned[node.name]
+        if n.plan is not None:
+            consumer = _next_dense(graph, planned, n)
+            if consumer is None:
+                n = with_out_panel(n, n.plan.n_slice)
+            elif device.memory_tile_rows == 0:
+                n = with_out_panel(n, consumer.plan.in_panel)
+            else:
+                n = with_out_panel(n, n.plan.mmul[2])
+        nodes.append(n)
+    total = sum(n.plan.tiles for n in nodes if n.plan is not None)
+    if total > device.compute_tiles:
+        raise PlanError(
+            f"the design needs {total} compute tiles but {device.board} has {device.compute_tiles}",
+            hint="use a smaller batch or a narrower precision, or choose a larger device",
+        )
+    return graph.with_nodes(nodes)
+
+
+def _next_dense(graph: Graph, planned: dict[str, Node], node: Node) -> Node | None:
+    tensor = node.outputs[0]
+    while True:
+        users = graph.consumers(tensor)
+        if not users:
+            return None
+        user = users[0]
+        if family(user.op).is_view:
+            tensor = user.outputs[0]
+            continue
+        return planned.get(user.name)

@@ -1,0 +1,79 @@
+"""Assign a numeric type to every tensor and integer codes to every parameter.
+
+Three ways in (issue 2): PTQ from calibration data at ``precision``; types a QDQ model carries,
+taken exactly; explicit per-layer types in the config.  Families decide their own parameters; this
+pass walks the graph in order, runs calibration, and types the graph input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from ..config import PRECISIONS, Config
+from ..devices import Device
+from ..errors import ConfigError
+from ..ir import Graph, QuantHints
+from ..numerics.types import FixedType, FloatType, NumericType, Rounding, Saturation
+from ..ops.base import QuantContext
+from ..ops.dense import power_of_two_type
+from ..ops.registry import family
+
+
+def float_activations(graph: Graph, x: np.ndarray) -> dict[str, np.ndarray]:
+    """Float64 forward pass of the (float) graph, keeping every tensor (for calibration)."""
+    values: dict[str, np.ndarray] = {graph.inputs[0]: np.asarray(x, dtype=np.float64)}
+    for node in graph.nodes:
+        values[node.outputs[0]] = family(node.op, node.name).float_forward(node, values[node.inputs[0]])
+    return values
+
+
+def _input_type(graph: Graph, config: Config, hints: QuantHints, calibration: Mapping[str, np.ndarray]) -> NumericType:
+    name = graph.inputs[0]
+    first = graph.consumers(name)
+    lc = config.layer(first[0].name, *first[0].aliases) if first else config.layer()
+    precision = lc.precision or config.precision
+    act_kind, _ = PRECISIONS[precision]
+    if act_kind in ("fp32", "bf16"):
+        return FloatType(act_kind)
+    if "input" in lc.types:
+        return lc.types["input"]
+    if name in hints.tensors:
+        return hints.tensors[name]
+    if name not in calibration:
+        raise ConfigError(
+            f"precision {precision} needs calibration data to choose the input scale",
+            hint="pass calibration=... (or --calibration X.npy), or give layers.<first>.input as a fixed type",
+        )
+    m = float(np.max(np.abs(calibration[name]))) if calibration[name].size else 0.0
+    width = 8 if act_kind == "i8" else 16
+    return power_of_two_type(m, width, Rounding.CONV_EVEN, Saturation.SATURATE)
+
+
+def quantise(graph: Graph, device: Device, config: Config, hints: QuantHints, calibration: np.ndarray | None) -> Graph:
+    calib = float_activations(graph, calibration) if calibration is not None else {}
+    types: dict[str, NumericType] = {graph.inputs[0]: _input_type(graph, config, hints, calib)}
+    nodes = []
+    for node in graph.nodes:
+        fam = family(node.op, node.name)
+        ctx = QuantContext(
+            device=device,
+            config=config,
+            layer=config.layer(node.name, *node.aliases),
+            hints=hints,
+            input_types=tuple(types[t] for t in node.inputs),
+            calibration=calib,
+        )
+        qnode = fam.quantise(node, ctx)
+        out_type = qnode.types.output if hasattr(qnode.types, "output") else qnode.types
+        types[node.outputs[0]] = out_type
+        nodes.append(qnode)
+    out = graph.with_nodes(nodes).with_tensor_types(types)
+    return out
+
+
+def describe_type(t: NumericType) -> str:
+    if isinstance(t, FixedType):
+        return f"{t.to_string()} (scale 2^-{t.frac})" if t.frac >= 0 else f"{t.to_string()} (scale 2^{-t.frac})"
+    return str(t)

@@ -1,0 +1,128 @@
+"""The compiler: one declared list of passes, each a plain function from state to state.
+
+    import -> fuse -> quantise -> plan -> pack -> place -> emit
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from .config import Config
+from .devices import Device
+from .errors import ConfigError, ModelError
+from .frontends import import_model
+from .ir import Graph, QuantHints
+from .passes.emit import dense_layers, emit_project
+from .passes.fuse import fuse
+from .passes.place import Placement, check_placement, place
+from .passes.plan import plan
+from .passes.quantise import quantise
+
+
+@dataclass(frozen=True)
+class State:
+    model: Any
+    device: Device
+    config: Config
+    example_input: np.ndarray | None = None
+    calibration: np.ndarray | None = None
+    graph: Graph | None = None
+    hints: QuantHints = field(default_factory=QuantHints)
+    source: str = ""
+    placement: Placement | None = None
+    packed: bool = False
+    files: dict[str, str] | None = None
+    timings: tuple[tuple[str, float], ...] = ()
+
+
+def _import(s: State) -> State:
+    imported = import_model(s.model, s.example_input)
+    g = imported.graph
+    if len(g.inputs) != 1 or len(g.outputs) != 1:
+        raise ModelError(f"the model has {len(g.inputs)} inputs and {len(g.outputs)} outputs; aieflow supports one of each")
+    return replace(s, graph=g, hints=imported.hints, source=imported.source)
+
+
+def _fuse(s: State) -> State:
+    g, hints = fuse(s.graph, s.hints)
+    return replace(s, graph=g, hints=hints)
+
+
+def _calibration(s: State) -> np.ndarray | None:
+    data = s.calibration if s.calibration is not None else s.example_input
+    if data is None:
+        return None
+    x = np.asarray(data, dtype=np.float64)
+    shape = s.graph.tensors[s.graph.inputs[0]].shape
+    if x.shape[1:] != tuple(shape):
+        if x.shape == tuple(shape):
+            x = x[None]
+        else:
+            raise ConfigError(f"calibration data has shape {x.shape}; the model's input is (N, {', '.join(map(str, shape))})")
+    return x
+
+
+def _quantise(s: State) -> State:
+    return replace(s, graph=quantise(s.graph, s.device, s.config, s.hints, _calibration(s)))
+
+
+def _plan(s: State) -> State:
+    return replace(s, graph=plan(s.graph, s.device, s.config))
+
+
+def _pack(s: State) -> State:
+    # Packing is a pure function of the plan (ops.dense.pack_tile); here we only prove every
+    # tile's parameters fit its declared buffers before anything is emitted.
+    from .ops.dense import pack_tile
+
+    for node in dense_layers(s.graph):
+        p = node.plan
+        for r in range(p.cas_num):
+            for c in range(p.cas_len):
+                packed = pack_tile(node, r, c)
+                assert packed["weights"].size == p.k_slice * p.n_slice
+    return replace(s, packed=True)
+
+
+def _place(s: State) -> State:
+    placement = place(s.graph, s.device, s.config)
+    check_placement(placement, s.device)
+    return replace(s, placement=placement)
+
+
+def _emit(s: State) -> State:
+    from .design import Design
+
+    d = Design(s.graph, s.device, s.config, s.placement, source=s.source)
+    x = d.example_batch(s.example_input if s.example_input is not None else s.calibration)
+    xq = d.quantise_input(x)
+    yq = d.run(xq)
+    files = emit_project(s.graph, s.device, s.placement, xq, yq, graph_name=s.graph.name)
+    return replace(s, files=files)
+
+
+PIPELINE: tuple[tuple[str, Callable[[State], State]], ...] = (
+    ("import", _import),
+    ("fuse", _fuse),
+    ("quantise", _quantise),
+    ("plan", _plan),
+    ("pack", _pack),
+    ("place", _place),
+    ("emit", _emit),
+)
+
+
+def run_pipeline(state: State, progress: Callable[[str], None] | None = None) -> State:
+    timings = []
+    for name, fn in PIPELINE:
+        if progress:
+            progress(name)
+        t0 = time.perf_counter()
+        state = fn(state)
+        timings.append((name, time.perf_counter() - t0))
+    return replace(state, timings=tuple(timings))

@@ -1,0 +1,59 @@
+"""Human-readable reports of a design."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .design import Design
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = []
+    for k, r in enumerate(rows):
+        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+        if k == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def text_summary(d: Design) -> str:
+    res = d.resources()
+    dev = d.device
+    head = [
+        f"aieflow design for {dev.board} ({dev.part}, {dev.generation.name}, {dev.columns} x {dev.rows} tiles)",
+        f"input  {d.graph.inputs[0]} {list(d.input_tensor.shape)} {d.input_type}",
+        f"output {d.graph.outputs[0]} {list(d.output_tensor.shape)} {d.output_type}",
+        f"batch  {d.config.batch} samples per iteration",
+        "",
+    ]
+    rows = [["layer", "shape", "act", "in", "weight", "out", "shift", "cas_len x num", "mmul", "tiles", "bytes/tile", "at (col,row)"]]
+    for n in d.layers():
+        p, t = n.plan, n.types
+        r = d.placement.rect(n.name)
+        rows.append(
+            [
+                n.name,
+                f"{p.in_features}->{p.out_features}",
+                n.attrs.get("activation") or "-",
+                str(t.input),
+                str(t.weight),
+                str(t.output),
+                str(t.shift),
+                f"{p.cas_len} x {p.cas_num}",
+                "x".join(map(str, p.mmul)),
+                str(p.tiles),
+                f"{p.memory.total}/{dev.generation.data_memory_bytes}",
+                f"({r.column},{r.row})",
+            ]
+        )
+    tail = [
+        "",
+        f"compute tiles {res['compute_tiles']}/{res['compute_tiles_available']}, "
+        f"memory-tile buffers {res['memory_tiles']}, PLIO in {res['plio_in']} / out {res['plio_out']}",
+    ]
+    if d.timings:
+        total = sum(t for _, t in d.timings)
+        tail.append("compile " + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in d.timings) + f" (total {total:.2f} s)")
+    return "\n".join(head) + _table(rows) + "\n" + "\n".join(tail)

@@ -1,0 +1,245 @@
+// aieflow Dense kernel: y = act(x W + b) on one AI Engine tile, written against the public AIE API
+// (UG1529) and ADF kernel-class interface (UG1079 / UG1603).
+//
+// One layer is a CAS_NUM x CAS_LEN rectangle of tiles; each tile runs one of the four classes below
+// depending on its place in the cascade row.  Every tile holds a KS x NS weight block resident in
+// its data memory (registered as a parameter), computes BATCH x NS partial sums with aie::mmul in
+// 2 x 2 blocks (two A blocks x two W blocks -> four accumulators per iteration), and either passes
+// the accumulators down the cascade or applies SRS (+ ReLU) and stores.
+//
+// Layouts (all row-major inside a block):
+//   input : panels [KS/K][BATCH][K]  - each M x K block of A is contiguous
+//   weight: blocks [KS/K][NS/N][K*N] - each K x N block of W is contiguous
+//   bias  : blocks [NS/N][M*N]       - the bias row repeated M times (loads straight into an accumulator)
+//   output: panels [NS/OUT_P][BATCH][OUT_P]
+#pragma once
+
+#include <adf.h>
+#include <aie_api/aie.hpp>
+#include <aie_api/aie_adf.hpp>
+
+#include <type_traits>
+#include <vector>
+
+namespace aieflow {
+
+// Compile-time description of one layer; generated per layer in layers.h.
+//   struct fc1_cfg {
+//     using TA = int8; using TW = int8; using TB = int32; using TO = int8; using ACC = acc32;
+//     static constexpr unsigned M, K, N, BATCH, KS, NS, OUT_P, CASC_LANES;
+//     static constexpr int SHIFT, BIAS_SHIFT; static constexpr bool RELU, HAS_BIAS;
+//     static constexpr aie::rounding_mode RND; static constexpr aie::saturation_mode SAT;
+//   };
+
+template <class C>
+struct DenseCore {
+    using TA = typename C::TA;
+    using TW = typename C::TW;
+    using TB = typename C::TB;
+    using TO = typename C::TO;
+    using ACC = typename C::ACC;
+    static constexpr unsigned M = C::M, K = C::K, N = C::N;
+    static constexpr unsigned MN = M * N;
+    static constexpr unsigned RB = C::BATCH / M;  // row blocks (BATCH is padded to 2M)
+    static constexpr unsigned KB = C::KS / K;     // k blocks
+    static constexpr unsigned NB = C::NS / N;     // column blocks (NS is padded to 2N)
+    static constexpr unsigned BIAS_SIZE = C::HAS_BIAS ? NB * MN : 1;
+    static_assert(RB % 2 == 0 && NB % 2 == 0, "2x2 blocking needs even block counts");
+    static_assert(MN % C::CASC_LANES == 0, "cascade transfers whole accumulator chunks");
+
+    using MMUL = aie::mmul<M, K, N, TA, TW, ACC>;
+    using ACCV = aie::accum<ACC, MN>;
+
+    static constexpr bool is_float = std::is_floating_point_v<TO> || !std::is_integral_v<TO>;
+
+    static ACCV init_acc(const TB* __restrict bias, unsigned j) {
+        if constexpr (C::HAS_BIAS) {
+            ACCV acc;
+            acc.from_vector(aie::load_v<MN>(bias + j * MN), C::BIAS_SHIFT);
+            return acc;
+        } else {
+            return aie::zeros<ACC, MN>();
+        }
+    }
+
+    static ACCV read_cascade(input_cascade<ACC>* __restrict cin) {
+        ACCV acc;
+        for (unsigned p = 0; p < MN / C::CASC_LANES; ++p)
+            acc.insert(p, readincr_v<C::CASC_LANES>(cin));
+        return acc;
+    }
+
+    static void write_cascade(output_cascade<ACC>* __restrict cout, const ACCV& acc) {
+        for (unsigned p = 0; p < MN / C::CASC_LANES; ++p)
+            writeincr(cout, acc.template extract<C::CASC_LANES>(p));
+    }
+
+    static void store(TO* __restrict out, const MMUL& c, unsigned zb, unsigned jb) {
+        aie::vector<TO, MN> v;
+        if constexpr (is_float) {
+            v = c.template to_vector<TO>();
+        } else {
+            v = c.template to_vector<TO>(C::SHIFT);
+        }
+        if constexpr (C::RELU) v = aie::max(v, aie::zeros<TO, MN>());
+        if constexpr (C::OUT_P == N) {
+            // The M x N block is contiguous in a panel of width N.
+            aie::store_v(out + (jb * C::BATCH + zb * M) * N, v);
+        } else {
+            for (unsigned i = 0; i < M; ++i)
+                for (unsigned l = 0; l < N; ++l) {
+                    const unsigned b = zb * M + i, n = jb * N + l;
+                    out[((n / C::OUT_P) * C::BATCH + b) * C::OUT_P + n % C::OUT_P] = v[i * N + l];
+                }
+        }
+    }
+
+    // CIN: partial sums arrive on the cascade; COUT: they leave on it (else SRS and store).
+    template <bool CIN, bool COUT>
+    static void compute(const TA* __restrict a, const TW* __restrict w, const TB* __restrict bias,
+                        TO* __restrict out, input_cascade<ACC>* __restrict cin,
+                        output_cascade<ACC>* __restrict cout) {
+        if constexpr (!is_float) {
+            aie::set_rounding(C::RND);
+            aie::set_saturation(C::SAT);
+        }
+        for (unsigned z = 0; z < RB; z += 2) {
+            for (unsigned j = 0; j < NB; j += 2) {
+                ACCV i00, i01, i10, i11;
+                if constexpr (CIN) {
+                    i00 = read_cascade(cin);
+                    i01 = read_cascade(cin);
+                    i10 = read_cascade(cin);
+                    i11 = read_cascade(cin);
+                } else {
+                    i00 = init_acc(bias, j);
+                    i01 = init_acc(bias, j + 1);
+                    i10 = i00;
+                    i11 = i01;
+                }
+                MMUL c00(i00), c01(i01), c10(i10), c11(i11);
+                const TA* __restrict pa0 = a + z * M * K;
+                const TA* __restrict pa1 = pa0 + M * K;
+                const TW* __restrict pw = w + j * K * N;
+                for (unsigned kb = 0; kb < KB; ++kb) {
+                    const auto a0 = aie::load_v<M * K>(pa0);
+                    const auto a1 = aie::load_v<M * K>(pa1);
+                    const auto b0 = aie::load_v<K * N>(pw);
+                    const auto b1 = aie::load_v<K * N>(pw + K * N);
+                    c00.mac(a0, b0);
+                    c01.mac(a0, b1);
+                    c10.mac(a1, b0);
+                    c11.mac(a1, b1);
+                    pa0 += C::BATCH * K;
+                    pa1 += C::BATCH * K;
+                    pw += NB * K * N;
+                }
+                if constexpr (COUT) {
+                    write_cascade(cout, c00.to_accum());
+                    write_cascade(cout, c01.to_accum());
+                    write_cascade(cout, c10.to_accum());
+                    write_cascade(cout, c11.to_accum());
+                } else {
+                    store(out, c00, z, j);
+                    store(out, c01, z, j + 1);
+                    store(out, c10, z + 1, j);
+                    store(out, c11, z + 1, j + 1);
+                }
+            }
+        }
+    }
+};
+
+// Weights (and, on the first tile of a cascade row, the bias) stay resident in the tile.
+template <class C>
+class DenseTileBase {
+public:
+    using Core = DenseCore<C>;
+    using TW = typename C::TW;
+    using TB = typename C::TB;
+
+protected:
+    alignas(32) TW weights_[C::KS * C::NS];
+    alignas(32) TB bias_[Core::BIAS_SIZE];
+
+    DenseTileBase(const std::vector<TW>& w, const std::vector<TB>& b) {
+        for (unsigned i = 0; i < C::KS * C::NS; ++i) weights_[i] = i < w.size() ? w[i] : TW(0);
+        for (unsigned i = 0; i < Core::BIAS_SIZE; ++i) bias_[i] = i < b.size() ? b[i] : TB(0);
+    }
+};
+
+// CAS_LEN == 1: input buffer in, output buffer out.
+template <class C>
+class DenseSingle : public DenseTileBase<C> {
+public:
+    DenseSingle(const std::vector<typename C::TW>& w, const std::vector<typename C::TB>& b)
+        : DenseTileBase<C>(w, b) {}
+    void run(adf::input_buffer<typename C::TA>& __restrict in,
+             adf::output_buffer<typename C::TO>& __restrict out) {
+        DenseCore<C>::template compute<false, false>(in.data(), this->weights_, this->bias_, out.data(),
+                                                     nullptr, nullptr);
+    }
+    static void registerKernelClass() {
+        REGISTER_FUNCTION(DenseSingle::run);
+        REGISTER_PARAMETER(weights_);
+        REGISTER_PARAMETER(bias_);
+    }
+};
+
+// First tile of a cascade row: starts from the bias, sends partial sums east.
+template <class C>
+class DenseFirst : public DenseTileBase<C> {
+public:
+    DenseFirst(const std::vector<typename C::TW>& w, const std::vector<typename C::TB>& b)
+        : DenseTileBase<C>(w, b) {}
+    void run(adf::input_buffer<typename C::TA>& __restrict in,
+             output_cascade<typename C::ACC>* __restrict cout) {
+        DenseCore<C>::template compute<false, true>(in.data(), this->weights_, this->bias_, nullptr,
+                                                    nullptr, cout);
+    }
+    static void registerKernelClass() {
+        REGISTER_FUNCTION(DenseFirst::run);
+        REGISTER_PARAMETER(weights_);
+        REGISTER_PARAMETER(bias_);
+    }
+};
+
+// Middle tile: adds its slice to the partial sums and passes them on.
+template <class C>
+class DenseMiddle : public DenseTileBase<C> {
+public:
+    DenseMiddle(const std::vector<typename C::TW>& w, const std::vector<typename C::TB>& b)
+        : DenseTileBase<C>(w, b) {}
+    void run(adf::input_buffer<typename C::TA>& __restrict in,
+             input_cascade<typename C::ACC>* __restrict cin,
+             output_cascade<typename C::ACC>* __restrict cout) {
+        DenseCore<C>::template compute<true, true>(in.data(), this->weights_, this->bias_, nullptr, cin,
+                                                   cout);
+    }
+    static void registerKernelClass() {
+        REGISTER_FUNCTION(DenseMiddle::run);
+        REGISTER_PARAMETER(weights_);
+        REGISTER_PARAMETER(bias_);
+    }
+};
+
+// Last tile: finishes the sums, applies SRS (+ ReLU) and writes the output buffer.
+template <class C>
+class DenseLast : public DenseTileBase<C> {
+public:
+    DenseLast(const std::vector<typename C::TW>& w, const std::vector<typename C::TB>& b)
+        : DenseTileBase<C>(w, b) {}
+    void run(adf::input_buffer<typename C::TA>& __restrict in,
+             input_cascade<typename C::ACC>* __restrict cin,
+             adf::output_buffer<typename C::TO>& __restrict out) {
+        DenseCore<C>::template compute<true, false>(in.data(), this->weights_, this->bias_, out.data(),
+                                                    cin, nullptr);
+    }
+    static void registerKernelClass() {
+        REGISTER_FUNCTION(DenseLast::run);
+        REGISTER_PARAMETER(weights_);
+        REGISTER_PARAMETER(bias_);
+    }
+};
+
+}  // namespace aieflow
