@@ -50,7 +50,20 @@ def _import(s: State) -> State:
 
 def _fuse(s: State) -> State:
     g, hints = fuse(s.graph, s.hints)
+    _check_layer_names(g, s.config)
     return replace(s, graph=g, hints=hints)
+
+
+def _check_layer_names(g: Graph, config: Config) -> None:
+    """A config entry for a layer the model does not have is a typo, not something to ignore."""
+    known = {name for n in g.nodes for name in (n.name, *n.aliases)}
+    unknown = sorted(set(config.layers) - known)
+    if unknown:
+        names = ", ".join(n.name for n in g.nodes if n.op == "dense")
+        raise ConfigError(
+            f"config names layer(s) {', '.join(unknown)} that the model does not have",
+            hint=f"the model's layers are: {names}",
+        )
 
 
 def _calibration(s: State) -> np.ndarray | None:

@@ -46,6 +46,7 @@ class PlanContext:
     layer: LayerConfig
     graph: Graph
     input_layout: Any = None
+    min_cas_num: int = 1  # raised by the plan pass when a consumer cannot read this layer's slices
 
 
 @dataclass(frozen=True)

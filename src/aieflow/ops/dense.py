@@ -474,7 +474,7 @@ def plan(node: Node, ctx: PlanContext) -> Node:
         )
 
     lens = [forced_len] if forced_len else ([lc.cas_len] if lc.cas_len else range(1, min(max_len, -(-k_total // kk)) + 1))
-    nums = [lc.cas_num] if lc.cas_num else range(1, min(max_num, -(-n_total // nn)) + 1)
+    nums = [lc.cas_num] if lc.cas_num else range(min(ctx.min_cas_num, max_num), min(max_num, -(-n_total // nn)) + 1)
     best = None
     smallest = None
     for cl in lens:

@@ -25,8 +25,42 @@ def _dense_producer(graph: Graph, by_name: dict[str, Node], tensor: str) -> Node
 
 
 def plan(graph: Graph, device: Device, config: Config) -> Graph:
+    min_rows: dict[str, int] = {}
+    while True:
+        try:
+            planned = _plan_layers(graph, device, config, min_rows)
+            break
+        except PlanError as e:
+            # On AIE1 a consumer must read its producer's slices as they are; when they are too
+            # big for it, give the producer more rows (smaller slices) and plan again.
+            producer = _widenable_producer(graph, device, config, e.layer, min_rows)
+            if producer is None:
+                raise
+            min_rows[producer.name] = producer.plan.cas_num + 1
+    return _finish(graph, device, planned)
+
+
+def _widenable_producer(graph, device, config, layer, min_rows):
+    if device.memory_tile_rows or layer is None:
+        return None
+    try:
+        node = graph.node(layer)
+    except KeyError:
+        return None
+    planned = _plan_layers(graph, device, config, min_rows, stop_before=node.name)
+    producer = _dense_producer(graph, planned, node.inputs[0])
+    if producer is None or config.layer(producer.name, *producer.aliases).cas_num is not None:
+        return None
+    if producer.plan.cas_num >= min(device.rows, -(-producer.plan.out_features // producer.plan.mmul[2])):
+        return None
+    return producer
+
+
+def _plan_layers(graph, device, config, min_rows, stop_before=None) -> dict[str, Node]:
     planned: dict[str, Node] = {}
     for node in graph.nodes:
+        if node.name == stop_before:
+            break
         fam = family(node.op, node.name)
         if fam.plan is None:
             planned[node.name] = node
@@ -40,8 +74,12 @@ def plan(graph: Graph, device: Device, config: Config) -> Graph:
             )
         producer = _dense_producer(graph, planned, node.inputs[0])
         layout: DenseLayout | None = producer.plan.output_layout if producer is not None else None
-        ctx = PlanContext(device, config, config.layer(node.name, *node.aliases), graph, layout)
+        ctx = PlanContext(device, config, config.layer(node.name, *node.aliases), graph, layout, min_rows.get(node.name, 1))
         planned[node.name] = fam.plan(node, ctx)
+    return planned
+
+
+def _finish(graph: Graph, device: Device, planned: dict[str, Node]) -> Graph:
     # Output panel widths: what each consumer reads (AIE1 direct buffers), the mmul N when a
     # memory tile re-tiles (AIE-ML), row-major (one panel) for the graph output PLIOs.
     nodes = []

@@ -1,0 +1,27 @@
+# aieflow: the two set-up commands on a fresh machine are `make demo` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# torch==2.13.0 is the CPU build these machines install; the 'torch' extra accepts it.
+	$(PY) -m pip install -q -e ".[test,torch]" torch==2.13.0
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) examples/run_examples.py --out out/examples
+
+test: $(STAMP)
+	$(PY) -m ruff check src tests benchmarks examples
+	$(PY) -m pytest
+
+bench: $(STAMP)
+	$(PY) benchmarks/compile_and_emulate.py
+
+clean:
+	rm -rf out .pytest_cache .ruff_cache

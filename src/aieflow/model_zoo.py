@@ -1,0 +1,99 @@
+"""Small reference models for the examples, tests and benchmarks.
+
+``qdq_mlp`` builds the kind of model a QAT flow exports: an ONNX MLP in QDQ form with int8 weights,
+int32 biases and power-of-two per-tensor scales (zero points 0), so aieflow can reproduce its
+integer arithmetic exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def qdq_mlp(
+    widths: Sequence[int],
+    seed: int = 0,
+    input_frac: int = 4,
+    weight_frac: int = 7,
+    relu_last: bool = False,
+    quantise_output: bool = True,
+    act_bits: int = 8,
+    name: str = "qdq_mlp",
+):
+    """ONNX QDQ MLP ``widths[0] -> widths[1] -> ...`` with ReLU between layers.
+
+    Output scales are picked so a random input uses most of the int8 range without saturating
+    everything (about 3 sigma of the pre-activation distribution).
+    """
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    act_np = np.int8 if act_bits == 8 else np.int16
+    nodes, inits = [], []
+
+    def const(nm: str, arr: np.ndarray) -> str:
+        inits.append(numpy_helper.from_array(arr, nm))
+        return nm
+
+    def qdq(tensor: str, frac: int, tag: str) -> str:
+        s = const(f"{tag}_scale", np.array(2.0**-frac, dtype=np.float32))
+        z = const(f"{tag}_zp", np.array(0, dtype=act_np))
+        nodes.append(helper.make_node("QuantizeLinear", [tensor, s, z], [f"{tag}_q"], name=f"{tag}_Q"))
+        nodes.append(helper.make_node("DequantizeLinear", [f"{tag}_q", s, z], [f"{tag}_dq"], name=f"{tag}_DQ"))
+        return f"{tag}_dq"
+
+    x = qdq("input", input_frac, "input")
+    frac_x = input_frac
+    n_layers = len(widths) - 1
+    for i in range(n_layers):
+        k, n = widths[i], widths[i + 1]
+        wq = rng.integers(-128, 128, size=(k, n)).astype(np.int8)
+        acc_frac = frac_x + weight_frac
+        bq = rng.integers(-(1 << (acc_frac + 2)), 1 << (acc_frac + 2), size=n).astype(np.int32)
+        w = const(f"fc{i}_w_q", wq)
+        ws = const(f"fc{i}_w_scale", np.array(2.0**-weight_frac, dtype=np.float32))
+        wz = const(f"fc{i}_w_zp", np.array(0, dtype=np.int8))
+        nodes.append(helper.make_node("DequantizeLinear", [w, ws, wz], [f"fc{i}_w"], name=f"fc{i}_w_DQ"))
+        b = const(f"fc{i}_b_q", bq)
+        bs = const(f"fc{i}_b_scale", np.array(2.0**-acc_frac, dtype=np.float32))
+        bz = const(f"fc{i}_b_zp", np.array(0, dtype=np.int32))
+        nodes.append(helper.make_node("DequantizeLinear", [b, bs, bz], [f"fc{i}_b"], name=f"fc{i}_b_DQ"))
+        nodes.append(helper.make_node("MatMul", [x, f"fc{i}_w"], [f"fc{i}_mm"], name=f"fc{i}"))
+        nodes.append(helper.make_node("Add", [f"fc{i}_mm", f"fc{i}_b"], [f"fc{i}_add"], name=f"fc{i}_bias"))
+        y = f"fc{i}_add"
+        last = i == n_layers - 1
+        if not last or relu_last:
+            nodes.append(helper.make_node("Relu", [y], [f"fc{i}_relu"], name=f"fc{i}_relu"))
+            y = f"fc{i}_relu"
+        # pre-activation std ~ sqrt(k) * 74 * 74 codes at acc_frac (uniform int8 x ~ +-127)
+        spread = math.sqrt(k) * 74.0 * (2.0 ** (act_bits - 1)) * 0.58 / 3.0
+        shift = max(0, math.ceil(math.log2(spread / (2 ** (act_bits - 1)))))
+        frac_y = acc_frac - shift
+        if not last or quantise_output:
+            y = qdq(y, frac_y, f"fc{i}_out")
+            frac_x = frac_y
+        x = y
+    inp = helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", widths[0]])
+    out = helper.make_tensor_value_info(x, TensorProto.FLOAT, ["batch", widths[-1]])
+    graph = helper.make_graph(nodes, name, [inp], [out], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def torch_mlp(widths: Sequence[int], seed: int = 0):
+    """A float PyTorch MLP (Linear + ReLU, no ReLU after the last layer)."""
+    import torch
+
+    torch.manual_seed(seed)
+    layers: list = []
+    for i in range(len(widths) - 1):
+        layers.append(torch.nn.Linear(widths[i], widths[i + 1]))
+        if i < len(widths) - 2:
+            layers.append(torch.nn.ReLU())
+    return torch.nn.Sequential(*layers).eval()
