@@ -54,10 +54,14 @@ class Node:
     plan: Any = None  # family-specific frozen dataclass, set by the plan pass
     aliases: tuple[str, ...] = ()  # other user names that answer to this node (fused nodes)
 
-    def evolve(self, **changes: Any) -> Node:
+    def __post_init__(self) -> None:
         for key in ("attrs", "params"):
-            if key in changes and not isinstance(changes[key], MappingProxyType):
-                changes[key] = frozen_map(changes[key])
+            if not isinstance(getattr(self, key), MappingProxyType):
+                object.__setattr__(self, key, frozen_map(getattr(self, key)))
+        for key in ("inputs", "outputs", "aliases"):
+            object.__setattr__(self, key, tuple(getattr(self, key)))
+
+    def evolve(self, **changes: Any) -> Node:
         return replace(self, **changes)
 
 
@@ -74,6 +78,8 @@ class Graph:
     def __post_init__(self) -> None:
         if not isinstance(self.tensors, MappingProxyType):
             object.__setattr__(self, "tensors", frozen_map(self.tensors))
+        for key in ("nodes", "inputs", "outputs"):
+            object.__setattr__(self, key, tuple(getattr(self, key)))
 
     def node(self, name: str) -> Node:
         for n in self.nodes:
@@ -91,7 +97,7 @@ class Graph:
         return [n for n in self.nodes if tensor in n.inputs]
 
     def with_nodes(self, nodes: Iterable[Node], tensors: Mapping[str, Tensor] | None = None) -> Graph:
-        return replace(self, nodes=tuple(nodes), tensors=frozen_map(tensors or self.tensors))
+        return replace(self, nodes=tuple(nodes), tensors=frozen_map(self.tensors if tensors is None else tensors))
 
     def with_tensor_types(self, types: Mapping[str, NumericType]) -> Graph:
         tensors = {k: (replace(t, dtype=types[k]) if k in types else t) for k, t in self.tensors.items()}
@@ -99,6 +105,9 @@ class Graph:
 
     def validate(self) -> None:
         """Check the graph is well formed: every tensor produced once, topological order, names unique."""
+        for t in self.inputs:
+            if t not in self.tensors:
+                raise ModelError(f"graph input '{t}' has no tensor description")
         produced = set(self.inputs)
         names: set[str] = set()
         for n in self.nodes:

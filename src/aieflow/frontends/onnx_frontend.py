@@ -1,0 +1,1055 @@
+"""ONNX frontend: an ONNX ``ModelProto`` (float or QDQ) to the aieflow float IR.
+
+What is mapped (shapes in the IR exclude the batch dimension):
+
+* ``Gemm`` (``transA=0``; ``transB``, ``alpha`` and ``beta`` folded into the parameters) and
+  ``MatMul`` with a constant right operand -> ``dense``;
+* ``Add`` of a constant -> ``bias_add`` (a later pass fuses it into the preceding ``dense``);
+* ``Relu`` -> ``relu``; ``Flatten`` (``axis=1``) and ``Reshape`` that keeps the batch -> ``reshape``;
+* ``Identity`` and inference ``Dropout`` disappear (their output is renamed to their input);
+* ``QuantizeLinear`` / ``DequantizeLinear`` with per-tensor power-of-two scales and zero point 0
+  become :class:`~aieflow.ir.QuantHints`: an activation Q->DQ pair is removed and its type recorded
+  on the tensor; a constant through DQ (or Q->DQ) is folded to its exact float value and its type
+  recorded for the parameter it becomes.
+
+Constant subgraphs (``Constant``, ``Identity``, ``Transpose``, Q/DQ of constants) are folded, and
+nodes that only compute a ``Reshape`` target shape at run time (``Shape``/``Gather``/``Concat``...)
+are dropped when ONNX shape inference can resolve that shape.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from ..errors import ConfigError, ModelError, UnsupportedOpError
+from ..ir import Graph, ImportedModel, Node, QuantHints, Tensor, frozen_map
+from ..numerics.types import FixedType, Rounding, Saturation
+
+SUPPORTED_ONNX_OPS: tuple[str, ...] = (
+    "Gemm",
+    "MatMul",
+    "Add",
+    "Relu",
+    "Flatten",
+    "Reshape",
+    "Identity",
+    "Dropout",
+    "Constant",
+    "QuantizeLinear",
+    "DequantizeLinear",
+)
+
+# Domains whose QuantizeLinear / DequantizeLinear have the standard semantics.
+_QDQ_DOMAINS = ("", "ai.onnx", "com.microsoft")
+_FOLDABLE = ("Constant", "Identity", "Transpose", "QuantizeLinear", "DequantizeLinear")
+
+# ONNX integer element types usable as quantised codes: (width, signed).
+_ONNX_INT_BITS: dict[int, tuple[int, bool]] = {
+    onnx.TensorProto.INT4: (4, True),
+    onnx.TensorProto.UINT4: (4, False),
+    onnx.TensorProto.INT8: (8, True),
+    onnx.TensorProto.UINT8: (8, False),
+    onnx.TensorProto.INT16: (16, True),
+    onnx.TensorProto.UINT16: (16, False),
+    onnx.TensorProto.INT32: (32, True),
+    onnx.TensorProto.UINT32: (32, False),
+}
+_NUMPY_INT_BITS: dict[str, tuple[int, bool]] = {
+    "int4": (4, True),
+    "uint4": (4, False),
+    "int8": (8, True),
+    "uint8": (8, False),
+    "int16": (16, True),
+    "uint16": (16, False),
+    "int32": (32, True),
+    "uint32": (32, False),
+}
+_FLOAT_INPUT_TYPES = (
+    onnx.TensorProto.FLOAT,
+    onnx.TensorProto.FLOAT16,
+    onnx.TensorProto.BFLOAT16,
+    onnx.TensorProto.DOUBLE,
+)
+
+_QUANT_ADVICE = (
+    "aieflow supports only power-of-two, per-tensor, symmetric quantisation (zero point 0); "
+    "re-export the model with a symmetric per-tensor quantiser whose scales are powers of two"
+)
+
+
+@dataclass(frozen=True)
+class _Const:
+    """A folded constant.
+
+    ``codes`` is (width, signed) when ``value`` holds integer quantisation codes; ``qtype`` is the
+    fixed-point type when ``value`` is a float that is exactly representable in it (DQ output).
+    """
+
+    value: np.ndarray
+    codes: tuple[int, bool] | None = None
+    qtype: FixedType | None = None
+
+
+@dataclass(frozen=True)
+class _PendingQ:
+    """An activation QuantizeLinear waiting for its DequantizeLinear."""
+
+    node: str
+    source: str  # canonical name of the float tensor being quantised
+    qtype: FixedType
+    zero_dtype: tuple[int, bool]
+
+
+# --------------------------------------------------------------------------------------- loading
+
+
+def _load(model: str | os.PathLike | onnx.ModelProto) -> tuple[onnx.ModelProto, str]:
+    if isinstance(model, onnx.ModelProto):
+        label = "<ModelProto>"
+        try:
+            onnx.checker.check_model(model)
+        except Exception as exc:  # noqa: BLE001 - any checker failure is a model error
+            raise ModelError(f"cannot read ONNX model '{label}': {_first_line(exc)}") from None
+        return model, label
+    if not isinstance(model, str | os.PathLike):
+        raise ConfigError(
+            f"import_onnx expects a path to a .onnx file or an onnx.ModelProto, got {type(model).__name__}"
+        )
+    path = os.fspath(model)
+    if not os.path.isfile(path):
+        raise ModelError(f"cannot read ONNX model '{path}': no such file")
+    try:
+        proto = onnx.load(path)
+    except Exception as exc:  # noqa: BLE001 - protobuf raises several unrelated types
+        raise ModelError(
+            f"cannot read ONNX model '{path}': {_first_line(exc)}",
+            hint="the file is not a valid ONNX protobuf; re-export it",
+        ) from None
+    try:
+        # The path form also copes with models over 2 GB and external data.
+        onnx.checker.check_model(path)
+    except Exception as exc:  # noqa: BLE001
+        raise ModelError(f"cannot read ONNX model '{path}': {_first_line(exc)}") from None
+    return proto, path
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return lines[0] if len(lines) == 1 else " ".join(ln.strip() for ln in lines[:3])
+
+
+# --------------------------------------------------------------------------------------- helpers
+
+
+def _attrs(node: onnx.NodeProto) -> dict:
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _code_bits(arr: np.ndarray, elem_type: int | None = None) -> tuple[int, bool] | None:
+    if elem_type is not None and elem_type in _ONNX_INT_BITS:
+        return _ONNX_INT_BITS[elem_type]
+    return _NUMPY_INT_BITS.get(str(arr.dtype))
+
+
+def _constant_node_value(node: onnx.NodeProto, name: str) -> _Const:
+    attrs = {a.name: a for a in node.attribute}
+    if "value" in attrs:
+        tensor = attrs["value"].t
+        arr = numpy_helper.to_array(tensor)
+        return _Const(arr, _code_bits(arr, tensor.data_type))
+    if "value_float" in attrs:
+        return _Const(np.array(attrs["value_float"].f, dtype=np.float32))
+    if "value_floats" in attrs:
+        return _Const(np.array(list(attrs["value_floats"].floats), dtype=np.float32))
+    if "value_int" in attrs:
+        return _Const(np.array(attrs["value_int"].i, dtype=np.int64))
+    if "value_ints" in attrs:
+        return _Const(np.array(list(attrs["value_ints"].ints), dtype=np.int64))
+    which = ", ".join(attrs) or "none"
+    raise UnsupportedOpError(
+        f"Constant node '{name}' uses attribute(s) {which}; only value, value_float(s) and "
+        "value_int(s) are supported"
+    )
+
+
+def _pow2_frac(node_name: str, op: str, scale: np.ndarray) -> int:
+    """``frac`` such that ``scale == 2**-frac``, or a clear error."""
+    if scale.size != 1:
+        raise UnsupportedOpError(
+            f"node '{node_name}' ({op}) uses a per-axis scale with {scale.size} values; {_QUANT_ADVICE}"
+        )
+    s = float(np.asarray(scale, dtype=np.float64).reshape(-1)[0])
+    if not (math.isfinite(s) and s > 0):
+        raise UnsupportedOpError(f"node '{node_name}' ({op}) has scale {s!r}; {_QUANT_ADVICE}")
+    mantissa, exponent = math.frexp(s)
+    if mantissa != 0.5:
+        raise UnsupportedOpError(
+            f"node '{node_name}' ({op}) has scale {s!r}, which is not a power of two; {_QUANT_ADVICE}"
+        )
+    return -(exponent - 1)
+
+
+def _check_zero_point(node_name: str, op: str, zp: _Const | None) -> None:
+    if zp is None:
+        return
+    if zp.value.size != 1:
+        raise UnsupportedOpError(
+            f"node '{node_name}' ({op}) uses a per-axis zero point; {_QUANT_ADVICE}"
+        )
+    if np.any(np.asarray(zp.value, dtype=np.float64) != 0):
+        value = np.asarray(zp.value, dtype=np.float64).reshape(-1)[0]
+        raise UnsupportedOpError(
+            f"node '{node_name}' ({op}) has zero point {value:g}; {_QUANT_ADVICE}"
+        )
+
+
+def _check_qdq_attrs(node: onnx.NodeProto, name: str) -> dict:
+    attrs = _attrs(node)
+    if attrs.get("block_size", 0):
+        raise UnsupportedOpError(
+            f"node '{name}' ({node.op_type}) uses blocked quantisation (block_size="
+            f"{attrs['block_size']}); {_QUANT_ADVICE}"
+        )
+    if node.op_type == "QuantizeLinear" and attrs.get("saturate", 1) != 1:
+        raise UnsupportedOpError(
+            f"node '{name}' (QuantizeLinear) has attribute saturate={attrs['saturate']}; only "
+            "saturating quantisation is supported"
+        )
+    return attrs
+
+
+def _q_output_bits(
+    node: onnx.NodeProto, name: str, zp: _Const | None, attrs: dict
+) -> tuple[int, bool]:
+    """Element type a QuantizeLinear produces: from its zero point, output_dtype, or uint8."""
+    if zp is not None:
+        bits = zp.codes or _code_bits(zp.value)
+    elif attrs.get("output_dtype", 0):
+        bits = _ONNX_INT_BITS.get(attrs["output_dtype"])
+    else:
+        bits = (8, False)  # the ONNX default when y_zero_point is absent
+    if bits is None:
+        raise UnsupportedOpError(
+            f"node '{name}' (QuantizeLinear) quantises to a non-integer type; only integer "
+            "(int4/int8/int16/int32 and unsigned) quantisation is supported"
+        )
+    return bits
+
+
+def _fixed(bits: tuple[int, bool], frac: int) -> FixedType:
+    return FixedType(bits[0], frac, bits[1], Rounding.CONV_EVEN, Saturation.SATURATE)
+
+
+def _exact_param(value: np.ndarray) -> np.ndarray:
+    """float32 when that holds ``value`` exactly, float64 otherwise (e.g. 32-bit bias codes)."""
+    as64 = np.asarray(value, dtype=np.float64)
+    as32 = as64.astype(np.float32)
+    if np.array_equal(as32.astype(np.float64), as64):
+        return np.ascontiguousarray(as32)
+    return np.ascontiguousarray(as64)
+
+
+def _float_param(c: _Const) -> np.ndarray:
+    if c.qtype is not None:
+        return _exact_param(c.value)
+    return np.ascontiguousarray(np.asarray(c.value, dtype=np.float32))
+
+
+def _scale_qtype(qtype: FixedType | None, factor: float, node: str, attr: str) -> FixedType | None:
+    """The type of ``factor * v`` for ``v`` of type ``qtype``: exact only for positive powers of two."""
+    if qtype is None or factor == 1.0:
+        return qtype
+    mantissa, exponent = math.frexp(factor)
+    if factor <= 0 or mantissa != 0.5:
+        raise UnsupportedOpError(
+            f"node '{node}' (Gemm) has {attr}={factor!r} applied to a quantised operand; only a "
+            f"positive power of two can be folded exactly. Re-export with {attr}=1"
+        )
+    return FixedType(
+        qtype.width, qtype.frac - (exponent - 1), qtype.signed, qtype.rounding, qtype.saturation
+    )
+
+
+def _prod(shape: Sequence[int]) -> int:
+    return int(np.prod(shape, dtype=np.int64)) if shape else 1
+
+
+# ------------------------------------------------------------------------------------- importer
+
+
+class _OnnxImporter:
+    def __init__(
+        self, proto: onnx.ModelProto, label: str, example_input_shape: tuple[int, ...] | None
+    ):
+        self.proto = proto
+        self.label = label
+        self.g = proto.graph
+        self.example = (
+            tuple(int(d) for d in example_input_shape) if example_input_shape is not None else None
+        )
+        self.consts: dict[str, _Const] = {}
+        self.alias: dict[str, str] = {}
+        self.pending_q: dict[str, _PendingQ] = {}
+        self.shapes: dict[str, tuple[int, ...]] = {}
+        self.nodes: list[Node] = []
+        self.hint_tensors: dict[str, FixedType] = {}
+        self.hint_params: dict[tuple[str, str], FixedType] = {}
+        self.batch: int | None = None
+        self._inferred: dict[str, list] | None = None
+        self._shape_values: dict[str, np.ndarray | None] = {}
+        self._producer: dict[str, int] = {}
+        self._names: list[str] = []
+
+    # -- naming ---------------------------------------------------------------------------------
+
+    def _assign_names(self) -> None:
+        used: set[str] = set()
+        for i, node in enumerate(self.g.node):
+            for o in node.output:
+                if o:
+                    self._producer[o] = i
+            base = node.name or f"{node.op_type}_{i}"
+            name = base
+            if name in used:
+                name = f"{base}_{i}"
+            k = 1
+            while name in used:
+                name = f"{base}_{i}_{k}"
+                k += 1
+            used.add(name)
+            self._names.append(name)
+
+    def canon(self, t: str) -> str:
+        while t in self.alias:
+            t = self.alias[t]
+        return t
+
+    # -- inputs ---------------------------------------------------------------------------------
+
+    def _read_inputs(self) -> str:
+        for init in self.g.initializer:
+            arr = numpy_helper.to_array(init)
+            self.consts[init.name] = _Const(arr, _code_bits(arr, init.data_type))
+        if self.g.sparse_initializer:
+            raise UnsupportedOpError("sparse initializers are not supported; store weights densely")
+        inputs = [i for i in self.g.input if i.name not in self.consts]
+        if len(inputs) != 1:
+            names = ", ".join(f"'{i.name}'" for i in inputs) or "none"
+            raise UnsupportedOpError(
+                f"the model has {len(inputs)} graph inputs ({names}); aieflow supports exactly one "
+                "input for now"
+            )
+        vi = inputs[0]
+        name = vi.name
+        if not vi.type.HasField("tensor_type"):
+            raise UnsupportedOpError(f"graph input '{name}' is not a tensor")
+        tt = vi.type.tensor_type
+        if tt.elem_type not in _FLOAT_INPUT_TYPES:
+            raise UnsupportedOpError(
+                f"graph input '{name}' has element type "
+                f"{onnx.TensorProto.DataType.Name(tt.elem_type)}; aieflow imports float models "
+                "(quantised models must use QuantizeLinear/DequantizeLinear on a float input)"
+            )
+        dims: list[int | None] | None = None
+        if tt.HasField("shape"):
+            dims = []
+            for d in tt.shape.dim:
+                if d.HasField("dim_value") and d.dim_value > 0:
+                    dims.append(int(d.dim_value))
+                else:
+                    dims.append(None)
+        self.shapes[name] = self._resolve_input_shape(name, tt, dims)
+        return name
+
+    def _resolve_input_shape(self, name: str, tt, dims: list[int | None] | None) -> tuple[int, ...]:
+        ex = self.example
+        advice = (
+            "export the model with fixed feature sizes (only the batch, dimension 0, may be "
+            "dynamic), or pass example_input (an input array or its shape, batch included)"
+        )
+        if dims is None:
+            if ex is None:
+                raise ModelError(f"graph input '{name}' has no shape; {advice}")
+            if len(ex) < 1:
+                raise ConfigError("example_input must include the batch dimension")
+            self.batch = ex[0]
+            return tuple(ex[1:])
+        if len(dims) == 0:
+            raise ModelError(
+                f"graph input '{name}' is a scalar; aieflow expects dimension 0 to be the batch"
+            )
+        self.batch = dims[0]
+        per_sample = list(dims[1:])
+        if ex is not None:
+            if len(ex) == len(dims):
+                ex_sample = ex[1:]
+                if self.batch is None:
+                    self.batch = ex[0]
+            elif len(ex) == len(dims) - 1:
+                ex_sample = ex
+            else:
+                raise ConfigError(
+                    f"example input shape {ex} does not match graph input '{name}' of rank "
+                    f"{len(dims)} (give the shape with or without the batch dimension)"
+                )
+            for i, (d, e) in enumerate(zip(per_sample, ex_sample, strict=True), start=1):
+                if d is not None and d != e:
+                    raise ConfigError(
+                        f"example input shape {ex} disagrees with graph input '{name}': dimension "
+                        f"{i} is {d} in the model but {e} in the example"
+                    )
+            per_sample = list(ex_sample)
+        for i, d in enumerate(per_sample, start=1):
+            if d is None or d <= 0:
+                raw = tt.shape.dim[i]
+                what = (
+                    f"symbolic '{raw.dim_param}'"
+                    if raw.HasField("dim_param")
+                    else f"{raw.dim_value}"
+                    if raw.HasField("dim_value")
+                    else "unknown"
+                )
+                raise ModelError(
+                    f"graph input '{name}' has a dynamic dimension {i} ({what}); {advice}"
+                )
+        return tuple(int(d) for d in per_sample)
+
+    # -- constant folding -----------------------------------------------------------------------
+
+    def _const(self, t: str) -> _Const | None:
+        return self.consts.get(t) if t else None
+
+    def _is_const(self, t: str) -> bool:
+        return t == "" or t in self.consts
+
+    def _fold(self, node: onnx.NodeProto, name: str) -> None:
+        op = node.op_type
+        if op == "Constant":
+            self.consts[node.output[0]] = _constant_node_value(node, name)
+            return
+        ins = [self._const(t) for t in node.input]
+        if op == "Identity":
+            self.consts[node.output[0]] = ins[0]
+        elif op == "Transpose":
+            perm = _attrs(node).get("perm")
+            src = ins[0]
+            self.consts[node.output[0]] = _Const(
+                np.transpose(src.value, perm), src.codes, src.qtype
+            )
+        elif op == "DequantizeLinear":
+            self.consts[node.output[0]] = self._fold_dq(node, name, ins)
+        elif op == "QuantizeLinear":
+            self.consts[node.output[0]] = self._fold_q(node, name, ins)
+        else:  # pragma: no cover - guarded by _FOLDABLE
+            raise AssertionError(op)
+
+    def _fold_dq(self, node: onnx.NodeProto, name: str, ins: list[_Const | None]) -> _Const:
+        _check_qdq_attrs(node, name)
+        x, scale = ins[0], ins[1]
+        zp = ins[2] if len(ins) > 2 else None
+        if x.codes is None:
+            raise UnsupportedOpError(
+                f"node '{name}' (DequantizeLinear) dequantises a {x.value.dtype} constant; "
+                "expected integer codes"
+            )
+        frac = _pow2_frac(name, "DequantizeLinear", scale.value)
+        _check_zero_point(name, "DequantizeLinear", zp)
+        value = np.asarray(x.value, dtype=np.float64) * (2.0**-frac)
+        return _Const(value, None, _fixed(x.codes, frac))
+
+    def _fold_q(self, node: onnx.NodeProto, name: str, ins: list[_Const | None]) -> _Const:
+        attrs = _check_qdq_attrs(node, name)
+        x, scale = ins[0], ins[1]
+        zp = ins[2] if len(ins) > 2 else None
+        frac = _pow2_frac(name, "QuantizeLinear", scale.value)
+        _check_zero_point(name, "QuantizeLinear", zp)
+        bits = _q_output_bits(node, name, zp, attrs)
+        qtype = _fixed(bits, frac)
+        # round half to even (np.rint), then saturate: QuantizeLinear's definition.
+        scaled = np.asarray(x.value, dtype=np.float64) * (2.0**frac)
+        codes = np.clip(np.rint(scaled), qtype.min_code, qtype.max_code).astype(np.int64)
+        return _Const(codes, bits)
+
+    # -- liveness -------------------------------------------------------------------------------
+
+    def _live_nodes(self, todo: list[int]) -> set[int]:
+        """Indices (into graph.node) of non-constant nodes that feed a graph output.
+
+        A Reshape's shape operand is not followed: when it is computed at run time the output
+        shape comes from shape inference and the nodes computing it are dropped.
+        """
+        needed = {o.name for o in self.g.output}
+        live: set[int] = set()
+        for i in reversed(todo):
+            node = self.g.node[i]
+            if not any(o in needed for o in node.output if o):
+                continue
+            live.add(i)
+            data_inputs = node.input[:1] if node.op_type == "Reshape" else node.input
+            needed.update(t for t in data_inputs if t)
+        return live
+
+    # -- shape inference for run-time reshape targets -------------------------------------------
+
+    @property
+    def _inference_batch(self) -> int:
+        # An unusual prime when the batch is unknown, so batch-mixing reshapes stand out.
+        return self.batch if self.batch is not None else 9973
+
+    def _inferred_shape(self, tensor: str) -> list | None:
+        if self._inferred is None:
+            model = onnx.ModelProto()
+            model.CopyFrom(self.proto)
+            inp = next(i for i in model.graph.input if i.name not in self.consts)
+            shape = inp.type.tensor_type.shape
+            per_sample = self.shapes[inp.name]
+            del shape.dim[:]
+            # A concrete batch lets data propagation resolve -1 in targets like
+            # Concat(Gather(Shape(x), 0), [-1]); a symbolic one cannot be divided out.
+            shape.dim.add().dim_value = self._inference_batch
+            # Drop recorded shapes (symbolic batch) so inference recomputes them all.
+            del model.graph.value_info[:]
+            for o in model.graph.output:
+                o.type.tensor_type.ClearField("shape")
+            for d in per_sample:
+                shape.dim.add().dim_value = d
+            try:
+                inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+            except Exception:  # noqa: BLE001 - fall back to "unknown"
+                self._inferred = {}
+                return None
+            out: dict[str, list] = {}
+            for vi in (*inferred.graph.value_info, *inferred.graph.output):
+                tt = vi.type.tensor_type
+                if tt.HasField("shape"):
+                    out[vi.name] = [
+                        d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim
+                    ]
+            self._inferred = out
+        return self._inferred.get(tensor)
+
+    # -- emission helpers -----------------------------------------------------------------------
+
+    def _data_input(self, t: str, node_name: str, op: str) -> str:
+        c = self.canon(t)
+        if c in self.pending_q:
+            q = self.pending_q[c]
+            raise UnsupportedOpError(
+                f"node '{node_name}' ({op}) reads the integer output of QuantizeLinear '{q.node}' "
+                "directly; only QuantizeLinear -> DequantizeLinear pairs are supported"
+            )
+        if c not in self.shapes:
+            raise ModelError(
+                f"node '{node_name}' ({op}) reads tensor '{t}', which is never produced"
+            )
+        return c
+
+    def _emit(
+        self, name: str, op: str, x: str, y: str, shape: tuple[int, ...], attrs=None, params=None
+    ):
+        self.shapes[y] = tuple(int(d) for d in shape)
+        self.nodes.append(
+            Node(
+                name=name,
+                op=op,
+                inputs=(x,),
+                outputs=(y,),
+                attrs=frozen_map(attrs or {}),
+                params=frozen_map(params or {}),
+            )
+        )
+
+    def _split_const_operand(self, node: onnx.NodeProto, name: str) -> tuple[str, _Const]:
+        """For a binary op with one constant and one activation operand: (activation, constant)."""
+        a, b = node.input[0], node.input[1]
+        ca, cb = self._const(a), self._const(b)
+        if ca is None and cb is None:
+            raise UnsupportedOpError(
+                f"node '{name}' ({node.op_type}) combines two computed tensors ('{a}' and '{b}'); "
+                f"only {node.op_type} with a constant operand is supported for now"
+            )
+        if ca is not None and cb is not None:  # pragma: no cover - folded away before
+            raise UnsupportedOpError(f"node '{name}' ({node.op_type}) has only constant operands")
+        return (b, ca) if ca is not None else (a, cb)
+
+    def _require_vector(self, x: str, name: str, op: str) -> int:
+        shape = self.shapes[x]
+        if len(shape) != 1:
+            raise UnsupportedOpError(
+                f"node '{name}' ({op}) multiplies an input of per-sample shape {shape}; dense layers "
+                "need a 1-D feature vector per sample (add a Flatten before it)"
+            )
+        return shape[0]
+
+    # -- converters -----------------------------------------------------------------------------
+
+    def _gemm(self, node: onnx.NodeProto, name: str) -> None:
+        attrs = _attrs(node)
+        if attrs.get("transA", 0):
+            raise UnsupportedOpError(
+                f"node '{name}' (Gemm) has attribute transA=1; only transA=0 (activations as "
+                "rows) is supported"
+            )
+        alpha = float(attrs.get("alpha", 1.0))
+        beta = float(attrs.get("beta", 1.0))
+        a, b = node.input[0], node.input[1]
+        c_name = node.input[2] if len(node.input) > 2 else ""
+        if self._const(a) is not None or self._const(b) is None:
+            raise UnsupportedOpError(
+                f"node '{name}' (Gemm) must multiply the activation (input A) by a constant weight "
+                "(input B)"
+            )
+        if c_name and self._const(c_name) is None:
+            raise UnsupportedOpError(
+                f"node '{name}' (Gemm) has a computed bias (input C); only a constant bias is supported"
+            )
+        x = self._data_input(a, name, "Gemm")
+        k = self._require_vector(x, name, "Gemm")
+        wc = self._const(b)
+        if wc.value.ndim != 2:
+            raise UnsupportedOpError(
+                f"node '{name}' (Gemm) weight has rank {wc.value.ndim}, expected 2"
+            )
+        w = np.asarray(wc.value)
+        if attrs.get("transB", 0):
+            w = w.T
+        if w.shape[0] != k:
+            raise ModelError(
+                f"node '{name}' (Gemm): input has {k} features but the weight has {w.shape[0]} rows"
+            )
+        n = int(w.shape[1])
+        wq = _scale_qtype(wc.qtype, alpha, name, "alpha")
+        if alpha != 1.0:
+            w = np.asarray(w, dtype=np.float64) * alpha
+        params = {"weight": _float_param(_Const(w, None, wq))}
+        if wq is not None:
+            self.hint_params[(name, "weight")] = wq
+        if c_name:
+            cc = self._const(c_name)
+            bias = self._bias_vector(cc.value, n, name, "Gemm", full_rank=2)
+            bq = _scale_qtype(cc.qtype, beta, name, "beta")
+            if beta != 1.0:
+                bias = np.asarray(bias, dtype=np.float64) * beta
+            params["bias"] = _float_param(_Const(bias, None, bq))
+            if bq is not None:
+                self.hint_params[(name, "bias")] = bq
+        attrs_out = {"in_features": int(k), "out_features": n, "activation": None}
+        self._emit(name, "dense", x, node.output[0], (n,), attrs_out, params)
+
+    def _matmul(self, node: onnx.NodeProto, name: str) -> None:
+        a, b = node.input[0], node.input[1]
+        if self._const(a) is not None or self._const(b) is None:
+            raise UnsupportedOpError(
+                f"node '{name}' (MatMul) must multiply the activation (first operand) by a constant "
+                "weight (second operand)"
+            )
+        x = self._data_input(a, name, "MatMul")
+        k = self._require_vector(x, name, "MatMul")
+        wc = self._const(b)
+        if wc.value.ndim != 2:
+            raise UnsupportedOpError(
+                f"node '{name}' (MatMul) weight has rank {wc.value.ndim}; only a 2-D (in, out) "
+                "weight is supported"
+            )
+        if wc.value.shape[0] != k:
+            raise ModelError(
+                f"node '{name}' (MatMul): input has {k} features but the weight has "
+                f"{wc.value.shape[0]} rows"
+            )
+        n = int(wc.value.shape[1])
+        if wc.qtype is not None:
+            self.hint_params[(name, "weight")] = wc.qtype
+        attrs_out = {"in_features": int(k), "out_features": n, "activation": None}
+        self._emit(name, "dense", x, node.output[0], (n,), attrs_out, {"weight": _float_param(wc)})
+
+    def _bias_vector(
+        self, value: np.ndarray, n: int, name: str, op: str, full_rank: int
+    ) -> np.ndarray:
+        """A constant that broadcasts along the last axis only, as an (n,) vector."""
+        v = np.asarray(value)
+        ok = v.ndim <= full_rank and all(d == 1 for d in v.shape[:-1])
+        if ok and v.ndim >= 1 and v.shape[-1] not in (1, n):
+            ok = False
+        if not ok:
+            raise UnsupportedOpError(
+                f"node '{name}' ({op}) adds a constant of shape {tuple(v.shape)}; only a per-feature "
+                f"bias of shape ({n},) (or a scalar) is supported"
+            )
+        return np.broadcast_to(v.reshape(-1) if v.ndim else v, (n,)).copy()
+
+    def _add(self, node: onnx.NodeProto, name: str) -> None:
+        t, c = self._split_const_operand(node, name)
+        x = self._data_input(t, name, "Add")
+        shape = self.shapes[x]
+        if len(shape) == 0:
+            raise UnsupportedOpError(
+                f"node '{name}' (Add) adds to a scalar per sample; not supported"
+            )
+        n = shape[-1]
+        bias = self._bias_vector(c.value, n, name, "Add", full_rank=len(shape) + 1)
+        if c.qtype is not None:
+            self.hint_params[(name, "bias")] = c.qtype
+        self._emit(
+            name,
+            "bias_add",
+            x,
+            node.output[0],
+            shape,
+            None,
+            {"bias": _float_param(_Const(bias, None, c.qtype))},
+        )
+
+    def _relu(self, node: onnx.NodeProto, name: str) -> None:
+        x = self._data_input(node.input[0], name, "Relu")
+        self._emit(name, "relu", x, node.output[0], self.shapes[x])
+
+    def _flatten(self, node: onnx.NodeProto, name: str) -> None:
+        x = self._data_input(node.input[0], name, "Flatten")
+        shape = self.shapes[x]
+        axis = int(_attrs(node).get("axis", 1))
+        rank = len(shape) + 1
+        if axis < 0:
+            axis += rank
+        if axis != 1:
+            raise UnsupportedOpError(
+                f"node '{name}' (Flatten) has attribute axis={_attrs(node).get('axis')}; only axis=1 "
+                "(keep the batch, flatten each sample) is supported"
+            )
+        out = (_prod(shape),)
+        self._emit(name, "reshape", x, node.output[0], out, {"shape": out})
+
+    def _reshape(self, node: onnx.NodeProto, name: str) -> None:
+        x = self._data_input(node.input[0], name, "Reshape")
+        in_shape = self.shapes[x]
+        size = _prod(in_shape)
+        advice = (
+            "a Reshape must keep the batch as dimension 0 (e.g. x.reshape(x.shape[0], -1) or "
+            "x.flatten(1))"
+        )
+        sc = self._const(node.input[1])
+        batch_value = self.batch
+        if sc is not None:
+            target_arr = sc.value
+        else:
+            # Computed at run time, e.g. Concat(Unsqueeze(Gather(Shape(x), 0)), [-1]): evaluate it
+            # with a concrete batch, or failing that ask ONNX shape inference for the result.
+            target_arr = self._eval_shape_tensor(node.input[1])
+            batch_value = self._inference_batch
+        if target_arr is not None:
+            target = [int(v) for v in np.asarray(target_arr).reshape(-1)]
+            out = self._reshape_target(node, name, in_shape, target, batch_value, advice)
+        else:
+            inferred = self._inferred_shape(node.output[0])
+            if (
+                inferred is None
+                or len(inferred) < 1
+                or any(d is None or d <= 0 for d in inferred[1:])
+            ):
+                raise UnsupportedOpError(
+                    f"node '{name}' (Reshape) computes its target shape at run time and aieflow "
+                    f"could not resolve it; export with a constant shape ({advice})"
+                )
+            if inferred[0] != self._inference_batch:
+                raise UnsupportedOpError(
+                    f"node '{name}' (Reshape) computes a target shape whose first dimension is "
+                    f"not the batch; {advice}"
+                )
+            out = tuple(int(d) for d in inferred[1:])
+        if _prod(out) != size or any(d < 0 for d in out):
+            raise UnsupportedOpError(
+                f"node '{name}' (Reshape) turns per-sample shape {in_shape} into {out}, which "
+                f"changes the batch size; {advice}"
+            )
+        self._emit(name, "reshape", x, node.output[0], out, {"shape": out})
+
+    def _reshape_target(
+        self,
+        node: onnx.NodeProto,
+        name: str,
+        in_shape: tuple[int, ...],
+        target: list[int],
+        batch_value: int | None,
+        advice: str,
+    ) -> tuple[int, ...]:
+        """Per-sample output shape of a Reshape to ``target`` (batch included)."""
+        size = _prod(in_shape)
+        allowzero = int(_attrs(node).get("allowzero", 0))
+        if not target:
+            raise UnsupportedOpError(f"node '{name}' (Reshape) reshapes to a scalar; {advice}")
+        first = target[0]
+        if not (
+            first == -1
+            or (first == 0 and not allowzero)
+            or (batch_value is not None and first == batch_value)
+        ):
+            raise UnsupportedOpError(
+                f"node '{name}' (Reshape) has target shape {tuple(target)}, whose first "
+                f"dimension {first} is not the batch; {advice}"
+            )
+        rest = []
+        for i, d in enumerate(target[1:], start=1):
+            if d == 0 and not allowzero:
+                if i - 1 >= len(in_shape):
+                    raise ModelError(
+                        f"node '{name}' (Reshape): 0 at dimension {i} has no input dimension to copy"
+                    )
+                d = in_shape[i - 1]
+            rest.append(d)
+        if rest.count(-1) > (0 if first == -1 else 1):
+            raise UnsupportedOpError(
+                f"node '{name}' (Reshape) has target shape {tuple(target)} with more than one "
+                f"inferred dimension; {advice}"
+            )
+        if -1 in rest:
+            known = _prod([d for d in rest if d != -1])
+            if known == 0 or size % known:
+                raise ModelError(
+                    f"node '{name}' (Reshape) cannot reshape {in_shape} to {tuple(target)}"
+                )
+            rest[rest.index(-1)] = size // known
+        return tuple(rest)
+
+    def _eval_shape_tensor(self, t: str) -> np.ndarray | None:
+        """Value of a small integer tensor computed from tensor shapes, or None if unknown.
+
+        Covers what exporters emit around ``x.view(x.size(0), -1)``: Shape, Gather, Unsqueeze,
+        Squeeze, Concat, Slice, Cast, Identity and integer arithmetic, with the batch taken as
+        :attr:`_inference_batch`.
+        """
+        if t in self._shape_values:
+            return self._shape_values[t]
+        value: np.ndarray | None = None
+        c = self._const(t)
+        if c is not None:
+            value = np.asarray(c.value)
+        elif t in self._producer:
+            try:
+                value = self._eval_shape_node(self.g.node[self._producer[t]])
+            except (ValueError, IndexError, TypeError):
+                value = None
+        self._shape_values[t] = value
+        return value
+
+    def _eval_shape_node(self, node: onnx.NodeProto) -> np.ndarray | None:
+        op, attrs = node.op_type, _attrs(node)
+        if node.domain not in ("", "ai.onnx") or len(node.output) != 1:
+            return None
+        if op == "Shape":
+            src = self.canon(node.input[0])
+            if src not in self.shapes:
+                return None
+            full = np.array([self._inference_batch, *self.shapes[src]], dtype=np.int64)
+            start, end = attrs.get("start", 0), attrs.get("end")
+            return full[start:end]
+        ins = []
+        for i in node.input:
+            if not i:
+                ins.append(None)
+                continue
+            v = self._eval_shape_tensor(i)
+            if v is None:
+                return None
+            ins.append(v)
+
+        def axes_of(k: int):
+            if "axes" in attrs:
+                return list(attrs["axes"])
+            return (
+                [int(a) for a in ins[k].reshape(-1)]
+                if len(ins) > k and ins[k] is not None
+                else None
+            )
+
+        if op == "Identity":
+            return ins[0]
+        if op == "Cast":
+            return ins[0].astype(np.int64) if attrs.get("to") in (6, 7) else None
+        if op == "Gather":
+            return np.take(ins[0], ins[1].astype(np.int64), axis=attrs.get("axis", 0))
+        if op == "Unsqueeze":
+            out = ins[0]
+            axes = axes_of(1)
+            rank = out.ndim + len(axes)
+            for a in sorted(a + rank if a < 0 else a for a in axes):
+                out = np.expand_dims(out, a)
+            return out
+        if op == "Squeeze":
+            axes = axes_of(1)
+            return np.squeeze(ins[0], axis=tuple(axes) if axes is not None else None)
+        if op == "Concat":
+            return np.concatenate([np.atleast_1d(v) for v in ins], axis=attrs.get("axis", 0))
+        if op == "Slice":
+            if "starts" in attrs:  # opset < 10
+                starts, ends = attrs["starts"], attrs["ends"]
+                axes, steps = attrs.get("axes"), None
+            else:
+                starts, ends = ins[1].tolist(), ins[2].tolist()
+                axes = ins[3].tolist() if len(ins) > 3 and ins[3] is not None else None
+                steps = ins[4].tolist() if len(ins) > 4 and ins[4] is not None else None
+            if ins[0].ndim != 1 or (axes not in (None, [0], [-1])):
+                return None
+            step = steps[0] if steps else 1
+            return ins[0][slice(int(starts[0]), int(ends[0]), int(step))]
+        if op in ("Mul", "Add", "Sub", "Div"):
+            a, b = (v.astype(np.int64) for v in ins)
+            if op == "Div":
+                return np.trunc(a / b).astype(np.int64) if np.all(b != 0) else None
+            return {"Mul": np.multiply, "Add": np.add, "Sub": np.subtract}[op](a, b)
+        if op == "ReduceProd":
+            keep = attrs.get("keepdims", 1)
+            return np.prod(ins[0], keepdims=bool(keep)).astype(np.int64)
+        return None
+
+    def _passthrough(self, node: onnx.NodeProto, name: str) -> None:
+        if node.op_type == "Dropout":
+            if len(node.input) > 2 and node.input[2]:
+                mode = self._const(node.input[2])
+                if mode is None or bool(np.asarray(mode.value).reshape(-1)[0]):
+                    raise UnsupportedOpError(
+                        f"node '{name}' (Dropout) runs in training mode; export the model in eval mode"
+                    )
+            if len(node.output) > 1 and node.output[1]:
+                used = any(node.output[1] in n.input for n in self.g.node) or any(
+                    o.name == node.output[1] for o in self.g.output
+                )
+                if used:
+                    raise UnsupportedOpError(f"node '{name}' (Dropout): its mask output is used")
+        x = self._data_input(node.input[0], name, node.op_type)
+        self.alias[node.output[0]] = x
+
+    def _quantize(self, node: onnx.NodeProto, name: str) -> None:
+        attrs = _check_qdq_attrs(node, name)
+        if not all(self._is_const(t) for t in node.input[1:]):
+            raise UnsupportedOpError(
+                f"node '{name}' (QuantizeLinear) has a computed scale or zero point"
+            )
+        x = self._data_input(node.input[0], name, "QuantizeLinear")
+        scale = self._const(node.input[1])
+        zp = self._const(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+        frac = _pow2_frac(name, "QuantizeLinear", scale.value)
+        _check_zero_point(name, "QuantizeLinear", zp)
+        bits = _q_output_bits(node, name, zp, attrs)
+        self.pending_q[node.output[0]] = _PendingQ(name, x, _fixed(bits, frac), bits)
+
+    def _dequantize(self, node: onnx.NodeProto, name: str) -> None:
+        _check_qdq_attrs(node, name)
+        if not all(self._is_const(t) for t in node.input[1:]):
+            raise UnsupportedOpError(
+                f"node '{name}' (DequantizeLinear) has a computed scale or zero point"
+            )
+        src = self.canon(node.input[0])
+        q = self.pending_q.get(src)
+        if q is None:
+            raise UnsupportedOpError(
+                f"node '{name}' (DequantizeLinear) dequantises '{node.input[0]}', which is not "
+                "produced by a QuantizeLinear; only QuantizeLinear -> DequantizeLinear pairs on "
+                "float tensors are supported"
+            )
+        scale = self._const(node.input[1])
+        zp = self._const(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+        frac = _pow2_frac(name, "DequantizeLinear", scale.value)
+        _check_zero_point(name, "DequantizeLinear", zp)
+        if frac != q.qtype.frac:
+            raise UnsupportedOpError(
+                f"node '{name}' (DequantizeLinear) uses scale 2^{-frac} but its QuantizeLinear "
+                f"'{q.node}' uses 2^{-q.qtype.frac}; the pair must share one scale"
+            )
+        previous = self.hint_tensors.get(q.source)
+        if previous is not None and previous != q.qtype:
+            raise UnsupportedOpError(
+                f"tensor '{q.source}' is quantised twice with different types ({previous} and "
+                f"{q.qtype}, the second by '{q.node}'); give each tensor a single QuantizeLinear"
+            )
+        self.hint_tensors[q.source] = q.qtype
+        self.alias[node.output[0]] = q.source
+
+    # -- driver ---------------------------------------------------------------------------------
+
+    def run(self) -> ImportedModel:
+        self._assign_names()
+        graph_input = self._read_inputs()
+        todo: list[int] = []
+        for i, node in enumerate(self.g.node):
+            name = self._names[i]
+            if node.domain not in _QDQ_DOMAINS or (
+                node.domain == "com.microsoft"
+                and node.op_type not in ("QuantizeLinear", "DequantizeLinear")
+            ):
+                raise UnsupportedOpError(
+                    f"node '{name}' has op type '{node.op_type}' from domain '{node.domain}', which "
+                    f"aieflow does not support; supported ONNX ops: {', '.join(SUPPORTED_ONNX_OPS)}"
+                )
+            if node.op_type in _FOLDABLE and (
+                node.op_type == "Constant" or all(self._is_const(t) for t in node.input)
+            ):
+                self._fold(node, name)
+            else:
+                todo.append(i)
+        live = self._live_nodes(todo)
+        converters = {
+            "Gemm": self._gemm,
+            "MatMul": self._matmul,
+            "Add": self._add,
+            "Relu": self._relu,
+            "Flatten": self._flatten,
+            "Reshape": self._reshape,
+            "Identity": self._passthrough,
+            "Dropout": self._passthrough,
+            "QuantizeLinear": self._quantize,
+            "DequantizeLinear": self._dequantize,
+        }
+        for i in todo:
+            if i not in live:
+                continue
+            node = self.g.node[i]
+            name = self._names[i]
+            conv = converters.get(node.op_type)
+            if conv is None:
+                raise UnsupportedOpError(
+                    f"node '{name}' has op type '{node.op_type}', which aieflow does not support; "
+                    f"supported ONNX ops: {', '.join(SUPPORTED_ONNX_OPS)}"
+                )
+            conv(node, name)
+        outputs = []
+        for o in self.g.output:
+            if o.name in self.consts:
+                raise UnsupportedOpError(
+                    f"graph output '{o.name}' is a constant; nothing to compute"
+                )
+            outputs.append(self._data_input(o.name, "<graph output>", "output"))
+        tensors = {
+            t: Tensor(t, s)
+            for t, s in self.shapes.items()
+            if t == graph_input or any(t in n.outputs for n in self.nodes)
+        }
+        graph = Graph(
+            nodes=tuple(self.nodes),
+            tensors=tensors,
+            inputs=(graph_input,),
+            outputs=tuple(outputs),
+            name=self.g.name or "model",
+        )
+        graph.validate()
+        hints = QuantHints(tensors=self.hint_tensors, params=self.hint_params)
+        return ImportedModel(graph=graph, hints=hints, source="onnx")
+
+
+def import_onnx(
+    model: str | os.PathLike | onnx.ModelProto,
+    example_input_shape: tuple[int, ...] | None = None,
+) -> ImportedModel:
+    """Import an ONNX model (a path or a loaded ``ModelProto``) as a float IR graph plus QDQ hints.
+
+    ``example_input_shape`` fixes input dimensions the model leaves dynamic; give it with the batch
+    dimension (like ``x.shape``) or, when the model input has a known rank, without it.
+    """
+    proto, label = _load(model)
+    return _OnnxImporter(proto, label, example_input_shape).run()

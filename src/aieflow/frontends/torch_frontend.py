@@ -1,0 +1,397 @@
+"""PyTorch frontend: an ``nn.Module`` to the aieflow float IR, through ``torch.fx``.
+
+The module is traced with :func:`torch.fx.symbolic_trace` (in eval mode) and the example input is
+run through the traced graph with ``ShapeProp`` to learn every tensor's shape; the batch dimension
+(dimension 0) is dropped from the IR shapes.  ``torch`` is imported only when this runs.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import ConfigError, ModelError, UnsupportedOpError
+from ..ir import Graph, ImportedModel, Node, QuantHints, Tensor, frozen_map
+
+if TYPE_CHECKING:
+    import torch
+
+SUPPORTED_TORCH_MODULES: tuple[str, ...] = (
+    "nn.Linear",
+    "nn.ReLU",
+    "nn.Flatten",
+    "nn.Identity",
+    "nn.Dropout",
+    "nn.Sequential (nesting)",
+)
+SUPPORTED_TORCH_FUNCTIONS: tuple[str, ...] = (
+    "F.relu / torch.relu / Tensor.relu",
+    "F.linear (with parameter weight and bias)",
+    "torch.flatten / Tensor.flatten",
+    "Tensor.view / Tensor.reshape / torch.reshape (batch kept as dimension 0)",
+    "F.dropout (eval mode)",
+    "Tensor.contiguous",
+)
+
+_SUPPORTED_TEXT = (
+    f"supported modules: {', '.join(SUPPORTED_TORCH_MODULES)}; supported functions: "
+    f"{'; '.join(SUPPORTED_TORCH_FUNCTIONS)}"
+)
+
+# Shape queries: fx nodes that compute plain Python ints / sizes, e.g. x.size(0) in x.view(x.size(0), -1).
+_SHAPE_METHODS = ("size", "dim", "numel")
+_SHAPE_FUNCTIONS = (
+    getattr,
+    operator.getitem,
+    operator.mul,
+    operator.floordiv,
+    operator.add,
+    operator.sub,
+)
+
+
+def _fetch_attr(root: Any, target: str) -> Any:
+    obj = root
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _to_numpy(t: Any) -> np.ndarray:
+    return np.ascontiguousarray(t.detach().cpu().to(dtype=_torch().float32).numpy())
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def _example_tensor(torch, example_input: Any):
+    if isinstance(example_input, torch.Tensor):
+        return example_input
+    if isinstance(example_input, np.ndarray):
+        return torch.from_numpy(np.asarray(example_input, dtype=np.float32))
+    if isinstance(example_input, tuple | list) and all(isinstance(d, int) for d in example_input):
+        if len(example_input) < 1:
+            raise ConfigError("example_input shape must include the batch dimension")
+        return torch.zeros(tuple(example_input), dtype=torch.float32)
+    if isinstance(example_input, tuple | list):
+        raise UnsupportedOpError(
+            f"example_input has {len(example_input)} tensors; aieflow supports models with exactly "
+            "one input for now"
+        )
+    raise ConfigError(
+        "example_input must be a torch.Tensor, a numpy array, or a shape tuple (batch included), "
+        f"got {type(example_input).__name__}"
+    )
+
+
+def import_torch(module: torch.nn.Module, example_input: Any) -> ImportedModel:
+    """Import a PyTorch module as a float IR graph.
+
+    ``example_input`` is a sample input batch (tensor or array) or its shape, batch included.
+    """
+    try:
+        import torch
+        import torch.fx
+        from torch.fx.passes.shape_prop import ShapeProp
+    except ImportError:
+        raise ModelError(
+            "PyTorch is not installed; install the torch extra: pip install aieflow[torch]"
+        ) from None
+    if not isinstance(module, torch.nn.Module):
+        raise ConfigError(f"import_torch expects a torch.nn.Module, got {type(module).__name__}")
+    x = _example_tensor(torch, example_input)
+    if x.dim() < 1:
+        raise ConfigError("example_input must have a batch dimension (dimension 0)")
+
+    was_training = module.training
+    module.eval()
+    try:
+        try:
+            gm = torch.fx.symbolic_trace(module)
+        except Exception as exc:  # noqa: BLE001 - fx raises many types (TraceError, TypeError...)
+            raise ModelError(
+                f"cannot trace {type(module).__name__} with torch.fx: {_first_line(exc)}",
+                hint="forward() must be traceable by torch.fx: no control flow or Python logic that "
+                "depends on tensor values; move such logic out of forward()",
+            ) from None
+        try:
+            with torch.no_grad():
+                gm(x)  # a plain run first: ShapeProp prints a traceback when a node fails
+                ShapeProp(gm).propagate(x)
+        except Exception as exc:  # noqa: BLE001
+            raise ModelError(
+                f"running example_input of shape {tuple(x.shape)} through {type(module).__name__} "
+                f"failed: {_first_line(exc)}",
+                hint="check that example_input has the shape the model expects, batch included",
+            ) from None
+        return _Converter(torch, gm, int(x.shape[0]), type(module).__name__).run()
+    finally:
+        module.train(was_training)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
+
+
+class _Converter:
+    def __init__(self, torch, gm, batch: int, model_name: str):
+        self.torch = torch
+        self.F = torch.nn.functional
+        self.gm = gm
+        self.batch = batch
+        self.model_name = model_name
+        self.nodes: list[Node] = []
+        self.shapes: dict[str, tuple[int, ...]] = {}
+        self.alias: dict[str, str] = {}
+        self.attrs: dict[str, Any] = {}  # get_attr node name -> tensor
+        self.used_names: set[str] = set()
+        self.input_name: str | None = None
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _unique(self, base: str) -> str:
+        name, k = base, 1
+        while name in self.used_names:
+            name = f"{base}_{k}"
+            k += 1
+        self.used_names.add(name)
+        return name
+
+    def _shape(self, fx_node) -> tuple[int, ...] | None:
+        meta = fx_node.meta.get("tensor_meta")
+        if meta is None or not hasattr(meta, "shape"):
+            return None
+        return tuple(int(d) for d in meta.shape)
+
+    def _per_sample(self, fx_node, name: str) -> tuple[int, ...]:
+        full = self._shape(fx_node)
+        if full is None:
+            raise UnsupportedOpError(
+                f"'{name}' does not produce a single tensor; {_SUPPORTED_TEXT}"
+            )
+        if len(full) < 1 or full[0] != self.batch:
+            raise UnsupportedOpError(
+                f"'{name}' produces shape {full}, which does not keep the batch ({self.batch}) as "
+                "dimension 0; aieflow needs every layer to keep dimension 0 as the batch"
+            )
+        return full[1:]
+
+    def _input(self, arg, name: str) -> str:
+        fx = self.torch.fx
+        if not isinstance(arg, fx.Node):
+            raise UnsupportedOpError(f"'{name}' takes a non-tensor input {arg!r}")
+        t = arg.name
+        while t in self.alias:
+            t = self.alias[t]
+        if t not in self.shapes:
+            raise UnsupportedOpError(
+                f"'{name}' reads '{arg.name}', which is not a supported tensor; {_SUPPORTED_TEXT}"
+            )
+        return t
+
+    def _emit(self, fx_node, name: str, op: str, x: str, attrs=None, params=None) -> None:
+        y = fx_node.name
+        self.shapes[y] = self._per_sample(fx_node, name)
+        self.nodes.append(
+            Node(
+                name=self._unique(name),
+                op=op,
+                inputs=(x,),
+                outputs=(y,),
+                attrs=frozen_map(attrs or {}),
+                params=frozen_map(params or {}),
+            )
+        )
+
+    def _dense(self, fx_node, name: str, x: str, weight, bias) -> None:
+        in_shape = self.shapes[x]
+        if len(in_shape) != 1:
+            raise UnsupportedOpError(
+                f"'{name}' (linear) receives per-sample shape {in_shape}; dense layers need a 1-D "
+                "feature vector per sample (flatten first)"
+            )
+        w = _to_numpy(weight).T  # torch stores (out, in); the IR wants (in, out)
+        if w.shape[0] != in_shape[0]:
+            raise ModelError(
+                f"'{name}' (linear): input has {in_shape[0]} features but the weight expects {w.shape[0]}"
+            )
+        params = {"weight": np.ascontiguousarray(w)}
+        if bias is not None:
+            params["bias"] = _to_numpy(bias).reshape(-1)
+        attrs = {
+            "in_features": int(w.shape[0]),
+            "out_features": int(w.shape[1]),
+            "activation": None,
+        }
+        self._emit(fx_node, name, "dense", x, attrs, params)
+
+    def _reshape(self, fx_node, name: str, x: str) -> None:
+        out = self._per_sample(fx_node, name)
+        if int(np.prod(out, dtype=np.int64)) != int(np.prod(self.shapes[x], dtype=np.int64)):
+            raise UnsupportedOpError(
+                f"'{name}' reshapes per-sample shape {self.shapes[x]} to {out}, mixing samples of "
+                "the batch; keep dimension 0 as the batch (e.g. x.flatten(1))"
+            )
+        self._emit(fx_node, name, "reshape", x, {"shape": out})
+
+    def _flatten_dims(self, name: str, x: str, start: int, end: int) -> None:
+        rank = len(self.shapes[x]) + 1
+        s = start + rank if start < 0 else start
+        if s == 0 and rank > 1:
+            raise UnsupportedOpError(
+                f"'{name}' flattens from dimension {start}, which merges the batch; use start_dim=1"
+            )
+        del end  # the output shape comes from shape propagation
+
+    def _alias(self, fx_node, x: str) -> None:
+        self.alias[fx_node.name] = x
+
+    # -- node kinds -----------------------------------------------------------------------------
+
+    def _call_module(self, fx_node) -> None:
+        nn = self.torch.nn
+        path = str(fx_node.target)
+        mod = self.gm.get_submodule(path)
+        kind = type(mod).__name__
+        x = self._input(fx_node.args[0], path) if fx_node.args else None
+        if x is None or len(fx_node.args) != 1 or fx_node.kwargs:
+            raise UnsupportedOpError(
+                f"module '{path}' ({kind}) must be called with a single tensor"
+            )
+        if isinstance(mod, nn.Linear):
+            self._dense(fx_node, path, x, mod.weight, mod.bias)
+        elif isinstance(mod, nn.ReLU):
+            self._emit(fx_node, path, "relu", x)
+        elif isinstance(mod, nn.Flatten):
+            self._flatten_dims(path, x, mod.start_dim, mod.end_dim)
+            self._reshape(fx_node, path, x)
+        elif isinstance(mod, nn.Identity | nn.Dropout):
+            self._alias(fx_node, x)
+        else:
+            raise UnsupportedOpError(
+                f"module '{path}' has type {type(mod).__module__}.{kind}, which aieflow does not "
+                f"support; {_SUPPORTED_TEXT}"
+            )
+
+    def _arg(self, fx_node, index: int, key: str, default: Any) -> Any:
+        if len(fx_node.args) > index:
+            return fx_node.args[index]
+        return fx_node.kwargs.get(key, default)
+
+    def _call_function(self, fx_node) -> None:
+        torch, F = self.torch, self.F
+        fn = fx_node.target
+        name = fx_node.name
+        if self._shape(fx_node) is None and fn in _SHAPE_FUNCTIONS:
+            return  # a shape query (x.shape[0]...); consumed by a reshape, whose shape we know
+        if fn in (F.relu, torch.relu, torch.relu_):
+            self._emit(fx_node, name, "relu", self._input(fx_node.args[0], name))
+        elif fn is F.linear:
+            x = self._input(fx_node.args[0], name)
+            w_arg = self._arg(fx_node, 1, "weight", None)
+            b_arg = self._arg(fx_node, 2, "bias", None)
+            weight = self._param(w_arg, name, "weight")
+            bias = self._param(b_arg, name, "bias") if b_arg is not None else None
+            self._dense(fx_node, name, x, weight, bias)
+        elif fn is torch.flatten:
+            x = self._input(fx_node.args[0], name)
+            self._flatten_dims(name, x, int(self._arg(fx_node, 1, "start_dim", 0)), -1)
+            self._reshape(fx_node, name, x)
+        elif fn is torch.reshape:
+            self._reshape(fx_node, name, self._input(fx_node.args[0], name))
+        elif fn is F.dropout:
+            if self._arg(fx_node, 2, "training", True) is not False:
+                raise UnsupportedOpError(
+                    f"'{name}' (F.dropout) is traced with training=True; pass training=self.training "
+                    "so eval mode disables it"
+                )
+            self._alias(fx_node, self._input(fx_node.args[0], name))
+        else:
+            label = getattr(fn, "__qualname__", None) or repr(fn)
+            module = getattr(fn, "__module__", None)
+            label = f"{module}.{label}" if module else label
+            raise UnsupportedOpError(
+                f"function call '{name}' ({label}) is not supported by aieflow; {_SUPPORTED_TEXT}"
+            )
+
+    def _call_method(self, fx_node) -> None:
+        method = str(fx_node.target)
+        name = fx_node.name
+        if method in _SHAPE_METHODS and self._shape(fx_node) is None:
+            return
+        x = self._input(fx_node.args[0], name)
+        if method in ("relu", "relu_"):
+            self._emit(fx_node, name, "relu", x)
+        elif method == "flatten":
+            self._flatten_dims(name, x, int(self._arg(fx_node, 1, "start_dim", 0)), -1)
+            self._reshape(fx_node, name, x)
+        elif method in ("view", "reshape"):
+            self._reshape(fx_node, name, x)
+        elif method == "contiguous":
+            self._alias(fx_node, x)
+        else:
+            raise UnsupportedOpError(
+                f"method call '{name}' (Tensor.{method}) is not supported by aieflow; {_SUPPORTED_TEXT}"
+            )
+
+    def _param(self, arg, name: str, what: str):
+        fx = self.torch.fx
+        if isinstance(arg, fx.Node) and arg.op == "get_attr":
+            return _fetch_attr(self.gm, str(arg.target))
+        raise UnsupportedOpError(
+            f"'{name}' (F.linear) takes its {what} from a computed value; the {what} must be a "
+            "module parameter or buffer"
+        )
+
+    # -- driver ---------------------------------------------------------------------------------
+
+    def run(self) -> ImportedModel:
+        outputs: list[str] = []
+        placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
+        if len(placeholders) != 1:
+            names = ", ".join(n.name for n in placeholders) or "none"
+            raise UnsupportedOpError(
+                f"{self.model_name}.forward takes {len(placeholders)} inputs ({names}); aieflow "
+                "supports exactly one input for now"
+            )
+        for fx_node in self.gm.graph.nodes:
+            if fx_node.op == "placeholder":
+                self.input_name = fx_node.name
+                self.shapes[fx_node.name] = self._per_sample(fx_node, fx_node.name)
+            elif fx_node.op == "get_attr":
+                continue  # read through _param by the node that uses it
+            elif fx_node.op == "call_module":
+                self._call_module(fx_node)
+            elif fx_node.op == "call_function":
+                self._call_function(fx_node)
+            elif fx_node.op == "call_method":
+                self._call_method(fx_node)
+            elif fx_node.op == "output":
+                result = fx_node.args[0]
+                items = result if isinstance(result, tuple | list) else (result,)
+                outputs = [self._input(r, "output") for r in items]
+        for fx_node in self.gm.graph.nodes:
+            if fx_node.op == "get_attr" and any(
+                u.op != "call_function" or u.target is not self.F.linear for u in fx_node.users
+            ):
+                users = ", ".join(u.name for u in fx_node.users)
+                raise UnsupportedOpError(
+                    f"parameter '{fx_node.target}' is used directly by {users}; only nn.Linear / "
+                    "F.linear may read parameters"
+                )
+        tensors = {t: Tensor(t, s) for t, s in self.shapes.items()}
+        graph = Graph(
+            nodes=tuple(self.nodes),
+            tensors=tensors,
+            inputs=(self.input_name,),
+            outputs=tuple(outputs),
+            name=self.model_name,
+        )
+        graph.validate()
+        return ImportedModel(graph=graph, hints=QuantHints(), source="torch")
