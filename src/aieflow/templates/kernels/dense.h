@@ -150,34 +150,27 @@ struct DenseCore {
     }
 };
 
-// Weights (and, on the first tile of a cascade row, the bias) stay resident in the tile.
-template <class C>
-class DenseTileBase {
-public:
-    using Core = DenseCore<C>;
-    using TW = typename C::TW;
-    using TB = typename C::TB;
-
-protected:
-    alignas(32) TW weights_[C::KS * C::NS];
-    alignas(32) TB bias_[Core::BIAS_SIZE];
-
-    DenseTileBase(const std::vector<TW>& w, const std::vector<TB>& b) {
-        for (unsigned i = 0; i < C::KS * C::NS; ++i) weights_[i] = i < w.size() ? w[i] : TW(0);
-        for (unsigned i = 0; i < Core::BIAS_SIZE; ++i) bias_[i] = i < b.size() ? b[i] : TB(0);
-    }
-};
+// Each kernel class owns its resident parameters (REGISTER_PARAMETER needs them as its own members):
+// the weight block on every tile, the bias on the tile that starts a cascade row.
+template <class T, unsigned N>
+inline void load_params(T (&dst)[N], const std::vector<T>& src) {
+    for (unsigned i = 0; i < N; ++i) dst[i] = i < src.size() ? src[i] : T(0);
+}
 
 // CAS_LEN == 1: input buffer in, output buffer out.
 template <class C>
-class DenseSingle : public DenseTileBase<C> {
+class DenseSingle {
+    alignas(32) typename C::TW weights_[C::KS * C::NS];
+    alignas(32) typename C::TB bias_[DenseCore<C>::BIAS_SIZE];
+
 public:
-    DenseSingle(const std::vector<typename C::TW>& w, const std::vector<typename C::TB>& b)
-        : DenseTileBase<C>(w, b) {}
+    DenseSingle(const std::vector<typename C::TW>& w, const std::vector<typename C::TB>& b) {
+        load_params(weights_, w);
+        load_params(bias_, b);
+    }
     void run(adf::input_buffer<typename C::TA>& __restrict in,
              adf::output_buffer<typename C::TO>& __restrict out) {
-        DenseCore<C>::template compute<false, false>(in.data(), this->weights_, this->bias_, out.data(),
-                                                     nullptr, nullptr);
+        DenseCore<C>::template compute<false, false>(in.data(), weights_, bias_, out.data(), nullptr, nullptr);
     }
     static void registerKernelClass() {
         REGISTER_FUNCTION(DenseSingle::run);
@@ -188,14 +181,18 @@ public:
 
 // First tile of a cascade row: starts from the bias, sends partial sums east.
 template <class C>
-class DenseFirst : public DenseTileBase<C> {
+class DenseFirst {
+    alignas(32) typename C::TW weights_[C::KS * C::NS];
+    alignas(32) typename C::TB bias_[DenseCore<C>::BIAS_SIZE];
+
 public:
-    DenseFirst(const std::vector<typename C::TW>& w, const std::vector<typename C::TB>& b)
-        : DenseTileBase<C>(w, b) {}
+    DenseFirst(const std::vector<typename C::TW>& w, const std::vector<typename C::TB>& b) {
+        load_params(weights_, w);
+        load_params(bias_, b);
+    }
     void run(adf::input_buffer<typename C::TA>& __restrict in,
              output_cascade<typename C::ACC>* __restrict cout) {
-        DenseCore<C>::template compute<false, true>(in.data(), this->weights_, this->bias_, nullptr,
-                                                    nullptr, cout);
+        DenseCore<C>::template compute<false, true>(in.data(), weights_, bias_, nullptr, nullptr, cout);
     }
     static void registerKernelClass() {
         REGISTER_FUNCTION(DenseFirst::run);
@@ -204,41 +201,43 @@ public:
     }
 };
 
-// Middle tile: adds its slice to the partial sums and passes them on.
+// Middle tile: adds its slice to the partial sums and passes them on (no bias).
 template <class C>
-class DenseMiddle : public DenseTileBase<C> {
+class DenseMiddle {
+    alignas(32) typename C::TW weights_[C::KS * C::NS];
+
 public:
-    DenseMiddle(const std::vector<typename C::TW>& w, const std::vector<typename C::TB>& b)
-        : DenseTileBase<C>(w, b) {}
+    DenseMiddle(const std::vector<typename C::TW>& w, const std::vector<typename C::TB>&) {
+        load_params(weights_, w);
+    }
     void run(adf::input_buffer<typename C::TA>& __restrict in,
              input_cascade<typename C::ACC>* __restrict cin,
              output_cascade<typename C::ACC>* __restrict cout) {
-        DenseCore<C>::template compute<true, true>(in.data(), this->weights_, this->bias_, nullptr, cin,
-                                                   cout);
+        DenseCore<C>::template compute<true, true>(in.data(), weights_, nullptr, nullptr, cin, cout);
     }
     static void registerKernelClass() {
         REGISTER_FUNCTION(DenseMiddle::run);
         REGISTER_PARAMETER(weights_);
-        REGISTER_PARAMETER(bias_);
     }
 };
 
-// Last tile: finishes the sums, applies SRS (+ ReLU) and writes the output buffer.
+// Last tile: finishes the sums, applies SRS (+ ReLU) and writes the output buffer (no bias).
 template <class C>
-class DenseLast : public DenseTileBase<C> {
+class DenseLast {
+    alignas(32) typename C::TW weights_[C::KS * C::NS];
+
 public:
-    DenseLast(const std::vector<typename C::TW>& w, const std::vector<typename C::TB>& b)
-        : DenseTileBase<C>(w, b) {}
+    DenseLast(const std::vector<typename C::TW>& w, const std::vector<typename C::TB>&) {
+        load_params(weights_, w);
+    }
     void run(adf::input_buffer<typename C::TA>& __restrict in,
              input_cascade<typename C::ACC>* __restrict cin,
              adf::output_buffer<typename C::TO>& __restrict out) {
-        DenseCore<C>::template compute<true, false>(in.data(), this->weights_, this->bias_, out.data(),
-                                                    cin, nullptr);
+        DenseCore<C>::template compute<true, false>(in.data(), weights_, nullptr, out.data(), cin, nullptr);
     }
     static void registerKernelClass() {
         REGISTER_FUNCTION(DenseLast::run);
         REGISTER_PARAMETER(weights_);
-        REGISTER_PARAMETER(bias_);
     }
 };
 
