@@ -34,7 +34,7 @@ from aieflow.numerics.types import FixedType, Rounding, Saturation
 
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
-SETTINGS = settings(max_examples=300, deadline=None)
+SETTINGS = settings(max_examples=200, deadline=None)
 
 roundings = st.sampled_from(list(Rounding))
 saturations = st.sampled_from(list(Saturation))
@@ -444,7 +444,7 @@ def ref_bf16_bits(bits: int) -> int | None:
     return bits_from_f32(sign * float(r))
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(st.lists(st.integers(0, (1 << 32) - 1), min_size=1, max_size=16))
 def test_to_bf16_matches_reference(patterns):
     x = np.array(patterns, dtype=np.uint32).view(np.float32)
@@ -500,7 +500,7 @@ def ref_dot(x, w, init):
 f32s = st.floats(width=32, allow_nan=False, allow_infinity=False)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     st.integers(1, 4), st.integers(0, 8), st.integers(1, 4), st.sampled_from(["none", "n", "bn"]),
     st.data(),

@@ -89,7 +89,8 @@ class Design:
             values[node.outputs[0]] = family(node.op, node.name).emulate(node, values[node.inputs[0]])
             if node.inputs[0] not in self.graph.outputs:
                 del values[node.inputs[0]]
-        return values[self.graph.outputs[0]]
+        y = values[self.graph.outputs[0]]
+        return y.astype(np.int64) if isinstance(self.output_type, FixedType) else y
 
     def _chunks(self, x: np.ndarray, chunk: int) -> Iterator[np.ndarray]:
         for i in range(0, x.shape[0], chunk):

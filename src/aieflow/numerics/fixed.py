@@ -87,7 +87,7 @@ def round_shift(codes: np.ndarray, shift: int, rounding: Rounding) -> np.ndarray
                 raise OverflowError(f"left shift by {left} bits overflows int64")
         return codes << left if left < 63 else codes.copy()
     if shift >= 64:
-        # |codes| <= 2**63, so |value| <= 1/2, with equality only for INT64_MIN >> 64.  Any
+        # |codes| <= 2**63, so |value| <= 1/2, with equality only for INT64_MIN / 2**64.  Any
         # non-tie value is replaced by +-1/4 (same sign, same floor, below the half): every
         # mode rounds both alike, and numpy shifts by >= 64 bits are avoided.
         tie = (codes == _INT64_MIN) if shift == 64 else np.zeros(codes.shape, dtype=bool)

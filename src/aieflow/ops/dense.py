@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import ConfigError, PlanError
 from ..ir import Node
-from ..numerics import fixed
+from ..numerics import fast, fixed
 from ..numerics.types import FixedType, FloatType, NumericType, Rounding, Saturation, parse_type
 from .base import OpFamily, PlanContext, QuantContext
 
@@ -280,7 +280,11 @@ def quantise(node: Node, ctx: QuantContext) -> Node:
 
 
 def emulate(node: Node, x: np.ndarray) -> np.ndarray:
-    """Exactly what the generated kernels compute; ``x`` holds codes (int64) or float32 values."""
+    """Exactly what the generated kernels compute.
+
+    ``x`` holds integer codes (any integer-valued numeric dtype) or float32 values; integer results
+    come back as integer-valued float64 on the fast path and int64 otherwise.
+    """
     t: DenseTypes = node.types
     relu = node.attrs.get("activation") == "relu"
     if isinstance(t.weight, FloatType):
@@ -294,9 +298,22 @@ def emulate(node: Node, x: np.ndarray) -> np.ndarray:
         if relu:
             y = np.maximum(y, np.float32(0))
         return y
-    acc = fixed.exact_matmul(x.astype(np.int64), node.params["weight_q"].astype(np.int64))
-    if "bias_q" in node.params:
-        acc = acc + (node.params["bias_q"].astype(np.int64) << t.bias_shift)
+    wq = node.params["weight_q"]
+    bq = node.params.get("bias_q")
+    # Largest |accumulator| any sample of this call can reach: decides whether floats are exact.
+    x_max = int(np.max(np.abs(x))) if x.size else 0
+    bias_max = (int(np.max(np.abs(bq))) << t.bias_shift) if bq is not None and bq.size else 0
+    bound = wq.shape[0] * x_max * (int(np.max(np.abs(wq))) if wq.size else 0) + bias_max
+    if bound < (1 << (t.acc_bits - 1)) and bound < fast.F64_EXACT:
+        acc = fast.matmul_exact(x, wq, bound)
+        if acc is not None:  # no wrap is possible and every value is exact in float64
+            if bq is not None:
+                acc += bq.astype(np.float64) * (2.0**t.bias_shift)
+            y = fast.srs_float(acc, t.shift, t.output)
+            return np.maximum(y, 0.0) if relu else y
+    acc = fixed.exact_matmul(x.astype(np.int64), wq.astype(np.int64))
+    if bq is not None:
+        acc = acc + (bq.astype(np.int64) << t.bias_shift)
     acc = fixed.wrap(acc, t.acc_bits)
     y = fixed.srs(acc, t.shift, t.output)
     if relu:
