@@ -44,3 +44,37 @@ def test_matmul_exact_paths_agree_with_integer_matmul():
             assert got is None
             continue
         np.testing.assert_array_equal(got.astype(np.int64), fixed.exact_matmul(x, w))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    values=st.lists(st.floats(-1e9, 1e9, allow_nan=False), min_size=1, max_size=30),
+    frac=st.integers(-6, 20),
+    rounding=st.sampled_from(list(Rounding)),
+    saturation=st.sampled_from(list(Saturation)),
+    width=st.sampled_from([8, 16]),
+)
+def test_quantize_float_equals_integer_quantize(values, frac, rounding, saturation, width):
+    t = FixedType(width, frac, True, rounding, saturation)
+    step = 2.0**-frac
+    x = np.array(values + [0.5 * step, -0.5 * step, 1.5 * step, -2.5 * step, -0.0, 127.5 * step], dtype=np.float64)
+    got = fast.quantize_float(x, t)
+    if got is None:  # documented fallback: only for values scaled into the subnormal range
+        assert ((np.abs(x * 2.0**frac) < 2.0**-1000) & (x != 0)).any()
+        return
+    np.testing.assert_array_equal(got.astype(np.int64), fixed.quantize(x, t))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    values=st.lists(st.integers(-(2**23), 2**23 - 1), min_size=1, max_size=30),
+    shift=st.integers(0, 30),
+    rounding=st.sampled_from(list(Rounding)),
+    saturation=st.sampled_from(list(Saturation)),
+)
+def test_srs_in_float32_equals_integer_srs(values, shift, rounding, saturation):
+    out = FixedType(8, 0, True, rounding, saturation)
+    acc = np.array(values, dtype=np.int64)
+    got = fast.srs_float(acc.astype(np.float32), shift, out)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got.astype(np.int64), fixed.srs(acc, shift, out))

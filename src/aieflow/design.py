@@ -18,7 +18,7 @@ from .config import Config, parse_config
 from .devices import Device, get_device
 from .errors import AieflowError, ConfigError, OutputExistsError
 from .ir import Graph, Node, Tensor, frozen_map
-from .numerics import fixed
+from .numerics import fast, fixed
 from .numerics.types import FixedType, FloatType, NumericType, parse_type
 from .ops.registry import family
 from .passes.place import Placement, Rect
@@ -74,7 +74,10 @@ class Design:
         if isinstance(t, FloatType):
             x32 = x.astype(np.float32)
             return fixed.to_bf16(x32) if t.name == "bf16" else x32
-        return fixed.quantize(x.astype(np.float64), t)
+        if np.issubdtype(x.dtype, np.floating) and np.isnan(x).any():
+            raise ConfigError("input contains NaN")
+        codes = fast.quantize_float(x, t)
+        return codes if codes is not None else fixed.quantize(x.astype(np.float64), t)
 
     def dequantise_output(self, y: np.ndarray) -> np.ndarray:
         t = self.output_type

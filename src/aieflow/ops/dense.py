@@ -308,7 +308,7 @@ def emulate(node: Node, x: np.ndarray) -> np.ndarray:
         acc = fast.matmul_exact(x, wq, bound)
         if acc is not None:  # no wrap is possible and every value is exact in float64
             if bq is not None:
-                acc += bq.astype(np.float64) * (2.0**t.bias_shift)
+                acc += (bq * 2.0**t.bias_shift).astype(acc.dtype)
             y = fast.srs_float(acc, t.shift, t.output)
             return np.maximum(y, 0.0) if relu else y
     acc = fixed.exact_matmul(x.astype(np.int64), wq.astype(np.int64))
