@@ -103,7 +103,8 @@ def _c_array(values: np.ndarray, t: NumericType, per_line: int = 16) -> str:
     if values.size == 0:
         return "    0"
     if isinstance(t, FloatType):
-        items = [f"{float(v):.9g}f" if np.isfinite(v) else "0.0f" for v in values]
+        # scientific notation always has a '.', so every item is a valid float literal ("0f" is not)
+        items = [f"{float(v):.8e}f" if np.isfinite(v) else "0.0f" for v in values]
     else:
         items = [str(int(v)) for v in values]
     return "\n".join("    " + ", ".join(items[i : i + per_line]) + "," for i in range(0, len(items), per_line))
