@@ -12,6 +12,7 @@ from importlib import resources
 
 import numpy as np
 import pytest
+from cases import GENERATION_PRECISIONS
 
 import aieflow
 from aieflow.model_zoo import torch_mlp
@@ -21,18 +22,7 @@ pytestmark = pytest.mark.skipif(GXX is None, reason="g++ is not installed; canno
 SHIM = resources.files("aieflow").joinpath("x86/include")
 FLAGS = ["-std=c++20", "-O0", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off"]
 
-CASES = [
-    ("vck190", "int8"),
-    ("vck190", "int16"),
-    ("vck190", "a16w8"),
-    ("vck190", "fp32"),
-    ("vek280", "int8"),
-    ("vek280", "int16"),
-    ("vek280", "a16w8"),
-    ("vek280", "bf16"),
-    ("vek385", "int8"),
-    ("vek385", "bf16"),
-]
+CASES = GENERATION_PRECISIONS
 
 
 @pytest.mark.parametrize("device,precision", CASES)

@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from cases import GENERATION_PRECISIONS
 
 import aieflow
 from aieflow.devices import DEVICES
@@ -25,19 +26,7 @@ PROJECT_FILES = [
     "src/kernels/dense.h",
 ]
 
-CASES = [
-    ("vck190", "int8"),
-    ("vck190", "int16"),
-    ("vck190", "a16w8"),
-    ("vck190", "fp32"),
-    ("vek280", "int8"),
-    ("vek280", "int16"),
-    ("vek280", "a16w8"),
-    ("vek280", "bf16"),
-    ("vek385", "int8"),
-    ("vek385", "int16"),
-    ("vek385", "bf16"),
-]
+CASES = GENERATION_PRECISIONS
 
 
 def assert_plan_legal(design):
