@@ -30,7 +30,7 @@ PRECISIONS: Mapping[str, tuple[str, str]] = frozen_map(
 _PRECISION_ALIASES = {"i8": "int8", "i16": "int16", "int16x8": "a16w8", "i16xi8": "a16w8", "float32": "fp32"}
 TYPE_KEYS = ("input", "weight", "bias", "output")
 _LAYER_KEYS = {"precision", "parallelism", "placement", *TYPE_KEYS}
-_TOP_KEYS = {"precision", "batch", "layers", "rounding", "saturation"}
+_TOP_KEYS = {"precision", "batch", "layers"}
 
 
 def normalise_precision(value: Any, where: str) -> str:

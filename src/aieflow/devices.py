@@ -21,14 +21,6 @@ TypePair = tuple[str, str]
 
 
 @dataclass(frozen=True)
-class Fact:
-    """A value with the document it comes from."""
-
-    value: object
-    source: str
-
-
-@dataclass(frozen=True)
 class Generation:
     """Per-tile architecture of one AI Engine generation."""
 

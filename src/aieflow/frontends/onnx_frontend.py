@@ -602,29 +602,11 @@ class _OnnxImporter:
         beta = float(attrs.get("beta", 1.0))
         a, b = node.input[0], node.input[1]
         c_name = node.input[2] if len(node.input) > 2 else ""
-        if self._const(a) is not None or self._const(b) is None:
-            raise UnsupportedOpError(
-                f"node '{name}' (Gemm) must multiply the activation (input A) by a constant weight "
-                "(input B)"
-            )
         if c_name and self._const(c_name) is None:
             raise UnsupportedOpError(
                 f"node '{name}' (Gemm) has a computed bias (input C); only a constant bias is supported"
             )
-        x = self._data_input(a, name, "Gemm")
-        k = self._require_vector(x, name, "Gemm")
-        wc = self._const(b)
-        if wc.value.ndim != 2:
-            raise UnsupportedOpError(
-                f"node '{name}' (Gemm) weight has rank {wc.value.ndim}, expected 2"
-            )
-        w = np.asarray(wc.value)
-        if attrs.get("transB", 0):
-            w = w.T
-        if w.shape[0] != k:
-            raise ModelError(
-                f"node '{name}' (Gemm): input has {k} features but the weight has {w.shape[0]} rows"
-            )
+        x, k, wc, w = self._weight_operand(a, b, name, "Gemm", transpose=bool(attrs.get("transB", 0)))
         n = int(w.shape[1])
         wq = _scale_qtype(wc.qtype, alpha, name, "alpha")
         if alpha != 1.0:
@@ -646,29 +628,33 @@ class _OnnxImporter:
 
     def _matmul(self, node: onnx.NodeProto, name: str) -> None:
         a, b = node.input[0], node.input[1]
-        if self._const(a) is not None or self._const(b) is None:
-            raise UnsupportedOpError(
-                f"node '{name}' (MatMul) must multiply the activation (first operand) by a constant "
-                "weight (second operand)"
-            )
-        x = self._data_input(a, name, "MatMul")
-        k = self._require_vector(x, name, "MatMul")
-        wc = self._const(b)
-        if wc.value.ndim != 2:
-            raise UnsupportedOpError(
-                f"node '{name}' (MatMul) weight has rank {wc.value.ndim}; only a 2-D (in, out) "
-                "weight is supported"
-            )
-        if wc.value.shape[0] != k:
-            raise ModelError(
-                f"node '{name}' (MatMul): input has {k} features but the weight has "
-                f"{wc.value.shape[0]} rows"
-            )
+        x, k, wc, _ = self._weight_operand(a, b, name, "MatMul")
         n = int(wc.value.shape[1])
         if wc.qtype is not None:
             self.hint_params[(name, "weight")] = wc.qtype
         attrs_out = {"in_features": int(k), "out_features": n, "activation": None}
         self._emit(name, "dense", x, node.output[0], (n,), attrs_out, {"weight": _float_param(wc)})
+
+    def _weight_operand(self, a: str, b: str, name: str, op: str, transpose: bool = False):
+        """Check ``a @ b`` is activation x constant 2-D weight; return (x, k, constant, weight)."""
+        if self._const(a) is not None or self._const(b) is None:
+            raise UnsupportedOpError(
+                f"node '{name}' ({op}) must multiply the activation (first operand) by a constant "
+                "weight (second operand)"
+            )
+        x = self._data_input(a, name, op)
+        k = self._require_vector(x, name, op)
+        wc = self._const(b)
+        if wc.value.ndim != 2:
+            raise UnsupportedOpError(
+                f"node '{name}' ({op}) weight has rank {wc.value.ndim}; only a 2-D weight is supported"
+            )
+        w = np.asarray(wc.value).T if transpose else np.asarray(wc.value)
+        if w.shape[0] != k:
+            raise ModelError(
+                f"node '{name}' ({op}): input has {k} features but the weight has {w.shape[0]} rows"
+            )
+        return x, k, wc, w
 
     def _bias_vector(
         self, value: np.ndarray, n: int, name: str, op: str, full_rank: int

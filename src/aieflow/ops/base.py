@@ -9,7 +9,7 @@ adding one line there (see docs/ARCHITECTURE.md).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -63,4 +63,3 @@ class OpFamily:
     plan_from_json: Callable[[dict], Any] | None = None
     is_view: bool = False  # reinterprets memory only: no kernel, no tiles
     fused_only: bool = False  # must be folded into a neighbour by the fuse pass
-    extra: Mapping[str, Any] = field(default_factory=dict)

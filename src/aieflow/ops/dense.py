@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
+from ..config import PRECISIONS
 from ..errors import ConfigError, PlanError
 from ..ir import Node
 from ..numerics import fast, fixed
@@ -138,8 +139,6 @@ def quantise(node: Node, ctx: QuantContext) -> Node:
     name = node.name
     lc = ctx.layer
     precision = lc.precision or ctx.config.precision
-    from ..config import PRECISIONS
-
     act_kind, w_kind = PRECISIONS[precision]
     in_type = ctx.input_types[0]
     gen = ctx.device.generation
@@ -584,10 +583,6 @@ def from_panels(buf: np.ndarray, batch: int, batch_pad: int, width: int, panel: 
     """Inverse of :func:`to_panels`, dropping the padding."""
     x = buf.reshape(width // panel, batch_pad, panel).transpose(1, 0, 2).reshape(batch_pad, width)
     return x[:batch, :features]
-
-
-def macs(node: Node) -> int:
-    return int(node.attrs["in_features"]) * int(node.attrs["out_features"])
 
 
 DENSE = OpFamily(

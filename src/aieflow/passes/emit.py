@@ -7,7 +7,6 @@ design's job, so a failure here can never leave a half-written directory.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
@@ -19,7 +18,7 @@ from ..devices import Device
 from ..errors import UnsupportedOpError
 from ..ir import Graph, Node
 from ..numerics.types import FixedType, FloatType, NumericType
-from ..ops.dense import DensePlan, DenseTypes, from_panels, pack_tile, to_panels
+from ..ops.dense import DensePlan, DenseTypes, pack_tile, to_panels
 from ..ops.registry import family
 from .place import Placement
 
@@ -51,15 +50,6 @@ def _lanes_dividing(mn: int, lanes: int) -> int:
     while mn % lanes:
         lanes -= 1
     return lanes
-
-
-@dataclass
-class LayerView:
-    """Everything the templates need about one dense layer."""
-
-    node: Node
-    ident: str
-    info: dict[str, Any] = field(default_factory=dict)
 
 
 def dense_layers(graph: Graph) -> list[Node]:
@@ -319,17 +309,3 @@ def plio_files(first: Node, final: Node, inputs_q: np.ndarray, outputs_q: np.nda
         out[f"data/golden_{port['var']}.txt"] = format_values(np.concatenate(chunks), tout, values_per_word(tout))
     return out
 
-
-def read_plio_outputs(files: dict[str, str], final: Node, samples: int) -> np.ndarray:
-    """Reassemble graph outputs from per-row PLIO text (simulator or x86 harness output)."""
-    q: DensePlan = final.plan
-    rows = []
-    for r in range(q.cas_num):
-        text = files[f"out_{c_ident(final.name)}_r{r}"]
-        vals = np.array([float(v) for v in text.split()], dtype=np.float64)
-        per = q.batch_pad * q.n_slice
-        its = vals.size // per
-        parts = [from_panels(vals[i * per : (i + 1) * per], q.batch, q.batch_pad, q.n_slice, q.out_panel,
-                             q.n_range(r)[1] - q.n_range(r)[0]) for i in range(its)]
-        rows.append(np.concatenate(parts, axis=0))
-    return np.concatenate(rows, axis=1)[:samples]

@@ -15,7 +15,7 @@ from ..config import PRECISIONS, Config
 from ..devices import Device
 from ..errors import ConfigError
 from ..ir import Graph, QuantHints
-from ..numerics.types import FixedType, FloatType, NumericType, Rounding, Saturation
+from ..numerics.types import FloatType, NumericType, Rounding, Saturation
 from ..ops.base import QuantContext
 from ..ops.dense import power_of_two_type
 from ..ops.registry import family
@@ -72,8 +72,3 @@ def quantise(graph: Graph, device: Device, config: Config, hints: QuantHints, ca
     out = graph.with_nodes(nodes).with_tensor_types(types)
     return out
 
-
-def describe_type(t: NumericType) -> str:
-    if isinstance(t, FixedType):
-        return f"{t.to_string()} (scale 2^-{t.frac})" if t.frac >= 0 else f"{t.to_string()} (scale 2^{-t.frac})"
-    return str(t)
