@@ -22,6 +22,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/compile_and_emulate.py
+	$(PY) benchmarks/verify_time.py --markdown
 
 clean:
 	rm -rf out .pytest_cache .ruff_cache

@@ -1,7 +1,9 @@
 """The main job: compile the example models for every AIE generation and print their reports.
 
 Each example also checks the emulator against the framework's own output (onnxruntime for QDQ
-models, PyTorch for float models), so a broken build is visible here, not only in the tests.
+models, PyTorch for float models), and runs the design's own generated C++ on x86 against the
+open shim (`verify`, 1,000 samples, bit-exact with the emulator), so a broken build is visible
+here, not only in the tests.
 
     python examples/run_examples.py --out out/examples
 """
@@ -27,6 +29,13 @@ def ort_reference(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
     return sess.run(None, {sess.get_inputs()[0].name: x})[0]
+
+
+def check_verify(design: aieflow.Design) -> bool:
+    """Run the design's generated C++ on x86 (open shim) and compare with predict, bit for bit."""
+    result = design.verify(samples=1000)
+    print(result.verdict())
+    return result.ok
 
 
 def banner(text: str) -> None:
@@ -55,6 +64,7 @@ def main() -> int:
     same = np.array_equal(y.astype(np.float32), ort_reference(model, x))
     print(f"predict == onnxruntime on {len(x)} samples: {same}")
     failures += not same
+    failures += subprocess.run([*cli, "verify", str(out / "qdq_mlp_vek280"), "--samples", "1000"]).returncode != 0
 
     # 2. The same QDQ model on AIE1 and AIE-MLv2 (Python API).
     for dev in ("vck190", "vek385"):
@@ -65,6 +75,7 @@ def main() -> int:
         same = np.array_equal(d.predict(x).astype(np.float32), ort_reference(model, x))
         print(f"predict == onnxruntime: {same}")
         failures += not same
+        failures += not check_verify(d)
 
     # 3. PyTorch float MLP: fp32 on VCK190, int16 and int8 PTQ on VEK280.
     import torch
@@ -79,6 +90,7 @@ def main() -> int:
         print(d.summary())
         err = float(np.max(np.abs(d.predict(xt) - ref)))
         print(f"max |predict - torch| = {err:.3g}")
+        failures += not check_verify(d)
 
     # 4. The benchmark MLP: 7 layers, 512 wide, int8, VEK280.
     banner("4. 7-layer 512-wide int8 MLP on VEK280")
@@ -90,6 +102,7 @@ def main() -> int:
     same = np.array_equal(d.predict(xb).astype(np.float32), ort_reference(big, xb))
     print(f"predict == onnxruntime: {same}")
     failures += not same
+    failures += not check_verify(d)
 
     print(f"\n{'all examples OK' if not failures else f'{failures} example(s) FAILED'}; designs in {out}/")
     return 1 if failures else 0

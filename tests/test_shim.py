@@ -34,7 +34,7 @@ CASES = Path(__file__).resolve().parent / "shim_cases"
 CXX = shutil.which("g++")
 FLAGS = ["-std=c++20", "-O2", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off"]
 ARCHS = (10, 20)
-PROGRAMS = ("srs", "mmul", "float", "io", "ops")
+PROGRAMS = ("srs", "mmul", "float", "io", "ops", "exec")
 
 pytestmark = pytest.mark.skipif(
     CXX is None, reason="g++ not found: the x86 shim tests need a C++20 compiler"
@@ -669,3 +669,105 @@ def test_compile_checks(builds, name, arch):
 def test_public_headers_standalone(builds, name):
     res = builds[("header", name, 0)]
     assert res["returncode"] == 0, res["stderr"]
+
+
+# ---------------------------------------------------------------------------------------------
+# graph executor (exec.cpp)
+# ---------------------------------------------------------------------------------------------
+def tiling_reference(bd, td, off, trav, boundary, rep):
+    """UG1079 tiling semantics, written independently: numpy index grids, dimension 0 fastest."""
+    rank = len(bd)
+    lim = boundary if boundary is not None else bd
+    tiles = list(np.ndindex(*[w for _, _, w in reversed(trav)])) if trav else [()]
+    out = []
+    for t in tiles:
+        t = tuple(reversed(t))  # traversal entry 0 is the innermost loop
+        origin = list(off)
+        for (dim, stride, _), i in zip(trav, t, strict=True):
+            origin[dim] += i * stride
+        for e in np.ndindex(*reversed(td)):
+            c = [origin[d] + e[rank - 1 - d] for d in range(rank)]
+            if any(c[d] < 0 or c[d] >= lim[d] for d in range(rank)):
+                out.append(-1)
+            else:
+                out.append(int(np.ravel_multi_index(tuple(reversed(c)), tuple(reversed(bd)))))
+    return out * rep
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_tiling_addresses_match_reference(builds, seed):
+    rng = random.Random(seed)
+    rank = rng.choice([1, 2, 3])
+    bd = [rng.randint(1, 9) for _ in range(rank)]
+    td = [rng.randint(1, b) for b in bd]
+    boundary = [rng.randint(1, b) for b in bd] if rng.random() < 0.5 else None
+    trav = []
+    for _ in range(rng.randint(0, rank)):
+        dim = rng.randrange(rank)
+        trav.append((dim, td[dim], rng.randint(1, 3)))
+    # keep every element inside the buffer unless a boundary pads it
+    off = [0] * rank
+    if boundary is not None:
+        off = [rng.randint(-2, 1) for _ in range(rank)]
+    else:
+        for d in range(rank):
+            reach = td[d] + sum(s * (w - 1) for dim, s, w in trav if dim == d)
+            if reach > bd[d]:
+                trav = [(dim, s, w) for dim, s, w in trav if dim != d]
+                td[d] = min(td[d], bd[d])
+            off[d] = rng.randint(0, bd[d] - (td[d] + sum(s * (w - 1) for dim, s, w in trav if dim == d)))
+    rep = rng.randint(1, 2)
+    text = f"{rank}\n{' '.join(map(str, bd))}\n{' '.join(map(str, td))}\n{' '.join(map(str, off))}\n{len(trav)}\n"
+    text += "".join(f"{d} {s} {w}\n" for d, s, w in trav)
+    text += ("1 " + " ".join(map(str, boundary)) if boundary is not None else "0") + f"\n{rep}\n"
+    got = [int(v) for v in run(builds, "exec", 20, ["tiling"], stdin=text).stdout.split()]
+    assert got == tiling_reference(bd, td, off, trav, boundary, rep)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_executor_runs_buffers_shared_buffer_cascade_stream(builds, tmp_path, arch):
+    rng = np.random.default_rng(arch)
+    iters = 3
+    x = rng.integers(-1000, 1000, size=(iters, 32))
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "in.txt").write_text("\n".join(f"{a} {b}" for a, b in x.reshape(-1, 2)) + "\n")
+    run(builds, "exec", arch, ["pipeline", str(tmp_path), str(tmp_path / "o")])
+    lines = (tmp_path / "o" / "data" / "out.txt").read_text().splitlines()
+    got = np.array([int(v) for v in lines]).reshape(iters, 32)
+    for it in range(iters):
+        y = x[it] + 5 + it  # AddOffset: offset 5 from the graph, plus its own run count
+        expect = y.reshape(4, 8).T.reshape(-1)  # read column by column from the 8 x 4 buffer
+        assert got[it].tolist() == expect.tolist()
+    assert all(len(line.split()) == 1 for line in lines)  # plio_32_bits: one int32 per line
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_executor_keeps_one_mode_register_per_kernel(builds, tmp_path, arch):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "in.txt").write_text("1 2 3 4 5 6 7 8\n")
+    run(builds, "exec", arch, ["modes", str(tmp_path), str(tmp_path / "o")])
+    got = [int(v) for v in (tmp_path / "o" / "data" / "out.txt").read_text().split()]
+    floor = 0
+    conv_even = got[4]
+    assert conv_even != floor
+    # iteration 0: kernel b starts at the reset mode (floor), not at the mode kernel a set;
+    # iteration 1: b finds the mode it set itself in iteration 0
+    assert got[:4] == [floor, 2, 3, 4]
+    assert got[4:] == [conv_even, 6, 7, 8]
+
+
+@pytest.mark.parametrize(
+    "mode, message",
+    [
+        ("unconnected", "k_a.out[0]"),
+        ("cycle", "feedback loop through k_a, k_b"),
+        ("short", "iteration 2 needs 4 values, only 0 left"),
+        ("mismatch", "k_b.in[0]: expects 8 values, k_a.out[0] produced 4"),
+    ],
+)
+def test_executor_rejects_bad_graphs(builds, tmp_path, mode, message):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "in.txt").write_text("1 2 3 4 5 6 7 8\n")
+    p = run(builds, "exec", 20, [mode, str(tmp_path), str(tmp_path / "o")], check=False)
+    assert p.returncode != 0
+    assert "aieflow_shim: fatal:" in p.stderr and message in p.stderr

@@ -1,4 +1,4 @@
-"""Command line: ``aieflow devices | compile | predict | report``."""
+"""Command line: ``aieflow devices | compile | predict | verify | report``."""
 
 from __future__ import annotations
 
@@ -101,6 +101,23 @@ def cmd_predict(args: argparse.Namespace) -> int:
     return 0
 
 
+EXIT_MISMATCH = 1
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from .design import load
+
+    design = load(args.design)
+    if args.samples < 1:
+        raise ConfigError(f"--samples must be at least 1, got {args.samples}")
+    x = _load_npy(args.input, "input") if args.input else None
+    if not args.quiet:
+        print(f"building the x86 harness of {args.design} against the aieflow shim ...", file=sys.stderr, flush=True)
+    result = design.verify(x, samples=args.samples, seed=args.seed, jobs=args.jobs)
+    print(result.verdict())
+    return 0 if result.ok else EXIT_MISMATCH
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from .design import load
 
@@ -136,6 +153,18 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--output", required=True, help=".npy file to write")
     s.add_argument("--raw", action="store_true", help="write integer output codes instead of real values")
     s.set_defaults(func=cmd_predict)
+
+    s = sub.add_parser(
+        "verify",
+        help="build the design's own C++ for x86 against the open shim and compare it bit-exactly with predict",
+    )
+    s.add_argument("design", help="design directory written by 'aieflow compile'")
+    s.add_argument("--samples", type=int, default=1000, help="generated test samples (default 1000)")
+    s.add_argument("--seed", type=int, default=0, help="seed of the generated samples")
+    s.add_argument("--input", help=".npy float samples to use instead of generated ones")
+    s.add_argument("--jobs", type=int, help="parallel compiler processes (default: all cores)")
+    s.add_argument("--quiet", action="store_true", help="only the verdict")
+    s.set_defaults(func=cmd_verify)
 
     s = sub.add_parser("report", help="print a design's summary")
     s.add_argument("design", help="design directory")

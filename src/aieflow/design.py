@@ -87,13 +87,24 @@ class Design:
 
     def run(self, xq: np.ndarray) -> np.ndarray:
         """Emulate the design on graph-input codes; returns graph-output codes (integer-exact)."""
+        y = self.trace(xq, keep=False)[self.graph.outputs[0]]
+        return y.astype(np.int64) if isinstance(self.output_type, FixedType) else y
+
+    def trace(self, xq: np.ndarray, keep: bool = True) -> dict[str, np.ndarray]:
+        """Emulated value of every tensor (``keep=False``: only the graph output survives)."""
         values = {self.graph.inputs[0]: xq}
         for node in self.graph.nodes:
             values[node.outputs[0]] = family(node.op, node.name).emulate(node, values[node.inputs[0]])
-            if node.inputs[0] not in self.graph.outputs:
+            if not keep and node.inputs[0] not in self.graph.outputs:
                 del values[node.inputs[0]]
-        y = values[self.graph.outputs[0]]
-        return y.astype(np.int64) if isinstance(self.output_type, FixedType) else y
+        return values
+
+    def verify(self, x: Any | None = None, samples: int = 1000, seed: int = 0, **kwargs: Any):
+        """Build the project's own C++ for x86 against the open shim, run it and compare every
+        output bit-exactly with :meth:`predict` (see :func:`aieflow.verify.verify`)."""
+        from .verify import verify
+
+        return verify(self, x, samples=samples, seed=seed, **kwargs)
 
     def _chunks(self, x: np.ndarray, chunk: int) -> Iterator[np.ndarray]:
         for i in range(0, x.shape[0], chunk):

@@ -100,6 +100,37 @@ def _c_array(values: np.ndarray, t: NumericType, per_line: int = 16) -> str:
     return "\n".join("    " + ", ".join(items[i : i + per_line]) + "," for i in range(0, len(items), per_line))
 
 
+def layer_idents(layers: list[Node]) -> dict[str, str]:
+    """C identifiers of the layers (unique, stable: they name kernels, ports and files)."""
+    idents: dict[str, str] = {}
+    for node in layers:
+        ident = c_ident(node.name)
+        while ident in idents.values():
+            ident += "_"
+        idents[node.name] = ident
+    return idents
+
+
+def tile_var(ident: str, r: int, c: int) -> str:
+    return f"k_{ident}_r{r}_c{c}"
+
+
+def plio_ports(layers: list[Node]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Input PLIOs (one per cascade column of the first layer) and output PLIOs (one per row of
+    the last layer), with the data file each one reads or writes."""
+    idents = layer_idents(layers)
+    first, final = layers[0], layers[-1]
+    plio_in = [
+        {"var": f"in_{idents[first.name]}_c{c}", "layer": first.name, "c": c} for c in range(first.plan.cas_len)
+    ]
+    plio_out = [
+        {"var": f"out_{idents[final.name]}_r{r}", "layer": final.name, "r": r} for r in range(final.plan.cas_num)
+    ]
+    for port in plio_in + plio_out:
+        port["file"] = f"data/{port['var']}.txt"
+    return plio_in, plio_out
+
+
 def layer_info(node: Node, ident: str, device: Device) -> dict[str, Any]:
     t: DenseTypes = node.types
     p: DensePlan = node.plan
@@ -158,12 +189,7 @@ def emit_project(
     version = __version__
     graph_class = c_ident(graph_name).capitalize() + "Graph"
     cascade_east = device.generation.name != "aie"
-    idents: dict[str, str] = {}
-    for node in layers:
-        ident = c_ident(node.name)
-        while ident in idents.values():
-            ident += "_"
-        idents[node.name] = ident
+    idents = layer_idents(layers)
     infos = {n.name: layer_info(n, idents[n.name], device) for n in layers}
 
     files: dict[str, str] = {}
@@ -173,7 +199,7 @@ def emit_project(
         L = infos[node.name]
         for r in range(p.cas_num):
             for c in range(p.cas_len):
-                sym = f"{idents[node.name]}_r{r}_c{c}"
+                sym = tile_var(idents[node.name], r, c)[2:]
                 col, row = placement.tile(node.name, r, c, cascade_east)
                 packed = pack_tile(node, r, c)
                 w = packed["weights"]
@@ -190,38 +216,35 @@ def emit_project(
                 )
         files[f"src/kernels/{idents[node.name]}.cc"] = _ENV.get_template("layer_kernel.cc.j2").render(version=version, L=L)
 
-    def tile_var(layer: Node, r: int, c: int) -> str:
-        return f"k_{idents[layer.name]}_r{r}_c{c}"
+    def kvar(layer: Node, r: int, c: int) -> str:
+        return tile_var(idents[layer.name], r, c)
 
     connections: list[str] = []
     memtiles: list[dict[str, Any]] = []
-    plio_in: list[dict[str, Any]] = []
-    plio_out: list[dict[str, Any]] = []
+    plio_in, plio_out = plio_ports(layers)
     for i, node in enumerate(layers):
         p: DensePlan = node.plan
         ident = idents[node.name]
         for r in range(p.cas_num):
             for c in range(p.cas_len):
-                k = tile_var(node, r, c)
+                k = kvar(node, r, c)
                 connections.append(f"adf::dimensions({k}.in[0]) = {{{p.batch_pad * p.k_slice}}}")
                 if c + 1 < p.cas_len:
-                    connections.append(f"adf::connect<adf::cascade>({k}.out[0], {tile_var(node, r, c + 1)}.in[1])")
-            last = tile_var(node, r, p.cas_len - 1)
+                    connections.append(f"adf::connect<adf::cascade>({k}.out[0], {kvar(node, r, c + 1)}.in[1])")
+            last = kvar(node, r, p.cas_len - 1)
             connections.append(f"adf::dimensions({last}.out[0]) = {{{p.batch_pad * p.n_slice}}}")
         if i == 0:
-            for c in range(p.cas_len):
-                var = f"in_{ident}_c{c}"
-                plio_in.append({"var": var, "layer": node.name, "c": c})
+            for port in plio_in:
                 for r in range(p.cas_num):
-                    connections.append(f"adf::connect({var}.out[0], {tile_var(node, r, c)}.in[0])")
+                    connections.append(f"adf::connect({port['var']}.out[0], {kvar(node, r, port['c'])}.in[0])")
         else:
             prev = layers[i - 1]
             pp: DensePlan = prev.plan
             if device.memory_tile_rows == 0:
                 for r in range(pp.cas_num):
-                    src = tile_var(prev, r, pp.cas_len - 1)
+                    src = kvar(prev, r, pp.cas_len - 1)
                     for rr in range(p.cas_num):
-                        connections.append(f"adf::connect({src}.out[0], {tile_var(node, rr, r)}.in[0])")
+                        connections.append(f"adf::connect({src}.out[0], {kvar(node, rr, r)}.in[0])")
             else:
                 var = f"mt_{ident}"
                 width = max(pp.cas_num * pp.n_slice, p.cas_len * p.k_slice)
@@ -247,15 +270,13 @@ def emit_project(
                 }
                 memtiles.append(mt)
                 for r in range(pp.cas_num):
-                    connections.append(f"adf::connect({tile_var(prev, r, pp.cas_len - 1)}.out[0], {var}.in[{r}])")
+                    connections.append(f"adf::connect({kvar(prev, r, pp.cas_len - 1)}.out[0], {var}.in[{r}])")
                 for c in range(p.cas_len):
                     for rr in range(p.cas_num):
-                        connections.append(f"adf::connect({var}.out[{c}], {tile_var(node, rr, c)}.in[0])")
+                        connections.append(f"adf::connect({var}.out[{c}], {kvar(node, rr, c)}.in[0])")
         if i == len(layers) - 1:
-            for r in range(p.cas_num):
-                var = f"out_{ident}_r{r}"
-                plio_out.append({"var": var, "layer": node.name, "r": r})
-                connections.append(f"adf::connect({tile_var(node, r, p.cas_len - 1)}.out[0], {var}.in[0])")
+            for port in plio_out:
+                connections.append(f"adf::connect({kvar(node, port['r'], p.cas_len - 1)}.out[0], {port['var']}.in[0])")
 
     first, final = layers[0], layers[-1]
     iterations = int(inputs_q.shape[0] // first.plan.batch) if inputs_q.size else 1
@@ -274,6 +295,7 @@ def emit_project(
     files["aie.cfg"] = _ENV.get_template("aie.cfg.j2").render(**ctx)
     files["Makefile"] = _ENV.get_template("Makefile.j2").render(**ctx)
     files["host/host.cpp"] = _ENV.get_template("host.cpp.j2").render(**ctx)
+    files["x86/harness.cpp"] = _ENV.get_template("x86_harness.cpp.j2").render(**ctx)
     files["scripts/compare.py"] = _ENV.get_template("compare.py.j2").render(**ctx)
     files["README.md"] = _ENV.get_template("README.md.j2").render(**ctx)
     files["src/kernels/dense.h"] = resources.files("aieflow").joinpath("templates/kernels/dense.h").read_text()
@@ -282,30 +304,42 @@ def emit_project(
 
 
 def plio_files(first: Node, final: Node, inputs_q: np.ndarray, outputs_q: np.ndarray, plio_in, plio_out) -> dict[str, str]:
-    """PLIO text files: per iteration, each port's panel-layout buffer, 64 bits per line."""
+    """PLIO text files: the inputs, and the emulator's outputs as golden files."""
+    out = plio_input_files(first, inputs_q, plio_in)
+    out.update(
+        {f"data/golden_{port['var']}.txt": text for port, text in zip(plio_out, plio_output_texts(final, outputs_q, plio_out), strict=True)}
+    )
+    return out
+
+
+def plio_input_files(first: Node, inputs_q: np.ndarray, plio_in) -> dict[str, str]:
+    """Per iteration, each input port's panel-layout buffer, 64 bits per line."""
     out: dict[str, str] = {}
     p: DensePlan = first.plan
     tin = first.types.input
     batches = max(1, -(-inputs_q.shape[0] // p.batch))
     x = inputs_q.reshape(inputs_q.shape[0], -1)
     for port in plio_in:
-        c = port["c"]
-        k0, k1 = p.k_range(c)
-        chunks = []
-        for it in range(batches):
-            xb = x[it * p.batch : (it + 1) * p.batch, k0:k1]
-            chunks.append(to_panels(xb, p.batch_pad, p.k_slice, p.in_panel))
-        out[f"data/{port['var']}.txt"] = format_values(np.concatenate(chunks), tin, values_per_word(tin))
-    q: DensePlan = final.plan
-    tout = final.types.output
-    y = outputs_q.reshape(outputs_q.shape[0], -1)
-    for port in plio_out:
-        r = port["r"]
-        n0, n1 = q.n_range(r)
-        chunks = []
-        for it in range(batches):
-            yb = y[it * q.batch : (it + 1) * q.batch, n0:n1]
-            chunks.append(to_panels(yb, q.batch_pad, q.n_slice, q.out_panel))
-        out[f"data/golden_{port['var']}.txt"] = format_values(np.concatenate(chunks), tout, values_per_word(tout))
+        k0, k1 = p.k_range(port["c"])
+        chunks = [
+            to_panels(x[it * p.batch : (it + 1) * p.batch, k0:k1], p.batch_pad, p.k_slice, p.in_panel)
+            for it in range(batches)
+        ]
+        out[port["file"]] = format_values(np.concatenate(chunks), tin, values_per_word(tin))
     return out
 
+
+def plio_output_texts(final: Node, outputs_q: np.ndarray, plio_out) -> list[str]:
+    q: DensePlan = final.plan
+    tout = final.types.output
+    batches = max(1, -(-outputs_q.shape[0] // q.batch))
+    y = outputs_q.reshape(outputs_q.shape[0], -1)
+    texts = []
+    for port in plio_out:
+        n0, n1 = q.n_range(port["r"])
+        chunks = [
+            to_panels(y[it * q.batch : (it + 1) * q.batch, n0:n1], q.batch_pad, q.n_slice, q.out_panel)
+            for it in range(batches)
+        ]
+        texts.append(format_values(np.concatenate(chunks), tout, values_per_word(tout)))
+    return texts

@@ -1,9 +1,9 @@
-// aieflow x86 shim: graph-side ADF API (UG1079 / UG1603), for type checking only.
+// aieflow x86 shim: graph-side ADF API (UG1079 / UG1603).
 //
 // Graph classes written against this header compile with the same spelling as for the real
-// tools, so aieflow can check its generated graph.h on x86.  Nothing here builds or runs a graph:
-// constraints are recorded (or ignored) and the graph control methods return return_code::ok.
-// Kernels are executed directly by an x86 harness instead (see harness.hpp).
+// tools.  Kernels, PLIOs, shared buffers and connections are recorded in a netlist, and
+// graph::init / run / end execute it on x86 (see graph_exec.hpp for the execution model and what
+// it does not run).  Placement constraints and other attributes are recorded and ignored.
 #pragma once
 
 #include <concepts>
@@ -108,17 +108,29 @@ struct access_rule {
 };
 
 // ---- ports -------------------------------------------------------------------------------------
+}  // namespace adf
+
+#include "graph_exec.hpp"
+
+namespace adf {
+
 namespace detail {
 
-// Base of everything that can appear in connect<>: kernel / graph / PLIO / GMIO / shared
-// buffer / packet switch ports and run-time parameters.
+// Base of everything that can appear in connect<>.  Ports created by a kernel, PLIO or shared
+// buffer know their netlist node; others (graph ports, parameters) have node -1 and are
+// type-checked only.
 struct endpoint {
+    int node = -1;
+    aieflow_shim::net::dir d = aieflow_shim::net::dir::in;
+    unsigned index = 0;
     std::vector<uint32_t> dims{};
     access_rule read_rule{};
     access_rule write_rule{};
     location_constraint loc{};
     bool single = false;
     bool is_async = false;
+
+    aieflow_shim::net::port_ref ref() const { return {node, d, index}; }
 };
 
 template <typename T>
@@ -140,15 +152,33 @@ namespace detail {
 template <typename Dir>
 class port_list {
 public:
+    port_list() = default;
+    explicit port_list(int owner) : owner_(owner) {}
     port<Dir>& operator[](std::size_t i) {
-        while (ports_.size() <= i) ports_.emplace_back();
+        while (ports_.size() <= i) {
+            ports_.emplace_back();
+            auto& p = ports_.back();
+            p.node = owner_;
+            p.d = std::is_same_v<Dir, input>    ? aieflow_shim::net::dir::in
+                  : std::is_same_v<Dir, output> ? aieflow_shim::net::dir::out
+                                                : aieflow_shim::net::dir::inout;
+            p.index = static_cast<unsigned>(ports_.size() - 1);
+        }
         return ports_[i];
     }
     std::size_t size() const { return ports_.size(); }
 
 private:
+    int owner_ = -1;
     std::deque<port<Dir>> ports_;
 };
+
+inline int add_node(aieflow_shim::net::node_kind kind, std::string name) {
+    aieflow_shim::net::node n;
+    n.kind = kind;
+    n.name = std::move(name);
+    return aieflow_shim::net::netlist::get().add(std::move(n));
+}
 }  // namespace detail
 
 // ---- run-time parameters -----------------------------------------------------------------------
@@ -176,34 +206,53 @@ P& sync(P& p) {
 }
 
 // ---- kernels -----------------------------------------------------------------------------------
-namespace detail {
-template <typename F>
-void register_function(F /*member*/) {}
-}  // namespace detail
-
 class kernel {
 public:
     detail::port_list<input> in;
     detail::port_list<output> out;
     detail::port_list<::adf::inout> inout;
 
+    kernel() = default;
+
     template <typename R, typename... Args>
-    static kernel create(R (*/*fn*/)(Args...)) {
-        return kernel();
+    static kernel create(R (*fn)(Args...)) {
+        namespace net = aieflow_shim::net;
+        net::node n;
+        n.kind = net::node_kind::kernel;
+        n.name = "kernel#" + std::to_string(net::netlist::get().nodes.size()) + " (function)";
+        net::describe_function(n, fn);
+        return kernel(net::netlist::get().add(std::move(n)));
     }
 
-    // C++ kernel class (UG1079 "C++ Kernel Class Support").  The constructor arguments are the
-    // graph-side initial values (std::vector for array members), so they are not checked against
-    // the constructor; the class must provide static void registerKernelClass(), whose body
-    // (REGISTER_FUNCTION / REGISTER_PARAMETER) is type-checked here.
+    // C++ kernel class (UG1079 "C++ Kernel Class Support").  The class must provide static void
+    // registerKernelClass(), whose REGISTER_FUNCTION names the run method; the object is built from
+    // the graph-side arguments when the class has a matching constructor (else the kernel is
+    // type-checked only and graph::init reports that it cannot run on x86).
     template <typename C, typename... Args>
-    static kernel create_object(Args&&... /*ctor_args*/) {
+    static kernel create_object(Args&&... ctor_args) {
+        namespace net = aieflow_shim::net;
         static_assert(std::is_class_v<C>, "kernel::create_object needs a kernel class");
         static_assert(requires { C::registerKernelClass(); },
                       "kernel class must declare static void registerKernelClass()");
-        void (*reg)() = &C::registerKernelClass;
-        (void)reg;
-        return kernel();
+        net::class_registration reg;
+        net::current_registration() = &reg;
+        C::registerKernelClass();
+        net::current_registration() = nullptr;
+        net::node n;
+        n.kind = net::node_kind::kernel;
+        n.name = "kernel#" + std::to_string(net::netlist::get().nodes.size()) + " (" + net::type_label<C>() + ")";
+        n.args = reg.args;
+        n.unsupported = reg.invoke ? reg.unsupported : "registerKernelClass() has no REGISTER_FUNCTION";
+        if constexpr (std::is_constructible_v<C, Args&&...>) {
+            auto obj = std::make_shared<C>(std::forward<Args>(ctor_args)...);
+            n.object = obj;
+            n.invoke = [obj, inv = reg.invoke](net::firing& f) { inv(obj.get(), f); };
+        } else {
+            ((void)ctor_args, ...);
+            if (n.unsupported.empty())
+                n.unsupported = "the class has no constructor taking the graph-side arguments";
+        }
+        return kernel(net::netlist::get().add(std::move(n)));
     }
 
     // Recorded graph attributes (not used by the shim).
@@ -214,6 +263,10 @@ public:
     int stack_bytes = 0;
     int heap_bytes = 0;
     int repetitions = 0;
+    int id = -1;  // netlist node
+
+private:
+    explicit kernel(int node) : in(node), out(node), inout(node), id(node) {}
 };
 
 inline std::string& source(kernel& k) { return k.source_file; }
@@ -238,17 +291,46 @@ location_constraint location(Obj& /*obj*/) {
     return location_constraint();
 }
 
-inline std::vector<uint32_t>& dimensions(detail::endpoint& p) { return p.dims; }
+// Port attributes live in the netlist (ports are copied with their kernels); ports of objects
+// that are not executed keep them locally.
+inline std::vector<uint32_t>& dimensions(detail::endpoint& p) {
+    return p.node >= 0 ? aieflow_shim::net::netlist::get().port(p.ref()).dims : p.dims;
+}
 inline void single_buffer(detail::endpoint& p) { p.single = true; }
-inline access_rule& read_access(detail::endpoint& p) { return p.read_rule; }
-inline access_rule& write_access(detail::endpoint& p) { return p.write_rule; }
+inline access_rule& read_access(detail::endpoint& p) {
+    return p.node >= 0 ? aieflow_shim::net::netlist::get().port(p.ref()).read_rule : p.read_rule;
+}
+inline access_rule& write_access(detail::endpoint& p) {
+    return p.node >= 0 ? aieflow_shim::net::netlist::get().port(p.ref()).write_rule : p.write_rule;
+}
 
 // ---- connections -------------------------------------------------------------------------------
+namespace detail {
+template <typename A>
+std::string connection_kind() {
+    if constexpr (std::is_same_v<A, stream>) return "stream";
+    else if constexpr (std::is_same_v<A, cascade>) return "cascade";
+    else if constexpr (std::is_same_v<A, pktstream>) return "pktstream";
+    else if constexpr (std::is_same_v<A, parameter>) return "parameter";
+    else return "";
+}
+}  // namespace detail
+
 template <typename A = void, typename B = void>
 class connect {
 public:
     template <detail::endpoint_like S, detail::endpoint_like D>
-    connect(S&& /*src*/, D&& /*dst*/) {}
+    connect(S&& src, D&& dst) {
+        auto& nl = aieflow_shim::net::netlist::get();
+        const std::string kind = detail::connection_kind<A>();
+        if (src.node < 0 || dst.node < 0) {
+            nl.unsupported.push_back("connect" + (kind.empty() ? std::string() : "<" + kind + ">") +
+                                     " with a graph port or run-time parameter: the shim executes flat graphs "
+                                     "without run-time parameters only");
+            return;
+        }
+        nl.edges.push_back({src.ref(), dst.ref(), kind});
+    }
     int depth = 0;
 };
 
@@ -266,12 +348,60 @@ public:
     std::vector<uint32_t> buffer_dims{};
     int buffers = 2;
 
+    shared_buffer() = default;
+
     static shared_buffer create(std::vector<uint32_t> dims, unsigned num_inputs, unsigned num_outputs) {
-        shared_buffer b;
+        namespace net = aieflow_shim::net;
+        net::node n;
+        n.kind = net::node_kind::shared_buffer;
+        n.name = "shared_buffer#" + std::to_string(net::netlist::get().nodes.size()) + " (" + net::type_label<T>() + ")";
+        n.buffer_dims = dims;
+        n.n_in = num_inputs;
+        n.n_out = num_outputs;
+        n.fire = &fire;
+        const int id = net::netlist::get().add(std::move(n));
+        shared_buffer b(id);
         b.buffer_dims = std::move(dims);
         for (unsigned i = 0; i < num_inputs; ++i) (void)b.in[i];
         for (unsigned i = 0; i < num_outputs; ++i) (void)b.out[i];
         return b;
+    }
+
+private:
+    explicit shared_buffer(int node) : in(node), out(node) { this->node = node; }
+
+    // Writers fill the buffer through their write tilings, then readers gather through theirs.
+    static void fire(aieflow_shim::net::executor& ex, int k) {
+        namespace net = aieflow_shim::net;
+        auto& nl = net::netlist::get();
+        const net::node& n = nl.nodes[static_cast<std::size_t>(k)];
+        std::size_t total = 1;
+        for (auto d : n.buffer_dims) total *= d;
+        std::vector<T> buf(total);
+        if (total != 0) std::memset(static_cast<void*>(buf.data()), 0xA5, total * sizeof(T));  // stale memory
+        for (unsigned i = 0; i < n.n_in; ++i) {
+            const net::port_ref p{k, net::dir::in, i};
+            const std::string where = nl.port_name(p) + " write_access";
+            const auto& rule = nl.port(p).write_rule;
+            AIEFLOW_SHIM_CHECK(!rule.patterns.empty(), "%s is not set", where.c_str());
+            const auto addr = net::rule_addresses(rule, n.buffer_dims, where);
+            const auto& src = ex.template input_window<T>(p, addr.size(), nl.port_name(p));
+            AIEFLOW_SHIM_CHECK(src.size() == addr.size(), "%s covers %zu elements, the producer wrote %zu",
+                               where.c_str(), addr.size(), src.size());
+            for (std::size_t j = 0; j < addr.size(); ++j)
+                if (addr[j] >= 0) buf[static_cast<std::size_t>(addr[j])] = src[j];
+        }
+        for (unsigned o = 0; o < n.n_out; ++o) {
+            const net::port_ref p{k, net::dir::out, o};
+            const std::string where = nl.port_name(p) + " read_access";
+            const auto& rule = nl.port(p).read_rule;
+            AIEFLOW_SHIM_CHECK(!rule.patterns.empty(), "%s is not set", where.c_str());
+            const auto addr = net::rule_addresses(rule, n.buffer_dims, where);
+            auto& dst = ex.template output_window<T>(p, addr.size());
+            for (std::size_t j = 0; j < addr.size(); ++j)
+                dst[j] = addr[j] >= 0 ? buf[static_cast<std::size_t>(addr[j])] : T(0);
+        }
+        ex.publish(k);
     }
 };
 
@@ -280,71 +410,120 @@ int& num_buffers(shared_buffer<T>& b) {
     return b.buffers;
 }
 
-// ---- packet switching --------------------------------------------------------------------------
+// ---- packet switching (type-checked; not executed yet) -----------------------------------------
 template <unsigned N>
 class pktsplit {
 public:
     detail::port_list<input> in;
     detail::port_list<output> out;
-    static pktsplit create() { return pktsplit(); }
+    pktsplit() = default;
+    static pktsplit create() {
+        const int id = detail::add_node(aieflow_shim::net::node_kind::packet_switch, "pktsplit");
+        pktsplit s;
+        s.in = detail::port_list<input>(id);
+        s.out = detail::port_list<output>(id);
+        return s;
+    }
 };
 template <unsigned N>
 class pktmerge {
 public:
     detail::port_list<input> in;
     detail::port_list<output> out;
-    static pktmerge create() { return pktmerge(); }
+    pktmerge() = default;
+    static pktmerge create() {
+        const int id = detail::add_node(aieflow_shim::net::node_kind::packet_switch, "pktmerge");
+        pktmerge s;
+        s.in = detail::port_list<input>(id);
+        s.out = detail::port_list<output>(id);
+        return s;
+    }
 };
 
 // ---- platform I/O ------------------------------------------------------------------------------
+namespace detail {
+inline unsigned plio_width_bits(plio_type w) {
+    return w == plio_32_bits ? 32u : w == plio_64_bits ? 64u : 128u;
+}
+inline int add_plio(aieflow_shim::net::node_kind kind, std::string name, plio_type width, std::string file) {
+    aieflow_shim::net::node n;
+    n.kind = kind;
+    n.name = (kind == aieflow_shim::net::node_kind::plio_in ? "input PLIO '" : "output PLIO '") + name + "'";
+    n.plio_bits = plio_width_bits(width);
+    n.file = std::move(file);
+    return aieflow_shim::net::netlist::get().add(std::move(n));
+}
+}  // namespace detail
+
 class input_plio {
 public:
     detail::port_list<output> out;
-    static input_plio create(std::string /*name*/, plio_type /*width*/, std::string /*file*/ = "",
-                             double /*freq_mhz*/ = 0.0, bool /*binary*/ = false, bool /*hex*/ = false) {
-        return input_plio();
+    static input_plio create(std::string name, plio_type width, std::string file = "", double /*freq_mhz*/ = 0.0,
+                             bool /*binary*/ = false, bool /*hex*/ = false) {
+        input_plio p;
+        p.out = detail::port_list<output>(
+            detail::add_plio(aieflow_shim::net::node_kind::plio_in, std::move(name), width, std::move(file)));
+        return p;
     }
-    static input_plio create(plio_type /*width*/, std::string /*file*/ = "", double /*freq_mhz*/ = 0.0) {
-        return input_plio();
+    static input_plio create(plio_type width, std::string file = "", double freq_mhz = 0.0) {
+        return create(file, width, file, freq_mhz);
     }
 };
 class output_plio {
 public:
     detail::port_list<input> in;
-    static output_plio create(std::string /*name*/, plio_type /*width*/, std::string /*file*/ = "",
-                              double /*freq_mhz*/ = 0.0, bool /*binary*/ = false, bool /*hex*/ = false) {
-        return output_plio();
+    static output_plio create(std::string name, plio_type width, std::string file = "", double /*freq_mhz*/ = 0.0,
+                              bool /*binary*/ = false, bool /*hex*/ = false) {
+        output_plio p;
+        p.in = detail::port_list<input>(
+            detail::add_plio(aieflow_shim::net::node_kind::plio_out, std::move(name), width, std::move(file)));
+        return p;
     }
-    static output_plio create(plio_type /*width*/, std::string /*file*/ = "", double /*freq_mhz*/ = 0.0) {
-        return output_plio();
+    static output_plio create(plio_type width, std::string file = "", double freq_mhz = 0.0) {
+        return create(file, width, file, freq_mhz);
     }
 };
 class input_gmio {
 public:
     detail::port_list<output> out;
-    static input_gmio create(std::string /*name*/, int /*burst_length*/, int /*bandwidth_mbps*/) {
-        return input_gmio();
+    static input_gmio create(std::string name, int /*burst_length*/, int /*bandwidth_mbps*/) {
+        input_gmio g;
+        g.out = detail::port_list<output>(detail::add_node(aieflow_shim::net::node_kind::gmio, "GMIO '" + name + "'"));
+        return g;
     }
 };
 class output_gmio {
 public:
     detail::port_list<input> in;
-    static output_gmio create(std::string /*name*/, int /*burst_length*/, int /*bandwidth_mbps*/) {
-        return output_gmio();
+    static output_gmio create(std::string name, int /*burst_length*/, int /*bandwidth_mbps*/) {
+        output_gmio g;
+        g.in = detail::port_list<input>(detail::add_node(aieflow_shim::net::node_kind::gmio, "GMIO '" + name + "'"));
+        return g;
     }
 };
 
 // ---- graph -------------------------------------------------------------------------------------
+// The shim executes the netlist of every graph constructed so far (one design per program).
 class graph {
 public:
     virtual ~graph() = default;
-    return_code init() { return return_code::ok; }
-    return_code run(int /*iterations*/ = -1) { return return_code::ok; }
+    return_code init() {
+        aieflow_shim::net::executor::get().init();
+        return return_code::ok;
+    }
+    // iterations < 0: run until an input PLIO runs out of data.
+    return_code run(int iterations = -1) {
+        aieflow_shim::net::executor::get().run(iterations);
+        return return_code::ok;
+    }
     return_code wait() { return return_code::ok; }
     return_code wait(unsigned long long /*cycles*/) { return return_code::ok; }
     return_code resume() { return return_code::ok; }
-    return_code end() { return return_code::ok; }
-    return_code end(unsigned long long /*cycles*/) { return return_code::ok; }
+    return_code end() {
+        aieflow_shim::net::executor::get().end();
+        return return_code::ok;
+    }
+    return_code end(unsigned long long /*cycles*/) { return end(); }
     template <detail::endpoint_like P, typename V>
     return_code update(P& /*port*/, const V& /*value*/) {
         return return_code::ok;
@@ -362,5 +541,14 @@ public:
 }  // namespace adf
 
 // Used inside `static void registerKernelClass()` of kernel classes.
-#define REGISTER_FUNCTION(fn) ::adf::detail::register_function(&fn)
+#define REGISTER_FUNCTION(fn) ::aieflow_shim::net::register_member(&fn)
 #define REGISTER_PARAMETER(member) static_cast<void>(sizeof(member))
+
+namespace aieflow_shim {
+// Give a kernel the name its graph variable has (used in messages and trace file names); the real
+// tools take it from the graph, the shim cannot see variable names.
+inline void name_kernel(const adf::kernel& k, std::string name) {
+    AIEFLOW_SHIM_CHECK(k.id >= 0, "name_kernel(%s): the kernel was not created", name.c_str());
+    net::netlist::get().nodes.at(static_cast<std::size_t>(k.id)).name = std::move(name);
+}
+}  // namespace aieflow_shim

@@ -1,0 +1,69 @@
+"""Issue 3 benchmark: `verify` of the 7-layer 512-wide int8 MLP on VEK280.
+
+Measures, in one run on this machine: compiling the model, building the x86 harness from the
+project's own C++ against the shim (g++ -O2, cold cache: a fresh cache directory), running it
+on 1,000 samples and comparing with the emulator, then the same verify again (cached build).
+
+    python benchmarks/verify_time.py [--samples 1000] [--markdown]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import time
+
+import aieflow
+from aieflow.model_zoo import qdq_mlp
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--samples", type=int, default=1000)
+    ap.add_argument("--markdown", action="store_true")
+    args = ap.parse_args()
+
+    t0 = time.perf_counter()
+    design = aieflow.compile(qdq_mlp([512] * 8, seed=3), device="vek280", config={"batch": 8})
+    compile_s = time.perf_counter() - t0
+    tiles = sum(n.plan.tiles for n in design.layers())
+    units = 1 + sum(1 for f in design.files if f.startswith("src/kernels/") and f.endswith(".cc"))
+    cache = tempfile.mkdtemp(prefix="aieflow-bench-cache-")
+    try:
+        t0 = time.perf_counter()
+        cold = design.verify(samples=args.samples, cache_dir=cache)
+        cold_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        warm = design.verify(samples=args.samples, cache_dir=cache)
+        warm_s = time.perf_counter() - t0
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    cxx = subprocess.run(["g++", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    machine = f"{platform.machine()}, {os.cpu_count()} cores, {cxx}"
+    rows = [
+        ("compile (import..emit, in memory)", f"{compile_s:.2f} s"),
+        (f"verify, cold cache: build ({units} translation units, -O2)", f"{cold.build_seconds:.1f} s"),
+        (f"verify, cold cache: run {cold.samples} samples ({cold.samples // 8} graph iterations, {tiles} kernels)",
+         f"{cold.run_seconds:.2f} s"),
+        ("verify, cold cache: total incl. PLIO files and comparison", f"{cold_s:.1f} s"),
+        ("verify, cached build: total", f"{warm_s:.2f} s"),
+        ("result", f"{'bit-exact' if cold.ok and warm.ok else 'MISMATCH'} ({cold.values} output values)"),
+    ]
+    if args.markdown:
+        print(f"Measured: {machine}.\n")
+        print("| measurement | result |\n| --- | --- |")
+        for k, v in rows:
+            print(f"| {k} | {v} |")
+    else:
+        print(machine)
+        for k, v in rows:
+            print(f"{k:75s} {v}")
+    return 0 if cold.ok and warm.ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,334 @@
+"""Run a design's own generated C++ on x86 against the open AIE API / ADF shim and compare it,
+bit for bit, with the emulator (``predict``).
+
+The harness compiles the project's ``src/graph.h`` and ``src/kernels/*.cc`` unchanged (only
+``x86/harness.cpp`` and the shim headers are x86-specific), feeds the same PLIO text files the
+Vitis project uses and reads the output PLIO files back.  Builds are cached by a hash of
+everything that goes into them, so verifying the same design again only re-runs it.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .errors import AieflowError
+from .numerics import fixed
+from .numerics.types import FixedType, FloatType, NumericType
+from .ops.dense import DensePlan
+from .passes.emit import dense_layers, layer_idents, plio_input_files, plio_ports, tile_var
+
+if TYPE_CHECKING:
+    from .design import Design
+
+FLAGS = ("-std=c++20", "-O2", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off")
+DEFAULT_SAMPLES = 1000
+
+
+class VerifyError(AieflowError):
+    """The harness could not be built or run (not a numerical mismatch)."""
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    layer: str
+    row: int  # cascade row (output slice) of the tile that wrote the value
+    sample: int
+    index: int  # output feature of the layer
+    expected: Any
+    got: Any
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    samples: int
+    values: int  # output values compared
+    mismatches: int
+    first: Mismatch | None
+    build_seconds: float
+    run_seconds: float
+    cached: bool
+
+    @property
+    def ok(self) -> bool:
+        return self.mismatches == 0
+
+    def verdict(self) -> str:
+        build = "cached build" if self.cached else f"built in {self.build_seconds:.1f} s"
+        head = (
+            f"{self.samples} samples, {self.values} output values: "
+            f"{build}, ran in {self.run_seconds:.2f} s"
+        )
+        if self.ok:
+            return f"verify: PASS, bit-exact: {head}"
+        f = self.first
+        where = (
+            f"first mismatch in layer '{f.layer}' (tile row {f.row}), sample {f.sample}, output {f.index}: "
+            f"expected {f.expected}, got {f.got}"
+            if f is not None
+            else "no layer identified"
+        )
+        return f"verify: FAIL, {self.mismatches} of {self.values} output values differ: {head}\n  {where}"
+
+
+# ---------------------------------------------------------------------------------------- build
+
+
+def shim_include() -> Path:
+    return Path(str(resources.files("aieflow").joinpath("x86/include")))
+
+
+def compiler() -> str:
+    cxx = os.environ.get("CXX") or shutil.which("g++")
+    if not cxx or shutil.which(cxx) is None:
+        raise VerifyError(
+            "no C++ compiler found: verify builds the generated kernels with g++",
+            hint="install g++ (GCC 11 or newer, for C++20) or set CXX",
+        )
+    return cxx
+
+
+def cache_root() -> Path:
+    base = os.environ.get("AIEFLOW_CACHE_DIR")
+    if base:
+        return Path(base)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "aieflow"
+
+
+def _build_key(cxx: str, arch: int, sources: dict[str, str]) -> str:
+    h = hashlib.sha256()
+    version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
+    h.update(f"{cxx}\0{version}\0{' '.join(FLAGS)}\0{arch}\0".encode())
+    inc = shim_include()
+    for p in sorted(inc.rglob("*")):
+        if p.is_file():
+            h.update(str(p.relative_to(inc)).encode() + b"\0" + p.read_bytes() + b"\0")
+    for rel in sorted(sources):
+        h.update(rel.encode() + b"\0" + sources[rel].encode() + b"\0")
+    return h.hexdigest()[:32]
+
+
+def build_harness(
+    files: dict[str, str], arch: int, cache_dir: Path | None = None, jobs: int | None = None
+) -> tuple[Path, bool, float]:
+    """Compile the project's harness; returns (binary, was cached, seconds spent building)."""
+    sources = {rel: text for rel, text in files.items() if rel.startswith(("src/", "x86/"))}
+    if "x86/harness.cpp" not in sources:
+        raise VerifyError(
+            "the project has no x86/harness.cpp (it was written by an older aieflow)",
+            hint="compile the model again",
+        )
+    cxx = compiler()
+    key = _build_key(cxx, arch, sources)
+    binary = (cache_dir or cache_root() / "x86") / key / "harness"
+    if binary.is_file():
+        return binary, True, 0.0
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="aieflow-build-") as tmp:
+        root = Path(tmp)
+        for rel, text in sources.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text)
+        units = ["x86/harness.cpp", *sorted(r for r in sources if r.startswith("src/kernels/") and r.endswith(".cc"))]
+        base = [cxx, *FLAGS, f"-D__AIE_ARCH__={arch}", f"-I{shim_include()}", f"-I{root / 'src'}"]
+
+        def compile_unit(unit: str) -> subprocess.CompletedProcess:
+            obj = root / "obj" / (unit.replace("/", "_") + ".o")
+            obj.parent.mkdir(exist_ok=True)
+            return subprocess.run([*base, "-c", str(root / unit), "-o", str(obj)], capture_output=True, text=True)
+
+        workers = max(1, min(len(units), jobs or os.cpu_count() or 1))
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            results = list(pool.map(compile_unit, units))
+        for unit, res in zip(units, results, strict=True):
+            if res.returncode != 0:
+                raise VerifyError(
+                    f"the generated C++ does not compile against the x86 shim ({unit}):\n" + _tail(res.stderr),
+                    hint="this is an aieflow bug; please report it with the design directory",
+                )
+        out = root / "harness"
+        link = subprocess.run([cxx, *sorted(str(p) for p in (root / "obj").glob("*.o")), "-o", str(out)],
+                              capture_output=True, text=True)
+        if link.returncode != 0:
+            raise VerifyError("linking the x86 harness failed:\n" + _tail(link.stderr))
+        binary.parent.mkdir(parents=True, exist_ok=True)
+        staged = binary.with_name(f".harness.{os.getpid()}.tmp")
+        shutil.copy2(out, staged)
+        os.replace(staged, binary)
+    return binary, False, time.perf_counter() - start
+
+
+def _tail(text: str, lines: int = 40) -> str:
+    rows = text.strip().splitlines()
+    return "\n".join(rows[:lines] + ([f"... ({len(rows) - lines} more lines)"] if len(rows) > lines else []))
+
+
+# ---------------------------------------------------------------------------------------- inputs
+
+
+def verification_inputs(t: NumericType, shape: tuple[int, ...], samples: int, seed: int = 0) -> np.ndarray:
+    """What the graph input carries for ``samples`` test samples: edge rows first (type limits,
+    zero, +-1, alternating extremes, random picks among the edges), then uniform random."""
+    rng = np.random.default_rng(seed)
+    width = int(np.prod(shape))
+    if isinstance(t, FixedType):
+        lo, hi = t.min_code, t.max_code
+        edges = sorted({lo, min(lo + 1, hi), -1 if lo < 0 else 0, 0, min(1, hi), max(hi - 1, lo), hi})
+        fixed_rows = [np.full(width, v) for v in (lo, hi, 0)]
+        fixed_rows.append(np.where(np.arange(width) % 2 == 0, lo, hi))
+        fixed_rows.append(np.where(np.arange(width) % 2 == 0, hi, -1 if lo < 0 else 0))
+        picks = [rng.choice(edges, size=width) for _ in range(8)]
+        head = np.array(fixed_rows + picks, dtype=np.int64)
+        body = rng.integers(lo, hi + 1, size=(max(0, samples - len(head)), width), dtype=np.int64)
+        x = np.concatenate([head, body])[:samples]
+    else:
+        edges = np.array([0.0, -0.0, 1.0, -1.0, 0.5, -2.0, 1e-3, -1e3, 1e-38, 3.0e-40], dtype=np.float32)
+        head = np.stack([np.full(width, 0.0), np.full(width, -0.0), np.full(width, 1.0)]
+                        + [rng.choice(edges, size=width) for _ in range(8)]).astype(np.float32)
+        scales = rng.choice(np.array([1e-2, 1.0, 30.0], dtype=np.float32), size=(max(0, samples - len(head)), 1))
+        body = (rng.standard_normal((max(0, samples - len(head)), width)) * scales).astype(np.float32)
+        x = np.concatenate([head, body])[:samples].astype(np.float32)
+        if t.name == "bf16":
+            x = fixed.to_bf16(x)
+    return x.reshape(samples, *shape)
+
+
+# ---------------------------------------------------------------------------------------- run
+
+
+def _parse(text: str, t: NumericType) -> np.ndarray:
+    tokens = text.split()
+    if isinstance(t, FloatType):
+        return np.array(tokens, dtype=np.float64).astype(np.float32)
+    return np.array(tokens, dtype=np.int64)
+
+
+def _from_stream(vals: np.ndarray, iterations: int, batch: int, batch_pad: int, width: int, panel: int,
+                 features: int, what: str) -> np.ndarray:
+    """A port's output over all iterations (panel layout each) -> [iterations * batch, features]."""
+    per = batch_pad * width
+    if vals.size != per * iterations:
+        raise VerifyError(f"{what} holds {vals.size} values; {iterations} iterations of {per} were expected")
+    x = vals.reshape(iterations, width // panel, batch_pad, panel).transpose(0, 2, 1, 3)
+    return x.reshape(iterations, batch_pad, width)[:, :batch, :features].reshape(iterations * batch, features)
+
+
+def _layer_output(plan: DensePlan, t: NumericType, texts: list[str], iterations: int, what: str) -> np.ndarray:
+    parts = []
+    for r, text in enumerate(texts):
+        n0, n1 = plan.n_range(r)
+        parts.append(_from_stream(_parse(text, t), iterations, plan.batch, plan.batch_pad, plan.n_slice,
+                                  plan.out_panel, n1 - n0, f"{what} row {r}"))
+    return np.concatenate(parts, axis=1)
+
+
+def _differs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if a.dtype == np.float32 or b.dtype == np.float32:
+        a32, b32 = a.astype(np.float32), b.astype(np.float32)
+        both_nan = np.isnan(a32) & np.isnan(b32)
+        return (a32.view(np.uint32) != b32.view(np.uint32)) & ~both_nan
+    return a.astype(np.int64) != b.astype(np.int64)
+
+
+def _first(node, want: np.ndarray, got: np.ndarray, n: int) -> Mismatch | None:
+    bad = _differs(want[:n], got[:n])
+    if not bad.any():
+        return None
+    s, i = (int(v) for v in np.argwhere(bad)[0])
+    plan: DensePlan = node.plan
+    row = next(r for r in range(plan.cas_num) if plan.n_range(r)[0] <= i < plan.n_range(r)[1])
+    cast = int if isinstance(node.types.output, FixedType) else float
+    return Mismatch(node.name, row, s, i, cast(want[s, i]), cast(got[s, i]))
+
+
+def _run(binary: Path, work: Path, iterations: int, trace: bool) -> float:
+    args = [str(binary), "--data", str(work), "--out", str(work / "out"), "--iterations", str(iterations)]
+    if trace:
+        args += ["--trace", str(work / "trace")]
+    start = time.perf_counter()
+    res = subprocess.run(args, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise VerifyError(
+            f"the x86 harness failed (exit {res.returncode}):\n" + _tail(res.stderr + res.stdout),
+            hint="this is an aieflow bug; please report it with the design directory",
+        )
+    return time.perf_counter() - start
+
+
+def verify(
+    design: Design,
+    x: Any | None = None,
+    samples: int = DEFAULT_SAMPLES,
+    seed: int = 0,
+    cache_dir: str | os.PathLike | None = None,
+    jobs: int | None = None,
+) -> VerifyResult:
+    """Build and run the design's x86 harness on ``x`` (float samples) or on ``samples`` generated
+    ones, and compare every output value bit-exactly with the emulator."""
+    layers = dense_layers(design.graph)
+    first, final = layers[0], layers[-1]
+    if x is not None:
+        xq = design.quantise_input(x)
+    else:
+        xq = verification_inputs(design.input_type, tuple(design.input_tensor.shape), samples, seed)
+    n = xq.shape[0]
+    if n == 0:
+        raise VerifyError("verify needs at least one sample")
+    batch = first.plan.batch
+    iterations = -(-n // batch)
+    pad = np.zeros((iterations * batch - n, *xq.shape[1:]), dtype=xq.dtype)
+    xq_pad = np.concatenate([xq, pad])
+
+    binary, cached, build_s = build_harness(
+        design.files, design.device.generation.arch_macro, Path(cache_dir) if cache_dir else None, jobs
+    )
+    plio_in, plio_out = plio_ports(layers)
+    expected = design.run(xq_pad).reshape(iterations * batch, -1)
+    with tempfile.TemporaryDirectory(prefix="aieflow-verify-") as tmp:
+        work = Path(tmp)
+        for rel, text in plio_input_files(first, xq_pad, plio_in).items():
+            (work / rel).parent.mkdir(parents=True, exist_ok=True)
+            (work / rel).write_text(text)
+        run_s = _run(binary, work, iterations, trace=False)
+        texts = [(work / "out" / port["file"]).read_text() for port in plio_out]
+        got = _layer_output(final.plan, final.types.output, texts, iterations, "output PLIO")
+        bad = int(_differs(expected[:n], got[:n]).sum())
+        mismatch = None
+        if bad:
+            _run(binary, work, iterations, trace=True)
+            mismatch = _locate(design, layers, xq_pad, work / "trace", iterations, n)
+            if mismatch is None:
+                mismatch = _first(final, expected, got, n)
+    return VerifyResult(n, int(expected[:n].size), bad, mismatch, build_s, run_s, cached)
+
+
+def _locate(design: Design, layers, xq: np.ndarray, trace: Path, iterations: int, n: int) -> Mismatch | None:
+    """The earliest layer whose tiles wrote something the emulator does not."""
+    idents = layer_idents(layers)
+    values = design.trace(xq)
+    for node in layers:
+        p: DensePlan = node.plan
+        texts = []
+        for r in range(p.cas_num):
+            f = trace / f"{tile_var(idents[node.name], r, p.cas_len - 1)}_out0.txt"
+            if not f.is_file():
+                return None
+            texts.append(f.read_text())
+        got = _layer_output(p, node.types.output, texts, iterations, f"layer {node.name}")
+        want = values[node.outputs[0]].reshape(iterations * p.batch, -1)
+        m = _first(node, want, got, n)
+        if m is not None:
+            return m
+    return None

@@ -1,0 +1,864 @@
+// aieflow x86 shim: the netlist recorded by the graph-side ADF API and the executor that runs it.
+//
+// Every kernel::create / create_object, input_plio / output_plio::create, shared_buffer::create
+// and connect<> made while a graph is constructed is recorded here.  graph::run(n) then executes
+// the recorded design on x86, n graph iterations, as synchronous dataflow in one thread:
+//
+//   * each iteration fires every kernel and every memory-tile shared buffer once, in a topological
+//     order of the connections (ties broken by creation order, so runs are deterministic);
+//   * a buffer port receives the whole window its producer wrote in this iteration (ping-pong
+//     depth does not change values, so it is not modelled); a window fed by an input PLIO is the
+//     next `dimensions` values of its data file; several consumers of one port see the same window;
+//   * streams and cascades are FIFOs; a read from an empty one is fatal (the device would stall),
+//     and values left in a kernel-to-kernel FIFO at the end of an iteration are fatal too;
+//   * shared buffers apply their write_access tilings to the incoming windows and their
+//     read_access tilings (with zero padding outside boundary_dimension) to build outgoing ones;
+//   * output buffers are filled with a poison pattern before the kernel runs, as memory on the
+//     device holds stale data: an element a kernel forgets to write cannot come out as zero;
+//   * each kernel keeps its own rounding / saturation state (one mode register per core);
+//   * output PLIO files are written by graph::end() in the same text format as the inputs.
+//
+// Not executed (fatal at graph::run with a message): run-time parameters, hierarchical graph
+// ports, GMIO, packet split / merge, feedback loops (a cycle in the connections), and kernel
+// classes that cannot be constructed from the graph-side arguments.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cxxabi.h>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <typeindex>
+#include <utility>
+#include <vector>
+
+#include "adf_io.hpp"
+#include "bfloat16.hpp"
+#include "config.hpp"
+#include "modes.hpp"
+
+namespace aieflow_shim::net {
+
+enum class dir : unsigned char { in, out, inout };
+enum class node_kind { kernel, plio_in, plio_out, shared_buffer, gmio, packet_switch };
+
+inline const char* dir_name(dir d) { return d == dir::in ? "in" : d == dir::out ? "out" : "inout"; }
+
+template <typename T>
+std::string type_label() {
+    if constexpr (std::is_same_v<T, std::int8_t>) return "int8";
+    else if constexpr (std::is_same_v<T, std::uint8_t>) return "uint8";
+    else if constexpr (std::is_same_v<T, std::int16_t>) return "int16";
+    else if constexpr (std::is_same_v<T, std::uint16_t>) return "uint16";
+    else if constexpr (std::is_same_v<T, std::int32_t>) return "int32";
+    else if constexpr (std::is_same_v<T, std::uint32_t>) return "uint32";
+    else if constexpr (std::is_same_v<T, std::int64_t>) return "int64";
+    else if constexpr (std::is_same_v<T, std::uint64_t>) return "uint64";
+    else if constexpr (std::is_same_v<T, float>) return "float";
+    else if constexpr (std::is_same_v<T, bfloat16>) return "bfloat16";
+    else {
+        int status = 0;
+        char* d = abi::__cxa_demangle(typeid(T).name(), nullptr, nullptr, &status);
+        std::string r = status == 0 && d != nullptr ? d : typeid(T).name();
+        std::free(d);
+        return r;
+    }
+}
+
+// ---- text format of PLIO data files (one value per token; any whitespace separates) ----------
+template <typename T>
+T parse_value(const std::string& tok, const std::string& where) {
+    char* end = nullptr;
+    if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, bfloat16>) {
+        const float f = std::strtof(tok.c_str(), &end);
+        AIEFLOW_SHIM_CHECK(end != tok.c_str() && *end == '\0', "%s: '%s' is not a number", where.c_str(),
+                           tok.c_str());
+        return T(f);
+    } else {
+        static_assert(std::is_integral_v<T>, "PLIO data must be integer, float or bfloat16");
+        const long long v = std::strtoll(tok.c_str(), &end, 10);
+        AIEFLOW_SHIM_CHECK(end != tok.c_str() && *end == '\0', "%s: '%s' is not an integer", where.c_str(),
+                           tok.c_str());
+        AIEFLOW_SHIM_CHECK(v >= static_cast<long long>(std::numeric_limits<T>::min()) &&
+                               (v < 0 || static_cast<unsigned long long>(v) <=
+                                             static_cast<unsigned long long>(std::numeric_limits<T>::max())),
+                           "%s: %lld does not fit %s", where.c_str(), v, type_label<T>().c_str());
+        return static_cast<T>(v);
+    }
+}
+
+template <typename T>
+void format_value(std::string& out, const T& v) {
+    char buf[64];
+    if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, bfloat16>) {
+        std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(static_cast<float>(v)));
+    } else if constexpr (std::is_signed_v<T>) {
+        std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+    } else {
+        std::snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(v));
+    }
+    out += buf;
+}
+
+// ---- a typed array behind a type-erased handle -------------------------------------------------
+struct values {
+    std::shared_ptr<void> data{};
+    std::type_index type{typeid(void)};
+    std::string type_name{};
+    std::size_t size = 0;
+    unsigned elem_bits = 0;
+    // Appends the values as text, `per_line` per line.
+    void (*format)(const void* vec, std::string& out, unsigned per_line) = nullptr;
+
+    template <typename T>
+    static values make(std::size_t n, bool poison) {
+        auto v = std::make_shared<std::vector<T>>(n);
+        if (poison && n != 0) std::memset(static_cast<void*>(v->data()), 0xA5, n * sizeof(T));
+        values r;
+        r.data = v;
+        r.type = typeid(T);
+        r.type_name = type_label<T>();
+        r.size = n;
+        r.elem_bits = static_cast<unsigned>(8 * sizeof(T));
+        r.format = [](const void* vec, std::string& out, unsigned per_line) {
+            const auto& xs = *static_cast<const std::vector<T>*>(vec);
+            for (std::size_t i = 0; i < xs.size(); ++i) {
+                format_value(out, xs[i]);
+                out += (i + 1) % per_line == 0 || i + 1 == xs.size() ? '\n' : ' ';
+            }
+        };
+        return r;
+    }
+    template <typename T>
+    std::vector<T>& as(const std::string& where) const {
+        AIEFLOW_SHIM_CHECK(type == std::type_index(typeid(T)), "%s: data of type %s where %s is expected",
+                           where.c_str(), type_name.c_str(), type_label<T>().c_str());
+        return *static_cast<std::vector<T>*>(data.get());
+    }
+};
+
+// A FIFO created typed by whichever side binds first; the other side must agree on the type.
+struct any_fifo {
+    std::shared_ptr<void> fifo{};
+    std::type_index type{typeid(void)};
+    std::string type_name{};
+    std::function<std::size_t()> size{};
+    std::function<void(std::string&, unsigned)> drain_text{};  // empties it into text
+
+    template <typename E>
+    detail::fifo<E>& get(const std::string& name, const char* kind) {
+        if (!fifo) {
+            auto f = std::make_shared<detail::fifo<E>>();
+            f->name = name;
+            f->kind = kind;
+            fifo = f;
+            type = typeid(E);
+            type_name = type_label<E>();
+            size = [f] { return f->q.size(); };
+            drain_text = [f](std::string& out, unsigned per_line) {
+                std::size_t i = 0;
+                while (!f->q.empty()) {
+                    format_value(out, f->q.front().first);
+                    f->q.pop_front();
+                    out += ++i % per_line == 0 || f->q.empty() ? '\n' : ' ';
+                }
+            };
+        }
+        AIEFLOW_SHIM_CHECK(type == std::type_index(typeid(E)), "%s '%s' carries %s on one side and %s on the other",
+                           kind, name.c_str(), type_name.c_str(), type_label<E>().c_str());
+        return *static_cast<detail::fifo<E>*>(fifo.get());
+    }
+};
+
+// ---- netlist -----------------------------------------------------------------------------------
+struct port_record {
+    std::vector<std::uint32_t> dims{};
+    adf::access_rule read_rule{};
+    adf::access_rule write_rule{};
+};
+
+struct port_ref {
+    int node = -1;
+    dir d = dir::in;
+    unsigned index = 0;
+    bool operator<(const port_ref& o) const {
+        return std::tie(node, d, index) < std::tie(o.node, o.d, o.index);
+    }
+    bool operator==(const port_ref& o) const { return node == o.node && d == o.d && index == o.index; }
+};
+
+class executor;
+class firing;
+
+enum class arg_class { buffer, stream, cascade, pktstream, unsupported };
+
+struct arg_info {
+    dir d;
+    unsigned index;
+    arg_class cls;
+    std::string type;  // C++ spelling for messages
+};
+
+struct node {
+    node_kind kind = node_kind::kernel;
+    std::string name{};
+    std::map<std::pair<dir, unsigned>, port_record> ports{};
+
+    // kernels
+    std::shared_ptr<void> object{};
+    std::function<void(firing&)> invoke{};
+    std::vector<arg_info> args{};
+    std::string unsupported{};  // why this kernel cannot run on x86 (empty: it can)
+    aie::rounding_mode rounding = aie::rounding_mode::floor;
+    aie::saturation_mode saturation = aie::saturation_mode::none;
+
+    // PLIOs
+    std::string file{};
+    unsigned plio_bits = 32;
+    std::vector<std::string> tokens{};
+    std::size_t cursor = 0;
+    bool loaded = false;
+    std::string text{};
+
+    // shared buffers
+    std::vector<std::uint32_t> buffer_dims{};
+    unsigned n_in = 0, n_out = 0;
+    std::function<void(executor&, int)> fire{};
+};
+
+struct edge {
+    port_ref src;
+    port_ref dst;
+    std::string kind;  // "", "stream", "cascade", "pktstream", "parameter"
+};
+
+struct netlist {
+    std::vector<node> nodes{};
+    std::vector<edge> edges{};
+    std::vector<std::string> unsupported{};  // connections the executor cannot run
+
+    static netlist& get() {
+        static netlist n;
+        return n;
+    }
+    int add(node n) {
+        nodes.push_back(std::move(n));
+        return static_cast<int>(nodes.size()) - 1;
+    }
+    port_record& port(port_ref p) { return nodes.at(static_cast<std::size_t>(p.node)).ports[{p.d, p.index}]; }
+    std::string port_name(port_ref p) const {
+        return nodes.at(static_cast<std::size_t>(p.node)).name + "." + dir_name(p.d) + "[" +
+               std::to_string(p.index) + "]";
+    }
+};
+
+// ---- memory-tile tiling (UG1079 / UG1603 "tiling parameters") ----------------------------------
+// Element addresses (linear, dimension 0 fastest) in the order the access pattern visits them;
+// -1 marks a padding element (outside boundary_dimension: zero on read, dropped on write).
+// Documented: elements inside a tile are visited dimension 0 first; tile_traversal[0] is the
+// innermost loop over tiles; the pattern repeats `repetition` times.  Assumed: several patterns
+// on one port run one after the other in the order given.
+inline std::vector<std::int64_t> tiling_addresses(const adf::tiling_parameters& t,
+                                                  const std::vector<std::uint32_t>& default_dims,
+                                                  const std::string& where) {
+    const std::vector<std::uint32_t>& bd = t.buffer_dimension.empty() ? default_dims : t.buffer_dimension;
+    const std::size_t rank = bd.size();
+    AIEFLOW_SHIM_CHECK(rank > 0, "%s: tiling without buffer_dimension", where.c_str());
+    AIEFLOW_SHIM_CHECK(t.tiling_dimension.size() == rank, "%s: tiling_dimension has %zu entries, the buffer %zu",
+                       where.c_str(), t.tiling_dimension.size(), rank);
+    AIEFLOW_SHIM_CHECK(t.offset.empty() || t.offset.size() == rank, "%s: offset has %zu entries, the buffer %zu",
+                       where.c_str(), t.offset.size(), rank);
+    AIEFLOW_SHIM_CHECK(t.boundary_dimension.empty() || t.boundary_dimension.size() == rank,
+                       "%s: boundary_dimension has %zu entries, the buffer %zu", where.c_str(),
+                       t.boundary_dimension.size(), rank);
+    for (const auto& tr : t.tile_traversal)
+        AIEFLOW_SHIM_CHECK(tr.dimension < rank && tr.wrap > 0, "%s: bad tile_traversal entry (dimension %u, wrap %u)",
+                           where.c_str(), tr.dimension, tr.wrap);
+
+    std::size_t tile_elems = 1, tiles = 1;
+    for (auto d : t.tiling_dimension) tile_elems *= d;
+    for (const auto& tr : t.tile_traversal) tiles *= tr.wrap;
+    std::vector<std::int64_t> out;
+    out.reserve(tile_elems * tiles * std::max<std::uint32_t>(1, t.repetition));
+
+    std::vector<std::int64_t> origin(rank), coord(rank);
+    std::vector<std::uint32_t> tix(t.tile_traversal.size(), 0), eix(rank, 0);
+    for (std::size_t tile = 0; tile < tiles; ++tile) {
+        for (std::size_t d = 0; d < rank; ++d) origin[d] = t.offset.empty() ? 0 : t.offset[d];
+        for (std::size_t e = 0; e < tix.size(); ++e)
+            origin[t.tile_traversal[e].dimension] +=
+                static_cast<std::int64_t>(tix[e]) * t.tile_traversal[e].stride;
+        std::fill(eix.begin(), eix.end(), 0u);
+        for (std::size_t el = 0; el < tile_elems; ++el) {
+            bool pad = false;
+            std::int64_t addr = 0, scale = 1;
+            for (std::size_t d = 0; d < rank; ++d) {
+                coord[d] = origin[d] + eix[d];
+                const std::int64_t lim = t.boundary_dimension.empty() ? bd[d] : t.boundary_dimension[d];
+                if (coord[d] < 0 || coord[d] >= lim) pad = true;
+                addr += coord[d] * scale;
+                scale *= bd[d];
+            }
+            if (!pad) {
+                for (std::size_t d = 0; d < rank; ++d)
+                    AIEFLOW_SHIM_CHECK(coord[d] < static_cast<std::int64_t>(bd[d]),
+                                       "%s: element at coordinate %lld of dimension %zu is outside the buffer (%u) "
+                                       "and inside boundary_dimension",
+                                       where.c_str(), static_cast<long long>(coord[d]), d, bd[d]);
+            } else {
+                AIEFLOW_SHIM_CHECK(!t.boundary_dimension.empty(),
+                                   "%s: the access pattern leaves the buffer (dimension sizes %s) and has no "
+                                   "boundary_dimension for zero padding",
+                                   where.c_str(), std::to_string(bd[0]).c_str());
+            }
+            out.push_back(pad ? -1 : addr);
+            for (std::size_t d = 0; d < rank; ++d) {  // next element, dimension 0 fastest
+                if (++eix[d] < t.tiling_dimension[d]) break;
+                eix[d] = 0;
+            }
+        }
+        for (std::size_t e = 0; e < tix.size(); ++e) {  // next tile, traversal[0] fastest
+            if (++tix[e] < t.tile_traversal[e].wrap) break;
+            tix[e] = 0;
+        }
+    }
+    const std::size_t once = out.size();
+    for (std::uint32_t r = 1; r < t.repetition; ++r) out.insert(out.end(), out.begin(), out.begin() + once);
+    return out;
+}
+
+inline std::vector<std::int64_t> rule_addresses(const adf::access_rule& rule, const std::vector<std::uint32_t>& dims,
+                                                const std::string& where) {
+    std::vector<std::int64_t> out;
+    for (const auto& p : rule.patterns) {
+        auto a = tiling_addresses(p.params, dims, where);
+        out.insert(out.end(), a.begin(), a.end());
+    }
+    return out;
+}
+
+// ---- harness options ---------------------------------------------------------------------------
+struct options {
+    std::string data_dir = ".";     // input PLIO files are read relative to this
+    std::string out_dir = ".";      // output PLIO files are written relative to this
+    std::string trace_dir{};        // if set: every kernel output window, per port
+    int iterations = -2;            // -2: use the count the graph asks for
+};
+inline options& opts() {
+    static options o;
+    return o;
+}
+
+// ---- executor ----------------------------------------------------------------------------------
+class executor {
+public:
+    static executor& get() {
+        static executor e;
+        return e;
+    }
+
+    void init() {
+        auto& nl = netlist::get();
+        for (const auto& u : nl.unsupported) fatal("%s", u.c_str());
+        for (const auto& n : nl.nodes) {
+            if (n.kind == node_kind::kernel && !n.unsupported.empty())
+                fatal("%s cannot run on x86: %s", n.name.c_str(), n.unsupported.c_str());
+            if (n.kind == node_kind::gmio) fatal("%s: GMIO is not executed by the aieflow shim", n.name.c_str());
+            if (n.kind == node_kind::packet_switch)
+                fatal("%s: packet split / merge is not executed by the aieflow shim yet", n.name.c_str());
+        }
+        incoming_.clear();
+        outgoing_.clear();
+        for (std::size_t i = 0; i < nl.edges.size(); ++i) {
+            const auto& e = nl.edges[i];
+            AIEFLOW_SHIM_CHECK(!incoming_.count(e.dst), "%s has two incoming connections (%s and %s)",
+                               nl.port_name(e.dst).c_str(), nl.port_name(nl.edges[incoming_[e.dst]].src).c_str(),
+                               nl.port_name(e.src).c_str());
+            incoming_[e.dst] = i;
+            outgoing_[e.src].push_back(i);
+        }
+        for (std::size_t k = 0; k < nl.nodes.size(); ++k) {
+            const auto& n = nl.nodes[k];
+            if (n.kind != node_kind::kernel) continue;
+            for (const auto& a : n.args) {
+                const port_ref p{static_cast<int>(k), a.d, a.index};
+                if (a.d == dir::in)
+                    AIEFLOW_SHIM_CHECK(incoming_.count(p), "%s (%s) is not connected", nl.port_name(p).c_str(),
+                                       a.type.c_str());
+                else
+                    AIEFLOW_SHIM_CHECK(outgoing_.count(p), "%s (%s) is not connected", nl.port_name(p).c_str(),
+                                       a.type.c_str());
+            }
+        }
+        order_ = topological_order();
+        initialized_ = true;
+    }
+
+    void run(int iterations) {
+        if (!initialized_) init();
+        if (opts().iterations != -2) iterations = opts().iterations;
+        auto& nl = netlist::get();
+        for (int it = 0; iterations < 0 || it < iterations; ++it) {
+            if (iterations < 0 && inputs_exhausted()) break;
+            iteration_ = iteration_count_++;
+            windows_.clear();
+            for (int k : order_) {
+                auto& n = nl.nodes[static_cast<std::size_t>(k)];
+                if (n.kind == node_kind::kernel) fire_kernel(k);
+                else if (n.kind == node_kind::shared_buffer) n.fire(*this, k);
+            }
+            for (auto& [e, f] : fifos_) {
+                const auto& ed = nl.edges[e];
+                const auto& src = nl.nodes[static_cast<std::size_t>(ed.src.node)];
+                const auto& dst = nl.nodes[static_cast<std::size_t>(ed.dst.node)];
+                if (src.kind == node_kind::kernel && dst.kind == node_kind::kernel)
+                    AIEFLOW_SHIM_CHECK(f.size() == 0,
+                                       "%s -> %s: %zu values written but not read in iteration %d (the producer "
+                                       "and consumer disagree on the amount of data)",
+                                       nl.port_name(ed.src).c_str(), nl.port_name(ed.dst).c_str(), f.size(), iteration_);
+            }
+        }
+    }
+
+    void end() {
+        auto& nl = netlist::get();
+        for (auto& n : nl.nodes) {
+            if (n.kind != node_kind::plio_out) continue;
+            write_file(opts().out_dir, n.file, n.text, n.name);
+        }
+        for (auto& [name, text] : traces_) write_file(opts().trace_dir, name, text, name);
+    }
+
+    int iterations_run() const { return iteration_count_; }
+
+    // ---- used by firings and shared buffers ----
+    template <typename T>
+    std::vector<T>& input_window(port_ref dst, std::size_t want, const std::string& where) {
+        auto& nl = netlist::get();
+        const edge& e = nl.edges[incoming_.at(dst)];
+        const node& src = nl.nodes[static_cast<std::size_t>(e.src.node)];
+        if (src.kind == node_kind::plio_in) {
+            auto it = windows_.find(e.src);
+            if (it == windows_.end()) {
+                AIEFLOW_SHIM_CHECK(want != 0, "%s: set adf::dimensions on the port, the size of its PLIO window",
+                                   where.c_str());
+                it = windows_.emplace(e.src, read_plio<T>(e.src.node, want)).first;
+            }
+            auto& v = it->second.template as<T>(where);
+            AIEFLOW_SHIM_CHECK(v.size() == want || want == 0, "%s: window of %zu values, but another consumer of %s "
+                               "takes %zu", where.c_str(), want, src.name.c_str(), v.size());
+            return v;
+        }
+        auto it = windows_.find(e.src);
+        AIEFLOW_SHIM_CHECK(it != windows_.end(), "%s: no data from %s in iteration %d", where.c_str(),
+                           nl.port_name(e.src).c_str(), iteration_);
+        auto& v = it->second.template as<T>(where + " <- " + nl.port_name(e.src));
+        AIEFLOW_SHIM_CHECK(want == 0 || v.size() == want, "%s: expects %zu values, %s produced %zu", where.c_str(),
+                           want, nl.port_name(e.src).c_str(), v.size());
+        return v;
+    }
+
+    template <typename T>
+    std::vector<T>& output_window(port_ref src, std::size_t n) {
+        auto [it, fresh] = windows_.insert_or_assign(src, values::make<T>(n, true));
+        (void)fresh;
+        return it->second.template as<T>("output window");
+    }
+
+    template <typename E>
+    detail::fifo<E>& fifo_for(port_ref p, const char* kind) {
+        auto& nl = netlist::get();
+        std::size_t e;
+        if (p.d == dir::in) {
+            e = incoming_.at(p);
+        } else {
+            const auto& outs = outgoing_.at(p);
+            AIEFLOW_SHIM_CHECK(outs.size() == 1, "%s: a %s output goes to exactly one port (it goes to %zu)",
+                               nl.port_name(p).c_str(), kind, outs.size());
+            e = outs[0];
+        }
+        const edge& ed = nl.edges[e];
+        auto& f = fifos_[e];
+        const bool fresh = !f.fifo;
+        auto& q = f.template get<E>(nl.port_name(ed.src) + " -> " + nl.port_name(ed.dst), kind);
+        if (fresh) {
+            const node& src = nl.nodes[static_cast<std::size_t>(ed.src.node)];
+            if (src.kind == node_kind::plio_in) {  // a stream fed by a PLIO: the whole file
+                auto all = read_plio<E>(ed.src.node, 0);
+                for (const auto& x : all.template as<E>(src.name)) q.push(x, false);
+            }
+        }
+        return q;
+    }
+
+    // After a node fired: its output windows and streams reach PLIO sinks (and the trace).
+    void publish(int k) {
+        auto& nl = netlist::get();
+        const node& n = nl.nodes[static_cast<std::size_t>(k)];
+        for (const auto& [src, edges] : outgoing_) {
+            if (src.node != k) continue;
+            auto w = windows_.find(src);
+            if (w != windows_.end() && !opts().trace_dir.empty() && n.kind == node_kind::kernel) {
+                std::string file = n.name;
+                for (char& ch : file)
+                    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                auto& text = traces_[file + "_out" + std::to_string(src.index) + ".txt"];
+                w->second.format(w->second.data.get(), text, 16);
+            }
+            for (std::size_t e : edges) {
+                node& dst = nl.nodes[static_cast<std::size_t>(nl.edges[e].dst.node)];
+                if (dst.kind != node_kind::plio_out) continue;
+                if (w != windows_.end()) {
+                    w->second.format(w->second.data.get(), dst.text, per_line(dst.plio_bits, w->second.elem_bits));
+                } else if (auto f = fifos_.find(e); f != fifos_.end()) {
+                    f->second.drain_text(dst.text, per_line(dst.plio_bits, 32));
+                }
+            }
+        }
+    }
+
+private:
+    static unsigned per_line(unsigned plio_bits, unsigned elem_bits) {
+        return std::max(1u, plio_bits / std::max(1u, elem_bits));
+    }
+
+    void fire_kernel(int k);
+
+    bool inputs_exhausted() {
+        auto& nl = netlist::get();
+        for (std::size_t i = 0; i < nl.nodes.size(); ++i) {
+            auto& n = nl.nodes[i];
+            if (n.kind != node_kind::plio_in) continue;
+            load(n);
+            if (n.cursor >= n.tokens.size()) return true;
+        }
+        return false;
+    }
+
+    static void load(node& n) {
+        if (n.loaded) return;
+        AIEFLOW_SHIM_CHECK(!n.file.empty(), "%s has no data file", n.name.c_str());
+        const auto path = std::filesystem::path(opts().data_dir) / n.file;
+        std::ifstream f(path);
+        AIEFLOW_SHIM_CHECK(f.good(), "%s: cannot read %s", n.name.c_str(), path.c_str());
+        std::string tok;
+        while (f >> tok) n.tokens.push_back(tok);
+        n.loaded = true;
+    }
+
+    // want == 0: everything that is left.
+    template <typename T>
+    values read_plio(int k, std::size_t want) {
+        node& n = netlist::get().nodes[static_cast<std::size_t>(k)];
+        load(n);
+        const std::size_t left = n.tokens.size() - n.cursor;
+        if (want == 0) want = left;
+        AIEFLOW_SHIM_CHECK(want <= left, "%s (%s): iteration %d needs %zu values, only %zu left",
+                           n.name.c_str(), n.file.c_str(), iteration_, want, left);
+        values v = values::make<T>(want, false);
+        auto& xs = v.template as<T>(n.name);
+        const std::string where = n.name + " (" + n.file + ")";
+        for (std::size_t i = 0; i < want; ++i) xs[i] = parse_value<T>(n.tokens[n.cursor + i], where);
+        n.cursor += want;
+        return v;
+    }
+
+    static void write_file(const std::string& dir_, const std::string& file, const std::string& text,
+                           const std::string& what) {
+        AIEFLOW_SHIM_CHECK(!file.empty(), "%s has no data file", what.c_str());
+        const auto path = std::filesystem::path(dir_) / file;
+        std::filesystem::create_directories(path.parent_path());
+        std::ofstream f(path);
+        f << text;
+        AIEFLOW_SHIM_CHECK(f.good(), "cannot write %s", path.c_str());
+    }
+
+    std::vector<int> topological_order() {
+        auto& nl = netlist::get();
+        const std::size_t n = nl.nodes.size();
+        std::vector<std::vector<int>> succ(n);
+        std::vector<int> indeg(n, 0);
+        for (const auto& e : nl.edges) {
+            succ[static_cast<std::size_t>(e.src.node)].push_back(e.dst.node);
+            ++indeg[static_cast<std::size_t>(e.dst.node)];
+        }
+        std::vector<int> order, ready;
+        for (std::size_t i = 0; i < n; ++i)
+            if (indeg[i] == 0) ready.push_back(static_cast<int>(i));
+        while (!ready.empty()) {
+            auto it = std::min_element(ready.begin(), ready.end());  // creation order breaks ties
+            const int k = *it;
+            ready.erase(it);
+            order.push_back(k);
+            for (int s : succ[static_cast<std::size_t>(k)])
+                if (--indeg[static_cast<std::size_t>(s)] == 0) ready.push_back(s);
+        }
+        if (order.size() != n) {
+            std::string cyc;
+            for (std::size_t i = 0; i < n; ++i)
+                if (indeg[i] > 0) cyc += (cyc.empty() ? "" : ", ") + nl.nodes[i].name;
+            fatal("the graph has a feedback loop through %s; the shim executes acyclic graphs only", cyc.c_str());
+        }
+        std::vector<int> fired;
+        for (int k : order) {
+            const auto kind = nl.nodes[static_cast<std::size_t>(k)].kind;
+            if (kind == node_kind::kernel || kind == node_kind::shared_buffer) fired.push_back(k);
+        }
+        return fired;
+    }
+
+    std::map<port_ref, std::size_t> incoming_{};
+    std::map<port_ref, std::vector<std::size_t>> outgoing_{};
+    std::map<port_ref, values> windows_{};
+    std::map<std::size_t, any_fifo> fifos_{};
+    std::map<std::string, std::string> traces_{};
+    std::vector<int> order_{};
+    bool initialized_ = false;
+    int iteration_ = 0;
+    int iteration_count_ = 0;
+};
+
+// One kernel invocation: hands out the kernel's port objects.
+class firing {
+public:
+    firing(executor& ex, int k) : ex_(ex), k_(k) {}
+
+    template <typename T>
+    std::pair<T*, std::size_t> input_buffer(unsigned idx, std::size_t extent) {
+        const port_ref p{k_, dir::in, idx};
+        auto& v = ex_.template input_window<T>(p, want(p, extent), where(p));
+        return {v.data(), v.size()};
+    }
+    template <typename T>
+    std::pair<T*, std::size_t> output_buffer(unsigned idx, std::size_t extent) {
+        const port_ref p{k_, dir::out, idx};
+        const std::size_t n = want(p, extent);
+        AIEFLOW_SHIM_CHECK(n != 0, "%s: set adf::dimensions on the port (its buffer size)", where(p).c_str());
+        auto& v = ex_.template output_window<T>(p, n);
+        return {v.data(), v.size()};
+    }
+    template <typename E>
+    detail::fifo<E>* fifo(dir d, unsigned idx, const char* kind) {
+        return &ex_.template fifo_for<E>(port_ref{k_, d, idx}, kind);
+    }
+
+private:
+    std::size_t want(port_ref p, std::size_t extent) const {
+        const auto& dims = netlist::get().port(p).dims;
+        std::size_t n = 0;
+        if (!dims.empty()) {
+            n = 1;
+            for (auto d : dims) n *= d;
+        }
+        AIEFLOW_SHIM_CHECK(n == 0 || extent == 0 || n == extent, "%s: adf::dimensions gives %zu elements, the kernel "
+                           "signature's extents %zu", where(p).c_str(), n, extent);
+        return n != 0 ? n : extent;
+    }
+    std::string where(port_ref p) const { return netlist::get().port_name(p); }
+
+    executor& ex_;
+    int k_;
+};
+
+inline void executor::fire_kernel(int k) {
+    auto& n = netlist::get().nodes[static_cast<std::size_t>(k)];
+    aie::set_rounding(n.rounding);  // this core's mode registers
+    aie::set_saturation(n.saturation);
+    firing f(*this, k);
+    n.invoke(f);
+    n.rounding = aie::get_rounding();
+    n.saturation = aie::get_saturation();
+    publish(k);
+}
+
+// ---- kernel signatures -> port bindings --------------------------------------------------------
+template <typename A>
+struct arg_binding {  // anything else (run-time parameters, ...): recorded, fatal at init
+    static constexpr bool is_input = true;
+    static constexpr arg_class cls = arg_class::unsupported;
+    using holder = int;
+    static holder make(firing&, unsigned) { return 0; }
+};
+
+template <typename T, typename E, typename M>
+struct arg_binding<adf::input_buffer<T, E, M>&> {
+    static constexpr bool is_input = true;
+    static constexpr arg_class cls = arg_class::buffer;
+    using holder = adf::input_buffer<T, E, M>;
+    static holder make(firing& f, unsigned i) {
+        auto [p, n] = f.template input_buffer<T>(i, E::total);
+        return holder(p, n);
+    }
+    static holder& pass(holder& h) { return h; }
+};
+template <typename T, typename E, typename M>
+struct arg_binding<adf::input_async_buffer<T, E, M>&> : arg_binding<adf::input_buffer<T, E, M>&> {
+    using holder = adf::input_async_buffer<T, E, M>;
+    static holder make(firing& f, unsigned i) {
+        auto [p, n] = f.template input_buffer<T>(i, E::total);
+        return holder(p, n);
+    }
+    static holder& pass(holder& h) { return h; }
+};
+template <typename T, typename E, typename M>
+struct arg_binding<adf::output_buffer<T, E, M>&> {
+    static constexpr bool is_input = false;
+    static constexpr arg_class cls = arg_class::buffer;
+    using holder = adf::output_buffer<T, E, M>;
+    static holder make(firing& f, unsigned i) {
+        auto [p, n] = f.template output_buffer<T>(i, E::total);
+        return holder(p, n);
+    }
+    static holder& pass(holder& h) { return h; }
+};
+template <typename T, typename E, typename M>
+struct arg_binding<adf::output_async_buffer<T, E, M>&> : arg_binding<adf::output_buffer<T, E, M>&> {
+    using holder = adf::output_async_buffer<T, E, M>;
+    static holder make(firing& f, unsigned i) {
+        auto [p, n] = f.template output_buffer<T>(i, E::total);
+        return holder(p, n);
+    }
+    static holder& pass(holder& h) { return h; }
+};
+
+template <typename Port, bool In, arg_class Cls, typename E>
+struct fifo_binding {
+    static constexpr bool is_input = In;
+    static constexpr arg_class cls = Cls;
+    using holder = Port;
+    static holder make(firing& f, unsigned i) {
+        holder h{};
+        h.fifo_ = f.template fifo<E>(In ? dir::in : dir::out, i,
+                                     Cls == arg_class::cascade ? "cascade" : Cls == arg_class::stream ? "stream"
+                                                                                                      : "packet stream");
+        return h;
+    }
+    static holder* pass(holder& h) { return &h; }
+};
+template <typename T>
+struct arg_binding<input_stream<T>*> : fifo_binding<input_stream<T>, true, arg_class::stream, T> {};
+template <typename T>
+struct arg_binding<output_stream<T>*> : fifo_binding<output_stream<T>, false, arg_class::stream, T> {};
+template <typename X>
+struct arg_binding<input_cascade<X>*>
+    : fifo_binding<input_cascade<X>, true, arg_class::cascade, detail::cascade_lane_t<X>> {};
+template <typename X>
+struct arg_binding<output_cascade<X>*>
+    : fifo_binding<output_cascade<X>, false, arg_class::cascade, detail::cascade_lane_t<X>> {};
+template <>
+struct arg_binding<input_pktstream*> : fifo_binding<input_pktstream, true, arg_class::pktstream, std::uint32_t> {};
+template <>
+struct arg_binding<output_pktstream*> : fifo_binding<output_pktstream, false, arg_class::pktstream, std::uint32_t> {
+};
+
+template <typename... Args>
+struct signature {
+    static constexpr std::size_t count = sizeof...(Args);
+    // port index of each argument: inputs and outputs are numbered separately, in order
+    static constexpr std::array<unsigned, count> indices() {
+        constexpr bool in[] = {arg_binding<Args>::is_input..., false};
+        std::array<unsigned, count> r{};
+        unsigned ni = 0, no = 0;
+        for (std::size_t i = 0; i < count; ++i) r[i] = in[i] ? ni++ : no++;
+        return r;
+    }
+    static std::vector<arg_info> infos() {
+        constexpr auto idx = indices();
+        const bool in[] = {arg_binding<Args>::is_input..., false};
+        const arg_class cls[] = {arg_binding<Args>::cls..., arg_class::unsupported};
+        const std::string names[] = {type_label<std::remove_cvref_t<Args>>()..., ""};
+        std::vector<arg_info> r;
+        for (std::size_t i = 0; i < count; ++i) r.push_back({in[i] ? dir::in : dir::out, idx[i], cls[i], names[i]});
+        return r;
+    }
+    static std::string unsupported() {
+        const arg_class cls[] = {arg_binding<Args>::cls..., arg_class::buffer};
+        const std::string names[] = {type_label<std::remove_cvref_t<Args>>()..., ""};
+        for (std::size_t i = 0; i < count; ++i)
+            if (cls[i] == arg_class::unsupported)
+                return "argument " + std::to_string(i) + " (" + names[i] +
+                       ") is a run-time parameter or a type the shim does not execute";
+        return "";
+    }
+    template <typename F, std::size_t... I>
+    static void call(F&& fn, firing& f, std::index_sequence<I...>) {
+        constexpr auto idx = indices();
+        if constexpr ((... && (arg_binding<Args>::cls != arg_class::unsupported))) {
+            std::tuple<typename arg_binding<Args>::holder...> h{arg_binding<Args>::make(f, idx[I])...};
+            fn(arg_binding<Args>::pass(std::get<I>(h))...);
+        } else {
+            (void)fn;
+            (void)f;
+        }
+    }
+};
+
+template <typename R, typename... Args>
+void describe_function(node& n, R (*fn)(Args...)) {
+    using S = signature<Args...>;
+    n.args = S::infos();
+    n.unsupported = S::unsupported();
+    n.invoke = [fn](firing& f) {
+        S::call([fn](auto&&... a) { fn(std::forward<decltype(a)>(a)...); }, f, std::index_sequence_for<Args...>{});
+    };
+}
+
+// Filled by REGISTER_FUNCTION inside registerKernelClass() while create_object runs.
+struct class_registration {
+    std::function<void(void*, firing&)> invoke{};
+    std::vector<arg_info> args{};
+    std::string unsupported{};
+};
+inline class_registration*& current_registration() {
+    static class_registration* r = nullptr;
+    return r;
+}
+
+template <typename C, typename R, typename... Args>
+void register_member(R (C::*fn)(Args...)) {
+    class_registration* reg = current_registration();
+    if (reg == nullptr) return;  // registerKernelClass called outside create_object
+    using S = signature<Args...>;
+    reg->args = S::infos();
+    reg->unsupported = S::unsupported();
+    reg->invoke = [fn](void* obj, firing& f) {
+        C* self = static_cast<C*>(obj);
+        S::call([self, fn](auto&&... a) { (self->*fn)(std::forward<decltype(a)>(a)...); }, f,
+                std::index_sequence_for<Args...>{});
+    };
+}
+template <typename F>
+void register_member(F) {}  // anything else: type-checked only
+
+}  // namespace aieflow_shim::net
+
+namespace aieflow_shim {
+// Harness entry: --data DIR (input files), --out DIR (output files), --trace DIR (every kernel
+// output window), --iterations N (overrides graph.run(n)).  Unknown arguments are fatal.
+inline void parse_harness_args(int argc, char** argv) {
+    auto& o = net::opts();
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        AIEFLOW_SHIM_CHECK(i + 1 < argc, "harness option %s needs a value", a.c_str());
+        const std::string v = argv[++i];
+        if (a == "--data") o.data_dir = v;
+        else if (a == "--out") o.out_dir = v;
+        else if (a == "--trace") o.trace_dir = v;
+        else if (a == "--iterations") o.iterations = std::atoi(v.c_str());
+        else fatal("unknown harness option %s (use --data, --out, --trace, --iterations)", a.c_str());
+    }
+}
+}  // namespace aieflow_shim
