@@ -1,0 +1,36 @@
+"""Performance model: kernel cycles, data movement, event simulation, and their summary.
+
+``estimate(design)`` is the entry point; ``estimate_plan(node, device)`` costs one layer's plan;
+``docs/performance.md`` explains every term and ``docs/validation.md`` its errors against the
+published figures.
+"""
+
+from __future__ import annotations
+
+from .estimate import (
+    Performance,
+    PlanEstimate,
+    StagePerformance,
+    estimate,
+    estimate_plan,
+    performance_to_json,
+)
+from .kernel import KernelCycles, KernelShape, dense_kernel_cycles
+from .simulate import Pipeline, SimResult, StageSpec, run_pipeline, simulate
+
+__all__ = [
+    "KernelCycles",
+    "KernelShape",
+    "Performance",
+    "Pipeline",
+    "PlanEstimate",
+    "SimResult",
+    "StagePerformance",
+    "StageSpec",
+    "dense_kernel_cycles",
+    "estimate",
+    "estimate_plan",
+    "performance_to_json",
+    "run_pipeline",
+    "simulate",
+]

@@ -1,0 +1,162 @@
+"""Performance of a design (latency, interval, throughput, utilisation) and a quick per-layer cost.
+
+``estimate(design)`` runs the event simulation (``simulate.py``) on the kernel and movement models
+and summarises it; ``estimate_plan(node, device)`` costs one planned layer in closed form (no
+simulation) so a planner can compare candidate plans cheaply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from types import MappingProxyType
+from typing import Any
+
+from ..devices import Device, get_device
+from ..ir import Node
+from . import movement as mv
+from .kernel import KernelCycles
+from .simulate import (
+    SimResult,
+    StageSpec,
+    design_pipeline,
+    input_bytes,
+    kernel_stage,
+    memory_tiles_used,
+    output_bytes,
+    run_pipeline,
+    transfer_stage,
+)
+
+
+@dataclass(frozen=True)
+class StagePerformance:
+    name: str
+    kind: str  # "plio", "kernel", "memtile", "dma"
+    tiles: int  # compute tiles (kernel stages), 0 for transfers
+    cycles: float  # busy AIE-clock cycles per batch
+    busy: float  # share of the steady-state interval the stage is busy
+    efficiency: float | None  # real MACs / (tiles x peak MACs/cycle x busy cycles); None for transfers
+    bound: str
+    starved_ns: float  # waiting for input, per batch (steady state)
+    blocked_ns: float  # waiting for a free output buffer, per batch (back-pressure)
+
+
+@dataclass(frozen=True)
+class Performance:
+    latency_ns: float  # first batch in -> its last output word out
+    interval_ns: float  # steady state, per batch
+    batch: int  # samples per batch (graph iteration)
+    throughput_ops_per_s: float  # 2 * MACs per sample * batch / interval
+    bound: str  # "compute", "memory", "stream" or "plio": the bottleneck stage's limit
+    tiles_used: int
+    memory_tiles_used: int
+    stages: tuple[StagePerformance, ...]
+
+    @property
+    def bottleneck(self) -> StagePerformance:
+        return max(self.stages, key=lambda s: s.busy)
+
+
+def _stage_perf(spec: StageSpec, sim_busy: float, starved: float, blocked: float) -> StagePerformance:
+    eff = None
+    if spec.kind == "kernel" and spec.cycles:
+        eff = spec.macs / (spec.tiles * spec.peak_macs_per_cycle * spec.cycles)
+    return StagePerformance(spec.name, spec.kind, spec.tiles, spec.cycles, sim_busy, eff, spec.bound, starved, blocked)
+
+
+def estimate(design, batches: int | None = None) -> Performance:
+    """Simulate ``design`` to a steady state and summarise its performance."""
+    pipe = design_pipeline(design)
+    sim: SimResult = run_pipeline(pipe, batches)
+    layers = design.layers()
+    batch = design.config.batch
+    macs = sum(n.plan.in_features * n.plan.out_features for n in layers)
+    stages = tuple(
+        _stage_perf(spec, st.busy, st.starved_ns, st.blocked_ns) for spec, st in zip(pipe.stages, sim.stages, strict=True)
+    )
+    return Performance(
+        latency_ns=sim.latency_ns,
+        interval_ns=sim.interval_ns,
+        batch=batch,
+        throughput_ops_per_s=2.0 * macs * batch / (sim.interval_ns * 1e-9),
+        bound=sim.bound,
+        tiles_used=sum(n.plan.tiles for n in layers),
+        memory_tiles_used=memory_tiles_used(design),
+        stages=stages,
+    )
+
+
+def performance_to_json(perf: Performance) -> dict[str, Any]:
+    """Plain-JSON form (the keys of :class:`Performance`; stages as a list of dicts)."""
+    return {
+        "latency_ns": perf.latency_ns,
+        "interval_ns": perf.interval_ns,
+        "batch": perf.batch,
+        "throughput_ops_per_s": perf.throughput_ops_per_s,
+        "bound": perf.bound,
+        "tiles_used": perf.tiles_used,
+        "memory_tiles_used": perf.memory_tiles_used,
+        "stages": [asdict(s) for s in perf.stages],
+    }
+
+
+# ----------------------------------------------------------------------------- one layer
+
+
+@dataclass(frozen=True)
+class PlanEstimate:
+    """Closed-form cost of one planned layer with its input (and optionally output) transfer."""
+
+    kernels: Mapping[str, KernelCycles]  # per tile role: "single" | "first" | "middle" | "last"
+    compute_ns: float  # kernel occupancy per batch (slowest role, lock hand-offs included)
+    input_ns: float  # the transfer that fills its input buffers
+    output_ns: float  # the transfer that drains its output buffers (0 when not asked for)
+    interval_ns: float  # max of the three: they overlap through the ping-pong buffers
+    latency_ns: float  # one batch through input, kernels (cascade lag included) and output
+    bound: str
+    efficiency: float  # real MACs / (tiles x peak x interval)
+
+
+def estimate_plan(node: Node, device: Device | str, *, output: str | None = None) -> PlanEstimate:
+    """Cost ``node`` (with ``types`` and ``plan`` set) without a design or placement.
+
+    The input transfer follows ``node.plan.link`` ("plio", "memtile" read, "buffer" costed as an
+    AIE1 tile DMA, the worst case without a placement); ``output`` adds a "plio" or "memtile"
+    write for the output side.  Tiles are assumed at the bottom rows.
+    """
+    device = get_device(device)
+    plan = node.plan
+    hops = device.memory_tile_rows + plan.cas_num
+    kern, kernels = kernel_stage(node, device)
+    nin, nout = input_bytes(plan, node.types), output_bytes(plan, node.types)
+    if plan.link == "plio":
+        t_in = mv.plio_transfer(nin, device, hops)
+    elif plan.link == "memtile":
+        t_in = mv.memtile_transfer(nin, plan.cas_len, device, hops)
+    else:
+        t_in = mv.dma_transfer(nin, device, hops)
+    kind = {"plio": "plio", "memtile": "memtile"}.get(plan.link, "dma")
+    inp = transfer_stage(f"input:{node.name}", kind, t_in, device, None, None)
+    stages = [inp, kern]
+    if output == "plio":
+        stages.append(transfer_stage(f"output:{node.name}", "plio", mv.plio_transfer(nout, device, hops), device, None, None))
+    elif output == "memtile":
+        t_out = mv.memtile_transfer(nout, plan.cas_num, device, hops)
+        stages.append(transfer_stage(f"output:{node.name}", "memtile", t_out, device, None, None))
+    elif output is not None:
+        raise ValueError(f"output must be None, 'plio' or 'memtile', not {output!r}")
+    neck = max(stages, key=lambda s: s.occupancy_ns)
+    interval = neck.occupancy_ns
+    latency = sum(s.occupancy_ns + s.delay_ns for s in stages)
+    peak = plan.tiles * kern.peak_macs_per_cycle * device.clock_hz * 1e-9  # MACs per ns
+    return PlanEstimate(
+        kernels=MappingProxyType(dict(kernels)),
+        compute_ns=kern.occupancy_ns,
+        input_ns=inp.occupancy_ns,
+        output_ns=stages[-1].occupancy_ns if output else 0.0,
+        interval_ns=interval,
+        latency_ns=latency,
+        bound=neck.bound,
+        efficiency=kern.macs / (peak * interval) if interval else 0.0,
+    )

@@ -1,0 +1,125 @@
+"""Data-movement costs: PLIO, stream/switch hops, tile and memory-tile DMA, ping-pong hand-off,
+cascade.
+
+All rates come from the device catalog (``devices.py``, sourced from
+``shared/spec/versal-devices.md``); the few fixed latencies below are either fitted to a published
+figure (said so) or stated assumptions.  Costs are in AIE-clock cycles unless a name says ``_ns``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..devices import Device
+
+SPEC_DEVICES = "shared/spec/versal-devices.md"
+SPEC_GEMM = "shared/spec/gemm-gotoblas-versal.md"
+
+# Width of every PLIO port the emitted graph declares (passes/emit.py: adf::plio_64_bits);
+# a test checks the two stay equal.
+PLIO_BITS = 64
+
+# FITTED: gemm-gotoblas-versal.md, "one Ar vector multicast ~19 cycles regardless of fan-out" on
+# VCK190: 64 bytes at one 32-bit word per cycle is 16 cycles, the remaining 3 are the fixed cost of
+# starting a stream transfer (the hop count of that experiment is not published, so all of it is
+# attributed here).
+STREAM_FIXED_CYCLES = 3
+
+# Assumed: one registered stage per stream-switch hop (AM009/AM020 describe a registered switch;
+# no figure in the specs isolates it).  Only adds latency, never throughput.
+SWITCH_HOP_CYCLES = 1
+
+# Assumed: lock acquire (request to the memory module's lock unit and grant when free) and release
+# per buffer port per kernel call or DMA transfer; no figure in the specs isolates them.
+LOCK_ACQUIRE_CYCLES = 3
+LOCK_RELEASE_CYCLES = 1
+
+# Assumed: a DMA channel fetching and starting its next buffer descriptor (tile, memory-tile and
+# interface DMAs alike); no figure in the specs isolates it.
+DMA_START_CYCLES = 8
+
+# Memory-tile DMA: 6 MM2S + 6 S2MM channels per memory tile (versal-devices.md, AM020/AM027), each
+# one stream word per cycle.
+MEMTILE_CHANNELS = 6
+
+# Assumed: the cascade FIFO is 2 deep (versal-devices.md), so a word crosses one hop in ~2 cycles.
+CASCADE_HOP_CYCLES = 2
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """One buffer's worth of data moved over a path: how long the path is busy, and how much later
+    the last word lands."""
+
+    busy_cycles: float  # the path (channel, PLIO) is occupied this long per transfer
+    latency_cycles: float  # extra pipeline latency after the busy time (hops, stream start)
+    bound: str  # "plio", "stream" or "memory": what limits the rate
+
+
+def lock_handoff_cycles(ports: int) -> int:
+    """Acquire + release of ``ports`` ping-pong buffer locks (one call or one DMA transfer)."""
+    return ports * (LOCK_ACQUIRE_CYCLES + LOCK_RELEASE_CYCLES)
+
+
+def stream_bytes_per_cycle(device: Device) -> float:
+    return device.generation.stream_bits / 8
+
+
+def plio_bytes_per_cycle(device: Device) -> float:
+    """A PLIO port's rate in bytes per AIE cycle: PLIO width at the PL clock (emit.py's width)."""
+    return PLIO_BITS / 8 * device.pl_clock_hz / device.clock_hz
+
+
+def stream_cycles(nbytes: float, device: Device, hops: int = 0) -> float:
+    """Busy + latency cycles of one stream transfer (used for primitive checks and estimates)."""
+    t = stream_transfer(nbytes, device, hops)
+    return t.busy_cycles + t.latency_cycles
+
+
+def stream_transfer(nbytes: float, device: Device, hops: int = 0) -> Transfer:
+    """A stream transfer inside the array: one stream word per cycle."""
+    busy = math.ceil(nbytes / stream_bytes_per_cycle(device))
+    return Transfer(busy, STREAM_FIXED_CYCLES + hops * SWITCH_HOP_CYCLES, "stream")
+
+
+def plio_transfer(nbytes: float, device: Device, hops: int) -> Transfer:
+    """PL -> AIE (or back) through one PLIO port, the interface tile and ``hops`` switch hops into a
+    tile's S2MM DMA: the slower of the PLIO (width x PL clock) and the array stream."""
+    plio = plio_bytes_per_cycle(device)
+    stream = stream_bytes_per_cycle(device)
+    rate = min(plio, stream)
+    busy = math.ceil(nbytes / rate) + DMA_START_CYCLES + lock_handoff_cycles(1)
+    return Transfer(busy, STREAM_FIXED_CYCLES + hops * SWITCH_HOP_CYCLES, "plio" if plio < stream else "stream")
+
+
+def dma_transfer(nbytes: float, device: Device, hops: int) -> Transfer:
+    """Tile MM2S DMA -> stream (possibly broadcast) -> tile S2MM DMA: one buffer per transfer."""
+    busy = math.ceil(nbytes / stream_bytes_per_cycle(device)) + DMA_START_CYCLES + lock_handoff_cycles(2)
+    return Transfer(busy, STREAM_FIXED_CYCLES + hops * SWITCH_HOP_CYCLES, "stream")
+
+
+def memtile_transfer(nbytes_per_port: float, ports: int, device: Device, hops: int, memtiles: int = 1) -> Transfer:
+    """``ports`` equal buffers into (or out of) memory tiles: channels run in parallel, in rounds of
+    ``MEMTILE_CHANNELS`` per memory tile."""
+    rounds = math.ceil(ports / (MEMTILE_CHANNELS * max(1, memtiles)))
+    per = math.ceil(nbytes_per_port / stream_bytes_per_cycle(device)) + DMA_START_CYCLES + lock_handoff_cycles(2)
+    return Transfer(rounds * per, STREAM_FIXED_CYCLES + hops * SWITCH_HOP_CYCLES, "memory")
+
+
+def memtiles_for(buffer_bytes: int, ports: int, device: Device) -> int:
+    """Memory tiles one inter-layer link occupies: enough capacity for its ping-pong buffer and
+    enough DMA channels for its widest side."""
+    if not device.memory_tile_bytes:
+        return 0
+    return max(1, math.ceil(buffer_bytes / device.memory_tile_bytes), math.ceil(ports / MEMTILE_CHANNELS))
+
+
+def cascade_chain_lag_cycles(block_cycles: float, hops: int) -> float:
+    """Extra latency of a cascade row of ``hops + 1`` tiles: each tile starts a block one block (plus
+    the FIFO hop) after its western neighbour, so the last tile finishes that much later."""
+    return hops * (block_cycles + CASCADE_HOP_CYCLES)
+
+
+def cycles_to_ns(cycles: float, device: Device) -> float:
+    return cycles / device.clock_hz * 1e9

@@ -1,0 +1,283 @@
+"""Performance model (src/aieflow/perf): properties that could fail, and the published figures.
+
+Published values and their sources (shared/spec/dense-on-aie-ml.md, gemm-gotoblas-versal.md) live
+in ``aieflow.perf.published``; the model computes every modelled value here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from functools import cache
+
+import numpy as np
+import pytest
+from cases import GENERATION_PRECISIONS
+
+import aieflow
+from aieflow.devices import AIE1, AIE_ML, AIE_MLV2, get_device
+from aieflow.model_zoo import qdq_mlp, torch_mlp
+from aieflow.perf import (
+    KernelShape,
+    Pipeline,
+    StageSpec,
+    dense_kernel_cycles,
+    estimate,
+    estimate_plan,
+    performance_to_json,
+    run_pipeline,
+    simulate,
+)
+from aieflow.perf import kernel as kmod
+from aieflow.perf import movement as mv
+from aieflow.perf.published import FIGURES, evaluate
+from aieflow.perf.simulate import design_pipeline
+
+DEVICES = ("vck190", "vek280", "vek385")
+
+
+@cache
+def qdq_design(device: str, widths: tuple[int, ...] = (128, 128, 64, 10), batch: int = 32, layers: str = ""):
+    config = {"batch": batch}
+    if layers:
+        config["layers"] = json.loads(layers)
+    return aieflow.compile(qdq_mlp(list(widths)), device=device, config=config)
+
+
+def shape(gen, ks=64, ns=64, batch=32, **kw) -> KernelShape:
+    mmul = gen.mmul_shapes[("i8", "i8")]
+    base = dict(mmul=mmul, batch=batch, ks=ks, ns=ns, in_bits=8, weight_bits=8, out_bits=8,
+                acc_bits=gen.accumulators[("i8", "i8")], bias=True, relu=True, cascade_in=False,
+                cascade_out=False, out_panel=mmul[2])
+    return KernelShape(**{**base, **kw})
+
+
+# ----------------------------------------------------------------------------- kernel model
+
+
+@pytest.mark.parametrize("gen", [AIE1, AIE_ML, AIE_MLV2], ids=lambda g: g.name)
+def test_kernel_cycles_grow_with_ks_and_ns(gen):
+    pair = ("i8", "i8")
+    ks = [dense_kernel_cycles(shape(gen, ks=k), gen, pair).cycles for k in (16, 64, 256, 1024)]
+    ns = [dense_kernel_cycles(shape(gen, ns=n), gen, pair).cycles for n in (16, 64, 256, 1024)]
+    batch = [dense_kernel_cycles(shape(gen, batch=b), gen, pair).cycles for b in (8, 32, 128)]
+    for seq in (ks, ns, batch):
+        assert all(a < b for a, b in zip(seq, seq[1:], strict=False)), seq
+    # large kernels approach (but never beat) the catalog's MAC peak
+    big = dense_kernel_cycles(shape(gen, ks=1024, ns=256, batch=128, bias=False, relu=False), gen, pair)
+    assert 0.85 < big.efficiency < 1.0
+
+
+@pytest.mark.parametrize("gen", [AIE1, AIE_ML, AIE_MLV2], ids=lambda g: g.name)
+def test_kernel_breakdown_sums_to_cycles_and_names_its_bound(gen):
+    pair = ("i8", "i8")
+    for kw in ({}, {"cascade_in": True, "cascade_out": True, "bias": False}, {"out_panel": 64}, {"blocking": 1}):
+        k = dense_kernel_cycles(shape(gen, **kw), gen, pair)
+        parts = {"compute": k.compute, "load": k.load, "store": k.store, "cascade": k.cascade, "overhead": k.overhead}
+        assert sum(parts.values()) == pytest.approx(k.cycles)
+        assert parts[k.bound] == max(parts.values())
+    # element stores (output panel wider than the mmul N) are store bound
+    assert dense_kernel_cycles(shape(gen, ks=16, out_panel=64), gen, pair).bound == "store"
+    # a middle cascade tile pays cascade words both ways, a single tile none
+    mid = dense_kernel_cycles(shape(gen, cascade_in=True, cascade_out=True, bias=False, relu=False), gen, pair)
+    assert mid.cascade > 0 and dense_kernel_cycles(shape(gen), gen, pair).cascade == 0
+
+
+def test_unblocked_kernel_is_load_bound_and_wider_loads_help():
+    # 1x1 blocking: one A (256 bits) and one B (512 bits) load per MAC cycle -> two cycles per MAC
+    k = dense_kernel_cycles(shape(AIE_ML, blocking=1, bias=False, relu=False), AIE_ML, ("i8", "i8"))
+    assert k.bound == "load" and k.ii == 2 and k.efficiency < 0.55
+    # AIE-MLv2's 512-bit load units remove the load bound at the same MAC rate
+    k2 = dense_kernel_cycles(shape(AIE_MLV2, blocking=1, bias=False, relu=False), AIE_MLV2, ("i8", "i8"))
+    assert k2.ii == 1 and k2.cycles < k.cycles
+
+
+def test_every_kernel_constant_has_a_source():
+    for c in kmod.CONSTANTS.values():
+        fields = {f.name for f in dataclasses.fields(c)} - {"sources"}
+        assert fields <= set(c.sources), fields - set(c.sources)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_more_cascade_tiles_lower_per_tile_cycles(device):
+    model = qdq_mlp([256, 64])
+    per_tile = []
+    for cas_len in (1, 2, 4, 8):
+        d = aieflow.compile(model, device=device, config={"batch": 8, "layers": {"fc0": {"parallelism": {"cas_len": cas_len, "cas_num": 1}}}})
+        node = d.layers()[0]
+        assert node.plan.cas_len == cas_len
+        est = estimate_plan(node, d.device)
+        per_tile.append(max(k.cycles for k in est.kernels.values()))
+    assert all(a > b for a, b in zip(per_tile, per_tile[1:], strict=False)), per_tile
+
+
+# ----------------------------------------------------------------------------- published figures
+
+
+@pytest.mark.parametrize("result", evaluate(), ids=lambda r: r.figure.key)
+def test_published_figures_within_tolerance(result):
+    f = result.figure
+    if f.model is None:
+        assert f.role == "not modelled" and result.modelled is None
+        return
+    assert result.modelled is not None and np.isfinite(result.modelled)
+    if f.tolerance is None:  # qualitative: "near-ideal" scaling
+        assert f.role == "qualitative" and 0.9 <= result.modelled <= 1.0
+        return
+    assert abs(result.error) <= f.tolerance, (f.label, f.published, result.modelled)
+
+
+def test_figure_table_is_complete_and_labelled():
+    keys = {f.key for f in FIGURES}
+    assert {"aie4ml_i8", "aie4ml_i16i8", "aie4ml_i16", "aie4ml_i8_br", "aie4ml_i16i8_br", "aie4ml_i16_br"} <= keys
+    assert {"tutorial_first", "tutorial_opt16", "tutorial_opt32"} <= keys
+    for f in FIGURES:
+        assert f.role in ("calibration", "validation", "primitive", "qualitative", "not modelled")
+        assert f.source.split(" ")[0].endswith(".md")
+        if f.role == "calibration":
+            assert f.tolerance is not None and f.tolerance <= 0.01
+        if f.tolerance is not None and f.tolerance > 0.10:
+            assert f.note, f"{f.key}: a wider tolerance must say why"
+
+
+# ----------------------------------------------------------------------------- simulation
+
+
+def test_hand_built_pipeline_interval_is_the_slowest_stage():
+    stages = (
+        StageSpec("a", "plio", "plio", 3.0, 0.0, None, "x"),
+        StageSpec("b", "kernel", "compute", 5.0, 1.0, "x", "y"),
+        StageSpec("c", "plio", "plio", 2.0, 0.0, "y", None),
+    )
+    sim = run_pipeline(Pipeline(stages, {"x": 2, "y": 2}), batches=20)
+    assert sim.interval_ns == pytest.approx(5.0)
+    assert sim.latency_ns == pytest.approx(3 + 5 + 1 + 2)
+    assert np.allclose(np.diff(sim.completions_ns), 5.0)
+    assert sim.bottleneck == "b" and sim.bound == "compute"
+    busy = {s.name: s.busy for s in sim.stages}
+    assert busy == pytest.approx({"a": 0.6, "b": 1.0, "c": 0.4})
+
+
+@pytest.mark.parametrize("sink", [1.0, 5.0])
+def test_cascade_row_with_a_long_lag_overlaps_batches(sink):
+    # a row whose tail lags its head by more than one call (few blocks, long cascade) still takes a
+    # new batch every occupancy; a slow consumer back-pressures it through the output slots
+    stages = (
+        StageSpec("src", "plio", "plio", 1.0, 0.0, None, "x"),
+        StageSpec("row", "kernel", "compute", 2.0, 7.0, "x", "y"),
+        StageSpec("sink", "plio", "plio", sink, 0.0, "y", None),
+    )
+    sim = run_pipeline(Pipeline(stages, {"x": 2, "y": 2}), batches=40)
+    assert sim.latency_ns == pytest.approx(1 + 2 + 7 + sink)
+    assert sim.interval_ns == pytest.approx(max(2.0, sink))
+    if sink > 2:
+        assert {s.name: s for s in sim.stages}["row"].blocked_ns > 0
+
+
+def test_back_pressure_from_a_slow_sink():
+    stages = (
+        StageSpec("src", "plio", "plio", 1.0, 0.0, None, "x"),
+        StageSpec("mid", "kernel", "compute", 1.0, 0.0, "x", "y"),
+        StageSpec("sink", "plio", "plio", 4.0, 0.0, "y", None),
+    )
+    sim = run_pipeline(Pipeline(stages, {"x": 2, "y": 2}), batches=30)
+    st = {s.name: s for s in sim.stages}
+    assert sim.interval_ns == pytest.approx(4.0) and sim.bound == "plio"
+    assert st["mid"].blocked_ns == pytest.approx(3.0)  # waits for a free output slot
+    assert st["src"].blocked_ns == pytest.approx(3.0)
+    assert st["sink"].starved_ns == pytest.approx(0.0)
+    # single-slot buffers cannot overlap a transfer with the consumer: the line serialises
+    slow = run_pipeline(Pipeline(stages, {"x": 1, "y": 1}), batches=30)
+    assert slow.interval_ns >= sim.interval_ns
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_latency_and_interval_bound_the_stage_times(device):
+    d = qdq_design(device)
+    pipe = design_pipeline(d)
+    sim = simulate(d)
+    perf = estimate(d)
+    occ = [s.occupancy_ns for s in pipe.stages]
+    assert sim.latency_ns >= sum(occ)
+    # the first batch meets no contention: its latency is exactly occupancies plus delays
+    assert sim.latency_ns == pytest.approx(sum(s.occupancy_ns + s.delay_ns for s in pipe.stages))
+    assert perf.interval_ns >= max(occ) * (1 - 1e-12)
+    assert all(0 < s.busy <= 1 + 1e-9 for s in perf.stages)
+    assert perf.bottleneck.busy == pytest.approx(max(s.busy for s in perf.stages))
+    clock = d.device.clock_hz
+    for spec, st in zip(pipe.stages, perf.stages, strict=True):
+        assert st.cycles / clock * 1e9 == pytest.approx(spec.occupancy_ns)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_throughput_formula(device):
+    d = qdq_design(device)
+    perf = estimate(d)
+    macs = sum(n.plan.in_features * n.plan.out_features for n in d.layers())
+    assert perf.batch == d.config.batch == 32
+    assert perf.throughput_ops_per_s == pytest.approx(2 * macs * perf.batch / (perf.interval_ns * 1e-9))
+    assert perf.throughput_ops_per_s < d.device.peak_ops_per_s(d.layers()[0].types.pair)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_bound_moves_to_the_plio_when_input_dominates(device):
+    compute = estimate(qdq_design(device, (128, 256, 8), 32))
+    assert compute.bound == "compute" and compute.bottleneck.kind == "kernel"
+    plio = estimate(qdq_design(device, (4096, 8), 8))  # 8 x 4096 int8 in, almost no MACs
+    assert plio.bound == "plio" and plio.bottleneck.name.startswith("plio_in:")
+    # the PLIO stage's time is the bytes at 64 bits per PL cycle (the slower side of the path)
+    dev = get_device(device)
+    node = qdq_design(device, (4096, 8), 8).layers()[0]
+    nbytes = node.plan.batch_pad * node.plan.k_slice
+    expect_ns = nbytes / (mv.PLIO_BITS / 8 * dev.pl_clock_hz) * 1e9
+    assert plio.interval_ns == pytest.approx(expect_ns, rel=0.02)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_estimate_plan_matches_the_simulation_of_a_single_layer(device):
+    d = qdq_design(device, (256, 64), 16)
+    node = d.layers()[0]
+    quick = estimate_plan(node, d.device, output="plio")
+    full = estimate(d)
+    assert quick.interval_ns == pytest.approx(full.interval_ns, rel=1e-9)
+    assert quick.latency_ns == pytest.approx(full.latency_ns, rel=1e-9)
+    assert quick.bound == full.bound
+    assert 0 < quick.efficiency <= 1
+
+
+def test_estimate_is_deterministic_and_json_has_exactly_the_issue_keys():
+    d = qdq_design("vek280", (512, 512, 512, 10), 8)
+    a, b = estimate(d), estimate(d)
+    assert a == b
+    ja, jb = performance_to_json(a), performance_to_json(b)
+    assert json.dumps(ja, sort_keys=True) == json.dumps(jb, sort_keys=True)
+    assert set(ja) == {"latency_ns", "interval_ns", "batch", "throughput_ops_per_s", "bound", "tiles_used", "memory_tiles_used", "stages"}
+    assert isinstance(ja["stages"], list) and {"name", "kind", "tiles", "cycles", "busy", "efficiency"} <= set(ja["stages"][0])
+    assert ja == json.loads(json.dumps(ja))
+
+
+@pytest.mark.parametrize("device,precision", GENERATION_PRECISIONS)
+def test_every_generation_and_precision_estimates(device, precision):
+    net = torch_mlp([40, 72, 19, 6], seed=1)
+    x = np.random.default_rng(0).standard_normal((64, 40)).astype(np.float32)
+    d = aieflow.compile(net, device=device, example_input=x[:16], calibration=x, config={"precision": precision})
+    perf = estimate(d)
+    res = d.resources()
+    assert perf.tiles_used == res["compute_tiles"]
+    assert perf.bound in ("compute", "memory", "stream", "plio")
+    assert 0 < perf.interval_ns <= perf.latency_ns
+    if d.device.memory_tile_rows:
+        assert perf.memory_tiles_used >= res["memory_tiles"] > 0
+    else:
+        assert perf.memory_tiles_used == 0
+    kernels = [s for s in perf.stages if s.kind == "kernel"]
+    assert [s.name for s in kernels] == [n.name for n in d.layers()]
+    assert all(0 < s.efficiency <= 1 for s in kernels)
+
+
+def test_plio_width_matches_the_emitted_graph():
+    from aieflow.passes import emit
+
+    assert mv.PLIO_BITS == emit.PLIO_BITS
+    d = qdq_design("vek280")
+    assert f"plio_{mv.PLIO_BITS}_bits" in d.files["src/graph.h"]
