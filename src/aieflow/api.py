@@ -10,7 +10,7 @@ import numpy as np
 from .config import Config, parse_config
 from .design import Design
 from .devices import get_device
-from .pipeline import State, run_pipeline
+from .pipeline import State, _search, run_pipeline
 
 
 def compile(  # noqa: A001 - the public name the issue asks for
@@ -35,8 +35,29 @@ def compile(  # noqa: A001 - the public name the issue asks for
     )
     state = run_pipeline(state, progress)
     return Design(
-        state.graph, state.device, state.config, state.placement, state.source, dict(state.files), state.timings
+        state.graph, state.device, state.config, state.placement, state.source, dict(state.files), state.timings,
+        state.exploration,
     )
+
+
+def explore(
+    model: Any,
+    device: str = "vek280",
+    example_input: Any = None,
+    config: Mapping[str, Any] | Config | None = None,
+    calibration: Any = None,
+):
+    """The Pareto front (tiles, latency, interval) of the plans the search considers for
+    ``model`` and the one the config's ``target`` picks (default target: fewest tiles)."""
+    state = State(
+        model=model,
+        device=get_device(device),
+        config=parse_config(config),
+        example_input=None if example_input is None else _as_array(example_input),
+        calibration=None if calibration is None else _as_array(calibration),
+    )
+    state = run_pipeline(state, stop_after="quantise")
+    return _search(state, force=True).exploration
 
 
 def _as_array(x: Any) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Command line: ``aieflow devices | compile | predict | verify | report``."""
+"""Command line: ``aieflow devices | compile | explore | predict | verify | report``."""
 
 from __future__ import annotations
 
@@ -46,14 +46,24 @@ def cmd_devices(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_compile(args: argparse.Namespace) -> int:
-    from .api import compile as compile_model
+def _config_from_args(args: argparse.Namespace):
     from .config import load_config_file, parse_config
 
-    out = Path(args.out)
-    if out.exists() and not args.force:
-        raise OutputExistsError(f"output directory '{out}' already exists", hint="pass --force to replace it")
-    model = Path(args.model)
+    config = load_config_file(args.config) if args.config else parse_config(None)
+    if args.precision or args.batch or args.target:
+        raw = config.to_json()
+        if args.precision:
+            raw["precision"] = args.precision
+        if args.batch:
+            raw["batch"] = args.batch
+        if args.target:
+            raw["target"] = args.target
+        config = parse_config(raw)
+    return config
+
+
+def _check_model(path: str) -> Path:
+    model = Path(path)
     if not model.is_file():
         raise ConfigError(f"model file '{model}' does not exist")
     if model.suffix.lower() != ".onnx":
@@ -61,14 +71,43 @@ def cmd_compile(args: argparse.Namespace) -> int:
             f"'{model}' is not an .onnx file; the CLI compiles ONNX models",
             hint="for PyTorch modules call aieflow.compile(module, example_input=...) from Python, or export to ONNX",
         )
-    config = load_config_file(args.config) if args.config else parse_config(None)
-    if args.precision or args.batch:
-        raw = config.to_json()
-        if args.precision:
-            raw["precision"] = args.precision
-        if args.batch:
-            raw["batch"] = args.batch
-        config = parse_config(raw)
+    return model
+
+
+def cmd_explore(args: argparse.Namespace) -> int:
+    from .api import explore
+
+    model = _check_model(args.model)
+    calibration = _load_npy(args.calibration, "calibration") if args.calibration else None
+    ex = explore(str(model), device=args.device, config=_config_from_args(args), calibration=calibration)
+    if args.json:
+        print(json.dumps(ex.to_json(), indent=2))
+        return 0
+    print(f"Pareto front of {len(ex.front)} plans ({ex.candidates} layer plans costed, closed-form model); "
+          f"target '{ex.target.to_string()}' picks *")
+    rows = [["", "tiles", "latency ns", "interval ns", "parallelism (cas_len x cas_num per layer)"]]
+    for p in ex.front:
+        rows.append([
+            "*" if p == ex.chosen else "",
+            str(p.tiles),
+            f"{p.latency_ns:,.0f}",
+            f"{p.interval_ns:,.0f}",
+            " ".join(f"{cl}x{cn}" for _, cl, cn in p.parallelism),
+        ])
+    from .report import _table
+
+    print(_table(rows))
+    return 0
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from .api import compile as compile_model
+
+    out = Path(args.out)
+    if out.exists() and not args.force:
+        raise OutputExistsError(f"output directory '{out}' already exists", hint="pass --force to replace it")
+    model = _check_model(args.model)
+    config = _config_from_args(args)
     calibration = _load_npy(args.calibration, "calibration") if args.calibration else None
     example = _load_npy(args.input, "input") if args.input else None
 
@@ -143,9 +182,22 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--input", help=".npy samples written to the project's PLIO data files")
     s.add_argument("--precision", help="default precision (overrides the config): int8, int16, a16w8, fp32, bf16")
     s.add_argument("--batch", type=int, help="samples per graph iteration (overrides the config)")
+    s.add_argument("--target", help="what to optimise: resources (default), latency, throughput, and/or budgets "
+                   "like 'latency_ns <= 2000', 'tiles <= 64' (comma-separated)")
     s.add_argument("--force", action="store_true", help="replace DIR if it exists")
     s.add_argument("--quiet", action="store_true", help="no progress or summary")
     s.set_defaults(func=cmd_compile)
+
+    s = sub.add_parser("explore", help="list the Pareto front (tiles, latency, interval) of the plans for a model")
+    s.add_argument("model", help="model file (.onnx)")
+    s.add_argument("--device", default="vek280", help="vck190, vek280 or vek385 (default vek280)")
+    s.add_argument("--config", help="YAML or JSON config file")
+    s.add_argument("--calibration", help=".npy float samples for post-training quantisation")
+    s.add_argument("--precision", help="default precision (overrides the config)")
+    s.add_argument("--batch", type=int, help="samples per graph iteration (overrides the config)")
+    s.add_argument("--target", help="target used to mark the chosen plan (see compile --target)")
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+    s.set_defaults(func=cmd_explore)
 
     s = sub.add_parser("predict", help="bit-exact emulation of a compiled design")
     s.add_argument("design", help="design directory written by 'aieflow compile'")
@@ -179,6 +231,11 @@ def main(argv: list[str] | None = None) -> int:
     except AieflowError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USER_ERROR
+    except BrokenPipeError:  # output piped into head & co.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -30,7 +30,9 @@ PRECISIONS: Mapping[str, tuple[str, str]] = frozen_map(
 _PRECISION_ALIASES = {"i8": "int8", "i16": "int16", "int16x8": "a16w8", "i16xi8": "a16w8", "float32": "fp32"}
 TYPE_KEYS = ("input", "weight", "bias", "output")
 _LAYER_KEYS = {"precision", "parallelism", "placement", *TYPE_KEYS}
-_TOP_KEYS = {"precision", "batch", "layers"}
+_TOP_KEYS = {"precision", "batch", "layers", "target"}
+OBJECTIVES = ("resources", "latency", "throughput")
+_BUDGETS = {"tiles": "max_tiles", "latency_ns": "max_latency_ns", "interval_ns": "max_interval_ns"}
 
 
 def normalise_precision(value: Any, where: str) -> str:
@@ -55,10 +57,70 @@ class LayerConfig:
 
 
 @dataclass(frozen=True)
+class Target:
+    """What the planner optimises: an objective and optional budgets (all must hold)."""
+
+    objective: str = "resources"  # fewest tiles | lowest latency | lowest interval
+    max_tiles: int | None = None
+    max_latency_ns: float | None = None
+    max_interval_ns: float | None = None
+
+    @property
+    def searched(self) -> bool:
+        """False for the default (fewest tiles, no budget): the planner's own choice is optimal."""
+        return self != Target()
+
+    def to_string(self) -> str:
+        parts = [self.objective]
+        for key, attr in _BUDGETS.items():
+            v = getattr(self, attr)
+            if v is not None:
+                parts.append(f"{key} <= {v:g}")
+        return ", ".join(parts)
+
+
+def parse_target(raw: Any) -> Target:
+    """``latency`` | ``throughput`` | ``resources`` | ``"latency_ns <= 2000"`` | ``"tiles <= 64"``,
+    or a list of those (one objective at most).  A budget alone minimises tiles, except a tiles
+    budget alone, which minimises latency."""
+    items = raw if isinstance(raw, list | tuple) else [p for p in str(raw).split(",")]
+    objective = None
+    budgets: dict[str, float] = {}
+    for item in items:
+        text = str(item).strip()
+        if text.lower() in OBJECTIVES:
+            if objective is not None:
+                raise ConfigError(f"target: two objectives ({objective}, {text}); give one")
+            objective = text.lower()
+            continue
+        key, sep, value = text.partition("<=")
+        key = key.strip()
+        if not sep or key not in _BUDGETS:
+            raise ConfigError(
+                f"target: cannot read {text!r}",
+                hint=f"use one of {', '.join(OBJECTIVES)} and/or budgets like 'latency_ns <= 2000', "
+                "'interval_ns <= 500', 'tiles <= 64'",
+            )
+        try:
+            v = float(value)
+        except ValueError:
+            raise ConfigError(f"target: {text!r} needs a number after '<='") from None
+        if v <= 0:
+            raise ConfigError(f"target: {text!r} must be positive")
+        budgets[_BUDGETS[key]] = v
+    if objective is None:
+        objective = "latency" if set(budgets) == {"max_tiles"} else "resources"
+    if "max_tiles" in budgets:
+        budgets["max_tiles"] = int(budgets["max_tiles"])
+    return Target(objective, **budgets)
+
+
+@dataclass(frozen=True)
 class Config:
     precision: str = "int8"
     batch: int = 8
     layers: Mapping[str, LayerConfig] = field(default_factory=frozen_map)
+    target: Target = field(default_factory=Target)
 
     def layer(self, *names: str) -> LayerConfig:
         for n in names:
@@ -68,6 +130,8 @@ class Config:
 
     def to_json(self) -> dict:
         out: dict[str, Any] = {"precision": self.precision, "batch": self.batch, "layers": {}}
+        if self.target.searched:
+            out["target"] = self.target.to_string()
         for name, lc in self.layers.items():
             d: dict[str, Any] = {}
             if lc.precision:
@@ -151,7 +215,8 @@ def parse_config(raw: Mapping[str, Any] | Config | None) -> Config:
     if not isinstance(layers_raw, Mapping):
         raise ConfigError("layers must be a mapping from layer name to settings")
     layers = {str(k): _parse_layer(str(k), v) for k, v in layers_raw.items()}
-    return Config(precision, batch, frozen_map(layers))
+    target = parse_target(raw["target"]) if raw.get("target") is not None else Target()
+    return Config(precision, batch, frozen_map(layers), target)
 
 
 def load_config_file(path: str | os.PathLike) -> Config:

@@ -22,6 +22,7 @@ from .numerics import fast, fixed
 from .numerics.types import FixedType, FloatType, NumericType, parse_type
 from .ops.registry import family
 from .passes.place import Placement, Rect
+from .perf import performance_to_json
 
 FORMAT = "aieflow-design"
 FORMAT_VERSION = 1
@@ -37,6 +38,7 @@ class Design:
     source: str = ""
     files: dict[str, str] = field(default_factory=dict)
     timings: tuple[tuple[str, float], ...] = ()
+    exploration: Any = None  # passes.search.Exploration when the config had a target
 
     # ------------------------------------------------------------------ numerics
 
@@ -144,6 +146,16 @@ class Design:
             return rng.integers(t.min_code, t.max_code + 1, size=shape) * t.scale
         return rng.standard_normal(shape).astype(np.float32)
 
+    # ------------------------------------------------------------------ performance
+
+    def estimate(self):
+        """Modelled latency, interval, throughput and per-stage utilisation (``aieflow.perf``)."""
+        if getattr(self, "_perf", None) is None:
+            from .perf import estimate
+
+            object.__setattr__(self, "_perf", estimate(self))
+        return self._perf
+
     # ------------------------------------------------------------------ reports
 
     def layers(self) -> list[Node]:
@@ -219,6 +231,8 @@ class Design:
             "layers": layers,
             "placement": self.placement.to_json(),
             "resources": self.resources(),
+            "performance": performance_to_json(self.estimate()),
+            **({"exploration": self.exploration.to_json()} if self.exploration is not None else {}),
             "graph": {
                 "name": self.graph.name,
                 "inputs": list(self.graph.inputs),
@@ -327,4 +341,10 @@ def load(path: str | os.PathLike) -> Design:
     proj = d / "project"
     if proj.is_dir():
         files = {str(p.relative_to(proj)): p.read_text() for p in proj.rglob("*") if p.is_file()}
-    return Design(graph, get_device(meta["device"]["key"]), parse_config(meta["config"]), placement, meta.get("source", ""), files)
+    from .passes.search import Exploration
+
+    exploration = Exploration.from_json(meta["exploration"]) if "exploration" in meta else None
+    return Design(
+        graph, get_device(meta["device"]["key"]), parse_config(meta["config"]), placement, meta.get("source", ""),
+        files, exploration=exploration,
+    )

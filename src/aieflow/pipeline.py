@@ -1,6 +1,6 @@
 """The compiler: one declared list of passes, each a plain function from state to state.
 
-    import -> fuse -> quantise -> plan -> pack -> place -> emit
+    import -> fuse -> quantise -> search -> plan -> pack -> place -> emit
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 
 from .config import Config
 from .devices import Device
-from .errors import ConfigError, ModelError
+from .errors import ConfigError, ModelError, PlanError
 from .frontends import import_model
 from .ir import Graph, QuantHints
 from .passes.emit import dense_layers, emit_project
@@ -22,6 +22,8 @@ from .passes.fuse import fuse
 from .passes.place import Placement, check_placement, place
 from .passes.plan import plan
 from .passes.quantise import quantise
+from .passes.search import apply as apply_point
+from .passes.search import explore
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,7 @@ class State:
     placement: Placement | None = None
     packed: bool = False
     files: dict[str, str] | None = None
+    exploration: Any = None  # passes.search.Exploration when the config has a target
     timings: tuple[tuple[str, float], ...] = ()
 
 
@@ -84,6 +87,33 @@ def _quantise(s: State) -> State:
     return replace(s, graph=quantise(s.graph, s.device, s.config, s.hints, _calibration(s)))
 
 
+def _search(s: State, force: bool = False) -> State:
+    if not (force or s.config.target.searched):
+        return s
+    target = s.config.target
+
+    def acceptable(config: Config) -> bool:
+        """Placeable, and within the latency / interval budgets by the full simulation too."""
+        from .design import Design
+        from .perf import estimate
+
+        try:
+            g = plan(s.graph, s.device, config)
+            placement = place(g, s.device, config)
+            check_placement(placement, s.device)
+        except PlanError:
+            return False
+        if target.max_latency_ns is None and target.max_interval_ns is None:
+            return True
+        perf = estimate(Design(g, s.device, config, placement))
+        return (target.max_latency_ns is None or perf.latency_ns <= target.max_latency_ns) and (
+            target.max_interval_ns is None or perf.interval_ns <= target.max_interval_ns
+        )
+
+    ex = explore(s.graph, s.device, s.config, acceptable)
+    return replace(s, config=apply_point(s.config, ex.chosen, s.graph), exploration=ex)
+
+
 def _plan(s: State) -> State:
     return replace(s, graph=plan(s.graph, s.device, s.config))
 
@@ -111,7 +141,7 @@ def _place(s: State) -> State:
 def _emit(s: State) -> State:
     from .design import Design
 
-    d = Design(s.graph, s.device, s.config, s.placement, source=s.source)
+    d = Design(s.graph, s.device, s.config, s.placement, source=s.source, exploration=s.exploration)
     x = d.example_batch(s.example_input if s.example_input is not None else s.calibration)
     xq = d.quantise_input(x)
     yq = d.run(xq)
@@ -123,6 +153,7 @@ PIPELINE: tuple[tuple[str, Callable[[State], State]], ...] = (
     ("import", _import),
     ("fuse", _fuse),
     ("quantise", _quantise),
+    ("search", _search),
     ("plan", _plan),
     ("pack", _pack),
     ("place", _place),
@@ -130,7 +161,7 @@ PIPELINE: tuple[tuple[str, Callable[[State], State]], ...] = (
 )
 
 
-def run_pipeline(state: State, progress: Callable[[str], None] | None = None) -> State:
+def run_pipeline(state: State, progress: Callable[[str], None] | None = None, stop_after: str | None = None) -> State:
     timings = []
     for name, fn in PIPELINE:
         if progress:
@@ -138,4 +169,6 @@ def run_pipeline(state: State, progress: Callable[[str], None] | None = None) ->
         t0 = time.perf_counter()
         state = fn(state)
         timings.append((name, time.perf_counter() - t0))
+        if name == stop_after:
+            break
     return replace(state, timings=tuple(timings))

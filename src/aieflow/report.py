@@ -53,7 +53,48 @@ def text_summary(d: Design) -> str:
         f"compute tiles {res['compute_tiles']}/{res['compute_tiles_available']}, "
         f"memory-tile buffers {res['memory_tiles']}, PLIO in {res['plio_in']} / out {res['plio_out']}",
     ]
+    tail += ["", performance_text(d)]
+    if d.exploration is not None:
+        ex = d.exploration
+        tail.append(
+            f"target '{ex.target.to_string()}': chose {ex.chosen.tiles} tiles from a Pareto front of "
+            f"{len(ex.front)} plans ({ex.candidates} layer plans costed; `aieflow explore` lists them)"
+        )
     if d.timings:
         total = sum(t for _, t in d.timings)
         tail.append("compile " + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in d.timings) + f" (total {total:.2f} s)")
     return "\n".join(head) + _table(rows) + "\n" + "\n".join(tail)
+
+
+def _si(v: float, unit: str) -> str:
+    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= scale:
+            return f"{v / scale:.3g} {prefix}{unit}"
+    return f"{v:.3g} {unit}"
+
+
+def performance_text(d: Design) -> str:
+    """The modelled performance: totals, then one row per stage (transfers and layers)."""
+    perf = d.estimate()
+    clock = d.device.clock_hz
+    head = (
+        f"performance (model, {d.device.clock_hz / 1e9:g} GHz): latency {perf.latency_ns:,.0f} ns, "
+        f"interval {perf.interval_ns:,.0f} ns per batch of {perf.batch} "
+        f"({perf.interval_ns / perf.batch:,.1f} ns/sample), throughput {_si(perf.throughput_ops_per_s, 'OPS')}, "
+        f"bound: {perf.bound} ({perf.bottleneck.name})"
+    )
+    rows = [["stage", "kind", "tiles", "cycles", "share of interval", "efficiency vs peak", "bound"]]
+    for st in perf.stages:
+        rows.append(
+            [
+                st.name,
+                st.kind,
+                str(st.tiles) if st.tiles else "-",
+                f"{st.cycles:,.0f}",
+                f"{100 * st.busy:.0f}%",
+                f"{100 * st.efficiency:.1f}%" if st.efficiency is not None else "-",
+                st.bound,
+            ]
+        )
+    del clock
+    return head + "\n" + _table(rows)

@@ -81,14 +81,16 @@ def _plan_layers(graph, device, config, min_rows, stop_before=None) -> dict[str,
 
 def _finish(graph: Graph, device: Device, planned: dict[str, Node]) -> Graph:
     # Output panel widths: what each consumer reads (AIE1 direct buffers), the mmul N when a
-    # memory tile re-tiles (AIE-ML), row-major (one panel) for the graph output PLIOs.
+    # memory tile re-tiles (AIE-ML), the mmul N for the graph output PLIOs.
     nodes = []
     for node in graph.nodes:
         n = planned[node.name]
         if n.plan is not None:
             consumer = _next_dense(graph, planned, n)
             if consumer is None:
-                n = with_out_panel(n, n.plan.n_slice)
+                # mmul-N panels: each output block is one vector store (the output PLIO files and
+                # verify read the same panel layout)
+                n = with_out_panel(n, n.plan.mmul[2])
             elif device.memory_tile_rows == 0:
                 n = with_out_panel(n, consumer.plan.in_panel)
             else:

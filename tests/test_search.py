@@ -1,0 +1,142 @@
+"""Targets and the design-space search: the Pareto front, budgets, objectives, errors, CLI."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import onnx
+import pytest
+
+import aieflow
+from aieflow.cli import main
+from aieflow.config import Target, parse_config, parse_target
+from aieflow.errors import ConfigError, PlanError
+from aieflow.model_zoo import qdq_mlp
+from aieflow.passes.search import _prune
+
+MODEL = qdq_mlp([128, 256, 64, 10], seed=1)
+
+
+@pytest.mark.parametrize(
+    "raw, want",
+    [
+        ("latency", Target("latency")),
+        ("throughput", Target("throughput")),
+        ("tiles <= 12", Target("latency", max_tiles=12)),
+        ("latency_ns <= 2500", Target("resources", max_latency_ns=2500.0)),
+        (["throughput", "tiles <= 40", "interval_ns <= 900"], Target("throughput", 40, None, 900.0)),
+        ("latency, tiles <= 9", Target("latency", max_tiles=9)),
+    ],
+)
+def test_parse_target(raw, want):
+    t = parse_target(raw)
+    assert t == want
+    assert parse_target(t.to_string()) == t  # round trip through design.json
+
+
+@pytest.mark.parametrize("raw", ["fastest", "tiles < 3", "latency_ns <= abc", "latency, throughput", "tiles <= -1"])
+def test_bad_targets_are_config_errors(raw):
+    with pytest.raises(ConfigError, match="target"):
+        parse_config({"target": raw})
+
+
+def test_prune_keeps_exactly_the_non_dominated_points():
+    pts = [(t, lat, iv, i) for i, (t, lat, iv) in enumerate(itertools.product(range(1, 6), range(5), range(4, 0, -1)))]
+    pts += [(3, 1.5, 2.5, "x"), (2, 4, 1, "y"), (2, 4, 1, "dup")]
+    kept = _prune(pts, lambda p: p[:3])
+
+    def dominated(p):
+        return any(q is not p and q[:3] != p[:3] and all(a <= b for a, b in zip(q[:3], p[:3], strict=True)) for q in pts)
+
+    brute = {p[:3] for p in pts if not dominated(p)}
+    assert {p[:3] for p in kept} == brute
+    assert len(kept) == len(brute)  # equal duplicates kept once
+
+
+def _front(device):
+    return aieflow.explore(MODEL, device=device)
+
+
+@pytest.mark.parametrize("device", ["vck190", "vek280", "vek385"])
+def test_front_is_a_pareto_front_and_targets_pick_from_it(device):
+    ex = _front(device)
+    front = ex.front
+    assert len(front) > 3
+    for p, q in itertools.permutations(front, 2):
+        assert not (p.tiles <= q.tiles and p.latency_ns <= q.latency_ns and p.interval_ns <= q.interval_ns)
+    lat = aieflow.compile(MODEL, device=device, config={"target": "latency"})
+    thr = aieflow.compile(MODEL, device=device, config={"target": "throughput"})
+    res = aieflow.compile(MODEL, device=device)
+    # latency / throughput targets buy speed with tiles, judged by the full simulation as well
+    assert lat.estimate().latency_ns < res.estimate().latency_ns
+    assert thr.estimate().interval_ns < res.estimate().interval_ns
+    assert lat.estimate().tiles_used > res.estimate().tiles_used
+    assert lat.exploration.chosen.latency_ns == min(p.latency_ns for p in front if p.tiles <= 400)
+    # the chosen parallelism is what the design uses
+    got = tuple((n.name, n.plan.cas_len, n.plan.cas_num) for n in lat.layers())
+    assert got == lat.exploration.chosen.parallelism
+
+
+@pytest.mark.parametrize("device", ["vck190", "vek280"])
+def test_budgets_hold_in_the_simulated_design(device):
+    ex = _front(device)
+    mid = sorted(ex.front, key=lambda p: p.tiles)[len(ex.front) // 2]
+    d = aieflow.compile(MODEL, device=device, config={"target": f"tiles <= {mid.tiles}"})
+    assert d.estimate().tiles_used <= mid.tiles
+    best = min((p for p in ex.front if p.tiles <= mid.tiles), key=lambda p: p.latency_ns)
+    assert d.exploration.chosen == best
+
+    budget = sorted(p.latency_ns for p in ex.front)[len(ex.front) // 3] * 1.3
+    d = aieflow.compile(MODEL, device=device, config={"target": f"latency_ns <= {budget}"})
+    assert d.estimate().latency_ns <= budget  # checked against the simulation, not only the closed form
+    # fewest tiles among the plans whose closed form meets the budget (or the next placeable one)
+    assert d.estimate().tiles_used >= min(p.tiles for p in ex.front if p.latency_ns <= budget)
+
+
+def test_impossible_budget_is_a_clear_error():
+    with pytest.raises(PlanError, match="no plan meets the target 'latency, tiles <= 1'") as e:
+        aieflow.compile(MODEL, device="vek280", config={"target": "tiles <= 1"})
+    assert "fewest tiles" in str(e.value) and "aieflow explore" in str(e.value.hint)
+
+
+def test_user_parallelism_is_kept_by_the_search():
+    d = aieflow.compile(
+        MODEL, device="vek280", config={"target": "latency", "layers": {"fc1": {"parallelism": {"cas_len": 1, "cas_num": 1}}}}
+    )
+    fc1 = next(n for n in d.layers() if n.name == "fc1")
+    assert (fc1.plan.cas_len, fc1.plan.cas_num) == (1, 1)
+
+
+def test_design_json_and_reload_keep_performance_and_exploration(tmp_path):
+    d = aieflow.compile(MODEL, device="vek280", config={"target": "throughput"})
+    d.save(tmp_path / "d")
+    meta = json.loads((tmp_path / "d" / "design.json").read_text())
+    perf = meta["performance"]
+    for key in ("latency_ns", "interval_ns", "batch", "throughput_ops_per_s", "bound", "tiles_used", "memory_tiles_used", "stages"):
+        assert key in perf
+    macs = sum(n.plan.in_features * n.plan.out_features for n in d.layers())
+    assert perf["throughput_ops_per_s"] == pytest.approx(2 * macs * perf["batch"] / (perf["interval_ns"] * 1e-9))
+    assert meta["config"]["target"] == "throughput"
+    assert meta["exploration"]["chosen"] in meta["exploration"]["pareto_front"]
+    again = aieflow.load(tmp_path / "d")
+    assert again.estimate() == d.estimate()
+    assert again.exploration == d.exploration
+
+
+def test_cli_explore_and_compile_target(tmp_path, capsys):
+    path = tmp_path / "m.onnx"
+    onnx.save(MODEL, path)
+    assert main(["explore", str(path), "--device", "vck190", "--target", "latency", "--json"]) == 0
+    ex = json.loads(capsys.readouterr().out)
+    assert ex["target"] == "latency" and ex["chosen"] in ex["pareto_front"]
+    assert main(["explore", str(path), "--device", "vck190"]) == 0
+    out = capsys.readouterr().out
+    assert "Pareto front" in out and "*" in out
+    assert main(["compile", str(path), "--target", "tiles <= 1", "--out", str(tmp_path / "x"), "--quiet"]) == 2
+    assert "no plan meets the target" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+    assert main(["compile", str(path), "--target", "latency", "--out", str(tmp_path / "y"), "--quiet"]) == 0
+    assert main(["report", str(tmp_path / "y")]) == 0
+    out = capsys.readouterr().out
+    assert "performance (model" in out and "share of interval" in out and "target 'latency'" in out
