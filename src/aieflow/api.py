@@ -26,13 +26,7 @@ def compile(  # noqa: A001 - the public name the issue asks for
     ``calibration`` (float samples, shape (N, *input)) drives post-training quantisation; when it
     is absent the example input is used.  QDQ ONNX models carry their own types.
     """
-    state = State(
-        model=model,
-        device=get_device(device),
-        config=parse_config(config),
-        example_input=None if example_input is None else _as_array(example_input),
-        calibration=None if calibration is None else _as_array(calibration),
-    )
+    state = _state(model, device, example_input, config, calibration)
     state = run_pipeline(state, progress)
     return Design(
         state.graph, state.device, state.config, state.placement, state.source, dict(state.files), state.timings,
@@ -49,15 +43,19 @@ def explore(
 ):
     """The Pareto front (tiles, latency, interval) of the plans the search considers for
     ``model`` and the one the config's ``target`` picks (default target: fewest tiles)."""
-    state = State(
+    state = _state(model, device, example_input, config, calibration)
+    state = run_pipeline(state, stop_after="quantise")
+    return _search(state, force=True).exploration
+
+
+def _state(model: Any, device: str, example_input: Any, config: Any, calibration: Any) -> State:
+    return State(
         model=model,
         device=get_device(device),
         config=parse_config(config),
         example_input=None if example_input is None else _as_array(example_input),
         calibration=None if calibration is None else _as_array(calibration),
     )
-    state = run_pipeline(state, stop_after="quantise")
-    return _search(state, force=True).exploration
 
 
 def _as_array(x: Any) -> np.ndarray:
