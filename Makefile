@@ -23,6 +23,8 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/compile_and_emulate.py
 	$(PY) benchmarks/verify_time.py --markdown
+	$(PY) benchmarks/validate.py
+	$(PY) benchmarks/perf_speed.py
 
 clean:
 	rm -rf out .pytest_cache .ruff_cache

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 from functools import cache
 
 import numpy as np
@@ -25,6 +26,7 @@ from aieflow.perf import (
     estimate,
     estimate_plan,
     performance_to_json,
+    published,
     run_pipeline,
     simulate,
 )
@@ -92,6 +94,50 @@ def test_unblocked_kernel_is_load_bound_and_wider_loads_help():
     assert k2.ii == 1 and k2.cycles < k.cycles
 
 
+def test_each_operand_loads_on_its_own_unit():
+    # versal-devices.md: int8 <4,16,8> loads A in 2 cycles, B in 4, computes in 2 -> 4 cycles a step
+    k = dense_kernel_cycles(shape(AIE_ML, batch=64, mmul=(4, 16, 8), out_panel=8, blocking=1, bias=False, relu=False),
+                            AIE_ML, ("i8", "i8"))
+    assert (k.mac_ii, k.load_ii, k.ii, k.bound) == (2, 4, 4, "load")
+    # two A tiles per B tile balance the two load units against the MACs
+    k2 = dense_kernel_cycles(shape(AIE_ML, batch=64, mmul=(4, 16, 8), out_panel=8, col_blocking=1, bias=False,
+                                   relu=False), AIE_ML, ("i8", "i8"))
+    assert (k2.mac_ii, k2.load_ii, k2.ii) == (4, 4, 4) and k2.efficiency > 0.9
+
+
+def test_wide_outputs_of_a_blocked_kernel_are_not_hidden():
+    c = kmod.AIE_ML_CONSTANTS
+    pair = ("i8", "i8")
+
+    def cycles(out_bits, **kw):
+        return dense_kernel_cycles(shape(AIE_ML, out_bits=out_bits, bias=False, relu=False, **kw), AIE_ML, pair)
+
+    k16, k32 = cycles(16), cycles(32)
+    assert k16.store == 0  # 4 x 2 store cycles per block: all hidden
+    # 4 accumulators x 1,024 bits: 16 store cycles, none hidden, plus one conversion each
+    assert k32.store == pytest.approx(k32.blocks * 4 * (4 + c.wide_output_cycles))
+    assert k32.cycles - k16.cycles == pytest.approx(k32.store)
+    # one accumulator (the unblocked kernel) keeps the overlap, 16- and 32-bit alike
+    assert cycles(16, blocking=1).cycles == cycles(32, blocking=1).cycles
+
+
+def test_bias_into_64_bit_lanes_costs_more():
+    def extra(pair, gen=AIE_ML):
+        m = gen.mmul_shapes[pair]
+        bits = {"i8": 8, "i16": 16}
+        kw = dict(mmul=m, in_bits=bits[pair[0]], weight_bits=bits[pair[1]], out_bits=bits[pair[0]],
+                  acc_bits=gen.accumulators[pair], out_panel=m[2], relu=False)
+        with_bias = dense_kernel_cycles(shape(gen, bias=True, **kw), gen, pair)
+        without = dense_kernel_cycles(shape(gen, bias=False, **kw), gen, pair)
+        return (with_bias.cycles - without.cycles) / with_bias.blocks
+
+    c = kmod.AIE_ML_CONSTANTS
+    # per block: bias loads (two 32-lane rows of int32 = 8 x 256 bits on two units; 16 lanes: 4)
+    # + 4 upshift/copy ops; on 64-bit lanes each op also pays acc64_op_cycles
+    assert extra(("i16", "i8")) == pytest.approx(4 + 4 * c.vector_op_cycles)
+    assert extra(("i16", "i16")) == pytest.approx(2 + 4 * (c.vector_op_cycles + c.acc64_op_cycles))
+
+
 def test_every_kernel_constant_has_a_source():
     for c in kmod.CONSTANTS.values():
         fields = {f.name for f in dataclasses.fields(c)} - {"sources"}
@@ -127,17 +173,44 @@ def test_published_figures_within_tolerance(result):
     assert abs(result.error) <= f.tolerance, (f.label, f.published, result.modelled)
 
 
+CALIBRATION_SET = {
+    "aie4ml_i8", "aie4ml_i16i8", "aie4ml_i16", "aie4ml_i8_br", "aie4ml_i16i8_br", "aie4ml_i16_br",
+    "tutorial_first", "tutorial_opt16", "tutorial_opt32",
+    "gemm_stream", "gemm_mac", "gemm_full", "gemm_multicast", "gemm_br_copy",
+}
+
+
 def test_figure_table_is_complete_and_labelled():
-    keys = {f.key for f in FIGURES}
-    assert {"aie4ml_i8", "aie4ml_i16i8", "aie4ml_i16", "aie4ml_i8_br", "aie4ml_i16i8_br", "aie4ml_i16_br"} <= keys
-    assert {"tutorial_first", "tutorial_opt16", "tutorial_opt32"} <= keys
+    by_key = {f.key: f for f in FIGURES}
+    assert {k for k, f in by_key.items() if f.calibration_set} == CALIBRATION_SET
     for f in FIGURES:
-        assert f.role in ("calibration", "validation", "primitive", "qualitative", "not modelled")
+        assert f.role in published.ROLES
         assert f.source.split(" ")[0].endswith(".md")
-        if f.role == "calibration":
-            assert f.tolerance is not None and f.tolerance <= 0.01
-        if f.tolerance is not None and f.tolerance > 0.10:
+        if f.calibration_set and f.model is not None:  # the issue's target: every one within 5%
+            assert f.tolerance is not None and f.tolerance <= published.CALIBRATION_SET_TOLERANCE
+        if f.role == "fitted":
+            assert f.fits and f.tolerance is not None and f.tolerance <= published.FITTED_TOLERANCE
+        else:
+            assert not f.fits
+        if f.tolerance is not None and f.tolerance > published.CALIBRATION_SET_TOLERANCE:
             assert f.note, f"{f.key}: a wider tolerance must say why"
+    # only the GMIO copy of Br is left out of the calibration set (GEMM issue)
+    assert [k for k in CALIBRATION_SET if by_key[k].model is None] == ["gemm_br_copy"]
+
+
+def test_every_fitted_constant_names_its_figure_and_vice_versa():
+    """A constant is 'fitted' at its definition exactly when a figure of the table says it fits it."""
+    fitted_in_table = {c for f in FIGURES for c in f.fits}
+    kernel = kmod.AIE_ML_CONSTANTS.sources
+    fitted_in_kernel = {name for name, src in kernel.items() if src.startswith(("fitted", "bounded"))}
+    movement = {c for c in fitted_in_table if c.isupper()}
+    assert fitted_in_table == fitted_in_kernel | movement
+    for c in movement:
+        assert hasattr(mv, c)
+    for f in FIGURES:
+        for c in f.fits:
+            if c in kernel:  # the definition's source names the spec file of the figure
+                assert f.source.split(" ")[0] in kernel[c], (c, kernel[c])
 
 
 # ----------------------------------------------------------------------------- simulation
@@ -189,6 +262,34 @@ def test_back_pressure_from_a_slow_sink():
     # single-slot buffers cannot overlap a transfer with the consumer: the line serialises
     slow = run_pipeline(Pipeline(stages, {"x": 1, "y": 1}), batches=30)
     assert slow.interval_ns >= sim.interval_ns
+
+
+def test_default_run_stops_at_a_steady_state_that_long_runs_confirm():
+    """The default run stops once the recurrence is periodic; a long fixed run must agree on the
+    interval and, when the default found its period, on every stage's stall times too."""
+    rng = random.Random(5)
+    found = 0
+    for _ in range(80):
+        n = rng.randint(1, 9)
+        stages = tuple(
+            StageSpec(f"s{i}", "kernel", "compute", rng.choice((rng.uniform(0.5, 10.0), float(rng.randint(1, 10)))),
+                      0.0 if rng.random() < 0.6 else rng.uniform(0.0, 30.0),
+                      None if i == 0 else f"b{i - 1}", None if i == n - 1 else f"b{i}")
+            for i in range(n)
+        )
+        buffers = {f"b{i}": rng.choice((1, 2, 2, 3)) for i in range(n - 1)}
+        short = run_pipeline(Pipeline(stages, buffers))
+        long = run_pipeline(Pipeline(stages, buffers), batches=300)
+        assert short.interval_ns == pytest.approx(long.interval_ns, rel=1e-9)
+        assert short.latency_ns == long.latency_ns
+        if short.batches < 4 * n + 8:  # stopped at a period, before the 300-batch run's window
+            found += 1
+            for a, b in zip(short.stages, long.stages, strict=True):
+                assert (a.starved_ns, a.blocked_ns) == pytest.approx((b.starved_ns, b.blocked_ns), abs=1e-9 * long.interval_ns)
+        # stage order in the list does not matter, only the buffers that join them
+        shuffled = run_pipeline(Pipeline(tuple(reversed(stages)), buffers))
+        assert (shuffled.latency_ns, shuffled.interval_ns) == (short.latency_ns, short.interval_ns)
+    assert found >= 40
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -281,3 +382,93 @@ def test_plio_width_matches_the_emitted_graph():
     assert mv.PLIO_BITS == emit.PLIO_BITS
     d = qdq_design("vek280")
     assert f"plio_{mv.PLIO_BITS}_bits" in d.files["src/graph.h"]
+
+
+# ----------------------------------------------------------------------------- random designs
+#
+# Physical sanity on seeded random MLPs (device, depth, widths, batch, int8/int16 activations and
+# the first layer's cascade rectangle all drawn from a fixed seed, so every run checks the same
+# designs).  Infeasible draws (the planner rejects the rectangle) are skipped; a test below keeps
+# the feasible share from collapsing.
+
+N_RANDOM = 48
+NON_COMPUTE = ("stream", "memory", "plio")
+
+
+def random_case(seed: int):
+    rng = random.Random(seed)
+    device = DEVICES[seed % len(DEVICES)]
+    widths = tuple(rng.choice((8, 16, 24, 40, 64, 96, 128, 200, 256)) for _ in range(rng.randint(2, 5)))
+    return device, widths, rng.choice((1, 4, 8, 16, 32)), rng.choice((8, 8, 16)), (rng.choice((1, 2, 4)), rng.choice((1, 2, 4)))
+
+
+@cache
+def random_design(seed: int, cas_len: int, cas_num: int):
+    """The seed's design with fc0 on a cas_len x cas_num rectangle, or None when not feasible."""
+    device, widths, batch, act_bits, _ = random_case(seed)
+    config = {"batch": batch, "layers": {"fc0": {"parallelism": {"cas_len": cas_len, "cas_num": cas_num}}}}
+    try:
+        d = aieflow.compile(qdq_mlp(list(widths), seed=seed, act_bits=act_bits), device=device, config=config)
+    except aieflow.AieflowError:
+        return None
+    plan = d.layers()[0].plan
+    return d if (plan.cas_len, plan.cas_num) == (cas_len, cas_num) else None
+
+
+def base_design(seed: int):
+    d = random_design(seed, *random_case(seed)[4])
+    if d is None:
+        pytest.skip("the planner rejects this draw's rectangle for fc0")
+    return d
+
+
+def test_most_random_draws_are_feasible():
+    assert sum(random_design(s, *random_case(s)[4]) is not None for s in range(N_RANDOM)) >= 0.6 * N_RANDOM
+
+
+@pytest.mark.parametrize("seed", range(N_RANDOM))
+def test_physical_sanity_on_random_designs(seed):
+    d = base_design(seed)
+    pipe = design_pipeline(d)
+    perf = estimate(d)
+    assert perf == estimate(d)  # deterministic
+    # no stage, and not the design, above 100% of the peak of the tiles it uses
+    kernels = [s for s in perf.stages if s.kind == "kernel"]
+    assert kernels and all(0 < s.efficiency <= 1 for s in kernels)
+    peak = perf.tiles_used * d.device.peak_ops_per_s(d.layers()[0].types.pair) / d.device.compute_tiles
+    assert perf.throughput_ops_per_s <= peak
+    assert all(0 < s.busy <= 1 + 1e-9 for s in perf.stages)
+    # the design is a chain, so every stage is on the critical path: the first batch spends at
+    # least each stage's minimum time (busy time plus fixed delay) in it
+    assert perf.latency_ns >= sum(s.occupancy_ns + s.delay_ns for s in pipe.stages) * (1 - 1e-12)
+    # pipelined: a new batch every interval, no faster than the slowest stage, and no slower
+    # than one batch's whole latency
+    assert max(s.occupancy_ns for s in pipe.stages) * (1 - 1e-12) <= perf.interval_ns <= perf.latency_ns
+
+
+@pytest.mark.parametrize("seed", range(N_RANDOM))
+def test_doubling_a_layers_tiles_never_slows_it_without_a_named_bound(seed):
+    cas_len, cas_num = random_case(seed)[4]
+    base = base_design(seed)
+    before = estimate(base)
+    fc0 = {s.name: s for s in before.stages}["fc0"]
+    tried = 0
+    for cl, cn in ((2 * cas_len, cas_num), (cas_len, 2 * cas_num)):
+        d = random_design(seed, cl, cn)
+        if d is None:
+            continue
+        tried += 1
+        after = estimate(d)
+        new = {s.name: s for s in after.stages}["fc0"]
+        if new.cycles > fc0.cycles * (1 + 1e-12):
+            # slower only when its cascade (a stream) or its local-memory traffic explains it
+            cascade = max(k.cascade for k in estimate_plan(d.layers()[0], d.device).kernels.values())
+            assert new.bound in ("stream", "memory") or new.cycles - fc0.cycles <= cascade, (cl, cn, fc0, new)
+        # On AIE1 a consumer's cas_len follows its producer's cas_num, so more rows for fc0 re-plan
+        # fc1: that is a different design, not the same design with a bigger fc0.
+        others = [(n.plan.cas_len, n.plan.cas_num) for n in base.layers()[1:]]
+        if others == [(n.plan.cas_len, n.plan.cas_num) for n in d.layers()[1:]]:
+            if after.interval_ns > before.interval_ns * (1 + 1e-9):
+                assert after.bound in NON_COMPUTE, (cl, cn, after.bottleneck)
+    if not tried:
+        pytest.skip("neither doubled rectangle is feasible")

@@ -1,4 +1,4 @@
-"""Performance model: kernel cycles, data movement, event simulation, and their summary.
+"""Performance model: kernel cycles, data movement, pipeline simulation, and their summary.
 
 ``estimate(design)`` is the entry point; ``estimate_plan(node, device)`` costs one layer's plan;
 ``docs/performance.md`` explains every term and ``docs/validation.md`` its errors against the

@@ -1,6 +1,6 @@
 """Performance of a design (latency, interval, throughput, utilisation) and a quick per-layer cost.
 
-``estimate(design)`` runs the event simulation (``simulate.py``) on the kernel and movement models
+``estimate(design)`` runs the pipeline simulation (``simulate.py``) on the kernel and movement models
 and summarises it; ``estimate_plan(node, device)`` costs one planned layer in closed form (no
 simulation) so a planner can compare candidate plans cheaply.
 """

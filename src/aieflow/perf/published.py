@@ -1,9 +1,19 @@
 """Published figures the performance model claims to reproduce, and the model's value for each.
 
 Published values are typed in from the spec files (cited per figure); modelled values are computed
-by the model when :func:`evaluate` runs.  ``role`` says whether a figure set a constant
-("calibration"), is held out ("validation"), checks only a data-movement/MAC primitive
-("primitive"), has no number ("qualitative") or is outside the model ("not modelled").
+by the model when :func:`evaluate` runs.
+
+Two separate labels per figure:
+
+- ``calibration_set``: the figure is one of the spec's calibration figures (the "Calibration"
+  sections of ``dense-on-aie-ml.md`` and ``gemm-gotoblas-versal.md``: single-kernel GOPS with and
+  without bias + ReLU, the AMD tutorial's 64x64x64 cycles, the GotoBLAS micro-kernel and transfer
+  cycles).  The issue's target for these is 5%.
+- ``role``: what the model did with it: ``"fitted"`` (a model constant was solved from it; the
+  constant is named in ``fits`` and, at its definition, the figure is named), ``"held-out"`` (the
+  model predicts it with constants fitted elsewhere), ``"qualitative"`` (no number published) or
+  ``"not modelled"``.
+
 ``benchmarks/validate.py`` prints the table and writes ``docs/validation.md``; the tests assert
 each figure's ``tolerance``.
 """
@@ -22,13 +32,16 @@ from .simulate import Pipeline, kernel_stage, plio_in_stage, plio_out_stage, run
 DENSE = "dense-on-aie-ml.md"
 GEMM = "gemm-gotoblas-versal.md"
 S_KERNEL = f"{DENSE} § Calibration: single-kernel throughput (aiesim, VEK280, B = 128)"
-S_TUTORIAL = f"{DENSE} § Linear kernel: AMD AIE-ML tutorial, int8 64x64x64"
+S_TUTORIAL = f"{DENSE} § Calibration: single-kernel throughput, 'Also public (AMD AIE-ML tutorial)'"
 S_CLAIMS = f"{DENSE} § Published claims to beat"
 S_GEMM = f"{GEMM} § Calibration: innermost loop of the micro-kernel, kc = 2048"
 S_GEMM_OTHER = f"{GEMM} § Calibration: other measured costs"
 
-CALIBRATION_TOLERANCE = 0.01
-VALIDATION_TOLERANCE = 0.10
+FITTED_TOLERANCE = 0.01  # a figure a constant was solved from must come back (rounding only)
+CALIBRATION_SET_TOLERANCE = 0.05  # the issue's target for every calibration figure of the specs
+CLAIM_TOLERANCE = 0.10  # held-out published claims whose workload the spec only partly describes
+
+ROLES = ("fitted", "held-out", "qualitative", "not modelled")
 
 
 @dataclass(frozen=True)
@@ -38,10 +51,12 @@ class Figure:
     source: str
     published: float | None
     unit: str
-    role: str  # "calibration" | "validation" | "primitive" | "qualitative" | "not modelled"
+    role: str  # one of ROLES
     model: Callable[[], float] | None
     tolerance: float | None = None  # relative error the tests allow
     note: str = ""
+    calibration_set: bool = False  # in a "Calibration" section of the spec (5% target)
+    fits: tuple[str, ...] = ()  # the constants solved from this figure (role "fitted")
 
 
 @dataclass(frozen=True)
@@ -92,9 +107,19 @@ def _aie4ml(pair: tuple[str, str], size: int, bias_relu: bool) -> Callable[[], f
     return gops
 
 
-def _tutorial(out_bits: int, blocking: int) -> Callable[[], float]:
+# The AMD tutorial's kernels (Vitis-Tutorials, AI_Engine_Development/AIE-ML/Design_Tutorials/
+# 01-AIE-ML-programming-and-optimization, ComputeOptimization.md; the spec gives only the cycle
+# counts): aie::mmul<4, 16, 8> int8 x int8 with acc32, C = A (64 x 64) x B (64 x 64).  The first
+# version computes one 4 x 8 C tile per iteration (1 x 1); the optimised one two C tiles one above
+# the other from two A tiles and one B tile (2 x 1).  Their k loop (four steps) is flattened and the
+# loop over C tiles is software pipelined, as dense.h's blocks are.
+TUTORIAL_MMUL = (4, 16, 8)
+
+
+def _tutorial(out_bits: int, row_blocks: int) -> Callable[[], float]:
     def cycles() -> float:
-        shape = KernelShape((4, 8, 8), 64, 64, 64, 8, 8, out_bits, 32, False, False, False, False, 8, blocking)
+        shape = KernelShape(TUTORIAL_MMUL, 64, 64, 64, 8, 8, out_bits, 32, False, False, False, False,
+                            TUTORIAL_MMUL[2], blocking=row_blocks, col_blocking=1)
         return _single_kernel_cycles(shape, ("i8", "i8"))
 
     return cycles
@@ -102,21 +127,27 @@ def _tutorial(out_bits: int, blocking: int) -> Callable[[], float]:
 
 # ----------------------------------------------------------------------------- GotoBLAS primitives
 
-_KC = 2048
-_AR_BYTES = _KC * 8  # Ar: 8 rows x kc uint8 per micro-kernel
+# The micro-kernel of gemm-gotoblas-versal.md ("Micro-kernel (uint8, mr = nr = 8)"): the L6 loop
+# unrolled by 16; per iteration it reads two 64-element Ar vectors from the input stream, loads four
+# 32-element Br vectors from local memory and issues eight mac16 (128 uint8 MACs each).  Stream
+# reads, vector loads and MACs sit in different VLIW slots, so the software-pipelined loop runs at
+# the slowest of the three (the spec's measurements show the overlap is complete).  What it takes
+# from the model: the stream rate and start cost (movement.py), the catalog's MAC rate and load
+# width.  Br's copy into local memory (GMIO) and the Cr write-back are not modelled (GEMM issue).
+GEMM_MR = GEMM_NR = 8
+GEMM_KC = 2048
+GEMM_UNROLL = 16
 
 
-def _gemm_stream() -> float:
-    return mv.stream_cycles(_AR_BYTES, VCK190)
-
-
-def _gemm_mac() -> float:
-    return mac_cycles(8 * 8 * _KC, VCK190.generation, ("i8", "i8"))
-
-
-def _gemm_both() -> float:
-    # stream reads and MACs issue in different VLIW slots and overlap completely
-    return max(_gemm_stream(), _gemm_mac())
+def gemm_microkernel_cycles(kc: int = GEMM_KC, *, stream: bool = True, macs: bool = True) -> float:
+    """Cycles of the micro-kernel's innermost loop over ``kc`` on one VCK190 tile: reading Ar from the
+    stream and/or issuing the MACs (the spec's three experiments)."""
+    gen = VCK190.generation
+    iters = kc // GEMM_UNROLL
+    t_stream = mv.stream_cycles(iters * GEMM_MR * GEMM_UNROLL, VCK190) if stream else 0.0
+    t_mac = mac_cycles(iters * GEMM_MR * GEMM_NR * GEMM_UNROLL, gen, ("i8", "i8")) if macs else 0.0
+    br_loads = iters * 4 * (32 * 8) // gen.load_bits_per_cycle  # 4 x 256-bit, two units
+    return max(t_stream, t_mac, br_loads if macs else 0.0)
 
 
 def _multicast() -> float:
@@ -167,44 +198,49 @@ def _scaling() -> float:
 # ----------------------------------------------------------------------------- the table
 
 FIGURES: tuple[Figure, ...] = (
-    Figure("aie4ml_i8", "i8 x i8 128x128 kernel, base", S_KERNEL, 613, "GOPS", "calibration",
-           _aie4ml(("i8", "i8"), 128, False), CALIBRATION_TOLERANCE, "sets acc_overhead_cycles"),
-    Figure("aie4ml_i16i8", "i16 x i8 128x128 kernel, base", S_KERNEL, 314, "GOPS", "calibration",
-           _aie4ml(("i16", "i8"), 128, False), CALIBRATION_TOLERANCE, "sets acc_overhead_cycles"),
-    Figure("aie4ml_i16", "i16 x i16 64x64 kernel, base", S_KERNEL, 138, "GOPS", "calibration",
-           _aie4ml(("i16", "i16"), 64, False), CALIBRATION_TOLERANCE, "sets acc64_overhead_cycles"),
-    Figure("aie4ml_i8_br", "i8 x i8 128x128 kernel, + bias + ReLU", S_KERNEL, 520, "GOPS", "validation",
-           _aie4ml(("i8", "i8"), 128, True), VALIDATION_TOLERANCE),
-    Figure("aie4ml_i16i8_br", "i16 x i8 128x128 kernel, + bias + ReLU", S_KERNEL, 287, "GOPS", "validation",
-           _aie4ml(("i16", "i8"), 128, True), VALIDATION_TOLERANCE),
-    Figure("aie4ml_i16_br", "i16 x i16 64x64 kernel, + bias + ReLU", S_KERNEL, 114, "GOPS", "validation",
-           _aie4ml(("i16", "i16"), 64, True), VALIDATION_TOLERANCE,
-           "bias + ReLU costs ~15.6 cycles per block here vs the 10 the model charges (64-bit lanes; "
-           "cause unknown)"),
-    Figure("tutorial_first", "int8 64x64x64, first version (no 2x2 blocking)", S_TUTORIAL, 2092, "cycles",
-           "validation", _tutorial(16, 1), VALIDATION_TOLERANCE,
-           "modelled as 1x1 blocking with 16-bit output (the output width is not published)"),
-    Figure("tutorial_opt16", "int8 64x64x64, 2x2 blocked, 16-bit output", S_TUTORIAL, 1121, "cycles",
-           "validation", _tutorial(16, 2), VALIDATION_TOLERANCE),
-    Figure("tutorial_opt32", "int8 64x64x64, 2x2 blocked, 32-bit output", S_TUTORIAL, 1750, "cycles",
-           "validation", _tutorial(32, 2), 0.25,
-           "known miss: store bandwidth explains 8 of the ~20 extra cycles per block that 32-bit "
-           "outputs cost; the cause of the rest is unknown and not modelled"),
+    Figure("aie4ml_i8", "i8 x i8 128x128 kernel, base", S_KERNEL, 613, "GOPS", "fitted",
+           _aie4ml(("i8", "i8"), 128, False), FITTED_TOLERANCE, "with i16 x i8 base (least squares)",
+           True, ("acc_overhead_cycles",)),
+    Figure("aie4ml_i16i8", "i16 x i8 128x128 kernel, base", S_KERNEL, 314, "GOPS", "fitted",
+           _aie4ml(("i16", "i8"), 128, False), FITTED_TOLERANCE,
+           "with i8 x i8 base (least squares); also bounds store_hide_cycles", True,
+           ("acc_overhead_cycles", "store_hide_cycles")),
+    Figure("aie4ml_i16", "i16 x i16 64x64 kernel, base", S_KERNEL, 138, "GOPS", "fitted",
+           _aie4ml(("i16", "i16"), 64, False), FITTED_TOLERANCE, "", True, ("acc64_op_cycles",)),
+    Figure("aie4ml_i8_br", "i8 x i8 128x128 kernel, + bias + ReLU", S_KERNEL, 520, "GOPS", "held-out",
+           _aie4ml(("i8", "i8"), 128, True), CALIBRATION_SET_TOLERANCE, "", True),
+    Figure("aie4ml_i16i8_br", "i16 x i8 128x128 kernel, + bias + ReLU", S_KERNEL, 287, "GOPS", "held-out",
+           _aie4ml(("i16", "i8"), 128, True), CALIBRATION_SET_TOLERANCE, "", True),
+    Figure("aie4ml_i16_br", "i16 x i16 64x64 kernel, + bias + ReLU", S_KERNEL, 114, "GOPS", "held-out",
+           _aie4ml(("i16", "i16"), 64, True), CALIBRATION_SET_TOLERANCE,
+           "no constant fitted to it, but the rule charging acc64_op_cycles (fitted on the base figure) "
+           "for the bias upshift/copy into 64-bit lanes was chosen with it in view", True),
+    Figure("tutorial_first", "int8 64x64x64, first version (1 A x 1 B tile per step)", S_TUTORIAL, 2092,
+           "cycles", "held-out", _tutorial(32, 1), CALIBRATION_SET_TOLERANCE,
+           "mmul<4,16,8>, 32-bit output as AMD measured it (the kernel shapes are from AMD's tutorial "
+           "source, not the spec); load bound: B takes 4 cycles per 2 MAC cycles on its load unit", True),
+    Figure("tutorial_opt16", "int8 64x64x64, optimised (2 A x 1 B tiles per step), 16-bit output",
+           S_TUTORIAL, 1121, "cycles", "held-out", _tutorial(16, 2), CALIBRATION_SET_TOLERANCE,
+           "stores hide in the inner loop", True),
+    Figure("tutorial_opt32", "int8 64x64x64, optimised (2 A x 1 B tiles per step), 32-bit output",
+           S_TUTORIAL, 1750, "cycles", "fitted", _tutorial(32, 2), FITTED_TOLERANCE,
+           "1,024-bit outputs: no store hides, one conversion per accumulator", True,
+           ("wide_output_cycles",)),
     Figure("gemm_stream", "GotoBLAS micro-kernel: read Ar from the stream only", S_GEMM, 4106, "cycles",
-           "primitive", _gemm_stream, VALIDATION_TOLERANCE,
-           "stream primitive (32-bit word per cycle); the micro-kernel itself is not modelled yet (GEMM issue)"),
-    Figure("gemm_mac", "GotoBLAS micro-kernel: mac16 only", S_GEMM, 1042, "cycles", "primitive",
-           _gemm_mac, VALIDATION_TOLERANCE,
-           "MAC-rate primitive (128 uint8 MACs/cycle); micro-kernel not modelled yet (GEMM issue)"),
+           "held-out", lambda: gemm_microkernel_cycles(macs=False), CALIBRATION_SET_TOLERANCE,
+           "one 32-bit stream word per cycle + STREAM_FIXED_CYCLES", True),
+    Figure("gemm_mac", "GotoBLAS micro-kernel: mac16 only", S_GEMM, 1042, "cycles", "held-out",
+           lambda: gemm_microkernel_cycles(stream=False), CALIBRATION_SET_TOLERANCE,
+           "128 uint8 MACs per cycle (catalog); loop overhead not modelled", True),
     Figure("gemm_full", "GotoBLAS micro-kernel: full baseline (reads + MACs)", S_GEMM, 4110, "cycles",
-           "primitive", _gemm_both, VALIDATION_TOLERANCE,
-           "max(stream, MAC): complete overlap; micro-kernel not modelled yet (GEMM issue)"),
+           "held-out", gemm_microkernel_cycles, CALIBRATION_SET_TOLERANCE,
+           "stream, loads and MACs overlap: the loop is stream bound", True),
     Figure("gemm_multicast", "GotoBLAS: one 64-element Ar vector multicast", S_GEMM_OTHER, 19, "cycles",
-           "calibration", _multicast, CALIBRATION_TOLERANCE, "sets STREAM_FIXED_CYCLES"),
+           "fitted", _multicast, FITTED_TOLERANCE, "", True, ("STREAM_FIXED_CYCLES",)),
     Figure("gemm_br_copy", "GotoBLAS: copy Br (16 KB) into local memory", S_GEMM_OTHER, 3280, "cycles",
-           "not modelled", None, None, "GMIO/NoC/DDR path: not modelled yet (GEMM issue)"),
+           "not modelled", None, None, "GMIO/NoC/DDR path: not modelled yet (GEMM issue)", True),
     Figure("array_82", "single int8 layer on 296 of 304 tiles, share of int8 peak", S_CLAIMS, 0.82,
-           "of peak", "validation", _full_array_share, VALIDATION_TOLERANCE,
+           "of peak", "held-out", _full_array_share, CLAIM_TOLERANCE,
            "workload not fully published: assumed 37 x 8 tiles of 128 x 128, B = 128, no bias/ReLU, "
            "PLIO in/out"),
     Figure("scaling", "one layer + bias + ReLU, 1 -> 296 tiles: throughput / (296 x one tile)", S_CLAIMS,
