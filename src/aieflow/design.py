@@ -8,6 +8,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -150,11 +151,13 @@ class Design:
 
     def estimate(self):
         """Modelled latency, interval, throughput and per-stage utilisation (``aieflow.perf``)."""
-        if getattr(self, "_perf", None) is None:
-            from .perf import estimate
+        return self._performance
 
-            object.__setattr__(self, "_perf", estimate(self))
-        return self._perf
+    @cached_property
+    def _performance(self):
+        from .perf import estimate
+
+        return estimate(self)
 
     # ------------------------------------------------------------------ reports
 

@@ -76,7 +76,6 @@ def _si(v: float, unit: str) -> str:
 def performance_text(d: Design) -> str:
     """The modelled performance: totals, then one row per stage (transfers and layers)."""
     perf = d.estimate()
-    clock = d.device.clock_hz
     head = (
         f"performance (model, {d.device.clock_hz / 1e9:g} GHz): latency {perf.latency_ns:,.0f} ns, "
         f"interval {perf.interval_ns:,.0f} ns per batch of {perf.batch} "
@@ -96,5 +95,4 @@ def performance_text(d: Design) -> str:
                 st.bound,
             ]
         )
-    del clock
     return head + "\n" + _table(rows)

@@ -26,7 +26,7 @@ import numpy as np
 from .errors import AieflowError
 from .numerics import fixed
 from .numerics.types import FixedType, FloatType, NumericType
-from .ops.dense import DensePlan
+from .ops.dense import DensePlan, from_panels
 from .passes.emit import dense_layers, layer_idents, plio_input_files, plio_ports, tile_var
 
 if TYPE_CHECKING:
@@ -221,8 +221,9 @@ def _from_stream(vals: np.ndarray, iterations: int, batch: int, batch_pad: int, 
     per = batch_pad * width
     if vals.size != per * iterations:
         raise VerifyError(f"{what} holds {vals.size} values; {iterations} iterations of {per} were expected")
-    x = vals.reshape(iterations, width // panel, batch_pad, panel).transpose(0, 2, 1, 3)
-    return x.reshape(iterations, batch_pad, width)[:, :batch, :features].reshape(iterations * batch, features)
+    return np.concatenate(
+        [from_panels(chunk, batch, batch_pad, width, panel, features) for chunk in vals.reshape(iterations, per)]
+    )
 
 
 def _layer_output(plan: DensePlan, t: NumericType, texts: list[str], iterations: int, what: str) -> np.ndarray:

@@ -571,6 +571,15 @@ def pack_tile(node: Node, row: int, col: int) -> dict[str, np.ndarray]:
     return out
 
 
+def cascade_chunk_lanes(mn: int, acc_bits: int, cascade_bits: int) -> int:
+    """Accumulator lanes dense.h moves per cascade word (its CASC_LANES): the widest count that
+    fits the cascade and divides the M*N lanes of one accumulator."""
+    lanes = max(1, cascade_bits // acc_bits)
+    while mn % lanes:
+        lanes -= 1
+    return lanes
+
+
 def to_panels(x: np.ndarray, batch_pad: int, width: int, panel: int) -> np.ndarray:
     """[B, F] -> zero-padded panel layout [width / panel][batch_pad][panel], flattened."""
     b, f = x.shape

@@ -18,7 +18,7 @@ from ..devices import Device
 from ..errors import UnsupportedOpError
 from ..ir import Graph, Node
 from ..numerics.types import FixedType, FloatType, NumericType
-from ..ops.dense import DensePlan, DenseTypes, pack_tile, to_panels
+from ..ops.dense import DensePlan, DenseTypes, cascade_chunk_lanes, pack_tile, to_panels
 from ..ops.registry import family
 from .place import Placement
 
@@ -39,17 +39,6 @@ def c_ident(name: str) -> str:
 
 def acc_tag(t: DenseTypes) -> str:
     return "accfloat" if t.is_float else f"acc{t.acc_bits}"
-
-
-def cascade_lanes(device: Device, t: DenseTypes) -> int:
-    bits = 32 if t.is_float else t.acc_bits
-    return max(1, device.generation.cascade_bits // bits)
-
-
-def _lanes_dividing(mn: int, lanes: int) -> int:
-    while mn % lanes:
-        lanes -= 1
-    return lanes
 
 
 def dense_layers(graph: Graph) -> list[Node]:
@@ -156,7 +145,7 @@ def layer_info(node: Node, ident: str, device: Device) -> dict[str, Any]:
         "k_slice": p.k_slice,
         "n_slice": p.n_slice,
         "out_panel": p.out_panel,
-        "casc_lanes": _lanes_dividing(mn, cascade_lanes(device, t)),
+        "casc_lanes": cascade_chunk_lanes(mn, 32 if t.is_float else t.acc_bits, device.generation.cascade_bits),
         "shift": t.shift,
         "bias_shift": t.bias_shift,
         "relu": node.attrs.get("activation") == "relu",
@@ -312,34 +301,37 @@ def plio_files(first: Node, final: Node, inputs_q: np.ndarray, outputs_q: np.nda
     return out
 
 
+def _port_stream(x: np.ndarray, batch: int, batch_pad: int, width: int, panel: int, lo: int, hi: int) -> np.ndarray:
+    """Features [lo, hi) of every batch of ``x``, each batch in panel layout, one after another."""
+    x = x.reshape(x.shape[0], -1)
+    batches = max(1, -(-x.shape[0] // batch))
+    return np.concatenate(
+        [to_panels(x[it * batch : (it + 1) * batch, lo:hi], batch_pad, width, panel) for it in range(batches)]
+    )
+
+
 def plio_input_files(first: Node, inputs_q: np.ndarray, plio_in) -> dict[str, str]:
     """Per iteration, each input port's panel-layout buffer, 64 bits per line."""
-    out: dict[str, str] = {}
     p: DensePlan = first.plan
     tin = first.types.input
-    batches = max(1, -(-inputs_q.shape[0] // p.batch))
-    x = inputs_q.reshape(inputs_q.shape[0], -1)
-    for port in plio_in:
-        k0, k1 = p.k_range(port["c"])
-        chunks = [
-            to_panels(x[it * p.batch : (it + 1) * p.batch, k0:k1], p.batch_pad, p.k_slice, p.in_panel)
-            for it in range(batches)
-        ]
-        out[port["file"]] = format_values(np.concatenate(chunks), tin, values_per_word(tin))
-    return out
+    return {
+        port["file"]: format_values(
+            _port_stream(inputs_q, p.batch, p.batch_pad, p.k_slice, p.in_panel, *p.k_range(port["c"])),
+            tin,
+            values_per_word(tin),
+        )
+        for port in plio_in
+    }
 
 
 def plio_output_texts(final: Node, outputs_q: np.ndarray, plio_out) -> list[str]:
     q: DensePlan = final.plan
     tout = final.types.output
-    batches = max(1, -(-outputs_q.shape[0] // q.batch))
-    y = outputs_q.reshape(outputs_q.shape[0], -1)
-    texts = []
-    for port in plio_out:
-        n0, n1 = q.n_range(port["r"])
-        chunks = [
-            to_panels(y[it * q.batch : (it + 1) * q.batch, n0:n1], q.batch_pad, q.n_slice, q.out_panel)
-            for it in range(batches)
-        ]
-        texts.append(format_values(np.concatenate(chunks), tout, values_per_word(tout)))
-    return texts
+    return [
+        format_values(
+            _port_stream(outputs_q, q.batch, q.batch_pad, q.n_slice, q.out_panel, *q.n_range(port["r"])),
+            tout,
+            values_per_word(tout),
+        )
+        for port in plio_out
+    ]

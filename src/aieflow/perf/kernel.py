@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from ..devices import Device, Generation
-from ..ops.dense import DensePlan, DenseTypes
+from ..ops.dense import DensePlan, DenseTypes, cascade_chunk_lanes
 
 SPEC_DENSE = "shared/spec/dense-on-aie-ml.md"
 SPEC_DEVICES = "shared/spec/versal-devices.md"
@@ -197,12 +197,8 @@ class KernelCycles:
 
 
 def cascade_words(mn: int, acc_bits: int, cascade_bits: int) -> int:
-    """Cascade transfers per accumulator: dense.h moves ``CASC_LANES`` lanes per word, the widest
-    count that fits the cascade and divides M*N (the rule of ``passes/emit.py``)."""
-    lanes = max(1, cascade_bits // acc_bits)
-    while mn % lanes:
-        lanes -= 1
-    return mn // lanes
+    """Cascade transfers per accumulator (dense.h moves ``CASC_LANES`` lanes per word)."""
+    return mn // cascade_chunk_lanes(mn, acc_bits, cascade_bits)
 
 
 def mac_cycles(macs: float, gen: Generation, pair: tuple[str, str]) -> float:

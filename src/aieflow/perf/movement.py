@@ -12,13 +12,11 @@ import math
 from dataclasses import dataclass
 
 from ..devices import Device
+from ..passes.emit import PLIO_BITS  # the width every emitted PLIO port declares
 
 SPEC_DEVICES = "shared/spec/versal-devices.md"
 SPEC_GEMM = "shared/spec/gemm-gotoblas-versal.md"
 
-# Width of every PLIO port the emitted graph declares (passes/emit.py: adf::plio_64_bits);
-# a test checks the two stay equal.
-PLIO_BITS = 64
 
 # FITTED: gemm-gotoblas-versal.md, "one Ar vector multicast ~19 cycles regardless of fan-out" on
 # VCK190: 64 bytes at one 32-bit word per cycle is 16 cycles, the remaining 3 are the fixed cost of

@@ -693,46 +693,27 @@ struct arg_binding {  // anything else (run-time parameters, ...): recorded, fat
     static holder make(firing&, unsigned) { return 0; }
 };
 
-template <typename T, typename E, typename M>
-struct arg_binding<adf::input_buffer<T, E, M>&> {
-    static constexpr bool is_input = true;
+template <typename Buffer, typename T, typename E, bool In>
+struct buffer_binding {
+    static constexpr bool is_input = In;
     static constexpr arg_class cls = arg_class::buffer;
-    using holder = adf::input_buffer<T, E, M>;
+    using holder = Buffer;
     static holder make(firing& f, unsigned i) {
-        auto [p, n] = f.template input_buffer<T>(i, E::total);
+        auto [p, n] = In ? f.template input_buffer<T>(i, E::total) : f.template output_buffer<T>(i, E::total);
         return holder(p, n);
     }
     static holder& pass(holder& h) { return h; }
 };
 template <typename T, typename E, typename M>
-struct arg_binding<adf::input_async_buffer<T, E, M>&> : arg_binding<adf::input_buffer<T, E, M>&> {
-    using holder = adf::input_async_buffer<T, E, M>;
-    static holder make(firing& f, unsigned i) {
-        auto [p, n] = f.template input_buffer<T>(i, E::total);
-        return holder(p, n);
-    }
-    static holder& pass(holder& h) { return h; }
-};
+struct arg_binding<adf::input_buffer<T, E, M>&> : buffer_binding<adf::input_buffer<T, E, M>, T, E, true> {};
 template <typename T, typename E, typename M>
-struct arg_binding<adf::output_buffer<T, E, M>&> {
-    static constexpr bool is_input = false;
-    static constexpr arg_class cls = arg_class::buffer;
-    using holder = adf::output_buffer<T, E, M>;
-    static holder make(firing& f, unsigned i) {
-        auto [p, n] = f.template output_buffer<T>(i, E::total);
-        return holder(p, n);
-    }
-    static holder& pass(holder& h) { return h; }
-};
+struct arg_binding<adf::input_async_buffer<T, E, M>&>
+    : buffer_binding<adf::input_async_buffer<T, E, M>, T, E, true> {};
 template <typename T, typename E, typename M>
-struct arg_binding<adf::output_async_buffer<T, E, M>&> : arg_binding<adf::output_buffer<T, E, M>&> {
-    using holder = adf::output_async_buffer<T, E, M>;
-    static holder make(firing& f, unsigned i) {
-        auto [p, n] = f.template output_buffer<T>(i, E::total);
-        return holder(p, n);
-    }
-    static holder& pass(holder& h) { return h; }
-};
+struct arg_binding<adf::output_buffer<T, E, M>&> : buffer_binding<adf::output_buffer<T, E, M>, T, E, false> {};
+template <typename T, typename E, typename M>
+struct arg_binding<adf::output_async_buffer<T, E, M>&>
+    : buffer_binding<adf::output_async_buffer<T, E, M>, T, E, false> {};
 
 template <typename Port, bool In, arg_class Cls, typename E>
 struct fifo_binding {
