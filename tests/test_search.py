@@ -140,3 +140,88 @@ def test_cli_explore_and_compile_target(tmp_path, capsys):
     assert main(["report", str(tmp_path / "y")]) == 0
     out = capsys.readouterr().out
     assert "performance (model" in out and "share of interval" in out and "target 'latency'" in out
+
+
+# --- the batch as a searched dimension ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "raw, batch, search",
+    [(16, 16, None), ("32", 32, None), ("auto", 8, "auto"), ([64, 8, 8], 8, (8, 64)), ([24], 24, None)],
+)
+def test_parse_batch(raw, batch, search):
+    c = parse_config({"batch": raw})
+    assert (c.batch, c.batch_search) == (batch, search)
+    assert parse_config(c.to_json()) == c  # round trip through design.json / the CLI
+
+
+@pytest.mark.parametrize("raw", [0, -8, "many", [], [8, 0], [8, 5000], 5000, True])
+def test_bad_batches_are_config_errors(raw):
+    with pytest.raises(ConfigError, match="batch"):
+        parse_config({"batch": raw})
+
+
+@pytest.mark.parametrize("device", ["vck190", "vek280"])
+def test_auto_batch_candidates_fill_every_layers_row_blocks(device):
+    from aieflow.config import MAX_AUTO_BATCH
+    from aieflow.devices import get_device
+
+    ex = aieflow.explore(MODEL, device=device, config={"batch": "auto", "target": "throughput"})
+    dev = get_device(device)
+    ms = {dev.generation.mmul_shapes[pair][0] for pair in (("i8", "i8"),)}
+    assert len(ex.batches) >= 4 and max(ex.batches) <= MAX_AUTO_BATCH
+    assert all(b % (2 * m) == 0 for b in ex.batches for m in ms)  # no padded rows at any candidate
+    assert all(b2 == 2 * b1 for b1, b2 in itertools.pairwise(ex.batches))
+    assert {p.batch for p in ex.front} <= set(ex.batches) and len({p.batch for p in ex.front}) > 1
+    # the front is Pareto-optimal over (tiles, latency, interval per sample) across batches
+    for p, q in itertools.permutations(ex.front, 2):
+        assert not (p.tiles <= q.tiles and p.latency_ns <= q.latency_ns and p.sample_interval_ns <= q.sample_interval_ns)
+
+
+@pytest.mark.parametrize("device", ["vck190", "vek280"])
+def test_searching_the_batch_buys_throughput_and_keeps_latency(device):
+    fixed = aieflow.compile(MODEL, device=device, config={"target": "throughput"})  # batch 8
+    auto = aieflow.compile(MODEL, device=device, config={"target": "throughput", "batch": "auto"})
+    ex = auto.exploration
+    assert auto.config.batch == ex.chosen.batch == auto.estimate().batch and auto.config.batch_search is None
+    assert ex.chosen.sample_interval_ns == min(p.sample_interval_ns for p in ex.front)
+    # batch 8 is one of the candidates, so the simulated throughput cannot be lower than batch 8's
+    assert auto.estimate().throughput_ops_per_s >= fixed.estimate().throughput_ops_per_s * 0.999
+    assert auto.config.batch > 8  # on this model a larger batch amortises the per-call overheads
+    # a latency target with the batch searched picks the lowest-latency plan of any batch
+    lat = aieflow.compile(MODEL, device=device, config={"target": "latency", "batch": "auto"})
+    assert lat.exploration.chosen.latency_ns == min(p.latency_ns for p in lat.exploration.front)
+    assert lat.config.batch == min(lat.exploration.batches)
+
+
+def test_per_batch_interval_budget_is_honoured_across_batches():
+    probe = aieflow.explore(MODEL, device="vek280", config={"batch": [8, 64], "target": "throughput"})
+    big = [p for p in probe.front if p.batch == 64]
+    assert probe.chosen.batch == 64 and big
+    budget = min(p.interval_ns for p in big) * 0.9  # no batch-64 plan meets it
+    d = aieflow.compile(MODEL, device="vek280", config={"batch": [8, 64], "target": f"throughput, interval_ns <= {budget}"})
+    assert d.config.batch == 8 and d.estimate().interval_ns <= budget
+
+
+def test_auto_batch_design_json_round_trip_and_cli(tmp_path, capsys):
+    d = aieflow.compile(MODEL, device="vek280", config={"batch": "auto", "target": "throughput"})
+    d.save(tmp_path / "d")
+    meta = json.loads((tmp_path / "d" / "design.json").read_text())
+    assert meta["config"]["batch"] == d.config.batch and meta["exploration"]["batches"] == list(d.exploration.batches)
+    assert aieflow.load(tmp_path / "d").exploration == d.exploration
+    # a file written before the batch was searched (no batch fields) still loads, at its own batch
+    del meta["exploration"]["batches"]
+    for p in (meta["exploration"]["chosen"], *meta["exploration"]["pareto_front"]):
+        del p["batch"]
+    from aieflow.passes.search import Exploration
+
+    old = Exploration.from_json(meta["exploration"], 8)
+    assert old.batches == (8,) and {p.batch for p in old.front} == {8}
+    path = tmp_path / "m.onnx"
+    onnx.save(MODEL, path)
+    assert main(["explore", str(path), "--batch", "auto", "--target", "throughput"]) == 0
+    out = capsys.readouterr().out
+    assert "at batch 8, 16, 32" in out and "ns / sample" in out
+    assert main(["compile", str(path), "--batch", "auto", "--target", "throughput", "--out", str(tmp_path / "c"), "--quiet"]) == 0
+    assert main(["report", str(tmp_path / "c")]) == 0
+    assert "and batch" in capsys.readouterr().out

@@ -83,15 +83,19 @@ def cmd_explore(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(ex.to_json(), indent=2))
         return 0
-    print(f"Pareto front of {len(ex.front)} plans ({ex.candidates} layer plans costed, closed-form model); "
+    batches = f" at batch {', '.join(map(str, ex.batches))}" if len(ex.batches) > 1 else ""
+    print(f"Pareto front of {len(ex.front)} plans{batches} ({ex.candidates} layer plans costed, closed-form model); "
           f"target '{ex.target.to_string()}' picks *")
-    rows = [["", "tiles", "latency ns", "interval ns", "parallelism (cas_len x cas_num per layer)"]]
-    for p in ex.front:
+    rows = [["", "tiles", "batch", "latency ns", "interval ns", "ns / sample", "parallelism (cas_len x cas_num per layer)"]]
+    shown = ex.front if ex.chosen in ex.front else (*ex.front, ex.chosen)
+    for p in shown:
         rows.append([
             "*" if p == ex.chosen else "",
             str(p.tiles),
+            str(p.batch),
             f"{p.latency_ns:,.0f}",
             f"{p.interval_ns:,.0f}",
+            f"{p.sample_interval_ns:,.1f}",
             " ".join(f"{cl}x{cn}" for _, cl, cn in p.parallelism),
         ])
     from .report import _table
@@ -181,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--calibration", help=".npy float samples for post-training quantisation")
     s.add_argument("--input", help=".npy samples written to the project's PLIO data files")
     s.add_argument("--precision", help="default precision (overrides the config): int8, int16, a16w8, fp32, bf16")
-    s.add_argument("--batch", type=int, help="samples per graph iteration (overrides the config)")
+    s.add_argument("--batch", help="samples per graph iteration, or 'auto' to let the search choose (overrides the config)")
     s.add_argument("--target", help="what to optimise: resources (default), latency, throughput, and/or budgets "
                    "like 'latency_ns <= 2000', 'tiles <= 64' (comma-separated)")
     s.add_argument("--force", action="store_true", help="replace DIR if it exists")
@@ -194,7 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--config", help="YAML or JSON config file")
     s.add_argument("--calibration", help=".npy float samples for post-training quantisation")
     s.add_argument("--precision", help="default precision (overrides the config)")
-    s.add_argument("--batch", type=int, help="samples per graph iteration (overrides the config)")
+    s.add_argument("--batch", help="samples per graph iteration, or 'auto' to let the search choose (overrides the config)")
     s.add_argument("--target", help="target used to mark the chosen plan (see compile --target)")
     s.add_argument("--json", action="store_true", help="machine-readable output")
     s.set_defaults(func=cmd_explore)

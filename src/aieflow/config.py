@@ -32,6 +32,8 @@ TYPE_KEYS = ("input", "weight", "bias", "output")
 _LAYER_KEYS = {"precision", "parallelism", "placement", *TYPE_KEYS}
 _TOP_KEYS = {"precision", "batch", "layers", "target"}
 OBJECTIVES = ("resources", "latency", "throughput")
+MAX_BATCH = 4096  # samples per graph iteration
+MAX_AUTO_BATCH = 1024  # largest batch ``batch: auto`` tries
 _BUDGETS = {"tiles": "max_tiles", "latency_ns": "max_latency_ns", "interval_ns": "max_interval_ns"}
 
 
@@ -121,6 +123,14 @@ class Config:
     batch: int = 8
     layers: Mapping[str, LayerConfig] = field(default_factory=frozen_map)
     target: Target = field(default_factory=Target)
+    # ``batch: auto`` or ``batch: [8, 32]``: the search chooses the batch too ("auto": every
+    # power-of-two multiple of the layers' mmul row blocks up to MAX_AUTO_BATCH).  None: fixed.
+    batch_search: str | tuple[int, ...] | None = None
+
+    @property
+    def searched(self) -> bool:
+        """Whether the search pass has anything to choose (a target, or the batch)."""
+        return self.target.searched or self.batch_search is not None
 
     def layer(self, *names: str) -> LayerConfig:
         for n in names:
@@ -129,7 +139,12 @@ class Config:
         return LayerConfig()
 
     def to_json(self) -> dict:
-        out: dict[str, Any] = {"precision": self.precision, "batch": self.batch, "layers": {}}
+        batch: Any = self.batch if self.batch_search is None else self.batch_search
+        out: dict[str, Any] = {
+            "precision": self.precision,
+            "batch": list(batch) if isinstance(batch, tuple) else batch,
+            "layers": {},
+        }
         if self.target.searched:
             out["target"] = self.target.to_string()
         for name, lc in self.layers.items():
@@ -208,15 +223,34 @@ def parse_config(raw: Mapping[str, Any] | Config | None) -> Config:
             f"unknown config key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(_TOP_KEYS))}"
         )
     precision = normalise_precision(raw.get("precision", "int8"), "precision")
-    batch = _positive_int(raw.get("batch", 8), "batch")
-    if batch > 4096:
-        raise ConfigError(f"batch {batch} is larger than 4096 samples per graph iteration; use a smaller batch")
+    batch, batch_search = _parse_batch(raw.get("batch", 8))
     layers_raw = raw.get("layers") or {}
     if not isinstance(layers_raw, Mapping):
         raise ConfigError("layers must be a mapping from layer name to settings")
     layers = {str(k): _parse_layer(str(k), v) for k, v in layers_raw.items()}
     target = parse_target(raw["target"]) if raw.get("target") is not None else Target()
-    return Config(precision, batch, frozen_map(layers), target)
+    return Config(precision, batch, frozen_map(layers), target, batch_search)
+
+
+def _one_batch(value: Any, where: str = "batch") -> int:
+    batch = _positive_int(value, where)
+    if batch > MAX_BATCH:
+        raise ConfigError(f"{where} {batch} is larger than {MAX_BATCH} samples per graph iteration; use a smaller batch")
+    return batch
+
+
+def _parse_batch(raw: Any) -> tuple[int, str | tuple[int, ...] | None]:
+    """``8`` (fixed), ``auto`` or a list of candidates (the search picks one for the target)."""
+    if isinstance(raw, str) and raw.strip().lower() == "auto":
+        return 8, "auto"
+    if isinstance(raw, str) and raw.strip().isdigit():
+        return _one_batch(int(raw)), None
+    if isinstance(raw, list | tuple):
+        if not raw:
+            raise ConfigError("batch: an empty list of candidates; give at least one batch size or 'auto'")
+        options = tuple(sorted({_one_batch(v, "batch candidate") for v in raw}))
+        return (options[0], None) if len(options) == 1 else (options[0], options)
+    return _one_batch(raw), None
 
 
 def load_config_file(path: str | os.PathLike) -> Config:

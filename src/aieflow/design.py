@@ -346,7 +346,7 @@ def load(path: str | os.PathLike) -> Design:
         files = {str(p.relative_to(proj)): p.read_text() for p in proj.rglob("*") if p.is_file()}
     from .passes.search import Exploration
 
-    exploration = Exploration.from_json(meta["exploration"]) if "exploration" in meta else None
+    exploration = Exploration.from_json(meta["exploration"], meta["config"]["batch"]) if "exploration" in meta else None
     return Design(
         graph, get_device(meta["device"]["key"]), parse_config(meta["config"]), placement, meta.get("source", ""),
         files, exploration=exploration,

@@ -88,7 +88,7 @@ def _quantise(s: State) -> State:
 
 
 def _search(s: State, force: bool = False) -> State:
-    if not (force or s.config.target.searched):
+    if not (force or s.config.searched):
         return s
     target = s.config.target
 

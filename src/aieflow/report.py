@@ -57,7 +57,9 @@ def text_summary(d: Design) -> str:
     if d.exploration is not None:
         ex = d.exploration
         tail.append(
-            f"target '{ex.target.to_string()}': chose {ex.chosen.tiles} tiles from a Pareto front of "
+            f"target '{ex.target.to_string()}': chose {ex.chosen.tiles} tiles"
+            + (f" and batch {ex.chosen.batch} (of {', '.join(map(str, ex.batches))})" if len(ex.batches) > 1 else "")
+            + " from a Pareto front of "
             f"{len(ex.front)} plans ({ex.candidates} layer plans costed; `aieflow explore` lists them)"
         )
     if d.timings:

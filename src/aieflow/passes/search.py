@@ -16,10 +16,12 @@ the chosen parallelism becomes per-layer config overrides that the normal plan p
 from __future__ import annotations
 
 import bisect
+import math
+import operator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..config import Config, LayerConfig, Target, parse_target
+from ..config import MAX_AUTO_BATCH, Config, LayerConfig, Target, parse_target
 from ..devices import Device
 from ..errors import AieflowError, PlanError
 from ..ir import Graph, Node, frozen_map
@@ -33,19 +35,27 @@ from ..perf import estimate_plan
 class Point:
     tiles: int
     latency_ns: float  # closed-form sum of the layers' latencies (the design estimate simulates)
-    interval_ns: float  # slowest layer
+    interval_ns: float  # slowest layer, per graph iteration (one batch)
     parallelism: tuple[tuple[str, int, int], ...]  # (layer, cas_len, cas_num) in graph order
+    batch: int  # samples per graph iteration
+
+    @property
+    def sample_interval_ns(self) -> float:
+        """Interval per sample: what throughput compares across batch sizes."""
+        return self.interval_ns / self.batch
 
     @staticmethod
-    def from_json(d: dict[str, Any]) -> Point:
+    def from_json(d: dict[str, Any], batch: int) -> Point:
         par = tuple((name, v["cas_len"], v["cas_num"]) for name, v in d["parallelism"].items())
-        return Point(d["tiles"], d["latency_ns"], d["interval_ns"], par)
+        return Point(d["tiles"], d["latency_ns"], d["interval_ns"], par, d.get("batch", batch))
 
     def to_json(self) -> dict[str, Any]:
         return {
             "tiles": self.tiles,
+            "batch": self.batch,
             "latency_ns": self.latency_ns,
             "interval_ns": self.interval_ns,
+            "sample_interval_ns": self.sample_interval_ns,
             "parallelism": {name: {"cas_len": cl, "cas_num": cn} for name, cl, cn in self.parallelism},
         }
 
@@ -53,18 +63,27 @@ class Point:
 @dataclass(frozen=True)
 class Exploration:
     target: Target
-    front: tuple[Point, ...]  # Pareto-optimal plans, fewest tiles first
+    front: tuple[Point, ...]  # Pareto-optimal over (tiles, latency, interval per sample), fewest tiles first
     chosen: Point
     candidates: int  # layer plans costed
+    batches: tuple[int, ...]  # the batch sizes searched (one unless the config's batch is searched)
 
     @staticmethod
-    def from_json(d: dict[str, Any]) -> Exploration:
-        front = tuple(Point.from_json(p) for p in d["pareto_front"])
-        return Exploration(parse_target(d["target"]), front, Point.from_json(d["chosen"]), d["candidates_costed"])
+    def from_json(d: dict[str, Any], batch: int) -> Exploration:
+        """``batch``: the design's batch, for files written before the batch was searched."""
+        front = tuple(Point.from_json(p, batch) for p in d["pareto_front"])
+        return Exploration(
+            parse_target(d["target"]),
+            front,
+            Point.from_json(d["chosen"], batch),
+            d["candidates_costed"],
+            tuple(d.get("batches", (batch,))),
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
             "target": self.target.to_string(),
+            "batches": list(self.batches),
             "candidates_costed": self.candidates,
             "chosen": self.chosen.to_json(),
             "pareto_front": [p.to_json() for p in self.front],
@@ -113,7 +132,7 @@ def _options(
     return out
 
 
-def _prune(items: list[tuple], key) -> list[tuple]:
+def _prune(items: list, key) -> list:
     """Keep the items whose (tiles, latency, interval) no other item beats or equals everywhere.
 
     Sorted by tiles, an item survives when no earlier survivor has both a latency and an interval
@@ -139,11 +158,26 @@ def _prune(items: list[tuple], key) -> list[tuple]:
     return kept
 
 
-def explore(graph: Graph, device: Device, config: Config, fits=None) -> Exploration:
-    """``fits(config) -> bool`` rejects plans that cannot be placed (tried best first)."""
-    layers = _dense(graph)
-    if not layers:
-        raise PlanError("the model has no dense layer to plan")
+def batch_candidates(graph: Graph, device: Device, config: Config) -> tuple[int, ...]:
+    """The batch sizes to search: the config's list, or for ``auto`` every power-of-two multiple
+    of the smallest batch that fills every layer's 2 x M row blocks (smaller batches are padded to
+    it and cost the same), up to ``MAX_AUTO_BATCH``."""
+    if config.batch_search is None:
+        return (config.batch,)
+    if config.batch_search != "auto":
+        return tuple(config.batch_search)
+    base = math.lcm(*(2 * device.generation.mmul_shapes[n.types.pair][0] for n in _dense(graph)))
+    out = []
+    b = base
+    while b <= max(base, MAX_AUTO_BATCH):
+        out.append(b)
+        b *= 2
+    return tuple(out)
+
+
+def _front_for_batch(layers: list[Node], device: Device, config: Config) -> tuple[list[tuple], int]:
+    """Dynamic programme over the layers at ``config.batch``: the Pareto-optimal
+    (tiles, latency, interval, choices) and the number of layer plans costed."""
     # state -> partial solutions (tiles, latency, interval, choices); state = previous cas_num
     # (and its layout) on AIE1, nothing on AIE-ML.
     states: dict[Any, list[tuple]] = {None: [(0, 0.0, 0.0, ())]}
@@ -174,17 +208,45 @@ def explore(graph: Graph, device: Device, config: Config, fits=None) -> Explorat
         layouts = nxt_layouts
         if not states:
             raise PlanError(
-                f"no parallelism of layer '{node.name}' fits {device.board} together with the layers before it",
+                f"no parallelism of layer '{node.name}' fits {device.board} together with the layers before it "
+                f"at batch {config.batch}",
                 layer=node.name,
                 hint="use a smaller batch or a narrower precision",
             )
-    finals = _prune([it for v in states.values() for it in v], lambda it: it[:3])
-    front = tuple(Point(t, lat, iv, ch) for t, lat, iv, ch in sorted(finals, key=lambda it: it[:3]))
-    for point in ranked(front, config.target):
+    return _prune([it for v in states.values() for it in v], lambda it: it[:3]), costed
+
+
+def explore(graph: Graph, device: Device, config: Config, fits=None) -> Exploration:
+    """``fits(config) -> bool`` rejects plans that cannot be placed (tried best first).
+
+    With a searched batch, each batch size gets its own programme; the reported front is then
+    Pareto-optimal over (tiles, latency, interval per sample), and the choice is made among every
+    batch's own front (so a per-batch ``interval_ns`` budget is still honoured exactly).
+    """
+    layers = _dense(graph)
+    if not layers:
+        raise PlanError("the model has no dense layer to plan")
+    batches = batch_candidates(graph, device, config)
+    pool: list[Point] = []
+    costed = 0
+    failure: PlanError | None = None
+    for b in batches:
+        try:
+            finals, n = _front_for_batch(layers, device, replace(config, batch=b))
+        except PlanError as e:
+            failure = failure or e
+            continue
+        costed += n
+        pool += [Point(t, lat, iv, ch, b) for t, lat, iv, ch in finals]
+    if not pool:
+        raise failure
+    key = operator.attrgetter("tiles", "latency_ns", "sample_interval_ns")
+    front = tuple(sorted(_prune(pool, key), key=key))
+    for point in ranked(tuple(pool), config.target):
         if fits is None or fits(apply(config, point, graph)):
-            return Exploration(config.target, front, point, costed)
+            return Exploration(config.target, front, point, costed, batches)
     raise PlanError(
-        f"none of the {len(front)} Pareto-optimal plans for target '{config.target.to_string()}' can be placed "
+        f"none of the {len(pool)} Pareto-optimal plans for target '{config.target.to_string()}' can be placed "
         f"on the {device.columns} x {device.rows} array",
         hint="relax the target or reduce the batch",
     )
@@ -201,27 +263,29 @@ def ranked(front: tuple[Point, ...], target: Target) -> list[Point]:
     ]
     if not ok:
         best_lat = min(front, key=lambda p: (p.latency_ns, p.tiles))
-        best_iv = min(front, key=lambda p: (p.interval_ns, p.tiles))
+        best_iv = min(front, key=lambda p: (p.sample_interval_ns, p.tiles))
+        fewest = min(front, key=lambda p: (p.tiles, p.latency_ns))
         raise PlanError(
             f"no plan meets the target '{target.to_string()}': the lowest modelled latency is "
-            f"{best_lat.latency_ns:.0f} ns ({best_lat.tiles} tiles), the lowest interval "
-            f"{best_iv.interval_ns:.0f} ns ({best_iv.tiles} tiles), the fewest tiles {front[0].tiles}",
+            f"{best_lat.latency_ns:.0f} ns ({best_lat.tiles} tiles, batch {best_lat.batch}), the lowest interval "
+            f"{best_iv.interval_ns:.0f} ns per batch of {best_iv.batch} ({best_iv.tiles} tiles), the fewest tiles "
+            f"{fewest.tiles} (batch {fewest.batch})",
             hint="relax the budget, reduce the batch, or use `aieflow explore` to see the trade-offs",
         )
     order = {
-        "latency": lambda p: (p.latency_ns, p.tiles, p.interval_ns),
-        "throughput": lambda p: (p.interval_ns, p.tiles, p.latency_ns),
-        "resources": lambda p: (p.tiles, p.latency_ns, p.interval_ns),
+        "latency": lambda p: (p.latency_ns, p.tiles, p.sample_interval_ns, p.batch),
+        "throughput": lambda p: (p.sample_interval_ns, p.tiles, p.latency_ns, p.batch),
+        "resources": lambda p: (p.tiles, p.latency_ns, p.sample_interval_ns, p.batch),
     }[target.objective]
     return sorted(ok, key=order)
 
 
 def apply(config: Config, point: Point, graph: Graph) -> Config:
-    """The config with the chosen parallelism as per-layer overrides (user entries kept, under
-    whichever name the user gave the layer)."""
+    """The config with the chosen batch, and the chosen parallelism as per-layer overrides (user
+    entries kept, under whichever name the user gave the layer)."""
     layers = dict(config.layers)
     for name, cl, cn in point.parallelism:
         node = graph.node(name)
         key = next((k for k in (node.name, *node.aliases) if k in layers), node.name)
         layers[key] = replace(layers.get(key, LayerConfig()), cas_len=cl, cas_num=cn)
-    return replace(config, layers=frozen_map(layers))
+    return replace(config, layers=frozen_map(layers), batch=point.batch, batch_search=None)
