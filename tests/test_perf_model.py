@@ -292,6 +292,46 @@ def test_default_run_stops_at_a_steady_state_that_long_runs_confirm():
     assert found >= 40
 
 
+def test_recurrence_makes_the_interval_the_loop_latency():
+    """A recurrent step (x-projection -> recurrent MACs -> aggregation -> back to the MACs) cannot
+    pipeline across time steps: the interval is the loop's own latency, not its slowest stage;
+    the stage before the loop still runs ahead by its buffer depth."""
+    stages = (
+        StageSpec("proj", "kernel", "compute", 2.0, 0.0, None, "x"),
+        StageSpec("mac", "kernel", "compute", 3.0, 1.5, "x", "p"),
+        StageSpec("route", "dma", "stream", 1.0, 0.5, "p", "q"),
+        StageSpec("agg", "pl", "pl", 4.0, 0.0, "q", None),
+    )
+    free = run_pipeline(Pipeline(stages, {"x": 2, "p": 2, "q": 2}))
+    loop = run_pipeline(Pipeline(stages, {"x": 2, "p": 2, "q": 2}, recurrences=(("agg", "mac"),)))
+    assert free.interval_ns == pytest.approx(4.0)  # slowest stage
+    assert loop.interval_ns == pytest.approx(3.0 + 1.5 + 1.0 + 0.5 + 4.0)  # the whole loop, serially
+    assert loop.latency_ns == free.latency_ns  # the first step is not delayed
+    st = {s.name: s for s in loop.stages}
+    assert st["mac"].starved_ns == pytest.approx(loop.interval_ns - 3.0)  # waits for h every step
+    assert st["proj"].blocked_ns > 0  # ran ahead until its ping-pong buffer filled
+    # a self-recurrence on a stage with a cascade lag: its next call waits for its own tail
+    one = run_pipeline(Pipeline((StageSpec("cell", "kernel", "compute", 2.0, 5.0, None, None),), {}, (("cell", "cell"),)))
+    assert one.interval_ns == pytest.approx(7.0)
+    with pytest.raises(ValueError, match="names a stage"):
+        run_pipeline(Pipeline(stages, {"x": 2, "p": 2, "q": 2}, recurrences=(("agg", "nope"),)))
+
+
+def test_packet_merge_and_pl_kernel_costs():
+    dev = get_device("vck190")
+    # 3 sources x 4 words + one header each, on a 32-bit stream: 15 cycles; fan-in adds no bandwidth
+    t = mv.packet_merge_transfer(4, 3, dev, hops=2)
+    assert (t.busy_cycles, t.bound) == (15, "stream")
+    assert t.latency_cycles == mv.STREAM_FIXED_CYCLES + 2 * mv.SWITCH_HOP_CYCLES
+    assert mv.packet_merge_transfer(4, 6, dev).busy_cycles == 2 * mv.packet_merge_transfer(4, 3, dev).busy_cycles
+    # AIE-MLv2's 64-bit stream carries two words per cycle
+    assert mv.packet_merge_transfer(4, 3, get_device("vek385")).busy_cycles == 8
+    # a PL kernel at II 1 over 20 items at 312.5 MHz is 20 PL cycles = 80 AIE cycles at 1.25 GHz
+    pl = mv.pl_kernel_transfer(20, 1, 6, dev)
+    assert (pl.busy_cycles, pl.latency_cycles, pl.bound) == (80, 24, "pl")
+    assert mv.pl_kernel_transfer(20, 2, 6, dev, clock_hz=625e6).busy_cycles == 80
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_latency_and_interval_bound_the_stage_times(device):
     d = qdq_design(device)

@@ -48,7 +48,7 @@ class Performance:
     interval_ns: float  # steady state, per batch
     batch: int  # samples per batch (graph iteration)
     throughput_ops_per_s: float  # 2 * MACs per sample * batch / interval
-    bound: str  # "compute", "memory", "stream" or "plio": the bottleneck stage's limit
+    bound: str  # "compute", "memory", "stream", "plio" or "pl": the bottleneck stage's limit
     tiles_used: int
     memory_tiles_used: int
     stages: tuple[StagePerformance, ...]

@@ -52,7 +52,7 @@ class Transfer:
 
     busy_cycles: float  # the path (channel, PLIO) is occupied this long per transfer
     latency_cycles: float  # extra pipeline latency after the busy time (hops, stream start)
-    bound: str  # "plio", "stream" or "memory": what limits the rate
+    bound: str  # "plio", "stream", "memory" or "pl": what limits the rate
 
 
 def lock_handoff_cycles(ports: int) -> int:
@@ -121,3 +121,25 @@ def cascade_chain_lag_cycles(block_cycles: float, hops: int) -> float:
 
 def cycles_to_ns(cycles: float, device: Device) -> float:
     return cycles / device.clock_hz * 1e9
+
+
+# Packet switching (versal-devices.md "Streams, PLIO and packets"): every packet carries one 32-bit
+# header word with its ID; ``pktmerge`` interleaves several packet streams onto one stream.
+PACKET_HEADER_BITS = 32
+
+
+def packet_merge_transfer(words_per_packet: int, packets: int, device: Device, hops: int = 0) -> Transfer:
+    """``packets`` packets of ``words_per_packet`` 32-bit words merged onto one stream: the merged
+    stream carries every payload and header word one after the other, whatever the fan-in (the
+    merge serialises, it does not add bandwidth)."""
+    words = packets * (words_per_packet + PACKET_HEADER_BITS // 32)
+    busy = math.ceil(words * 32 / device.generation.stream_bits)
+    return Transfer(busy, STREAM_FIXED_CYCLES + hops * SWITCH_HOP_CYCLES, "stream")
+
+
+def pl_kernel_transfer(items: int, ii: int, depth: int, device: Device, clock_hz: float | None = None) -> Transfer:
+    """A pipelined PL (HLS) kernel consuming ``items`` inputs at initiation interval ``ii`` with
+    pipeline ``depth`` (both in PL cycles at ``clock_hz``, default the device's PL clock),
+    expressed in AIE cycles: busy for ``items x ii`` PL cycles, the last result ``depth`` later."""
+    ratio = device.clock_hz / (clock_hz or device.pl_clock_hz)
+    return Transfer(math.ceil(items * ii * ratio), math.ceil(depth * ratio), "pl")

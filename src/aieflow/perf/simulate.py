@@ -77,6 +77,10 @@ class StageSpec:
 class Pipeline:
     stages: tuple[StageSpec, ...]
     buffers: Mapping[str, int]  # buffer -> slots
+    # Recurrent dependencies (producer stage, consumer stage): the consumer may not start batch
+    # b + 1 (time step t + 1) before the producer has finished batch b -- e.g. a recurrent layer's
+    # next step needs the hidden state its aggregation stage produces.  The producer is downstream.
+    recurrences: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -139,7 +143,8 @@ def run_pipeline(pipe: Pipeline, batches: int | None = None) -> SimResult:
     ``occupancy``.  Up to ``1 + delay // occupancy`` batches can be inside the row at once; when
     the tail waits for an output slot the row fills and the head stalls (the 2-deep cascade FIFO
     back-pressures it).  Every buffer has one producer and one consumer; a buffer nobody consumes
-    deadlocks once its slots are full.
+    deadlocks once its slots are full.  A ``recurrences`` entry adds one more rule: the consumer's
+    batch ``b`` also waits for the producer's batch ``b - 1`` to finish (counted as starved).
     """
     stages = pipe.stages
     n_stages = len(stages)
@@ -158,6 +163,12 @@ def run_pipeline(pipe: Pipeline, batches: int | None = None) -> SimResult:
     if any(s.input is not None and p is None for s, p in zip(stages, src, strict=True)):
         raise ValueError("a stage reads a buffer no stage writes")
     dst = [(consumer.get(s.output), pipe.buffers[s.output]) if s.output is not None else (None, 0) for s in stages]
+    index = {s.name: i for i, s in enumerate(stages)}
+    feedback: list[list[int]] = [[] for _ in stages]  # stage -> producers it waits for, one batch back
+    for prod, cons in pipe.recurrences:
+        if prod not in index or cons not in index:
+            raise ValueError(f"recurrence {prod!r} -> {cons!r} names a stage the pipeline does not have")
+        feedback[index[cons]].append(index[prod])
     lag = max([1, *inflight, *(k for _, k in dst)])  # how far back any rule looks
 
     head: list[list[float]] = [[] for _ in stages]  # head (input side) start per batch
@@ -171,6 +182,9 @@ def run_pipeline(pipe: Pipeline, batches: int | None = None) -> SimResult:
             free_prev = head[i][b - 1] + occ[i] if b else 0.0
             p = src[i]
             t_ready = 0.0 if p is None else tail[p][b] + occ[p]
+            if b:
+                for f in feedback[i]:
+                    t_ready = max(t_ready, tail[f][b - 1] + occ[f])
             c, k = dst[i]
             t_slot = 0.0
             if s.output is not None and b >= k:
