@@ -68,6 +68,8 @@ class Device:
     plio_columns: int  # interface tiles usable for PLIO
     plio_in_per_column: int
     plio_out_per_column: int
+    memtile_channels: int = 0  # DMA channels per memory tile and direction (MM2S = S2MM)
+    memtile_bds: int = 0  # buffer descriptors per memory-tile DMA
     notes: str = ""
     sources: Mapping[str, str] = field(default_factory=dict)
 
@@ -275,9 +277,12 @@ VEK280 = Device(
     plio_columns=38,
     plio_in_per_column=2,
     plio_out_per_column=2,
+    memtile_channels=6,
+    memtile_bds=48,
     sources=_frozen(
         {
             "grid 38x8, 2 rows of 512 KB memory tiles": f"{SPEC} (AM020, DS958)",
+            "memory tile DMA 6 MM2S + 6 S2MM channels, 48 BDs": f"{SPEC} (AM020)",
             "1.25 GHz as in the published AIE4ML results": SPEC,
             "interface DMA 2 MM2S + 2 S2MM per column": SPEC,
         }
@@ -298,11 +303,14 @@ VEK385 = Device(
     plio_columns=36,
     plio_in_per_column=2,
     plio_out_per_column=2,
+    memtile_channels=6,
+    memtile_bds=48,
     notes="36 x 4 compute tiles as used by one published compiler; see AM027 for the full part",
     sources=_frozen(
         {
             "36 x 4 compute tiles, memory tiles of 512 KB": f"{SPEC} (AM027; one published compiler)",
             "~1.0 GHz, PL 500 MHz": SPEC,
+            "memory tile DMA 6 + 6 channels, 48 BDs": f"{SPEC} (assumed as AIE-ML; AM027)",
         }
     ),
 )

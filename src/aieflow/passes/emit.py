@@ -21,6 +21,7 @@ from ..numerics.types import FixedType, FloatType, NumericType
 from ..ops.dense import DensePlan, DenseTypes, cascade_chunk_lanes, pack_tile, to_panels
 from ..ops.registry import family
 from .place import Placement
+from .transport import check_link, memtile_link
 
 PLIO_BITS = 64
 
@@ -236,26 +237,18 @@ def emit_project(
                         connections.append(f"adf::connect({src}.out[0], {kvar(node, rr, r)}.in[0])")
             else:
                 var = f"mt_{ident}"
-                width = max(pp.cas_num * pp.n_slice, p.cas_len * p.k_slice)
+                link = memtile_link(prev, node)
+                check_link(link, prev, node)
                 m_, k_, n_ = p.mmul
                 mt = {
                     "var": var,
                     "ctype": prev.types.output.c_type,
-                    "dims": [width, p.batch_pad],
+                    "dims": list(link.dims),
                     "comment": f"{prev.name} -> {node.name}: rows write {pp.n_slice}-wide slices in "
                                f"{pp.out_panel}-wide panels; columns read {p.k_slice}-wide slices in "
                                f"{k_}-wide panels, zero beyond {pp.cas_num * pp.n_slice}",
-                    "writes": [
-                        {"tile": [pp.out_panel, p.batch_pad], "offset": [r * pp.n_slice, 0],
-                         "stride": pp.out_panel, "wrap": pp.n_slice // pp.out_panel}
-                        for r in range(pp.cas_num)
-                    ],
-                    "reads": [
-                        {"tile": [p.in_panel, p.batch_pad], "offset": [c * p.k_slice, 0],
-                         "stride": p.in_panel, "wrap": p.k_slice // p.in_panel,
-                         "boundary": [pp.cas_num * pp.n_slice, p.batch_pad]}
-                        for c in range(p.cas_len)
-                    ],
+                    "writes": [w.to_template() for w in link.writes],
+                    "reads": [rd.to_template() for rd in link.reads],
                 }
                 memtiles.append(mt)
                 for r in range(pp.cas_num):

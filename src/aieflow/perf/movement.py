@@ -37,10 +37,6 @@ LOCK_RELEASE_CYCLES = 1
 # interface DMAs alike); no figure in the specs isolates it.
 DMA_START_CYCLES = 8
 
-# Memory-tile DMA: 6 MM2S + 6 S2MM channels per memory tile (versal-devices.md, AM020/AM027), each
-# one stream word per cycle.
-MEMTILE_CHANNELS = 6
-
 # Assumed: the cascade FIFO is 2 deep (versal-devices.md), so a word crosses one hop in ~2 cycles.
 CASCADE_HOP_CYCLES = 2
 
@@ -99,18 +95,10 @@ def dma_transfer(nbytes: float, device: Device, hops: int) -> Transfer:
 
 def memtile_transfer(nbytes_per_port: float, ports: int, device: Device, hops: int, memtiles: int = 1) -> Transfer:
     """``ports`` equal buffers into (or out of) memory tiles: channels run in parallel, in rounds of
-    ``MEMTILE_CHANNELS`` per memory tile."""
-    rounds = math.ceil(ports / (MEMTILE_CHANNELS * max(1, memtiles)))
+    ``device.memtile_channels`` per memory tile (each one stream word per cycle)."""
+    rounds = math.ceil(ports / (device.memtile_channels * max(1, memtiles)))
     per = math.ceil(nbytes_per_port / stream_bytes_per_cycle(device)) + DMA_START_CYCLES + lock_handoff_cycles(2)
     return Transfer(rounds * per, STREAM_FIXED_CYCLES + hops * SWITCH_HOP_CYCLES, "memory")
-
-
-def memtiles_for(buffer_bytes: int, ports: int, device: Device) -> int:
-    """Memory tiles one inter-layer link occupies: enough capacity for its ping-pong buffer and
-    enough DMA channels for its widest side."""
-    if not device.memory_tile_bytes:
-        return 0
-    return max(1, math.ceil(buffer_bytes / device.memory_tile_bytes), math.ceil(ports / MEMTILE_CHANNELS))
 
 
 def cascade_chain_lag_cycles(block_cycles: float, hops: int) -> float:

@@ -47,10 +47,9 @@ from types import MappingProxyType
 from ..devices import Device
 from ..ir import Node
 from ..ops.dense import DensePlan, DenseTypes
+from ..passes.transport import PING_PONG, memtile_link
 from . import movement as mv
 from .kernel import KernelCycles, layer_kernel_cycles
-
-PING_PONG = 2
 
 # Kernel bound -> design bound.  Local-memory loads/stores are "memory", the cascade is a stream.
 _KERNEL_BOUND = {"compute": "compute", "overhead": "compute", "load": "memory", "store": "memory", "cascade": "stream"}
@@ -323,18 +322,10 @@ def plio_out_stage(node: Node, device: Device, top_row: int, inp: str | None) ->
     return transfer_stage(f"plio_out:{node.name}", "plio", t, device, inp, None)
 
 
-def memtile_link(prev: Node, node: Node, device: Device) -> tuple[int, int]:
-    """(ping-pong buffer bytes, ports) of the memory-tile buffer between two layers (as emitted)."""
-    pp, p = prev.plan, node.plan
-    width = max(pp.cas_num * pp.n_slice, p.cas_len * p.k_slice)
-    return PING_PONG * width * p.batch_pad * _bytes(prev.types.output), max(pp.cas_num, p.cas_len)
-
-
 def memtile_stages(prev: Node, node: Node, device: Device, hops_in: int, hops_out: int, inp: str, mid: str, out: str) -> tuple[StageSpec, StageSpec]:
     """Producer rows write their slices into the memory tile; its read tilers then send each
     consumer column its slice (broadcast to the column's rows)."""
-    nbytes, ports = memtile_link(prev, node, device)
-    tiles = mv.memtiles_for(nbytes, ports, device)
+    tiles = memtile_link(prev, node).memtiles(device)
     write = mv.memtile_transfer(output_bytes(prev.plan, prev.types), prev.plan.cas_num, device, hops_in, tiles)
     read = mv.memtile_transfer(input_bytes(node.plan, node.types), node.plan.cas_len, device, hops_out, tiles)
     tag = f"{prev.name}->{node.name}"
@@ -414,7 +405,7 @@ def design_pipeline(design) -> Pipeline:
 def memory_tiles_used(design) -> int:
     layers = design.layers()
     return sum(
-        mv.memtiles_for(*memtile_link(prev, node, design.device), design.device)
+        memtile_link(prev, node).memtiles(design.device)
         for prev, node in zip(layers, layers[1:], strict=False)
         if node.plan.link == "memtile"
     )
