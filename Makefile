@@ -21,10 +21,13 @@ test: $(STAMP)
 	$(PY) -m pytest
 
 bench: $(STAMP)
+	$(PY) -m pip install -q -e ".[bench]"
 	$(PY) benchmarks/compile_and_emulate.py
 	$(PY) benchmarks/verify_time.py --markdown
 	$(PY) benchmarks/validate.py
 	$(PY) benchmarks/perf_speed.py
+	$(PY) benchmarks/scaling.py --plot docs/img/scaling.svg
+	$(PY) benchmarks/mixer.py
 
 clean:
 	rm -rf out .pytest_cache .ruff_cache
