@@ -15,7 +15,7 @@ import aieflow
 from aieflow.devices import get_device
 from aieflow.errors import PlanError
 from aieflow.model_zoo import qdq_mlp
-from aieflow.passes.transport import PING_PONG, Tiling, check_link, memtile_link, memtiles_for
+from aieflow.passes.transport import PING_PONG, Tiling, check_link, memtile_link
 
 
 def _brute_addresses(t: Tiling, dims) -> list[int]:
@@ -53,50 +53,80 @@ def _node(name, cas_len, cas_num, k_slice, n_slice, in_panel, out_panel, batch_p
 PANELS = (4, 8, 16)
 
 
-@settings(max_examples=80, deadline=None)
+def _run_link(link, rows, n_slice, out_panel, batch_pad):
+    """The test's own walk of a link: producer row r's port carries feature + 1000 * sample in
+    panel order; returns what each consumer column receives (poison -7 for unwritten elements)."""
+    contents, received = {}, {}
+    for i, sh in enumerate(link.shards):
+        buf = np.full(sh.dims[0] * sh.dims[1], -7, dtype=np.int64)
+        for ep, w in sh.writes:
+            if ep.kind == "row":
+                f = ep.index * n_slice + np.arange(n_slice)
+                port = np.stack([f + 1000 * b for b in range(batch_pad)])
+                stream = port.reshape(batch_pad, n_slice // out_panel, out_panel).transpose(1, 0, 2).ravel()
+            else:
+                stream = contents[ep.index]
+            buf[w.addresses(sh.dims)] = stream
+        for ep, rd in sh.reads:
+            addr = rd.addresses(sh.dims)
+            got = np.where(addr >= 0, buf[np.maximum(addr, 0)], 0)
+            if ep.kind == "shard":
+                contents[i] = got
+            else:
+                received[ep.index] = got
+    return received
+
+
+@settings(max_examples=120, deadline=None)
 @given(
     st.integers(1, 8), st.integers(1, 6), st.sampled_from(PANELS),  # producer rows, n_slice / panel, panel
-    st.integers(1, 10), st.integers(1, 6), st.sampled_from(PANELS),  # consumer columns, k_slice / panel, panel
+    st.integers(1, 20), st.integers(1, 6), st.sampled_from(PANELS),  # consumer columns, k_slice / panel, panel
     st.sampled_from((8, 16, 32)),
 )
 def test_any_pair_of_plans_meets_exactly(rows, n_panels, out_panel, cols, k_panels, in_panel, batch_pad):
-    """Producer and consumer blocks need not agree (different slices, panels, widths): every
-    element still lands once and is read from the right place, the rest reads as zero."""
-    prev = _node("a", 1, rows, 8, n_panels * out_panel, 8, out_panel, batch_pad)
-    node = _node("b", cols, 1, k_panels * in_panel, 8, in_panel, 8, batch_pad)
+    """Producer and consumer blocks need not agree (different slices, panels, widths, more than
+    six rows or columns): every consumer column sees exactly its features, zero beyond, and no
+    shard has more ports than a memory tile's six channels."""
+    n_slice, k_slice = n_panels * out_panel, k_panels * in_panel
+    produced = rows * n_slice
+    cols = min(cols, -(-produced // k_slice))  # the planner never gives a column only padding
+    prev = _node("a", 1, rows, 8, n_slice, 8, out_panel, batch_pad)
+    node = _node("b", cols, 1, k_slice, 8, in_panel, 8, batch_pad)
     link = memtile_link(prev, node)
     check_link(link, prev, node)
-    assert link.dims[0] >= rows * n_panels * out_panel and link.dims[0] >= cols * k_panels * in_panel
-    assert (len(link.writes), len(link.reads)) == (rows, cols)
-    # run the transport on data: the consumer columns see the producer's features, zero beyond
-    dims = link.dims
-    produced = rows * n_panels * out_panel
-    feats = np.arange(produced)
-    buf = np.full(dims[0] * dims[1], -7, dtype=np.int64)  # poisoned
-    for r, w in enumerate(link.writes):
-        f = r * n_panels * out_panel + np.arange(n_panels * out_panel)
-        port = np.stack([f + 1000 * b for b in range(batch_pad)])  # value = feature + 1000 * sample
-        stream = port.reshape(batch_pad, n_panels, out_panel).transpose(1, 0, 2).ravel()
-        buf[w.addresses(dims)] = stream
-    for c, rd in enumerate(link.reads):
-        addr = rd.addresses(dims)
-        got = np.where(addr >= 0, buf[np.maximum(addr, 0)], 0)
-        f = c * k_panels * in_panel + np.arange(k_panels * in_panel)
+    assert all(len(sh.writes) <= 6 and len(sh.reads) <= 6 for sh in link.shards)
+    assert len([sh for sh in link.shards if any(ep.kind == "column" for ep, _ in sh.reads)]) == -(-cols // 6)
+    received = _run_link(link, rows, n_slice, out_panel, batch_pad)
+    assert sorted(received) == list(range(cols))
+    for c in range(cols):
+        f = c * k_slice + np.arange(k_slice)
         want = np.stack([np.where(f < produced, f + 1000 * b, 0) for b in range(batch_pad)])
         want = want.reshape(batch_pad, k_panels, in_panel).transpose(1, 0, 2).ravel()
-        assert np.array_equal(got, want)
-    assert feats.size == produced
+        assert np.array_equal(received[c], want)
+
+
+def _shard(link, j, **kw):
+    shards = list(link.shards)
+    shards[j] = dataclasses.replace(shards[j], **kw)
+    return dataclasses.replace(link, shards=tuple(shards))
+
+
+def _tiling(ports, i, **kw):
+    ep, t = ports[i]
+    return (*ports[:i], (ep, dataclasses.replace(t, **kw)), *ports[i + 1:])
 
 
 @pytest.mark.parametrize(
     "corrupt, message",
     [
-        (lambda lk: dataclasses.replace(lk, writes=(dataclasses.replace(lk.writes[0], offset=(1, 0)), *lk.writes[1:])), "row 0"),
-        (lambda lk: dataclasses.replace(lk, writes=lk.writes[:1] * len(lk.writes)), "row 1"),
-        (lambda lk: dataclasses.replace(lk, writes=(dataclasses.replace(lk.writes[0], wrap=lk.writes[0].wrap - 1), *lk.writes[1:])), "writes"),
-        (lambda lk: dataclasses.replace(lk, reads=(dataclasses.replace(lk.reads[0], stride=lk.reads[0].stride * 2), *lk.reads[1:])), "column 0"),
-        (lambda lk: dataclasses.replace(lk, reads=(*lk.reads[:-1], dataclasses.replace(lk.reads[-1], boundary=None))), "column 2"),
-        (lambda lk: dataclasses.replace(lk, reads=(dataclasses.replace(lk.reads[0], tile=(8, 8)), *lk.reads[1:])), "column 0"),
+        (lambda lk: _shard(lk, 0, writes=_tiling(lk.shards[0].writes, 0, offset=(1, 0))), "same element|wrong features"),
+        (lambda lk: _shard(lk, 0, writes=lk.shards[0].writes[:1] * 3), "same element"),
+        (lambda lk: _shard(lk, 0, writes=lk.shards[0].writes[:2]), "nobody wrote|written nowhere"),
+        (lambda lk: _shard(lk, 0, writes=_tiling(lk.shards[0].writes, 1, wrap=2)), "moves"),
+        (lambda lk: _shard(lk, 0, reads=_tiling(lk.shards[0].reads, 0, stride=16)), "column 0"),
+        (lambda lk: _shard(lk, 0, reads=_tiling(lk.shards[0].reads, 2, boundary=None)), "nobody wrote"),
+        (lambda lk: _shard(lk, 0, reads=_tiling(lk.shards[0].reads, 0, tile=(8, 8))), "column 0"),
+        (lambda lk: _shard(lk, 0, reads=lk.shards[0].reads[:2]), "column 2 is fed by no shard"),
     ],
 )
 def test_checker_catches_a_wrong_tiling(corrupt, message):
@@ -104,26 +134,34 @@ def test_checker_catches_a_wrong_tiling(corrupt, message):
     prev = _node("a", 1, 3, 8, 12, 8, 4, 16)
     node = _node("b", 3, 1, 16, 8, 8, 8, 16)
     link = memtile_link(prev, node)
+    assert len(link.shards) == 1
     check_link(link, prev, node)
     with pytest.raises(PlanError, match=message):
         check_link(corrupt(link), prev, node)
 
 
-def test_dma_accounting_follows_the_device_catalog():
+def test_shards_and_relays_respect_the_memory_tile_channels():
     dev = get_device("vek280")
     assert (dev.memtile_channels, dev.memtile_bds) == (6, 48)
+    # 8 rows of 64 -> 13 columns of 40: three shards of 4, 5 and 4 columns, each fed by the rows it reads
     prev = _node("a", 1, 8, 8, 64, 8, 16, 32)
     node = _node("b", 13, 1, 40, 8, 8, 8, 32)
     link = memtile_link(prev, node)
-    # 13 read ports need 3 memory tiles' channels; 2 x (8 + 13) buffer descriptors
-    assert link.memtiles(dev) == 3 == memtiles_for(link.buffer_bytes, 13, dev)
-    assert link.buffer_descriptors == PING_PONG * 21 <= link.memtiles(dev) * dev.memtile_bds
-    assert link.buffer_bytes == PING_PONG * link.dims[0] * link.dims[1]
+    check_link(link, prev, node)
+    assert [len(sh.reads) for sh in link.shards] == [4, 5, 4] and link.relays == 0
+    assert link.memtiles(dev) == 3
+    assert link.buffer_descriptors == PING_PONG * sum(len(sh.writes) + len(sh.reads) for sh in link.shards)
     j = link.to_json(dev)
-    assert (j["write_ports"], j["read_ports"], j["memory_tiles"]) == (8, 13, 3)
-    big = _node("c", 1, 1, 8, 4096, 8, 16, 64, bits=16)  # 2 x 4096 x 64 x 2 bytes = 1 MiB
-    assert memtile_link(big, _node("d", 1, 1, 4096, 8, 8, 8, 64)).memtiles(dev) == 2
-    assert memtiles_for(1, 1, get_device("vck190")) == 0
+    assert j["memory_tiles"] == 3 and [s["read_ports"] for s in j["shards"]] == [4, 5, 4]
+    # 8 rows -> one column: the rows are gathered in two relays of 4, which feed the column's shard
+    one = _node("c", 1, 1, 512, 8, 8, 8, 32)
+    link = memtile_link(prev, one)
+    check_link(link, prev, one)
+    assert link.relays == 2 and len(link.shards) == 3
+    assert [len(sh.writes) for sh in link.shards] == [4, 4, 2]
+    assert max(len(sh.writes) for sh in link.shards) <= 6
+    with pytest.raises(PlanError, match="memory tile"):  # a shard must fit one memory tile
+        check_link(link, prev, one, capacity=1024)
 
 
 @pytest.mark.parametrize("device", ["vek280", "vek385"])
@@ -143,3 +181,23 @@ def test_every_link_of_searched_designs_checks(device):
             check_link(memtile_link(prev, node), prev, node)
             checked += 1
     assert checked >= 8
+
+
+def test_shards_and_relays_run_bit_exact_on_x86(tmp_path):
+    """8 producer rows into one column (two relays) and 8 consumer columns (two shards): the
+    emitted shared buffers, relays included, compute what the emulator computes."""
+    model = qdq_mlp([32, 64, 64, 16], seed=4)
+    names = [n.name for n in aieflow.compile(model, device="vek280").layers()]
+    shape = [(1, 8), (1, 1), (8, 1)]
+    layers = {nm: {"parallelism": {"cas_len": cl, "cas_num": cn}} for nm, (cl, cn) in zip(names, shape, strict=True)}
+    d = aieflow.compile(model, device="vek280", config={"layers": layers})
+    ls = d.layers()
+    links = [memtile_link(a, b) for a, b in itertools.pairwise(ls)]
+    assert links[0].relays == 2 and len(links[1].shards) == 2
+    graph = d.files["src/graph.h"]
+    assert graph.count("adf::num_buffers(") == 5  # one per shard
+    assert all(len(sh.writes) <= 6 and len(sh.reads) <= 6 for lk in links for sh in lk.shards)
+    stages = [s.name for s in d.estimate().stages]
+    assert f"memtile_relay:{names[0]}->{names[1]}" in stages and f"memtile_relay:{names[1]}->{names[2]}" not in stages
+    result = d.verify(samples=64, cache_dir=tmp_path)
+    assert result.ok and result.values == 64 * 16

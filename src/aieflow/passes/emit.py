@@ -21,7 +21,7 @@ from ..numerics.types import FixedType, FloatType, NumericType
 from ..ops.dense import DensePlan, DenseTypes, cascade_chunk_lanes, pack_tile, to_panels
 from ..ops.registry import family
 from .place import Placement
-from .transport import check_link, memtile_link
+from .transport import memtile_link
 
 PLIO_BITS = 64
 
@@ -236,26 +236,26 @@ def emit_project(
                     for rr in range(p.cas_num):
                         connections.append(f"adf::connect({src}.out[0], {kvar(node, rr, r)}.in[0])")
             else:
-                var = f"mt_{ident}"
-                link = memtile_link(prev, node)
-                check_link(link, prev, node)
-                m_, k_, n_ = p.mmul
-                mt = {
-                    "var": var,
-                    "ctype": prev.types.output.c_type,
-                    "dims": list(link.dims),
-                    "comment": f"{prev.name} -> {node.name}: rows write {pp.n_slice}-wide slices in "
-                               f"{pp.out_panel}-wide panels; columns read {p.k_slice}-wide slices in "
-                               f"{k_}-wide panels, zero beyond {pp.cas_num * pp.n_slice}",
-                    "writes": [w.to_template() for w in link.writes],
-                    "reads": [rd.to_template() for rd in link.reads],
-                }
-                memtiles.append(mt)
-                for r in range(pp.cas_num):
-                    connections.append(f"adf::connect({kvar(prev, r, pp.cas_len - 1)}.out[0], {var}.in[{r}])")
-                for c in range(p.cas_len):
-                    for rr in range(p.cas_num):
-                        connections.append(f"adf::connect({var}.out[{c}], {kvar(node, rr, c)}.in[0])")
+                link = memtile_link(prev, node, device.memtile_channels)  # checked by the plan pass
+                names = [f"mt_{ident}" if len(link.shards) == 1 else f"mt_{ident}_{j}" for j in range(len(link.shards))]
+                for j, sh in enumerate(link.shards):
+                    memtiles.append({
+                        "var": names[j],
+                        "ctype": prev.types.output.c_type,
+                        "dims": list(sh.dims),
+                        "comment": f"{prev.name} -> {node.name}, features {sh.base}..{sh.base + sh.dims[0] - 1}: "
+                                   f"{len(sh.writes)} writers in {pp.out_panel}-wide panels, {len(sh.reads)} readers "
+                                   f"in {p.in_panel}-wide panels",
+                        "writes": [t.to_template() for _, t in sh.writes],
+                        "reads": [t.to_template() for _, t in sh.reads],
+                    })
+                    for w, (ep, _) in enumerate(sh.writes):
+                        src = kvar(prev, ep.index, pp.cas_len - 1) + ".out[0]" if ep.kind == "row" else f"{names[ep.index]}.out[0]"
+                        connections.append(f"adf::connect({src}, {names[j]}.in[{w}])")
+                    for rix, (ep, _) in enumerate(sh.reads):
+                        if ep.kind == "column":
+                            for rr in range(p.cas_num):
+                                connections.append(f"adf::connect({names[j]}.out[{rix}], {kvar(node, rr, ep.index)}.in[0])")
         if i == len(layers) - 1:
             for port in plio_out:
                 connections.append(f"adf::connect({kvar(node, port['r'], p.cas_len - 1)}.out[0], {port['var']}.in[0])")

@@ -14,6 +14,7 @@ from ..ir import Graph, Node
 from ..ops.base import PlanContext
 from ..ops.dense import DenseLayout, with_out_panel
 from ..ops.registry import family
+from .transport import check_link, memtile_link
 
 
 def _dense_producer(graph: Graph, by_name: dict[str, Node], tensor: str) -> Node | None:
@@ -96,6 +97,15 @@ def _finish(graph: Graph, device: Device, planned: dict[str, Node]) -> Graph:
             else:
                 n = with_out_panel(n, n.plan.mmul[2])
         nodes.append(n)
+    if device.memory_tile_rows:
+        # every memory-tile link must be legal (ports per memory tile, a shard per memory tile)
+        # before anything is placed or emitted; the search relies on this to reject plans
+        by_name = {n.name: n for n in nodes}
+        for n in nodes:
+            consumer = _next_dense(graph, by_name, n) if n.plan is not None else None
+            if consumer is not None:
+                check_link(memtile_link(n, consumer, device.memtile_channels), n, consumer,
+                           device.memtile_channels, device.memory_tile_bytes)
     total = sum(n.plan.tiles for n in nodes if n.plan is not None)
     if total > device.compute_tiles:
         raise PlanError(

@@ -1,24 +1,25 @@
 """Memory-tile transport between two Dense layers (AIE-ML, AIE-MLv2), and its checker.
 
-A link is one ``shared_buffer`` of ``[width, batch_pad]`` elements (feature fastest): every
-producer cascade row writes its ``n_slice`` outputs, arriving in ``out_panel``-wide panels, at its
-feature offset; every consumer cascade column reads its ``k_slice`` inputs in ``in_panel``-wide
-panels, zero beyond the features the producer writes (``boundary_dimension``).  The tilings are
-derived from the two plans' blocks, so any pair of parallelisms and panel widths meets here.
+Every producer cascade row writes its ``n_slice`` outputs (arriving in ``out_panel``-wide panels)
+into ``shared_buffer`` shards of ``[features, batch_pad]`` elements (feature fastest); every
+consumer cascade column reads its ``k_slice`` inputs in ``in_panel``-wide panels, zero beyond the
+features the producer writes (``boundary_dimension``).  A memory tile has six DMA channels per
+direction, shared by its buffers (UG1603; ``Device.memtile_channels``), so a link whose consumer
+has more than six columns is split into shards of at most six columns each, and a shard that more
+than six producer rows feed gathers them through relay shards first.  The tilings are derived
+from the two plans' blocks, so any pair of parallelisms and panel widths meets here.
 
 :func:`check_link` executes the tilings in numpy (its own implementation of the ADF tiling
 semantics, independent of the C++ shim's) and proves that every port moves exactly the elements
-it declares, in the order its kernel expects: each producer element lands once at its feature and
-sample, nothing else is written, and each consumer element is the right feature or a padding
-zero.  It runs for every link the emitter writes, so every design the test suite compiles is
-checked.  The link also accounts for the memory-tile DMA it needs (channels and buffer
-descriptors, ``versal-devices.md``: 6 + 6 channels and 48 BDs per memory tile).
+it declares, in the order its kernel expects.  It runs for every link the emitter writes and the
+plan pass accepts, so every design the test suite compiles is checked.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -28,14 +29,6 @@ from ..ir import Node
 from ..ops.dense import DensePlan
 
 PING_PONG = 2  # num_buffers of every link (graph.h.j2)
-
-
-def memtiles_for(buffer_bytes: int, ports: int, device: Device) -> int:
-    """Memory tiles one link occupies: enough capacity for its ping-pong buffer and enough DMA
-    channels for its widest side."""
-    if not device.memory_tile_bytes:
-        return 0
-    return max(1, math.ceil(buffer_bytes / device.memory_tile_bytes), math.ceil(ports / device.memtile_channels))
 
 
 @dataclass(frozen=True)
@@ -72,64 +65,137 @@ class Tiling:
 
 
 @dataclass(frozen=True)
+class Endpoint:
+    """Where a shard's port leads: a producer cascade ``row``, a consumer cascade ``column``, or
+    another ``shard`` of the same link (a relay)."""
+
+    kind: str  # "row" | "column" | "shard"
+    index: int
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One ``shared_buffer`` (in its own memory tile): features ``[base, base + dims[0])`` of the
+    link, at most ``channels`` ports per side."""
+
+    base: int
+    dims: tuple[int, int]  # [features, batch_pad]
+    writes: tuple[tuple[Endpoint, Tiling], ...]
+    reads: tuple[tuple[Endpoint, Tiling], ...]
+
+
+@dataclass(frozen=True)
 class MemtileLink:
+    """Producer rows -> shards (-> relay) -> consumer columns.
+
+    Consumer columns are split into groups of at most ``channels`` adjacent columns, one shard
+    per group holding the whole producer rows the group reads (a row that two groups need is
+    broadcast to both).  When more than ``channels`` rows feed one group they are first gathered in
+    relay shards of at most ``channels`` rows each, which then write into the group's shard.
+    """
+
     producer: str
     consumer: str
-    dims: tuple[int, int]  # [features, batch_pad]
     element_bytes: int
-    writes: tuple[Tiling, ...]  # one per producer cascade row
-    reads: tuple[Tiling, ...]  # one per consumer cascade column
+    shards: tuple[Shard, ...]  # relay shards before the shards they feed
 
     @property
     def buffer_bytes(self) -> int:
-        return PING_PONG * self.dims[0] * self.dims[1] * self.element_bytes
+        return sum(PING_PONG * sh.dims[0] * sh.dims[1] * self.element_bytes for sh in self.shards)
+
+    @property
+    def relays(self) -> int:
+        return sum(1 for sh in self.shards for ep, _ in sh.reads if ep.kind == "shard")
 
     def memtiles(self, device: Device) -> int:
-        return memtiles_for(self.buffer_bytes, max(len(self.writes), len(self.reads)), device)
+        """Memory tiles the link occupies: one per shard (its ports), or more for capacity."""
+        if not device.memory_tile_bytes:
+            return 0
+        return max(len(self.shards), math.ceil(self.buffer_bytes / device.memory_tile_bytes))
 
     @property
     def buffer_descriptors(self) -> int:
         """One BD per port and ping-pong buffer (each tiling is a single traversal)."""
-        return PING_PONG * (len(self.writes) + len(self.reads))
+        return PING_PONG * sum(len(sh.writes) + len(sh.reads) for sh in self.shards)
 
     def to_json(self, device: Device) -> dict:
         return {
             "producer": self.producer,
             "consumer": self.consumer,
-            "buffer": list(self.dims),
+            "shards": [
+                {"features": [sh.base, sh.base + sh.dims[0]], "batch": sh.dims[1], "write_ports": len(sh.writes),
+                 "read_ports": len(sh.reads)}
+                for sh in self.shards
+            ],
+            "relays": self.relays,
             "bytes": self.buffer_bytes,
-            "write_ports": len(self.writes),
-            "read_ports": len(self.reads),
             "memory_tiles": self.memtiles(device),
             "buffer_descriptors": self.buffer_descriptors,
         }
 
 
-def memtile_link(prev: Node, node: Node) -> MemtileLink:
-    """The tilings joining ``prev``'s cascade rows to ``node``'s cascade columns."""
+def _groups(n: int, size: int) -> list[range]:
+    """``range(n)`` in ceil(n / size) balanced runs of consecutive indices."""
+    k = -(-n // size)
+    cuts = [round(i * n / k) for i in range(k + 1)]
+    return [range(a, b) for a, b in itertools.pairwise(cuts)]
+
+
+def memtile_link(prev: Node, node: Node, channels: int = 6) -> MemtileLink:
+    """The shards and tilings joining ``prev``'s cascade rows to ``node``'s cascade columns."""
     pp: DensePlan = prev.plan
     p: DensePlan = node.plan
-    written = pp.cas_num * pp.n_slice
-    width = max(written, p.cas_len * p.k_slice)
-    writes = tuple(
-        Tiling((pp.out_panel, p.batch_pad), (r * pp.n_slice, 0), pp.out_panel, pp.n_slice // pp.out_panel)
-        for r in range(pp.cas_num)
-    )
-    reads = tuple(
-        Tiling((p.in_panel, p.batch_pad), (c * p.k_slice, 0), p.in_panel, p.k_slice // p.in_panel, (written, p.batch_pad))
-        for c in range(p.cas_len)
-    )
-    return MemtileLink(prev.name, node.name, (width, p.batch_pad), prev.types.output.container_bits // 8, writes, reads)
+    ns, ks, bp = pp.n_slice, p.k_slice, p.batch_pad
+    written = pp.cas_num * ns
+    shards: list[Shard] = []
+    groups = _groups(p.cas_len, channels)
+    for cols in groups:
+        lo, hi = cols.start * ks, min(cols.stop * ks, written)
+        if lo >= hi:
+            raise PlanError(
+                f"cascade columns {cols.start}..{cols.stop - 1} of '{node.name}' read only padding",
+                layer=node.name,
+                hint="use a smaller cas_len for this layer",
+            )
+        # the last shard also takes rows that hold only padding no column reads: every kernel
+        # output buffer must be connected somewhere
+        rows = range(lo // ns, pp.cas_num if cols is groups[-1] else (hi - 1) // ns + 1)
+        base = rows.start * ns
+        width = max(rows.stop * ns, cols.stop * ks) - base
+        reads = tuple(
+            (Endpoint("column", c), Tiling((p.in_panel, bp), (c * ks - base, 0), p.in_panel, ks // p.in_panel,
+                                          (min(written, rows.stop * ns) - base, bp)))
+            for c in cols
+        )
+        writes: list[tuple[Endpoint, Tiling]] = []
+        for grp in _groups(len(rows), channels) if len(rows) > channels else [range(len(rows))]:
+            first = rows.start + grp.start
+            row_writes = tuple(
+                (Endpoint("row", r), Tiling((pp.out_panel, bp), ((r - first) * ns, 0), pp.out_panel, ns // pp.out_panel))
+                for r in range(first, rows.start + grp.stop)
+            )
+            if len(rows) <= channels:
+                writes = list(row_writes)
+                break
+            # relay: gather these rows in their own shard, then copy it whole into the group's shard
+            rw = len(grp) * ns
+            full = Tiling((rw, bp), (0, 0), rw, 1, (rw, bp))
+            shards.append(Shard(first * ns, (rw, bp), row_writes, ((Endpoint("shard", -1), full),)))
+            writes.append((Endpoint("shard", len(shards) - 1), replace(full, offset=((first - rows.start) * ns, 0), boundary=None)))
+        shards.append(Shard(base, (width, bp), tuple(writes), reads))
+        for i, _ in writes:
+            if i.kind == "shard":  # point the relay's read at the shard it feeds
+                relay = shards[i.index]
+                shards[i.index] = replace(relay, reads=((Endpoint("shard", len(shards) - 1), relay.reads[0][1]),))
+    return MemtileLink(prev.name, node.name, prev.types.output.container_bits // 8, tuple(shards))
 
 
-def _panel_order(first: int, count: int, panel: int, batch: int) -> tuple[np.ndarray, np.ndarray]:
-    """(feature, sample) of each element of a ``[count / panel][batch][panel]`` port buffer."""
-    j, b, e = np.meshgrid(np.arange(count // panel), np.arange(batch), np.arange(panel), indexing="ij")
-    return (first + j * panel + e).ravel(), b.ravel()
-
-
-def check_link(link: MemtileLink, prev: Node, node: Node) -> None:
-    """Raise (an internal error) unless the link moves exactly what both plans declare."""
+def check_link(link: MemtileLink, prev: Node, node: Node, channels: int = 6, capacity: int | None = None) -> None:
+    """Raise unless the link moves exactly what both plans declare: run it on values that encode
+    (feature, sample), with every shard poisoned, and compare what each consumer column receives
+    with its panel layout (zero beyond the produced features); check every port's element count,
+    that no read meets an unwritten element, the DMA channels per shard and (given ``capacity``)
+    each shard's ping-pong buffer against a memory tile."""
     pp: DensePlan = prev.plan
     p: DensePlan = node.plan
     where = f"memory-tile link {link.producer} -> {link.consumer}"
@@ -139,26 +205,62 @@ def check_link(link: MemtileLink, prev: Node, node: Node) -> None:
 
     if pp.batch_pad != p.batch_pad:
         fail(f"the layers pad the batch differently ({pp.batch_pad} vs {p.batch_pad})")
-    dims = link.dims
-    hits = np.zeros(dims[0] * dims[1], dtype=np.int64)
-    for r, w in enumerate(link.writes):
-        addr = w.addresses(dims)
-        if addr.size != pp.batch_pad * pp.n_slice:
-            fail(f"row {r} writes {addr.size} elements, its port holds {pp.batch_pad * pp.n_slice}")
-        if (addr < 0).any():
-            fail(f"row {r} writes outside the buffer")
-        f, b = _panel_order(r * pp.n_slice, pp.n_slice, pp.out_panel, pp.batch_pad)
-        if not np.array_equal(addr, f + b * dims[0]):
-            fail(f"row {r}'s elements land at the wrong features or samples")
-        np.add.at(hits, addr, 1)
-    covered = hits.reshape(dims[1], dims[0])[:, : pp.cas_num * pp.n_slice]
-    if hits.sum() != covered.sum() or not (covered == 1).all():
-        fail("the rows do not write every produced element exactly once")
-    for c, rd in enumerate(link.reads):
-        addr = rd.addresses(dims)
-        if addr.size != p.batch_pad * p.k_slice:
-            fail(f"column {c} reads {addr.size} elements, its port holds {p.batch_pad * p.k_slice}")
-        f, b = _panel_order(c * p.k_slice, p.k_slice, p.in_panel, p.batch_pad)
-        want = np.where(f < pp.cas_num * pp.n_slice, f + b * dims[0], -1)
-        if not np.array_equal(addr, want):
+    bp = p.batch_pad
+    produced = pp.cas_num * pp.n_slice
+    poison = -1
+    rows = {}
+    for r in range(pp.cas_num):
+        f, b = _panel_order(r * pp.n_slice, pp.n_slice, pp.out_panel, bp)
+        rows[r] = f + b * produced  # the value a (feature, sample) pair carries
+    outs: dict[int, np.ndarray] = {}  # shard -> its contents
+    received: dict[int, np.ndarray] = {}
+    fed_rows: set[int] = set()
+    for i, sh in enumerate(link.shards):
+        if capacity is not None and PING_PONG * sh.dims[0] * sh.dims[1] * link.element_bytes > capacity:
+            raise PlanError(
+                f"the memory-tile buffer {link.producer} -> {link.consumer} needs "
+                f"{PING_PONG * sh.dims[0] * sh.dims[1] * link.element_bytes} bytes, more than one memory tile ({capacity})",
+                layer=link.consumer,
+                hint="use a smaller batch",
+            )
+        if len(sh.writes) > channels or len(sh.reads) > channels:
+            fail(f"shard {i} has {len(sh.writes)} write and {len(sh.reads)} read ports, a memory tile has {channels}")
+        buf = np.full(sh.dims[0] * sh.dims[1], poison, dtype=np.int64)
+        for ep, t in sh.writes:
+            src = rows.get(ep.index) if ep.kind == "row" else outs.get(ep.index)
+            if src is None:
+                fail(f"shard {i} is written by {ep.kind} {ep.index}, which has no data yet")
+            addr = t.addresses(sh.dims)
+            if addr.size != src.size or (addr < 0).any():
+                fail(f"shard {i}: the write from {ep.kind} {ep.index} moves {addr.size} elements into the buffer, "
+                     f"its source holds {src.size}")
+            if (buf[addr] != poison).any():
+                fail(f"shard {i}: two writes land on the same element")
+            buf[addr] = src
+            fed_rows |= {ep.index} if ep.kind == "row" else set()
+        for ep, t in sh.reads:
+            addr = t.addresses(sh.dims)
+            vals = np.where(addr >= 0, buf[np.maximum(addr, 0)], 0)
+            if (vals == poison).any():
+                fail(f"shard {i}: the read for {ep.kind} {ep.index} meets elements nobody wrote")
+            if ep.kind == "shard":
+                outs[i] = vals
+            else:
+                if ep.index in received:
+                    fail(f"column {ep.index} is fed twice")
+                received[ep.index] = vals
+    if fed_rows != set(range(pp.cas_num)):
+        fail(f"rows {sorted(set(range(pp.cas_num)) - fed_rows)} are written nowhere")
+    for c in range(p.cas_len):
+        if c not in received:
+            fail(f"column {c} is fed by no shard")
+        f, b = _panel_order(c * p.k_slice, p.k_slice, p.in_panel, bp)
+        want = np.where(f < produced, f + b * produced, 0)
+        if received[c].size != p.batch_pad * p.k_slice or not np.array_equal(received[c], want):
             fail(f"column {c} reads the wrong features or samples")
+
+
+def _panel_order(first: int, count: int, panel: int, batch: int) -> tuple[np.ndarray, np.ndarray]:
+    """(feature, sample) of each element of a ``[count / panel][batch][panel]`` port buffer."""
+    j, b, e = np.meshgrid(np.arange(count // panel), np.arange(batch), np.arange(panel), indexing="ij")
+    return (first + j * panel + e).ravel(), b.ravel()

@@ -133,7 +133,8 @@ def estimate_plan(node: Node, device: Device | str, *, output: str | None = None
     if plan.link == "plio":
         t_in = mv.plio_transfer(nin, device, hops)
     elif plan.link == "memtile":
-        t_in = mv.memtile_transfer(nin, plan.cas_len, device, hops)
+        # one shard (memory tile) per group of memtile_channels columns (passes/transport.py)
+        t_in = mv.memtile_transfer(nin, plan.cas_len, device, hops, -(-plan.cas_len // device.memtile_channels))
     else:
         t_in = mv.dma_transfer(nin, device, hops)
     kind = {"plio": "plio", "memtile": "memtile"}.get(plan.link, "dma")

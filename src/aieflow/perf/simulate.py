@@ -322,17 +322,25 @@ def plio_out_stage(node: Node, device: Device, top_row: int, inp: str | None) ->
     return transfer_stage(f"plio_out:{node.name}", "plio", t, device, inp, None)
 
 
-def memtile_stages(prev: Node, node: Node, device: Device, hops_in: int, hops_out: int, inp: str, mid: str, out: str) -> tuple[StageSpec, StageSpec]:
-    """Producer rows write their slices into the memory tile; its read tilers then send each
-    consumer column its slice (broadcast to the column's rows)."""
-    tiles = memtile_link(prev, node).memtiles(device)
+def memtile_stages(prev: Node, node: Node, device: Device, hops_in: int, hops_out: int, inp: str, mid: str, out: str) -> tuple[StageSpec, ...]:
+    """Producer rows write their slices into the memory-tile shards (a row two shards need is
+    broadcast, at no extra cost to its DMA); relay shards, if any, copy their rows into the shard
+    they feed (one more transfer, the relays in parallel); the read tilers then send each consumer
+    column its slice (broadcast to the column's rows).  Intermediate buffers are named after
+    ``mid``."""
+    link = memtile_link(prev, node, device.memtile_channels)
+    tiles = link.memtiles(device)
     write = mv.memtile_transfer(output_bytes(prev.plan, prev.types), prev.plan.cas_num, device, hops_in, tiles)
     read = mv.memtile_transfer(input_bytes(node.plan, node.types), node.plan.cas_len, device, hops_out, tiles)
     tag = f"{prev.name}->{node.name}"
-    return (
-        transfer_stage(f"memtile_write:{tag}", "memtile", write, device, inp, mid),
-        transfer_stage(f"memtile_read:{tag}", "memtile", read, device, mid, out),
-    )
+    stages = [transfer_stage(f"memtile_write:{tag}", "memtile", write, device, inp, mid)]
+    if link.relays:
+        relay_bytes = max(sh.dims[0] * sh.dims[1] for sh in link.shards if sh.reads[0][0].kind == "shard")
+        relay = mv.memtile_transfer(relay_bytes * link.element_bytes, link.relays, device, 1, tiles)
+        stages.append(transfer_stage(f"memtile_relay:{tag}", "memtile", relay, device, mid, f"{mid}:relayed"))
+        mid = f"{mid}:relayed"
+    stages.append(transfer_stage(f"memtile_read:{tag}", "memtile", read, device, mid, out))
+    return tuple(stages)
 
 
 def dma_stage(prev: Node, node: Node, device: Device, hops: int, inp: str, out: str) -> StageSpec:
@@ -386,7 +394,9 @@ def design_pipeline(design) -> Pipeline:
                 hops_out = rn.row + rn.height
                 mid = buf(f"memtile:{prev.name}->{node.name}")
                 nxt = buf(f"in:{node.name}")
-                stages.extend(memtile_stages(prev, node, device, hops_in, hops_out, cur, mid, nxt))
+                for st in memtile_stages(prev, node, device, hops_in, hops_out, cur, mid, nxt):
+                    buf(st.output)
+                    stages.append(st)
                 cur = nxt
             else:
                 hops = _aie1_link_hops(design, prev, node) if device.memory_tile_rows == 0 else None
@@ -405,7 +415,7 @@ def design_pipeline(design) -> Pipeline:
 def memory_tiles_used(design) -> int:
     layers = design.layers()
     return sum(
-        memtile_link(prev, node).memtiles(design.device)
+        memtile_link(prev, node, design.device.memtile_channels).memtiles(design.device)
         for prev, node in zip(layers, layers[1:], strict=False)
         if node.plan.link == "memtile"
     )
