@@ -201,3 +201,23 @@ def test_shards_and_relays_run_bit_exact_on_x86(tmp_path):
     assert f"memtile_relay:{names[0]}->{names[1]}" in stages and f"memtile_relay:{names[1]}->{names[2]}" not in stages
     result = d.verify(samples=64, cache_dir=tmp_path)
     assert result.ok and result.values == 64 * 16
+
+
+def test_mixed_precision_across_memory_tile_links_runs_bit_exact(tmp_path):
+    """int16 -> a16w8 -> int8 layers: each link moves the producer's own output type, and the
+    consumer reads it at that width (its input type follows the producer's output)."""
+    import numpy as np
+
+    from aieflow.model_zoo import torch_mlp
+
+    model = torch_mlp([32, 64, 48, 10], seed=0)
+    x = np.random.default_rng(0).normal(size=(256, 32)).astype(np.float32)
+    d = aieflow.compile(model, device="vek280", example_input=x,
+                        config={"precision": "int8", "layers": {"0": {"precision": "int16"}, "2": {"precision": "a16w8"}}})
+    ls = d.layers()
+    assert [n.types.weight.width for n in ls] == [16, 8, 8]
+    for a, b in itertools.pairwise(ls):
+        assert b.types.input == a.types.output
+        assert memtile_link(a, b).element_bytes == a.types.output.container_bits // 8
+    result = d.verify(samples=200, cache_dir=tmp_path)
+    assert result.ok and result.values == 200 * 10
