@@ -28,6 +28,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/perf_speed.py
 	$(PY) benchmarks/scaling.py --plot docs/img/scaling.svg
 	$(PY) benchmarks/mixer.py
+	$(PY) benchmarks/placement.py
 
 clean:
 	rm -rf out .pytest_cache .ruff_cache

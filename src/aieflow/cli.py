@@ -163,8 +163,17 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from .design import load
+    from .placement_svg import design_svg
 
-    print(load(args.design).summary())
+    design = load(args.design)
+    print(design.summary())
+    svg = Path(args.svg) if args.svg else Path(args.design) / "placement.svg"
+    try:
+        svg.parent.mkdir(parents=True, exist_ok=True)
+        svg.write_text(design_svg(design))
+    except OSError as e:
+        raise ConfigError(f"cannot write the placement picture to '{svg}': {e.strerror}", hint="pass --svg FILE") from None
+    print(f"\nplacement picture: {svg}")
     return 0
 
 
@@ -222,8 +231,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--quiet", action="store_true", help="only the verdict")
     s.set_defaults(func=cmd_verify)
 
-    s = sub.add_parser("report", help="print a design's summary")
+    s = sub.add_parser("report", help="print a design's summary and draw its placement (DIR/placement.svg)")
     s.add_argument("design", help="design directory")
+    s.add_argument("--svg", help="where to write the placement picture (default DIR/placement.svg)")
     s.set_defaults(func=cmd_report)
     return p
 

@@ -22,7 +22,7 @@ from .ir import Graph, Node, Tensor, frozen_map
 from .numerics import fast, fixed
 from .numerics.types import FixedType, FloatType, NumericType, parse_type
 from .ops.registry import family
-from .passes.place import Placement, Rect
+from .passes.place import Placement
 from .perf import performance_to_json
 
 FORMAT = "aieflow-design"
@@ -334,12 +334,8 @@ def load(path: str | os.PathLike) -> Design:
             )
         )
     graph = Graph(tuple(nodes), tensors, tuple(g["inputs"]), tuple(g["outputs"]), g.get("name", "model"))
-    pl = meta["placement"]
-    placement = Placement(
-        tuple(Rect(name, v["column"], v["row"], v["width"], v["height"]) for name, v in pl["layers"].items()),
-        pl["grid"][0],
-        pl["grid"][1],
-    )
+    device = get_device(meta["device"]["key"])
+    placement = Placement.from_json(meta["placement"], graph, snake=device.generation.name == "aie")
     files = {}
     proj = d / "project"
     if proj.is_dir():
@@ -348,6 +344,6 @@ def load(path: str | os.PathLike) -> Design:
 
     exploration = Exploration.from_json(meta["exploration"], meta["config"]["batch"]) if "exploration" in meta else None
     return Design(
-        graph, get_device(meta["device"]["key"]), parse_config(meta["config"]), placement, meta.get("source", ""),
+        graph, device, parse_config(meta["config"]), placement, meta.get("source", ""),
         files, exploration=exploration,
     )

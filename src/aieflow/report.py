@@ -52,6 +52,7 @@ def text_summary(d: Design) -> str:
         "",
         f"compute tiles {res['compute_tiles']}/{res['compute_tiles_available']}, "
         f"memory-tile buffers {res['memory_tiles']}, PLIO in {res['plio_in']} / out {res['plio_out']}",
+        placement_text(d),
     ]
     tail += ["", performance_text(d)]
     if d.exploration is not None:
@@ -66,6 +67,14 @@ def text_summary(d: Design) -> str:
         total = sum(t for _, t in d.timings)
         tail.append("compile " + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in d.timings) + f" (total {total:.2f} s)")
     return "\n".join(head) + _table(rows) + "\n" + "\n".join(tail)
+
+
+def placement_text(d: Design) -> str:
+    """One line: how the layers were placed and the placement cost J (passes/place.py)."""
+    p = d.placement
+    cost = f"{p.cost:.2f}" if p.cost is not None else "-"
+    proof = "optimal" if p.optimal else ("best found within the search budget" if p.method == "bnb" else "baseline")
+    return f"placement {p.method}: cost J = {cost} (lambda {p.weights.lam:g}, mu {p.weights.mu:g}; {proof})"
 
 
 def _si(v: float, unit: str) -> str:
