@@ -19,7 +19,7 @@ from .frontends import import_model
 from .ir import Graph, QuantHints
 from .passes.emit import dense_layers, emit_project
 from .passes.fuse import fuse
-from .passes.place import Placement, check_placement, place
+from .passes.place import Placement, check_placement, place, placeable
 from .passes.plan import plan
 from .passes.quantise import quantise
 from .passes.search import apply as apply_point
@@ -99,12 +99,13 @@ def _search(s: State, force: bool = False) -> State:
 
         try:
             g = plan(s.graph, s.device, config)
-            placement = place(g, s.device, config)
-            check_placement(placement, s.device)
         except PlanError:
+            return False
+        if not placeable(g, s.device, config):
             return False
         if target.max_latency_ns is None and target.max_interval_ns is None:
             return True
+        placement = place(g, s.device, config)
         perf = estimate(Design(g, s.device, config, placement))
         return (target.max_latency_ns is None or perf.latency_ns <= target.max_latency_ns) and (
             target.max_interval_ns is None or perf.interval_ns <= target.max_interval_ns

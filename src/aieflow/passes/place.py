@@ -620,3 +620,25 @@ def place(
     return Placement(
         result.rects, device.columns, device.rows, result.cost, result.method, result.optimal, weights, grid.snake, keep
     )
+
+
+SEARCH_NODE_BUDGET = 200  # placeability checks inside the design-space search
+
+
+def placeable(graph: Graph, device: Device, config: Config) -> bool:
+    """Cheap feasibility for the design-space search, which may ask about dozens of plans that do
+    not fit: any greedy baseline that places the layers proves it (and B&B, seeded with the
+    baselines, then places them too); otherwise a short B&B run decides.  A plan only a long
+    search could place counts as not placeable, so the search never picks a plan the final
+    placement could miss."""
+    for method in ("greedy-right", "greedy-up", "first-fit"):
+        try:
+            check_placement(place(graph, device, config, method=method), device)
+            return True
+        except PlanError:
+            continue
+    try:
+        place(graph, device, config, node_budget=SEARCH_NODE_BUDGET)
+    except PlanError:
+        return False
+    return True
