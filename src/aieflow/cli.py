@@ -177,6 +177,25 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_gemm(args: argparse.Namespace) -> int:
+    from .gemm import gemm
+
+    out = Path(args.out)
+    if out.exists() and not args.force:
+        raise OutputExistsError(f"output directory '{out}' already exists", hint="pass --force to replace it")
+    blocks = {k: v for k, v in (("mc", args.mc), ("nc", args.nc), ("kc", args.kc)) if v is not None}
+    design = gemm(args.m, args.n, args.k, dtype=args.dtype, device=args.device, tiles=args.tiles,
+                  design=args.design, blocks=blocks or None, output=args.output)
+    design.save(out, force=args.force)
+    print(design.summary())
+    print(f"\nwrote {out}/design.json and {out}/project/")
+    if args.verify:
+        result = design.verify()
+        print(result.verdict())
+        return 0 if result.ok else EXIT_MISMATCH
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="aieflow", description="Compile neural networks to AMD Versal AI Engine designs.")
     p.add_argument("--version", action="version", version=f"aieflow {__version__}")
@@ -235,6 +254,24 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("design", help="design directory")
     s.add_argument("--svg", help="where to write the placement picture (default DIR/placement.svg)")
     s.set_defaults(func=cmd_report)
+
+    s = sub.add_parser("gemm", help="GotoBLAS-style GEMM design (C = A B, large matrices streamed through the PL)")
+    s.add_argument("--m", type=int, required=True, help="rows of A and C")
+    s.add_argument("--n", type=int, required=True, help="columns of B and C")
+    s.add_argument("--k", type=int, required=True, help="columns of A, rows of B")
+    s.add_argument("--dtype", default="uint8", help="uint8 (default), int8, int16 or fp32")
+    s.add_argument("--device", default="vck190", help="device (vck190)")
+    s.add_argument("--tiles", type=int, default=1, help="AI Engine tiles (best: at most this many)")
+    s.add_argument("--design", default="published", choices=["published", "best"],
+                   help="the paper's design, or the best one the performance model finds")
+    s.add_argument("--mc", type=int, help="override the mc block size")
+    s.add_argument("--nc", type=int, help="override the nc block size")
+    s.add_argument("--kc", type=int, help="override the kc block size")
+    s.add_argument("--output", help="C type: int32 or int64 (default: the narrowest exact one)")
+    s.add_argument("--out", required=True, help="output directory")
+    s.add_argument("--force", action="store_true", help="replace DIR if it exists")
+    s.add_argument("--verify", action="store_true", help="also run the generated C++ on x86 (bit-exact check)")
+    s.set_defaults(func=cmd_gemm)
     return p
 
 

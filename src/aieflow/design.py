@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -15,9 +13,10 @@ from typing import Any
 import numpy as np
 
 from . import __version__
+from .atomic import save_directory, write_files
 from .config import Config, parse_config
 from .devices import Device, get_device
-from .errors import AieflowError, ConfigError, OutputExistsError
+from .errors import AieflowError, ConfigError
 from .ir import Graph, Node, Tensor, frozen_map
 from .numerics import fast, fixed
 from .numerics.types import FixedType, FloatType, NumericType, parse_type
@@ -256,34 +255,13 @@ class Design:
         so an error never leaves a half-written design; an existing directory is replaced only
         with ``force``.
         """
-        out = Path(out_dir)
-        if out.exists() and not force:
-            raise OutputExistsError(
-                f"output directory '{out}' already exists", hint="pass --force (force=True) to replace it"
-            )
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-        try:
+        def write(tmp: Path) -> None:
             (tmp / "design.json").write_text(json.dumps(self.to_json(), indent=2, default=_json_default) + "\n")
             arrays = {f"{n.name}/{k}": np.asarray(v) for n in self.graph.nodes for k, v in n.params.items()}
             np.savez_compressed(tmp / "weights.npz", **arrays)
-            for rel, text in self.files.items():
-                path = tmp / "project" / rel
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(text)
-            if out.exists():
-                old = out.with_name(f".{out.name}.old")
-                if old.exists():
-                    shutil.rmtree(old)
-                out.rename(old)
-                tmp.rename(out)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                tmp.rename(out)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        return out
+            write_files(tmp / "project", self.files)
+
+        return save_directory(out_dir, force, write)
 
 
 def _json_default(obj: Any) -> Any:

@@ -25,8 +25,10 @@ from dataclasses import dataclass, replace
 from functools import cache
 
 from ..devices import VCK190, VEK280
+from ..gemm.dtypes import TYPES as GEMM_TYPES
+from ..gemm.perf import microkernel_cycles, multicast_cycles
 from . import movement as mv
-from .kernel import KernelShape, dense_kernel_cycles, mac_cycles
+from .kernel import KernelShape, dense_kernel_cycles
 from .simulate import Pipeline, kernel_stage, plio_in_stage, plio_out_stage, run_pipeline
 
 DENSE = "dense-on-aie-ml.md"
@@ -127,31 +129,29 @@ def _tutorial(out_bits: int, row_blocks: int) -> Callable[[], float]:
 
 # ----------------------------------------------------------------------------- GotoBLAS primitives
 
-# The micro-kernel of gemm-gotoblas-versal.md ("Micro-kernel (uint8, mr = nr = 8)"): the L6 loop
-# unrolled by 16; per iteration it reads two 64-element Ar vectors from the input stream, loads four
-# 32-element Br vectors from local memory and issues eight mac16 (128 uint8 MACs each).  Stream
-# reads, vector loads and MACs sit in different VLIW slots, so the software-pipelined loop runs at
-# the slowest of the three (the spec's measurements show the overlap is complete).  What it takes
-# from the model: the stream rate and start cost (movement.py), the catalog's MAC rate and load
-# width.  Br's copy into local memory (GMIO) and the Cr write-back are not modelled (GEMM issue).
-GEMM_MR = GEMM_NR = 8
+# The micro-kernel of gemm-gotoblas-versal.md ("Micro-kernel (uint8, mr = nr = 8)") is modelled by
+# the GEMM designs' own cycle model (aieflow.gemm.perf, the single source): the L6 loop unrolled by 16
+# reads two 64-element Ar vectors from the input stream, loads four 32-element Br vectors and issues
+# 1,024 MACs per iteration; stream reads, vector loads and MACs sit in different VLIW slots, so the
+# software-pipelined loop runs at the slowest of the three.  It takes the stream rate and start cost
+# (movement.py), the catalog's MAC rate and load width.
 GEMM_KC = 2048
-GEMM_UNROLL = 16
 
 
 def gemm_microkernel_cycles(kc: int = GEMM_KC, *, stream: bool = True, macs: bool = True) -> float:
     """Cycles of the micro-kernel's innermost loop over ``kc`` on one VCK190 tile: reading Ar from the
     stream and/or issuing the MACs (the spec's three experiments)."""
-    gen = VCK190.generation
-    iters = kc // GEMM_UNROLL
-    t_stream = mv.stream_cycles(iters * GEMM_MR * GEMM_UNROLL, VCK190) if stream else 0.0
-    t_mac = mac_cycles(iters * GEMM_MR * GEMM_NR * GEMM_UNROLL, gen, ("i8", "i8")) if macs else 0.0
-    br_loads = iters * 4 * (32 * 8) // gen.load_bits_per_cycle  # 4 x 256-bit, two units
-    return max(t_stream, t_mac, br_loads if macs else 0.0)
+    return microkernel_cycles(GEMM_TYPES["uint8"], kc, VCK190, stream=stream, macs=macs).cycles
+
+
+def _br_copy() -> float:
+    from ..gemm.perf import br_copy_cycles
+
+    return br_copy_cycles(16 * 1024)
 
 
 def _multicast() -> float:
-    return mv.stream_cycles(64, VCK190)
+    return multicast_cycles(64, VCK190)
 
 
 # ----------------------------------------------------------------------------- array level
@@ -238,7 +238,9 @@ FIGURES: tuple[Figure, ...] = (
     Figure("gemm_multicast", "GotoBLAS: one 64-element Ar vector multicast", S_GEMM_OTHER, 19, "cycles",
            "fitted", _multicast, FITTED_TOLERANCE, "", True, ("STREAM_FIXED_CYCLES",)),
     Figure("gemm_br_copy", "GotoBLAS: copy Br (16 KB) into local memory", S_GEMM_OTHER, 3280, "cycles",
-           "not modelled", None, None, "GMIO/NoC/DDR path: not modelled yet (GEMM issue)", True),
+           "fitted", _br_copy, FITTED_TOLERANCE,
+           "aieflow.gemm.perf.BR_COPY_CYCLES_PER_BYTE is solved from this figure (3,280 / 16,384)", True,
+           ("BR_COPY_CYCLES_PER_BYTE",)),
     Figure("array_82", "single int8 layer on 296 of 304 tiles, share of int8 peak", S_CLAIMS, 0.82,
            "of peak", "held-out", _full_array_share, CLAIM_TOLERANCE,
            "workload not fully published: assumed 37 x 8 tiles of 128 x 128, B = 128, no bias/ReLU, "

@@ -545,6 +545,21 @@ public:
 #define REGISTER_PARAMETER(member) static_cast<void>(sizeof(member))
 
 namespace aieflow_shim {
+// In-memory PLIO data for harnesses that interleave the graph with other code (e.g. PL kernels
+// compiled as C++): feed_plio appends values to an input PLIO (instead of its data file: every
+// stream consumer gets all of them, buffer consumers take their windows from them in order);
+// take_plio returns, and removes, what the graph has written to an output PLIO so far.
+template <typename T>
+void feed_plio(adf::input_plio& p, const std::vector<T>& values) {
+    AIEFLOW_SHIM_CHECK(p.out[0].node >= 0, "feed_plio: the PLIO was not created");
+    net::executor::get().feed(p.out[0].node, values);
+}
+template <typename T>
+std::vector<T> take_plio(adf::output_plio& p) {
+    AIEFLOW_SHIM_CHECK(p.in[0].node >= 0, "take_plio: the PLIO was not created");
+    return net::executor::get().template take<T>(p.in[0].node);
+}
+
 // Give a kernel the name its graph variable has (used in messages and trace file names); the real
 // tools take it from the graph, the shim cannot see variable names.
 inline void name_kernel(const adf::kernel& k, std::string name) {

@@ -16,7 +16,10 @@
 //   * output buffers are filled with a poison pattern before the kernel runs, as memory on the
 //     device holds stale data: an element a kernel forgets to write cannot come out as zero;
 //   * each kernel keeps its own rounding / saturation state (one mode register per core);
-//   * output PLIO files are written by graph::end() in the same text format as the inputs.
+//   * output PLIO files are written by graph::end() in the same text format as the inputs;
+//   * a PLIO that feeds several stream ports broadcasts: every consumer gets the whole file;
+//   * a harness can feed input PLIOs and read output PLIOs in memory between graph::run calls
+//     (aieflow_shim::feed_plio / take_plio), e.g. to interleave the graph with PL code on x86.
 //
 // Not executed (fatal at graph::run with a message): run-time parameters, hierarchical graph
 // ports, GMIO, packet split / merge, feedback loops (a cycle in the connections), and kernel
@@ -231,6 +234,7 @@ struct node {
     std::vector<std::string> tokens{};
     std::size_t cursor = 0;
     bool loaded = false;
+    bool fed = false;  // input data comes from aieflow_shim::feed_plio instead of the file
     std::string text{};
 
     // shared buffers
@@ -496,12 +500,71 @@ public:
         auto& q = f.template get<E>(nl.port_name(ed.src) + " -> " + nl.port_name(ed.dst), kind);
         if (fresh) {
             const node& src = nl.nodes[static_cast<std::size_t>(ed.src.node)];
-            if (src.kind == node_kind::plio_in) {  // a stream fed by a PLIO: the whole file
-                auto all = read_plio<E>(ed.src.node, 0);
+            if (src.kind == node_kind::plio_in && !src.fed) {  // a stream fed by a PLIO: the whole file,
+                auto all = read_plio_stream<E>(ed.src.node);     // for each of its consumers (multicast)
                 for (const auto& x : all.template as<E>(src.name)) q.push(x, false);
             }
         }
         return q;
+    }
+
+    // In-memory PLIO input (aieflow_shim::feed_plio): the values go to every stream consumer's FIFO
+    // (multicast) and are appended to the window data of buffer consumers; the data file is not read.
+    template <typename T>
+    void feed(int k, const std::vector<T>& xs) {
+        if (!initialized_) init();
+        auto& nl = netlist::get();
+        node& n = nl.nodes.at(static_cast<std::size_t>(k));
+        AIEFLOW_SHIM_CHECK(n.kind == node_kind::plio_in, "feed_plio: %s is not an input PLIO", n.name.c_str());
+        AIEFLOW_SHIM_CHECK(n.fed || !n.loaded, "feed_plio: %s already reads its data file", n.name.c_str());
+        n.fed = n.loaded = true;
+        bool windows = false;
+        for (const auto& [src, edges] : outgoing_) {
+            if (src.node != k) continue;
+            for (std::size_t e : edges) {
+                const edge& ed = nl.edges[e];
+                if (!stream_edge(ed)) {
+                    windows = true;
+                    continue;
+                }
+                auto& q = fifos_[e].template get<T>(nl.port_name(ed.src) + " -> " + nl.port_name(ed.dst), "stream");
+                for (const T& x : xs) q.push(x, false);
+            }
+        }
+        if (!windows) return;
+        if (n.cursor == n.tokens.size()) {  // everything consumed: drop it
+            n.tokens.clear();
+            n.cursor = 0;
+        }
+        std::string tok;
+        for (const T& x : xs) {
+            tok.clear();
+            format_value(tok, x);
+            n.tokens.push_back(tok);
+        }
+    }
+
+    // A connection whose consumer reads it as a stream (by connect<stream> or by the kernel's port).
+    static bool stream_edge(const edge& ed) {
+        if (ed.kind == "stream") return true;
+        const node& dst = netlist::get().nodes[static_cast<std::size_t>(ed.dst.node)];
+        for (const auto& a : dst.args)
+            if (a.d == ed.dst.d && a.index == ed.dst.index) return a.cls == arg_class::stream;
+        return false;
+    }
+
+    // In-memory PLIO output (aieflow_shim::take_plio): the values written so far, removed from the
+    // text that end() writes to the output file.
+    template <typename T>
+    std::vector<T> take(int k) {
+        node& n = netlist::get().nodes.at(static_cast<std::size_t>(k));
+        AIEFLOW_SHIM_CHECK(n.kind == node_kind::plio_out, "take_plio: %s is not an output PLIO", n.name.c_str());
+        std::vector<T> out;
+        std::istringstream in(n.text);
+        std::string tok;
+        while (in >> tok) out.push_back(parse_value<T>(tok, n.name));
+        n.text.clear();
+        return out;
     }
 
     // After a node fired: its output windows and streams reach PLIO sinks (and the trace).
@@ -576,6 +639,21 @@ private:
         return v;
     }
 
+    // Everything a PLIO file holds from where its first stream consumer started: every stream
+    // consumer of the port gets the same values (a broadcast stream).
+    template <typename T>
+    values read_plio_stream(int k) {
+        node& n = netlist::get().nodes[static_cast<std::size_t>(k)];
+        load(n);
+        const std::size_t from = stream_origin_.emplace(k, n.cursor).first->second;
+        values v = values::make<T>(n.tokens.size() - from, false);
+        auto& xs = v.template as<T>(n.name);
+        const std::string where = n.name + " (" + n.file + ")";
+        for (std::size_t i = from; i < n.tokens.size(); ++i) xs[i - from] = parse_value<T>(n.tokens[i], where);
+        n.cursor = n.tokens.size();
+        return v;
+    }
+
     static void write_file(const std::string& dir_, const std::string& file, const std::string& text,
                            const std::string& what) {
         AIEFLOW_SHIM_CHECK(!file.empty(), "%s has no data file", what.c_str());
@@ -625,6 +703,7 @@ private:
     std::map<port_ref, values> windows_{};
     std::map<std::size_t, any_fifo> fifos_{};
     std::map<std::string, std::string> traces_{};
+    std::map<int, std::size_t> stream_origin_{};  // PLIO node -> first token its stream consumers get
     std::vector<int> order_{};
     bool initialized_ = false;
     int iteration_ = 0;

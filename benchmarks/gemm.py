@@ -1,0 +1,176 @@
+"""GEMM benchmark (modelled): the published GotoBLAS design vs aieflow's best on VCK190.
+
+Workload of the spec's experiments (shared/spec/gemm-gotoblas-versal.md "Block sizes"):
+(m, n, k) = (mc, nc, kc) = (256, 256, 2048), uint8, 1 to 32 tiles, packing excluded; plus 64 and
+128 tiles ("beyond": the published design parallelises L4 only, so nc / nr = 32 tiles at most).
+Every number is the performance model's (aieflow.gemm.perf); nothing is measured.
+
+    python benchmarks/gemm.py [--write]   # --write: docs/benchmarks.md GEMM section + docs/img/gemm_scaling.svg
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+from pathlib import Path
+
+import aieflow
+from aieflow.errors import AieflowError
+from aieflow.perf.published import evaluate
+
+ROOT = Path(__file__).resolve().parent.parent
+PROBLEM = (256, 256, 2048)
+TILES = (1, 2, 4, 8, 16, 32, 64, 128)
+PEAK = 128  # uint8 MACs per cycle per AIE1 tile (catalog)
+START, END = "<!-- gemm-benchmark:start -->", "<!-- gemm-benchmark:end -->"
+
+
+def run() -> list[dict]:
+    rows = []
+    base = {}
+    for tiles in TILES:
+        row = {"tiles": tiles}
+        for design in ("published", "best"):
+            try:
+                d = aieflow.gemm(*PROBLEM, "uint8", "vck190", tiles, design)
+            except AieflowError as e:
+                row[design] = {"error": str(e).splitlines()[0]}
+                continue
+            e = d.estimate()
+            base.setdefault(design, e.cycles)
+            c = d.plan.config
+            row[design] = {
+                "cycles": e.cycles, "per_tile": e.macs_per_cycle_per_tile, "eff": e.efficiency,
+                "speedup": base[design] / e.cycles, "used": e.tiles_used, "bound": e.bound,
+                "config": f"{c.tiles_j}x{c.tiles_i}, {c.ar_streams} Ar stream{'s' if c.ar_streams > 1 else ''}, "
+                          f"Br x{c.br_buffers}, kc {d.plan.blocks.kc}",
+            }
+        rows.append(row)
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    head = ("| tiles | published: cycles | MACs/cycle/tile | efficiency | speed-up | bound "
+            "| ours: cycles | MACs/cycle/tile | efficiency | speed-up | tiles used | bound | ours: configuration |")
+    lines = [head, "|" + " --- |" * (head.count("|") - 1)]
+    for r in rows:
+        cells = [str(r["tiles"])]
+        for design in ("published", "best"):
+            v = r[design]
+            if "error" in v:
+                cells += ["not possible (nc / nr = 32 micro-panels)", "-", "-", "-", "-"]
+                if design == "best":
+                    cells += ["-", "-"]
+                continue
+            cells += [f"{v['cycles']:,.0f}", f"{v['per_tile']:.1f}", f"{100 * v['eff']:.1f}%",
+                      f"{v['speedup']:.2f}x"]
+            if design == "best":
+                cells.append(str(v["used"]))
+            cells.append(v["bound"])
+            if design == "best":
+                cells.append(v["config"])
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def calibration() -> str:
+    lines = ["| spec experiment (kc = 2048, one tile) | published cycles | modelled | error |",
+             "| --- | --- | --- | --- |"]
+    for r in evaluate():
+        if r.figure.key in ("gemm_stream", "gemm_mac", "gemm_full", "gemm_multicast"):
+            lines.append(f"| {r.figure.label} | {r.figure.published:,.0f} | {r.modelled:,.0f} | "
+                         f"{100 * r.error:+.1f}% |")
+    lines.append("| copy Br (16 KB) into local memory | 3,280 | 3,280 | fitted (`BR_COPY_CYCLES_PER_BYTE`) |")
+    return "\n".join(lines)
+
+
+def svg(rows: list[dict]) -> str:
+    """MACs per cycle per tile against tiles (log2 axis), both designs; hand-written SVG."""
+    w, h, left, right, top, bottom = 640, 360, 60, 20, 30, 50
+    xs = [r["tiles"] for r in rows]
+    def x(t: float) -> float:
+        return left + (math.log2(t) - math.log2(xs[0])) / (math.log2(xs[-1]) - math.log2(xs[0])) * (w - left - right)
+
+    def y(v: float) -> float:
+        return h - bottom - v / PEAK * (h - top - bottom)
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">',
+           f'<rect width="{w}" height="{h}" fill="white"/>',
+           f'<text x="{w / 2}" y="18" text-anchor="middle">GEMM 256 x 256 x 2048 uint8 on VCK190 (modelled): '
+           'MACs/cycle per tile</text>']
+    for v in range(0, PEAK + 1, 32):
+        out.append(f'<line x1="{left}" y1="{y(v):.1f}" x2="{w - right}" y2="{y(v):.1f}" stroke="#ddd"/>')
+        out.append(f'<text x="{left - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{v}</text>')
+    for t in xs:
+        out.append(f'<line x1="{x(t):.1f}" y1="{h - bottom}" x2="{x(t):.1f}" y2="{h - bottom + 5}" stroke="black"/>')
+        out.append(f'<text x="{x(t):.1f}" y="{h - bottom + 18}" text-anchor="middle">{t}</text>')
+    out.append(f'<line x1="{left}" y1="{h - bottom}" x2="{w - right}" y2="{h - bottom}" stroke="black"/>')
+    out.append(f'<line x1="{left}" y1="{top}" x2="{left}" y2="{h - bottom}" stroke="black"/>')
+    out.append(f'<text x="{w / 2}" y="{h - 12}" text-anchor="middle">tiles</text>')
+    for design, colour, label in (("published", "#c0392b", "published (1 stream, serial write-back)"),
+                                  ("best", "#2471a3", "ours (model's choice)")):
+        pts = [(x(r["tiles"]), y(r[design]["per_tile"])) for r in rows if "error" not in r[design]]
+        out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="'
+                   + " ".join(f"{a:.1f},{b:.1f}" for a, b in pts) + '"/>')
+        out += [f'<circle cx="{a:.1f}" cy="{b:.1f}" r="3" fill="{colour}"/>' for a, b in pts]
+        ly = top + 14 + (0 if design == "published" else 16)
+        out.append(f'<line x1="{w - 300}" y1="{ly - 4}" x2="{w - 280}" y2="{ly - 4}" stroke="{colour}" stroke-width="2"/>')
+        out.append(f'<text x="{w - 275}" y="{ly}">{label}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def section(rows: list[dict]) -> str:
+    return f"""{START}
+## GEMM: published GotoBLAS design vs ours (modelled, issue 8)
+
+Command: `python benchmarks/gemm.py --write`.  **Modelled, not measured**: every number comes from
+aieflow's GEMM performance model (`src/aieflow/gemm/perf.py`, constants and assumptions in
+[gemm.md](gemm.md)) on **VCK190** (AIE1, 1.25 GHz, uint8 peak 128 MACs/cycle per tile).  Workload of
+the paper's experiments (`shared/spec/gemm-gotoblas-versal.md`): (m, n, k) = (mc, nc, kc) =
+(256, 256, 2048), uint8, packing excluded.  The published figures it is compared with are the
+spec's calibration cycles of one micro-kernel on one tile (no per-tile-count figures are published):
+
+{calibration()}
+
+Cycles are AIE cycles for the whole GEMM (Br copies, micro-kernels, Cr write-back); speed-up is
+against the same design on one tile; efficiency is MACs/cycle/tile over the 128 peak.  "Published" is
+the paper's design as the spec describes it (L4 over the tiles, one 32-bit Ar stream, single Br,
+serial read-add-write of Cr through DDR); "ours" is the configuration `--design best` picks with at
+most that many tiles (two Ar streams per tile, single or ping-pong Br, overlapped write-back, L5
+groups when L4 runs out).
+
+{table(rows)}
+
+![MACs per cycle per tile](img/gemm_scaling.svg)
+
+What the model says: the published design is stream-bound at ~32 MACs/cycle (25% of peak) on one
+tile, and its serialised write-back costs more with every tile (from 30 to 15 MACs/cycle/tile at 32
+tiles).  Two Ar streams double the per-tile rate (the micro-kernel is still stream-bound: 2,051
+cycles against 1,024 of MACs); the overlapped write-back keeps it near 60 until 32 tiles, where
+writing C to DDR at the assumed 4 B/cycle becomes the limit (C is 256 KB: 65,536 cycles at least),
+so 64 and 128 tiles buy nothing for this problem and `best` stays at 32.
+{END}
+"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--write", action="store_true", help="update docs/benchmarks.md and docs/img/gemm_scaling.svg")
+    args = ap.parse_args()
+    rows = run()
+    text = section(rows)
+    print(text)
+    if args.write:
+        (ROOT / "docs" / "img" / "gemm_scaling.svg").write_text(svg(rows))
+        doc = ROOT / "docs" / "benchmarks.md"
+        old = doc.read_text()
+        pattern = re.compile(re.escape(START) + ".*?" + re.escape(END) + "\n?", re.S)
+        new = pattern.sub(lambda _: text, old) if START in old else old.rstrip("\n") + "\n\n" + text
+        doc.write_text(new)
+        print(f"wrote {doc} (GEMM section) and docs/img/gemm_scaling.svg")
+
+
+if __name__ == "__main__":
+    main()

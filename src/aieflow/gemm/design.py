@@ -1,0 +1,131 @@
+"""A GEMM design: its plan, modelled performance, generated project, emulator and x86 check."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import __version__
+from ..atomic import save_directory, write_files
+from . import emulate
+from .emit import project_files
+from .perf import GemmPerformance, estimate
+from .plan import GemmPlan
+from .search import Alternative
+
+FORMAT = "aieflow-gemm"
+FORMAT_VERSION = 1
+DATA_LIMIT = 1 << 22  # elements of A + B up to which the project ships data/ for `make shim-run`
+
+
+@dataclass
+class GemmDesign:
+    plan: GemmPlan
+    alternatives: tuple[Alternative, ...] = ()
+    files: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.files:
+            self.files = project_files(self.plan, self.estimate(), self.ships_data)
+
+    @property
+    def ships_data(self) -> bool:
+        p = self.plan
+        return p.m * p.k + p.k * p.n <= DATA_LIMIT
+
+    # ------------------------------------------------------------------ numerics
+
+    def predict(self, a: Any, b: Any) -> np.ndarray:
+        """C = A B exactly as the design computes it (int32 / int64 / float32)."""
+        a, b = emulate.check_operands(self.plan, a, b)
+        return emulate.gemm(self.plan, a, b)
+
+    def verify(self, a: Any = None, b: Any = None, seed: int = 0, **kwargs: Any):
+        """Build the project's C++ (AIE kernel and graph, PL kernels, loops) for x86 against aieflow's
+        shims, run it on A, B (default: random over the whole type range) and compare C bit for bit
+        with :meth:`predict` (see :func:`aieflow.gemm.verify.verify`)."""
+        from .verify import verify
+
+        return verify(self, a, b, seed=seed, **kwargs)
+
+    # ------------------------------------------------------------------ performance
+
+    def estimate(self) -> GemmPerformance:
+        return self._performance
+
+    @cached_property
+    def _performance(self) -> GemmPerformance:
+        return estimate(self.plan)
+
+    # ------------------------------------------------------------------ reports
+
+    def to_json(self) -> dict[str, Any]:
+        p = self.plan
+        return {
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "kind": "gemm",
+            "aieflow": __version__,
+            "device": {"key": p.device.key, **p.device.describe()},
+            "design": p.design,
+            "problem": {"m": p.m, "n": p.n, "k": p.k},
+            "types": {"a": p.dtype.name, "b": p.dtype.name, "c": p.output.name, "accumulator": p.dtype.acc,
+                      "cr_wide": p.output.wide, "c_reason": p.output.reason},
+            "blocks": p.blocks.to_json(),
+            "config": p.config.to_json(),
+            "tiles": p.tiles,
+            "memory": {
+                "br_bytes": p.br_bytes, "br_copies": p.limits.br_copies, "local_bytes_per_tile": p.local_bytes,
+                "local_bytes_available": p.limits.local_bytes, "spare_bytes": p.limits.spare_bytes,
+                "ac_uram_bytes": p.uram_bytes, "bc_bram_bytes": p.bram_bytes,
+                "limits": {"kc": p.limits.kc, "mc": p.limits.mc, "nc": p.limits.nc},
+            },
+            "plio": {"in": p.plio_in, "out": p.plio_out, "bits": 128},
+            "performance": self.estimate().to_json(),
+            "alternatives": [a.to_json() for a in self.alternatives],
+            "project_files": sorted(self.files),
+        }
+
+    def summary(self) -> str:
+        p, e = self.plan, self.estimate()
+        c = p.config
+        lines = [
+            f"GEMM ({p.design}) on {p.device.key}: C {p.m} x {p.n} ({p.output.name}) = A {p.m} x {p.k} x "
+            f"B {p.k} x {p.n} ({p.dtype.name})",
+            f"  tiles {p.tiles} = {c.tiles_j} (L4) x {c.tiles_i} (L5); Ar streams/tile {c.ar_streams}; "
+            f"Br {c.br_transfer} x{c.br_buffers}; write-back {c.writeback}",
+            f"  blocks mc {p.blocks.mc}, nc {p.blocks.nc}, kc {p.blocks.kc}, mr {p.blocks.mr}, nr {p.blocks.nr}; "
+            f"loops {p.n_jc} x {p.n_pc} x {p.n_ic} blocks x {p.l4_steps} L4 steps x {p.rounds} micro-kernels",
+            f"  local memory {p.local_bytes:,} of {p.limits.local_bytes:,} B per tile",
+            f"  modelled: {e.cycles:,.0f} cycles (+ {e.packing_cycles:,.0f} packing), latency {e.latency_ns / 1e3:,.1f} us, "
+            f"{e.throughput_ops_per_s / 1e9:,.1f} GOPS, {e.macs_per_cycle_per_tile:.1f} MACs/cycle/tile "
+            f"({100 * e.efficiency:.1f}% of peak), bound: {e.bound}",
+        ]
+        return "\n".join(lines)
+
+    # ------------------------------------------------------------------ persistence
+
+    def data_files(self) -> dict[str, bytes]:
+        """data/ for `make shim-run`: the problem, seeded random A and B, the emulator's C."""
+        if not self.ships_data:
+            return {}
+        from .verify import random_operands
+
+        a, b = emulate.check_operands(self.plan, *random_operands(self, seed=0))
+        p = self.plan
+        return {"data/problem.txt": f"{p.m} {p.n} {p.k}\n".encode(), "data/A.bin": a.tobytes(),
+                "data/B.bin": b.tobytes(), "data/C_golden.bin": self.predict(a, b).tobytes()}
+
+    def save(self, out_dir: str | os.PathLike, force: bool = False) -> Path:
+        """Write ``design.json`` and ``project/`` atomically (temporary sibling, then rename)."""
+        def write(tmp: Path) -> None:
+            (tmp / "design.json").write_text(json.dumps(self.to_json(), indent=2) + "\n")
+            write_files(tmp / "project", {**self.files, **self.data_files()})
+
+        return save_directory(out_dir, force, write)

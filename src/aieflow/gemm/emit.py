@@ -1,0 +1,104 @@
+"""Render a GEMM plan into its Vitis project: ``{relative path: text}``.
+
+Static sources (the AI Engine micro-kernel, the PL helpers, the five loops) are copied from
+``templates/gemm/``; everything that depends on the plan (configuration, graph, PL top functions,
+harness, connectivity) is rendered from its ``.j2`` template.  The problem size (m, n, k) appears
+only in the README, the host's defaults and ``data/``: the compiled sources do not depend on it, so
+the x86 builds of designs that differ only in m, n, k are shared.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+
+import jinja2
+
+from .. import __version__
+from .perf import GemmPerformance
+from .plan import GemmPlan
+
+GRAPH_CLASS = "GemmGraph"
+GRAPH_VAR = "gemm_graph"
+PLATFORM_HINT = {"aie": "xilinx_vck190_base_202320_1"}
+
+_ENV = jinja2.Environment(
+    loader=jinja2.PackageLoader("aieflow", "templates/gemm"),
+    undefined=jinja2.StrictUndefined,
+    keep_trailing_newline=True,
+)
+
+STATIC = {"src/kernels/gemm_tile.h": "gemm_tile.h", "pl/gemm_pl.h": "gemm_pl.h", "host/gemm_loops.h": "gemm_loops.h"}
+RENDERED = {
+    "src/gemm_config.h": "gemm_config.h.j2",
+    "src/kernels/gemm_kernels.h": "gemm_kernels.h.j2",
+    "src/kernels/gemm_tile.cc": "gemm_tile.cc.j2",
+    "src/graph.h": "graph.h.j2",
+    "src/graph.cpp": "graph.cpp.j2",
+    "pl/gemm_top.h": "gemm_top.h.j2",
+    "pl/gemm_mover.cpp": "gemm_mover.cpp.j2",
+    "pl/gemm_collect.cpp": "gemm_collect.cpp.j2",
+    "host/host.cpp": "host.cpp.j2",
+    "x86/harness.cpp": "x86_harness.cpp.j2",
+    "system.cfg": "system.cfg.j2",
+    "aie.cfg": "aie.cfg.j2",
+    "Makefile": "Makefile.j2",
+    "README.md": "README.md.j2",
+}
+
+
+@dataclass(frozen=True)
+class Port:
+    var: str
+    group: int = 0  # tile group (L5 lane)
+    lane: int = 0  # L4 lane
+    stream: int = 0  # Ar stream of the tile
+
+
+@dataclass(frozen=True)
+class Tile:
+    var: str
+    col: int
+    row: int
+    br: str
+    ar: tuple[str, ...]
+    cr: str
+
+
+def ports(plan: GemmPlan) -> tuple[list[Port], list[Port], list[Port], list[Tile]]:
+    """PLIO ports and tiles: Ar per (group, stream), Br per L4 lane, Cr and a kernel per tile.
+    Tiles fill the array column by column from column 0."""
+    c = plan.config
+    rows = plan.device.rows
+    ar = [Port(f"ar{g}_{s}", group=g, stream=s) for g in range(c.tiles_i) for s in range(c.ar_streams)]
+    br = [Port(f"br{j}", lane=j) for j in range(c.tiles_j)]
+    cr, tiles = [], []
+    for g in range(c.tiles_i):
+        for j in range(c.tiles_j):
+            t = g * c.tiles_j + j
+            cr.append(Port(f"cr{t}", group=g, lane=j))
+            tiles.append(Tile(f"tile{t}", t // rows, t % rows, f"br{j}",
+                              tuple(f"ar{g}_{s}" for s in range(c.ar_streams)), f"cr{t}"))
+    return ar, br, cr, tiles
+
+
+def project_files(plan: GemmPlan, perf: GemmPerformance, data: bool) -> dict[str, str]:
+    ar, br, cr, tiles = ports(plan)
+    ctx = {
+        "version": __version__, "design": plan.design, "device": plan.device, "t": plan.dtype, "out": plan.output,
+        "b": plan.blocks, "c": plan.config, "m": plan.m, "n": plan.n, "k": plan.k, "ar": ar, "br": br, "cr": cr,
+        "tiles": tiles, "graph_class": GRAPH_CLASS, "graph_var": GRAPH_VAR, "perf": perf, "data": data,
+        "br_bytes": plan.br_bytes, "pl_clock_hz": int(plan.device.pl_clock_hz),
+        "platform_hint": PLATFORM_HINT.get(plan.device.generation.name, "platform"),
+    }
+    files = {rel: _ENV.get_template(tpl).render(**ctx) for rel, tpl in RENDERED.items()}
+    base = resources.files("aieflow").joinpath("templates/gemm")
+    for rel, name in STATIC.items():
+        files[rel] = base.joinpath(name).read_text()
+    return files
+
+
+def build_sources(files: dict[str, str]) -> dict[str, str]:
+    """The files the x86 harness is built from (no README, host or problem-dependent data)."""
+    keep = ("src/", "pl/", "x86/", "host/gemm_loops.h")
+    return {rel: text for rel, text in files.items() if rel.startswith(keep)}

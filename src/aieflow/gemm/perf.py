@@ -1,0 +1,227 @@
+"""Cycle model of the GotoBLAS GEMM designs (and the source of the spec's micro-kernel figures).
+
+Every term, per (jc, pc, ic) block of ``l4_steps`` steps of ``rounds`` micro-kernels per tile:
+
+- micro-kernel = max(Ar stream, MACs, Br loads): stream reads, vector loads and MACs issue in
+  different VLIW slots and the L6 loop is software pipelined, so the slowest of the three sets it
+  (the spec's measurements: reads + MACs take 4,110 cycles, reads alone 4,106).
+  Ar stream = ceil(kc * mr * bytes / streams / rate) + STREAM_FIXED_CYCLES, rate = min(PLIO width
+  x PL clock, stream width x AIE clock) = 4 B/cycle on VCK190.  The multicast costs the same for
+  any fan-out (spec: ~19 cycles per vector "regardless of fan-out").
+- Br copy: BR_COPY_CYCLES_PER_BYTE per byte, the same on every tile (spec); exposed once per step
+  with one buffer, hidden behind the previous step's compute with two.
+- Cr write-back: ``serial`` (published): after each round every tile's Cr is read from and written
+  to DDR in turn while the multicast waits: tiles x 2 x (Cr bytes / DDR_BYTES_PER_CYCLE +
+  DDR_ACCESS_CYCLES).  ``overlapped`` (ours): the tile writes Cr to its stream (one 32-bit word
+  per cycle) and goes on; the round cannot be shorter than the DDR traffic of all tiles' Cr (write,
+  plus read when pc > 0).
+- Packing (Bc per (jc, pc), Ac per (jc, pc, ic)) reads DDR at DDR_BYTES_PER_CYCLE.  It is
+  reported separately and excluded from ``cycles``, as the spec's experiments exclude it; it is in
+  ``total_cycles`` and the latency.
+
+Costs are in AIE cycles.  Nothing here was measured; see docs/gemm.md for every constant.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..devices import Device
+from ..perf import movement as mv
+from ..perf.kernel import mac_cycles
+from .dtypes import GemmType
+from .plan import GemmPlan
+
+PLIO_BITS = 128  # width of every GEMM PLIO port (the emitter declares adf::plio_128_bits)
+
+# FITTED: gemm-gotoblas-versal.md § Calibration, "copying Br (16 KB) into local memory ~3,280
+# cycles, the same whatever the number of tiles": 3,280 / 16,384 = 0.2002 cycles per byte (~5 B
+# per cycle, all fixed costs included).  One figure fits one constant: how the time splits into a
+# start-up cost and a rate is not known.  The spec does not say which path the paper used; the
+# model applies the rate to the streamed Br the generated project loads through the tile's DMA.
+BR_COPY_CYCLES_PER_BYTE = 3280 / 16384
+
+# ASSUMED: DDR bandwidth seen by the PL movers and the write-back: one 128-bit AXI beat per PL cycle
+# at PL clock = AIE clock / 4 (versal-devices.md), i.e. 4 bytes per AIE cycle; the same as one
+# 32-bit GMIO stream per AIE cycle.  No figure in the specs measures it.
+DDR_BYTES_PER_CYCLE = 4.0
+
+# ASSUMED: the start of one DDR transfer (burst / buffer-descriptor start), taken equal to the DMA
+# start cost the dense model assumes (movement.DMA_START_CYCLES).
+DDR_ACCESS_CYCLES = mv.DMA_START_CYCLES
+
+
+def stream_bytes_per_cycle(device: Device) -> float:
+    """One Ar stream: the slower of the PLIO (128 bits at the PL clock) and the AIE stream port."""
+    plio = PLIO_BITS / 8 * device.pl_clock_hz / device.clock_hz
+    return min(plio, device.generation.stream_bits / 8)
+
+
+def multicast_cycles(nbytes: int, device: Device, ar_streams: int = 1) -> float:
+    """Ar of ``nbytes`` over ``ar_streams`` streams, to any number of tiles: one word per cycle per
+    stream plus the fixed start (spec: one 64-byte vector ~19 cycles "regardless of fan-out")."""
+    per_stream = math.ceil(nbytes / ar_streams)
+    return math.ceil(per_stream / stream_bytes_per_cycle(device)) + mv.STREAM_FIXED_CYCLES
+
+
+@dataclass(frozen=True)
+class MicroKernelCycles:
+    """One micro-kernel (mr x nr x kc) on one tile, without its epilogue."""
+
+    stream: float
+    mac: float
+    load: float
+
+    @property
+    def cycles(self) -> float:
+        return max(self.stream, self.mac, self.load)
+
+    @property
+    def bound(self) -> str:
+        return max((self.stream, "stream"), (self.mac, "compute"), (self.load, "memory"))[1]
+
+
+def microkernel_cycles(t: GemmType, kc: int, device: Device, ar_streams: int = 1, mr: int = 8, nr: int = 8,
+                       *, stream: bool = True, macs: bool = True) -> MicroKernelCycles:
+    """The L6 loop over ``kc``: reading Ar from ``ar_streams`` streams and/or issuing the MACs and
+    Br loads (``stream`` / ``macs`` switch them off, as in the spec's three experiments)."""
+    gen = device.generation
+    ks = t.mmul[1]
+    t_stream = multicast_cycles(kc * mr * t.bytes, device, ar_streams) if stream else 0.0
+    t_mac = mac_cycles(kc * mr * nr, gen, t.pair) if macs else 0.0
+    t_load = (kc // ks) * ks * nr * t.bits / gen.load_bits_per_cycle if macs else 0.0
+    return MicroKernelCycles(float(t_stream), float(t_mac), float(t_load))
+
+
+def br_copy_cycles(nbytes: int) -> float:
+    return nbytes * BR_COPY_CYCLES_PER_BYTE
+
+
+def ddr_cycles(nbytes: int) -> float:
+    """One DDR transfer of ``nbytes`` by the PL (read or write)."""
+    return nbytes / DDR_BYTES_PER_CYCLE + DDR_ACCESS_CYCLES
+
+
+@dataclass(frozen=True)
+class GemmPerformance:
+    cycles: float  # AIE side: Br copies, micro-kernels, write-back (packing excluded)
+    packing_cycles: float
+    latency_ns: float
+    interval_ns: float
+    throughput_ops_per_s: float
+    bound: str
+    tiles_used: int
+    macs_per_cycle_per_tile: float
+    efficiency: float  # of the tiles' peak MAC rate over ``cycles``
+    microkernel: MicroKernelCycles
+    round_cycles: tuple[float, float]  # one round (micro-kernel + write-back) at pc == 0 and pc > 0
+    step_cycles: tuple[float, float]  # one L4 step's compute (rounds), pc == 0 and pc > 0
+    br_copy: float
+    breakdown: dict[str, float]  # where ``cycles`` go; sums to ``cycles``
+    loops: dict[str, int]
+
+    @property
+    def total_cycles(self) -> float:
+        return self.cycles + self.packing_cycles
+
+    def to_json(self) -> dict:
+        mk = self.microkernel
+        return {
+            "latency_ns": self.latency_ns,
+            "interval_ns": self.interval_ns,
+            "throughput_ops_per_s": self.throughput_ops_per_s,
+            "bound": self.bound,
+            "tiles_used": self.tiles_used,
+            "cycles": self.cycles,
+            "packing_cycles": self.packing_cycles,
+            "total_cycles": self.total_cycles,
+            "macs_per_cycle_per_tile": self.macs_per_cycle_per_tile,
+            "efficiency": self.efficiency,
+            "microkernel": {"stream": mk.stream, "mac": mk.mac, "load": mk.load, "cycles": mk.cycles,
+                            "bound": mk.bound},
+            "round_cycles": {"pc_first": self.round_cycles[0], "pc_later": self.round_cycles[1]},
+            "l4_step_cycles": {"br_copy": self.br_copy, "compute_pc_first": self.step_cycles[0],
+                               "compute_pc_later": self.step_cycles[1]},
+            "breakdown": {k: {"cycles": v, "share": v / self.cycles if self.cycles else 0.0}
+                          for k, v in self.breakdown.items()},
+            "loops": self.loops,
+        }
+
+
+def round_cycles(plan: GemmPlan, mk: MicroKernelCycles, later_pc: bool) -> float:
+    """One L5 round: every tile runs one micro-kernel, then its Cr goes out."""
+    cfg = plan.config
+    cr_bytes = plan.blocks.mr * plan.blocks.nr * 4 * (2 if plan.output.wide else 1)
+    if cfg.writeback == "serial":  # read C, add, write C, tile after tile (C += A B, spec epilogue)
+        return mk.cycles + plan.tiles * 2 * ddr_cycles(cr_bytes)
+    words_per_cycle = plan.device.generation.stream_bits / 32
+    epilogue = plan.cr_words / words_per_cycle
+    ddr = plan.tiles * (2 if later_pc else 1) * ddr_cycles(cr_bytes)
+    return max(mk.cycles + epilogue, ddr)
+
+
+def estimate(plan: GemmPlan) -> GemmPerformance:
+    t, b, cfg, dev = plan.dtype, plan.blocks, plan.config, plan.device
+    mk = microkernel_cycles(t, b.kc, dev, cfg.ar_streams, b.mr, b.nr)
+    rounds, steps = plan.rounds, plan.l4_steps
+    br = br_copy_cycles(plan.br_bytes)
+    r_first, r_later = round_cycles(plan, mk, False), round_cycles(plan, mk, True)
+    c_first, c_later = rounds * r_first, rounds * r_later
+
+    def block(compute: float) -> tuple[float, float]:
+        """(cycles, exposed Br copy) of one (jc, pc, ic) block."""
+        if cfg.br_buffers == 1:
+            return steps * (br + compute), steps * br
+        exposed = br + (steps - 1) * max(0.0, br - compute)
+        return exposed + steps * compute, exposed
+
+    blocks_first = plan.n_jc * plan.n_ic  # blocks with pc == 0
+    blocks_later = blocks_first * (plan.n_pc - 1)
+    (cyc_f, br_f), (cyc_l, br_l) = block(c_first), block(c_later)
+    cycles = blocks_first * cyc_f + blocks_later * cyc_l
+    kernels = (blocks_first + blocks_later) * steps * rounds
+    breakdown = {
+        "br_copy": blocks_first * br_f + blocks_later * br_l,
+        f"microkernel ({mk.bound})": kernels * mk.cycles,
+        "write_back": blocks_first * steps * rounds * (r_first - mk.cycles)
+        + blocks_later * steps * rounds * (r_later - mk.cycles),
+    }
+    pack_b = ddr_cycles(b.kc * b.nc * t.bytes)
+    pack_a = ddr_cycles(b.mc * b.kc * t.bytes)
+    packing = plan.n_jc * plan.n_pc * (pack_b + plan.n_ic * pack_a)
+    macs = plan.m * plan.n * plan.k
+    per_tile = macs / (cycles * plan.tiles)
+    latency_ns = (cycles + packing) / dev.clock_hz * 1e9
+    # The bound: the Br copy if it dominates, else what limits a round (its micro-kernel's slowest
+    # unit, or the write-back when that is the longer part of the round).
+    exposed_br = breakdown["br_copy"]
+    rounds_total = cycles - exposed_br
+    wb_limited = (r_first - mk.cycles) > mk.cycles if cfg.writeback == "serial" else r_first > mk.cycles + (
+        plan.cr_words / (dev.generation.stream_bits / 32))
+    bound = "br_copy" if exposed_br > rounds_total else ("write_back" if wb_limited else mk.bound)
+    loops = {
+        "L1_jc": plan.n_jc,
+        "L2_pc": plan.n_pc,
+        "L3_ic": plan.n_ic,
+        "L4_steps_per_block": steps,
+        "L5_microkernels_per_tile_per_step": rounds,
+        "L6_ksteps_per_microkernel": plan.ksteps,
+    }
+    return GemmPerformance(
+        cycles=cycles,
+        packing_cycles=packing,
+        latency_ns=latency_ns,
+        interval_ns=latency_ns,  # one GEMM after the other: nothing overlaps between calls
+        throughput_ops_per_s=2 * macs / (latency_ns * 1e-9),
+        bound=bound,
+        tiles_used=plan.tiles,
+        macs_per_cycle_per_tile=per_tile,
+        efficiency=per_tile / dev.generation.macs_per_cycle[t.pair],
+        microkernel=mk,
+        round_cycles=(r_first, r_later),
+        step_cycles=(c_first, c_later),
+        br_copy=br,
+        breakdown=breakdown,
+        loops=loops,
+    )

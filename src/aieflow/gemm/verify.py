@@ -1,0 +1,166 @@
+"""Run a GEMM design's own generated C++ on x86 and compare C bit for bit with ``predict``.
+
+The harness (``x86/harness.cpp``) is built from the project's AI Engine kernel and graph, its PL
+kernels and its five-loop host code with ``aieflow.verify``'s compiler, flags, shim and build
+cache; it reads A and B, runs the loops and writes C.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..verify import FLAGS, VerifyError, _build_key, _tail, cache_root, compiler, shim_include
+from .emit import build_sources
+from .emulate import C_DTYPES, check_operands
+
+if TYPE_CHECKING:
+    from .design import GemmDesign
+
+UNITS = ("x86/harness.cpp", "src/kernels/gemm_tile.cc", "pl/gemm_mover.cpp", "pl/gemm_collect.cpp")
+
+
+@dataclass(frozen=True)
+class GemmMismatch:
+    row: int
+    col: int
+    expected: Any
+    got: Any
+
+
+@dataclass(frozen=True)
+class GemmVerifyResult:
+    values: int
+    mismatches: int
+    first: GemmMismatch | None
+    build_seconds: float
+    run_seconds: float
+    cached: bool
+
+    @property
+    def ok(self) -> bool:
+        return self.mismatches == 0
+
+    def verdict(self) -> str:
+        build = "cached build" if self.cached else f"built in {self.build_seconds:.1f} s"
+        head = f"{self.values} values of C: {build}, ran in {self.run_seconds:.2f} s"
+        if self.ok:
+            return f"verify: PASS, bit-exact: {head}"
+        f = self.first
+        return (f"verify: FAIL, {self.mismatches} of {self.values} values of C differ: {head}\n"
+                f"  first at C[{f.row}, {f.col}]: expected {f.expected}, got {f.got}")
+
+
+def build(files: dict[str, str], arch: int, cache_dir: Path | None = None, jobs: int | None = None
+          ) -> tuple[Path, bool, float]:
+    """Compile the harness (cached by a hash of compiler, flags, shim and sources)."""
+    sources = build_sources(files)
+    cxx = compiler()
+    key = _build_key(cxx, arch, {**sources, "<units>": " ".join(UNITS)})
+    binary = (cache_dir or cache_root() / "x86") / key / "harness"
+    if binary.is_file():
+        return binary, True, 0.0
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="aieflow-gemm-build-") as tmp:
+        root = Path(tmp)
+        for rel, text in sources.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text)
+        base = [cxx, *FLAGS, f"-D__AIE_ARCH__={arch}", f"-I{shim_include()}", f"-I{root / 'src'}", f"-I{root}"]
+        (root / "obj").mkdir()
+
+        def compile_unit(unit: str) -> subprocess.CompletedProcess:
+            obj = root / "obj" / (unit.replace("/", "_") + ".o")
+            return subprocess.run([*base, "-c", str(root / unit), "-o", str(obj)], capture_output=True, text=True)
+
+        workers = max(1, min(len(UNITS), jobs or os.cpu_count() or 1))
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            results = list(pool.map(compile_unit, UNITS))
+        for unit, res in zip(UNITS, results, strict=True):
+            if res.returncode != 0:
+                raise VerifyError(f"the generated GEMM C++ does not compile against the x86 shim ({unit}):\n"
+                                  + _tail(res.stderr), hint="this is an aieflow bug; please report it")
+        out = root / "harness"
+        link = subprocess.run([cxx, *sorted(str(p) for p in (root / "obj").glob("*.o")), "-o", str(out)],
+                              capture_output=True, text=True)
+        if link.returncode != 0:
+            raise VerifyError("linking the GEMM x86 harness failed:\n" + _tail(link.stderr))
+        binary.parent.mkdir(parents=True, exist_ok=True)
+        staged = binary.with_name(f".harness.{os.getpid()}.tmp")
+        shutil.copy2(out, staged)
+        os.replace(staged, binary)
+    return binary, False, time.perf_counter() - start
+
+
+def run_harness(binary: Path, work: Path) -> float:
+    start = time.perf_counter()
+    res = subprocess.run([str(binary), "--data", str(work), "--out", str(work / "out")], capture_output=True,
+                         text=True)
+    if res.returncode != 0:
+        raise VerifyError(f"the GEMM x86 harness failed (exit {res.returncode}):\n" + _tail(res.stderr + res.stdout),
+                          hint="this is an aieflow bug; please report it")
+    return time.perf_counter() - start
+
+
+def write_inputs(work: Path, m: int, n: int, k: int, a: np.ndarray, b: np.ndarray) -> None:
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "problem.txt").write_text(f"{m} {n} {k}\n")
+    a.tofile(work / "A.bin")  # native little-endian, as the x86 harness reads them
+    b.tofile(work / "B.bin")
+
+
+def random_operands(design: GemmDesign, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Uniform over the whole type range (integers) or normal with mixed scales (fp32)."""
+    p = design.plan
+    rng = np.random.default_rng(seed)
+    if p.dtype.is_float:
+        scale = np.float32(rng.choice([1e-3, 1.0, 1e3]))
+        return ((rng.standard_normal((p.m, p.k)) * scale).astype(np.float32),
+                rng.standard_normal((p.k, p.n)).astype(np.float32))
+    t = p.dtype
+    return (rng.integers(t.lo, t.hi + 1, size=(p.m, p.k), dtype=np.int64),
+            rng.integers(t.lo, t.hi + 1, size=(p.k, p.n), dtype=np.int64))
+
+
+def differs(want: np.ndarray, got: np.ndarray) -> np.ndarray:
+    if want.dtype == np.float32:
+        both_nan = np.isnan(want) & np.isnan(got)
+        return (want.view(np.uint32) != got.view(np.uint32)) & ~both_nan
+    return want != got
+
+
+def verify(design: GemmDesign, a: Any = None, b: Any = None, seed: int = 0,
+           cache_dir: str | os.PathLike | None = None, jobs: int | None = None) -> GemmVerifyResult:
+    p = design.plan
+    if (a is None) != (b is None):
+        raise VerifyError("give both A and B, or neither (random operands are generated)")
+    if a is None:
+        a, b = random_operands(design, seed)
+    a, b = check_operands(p, a, b)
+    want = design.predict(a, b)
+    binary, cached, build_s = build(design.files, p.device.generation.arch_macro,
+                                    Path(cache_dir) if cache_dir else None, jobs)
+    with tempfile.TemporaryDirectory(prefix="aieflow-gemm-verify-") as tmp:
+        work = Path(tmp)
+        write_inputs(work, p.m, p.n, p.k, a, b)
+        run_s = run_harness(binary, work)
+        got = np.fromfile(work / "out" / "C.bin", dtype=C_DTYPES[p.output.name])
+    if got.size != want.size:
+        raise VerifyError(f"the harness wrote {got.size} values of C; {want.size} were expected")
+    got = got.reshape(want.shape)
+    bad = differs(want, got)
+    first = None
+    if bad.any():
+        i, j = (int(v) for v in np.argwhere(bad)[0])
+        cast = float if p.dtype.is_float else int
+        first = GemmMismatch(i, j, cast(want[i, j]), cast(got[i, j]))
+    return GemmVerifyResult(int(want.size), int(bad.sum()), first, build_s, run_s, cached)
