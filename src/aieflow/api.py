@@ -10,6 +10,9 @@ import numpy as np
 from .config import Config, parse_config
 from .design import Design
 from .devices import get_device
+from .emulation import Emulation
+from .frontends import import_model
+from .ops.recurrent import require_mapping
 from .pipeline import State, _search, run_pipeline
 
 
@@ -27,6 +30,10 @@ def compile(  # noqa: A001 - the public name the issue asks for
     is absent the example input is used.  QDQ ONNX models carry their own types.
     """
     state = _state(model, device, example_input, config, calibration)
+    if state.config.searched:
+        # The search treats a layer it cannot plan as one that does not fit ("no plan can be
+        # placed"); name a layer that has no AI Engine mapping at all instead.
+        require_mapping(import_model(state.model, state.example_input).graph)
     state = run_pipeline(state, progress)
     return Design(
         state.graph, state.device, state.config, state.placement, state.source, dict(state.files), state.timings,
@@ -45,7 +52,24 @@ def explore(
     ``model`` and the one the config's ``target`` picks (default target: fewest tiles)."""
     state = _state(model, device, example_input, config, calibration)
     state = run_pipeline(state, stop_after="quantise")
+    require_mapping(state.graph)
     return _search(state, force=True).exploration
+
+
+def emulate(
+    model: Any,
+    device: str = "vek280",
+    example_input: Any = None,
+    config: Mapping[str, Any] | Config | None = None,
+    calibration: Any = None,
+) -> Emulation:
+    """Import and quantise ``model`` like :func:`compile`, without mapping it to the AI Engine.
+
+    For models with layers the mapping does not cover yet (GRU, LSTM): ``emulate(...).predict(x)``
+    is the same bit-exact emulation a compiled design's ``predict`` runs.
+    """
+    state = run_pipeline(_state(model, device, example_input, config, calibration), stop_after="quantise")
+    return Emulation(state.graph, state.device, state.config, state.source)
 
 
 def _state(model: Any, device: str, example_input: Any, config: Any, calibration: Any) -> State:

@@ -16,6 +16,7 @@ from typing import Any
 from .errors import ConfigError
 from .ir import frozen_map
 from .numerics.types import FixedType, NumericType, parse_type
+from .ops.activations import activation_to_json, parse_activations
 
 # precision name -> (activation kind, weight kind)
 PRECISIONS: Mapping[str, tuple[str, str]] = frozen_map(
@@ -29,8 +30,9 @@ PRECISIONS: Mapping[str, tuple[str, str]] = frozen_map(
 )
 _PRECISION_ALIASES = {"i8": "int8", "i16": "int16", "int16x8": "a16w8", "i16xi8": "a16w8", "float32": "fp32"}
 TYPE_KEYS = ("input", "weight", "bias", "output")
-_LAYER_KEYS = {"precision", "parallelism", "placement", *TYPE_KEYS}
-_TOP_KEYS = {"precision", "batch", "layers", "target"}
+RECURRENT_TYPE_KEYS = ("recurrent_weight", "recurrent_bias", "accum")  # GRU / LSTM only
+_LAYER_KEYS = {"precision", "parallelism", "placement", "activations", *TYPE_KEYS, *RECURRENT_TYPE_KEYS}
+_TOP_KEYS = {"precision", "batch", "layers", "target", "activations"}
 OBJECTIVES = ("resources", "latency", "throughput")
 MAX_BATCH = 4096  # samples per graph iteration
 MAX_AUTO_BATCH = 1024  # largest batch ``batch: auto`` tries
@@ -56,6 +58,8 @@ class LayerConfig:
     cas_len: int | None = None
     cas_num: int | None = None
     placement: tuple[int, int] | None = None  # (column, row) of the layer's bottom-left tile
+    # sigmoid / tanh implementations of recurrent layers (ops/activations.py), by function name
+    activations: Mapping[str, Any] = field(default_factory=frozen_map)
 
 
 @dataclass(frozen=True)
@@ -126,6 +130,7 @@ class Config:
     # ``batch: auto`` or ``batch: [8, 32]``: the search chooses the batch too ("auto": every
     # power-of-two multiple of the layers' mmul row blocks up to MAX_AUTO_BATCH).  None: fixed.
     batch_search: str | tuple[int, ...] | None = None
+    activations: Mapping[str, Any] = field(default_factory=frozen_map)  # default for every layer
 
     @property
     def searched(self) -> bool:
@@ -147,6 +152,8 @@ class Config:
         }
         if self.target.searched:
             out["target"] = self.target.to_string()
+        if self.activations:
+            out["activations"] = {k: activation_to_json(a) for k, a in self.activations.items()}
         for name, lc in self.layers.items():
             d: dict[str, Any] = {}
             if lc.precision:
@@ -157,6 +164,8 @@ class Config:
                 d["parallelism"] = {k: v for k, v in (("cas_len", lc.cas_len), ("cas_num", lc.cas_num)) if v}
             if lc.placement:
                 d["placement"] = list(lc.placement)
+            if lc.activations:
+                d["activations"] = {k: activation_to_json(a) for k, a in lc.activations.items()}
             out["layers"][name] = d
         return out
 
@@ -178,13 +187,13 @@ def _parse_layer(name: str, raw: Any) -> LayerConfig:
         )
     precision = normalise_precision(raw["precision"], where) if "precision" in raw else None
     types: dict[str, NumericType] = {}
-    for key in TYPE_KEYS:
+    for key in (*TYPE_KEYS, *RECURRENT_TYPE_KEYS):
         if key in raw:
             try:
                 types[key] = parse_type(raw[key])
             except ConfigError as e:
                 raise ConfigError(f"{where}.{key}: {e}") from None
-            if key in ("weight", "bias") and isinstance(types[key], FixedType) and not types[key].signed:
+            if key in ("weight", "bias", "recurrent_weight", "recurrent_bias") and isinstance(types[key], FixedType) and not types[key].signed:
                 raise ConfigError(f"{where}.{key}: unsigned weights/biases are not supported; use a signed type")
     cas_len = cas_num = None
     if "parallelism" in raw:
@@ -207,7 +216,8 @@ def _parse_layer(name: str, raw: Any) -> LayerConfig:
         ):
             raise ConfigError(f"{where}.placement must be [column, row] of non-negative integers, got {raw['placement']!r}")
         placement = (int(p[0]), int(p[1]))
-    return LayerConfig(precision, frozen_map(types), cas_len, cas_num, placement)
+    acts = parse_activations(raw["activations"], f"{where}.activations") if "activations" in raw else {}
+    return LayerConfig(precision, frozen_map(types), cas_len, cas_num, placement, frozen_map(acts))
 
 
 def parse_config(raw: Mapping[str, Any] | Config | None) -> Config:
@@ -229,7 +239,8 @@ def parse_config(raw: Mapping[str, Any] | Config | None) -> Config:
         raise ConfigError("layers must be a mapping from layer name to settings")
     layers = {str(k): _parse_layer(str(k), v) for k, v in layers_raw.items()}
     target = parse_target(raw["target"]) if raw.get("target") is not None else Target()
-    return Config(precision, batch, frozen_map(layers), target, batch_search)
+    acts = parse_activations(raw["activations"]) if raw.get("activations") is not None else {}
+    return Config(precision, batch, frozen_map(layers), target, batch_search, frozen_map(acts))
 
 
 def _one_batch(value: Any, where: str = "batch") -> int:

@@ -31,6 +31,7 @@ from onnx import numpy_helper
 from ..errors import ConfigError, ModelError, UnsupportedOpError
 from ..ir import Graph, ImportedModel, Node, QuantHints, Tensor, frozen_map
 from ..numerics.types import FixedType, Rounding, Saturation
+from .onnx_recurrent import MOVEMENT_OPS, RECURRENT_OPS, OnnxRecurrentMixin
 
 SUPPORTED_ONNX_OPS: tuple[str, ...] = (
     "Gemm",
@@ -44,6 +45,9 @@ SUPPORTED_ONNX_OPS: tuple[str, ...] = (
     "Constant",
     "QuantizeLinear",
     "DequantizeLinear",
+    "GRU",
+    "LSTM",
+    "Transpose / Squeeze / Unsqueeze / Slice / Gather (data movement that keeps the batch first, or takes a recurrent layer's last step)",
 )
 
 # Domains whose QuantizeLinear / DequantizeLinear have the standard semantics.
@@ -285,7 +289,7 @@ def _prod(shape: Sequence[int]) -> int:
 # ------------------------------------------------------------------------------------- importer
 
 
-class _OnnxImporter:
+class _OnnxImporter(OnnxRecurrentMixin):
     def __init__(
         self, proto: onnx.ModelProto, label: str, example_input_shape: tuple[int, ...] | None
     ):
@@ -307,6 +311,14 @@ class _OnnxImporter:
         self._shape_values: dict[str, np.ndarray | None] = {}
         self._producer: dict[str, int] = {}
         self._names: list[str] = []
+        # recurrent layers and the data movement around them (onnx_recurrent.py)
+        self.moved = {}
+        self.rnns = {}
+        self.cells = {}
+        self.id_bases = {}
+        self._id_spans: dict[str, int] = {}
+        self._movement_batch: int | None = None
+        self._static_values: dict[str, np.ndarray | None] = {}
 
     # -- naming ---------------------------------------------------------------------------------
 
@@ -493,7 +505,9 @@ class _OnnxImporter:
             if not any(o in needed for o in node.output if o):
                 continue
             live.add(i)
-            data_inputs = node.input[:1] if node.op_type == "Reshape" else node.input
+            # Shape operands, indices, weights and initial states are folded, not computed.
+            first_only = node.op_type in ("Reshape", *MOVEMENT_OPS, *RECURRENT_OPS) and node.op_type != "Concat"
+            data_inputs = node.input[:1] if first_only else node.input
             needed.update(t for t in data_inputs if t)
         return live
 
@@ -539,6 +553,8 @@ class _OnnxImporter:
     # -- emission helpers -----------------------------------------------------------------------
 
     def _data_input(self, t: str, node_name: str, op: str) -> str:
+        if t in self.moved:
+            return self.materialise(t, node_name, op)
         c = self.canon(t)
         if c in self.pending_q:
             q = self.pending_q[c]
@@ -698,6 +714,9 @@ class _OnnxImporter:
         self._emit(name, "relu", x, node.output[0], self.shapes[x])
 
     def _flatten(self, node: onnx.NodeProto, name: str) -> None:
+        if node.input[0] in self.moved:
+            self.move(node, name)
+            return
         x = self._data_input(node.input[0], name, "Flatten")
         shape = self.shapes[x]
         axis = int(_attrs(node).get("axis", 1))
@@ -713,6 +732,9 @@ class _OnnxImporter:
         self._emit(name, "reshape", x, node.output[0], out, {"shape": out})
 
     def _reshape(self, node: onnx.NodeProto, name: str) -> None:
+        if node.input[0] in self.moved:
+            self.move(node, name)
+            return
         x = self._data_input(node.input[0], name, "Reshape")
         in_shape = self.shapes[x]
         size = _prod(in_shape)
@@ -908,6 +930,9 @@ class _OnnxImporter:
                 )
                 if used:
                     raise UnsupportedOpError(f"node '{name}' (Dropout): its mask output is used")
+        if node.input[0] in self.moved:
+            self.moved[node.output[0]] = self.moved[node.input[0]]
+            return
         x = self._data_input(node.input[0], name, node.op_type)
         self.alias[node.output[0]] = x
 
@@ -991,6 +1016,8 @@ class _OnnxImporter:
             "Dropout": self._passthrough,
             "QuantizeLinear": self._quantize,
             "DequantizeLinear": self._dequantize,
+            **dict.fromkeys(MOVEMENT_OPS, self.move),
+            **dict.fromkeys(RECURRENT_OPS, self.recurrent),
         }
         for i in todo:
             if i not in live:
@@ -1011,6 +1038,7 @@ class _OnnxImporter:
                     f"graph output '{o.name}' is a constant; nothing to compute"
                 )
             outputs.append(self._data_input(o.name, "<graph output>", "output"))
+        self.finish_recurrent()
         tensors = {
             t: Tensor(t, s)
             for t, s in self.shapes.items()

@@ -14,12 +14,14 @@ import numpy as np
 
 from ..errors import ConfigError, ModelError, UnsupportedOpError
 from ..ir import Graph, ImportedModel, Node, QuantHints, Tensor, frozen_map
+from .torch_recurrent import RecurrentMixin
 
 if TYPE_CHECKING:
     import torch
 
 SUPPORTED_TORCH_MODULES: tuple[str, ...] = (
     "nn.Linear",
+    "nn.GRU / nn.LSTM (forward, zero initial state; read out[:, -1], h[-1] or the whole sequence)",
     "nn.ReLU",
     "nn.Flatten",
     "nn.Identity",
@@ -139,7 +141,7 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0]
 
 
-class _Converter:
+class _Converter(RecurrentMixin):
     def __init__(self, torch, gm, batch: int, model_name: str):
         self.torch = torch
         self.F = torch.nn.functional
@@ -152,6 +154,7 @@ class _Converter:
         self.attrs: dict[str, Any] = {}  # get_attr node name -> tensor
         self.used_names: set[str] = set()
         self.input_name: str | None = None
+        self.pending = {}  # fx node name -> recurrent value not yet an IR tensor (torch_recurrent.py)
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -182,10 +185,15 @@ class _Converter:
             )
         return full[1:]
 
+    def _numpy(self, t) -> np.ndarray:
+        return _to_numpy(t)
+
     def _input(self, arg, name: str) -> str:
         fx = self.torch.fx
         if not isinstance(arg, fx.Node):
             raise UnsupportedOpError(f"'{name}' takes a non-tensor input {arg!r}")
+        if arg.name in self.pending:
+            return self.materialise(arg.name, name)
         t = arg.name
         while t in self.alias:
             t = self.alias[t]
@@ -259,6 +267,9 @@ class _Converter:
         path = str(fx_node.target)
         mod = self.gm.get_submodule(path)
         kind = type(mod).__name__
+        if isinstance(mod, nn.GRU | nn.LSTM):
+            self.recurrent_module(fx_node, path, mod)
+            return
         x = self._input(fx_node.args[0], path) if fx_node.args else None
         if x is None or len(fx_node.args) != 1 or fx_node.kwargs:
             raise UnsupportedOpError(
@@ -288,6 +299,13 @@ class _Converter:
         torch, F = self.torch, self.F
         fn = fx_node.target
         name = fx_node.name
+        src = fx_node.args[0] if fx_node.args else None
+        if fn is operator.getitem and isinstance(src, torch.fx.Node) and src.name in self.pending:
+            self.pending_getitem(fx_node)
+            return
+        if fn is torch.transpose and isinstance(src, torch.fx.Node):
+            self._call_method(fx_node, "transpose")
+            return
         if self._shape(fx_node) is None and fn in _SHAPE_FUNCTIONS:
             return  # a shape query (x.shape[0]...); consumed by a reshape, whose shape we know
         if fn in (F.relu, torch.relu, torch.relu_):
@@ -320,12 +338,17 @@ class _Converter:
                 f"function call '{name}' ({label}) is not supported by aieflow; {_SUPPORTED_TEXT}"
             )
 
-    def _call_method(self, fx_node) -> None:
-        method = str(fx_node.target)
+    def _call_method(self, fx_node, method: str | None = None) -> None:
+        method = method or str(fx_node.target)
         name = fx_node.name
+        if fx_node.args and getattr(fx_node.args[0], "name", None) in self.pending:
+            if self.pending_method(fx_node, method):
+                return
         if method in _SHAPE_METHODS and self._shape(fx_node) is None:
             return
         x = self._input(fx_node.args[0], name)
+        if method in ("transpose", "swapaxes", "swapdims", "permute") and self.maybe_time_major_view(fx_node, method, x):
+            return
         if method in ("relu", "relu_"):
             self._emit(fx_node, name, "relu", x)
         elif method == "flatten":

@@ -293,3 +293,46 @@ def max_abs_accumulation(k: int, a: FixedType, b: FixedType) -> int:
     ma = max(abs(a.min_code), abs(a.max_code))
     mb = max(abs(b.min_code), abs(b.max_code))
     return k * ma * mb
+
+
+def round_div(num: np.ndarray, den: int, rounding: Rounding) -> np.ndarray:
+    """``num / den`` rounded by ``rounding``, exact for int64 ``num`` and a positive ``den``.
+
+    Table indices (``int(x * N / 16)`` in hls4ml) divide by constants that are not powers of two,
+    so :func:`round_shift` alone does not cover them.
+    """
+    num = _as_int64(num)
+    den = int(den)
+    if den <= 0:
+        raise ValueError(f"round_div: denominator must be positive, got {den}")
+    q = num // den  # floor
+    r = num - q * den  # in [0, den)
+    return _round_from_floor(q, r != 0, 2 * r > den, 2 * r == den, rounding)
+
+
+def cast(codes: np.ndarray, frac: int, to: FixedType) -> np.ndarray:
+    """ap_fixed assignment: exact codes with ``frac`` fractional bits into type ``to``.
+
+    Rounds by ``to.rounding`` (when bits are dropped), then handles overflow by
+    ``to.saturation``, which is what assigning a full-precision ap_fixed expression to a narrower
+    ap_fixed variable does.  Adding fractional bits is exact; the overflow of a left shift is
+    decided before shifting, so no int64 intermediate can overflow.
+    """
+    codes = _as_int64(codes)
+    shift = int(frac) - to.frac
+    if 0 < shift < 63 and to.rounding is Rounding.FLOOR:
+        return saturate(codes >> shift, to)  # ap_fixed's default TRN: a plain arithmetic shift
+    if shift >= 0:
+        return saturate(round_shift(codes, shift, to.rounding), to)
+    left = -shift
+    if to.saturation is Saturation.WRAP:
+        if left >= to.width:
+            return np.zeros_like(codes)
+        low = codes & ((1 << (to.width - left)) - 1)  # the bits that survive the shift
+        return wrap(low << left, to.width, to.signed)
+    hi = to.max_code
+    lo = -hi if (to.saturation is Saturation.SYMMETRIC and to.signed) else to.min_code
+    hi_in = hi >> left  # largest code whose shifted value fits
+    lo_in = -((-lo) >> left)  # smallest such code (ceil of lo / 2**left)
+    shifted = np.clip(codes, lo_in, hi_in) << left
+    return np.where(codes > hi_in, hi, np.where(codes < lo_in, lo, shifted)).astype(np.int64)

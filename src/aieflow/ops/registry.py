@@ -9,6 +9,7 @@ from ..errors import UnsupportedOpError
 from .base import OpFamily
 from .dense import DENSE
 from .elementwise import BIAS_ADD, RELU
+from .recurrent import GRU, LSTM
 from .views import RESHAPE
 
 OP_FAMILIES: Mapping[str, OpFamily] = MappingProxyType(
@@ -17,6 +18,8 @@ OP_FAMILIES: Mapping[str, OpFamily] = MappingProxyType(
         "reshape": RESHAPE,
         "relu": RELU,
         "bias_add": BIAS_ADD,
+        "gru": GRU,
+        "lstm": LSTM,
     }
 )
 

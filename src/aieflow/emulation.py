@@ -1,0 +1,61 @@
+"""Emulation without an AI Engine mapping: the quantised graph and its bit-exact emulator.
+
+``aieflow.emulate`` stops the pipeline after quantisation, so it works for models whose layers
+the planner cannot map yet (recurrent layers): same import, same quantisation, same per-layer
+numerics as a compiled :class:`~aieflow.design.Design`'s ``predict``, but no plan, placement,
+project or performance model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .config import Config
+from .design import Design
+from .devices import Device
+from .ir import Graph
+from .numerics.types import NumericType
+from .ops.registry import family
+
+
+@dataclass(frozen=True)
+class Emulation:
+    graph: Graph
+    device: Device
+    config: Config
+    source: str = ""
+
+    def _design(self) -> Design:
+        # Design's numerics read only the graph; there is no placement to give it.
+        return Design(self.graph, self.device, self.config, placement=None, source=self.source)
+
+    @property
+    def input_type(self) -> NumericType:
+        return self._design().input_type
+
+    @property
+    def output_type(self) -> NumericType:
+        return self._design().output_type
+
+    def predict(self, x: Any, raw: bool = False) -> np.ndarray:
+        """Float samples in, float outputs (or output codes with ``raw=True``) out, as ``Design.predict``."""
+        return self._design().predict(x, raw=raw)
+
+    def quantise_input(self, x: Any) -> np.ndarray:
+        return self._design().quantise_input(x)
+
+    def trace(self, xq: np.ndarray) -> dict[str, np.ndarray]:
+        """Emulated value (codes) of every tensor, from quantised inputs (:meth:`quantise_input`)."""
+        return self._design().trace(xq)
+
+    def summary(self) -> str:
+        """Each layer with the numeric types quantisation chose."""
+        lines = [f"{self.graph.name}: emulation on {self.device.board} (not mapped to the AI Engine)"]
+        for n in self.graph.nodes:
+            fam = family(n.op, n.name)
+            types = fam.types_to_json(n.types) if fam.types_to_json and n.types is not None else n.types
+            lines.append(f"  {n.name} ({n.op}): {types}")
+        return "\n".join(lines)

@@ -1,0 +1,516 @@
+"""Recurrent layers (GRU, LSTM): IR conventions, float reference and emulation.
+
+IR: op ``gru`` or ``lstm``; attrs ``seq_len``, ``input_size``, ``hidden_size``,
+``return_sequences`` (all steps, per-sample shape ``(T, n)``, or the last, ``(n,)``) and, for GRU,
+``reset_after`` (reset gate applied to ``h U_h + b'_h``: PyTorch, Keras ``reset_after=True``, ONNX
+``linear_before_reset=1``).  The initial state is zero.  Parameters in one canonical gate order,
+Keras' (also hls4ml's): GRU ``[z, r, h]``, LSTM ``[i, f, c, o]``; ``weight`` is ``(F, G n)``,
+``recurrent_weight`` ``(n, G n)``, ``bias`` and ``recurrent_bias`` ``(G n,)`` (x W + b, h U + b').
+Frontends reorder with :func:`reorder_gates` (PyTorch GRU ``[r, z, n]``, ONNX LSTM ``[i, o, f, c]``).
+
+Numerics, per layer (the precision picks the mode; see docs/recurrent.md):
+
+* ``fp32``: float32 arithmetic, every operation rounded to float32, dot products accumulated in
+  increasing k from the bias (no FMA); activations exact or by table.
+* fixed point (int8 / int16 / a16w8): hls4ml 1.x static mode, operation by operation
+  (``nnet_recurrent.h`` with the latency dense): each product ``x w`` is cast to the accumulator
+  type, accumulated in input order from the cast bias; the input and recurrent parts are added and
+  cast; gates go through the tables into the accumulator type; ``r * (h U + b')`` is cast; the new
+  state is ``(res_T)(h~ (1 - z) + h z)`` (GRU) or ``c = (res_T)(c~ i + c f)``,
+  ``h = (res_T)(o tanh(c))`` (LSTM), so the state is quantised to the result type at every step.
+
+The AI Engine mapping of these layers does not exist yet: :func:`plan` raises a PlanError;
+``aieflow.emulate`` runs the quantised graph without one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..config import PRECISIONS
+from ..errors import ConfigError, ModelError, PlanError, UnsupportedOpError
+from ..ir import Graph, Node
+from ..numerics import fixed
+from ..numerics.types import FixedType, FloatType, NumericType, Rounding, Saturation, parse_type
+from . import activations as act
+from .base import OpFamily, PlanContext, QuantContext
+from .dense import power_of_two_type
+
+CANONICAL_GATES: Mapping[str, str] = {"gru": "zrh", "lstm": "ifco"}
+# Gate orders of the frameworks, as letters of the canonical names (PyTorch's n and g are h and c).
+GATE_ORDERS: Mapping[str, Mapping[str, str]] = {
+    "pytorch": {"gru": "rzh", "lstm": "ifco"},
+    "onnx": {"gru": "zrh", "lstm": "iofc"},
+    "keras": {"gru": "zrh", "lstm": "ifco"},
+}
+TYPE_KEYS = ("weight", "bias", "recurrent_weight", "recurrent_bias", "accum", "output")
+MAX_WIDTH = 32  # products of two codes stay below 2**62: exact in int64
+
+
+def gates(cell: str) -> int:
+    return len(CANONICAL_GATES[cell])
+
+
+def reorder_gates(a: np.ndarray, cell: str, order: str, axis: int = 0) -> np.ndarray:
+    """Blocks of ``a`` along ``axis``, given in gate ``order``, permuted into the canonical order."""
+    canon = CANONICAL_GATES[cell]
+    if sorted(order) != sorted(canon):
+        raise ValueError(f"gate order {order!r} is not a permutation of {canon!r}")
+    blocks = np.split(np.asarray(a), len(order), axis=axis)
+    return np.concatenate([blocks[order.index(g)] for g in canon], axis=axis)
+
+
+def make_node(
+    name: str,
+    cell: str,
+    x: str,
+    y: str,
+    *,
+    seq_len: int,
+    weight: np.ndarray,
+    recurrent_weight: np.ndarray,
+    bias: np.ndarray,
+    recurrent_bias: np.ndarray,
+    return_sequences: bool,
+    reset_after: bool = True,
+    aliases: tuple[str, ...] = (),
+) -> Node:
+    """A recurrent IR node from canonical-order parameters (weight ``(F, G n)``, ...)."""
+    g = gates(cell)
+    f, gn = weight.shape
+    n = gn // g
+    expected = {"weight": (f, g * n), "recurrent_weight": (n, g * n), "bias": (g * n,), "recurrent_bias": (g * n,)}
+    given = {"weight": weight, "recurrent_weight": recurrent_weight, "bias": bias, "recurrent_bias": recurrent_bias}
+    for key, shape in expected.items():
+        if given[key].shape != shape:
+            raise ModelError(f"{cell.upper()} {key} has shape {given[key].shape}, expected {shape}", layer=name)
+    attrs = {"seq_len": int(seq_len), "input_size": int(f), "hidden_size": int(n), "return_sequences": bool(return_sequences)}
+    if cell == "gru":
+        attrs["reset_after"] = bool(reset_after)
+    params = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in given.items()}
+    return Node(name, cell, (x,), (y,), attrs, params, aliases=aliases)
+
+
+def output_shape(node: Node) -> tuple[int, ...]:
+    n = node.attrs["hidden_size"]
+    return (node.attrs["seq_len"], n) if node.attrs["return_sequences"] else (n,)
+
+
+# ----------------------------------------------------------------------------- types
+
+
+@dataclass(frozen=True)
+class RecurrentTypes:
+    """Per-layer numerics; hls4ml names: weight_t, bias_t, recurrent_weight_t, recurrent_bias_t,
+    accum_t, result_t (``output``, which also holds the state) and the two tables."""
+
+    input: NumericType
+    weight: NumericType
+    recurrent_weight: NumericType
+    bias: NumericType
+    recurrent_bias: NumericType
+    accum: NumericType
+    output: NumericType
+    sigmoid: act.Activation
+    tanh: act.Activation
+
+    @property
+    def is_float(self) -> bool:
+        return isinstance(self.accum, FloatType)
+
+
+_TYPE_FIELDS = ("input", "weight", "recurrent_weight", "bias", "recurrent_bias", "accum", "output")
+
+
+def _types_to_json(t: RecurrentTypes) -> dict:
+    d = {k: getattr(t, k).to_string() for k in _TYPE_FIELDS}
+    d["activations"] = {f: act.activation_to_json(getattr(t, f)) for f in act.FUNCTIONS}
+    return d
+
+
+def _types_from_json(d: dict) -> RecurrentTypes:
+    acts = act.parse_activations(d["activations"])
+    return RecurrentTypes(*(parse_type(d[k]) for k in _TYPE_FIELDS), acts["sigmoid"], acts["tanh"])
+
+
+# ----------------------------------------------------------------------------- float reference
+
+
+def _sigmoid(x):
+    return act.exact("sigmoid", x)
+
+
+def _sequence(node: Node, x: np.ndarray) -> np.ndarray:
+    t, f = node.attrs["seq_len"], node.attrs["input_size"]
+    x = np.asarray(x)
+    if x.ndim < 2 or int(np.prod(x.shape[1:])) != t * f:
+        raise ModelError(f"input has per-sample shape {x.shape[1:]}, expected ({t}, {f})", layer=node.name)
+    return x.reshape(x.shape[0], t, f)
+
+
+def float_forward(node: Node, x: np.ndarray, stats: dict[str, float] | None = None) -> np.ndarray:
+    """Float64 reference with exact activations (calibration; ``stats`` collects max |value|)."""
+    p = {k: node.params[k].astype(np.float64) for k in ("weight", "recurrent_weight", "bias", "recurrent_bias")}
+    n = node.attrs["hidden_size"]
+    xs = _sequence(node, x).astype(np.float64)
+    gx_all = xs @ p["weight"] + p["bias"]
+    h = np.zeros((xs.shape[0], n))
+    c = np.zeros_like(h)
+    outs = []
+
+    def note(key, v):
+        if stats is not None and v.size:
+            stats[key] = max(stats.get(key, 0.0), float(np.max(np.abs(v))))
+
+    note("gates", gx_all)
+    for step in range(xs.shape[1]):
+        gx = gx_all[:, step]
+        if node.op == "gru" and not node.attrs.get("reset_after", True):
+            gh_zr = h @ p["recurrent_weight"][:, : 2 * n] + p["recurrent_bias"][: 2 * n]
+            z, r = np.split(_sigmoid(gx[:, : 2 * n] + gh_zr), 2, axis=1)
+            cand = np.tanh(gx[:, 2 * n :] + (r * h) @ p["recurrent_weight"][:, 2 * n :] + p["recurrent_bias"][2 * n :])
+            note("gates", gh_zr)
+            h = cand * (1 - z) + h * z
+        elif node.op == "gru":
+            gh = h @ p["recurrent_weight"] + p["recurrent_bias"]
+            z, r = np.split(_sigmoid(gx[:, : 2 * n] + gh[:, : 2 * n]), 2, axis=1)
+            rh = r * gh[:, 2 * n :]
+            note("gates", gh)
+            note("gates", gx[:, : 2 * n] + gh[:, : 2 * n])
+            note("gates", gx[:, 2 * n :] + rh)
+            h = np.tanh(gx[:, 2 * n :] + rh) * (1 - z) + h * z
+        else:
+            pre = gx + h @ p["recurrent_weight"] + p["recurrent_bias"]
+            note("gates", pre)
+            i, f, o = (_sigmoid(pre[:, k * n : (k + 1) * n]) for k in (0, 1, 3))
+            c = np.tanh(pre[:, 2 * n : 3 * n]) * i + c * f
+            h = o * np.tanh(c)
+            note("state", c)
+        note("state", h)
+        outs.append(h)
+    return np.stack(outs, axis=1) if node.attrs["return_sequences"] else h
+
+
+# ----------------------------------------------------------------------------- quantise
+
+
+def _layer_activations(ctx: QuantContext, is_float: bool) -> tuple[act.Activation, act.Activation]:
+    """Layer setting > top-level setting > default (exact for fp32, the hls4ml tables otherwise)."""
+    chosen = {}
+    for f in act.FUNCTIONS:
+        a = ctx.layer.activations.get(f) or ctx.config.activations.get(f)
+        if a is None:
+            a = act.ExactActivation(f) if is_float else act.hls4ml_table(f)
+        chosen[f] = a
+    return chosen["sigmoid"], chosen["tanh"]
+
+
+def quantise(node: Node, ctx: QuantContext) -> Node:
+    """fp32: float32 parameters.  Fixed point: explicit types > power-of-two PTQ defaults."""
+    name = node.name
+    precision = ctx.layer.precision or ctx.config.precision
+    act_kind, w_kind = PRECISIONS[precision]
+    for key in TYPE_KEYS:
+        if any((n, key) in ctx.hints.params for n in (name, *node.aliases)):
+            raise UnsupportedOpError(
+                "QDQ-quantised recurrent parameters are not supported yet",
+                layer=name,
+                hint="export the float model and give the types in the config (layers.<name>.weight, ...)",
+            )
+    in_type = ctx.input_types[0]
+    if act_kind == "bf16":
+        raise ConfigError(
+            "bf16 recurrent layers are not supported yet",
+            layer=name,
+            hint="use fp32 (float32 emulation) or int16 / int8 (hls4ml-compatible fixed point)",
+        )
+    if act_kind == "fp32":
+        return _quantise_float(node, ctx, in_type, precision)
+    return _quantise_fixed(node, ctx, in_type, precision, act_kind, w_kind)
+
+
+def _quantise_float(node: Node, ctx: QuantContext, in_type: NumericType, precision: str) -> Node:
+    gen = ctx.device.generation
+    if "fp32" not in gen.float_types:
+        raise ConfigError(
+            f"precision fp32 is not available on {ctx.device.board} ({gen.name})",
+            layer=node.name,
+            hint="use vck190 (AIE1) for fp32, or int16 / int8 fixed point",
+        )
+    ft = FloatType("fp32")
+    if in_type != ft:
+        raise ConfigError(
+            f"input is {in_type} but the layer's precision is {precision}",
+            layer=node.name,
+            hint="use the same precision for all layers",
+        )
+    explicit = [k for k in TYPE_KEYS if k in ctx.layer.types and ctx.layer.types[k] != ft]
+    if explicit:
+        raise ConfigError(f"precision fp32 but fixed-point type(s) given for {', '.join(explicit)}", layer=node.name)
+    sig, tanh = _layer_activations(ctx, True)
+    types = RecurrentTypes(ft, ft, ft, ft, ft, ft, ft, sig, tanh)
+    params = dict(node.params)
+    for key in ("weight", "recurrent_weight", "bias", "recurrent_bias"):
+        params[f"{key}_q"] = node.params[key].astype(np.float32)
+    return node.evolve(types=types, params=params)
+
+
+def _ptq_types(node: Node, ctx: QuantContext, act_kind: str, w_kind: str) -> dict[str, FixedType]:
+    """Power-of-two defaults from the parameters and a float64 run on the calibration data."""
+    a_bits = 8 if act_kind == "i8" else 16
+    w_bits = 8 if w_kind == "i8" else 16
+    mode = (Rounding.CONV_EVEN, Saturation.SATURATE)
+
+    def fit(v: float, bits: int) -> FixedType:
+        return power_of_two_type(v, bits, *mode)
+
+    def amax(a: np.ndarray) -> float:
+        return float(np.max(np.abs(a))) if a.size else 0.0
+
+    stats: dict[str, float] = {}
+    calib = ctx.calibration.get(node.inputs[0])
+    if calib is not None and calib.size:
+        float_forward(node, calib, stats)
+    p = node.params
+    accum_max = max(1.0, stats.get("gates", 0.0), amax(p["bias"]), amax(p["recurrent_bias"]))
+    accum = fit(accum_max, 2 * a_bits)
+    return {
+        "weight": fit(amax(p["weight"]), w_bits),
+        "recurrent_weight": fit(amax(p["recurrent_weight"]), w_bits),
+        "bias": accum,
+        "recurrent_bias": accum,
+        "accum": accum,
+        # GRU states are convex combinations of tanh outputs: |h| < 1 whatever the calibration.
+        "output": fit(max(stats.get("state", 0.0), 1.0 if node.op == "gru" else 0.0), a_bits),
+    }
+
+
+def _quantise_fixed(node: Node, ctx: QuantContext, in_type: NumericType, precision: str, act_kind: str, w_kind: str) -> Node:
+    name = node.name
+    if not isinstance(in_type, FixedType):
+        raise ConfigError(
+            f"input is {in_type} but the layer's precision is {precision}",
+            layer=name,
+            hint="use the same precision for all layers",
+        )
+    if node.op == "gru" and not node.attrs.get("reset_after", True):
+        raise ConfigError(
+            "fixed-point GRU emulation follows hls4ml, which applies the reset gate after the "
+            "recurrent product (PyTorch, Keras reset_after=True, ONNX linear_before_reset=1); this "
+            "layer applies it before",
+            layer=name,
+            hint="use precision fp32 for this layer, or retrain with reset_after=True",
+        )
+    given = {k: ctx.layer.types[k] for k in TYPE_KEYS if k in ctx.layer.types}
+    defaults = _ptq_types(node, ctx, act_kind, w_kind) if len(given) < len(TYPE_KEYS) else {}
+    chosen = {k: given.get(k, defaults.get(k)) for k in TYPE_KEYS}
+    for key, t in [("input", in_type), *chosen.items()]:
+        if not isinstance(t, FixedType):
+            raise ConfigError(f"{key} type {t} is not fixed point, but the precision is {precision}", layer=name)
+        if t.width > MAX_WIDTH:
+            raise ConfigError(
+                f"{key} type {t} is wider than {MAX_WIDTH} bits; the emulator forms exact products in int64",
+                layer=name,
+            )
+    sig, tanh = _layer_activations(ctx, False)
+    types = RecurrentTypes(in_type, chosen["weight"], chosen["recurrent_weight"], chosen["bias"], chosen["recurrent_bias"], chosen["accum"], chosen["output"], sig, tanh)
+    params = dict(node.params)
+    for key in ("weight", "recurrent_weight", "bias", "recurrent_bias"):
+        params[f"{key}_q"] = fixed.quantize(node.params[key], getattr(types, key))
+    return node.evolve(types=types, params=params)
+
+
+# ----------------------------------------------------------------------------- emulate: fixed point
+
+
+def _codes(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x)
+    if x.dtype.kind == "f":
+        if not np.array_equal(x, np.round(x)):
+            raise ValueError("fixed-point emulation expects integer codes")
+        return x.astype(np.int64)
+    return x.astype(np.int64)
+
+
+_CHUNK = 1 << 18  # products per chunk in the vectorised dense (temporaries stay in cache)
+
+
+def _dense_fixed(x: np.ndarray, xt: FixedType, w: np.ndarray, wt: FixedType, b: np.ndarray, bt: FixedType, acc: FixedType) -> np.ndarray:
+    """hls4ml ``dense_latency`` into ``acc``: each product cast, summed in input order from the
+    cast bias, every partial sum cast (only overflow: the terms share the grid)."""
+    rows, k = x.shape
+    init = np.broadcast_to(fixed.cast(b, bt.frac, acc), (rows, w.shape[1]))
+    pfrac = xt.frac + wt.frac
+    lo = -acc.max_code if (acc.saturation is Saturation.SYMMETRIC and acc.signed) else acc.min_code
+    out = np.empty((rows, w.shape[1]), dtype=np.int64)
+    step = max(1, _CHUNK // max(1, k * w.shape[1]))
+    for s in range(0, rows, step):
+        prods = fixed.cast(x[s : s + step, :, None] * w[None], pfrac, acc)  # (r, K, N)
+        total = init[s : s + step] + prods.sum(axis=1)
+        if acc.saturation is Saturation.WRAP:
+            out[s : s + step] = fixed.wrap(total, acc.width, acc.signed)  # modular: order is free
+            continue
+        bound = np.abs(init[s : s + step]) + np.abs(prods).sum(axis=1)
+        if np.all(bound <= min(acc.max_code, -lo)):
+            out[s : s + step] = total  # no partial sum can saturate
+            continue
+        run = init[s : s + step].copy()
+        for i in range(k):
+            run = np.clip(run + prods[:, i], lo, acc.max_code)
+        out[s : s + step] = run
+    return out
+
+
+def _sum_cast(terms: list[tuple[np.ndarray, int]], out: FixedType) -> np.ndarray:
+    """``(out_T)(t1 + t2 + ...)`` for exact terms ``(codes, frac)``: aligned exactly, cast once."""
+    top = max(f for _, f in terms)
+    total = np.zeros(np.broadcast_shapes(*(c.shape for c, _ in terms)), dtype=np.int64)
+    bound = 0
+    for codes, f in terms:
+        m = int(np.max(np.abs(codes))) if codes.size else 0
+        bound += m << (top - f)
+        if bound >= 1 << 62:
+            raise OverflowError(
+                f"an intermediate needs more than 62 bits (types with {top} fractional bits); "
+                "use narrower accumulator / result types"
+            )
+        total += codes << (top - f)
+    return fixed.cast(total, top, out)
+
+
+def _gru_step_fixed(gx, gh, h, t: RecurrentTypes, n: int) -> np.ndarray:
+    acc, res = t.accum, t.output
+    fa = acc.frac
+    zr = act.apply_fixed(t.sigmoid, fixed.cast(gx[:, : 2 * n] + gh[:, : 2 * n], fa, acc), fa, acc)
+    z, r = zr[:, :n], zr[:, n:]
+    rh = fixed.cast(r * gh[:, 2 * n :], 2 * fa, acc)
+    cand = act.apply_fixed(t.tanh, fixed.cast(gx[:, 2 * n :] + rh, fa, acc), fa, acc)
+    f1 = max(fa, 0)  # (1 - z) is exact: 1 needs no fractional bits, z needs fa
+    one_minus_z = (1 << f1) - (z << (f1 - fa))
+    return _sum_cast([(cand * one_minus_z, fa + f1), (h * z, res.frac + fa)], res)
+
+
+def _lstm_step_fixed(gx, gh, h, c, t: RecurrentTypes, n: int) -> tuple[np.ndarray, np.ndarray]:
+    acc, res = t.accum, t.output
+    fa = acc.frac
+    ifo_idx = np.r_[0 : 2 * n, 3 * n : 4 * n]
+    ifo = act.apply_fixed(t.sigmoid, fixed.cast(gx[:, ifo_idx] + gh[:, ifo_idx], fa, acc), fa, acc)
+    i, f, o = ifo[:, :n], ifo[:, n : 2 * n], ifo[:, 2 * n :]
+    cand = act.apply_fixed(t.tanh, fixed.cast(gx[:, 2 * n : 3 * n] + gh[:, 2 * n : 3 * n], fa, acc), fa, acc)
+    c = _sum_cast([(cand * i, 2 * fa), (c * f, res.frac + fa)], res)
+    c_act = act.apply_fixed(t.tanh, c, res.frac, acc)
+    h = _sum_cast([(o * c_act, 2 * fa)], res)
+    return h, c
+
+
+def _emulate_fixed(node: Node, x: np.ndarray) -> np.ndarray:
+    t: RecurrentTypes = node.types
+    n = node.attrs["hidden_size"]
+    xs = _codes(_sequence(node, x))
+    bsz, steps, feats = xs.shape
+    p = node.params
+    gx_all = _dense_fixed(xs.reshape(-1, feats), t.input, p["weight_q"], t.weight, p["bias_q"], t.bias, t.accum)
+    gx_all = gx_all.reshape(bsz, steps, -1)
+    h = np.zeros((bsz, n), dtype=np.int64)
+    c = np.zeros_like(h)
+    outs = []
+    for s in range(steps):
+        gh = _dense_fixed(h, t.output, p["recurrent_weight_q"], t.recurrent_weight, p["recurrent_bias_q"], t.recurrent_bias, t.accum)
+        if node.op == "gru":
+            h = _gru_step_fixed(gx_all[:, s], gh, h, t, n)
+        else:
+            h, c = _lstm_step_fixed(gx_all[:, s], gh, h, c, t, n)
+        outs.append(h)
+    return np.stack(outs, axis=1) if node.attrs["return_sequences"] else h
+
+
+# ----------------------------------------------------------------------------- emulate: fp32
+
+
+def _dot32(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return fixed.float32_dot_sequential(x, w, b)
+
+
+def _emulate_float(node: Node, x: np.ndarray) -> np.ndarray:
+    t: RecurrentTypes = node.types
+    n = node.attrs["hidden_size"]
+    xs = _sequence(node, x).astype(np.float32)
+    bsz, steps, feats = xs.shape
+    p = node.params
+    w, u, b, rb = (p[k].astype(np.float32) for k in ("weight_q", "recurrent_weight_q", "bias_q", "recurrent_bias_q"))
+    gx_all = _dot32(xs.reshape(-1, feats), w, b).reshape(bsz, steps, -1)
+    sig = lambda v: act.apply_float32(t.sigmoid, v)  # noqa: E731 - local shorthand
+    tanh = lambda v: act.apply_float32(t.tanh, v)  # noqa: E731
+    one = np.float32(1)
+    h = np.zeros((bsz, n), dtype=np.float32)
+    c = np.zeros_like(h)
+    outs = []
+    for s in range(steps):
+        gx = gx_all[:, s]
+        if node.op == "gru" and not node.attrs.get("reset_after", True):
+            gh_zr = _dot32(h, u[:, : 2 * n], rb[: 2 * n])
+            zr = sig(gx[:, : 2 * n] + gh_zr)
+            z, r = zr[:, :n], zr[:, n:]
+            cand = tanh(gx[:, 2 * n :] + _dot32(r * h, u[:, 2 * n :], rb[2 * n :]))
+            h = cand * (one - z) + h * z
+        elif node.op == "gru":
+            gh = _dot32(h, u, rb)
+            zr = sig(gx[:, : 2 * n] + gh[:, : 2 * n])
+            z, r = zr[:, :n], zr[:, n:]
+            cand = tanh(gx[:, 2 * n :] + r * gh[:, 2 * n :])
+            h = cand * (one - z) + h * z
+        else:
+            pre = gx + _dot32(h, u, rb)
+            i, f, o = (sig(pre[:, k * n : (k + 1) * n]) for k in (0, 1, 3))
+            c = tanh(pre[:, 2 * n : 3 * n]) * i + c * f
+            h = o * tanh(c)
+        outs.append(h)
+    return np.stack(outs, axis=1) if node.attrs["return_sequences"] else h
+
+
+def emulate(node: Node, x: np.ndarray) -> np.ndarray:
+    """Bit-exact emulation of the layer's numerics (see the module docstring)."""
+    if node.types is None:
+        raise ConfigError("the layer has not been quantised", layer=node.name)
+    return _emulate_float(node, x) if node.types.is_float else _emulate_fixed(node, x)
+
+
+# ----------------------------------------------------------------------------- plan
+
+
+def plan(node: Node, ctx: PlanContext) -> Node:
+    raise PlanError(
+        f"{node.op.upper()} layers are emulated but not yet mapped to the AI Engine",
+        layer=node.name,
+        hint="use aieflow.emulate(model, ...) for bit-exact predictions of this model; the AI "
+        "Engine mapping of recurrent layers is planned (issue 5)",
+    )
+
+
+def require_mapping(graph: Graph) -> None:
+    """Raise :func:`plan`'s PlanError for the first recurrent layer of ``graph``, if any.
+
+    For callers that would otherwise only see a planner's "nothing fits" (the search pass treats
+    a layer it cannot plan as one that does not fit)."""
+    for node in graph.nodes:
+        if node.op in CANONICAL_GATES:
+            plan(node, None)
+
+
+def _family(name: str) -> OpFamily:
+    return OpFamily(
+        name=name,
+        float_forward=float_forward,
+        emulate=emulate,
+        quantise=quantise,
+        plan=plan,
+        types_to_json=_types_to_json,
+        types_from_json=_types_from_json,
+    )
+
+
+GRU = _family("gru")
+LSTM = _family("lstm")
