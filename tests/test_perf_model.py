@@ -396,7 +396,7 @@ def test_estimate_is_deterministic_and_json_has_exactly_the_issue_keys():
     assert a == b
     ja, jb = performance_to_json(a), performance_to_json(b)
     assert json.dumps(ja, sort_keys=True) == json.dumps(jb, sort_keys=True)
-    assert set(ja) == {"latency_ns", "interval_ns", "batch", "throughput_ops_per_s", "bound", "tiles_used", "memory_tiles_used", "stages"}
+    assert set(ja) == {"latency_ns", "interval_ns", "batch", "throughput_ops_per_s", "bound", "tiles_used", "memory_tiles_used", "replicas", "stages"}
     assert isinstance(ja["stages"], list) and {"name", "kind", "tiles", "cycles", "busy", "efficiency"} <= set(ja["stages"][0])
     assert ja == json.loads(json.dumps(ja))
 

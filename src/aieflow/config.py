@@ -32,7 +32,7 @@ _PRECISION_ALIASES = {"i8": "int8", "i16": "int16", "int16x8": "a16w8", "i16xi8"
 TYPE_KEYS = ("input", "weight", "bias", "output")
 RECURRENT_TYPE_KEYS = ("recurrent_weight", "recurrent_bias", "accum")  # GRU / LSTM only
 _LAYER_KEYS = {"precision", "parallelism", "placement", "activations", *TYPE_KEYS, *RECURRENT_TYPE_KEYS}
-_TOP_KEYS = {"precision", "batch", "layers", "target", "activations"}
+_TOP_KEYS = {"precision", "batch", "layers", "target", "activations", "replicas"}
 OBJECTIVES = ("resources", "latency", "throughput")
 MAX_BATCH = 4096  # samples per graph iteration
 MAX_AUTO_BATCH = 1024  # largest batch ``batch: auto`` tries
@@ -131,6 +131,9 @@ class Config:
     # power-of-two multiple of the layers' mmul row blocks up to MAX_AUTO_BATCH).  None: fixed.
     batch_search: str | tuple[int, ...] | None = None
     activations: Mapping[str, Any] = field(default_factory=frozen_map)  # default for every layer
+    # Copies of the whole design side by side on the array, each on its own batches.  None: the
+    # search decides (more than one only for a throughput objective); a number fixes it.
+    replicas: int | None = None
 
     @property
     def searched(self) -> bool:
@@ -152,6 +155,8 @@ class Config:
         }
         if self.target.searched:
             out["target"] = self.target.to_string()
+        if self.replicas is not None:
+            out["replicas"] = self.replicas
         if self.activations:
             out["activations"] = {k: activation_to_json(a) for k, a in self.activations.items()}
         for name, lc in self.layers.items():
@@ -240,7 +245,12 @@ def parse_config(raw: Mapping[str, Any] | Config | None) -> Config:
     layers = {str(k): _parse_layer(str(k), v) for k, v in layers_raw.items()}
     target = parse_target(raw["target"]) if raw.get("target") is not None else Target()
     acts = parse_activations(raw["activations"]) if raw.get("activations") is not None else {}
-    return Config(precision, batch, frozen_map(layers), target, batch_search, frozen_map(acts))
+    replicas = raw.get("replicas")
+    if replicas == "auto":
+        replicas = None
+    elif replicas is not None:
+        replicas = _positive_int(replicas, "replicas")
+    return Config(precision, batch, frozen_map(layers), target, batch_search, frozen_map(acts), replicas)
 
 
 def _one_batch(value: Any, where: str = "batch") -> int:

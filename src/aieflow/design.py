@@ -129,9 +129,15 @@ class Design:
             return np.zeros(shape, dtype=np.int64 if raw else np.float64)
         return np.concatenate(outs, axis=0)
 
+    @property
+    def replicas(self) -> int:
+        """Copies of the design on the array (each runs its own batches)."""
+        return len(self.placement.replicas)
+
     def example_batch(self, x: Any | None, batches: int = 2) -> np.ndarray:
-        """Inputs written to the project's PLIO files: the user's, else seeded random in range."""
-        batch = self.config.batch
+        """Inputs written to the project's PLIO files: the user's, else seeded random in range;
+        ``batches`` graph iterations' worth (each feeds every replica one batch)."""
+        batch = self.config.batch * self.replicas
         if x is not None:
             x = self._check_input(x)
             n = min(x.shape[0], batches * batch)
@@ -165,8 +171,9 @@ class Design:
 
     def resources(self) -> dict[str, Any]:
         layers = self.layers()
-        tiles = sum(n.plan.tiles for n in layers)
-        memtile_links = sum(1 for n in layers if n.plan.link == "memtile")
+        k = self.replicas
+        tiles = sum(n.plan.tiles for n in layers) * k
+        memtile_links = sum(1 for n in layers if n.plan.link == "memtile") * k
         mt_bytes = 0
         for n in layers:
             if n.plan.link == "memtile":
@@ -179,8 +186,9 @@ class Design:
             "compute_tiles_available": self.device.compute_tiles,
             "memory_tiles": memtile_links,
             "memory_tile_bytes_max": mt_bytes,
-            "plio_in": first.plan.cas_len,
-            "plio_out": last.plan.cas_num,
+            "plio_in": first.plan.cas_len * k,
+            "plio_out": last.plan.cas_num * k,
+            "replicas": k,
             "bytes_per_tile": per_tile,
             "bytes_per_tile_max": max(per_tile.values()),
             "tile_memory_bytes": self.device.generation.data_memory_bytes,

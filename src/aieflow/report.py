@@ -50,7 +50,8 @@ def text_summary(d: Design) -> str:
         )
     tail = [
         "",
-        f"compute tiles {res['compute_tiles']}/{res['compute_tiles_available']}, "
+        (f"{res['replicas']} copies of the design: " if res["replicas"] > 1 else "")
+        + f"compute tiles {res['compute_tiles']}/{res['compute_tiles_available']}, "
         f"memory-tile buffers {res['memory_tiles']}, PLIO in {res['plio_in']} / out {res['plio_out']}",
         placement_text(d),
     ]
@@ -89,9 +90,11 @@ def performance_text(d: Design) -> str:
     perf = d.estimate()
     head = (
         f"performance (model, {d.device.clock_hz / 1e9:g} GHz): latency {perf.latency_ns:,.0f} ns, "
-        f"interval {perf.interval_ns:,.0f} ns per batch of {perf.batch} "
-        f"({perf.interval_ns / perf.batch:,.1f} ns/sample), throughput {_si(perf.throughput_ops_per_s, 'OPS')}, "
-        f"bound: {perf.bound} ({perf.bottleneck.name})"
+        f"interval {perf.interval_ns:,.0f} ns per batch of {perf.batch}"
+        + (f" on each of {perf.replicas} copies" if perf.replicas > 1 else "")
+        + f" ({perf.interval_ns / (perf.batch * perf.replicas):,.1f} ns/sample), "
+        f"throughput {_si(perf.throughput_ops_per_s, 'OPS')}, bound: {perf.bound} ({perf.bottleneck.name})"
+        + ("; stages of one copy:" if perf.replicas > 1 else "")
     )
     rows = [["stage", "kind", "tiles", "cycles", "share of interval", "efficiency vs peak", "bound"]]
     for st in perf.stages:

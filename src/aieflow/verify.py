@@ -27,7 +27,15 @@ from .errors import AieflowError
 from .numerics import fixed
 from .numerics.types import FixedType, FloatType, NumericType
 from .ops.dense import DensePlan, from_panels
-from .passes.emit import dense_layers, layer_idents, plio_input_files, plio_ports, tile_var
+from .passes.emit import (
+    dense_layers,
+    layer_idents,
+    plio_input_files,
+    plio_ports,
+    replica_merge,
+    replica_share,
+    tile_var,
+)
 
 if TYPE_CHECKING:
     from .design import Design
@@ -288,28 +296,36 @@ def verify(
     if n == 0:
         raise VerifyError("verify needs at least one sample")
     batch = first.plan.batch
-    iterations = -(-n // batch)
+    reps = design.replicas
+    iterations = -(-n // (batch * reps)) * reps  # batches in all; each graph iteration runs one per replica
     pad = np.zeros((iterations * batch - n, *xq.shape[1:]), dtype=xq.dtype)
     xq_pad = np.concatenate([xq, pad])
 
     binary, cached, build_s = build_harness(
         design.files, design.device.generation.arch_macro, Path(cache_dir) if cache_dir else None, jobs
     )
-    plio_in, plio_out = plio_ports(layers)
     expected = design.run(xq_pad).reshape(iterations * batch, -1)
+    runs = iterations // reps  # graph iterations
     with tempfile.TemporaryDirectory(prefix="aieflow-verify-") as tmp:
         work = Path(tmp)
-        for rel, text in plio_input_files(first, xq_pad, plio_in).items():
-            (work / rel).parent.mkdir(parents=True, exist_ok=True)
-            (work / rel).write_text(text)
-        run_s = _run(binary, work, iterations, trace=False)
-        texts = [(work / "out" / port["file"]).read_text() for port in plio_out]
-        got = _layer_output(final.plan, final.types.output, texts, iterations, "output PLIO")
+        for rep in range(reps):
+            share = replica_share(xq_pad, batch, reps, rep)
+            for rel, text in plio_input_files(first, share, plio_ports(layers, rep)[0]).items():
+                (work / rel).parent.mkdir(parents=True, exist_ok=True)
+                (work / rel).write_text(text)
+        run_s = _run(binary, work, runs, trace=False)
+        parts = []
+        for rep in range(reps):
+            texts = [(work / "out" / port["file"]).read_text() for port in plio_ports(layers, rep)[1]]
+            what = "output PLIO" + (f" of replica {rep}" if reps > 1 else "")
+            parts.append(_layer_output(final.plan, final.types.output, texts, runs, what))
+        got = replica_merge(parts, batch)
         bad = int(_differs(expected[:n], got[:n]).sum())
         mismatch = None
         if bad:
-            _run(binary, work, iterations, trace=True)
-            mismatch = _locate(design, layers, xq_pad, work / "trace", iterations, n)
+            _run(binary, work, runs, trace=True)  # traces replica 0's kernels
+            share = replica_share(xq_pad, batch, reps, 0)
+            mismatch = _locate(design, layers, share, work / "trace", runs, share.shape[0])
             if mismatch is None:
                 mismatch = _first(final, expected, got, n)
     return VerifyResult(n, int(expected[:n].size), bad, mismatch, build_s, run_s, cached)

@@ -101,20 +101,43 @@ def layer_idents(layers: list[Node]) -> dict[str, str]:
     return idents
 
 
-def tile_var(ident: str, r: int, c: int) -> str:
-    return f"k_{ident}_r{r}_c{c}"
+def tile_var(ident: str, r: int, c: int, replica: int = 0) -> str:
+    return f"k_{ident}_r{r}_c{c}{replica_suffix(replica)}"
 
 
-def plio_ports(layers: list[Node]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def replica_suffix(replica: int) -> str:
+    """Names of replica 0 carry no suffix, so a single-copy design reads as before."""
+    return f"_x{replica}" if replica else ""
+
+
+def replica_share(x: np.ndarray, batch: int, replicas: int, replica: int) -> np.ndarray:
+    """The samples ``replica`` runs: graph iterations replica, replica + R, ... of ``x`` (whose rows
+    are a whole number of ``batch * replicas``)."""
+    if replicas == 1:
+        return x
+    it = x.reshape(-1, replicas, batch, *x.shape[1:])
+    return it[:, replica].reshape(-1, *x.shape[1:])
+
+
+def replica_merge(parts: list[np.ndarray], batch: int) -> np.ndarray:
+    """Inverse of :func:`replica_share`: interleave the replicas' outputs iteration by iteration."""
+    if len(parts) == 1:
+        return parts[0]
+    stacked = np.stack([p.reshape(-1, batch, *p.shape[1:]) for p in parts], axis=1)
+    return stacked.reshape(-1, *parts[0].shape[1:])
+
+
+def plio_ports(layers: list[Node], replica: int = 0) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Input PLIOs (one per cascade column of the first layer) and output PLIOs (one per row of
-    the last layer), with the data file each one reads or writes."""
+    the last layer) of one replica, with the data file each one reads or writes."""
     idents = layer_idents(layers)
     first, final = layers[0], layers[-1]
+    x = replica_suffix(replica)
     plio_in = [
-        {"var": f"in_{idents[first.name]}_c{c}", "layer": first.name, "c": c} for c in range(first.plan.cas_len)
+        {"var": f"in_{idents[first.name]}_c{c}{x}", "layer": first.name, "c": c} for c in range(first.plan.cas_len)
     ]
     plio_out = [
-        {"var": f"out_{idents[final.name]}_r{r}", "layer": final.name, "r": r} for r in range(final.plan.cas_num)
+        {"var": f"out_{idents[final.name]}_r{r}{x}", "layer": final.name, "r": r} for r in range(final.plan.cas_num)
     ]
     for port in plio_in + plio_out:
         port["file"] = f"data/{port['var']}.txt"
@@ -163,55 +186,28 @@ def layer_info(node: Node, ident: str, device: Device) -> dict[str, Any]:
     }
 
 
-def emit_project(
-    graph: Graph,
-    device: Device,
-    placement: Placement,
-    inputs_q: np.ndarray,
-    outputs_q: np.ndarray,
-    graph_name: str = "aieflow",
-) -> dict[str, str]:
-    """All project files.  ``inputs_q`` / ``outputs_q`` are the quantised example batch(es) and
-    their emulated outputs, written as PLIO input and golden files."""
-    layers = dense_layers(graph)
-    if not layers:
-        raise UnsupportedOpError("the model has no dense layer to map onto the AI Engine")
-    version = __version__
-    graph_class = c_ident(graph_name).capitalize() + "Graph"
+def _replica_graph(layers: list[Node], idents: dict[str, str], device: Device, placement: Placement, rep: int):
+    """Kernels, connections, memory-tile buffers and PLIOs of one copy of the design."""
     cascade_east = device.generation.name != "aie"
-    idents = layer_idents(layers)
-    infos = {n.name: layer_info(n, idents[n.name], device) for n in layers}
-
-    files: dict[str, str] = {}
+    x = replica_suffix(rep)
     tiles = []
     for node in layers:
         p: DensePlan = node.plan
-        L = infos[node.name]
         for r in range(p.cas_num):
             for c in range(p.cas_len):
                 sym = tile_var(idents[node.name], r, c)[2:]
-                col, row = placement.tile(node.name, r, c, cascade_east)
-                packed = pack_tile(node, r, c)
-                w = packed["weights"]
-                b = packed.get("bias", np.zeros(0))
-                files[f"src/weights/{sym}.h"] = _ENV.get_template("weights.h.j2").render(
-                    version=version, L=L, r=r, c=c, sym=sym, w=w, b=b,
-                    w_text=_c_array(w, node.types.weight),
-                    b_text=_c_array(b, L["bias_type"]),
-                )
+                col, row = placement.tile(node.name, r, c, cascade_east, rep)
                 tiles.append(
-                    {"var": f"k_{sym}", "sym": sym, "role": tile_role(p, c), "cfg": L["cfg"],
+                    {"var": f"k_{sym}{x}", "sym": sym, "role": tile_role(p, c), "cfg": f"{idents[node.name]}_cfg",
                      "layer_file": idents[node.name], "col": col, "row": row,
-                     "layer": node.name, "r": r, "c": c}
+                     "layer": node.name, "r": r, "c": c, "replica": rep}
                 )
-        files[f"src/kernels/{idents[node.name]}.cc"] = _ENV.get_template("layer_kernel.cc.j2").render(version=version, L=L)
 
     def kvar(layer: Node, r: int, c: int) -> str:
-        return tile_var(idents[layer.name], r, c)
-
+        return tile_var(idents[layer.name], r, c, rep)
     connections: list[str] = []
     memtiles: list[dict[str, Any]] = []
-    plio_in, plio_out = plio_ports(layers)
+    plio_in, plio_out = plio_ports(layers, rep)
     for i, node in enumerate(layers):
         p: DensePlan = node.plan
         ident = idents[node.name]
@@ -237,7 +233,7 @@ def emit_project(
                         connections.append(f"adf::connect({src}.out[0], {kvar(node, rr, r)}.in[0])")
             else:
                 link = memtile_link(prev, node, device.memtile_channels)  # checked by the plan pass
-                names = [f"mt_{ident}" if len(link.shards) == 1 else f"mt_{ident}_{j}" for j in range(len(link.shards))]
+                names = [(f"mt_{ident}" if len(link.shards) == 1 else f"mt_{ident}_{j}") + x for j in range(len(link.shards))]
                 for j, sh in enumerate(link.shards):
                     memtiles.append({
                         "var": names[j],
@@ -259,15 +255,67 @@ def emit_project(
         if i == len(layers) - 1:
             for port in plio_out:
                 connections.append(f"adf::connect({kvar(node, port['r'], p.cas_len - 1)}.out[0], {port['var']}.in[0])")
+    return tiles, connections, memtiles, plio_in, plio_out
+
+
+def emit_project(
+    graph: Graph,
+    device: Device,
+    placement: Placement,
+    inputs_q: np.ndarray,
+    outputs_q: np.ndarray,
+    graph_name: str = "aieflow",
+) -> dict[str, str]:
+    """All project files.  ``inputs_q`` / ``outputs_q`` are the quantised example batch(es) and
+    their emulated outputs, written as PLIO input and golden files."""
+    layers = dense_layers(graph)
+    if not layers:
+        raise UnsupportedOpError("the model has no dense layer to map onto the AI Engine")
+    version = __version__
+    graph_class = c_ident(graph_name).capitalize() + "Graph"
+    idents = layer_idents(layers)
+    infos = {n.name: layer_info(n, idents[n.name], device) for n in layers}
+
+    files: dict[str, str] = {}
+    for node in layers:
+        p: DensePlan = node.plan
+        L = infos[node.name]
+        for r in range(p.cas_num):
+            for c in range(p.cas_len):
+                sym = tile_var(idents[node.name], r, c)[2:]
+                packed = pack_tile(node, r, c)
+                w = packed["weights"]
+                b = packed.get("bias", np.zeros(0))
+                files[f"src/weights/{sym}.h"] = _ENV.get_template("weights.h.j2").render(
+                    version=version, L=L, r=r, c=c, sym=sym, w=w, b=b,
+                    w_text=_c_array(w, node.types.weight),
+                    b_text=_c_array(b, L["bias_type"]),
+                )
+        files[f"src/kernels/{idents[node.name]}.cc"] = _ENV.get_template("layer_kernel.cc.j2").render(version=version, L=L)
+
+    replicas = len(placement.replicas)
+    tiles: list[dict[str, Any]] = []
+    connections: list[str] = []
+    memtiles: list[dict[str, Any]] = []
+    plio_in: list[dict[str, Any]] = []
+    plio_out: list[dict[str, Any]] = []
+    for rep in range(replicas):
+        t, c, m, pi, po = _replica_graph(layers, idents, device, placement, rep)
+        tiles += t
+        connections += c
+        memtiles += m
+        plio_in += pi
+        plio_out += po
 
     first, final = layers[0], layers[-1]
-    iterations = int(inputs_q.shape[0] // first.plan.batch) if inputs_q.size else 1
+    # each graph iteration runs every replica once, on its own batch
+    iterations = int(inputs_q.shape[0] // (first.plan.batch * replicas)) if inputs_q.size else 1
     graph_var = "g"
     ctx = dict(
         version=version, device=device, graph_class=graph_class, graph_var=graph_var,
         tiles=tiles, memtiles=memtiles, plio_in=plio_in, plio_out=plio_out,
         connections=connections, layers=list(infos.values()), plio_bits=PLIO_BITS,
-        iterations=max(1, iterations), batch=first.plan.batch, batch_pad=first.plan.batch_pad,
+        iterations=max(1, iterations), batch=first.plan.batch, batch_pad=first.plan.batch_pad, replicas=replicas,
         platform_hint={"aie": "xilinx_vck190_base_202320_1", "aie-ml": "xilinx_vek280_base_202320_1"}.get(
             device.generation.name, "xilinx_vek385_base"),
     )
@@ -281,7 +329,9 @@ def emit_project(
     files["scripts/compare.py"] = _ENV.get_template("compare.py.j2").render(**ctx)
     files["README.md"] = _ENV.get_template("README.md.j2").render(**ctx)
     files["src/kernels/dense.h"] = resources.files("aieflow").joinpath("templates/kernels/dense.h").read_text()
-    files.update(plio_files(first, final, inputs_q, outputs_q, plio_in, plio_out))
+    for rep in range(replicas):
+        share = [replica_share(a, first.plan.batch, replicas, rep) for a in (inputs_q, outputs_q)]
+        files.update(plio_files(first, final, *share, *plio_ports(layers, rep)))
     return files
 
 

@@ -38,7 +38,7 @@ import numpy as np
 from ..config import Config
 from ..devices import Device
 from ..errors import ConfigError, PlanError
-from ..ir import Graph
+from ..ir import Graph, Node
 
 DEFAULT_LAMBDA = 1.0
 DEFAULT_MU = 0.05
@@ -140,21 +140,29 @@ class Placement:
     weights: Weights = field(default_factory=Weights)
     snake: bool = False
     keep_out: tuple[Cell, ...] = ()
+    # (column, row) offset of each copy of the whole design; replica 0 is ``rects`` itself.
+    replicas: tuple[Cell, ...] = ((0, 0),)
 
     def rect(self, layer: str) -> Rect:
         return next(r for r in self.rects if r.layer == layer)
 
-    def tile(self, layer: str, row: int, pos: int, cascade_east: bool = True) -> tuple[int, int]:
+    def replica_rects(self, k: int) -> tuple[Rect, ...]:
+        dc, dr = self.replicas[k]
+        return tuple(replace(r, column=r.column + dc, row=r.row + dr) for r in self.rects)
+
+    def tile(self, layer: str, row: int, pos: int, cascade_east: bool = True, replica: int = 0) -> tuple[int, int]:
         """(column, row) of cascade row ``row``, cascade position ``pos`` of a layer.
 
         AIE1's cascade runs east on even array rows and west on odd ones (it snakes through the
         array, AM009); AIE-ML's runs east on every row.  A cascade row is laid out accordingly.
+        Replicas are offset by an even number of rows on AIE1, so their cascades run the same way.
         """
         r = self.rect(layer)
+        dc, dr = self.replicas[replica]
         array_row = r.row + row
         east = cascade_east or array_row % 2 == 0
         col = r.column + pos if east else r.column + r.width - 1 - pos
-        return col, array_row
+        return col + dc, array_row + dr
 
     def to_json(self) -> dict:
         return {
@@ -165,6 +173,7 @@ class Placement:
             "optimal": self.optimal,
             "weights": self.weights.to_json(),
             "keep_out": [list(c) for c in self.keep_out],
+            "replicas": [list(c) for c in self.replicas],
         }
 
     @staticmethod
@@ -182,6 +191,7 @@ class Placement:
             Weights.from_json(d.get("weights")),
             snake,
             tuple((int(c), int(r)) for c, r in d.get("keep_out", ())),
+            tuple((int(c), int(r)) for c, r in d.get("replicas", ((0, 0),))),
         )
         return p if p.cost is not None else replace(p, cost=placement_cost(p, graph))
 
@@ -287,7 +297,7 @@ def _validate(blocks: Sequence[Block], grid: Grid) -> None:
 def check_placement(p: Placement, device: Device) -> None:
     """Assert legality: in bounds, no overlap, off keep-out tiles (used by tests and before emission)."""
     seen: set[tuple[int, int]] = set(p.keep_out)
-    for r in p.rects:
+    for r in (r for k in range(len(p.replicas)) for r in p.replica_rects(k)):
         cells = r.cells()
         for c, rr in cells:
             if not (0 <= c < device.columns and 0 <= rr < device.rows):
@@ -616,10 +626,82 @@ def place(
     edges = [(index[p], index[q]) for p, q in layer_edges(graph)]
     keep = tuple(sorted(set(keep_out)))
     grid = Grid(device.columns, device.rows, snake=device.generation.name == "aie", keep_out=frozenset(keep))
+    copies = config.replicas or 1
+    check_interfaces(layers, device, copies)
     result = pack(blocks, edges, grid, method, weights, node_budget, time_budget_s)
-    return Placement(
+    if copies > 1 and len(replica_offsets(result.rects, grid.columns, grid.rows, grid.snake, keep)) < copies:
+        # the cheapest wiring may spread one copy too wide for the others: take the cheapest of
+        # the baselines whose bounding box leaves room for every copy
+        for r in sorted(_baselines(blocks, edges, grid, weights), key=lambda r: r.cost):
+            if len(replica_offsets(r.rects, grid.columns, grid.rows, grid.snake, keep)) >= copies:
+                result = r
+                break
+    placement = Placement(
         result.rects, device.columns, device.rows, result.cost, result.method, result.optimal, weights, grid.snake, keep
     )
+    return replicate(placement, copies)
+
+
+def _baselines(blocks, edges, grid: Grid, weights: Weights) -> list[Packing]:
+    out = []
+    for m in ("greedy-right", "greedy-up", "first-fit"):
+        try:
+            out.append(pack(blocks, edges, grid, m, weights))
+        except PlanError:
+            continue
+    return out
+
+
+def check_interfaces(layers: Sequence[Node], device: Device, replicas: int = 1) -> None:
+    """The PLIO ports every copy needs (one per cascade column of the first layer, one per row of
+    the last) must exist in the interface row (``Device.plio_columns`` x ports per column)."""
+    if not layers:
+        return
+    need_in, need_out = layers[0].plan.cas_len * replicas, layers[-1].plan.cas_num * replicas
+    have_in, have_out = device.plio_columns * device.plio_in_per_column, device.plio_columns * device.plio_out_per_column
+    for need, have, what, layer in ((need_in, have_in, "input", layers[0]), (need_out, have_out, "output", layers[-1])):
+        if need > have:
+            raise PlanError(
+                f"the design needs {need} {what} PLIO ports ({replicas} cop{'ies' if replicas > 1 else 'y'}), "
+                f"{device.board}'s interface tiles offer {have}",
+                layer=layer.name,
+                hint="use fewer replicas, or less parallelism in the first / last layer",
+            )
+
+
+def replica_offsets(rects: Sequence[Rect], columns: int, rows: int, snake: bool, keep_out: Iterable[Cell] = ()) -> list[Cell]:
+    """Offsets at which whole copies of ``rects`` fit the array beside the original: its bounding
+    box (from column 0 / row 0, so the copies tile the array) repeated along the columns, then
+    along the rows; on AIE1 the row step is even so every copy's cascades run the same way."""
+    if not rects:
+        return [(0, 0)]
+    width = max(r.column + r.width for r in rects)
+    height = max(r.row + r.height for r in rects)
+    if snake and height % 2:
+        height += 1
+    blocked = set(keep_out)
+    out = []
+    for dr in range(0, rows - height + 1 if height <= rows else 1, height):
+        for dc in range(0, columns - width + 1, width):
+            moved = [replace(r, column=r.column + dc, row=r.row + dr) for r in rects]
+            if all(r.column + r.width <= columns and r.row + r.height <= rows for r in moved) and not any(
+                r.cells() & blocked for r in moved
+            ):
+                out.append((dc, dr))
+    return out or [(0, 0)]
+
+
+def replicate(placement: Placement, k: int) -> Placement:
+    """``placement`` with ``k`` copies of the design (see :func:`replica_offsets`)."""
+    if k == 1:
+        return placement
+    offsets = replica_offsets(placement.rects, placement.columns, placement.rows, placement.snake, placement.keep_out)
+    if len(offsets) < k:
+        raise PlanError(
+            f"only {len(offsets)} copies of the design fit the {placement.columns} x {placement.rows} array, not {k}",
+            hint="use fewer replicas, or less parallelism per copy",
+        )
+    return replace(placement, replicas=tuple(offsets[:k]))
 
 
 SEARCH_NODE_BUDGET = 200  # placeability checks inside the design-space search

@@ -38,21 +38,23 @@ class Point:
     interval_ns: float  # slowest layer, per graph iteration (one batch)
     parallelism: tuple[tuple[str, int, int], ...]  # (layer, cas_len, cas_num) in graph order
     batch: int  # samples per graph iteration
+    replicas: int = 1  # copies of the design (tiles counts all of them)
 
     @property
     def sample_interval_ns(self) -> float:
-        """Interval per sample: what throughput compares across batch sizes."""
-        return self.interval_ns / self.batch
+        """Interval per sample: what throughput compares across batch sizes and replicas."""
+        return self.interval_ns / (self.batch * self.replicas)
 
     @staticmethod
     def from_json(d: dict[str, Any], batch: int) -> Point:
         par = tuple((name, v["cas_len"], v["cas_num"]) for name, v in d["parallelism"].items())
-        return Point(d["tiles"], d["latency_ns"], d["interval_ns"], par, d.get("batch", batch))
+        return Point(d["tiles"], d["latency_ns"], d["interval_ns"], par, d.get("batch", batch), d.get("replicas", 1))
 
     def to_json(self) -> dict[str, Any]:
         return {
             "tiles": self.tiles,
             "batch": self.batch,
+            "replicas": self.replicas,
             "latency_ns": self.latency_ns,
             "interval_ns": self.interval_ns,
             "sample_interval_ns": self.sample_interval_ns,
@@ -240,6 +242,7 @@ def explore(graph: Graph, device: Device, config: Config, fits=None) -> Explorat
         pool += [Point(t, lat, iv, ch, b) for t, lat, iv, ch in finals]
     if not pool:
         raise failure
+    pool = _replicated(pool, device, config)
     key = operator.attrgetter("tiles", "latency_ns", "sample_interval_ns")
     front = tuple(sorted(_prune(pool, key), key=key))
     for point in ranked(tuple(pool), config.target):
@@ -250,6 +253,30 @@ def explore(graph: Graph, device: Device, config: Config, fits=None) -> Explorat
         f"on the {device.columns} x {device.rows} array",
         hint="relax the target or reduce the batch",
     )
+
+
+def _replicated(pool: list[Point], device: Device, config: Config) -> list[Point]:
+    """Points with the replica count the config fixes, or, when it leaves it to the search and
+    the objective is throughput, also every count of whole-design copies the tiles allow (each
+    copy takes its own batches: same latency and interval, ``k`` times the samples).  Copies must
+    also fit the array's shape and interface row; ``fits`` checks that for the chosen one."""
+    budget = min(device.compute_tiles, config.target.max_tiles or device.compute_tiles)
+    if config.replicas is None and config.target.objective != "throughput":
+        return pool
+
+    def counts(p: Point) -> range:
+        if config.replicas is not None:
+            return range(config.replicas, config.replicas + 1)
+        return range(1, budget // p.tiles + 1)
+
+    out = [replace(p, tiles=p.tiles * k, replicas=k) for p in pool for k in counts(p) if p.tiles * k <= budget]
+    # keep, per (replicas, batch), only what is Pareto-optimal (there the per-sample and per-batch
+    # intervals order alike, so interval budgets stay exact): the ranking then sees few points
+    key = operator.attrgetter("tiles", "latency_ns", "interval_ns")
+    groups: dict[tuple[int, int], list[Point]] = {}
+    for p in out:
+        groups.setdefault((p.replicas, p.batch), []).append(p)
+    return [p for pts in groups.values() for p in _prune(pts, key)]
 
 
 def ranked(front: tuple[Point, ...], target: Target) -> list[Point]:
@@ -288,4 +315,4 @@ def apply(config: Config, point: Point, graph: Graph) -> Config:
         node = graph.node(name)
         key = next((k for k in (node.name, *node.aliases) if k in layers), node.name)
         layers[key] = replace(layers.get(key, LayerConfig()), cas_len=cl, cas_num=cn)
-    return replace(config, layers=frozen_map(layers), batch=point.batch, batch_search=None)
+    return replace(config, layers=frozen_map(layers), batch=point.batch, batch_search=None, replicas=point.replicas)

@@ -45,13 +45,14 @@ class StagePerformance:
 @dataclass(frozen=True)
 class Performance:
     latency_ns: float  # first batch in -> its last output word out
-    interval_ns: float  # steady state, per batch
-    batch: int  # samples per batch (graph iteration)
-    throughput_ops_per_s: float  # 2 * MACs per sample * batch / interval
+    interval_ns: float  # steady state, per batch (each replica takes a new batch this often)
+    batch: int  # samples per batch (graph iteration of one replica)
+    throughput_ops_per_s: float  # 2 * MACs per sample * batch * replicas / interval
     bound: str  # "compute", "memory", "stream", "plio" or "pl": the bottleneck stage's limit
-    tiles_used: int
-    memory_tiles_used: int
-    stages: tuple[StagePerformance, ...]
+    tiles_used: int  # all replicas
+    memory_tiles_used: int  # all replicas
+    stages: tuple[StagePerformance, ...]  # one replica (they are identical and independent)
+    replicas: int = 1
 
     @property
     def bottleneck(self) -> StagePerformance:
@@ -71,6 +72,7 @@ def estimate(design, batches: int | None = None) -> Performance:
     sim: SimResult = run_pipeline(pipe, batches)
     layers = design.layers()
     batch = design.config.batch
+    replicas = len(design.placement.replicas)
     macs = sum(n.plan.in_features * n.plan.out_features for n in layers)
     stages = tuple(
         _stage_perf(spec, st.busy, st.starved_ns, st.blocked_ns) for spec, st in zip(pipe.stages, sim.stages, strict=True)
@@ -79,11 +81,12 @@ def estimate(design, batches: int | None = None) -> Performance:
         latency_ns=sim.latency_ns,
         interval_ns=sim.interval_ns,
         batch=batch,
-        throughput_ops_per_s=2.0 * macs * batch / (sim.interval_ns * 1e-9),
+        throughput_ops_per_s=2.0 * macs * batch * replicas / (sim.interval_ns * 1e-9),
         bound=sim.bound,
-        tiles_used=sum(n.plan.tiles for n in layers),
-        memory_tiles_used=memory_tiles_used(design),
+        tiles_used=sum(n.plan.tiles for n in layers) * replicas,
+        memory_tiles_used=memory_tiles_used(design) * replicas,
         stages=stages,
+        replicas=replicas,
     )
 
 
@@ -97,6 +100,7 @@ def performance_to_json(perf: Performance) -> dict[str, Any]:
         "bound": perf.bound,
         "tiles_used": perf.tiles_used,
         "memory_tiles_used": perf.memory_tiles_used,
+        "replicas": perf.replicas,
         "stages": [asdict(s) for s in perf.stages],
     }
 
