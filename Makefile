@@ -29,6 +29,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/scaling.py --plot docs/img/scaling.svg
 	$(PY) benchmarks/mixer.py
 	$(PY) benchmarks/placement.py
+	$(PY) benchmarks/gru_latency.py
 
 clean:
 	rm -rf out .pytest_cache .ruff_cache

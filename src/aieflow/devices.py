@@ -45,6 +45,9 @@ class Generation:
     rounding_modes: frozenset[Rounding]
     float_types: frozenset[str]  # float types the vector unit handles natively
     sources: Mapping[str, str] = field(default_factory=dict)
+    # Packet switching: a pktmerge joins at most this many packet streams (UG1079); see
+    # LIMIT_SOURCES.  Added for the recurrent mapping; the same on every generation.
+    pktmerge_max_inputs: int = 32
 
     @property
     def bank_bytes(self) -> int:
@@ -109,6 +112,16 @@ class Device:
 
 def _frozen(d: dict) -> Mapping:
     return MappingProxyType(d)
+
+
+# Sources of limits added after the first catalog (fields with defaults, same on every generation).
+LIMIT_SOURCES: Mapping[str, str] = MappingProxyType(
+    {
+        "pktmerge_max_inputs": "UG1079 'Packet Split and Merge Sizes': at most a 32-to-1 pktmerge and a "
+        "1-to-32 pktsplit (n <= 32 packet streams on one physical channel); assumed the same on AIE-ML / "
+        "AIE-MLv2 (UG1603 has the same pktmerge<n> construct; its limit is not in the specs)",
+    }
+)
 
 
 _ALL_ROUNDING = frozenset(Rounding)

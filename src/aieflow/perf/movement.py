@@ -131,3 +131,30 @@ def pl_kernel_transfer(items: int, ii: int, depth: int, device: Device, clock_hz
     expressed in AIE cycles: busy for ``items x ii`` PL cycles, the last result ``depth`` later."""
     ratio = device.clock_hz / (clock_hz or device.pl_clock_hz)
     return Transfer(math.ceil(items * ii * ratio), math.ceil(depth * ratio), "pl")
+
+
+# ----------------------------------------------------------------------------- free-running streams
+# Added for the recurrent mapping (src/aieflow/recurrent/): kernels that run in an infinite loop on
+# streams, with no buffer, DMA or lock per transfer.
+
+
+def packet_stream_words(words_per_packet: int, packets: int) -> int:
+    """32-bit words a packet stream carries for ``packets`` packets: payload plus one header each
+    (the word count :func:`packet_merge_transfer` serialises)."""
+    return packets * (words_per_packet + PACKET_HEADER_BITS // 32)
+
+
+def plio_stream_bytes_per_cycle(device: Device, plio_bits: int = PLIO_BITS) -> float:
+    """Bytes per AIE cycle through a PLIO port ``plio_bits`` wide at the device's PL clock, capped
+    by the array stream it feeds (the slower of the two sets the rate)."""
+    return min(plio_bits / 8 * device.pl_clock_hz / device.clock_hz, stream_bytes_per_cycle(device))
+
+
+def plio_stream_transfer(nbytes: float, device: Device, hops: int = 0, plio_bits: int = PLIO_BITS) -> Transfer:
+    """``nbytes`` crossing one PLIO port straight into (or out of) a free-running kernel's stream:
+    no DMA or lock, the slower of the PLIO and the stream sets the rate; the crossing and ``hops``
+    switch hops add latency."""
+    plio = plio_bits / 8 * device.pl_clock_hz / device.clock_hz
+    stream = stream_bytes_per_cycle(device)
+    busy = math.ceil(nbytes / min(plio, stream))
+    return Transfer(busy, STREAM_FIXED_CYCLES + hops * SWITCH_HOP_CYCLES, "plio" if plio < stream else "stream")

@@ -1,0 +1,167 @@
+"""Cycle costs of the recurrent mapping's kernels: the row-wise and cascade matrix-vector kernels,
+the AIE aggregator and the PL finite-state machine.
+
+Rates come from the device catalog and ``perf/kernel.py`` (``mac_cycles``: the catalog's MACs per
+cycle, e.g. 8 fp32 MACs per cycle per AIE1 tile; ``cascade_words``; the vector-op cost), so
+nothing here re-derives a rate.  The constants below are the mapping's own: none is fitted (the
+GRU paper publishes plots only, ``shared/spec/gru-on-aie.md``), each says "assumed" and why.
+Kernels are free-running (an infinite loop on streams), so there is no call, lock or DMA cost per
+step.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from ..devices import Device, Generation
+from ..perf.kernel import CONSTANTS, cascade_words, mac_cycles
+from ..perf.movement import CASCADE_HOP_CYCLES
+
+_BITS = MappingProxyType({"fp32": 32, "bf16": 16, "i8": 8, "i16": 16, "i32": 32})
+
+# Assumed: fill and drain of one row's software-pipelined MAC loop (load-to-use latency plus the
+# MAC pipeline before the accumulator can be read).  AM009 describes a multi-stage vector
+# pipeline but no figure in the specs isolates it; at hidden sizes of 8-32 a row is 1-4 MAC
+# cycles, so this term matters and its value is a stated assumption, not a measurement.
+ROW_LOOP_CYCLES = 6
+
+# Assumed: one halving stage of the lane reduction (a lane shuffle and a dependent vector add);
+# log2(lanes) stages reduce a row's accumulator to one scalar.  Not isolated by any figure.
+REDUCE_STAGE_CYCLES = 2
+
+# Assumed: scalar work of the AIE aggregator per packet besides reading its payload words: read
+# the header, mask the 5-bit packet ID, form the row index, store the value.  One scalar op per
+# cycle with the stream read co-issued gives about 3.
+AGG_PACKET_CYCLES = 3
+
+# Assumed: one activation of one element by table lookup on the AIE's scalar unit: scale and
+# convert to an index, clamp, load the entry, store it (one op per cycle).  AIE1 has no vector
+# exp/tanh; the published design puts its LUTs in the PL.
+AIE_LUT_CYCLES = 4
+
+# Element-wise gate math per vector of lanes (vector ops, each ``vector_op_cycles`` of
+# perf/kernel.py).  GRU: z and r pre-activations (W + U), r * (U_h h + c), + W_h x, (1 - z),
+# (1 - z) * n, + z * h (a MAC): 7.  LSTM: four pre-activations, f * c, + i * c~ (a MAC),
+# o * tanh(c): 7.
+GATE_VECTOR_OPS: Mapping[str, int] = MappingProxyType({"gru": 7, "lstm": 7})
+# Activations per element: GRU sigmoid z, r and tanh n; LSTM sigmoid i, f, o, tanh c~ and tanh(c).
+ACTIVATIONS: Mapping[str, int] = MappingProxyType({"gru": 3, "lstm": 5})
+
+# Assumed latencies (PL cycles) of the PL FSM's operators: typical Vitis HLS floating-point
+# cores at ~300 MHz (fadd 5, fmul 4, float-to-index 3) and DSP fixed point (add 1, multiply 3);
+# packet-ID decode 2; a LUT read from block RAM with its output register 2; formatting the output
+# word 1.  No figure in the specs; the paper's FSM is described only by its four states.
+PL_OP_CYCLES: Mapping[str, Mapping[str, int]] = MappingProxyType(
+    {
+        "float": MappingProxyType({"add": 5, "mul": 4, "index": 3}),
+        "fixed": MappingProxyType({"add": 1, "mul": 3, "index": 1}),
+    }
+)
+PL_DECODE_CYCLES = 2
+PL_LUT_CYCLES = 2
+PL_WRITE_CYCLES = 1
+
+# hls4ml's default table size (rnn-semantics.md): the AIE aggregator keeps one table per function.
+LUT_ENTRIES = 1024
+
+
+def element_bits(kind: str) -> int:
+    return _BITS[kind]
+
+
+def lanes(gen: Generation, pair: tuple[str, str]) -> int:
+    """Vector lanes of one 256-bit load (one of the two load units, versal-devices.md) of the
+    wider operand: 8 fp32 on AIE1, 16 bf16 on AIE-ML."""
+    unit = gen.load_bits_per_cycle // 2
+    return max(1, unit // max(element_bits(pair[0]), element_bits(pair[1])))
+
+
+def chunk_cycles(gen: Generation, pair: tuple[str, str], vector_operand: bool = True) -> int:
+    """Cycles per chunk of ``lanes`` MACs: the slowest of the MAC unit (the catalog's rate via
+    perf/kernel.mac_cycles), the weight load and, row-wise, the vector load (one unit each)."""
+    lane = lanes(gen, pair)
+    unit = gen.load_bits_per_cycle // 2
+    loads = [math.ceil(lane * element_bits(pair[1]) / unit)]
+    if vector_operand:
+        loads.append(math.ceil(lane * element_bits(pair[0]) / unit))
+    return max(math.ceil(mac_cycles(lane, gen, pair)), *loads, 1)
+
+
+def reduce_cycles(gen: Generation, pair: tuple[str, str]) -> int:
+    """Lane reduction of one row's accumulator to a scalar."""
+    return math.ceil(math.log2(lanes(gen, pair))) * REDUCE_STAGE_CYCLES
+
+
+@dataclass(frozen=True)
+class KernelTime:
+    """A product's critical kernel after the last vector word arrives (cycles), split as the
+    breakdown reports it, plus the spacing of its packets."""
+
+    mac: float
+    reduction: float
+    packet_spacing: float  # cycles between a source's consecutive packets (row-wise)
+
+    @property
+    def cycles(self) -> float:
+        return self.mac + self.reduction
+
+
+def row_kernel(rows: int, k: int, arrival: float, device: Device, pair: tuple[str, str]) -> KernelTime:
+    """Row-wise kernel of ``rows`` rows over ``k`` columns whose vector arrives over ``arrival``
+    cycles: the first row runs as the stream delivers (limited by the stream, or by the MACs if
+    they are slower), later rows reuse the vector from local memory; each row is reduced."""
+    gen = device.generation
+    ii = chunk_cycles(gen, pair)
+    chunks = math.ceil(k / lanes(gen, pair))
+    first_end = max(arrival + ii, chunks * ii) + ROW_LOOP_CYCLES
+    row = chunks * ii + ROW_LOOP_CYCLES
+    red = reduce_cycles(gen, pair)
+    return KernelTime(first_end - arrival + (rows - 1) * row, rows * red, row + red)
+
+
+def _acc_bits(gen: Generation, pair: tuple[str, str]) -> int:
+    return 32 if pair[0] in ("fp32", "bf16") else gen.accumulators.get(pair, 32)
+
+
+def column_chain(rows: int, k: int, cas_len: int, arrival: float, device: Device, pair: tuple[str, str]) -> KernelTime:
+    """Cascade chain: ``cas_len`` tiles split ``k`` columns; rows are the lanes.  Each tile runs
+    its row groups (``lanes`` rows, one broadcast column per MAC) once its slice of the vector has
+    arrived; partial sums pass east, one cascade word each way per group.  The last tile finishes
+    ``cas_len - 1`` groups (plus a FIFO hop each) after the first, and never before the whole
+    vector has arrived plus its own groups.  ``reduction`` is everything but the last tile's MACs
+    (cascade words, loop drains, chain lag)."""
+    gen = device.generation
+    lane = lanes(gen, pair)
+    groups = math.ceil(rows / lane)
+    kc = math.ceil(k / cas_len)
+    ii = chunk_cycles(gen, pair, vector_operand=False)
+    casc = cascade_words(lane, _acc_bits(gen, pair), gen.cascade_bits) * (min(2, cas_len - 1))
+    block = kc * ii + ROW_LOOP_CYCLES + casc
+    first_slice = arrival * kc / k
+    end = max(first_slice + (groups + cas_len - 1) * block + (cas_len - 1) * CASCADE_HOP_CYCLES, arrival + groups * block)
+    mac = groups * kc * ii
+    return KernelTime(mac, end - arrival - mac, 0.0)
+
+
+def aie_gate_math_cycles(cell: str, n_h: int, gen: Generation, pair: tuple[str, str]) -> float:
+    """The AIE aggregator's gate math for the whole hidden vector: table activations per element
+    on the scalar unit, element-wise ops per vector of lanes."""
+    vec = math.ceil(n_h / lanes(gen, pair)) * GATE_VECTOR_OPS[cell] * CONSTANTS[gen.name].vector_op_cycles
+    return n_h * ACTIVATIONS[cell] * AIE_LUT_CYCLES + vec
+
+
+def pl_fsm_depth(cell: str, pair: tuple[str, str]) -> int:
+    """PL cycles from a row's last packet to its h element being formatted for output, along the
+    longest dependency chain.  GRU: decode, z/r pre-activation add, index, LUT, r * (U h + c),
+    + W x, index, tanh LUT, (1 - z) * n, + z * h.  LSTM: decode, add, index, LUT, f * c (with
+    i * c~ in parallel), add, index, tanh LUT, o * tanh(c)."""
+    op = PL_OP_CYCLES["float" if pair[0] in ("fp32", "bf16") else "fixed"]
+    lut = op["index"] + PL_LUT_CYCLES
+    if cell == "gru":
+        chain = op["add"] + lut + op["mul"] + op["add"] + lut + op["mul"] + op["add"]
+    else:
+        chain = op["add"] + lut + op["mul"] + op["add"] + lut + op["mul"]
+    return PL_DECODE_CYCLES + chain + PL_WRITE_CYCLES

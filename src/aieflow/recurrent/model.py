@@ -1,0 +1,307 @@
+"""Latency model of a recurrent mapping: one time step as a pipeline with a loop-carried edge.
+
+Stages (AIE cycles; each built from ``perf/movement.py`` primitives and ``costs.py``):
+
+    W x path (outside the loop, runs ahead on the next x):
+      w_mac      x over its PLIO, broadcast to the W kernels, their MACs and reductions
+      w_route    W results as packets through the merges (to the PL, or the aggregator's ports)
+    loop (step t needs h_{t-1}):
+      h_in       h to the U kernels: hybrid, the PL writes the zero-padded h through one PLIO
+                 ("return") and the switch broadcasts it ("broadcast"); aie, the aggregator's
+                 stream broadcast ("broadcast")
+      u_mac      U h after the last h word: the first row ends as the stream delivers, later rows
+                 reuse the vector ("mac"); lane reductions or cascade ("reduction")
+      route      packets through the merges, header + payload words serialised on each merged
+                 stream, whatever the fan-in; hybrid at the PLIO's rate ("routing")
+      aggregate  hybrid: the PL FSM at the PL clock (the last burst's rows through its pipeline);
+                 aie: the aggregator's packet handling not hidden behind the routing, its W
+                 packets beyond its idle time, and the gate math ("aggregation")
+
+``perf.simulate.run_pipeline`` runs them with the recurrence ``aggregate -> h_in``, so the
+interval is the loop's own latency unless the W path is slower (then latency grows with the
+input size).  The W path sits in front of the loop in the chain, so the first step also waits
+for W x_0 (conservative for that step only).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from ..devices import Device, get_device
+from ..passes.transport import PING_PONG
+from ..perf import movement as mv
+from ..perf.simulate import Pipeline, StageSpec, run_pipeline
+from .costs import (
+    AGG_PACKET_CYCLES,
+    KernelTime,
+    aie_gate_math_cycles,
+    column_chain,
+    element_bits,
+    lanes,
+    pl_fsm_depth,
+    row_kernel,
+)
+from .plan import MatvecMapping, RecurrentMapping
+
+PARTS = ("return", "broadcast", "mac", "reduction", "routing", "aggregation")
+WORD_BYTES = 4
+
+
+@dataclass(frozen=True)
+class StepStage:
+    """One stage of the step, in AIE cycles: ``occupancy + delay`` is what it adds to the path,
+    split into breakdown ``parts``; ``words`` is the data it moves and ``rate`` its slowest
+    link in words per cycle (both 0 for compute)."""
+
+    name: str
+    kind: str
+    bound: str
+    occupancy: float
+    delay: float
+    parts: Mapping[str, float]
+    words: float = 0.0
+    rate: float = 0.0
+    tiles: int = 0
+
+
+@dataclass(frozen=True)
+class RecurrentPerformance:
+    mapping: RecurrentMapping
+    step_latency_ns: float  # the loop's critical path: sum of the breakdown
+    breakdown_ns: Mapping[str, float]  # PARTS, in order
+    interval_ns: float  # steady-state time per step (what TVALID-to-TVALID measures)
+    sequence_latency_ns: float  # seq_len steps of one sample: fill + seq_len x interval
+    fill_ns: float
+    steps: int
+    tiles: int
+    interface_tiles: int
+    bound: str  # "recurrence: <largest part>" or "input path: <stage> (<its bound>)"
+    input_path_ns: Mapping[str, float]  # W path stages' occupancy per step
+    stages: tuple[StepStage, ...]  # W path then loop
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "mapping": self.mapping.to_json(),
+            "step_latency_ns": self.step_latency_ns,
+            "breakdown_ns": dict(self.breakdown_ns),
+            "interval_ns": self.interval_ns,
+            "sequence_latency_ns": self.sequence_latency_ns,
+            "fill_ns": self.fill_ns,
+            "steps": self.steps,
+            "tiles": self.tiles,
+            "interface_tiles": self.interface_tiles,
+            "bound": self.bound,
+            "input_path_ns": dict(self.input_path_ns),
+        }
+
+
+def _kernel(m: MatvecMapping, k: int, arrival: float, device: Device, pair: tuple[str, str]) -> KernelTime:
+    if m.distribution == "row":
+        return row_kernel(m.rows, k, arrival, device, pair)
+    return column_chain(m.rows, k, m.cas_len, arrival, device, pair)
+
+
+def _padded_bytes(n: int, device: Device, pair: tuple[str, str]) -> int:
+    """A vector zero-padded to whole lane groups (the kernels read it by vectors)."""
+    lane = lanes(device.generation, pair)
+    return math.ceil(n / lane) * lane * math.ceil(element_bits(pair[0]) / 8)
+
+
+def _drain(burst: float, total: float, spacing_window: float) -> float:
+    """Time after the last burst starts until a serial resource has handled everything: the last
+    burst, or the backlog when earlier bursts came faster than it could handle them."""
+    return max(burst, total - spacing_window)
+
+
+def step_stages(mapping: RecurrentMapping, device: Device | str) -> tuple[tuple[StepStage, ...], tuple[StepStage, ...]]:
+    """(W path stages, loop stages) of one time step."""
+    device = get_device(device)
+    dims, pair, gen = mapping.dims, mapping.dims.pair, device.generation
+    hybrid = mapping.aggregation == "hybrid"
+    u, w = mapping.recurrent, mapping.input
+    memrows = device.memory_tile_rows
+    stream_words = mv.stream_bytes_per_cycle(device) / WORD_BYTES
+    plio_words = mv.plio_stream_bytes_per_cycle(device, mapping.plio_bits) / WORD_BYTES
+    link_words = plio_words if hybrid else stream_words  # merged streams end at the PL or the aggregator
+
+    def link_busy(words: float) -> float:
+        if hybrid:
+            return mv.plio_stream_transfer(words * WORD_BYTES, device, 0, mapping.plio_bits).busy_cycles
+        return mv.stream_transfer(words * WORD_BYTES, device).busy_cycles
+
+    # ---- W path
+    x_bytes = _padded_bytes(dims.n_in, device, pair)
+    x_hops = memrows + mapping.w_rows + mapping.w_columns // 2
+    x = mv.plio_stream_transfer(x_bytes, device, x_hops, mapping.plio_bits)
+    wk = _kernel(w, dims.n_in, x.busy_cycles, device, pair)
+    w_mac = StepStage(
+        "w_mac", "kernel", x.bound, x.busy_cycles + wk.cycles, x.latency_cycles,
+        MappingProxyType({"x_in": x.busy_cycles + x.latency_cycles, "mac": wk.mac, "reduction": wk.reduction}),
+        words=x_bytes / WORD_BYTES, rate=plio_words, tiles=mapping.w_tiles,
+    )
+    w_pk, w_wpp = w.packets()
+    w_words = mv.packet_stream_words(w_wpp, mapping.w_fanin * w_pk)  # per merged stream / port
+    w_hops = memrows + mapping.w_rows if hybrid else mapping.w_rows + (mapping.w_columns + mapping.u_columns) // 2
+    w_link = link_busy(w_words)
+    w_route = StepStage(
+        "w_route", "stream", "plio" if hybrid and plio_words < stream_words else "stream", w_link,
+        mv.STREAM_FIXED_CYCLES + w_hops * mv.SWITCH_HOP_CYCLES,
+        MappingProxyType({"routing": w_link + mv.STREAM_FIXED_CYCLES + w_hops * mv.SWITCH_HOP_CYCLES}),
+        words=w_words, rate=link_words,
+    )
+
+    # ---- loop: h in
+    h_bytes = _padded_bytes(dims.n_h, device, pair)
+    b_hops = mapping.u_rows + mapping.u_columns // 2 + (memrows if hybrid else 0)
+    if hybrid:
+        ret = mv.plio_stream_transfer(h_bytes, device, 0, mapping.plio_bits)
+        hop = b_hops * mv.SWITCH_HOP_CYCLES
+        h_in = StepStage(
+            "h_in", "plio", ret.bound, ret.busy_cycles, ret.latency_cycles + hop,
+            MappingProxyType({"return": ret.busy_cycles + ret.latency_cycles, "broadcast": hop}),
+            words=h_bytes / WORD_BYTES, rate=plio_words,
+        )
+    else:
+        bc = mv.stream_transfer(h_bytes, device, b_hops)
+        h_in = StepStage(
+            "h_in", "stream", "stream", bc.busy_cycles, bc.latency_cycles,
+            MappingProxyType({"broadcast": bc.busy_cycles + bc.latency_cycles}),
+            words=h_bytes / WORD_BYTES, rate=stream_words,
+        )
+
+    # ---- loop: U h
+    uk = _kernel(u, dims.n_h, h_in.occupancy, device, pair)
+    u_mac = StepStage(
+        "u_mac", "kernel", "compute", uk.cycles, 0.0,
+        MappingProxyType({"mac": uk.mac, "reduction": uk.reduction}), tiles=mapping.u_tiles,
+    )
+
+    # ---- loop: routing (per merged stream / port; they run in parallel)
+    u_pk, u_wpp = u.packets()
+    burst_words = mv.packet_stream_words(u_wpp, mapping.u_fanin)  # the last row of each source
+    total_words = mv.packet_stream_words(u_wpp, mapping.u_fanin * u_pk)
+    window = (u_pk - 1) * uk.packet_spacing  # earlier rows' packets leave this much earlier
+    routing = _drain(link_busy(burst_words), link_busy(total_words), window)
+    if not hybrid:  # W packets share the aggregator's ports; they flow while h_in and u_mac run
+        routing += max(0.0, w_link - (h_in.occupancy + h_in.delay + u_mac.occupancy))
+    r_hops = memrows + mapping.u_rows if hybrid else mapping.u_rows + mapping.u_columns // 2
+    r_lat = mv.STREAM_FIXED_CYCLES + r_hops * mv.SWITCH_HOP_CYCLES
+    route = StepStage(
+        "route", "stream", "plio" if hybrid and plio_words < stream_words else "stream", routing, r_lat,
+        MappingProxyType({"routing": routing + r_lat}), words=burst_words, rate=link_words,
+    )
+
+    # ---- loop: aggregation
+    if hybrid:
+        rows_last = 1 if u.distribution == "row" else u.rows  # rows each source's last packet completes
+        items = math.ceil(mapping.u_fanin / dims.gates) * rows_last
+        fsm = mv.pl_kernel_transfer(items, 1, pl_fsm_depth(dims.cell, pair), device)
+        aggregate = StepStage(
+            "aggregate", "pl", "pl", fsm.busy_cycles, fsm.latency_cycles,
+            MappingProxyType({"aggregation": fsm.busy_cycles + fsm.latency_cycles}),
+        )
+    else:
+        u_src = u.sources(dims)
+        per_packet = AGG_PACKET_CYCLES + u_wpp - 1
+        core = _drain(u_src * per_packet, u_src * u_pk * per_packet, window)
+        w_core = w.sources(dims) * w_pk * (AGG_PACKET_CYCLES + w_wpp - 1)
+        idle = u_mac.occupancy + h_in.delay + route.delay  # the core waits for U packets then
+        work = max(0.0, core - routing) + max(0.0, w_core - idle) + aie_gate_math_cycles(dims.cell, dims.n_h, gen, pair)
+        aggregate = StepStage(
+            "aggregate", "kernel", "compute", work, 0.0, MappingProxyType({"aggregation": work}), tiles=1,
+        )
+    return (w_mac, w_route), (h_in, u_mac, route, aggregate)
+
+
+def _spec(s: StepStage, device: Device, inp: str | None, out: str | None) -> StageSpec:
+    return StageSpec(
+        name=s.name,
+        kind=s.kind,
+        bound=s.bound,
+        occupancy_ns=mv.cycles_to_ns(s.occupancy, device),
+        delay_ns=mv.cycles_to_ns(s.delay, device),
+        input=inp,
+        output=out,
+        tiles=s.tiles,
+        cycles=s.occupancy,
+    )
+
+
+def step_pipeline(mapping: RecurrentMapping, device: Device | str) -> Pipeline:
+    """The step as a chain for ``run_pipeline``: W path, then the loop with its recurrence."""
+    device = get_device(device)
+    w_path, loop = step_stages(mapping, device)
+    stages = (*w_path, *loop)
+    names = [f"{s.name}:out" for s in stages[:-1]]
+    specs = tuple(_spec(s, device, names[i - 1] if i else None, names[i] if i < len(names) else None) for i, s in enumerate(stages))
+    return Pipeline(specs, MappingProxyType({n: PING_PONG for n in names}), recurrences=(("aggregate", "h_in"),))
+
+
+def _summary(
+    mapping: RecurrentMapping,
+    device: Device,
+    stages: tuple[tuple[StepStage, ...], tuple[StepStage, ...]],
+    interval_cycles: float,
+    seq_cycles: float,
+) -> RecurrentPerformance:
+    w_path, loop = stages
+    ns = lambda c: mv.cycles_to_ns(c, device)  # noqa: E731
+    breakdown = {p: 0.0 for p in PARTS}
+    for s in loop:
+        for k, v in s.parts.items():
+            breakdown[k] += v
+    step = sum(s.occupancy + s.delay for s in loop)
+    if interval_cycles > step * (1 + 1e-9):
+        neck = max(w_path, key=lambda s: s.occupancy)
+        bound = f"input path: {neck.name} ({neck.bound})"
+    else:
+        bound = "recurrence: " + max(PARTS, key=lambda p: breakdown[p])
+    steps = mapping.dims.seq_len
+    return RecurrentPerformance(
+        mapping=mapping,
+        step_latency_ns=ns(step),
+        breakdown_ns=MappingProxyType({k: ns(v) for k, v in breakdown.items()}),
+        interval_ns=ns(interval_cycles),
+        sequence_latency_ns=ns(seq_cycles),
+        fill_ns=ns(seq_cycles - steps * interval_cycles),
+        steps=steps,
+        tiles=mapping.tiles,
+        interface_tiles=mapping.interface_tiles,
+        bound=bound,
+        input_path_ns=MappingProxyType({s.name: ns(s.occupancy) for s in w_path}),
+        stages=(*w_path, *loop),
+    )
+
+
+def estimate_closed(mapping: RecurrentMapping, device: Device | str) -> RecurrentPerformance:
+    """Closed form (for the search): the interval is the slower of the loop's latency and the W
+    path's busiest stage; the first step passes the W path and the loop once; every later step
+    adds one interval."""
+    device = get_device(device)
+    stages = step_stages(mapping, device)
+    _, interval, seq = closed_cycles(stages, mapping.dims.seq_len)
+    return _summary(mapping, device, stages, interval, seq)
+
+
+def closed_cycles(stages: tuple[tuple[StepStage, ...], tuple[StepStage, ...]], steps: int) -> tuple[float, float, float]:
+    """(step latency, interval, sequence latency) in cycles, in closed form."""
+    w_path, loop = stages
+    step = sum(s.occupancy + s.delay for s in loop)
+    interval = max(step, *(s.occupancy for s in w_path))
+    first = sum(s.occupancy + s.delay for s in w_path) + step
+    return step, interval, first + (steps - 1) * interval
+
+
+def estimate_recurrent(mapping: RecurrentMapping, device: Device | str) -> RecurrentPerformance:
+    """Simulate ``seq_len`` steps (at least 16, to measure the interval) with
+    ``perf.simulate.run_pipeline``; sequence latency is the completion of step ``seq_len``."""
+    device = get_device(device)
+    steps = mapping.dims.seq_len
+    sim = run_pipeline(step_pipeline(mapping, device), batches=max(steps, 16))
+    to_cycles = device.clock_hz / 1e9
+    stages = step_stages(mapping, device)
+    return _summary(mapping, device, stages, sim.interval_ns * to_cycles, sim.completions_ns[steps - 1] * to_cycles)

@@ -1,0 +1,508 @@
+"""What a recurrent-layer mapping is, which mappings are legal on a device, and the default plan.
+
+A GRU / LSTM step is two gate-stacked matrix-vector products, ``U h`` (recurrent: on the loop's
+critical path) and ``W x`` (input projection: independent of ``h``, so its kernels run ahead on the
+next ``x``), followed by the gate math that forms the new ``h``.  Each product is spread over tiles
+one of two ways (``shared/spec/gru-on-aie.md``):
+
+* ``row``: each kernel computes ``rows`` consecutive rows of one gate (the row reuse) over the
+  whole vector, which a stream broadcasts to every kernel, and sends one 32-bit result per row on
+  its packet stream;
+* ``column``: a cascade chain of ``cas_len`` tiles splits the vector; each tile multiplies its
+  column block for ``rows`` rows of one gate and passes partial sums east; the last tile sends the
+  chain's ``rows`` results as one packet.
+
+Aggregation gathers the packets: ``aie`` (pktmerges into the input ports of one aggregator kernel
+that reorders by packet ID, applies the gate math and broadcasts ``h``) or ``hybrid`` (pktmerges of
+``merge_fanin`` sources, one per AIE->PL stream, into a PL finite-state machine that applies LUT
+activations and the update and writes the zero-padded ``h`` back through one PLIO).
+
+Every limit checked here is a catalog fact (``devices.py``): compute tiles and columns, tile data
+memory, stream ports per tile, PLIO streams per interface column and interface columns, and the
+pktmerge fan-in.  When a mapping does not fit, :func:`plan_recurrent` grows the row reuse (input
+side first, it is off the critical path) instead of failing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..devices import Device, get_device
+from ..errors import ConfigError, PlanError
+from ..ir import Node
+from ..ops.dense import kind_of
+from ..ops.recurrent import CANONICAL_GATES
+from ..perf.movement import PLIO_BITS
+from .costs import LUT_ENTRIES, element_bits, lanes
+
+CELLS = tuple(CANONICAL_GATES)  # "gru", "lstm"
+DISTRIBUTIONS = ("row", "column")
+AGGREGATIONS = ("aie", "hybrid")
+RESULT_BYTES = 4  # every row result / bias / partial sum travels and is stored as one 32-bit word
+
+
+@dataclass(frozen=True)
+class RecurrentDims:
+    """The layer as the mapping sees it: cell, sizes, steps per sample and operand kinds."""
+
+    cell: str  # "gru" | "lstm"
+    n_in: int
+    n_h: int
+    seq_len: int = 1
+    pair: tuple[str, str] | None = None  # (activation, weight) kinds; None: the device's float
+
+    def __post_init__(self) -> None:
+        if self.cell not in CELLS:
+            raise ConfigError(f"recurrent cell {self.cell!r}: use one of {', '.join(CELLS)}")
+        for key in ("n_in", "n_h", "seq_len"):
+            if int(getattr(self, key)) < 1:
+                raise ConfigError(f"recurrent {key} must be at least 1, got {getattr(self, key)}")
+
+    @property
+    def gates(self) -> int:
+        return len(CANONICAL_GATES[self.cell])
+
+
+def default_pair(device: Device) -> tuple[str, str]:
+    """fp32 where the vector unit has it (AIE1, as the published GRU design), else bf16."""
+    return ("fp32", "fp32") if "fp32" in device.generation.float_types else ("bf16", "bf16")
+
+
+def dims_of(node_or_dims: Node | RecurrentDims, device: Device) -> RecurrentDims:
+    """Dims with a resolved operand pair, from an IR node (``gru`` / ``lstm``) or given dims."""
+    if isinstance(node_or_dims, RecurrentDims):
+        dims = node_or_dims
+        layer = None
+    else:
+        node = node_or_dims
+        layer = node.name
+        if node.op not in CELLS:
+            raise PlanError(f"op {node.op!r} is not a recurrent layer", layer=layer)
+        if node.op == "gru" and not node.attrs.get("reset_after", True):
+            raise PlanError(
+                "a GRU that applies the reset gate before the recurrent product has a second "
+                "matrix-vector product inside the step, which this mapping does not model",
+                layer=layer,
+                hint="use reset_after=True (PyTorch's form, ONNX linear_before_reset=1)",
+            )
+        pair = None
+        t = node.types
+        if t is not None:
+            if t.is_float:
+                pair = (kind_of(t.input), kind_of(t.weight))
+            else:  # the wider of the two weight matrices sets the kernel's weight kind
+                wbits = max(t.weight.container_bits, t.recurrent_weight.container_bits)
+                pair = (kind_of(t.input), f"i{wbits}")
+        a = node.attrs
+        dims = RecurrentDims(node.op, int(a["input_size"]), int(a["hidden_size"]), int(a["seq_len"]), pair)
+    pair = dims.pair or default_pair(device)
+    if pair not in device.generation.macs_per_cycle:
+        raise PlanError(
+            f"{pair[0]} x {pair[1]} has no MAC rate on {device.board} ({device.generation.name})",
+            layer=layer,
+            hint=f"use {' or '.join('x'.join(p) for p in device.generation.macs_per_cycle)}",
+        )
+    return replace(dims, pair=pair)
+
+
+@dataclass(frozen=True)
+class MatvecMapping:
+    """How one gate-stacked product (gates x n_h rows over k columns) is spread over tiles."""
+
+    distribution: str  # "row" | "column"
+    rows: int  # rows per kernel (row: the row reuse) or per cascade chain (column), within a gate
+    cas_len: int = 1  # column: tiles per chain (column blocks of the vector); row: 1
+
+    def sources(self, dims: RecurrentDims) -> int:
+        """Packet sources: kernels (row) or chains (column)."""
+        return dims.gates * math.ceil(dims.n_h / self.rows)
+
+    def tiles(self, dims: RecurrentDims) -> int:
+        return self.sources(dims) * self.cas_len
+
+    def packets(self) -> tuple[int, int]:
+        """(packets per source per step, 32-bit words per packet)."""
+        return (self.rows, 1) if self.distribution == "row" else (1, self.rows)
+
+    def chain_rows(self, device: Device) -> int:
+        """Array rows one cascade chain occupies: a chain longer than the array is wide snakes
+        back on the next row (as the Dense placement does)."""
+        return math.ceil(self.cas_len / device.columns)
+
+    def block_columns(self, dims: RecurrentDims, device: Device) -> int:
+        """Columns of its placement block: kernels column by column, or chains (cascades along
+        a row, ``cas_len`` wide) stacked ``device.rows`` high."""
+        if self.distribution == "row":
+            return math.ceil(self.tiles(dims) / device.rows)
+        stacked = math.ceil(self.sources(dims) * self.chain_rows(device) / device.rows)
+        return min(self.cas_len, device.columns) * stacked
+
+    def block_rows(self, dims: RecurrentDims, device: Device) -> int:
+        if self.distribution == "column":
+            return min(device.rows, self.sources(dims) * self.chain_rows(device))
+        return min(device.rows, self.tiles(dims))
+
+
+@dataclass(frozen=True)
+class RecurrentOptions:
+    """What the user fixes; None lets :func:`choose_mapping` search it (``plan_recurrent`` uses
+    the published design's choice: row-wise, hybrid, merges of one row block's gates)."""
+
+    distribution: str | None = None  # U h (and W x unless input_distribution is given)
+    input_distribution: str | None = None
+    aggregation: str | None = None
+    row_reuse: int = 1  # at least this many rows per U h kernel / chain (grows when needed)
+    input_row_reuse: int = 1  # at least, for the W x kernels / chains
+    merge_fanin: int | None = None  # hybrid: packet sources per merged stream; None: the gates
+    streams_per_interface_tile: int | None = None  # AIE->PL; None: the catalog's per column
+    plio_bits: int = PLIO_BITS  # width of the PLIOs of x, h and the hybrid result streams
+
+    def __post_init__(self) -> None:
+        for key, allowed in (("distribution", DISTRIBUTIONS), ("input_distribution", DISTRIBUTIONS), ("aggregation", AGGREGATIONS)):
+            v = getattr(self, key)
+            if v is not None and v not in allowed:
+                raise ConfigError(f"recurrent {key} {v!r}: use one of {', '.join(allowed)}")
+        for key in ("row_reuse", "input_row_reuse", "merge_fanin", "streams_per_interface_tile", "plio_bits"):
+            v = getattr(self, key)
+            if v is not None and int(v) < 1:
+                raise ConfigError(f"recurrent {key} must be a positive integer, got {v!r}")
+        if self.plio_bits not in (32, 64, 128):
+            raise ConfigError(f"plio_bits {self.plio_bits}: a PLIO is 32, 64 or 128 bits wide")
+
+
+@dataclass(frozen=True)
+class RecurrentMapping:
+    """One mapping of a recurrent layer with every resource it uses (kernels, graph and PL are
+    not emitted yet: this is what the planner and the latency model agree on)."""
+
+    dims: RecurrentDims
+    device: str
+    recurrent: MatvecMapping  # U h
+    input: MatvecMapping  # W x
+    aggregation: str  # "aie" | "hybrid"
+    u_fanin: int  # hybrid: U sources per merged stream; aie: U sources per aggregator port
+    w_fanin: int  # the same for W sources
+    u_merges: int  # hybrid: merged AIE->PL streams of U results; aie: aggregator ports used
+    w_merges: int  # hybrid: merged AIE->PL streams of W results; aie: 0 (W shares the ports)
+    u_tiles: int
+    w_tiles: int
+    aggregator_tiles: int
+    plio_in: int  # PL->AIE streams: x (and h, hybrid)
+    plio_out: int  # AIE->PL streams: merged results (hybrid) or the layer's h output (aie)
+    interface_tiles: int
+    u_columns: int  # placement: U block, W block, then the aggregator's column if it needs one
+    w_columns: int
+    agg_columns: int
+    u_rows: int
+    w_rows: int
+    plio_bits: int = PLIO_BITS
+    notes: tuple[str, ...] = ()
+
+    @property
+    def tiles(self) -> int:
+        return self.u_tiles + self.w_tiles + self.aggregator_tiles
+
+    @property
+    def columns(self) -> int:
+        """Width of the placement rectangle (its height is ``rows``)."""
+        return self.u_columns + self.w_columns + self.agg_columns
+
+    @property
+    def rows(self) -> int:
+        return max(self.u_rows, self.w_rows, self.aggregator_tiles)
+
+    @property
+    def distribution(self) -> str:
+        return self.recurrent.distribution
+
+    @property
+    def row_reuse(self) -> int:
+        return self.recurrent.rows
+
+    @property
+    def input_row_reuse(self) -> int:
+        return self.input.rows
+
+    @property
+    def merges(self) -> int:
+        """pktmerge instances."""
+        return self.u_merges + self.w_merges
+
+    @property
+    def merge_fanin(self) -> int:
+        """The most packet streams any one pktmerge joins."""
+        if self.aggregation == "aie":
+            return self.u_fanin + self.w_fanin
+        return max(self.u_fanin, self.w_fanin)
+
+    def describe(self) -> str:
+        def mv(m: MatvecMapping) -> str:
+            return f"row x{m.rows}" if m.distribution == "row" else f"column {m.rows} rows x {m.cas_len} tiles"
+
+        return (
+            f"{self.dims.cell.upper()} {self.dims.n_in}->{self.dims.n_h}: U h {mv(self.recurrent)}, "
+            f"W x {mv(self.input)}, {self.aggregation} aggregation, {self.tiles} tiles, "
+            f"{self.merges} merges (fan-in <= {self.merge_fanin}), {self.interface_tiles} interface tiles"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cell": self.dims.cell,
+            "n_in": self.dims.n_in,
+            "n_h": self.dims.n_h,
+            "seq_len": self.dims.seq_len,
+            "pair": list(self.dims.pair or ()),
+            "device": self.device,
+            "recurrent": vars(self.recurrent).copy(),
+            "input": vars(self.input).copy(),
+            "aggregation": self.aggregation,
+            "tiles": {"u": self.u_tiles, "w": self.w_tiles, "aggregator": self.aggregator_tiles, "total": self.tiles},
+            "merges": self.merges,
+            "merge_fanin": self.merge_fanin,
+            "plio": {"in": self.plio_in, "out": self.plio_out, "bits": self.plio_bits},
+            "interface_tiles": self.interface_tiles,
+            "rectangle": {"columns": self.columns, "rows": self.rows},
+            "notes": list(self.notes),
+        }
+
+
+# ----------------------------------------------------------------------------- memory per tile
+
+
+def kernel_bytes(m: MatvecMapping, k: int, dims: RecurrentDims, device: Device) -> int:
+    """Data memory of the busiest tile of a product: weights, 32-bit biases, the vector (or its
+    slice) kept for reuse, stack and heap."""
+    gen = device.generation
+    xb, wb = (math.ceil(element_bits(p) / 8) for p in dims.pair)
+    lane = lanes(gen, dims.pair)
+    if m.distribution == "row":
+        k_pad = math.ceil(k / lane) * lane
+        data = m.rows * k_pad * wb + m.rows * RESULT_BYTES + k_pad * xb
+    else:  # rows are the vector lanes: padded to whole lane groups
+        kc = math.ceil(k / m.cas_len)
+        r_pad = math.ceil(m.rows / lane) * lane
+        data = r_pad * kc * wb + r_pad * RESULT_BYTES + kc * xb
+    return data + gen.stack_bytes + gen.heap_bytes
+
+
+def aggregator_bytes(dims: RecurrentDims, device: Device) -> int:
+    """The AIE aggregator: U results, W results of two steps (they run ahead), h (and the LSTM
+    cell state) padded to the lanes, one LUT per activation function (32-bit entries)."""
+    gen = device.generation
+    rows = dims.gates * dims.n_h
+    lane = lanes(gen, dims.pair)
+    h_pad = math.ceil(dims.n_h / lane) * lane
+    states = 2 if dims.cell == "lstm" else 1
+    data = 3 * rows * RESULT_BYTES + states * h_pad * RESULT_BYTES + 2 * LUT_ENTRIES * RESULT_BYTES
+    return data + gen.stack_bytes + gen.heap_bytes
+
+
+# ----------------------------------------------------------------------------- building and checking
+
+
+def build_mapping(
+    dims: RecurrentDims,
+    device: Device,
+    u: MatvecMapping,
+    w: MatvecMapping,
+    aggregation: str,
+    options: RecurrentOptions,
+    merge_fanin: int | None = None,
+) -> RecurrentMapping:
+    """Count every resource of one mapping (legal or not: see :func:`violations`)."""
+    u_src, w_src = u.sources(dims), w.sources(dims)
+    per_out = options.streams_per_interface_tile or device.plio_out_per_column
+    if aggregation == "hybrid":
+        m = merge_fanin or options.merge_fanin or dims.gates
+        u_fanin, w_fanin = min(m, u_src), min(m, w_src)
+        u_merges, w_merges = math.ceil(u_src / u_fanin), math.ceil(w_src / w_fanin)
+        plio_in, plio_out, agg_tiles = 2, u_merges + w_merges, 0
+    else:  # every source reaches one of the aggregator's input ports, spread evenly
+        ports = min(device.generation.stream_in_ports, u_src + w_src)
+        u_fanin, w_fanin = math.ceil(u_src / ports), math.ceil(w_src / ports)
+        u_merges, w_merges = ports, 0
+        plio_in, plio_out, agg_tiles = 1, 1, 1
+    u_cols, w_cols = u.block_columns(dims, device), w.block_columns(dims, device)
+    free = u_cols * device.rows - u.tiles(dims)  # the aggregator takes a free slot of the U block
+    agg_cols = 1 if agg_tiles and free < 1 else 0
+    interface = max(math.ceil(plio_out / per_out), math.ceil(plio_in / device.plio_in_per_column))
+    return RecurrentMapping(
+        dims=dims,
+        device=device.key,
+        recurrent=u,
+        input=w,
+        aggregation=aggregation,
+        u_fanin=u_fanin,
+        w_fanin=w_fanin,
+        u_merges=u_merges,
+        w_merges=w_merges,
+        u_tiles=u.tiles(dims),
+        w_tiles=w.tiles(dims),
+        aggregator_tiles=agg_tiles,
+        plio_in=plio_in,
+        plio_out=plio_out,
+        interface_tiles=interface,
+        u_columns=u_cols,
+        w_columns=w_cols,
+        agg_columns=agg_cols,
+        u_rows=u.block_rows(dims, device),
+        w_rows=w.block_rows(dims, device),
+        plio_bits=options.plio_bits,
+    )
+
+
+def violations(mapping: RecurrentMapping, device: Device | str) -> list[str]:
+    """Every catalog limit the mapping exceeds (empty: legal)."""
+    device = get_device(device)
+    gen = device.generation
+    dims = mapping.dims
+    out = []
+    if mapping.tiles > device.compute_tiles:
+        out.append(f"{mapping.tiles} tiles > {device.compute_tiles}")
+    if mapping.columns > device.columns:
+        out.append(f"{mapping.columns} columns > {device.columns}")
+    for name, m, k in (("U h", mapping.recurrent, dims.n_h), ("W x", mapping.input, dims.n_in)):
+        if m.distribution == "column" and m.cas_len > 1 and math.ceil(k / math.ceil(k / m.cas_len)) != m.cas_len:
+            out.append(f"{name}: a chain of {m.cas_len} tiles leaves a tile without columns of {k}")
+        need = kernel_bytes(m, k, dims, device)
+        if need > gen.data_memory_bytes:
+            out.append(f"{name} kernel needs {need} B > {gen.data_memory_bytes} B of tile memory")
+    if mapping.aggregator_tiles:
+        need = aggregator_bytes(dims, device)
+        if need > gen.data_memory_bytes:
+            out.append(f"aggregator needs {need} B > {gen.data_memory_bytes} B of tile memory")
+        if mapping.u_merges > gen.stream_in_ports:
+            out.append(f"aggregator reads {mapping.u_merges} streams > {gen.stream_in_ports} input ports")
+    if mapping.merge_fanin > gen.pktmerge_max_inputs:
+        out.append(f"a pktmerge of {mapping.merge_fanin} inputs > {gen.pktmerge_max_inputs}")
+    if mapping.interface_tiles > device.plio_columns:
+        out.append(f"{mapping.interface_tiles} interface tiles > {device.plio_columns} usable for PLIO")
+    return out
+
+
+# ----------------------------------------------------------------------------- enumeration
+
+
+def reuse_candidates(n: int, minimum: int = 1) -> list[int]:
+    """Row reuses from ``minimum`` up, ascending: ``minimum`` itself, then every larger one that
+    gives a smaller kernel count (the smallest rows per kernel for each ``ceil(n / rows)``)."""
+    start = min(max(1, minimum), n)
+    values = {math.ceil(n / math.ceil(n / r)) for r in range(start, n + 1)}
+    return sorted({start} | {r for r in values if math.ceil(n / r) < math.ceil(n / start)})
+
+
+def matvec_options(dims: RecurrentDims, k: int, device: Device, distribution: str, minimum: int = 1) -> list[MatvecMapping]:
+    """Spreads of one product whose busiest tile fits its memory, fewest rows first.  Column
+    chains: for each row count the shortest chain that fits, and doublings of it (a chain
+    longer than the array is wide snakes onto the next row)."""
+    out = []
+    for rows in reuse_candidates(dims.n_h, minimum):
+        if distribution == "row":
+            m = MatvecMapping("row", rows)
+            if kernel_bytes(m, k, dims, device) <= device.generation.data_memory_bytes:
+                out.append(m)
+            continue
+        lens = sorted({math.ceil(k / math.ceil(k / c)) for c in range(1, min(k, device.compute_tiles) + 1)})
+        fitting = [c for c in lens if kernel_bytes(MatvecMapping("column", rows, c), k, dims, device) <= device.generation.data_memory_bytes]
+        if not fitting:
+            continue
+        last = 0
+        for c in fitting:  # the shortest chain that fits, then each at least twice as long
+            if not last or c >= 2 * last:
+                last = c
+                out.append(MatvecMapping("column", rows, c))
+    return out
+
+
+def merge_fanins(dims: RecurrentDims, device: Device, options: RecurrentOptions) -> list[int]:
+    """Hybrid merge fan-ins to try: the option's, or one row block's gates and its doublings."""
+    if options.merge_fanin:
+        return [options.merge_fanin]
+    out, m = [], dims.gates  # one row block's gates per merge, as published; then 2, 4, ... blocks
+    while m <= device.generation.pktmerge_max_inputs:
+        out.append(m)
+        m *= 2
+    return out
+
+
+def search_space(dims: RecurrentDims, device: Device, options: RecurrentOptions):
+    """(distribution, aggregation, merge fan-in, U h spreads, W x spreads) the options allow."""
+    dists = [options.distribution] if options.distribution else list(DISTRIBUTIONS)
+    aggs = [options.aggregation] if options.aggregation else list(AGGREGATIONS)
+    for dist in dists:
+        wdists = [options.input_distribution] if options.input_distribution else ([dist] if options.distribution else list(DISTRIBUTIONS))
+        u_opts = matvec_options(dims, dims.n_h, device, dist, options.row_reuse)
+        w_opts = [m for wd in wdists for m in matvec_options(dims, dims.n_in, device, wd, options.input_row_reuse)]
+        for agg in aggs:
+            for m in merge_fanins(dims, device, options) if agg == "hybrid" else [None]:
+                yield dist, agg, m, u_opts, w_opts
+
+
+def candidate_mappings(dims: RecurrentDims, device: Device, options: RecurrentOptions):
+    """Every mapping the options allow (legal or not), recurrent side in the outer loop."""
+    for _, agg, m, u_opts, w_opts in search_space(dims, device, options):
+        for u in u_opts:
+            for w in w_opts:
+                yield build_mapping(dims, device, u, w, agg, options, m)
+
+
+def legal_mappings(node_or_dims: Node | RecurrentDims, device: Device | str, options: RecurrentOptions | None = None) -> list[RecurrentMapping]:
+    """Every mapping the options allow that fits the device."""
+    device = get_device(device)
+    dims = dims_of(node_or_dims, device)
+    options = options or RecurrentOptions()
+    return [m for m in candidate_mappings(dims, device, options) if not violations(m, device)]
+
+
+def plan_recurrent(node_or_dims: Node | RecurrentDims, device: Device | str, options: RecurrentOptions | None = None) -> RecurrentMapping:
+    """The most parallel legal mapping for the options (default: the published design, row-wise
+    with hybrid aggregation and one row block's gates per merge).
+
+    Candidates are tried with the fewest U h rows per kernel first and, for each, the fewest W x
+    rows: when resources run out, the input side's row reuse grows first (it is off the loop's
+    critical path), then the recurrent side's.  Raises a PlanError, with the limits the candidate
+    with the fewest tiles still exceeds, only when nothing fits."""
+    device = get_device(device)
+    dims = dims_of(node_or_dims, device)
+    options = options or RecurrentOptions()
+    fixed = replace(
+        options,
+        distribution=options.distribution or "row",
+        aggregation=options.aggregation or "hybrid",
+        merge_fanin=options.merge_fanin or dims.gates,
+    )
+    space = [(agg, m, u, w) for _, agg, m, u_opts, w_opts in search_space(dims, device, fixed) for u in u_opts for w in w_opts]
+    if not space:
+        raise PlanError(
+            f"no {fixed.distribution}-wise spread of {dims.cell.upper()} {dims.n_in}->{dims.n_h} fits a tile's "
+            f"{device.generation.data_memory_bytes} B memory on {device.board}",
+            hint="try the other distribution (column-wise chains split long vectors)",
+        )
+
+    def build(c: tuple) -> RecurrentMapping:
+        agg, m, u, w = c
+        return build_mapping(dims, device, u, w, agg, fixed, m)
+
+    first = violations(build(space[0]), device)
+    limit = device.compute_tiles - (fixed.aggregation == "aie")
+    for c in space:
+        if c[2].tiles(dims) + c[3].tiles(dims) > limit:
+            continue  # cannot fit: skip building it
+        mapping = build(c)
+        if not violations(mapping, device):
+            notes = []
+            if mapping.row_reuse > options.row_reuse or mapping.input_row_reuse > options.input_row_reuse:
+                notes.append(
+                    f"row reuse grown to U h {mapping.row_reuse}, W x {mapping.input_row_reuse} "
+                    f"(asked {options.row_reuse}, {options.input_row_reuse}): " + "; ".join(first)
+                )
+            return replace(mapping, notes=tuple(notes))
+    fewest = build(min(space, key=lambda c: c[2].tiles(dims) + c[3].tiles(dims)))
+    raise PlanError(
+        f"no {fixed.distribution}-wise {fixed.aggregation} mapping of {dims.cell.upper()} "
+        f"{dims.n_in}->{dims.n_h} fits {device.board}; the one with the fewest tiles: " + "; ".join(violations(fewest, device)),
+        hint="try the other distribution (column-wise chains split long vectors) or aggregation",
+    )
+

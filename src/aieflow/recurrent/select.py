@@ -1,0 +1,153 @@
+"""Choosing a recurrent mapping for a target: every legal mapping costed in closed form, the
+Pareto front over (tiles, latency, interval), and the pick of the config's ``Target``.
+
+Ranking and pruning are the Dense search's own (``passes/search.ranked`` and ``_prune``), so a
+target means the same thing for both: ``latency_ns`` budgets one sample's latency through the
+layer (``seq_len`` steps, fill included), ``interval_ns`` the per-step interval, ``tiles`` the
+compute tiles; ``resources`` takes the fewest tiles meeting the budgets, ``latency`` the lowest
+latency, ``throughput`` the lowest interval.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Any
+
+from ..config import Target, parse_target
+from ..devices import Device, get_device
+from ..errors import PlanError
+from ..ir import Node
+from ..passes.search import _prune, ranked
+from .costs import AGG_PACKET_CYCLES
+from .model import RecurrentPerformance, closed_cycles, estimate_recurrent, step_stages
+from .plan import (
+    MatvecMapping,
+    RecurrentDims,
+    RecurrentMapping,
+    RecurrentOptions,
+    build_mapping,
+    dims_of,
+    search_space,
+    violations,
+)
+
+
+@dataclass(frozen=True)
+class RecurrentPoint:
+    """One costed mapping, with the attributes ``passes/search.ranked`` reads."""
+
+    mapping: RecurrentMapping
+    tiles: int
+    latency_ns: float  # seq_len steps of one sample
+    interval_ns: float  # per step
+    step_latency_ns: float
+    batch: int = 1  # one sample at a time (static recurrent layer)
+
+    @property
+    def sample_interval_ns(self) -> float:
+        return self.interval_ns * self.mapping.dims.seq_len
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tiles": self.tiles,
+            "latency_ns": self.latency_ns,
+            "interval_ns": self.interval_ns,
+            "step_latency_ns": self.step_latency_ns,
+            "mapping": self.mapping.describe(),
+        }
+
+
+@dataclass(frozen=True)
+class RecurrentExploration:
+    target: Target
+    front: tuple[RecurrentPoint, ...]  # Pareto-optimal, fewest tiles first
+    chosen: RecurrentPoint
+    performance: RecurrentPerformance  # the chosen mapping, simulated
+    candidates: int  # legal mappings costed
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "target": self.target.to_string(),
+            "candidates_costed": self.candidates,
+            "chosen": self.chosen.to_json(),
+            "performance": self.performance.to_json(),
+            "pareto_front": [p.to_json() for p in self.front],
+        }
+
+
+def _point(m: RecurrentMapping, device: Device) -> RecurrentPoint:
+    step, interval, seq = closed_cycles(step_stages(m, device), m.dims.seq_len)
+    ns = 1e9 / device.clock_hz
+    return RecurrentPoint(m, m.tiles, seq * ns, interval * ns, step * ns)
+
+
+def _input_side(m: RecurrentMapping, device: Device) -> tuple[float, ...]:
+    """Everything the W x spread changes in a mapping, each the smaller the better: its tiles,
+    packet sources (merges, fan-in, interface streams), placement block, its stages' occupancy
+    and latency, and the aggregator's work on its packets (aie)."""
+    (w_mac, w_route), _ = step_stages(m, device)
+    pk, wpp = m.input.packets()
+    return (
+        m.w_tiles, m.input.sources(m.dims), m.w_columns, m.w_rows,
+        w_mac.occupancy, w_mac.occupancy + w_mac.delay, w_route.occupancy, w_route.occupancy + w_route.delay,
+        m.input.sources(m.dims) * pk * (AGG_PACKET_CYCLES + wpp - 1),
+    )
+
+
+def _undominated(keyed: list[tuple[tuple[float, ...], MatvecMapping]]) -> list[MatvecMapping]:
+    keep: list[tuple[tuple[float, ...], MatvecMapping]] = []
+    for key, w in sorted(keyed, key=lambda kw: kw[0]):
+        if not any(all(a <= b for a, b in zip(k, key, strict=True)) for k, _ in keep):
+            keep.append((key, w))
+    return [w for _, w in keep]
+
+
+def costed_points(node_or_dims: Node | RecurrentDims, device: Device | str, options: RecurrentOptions | None = None) -> list[RecurrentPoint]:
+    """Every legal mapping the options allow, costed in closed form, except those whose W x
+    spread another beats or equals in everything it affects (same U h spread, aggregation and
+    fan-in): such a mapping is never better in tiles, latency, interval or legality."""
+    device = get_device(device)
+    dims = dims_of(node_or_dims, device)
+    options = options or RecurrentOptions()
+    points = []
+    for _, agg, fanin, u_opts, w_opts in search_space(dims, device, options):
+        if not u_opts or not w_opts:
+            continue
+        ref = u_opts[0]
+        w_kept = _undominated([(_input_side(build_mapping(dims, device, ref, w, agg, options, fanin), device), w) for w in w_opts])
+        w_kept.sort(key=lambda w: w.tiles(dims))
+        spare = device.compute_tiles - (agg == "aie")
+        for u in u_opts:
+            for w in w_kept:
+                if u.tiles(dims) + w.tiles(dims) > spare:
+                    break  # the rest have more tiles still
+                m = build_mapping(dims, device, u, w, agg, options, fanin)
+                if not violations(m, device):
+                    points.append(_point(m, device))
+    return points
+
+
+_KEY = operator.attrgetter("tiles", "latency_ns", "interval_ns")
+
+
+def choose_mapping(
+    node_or_dims: Node | RecurrentDims,
+    device: Device | str,
+    target: Target | str = "latency",
+    options: RecurrentOptions | None = None,
+) -> RecurrentExploration:
+    """The mapping the target picks among every legal one, and the Pareto front.  The choice is
+    re-estimated by simulation (equal to the closed form, tested)."""
+    device = get_device(device)
+    target = target if isinstance(target, Target) else parse_target(target)
+    pool = costed_points(node_or_dims, device, options)
+    if not pool:
+        dims = dims_of(node_or_dims, device)
+        raise PlanError(
+            f"no mapping of {dims.cell.upper()} {dims.n_in}->{dims.n_h} fits {device.board} with these options",
+            hint="relax the options (distribution, aggregation, row reuse, merge fan-in)",
+        )
+    front = tuple(sorted(_prune(pool, _KEY), key=_KEY))
+    chosen = ranked(tuple(pool), target)[0]
+    return RecurrentExploration(target, front, chosen, estimate_recurrent(chosen.mapping, device), len(pool))
