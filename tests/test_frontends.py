@@ -523,7 +523,7 @@ def test_activation_q_and_dq_with_different_scales_rejected():
 # ------------------------------------------------------------------------------ ONNX errors
 
 
-@pytest.mark.parametrize("op", ["Sigmoid", "Tanh"])
+@pytest.mark.parametrize("op", ["Sigmoid", "Softplus"])  # Tanh is supported (after a Conv)
 def test_unsupported_onnx_op_names_node_and_lists_supported(op):
     nodes = [helper.make_node(op, ["x"], ["y"], name="my_act")]
     model = _model(nodes, [], ["N", 4], out_shape=["N", 4])
@@ -534,10 +534,11 @@ def test_unsupported_onnx_op_names_node_and_lists_supported(op):
 
 
 def test_unsupported_conv_names_node():
-    w = np.ones((2, 1, 3, 3), dtype=np.float32)
-    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="conv1")]
-    model = _model(nodes, [_init("w", w)], ["N", 1, 5, 5], out_shape=["N", 2, 3, 3])
-    with pytest.raises(UnsupportedOpError, match=r"'conv1'.*'Conv'"):
+    # Conv is imported (tests/test_conv_import.py); transposed convolutions are not
+    w = np.ones((1, 2, 3, 3), dtype=np.float32)
+    nodes = [helper.make_node("ConvTranspose", ["x", "w"], ["y"], name="conv1")]
+    model = _model(nodes, [_init("w", w)], ["N", 1, 5, 5], out_shape=["N", 2, 7, 7])
+    with pytest.raises(UnsupportedOpError, match=r"'conv1'.*'ConvTranspose'"):
         import_onnx(model)
 
 
@@ -755,11 +756,12 @@ def test_torch_example_input_as_shape_tuple():
 
 
 def test_torch_conv_rejected_with_module_path():
-    net = nn.Sequential(nn.Conv2d(1, 2, 3), nn.Flatten(), nn.Linear(2 * 3 * 3, 2))
+    # Conv2d is imported (tests/test_conv_import.py); 1-D convolutions are not
+    net = nn.Sequential(nn.Conv1d(1, 2, 3), nn.Flatten(), nn.Linear(2 * 3, 2))
     with pytest.raises(UnsupportedOpError) as info:
-        import_torch(net, torch.zeros(1, 1, 5, 5))
+        import_torch(net, torch.zeros(1, 1, 5))
     msg = str(info.value)
-    assert "'0'" in msg and "Conv2d" in msg and "nn.Linear" in msg
+    assert "'0'" in msg and "Conv1d" in msg and "nn.Linear" in msg
 
 
 def test_torch_unsupported_function_rejected():

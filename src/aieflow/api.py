@@ -12,7 +12,7 @@ from .design import Design
 from .devices import get_device
 from .emulation import Emulation
 from .frontends import import_model
-from .ops.recurrent import require_mapping
+from .ops.registry import require_mapping
 from .pipeline import State, _search, run_pipeline
 
 
@@ -65,8 +65,8 @@ def emulate(
 ) -> Emulation:
     """Import and quantise ``model`` like :func:`compile`, without mapping it to the AI Engine.
 
-    For models with layers the mapping does not cover yet (GRU, LSTM): ``emulate(...).predict(x)``
-    is the same bit-exact emulation a compiled design's ``predict`` runs.
+    For models with layers the mapping does not cover yet (GRU, LSTM, convolutions, pooling):
+    ``emulate(...).predict(x)`` is the same bit-exact emulation a compiled design's ``predict`` runs.
     """
     state = run_pipeline(_state(model, device, example_input, config, calibration), stop_after="quantise")
     return Emulation(state.graph, state.device, state.config, state.source)

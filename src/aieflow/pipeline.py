@@ -17,6 +17,7 @@ from .devices import Device
 from .errors import ConfigError, ModelError, PlanError
 from .frontends import import_model
 from .ir import Graph, QuantHints
+from .ops.registry import family
 from .passes.emit import dense_layers, emit_project
 from .passes.fuse import fuse
 from .passes.place import Placement, check_placement, place, placeable
@@ -62,7 +63,7 @@ def _check_layer_names(g: Graph, config: Config) -> None:
     known = {name for n in g.nodes for name in (n.name, *n.aliases)}
     unknown = sorted(set(config.layers) - known)
     if unknown:
-        names = ", ".join(n.name for n in g.nodes if n.op == "dense")
+        names = ", ".join(n.name for n in g.nodes if not family(n.op, n.name).is_view)
         raise ConfigError(
             f"config names layer(s) {', '.join(unknown)} that the model does not have",
             hint=f"the model's layers are: {names}",

@@ -31,6 +31,7 @@ from onnx import numpy_helper
 from ..errors import ConfigError, ModelError, UnsupportedOpError
 from ..ir import Graph, ImportedModel, Node, QuantHints, Tensor, frozen_map
 from ..numerics.types import FixedType, Rounding, Saturation
+from .onnx_conv import CONV_OPS, OnnxConvMixin
 from .onnx_recurrent import MOVEMENT_OPS, RECURRENT_OPS, OnnxRecurrentMixin
 
 SUPPORTED_ONNX_OPS: tuple[str, ...] = (
@@ -48,6 +49,7 @@ SUPPORTED_ONNX_OPS: tuple[str, ...] = (
     "GRU",
     "LSTM",
     "Transpose / Squeeze / Unsqueeze / Slice / Gather (data movement that keeps the batch first, or takes a recurrent layer's last step)",
+    *CONV_OPS,
 )
 
 # Domains whose QuantizeLinear / DequantizeLinear have the standard semantics.
@@ -289,7 +291,7 @@ def _prod(shape: Sequence[int]) -> int:
 # ------------------------------------------------------------------------------------- importer
 
 
-class _OnnxImporter(OnnxRecurrentMixin):
+class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin):
     def __init__(
         self, proto: onnx.ModelProto, label: str, example_input_shape: tuple[int, ...] | None
     ):
@@ -1018,6 +1020,7 @@ class _OnnxImporter(OnnxRecurrentMixin):
             "DequantizeLinear": self._dequantize,
             **dict.fromkeys(MOVEMENT_OPS, self.move),
             **dict.fromkeys(RECURRENT_OPS, self.recurrent),
+            **self.conv_converters(),
         }
         for i in todo:
             if i not in live:

@@ -14,6 +14,9 @@ import numpy as np
 
 from ..errors import ConfigError, ModelError, UnsupportedOpError
 from ..ir import Graph, ImportedModel, Node, QuantHints, Tensor, frozen_map
+from .torch_conv import SUPPORTED_FUNCTIONS as _CONV_FUNCTIONS
+from .torch_conv import SUPPORTED_MODULES as _CONV_MODULES
+from .torch_conv import ConvMixin
 from .torch_recurrent import RecurrentMixin
 
 if TYPE_CHECKING:
@@ -27,6 +30,7 @@ SUPPORTED_TORCH_MODULES: tuple[str, ...] = (
     "nn.Identity",
     "nn.Dropout",
     "nn.Sequential (nesting)",
+    *_CONV_MODULES,
 )
 SUPPORTED_TORCH_FUNCTIONS: tuple[str, ...] = (
     "F.relu / torch.relu / Tensor.relu",
@@ -35,6 +39,7 @@ SUPPORTED_TORCH_FUNCTIONS: tuple[str, ...] = (
     "Tensor.view / Tensor.reshape / torch.reshape (batch kept as dimension 0)",
     "F.dropout (eval mode)",
     "Tensor.contiguous",
+    *_CONV_FUNCTIONS,
 )
 
 _SUPPORTED_TEXT = (
@@ -141,7 +146,7 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0]
 
 
-class _Converter(RecurrentMixin):
+class _Converter(RecurrentMixin, ConvMixin):
     def __init__(self, torch, gm, batch: int, model_name: str):
         self.torch = torch
         self.F = torch.nn.functional
@@ -275,6 +280,8 @@ class _Converter(RecurrentMixin):
             raise UnsupportedOpError(
                 f"module '{path}' ({kind}) must be called with a single tensor"
             )
+        if self.conv_module(fx_node, path, mod, x):
+            return
         if isinstance(mod, nn.Linear):
             self._dense(fx_node, path, x, mod.weight, mod.bias)
         elif isinstance(mod, nn.ReLU):
@@ -308,6 +315,8 @@ class _Converter(RecurrentMixin):
             return
         if self._shape(fx_node) is None and fn in _SHAPE_FUNCTIONS:
             return  # a shape query (x.shape[0]...); consumed by a reshape, whose shape we know
+        if self.conv_function(fx_node, fn, name):
+            return
         if fn in (F.relu, torch.relu, torch.relu_):
             self._emit(fx_node, name, "relu", self._input(fx_node.args[0], name))
         elif fn is F.linear:
@@ -348,6 +357,8 @@ class _Converter(RecurrentMixin):
             return
         x = self._input(fx_node.args[0], name)
         if method in ("transpose", "swapaxes", "swapdims", "permute") and self.maybe_time_major_view(fx_node, method, x):
+            return
+        if self.conv_method(fx_node, method, name, x):
             return
         if method in ("relu", "relu_"):
             self._emit(fx_node, name, "relu", x)

@@ -310,6 +310,22 @@ def round_div(num: np.ndarray, den: int, rounding: Rounding) -> np.ndarray:
     return _round_from_floor(q, r != 0, 2 * r > den, 2 * r == den, rounding)
 
 
+def round_divide(num: np.ndarray, den: np.ndarray, rounding: Rounding) -> np.ndarray:
+    """``num / den`` rounded by ``rounding``, element by element, exact for int64 ``num`` and
+    positive integer ``den`` (broadcast against ``num``).
+
+    Average pooling divides by the number of elements in each window, which varies at padded
+    borders and is rarely a power of two.
+    """
+    num = _as_int64(num)
+    den = _as_int64(den)
+    if den.size and int(den.min()) <= 0:
+        raise ValueError("round_divide: denominators must be positive")
+    q = num // den  # floor
+    r = num - q * den  # in [0, den)
+    return _round_from_floor(q, r != 0, 2 * r > den, 2 * r == den, rounding)
+
+
 def cast(codes: np.ndarray, frac: int, to: FixedType) -> np.ndarray:
     """ap_fixed assignment: exact codes with ``frac`` fractional bits into type ``to``.
 

@@ -24,7 +24,7 @@ def _bias_add(node: Node, x: np.ndarray) -> np.ndarray:
 def _standalone(node: Node, *_args) -> Node:
     what = {"relu": "ReLU", "bias_add": "bias Add"}[node.op]
     raise UnsupportedOpError(
-        f"a standalone {what} (not directly after a Linear / Gemm / MatMul) has no AI Engine kernel yet",
+        f"a standalone {what} (not directly after a Linear / Gemm / MatMul / Conv) has no AI Engine kernel yet",
         layer=node.name,
         hint=f"put the {what} right after a dense layer so aieflow fuses it into that layer's kernel",
     )

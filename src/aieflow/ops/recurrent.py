@@ -32,7 +32,7 @@ import numpy as np
 
 from ..config import PRECISIONS
 from ..errors import ConfigError, ModelError, PlanError, UnsupportedOpError
-from ..ir import Graph, Node
+from ..ir import Node
 from ..numerics import fixed
 from ..numerics.types import FixedType, FloatType, NumericType, Rounding, Saturation, parse_type
 from . import activations as act
@@ -488,16 +488,6 @@ def plan(node: Node, ctx: PlanContext) -> Node:
         hint="use aieflow.emulate(model, ...) for bit-exact predictions of this model; the AI "
         "Engine mapping of recurrent layers is planned (issue 5)",
     )
-
-
-def require_mapping(graph: Graph) -> None:
-    """Raise :func:`plan`'s PlanError for the first recurrent layer of ``graph``, if any.
-
-    For callers that would otherwise only see a planner's "nothing fits" (the search pass treats
-    a layer it cannot plan as one that does not fit)."""
-    for node in graph.nodes:
-        if node.op in CANONICAL_GATES:
-            plan(node, None)
 
 
 def _family(name: str) -> OpFamily:

@@ -6,10 +6,14 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from ..errors import UnsupportedOpError
+from ..ir import Graph
 from .base import OpFamily
+from .conv import CONV2D, PRELU, TANH
 from .dense import DENSE
 from .elementwise import BIAS_ADD, RELU
+from .pool import AVGPOOL, MAXPOOL
 from .recurrent import GRU, LSTM
+from .shuffle import PIXEL_SHUFFLE
 from .views import RESHAPE
 
 OP_FAMILIES: Mapping[str, OpFamily] = MappingProxyType(
@@ -20,8 +24,18 @@ OP_FAMILIES: Mapping[str, OpFamily] = MappingProxyType(
         "bias_add": BIAS_ADD,
         "gru": GRU,
         "lstm": LSTM,
+        "conv2d": CONV2D,
+        "tanh": TANH,
+        "prelu": PRELU,
+        "pixel_shuffle": PIXEL_SHUFFLE,
+        "maxpool": MAXPOOL,
+        "avgpool": AVGPOOL,
     }
 )
+
+# Families that import and emulate but have no AI Engine mapping yet: their ``plan`` raises a
+# PlanError naming the layer (aieflow.emulate runs models that contain them).
+EMULATION_ONLY: frozenset[str] = frozenset({"gru", "lstm", "conv2d", "pixel_shuffle", "maxpool", "avgpool"})
 
 
 def family(op: str, node_name: str = "") -> OpFamily:
@@ -31,3 +45,13 @@ def family(op: str, node_name: str = "") -> OpFamily:
         raise UnsupportedOpError(
             f"op '{op}' has no op family; known: {', '.join(OP_FAMILIES)}", layer=node_name or None
         ) from None
+
+
+def require_mapping(graph: Graph) -> None:
+    """Raise the PlanError of the first layer of ``graph`` that has no AI Engine mapping, if any.
+
+    For callers that would otherwise only see a planner's "nothing fits" (the search pass treats a
+    layer it cannot plan as one that does not fit)."""
+    for node in graph.nodes:
+        if node.op in EMULATION_ONLY:
+            family(node.op, node.name).plan(node, None)

@@ -1,9 +1,14 @@
-"""Fold bias adds and ReLUs into the dense layer before them (one kernel does all three)."""
+"""Fold bias adds and ReLUs into the dense layer before them (one kernel does all three), and a
+ReLU / Tanh / PReLU into the convolution before it."""
 
 from __future__ import annotations
 
-from ..errors import UnsupportedOpError
+import numpy as np
+
+from ..errors import ModelError, UnsupportedOpError
 from ..ir import Graph, Node, QuantHints, frozen_map
+
+CONV_ACTIVATIONS = ("relu", "tanh", "prelu")
 
 
 def _single_consumer(graph: Graph, nodes: list[Node], tensor: str) -> Node | None:
@@ -53,6 +58,44 @@ def fuse(graph: Graph, hints: QuantHints) -> tuple[Graph, QuantHints]:
             nodes.remove(nxt)
             changed = True
             break
+    _fuse_conv_activations(graph, nodes, tensors, tensor_hints)
     out = graph.with_nodes(nodes, tensors)
     out.validate()
     return out, QuantHints(frozen_map(tensor_hints), hints.params)
+
+
+def _fuse_conv_activations(graph: Graph, nodes: list[Node], tensors: dict, tensor_hints: dict) -> None:
+    """Conv2D + the ReLU / Tanh / PReLU it alone feeds -> one conv2d node with ``activation`` set
+    (the activation's name becomes an alias), as Dense + ReLU; edits the lists in place."""
+    i = 0
+    while i < len(nodes):
+        node = nodes[i]
+        nxt = None
+        if node.op == "conv2d" and node.attrs.get("activation") is None:
+            nxt = _single_consumer(graph, nodes, node.outputs[0])
+        if nxt is None or nxt.op not in CONV_ACTIVATIONS:
+            i += 1
+            continue
+        if node.outputs[0] in tensor_hints:
+            raise UnsupportedOpError(
+                "the convolution's output is quantised (QDQ) before its activation; QDQ-quantised "
+                "convolutions are not supported yet",
+                layer=node.name,
+                hint="export the float model and quantise with precision + calibration data",
+            )
+        params = dict(node.params)
+        if nxt.op == "prelu":
+            params["slope"] = _channel_slopes(nxt, int(node.attrs["out_channels"]))
+        tensors.pop(node.outputs[0], None)
+        nodes[i] = node.evolve(
+            attrs=dict(node.attrs, activation=nxt.op), params=params, outputs=nxt.outputs, aliases=(*node.aliases, nxt.name)
+        )
+        nodes.remove(nxt)
+
+
+def _channel_slopes(prelu: Node, channels: int) -> np.ndarray:
+    """One PReLU slope per output channel (a single shared slope is repeated)."""
+    s = np.asarray(prelu.params["slope"], dtype=np.float32).reshape(-1)
+    if s.size not in (1, channels):
+        raise ModelError(f"PReLU has {s.size} slopes for {channels} channels", layer=prelu.name)
+    return np.ascontiguousarray(np.broadcast_to(s, (channels,)))

@@ -1,0 +1,195 @@
+"""ONNX operators of convolutional networks, for the ONNX importer.
+
+``Conv`` -> ``conv2d`` (``pads`` or ``auto_pad``), ``Tanh`` / ``PRelu`` -> ``tanh`` / ``prelu``
+(folded into the convolution before them by the fuse pass, as ``Relu``), ``DepthToSpace`` ->
+``pixel_shuffle`` (CRD and DCR), ``MaxPool`` / ``AveragePool`` -> ``maxpool`` / ``avgpool``,
+``GlobalAveragePool`` and ``ReduceMean`` over the two spatial axes (what the dynamo exporter writes
+for ``AdaptiveAvgPool2d(1)``) -> a full-window ``avgpool``.  Anything the IR cannot express is
+rejected with the node's name and what to change.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import onnx
+
+from ..errors import UnsupportedOpError
+from ..ir import Node
+from ..ops import conv, pool, shuffle
+
+CONV_OPS: tuple[str, ...] = (
+    "Conv (2-D, dilations 1, group 1)",
+    "Tanh",
+    "PRelu (after a Conv)",
+    "DepthToSpace (CRD, DCR)",
+    "MaxPool / AveragePool (ceil_mode 0)",
+    "GlobalAveragePool",
+    "ReduceMean (over the spatial axes)",
+)
+_CONVERTERS = {
+    "Conv": "_onnx_conv",
+    "Tanh": "_onnx_tanh",
+    "PRelu": "_onnx_prelu",
+    "DepthToSpace": "_onnx_depth_to_space",
+    "MaxPool": "_onnx_max_pool",
+    "AveragePool": "_onnx_average_pool",
+    "GlobalAveragePool": "_onnx_global_average_pool",
+    "ReduceMean": "_onnx_reduce_mean",
+}
+_QDQ_ADVICE = "export the float model and quantise with precision + calibration data"
+
+
+def _attrs(node: onnx.NodeProto) -> dict:
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _text(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def pads_of(attrs: dict, name: str, op: str, hw: tuple[int, int], kernel: tuple[int, int], stride: tuple[int, int]) -> tuple[int, int, int, int]:
+    """(top, left, bottom, right) from ONNX ``pads`` ([h_begin, w_begin, h_end, w_end]) or ``auto_pad``."""
+    auto = _text(attrs.get("auto_pad", "NOTSET"))
+    if auto in ("NOTSET", ""):
+        pads = list(attrs.get("pads", [0, 0, 0, 0]))
+        if len(pads) != 4:
+            raise UnsupportedOpError(f"node '{name}' ({op}) has pads {pads}; expected 4 values for a 2-D window")
+        return tuple(int(p) for p in pads)
+    if auto == "VALID":
+        return (0, 0, 0, 0)
+    if auto not in ("SAME_UPPER", "SAME_LOWER"):
+        raise UnsupportedOpError(f"node '{name}' ({op}) has auto_pad={auto}; use NOTSET, VALID, SAME_UPPER or SAME_LOWER")
+    begin, end = [], []
+    for size, k, s in zip(hw, kernel, stride, strict=True):
+        total = max((math.ceil(size / s) - 1) * s + k - size, 0)
+        small = total // 2
+        begin.append(small if auto == "SAME_UPPER" else total - small)
+        end.append(total - begin[-1])
+    return (begin[0], begin[1], end[0], end[1])
+
+
+class OnnxConvMixin:
+    """The converters above (see ``onnx_frontend._OnnxImporter``)."""
+
+    shapes: dict
+    nodes: list
+
+    def conv_converters(self) -> dict[str, Callable[[onnx.NodeProto, str], None]]:
+        return {op: getattr(self, method) for op, method in _CONVERTERS.items()}
+
+    def _add_node(self, ir: Node, shape: tuple[int, ...]) -> None:
+        self.shapes[ir.outputs[0]] = tuple(int(d) for d in shape)
+        self.nodes.append(ir)
+
+    def _image(self, node: onnx.NodeProto, name: str) -> tuple[str, tuple[int, ...]]:
+        x = self._data_input(node.input[0], name, node.op_type)
+        return x, tuple(self.shapes[x])
+
+    def _constant_input(self, node: onnx.NodeProto, k: int, name: str, what: str):
+        c = self._const(node.input[k])
+        if c is None:
+            raise UnsupportedOpError(f"node '{name}' ({node.op_type}) takes its {what} from a computed tensor; it must be a constant")
+        if c.qtype is not None or c.codes is not None:
+            raise UnsupportedOpError(f"node '{name}' ({node.op_type}) has a quantised {what}; QDQ-quantised convolutions are not supported yet", hint=_QDQ_ADVICE)
+        return np.asarray(c.value, dtype=np.float32)
+
+    # -- converters -------------------------------------------------------------------------------
+
+    def _onnx_conv(self, node: onnx.NodeProto, name: str) -> None:
+        attrs = _attrs(node)
+        x, in_shape = self._image(node, name)
+        w = self._constant_input(node, 1, name, "weight")
+        if w.ndim != 4:
+            raise UnsupportedOpError(f"node '{name}' (Conv) has a {w.ndim - 2}-D kernel; only 2-D convolutions are supported")
+        if "kernel_shape" in attrs and tuple(attrs["kernel_shape"]) != tuple(w.shape[2:]):
+            raise UnsupportedOpError(f"node '{name}' (Conv) has kernel_shape {attrs['kernel_shape']} but weights of shape {w.shape}")
+        b = self._constant_input(node, 2, name, "bias") if len(node.input) > 2 and node.input[2] else None
+        stride = tuple(attrs.get("strides", (1, 1)))
+        dilation = tuple(attrs.get("dilations", (1, 1)))
+        hw = tuple(in_shape[1:]) if len(in_shape) == 3 else (1, 1)
+        pads = pads_of(attrs, name, "Conv", hw, tuple(w.shape[2:]), stride if len(stride) == 2 else (1, 1))
+        ir = conv.make_node(name, x, node.output[0], in_shape, w, b, stride=stride, padding=pads, dilation=dilation, groups=int(attrs.get("group", 1)))
+        self._add_node(ir, conv.output_shape(ir))
+
+    def _onnx_tanh(self, node: onnx.NodeProto, name: str) -> None:
+        x, shape = self._image(node, name)
+        self._emit(name, "tanh", x, node.output[0], shape)
+
+    def _onnx_prelu(self, node: onnx.NodeProto, name: str) -> None:
+        x, shape = self._image(node, name)
+        slope = self._constant_input(node, 1, name, "slope")
+        full = (1,) * (4 - slope.ndim) + tuple(slope.shape) if slope.ndim <= 4 else slope.shape
+        if len(shape) != 3 or len(full) != 4 or full[0] != 1 or full[2:] != (1, 1) or full[1] not in (1, shape[0]):
+            raise UnsupportedOpError(
+                f"node '{name}' (PRelu) has slope shape {tuple(slope.shape)} on per-sample shape {shape}; only one "
+                "slope, or one per channel of an image, is supported (after a Conv)"
+            )
+        self._emit(name, "prelu", x, node.output[0], shape, None, {"slope": slope.reshape(-1)})
+
+    def _onnx_depth_to_space(self, node: onnx.NodeProto, name: str) -> None:
+        attrs = _attrs(node)
+        x, shape = self._image(node, name)
+        r = int(attrs.get("blocksize", 0))
+        ir = shuffle.make_node(name, x, node.output[0], shape, r, _text(attrs.get("mode", "DCR")))
+        self._add_node(ir, shuffle.output_shape(shape, r))
+
+    def _window(self, node: onnx.NodeProto, name: str, op: str) -> None:
+        attrs = _attrs(node)
+        x, shape = self._image(node, name)
+        if len(node.output) > 1 and node.output[1]:
+            raise UnsupportedOpError(f"node '{name}' ({node.op_type}) has an Indices output; not supported")
+        if "kernel_shape" not in attrs or len(attrs["kernel_shape"]) != 2:
+            raise UnsupportedOpError(f"node '{name}' ({node.op_type}) needs a 2-D kernel_shape, got {attrs.get('kernel_shape')}")
+        kernel = tuple(int(k) for k in attrs["kernel_shape"])
+        stride = tuple(int(s) for s in attrs.get("strides", (1, 1)))
+        hw = tuple(shape[1:]) if len(shape) == 3 else (1, 1)
+        pads = pads_of(attrs, name, node.op_type, hw, kernel, stride if len(stride) == 2 else (1, 1))
+        ir = pool.make_node(
+            name, op, x, node.output[0], shape, kernel, stride, pads,
+            count_include_pad=bool(attrs.get("count_include_pad", 0)),
+            dilation=tuple(attrs.get("dilations", (1, 1))),
+            ceil_mode=bool(attrs.get("ceil_mode", 0)),
+        )
+        self._add_node(ir, pool.output_shape(ir))
+
+    def _onnx_max_pool(self, node: onnx.NodeProto, name: str) -> None:
+        self._window(node, name, "maxpool")
+
+    def _onnx_average_pool(self, node: onnx.NodeProto, name: str) -> None:
+        self._window(node, name, "avgpool")
+
+    def _global_average(self, name: str, x: str, shape: tuple[int, ...], y: str) -> None:
+        if len(shape) != 3:
+            raise UnsupportedOpError(f"node '{name}' averages per-sample shape {shape}; global average pooling needs (channels, height, width)")
+        ir = pool.make_node(name, "avgpool", x, y, shape, shape[1:], shape[1:], (0, 0, 0, 0))
+        self._add_node(ir, pool.output_shape(ir))
+
+    def _onnx_global_average_pool(self, node: onnx.NodeProto, name: str) -> None:
+        x, shape = self._image(node, name)
+        self._global_average(name, x, shape, node.output[0])
+
+    def _onnx_reduce_mean(self, node: onnx.NodeProto, name: str) -> None:
+        attrs = _attrs(node)
+        x, shape = self._image(node, name)
+        if "axes" in attrs:
+            axes = list(attrs["axes"])
+        elif len(node.input) > 1 and node.input[1]:
+            axes = [int(a) for a in self._static_or_fail(node.input[1], name, "ReduceMean", "axes").reshape(-1)]
+        else:
+            axes = []
+        rank = len(shape) + 1
+        if len(shape) != 3 or sorted(a % rank for a in axes) != [2, 3]:
+            raise UnsupportedOpError(
+                f"node '{name}' (ReduceMean) averages axes {axes} of a tensor of rank {rank}; only the two "
+                "spatial axes of an image (global average pooling) are supported"
+            )
+        if attrs.get("keepdims", 1):
+            self._global_average(name, x, shape, node.output[0])
+            return
+        pooled = self._fresh_tensor_name(f"{name}_pooled")
+        self._global_average(name, x, shape, pooled)
+        self._emit(f"{name}_squeeze", "reshape", pooled, node.output[0], (shape[0],), {"shape": (shape[0],)})
