@@ -5,7 +5,8 @@
 `dense-on-aie-ml.md` lists MLP-Mixer blocks as matrices: token mixing runs an MLP over the rows of
 X reshaped to [B*C, T], channel mixing over [B*T, C]; with those rows as samples each workload is a
 chain of linear layers (ReLU fused after each).  Every workload is an int8 QDQ model compiled with
-``target: throughput`` and ``batch: auto`` (the search picks parallelism and batch), verified
+``target: throughput`` and ``batch: auto`` (the search picks parallelism, batch and the number of
+copies of the design), verified
 bit-exact on x86 against the emulator, and estimated by the performance model.  Prints a markdown
 table: tiles, batch, modelled interval per sample, TOPS and efficiency vs the tiles' peak.
 """
@@ -37,12 +38,13 @@ def run(name: str, rows: int, widths: list[int], samples: int) -> dict:
     perf = d.estimate()
     macs = sum(a * b for a, b in zip(widths, widths[1:], strict=False))
     peak = perf.tiles_used * d.device.generation.macs_per_cycle[("i8", "i8")] * 2 * d.device.clock_hz
-    sample_ns = perf.interval_ns / perf.batch
+    sample_ns = perf.interval_ns / (perf.batch * perf.replicas)
     return {
         "name": name,
         "layers": " -> ".join(map(str, widths)),
         "tiles": perf.tiles_used,
         "batch": perf.batch,
+        "replicas": perf.replicas,
         "sample_ns": sample_ns,
         "workload_us": sample_ns * rows / 1e3,
         "tops": perf.throughput_ops_per_s / 1e12,
@@ -59,10 +61,10 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=1000, help="samples verified on x86 per workload")
     args = ap.parse_args()
     out = [run(name, rows, widths, args.samples) for name, (rows, widths) in WORKLOADS.items()]
-    print("| workload | layers | tiles | batch | interval / row | whole input | TOPS | of peak | bound | x86 verify |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
+    print("| workload | layers | tiles | copies | batch | interval / row | whole input | TOPS | of peak | bound | x86 verify |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
     for r, (rows, _) in zip(out, WORKLOADS.values(), strict=True):
-        print(f"| {r['name']} | {r['layers']} | {r['tiles']} | {r['batch']} | {r['sample_ns']:.1f} ns | "
+        print(f"| {r['name']} | {r['layers']} | {r['tiles']} | {r['replicas']} | {r['batch']} | {r['sample_ns']:.2f} ns | "
               f"{r['workload_us']:.2f} us ({rows} rows) | {r['tops']:.1f} | {r['efficiency']:.1%} | {r['bound']} | {r['verify']} |")
     print("\n(modelled on VEK280 at 1.25 GHz; verified with the x86 shim; compile "
           + ", ".join(f"{r['compile_s']:.1f} s" for r in out) + ")")
