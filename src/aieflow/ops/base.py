@@ -63,3 +63,28 @@ class OpFamily:
     plan_from_json: Callable[[dict], Any] | None = None
     is_view: bool = False  # reinterprets memory only: no kernel, no tiles
     fused_only: bool = False  # must be folded into a neighbour by the fuse pass
+
+
+# Op families that import and emulate but have no AI Engine mapping yet: display name, and the
+# issue that maps them.
+_UNMAPPED = {
+    "gru": ("GRU", "recurrent layers", 5),
+    "lstm": ("LSTM", "recurrent layers", 5),
+    "conv2d": ("Conv2D", "convolutional networks", 6),
+    "pixel_shuffle": ("PixelShuffle", "convolutional networks", 6),
+    "maxpool": ("MaxPool", "convolutional networks", 6),
+    "avgpool": ("AvgPool", "convolutional networks", 6),
+}
+
+
+def not_mapped(node, ctx: PlanContext):
+    """The ``plan`` of a family that emulates but is not mapped yet: a clear error naming the layer."""
+    from ..errors import PlanError
+
+    name, what, issue = _UNMAPPED.get(node.op, (node.op, "these layers", None))
+    raise PlanError(
+        f"{name} layers are emulated but not yet mapped to the AI Engine",
+        layer=node.name,
+        hint=f"use aieflow.emulate(model, ...) for bit-exact predictions of this model; the AI Engine "
+        f"mapping of {what} is planned" + (f" (issue {issue})" if issue else ""),
+    )

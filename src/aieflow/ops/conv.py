@@ -22,7 +22,7 @@ activation follows:
 * fp32: tanh exact (float64 rounded to float32) or the table's entry; prelu ``y * slope`` in
   float32.
 
-The AI Engine mapping does not exist yet: :func:`plan` raises a PlanError naming the layer and
+The AI Engine mapping does not exist yet: :func:`base.not_mapped` raises a PlanError naming the layer and
 ``aieflow.emulate`` runs such models.  :func:`im2col`, :func:`tile` and :func:`untile` are the
 data movement a mapping will use (the ESPCN thesis runs each convolution as an im2col matrix
 multiply cut into per-kernel tiles); the tests prove them exact permutations / gathers.
@@ -37,13 +37,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..config import PRECISIONS
-from ..errors import ConfigError, ModelError, PlanError, UnsupportedOpError
+from ..errors import ConfigError, ModelError, UnsupportedOpError
 from ..ir import Node, frozen_map
 from ..numerics import fast, fixed
 from ..numerics.types import FixedType, NumericType, Rounding, Saturation, parse_type
 from . import activations as act
 from . import dense
-from .base import OpFamily, PlanContext, QuantContext
+from .base import OpFamily, QuantContext, not_mapped
 
 ACTIVATIONS = (None, "relu", "tanh", "prelu")
 _TWO_STAGE = ("tanh", "prelu")  # activations that need a pre-activation type
@@ -458,25 +458,12 @@ def _activate(node: Node, t: ConvTypes, y: np.ndarray) -> np.ndarray:
 # ----------------------------------------------------------------------------- plan
 
 
-def plan(node: Node, ctx: PlanContext) -> Node:
-    raise PlanError(
-        f"{describe(node)} layers are emulated but not yet mapped to the AI Engine",
-        layer=node.name,
-        hint="use aieflow.emulate(model, ...) for bit-exact predictions of this model; the AI Engine "
-        "mapping of convolutional networks is the next step (issue 6)",
-    )
-
-
-def describe(node: Node) -> str:
-    return {"conv2d": "Conv2D", "pixel_shuffle": "PixelShuffle", "maxpool": "MaxPool", "avgpool": "AvgPool"}.get(node.op, node.op)
-
-
 CONV2D = OpFamily(
     name="conv2d",
     float_forward=float_forward,
     emulate=emulate,
     quantise=quantise,
-    plan=plan,
+    plan=not_mapped,
     types_to_json=_types_to_json,
     types_from_json=_types_from_json,
 )

@@ -25,9 +25,8 @@ from ..errors import ConfigError, UnsupportedOpError
 from ..ir import Node
 from ..numerics import fixed
 from ..numerics.types import FixedType, FloatType, parse_type
-from .base import OpFamily, QuantContext
+from .base import OpFamily, QuantContext, not_mapped
 from .conv import ConvGeometry, check_geometry, pair
-from .conv import plan as not_mapped
 
 OPS = {"maxpool": "MaxPool", "avgpool": "AvgPool"}
 

@@ -19,7 +19,7 @@ Numerics, per layer (the precision picks the mode; see docs/recurrent.md):
   state is ``(res_T)(h~ (1 - z) + h z)`` (GRU) or ``c = (res_T)(c~ i + c f)``,
   ``h = (res_T)(o tanh(c))`` (LSTM), so the state is quantised to the result type at every step.
 
-The AI Engine mapping of these layers does not exist yet: :func:`plan` raises a PlanError;
+The AI Engine mapping of these layers does not exist yet: :func:`base.not_mapped` raises a PlanError;
 ``aieflow.emulate`` runs the quantised graph without one.
 """
 
@@ -31,12 +31,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import PRECISIONS
-from ..errors import ConfigError, ModelError, PlanError, UnsupportedOpError
+from ..errors import ConfigError, ModelError, UnsupportedOpError
 from ..ir import Node
 from ..numerics import fixed
 from ..numerics.types import FixedType, FloatType, NumericType, Rounding, Saturation, parse_type
 from . import activations as act
-from .base import OpFamily, PlanContext, QuantContext
+from .base import OpFamily, QuantContext, not_mapped
 from .dense import power_of_two_type
 
 CANONICAL_GATES: Mapping[str, str] = {"gru": "zrh", "lstm": "ifco"}
@@ -481,22 +481,13 @@ def emulate(node: Node, x: np.ndarray) -> np.ndarray:
 # ----------------------------------------------------------------------------- plan
 
 
-def plan(node: Node, ctx: PlanContext) -> Node:
-    raise PlanError(
-        f"{node.op.upper()} layers are emulated but not yet mapped to the AI Engine",
-        layer=node.name,
-        hint="use aieflow.emulate(model, ...) for bit-exact predictions of this model; the AI "
-        "Engine mapping of recurrent layers is planned (issue 5)",
-    )
-
-
 def _family(name: str) -> OpFamily:
     return OpFamily(
         name=name,
         float_forward=float_forward,
         emulate=emulate,
         quantise=quantise,
-        plan=plan,
+        plan=not_mapped,
         types_to_json=_types_to_json,
         types_from_json=_types_from_json,
     )

@@ -18,8 +18,7 @@ import numpy as np
 from ..errors import UnsupportedOpError
 from ..ir import Node
 from ..numerics.types import parse_type
-from .base import OpFamily, QuantContext
-from .conv import plan as not_mapped
+from .base import OpFamily, QuantContext, not_mapped
 
 MODES = ("CRD", "DCR")
 
