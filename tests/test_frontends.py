@@ -550,14 +550,15 @@ def test_gemm_trans_a_rejected():
         import_onnx(model)
 
 
-def test_add_of_two_tensors_rejected():
+def test_add_of_two_tensors_imports_as_residual_add():
+    # issue 7: a residual Add of two computed tensors is its own op family (ops/add.py)
     nodes = [
         helper.make_node("Relu", ["x"], ["r"], name="relu"),
         helper.make_node("Add", ["x", "r"], ["y"], name="residual"),
     ]
     model = _model(nodes, [], ["N", 4], out_shape=["N", 4])
-    with pytest.raises(UnsupportedOpError, match="residual"):
-        import_onnx(model)
+    add = import_onnx(model).graph.node("residual")
+    assert add.op == "add" and add.inputs == ("x", "r")
 
 
 def test_flatten_other_axis_rejected():

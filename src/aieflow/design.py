@@ -95,10 +95,14 @@ class Design:
     def trace(self, xq: np.ndarray, keep: bool = True) -> dict[str, np.ndarray]:
         """Emulated value of every tensor (``keep=False``: only the graph output survives)."""
         values = {self.graph.inputs[0]: xq}
-        for node in self.graph.nodes:
-            values[node.outputs[0]] = family(node.op, node.name).emulate(node, values[node.inputs[0]])
-            if not keep and node.inputs[0] not in self.graph.outputs:
-                del values[node.inputs[0]]
+        # a tensor may feed several nodes (fan-out): free it after its last reader only
+        last_use = {t: i for i, node in enumerate(self.graph.nodes) for t in node.inputs}
+        for i, node in enumerate(self.graph.nodes):
+            values[node.outputs[0]] = family(node.op, node.name).emulate(node, *(values[t] for t in node.inputs))
+            if not keep:
+                for t in set(node.inputs):
+                    if last_use[t] == i and t not in self.graph.outputs:
+                        del values[t]
         return values
 
     def verify(self, x: Any | None = None, samples: int = 1000, seed: int = 0, **kwargs: Any):

@@ -19,6 +19,7 @@ are dropped when ONNX shape inference can resolve that shape.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from collections.abc import Sequence
@@ -32,7 +33,7 @@ from ..errors import ConfigError, ModelError, UnsupportedOpError
 from ..ir import Graph, ImportedModel, Node, QuantHints, Tensor, frozen_map
 from ..numerics.types import FixedType, Rounding, Saturation
 from .onnx_conv import CONV_OPS, OnnxConvMixin
-from .onnx_recurrent import MOVEMENT_OPS, RECURRENT_OPS, OnnxRecurrentMixin
+from .onnx_recurrent import MOVEMENT_OPS, RECURRENT_OPS, Moved, OnnxRecurrentMixin
 
 SUPPORTED_ONNX_OPS: tuple[str, ...] = (
     "Gemm",
@@ -49,6 +50,10 @@ SUPPORTED_ONNX_OPS: tuple[str, ...] = (
     "GRU",
     "LSTM",
     "Transpose / Squeeze / Unsqueeze / Slice / Gather (data movement that keeps the batch first, or takes a recurrent layer's last step)",
+    "Add of two computed tensors (residual add)",
+    "Concat / Split / Transpose of computed tensors (feature concat, split, transpose of the per-sample axes)",
+    "MatMul with a constant on [rows, features] per sample (token / channel mixing)",
+    "LayerNormalization (last axis)",
     *CONV_OPS,
 )
 
@@ -646,14 +651,15 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin):
 
     def _matmul(self, node: onnx.NodeProto, name: str) -> None:
         a, b = node.input[0], node.input[1]
-        x, k, wc, _ = self._weight_operand(a, b, name, "MatMul")
+        x, k, wc, _ = self._weight_operand(a, b, name, "MatMul", rows=True)
         n = int(wc.value.shape[1])
         if wc.qtype is not None:
             self.hint_params[(name, "weight")] = wc.qtype
         attrs_out = {"in_features": int(k), "out_features": n, "activation": None}
-        self._emit(name, "dense", x, node.output[0], (n,), attrs_out, {"weight": _float_param(wc)})
+        shape = (*self.shapes[x][:-1], n)  # every row of a [rows, features] sample alike
+        self._emit(name, "dense", x, node.output[0], shape, attrs_out, {"weight": _float_param(wc)})
 
-    def _weight_operand(self, a: str, b: str, name: str, op: str, transpose: bool = False):
+    def _weight_operand(self, a: str, b: str, name: str, op: str, transpose: bool = False, rows: bool = False):
         """Check ``a @ b`` is activation x constant 2-D weight; return (x, k, constant, weight)."""
         if self._const(a) is not None or self._const(b) is None:
             raise UnsupportedOpError(
@@ -661,7 +667,7 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin):
                 "weight (second operand)"
             )
         x = self._data_input(a, name, op)
-        k = self._require_vector(x, name, op)
+        k = self.shapes[x][-1] if rows and len(self.shapes[x]) > 1 else self._require_vector(x, name, op)
         wc = self._const(b)
         if wc.value.ndim != 2:
             raise UnsupportedOpError(
@@ -690,6 +696,9 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin):
         return np.broadcast_to(v.reshape(-1) if v.ndim else v, (n,)).copy()
 
     def _add(self, node: onnx.NodeProto, name: str) -> None:
+        if self._const(node.input[0]) is None and self._const(node.input[1]) is None:
+            self._residual_add(node, name)
+            return
         t, c = self._split_const_operand(node, name)
         x = self._data_input(t, name, "Add")
         shape = self.shapes[x]
@@ -710,6 +719,149 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin):
             None,
             {"bias": _float_param(_Const(bias, None, c.qtype))},
         )
+
+    # -- graphs beyond chains (issue 7) ----------------------------------------------------------
+
+    def _residual_add(self, node: onnx.NodeProto, name: str) -> None:
+        a, b = (self._data_input(t, name, "Add") for t in node.input[:2])
+        if self.shapes[a] != self.shapes[b]:
+            raise UnsupportedOpError(
+                f"node '{name}' (Add) adds per-sample shapes {self.shapes[a]} and {self.shapes[b]}; only equal "
+                "shapes (no broadcasting) are supported"
+            )
+        self._emit(name, "add", a, node.output[0], self.shapes[a])
+        self.nodes[-1] = self.nodes[-1].evolve(inputs=(a, b))
+
+    def _layernorm(self, node: onnx.NodeProto, name: str) -> None:
+        attrs = _attrs(node)
+        x = self._data_input(node.input[0], name, "LayerNormalization")
+        shape = self.shapes[x]
+        axis = int(attrs.get("axis", -1))
+        if not shape or axis not in (-1, len(shape)):
+            raise UnsupportedOpError(
+                f"node '{name}' (LayerNormalization) normalises from axis {axis}; only the last axis is supported"
+            )
+        if int(attrs.get("stash_type", 1)) != 1 or len(node.output) > 1 and any(node.output[1:]):
+            raise UnsupportedOpError(f"node '{name}' (LayerNormalization): only output Y (no Mean / InvStdDev)")
+        n = shape[-1]
+
+        def vector(i: int, default: float) -> np.ndarray:
+            if len(node.input) <= i or not node.input[i]:
+                return np.full(n, default, np.float32)
+            c = self._const(node.input[i])
+            if c is None:
+                raise UnsupportedOpError(f"node '{name}' (LayerNormalization) has a computed scale or bias")
+            return self._bias_vector(c.value, n, name, "LayerNormalization", full_rank=len(shape) + 1).astype(np.float32)
+
+        self._emit(name, "layernorm", x, node.output[0], shape,
+                   {"eps": float(attrs.get("epsilon", 1e-5)), "features": int(n)},
+                   {"gamma": vector(1, 1.0), "beta": vector(2, 0.0)})
+
+    def _split(self, node: onnx.NodeProto, name: str) -> None:
+        """Split of a data tensor: each output is a moved tensor (ids), a ``slice`` view once read."""
+        feeds = {node.input[0]: self.index_of(node.input[0], name, "Split")}
+        for k, t in enumerate(node.input[1:], start=1):
+            if t:
+                feeds[t] = self._static_or_fail(t, name, "Split", f"input {k}")
+        outs = self._run_node(node, feeds)
+        for o, v in zip([o for o in node.output if o], outs, strict=True):
+            self.moved[o] = Moved(np.asarray(v, dtype=np.int64), name)
+
+    def materialise(self, t: str, user: str, op: str) -> str:
+        """A moved tensor as the IR sees it: a reshape (the recurrent mixin), else one transpose,
+        slice or concat view of whole IR tensors."""
+        try:
+            return super().materialise(t, user, op)
+        except UnsupportedOpError:
+            view = self._data_view(self.moved[t].index)
+            if view is None:
+                raise
+        kind, sources, attrs = view
+        base = self.moved[t].producer
+
+        def fresh(stem: str) -> str:
+            names = {n.name for n in self.nodes}
+            name, k = stem, 1
+            while name in names:
+                name, k = f"{stem}_{k}", k + 1
+            return name
+
+        inputs = []
+        for i, src in enumerate(sources):
+            if isinstance(src, tuple):  # a slice of a tensor, as one part of a concat
+                src, cut = src
+                part = f"{t}_part{i}"
+                shape = list(self.shapes[src])
+                shape[cut["axis"]] = cut["stop"] - cut["start"]
+                self.shapes[part] = tuple(shape)
+                self.nodes.append(Node(name=fresh(f"{base}_slice"), op="slice", inputs=(src,), outputs=(part,),
+                                       attrs=frozen_map(cut)))
+                src = part
+            inputs.append(src)
+        self.shapes[t] = tuple(int(d) for d in self.moved[t].index.shape[1:])
+        self.nodes.append(Node(name=fresh(base), op=kind, inputs=tuple(inputs), outputs=(t,), attrs=frozen_map(attrs)))
+        del self.moved[t]
+        return t
+
+    def _whole(self, ids: np.ndarray) -> tuple[str, np.ndarray] | None:
+        """(IR tensor, positions) when ``ids`` all come from one ordinary IR tensor."""
+        found = self._source_of(ids)
+        if found is None or found[0] in self.rnns or found[0] in self.cells or found[0] not in self.shapes:
+            return None
+        return found
+
+    def _data_view(self, ids: np.ndarray):
+        """Recognise ``ids`` (batch first) as transpose / slice / concat of IR tensors."""
+        b = self.movement_batch
+        if ids.ndim < 2 or ids.shape[0] != b:
+            return None
+        found = self._whole(ids)
+        if found is not None:
+            src, pos = found
+            shape = self.shapes[src]
+            if len(shape) != ids.ndim - 1:
+                return None
+            size = b * int(np.prod(shape, dtype=np.int64))
+            ref = np.arange(size).reshape(b, *shape)
+            if pos.size == size:
+                for perm in itertools.permutations(range(len(shape))):
+                    if np.array_equal(np.transpose(ref, (0, *(p + 1 for p in perm))), pos):
+                        return "transpose", [src], {"perm": perm}
+                return None
+            for axis in range(len(shape)):
+                lo = int(np.unravel_index(int(pos.reshape(-1)[0]), ref.shape)[axis + 1])
+                index = [slice(None)] * ref.ndim
+                index[axis + 1] = slice(lo, lo + ids.shape[axis + 1])
+                cut = ref[tuple(index)]
+                if cut.shape == pos.shape and np.array_equal(cut, pos):
+                    return "slice", [src], {"axis": axis, "start": lo, "stop": lo + ids.shape[axis + 1]}
+            return None
+        # concat: runs of whole tensors along one per-sample axis
+        for axis in range(1, ids.ndim):
+            sources, start = [], 0
+            while start < ids.shape[axis]:
+                stop = start + 1
+                first = self._whole(np.take(ids, [start], axis=axis))
+                if first is None:
+                    break
+                src = first[0]
+                while stop < ids.shape[axis] and (nxt := self._whole(np.take(ids, [stop], axis=axis))) and nxt[0] == src:
+                    stop += 1
+                part_ids = np.take(ids, range(start, stop), axis=axis)
+                part = self._whole(part_ids)
+                size = b * int(np.prod(self.shapes[src]))
+                if part is not None and part[1].shape[1:] == self.shapes[src] and np.array_equal(
+                        part[1].reshape(-1), np.arange(size)):
+                    sources.append(src)
+                else:  # a contiguous slice of one tensor becomes a slice view feeding the concat
+                    view = self._data_view(part_ids)
+                    if view is None or view[0] != "slice" or view[2]["axis"] != axis - 1:
+                        break
+                    sources.append((src, view[2]))
+                start = stop
+            if start == ids.shape[axis] and len(sources) > 1:
+                return "concat", sources, {"axis": axis - 1}
+        return None
 
     def _relu(self, node: onnx.NodeProto, name: str) -> None:
         x = self._data_input(node.input[0], name, "Relu")
@@ -1011,6 +1163,8 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin):
             "Gemm": self._gemm,
             "MatMul": self._matmul,
             "Add": self._add,
+            "LayerNormalization": self._layernorm,
+            "Split": self._split,
             "Relu": self._relu,
             "Flatten": self._flatten,
             "Reshape": self._reshape,

@@ -30,6 +30,7 @@ SUPPORTED_TORCH_MODULES: tuple[str, ...] = (
     "nn.Identity",
     "nn.Dropout",
     "nn.Sequential (nesting)",
+    "nn.LayerNorm (over the last dimension)",
     *_CONV_MODULES,
 )
 SUPPORTED_TORCH_FUNCTIONS: tuple[str, ...] = (
@@ -39,6 +40,11 @@ SUPPORTED_TORCH_FUNCTIONS: tuple[str, ...] = (
     "Tensor.view / Tensor.reshape / torch.reshape (batch kept as dimension 0)",
     "F.dropout (eval mode)",
     "Tensor.contiguous",
+    "a + b / torch.add of two computed tensors (residual add)",
+    "torch.cat / torch.concat (same-typed tensors)",
+    "torch.split / torch.chunk / Tensor.split / Tensor.chunk (then indexing)",
+    "Tensor.transpose / Tensor.permute / torch.transpose (batch kept as dimension 0)",
+    "F.layer_norm (over the last dimension, parameter weight and bias)",
     *_CONV_FUNCTIONS,
 )
 
@@ -160,6 +166,7 @@ class _Converter(RecurrentMixin, ConvMixin):
         self.used_names: set[str] = set()
         self.input_name: str | None = None
         self.pending = {}  # fx node name -> recurrent value not yet an IR tensor (torch_recurrent.py)
+        self.splits: dict[str, tuple[str, int, list[tuple[int, int]]]] = {}  # fx split -> (x, axis, ranges)
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -224,15 +231,13 @@ class _Converter(RecurrentMixin, ConvMixin):
 
     def _dense(self, fx_node, name: str, x: str, weight, bias) -> None:
         in_shape = self.shapes[x]
-        if len(in_shape) != 1:
-            raise UnsupportedOpError(
-                f"'{name}' (linear) receives per-sample shape {in_shape}; dense layers need a 1-D "
-                "feature vector per sample (flatten first)"
-            )
+        if len(in_shape) < 1:
+            raise UnsupportedOpError(f"'{name}' (linear) receives a scalar per sample; it needs features")
+        # a per-sample [rows, features] input (token / channel mixing) multiplies every row
         w = _to_numpy(weight).T  # torch stores (out, in); the IR wants (in, out)
-        if w.shape[0] != in_shape[0]:
+        if w.shape[0] != in_shape[-1]:
             raise ModelError(
-                f"'{name}' (linear): input has {in_shape[0]} features but the weight expects {w.shape[0]}"
+                f"'{name}' (linear): input has {in_shape[-1]} features but the weight expects {w.shape[0]}"
             )
         params = {"weight": np.ascontiguousarray(w)}
         if bias is not None:
@@ -291,6 +296,8 @@ class _Converter(RecurrentMixin, ConvMixin):
             self._reshape(fx_node, path, x)
         elif isinstance(mod, nn.Identity | nn.Dropout):
             self._alias(fx_node, x)
+        elif isinstance(mod, nn.LayerNorm):
+            self._layernorm(fx_node, path, x, tuple(mod.normalized_shape), mod.weight, mod.bias, mod.eps)
         else:
             raise UnsupportedOpError(
                 f"module '{path}' has type {type(mod).__module__}.{kind}, which aieflow does not "
@@ -312,6 +319,31 @@ class _Converter(RecurrentMixin, ConvMixin):
             return
         if fn is torch.transpose and isinstance(src, torch.fx.Node):
             self._call_method(fx_node, "transpose")
+            return
+        if fn is operator.getitem and isinstance(src, torch.fx.Node) and src.name in self.splits:
+            self._split_item(fx_node, src.name)
+            return
+        if fn in (torch.split, torch.chunk, torch.tensor_split) and isinstance(src, torch.fx.Node):
+            self._call_method(fx_node, {torch.split: "split", torch.chunk: "chunk"}.get(fn, "tensor_split"))
+            return
+        if fn in (torch.permute,) and isinstance(src, torch.fx.Node):
+            self._call_method(fx_node, "permute")
+            return
+        if fn in (operator.add, torch.add) and self._shape(fx_node) is not None and len(fx_node.args) == 2 and all(
+            isinstance(a, torch.fx.Node) for a in fx_node.args
+        ):
+            self._residual_add(fx_node, name)
+            return
+        if fn in (torch.cat, torch.concat):
+            self._concat(fx_node, name)
+            return
+        if fn is F.layer_norm:
+            x = self._input(fx_node.args[0], name)
+            shape = self._arg(fx_node, 1, "normalized_shape", None)
+            w_arg, b_arg = self._arg(fx_node, 2, "weight", None), self._arg(fx_node, 3, "bias", None)
+            weight = self._param(w_arg, name, "weight") if w_arg is not None else None
+            bias = self._param(b_arg, name, "bias") if b_arg is not None else None
+            self._layernorm(fx_node, name, x, tuple(shape), weight, bias, float(self._arg(fx_node, 4, "eps", 1e-5)))
             return
         if self._shape(fx_node) is None and fn in _SHAPE_FUNCTIONS:
             return  # a shape query (x.shape[0]...); consumed by a reshape, whose shape we know
@@ -369,10 +401,98 @@ class _Converter(RecurrentMixin, ConvMixin):
             self._reshape(fx_node, name, x)
         elif method == "contiguous":
             self._alias(fx_node, x)
+        elif method in ("transpose", "swapaxes", "swapdims", "permute"):
+            self._transpose(fx_node, name, method, x)
+        elif method in ("split", "chunk", "tensor_split"):
+            self._split(fx_node, name, method, x)
         else:
             raise UnsupportedOpError(
                 f"method call '{name}' (Tensor.{method}) is not supported by aieflow; {_SUPPORTED_TEXT}"
             )
+
+    # -- graphs beyond chains (issue 7) ----------------------------------------------------------
+
+    def _emit_multi(self, fx_node, name: str, op: str, xs: tuple[str, ...], attrs=None, params=None) -> None:
+        y = fx_node.name
+        self.shapes[y] = self._per_sample(fx_node, name)
+        self.nodes.append(Node(name=self._unique(name), op=op, inputs=xs, outputs=(y,),
+                               attrs=frozen_map(attrs or {}), params=frozen_map(params or {})))
+
+    def _residual_add(self, fx_node, name: str) -> None:
+        a, b = (self._input(arg, name) for arg in fx_node.args[:2])
+        if self.shapes[a] != self.shapes[b]:
+            raise UnsupportedOpError(
+                f"'{name}' adds per-sample shapes {self.shapes[a]} and {self.shapes[b]}; only equal shapes "
+                "(no broadcasting) are supported"
+            )
+        if fx_node.kwargs.get("alpha", 1) != 1:
+            raise UnsupportedOpError(f"'{name}' (torch.add) has alpha != 1; only a plain sum is supported")
+        self._emit_multi(fx_node, name, "add", (a, b))
+
+    def _concat(self, fx_node, name: str) -> None:
+        items = self._arg(fx_node, 0, "tensors", [])
+        xs = tuple(self._input(arg, name) for arg in items)
+        rank = len(self.shapes[xs[0]]) + 1
+        dim = int(self._arg(fx_node, 1, "dim", 0))
+        axis = (dim + rank if dim < 0 else dim) - 1
+        if axis < 0:
+            raise UnsupportedOpError(f"'{name}' concatenates along the batch; use a feature dimension")
+        self._emit_multi(fx_node, name, "concat", xs, {"axis": axis})
+
+    def _transpose(self, fx_node, name: str, method: str, x: str) -> None:
+        rank = len(self.shapes[x]) + 1
+        args = [a for a in fx_node.args[1:]]
+        if method == "permute":
+            dims = list(args[0]) if len(args) == 1 and isinstance(args[0], tuple | list) else list(args)
+        else:
+            d0, d1 = (int(a) for a in args[:2])
+            dims = list(range(rank))
+            d0, d1 = d0 % rank, d1 % rank
+            dims[d0], dims[d1] = dims[d1], dims[d0]
+        dims = [int(d) % rank for d in dims]
+        if dims[0] != 0:
+            raise UnsupportedOpError(f"'{name}' ({method}) moves the batch dimension; keep dimension 0 in place")
+        self._emit(fx_node, name, "transpose", x, {"perm": tuple(d - 1 for d in dims[1:])})
+
+    def _split(self, fx_node, name: str, method: str, x: str) -> None:
+        shape = self.shapes[x]
+        rank = len(shape) + 1
+        dim = int(self._arg(fx_node, 2, "dim", 0))
+        axis = (dim + rank if dim < 0 else dim) - 1
+        if axis < 0:
+            raise UnsupportedOpError(f"'{name}' ({method}) splits the batch; split a feature dimension")
+        size = shape[axis]
+        arg = self._arg(fx_node, 1, "split_size_or_sections" if method == "split" else "chunks", None)
+        if method == "split" and isinstance(arg, int):
+            sizes = [min(arg, size - i) for i in range(0, size, arg)]
+        elif method == "split" and isinstance(arg, tuple | list):
+            sizes = [int(s) for s in arg]
+        elif method == "chunk" and isinstance(arg, int):
+            step = -(-size // arg)
+            sizes = [min(step, size - i) for i in range(0, size, step)]
+        else:
+            raise UnsupportedOpError(f"'{name}' ({method}) with argument {arg!r} is not supported")
+        bounds = np.cumsum([0, *sizes]).tolist()
+        self.splits[fx_node.name] = (x, axis, list(zip(bounds[:-1], bounds[1:], strict=True)))
+
+    def _split_item(self, fx_node, split: str) -> None:
+        x, axis, ranges = self.splits[split]
+        index = fx_node.args[1]
+        if not isinstance(index, int):
+            raise UnsupportedOpError(f"'{fx_node.name}' indexes a split with {index!r}; use an integer")
+        lo, hi = ranges[index]
+        self._emit(fx_node, fx_node.name, "slice", x, {"axis": axis, "start": int(lo), "stop": int(hi)})
+
+    def _layernorm(self, fx_node, name: str, x: str, normalized: tuple, weight, bias, eps: float) -> None:
+        n = self.shapes[x][-1] if self.shapes[x] else 0
+        if tuple(int(d) for d in normalized) != (n,):
+            raise UnsupportedOpError(
+                f"'{name}' normalises over {tuple(normalized)}; only the last dimension ({n}) is supported"
+            )
+        gamma = _to_numpy(weight).reshape(-1) if weight is not None else np.ones(n, np.float32)
+        beta = _to_numpy(bias).reshape(-1) if bias is not None else np.zeros(n, np.float32)
+        self._emit(fx_node, name, "layernorm", x, {"eps": float(eps), "features": int(n)},
+                   {"gamma": gamma, "beta": beta})
 
     def _param(self, arg, name: str, what: str):
         fx = self.torch.fx
@@ -412,7 +532,7 @@ class _Converter(RecurrentMixin, ConvMixin):
                 outputs = [self._input(r, "output") for r in items]
         for fx_node in self.gm.graph.nodes:
             if fx_node.op == "get_attr" and any(
-                u.op != "call_function" or u.target is not self.F.linear for u in fx_node.users
+                u.op != "call_function" or u.target not in (self.F.linear, self.F.layer_norm) for u in fx_node.users
             ):
                 users = ", ".join(u.name for u in fx_node.users)
                 raise UnsupportedOpError(

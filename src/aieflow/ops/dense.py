@@ -291,7 +291,8 @@ def emulate(node: Node, x: np.ndarray) -> np.ndarray:
         xin = x.astype(np.float32)
         if t.weight.name == "bf16":
             xin = fixed.to_bf16(xin)
-        y = fixed.float32_dot_sequential(xin, node.params["weight_q"].astype(np.float32), init)
+        w32 = node.params["weight_q"].astype(np.float32)  # rows of a [..., K] input: each multiplied alike
+        y = fixed.float32_dot_sequential(xin.reshape(-1, xin.shape[-1]), w32, init).reshape(*xin.shape[:-1], -1)
         if t.output.name == "bf16":
             y = fixed.to_bf16(y)
         if relu:

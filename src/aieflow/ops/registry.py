@@ -7,14 +7,16 @@ from types import MappingProxyType
 
 from ..errors import UnsupportedOpError
 from ..ir import Graph
+from .add import ADD
 from .base import OpFamily
 from .conv import CONV2D, PRELU, TANH
 from .dense import DENSE
 from .elementwise import BIAS_ADD, RELU
+from .layernorm import LAYERNORM
 from .pool import AVGPOOL, MAXPOOL
 from .recurrent import GRU, LSTM
 from .shuffle import PIXEL_SHUFFLE
-from .views import RESHAPE
+from .views import CONCAT, RESHAPE, SLICE, TRANSPOSE
 
 OP_FAMILIES: Mapping[str, OpFamily] = MappingProxyType(
     {
@@ -30,12 +32,19 @@ OP_FAMILIES: Mapping[str, OpFamily] = MappingProxyType(
         "pixel_shuffle": PIXEL_SHUFFLE,
         "maxpool": MAXPOOL,
         "avgpool": AVGPOOL,
+        "add": ADD,
+        "layernorm": LAYERNORM,
+        "transpose": TRANSPOSE,
+        "concat": CONCAT,
+        "slice": SLICE,
     }
 )
 
 # Families that import and emulate but have no AI Engine mapping yet: their ``plan`` raises a
 # PlanError naming the layer (aieflow.emulate runs models that contain them).
-EMULATION_ONLY: frozenset[str] = frozenset({"gru", "lstm", "conv2d", "pixel_shuffle", "maxpool", "avgpool"})
+EMULATION_ONLY: frozenset[str] = frozenset(
+    {"gru", "lstm", "conv2d", "pixel_shuffle", "maxpool", "avgpool", "add", "layernorm", "transpose", "concat", "slice"}
+)
 
 
 def family(op: str, node_name: str = "") -> OpFamily:

@@ -27,3 +27,68 @@ RESHAPE = OpFamily(
     types_from_json=lambda d: parse_type(d["type"]),
     is_view=True,
 )
+
+
+# ----------------------------------------------------------------------------- data-movement views
+# Transpose, Concat and Split move data but compute nothing: on AIE-ML they are realised by the
+# memory-tile tilers that join the layers around them (no kernel, no tile).  Their emulation is
+# the exact permutation of codes, so the types pass through unchanged.
+
+
+def _transpose(node: Node, x: np.ndarray) -> np.ndarray:
+    perm = tuple(int(p) for p in node.attrs["perm"])  # per-sample axes (batch excluded)
+    return np.transpose(x, (0, *(p + 1 for p in perm)))
+
+
+def _concat(node: Node, *xs: np.ndarray) -> np.ndarray:
+    axis = int(node.attrs["axis"])  # per-sample axis
+    return np.concatenate(xs, axis=axis + 1)
+
+
+def _slice(node: Node, x: np.ndarray) -> np.ndarray:
+    axis = int(node.attrs["axis"]) + 1
+    index = [slice(None)] * x.ndim
+    index[axis] = slice(int(node.attrs["start"]), int(node.attrs["stop"]))
+    return x[tuple(index)]
+
+
+def _quantise_concat(node: Node, ctx: QuantContext) -> Node:
+    from ..errors import ConfigError
+
+    types = set(ctx.input_types)
+    if len(types) != 1:
+        raise ConfigError(
+            f"the concatenated tensors have different types ({', '.join(str(t) for t in ctx.input_types)}); "
+            "a concat is a view and cannot convert",
+            layer=node.name,
+            hint="give the layers that produce them the same output type (config layers.<name>.output)",
+        )
+    return node.evolve(types=ctx.input_types[0])
+
+
+def _not_emitted(node: Node, ctx) -> Node:
+    from ..errors import PlanError
+
+    raise PlanError(
+        f"{node.op} views are emulated bit-exactly but their memory-tile tilers are not generated yet",
+        layer=node.name,
+        hint="use aieflow.emulate(model, ...) for bit-exact predictions of this model",
+    )
+
+
+def _view(name: str, fn, quantise=_quantise) -> OpFamily:
+    return OpFamily(
+        name=name,
+        float_forward=fn,
+        emulate=fn,
+        quantise=quantise,
+        plan=_not_emitted,
+        types_to_json=lambda t: {"type": t.to_string()},
+        types_from_json=lambda d: parse_type(d["type"]),
+        is_view=True,
+    )
+
+
+TRANSPOSE = _view("transpose", _transpose)
+CONCAT = _view("concat", _concat, _quantise_concat)
+SLICE = _view("slice", _slice)

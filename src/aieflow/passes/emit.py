@@ -226,7 +226,7 @@ def _replica_graph(layers: list[Node], idents: dict[str, str], device: Device, p
         else:
             prev = layers[i - 1]
             pp: DensePlan = prev.plan
-            if device.memory_tile_rows == 0:
+            if device.memory_tile_rows == 0 or p.link == "buffer":  # AIE1, or an AIE-ML direct link
                 for r in range(pp.cas_num):
                     src = kvar(prev, r, pp.cas_len - 1)
                     for rr in range(p.cas_num):

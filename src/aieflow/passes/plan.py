@@ -7,6 +7,8 @@ for the panel width the memory tile delivers.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..config import Config
 from ..devices import Device
 from ..errors import PlanError, UnsupportedOpError
@@ -14,7 +16,7 @@ from ..ir import Graph, Node
 from ..ops.base import PlanContext
 from ..ops.dense import DenseLayout, with_out_panel
 from ..ops.registry import family
-from .transport import check_link, memtile_link
+from .transport import check_direct_link, check_link, direct_link_possible, memtile_link
 
 
 def _dense_producer(graph: Graph, by_name: dict[str, Node], tensor: str) -> Node | None:
@@ -84,9 +86,12 @@ def _finish(graph: Graph, device: Device, planned: dict[str, Node]) -> Graph:
     # Output panel widths: what each consumer reads (AIE1 direct buffers), the mmul N when a
     # memory tile re-tiles (AIE-ML), the mmul N for the graph output PLIOs.
     nodes = []
+    direct: set[str] = set()  # AIE-ML consumers whose producer writes their input buffers directly
     for node in graph.nodes:
         n = planned[node.name]
         if n.plan is not None:
+            if n.name in direct:
+                n = n.evolve(plan=replace(n.plan, link="buffer"))
             consumer = _next_dense(graph, planned, n)
             if consumer is None:
                 # mmul-N panels: each output block is one vector store (the output PLIO files and
@@ -94,6 +99,10 @@ def _finish(graph: Graph, device: Device, planned: dict[str, Node]) -> Graph:
                 n = with_out_panel(n, n.plan.mmul[2])
             elif device.memory_tile_rows == 0:
                 n = with_out_panel(n, consumer.plan.in_panel)
+            elif direct_link_possible(n, consumer) and len(graph.consumers(n.outputs[0])) == 1:
+                # the layouts already agree: skip the memory tile (the producer writes K panels)
+                n = with_out_panel(n, consumer.plan.in_panel)
+                direct.add(consumer.name)
             else:
                 n = with_out_panel(n, n.plan.mmul[2])
         nodes.append(n)
@@ -103,7 +112,9 @@ def _finish(graph: Graph, device: Device, planned: dict[str, Node]) -> Graph:
         by_name = {n.name: n for n in nodes}
         for n in nodes:
             consumer = _next_dense(graph, by_name, n) if n.plan is not None else None
-            if consumer is not None:
+            if consumer is not None and consumer.plan.link == "buffer":
+                check_direct_link(n, consumer)
+            elif consumer is not None:
                 check_link(memtile_link(n, consumer, device.memtile_channels), n, consumer,
                            device.memtile_channels, device.memory_tile_bytes)
     total = sum(n.plan.tiles for n in nodes if n.plan is not None)

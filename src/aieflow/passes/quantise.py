@@ -25,7 +25,7 @@ def float_activations(graph: Graph, x: np.ndarray) -> dict[str, np.ndarray]:
     """Float64 forward pass of the (float) graph, keeping every tensor (for calibration)."""
     values: dict[str, np.ndarray] = {graph.inputs[0]: np.asarray(x, dtype=np.float64)}
     for node in graph.nodes:
-        values[node.outputs[0]] = family(node.op, node.name).float_forward(node, values[node.inputs[0]])
+        values[node.outputs[0]] = family(node.op, node.name).float_forward(node, *(values[t] for t in node.inputs))
     return values
 
 
@@ -51,8 +51,45 @@ def _input_type(graph: Graph, config: Config, hints: QuantHints, calibration: Ma
     return power_of_two_type(m, width, Rounding.CONV_EVEN, Saturation.SATURATE)
 
 
+def shared_ranges(graph: Graph, calib: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Tensors that a concat joins (looking through views) must share one type, since a concat is
+    a view that cannot convert: give each of them the joint calibration range, so every producer
+    picks the same scale."""
+    parent: dict[str, str] = {}
+
+    def find(t: str) -> str:
+        while parent.get(t, t) != t:
+            t = parent[t]
+        return t
+
+    def union(a: str, b: str) -> None:
+        parent[find(a)] = find(b)
+
+    joined: set[str] = set()
+    for node in graph.nodes:
+        fam = family(node.op, node.name)
+        if fam.is_view:
+            for t in node.inputs:
+                union(t, node.outputs[0])
+        if node.op == "concat":
+            joined.add(find(node.outputs[0]))
+    groups: dict[str, list[str]] = {}
+    for t in calib:
+        groups.setdefault(find(t), []).append(t)
+    out = dict(calib)
+    for root, members in groups.items():
+        if find(root) not in {find(j) for j in joined}:
+            continue
+        m = max(float(np.max(np.abs(calib[t]))) if calib[t].size else 0.0 for t in members)
+        for t in members:
+            out[t] = np.array([m])
+    return out
+
+
 def quantise(graph: Graph, device: Device, config: Config, hints: QuantHints, calibration: np.ndarray | None) -> Graph:
     calib = float_activations(graph, calibration) if calibration is not None else {}
+    if any(n.op == "concat" for n in graph.nodes):
+        calib = shared_ranges(graph, calib)
     types: dict[str, NumericType] = {graph.inputs[0]: _input_type(graph, config, hints, calib)}
     nodes = []
     for node in graph.nodes:

@@ -264,3 +264,44 @@ def _panel_order(first: int, count: int, panel: int, batch: int) -> tuple[np.nda
     """(feature, sample) of each element of a ``[count / panel][batch][panel]`` port buffer."""
     j, b, e = np.meshgrid(np.arange(count // panel), np.arange(batch), np.arange(panel), indexing="ij")
     return (first + j * panel + e).ravel(), b.ravel()
+
+
+# ----------------------------------------------------------------------------- direct links
+
+
+def direct_link_possible(prev: Node, node: Node) -> bool:
+    """True when ``prev``'s output buffers already are ``node``'s input buffers, so the memory
+    tile can be skipped (AIE-ML / AIE-MLv2): one producer cascade row per consumer cascade column,
+    slices of the same width, the same padded batch, and a panel width both sides can use (the
+    producer writes the consumer's mmul-K panels)."""
+    pp: DensePlan = prev.plan
+    p: DensePlan = node.plan
+    return (
+        pp.cas_num == p.cas_len
+        and pp.n_slice == p.k_slice
+        and pp.batch_pad == p.batch_pad
+        and pp.n_slice % p.in_panel == 0
+        and prev.types.output == node.types.input
+    )
+
+
+def check_direct_link(prev: Node, node: Node) -> None:
+    """Raise unless producer row ``r``'s output buffer, element for element, is the input buffer
+    consumer column ``r`` expects (the check_link proof for a link without a memory tile): values
+    encode (feature, sample); features the producer pads are zero on both sides."""
+    pp: DensePlan = prev.plan
+    p: DensePlan = node.plan
+    where = f"direct link {prev.name} -> {node.name}"
+    if pp.cas_num != p.cas_len:
+        raise PlanError(f"internal: {where}: {pp.cas_num} producer rows feed {p.cas_len} consumer columns",
+                        layer=node.name, hint="please report this as a bug")
+    bp = p.batch_pad
+    produced = pp.out_features
+    for r in range(pp.cas_num):
+        f, b = _panel_order(r * pp.n_slice, pp.n_slice, pp.out_panel, pp.batch_pad)
+        sent = np.where(f < produced, f + b * produced, 0)
+        f, b = _panel_order(r * p.k_slice, p.k_slice, p.in_panel, bp)
+        want = np.where(f < min(produced, p.in_features), f + b * produced, 0)
+        if sent.size != bp * p.k_slice or not np.array_equal(sent, want):
+            raise PlanError(f"internal: {where}: column {r} would read the wrong features or samples",
+                            layer=node.name, hint="please report this as a bug")

@@ -350,16 +350,17 @@ def dma_stage(prev: Node, node: Node, device: Device, hops: int, inp: str, out: 
     return transfer_stage(f"dma:{prev.name}->{node.name}", "dma", t, device, inp, out)
 
 
-def _aie1_link_hops(design, prev: Node, node: Node) -> int | None:
-    """Largest switch-hop distance of an AIE1 link, or None when every consumer tile is a memory
-    neighbour of its producer's last tile (the buffer is shared, nothing moves)."""
+def _aie1_link_hops(design, prev: Node, node: Node, cascade_east: bool = False) -> int | None:
+    """Largest switch-hop distance of a direct buffer link (AIE1, or AIE-ML without a memory
+    tile), or None when every consumer tile is a memory neighbour of its producer's last tile (the
+    buffer is shared, nothing moves)."""
     pl = design.placement
     worst = 0
     shared = True
     for r in range(prev.plan.cas_num):
-        src = pl.tile(prev.name, r, prev.plan.cas_len - 1, False)
+        src = pl.tile(prev.name, r, prev.plan.cas_len - 1, cascade_east)
         for rr in range(node.plan.cas_num):
-            dst = pl.tile(node.name, rr, r, False)
+            dst = pl.tile(node.name, rr, r, cascade_east)
             d = abs(src[0] - dst[0]) + abs(src[1] - dst[1])
             shared = shared and d <= 1
             worst = max(worst, d)
@@ -399,7 +400,7 @@ def design_pipeline(design) -> Pipeline:
                     stages.append(st)
                 cur = nxt
             else:
-                hops = _aie1_link_hops(design, prev, node) if device.memory_tile_rows == 0 else None
+                hops = _aie1_link_hops(design, prev, node, device.generation.name != "aie")
                 if hops is not None:
                     nxt = buf(f"in:{node.name}")
                     stages.append(dma_stage(prev, node, device, hops, cur, nxt))
