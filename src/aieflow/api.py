@@ -30,6 +30,10 @@ def compile(  # noqa: A001 - the public name the issue asks for
     is absent the example input is used.  QDQ ONNX models carry their own types.
     """
     state = _state(model, device, example_input, config, calibration)
+    from .cnn.api import compile_cnn, is_cnn  # convolutional networks: their own mapping (aieflow.cnn)
+
+    if is_cnn(state):
+        return compile_cnn(state, progress)
     if state.config.searched:
         # The search treats a layer it cannot plan as one that does not fit ("no plan can be
         # placed"); name a layer that has no AI Engine mapping at all instead.

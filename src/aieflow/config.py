@@ -32,7 +32,11 @@ _PRECISION_ALIASES = {"i8": "int8", "i16": "int16", "int16x8": "a16w8", "i16xi8"
 TYPE_KEYS = ("input", "weight", "bias", "output")
 RECURRENT_TYPE_KEYS = ("recurrent_weight", "recurrent_bias", "accum")  # GRU / LSTM only
 _LAYER_KEYS = {"precision", "parallelism", "placement", "activations", *TYPE_KEYS, *RECURRENT_TYPE_KEYS}
+_LAYER_KEYS.add("mapping")  # convolutional-network directives, checked by aieflow.cnn.directives
+_LAYER_KEYS.add("weights")  # Dense weights: resident | streamed | auto (aieflow.gemm.dense)
+WEIGHTS_MODES = ("auto", "resident", "streamed")
 _TOP_KEYS = {"precision", "batch", "layers", "target", "activations", "replicas"}
+_TOP_KEYS.add("cnn")  # design-wide CNN mapping settings, checked by aieflow.cnn.directives
 OBJECTIVES = ("resources", "latency", "throughput")
 MAX_BATCH = 4096  # samples per graph iteration
 MAX_AUTO_BATCH = 1024  # largest batch ``batch: auto`` tries
@@ -60,6 +64,11 @@ class LayerConfig:
     placement: tuple[int, int] | None = None  # (column, row) of the layer's bottom-left tile
     # sigmoid / tanh implementations of recurrent layers (ops/activations.py), by function name
     activations: Mapping[str, Any] = field(default_factory=frozen_map)
+    # CNN mapping directives (raw mapping; aieflow.cnn.directives validates them)
+    mapping: Mapping[str, Any] = field(default_factory=frozen_map)
+    # Dense weights on chip (resident), from DDR through a GEMM design (streamed), or the planner's
+    # choice (auto: resident when it fits)
+    weights: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -134,6 +143,7 @@ class Config:
     # Copies of the whole design side by side on the array, each on its own batches.  None: the
     # search decides (more than one only for a throughput objective); a number fixes it.
     replicas: int | None = None
+    cnn: Mapping[str, Any] = field(default_factory=frozen_map)  # CNN design settings (aieflow.cnn)
 
     @property
     def searched(self) -> bool:
@@ -171,7 +181,13 @@ class Config:
                 d["placement"] = list(lc.placement)
             if lc.activations:
                 d["activations"] = {k: activation_to_json(a) for k, a in lc.activations.items()}
+            if lc.mapping:
+                d["mapping"] = _plain(lc.mapping)
+            if lc.weights != "auto":
+                d["weights"] = lc.weights
             out["layers"][name] = d
+        if self.cnn:
+            out["cnn"] = _plain(self.cnn)
         return out
 
 
@@ -222,7 +238,23 @@ def _parse_layer(name: str, raw: Any) -> LayerConfig:
             raise ConfigError(f"{where}.placement must be [column, row] of non-negative integers, got {raw['placement']!r}")
         placement = (int(p[0]), int(p[1]))
     acts = parse_activations(raw["activations"], f"{where}.activations") if "activations" in raw else {}
-    return LayerConfig(precision, frozen_map(types), cas_len, cas_num, placement, frozen_map(acts))
+    mapping = raw.get("mapping") or {}
+    if not isinstance(mapping, Mapping):
+        raise ConfigError(f"{where}.mapping must be a mapping of CNN directives, got {mapping!r}")
+    weights = str(raw.get("weights", "auto")).lower()
+    if weights not in WEIGHTS_MODES:
+        raise ConfigError(f"{where}.weights: {raw['weights']!r}; choose one of {', '.join(WEIGHTS_MODES)}")
+    return LayerConfig(precision, frozen_map(types), cas_len, cas_num, placement, frozen_map(acts),
+                       frozen_map(dict(mapping)), weights)
+
+
+def _plain(m: Any) -> Any:
+    """A (possibly frozen) mapping of directives as plain JSON-able dicts / lists."""
+    if isinstance(m, Mapping):
+        return {str(k): _plain(v) for k, v in m.items()}
+    if isinstance(m, list | tuple):
+        return [_plain(v) for v in m]
+    return m
 
 
 def parse_config(raw: Mapping[str, Any] | Config | None) -> Config:
@@ -250,7 +282,11 @@ def parse_config(raw: Mapping[str, Any] | Config | None) -> Config:
         replicas = None
     elif replicas is not None:
         replicas = _positive_int(replicas, "replicas")
-    return Config(precision, batch, frozen_map(layers), target, batch_search, frozen_map(acts), replicas)
+    cnn = raw.get("cnn") or {}
+    if not isinstance(cnn, Mapping):
+        raise ConfigError(f"cnn must be a mapping of CNN design settings, got {cnn!r}")
+    return Config(precision, batch, frozen_map(layers), target, batch_search, frozen_map(acts), replicas,
+                  cnn=frozen_map(dict(cnn)))
 
 
 def _one_batch(value: Any, where: str = "batch") -> int:

@@ -1,0 +1,142 @@
+"""A CNN design: the quantised graph (its emulator is ``predict``), the mapping's plan, modelled
+performance, generated project and x86 check.  Mirrors :class:`aieflow.gemm.design.GemmDesign`."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import __version__
+from ..atomic import save_directory, write_files
+from ..config import Config
+from ..devices import Device
+from ..emulation import Emulation
+from ..ir import Graph
+from ..numerics.types import NumericType
+from .perf import CnnPerformance, estimate
+from .plan import CnnPlan, StreamLayer
+
+FORMAT = "aieflow-cnn"
+FORMAT_VERSION = 1
+
+
+@dataclass
+class CnnDesign:
+    graph: Graph
+    device: Device
+    config: Config
+    plan: CnnPlan
+    source: str = ""
+    files: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.files:
+            from .emit import project_files
+
+            self.files = project_files(self.plan, self.estimate().to_json(), self.summary())
+
+    # ------------------------------------------------------------------ numerics
+
+    @cached_property
+    def _emulation(self) -> Emulation:
+        return Emulation(self.graph, self.device, self.config, self.source)
+
+    @property
+    def input_type(self) -> NumericType:
+        return self._emulation.input_type
+
+    @property
+    def output_type(self) -> NumericType:
+        return self._emulation.output_type
+
+    def predict(self, x: Any, raw: bool = False) -> np.ndarray:
+        """Float frames (N, C, H, W) in, the design's output out (float, or codes with ``raw=True``):
+        the bit-exact emulator, which the generated kernels match (:meth:`verify`)."""
+        return self._emulation.predict(x, raw=raw)
+
+    def quantise_input(self, x: Any) -> np.ndarray:
+        return self._emulation.quantise_input(x)
+
+    def verify(self, x: Any = None, samples: int = 16, seed: int = 0, **kwargs: Any):
+        """Build the project's C++ for x86 against aieflow's shims, run it on ``x`` (float frames) or
+        ``samples`` generated ones and compare every output value bit for bit with :meth:`predict`
+        (see :func:`aieflow.cnn.verify.verify`)."""
+        from .verify import verify
+
+        return verify(self, x, samples=samples, seed=seed, **kwargs)
+
+    # ------------------------------------------------------------------ performance
+
+    def estimate(self) -> CnnPerformance:
+        return self._performance
+
+    @cached_property
+    def _performance(self) -> CnnPerformance:
+        return estimate(self.plan)
+
+    # ------------------------------------------------------------------ reports
+
+    def tile_usage(self) -> list[dict]:
+        """Per layer: kernels, bytes per kernel and bytes borrowed from a neighbour's memory."""
+        rows = []
+        for lay in self.plan.layers:
+            n = lay.tiles if isinstance(lay, StreamLayer) else lay.kernels
+            rows.append({"layer": lay.stage, "kernels": n * self.plan.replicas, "bytes_per_kernel": lay.memory.bytes,
+                         "borrowed_per_kernel": lay.memory.borrowed})
+        return rows
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT, "version": FORMAT_VERSION, "kind": "cnn", "aieflow": __version__,
+            "device": {"key": self.device.key, **self.device.describe()},
+            "model": self.graph.name, "config": self.config.to_json(),
+            "stages": [{"name": s.name, "kind": s.kind, "source": s.source, "in_shape": list(s.geometry.in_shape),
+                        "out_shape": list(s.out_shape), "activation": s.activation, "shuffle": s.shuffle,
+                        "input": s.in_type.to_string(), "output": s.out_type.to_string(), "macs": s.macs}
+                       for s in self.plan.stages],
+            "plan": self.plan.to_json(), "tile_usage": self.tile_usage(),
+            "performance": self.estimate().to_json(), "project_files": sorted(self.files),
+        }
+
+    def summary(self) -> str:
+        p, e = self.plan, self.estimate()
+        lines = [f"CNN {self.graph.name} on {self.device.key} ({p.mapping} mapping): {p.tiles} tiles "
+                 f"({p.replicas} replica(s) x {p.tiles_per_replica}), borrowed neighbour memory "
+                 f"{p.borrowed_bytes:,} B, PLIO {p.plio_in} in / {p.plio_out} out"]
+        for s, lay in zip(p.stages, p.layers, strict=True):
+            if isinstance(lay, StreamLayer):
+                shape = f"{lay.cas_num} x {lay.cas_len} tiles"
+                if lay.kind == "conv":
+                    shape += f", mmul {'x'.join(map(str, lay.mmul))}, K/tile {lay.k_tile}"
+            else:
+                shape = (f"{lay.kernels} kernels of {lay.tile_m} x {lay.k_pad} x {lay.tile_n} (K in {lay.k_chunks}), "
+                         f"PL {lay.pl_kernel} @ {lay.pl_clock_hz / 1e6:g} MHz")
+            borrowed = f", borrows {lay.memory.borrowed:,} B" if lay.memory.borrowed else ""
+            lines.append(f"  {s.source}: {s.kind} {s.in_type.to_string()} -> {s.out_type.to_string()}; {shape}; "
+                         f"{lay.memory.bytes:,} B/tile{borrowed}")
+        lines.append(f"  modelled: latency {e.latency_s * 1e6:,.1f} us, {e.fps:,.0f} frames/s, "
+                     f"{e.gmacs:,.1f} GMAC/s, bound: {e.bound}")
+        return "\n".join(lines)
+
+    def report(self) -> str:
+        e = self.estimate()
+        rows = [self.summary(), "  per step:"]
+        for s in e.stages:
+            rows.append(f"    {s.stage:24s} {s.where:4s} {s.seconds * 1e6:10.2f} us  {s.detail}")
+        return "\n".join(rows)
+
+    # ------------------------------------------------------------------ persistence
+
+    def save(self, out_dir: str | os.PathLike, force: bool = False) -> Path:
+        """Write ``design.json`` and ``project/`` atomically (temporary sibling, then rename)."""
+        def write(tmp: Path) -> None:
+            (tmp / "design.json").write_text(json.dumps(self.to_json(), indent=2) + "\n")
+            write_files(tmp / "project", self.files)
+
+        return save_directory(out_dir, force, write)

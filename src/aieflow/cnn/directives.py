@@ -1,0 +1,224 @@
+"""The CNN settings of a config, checked: which mapping, and the per-layer directives.
+
+```yaml
+cnn:
+  mapping: thesis            # thesis | stream (default: stream, aieflow's own design)
+  replicas: auto             # stream only: copies of the design (auto: as many as fit)
+  mover_clock_mhz: 312.5     # mm2s / s2mm and PLIO clock
+layers:
+  conv1:
+    mapping: {tile: [16, 32, 64], kernels: 16, k_chunks: 2, k_pad: 32, mmul: [4, 2, 4],
+              plio_in: 4, pl_kernel: activation, pl_clock_mhz: 260}   # thesis
+  conv3:
+    mapping: {groups: 4}     # stream: output channel groups (cascade rows)
+```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..config import Config
+from ..devices import Device
+from ..errors import ConfigError, PlanError
+from .perf import estimate
+from .plan import (
+    CnnPlan,
+    ThesisLayer,
+    TileUse,
+    check_fits,
+    max_replicas,
+    mmul_shape,
+    round_up,
+    stream_plan,
+)
+from .stages import Stage
+
+MAPPINGS = ("stream", "thesis")
+_TOP = {"mapping", "replicas", "mover_clock_mhz"}
+_STREAM_KEYS = {"groups"}
+_THESIS_KEYS = {"tile", "kernels", "k_chunks", "k_pad", "mmul", "plio_in", "pl_kernel", "pl_clock_mhz"}
+PL_KERNELS = ("activation", "pixelshuffle", "s2mm")
+
+
+def _int(v: Any, where: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ConfigError(f"{where} must be a positive integer, got {v!r}")
+    return v
+
+
+def design_settings(config: Config) -> dict[str, Any]:
+    raw = dict(config.cnn)
+    unknown = set(raw) - _TOP
+    if unknown:
+        raise ConfigError(f"cnn: unknown key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(_TOP))}")
+    mapping = str(raw.get("mapping", "stream")).lower()
+    if mapping in ("ours", "auto"):
+        mapping = "stream"
+    if mapping not in MAPPINGS:
+        raise ConfigError(f"cnn.mapping {raw['mapping']!r} is not one of {', '.join(MAPPINGS)}")
+    replicas = raw.get("replicas", "auto")
+    if replicas != "auto":
+        replicas = _int(replicas, "cnn.replicas")
+    clock = raw.get("mover_clock_mhz", 312.5)
+    if not isinstance(clock, int | float) or clock <= 0:
+        raise ConfigError(f"cnn.mover_clock_mhz must be a positive number, got {clock!r}")
+    return {"mapping": mapping, "replicas": replicas, "mover_clock_hz": float(clock) * 1e6}
+
+
+def _directives(config: Config, stage: Stage, allowed: set[str], mapping: str) -> dict[str, Any]:
+    names = [n.strip() for n in stage.source.split("+")]
+    raw: dict[str, Any] = {}
+    for n in names:
+        raw.update(dict(config.layer(n).mapping))
+    unknown = set(raw) - allowed
+    if unknown:
+        raise ConfigError(f"layers.{stage.name}.mapping: key(s) {', '.join(sorted(unknown))} do not apply to the "
+                          f"{mapping} mapping; allowed: {', '.join(sorted(allowed))}")
+    return raw
+
+
+# ------------------------------------------------------------------------------- stream ("ours")
+
+
+def _group_options(stage: Stage, fixed: int | None) -> list[int]:
+    if stage.kind != "conv":
+        return [0]
+    if fixed is not None:
+        return [fixed]
+    r2 = (stage.shuffle or 1) ** 2
+    o = stage.out_channels
+    return [g for g in range(1, min(o, 8) + 1) if o % g == 0 and (o // g) % r2 == 0]
+
+
+def stream_design(device: Device, stages: tuple[Stage, ...], config: Config, settings: dict[str, Any]) -> CnnPlan:
+    """The stream mapping the performance model picks: every combination of output-group counts
+    (divisors of each convolution's channels, at most one per array row), kept when every tile
+    fits its own memory; then as many replicas as the array and its PLIOs hold.  Best frames per
+    second wins; ties go to fewer tiles."""
+    fixed: dict[str, int | None] = {}
+    for s in stages:
+        d = _directives(config, s, _STREAM_KEYS, "stream")
+        fixed[s.name] = _int(d["groups"], f"layers.{s.name}.mapping.groups") if "groups" in d else None
+    options = [(s.name, _group_options(s, fixed[s.name])) for s in stages]
+    best: tuple[float, int, CnnPlan] | None = None
+    first_error: PlanError | None = None
+
+    def walk(i: int, chosen: dict[str, int]) -> None:
+        nonlocal best, first_error
+        if i == len(options):
+            try:
+                plan = stream_plan(device, stages, chosen, 1)
+                check_fits(plan)
+            except PlanError as e:
+                first_error = first_error or e
+                return
+            reps = max_replicas(plan) if settings["replicas"] == "auto" else settings["replicas"]
+            plan = CnnPlan("stream", device, stages, plan.layers, reps, settings["mover_clock_hz"])
+            if settings["replicas"] != "auto" and reps > max_replicas(plan):
+                first_error = first_error or PlanError(f"{reps} replicas do not fit the array (at most {max_replicas(plan)})")
+                return
+            fps = estimate(plan).fps
+            key = (fps, -plan.tiles)
+            if best is None or key > (best[0], best[1]):
+                best = (fps, -plan.tiles, plan)
+            return
+        name, opts = options[i]
+        for g in opts:
+            walk(i + 1, {**chosen, name: g} if g else chosen)
+
+    walk(0, {})
+    if best is None:
+        raise first_error or PlanError("no stream mapping fits")
+    return best[2]
+
+
+# ------------------------------------------------------------------------------- thesis
+
+
+def thesis_design(device: Device, stages: tuple[Stage, ...], config: Config, settings: dict[str, Any]) -> CnnPlan:
+    """The thesis's design from the per-layer directives (examples/espcn/thesis.yaml)."""
+    layers: list[ThesisLayer] = []
+    limit = device.generation.data_memory_bytes
+    for i, s in enumerate(stages):
+        if s.kind != "conv" or not s.is_float:
+            raise PlanError("the thesis mapping runs fp32 convolutions only (+ a final pixel shuffle)", layer=s.name,
+                            hint="use precision fp32 and cnn.mapping stream for other layers")
+        d = _directives(config, s, _THESIS_KEYS, "thesis")
+        where = f"layers.{s.name}.mapping"
+        missing = {"tile", "kernels"} - set(d)
+        if missing:
+            raise ConfigError(f"{where}: the thesis mapping needs {', '.join(sorted(missing))} for every convolution")
+        tile = d["tile"]
+        if not isinstance(tile, list | tuple) or len(tile) != 3:
+            raise ConfigError(f"{where}.tile must be [tile_m, tile_k, tile_n], got {tile!r}")
+        tm, tk, tn = (_int(v, f"{where}.tile") for v in tile)
+        m, k, n = s.out_channels, s.geometry.patch, s.geometry.pixels
+        k_pad = _int(d.get("k_pad", k), f"{where}.k_pad")
+        if k_pad < k:
+            raise ConfigError(f"{where}.k_pad {k_pad} is smaller than the layer's K = {k}")
+        if tk != k_pad:
+            raise ConfigError(f"{where}.tile K {tk} must be the whole (padded) K = {k_pad}; K is cut with k_chunks")
+        if m % tm or n % tn:
+            raise PlanError(f"the {m} x {k_pad} x {n} product does not split into {tm} x {tk} x {tn} tiles", layer=s.name)
+        mm = tuple(_int(v, f"{where}.mmul") for v in d.get("mmul", mmul_shape(device, s)))
+        if mm != mmul_shape(device, s):
+            raise ConfigError(f"{where}.mmul {list(mm)}: fp32 on {device.generation.name} uses "
+                              f"{list(mmul_shape(device, s))}")
+        if tm % mm[2] or tn % mm[0] or k_pad % mm[1]:
+            raise PlanError(f"tile {tm} x {k_pad} x {tn} is not whole aie::mmul<{mm[0]},{mm[1]},{mm[2]}> blocks "
+                            "(pixels x K x channels)", layer=s.name)
+        chunks = _int(d.get("k_chunks", 1), f"{where}.k_chunks")
+        if k_pad % chunks or (k_pad // chunks) % mm[1]:
+            raise PlanError(f"K = {k_pad} does not split into {chunks} chunks of whole mmul blocks", layer=s.name)
+        kernels = _int(d["kernels"], f"{where}.kernels")
+        if kernels != (m // tm) * (n // tn):
+            raise PlanError(f"{kernels} kernels were asked for; {m} x {n} in {tm} x {tn} tiles makes "
+                            f"{(m // tm) * (n // tn)}", layer=s.name)
+        plio_in = _int(d.get("plio_in", n // tn), f"{where}.plio_in")
+        if (n // tn) % plio_in:
+            raise PlanError(f"{n // tn} N blocks cannot share {plio_in} input PLIOs evenly", layer=s.name)
+        last = i == len(stages) - 1
+        pl_kernel = d.get("pl_kernel", ("pixelshuffle" if s.shuffle else "s2mm") if last else "activation")
+        if pl_kernel not in PL_KERNELS:
+            raise ConfigError(f"{where}.pl_kernel {pl_kernel!r} is not one of {', '.join(PL_KERNELS)}")
+        if last != (pl_kernel != "activation") or (pl_kernel == "pixelshuffle") != bool(s.shuffle):
+            raise PlanError(f"pl_kernel {pl_kernel} does not fit this layer's place in the network", layer=s.name,
+                            hint="activation between convolutions; pixelshuffle (or s2mm) after the last")
+        clock = d.get("pl_clock_mhz", device.pl_clock_hz / 1e6)
+        if not isinstance(clock, int | float) or clock <= 0:
+            raise ConfigError(f"{where}.pl_clock_mhz must be a positive number, got {clock!r}")
+        if s.activation not in (None, "tanh") or (s.activation == "tanh" and s.table is None):
+            raise PlanError("the thesis mapping's PL activation kernel is the tanh lookup table", layer=s.name,
+                            hint="set activations: {tanh: espcn-thesis}")
+        mem = (k_pad * tn * 4  # patch window (single buffered)
+               + tm * k_pad * 4  # weights
+               + tm * mm[0] * 4  # bias block
+               + tm * tn * 4  # output window
+               + (tm * tn * 4 if chunks > 1 else 0)  # partial sums between K chunks
+               + 1024)
+        layers.append(ThesisLayer(s.name, m, k, k_pad, n, tm, tn, chunks, mm, plio_in, kernels, TileUse(mem, limit),
+                                  pl_kernel, float(clock) * 1e6))
+    plan = CnnPlan("thesis", device, stages, tuple(layers), 1, settings["mover_clock_hz"])
+    total = sum(lay.kernels for lay in layers)
+    if total > device.compute_tiles:
+        raise PlanError(f"{total} kernels do not fit the array's {device.compute_tiles} tiles")
+    return plan
+
+
+def make_plan(device: Device, stages: tuple[Stage, ...], config: Config) -> CnnPlan:
+    settings = design_settings(config)
+    if device.generation.name != "aie" and any(s.is_float for s in stages):
+        raise PlanError(f"fp32 convolutions need AIE1 (vck190); {device.key} has {device.generation.name}",
+                        hint="use device vck190, or an integer precision")
+    if settings["mapping"] == "thesis":
+        return thesis_design(device, stages, config, settings)
+    return stream_design(device, stages, config, settings)
+
+
+def describe(raw: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in raw.items())
+
+
+__all__ = ["make_plan", "design_settings", "round_up"]

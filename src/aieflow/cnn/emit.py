@@ -1,0 +1,262 @@
+"""Render a CNN plan into its Vitis project: ``{relative path: text}``.
+
+Stream mapping: ``src/layers.h`` (one configuration struct per stage), ``src/kernels/<stage>.cc``
+(the kernel classes each stage instantiates), ``src/weights/<tile>.h`` (resident parameters),
+``src/graph.h`` (kernels, cascades, windows, PLIOs, locations), ``x86/harness.cpp``, host stub,
+``aie.cfg``, Makefile.  Thesis mapping: see :mod:`aieflow.cnn.emit_thesis`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+
+import jinja2
+import numpy as np
+
+from .. import __version__
+from ..numerics.types import FixedType, FloatType, NumericType
+from ..ops import activations as act
+from ..ops.dense import cascade_chunk_lanes
+from ..passes.emit import _c_array, c_ident
+from .plan import CnnPlan, StreamLayer, round_up
+from .stages import Stage
+
+GRAPH_CLASS = "CnnGraph"
+PLIO_BITS = 128
+STATIC = {"src/kernels/cnn_kernels.h": "cnn_kernels.h", "src/kernels/cnn_numerics.h": "cnn_numerics.h"}
+
+ENV = jinja2.Environment(
+    loader=jinja2.PackageLoader("aieflow", "templates/cnn"),
+    undefined=jinja2.StrictUndefined,
+    keep_trailing_newline=True,
+)
+
+ACT_CODES = {None: 0, "relu": 1}
+
+
+def ctype(t: NumericType) -> str:
+    if isinstance(t, FloatType):
+        return "float"
+    return f"int{t.container_bits}"
+
+
+def acc_type(plan: CnnPlan, s: Stage) -> str:
+    if s.is_float:
+        return "accfloat"
+    return "acc48" if plan.device.generation.name == "aie" else ("acc32" if s.core.acc_bits <= 32 else "acc64")
+
+
+@dataclass(frozen=True)
+class Tile:
+    var: str
+    sym: str  # parameter symbol (shared by replicas)
+    role: str
+    cfg: str
+    col: int
+    row: int
+    replica: int
+    stage: int
+    r: int
+    j: int
+
+
+def stage_idents(stages: tuple[Stage, ...]) -> list[str]:
+    out: list[str] = []
+    for s in stages:
+        ident = c_ident(s.name)
+        while ident in out:
+            ident += "_"
+        out.append(ident)
+    return out
+
+
+def roles(lay: StreamLayer) -> list[str]:
+    if lay.kind == "pool":
+        return ["Pool"]
+    if lay.cas_len == 1:
+        return ["ConvSingle"]
+    return ["ConvFirst", *(["ConvMiddle"] if lay.cas_len > 2 else []), "ConvLast"]
+
+
+def role_of(lay: StreamLayer, j: int) -> str:
+    if lay.kind == "pool":
+        return "Pool"
+    if lay.cas_len == 1:
+        return "ConvSingle"
+    return "ConvFirst" if j == 0 else "ConvLast" if j == lay.cas_len - 1 else "ConvMiddle"
+
+
+def layer_cfg(plan: CnnPlan, s: Stage, lay: StreamLayer, ident: str) -> dict:
+    g = s.geometry
+    _, h, w = g.in_shape
+    oh, ow = g.out_hw
+    top, left = g.padding[0], g.padding[1]
+    info = {"name": s.name, "cfg": f"{ident}_cfg", "ident": ident, "kind": lay.kind, "ta": ctype(s.in_type),
+            "c_in": lay.in_group, "h": h, "w": w, "kh": g.kernel[0], "kw": g.kernel[1], "sh": g.stride[0],
+            "sw": g.stride[1], "pt": top, "pl": left, "oh": oh, "ow": ow, "roles": roles(lay),
+            "comment": f"{s.source}: {lay.cas_num} x {lay.cas_len} tiles"}
+    if lay.kind == "pool":
+        t = s.in_type
+        info.update(max=s.pool == "max", count_pad=s.count_include_pad,
+                    rnd=0 if isinstance(t, FloatType) else list(RND).index(t.rounding.value),
+                    min_code=0 if isinstance(t, FloatType) else (-t.max_code if t.saturation.value == "symmetric" else t.min_code),
+                    max_code=0 if isinstance(t, FloatType) else t.max_code)
+        return info
+    core = s.core
+    m, k, n = lay.mmul
+    act_code = ACT_CODES.get(s.activation, 0)
+    table_size, table_min, lut = 1, 0, None
+    if s.activation in ("tanh", "prelu"):
+        if not s.is_float:
+            act_code, table_size, table_min = 2, lay.out_group * s.table.shape[1], core.output.min_code
+        elif s.activation == "tanh":
+            act_code, lut = 3, s.tanh
+        else:
+            act_code = 4
+    out_t = core.output if (s.activation in ("tanh", "prelu") and not s.is_float) else s.out_type
+    info.update(
+        tw=ctype(core.weight), tb="float" if s.is_float else "int32", to=ctype(s.out_type), acc=acc_type(plan, s),
+        m=m, k=k, n=n, og=lay.out_group,
+        casc_lanes=cascade_chunk_lanes(m * n, 32 if s.is_float else core.acc_bits, plan.device.generation.cascade_bits),
+        shift=0 if s.is_float else core.shift, bias_shift=0 if s.is_float else core.bias_shift,
+        has_bias=s.bias is not None, act=act_code, shuf=s.shuffle or 1,
+        rounding="conv_even" if s.is_float else out_t.rounding.value,
+        saturation="saturate" if s.is_float else out_t.saturation.value,
+        table_size=table_size, table_codes=s.table.shape[1] if act_code == 2 else 1, table_min=table_min,
+        lut_alloc=lut.size if lut is not None else 1, lut_size=lut.size if lut is not None else 1,
+        lut_scale=repr(float(lut.scale)) if lut is not None else "1.0",
+        lut_offset=lut.offset if lut is not None else 0,
+        lut_rnd=list(RND).index(lut.index_rounding.value) if lut is not None else 0,
+        slope_size=lay.out_group if act_code == 4 else 1,
+    )
+    return info
+
+
+RND = ("floor", "ceil", "symmetric_floor", "symmetric_ceil", "positive_inf", "negative_inf", "symmetric_inf",
+       "symmetric_zero", "conv_even", "conv_odd")
+
+
+def tile_params(s: Stage, lay: StreamLayer, r: int, j: int) -> dict[str, np.ndarray]:
+    """The resident blocks of tile (row r, position j), in the kernel's layouts (module docstring of
+    cnn_kernels.h)."""
+    m, k, n = lay.mmul
+    og, kt = lay.out_group, lay.k_tile
+    og_pad, kt_pad = round_up(og, n), round_up(kt, k)
+    wdt = np.float32 if s.is_float else np.int64
+    wsub = np.zeros((kt_pad, og_pad), dtype=wdt)
+    wsub[:kt, :og] = s.weight[j * kt:(j + 1) * kt, r * og:(r + 1) * og]
+    blocks = wsub.reshape(kt_pad // k, k, og_pad // n, n).transpose(2, 0, 1, 3).reshape(-1)
+    out = {"w": blocks}
+    if s.bias is not None and j == 0:
+        b = np.zeros(og_pad, dtype=wdt)
+        b[:og] = s.bias[r * og:(r + 1) * og]
+        out["b"] = np.tile(b.reshape(og_pad // n, 1, n), (1, m, 1)).reshape(-1)
+    if s.table is not None and j == lay.cas_len - 1:
+        if s.is_float:
+            out["l"] = s.table.astype(np.float32)
+        else:
+            out["t"] = s.table[r * og:(r + 1) * og].reshape(-1)
+    if s.slope is not None and j == lay.cas_len - 1:
+        out["s"] = s.slope[r * og:(r + 1) * og].astype(np.float32)
+    return out
+
+
+def place(plan: CnnPlan) -> list[Tile]:
+    """Replica q at column block q // per_col, row block q % per_col; inside it each layer's
+    rectangle from its first column, cascade rows east on even rows and west on odd ones (AIE1)."""
+    d = plan.device
+    width = sum(lay.cas_len for lay in plan.layers)
+    height = max(lay.cas_num for lay in plan.layers)
+    per_col = max(1, d.rows // height)
+    idents = stage_idents(plan.stages)
+    tiles: list[Tile] = []
+    serpentine = d.generation.name == "aie"
+    for q in range(plan.replicas):
+        c0, r0 = (q // per_col) * width, (q % per_col) * height
+        for si, lay in enumerate(plan.layers):
+            ident = idents[si]
+            for r in range(lay.cas_num):
+                row = r0 + r
+                for j in range(lay.cas_len):
+                    jj = lay.cas_len - 1 - j if (serpentine and row % 2 == 1) else j
+                    tiles.append(Tile(f"k_{ident}_r{r}_c{j}" + (f"_p{q}" if plan.replicas > 1 else ""),
+                                      f"{ident}_r{r}_c{j}", role_of(lay, j), f"{ident}_cfg",
+                                      c0 + lay.first_col + jj, row, q, si, r, j))
+    return tiles
+
+
+def project_files(plan: CnnPlan, perf_json: dict, summary: str) -> dict[str, str]:
+    if plan.mapping == "thesis":
+        from .emit_thesis import thesis_files
+
+        return thesis_files(plan, perf_json, summary)
+    idents = stage_idents(plan.stages)
+    layers = [layer_cfg(plan, s, lay, idents[i]) for i, (s, lay) in enumerate(zip(plan.stages, plan.layers, strict=True))]
+    tiles = place(plan)
+    by = {(t.replica, t.stage, t.r, t.j): t for t in tiles}
+    connections: list[str] = []
+    plio_in = [f"in{q}" for q in range(plan.replicas)]
+    plio_out: list[str] = []
+    for q in range(plan.replicas):
+        for si, (s, lay) in enumerate(zip(plan.stages, plan.layers, strict=True)):
+            c, h, w = s.geometry.in_shape
+            for r in range(lay.cas_num):
+                for j in range(lay.cas_len):
+                    t = by[(q, si, r, j)]
+                    src_j = r if lay.kind == "pool" else j
+                    if si == 0:
+                        src = f"{plio_in[q]}.out[0]"
+                    else:
+                        prev = plan.layers[si - 1]
+                        src = f"{by[(q, si - 1, src_j, prev.cas_len - 1)].var}.out[0]"
+                    connections.append(f"adf::connect({src}, {t.var}.in[0])")
+                    connections.append(f"adf::dimensions({t.var}.in[0]) = {{{lay.in_group * h * w}}}")
+                    if j + 1 < lay.cas_len:
+                        connections.append(f"adf::connect<adf::cascade>({t.var}.out[0], {by[(q, si, r, j + 1)].var}.in[1])")
+                last = by[(q, si, r, lay.cas_len - 1)]
+                oh, ow = s.out_hw
+                connections.append(f"adf::dimensions({last.var}.out[0]) = {{{lay.out_group * oh * ow}}}")
+                if si == len(plan.layers) - 1:
+                    port = f"out{q}_{r}"
+                    plio_out.append(port)
+                    connections.append(f"adf::connect({last.var}.out[0], {port}.in[0])")
+    params = {}
+    for t in tiles:
+        if t.replica:
+            continue
+        s, lay = plan.stages[t.stage], plan.layers[t.stage]
+        if lay.kind == "pool":
+            continue
+        p = tile_params(s, lay, t.r, t.j)
+        wt = s.core.weight
+        ot = s.core.output if not s.is_float else s.out_type
+        params[t.sym] = {
+            "w": _c_array(p["w"], wt), "b": _c_array(p["b"], s.out_type if s.is_float else FixedType(32, 0)) if "b" in p else "",
+            "t": _c_array(p["t"], ot) if "t" in p else "", "l": _c_array(p["l"], s.out_type) if "l" in p else "",
+            "s": _c_array(p["s"], s.out_type) if "s" in p else "",
+            "tw": ctype(wt), "tb": "float" if s.is_float else "int32", "to": ctype(s.out_type),
+        }
+    ctx = {"version": __version__, "device": plan.device, "layers": layers, "tiles": tiles, "connections": connections,
+           "plio_in": plio_in, "plio_out": plio_out, "plio_bits": PLIO_BITS, "graph_class": GRAPH_CLASS,
+           "perf": perf_json, "summary": summary, "params": params, "plan": plan}
+    files = {
+        "src/layers.h": ENV.get_template("layers.h.j2").render(**ctx),
+        "src/graph.h": ENV.get_template("graph.h.j2").render(**ctx),
+        "src/graph.cpp": ENV.get_template("graph.cpp.j2").render(**ctx),
+        "x86/harness.cpp": ENV.get_template("x86_harness.cpp.j2").render(**ctx),
+        "aie.cfg": ENV.get_template("aie.cfg.j2").render(**ctx),
+        "README.md": ENV.get_template("README.md.j2").render(**ctx),
+    }
+    for L in layers:
+        files[f"src/kernels/{L['ident']}.cc"] = ENV.get_template("layer_kernel.cc.j2").render(L=L, version=__version__)
+    for sym, p in params.items():
+        files[f"src/weights/{sym}.h"] = ENV.get_template("weights.h.j2").render(sym=sym, p=p, version=__version__)
+    base = resources.files("aieflow").joinpath("templates/cnn")
+    for rel, name in STATIC.items():
+        files[rel] = base.joinpath(name).read_text()
+    return files
+
+
+def tanh_spec(s: Stage) -> act.TableSpec | None:
+    return s.tanh if isinstance(s.tanh, act.TableSpec) else None

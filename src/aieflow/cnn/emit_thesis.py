@@ -1,0 +1,133 @@
+"""Render the thesis mapping (:class:`~aieflow.cnn.plan.ThesisLayer` per convolution) into its
+project: AI Engine matmul kernels and graph, PL HLS kernels (untile -> tanh LUT -> im2col -> tile,
+pixel shuffle), connectivity (``system.cfg``), host im2col and the x86 harness."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from .. import __version__
+from ..passes.emit import _c_array
+from .emit import ENV, RND, stage_idents
+from .plan import CnnPlan, ThesisLayer, round_up
+from .stages import Stage
+
+GRAPH_CLASS = "ThesisGraph"
+STATIC = {"src/kernels/thesis_kernels.h": "thesis_kernels.h", "src/kernels/cnn_numerics.h": "cnn_numerics.h",
+          "pl/thesis_pl.h": "thesis_pl.h"}
+
+
+def layer_info(s: Stage, lay: ThesisLayer, ident: str) -> dict:
+    g = s.geometry
+    _, h, w = g.in_shape
+    oh, ow = g.out_hw
+    lut = s.tanh if s.activation == "tanh" else None
+    return {
+        "cfg": f"{ident}_mm", "ident": ident, "comment": f"{s.source}: {lay.m} x {lay.k_pad} x {lay.n} in {lay.kernels} "
+        f"kernels of {lay.tile_m} x {lay.k_pad} x {lay.tile_n}, K in {lay.k_chunks} chunk(s)",
+        "mm": lay.mmul, "m": lay.m, "k": lay.k, "k_pad": lay.k_pad, "n": lay.n, "tile_m": lay.tile_m,
+        "tile_n": lay.tile_n, "k_chunks": lay.k_chunks, "grid_m": lay.grid[0], "grid_n": lay.grid[1],
+        "c_in": g.in_shape[0], "h": h, "w": w, "kh": g.kernel[0], "kw": g.kernel[1], "sh": g.stride[0], "sw": g.stride[1],
+        "pt": g.padding[0], "pl": g.padding[1], "oh": oh, "ow": ow, "shuf": s.shuffle or 1, "tanh": lut is not None,
+        "lut_size": lut.size if lut else 1, "lut_scale": repr(float(lut.scale)) if lut else "1.0",
+        "lut_offset": lut.offset if lut else 0, "lut_rnd": RND.index(lut.index_rounding.value) if lut else 0,
+        "pl_name": f"{lay.pl_kernel}_{ident}",
+    }
+
+
+def kernel_params(s: Stage, lay: ThesisLayer, mi: int) -> dict[str, np.ndarray]:
+    m, k, n = lay.mmul
+    wsub = np.zeros((lay.k_pad, lay.tile_m), dtype=np.float32)
+    wsub[:lay.k, :] = s.weight[:, mi * lay.tile_m:(mi + 1) * lay.tile_m]
+    blocks = wsub.reshape(lay.k_pad // k, k, lay.tile_m // n, n).transpose(2, 0, 1, 3).reshape(-1)
+    b = np.zeros(lay.tile_m, dtype=np.float32) if s.bias is None else s.bias[mi * lay.tile_m:(mi + 1) * lay.tile_m]
+    bias = np.tile(b.reshape(lay.tile_m // n, 1, n), (1, m, 1)).reshape(-1)
+    return {"w": blocks, "b": bias}
+
+
+def thesis_files(plan: CnnPlan, perf_json: dict, summary: str) -> dict[str, str]:
+    idents = stage_idents(plan.stages)
+    layers = [layer_info(s, lay, idents[i]) for i, (s, lay) in enumerate(zip(plan.stages, plan.layers, strict=True))]
+    f32 = plan.stages[0].in_type
+    tiles, plio_in, plio_out, params = [], [], [], {}
+    col0 = 0
+    rows = plan.device.rows
+    for li, (s, lay, L) in enumerate(zip(plan.stages, plan.layers, layers, strict=True)):
+        gm, gn = lay.grid
+        for b in range(gn):
+            plio_in.append({"var": f"{L['ident']}_in{b}", "layer": li, "block": b, "pl": layers[li - 1]["pl_name"] if li else ""})
+        for mi in range(gm):
+            p = kernel_params(s, lay, mi)
+            sym = f"{L['ident']}_m{mi}"
+            params[sym] = p
+        for mi in range(gm):
+            for ni in range(gn):
+                t = mi * gn + ni
+                pos = col0 * rows + t
+                out = {"var": f"{L['ident']}_out{t}", "layer": li, "tile": t, "pl": L["pl_name"]}
+                plio_out.append(out)
+                tiles.append({"var": f"k_{L['ident']}_{mi}_{ni}", "cfg": L["cfg"], "sym": f"{L['ident']}_m{mi}",
+                              "file": L["ident"], "col": pos // rows, "row": pos % rows, "src": f"{L['ident']}_in{ni}",
+                              "dst": out["var"], "in_size": lay.k_pad * lay.tile_n, "out_size": lay.tile_m * lay.tile_n})
+        col0 += -(-(gm * gn) // rows)
+    last = plan.stages[-1]
+    frame_out = int(np.prod(last.out_shape))
+    pl = []
+    for li, (s, lay, L) in enumerate(zip(plan.stages, plan.layers, layers, strict=True)):
+        lut = s.tanh if s.activation == "tanh" else None
+        what = {"activation": "untile -> tanh LUT -> im2col -> tile", "pixelshuffle": "untile -> pixel shuffle",
+                "s2mm": "untile"}[lay.pl_kernel]
+        pl.append({"name": L["pl_name"], "kind": lay.pl_kernel, "cfg": L["cfg"], "tiles": lay.kernels,
+                   "outs": layers[li + 1]["grid_n"] if lay.pl_kernel == "activation" else 1,
+                   "next": layers[li + 1]["cfg"] if lay.pl_kernel == "activation" else "",
+                   "lut": _c_array(lut.values().astype(np.float32), f32) if lut else "", "lut_size": lut.size if lut else 0,
+                   "clock_mhz": f"{lay.pl_clock_hz / 1e6:g}", "clock_hz": int(lay.pl_clock_hz), "what": what})
+    ctx = {"version": __version__, "device": plan.device, "layers": layers, "tiles": tiles, "plio_in": plio_in,
+           "plio_out": plio_out, "graph_class": GRAPH_CLASS, "pl": pl, "mover_mhz": f"{plan.mover_clock_hz / 1e6:g}",
+           "frame_in": int(np.prod(plan.stages[0].geometry.in_shape)), "frame_out": frame_out, "summary": summary,
+           "plan": plan, "perf": perf_json}
+    files = {
+        "src/thesis_config.h": ENV.get_template("thesis_config.h.j2").render(**ctx),
+        "src/graph.h": ENV.get_template("thesis_graph.h.j2").render(**ctx),
+        "src/graph.cpp": ENV.get_template("graph.cpp.j2").render(**ctx),
+        "pl/thesis_pl_top.h": ENV.get_template("thesis_pl_top.h.j2").render(**ctx),
+        "pl/thesis_pl.cpp": ENV.get_template("thesis_pl.cpp.j2").render(**ctx),
+        "x86/harness.cpp": ENV.get_template("thesis_harness.cpp.j2").render(**ctx),
+        "system.cfg": ENV.get_template("thesis_system.cfg.j2").render(**ctx),
+        "aie.cfg": ENV.get_template("aie.cfg.j2").render(**ctx),
+        "README.md": ENV.get_template("README.md.j2").render(**ctx),
+    }
+    for L in layers:
+        files[f"src/kernels/{L['ident']}.cc"] = (
+            f"// Generated by aieflow {__version__}: the matmul kernel class of {L['ident']}.\n"
+            f'#include "thesis_config.h"\n#include "kernels/thesis_kernels.h"\n\n'
+            f"template class aieflow_thesis::MatmulTile<aieflow_design::{L['cfg']}>;\n")
+    for sym, p in params.items():
+        files[f"src/weights/{sym}.h"] = (
+            f"// Generated by aieflow {__version__}: resident weights and bias of {sym}.\n#pragma once\n#include <vector>\n\n"
+            f"namespace aieflow_design {{\ninline const std::vector<float> {sym}_w = {{\n{_c_array(p['w'], f32)}\n}};\n"
+            f"inline const std::vector<float> {sym}_b = {{\n{_c_array(p['b'], f32)}\n}};\n}}  // namespace aieflow_design\n")
+    base = resources.files("aieflow").joinpath("templates/cnn")
+    for rel, name in STATIC.items():
+        files[rel] = base.joinpath(name).read_text()
+    return files
+
+
+def write_input(work: Path, xq: np.ndarray) -> None:
+    (work / "data").mkdir(parents=True, exist_ok=True)
+    np.ascontiguousarray(xq, dtype=np.float32).tofile(work / "frames.bin")
+
+
+def read_output(work: Path, shape: tuple[int, ...]) -> np.ndarray:
+    got = np.fromfile(work / "out" / "out.bin", dtype=np.float32)
+    if got.size != int(np.prod(shape)):
+        from ..verify import VerifyError
+
+        raise VerifyError(f"the thesis harness wrote {got.size} values; {int(np.prod(shape))} were expected")
+    return got.reshape(shape)
+
+
+__all__ = ["thesis_files", "write_input", "read_output", "round_up"]

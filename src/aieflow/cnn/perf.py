@@ -1,0 +1,162 @@
+"""Performance model of the CNN mappings: cycles per kernel, PL loops, PLIO transfers, frame latency
+and frames per second.
+
+No latency or FPS of the ESPCN thesis is published in ``shared/spec/espcn-super-resolution.md``
+(its measured figures are held back for validation), so **no constant here is fitted to a
+published figure**; each is an assumption stated where it is defined, and the thesis design's
+structure (sequential PL loops at one element per cycle, single-buffered windows, no overlap
+between frames) is what the model takes from the spec.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .plan import CnnPlan, StreamLayer, ThesisLayer, elem_bytes, kind, round_up
+from .stages import Stage
+
+# Assumptions (not fitted; no published per-kernel figure exists for these kernels):
+KERNEL_CALL_CYCLES = 200  # per kernel invocation: lock acquire / release, loop set-up (UG1079 order of magnitude)
+GATHER_CYCLES_PER_ELEMENT = 1.0  # on-array im2col: one scalar load + store per patch element per cycle
+SCALAR_EPILOGUE_CYCLES = 2.0  # table activation (index, clamp, load) per output value, scalar
+VECTOR_EPILOGUE_CYCLES = 0.25  # SRS / ReLU / store per output value, vector lanes
+PARTIAL_SUM_CYCLES_PER_VALUE = 0.25  # thesis K chunks: write + read back one partial sum (vector)
+PLIO_BYTES_PER_CYCLE = 16  # a 128-bit PLIO moves one word per PL clock cycle
+POOL_CYCLES_PER_ELEMENT = 1.0  # scalar window walk
+PL_LOOP_II = 1  # thesis PL loops: one element per cycle (spec)
+
+
+@dataclass(frozen=True)
+class StagePerf:
+    stage: str
+    where: str  # "aie" | "pl" | "plio"
+    seconds: float
+    detail: str
+
+    def to_json(self) -> dict:
+        return {"stage": self.stage, "where": self.where, "us": self.seconds * 1e6, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class CnnPerformance:
+    latency_s: float
+    interval_s: float  # between frames of one replica
+    replicas: int
+    bound: str
+    stages: tuple[StagePerf, ...]
+    macs_per_frame: int
+
+    @property
+    def fps(self) -> float:
+        return self.replicas / self.interval_s
+
+    @property
+    def gmacs(self) -> float:
+        return self.fps * self.macs_per_frame / 1e9
+
+    def to_json(self) -> dict:
+        return {"latency_us": self.latency_s * 1e6, "interval_us": self.interval_s * 1e6, "fps": self.fps,
+                "replicas": self.replicas, "bound": self.bound, "gmacs_per_s": self.gmacs,
+                "stages": [s.to_json() for s in self.stages]}
+
+
+def conv_tile_cycles(stage: Stage, lay: StreamLayer, last: bool, macs_per_cycle: float) -> float:
+    """One stream-mapping conv tile: gather each pixel block's patches once, then the mmul blocks."""
+    m, k, n = lay.mmul
+    pixels = stage.geometry.pixels
+    pb = -(-pixels // m)
+    kb = -(-lay.k_tile // k)
+    cb = -(-lay.out_group // n)
+    mac = pb * cb * kb * (m * k * n) / macs_per_cycle
+    gather = pb * m * lay.k_tile * GATHER_CYCLES_PER_ELEMENT
+    cycles = KERNEL_CALL_CYCLES + mac + gather
+    if last:
+        per = SCALAR_EPILOGUE_CYCLES if stage.table is not None else VECTOR_EPILOGUE_CYCLES
+        cycles += pixels * lay.out_group * per
+    return cycles
+
+
+def pool_tile_cycles(stage: Stage, lay: StreamLayer) -> float:
+    kh, kw = stage.geometry.kernel
+    return KERNEL_CALL_CYCLES + stage.geometry.pixels * lay.in_group * kh * kw * POOL_CYCLES_PER_ELEMENT
+
+
+def estimate_stream(plan: CnnPlan) -> CnnPerformance:
+    d = plan.device
+    parts: list[StagePerf] = []
+    first = plan.stages[0]
+    in_bytes = first.geometry.in_shape[0] * first.geometry.in_shape[1] * first.geometry.in_shape[2] * elem_bytes(first.in_type)
+    parts.append(StagePerf("input", "plio", in_bytes / PLIO_BYTES_PER_CYCLE / plan.mover_clock_hz,
+                           f"{in_bytes} B over one 128-bit PLIO"))
+    for s, lay in zip(plan.stages, plan.layers, strict=True):
+        if lay.kind == "pool":
+            cyc = pool_tile_cycles(s, lay)
+            detail = f"{lay.cas_num} tiles, {cyc:,.0f} cycles each"
+        else:
+            rate = d.generation.macs_per_cycle[(kind(s.in_type), kind(s.core.weight))]  # devices.py catalog
+            cyc = max(conv_tile_cycles(s, lay, True, rate), conv_tile_cycles(s, lay, False, rate))
+            detail = f"{lay.cas_num} x {lay.cas_len} tiles, mmul {'x'.join(map(str, lay.mmul))}, {cyc:,.0f} cycles"
+        parts.append(StagePerf(s.name, "aie", cyc / d.clock_hz, detail))
+    last = plan.stages[-1]
+    c, h, w = last.out_shape
+    out_bytes = c * h * w * elem_bytes(last.out_type) / plan.layers[-1].cas_num
+    parts.append(StagePerf("output", "plio", out_bytes / PLIO_BYTES_PER_CYCLE / plan.mover_clock_hz,
+                           f"{plan.layers[-1].cas_num} PLIO(s) of {out_bytes:.0f} B"))
+    slowest = max(parts, key=lambda p: p.seconds)
+    latency = sum(p.seconds for p in parts)
+    bound = f"{slowest.where}: {slowest.stage}"
+    return CnnPerformance(latency, slowest.seconds, plan.replicas, bound, tuple(parts), sum(s.macs for s in plan.stages))
+
+
+def thesis_kernel_cycles(lay: ThesisLayer) -> float:
+    """One im2col matmul kernel: tile_m x k_pad x tile_n MACs at 8 fp32 MACs per cycle, plus the
+    partial-sum buffer round trip between K chunks."""
+    m, k, n = lay.mmul
+    mac = (lay.tile_m // n) * round_up(lay.k_pad, k) // k * (lay.tile_n // m) * (m * k * n) / 8
+    partial = (lay.k_chunks - 1) * lay.tile_m * lay.tile_n * PARTIAL_SUM_CYCLES_PER_VALUE
+    return KERNEL_CALL_CYCLES + mac + partial
+
+
+def pl_loop_elements(plan: CnnPlan, i: int) -> tuple[int, str]:
+    """Trip count of the PL kernel after layer i: untile (read every output), activation (every
+    output), then im2col + tile (write every patch element of the next layer), or pixel shuffle."""
+    s, lay = plan.stages[i], plan.layers[i]
+    outputs = lay.m * lay.n
+    if lay.pl_kernel == "pixelshuffle":
+        return 2 * outputs, f"untile {outputs} + pixel shuffle {outputs}"
+    if lay.pl_kernel == "activation":
+        nxt = plan.layers[i + 1]
+        act = outputs if s.activation else 0
+        return outputs + act + nxt.k_pad * nxt.n, f"untile {outputs} + tanh LUT {act} + im2col/tile {nxt.k_pad * nxt.n}"
+    return outputs, f"s2mm {outputs}"
+
+
+def estimate_thesis(plan: CnnPlan) -> CnnPerformance:
+    """Single-buffered windows and one frame at a time: the frame latency is the sum of the steps,
+    and the next frame starts after it (interval = latency)."""
+    parts: list[StagePerf] = []
+    for i, lay in enumerate(plan.layers):
+        tm, tn = lay.tile_m, lay.tile_n
+        in_bytes = lay.k_pad * tn * 4 * (lay.n // tn) / lay.plio_in  # per input PLIO, all its N blocks
+        parts.append(StagePerf(lay.stage, "plio", in_bytes / PLIO_BYTES_PER_CYCLE / plan.mover_clock_hz,
+                               f"{lay.plio_in} input PLIOs x {in_bytes:,.0f} B"))
+        cyc = thesis_kernel_cycles(lay)
+        parts.append(StagePerf(lay.stage, "aie", cyc / plan.device.clock_hz,
+                               f"{lay.kernels} kernels of {tm} x {lay.k_pad} x {tn}, {cyc:,.0f} cycles"))
+        out_bytes = tm * tn * 4
+        parts.append(StagePerf(lay.stage, "plio", out_bytes / PLIO_BYTES_PER_CYCLE / plan.mover_clock_hz,
+                               f"{lay.plio_out} output PLIOs x {out_bytes} B"))
+        elements, detail = pl_loop_elements(plan, i)
+        parts.append(StagePerf(f"{lay.stage}:{lay.pl_kernel}", "pl", elements * PL_LOOP_II / lay.pl_clock_hz,
+                               f"{detail} at {lay.pl_clock_hz / 1e6:g} MHz"))
+    latency = sum(p.seconds for p in parts)
+    by_where: dict[str, float] = {}
+    for p in parts:
+        by_where[p.where] = by_where.get(p.where, 0.0) + p.seconds
+    where = max(by_where, key=by_where.get)
+    bound = f"{where} ({100 * by_where[where] / latency:.0f}% of the frame)"
+    return CnnPerformance(latency, latency, plan.replicas, bound, tuple(parts), sum(s.macs for s in plan.stages))
+
+
+def estimate(plan: CnnPlan) -> CnnPerformance:
+    return estimate_stream(plan) if plan.mapping == "stream" else estimate_thesis(plan)

@@ -1,0 +1,207 @@
+"""Run a CNN design's own generated C++ on x86 and compare its output bit for bit with ``predict``.
+
+The harness is built with :mod:`aieflow.verify`'s compiler, flags, shim and build cache
+(:func:`aieflow.verify.build_harness`).  Stream mapping: the frames go to the replicas' input
+PLIO files (frame f to replica f mod R, graph iteration f div R) and the output PLIOs are read back.
+Thesis mapping: the harness runs the host's im2col, the graph and the PL kernels itself
+(:mod:`aieflow.cnn.emit_thesis`) and reads / writes binary frames.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..numerics.types import FloatType, NumericType
+from ..passes.emit import format_values
+from ..verify import (
+    FLAGS,
+    VerifyError,
+    _build_key,
+    _differs,
+    _tail,
+    cache_root,
+    compiler,
+    shim_include,
+    verification_inputs,
+)
+
+if TYPE_CHECKING:
+    from .design import CnnDesign
+
+
+@dataclass(frozen=True)
+class CnnMismatch:
+    frame: int
+    index: tuple[int, int, int]  # (channel, y, x) of the output
+    expected: Any
+    got: Any
+
+
+@dataclass(frozen=True)
+class CnnVerifyResult:
+    frames: int
+    values: int
+    mismatches: int
+    first: CnnMismatch | None
+    build_seconds: float
+    run_seconds: float
+    cached: bool
+
+    @property
+    def ok(self) -> bool:
+        return self.mismatches == 0
+
+    def verdict(self) -> str:
+        build = "cached build" if self.cached else f"built in {self.build_seconds:.1f} s"
+        head = f"{self.frames} frames, {self.values} output values: {build}, ran in {self.run_seconds:.2f} s"
+        if self.ok:
+            return f"verify: PASS, bit-exact: {head}"
+        f = self.first
+        return (f"verify: FAIL, {self.mismatches} of {self.values} output values differ: {head}\n"
+                f"  first at frame {f.frame}, output {f.index}: expected {f.expected}, got {f.got}")
+
+
+def build(files: dict[str, str], arch: int, cache_dir: Path | None = None, jobs: int | None = None
+          ) -> tuple[Path, bool, float]:
+    """Compile the harness, the AI Engine kernels (src/kernels/*.cc) and the PL kernels (pl/*.cpp)
+    with aieflow.verify's compiler, flags, shim and build cache (keyed by a hash of all of them)."""
+    sources = {rel: text for rel, text in files.items() if rel.startswith(("src/", "x86/", "pl/"))}
+    units = ["x86/harness.cpp", *sorted(r for r in sources if r.startswith("src/kernels/") and r.endswith(".cc")),
+             *sorted(r for r in sources if r.startswith("pl/") and r.endswith(".cpp"))]
+    cxx = compiler()
+    key = _build_key(cxx, arch, {**sources, "<units>": " ".join(units)})
+    binary = (cache_dir or cache_root() / "x86") / key / "harness"
+    if binary.is_file():
+        return binary, True, 0.0
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="aieflow-cnn-build-") as tmp:
+        root = Path(tmp)
+        for rel, text in sources.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text)
+        (root / "obj").mkdir()
+        base = [cxx, *FLAGS, f"-D__AIE_ARCH__={arch}", f"-I{shim_include()}", f"-I{root / 'src'}", f"-I{root}"]
+
+        def compile_unit(unit: str) -> subprocess.CompletedProcess:
+            obj = root / "obj" / (unit.replace("/", "_") + ".o")
+            return subprocess.run([*base, "-c", str(root / unit), "-o", str(obj)], capture_output=True, text=True)
+
+        workers = max(1, min(len(units), jobs or os.cpu_count() or 1))
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            results = list(pool.map(compile_unit, units))
+        for unit, res in zip(units, results, strict=True):
+            if res.returncode != 0:
+                raise VerifyError(f"the generated CNN C++ does not compile against the x86 shim ({unit}):\n"
+                                  + _tail(res.stderr), hint="this is an aieflow bug; please report it")
+        out = root / "harness"
+        link = subprocess.run([cxx, *sorted(str(p) for p in (root / "obj").glob("*.o")), "-o", str(out)],
+                              capture_output=True, text=True)
+        if link.returncode != 0:
+            raise VerifyError("linking the CNN x86 harness failed:\n" + _tail(link.stderr))
+        binary.parent.mkdir(parents=True, exist_ok=True)
+        staged = binary.with_name(f".harness.{os.getpid()}.tmp")
+        shutil.copy2(out, staged)
+        os.replace(staged, binary)
+    return binary, False, time.perf_counter() - start
+
+
+def _parse(text: str, t: NumericType) -> np.ndarray:
+    tokens = text.split()
+    if isinstance(t, FloatType):
+        return np.array(tokens, dtype=np.float64).astype(np.float32)
+    return np.array(tokens, dtype=np.int64)
+
+
+def _run(binary: Path, work: Path, iterations: int | None) -> float:
+    args = [str(binary), "--data", str(work), "--out", str(work / "out")]
+    if iterations is not None:
+        args += ["--iterations", str(iterations)]
+    start = time.perf_counter()
+    res = subprocess.run(args, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise VerifyError(f"the CNN x86 harness failed (exit {res.returncode}):\n" + _tail(res.stderr + res.stdout),
+                          hint="this is an aieflow bug; please report it with the design directory")
+    return time.perf_counter() - start
+
+
+def inputs(design: CnnDesign, x: Any, samples: int, seed: int) -> np.ndarray:
+    if x is not None:
+        return design.quantise_input(x)
+    shape = tuple(design.plan.stages[0].geometry.in_shape)
+    xq = verification_inputs(design.input_type, shape, samples, seed)
+    if isinstance(design.input_type, FloatType):
+        # Keep the frames in the range where the network's values stay finite (the edge rows of
+        # verification_inputs reach 1e3 * 30): overflow to inf / NaN is not what is being checked.
+        xq = np.clip(xq, -4.0, 4.0).astype(np.float32)
+    return xq
+
+
+def verify(design: CnnDesign, x: Any = None, samples: int = 16, seed: int = 0,
+           cache_dir: str | os.PathLike | None = None, jobs: int | None = None) -> CnnVerifyResult:
+    xq = inputs(design, x, samples, seed)
+    n = xq.shape[0]
+    if n == 0:
+        raise VerifyError("verify needs at least one frame")
+    # (N, C, H, W); a dense head's (N, F) output is (N, F, 1, 1) on the array
+    expected = np.asarray(design._emulation._design().run(xq)).reshape(n, *design.plan.stages[-1].out_shape)
+    binary, cached, build_s = build(design.files, design.device.generation.arch_macro,
+                                            Path(cache_dir) if cache_dir else None, jobs)
+    out_t = design.plan.stages[-1].out_type
+    with tempfile.TemporaryDirectory(prefix="aieflow-cnn-verify-") as tmp:
+        work = Path(tmp)
+        if design.plan.mapping == "thesis":
+            from .emit_thesis import read_output, write_input
+
+            write_input(work, xq)
+            run_s = _run(binary, work, None)
+            got = read_output(work, expected.shape)
+        else:
+            got, run_s = _run_stream(design, binary, work, xq, out_t, expected.shape[1:])
+    bad = _differs(expected.reshape(n, -1), got.reshape(n, -1)).reshape(expected.shape)
+    first = None
+    if bad.any():
+        f, c, y, xx = (int(v) for v in np.argwhere(bad)[0])
+        cast = float if isinstance(out_t, FloatType) else int
+        first = CnnMismatch(f, (c, y, xx), cast(expected[f, c, y, xx]), cast(got[f, c, y, xx]))
+    return CnnVerifyResult(n, int(expected.size), int(bad.sum()), first, build_s, run_s, cached)
+
+
+def _run_stream(design: CnnDesign, binary: Path, work: Path, xq: np.ndarray, out_t: NumericType,
+                out_shape: tuple[int, ...]) -> tuple[np.ndarray, float]:
+    plan = design.plan
+    reps = plan.replicas
+    n = xq.shape[0]
+    iterations = -(-n // reps)
+    pad = np.zeros((iterations * reps - n, *xq.shape[1:]), dtype=xq.dtype)
+    frames = np.concatenate([xq, pad])
+    in_t = plan.stages[0].in_type
+    data = work / "data"
+    data.mkdir(parents=True)
+    for q in range(reps):
+        (data / f"in{q}.txt").write_text(format_values(frames[q::reps].reshape(-1), in_t, 4))
+    run_s = _run(binary, work, iterations)
+    last = plan.layers[-1]
+    c, h, w = out_shape
+    per_row = c // last.cas_num
+    got = np.zeros((iterations * reps, c, h, w), dtype=np.float32 if isinstance(out_t, FloatType) else np.int64)
+    for q in range(reps):
+        for r in range(last.cas_num):
+            path = work / "out" / "data" / f"out{q}_{r}.txt"
+            if not path.is_file():
+                path = work / "out" / f"out{q}_{r}.txt"
+            vals = _parse(path.read_text(), out_t)
+            if vals.size != iterations * per_row * h * w:
+                raise VerifyError(f"output PLIO out{q}_{r} holds {vals.size} values; "
+                                  f"{iterations * per_row * h * w} were expected")
+            got[q::reps, r * per_row:(r + 1) * per_row] = vals.reshape(iterations, per_row, h, w)
+    return got[:n], run_s

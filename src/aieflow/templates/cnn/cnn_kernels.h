@@ -1,0 +1,337 @@
+// aieflow CNN kernels for the AI Engine, written against the public AIE API (UG1529) and the ADF
+// kernel-class interface (UG1079 / UG1603).
+//
+// Stream mapping ("ours"): a convolution is a CAS_NUM x CAS_LEN rectangle.  The tile at cascade
+// position j holds the whole input image of input-channel group j (C_IN x H x W, CHW) in a window,
+// gathers the im2col patch rows of M output pixels at a time into tile memory (the sliding window:
+// no PL im2col), multiplies them with its resident weight block (aie::mmul<M,K,N>, pixels x patch
+// x channels) and passes the accumulators east on the cascade.  Position 0 starts from the bias, so
+// partial sums run in increasing input channel: the emulator's accumulation order.  The last tile
+// applies the epilogue (SRS, ReLU, a per-channel code table for int8 tanh / PReLU, the fp32 tanh
+// lookup table or fp32 PReLU) and stores its OG output channels, through a pixel-shuffle
+// permutation when one follows (SHUF > 1).
+//
+// Thesis mapping: MatmulTile computes one TILE_M x K_PAD x TILE_N output tile of an im2col product
+// from a patch window the PL prepared (layout [K_PAD/K][TILE_N/M][M*K]), K in K_CHUNKS chunks with
+// the partial sums kept in a local buffer between chunks, and writes the tile ([TILE_M/N][TILE_N/M]
+// blocks of M*N, pixel-major inside a block).
+//
+// Layouts: weights [OG_PAD/N][KT_PAD/K][K*N] (each K x N block row-major), bias [OG_PAD/N][M*N]
+// (the bias row repeated for the M pixel rows of a block), patch scratch [KT_PAD/K][M*K].
+#pragma once
+
+#include <adf.h>
+#include <aie_api/aie.hpp>
+#include <aie_api/aie_adf.hpp>
+
+#include <type_traits>
+#include <vector>
+
+#include "cnn_numerics.h"
+
+namespace aieflow_cnn {
+
+enum class act : int { none = 0, relu = 1, code_table = 2, float_lut = 3, float_prelu = 4 };
+
+template <class T, unsigned N>
+inline void load_params(T (&dst)[N], const std::vector<T>& src) {
+    for (unsigned i = 0; i < N; ++i) dst[i] = i < src.size() ? src[i] : T(0);
+}
+
+template <class C>
+struct ConvCore {
+    using TA = typename C::TA;
+    using TW = typename C::TW;
+    using TB = typename C::TB;
+    using TO = typename C::TO;
+    using ACC = typename C::ACC;
+    static constexpr unsigned M = C::M, K = C::K, N = C::N, MN = M * N;
+    static constexpr unsigned KT = C::C_IN * C::KH * C::KW;
+    static constexpr unsigned KB = (KT + K - 1) / K;        // k blocks
+    static constexpr unsigned KB_FULL = KT / K;              // whole k blocks (fp32 does the tail exactly)
+    static constexpr unsigned CB = (C::OG + N - 1) / N;      // channel blocks
+    static constexpr unsigned P = C::OH * C::OW;
+    static constexpr unsigned PB = (P + M - 1) / M;          // pixel blocks
+    static constexpr unsigned W_SIZE = CB * KB * K * N;
+    static constexpr unsigned B_SIZE = C::HAS_BIAS ? CB * MN : 1;
+    static constexpr bool is_float = std::is_floating_point_v<TA>;
+    static constexpr bool exact_tail = is_float && (KT % K != 0);
+
+    using MMUL = aie::mmul<M, K, N, TA, TW, ACC>;
+    using ACCV = aie::accum<ACC, MN>;
+
+    // Patch rows of pixels p0 .. p0+M-1 (zero for padding, pixels past the image and k past KT).
+    static void gather(const TA* __restrict img, TA* __restrict patch, unsigned p0) {
+        for (unsigned kb = 0; kb < KB; ++kb)
+            for (unsigned i = 0; i < M; ++i)
+                for (unsigned kk = 0; kk < K; ++kk) {
+                    const unsigned k = kb * K + kk, p = p0 + i;
+                    TA v = TA(0);
+                    if (k < KT && p < P) {
+                        const unsigned c = k / (C::KH * C::KW), ij = k % (C::KH * C::KW);
+                        const int y = int((p / C::OW) * C::SH + ij / C::KW) - int(C::PT);
+                        const int x = int((p % C::OW) * C::SW + ij % C::KW) - int(C::PL);
+                        if (y >= 0 && y < int(C::H) && x >= 0 && x < int(C::W))
+                            v = img[(c * C::H + unsigned(y)) * C::W + unsigned(x)];
+                    }
+                    patch[kb * M * K + i * K + kk] = v;
+                }
+    }
+
+    static ACCV init_acc(const TB* __restrict bias, unsigned cb) {
+        if constexpr (C::HAS_BIAS) {
+            ACCV acc;
+            acc.from_vector(aie::load_v<MN>(bias + cb * MN), C::BIAS_SHIFT);
+            return acc;
+        } else {
+            return aie::zeros<ACC, MN>();
+        }
+    }
+
+    static ACCV read_cascade(input_cascade<ACC>* __restrict cin) {
+        ACCV acc;
+        for (unsigned p = 0; p < MN / C::CASC_LANES; ++p) acc.insert(p, readincr_v<C::CASC_LANES>(cin));
+        return acc;
+    }
+
+    static void write_cascade(output_cascade<ACC>* __restrict cout, const ACCV& acc) {
+        for (unsigned p = 0; p < MN / C::CASC_LANES; ++p) writeincr(cout, acc.template extract<C::CASC_LANES>(p));
+    }
+
+    // acc + patch x weights of one channel block, k in increasing order.
+    static ACCV block(const ACCV& start, const TA* __restrict patch, const TW* __restrict w, unsigned cb) {
+        MMUL c(start);
+        const TW* __restrict pw = w + cb * KB * K * N;
+        for (unsigned kb = 0; kb < (exact_tail ? KB_FULL : KB); ++kb)
+            c.mac(aie::load_v<M * K>(patch + kb * M * K), aie::load_v<K * N>(pw + kb * K * N));
+        if constexpr (exact_tail) {
+            // The last, partial k block in scalar fp32 (a zero-padded mmul would add +0.0 terms,
+            // which turn a -0.0 sum into +0.0): same order, same roundings as the mmul.
+            aie::vector<float, MN> v = c.to_accum().template to_vector<float>();
+            for (unsigned i = 0; i < M; ++i)
+                for (unsigned n = 0; n < N; ++n) {
+                    float s = v[i * N + n];
+                    for (unsigned kk = 0; kk < KT % K; ++kk) {
+                        const float prod = patch[KB_FULL * M * K + i * K + kk] * pw[KB_FULL * K * N + kk * N + n];
+                        s = s + prod;
+                    }
+                    v[i * N + n] = s;
+                }
+            ACCV out;
+            out.from_vector(v);
+            return out;
+        } else {
+            return c.to_accum();
+        }
+    }
+
+    static unsigned out_index(unsigned o, unsigned p) {
+        if constexpr (C::SHUF > 1) {
+            const unsigned r = C::SHUF, ch = o / (r * r), i = (o / r) % r, j = o % r;
+            const unsigned y = (p / C::OW) * r + i, x = (p % C::OW) * r + j;
+            return (ch * C::OH * r + y) * (C::OW * r) + x;
+        } else {
+            return o * P + p;
+        }
+    }
+
+    static void store(TO* __restrict out, const ACCV& acc, unsigned p0, unsigned cb, const TO* __restrict table,
+                      const float* __restrict lut, const float* __restrict slope) {
+        aie::vector<TO, MN> v;
+        if constexpr (is_float) {
+            v = acc.template to_vector<TO>();
+        } else {
+            v = acc.template to_vector<TO>(C::SHIFT);
+        }
+        if constexpr (C::ACT == int(act::relu)) v = aie::max(v, aie::zeros<TO, MN>());
+        for (unsigned i = 0; i < M; ++i)
+            for (unsigned n = 0; n < N; ++n) {
+                const unsigned p = p0 + i, o = cb * N + n;
+                if (p >= P || o >= C::OG) continue;
+                TO y = v[i * N + n];
+                if constexpr (C::ACT == int(act::code_table)) {
+                    y = table[o * C::TABLE_CODES + unsigned(int(y) - C::TABLE_MIN)];
+                } else if constexpr (C::ACT == int(act::float_lut)) {
+                    y = lut[lut_index(y, C::LUT_SCALE, C::LUT_OFFSET, int(C::LUT_SIZE), rnd(C::LUT_RND))];
+                } else if constexpr (C::ACT == int(act::float_prelu)) {
+                    y = y >= 0.0f ? y : y * slope[o];
+                }
+                out[out_index(o, p)] = y;
+            }
+    }
+
+    template <bool CIN, bool COUT>
+    static void compute(const TA* __restrict img, TA* __restrict patch, const TW* __restrict w,
+                        const TB* __restrict bias, TO* __restrict out, input_cascade<ACC>* __restrict cin,
+                        output_cascade<ACC>* __restrict cout, const TO* __restrict table,
+                        const float* __restrict lut, const float* __restrict slope) {
+        if constexpr (!is_float) {
+            aie::set_rounding(C::RND);
+            aie::set_saturation(C::SAT);
+        }
+        for (unsigned pb = 0; pb < PB; ++pb) {
+            gather(img, patch, pb * M);
+            for (unsigned cb = 0; cb < CB; ++cb) {
+                ACCV start;
+                if constexpr (CIN) {
+                    start = read_cascade(cin);
+                } else {
+                    start = init_acc(bias, cb);
+                }
+                const ACCV acc = block(start, patch, w, cb);
+                if constexpr (COUT) {
+                    write_cascade(cout, acc);
+                } else {
+                    store(out, acc, pb * M, cb, table, lut, slope);
+                }
+            }
+        }
+    }
+};
+
+// Resident parameters of one conv tile: members of each kernel class itself, because
+// REGISTER_PARAMETER names members of the registered class (UG1079 kernel classes).
+#define AIEFLOW_CNN_TILE_MEMBERS(Cls)                                                                      \
+    using Core = ConvCore<C>;                                                                             \
+    alignas(32) typename C::TW weights_[Core::W_SIZE];                                                    \
+    alignas(32) typename C::TB bias_[Core::B_SIZE];                                                       \
+    alignas(32) typename C::TO table_[C::TABLE_SIZE];                                                     \
+    alignas(32) float lut_[C::LUT_ALLOC];                                                                 \
+    alignas(32) float slope_[C::SLOPE_SIZE];                                                              \
+    alignas(32) typename C::TA patch_[Core::KB * C::M * C::K];                                            \
+                                                                                                          \
+public:                                                                                                   \
+    Cls(const std::vector<typename C::TW>& w, const std::vector<typename C::TB>& b,                       \
+        const std::vector<typename C::TO>& table, const std::vector<float>& lut, const std::vector<float>& slope) { \
+        load_params(weights_, w);                                                                         \
+        load_params(bias_, b);                                                                            \
+        load_params(table_, table);                                                                       \
+        load_params(lut_, lut);                                                                           \
+        load_params(slope_, slope);                                                                       \
+    }
+
+// CAS_LEN == 1: input window in, output window out.
+template <class C>
+class ConvSingle {
+    AIEFLOW_CNN_TILE_MEMBERS(ConvSingle)
+    void run(adf::input_buffer<typename C::TA>& __restrict in, adf::output_buffer<typename C::TO>& __restrict out) {
+        ConvCore<C>::template compute<false, false>(in.data(), patch_, weights_, bias_, out.data(),
+                                                    nullptr, nullptr, table_, lut_, slope_);
+    }
+    static void registerKernelClass() {
+        REGISTER_FUNCTION(ConvSingle::run);
+        REGISTER_PARAMETER(weights_);
+        REGISTER_PARAMETER(bias_);
+        REGISTER_PARAMETER(table_);
+        REGISTER_PARAMETER(lut_);
+        REGISTER_PARAMETER(slope_);
+    }
+};
+
+// First position of a cascade row: starts from the bias.
+template <class C>
+class ConvFirst {
+    AIEFLOW_CNN_TILE_MEMBERS(ConvFirst)
+    void run(adf::input_buffer<typename C::TA>& __restrict in, output_cascade<typename C::ACC>* __restrict cout) {
+        ConvCore<C>::template compute<false, true>(in.data(), patch_, weights_, bias_, nullptr,
+                                                   nullptr, cout, table_, lut_, slope_);
+    }
+    static void registerKernelClass() {
+        REGISTER_FUNCTION(ConvFirst::run);
+        REGISTER_PARAMETER(weights_);
+        REGISTER_PARAMETER(bias_);
+    }
+};
+
+template <class C>
+class ConvMiddle {
+    AIEFLOW_CNN_TILE_MEMBERS(ConvMiddle)
+    void run(adf::input_buffer<typename C::TA>& __restrict in, input_cascade<typename C::ACC>* __restrict cin,
+             output_cascade<typename C::ACC>* __restrict cout) {
+        ConvCore<C>::template compute<true, true>(in.data(), patch_, weights_, bias_, nullptr, cin,
+                                                  cout, table_, lut_, slope_);
+    }
+    static void registerKernelClass() {
+        REGISTER_FUNCTION(ConvMiddle::run);
+        REGISTER_PARAMETER(weights_);
+    }
+};
+
+template <class C>
+class ConvLast {
+    AIEFLOW_CNN_TILE_MEMBERS(ConvLast)
+    void run(adf::input_buffer<typename C::TA>& __restrict in, input_cascade<typename C::ACC>* __restrict cin,
+             adf::output_buffer<typename C::TO>& __restrict out) {
+        ConvCore<C>::template compute<true, false>(in.data(), patch_, weights_, bias_, out.data(),
+                                                   cin, nullptr, table_, lut_, slope_);
+    }
+    static void registerKernelClass() {
+        REGISTER_FUNCTION(ConvLast::run);
+        REGISTER_PARAMETER(weights_);
+        REGISTER_PARAMETER(table_);
+        REGISTER_PARAMETER(lut_);
+        REGISTER_PARAMETER(slope_);
+    }
+};
+
+// Max / average pooling of one channel group (C_IN x H x W -> C_IN x OH x OW), scalar.
+template <class C>
+class Pool {
+public:
+    Pool() = default;
+    void run(adf::input_buffer<typename C::TA>& __restrict in, adf::output_buffer<typename C::TA>& __restrict out) {
+        using T = typename C::TA;
+        const T* __restrict x = in.data();
+        T* __restrict y = out.data();
+        for (unsigned c = 0; c < C::C_IN; ++c)
+            for (unsigned oy = 0; oy < C::OH; ++oy)
+                for (unsigned ox = 0; ox < C::OW; ++ox) {
+                    const T* __restrict img = x + c * C::H * C::W;
+                    y[(c * C::OH + oy) * C::OW + ox] = window(img, oy, ox);
+                }
+    }
+    static typename C::TA window(const typename C::TA* __restrict img, unsigned oy, unsigned ox) {
+        using T = typename C::TA;
+        constexpr bool is_float = std::is_floating_point_v<T>;
+        T best = T(0);
+        float fsum = 0.0f;
+        int64_t isum = 0;
+        unsigned inside = 0;
+        for (unsigned i = 0; i < C::KH; ++i)
+            for (unsigned j = 0; j < C::KW; ++j) {
+                const int yy = int(oy * C::SH + i) - int(C::PT), xx = int(ox * C::SW + j) - int(C::PL);
+                const bool in_image = yy >= 0 && yy < int(C::H) && xx >= 0 && xx < int(C::W);
+                const T v = in_image ? img[unsigned(yy) * C::W + unsigned(xx)] : T(0);
+                inside += in_image ? 1u : 0u;
+                const bool first = i == 0 && j == 0;
+                if constexpr (C::MAX) {
+                    if (!in_image) continue;  // padding never wins a maximum
+                    if constexpr (is_float) {
+                        if (inside == 1 || !(best >= v || best != best)) best = v;
+                    } else {
+                        if (inside == 1 || v > best) best = v;
+                    }
+                } else if constexpr (is_float) {
+                    fsum = first ? v : fsum + v;  // row-major, one float32 rounding per addition
+                } else {
+                    isum += int64_t(v);
+                }
+            }
+        if constexpr (C::MAX) {
+            return best;
+        } else {
+            const unsigned count = C::COUNT_PAD ? C::KH * C::KW : inside;
+            if constexpr (is_float) {
+                return fsum / float(count);
+            } else {
+                int64_t q = round_divide(isum, int64_t(count), rnd(C::RND_CODE));
+                if (q > C::MAX_CODE) q = C::MAX_CODE;
+                if (q < C::MIN_CODE) q = C::MIN_CODE;
+                return T(q);
+            }
+        }
+    }
+    static void registerKernelClass() { REGISTER_FUNCTION(Pool::run); }
+};
+
+}  // namespace aieflow_cnn

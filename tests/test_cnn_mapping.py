@@ -1,0 +1,206 @@
+"""CNN mappings (aieflow.cnn): the ESPCN thesis design from examples/espcn/thesis.yaml, aieflow's own
+stream design (fp32 and int8), a small classifier; plans, model, errors and x86 verification of
+the generated C++ (AI Engine kernels, PL HLS kernels, graph) bit for bit against the emulator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+
+import aieflow  # noqa: E402
+from aieflow.cnn.emit import tile_params  # noqa: E402
+from aieflow.cnn.plan import StreamLayer  # noqa: E402
+from aieflow.errors import ConfigError, PlanError  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+THESIS_YAML = REPO / "examples" / "espcn" / "thesis.yaml"
+LUT = {"tanh": "espcn-thesis"}
+
+
+class ESPCN(nn.Module):
+    """The thesis's network shape (random weights: the mapping does not depend on them)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 64, 5, padding=2)
+        self.conv3 = nn.Conv2d(64, 32, 3, padding=1)
+        self.conv4 = nn.Conv2d(32, 4, 3, padding=1)
+        self.shuffle = nn.PixelShuffle(2)
+
+    def forward(self, x):
+        x = torch.tanh(self.conv1(x))
+        x = torch.tanh(self.conv3(x))
+        return self.shuffle(self.conv4(x))
+
+
+class Classifier(nn.Module):
+    """Strided convs (one with a K tail: 3 x 3 x 3 = 27), max / average / global pooling, PReLU, a dense head."""
+
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(8, 16, 3, padding=1), nn.PReLU(16), nn.AvgPool2d(2),
+            nn.Conv2d(16, 24, 3, stride=(1, 2), padding=(1, 0)), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+        )
+        self.head = nn.Sequential(nn.Flatten(), nn.Linear(24, 10))
+
+    def forward(self, x):
+        return self.head(self.features(x))
+
+
+def _espcn():
+    torch.manual_seed(0)
+    return ESPCN().eval()
+
+
+def _frames(shape, seed=0):
+    return np.random.default_rng(seed).uniform(0, 1, size=shape).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def espcn_designs():
+    model, x = _espcn(), _frames((6, 1, 16, 16))
+    thesis = aieflow.compile(model, device="vck190", example_input=x, calibration=x,
+                             config=yaml.safe_load(THESIS_YAML.read_text()))
+    ours = aieflow.compile(model, device="vck190", example_input=x, calibration=x,
+                           config={"precision": "fp32", "activations": LUT})
+    ours8 = aieflow.compile(model, device="vck190", example_input=x, calibration=x,
+                            config={"precision": "int8", "activations": LUT})
+    return x, thesis, ours, ours8
+
+
+def test_thesis_yaml_uses_the_published_kernels_and_reports_borrowed_memory(espcn_designs):
+    _, thesis, _, _ = espcn_designs
+    p = thesis.plan
+    assert p.mapping == "thesis"
+    spec = {"conv1": ((64, 32, 256), (16, 64), 16, 2), "conv3": ((32, 576, 256), (8, 8), 128, 1),
+            "conv4": ((4, 288, 256), (4, 16), 16, 1)}  # shared/spec/espcn-super-resolution.md
+    for lay in p.layers:
+        mkn, tile, kernels, chunks = spec[lay.stage]
+        assert (lay.m, lay.k_pad, lay.n) == mkn and (lay.tile_m, lay.tile_n) == tile
+        assert lay.kernels == kernels and lay.k_chunks == chunks and lay.mmul == (4, 2, 4)
+    assert [lay.pl_clock_hz for lay in p.layers] == [260e6] * 3
+    assert p.layers[0].plio_in == 4 and p.layers[0].plio_out == 16
+    usage = {u["layer"]: u for u in thesis.tile_usage()}
+    # conv3's kernels hold 576 x 8 patches + 8 x 576 weights in fp32: more than one tile's 32 KB
+    assert usage["conv3"]["bytes_per_kernel"] > 32768 and usage["conv3"]["borrowed_per_kernel"] > 0
+    assert usage["conv1"]["borrowed_per_kernel"] == 0 and usage["conv4"]["borrowed_per_kernel"] == 0
+    assert p.borrowed_bytes == 128 * usage["conv3"]["borrowed_per_kernel"]
+    assert "borrows" in thesis.summary() and thesis.plan.tiles == 160
+    files = thesis.files
+    assert "pl/thesis_pl.cpp" in files and "system.cfg" in files
+    assert "adf::single_buffer" in files["src/graph.h"] and "aie::mmul<M, K, N, float, float, accfloat>" in files[
+        "src/kernels/thesis_kernels.h"]
+    assert "HLS PIPELINE II = 1" in files["pl/thesis_pl.h"]
+
+
+def test_thesis_model_is_bound_by_the_sequential_pl_loops(espcn_designs):
+    _, thesis, _, _ = espcn_designs
+    e = thesis.estimate()
+    pl = sum(s.seconds for s in e.stages if s.where == "pl")
+    assert pl > 0.9 * e.latency_s and e.bound.startswith("pl")
+    # the activation kernel after conv1: untile 64 x 256, LUT 64 x 256, im2col 576 x 256, one per cycle at 260 MHz
+    act1 = next(s for s in e.stages if s.stage == "conv1:activation")
+    assert act1.seconds == pytest.approx((2 * 64 * 256 + 576 * 256) / 260e6)
+
+
+def test_ours_is_at_least_five_times_the_thesis_at_equal_output(espcn_designs):
+    x, thesis, ours, ours8 = espcn_designs
+    assert ours.plan.mapping == "stream"
+    assert ours.estimate().fps >= 5 * thesis.estimate().fps
+    assert ours8.estimate().fps > ours.estimate().fps
+    # same numerics (fp32, the thesis's tanh table): identical outputs, hence equal PSNR
+    assert np.array_equal(ours.predict(x), thesis.predict(x))
+    assert ours.plan.tiles <= 400 and all(lay.memory.borrowed == 0 for lay in ours.plan.layers)
+
+
+@pytest.mark.parametrize("which", ["thesis", "ours", "ours8"])
+def test_espcn_generated_cpp_is_bit_exact(espcn_designs, which):
+    x, thesis, ours, ours8 = espcn_designs
+    design = {"thesis": thesis, "ours": ours, "ours8": ours8}[which]
+    result = design.verify(x[:3])
+    assert result.ok, result.verdict()
+    assert result.values == 3 * 32 * 32
+    result = design.verify(samples=3, seed=5)  # type-edge frames (zeros, -0.0, +-1, extremes)
+    assert result.ok, result.verdict()
+
+
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_classifier_compiles_verifies_and_estimates(precision):
+    torch.manual_seed(1)
+    model = Classifier().eval()
+    x = _frames((12, 3, 32, 32), seed=2) * 2 - 1
+    d = aieflow.compile(model, device="vck190", example_input=x[:4], calibration=x, config={"precision": precision})
+    kinds = [s.kind for s in d.plan.stages]
+    assert kinds == ["conv", "pool", "conv", "pool", "conv", "pool", "conv"]
+    assert d.plan.stages[-1].geometry.kernel == (1, 1) and d.plan.stages[-1].out_shape == (10, 1, 1)
+    with torch.no_grad():
+        ref = model(torch.from_numpy(x)).numpy()
+    got = d.predict(x)
+    tol = 1e-4 if precision == "fp32" else 0.25 * np.abs(ref).max()
+    assert np.abs(got - ref).max() < tol
+    e = d.estimate()
+    assert e.fps > 0 and e.latency_s > 0 and d.plan.tiles >= 7
+    result = d.verify(x[:5])
+    assert result.ok, result.verdict()
+
+
+def test_tile_parameters_are_a_partition_of_the_weight_matrix(espcn_designs):
+    """Every weight of conv3 lands in exactly one tile's block, at the (k, channel) the layout says."""
+    _, _, ours, _ = espcn_designs
+    s, lay = ours.plan.stages[1], ours.plan.layers[1]
+    assert isinstance(lay, StreamLayer)
+    m, k, n = lay.mmul
+    seen = np.zeros(s.weight.shape, dtype=int)
+    for r in range(lay.cas_num):
+        for j in range(lay.cas_len):
+            blocks = tile_params(s, lay, r, j)["w"]
+            kp, op = -(-lay.k_tile // k) * k, -(-lay.out_group // n) * n
+            w = blocks.reshape(op // n, kp // k, k, n).transpose(1, 2, 0, 3).reshape(kp, op)
+            rows = slice(j * lay.k_tile, (j + 1) * lay.k_tile)
+            cols = slice(r * lay.out_group, (r + 1) * lay.out_group)
+            assert np.array_equal(w[:lay.k_tile, :lay.out_group], s.weight[rows, cols])
+            assert not w[lay.k_tile:].any() and not w[:, lay.out_group:].any()
+            seen[rows, cols] += 1
+    assert (seen == 1).all()
+
+
+def test_errors_name_the_layer_and_what_to_change():
+    model, x = _espcn(), _frames((2, 1, 16, 16))
+    cfg = yaml.safe_load(THESIS_YAML.read_text())
+    cfg["layers"]["conv3"]["mapping"]["kernels"] = 64
+    with pytest.raises(PlanError, match="conv3.*64 kernels"):
+        aieflow.compile(model, device="vck190", example_input=x, config=cfg)
+    cfg = yaml.safe_load(THESIS_YAML.read_text())
+    cfg["layers"]["conv1"]["mapping"]["groups"] = 2
+    with pytest.raises(ConfigError, match="layers.conv1.mapping.*groups"):
+        aieflow.compile(model, device="vck190", example_input=x, config=cfg)
+    with pytest.raises(PlanError, match="lookup table") as e:
+        aieflow.compile(model, device="vck190", example_input=x, config={"precision": "fp32"})
+    assert "conv1" in str(e.value) and "espcn-thesis" in str(e.value)
+    with pytest.raises(ConfigError, match="cnn.mapping"):
+        aieflow.compile(model, device="vck190", example_input=x, config={"precision": "fp32", "activations": LUT, "cnn": {"mapping": "x"}})
+    with pytest.raises(PlanError, match="groups"):
+        aieflow.compile(model, device="vck190", example_input=x,
+                        config={"precision": "fp32", "activations": LUT, "layers": {"conv1": {"mapping": {"groups": 1}}}})
+
+
+def test_saved_design_json(tmp_path, espcn_designs):
+    _, thesis, ours, _ = espcn_designs
+    import json
+
+    out = ours.save(tmp_path / "ours")
+    d = json.loads((out / "design.json").read_text())
+    assert d["kind"] == "cnn" and d["plan"]["mapping"] == "stream"
+    assert d["performance"]["fps"] == pytest.approx(ours.estimate().fps)
+    assert (out / "project" / "src" / "graph.h").is_file()
+    out = thesis.save(tmp_path / "thesis")
+    d = json.loads((out / "design.json").read_text())
+    assert [lay["kernels"] for lay in d["plan"]["layers"]] == [16, 128, 16]
