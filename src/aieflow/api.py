@@ -11,6 +11,7 @@ from .config import Config, parse_config
 from .design import Design
 from .devices import get_device
 from .emulation import Emulation
+from .errors import PlanError
 from .frontends import import_model
 from .ops.registry import require_mapping
 from .pipeline import State, _search, run_pipeline
@@ -30,7 +31,8 @@ def compile(  # noqa: A001 - the public name the issue asks for
     is absent the example input is used.  QDQ ONNX models carry their own types.
     """
     state = _state(model, device, example_input, config, calibration)
-    from .cnn.api import compile_cnn, is_cnn  # convolutional networks: their own mapping (aieflow.cnn)
+    # Convolutional networks: their own mapping (aieflow.cnn, docs/conv.md)
+    from .cnn.api import compile_cnn, is_cnn
 
     if is_cnn(state):
         return compile_cnn(state, progress)
@@ -38,7 +40,19 @@ def compile(  # noqa: A001 - the public name the issue asks for
         # The search treats a layer it cannot plan as one that does not fit ("no plan can be
         # placed"); name a layer that has no AI Engine mapping at all instead.
         require_mapping(import_model(state.model, state.example_input).graph)
-    state = run_pipeline(state, progress)
+    # Dense weights that do not fit on chip stream from DDR through a GEMM design (aieflow.gemm.dense):
+    # forced by `weights: streamed`, or chosen when a layer's resident plan fails (`weights: auto`).
+    from .gemm.dense_design import compile_streamed, wants_streamed
+
+    if wants_streamed(state.config):
+        return compile_streamed(state, progress)
+    try:
+        state = run_pipeline(state, progress)
+    except PlanError as e:
+        streamed = compile_streamed(state, progress, failure=e)
+        if streamed is None:
+            raise
+        return streamed
     return Design(
         state.graph, state.device, state.config, state.placement, state.source, dict(state.files), state.timings,
         state.exploration,

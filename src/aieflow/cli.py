@@ -170,7 +170,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     svg = Path(args.svg) if args.svg else Path(args.design) / "placement.svg"
     try:
         svg.parent.mkdir(parents=True, exist_ok=True)
-        svg.write_text(design_svg(design))
+        # a recurrent design draws its own mapping (no per-layer placement): aieflow.recurrent.design
+        svg.write_text(design.placement_svg() if hasattr(design, "placement_svg") else design_svg(design))
     except OSError as e:
         raise ConfigError(f"cannot write the placement picture to '{svg}': {e.strerror}", hint="pass --svg FILE") from None
     print(f"\nplacement picture: {svg}")

@@ -296,6 +296,10 @@ def load(path: str | os.PathLike) -> Design:
         raise AieflowError(f"'{d}' is not an aieflow design directory: {e.filename} is missing") from None
     except (json.JSONDecodeError, ValueError, OSError) as e:
         raise AieflowError(f"cannot read design in '{d}': {e}") from None
+    if meta.get("format") == "aieflow-streamed-dense":  # Dense with streamed weights: aieflow.gemm.dense_design
+        from .gemm.dense_design import load as load_streamed
+
+        return load_streamed(d)  # type: ignore[return-value]
     if meta.get("format") != FORMAT or meta.get("version") != FORMAT_VERSION:
         raise AieflowError(
             f"'{d}/design.json' is format {meta.get('format')!r} version {meta.get('version')!r}; "

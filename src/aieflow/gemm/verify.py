@@ -60,12 +60,12 @@ class GemmVerifyResult:
                 f"  first at C[{f.row}, {f.col}]: expected {f.expected}, got {f.got}")
 
 
-def build(files: dict[str, str], arch: int, cache_dir: Path | None = None, jobs: int | None = None
-          ) -> tuple[Path, bool, float]:
-    """Compile the harness (cached by a hash of compiler, flags, shim and sources)."""
+def build(files: dict[str, str], arch: int, cache_dir: Path | None = None, jobs: int | None = None,
+          units: tuple[str, ...] = UNITS) -> tuple[Path, bool, float]:
+    """Compile a harness from ``units`` (cached by a hash of compiler, flags, shim and sources)."""
     sources = build_sources(files)
     cxx = compiler()
-    key = _build_key(cxx, arch, {**sources, "<units>": " ".join(UNITS)})
+    key = _build_key(cxx, arch, {**sources, "<units>": " ".join(units)})
     binary = (cache_dir or cache_root() / "x86") / key / "harness"
     if binary.is_file():
         return binary, True, 0.0
@@ -82,10 +82,10 @@ def build(files: dict[str, str], arch: int, cache_dir: Path | None = None, jobs:
             obj = root / "obj" / (unit.replace("/", "_") + ".o")
             return subprocess.run([*base, "-c", str(root / unit), "-o", str(obj)], capture_output=True, text=True)
 
-        workers = max(1, min(len(UNITS), jobs or os.cpu_count() or 1))
+        workers = max(1, min(len(units), jobs or os.cpu_count() or 1))
         with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-            results = list(pool.map(compile_unit, UNITS))
-        for unit, res in zip(UNITS, results, strict=True):
+            results = list(pool.map(compile_unit, units))
+        for unit, res in zip(units, results, strict=True):
             if res.returncode != 0:
                 raise VerifyError(f"the generated GEMM C++ does not compile against the x86 shim ({unit}):\n"
                                   + _tail(res.stderr), hint="this is an aieflow bug; please report it")

@@ -1,0 +1,249 @@
+"""Dense layers whose weights do not fit on chip: streamed through a GotoBLAS GEMM design.
+
+A resident Dense layer keeps every weight in tile memory (``ops/dense.py``); past the array's
+capacity (e.g. 4096 x 4096 int8 = 16 MiB against 400 x 32 KB on VCK190) it cannot be planned.  The
+streamed mapping keeps the weights in DDR and runs the layer as one GEMM (``gemm/plan.py``): either
+C = X W (A = the activations, B = the weights: Br holds a panel of W) or C^T = W^T X^T (A = the
+weights streamed as Ar and multicast, B = the activations: Br holds a panel of X and is reused by
+every row of W).  The model picks the faster orientation.  The GEMM leaves exact sums in C; a PL
+epilogue kernel (``templates/gemm/dense_epilogue.h.j2``) then applies the resident kernel's bias,
+accumulator wrap, SRS and ReLU, so the layer computes exactly what :func:`aieflow.ops.dense.emulate`
+computes.
+
+Choice (config ``layers.<name>.weights``): ``resident`` (today's mapping, an error if it does not
+fit), ``streamed`` (always), ``auto`` (default: resident when the resident planner finds a plan,
+streamed otherwise).
+
+Supported: a model whose only compute layer is one integer Dense layer (int8, int16 or a16w8;
+bias and ReLU fused), with views (flatten / reshape) before it, on a device with GEMM memory facts
+(VCK190).  Everything else fails with a message that says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config import Config
+from ..devices import Device
+from ..errors import ConfigError, PlanError
+from ..ir import Graph, Node
+from ..numerics.types import FixedType, FloatType
+from ..ops.base import PlanContext
+from ..ops.dense import DENSE, DenseTypes
+from ..ops.registry import family
+from .dtypes import get_type, output_type
+from .memory import pl_memory
+from .perf import GemmPerformance, ddr_cycles, estimate
+from .plan import GemmPlan
+from .search import Alternative, best_plan
+
+WEIGHTS_MODES = ("auto", "resident", "streamed")
+ORIENTATIONS = ("xw", "wx")  # C = X W (A = activations) | C^T = W^T X^T (A = weights)
+DEFAULT_TILES = 32  # the spec's largest experiment; `target: tiles <= T` changes it
+SUPPORTED = ("a model whose only compute layer is one integer (int8, int16, a16w8) Dense layer, with its "
+             "bias and ReLU, optionally after flatten / reshape views, on VCK190")
+
+
+def weights_mode(config: Config, node: Node) -> str:
+    """The layer's ``weights`` setting (``auto`` when the config does not say)."""
+    return getattr(config.layer(node.name, *node.aliases), "weights", None) or "auto"
+
+
+def dense_nodes(graph: Graph) -> list[Node]:
+    return [n for n in graph.nodes if n.op == "dense"]
+
+
+def resident_error(graph: Graph, node: Node, device: Device, config: Config) -> PlanError | None:
+    """Why the layer cannot keep its weights on chip on its own (None: a resident plan exists).
+
+    The layer is planned alone, as the first layer (its input from a PLIO): if that fails, no
+    arrangement of the model can make it resident."""
+    ctx = PlanContext(device, config, config.layer(node.name, *node.aliases), graph, None, 1)
+    try:
+        DENSE.plan(node, ctx)
+    except PlanError as e:
+        return e
+    return None
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """The resident Dense kernel's finish, applied by the PL to the GEMM's exact sums."""
+
+    acc_bits: int
+    bias_shift: int
+    shift: int
+    has_bias: bool
+    relu: bool
+    out_type: str
+    out_width: int
+    out_signed: bool
+    out_min: int
+    out_max: int
+    wrap: bool
+    rounding: str
+    y_c_type: str
+    y_np: str
+    y_bytes: int
+
+    def to_json(self) -> dict:
+        return {"acc_bits": self.acc_bits, "bias_shift": self.bias_shift, "shift": self.shift,
+                "bias": self.has_bias, "relu": self.relu, "output": self.out_type}
+
+
+def epilogue_of(node: Node) -> Epilogue:
+    t: DenseTypes = node.types
+    out = t.output
+    assert isinstance(out, FixedType)
+    for what, v in (("SRS shift", t.shift), ("bias shift", t.bias_shift)):
+        if not 0 <= v <= 62:
+            raise PlanError(f"{what} {v} is outside 0..62, which the streamed epilogue supports", layer=node.name,
+                            hint="choose output / bias types closer to the accumulator's scale")
+    hi = out.max_code
+    lo = -hi if (out.saturation.value == "symmetric" and out.signed) else out.min_code
+    bits = out.container_bits
+    return Epilogue(
+        acc_bits=t.acc_bits, bias_shift=t.bias_shift, shift=t.shift, has_bias=t.bias is not None,
+        relu=node.attrs.get("activation") == "relu", out_type=out.to_string(), out_width=out.width,
+        out_signed=out.signed, out_min=lo, out_max=hi, wrap=out.saturation.value == "none",
+        rounding=out.rounding.value, y_c_type=f"std::{'' if out.signed else 'u'}int{bits}_t",
+        y_np=f"{'' if out.signed else 'u'}int{bits}", y_bytes=bits // 8,
+    )
+
+
+def gemm_dtype(node: Node) -> str:
+    """The GEMM element type holding both operands exactly (a16w8 widens the weights to int16)."""
+    t: DenseTypes = node.types
+    if isinstance(t.weight, FloatType) or isinstance(t.input, FloatType):
+        raise ConfigError(
+            f"streamed weights are implemented for integer precisions only; this layer is {t.weight}",
+            layer=node.name,
+            hint="use precision int8, int16 or a16w8 for this layer (float GEMMs round differently from the "
+                 "resident kernel's sequential accumulation)",
+        )
+    assert isinstance(t.input, FixedType) and isinstance(t.weight, FixedType)
+    if t.input.width <= 8 and t.weight.width <= 8 and t.input.signed and t.weight.signed:
+        return "int8"
+    if t.input.width <= 16 and t.weight.width <= 16 and (t.input.signed or t.input.width < 16):
+        return "int16"
+    raise ConfigError(f"input {t.input} x weight {t.weight} has no exact GEMM type", layer=node.name)
+
+
+@dataclass(frozen=True)
+class StreamedDensePlan:
+    layer: str
+    orientation: str
+    batch: int
+    in_features: int
+    out_features: int
+    gemm: GemmPlan
+    epilogue: Epilogue
+    reason: str  # why the weights are streamed
+    alternatives: tuple[Alternative, ...]  # of the chosen orientation's GEMM search
+    orientations: dict  # orientation -> modelled total cycles of its best GEMM
+
+    @property
+    def weight_bytes(self) -> int:
+        return self.in_features * self.out_features * self.gemm.dtype.bytes
+
+
+@dataclass(frozen=True)
+class StreamedDensePerformance:
+    """The layer's modelled cost for one call of ``batch`` samples: the GEMM (packing included:
+    the weights come from DDR every call) and the epilogue's DDR pass."""
+
+    gemm: GemmPerformance
+    epilogue_cycles: float
+    cycles: float
+    latency_ns: float
+    interval_ns: float
+    throughput_ops_per_s: float
+    bound: str
+
+    def to_json(self) -> dict:
+        return {"latency_ns": self.latency_ns, "interval_ns": self.interval_ns,
+                "throughput_ops_per_s": self.throughput_ops_per_s, "cycles": self.cycles,
+                "bound": self.bound, "epilogue_cycles": self.epilogue_cycles, "gemm": self.gemm.to_json()}
+
+
+def estimate_streamed(p: StreamedDensePlan) -> StreamedDensePerformance:
+    g = estimate(p.gemm)
+    c_bytes = {"int32": 4, "int64": 8}[p.gemm.output.name]
+    y_bytes = p.epilogue.y_bytes
+    elems = p.batch * p.out_features
+    epi = ddr_cycles(elems * c_bytes) + ddr_cycles(elems * y_bytes) + ddr_cycles(p.out_features * 4)
+    cycles = g.total_cycles + epi
+    ns = cycles / p.gemm.device.clock_hz * 1e9
+    parts = {"weights from DDR (packing)": g.packing_cycles, f"AI Engine GEMM ({g.bound})": g.cycles,
+             "epilogue (DDR)": epi}
+    bound = max(parts, key=parts.get)
+    macs = p.batch * p.in_features * p.out_features
+    return StreamedDensePerformance(g, epi, cycles, ns, ns, 2 * macs / (ns * 1e-9), bound)
+
+
+def plan_streamed(graph: Graph, device: Device, config: Config, node: Node, reason: str,
+                  orientation: str | None = None) -> StreamedDensePlan:
+    """The streamed mapping of ``node`` (the model's only compute layer): both orientations
+    costed, the faster chosen (``orientation`` forces one)."""
+    others = [n.name for n in graph.nodes if n is not node and not family(n.op, n.name).is_view]
+    if others:
+        raise PlanError(
+            f"{reason}; streamed weights are supported for {SUPPORTED}, but the model also has layer(s) "
+            f"{', '.join(others)}",
+            layer=node.name,
+            hint="compile this layer as a model of its own (the others resident in a second design), or make "
+                 "it fit on chip (narrower precision, smaller batch, a larger device)",
+        )
+    try:
+        pl_memory(device)
+    except ConfigError as e:
+        raise PlanError(f"{reason}; streamed weights need a GEMM design, and {e}", layer=node.name,
+                        hint="use --device vck190 for streamed weights") from None
+    t = get_type(gemm_dtype(node))
+    ep = epilogue_of(node)
+    batch = config.batch
+    k, n = int(node.attrs["in_features"]), int(node.attrs["out_features"])
+    out = output_type(t, k)
+    tiles = min(device.compute_tiles, config.target.max_tiles or DEFAULT_TILES)
+    shapes = {"xw": (batch, n, k), "wx": (n, batch, k)}
+    found: dict[str, tuple[GemmPlan, tuple[Alternative, ...]]] = {}
+    errors = []
+    if orientation not in (None, *ORIENTATIONS):
+        raise ConfigError(f"orientation {orientation!r}; choose one of {', '.join(ORIENTATIONS)}")
+    for o in (orientation,) if orientation else ORIENTATIONS:
+        try:
+            found[o] = best_plan(*shapes[o], t, out, device, tiles, None)
+        except (PlanError, ConfigError) as e:
+            errors.append(f"{o}: {str(e).splitlines()[0]}")
+    if not found:
+        raise PlanError(f"{reason}, and no streamed GEMM fits either ({'; '.join(errors)})", layer=node.name)
+    totals = {o: estimate(p).total_cycles for o, (p, _) in found.items()}
+    chosen = min(found, key=lambda o: (totals[o], estimate(found[o][0]).cycles, ORIENTATIONS.index(o)))
+    gp, alts = found[chosen]
+    return StreamedDensePlan(node.name, chosen, batch, k, n, gp, ep, reason, alts, totals)
+
+
+def choose(graph: Graph, device: Device, config: Config, resident_failure: PlanError | None = None
+           ) -> tuple[Node, str] | None:
+    """The layer to stream and why, or None when the model stays resident.
+
+    ``resident_failure``: the error the resident pipeline raised (``auto`` layers are streamed only
+    when their own resident plan fails)."""
+    nodes = dense_nodes(graph)
+    forced = [n for n in nodes if weights_mode(config, n) == "streamed"]
+    if forced:
+        if len(forced) > 1:
+            raise PlanError(f"layers {', '.join(n.name for n in forced)} ask for streamed weights; "
+                            f"streamed weights are supported for {SUPPORTED}")
+        return forced[0], "weights: streamed (config)"
+    if resident_failure is None:
+        return None
+    for n in nodes:
+        if weights_mode(config, n) != "auto":
+            continue
+        err = resident_error(graph, n, device, config)
+        if err is not None:
+            first = str(err).splitlines()[0].removeprefix(f"layer '{n.name}': ")
+            kib = int(n.attrs["in_features"]) * int(n.attrs["out_features"]) * n.types.weight.container_bits // 8192
+            return n, f"{kib:,} KiB of weights do not fit on chip ({first})"
+    return None

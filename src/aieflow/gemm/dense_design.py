@@ -1,0 +1,486 @@
+"""A compiled model whose Dense layer streams its weights: what ``aieflow.compile`` returns when the
+planner chooses ``streamed`` (``gemm/dense.py``).
+
+It answers like :class:`aieflow.design.Design` (``predict``, ``run``, ``quantise_input``, ``verify``,
+``estimate``, ``summary``, ``to_json``, ``save``, ``files``); its numerics are the Dense family's
+own emulator, and ``verify`` runs the generated GEMM and epilogue C++ on x86 against them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from functools import cached_property
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import numpy as np
+
+from .. import __version__
+from ..atomic import save_directory, write_files
+from ..config import Config, parse_config
+from ..devices import Device, get_device
+from ..emulation import Emulation
+from ..errors import AieflowError, ConfigError, PlanError
+from ..ir import Graph, Node, Tensor, frozen_map
+from ..numerics.types import NumericType, parse_type
+from ..ops.dense import _types_to_json
+from ..ops.registry import family
+from ..verify import VerifyError
+from .dense import (
+    StreamedDensePerformance,
+    StreamedDensePlan,
+    choose,
+    epilogue_of,
+    estimate_streamed,
+    plan_streamed,
+)
+from .design import GemmDesign
+from .dtypes import get_type, output_type
+from .plan import GemmConfig, make_plan
+from .search import Alternative
+
+FORMAT = "aieflow-streamed-dense"  # read back by :func:`load` (``aieflow.load`` dispatches here)
+FORMAT_VERSION = 1
+KIND = "streamed_dense"
+EPILOGUE_UNITS = ("x86/dense_epilogue_harness.cpp", "pl/dense_epilogue.cpp")
+
+_ENV = jinja2.Environment(loader=jinja2.PackageLoader("aieflow", "templates/gemm"),
+                          undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+
+
+@dataclass(frozen=True)
+class StreamedVerifyResult:
+    samples: int
+    values: int
+    mismatches: int
+    first: tuple[int, int, int, int] | None  # sample, feature, expected, got
+    build_seconds: float
+    run_seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.mismatches == 0
+
+    def verdict(self) -> str:
+        head = (f"{self.values} outputs of {self.samples} samples (GEMM + epilogue C++ on x86), built in "
+                f"{self.build_seconds:.1f} s, ran in {self.run_seconds:.2f} s")
+        if self.ok:
+            return f"verify: PASS, bit-exact: {head}"
+        s, j, want, got = self.first
+        return (f"verify: FAIL, {self.mismatches} of {self.values} outputs differ: {head}\n"
+                f"  first at sample {s}, feature {j}: expected {want}, got {got}")
+
+
+@dataclass
+class StreamedDenseDesign:
+    graph: Graph
+    device: Device
+    config: Config
+    plan: StreamedDensePlan
+    source: str = ""
+    timings: tuple[tuple[str, float], ...] = ()
+    files: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.files:
+            self.files = {**self.gemm.files, **self._dense_files()}
+
+    # ------------------------------------------------------------------ parts
+
+    @cached_property
+    def gemm(self) -> GemmDesign:
+        return GemmDesign(self.plan.gemm, self.plan.alternatives)
+
+    @property
+    def node(self) -> Node:
+        return self.graph.node(self.plan.layer)
+
+    @property
+    def _emulation(self) -> Emulation:
+        return Emulation(self.graph, self.device, self.config, self.source)
+
+    # ------------------------------------------------------------------ numerics (the Dense emulator)
+
+    @property
+    def input_type(self) -> NumericType:
+        return self._emulation.input_type
+
+    @property
+    def output_type(self) -> NumericType:
+        return self._emulation.output_type
+
+    def quantise_input(self, x: Any) -> np.ndarray:
+        return self._emulation.quantise_input(x)
+
+    def predict(self, x: Any, raw: bool = False) -> np.ndarray:
+        return self._emulation.predict(x, raw=raw)
+
+    def trace(self, xq: np.ndarray) -> dict[str, np.ndarray]:
+        return self._emulation.trace(xq)
+
+    def run(self, xq: np.ndarray) -> np.ndarray:
+        y = self.trace(xq)[self.graph.outputs[0]]
+        return np.asarray(y).astype(np.int64)
+
+    def layer_input(self, xq: np.ndarray) -> np.ndarray:
+        """The Dense layer's input codes (samples x in_features), views applied."""
+        x = self.trace(xq)[self.node.inputs[0]]
+        return np.asarray(x).reshape(x.shape[0], -1).astype(np.int64)
+
+    def operands(self, x_codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A and B of the GEMM for these layer inputs (the orientation decides which is which)."""
+        w = np.asarray(self.node.params["weight_q"]).astype(np.int64)
+        return (x_codes, w) if self.plan.orientation == "xw" else (np.ascontiguousarray(w.T),
+                                                                    np.ascontiguousarray(x_codes.T))
+
+    def bias_codes(self) -> np.ndarray:
+        bq = self.node.params.get("bias_q")
+        n = self.plan.out_features
+        return np.zeros(n, np.int32) if bq is None else np.asarray(bq).astype(np.int64).astype(np.int32)
+
+    # ------------------------------------------------------------------ performance
+
+    def estimate(self) -> StreamedDensePerformance:
+        return self._performance
+
+    @cached_property
+    def _performance(self) -> StreamedDensePerformance:
+        return estimate_streamed(self.plan)
+
+    # ------------------------------------------------------------------ x86 check
+
+    def verify(self, x: Any | None = None, samples: int | None = None, seed: int = 0,
+               cache_dir: str | os.PathLike | None = None, jobs: int | None = None) -> StreamedVerifyResult:
+        """Run the generated GEMM harness (AIE kernel + graph, PL mover and write-back, host loops)
+        and then the epilogue kernel on x86, and compare every output code with :meth:`run`.
+        ``x``: float samples (default: ``samples`` random ones over the input type's range, plus
+        extreme rows)."""
+        from . import verify as gv
+
+        p = self.plan
+        if x is None:
+            xq = self.random_input_codes(samples or p.batch, seed)
+        else:
+            xq = self.quantise_input(x)
+        want = self.run(xq).reshape(xq.shape[0], -1)
+        xc = self.layer_input(xq)
+        a, b = self.operands(xc)
+        m, n = a.shape[0], b.shape[1]
+        cache = Path(cache_dir) if cache_dir else None
+        arch = self.device.generation.arch_macro
+        # the GEMM sources as this design holds them (a loaded design: as saved on disk)
+        gemm_files = {rel: self.files.get(rel, text) for rel, text in self.gemm.files.items()}
+        gemm_bin, _, t1 = gv.build(gemm_files, arch, cache, jobs)
+        epi_bin, _, t2 = gv.build(self.files, arch, cache, jobs, units=EPILOGUE_UNITS)
+        start = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="aieflow-dense-verify-") as tmp:
+            work = Path(tmp)
+            gv.write_inputs(work, m, n, p.in_features, a.astype(p.gemm.dtype.np_dtype), b.astype(p.gemm.dtype.np_dtype))
+            gv.run_harness(gemm_bin, work)
+            (work / "epi").mkdir()
+            (work / "out" / "C.bin").replace(work / "epi" / "C.bin")
+            (work / "epi" / "epilogue.txt").write_text(f"{xc.shape[0]}\n")
+            self.bias_codes().tofile(work / "epi" / "bias.bin")
+            gv.run_harness(epi_bin, work / "epi")
+            got = np.fromfile(work / "epi" / "out" / "Y.bin", dtype=np.dtype(p.epilogue.y_np)).astype(np.int64)
+        run_s = time.perf_counter() - start
+        if got.size != want.size:
+            raise VerifyError(f"the epilogue wrote {got.size} outputs; {want.size} were expected")
+        got = got.reshape(want.shape)
+        bad = want != got
+        first = None
+        if bad.any():
+            s, j = (int(v) for v in np.argwhere(bad)[0])
+            first = (s, j, int(want[s, j]), int(got[s, j]))
+        return StreamedVerifyResult(int(xc.shape[0]), int(want.size), int(bad.sum()), first, t1 + t2, run_s)
+
+    def random_input_codes(self, samples: int, seed: int = 0) -> np.ndarray:
+        """Graph-input codes uniform over the input type's range, with all-minimum and all-maximum
+        rows first (the extremes of every product)."""
+        t = self.input_type
+        shape = self.graph.tensors[self.graph.inputs[0]].shape
+        rng = np.random.default_rng(seed)
+        xq = rng.integers(t.min_code, t.max_code + 1, size=(samples, *shape), dtype=np.int64)
+        if samples >= 2:
+            xq[0] = t.min_code
+            xq[1] = t.max_code
+        return xq
+
+    # ------------------------------------------------------------------ project
+
+    def _dense_files(self) -> dict[str, str]:
+        p = self.plan
+        ctx = {"version": __version__, "layer": p.layer, "orientation": p.orientation, "e": p.epilogue,
+               "out_c": p.gemm.output.name, "in_features": p.in_features, "out_features": p.out_features}
+        base = resources.files("aieflow").joinpath("templates/gemm")
+        return {
+            "pl/dense_epilogue.h": _ENV.get_template("dense_epilogue.h.j2").render(**ctx),
+            "pl/dense_epilogue.cpp": base.joinpath("dense_epilogue.cpp").read_text(),
+            "x86/dense_epilogue_harness.cpp": base.joinpath("dense_epilogue_harness.cpp").read_text(),
+            "DENSE.md": self._readme(),
+        }
+
+    def _readme(self) -> str:
+        p, e = self.plan, self.estimate()
+        a, b = ("X (samples x in)", "W (in x out)") if p.orientation == "xw" else ("W^T (out x in)", "X^T (in x samples)")
+        return (
+            f"# Streamed Dense layer '{p.layer}' (aieflow {__version__})\n\n"
+            f"Why streamed: {p.reason}.\n\n"
+            f"The layer runs as the GEMM of this project with A = {a} and B = {b} (orientation `{p.orientation}`, "
+            f"chosen by the model: {', '.join(f'{o} {c:,.0f} cycles' for o, c in p.orientations.items())}). "
+            f"The weights stay in DDR (`data/W.bin`, int codes, in x out row-major; `data/bias.bin` int32).\n"
+            f"After the five loops, `pl/dense_epilogue.cpp` turns C into the layer's output codes (bias, "
+            f"{p.epilogue.acc_bits}-bit accumulator wrap, SRS by {p.epilogue.shift}, "
+            f"{'ReLU' if p.epilogue.relu else 'no activation'}).\n\n"
+            f"x86 check: `aieflow verify` builds `x86/harness.cpp` (the GEMM) and `x86/dense_epilogue_harness.cpp` "
+            f"(reads C.bin, bias.bin, epilogue.txt; writes Y.bin).\n\n"
+            f"Modelled: {e.cycles:,.0f} cycles ({e.latency_ns / 1e3:,.1f} us) per call of {p.batch} samples, "
+            f"bound: {e.bound}.\n"
+        )
+
+    # ------------------------------------------------------------------ reports
+
+    def to_json(self) -> dict[str, Any]:
+        p, node = self.plan, self.node
+        g = self.gemm.to_json()
+        return {
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "kind": KIND,
+            "aieflow": __version__,
+            "device": {"key": self.device.key, **self.device.describe()},
+            "source": self.source,
+            "config": self.config.to_json(),
+            "input": {"tensor": self.graph.inputs[0], "shape": list(self.graph.tensors[self.graph.inputs[0]].shape),
+                      "type": self.input_type.to_string()},
+            "output": {"tensor": self.graph.outputs[0], "shape": list(self.graph.tensors[self.graph.outputs[0]].shape),
+                       "type": self.output_type.to_string()},
+            "layers": {
+                node.name: {
+                    "op": node.op,
+                    "activation": node.attrs.get("activation"),
+                    "weights": "streamed",
+                    "weights_reason": p.reason,
+                    "weight_bytes": p.weight_bytes,
+                    "types": _types_to_json(node.types),
+                    "orientation": p.orientation,
+                    "orientation_cycles": p.orientations,
+                    "epilogue": p.epilogue.to_json(),
+                    "gemm": {k: g[k] for k in ("design", "problem", "types", "blocks", "config", "tiles", "memory",
+                                                "plio", "alternatives")},
+                }
+            },
+            "resources": {"compute_tiles": p.gemm.tiles, "compute_tiles_available": self.device.compute_tiles,
+                          "plio_in": p.gemm.plio_in, "plio_out": p.gemm.plio_out,
+                          "uram_bytes": p.gemm.uram_bytes, "bram_bytes": p.gemm.bram_bytes,
+                          "bytes_per_tile_max": p.gemm.local_bytes,
+                          "tile_memory_bytes": self.device.generation.data_memory_bytes},
+            "performance": self.estimate().to_json(),
+            "project_files": sorted(self.files),
+            "plan": _plan_json(p),  # what :func:`load` rebuilds the plan from
+            "graph": _graph_json(self.graph),  # the quantised graph; its params are in weights.npz
+        }
+
+    def placement_svg(self) -> str:
+        """The GEMM tiles on the array (``aieflow report``): they fill it column by column from
+        column 0, as the generated graph's location constraints place them."""
+        from ..passes.place import Placement, Rect
+        from ..placement_svg import placement_svg
+
+        dev, tiles = self.device, self.plan.gemm.tiles
+        full, rest = divmod(tiles, dev.rows)
+        rects = [Rect(f"{self.plan.layer} (GEMM)", 0, 0, full, dev.rows)] if full else []
+        if rest:
+            rects.append(Rect(f"{self.plan.layer} ({rest})", full, 0, 1, rest))
+        placement = Placement(tuple(rects), dev.columns, dev.rows, method="GEMM tiles column by column")
+        return placement_svg(placement, (), dev.memory_tile_rows,
+                             title=f"{self.graph.name}: streamed Dense '{self.plan.layer}', {tiles} tiles")
+
+    def summary(self) -> str:
+        p, e = self.plan, self.estimate()
+        g = e.gemm
+        c = p.gemm.config
+        return "\n".join([
+            f"{self.graph.name} on {self.device.board}: Dense '{p.layer}' {p.in_features} x {p.out_features} "
+            f"with STREAMED weights ({p.weight_bytes / (1 << 20):,.2f} MiB in DDR)",
+            f"  why: {p.reason}",
+            f"  GEMM {p.gemm.m} x {p.gemm.n} x {p.gemm.k} ({p.gemm.dtype.name} -> {p.gemm.output.name}), "
+            f"orientation {p.orientation} (A = {'X' if p.orientation == 'xw' else 'W^T'}); tiles {p.gemm.tiles} = "
+            f"{c.tiles_j} x {c.tiles_i}, Ar streams {c.ar_streams}, Br x{c.br_buffers}; blocks mc {p.gemm.blocks.mc}, "
+            f"nc {p.gemm.blocks.nc}, kc {p.gemm.blocks.kc}",
+            f"  epilogue (PL): bias << {p.epilogue.bias_shift}, wrap {p.epilogue.acc_bits} bits, SRS >> "
+            f"{p.epilogue.shift} to {p.epilogue.out_type}{', ReLU' if p.epilogue.relu else ''}",
+            f"  modelled per call of {p.batch} samples: {e.cycles:,.0f} cycles = weights from DDR "
+            f"{g.packing_cycles:,.0f} + AIE {g.cycles:,.0f} + epilogue {e.epilogue_cycles:,.0f}; latency "
+            f"{e.latency_ns / 1e3:,.1f} us, {e.throughput_ops_per_s / 1e9:,.1f} GOPS, bound: {e.bound}",
+        ])
+
+    def data_files(self) -> dict[str, bytes]:
+        w = np.asarray(self.node.params["weight_q"]).astype(self.plan.gemm.dtype.np_dtype)
+        return {"data/W.bin": w.tobytes(), "data/bias.bin": self.bias_codes().tobytes()}
+
+    def save(self, out_dir: str | os.PathLike, force: bool = False) -> Path:
+        """``design.json``, ``weights.npz`` and ``project/`` (GEMM + epilogue, with the weights in
+        ``data/``), atomically."""
+        def write(tmp: Path) -> None:
+            (tmp / "design.json").write_text(json.dumps(self.to_json(), indent=2) + "\n")
+            arrays = {f"{n.name}/{k}": np.asarray(v) for n in self.graph.nodes for k, v in n.params.items()}
+            np.savez_compressed(tmp / "weights.npz", **arrays)
+            write_files(tmp / "project", {**self.files, **self.data_files()})
+
+        return save_directory(out_dir, force, write)
+
+
+def _plan_json(p: StreamedDensePlan) -> dict[str, Any]:
+    g = p.gemm
+    return {
+        "layer": p.layer, "orientation": p.orientation, "batch": p.batch, "in_features": p.in_features,
+        "out_features": p.out_features, "reason": p.reason, "orientations": dict(p.orientations),
+        "epilogue": p.epilogue.to_json(),
+        "gemm": {"m": g.m, "n": g.n, "k": g.k, "dtype": g.dtype.name, "output": g.output.name, "design": g.design,
+                 "config": {k: v for k, v in g.config.to_json().items() if k != "tiles"},
+                 "blocks": {"mc": g.blocks.mc, "nc": g.blocks.nc, "kc": g.blocks.kc}},
+        "alternatives": [a.to_json() for a in p.alternatives],
+    }
+
+
+def _config_of(d: dict[str, Any]) -> GemmConfig:
+    return GemmConfig(**{k: v for k, v in d.items() if k != "tiles"})
+
+
+def _plan_from_json(d: dict[str, Any], graph: Graph, device: Device) -> StreamedDensePlan:
+    """The saved plan, re-made (and so re-validated) by the GEMM planner with its saved design point
+    and block sizes; the epilogue is derived again from the layer's saved types."""
+    g = d["gemm"]
+    t = get_type(g["dtype"])
+    gemm = make_plan(int(g["m"]), int(g["n"]), int(g["k"]), t, output_type(t, int(g["k"]), g["output"]), device,
+                     g["design"], _config_of(g["config"]), g["blocks"])
+    alts = tuple(Alternative(_config_of(a["config"]), a["blocks"], a["cycles"], a["total_cycles"], a["chosen"],
+                             a["note"]) for a in d["alternatives"])
+    dense = [n for n in graph.nodes if n.op == "dense"]
+    if [n.name for n in dense] != [d["layer"]]:
+        raise AieflowError(f"the plan is for layer {d['layer']!r}, but the saved graph's Dense layer(s) are "
+                           f"{[n.name for n in dense]}")
+    node = dense[0]
+    return StreamedDensePlan(d["layer"], d["orientation"], int(d["batch"]), int(d["in_features"]),
+                             int(d["out_features"]), gemm, epilogue_of(node), d["reason"], alts,
+                             dict(d["orientations"]))
+
+
+def _graph_json(graph: Graph) -> dict[str, Any]:
+    nodes = []
+    for n in graph.nodes:
+        fam = family(n.op, n.name)
+        nodes.append({"name": n.name, "op": n.op, "inputs": list(n.inputs), "outputs": list(n.outputs),
+                      "attrs": {k: list(v) if isinstance(v, tuple) else v for k, v in n.attrs.items()},
+                      "aliases": list(n.aliases), "params": sorted(n.params),
+                      "types": fam.types_to_json(n.types) if n.types is not None and fam.types_to_json else None})
+    tensors = {k: {"shape": list(v.shape), "type": v.dtype.to_string() if v.dtype is not None else None}
+               for k, v in graph.tensors.items()}
+    return {"name": graph.name, "inputs": list(graph.inputs), "outputs": list(graph.outputs), "tensors": tensors,
+            "nodes": nodes}
+
+
+def _graph_from_json(g: dict[str, Any], weights: Any) -> Graph:
+    tensors = {k: Tensor(k, tuple(v["shape"]), parse_type(v["type"]) if v["type"] else None)
+               for k, v in g["tensors"].items()}
+    nodes = []
+    for nd in g["nodes"]:
+        fam = family(nd["op"], nd["name"])
+        nodes.append(Node(
+            name=nd["name"], op=nd["op"], inputs=tuple(nd["inputs"]), outputs=tuple(nd["outputs"]),
+            attrs=frozen_map({k: tuple(v) if isinstance(v, list) else v for k, v in nd["attrs"].items()}),
+            params=frozen_map({k: weights[f"{nd['name']}/{k}"] for k in nd["params"]}),
+            types=fam.types_from_json(nd["types"]) if nd["types"] is not None and fam.types_from_json else None,
+            aliases=tuple(nd["aliases"]),
+        ))
+    return Graph(tuple(nodes), tensors, tuple(g["inputs"]), tuple(g["outputs"]), g.get("name", "model"))
+
+
+def load(path: str | os.PathLike) -> StreamedDenseDesign:
+    """Reload a design written by :meth:`StreamedDenseDesign.save`: the quantised graph and its
+    params (``weights.npz``), the plan re-made from its saved design point (so ``estimate`` and
+    ``summary`` equal the original's) and the project as it is on disk (``verify`` builds it)."""
+    d = Path(path)
+    where = f"'{d}/design.json'"
+    redo = "re-run aieflow compile to write the design again"
+    try:
+        meta = json.loads((d / "design.json").read_text())
+        weights = np.load(d / "weights.npz")
+    except FileNotFoundError as e:
+        raise AieflowError(f"'{d}' is not an aieflow design directory: {e.filename} is missing") from None
+    except (OSError, ValueError) as e:
+        raise AieflowError(f"cannot read the streamed Dense design in '{d}': {e}") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("version") != FORMAT_VERSION:
+        got = (meta.get("format"), meta.get("version")) if isinstance(meta, dict) else (None, None)
+        raise AieflowError(f"{where} is format {got[0]!r} version {got[1]!r}; this reads {FORMAT!r} version "
+                           f"{FORMAT_VERSION}", hint=redo)
+    if "plan" not in meta or "graph" not in meta:
+        raise AieflowError(f"{where} has no 'plan' / 'graph' section (written before streamed designs could be "
+                           f"reloaded, or edited)", hint=redo)
+    try:
+        device = get_device(meta["device"]["key"])
+        config = parse_config(meta["config"])
+        graph = _graph_from_json(meta["graph"], weights)
+        plan = _plan_from_json(meta["plan"], graph, device)
+        files = {rel: (d / "project" / rel).read_text() for rel in meta["project_files"]}
+    except AieflowError as e:
+        raise AieflowError(f"{where} does not describe a valid streamed Dense design: {e}", hint=redo) from None
+    except KeyError as e:
+        raise AieflowError(f"{where} or weights.npz is incomplete: {e} is missing", hint=redo) from None
+    except FileNotFoundError as e:
+        raise AieflowError(f"'{d}/project' is incomplete: {e.filename} is missing", hint=redo) from None
+    except (TypeError, ValueError, AttributeError, OSError) as e:
+        raise AieflowError(f"{where} is damaged: {type(e).__name__}: {e}", hint=redo) from None
+    want = {"xw": (plan.batch, plan.out_features, plan.in_features),
+            "wx": (plan.out_features, plan.batch, plan.in_features)}.get(plan.orientation)
+    if want != (plan.gemm.m, plan.gemm.n, plan.gemm.k):
+        raise AieflowError(f"{where}: the GEMM {plan.gemm.m} x {plan.gemm.n} x {plan.gemm.k} is not layer "
+                           f"'{plan.layer}' ({plan.in_features} -> {plan.out_features}, batch {plan.batch}) in "
+                           f"orientation {plan.orientation!r}", hint=redo)
+    node = graph.node(plan.layer)
+    w = np.asarray(node.params.get("weight_q", ()))
+    if w.shape != (plan.in_features, plan.out_features):
+        raise AieflowError(f"weights.npz holds layer '{plan.layer}' weights of shape {list(w.shape)}; the plan in "
+                           f"{where} is {plan.in_features} x {plan.out_features}", hint=redo)
+    if plan.epilogue.to_json() != meta["plan"].get("epilogue"):
+        raise AieflowError(f"layer '{plan.layer}': the epilogue saved in {where} ({meta['plan'].get('epilogue')}) "
+                           f"disagrees with the layer's saved types ({plan.epilogue.to_json()})", hint=redo)
+    return StreamedDenseDesign(graph, device, config, plan, meta.get("source", ""), files=files)
+
+
+def wants_streamed(config: Config) -> bool:
+    """Whether the config asks for streamed weights on some layer (then the resident pipeline is
+    not tried)."""
+    return any(getattr(lc, "weights", "auto") == "streamed" for lc in config.layers.values())
+
+
+def compile_streamed(state: Any, progress: Any = None, failure: PlanError | None = None
+                     ) -> StreamedDenseDesign | None:
+    """The streamed-weights design of ``state``'s model, or None when no layer is to be streamed
+    (``failure``: the resident pipeline's error; ``auto`` layers are streamed only when their own
+    resident plan fails).  Unsupported combinations raise a PlanError that says what is supported."""
+    from ..pipeline import run_pipeline
+
+    q = run_pipeline(state, progress, stop_after="quantise")
+    picked = choose(q.graph, q.device, q.config, failure)
+    if picked is None and failure is None:  # `weights: streamed` named layers that are not Dense
+        names = sorted(n for n, lc in q.config.layers.items() if getattr(lc, "weights", "auto") == "streamed")
+        raise ConfigError(f"weights: streamed is set for {', '.join(names)}, which is not a Dense layer",
+                          hint="weights applies to Dense (fully connected) layers only")
+    if picked is None:
+        return None
+    node, reason = picked
+    if progress:
+        progress("plan streamed weights (GEMM)")
+    t0 = time.perf_counter()
+    plan = plan_streamed(q.graph, q.device, q.config, node, reason)
+    design = StreamedDenseDesign(q.graph, q.device, q.config, plan, q.source)
+    design.timings = (*q.timings, ("streamed", time.perf_counter() - t0))
+    return design
