@@ -6,8 +6,8 @@ Workloads: the top-tagging GRU / LSTM of ``shared/spec/rnn-semantics.md`` (6 inp
 20 steps), the hidden sizes over which ``shared/spec/gru-on-aie.md`` reports its trends (8-32, and
 beyond 32 where its design ran out of resources), the flavour-tagging and QuickDraw layers of
 ``rnn-semantics.md``, and an input-size sweep.  fp32 on AIE1, as the published design.  Every
-number comes from ``aieflow.recurrent`` (planner + latency model); nothing is measured, and no
-kernel, graph or PL code is generated for these mappings yet.  Prints markdown.
+number comes from ``aieflow.recurrent`` (planner + latency model); nothing is measured (the
+generated code runs on x86 for its values only).  Prints markdown.
 """
 
 from __future__ import annotations

@@ -104,6 +104,32 @@ def main() -> int:
     failures += not same
     failures += not check_verify(d)
 
+    # 5. A recurrent model: the top-tagging GRU (6 inputs, hidden 20, 20 steps, dense 64 -> 1), fp32 on
+    #    VCK190 (the published design's arithmetic, hybrid AIE + PL aggregation) and int16 on VEK280.
+    class TopTagging(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = torch.nn.GRU(6, 20, batch_first=True)
+            self.fc1, self.relu, self.fc2 = torch.nn.Linear(20, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1)
+
+        def forward(self, x):
+            return self.fc2(self.relu(self.fc1(self.rnn(x)[0][:, -1])))
+
+    torch.manual_seed(0)
+    gru = TopTagging().eval()
+    xs = rng.standard_normal((512, 20, 6)).astype(np.float32)
+    ref = gru(torch.from_numpy(xs)).detach().numpy()
+    for dev, prec in (("vck190", "fp32"), ("vek280", "int16")):
+        banner(f"5. GRU top tagging (PyTorch), {prec} on {dev.upper()}")
+        d = aieflow.compile(gru, device=dev, example_input=xs[:8], calibration=xs, config={"precision": prec})
+        d.save(out / f"gru_toptag_{dev}", force=True)
+        d = aieflow.load(out / f"gru_toptag_{dev}")  # saved designs load back (design.json kind "recurrent")
+        print(d.summary())
+        print(f"max |predict - torch| = {float(np.max(np.abs(d.predict(xs) - ref))):.3g}")
+        result = d.verify(samples=200)
+        print(result.verdict())
+        failures += not result.ok
+
     print(f"\n{'all examples OK' if not failures else f'{failures} example(s) FAILED'}; designs in {out}/")
     return 1 if failures else 0
 

@@ -23,7 +23,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import aieflow
 from aieflow.config import parse_config
-from aieflow.errors import ConfigError, PlanError, UnsupportedOpError
+from aieflow.errors import ConfigError, UnsupportedOpError
 from aieflow.frontends import import_onnx, import_torch
 from aieflow.numerics import fixed
 from aieflow.numerics.types import FixedType, Rounding, Saturation, parse_type
@@ -455,22 +455,33 @@ def test_lstm_cell_state_is_rejected():
         import_torch(Cell(), _data((2, 5, 3)))
 
 
-def test_compile_stops_at_the_recurrent_layer_and_emulate_still_works():
+def test_compile_maps_the_recurrent_layer_and_predict_equals_emulate():
+    from aieflow.recurrent.design import RecurrentDesign
+    from aieflow.recurrent.select import RecurrentExploration
+
     torch.manual_seed(0)
     model = Seq("GRU", 6, 20, 20).eval()
     x = _data((32, 20, 6))
-    for cfg in ({"precision": "int16"}, {"precision": "int16", "target": "latency"}):
-        with pytest.raises(PlanError, match=r"layer 'rnn': GRU layers are emulated but not yet mapped") as e:
-            aieflow.compile(model, device="vek280", example_input=x, config=cfg)
-        assert "aieflow.emulate" in str(e.value)
-    with pytest.raises(PlanError, match="layer 'rnn'"):
-        aieflow.explore(model, device="vek280", example_input=x, config={"precision": "int16"})
     emu = aieflow.emulate(model, device="vek280", example_input=x, config={"precision": "int16"})
     # Power-of-two PTQ at 16 bits stays close to the float model.
     np.testing.assert_allclose(emu.predict(x), _torch(model, x), atol=2e-2)
     codes = emu.predict(x, raw=True)
     assert codes.dtype == np.int64
     assert "rnn (gru)" in emu.summary()
+    for cfg in ({"precision": "int16"}, {"precision": "int16", "target": "latency"}):
+        d = aieflow.compile(model, device="vek280", example_input=x, config=cfg)
+        assert isinstance(d, RecurrentDesign) and d.layer.name == "rnn"
+        # fixed point: the same hls4ml-order arithmetic whatever the mapping
+        np.testing.assert_array_equal(d.predict(x, raw=True), codes)
+        assert (d.exploration is not None) == ("target" in cfg)
+    ex = aieflow.explore(model, device="vek280", example_input=x, config={"precision": "int16", "target": "latency"})
+    assert isinstance(ex, RecurrentExploration)
+    assert ex.chosen.latency_ns == min(p.latency_ns for p in ex.front)
+    assert ex.chosen.mapping == d.mapping  # explore shows what compile generates for the same target
+    assert all(p.mapping.distribution == "row" for p in ex.front)  # only generated mappings
+    assert "Pareto front" in ex.report() and "*" in ex.report()
+    fewest = aieflow.explore(model, device="vek280", example_input=x, config={"precision": "int16"})
+    assert fewest.chosen.tiles == min(p.tiles for p in fewest.front)  # default target: fewest tiles
 
 
 def test_fixed_point_reset_before_gru_and_bf16_are_config_errors():

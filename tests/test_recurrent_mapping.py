@@ -314,10 +314,12 @@ def test_the_recurrence_defines_the_interval():
     assert with_loop.interval_ns > 2 * free.interval_ns
     perf = estimate_recurrent(m, "vck190")
     assert with_loop.interval_ns == pytest.approx(perf.step_latency_ns)
-    # sequence latency = fill + steps x interval, fill = the input path's first pass
+    # sequence latency = fill + steps x interval + the epilogue (no head: h written out),
+    # fill = the input path's first pass
     w_path, _ = step_stages(m, "vck190")
     fill = sum(s.occupancy + s.delay for s in w_path) / 1.25
-    assert perf.sequence_latency_ns == pytest.approx(fill + 20 * perf.interval_ns)
+    assert perf.head_ns > 0 and perf.fill_ns == pytest.approx(fill)
+    assert perf.sequence_latency_ns == pytest.approx(fill + 20 * perf.interval_ns + perf.head_ns)
 
 
 def test_hybrid_breakdown_has_a_pl_part_at_the_pl_clock():

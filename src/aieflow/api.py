@@ -31,6 +31,11 @@ def compile(  # noqa: A001 - the public name the issue asks for
     is absent the example input is used.  QDQ ONNX models carry their own types.
     """
     state = _state(model, device, example_input, config, calibration)
+    # GRU / LSTM: their own row-wise stream mapping (aieflow.recurrent, docs/recurrent.md)
+    from .recurrent.design import compile_recurrent, is_recurrent
+
+    if is_recurrent(state):
+        return compile_recurrent(model, state.device, example_input, state.config, calibration)  # type: ignore[return-value]
     # Convolutional networks: their own mapping (aieflow.cnn, docs/conv.md)
     from .cnn.api import compile_cnn, is_cnn
 
@@ -69,6 +74,10 @@ def explore(
     """The Pareto front (tiles, latency, interval) of the plans the search considers for
     ``model`` and the one the config's ``target`` picks (default target: fewest tiles)."""
     state = _state(model, device, example_input, config, calibration)
+    from .recurrent.design import explore_recurrent, is_recurrent
+
+    if is_recurrent(state):  # GRU / LSTM: the front of the recurrent mappings (docs/recurrent.md)
+        return explore_recurrent(model, state.device, example_input, state.config, calibration)
     state = run_pipeline(state, stop_after="quantise")
     require_mapping(state.graph)
     return _search(state, force=True).exploration

@@ -80,6 +80,9 @@ def cmd_explore(args: argparse.Namespace) -> int:
     model = _check_model(args.model)
     calibration = _load_npy(args.calibration, "calibration") if args.calibration else None
     ex = explore(str(model), device=args.device, config=_config_from_args(args), calibration=calibration)
+    if getattr(ex, "kind", None) == "recurrent":  # GRU / LSTM: whole-layer mappings (aieflow.recurrent)
+        print(json.dumps(ex.to_json(), indent=2) if args.json else ex.report())
+        return 0
     if args.json:
         print(json.dumps(ex.to_json(), indent=2))
         return 0

@@ -296,6 +296,10 @@ def load(path: str | os.PathLike) -> Design:
         raise AieflowError(f"'{d}' is not an aieflow design directory: {e.filename} is missing") from None
     except (json.JSONDecodeError, ValueError, OSError) as e:
         raise AieflowError(f"cannot read design in '{d}': {e}") from None
+    if meta.get("kind") == "recurrent":  # GRU / LSTM designs: aieflow.recurrent.design
+        from .recurrent.design import load as load_recurrent
+
+        return load_recurrent(d)  # type: ignore[return-value]
     if meta.get("format") == "aieflow-streamed-dense":  # Dense with streamed weights: aieflow.gemm.dense_design
         from .gemm.dense_design import load as load_streamed
 

@@ -99,6 +99,10 @@ def round_shift(codes: np.ndarray, shift: int, rounding: Rounding) -> np.ndarray
     return _round_from_floor(q, r != 0, r > half, r == half, rounding)
 
 
+_NARROW = {(8, True): np.int8, (16, True): np.int16, (32, True): np.int32,
+           (8, False): np.uint8, (16, False): np.uint16, (32, False): np.uint32}
+
+
 def wrap(codes: np.ndarray, bits: int, signed: bool = True) -> np.ndarray:
     """Two's-complement wrap to ``bits`` bits, as an accumulator register overflows.
 
@@ -112,6 +116,9 @@ def wrap(codes: np.ndarray, bits: int, signed: bool = True) -> np.ndarray:
         raise ValueError(f"cannot wrap to {bits} bits")
     if bits >= 64:
         return codes.copy()
+    narrow = _NARROW.get((bits, signed))
+    if narrow is not None:  # numpy integer casts are modular, as C's: the same bits, two passes
+        return codes.astype(narrow).astype(np.int64)
     m = codes & ((1 << bits) - 1)
     if not signed:
         return m
@@ -338,6 +345,8 @@ def cast(codes: np.ndarray, frac: int, to: FixedType) -> np.ndarray:
     shift = int(frac) - to.frac
     if 0 < shift < 63 and to.rounding is Rounding.FLOOR:
         return saturate(codes >> shift, to)  # ap_fixed's default TRN: a plain arithmetic shift
+    if shift == 0:
+        return saturate(codes, to)  # nothing dropped (saturate returns a new array)
     if shift >= 0:
         return saturate(round_shift(codes, shift, to.rounding), to)
     left = -shift

@@ -129,6 +129,8 @@ class TableSpec:
             # hls4ml's ap_fixed ``x * N / 2L`` divides at the input's resolution (2**-frac > 1
             # here), truncating toward zero, before int() does: the quotient's low bits are lost.
             raw = fixed.round_div(codes * self.size, int(span), Rounding.SYM_FLOOR) << -frac
+        elif frac >= 0 and (q << frac) & ((q << frac) - 1) == 0:  # a power of two: a shift
+            raw = fixed.round_shift(codes * p, (q << frac).bit_length() - 1, self.index_rounding)
         elif frac >= 0:
             raw = fixed.round_div(codes * p, q << frac, self.index_rounding)
         else:
@@ -331,8 +333,31 @@ def apply_fixed(a: Activation, codes: np.ndarray, frac: int, out: FixedType) -> 
     if isinstance(a, ExactActivation):
         x = fixed.dequantize(codes, FixedType(64, frac))
         return fixed.quantize(exact(a.function, x), out)
+    codes = np.asarray(codes)
+    if codes.size >= _MAP_MIN_INPUTS and codes.dtype.kind in "iu":
+        lo, hi = int(codes.min()), int(codes.max())
+        if -_MAP_HALF <= lo and hi < _MAP_HALF:  # the emulator's case: codes of a <= 16-bit type
+            return _code_map(a, int(frac), out)[np.add(codes, _MAP_HALF, dtype=np.int64)]
+    return _apply_table(a, codes, frac, out)
+
+
+def _apply_table(a: TableSpec, codes: np.ndarray, frac: int, out: FixedType) -> np.ndarray:
     entries = a.codes()[a.index_of_codes(codes, frac)]
     return fixed.cast(entries, a.entry.frac, out)
+
+
+# The table lookup is an element-wise function of the input code: for inputs of a type up to 16
+# bits, it is evaluated once for every code (by _apply_table itself, so it is the same function)
+# and then read by indexing, the emulator's per-step gate math.  Small inputs skip the map.
+_MAP_HALF = 1 << 15
+_MAP_MIN_INPUTS = 1 << 13
+
+
+@functools.lru_cache(maxsize=64)
+def _code_map(a: TableSpec, frac: int, out: FixedType) -> np.ndarray:
+    table = _apply_table(a, np.arange(-_MAP_HALF, _MAP_HALF, dtype=np.int64), frac, out)
+    table.flags.writeable = False
+    return table
 
 
 def apply_float32(a: Activation, x: np.ndarray) -> np.ndarray:

@@ -344,6 +344,8 @@ def _dense_fixed(x: np.ndarray, xt: FixedType, w: np.ndarray, wt: FixedType, b: 
     rows, k = x.shape
     init = np.broadcast_to(fixed.cast(b, bt.frac, acc), (rows, w.shape[1]))
     pfrac = xt.frac + wt.frac
+    if acc.saturation is Saturation.WRAP and 0 < pfrac - acc.frac < 31 and acc.rounding is Rounding.FLOOR:
+        return _dense_trn_wrap(x, w, init[0], pfrac - acc.frac, acc)
     lo = -acc.max_code if (acc.saturation is Saturation.SYMMETRIC and acc.signed) else acc.min_code
     out = np.empty((rows, w.shape[1]), dtype=np.int64)
     step = max(1, _CHUNK // max(1, k * w.shape[1]))
@@ -362,6 +364,45 @@ def _dense_fixed(x: np.ndarray, xt: FixedType, w: np.ndarray, wt: FixedType, b: 
             run = np.clip(run + prods[:, i], lo, acc.max_code)
         out[s : s + step] = run
     return out
+
+
+_ROWS_ELEMENTS = 1 << 16  # (rows x outputs) per block of the k-by-k loop below
+
+
+def _dense_trn_wrap(x: np.ndarray, w: np.ndarray, init: np.ndarray, shift: int, acc: FixedType) -> np.ndarray:
+    """``_dense_fixed`` for hls4ml's default accumulator (TRN, WRAP), the emulator's hot loop
+    (benchmarks/recurrent.py): wrapping each product and each partial sum is one wrap of the
+    exact sum (arithmetic modulo 2**width), and TRN is an arithmetic shift, so each product is
+    shifted and added in place, k by k, over blocks of rows; in int32 when the data's bounds
+    allow (same results, half the memory traffic)."""
+    rows, k = x.shape
+    n = w.shape[1]
+    mx = int(np.max(np.abs(x))) if x.size else 0
+    mw = int(np.max(np.abs(w))) if w.size else 0
+    bound = int(np.max(np.abs(init))) + k * ((mx * mw >> shift) + 1) if n else 0
+    small = mx * mw < 1 << 31 and bound < 1 << 31
+    dt = np.int32 if small else np.int64
+    xs, ws, b = x.astype(dt), w.astype(dt), init.astype(dt)
+    out = np.empty((rows, n), dtype=np.int64)
+    step = max(1, _ROWS_ELEMENTS // max(1, n))
+    for s in range(0, rows, step):
+        blk = xs[s : s + step]
+        total = np.repeat(b[None], blk.shape[0], axis=0)
+        term = np.empty_like(total)
+        for i in range(k):
+            np.multiply(blk[:, i, None], ws[i], out=term)
+            np.right_shift(term, shift, out=term)
+            total += term
+        out[s : s + step] = _wrap_block(total, acc)
+    return out
+
+
+def _wrap_block(total: np.ndarray, acc: FixedType) -> np.ndarray:
+    """``fixed.wrap`` to ``acc``; a narrowing integer cast where the width is a numpy type's (C
+    casts between integer types are modular)."""
+    narrow = {(8, True): np.int8, (16, True): np.int16, (32, True): np.int32,
+              (8, False): np.uint8, (16, False): np.uint16, (32, False): np.uint32}.get((acc.width, acc.signed))
+    return total.astype(narrow) if narrow is not None else fixed.wrap(total, acc.width, acc.signed)
 
 
 def _sum_cast(terms: list[tuple[np.ndarray, int]], out: FixedType) -> np.ndarray:
@@ -430,8 +471,30 @@ def _emulate_fixed(node: Node, x: np.ndarray) -> np.ndarray:
 # ----------------------------------------------------------------------------- emulate: fp32
 
 
-def _dot32(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return fixed.float32_dot_sequential(x, w, b)
+def _dot32(x: np.ndarray, w: np.ndarray, b: np.ndarray, lanes: int = 0) -> np.ndarray:
+    """``x @ w + b`` in float32.  ``lanes`` 0: sequential in k from the bias (no kernel bound).
+    ``lanes`` L (attr ``fp32_lanes``, set when the layer is mapped by ``recurrent/``): the row
+    kernel's order: k padded with zeros to a multiple of L, lane l accumulates k = l, l + L, ...
+    from +0 (aie::mac, product and sum rounded), lanes reduced by a halving tree
+    (aie::reduce_add), then the bias added."""
+    if not lanes:
+        return fixed.float32_dot_sequential(x, w, b)
+    x = np.asarray(x, dtype=np.float32)
+    w = np.asarray(w, dtype=np.float32)
+    k = x.shape[1]
+    kp = -(-k // lanes) * lanes
+    xp = np.zeros((x.shape[0], kp), dtype=np.float32)
+    xp[:, :k] = x
+    wp = np.zeros((kp, w.shape[1]), dtype=np.float32)
+    wp[:k] = w
+    acc = np.zeros((x.shape[0], w.shape[1], lanes), dtype=np.float32)
+    for c in range(kp // lanes):
+        acc += xp[:, None, c * lanes : (c + 1) * lanes] * wp[c * lanes : (c + 1) * lanes].T[None]
+    width = lanes
+    while width > 1:
+        width //= 2
+        acc = acc[..., :width] + acc[..., width : 2 * width]
+    return acc[..., 0] + np.asarray(b, dtype=np.float32)
 
 
 def _emulate_float(node: Node, x: np.ndarray) -> np.ndarray:
@@ -441,7 +504,8 @@ def _emulate_float(node: Node, x: np.ndarray) -> np.ndarray:
     bsz, steps, feats = xs.shape
     p = node.params
     w, u, b, rb = (p[k].astype(np.float32) for k in ("weight_q", "recurrent_weight_q", "bias_q", "recurrent_bias_q"))
-    gx_all = _dot32(xs.reshape(-1, feats), w, b).reshape(bsz, steps, -1)
+    lanes = int(node.attrs.get("fp32_lanes", 0))
+    gx_all = _dot32(xs.reshape(-1, feats), w, b, lanes).reshape(bsz, steps, -1)
     sig = lambda v: act.apply_float32(t.sigmoid, v)  # noqa: E731 - local shorthand
     tanh = lambda v: act.apply_float32(t.tanh, v)  # noqa: E731
     one = np.float32(1)
@@ -457,13 +521,13 @@ def _emulate_float(node: Node, x: np.ndarray) -> np.ndarray:
             cand = tanh(gx[:, 2 * n :] + _dot32(r * h, u[:, 2 * n :], rb[2 * n :]))
             h = cand * (one - z) + h * z
         elif node.op == "gru":
-            gh = _dot32(h, u, rb)
+            gh = _dot32(h, u, rb, lanes)
             zr = sig(gx[:, : 2 * n] + gh[:, : 2 * n])
             z, r = zr[:, :n], zr[:, n:]
             cand = tanh(gx[:, 2 * n :] + r * gh[:, 2 * n :])
             h = cand * (one - z) + h * z
         else:
-            pre = gx + _dot32(h, u, rb)
+            pre = gx + _dot32(h, u, rb, lanes)
             i, f, o = (sig(pre[:, k * n : (k + 1) * n]) for k in (0, 1, 3))
             c = tanh(pre[:, 2 * n : 3 * n]) * i + c * f
             h = o * tanh(c)

@@ -165,3 +165,54 @@ def pl_fsm_depth(cell: str, pair: tuple[str, str]) -> int:
     else:
         chain = op["add"] + lut + op["mul"] + op["add"] + lut + op["mul"]
     return PL_DECODE_CYCLES + chain + PL_WRITE_CYCLES
+
+
+# ----------------------------------------------------------------------------- dense head
+# The head (rnn_cell.h ``head()``) runs once per sample after the last step, in the aggregation
+# epilogue: on the AIE aggregator's core (aie) or in the PL FSM (hybrid).  The emitted code is the
+# emulator's plain loops (one product at a time, hls4ml's order), so it is costed as written: no
+# vectorisation on the AIE, no unrolling pragma in the HLS.
+
+# Assumed: one head product on the aggregator's scalar path.  Fixed point: a 32x32 multiply and a
+# 64-bit add (two 32-bit ops) at one scalar op per cycle, 3; fp32: AIE1 has no scalar float unit,
+# each product and add issue on lane 0 of the vector float unit, 2 (the fpmac issues every cycle
+# but the dependent add chain waits on it).  No figure in the specs isolates either.
+AIE_HEAD_MAC_CYCLES: Mapping[str, int] = MappingProxyType({"float": 2, "fixed": 3})
+# Assumed: per output of a fixed-point head layer, bias add, wrap, round-shift and saturate (and
+# the ReLU compare) as scalar ops; float: bias load and the ReLU select.
+AIE_HEAD_OUT_CYCLES: Mapping[str, int] = MappingProxyType({"float": 2, "fixed": 6})
+# In the PL the head's output loop carries ``#pragma HLS PIPELINE II=1`` (rnn_cell.h), which
+# unrolls the product loop: one output per PL cycle after the pipeline's depth, a multiply and
+# the add chain; floats are not reassociated by HLS (a chain of ``k`` fadds), integers are (an
+# adder tree of ceil(log2 k) levels).  Fixed point adds round-shift and saturate (assumed 1 each).
+PL_HEAD_OUT_FIXED_CYCLES = 2
+
+
+def _numeric(pair: tuple[str, str]) -> str:
+    return "float" if pair[0] in ("fp32", "bf16") else "fixed"
+
+
+def head_layers(n_h: int, head: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    """(inputs, outputs) of each head layer; the first reads the hidden vector."""
+    widths = (n_h, *head)
+    return tuple(zip(widths[:-1], widths[1:], strict=True))
+
+
+def aie_head_cycles(n_h: int, head: tuple[int, ...], pair: tuple[str, str]) -> int:
+    """AIE cycles of the head on the aggregator core, as emitted (scalar loops)."""
+    kind = _numeric(pair)
+    return sum(m * (k * AIE_HEAD_MAC_CYCLES[kind] + AIE_HEAD_OUT_CYCLES[kind] + ROW_LOOP_CYCLES)
+               for k, m in head_layers(n_h, head))
+
+
+def pl_head_cycles(n_h: int, head: tuple[int, ...], pair: tuple[str, str]) -> int:
+    """PL cycles of the head in the FSM, as emitted: per layer, ``m`` outputs at II 1 after the
+    pipeline's depth (multiply, the add chain or tree, fixed point's round and saturate, write)."""
+    kind = _numeric(pair)
+    op = PL_OP_CYCLES[kind]
+    total = 0
+    for k, m in head_layers(n_h, head):
+        adds = k if kind == "float" else math.ceil(math.log2(k + 1))  # + the bias
+        post = 0 if kind == "float" else PL_HEAD_OUT_FIXED_CYCLES
+        total += m + op["mul"] + adds * op["add"] + post + PL_WRITE_CYCLES
+    return total

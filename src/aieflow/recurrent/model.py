@@ -17,6 +17,10 @@ Stages (AIE cycles; each built from ``perf/movement.py`` primitives and ``costs.
                  aie: the aggregator's packet handling not hidden behind the routing, its W
                  packets beyond its idle time, and the gate math ("aggregation")
 
+After the last step the dense head runs once in the aggregation epilogue (``head``: the AIE
+aggregator's core, or the PL FSM at the PL clock, then the output words leave); it adds to the
+sequence latency only, the FSM / aggregator take the next sample's first step after it.
+
 ``perf.simulate.run_pipeline`` runs them with the recurrence ``aggregate -> h_in``, so the
 interval is the loop's own latency unless the W path is slower (then latency grows with the
 input size).  The W path sits in front of the loop in the chain, so the first step also waits
@@ -27,7 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -39,10 +43,12 @@ from .costs import (
     AGG_PACKET_CYCLES,
     KernelTime,
     aie_gate_math_cycles,
+    aie_head_cycles,
     column_chain,
     element_bits,
     lanes,
     pl_fsm_depth,
+    pl_head_cycles,
     row_kernel,
 )
 from .plan import MatvecMapping, RecurrentMapping
@@ -74,7 +80,7 @@ class RecurrentPerformance:
     step_latency_ns: float  # the loop's critical path: sum of the breakdown
     breakdown_ns: Mapping[str, float]  # PARTS, in order
     interval_ns: float  # steady-state time per step (what TVALID-to-TVALID measures)
-    sequence_latency_ns: float  # seq_len steps of one sample: fill + seq_len x interval
+    sequence_latency_ns: float  # one sample: fill + seq_len x interval + head
     fill_ns: float
     steps: int
     tiles: int
@@ -82,6 +88,8 @@ class RecurrentPerformance:
     bound: str  # "recurrence: <largest part>" or "input path: <stage> (<its bound>)"
     input_path_ns: Mapping[str, float]  # W path stages' occupancy per step
     stages: tuple[StepStage, ...]  # W path then loop
+    head_ns: float = 0.0  # the dense head and the output words after the last step (epilogue)
+    head_breakdown_ns: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))  # "head" compute, "output" words
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -91,6 +99,8 @@ class RecurrentPerformance:
             "interval_ns": self.interval_ns,
             "sequence_latency_ns": self.sequence_latency_ns,
             "fill_ns": self.fill_ns,
+            "head_ns": self.head_ns,
+            "head_breakdown_ns": dict(self.head_breakdown_ns),
             "steps": self.steps,
             "tiles": self.tiles,
             "interface_tiles": self.interface_tiles,
@@ -217,6 +227,26 @@ def step_stages(mapping: RecurrentMapping, device: Device | str) -> tuple[tuple[
     return (w_mac, w_route), (h_in, u_mac, route, aggregate)
 
 
+def head_stage(mapping: RecurrentMapping, device: Device | str) -> StepStage:
+    """The epilogue after the last step, in AIE cycles: the dense head (``dims.head``; none: the
+    output is h itself) as emitted, then its output words leave.  hybrid: the FSM computes it at
+    the PL clock and writes ``y_out`` two words per 64-bit beat; aie: the aggregator core
+    computes it and streams ``y`` out through a PLIO."""
+    device = get_device(device)
+    dims, pair = mapping.dims, mapping.dims.pair
+    n_y = dims.head[-1] if dims.head else dims.n_h
+    if mapping.aggregation == "hybrid":
+        ratio = device.clock_hz / device.pl_clock_hz
+        compute = math.ceil(pl_head_cycles(dims.n_h, dims.head, pair) * ratio)
+        out = math.ceil(math.ceil(n_y / 2) * ratio)
+    else:
+        compute = aie_head_cycles(dims.n_h, dims.head, pair)
+        t = mv.plio_stream_transfer(n_y * WORD_BYTES, device, 0, mapping.plio_bits)
+        out = t.busy_cycles + t.latency_cycles
+    return StepStage("head", "pl" if mapping.aggregation == "hybrid" else "kernel", "compute", compute, out,
+                     MappingProxyType({"head": compute, "output": out}), words=n_y)
+
+
 def _spec(s: StepStage, device: Device, inp: str | None, out: str | None) -> StageSpec:
     return StageSpec(
         name=s.name,
@@ -261,12 +291,13 @@ def _summary(
     else:
         bound = "recurrence: " + max(PARTS, key=lambda p: breakdown[p])
     steps = mapping.dims.seq_len
+    head = head_stage(mapping, device)
     return RecurrentPerformance(
         mapping=mapping,
         step_latency_ns=ns(step),
         breakdown_ns=MappingProxyType({k: ns(v) for k, v in breakdown.items()}),
         interval_ns=ns(interval_cycles),
-        sequence_latency_ns=ns(seq_cycles),
+        sequence_latency_ns=ns(seq_cycles + head.occupancy + head.delay),
         fill_ns=ns(seq_cycles - steps * interval_cycles),
         steps=steps,
         tiles=mapping.tiles,
@@ -274,13 +305,15 @@ def _summary(
         bound=bound,
         input_path_ns=MappingProxyType({s.name: ns(s.occupancy) for s in w_path}),
         stages=(*w_path, *loop),
+        head_ns=ns(head.occupancy + head.delay),
+        head_breakdown_ns=MappingProxyType({k: ns(v) for k, v in head.parts.items()}),
     )
 
 
 def estimate_closed(mapping: RecurrentMapping, device: Device | str) -> RecurrentPerformance:
     """Closed form (for the search): the interval is the slower of the loop's latency and the W
     path's busiest stage; the first step passes the W path and the loop once; every later step
-    adds one interval."""
+    adds one interval; the head follows the last step."""
     device = get_device(device)
     stages = step_stages(mapping, device)
     _, interval, seq = closed_cycles(stages, mapping.dims.seq_len)
@@ -298,7 +331,8 @@ def closed_cycles(stages: tuple[tuple[StepStage, ...], tuple[StepStage, ...]], s
 
 def estimate_recurrent(mapping: RecurrentMapping, device: Device | str) -> RecurrentPerformance:
     """Simulate ``seq_len`` steps (at least 16, to measure the interval) with
-    ``perf.simulate.run_pipeline``; sequence latency is the completion of step ``seq_len``."""
+    ``perf.simulate.run_pipeline``; sequence latency is the completion of step ``seq_len`` plus the
+    head (:func:`head_stage`)."""
     device = get_device(device)
     steps = mapping.dims.seq_len
     sim = run_pipeline(step_pipeline(mapping, device), batches=max(steps, 16))

@@ -52,6 +52,9 @@ class RecurrentDims:
     n_h: int
     seq_len: int = 1
     pair: tuple[str, str] | None = None  # (activation, weight) kinds; None: the device's float
+    # Output sizes of the dense head's layers, in order (the first reads h).  The head runs once
+    # per sample in the aggregation epilogue; it adds to the sequence latency, not to a step.
+    head: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.cell not in CELLS:
@@ -59,6 +62,9 @@ class RecurrentDims:
         for key in ("n_in", "n_h", "seq_len"):
             if int(getattr(self, key)) < 1:
                 raise ConfigError(f"recurrent {key} must be at least 1, got {getattr(self, key)}")
+        object.__setattr__(self, "head", tuple(int(m) for m in self.head))
+        if any(m < 1 for m in self.head):
+            raise ConfigError(f"every dense head layer needs at least 1 output, got {list(self.head)}")
 
     @property
     def gates(self) -> int:
@@ -254,6 +260,7 @@ class RecurrentMapping:
             "n_h": self.dims.n_h,
             "seq_len": self.dims.seq_len,
             "pair": list(self.dims.pair or ()),
+            "head": list(self.dims.head),
             "device": self.device,
             "recurrent": vars(self.recurrent).copy(),
             "input": vars(self.input).copy(),

@@ -20,7 +20,7 @@ from ..errors import PlanError
 from ..ir import Node
 from ..passes.search import _prune, ranked
 from .costs import AGG_PACKET_CYCLES
-from .model import RecurrentPerformance, closed_cycles, estimate_recurrent, step_stages
+from .model import RecurrentPerformance, closed_cycles, estimate_recurrent, head_stage, step_stages
 from .plan import (
     MatvecMapping,
     RecurrentDims,
@@ -65,9 +65,27 @@ class RecurrentExploration:
     chosen: RecurrentPoint
     performance: RecurrentPerformance  # the chosen mapping, simulated
     candidates: int  # legal mappings costed
+    kind = "recurrent"  # what the CLI's explore dispatches on (a class constant, not a field)
+
+    def report(self) -> str:
+        """The front as a text table (``aieflow explore`` of a GRU / LSTM model), the pick marked *."""
+        rows = [["", "tiles", "sequence latency ns", "step ns", "interval ns", "mapping"]]
+        shown = self.front if self.chosen in self.front else (*self.front, self.chosen)
+        for p in shown:
+            m = p.mapping
+            rows.append(["*" if p == self.chosen else "", str(p.tiles), f"{p.latency_ns:,.0f}", f"{p.step_latency_ns:,.1f}",
+                         f"{p.interval_ns:,.1f}",
+                         f"U h row x{m.recurrent.rows}, W x row x{m.input.rows}, {m.aggregation}, fan-in {m.merge_fanin}"])
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        table = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+        head = (f"Pareto front of {len(self.front)} recurrent mappings ({self.candidates} legal mappings costed, "
+                f"closed-form model; latency = one sample's {self.chosen.mapping.dims.seq_len} steps); "
+                f"target '{self.target.to_string()}' picks *")
+        return "\n".join([head, *table])
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "kind": "recurrent",
             "target": self.target.to_string(),
             "candidates_costed": self.candidates,
             "chosen": self.chosen.to_json(),
@@ -78,6 +96,8 @@ class RecurrentExploration:
 
 def _point(m: RecurrentMapping, device: Device) -> RecurrentPoint:
     step, interval, seq = closed_cycles(step_stages(m, device), m.dims.seq_len)
+    head = head_stage(m, device)
+    seq += head.occupancy + head.delay  # the budget is per inference: the head is part of it
     ns = 1e9 / device.clock_hz
     return RecurrentPoint(m, m.tiles, seq * ns, interval * ns, step * ns)
 

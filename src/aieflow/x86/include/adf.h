@@ -8,3 +8,4 @@
 #include "aieflow_shim/adf_io.hpp"
 #include "aieflow_shim/adf_graph.hpp"
 #include "aieflow_shim/harness.hpp"
+#include "aieflow_shim/freerun.hpp"

@@ -1,0 +1,418 @@
+"""The Vitis project of a row-wise recurrent mapping: AIE kernels, ADF graph, PL FSM, configs.
+
+What is generated (``shared/spec/gru-on-aie.md``; C++ checked against UG1079 / UG1529 / UG1399):
+
+* ``src/rnn_kernels.h`` (static, ``templates/recurrent``): ``RowKernel<C>`` (row reuse rows of one
+  gate over the stream-broadcast vector, one packet per row) and the AIE aggregator;
+  ``rnn_collect.h`` (ID reordering, shared with the PL), ``rnn_fixed.h`` (ap_fixed casts on codes);
+* ``src/rnn_config.h``: the per-kernel configurations, packet sources and their rows;
+* ``src/rnn_cell.h``: the gate math and the dense head, operation by operation as
+  ``ops/recurrent.py`` / ``ops/dense.py`` emulate them (used by the AIE aggregator and the PL FSM);
+* ``src/rnn_weights.h``, ``src/graph.h``, ``src/graph.cpp``: the graph (free-running class kernels,
+  stream broadcasts, pktmerges, PLIOs);
+* ``pl/rnn_fsm.cpp`` (hybrid): the HLS FSM reading the merged packet streams;
+* ``system.cfg`` (``[connectivity]``), ``host.cpp``, ``Makefile``, ``README.md``;
+* ``x86/harness.cpp``: runs the graph's own kernel objects (and the FSM) on x86, step by step.
+
+The dense head runs in the aggregation epilogue (the AIE aggregator, or the PL FSM), once per
+sequence: it is a few hundred MACs against seq_len steps of the layer, and it needs the last h,
+which only the aggregation holds; a separate Dense kernel would add a stream-to-buffer boundary and
+a PLIO round trip for that.  Packet IDs: the AIE aggregator asks ``getPacketid``; the PL FSM's
+table holds the IDs chosen here, which the x86 harness gives the routes (on hardware compare them
+with aiecompiler's packet-switching report).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..devices import Device
+from ..errors import PlanError
+from ..ir import Node
+from ..numerics.types import FixedType, Rounding, Saturation
+from ..ops import activations as act
+from .costs import lanes
+from .plan import RecurrentMapping
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "recurrent"
+STATIC = ("rnn_kernels.h", "rnn_collect.h", "rnn_fixed.h")
+_RND = {
+    Rounding.FLOOR: "R_FLOOR", Rounding.CEIL: "R_CEIL", Rounding.SYM_FLOOR: "R_SYM_FLOOR",
+    Rounding.SYM_CEIL: "R_SYM_CEIL", Rounding.POS_INF: "R_POS_INF", Rounding.NEG_INF: "R_NEG_INF",
+    Rounding.SYM_INF: "R_SYM_INF", Rounding.SYM_ZERO: "R_SYM_ZERO", Rounding.CONV_EVEN: "R_CONV_EVEN",
+    Rounding.CONV_ODD: "R_CONV_ODD",
+}
+_SAT = {Saturation.WRAP: "S_WRAP", Saturation.SATURATE: "S_SAT", Saturation.SYMMETRIC: "S_SAT_SYM"}
+
+
+def packet_id(index: int) -> int:
+    """The route ID of merge input ``index``: a bijection of 0..31 that differs from the index
+    (as aiecompiler's may), so code that confuses the two fails on x86."""
+    return (7 * index + 5) % 32
+
+
+@dataclass(frozen=True)
+class Source:
+    """One packet source (a row kernel): rows ``base .. base + rows - 1`` of the stacked product."""
+
+    is_w: bool
+    gate: int
+    row0: int
+    rows: int
+    n_h: int
+
+    @property
+    def base(self) -> int:
+        return self.gate * self.n_h + self.row0
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Sources and merges of a row-wise mapping, in the order the graph declares them."""
+
+    u: tuple[Source, ...]
+    w: tuple[Source, ...]
+    merges: tuple[tuple[int, ...], ...]  # per merge (aie: per aggregator port): source indices
+    lanes: int
+
+    @property
+    def sources(self) -> tuple[Source, ...]:
+        return self.u + self.w
+
+
+def _sources(n_h: int, gates: int, rows: int, is_w: bool) -> list[Source]:
+    out = []
+    for b in range(math.ceil(n_h / rows)):  # block-major: one row block's gates side by side
+        for g in range(gates):
+            r0 = b * rows
+            out.append(Source(is_w, g, r0, min(rows, n_h - r0), n_h))
+    return out
+
+
+def _chunks(idx: list[int], size: int) -> list[list[int]]:
+    return [idx[i : i + size] for i in range(0, len(idx), size)] if size else []
+
+
+def layout(mapping: RecurrentMapping, device: Device) -> Layout:
+    d = mapping.dims
+    if mapping.recurrent.distribution != "row" or mapping.input.distribution != "row":
+        raise PlanError(
+            "only the row-wise distribution is generated; the column-wise cascade is planned and "
+            "estimated but not emitted yet",
+            hint="use distribution: row (the published design)",
+        )
+    u = _sources(d.n_h, d.gates, mapping.recurrent.rows, False)
+    w = _sources(d.n_h, d.gates, mapping.input.rows, True)
+    ui = list(range(len(u)))
+    wi = [len(u) + i for i in range(len(w))]
+    if mapping.aggregation == "hybrid":
+        merges = _chunks(ui, mapping.u_fanin) + _chunks(wi, mapping.w_fanin)
+    else:
+        uc, wc = _chunks(ui, mapping.u_fanin), _chunks(wi, mapping.w_fanin)
+        merges = [(uc[p] if p < len(uc) else []) + (wc[p] if p < len(wc) else []) for p in range(mapping.u_merges)]
+    return Layout(tuple(u), tuple(w), tuple(tuple(m) for m in merges if m), lanes(device.generation, d.pair))
+
+
+# ----------------------------------------------------------------------------- C++ fragments
+
+
+def _fx(t: FixedType) -> str:
+    return f"rnn::fxtype{{{t.width}, {t.frac}, {'true' if t.signed else 'false'}, rnn::{_RND[t.rounding]}, rnn::{_SAT[t.saturation]}}}"
+
+
+def _arr(values, per_line: int = 16) -> str:
+    vals = list(values)
+    lines = [", ".join(vals[i : i + per_line]) for i in range(0, len(vals), per_line)]
+    return "{\n    " + ",\n    ".join(lines) + "}" if vals else "{}"
+
+
+def _f32(v: float) -> str:
+    v = np.float32(v)
+    if np.isnan(v):
+        return "__builtin_nanf(\"\")"
+    if np.isinf(v):
+        return "__builtin_inff()" if v > 0 else "-__builtin_inff()"
+    return f"{float(v).hex()}f" if v != 0 or not np.signbit(v) else "-0.0f"
+
+
+def _ints(a) -> list[str]:
+    return [str(int(v)) for v in np.asarray(a).ravel()]
+
+
+def _floats(a) -> list[str]:
+    """Exact C hex literals; finite non-negative-zero values (almost all) take the fast path."""
+    flat = np.asarray(a, dtype=np.float32).ravel()
+    plain = np.isfinite(flat) & ~((flat == 0) & np.signbit(flat))
+    return [f"{v.hex()}f" if ok else _f32(v) for v, ok in zip(flat.astype(np.float64).tolist(), plain.tolist(), strict=True)]
+
+
+def _wtype(t) -> str:
+    if not isinstance(t, FixedType):
+        return "float"
+    return "int8_t" if t.width <= 8 else "int16_t" if t.width <= 16 else "int32_t"
+
+
+def _activation(name: str, a: act.Activation, fp32: bool) -> str:
+    fn = f"act_{name}"
+    if isinstance(a, act.ExactActivation):
+        if not fp32:
+            raise PlanError(
+                f"activation {name}: 'exact' has no fixed-point kernel (the AIE and the PL apply tables)",
+                hint=f"use activations: {{{name}: hls4ml}} (the default in fixed point) or an explicit table",
+            )
+        return f"inline float {fn}(float x) {{ return rnn::{name}_exact(x); }}\n"
+    span = 2 * a.limit
+    ix = (f"rnn::table_index{{{a.scale.numerator}, {a.scale.denominator}, {span.numerator if span.denominator == 1 else 0}, "
+          f"{a.size}, rnn::{_RND[a.index_rounding]}, {'true' if a.index_rounding is Rounding.SYM_FLOOR else 'false'}}}")
+    if fp32:
+        return (f"static const rnn::table_index {fn.upper()}_IX = {ix};\n"
+                f"static const float {fn.upper()}_T[{a.size}] = {_arr(_floats(a.values()), 8)};\n"
+                f"inline float {fn}(float x) {{ return {fn.upper()}_T[rnn::index_of_float(x, {fn.upper()}_IX)]; }}\n")
+    return (f"static const rnn::table_index {fn.upper()}_IX = {ix};\n"
+            f"static const int32_t {fn.upper()}_T[{a.size}] = {_arr(_ints(a.codes()))};\n"
+            f"inline int64_t {fn}(int64_t c, int frac) {{\n"
+            f"    return rnn::cast({fn.upper()}_T[rnn::index_of_code(c, frac, {fn.upper()}_IX)], {a.entry.frac}, ACC);\n}}\n")
+
+
+def _sum_cast(terms: list[tuple[str, int]], out: str, out_frac_var: str = "RES") -> str:
+    top = max(f for _, f in terms)
+    parts = [f"(({e}) << {top - f})" if top > f else f"({e})" for e, f in terms]
+    return f"rnn::cast({' + '.join(parts)}, {top}, {out_frac_var})"
+
+
+def _cell_fixed(node: Node) -> str:
+    t = node.types
+    fa, fr = t.accum.frac, t.output.frac
+    n = node.attrs["hidden_size"]
+    if node.op == "gru":
+        f1 = max(fa, 0)
+        body = f"""    for (int j = 0; j < NH; ++j) {{
+        const int64_t z = act_sigmoid(rnn::cast(int64_t(gx[j]) + gh[j], {fa}, ACC), {fa});
+        const int64_t r = act_sigmoid(rnn::cast(int64_t(gx[NH + j]) + gh[NH + j], {fa}, ACC), {fa});
+        const int64_t rh = rnn::cast(r * gh[2 * NH + j], {2 * fa}, ACC);
+        const int64_t cand = act_tanh(rnn::cast(int64_t(gx[2 * NH + j]) + rh, {fa}, ACC), {fa});
+        const int64_t omz = (int64_t(1) << {f1}) - (z << {f1 - fa});
+        h[j] = static_cast<X>({_sum_cast([("cand * omz", fa + f1), ("int64_t(h[j]) * z", fr + fa)], "RES")});
+    }}
+"""
+    else:
+        body = f"""    for (int j = 0; j < NH; ++j) {{
+        const int64_t i = act_sigmoid(rnn::cast(int64_t(gx[j]) + gh[j], {fa}, ACC), {fa});
+        const int64_t f = act_sigmoid(rnn::cast(int64_t(gx[NH + j]) + gh[NH + j], {fa}, ACC), {fa});
+        const int64_t o = act_sigmoid(rnn::cast(int64_t(gx[3 * NH + j]) + gh[3 * NH + j], {fa}, ACC), {fa});
+        const int64_t cand = act_tanh(rnn::cast(int64_t(gx[2 * NH + j]) + gh[2 * NH + j], {fa}, ACC), {fa});
+        const int64_t cn = {_sum_cast([("cand * i", 2 * fa), ("int64_t(c[j]) * f", fr + fa)], "RES")};
+        c[j] = static_cast<X>(cn);
+        const int64_t ca = act_tanh(cn, {fr});
+        h[j] = static_cast<X>({_sum_cast([("o * ca", 2 * fa)], "RES")});
+    }}
+"""
+    del n
+    return body
+
+
+def _cell_float(node: Node) -> str:
+    if node.op == "gru":
+        return """    for (int j = 0; j < NH; ++j) {
+        const float z = act_sigmoid(gx[j] + gh[j]);
+        const float r = act_sigmoid(gx[NH + j] + gh[NH + j]);
+        const float rg = r * gh[2 * NH + j];
+        const float cand = act_tanh(gx[2 * NH + j] + rg);
+        const float omz = 1.0f - z;
+        const float a = cand * omz;
+        const float b = h[j] * z;
+        h[j] = a + b;
+    }
+"""
+    return """    for (int j = 0; j < NH; ++j) {
+        const float i = act_sigmoid(gx[j] + gh[j]);
+        const float f = act_sigmoid(gx[NH + j] + gh[NH + j]);
+        const float o = act_sigmoid(gx[3 * NH + j] + gh[3 * NH + j]);
+        const float cand = act_tanh(gx[2 * NH + j] + gh[2 * NH + j]);
+        const float a = cand * i;
+        const float b = c[j] * f;
+        c[j] = a + b;
+        h[j] = o * act_tanh(c[j]);
+    }
+"""
+
+
+def _head(head: list[Node], fp32: bool, n_h: int) -> tuple[str, int]:
+    """The dense head as C++ (ops/dense.emulate's arithmetic), and its output size."""
+    if not head:
+        return "inline void head(const X* h, X* y) { for (int i = 0; i < NH; ++i) y[i] = h[i]; }\n", n_h
+    decl, body = [], []
+    width = n_h
+    for li, d in enumerate(head):
+        t = d.types
+        w = d.params["weight_q"]
+        k, m = w.shape
+        if k != width:
+            raise PlanError(f"dense layer reads {k} features, its input has {width}", layer=d.name)
+        relu = d.attrs.get("activation") == "relu"
+        src = "h" if li == 0 else f"a{li - 1}"
+        dst = "y" if li == len(head) - 1 else f"a{li}"
+        if dst != "y":
+            body.append(f"    X {dst}[{m}];")
+        b = d.params.get("bias_q")
+        if fp32:
+            decl.append(f"static const float HW{li}[{k * m}] = {_arr(_floats(w), 8)};")
+            decl.append(f"static const float HB{li}[{m}] = {_arr(_floats(b if b is not None else np.zeros(m)), 8)};")
+            init = f"HB{li}[j]" if b is not None else "0.0f"
+            act_line = "        s = (s >= 0.0f || s != s) ? s : 0.0f;\n" if relu else ""
+            body.append(f"""    for (int j = 0; j < {m}; ++j) {{
+        RNN_HEAD_PIPELINE
+        float s = {init};
+        for (int q = 0; q < {k}; ++q) {{ const float p = {src}[q] * HW{li}[q * {m} + j]; s = s + p; }}
+{act_line}        {dst}[j] = s;
+    }}""")
+        else:
+            decl.append(f"static const int32_t HW{li}[{k * m}] = {_arr(_ints(w))};")
+            decl.append(f"static const int64_t HB{li}[{m}] = {_arr(_ints(b if b is not None else np.zeros(m, dtype=np.int64)))};")
+            out = t.output
+            act_line = "        y0 = y0 < 0 ? 0 : y0;\n" if relu else ""
+            body.append(f"""    for (int j = 0; j < {m}; ++j) {{
+        RNN_HEAD_PIPELINE
+        int64_t s = 0;
+        for (int q = 0; q < {k}; ++q) s += int64_t({src}[q]) * HW{li}[q * {m} + j];
+        s = rnn::wrap(s + (HB{li}[j] << {t.bias_shift}), {t.acc_bits}, true);
+        int64_t y0 = rnn::saturate(rnn::round_shift(s, {t.shift}, rnn::{_RND[out.rounding]}), {_fx(out)});
+{act_line}        {dst}[j] = static_cast<X>(y0);
+    }}""")
+        width = m
+    text = "\n".join(decl) + "\ninline void head(const X* h, X* y) {\n" + "\n".join(body) + "\n}\n"
+    return text, width
+
+
+def cell_header(node: Node, head: list[Node], n_hp: int) -> str:
+    t = node.types
+    fp32 = t.is_float
+    lines = ["// Gate math and dense head of this design, operation by operation as the emulator",
+             "// (ops/recurrent.py, ops/dense.py).  Generated by aieflow; plain C++ (AIE, HLS, x86).",
+             "#pragma once", "", "#include <cstdint>", "", '#include "rnn_fixed.h"', "", "namespace rnn_cell {", ""]
+    lines += ["// Vitis HLS (the PL FSM's head): one output per cycle, the product loop unrolled (UG1399,",
+              "// pragma HLS pipeline on an outer loop).  Nothing on the AIE or x86.",
+              "#ifdef __SYNTHESIS__", '#define RNN_HEAD_PIPELINE _Pragma("HLS PIPELINE II=1")', "#else",
+              "#define RNN_HEAD_PIPELINE", "#endif", ""]
+    lines.append(f"using X = {'float' if fp32 else 'int32_t'};")
+    lines.append(f"constexpr int NH = {node.attrs['hidden_size']};")
+    lines.append(f"constexpr int NHP = {n_hp};")
+    lines.append(f"constexpr int STEPS = {node.attrs['seq_len']};")
+    lines.append(f"constexpr bool SEQUENCES = {'true' if node.attrs['return_sequences'] else 'false'};")
+    if not fp32:
+        lines.append(f"constexpr rnn::fxtype ACC = {_fx(t.accum)};")
+        lines.append(f"constexpr rnn::fxtype RES = {_fx(t.output)};")
+    lines.append(_activation("sigmoid", t.sigmoid, fp32))
+    lines.append(_activation("tanh", t.tanh, fp32))
+    head_text, ny = _head(head, fp32, node.attrs["hidden_size"])
+    lines.append(f"constexpr int NY = {ny};")
+    lines.append(head_text)
+    lines.append("// One step: gx = W x + b, gh = U h + b' (canonical gate order), h and c updated in place.")
+    lines.append("inline void step(const X* gx, const X* gh, X* h, X* c) {")
+    lines.append("    (void)c;")
+    lines.append(_cell_float(node) if fp32 else _cell_fixed(node))
+    lines.append("}")
+    lines.append("// Whether the layer's output (or the head's) leaves after step t.")
+    lines.append("inline bool emits(int t) { return SEQUENCES || t + 1 == STEPS; }")
+    lines.append("inline void output(const X* h, X* y) { head(h, y); }")
+    lines.append("")
+    lines.append("}  // namespace rnn_cell")
+    return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------- configuration
+
+
+def _row_cfg(name: str, node: Node, rows: int, k: int, lane: int, recurrent: bool) -> str:
+    t = node.types
+    fp32 = t.is_float
+    kp = math.ceil(k / lane) * lane
+    wt = t.recurrent_weight if recurrent else t.weight
+    lines = [f"struct {name} {{",
+             f"    using W = {_wtype(wt)};",
+             f"    using X = {'float' if fp32 else 'int32_t'};",
+             f"    static constexpr bool FP32 = {'true' if fp32 else 'false'};",
+             f"    static constexpr int ROWS = {rows};",
+             f"    static constexpr int K = {k};",
+             f"    static constexpr int KP = {kp};",
+             f"    static constexpr int LANES = {lane};",
+             f"    static constexpr bool RECURRENT = {'true' if recurrent else 'false'};",
+             f"    static constexpr int STEPS = {node.attrs['seq_len']};"]
+    if not fp32:
+        bt = t.recurrent_bias if recurrent else t.bias
+        vin = t.output if recurrent else t.input
+        lines += [f"    static constexpr rnn::fxtype ACC = {_fx(t.accum)};",
+                  f"    static constexpr int BFRAC = {bt.frac};",
+                  f"    static constexpr int PFRAC = {vin.frac + wt.frac};"]
+    else:
+        lines += ["    static constexpr rnn::fxtype ACC = rnn::fxtype{32, 0, true, rnn::R_FLOOR, rnn::S_WRAP};",
+                  "    static constexpr int BFRAC = 0;", "    static constexpr int PFRAC = 0;"]
+    return "\n".join(lines) + "\n};\n"
+
+
+def config_header(node: Node, mapping: RecurrentMapping, lay: Layout) -> str:
+    d = mapping.dims
+    fp32 = node.types.is_float
+    n_hp = math.ceil(d.n_h / lay.lanes) * lay.lanes
+    srcs = lay.sources
+    ports = lay.merges
+    maxin = max(len(m) for m in ports)
+    port_src = [list(m) + [-1] * (maxin - len(m)) for m in ports]
+    id_src = []
+    for m in ports:
+        row = [-1] * 32
+        for j, s in enumerate(m):
+            row[packet_id(j)] = s
+        id_src.append(row)
+    text = ["// Configuration of this design's kernels.  Generated by aieflow.", "#pragma once", "",
+            "#include <cstdint>", "", '#include "rnn_fixed.h"', "",
+            _row_cfg("UCfg", node, mapping.recurrent.rows, d.n_h, lay.lanes, True),
+            _row_cfg("WCfg", node, mapping.input.rows, d.n_in, lay.lanes, False),
+            "// Packet sources (U kernels, then W kernels), merges / aggregator ports and route IDs.",
+            "struct AggCfg {",
+            f"    using X = {'float' if fp32 else 'int32_t'};",
+            f"    static constexpr int NH = {d.n_h};",
+            f"    static constexpr int NHP = {n_hp};",
+            f"    static constexpr int GN = {d.gates * d.n_h};",
+            f"    static constexpr int STEPS = {d.seq_len};",
+            f"    static constexpr int NSRC = {len(srcs)};",
+            f"    static constexpr int SRC_BASE[{len(srcs)}] = {_arr([str(s.base) for s in srcs])};",
+            f"    static constexpr int SRC_ROWS[{len(srcs)}] = {_arr([str(s.rows) for s in srcs])};",
+            f"    static constexpr bool SRC_IS_W[{len(srcs)}] = {_arr(['true' if s.is_w else 'false' for s in srcs])};",
+            f"    static constexpr int NPORTS = {len(ports)};",
+            f"    static constexpr int PORT_N[{len(ports)}] = {_arr([str(len(m)) for m in ports])};",
+            f"    static constexpr int PORT_SRC[{len(ports)}][{maxin}] = {{{', '.join(_arr(map(str, r)) for r in port_src)}}};",
+            "    // the PL FSM's ID table: source of each packet ID, per merged stream (packet_id(j) for input j)",
+            f"    static constexpr int ID_SRC[{len(ports)}][32] = {{{', '.join(_arr(map(str, r)) for r in id_src)}}};",
+            "};", ""]
+    return "\n".join(text)
+
+
+def weights_header(node: Node, lay: Layout) -> str:
+    t = node.types
+    p = node.params
+    fp32 = t.is_float
+    fmt = _floats if fp32 else _ints
+    out = ["// Weights and biases of every row kernel, rows zero-padded to the lanes.  Generated by aieflow.",
+           "#pragma once", "", '#include "rnn_config.h"', ""]
+    for tag, sources, w, b, cfg, k in (
+        ("U", lay.u, p["recurrent_weight_q"], p["recurrent_bias_q"], "UCfg", node.attrs["hidden_size"]),
+        ("W", lay.w, p["weight_q"], p["bias_q"], "WCfg", node.attrs["input_size"]),
+    ):
+        kp = math.ceil(k / lay.lanes) * lay.lanes
+        rows = max(s.rows for s in sources)
+        wa = np.zeros((len(sources), rows, kp), dtype=np.float32 if fp32 else np.int64)
+        ba = np.zeros((len(sources), rows), dtype=np.float32 if fp32 else np.int64)
+        for i, s in enumerate(sources):
+            cols = s.base + np.arange(s.rows)
+            wa[i, : s.rows, :k] = np.asarray(w)[:, cols].T
+            ba[i, : s.rows] = np.asarray(b)[cols]
+        out.append(f"static const {cfg}::W {tag}_W[{wa.size}] = {_arr(fmt(wa))};")
+        out.append(f"static const {cfg}::X {tag}_B[{ba.size}] = {_arr(fmt(ba))};")
+        out.append(f"static const int {tag}_ROWS[{len(sources)}] = {_arr([str(s.rows) for s in sources])};")
+        out.append("")
+    return "\n".join(out)

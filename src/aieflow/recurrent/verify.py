@@ -1,0 +1,158 @@
+"""Run a recurrent design's own generated C++ (AIE kernels, graph objects, PL FSM) on x86 and
+compare its outputs bit for bit with ``predict``.
+
+The harness (``x86/harness.cpp``) is built with ``aieflow.verify``'s compiler, flags, shim and build
+cache (as ``gemm/verify.py``); the hybrid PL FSM (``pl/rnn_fsm.cpp``) is compiled as C++ against the
+shim's ``hls_stream.h`` / ``ap_int.h``.  Inputs: the input type's edge values (its limits, zero)
+then random ones, unless given.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..numerics.types import FixedType
+from ..verify import (
+    FLAGS,
+    VerifyError,
+    _build_key,
+    _tail,
+    cache_root,
+    compiler,
+    shim_include,
+    verification_inputs,
+)
+
+if TYPE_CHECKING:
+    from .design import RecurrentDesign
+
+
+@dataclass(frozen=True)
+class RecurrentVerifyResult:
+    samples: int
+    values: int
+    mismatches: int
+    first: tuple[int, int, Any, Any] | None  # sample, output index, expected, got
+    build_seconds: float
+    run_seconds: float
+    cached: bool
+
+    @property
+    def ok(self) -> bool:
+        return self.mismatches == 0
+
+    def verdict(self) -> str:
+        build = "cached build" if self.cached else f"built in {self.build_seconds:.1f} s"
+        head = f"{self.values} output values of {self.samples} samples: {build}, ran in {self.run_seconds:.2f} s"
+        if self.ok:
+            return f"verify: PASS, bit-exact: {head}"
+        s, i, want, got = self.first
+        return f"verify: FAIL, {self.mismatches} differ: {head}\n  first at sample {s}, output {i}: expected {want}, got {got}"
+
+
+def build(files: dict[str, str], arch: int, hybrid: bool, cache_dir: Path | None = None,
+          jobs: int | None = None) -> tuple[Path, bool, float]:
+    units = ["x86/harness.cpp"] + (["pl/rnn_fsm.cpp"] if hybrid else [])
+    sources = {rel: text for rel, text in files.items() if rel.startswith(("src/", "x86/", "pl/"))}
+    cxx = compiler()
+    key = _build_key(cxx, arch, {**sources, "<units>": " ".join(units)})
+    binary = (cache_dir or cache_root() / "x86") / key / "harness"
+    if binary.is_file():
+        return binary, True, 0.0
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="aieflow-rnn-build-") as tmp:
+        root = Path(tmp)
+        for rel, text in sources.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text)
+        base = [cxx, *FLAGS, f"-D__AIE_ARCH__={arch}", f"-I{shim_include()}", f"-I{root / 'src'}", f"-I{root}"]
+        (root / "obj").mkdir()
+
+        def compile_unit(unit: str) -> subprocess.CompletedProcess:
+            obj = root / "obj" / (unit.replace("/", "_") + ".o")
+            return subprocess.run([*base, "-c", str(root / unit), "-o", str(obj)], capture_output=True, text=True)
+
+        with concurrent.futures.ThreadPoolExecutor(max(1, min(jobs or len(units), len(units)))) as pool:
+            results = list(pool.map(compile_unit, units))
+        for unit, res in zip(units, results, strict=True):
+            if res.returncode != 0:
+                raise VerifyError(f"the generated recurrent C++ does not compile against the x86 shim ({unit}):\n"
+                                  + _tail(res.stderr), hint="this is an aieflow bug; please report it")
+        out = root / "harness"
+        link = subprocess.run([cxx, *sorted(str(p) for p in (root / "obj").glob("*.o")), "-o", str(out)],
+                              capture_output=True, text=True)
+        if link.returncode != 0:
+            raise VerifyError("linking the recurrent x86 harness failed:\n" + _tail(link.stderr))
+        binary.parent.mkdir(parents=True, exist_ok=True)
+        staged = binary.with_name(f".harness.{os.getpid()}.tmp")
+        shutil.copy2(out, staged)
+        os.replace(staged, binary)
+    return binary, False, time.perf_counter() - start
+
+
+def x_file(design: RecurrentDesign, xq: np.ndarray) -> str:
+    """What the x PLIO carries: per sample and step, x zero-padded to the W kernels' lanes."""
+    from .emit import layout
+
+    n = design.layer
+    t, f = n.attrs["seq_len"], n.attrs["input_size"]
+    kp = -(-f // layout(design.mapping, design.device).lanes) * layout(design.mapping, design.device).lanes
+    x = np.zeros((xq.shape[0], t, kp), dtype=xq.dtype)
+    x[:, :, :f] = xq.reshape(xq.shape[0], t, f)
+    if isinstance(design.layer.types.input, FixedType):
+        return "\n".join(str(int(v)) for v in x.ravel()) + "\n"
+    return "\n".join(repr(float(v)) for v in x.astype(np.float32).ravel()) + "\n"
+
+
+def verify(design: RecurrentDesign, x: Any = None, samples: int = 16, seed: int = 0,
+           cache_dir: str | os.PathLike | None = None, jobs: int | None = None) -> RecurrentVerifyResult:
+    """``jobs``: parallel compiler processes (the harness and, hybrid, the PL FSM; default both)."""
+    n = design.layer
+    in_t = n.types.input
+    shape = (n.attrs["seq_len"], n.attrs["input_size"])
+    if x is None:
+        xq = verification_inputs(in_t, shape, samples, seed)
+    else:
+        xq = design.quantise_input(x)
+    want = np.asarray(design.run(xq))
+    binary, cached, build_s = build(design.files, design.device.generation.arch_macro,
+                                    design.mapping.aggregation == "hybrid", Path(cache_dir) if cache_dir else None, jobs)
+    with tempfile.TemporaryDirectory(prefix="aieflow-rnn-verify-") as tmp:
+        work = Path(tmp)
+        (work / "data").mkdir()
+        (work / "out").mkdir()
+        (work / "data" / "x.txt").write_text(x_file(design, xq))
+        start = time.perf_counter()
+        res = subprocess.run([str(binary), "--data", str(work / "data"), "--out", str(work / "out")],
+                             capture_output=True, text=True)
+        run_s = time.perf_counter() - start
+        if res.returncode != 0:
+            raise VerifyError(f"the recurrent x86 harness failed (exit {res.returncode}):\n" + _tail(res.stderr + res.stdout),
+                              hint="this is an aieflow bug; please report it")
+        tokens = (work / "out" / "y.txt").read_text().split()
+    fp = not isinstance(design.layer.types.input, FixedType)
+    got = np.array([float.fromhex(t) for t in tokens], dtype=np.float32) if fp else np.array([int(t) for t in tokens], dtype=np.int64)
+    flat = want.reshape(want.shape[0], -1)
+    if got.size != flat.size:
+        raise VerifyError(f"the harness wrote {got.size} output values; {flat.size} were expected")
+    got = got.reshape(flat.shape)
+    if fp:
+        w32 = flat.astype(np.float32)
+        bad = (w32.view(np.uint32) != got.view(np.uint32)) & ~(np.isnan(w32) & np.isnan(got))
+    else:
+        bad = flat.astype(np.int64) != got
+    first = None
+    if bad.any():
+        s, i = (int(v) for v in np.argwhere(bad)[0])
+        first = (s, i, flat[s, i].item(), got[s, i].item())
+    return RecurrentVerifyResult(int(xq.shape[0]), int(flat.size), int(bad.sum()), first, build_s, run_s, cached)

@@ -1,0 +1,113 @@
+"""The emulator's fast paths for the recurrent gate math give the same bits as the definitions:
+``fixed.wrap`` by narrowing casts, ``fixed.cast`` without a shift, table indices by a shift when
+the divisor is a power of two, and table lookups through a per-code map.  Each is checked on
+random codes and edge values against an independent formula (Python integers, Fractions)."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from aieflow.numerics import fixed
+from aieflow.numerics.types import FixedType, Rounding, Saturation, parse_type
+from aieflow.ops import activations as act
+
+EDGES = [0, 1, -1, 127, 128, -128, -129, 255, 256, 32767, 32768, -32768, -32769, 65535, 65536,
+         2**31 - 1, 2**31, -(2**31), -(2**31) - 1, 2**32 - 1, 2**40 + 12345, -(2**40) - 7, 2**62, -(2**62)]
+
+
+def _codes(rng, n=4000, bits=48):
+    return np.concatenate([np.array(EDGES, dtype=np.int64), rng.integers(-(2**bits), 2**bits, n, dtype=np.int64)])
+
+
+def _wrap_ref(v: int, bits: int, signed: bool) -> int:
+    m = v % (1 << bits)
+    return m - (1 << bits) if signed and m >= 1 << (bits - 1) else m
+
+
+@pytest.mark.parametrize("bits", [8, 16, 32, 12, 18, 31])
+@pytest.mark.parametrize("signed", [True, False])
+def test_wrap_matches_modular_arithmetic(bits, signed):
+    c = _codes(np.random.default_rng(bits))
+    got = fixed.wrap(c, bits, signed)
+    assert got.dtype == np.int64
+    assert got.tolist() == [_wrap_ref(int(v), bits, signed) for v in c]
+
+
+def _round_ref(num: Fraction, rounding: Rounding) -> int:
+    fl = math.floor(num)
+    rem = num - fl
+    if rem == 0:
+        return fl
+    up = {
+        Rounding.FLOOR: False, Rounding.CEIL: True,
+        Rounding.SYM_FLOOR: fl < 0, Rounding.SYM_CEIL: fl >= 0,
+    }.get(rounding)
+    if up is None:
+        if rem != Fraction(1, 2):
+            up = rem > Fraction(1, 2)
+        else:
+            up = {Rounding.POS_INF: True, Rounding.NEG_INF: False, Rounding.SYM_INF: fl >= 0,
+                  Rounding.SYM_ZERO: fl < 0, Rounding.CONV_EVEN: fl % 2 == 1, Rounding.CONV_ODD: fl % 2 == 0}[rounding]
+    return fl + int(up)
+
+
+@pytest.mark.parametrize("t", ["fixed<16,6>", "fixed<16,6,RND_CONV,SAT>", "ufixed<12,4,TRN,SAT>", "fixed<18,8,RND,SAT_SYM>"])
+def test_cast_without_a_shift_is_saturate(t):
+    to = parse_type(t)
+    c = _codes(np.random.default_rng(1), bits=24)
+    got = fixed.cast(c, to.frac, to)
+    if to.saturation is Saturation.WRAP:
+        want = [_wrap_ref(int(v), to.width, to.signed) for v in c]
+    else:
+        lo = -to.max_code if to.saturation is Saturation.SYMMETRIC and to.signed else to.min_code
+        want = [min(max(int(v), lo), to.max_code) for v in c]
+    assert got.tolist() == want
+
+
+def _tables():
+    yield act.hls4ml_table("sigmoid")
+    yield act.hls4ml_table("tanh")
+    yield act.espcn_table("tanh")
+    for rounding in (Rounding.FLOOR, Rounding.CONV_EVEN, Rounding.POS_INF):
+        yield act.TableSpec("sigmoid", 384, Fraction(3), rounding, parse_type("fixed<10,2,RND,SAT>"), "float64")
+        yield act.TableSpec("tanh", 1000, Fraction(125, 16), rounding, parse_type("fixed<16,2>"), "float32-c")
+
+
+def _index_ref(spec: act.TableSpec, code: int, frac: int) -> int:
+    x = Fraction(code) / Fraction(2) ** frac
+    if frac < 0 and spec.index_rounding is Rounding.SYM_FLOOR and (2 * spec.limit).denominator == 1:
+        q = _round_ref(Fraction(code * spec.size) / int(2 * spec.limit), Rounding.SYM_FLOOR) << -frac
+    else:
+        q = _round_ref(x * spec.scale, spec.index_rounding)
+    idx = _wrap_ref(_wrap_ref(q, 32, True) + spec.size // 2, 32, True)
+    return min(max(idx, 0), spec.size - 1)
+
+
+@pytest.mark.parametrize("spec", list(_tables()), ids=lambda s: f"{s.function}-{s.size}-{s.index_rounding.name}")
+@pytest.mark.parametrize("frac", [-2, 0, 4, 10, 14])
+def test_table_lookup_matches_the_definition(spec, frac):
+    rng = np.random.default_rng(frac + spec.size)
+    out = parse_type("fixed<16,6>")
+    small = np.concatenate([np.arange(-(2**15), -(2**15) + 50), np.arange(2**15 - 50, 2**15),
+                            rng.integers(-(2**15), 2**15, 9000)]).astype(np.int64)  # the per-code map
+    wide = np.concatenate([small[:3000], np.array(EDGES[:20], dtype=np.int64)])  # beyond 16 bits: direct
+    entries = spec.codes()
+    for codes in (small, wide, small[:100]):
+        got = act.apply_fixed(spec, codes, frac, out)
+        idx = [_index_ref(spec, int(c), frac) for c in codes]
+        assert spec.index_of_codes(codes, frac).tolist() == idx
+        want = fixed.cast(entries[idx], spec.entry.frac, out)  # the entry, then ap_fixed's assignment
+        assert got.tolist() == want.tolist()
+    # the map path and the direct path agree element for element on the same inputs
+    np.testing.assert_array_equal(act.apply_fixed(spec, small, frac, out), act._apply_table(spec, small, frac, out))
+
+
+def test_lookup_map_accepts_narrow_integer_dtypes():
+    spec = act.hls4ml_table("sigmoid")
+    out = FixedType(16, 10)
+    c16 = np.random.default_rng(0).integers(-(2**15), 2**15, 10000).astype(np.int16)
+    np.testing.assert_array_equal(act.apply_fixed(spec, c16, 10, out), act._apply_table(spec, c16.astype(np.int64), 10, out))
