@@ -91,8 +91,9 @@ figures within {CALIBRATION_SET_TOLERANCE:.0%} and the claims within {CLAIM_TOLE
 Published figures not in the table, and why:
 - MLP-Mixer and MLP workloads of `dense-on-aie-ml.md`: the spec lists their shapes but no published
   numbers.
-- `gru-on-aie.md`: plots only, no table; recurrent layers are not compiled yet.
-- `espcn-super-resolution.md`: convolution and PL kernels, not modelled.
+- `gru-on-aie.md`: plots only, no table (its trends are tested in `tests/test_recurrent_mapping.py`).
+- `espcn-super-resolution.md`: the spec withholds the thesis's measured latency and FPS, so the
+  thesis mapping's model (`aieflow.cnn.perf`) has no published number to be checked against.
 - `peers.md`: other tools' designs (onnx2versal, MaxEVA, CHARM, GAMA, ...), not designs this model
   describes.
 """
