@@ -204,3 +204,33 @@ def test_saved_design_json(tmp_path, espcn_designs):
     out = thesis.save(tmp_path / "thesis")
     d = json.loads((out / "design.json").read_text())
     assert [lay["kernels"] for lay in d["plan"]["layers"]] == [16, 128, 16]
+
+
+def test_saved_designs_load_back_and_predict_the_same(tmp_path, espcn_designs, capsys):
+    from aieflow.cli import main
+
+    x, thesis, ours, ours8 = espcn_designs
+    for name, design in (("thesis", thesis), ("ours", ours), ("ours8", ours8)):
+        out = design.save(tmp_path / name)
+        back = aieflow.load(out)
+        assert type(back) is type(design)
+        assert back.plan.to_json() == design.plan.to_json() and back.files == design.files
+        assert back.estimate().fps == design.estimate().fps
+        assert np.array_equal(back.predict(x, raw=True), design.predict(x, raw=True))
+    np.save(tmp_path / "x.npy", x)
+    assert main(["predict", str(tmp_path / "ours8"), "--input", str(tmp_path / "x.npy"), "--raw",
+                 "--output", str(tmp_path / "y.npy")]) == 0
+    assert np.array_equal(np.load(tmp_path / "y.npy"), ours8.predict(x, raw=True))
+    assert main(["report", str(tmp_path / "thesis")]) == 0
+    assert "borrowed neighbour memory" in capsys.readouterr().out
+    # a hand-edited plan is refused, not silently re-planned
+    import json
+
+    meta = json.loads((tmp_path / "ours" / "design.json").read_text())
+    meta["plan"]["replicas"] = meta["plan"]["replicas"] + 1
+    (tmp_path / "ours" / "design.json").write_text(json.dumps(meta))
+    with pytest.raises(aieflow.AieflowError, match="plan .* differs"):
+        aieflow.load(tmp_path / "ours")
+    (tmp_path / "ours8" / "weights.npz").unlink()
+    with pytest.raises(aieflow.AieflowError, match="weights.npz"):
+        aieflow.load(tmp_path / "ours8")

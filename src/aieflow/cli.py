@@ -170,6 +170,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     design = load(args.design)
     print(design.summary())
+    if not hasattr(design, "placement_svg") and not hasattr(design, "placement"):
+        # CNN designs place whole layers as kernel groups (tile_usage, not coordinates): no picture
+        print("\nno placement picture: this design kind has no tile coordinates to draw")
+        return 0
     svg = Path(args.svg) if args.svg else Path(args.design) / "placement.svg"
     try:
         svg.parent.mkdir(parents=True, exist_ok=True)

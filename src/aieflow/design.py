@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 from collections.abc import Iterator
@@ -17,9 +18,10 @@ from .atomic import save_directory, write_files
 from .config import Config, parse_config
 from .devices import Device, get_device
 from .errors import AieflowError, ConfigError
-from .ir import Graph, Node, Tensor, frozen_map
+from .graph_io import graph_arrays, graph_from_json, graph_to_json
+from .ir import Graph, Node, Tensor
 from .numerics import fast, fixed
-from .numerics.types import FixedType, FloatType, NumericType, parse_type
+from .numerics.types import FixedType, FloatType, NumericType
 from .ops.registry import family
 from .passes.place import Placement
 from .perf import performance_to_json
@@ -206,22 +208,6 @@ class Design:
     # ------------------------------------------------------------------ persistence
 
     def to_json(self) -> dict[str, Any]:
-        nodes = []
-        for n in self.graph.nodes:
-            fam = family(n.op, n.name)
-            nodes.append(
-                {
-                    "name": n.name,
-                    "op": n.op,
-                    "inputs": list(n.inputs),
-                    "outputs": list(n.outputs),
-                    "attrs": dict(n.attrs),
-                    "aliases": list(n.aliases),
-                    "params": sorted(n.params),
-                    "types": fam.types_to_json(n.types) if (n.types is not None and fam.types_to_json) else None,
-                    "plan": fam.plan_to_json(n.plan) if (n.plan is not None and fam.plan_to_json) else None,
-                }
-            )
         layers = {}
         for n in self.layers():
             fam = family(n.op)
@@ -247,16 +233,7 @@ class Design:
             "resources": self.resources(),
             "performance": performance_to_json(self.estimate()),
             **({"exploration": self.exploration.to_json()} if self.exploration is not None else {}),
-            "graph": {
-                "name": self.graph.name,
-                "inputs": list(self.graph.inputs),
-                "outputs": list(self.graph.outputs),
-                "tensors": {
-                    k: {"shape": list(t.shape), "type": t.dtype.to_string() if t.dtype is not None else None}
-                    for k, t in self.graph.tensors.items()
-                },
-                "nodes": nodes,
-            },
+            "graph": graph_to_json(self.graph, plans=True),
             "project_files": sorted(self.files),
         }
 
@@ -269,8 +246,7 @@ class Design:
         """
         def write(tmp: Path) -> None:
             (tmp / "design.json").write_text(json.dumps(self.to_json(), indent=2, default=_json_default) + "\n")
-            arrays = {f"{n.name}/{k}": np.asarray(v) for n in self.graph.nodes for k, v in n.params.items()}
-            np.savez_compressed(tmp / "weights.npz", **arrays)
+            np.savez_compressed(tmp / "weights.npz", **graph_arrays(self.graph))
             write_files(tmp / "project", self.files)
 
         return save_directory(out_dir, force, write)
@@ -286,6 +262,15 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"not JSON-serialisable: {type(obj).__name__}")
 
 
+# design.json "format" -> the module whose ``load`` reads that design kind (the Dense chain's own
+# format is read below)
+LOADERS: dict[str, str] = {
+    "aieflow-recurrent-design": ".recurrent.design",  # GRU / LSTM
+    "aieflow-streamed-dense": ".gemm.dense_design",  # one Dense layer with weights streamed from DDR
+    "aieflow-cnn": ".cnn.design",  # convolutional networks
+}
+
+
 def load(path: str | os.PathLike) -> Design:
     """Load a design written by :meth:`Design.save` (emulation needs no model file)."""
     d = Path(path)
@@ -296,42 +281,15 @@ def load(path: str | os.PathLike) -> Design:
         raise AieflowError(f"'{d}' is not an aieflow design directory: {e.filename} is missing") from None
     except (json.JSONDecodeError, ValueError, OSError) as e:
         raise AieflowError(f"cannot read design in '{d}': {e}") from None
-    if meta.get("kind") == "recurrent":  # GRU / LSTM designs: aieflow.recurrent.design
-        from .recurrent.design import load as load_recurrent
-
-        return load_recurrent(d)  # type: ignore[return-value]
-    if meta.get("format") == "aieflow-streamed-dense":  # Dense with streamed weights: aieflow.gemm.dense_design
-        from .gemm.dense_design import load as load_streamed
-
-        return load_streamed(d)  # type: ignore[return-value]
+    other = LOADERS.get(meta.get("format", ""))
+    if other is not None:  # another design kind: its module's own ``load``
+        return importlib.import_module(other, __package__).load(d)  # type: ignore[no-any-return]
     if meta.get("format") != FORMAT or meta.get("version") != FORMAT_VERSION:
         raise AieflowError(
             f"'{d}/design.json' is format {meta.get('format')!r} version {meta.get('version')!r}; "
             f"this aieflow reads {FORMAT!r} version {FORMAT_VERSION}"
         )
-    g = meta["graph"]
-    tensors = {
-        k: Tensor(k, tuple(v["shape"]), parse_type(v["type"]) if v["type"] else None) for k, v in g["tensors"].items()
-    }
-    nodes = []
-    for nd in g["nodes"]:
-        fam = family(nd["op"], nd["name"])
-        params = {k: weights[f"{nd['name']}/{k}"] for k in nd["params"]}
-        attrs = {k: (tuple(v) if isinstance(v, list) else v) for k, v in nd["attrs"].items()}
-        nodes.append(
-            Node(
-                name=nd["name"],
-                op=nd["op"],
-                inputs=tuple(nd["inputs"]),
-                outputs=tuple(nd["outputs"]),
-                attrs=frozen_map(attrs),
-                params=frozen_map(params),
-                types=fam.types_from_json(nd["types"]) if nd["types"] is not None and fam.types_from_json else None,
-                plan=fam.plan_from_json(nd["plan"]) if nd["plan"] is not None and fam.plan_from_json else None,
-                aliases=tuple(nd["aliases"]),
-            )
-        )
-    graph = Graph(tuple(nodes), tensors, tuple(g["inputs"]), tuple(g["outputs"]), g.get("name", "model"))
+    graph = graph_from_json(meta["graph"], weights)
     device = get_device(meta["device"]["key"])
     placement = Placement.from_json(meta["placement"], graph, snake=device.generation.name == "aie")
     files = {}

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -131,15 +132,35 @@ def _build_key(cxx: str, arch: int, sources: dict[str, str]) -> str:
 def build_harness(
     files: dict[str, str], arch: int, cache_dir: Path | None = None, jobs: int | None = None
 ) -> tuple[Path, bool, float]:
-    """Compile the project's harness; returns (binary, was cached, seconds spent building)."""
+    """Compile the Dense-chain project's harness; returns (binary, was cached, seconds spent building)."""
     sources = {rel: text for rel, text in files.items() if rel.startswith(("src/", "x86/"))}
     if "x86/harness.cpp" not in sources:
         raise VerifyError(
             "the project has no x86/harness.cpp (it was written by an older aieflow)",
             hint="compile the model again",
         )
+    units = ["x86/harness.cpp", *sorted(r for r in sources if r.startswith("src/kernels/") and r.endswith(".cc"))]
+    return build_units(sources, units, arch, cache_dir=cache_dir, jobs=jobs)
+
+
+def build_units(
+    sources: dict[str, str],
+    units: Sequence[str],
+    arch: int,
+    what: str = "",
+    cache_dir: Path | None = None,
+    jobs: int | None = None,
+) -> tuple[Path, bool, float]:
+    """Compile ``units`` (paths in ``sources``) against the shim and link them into one harness.
+
+    Every design kind builds through here so they share one compiler, flag set and build cache:
+    the binary is keyed by a hash of the compiler, flags, shim headers, sources and unit list, and
+    is staged into the cache atomically so concurrent builds of the same design do not collide.
+    ``what`` names the design kind in errors ("GEMM ", "recurrent ", ...).  Returns (binary, was
+    cached, seconds spent building).
+    """
     cxx = compiler()
-    key = _build_key(cxx, arch, sources)
+    key = _build_key(cxx, arch, {**sources, "<units>": " ".join(units)})
     binary = (cache_dir or cache_root() / "x86") / key / "harness"
     if binary.is_file():
         return binary, True, 0.0
@@ -149,12 +170,11 @@ def build_harness(
         for rel, text in sources.items():
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).write_text(text)
-        units = ["x86/harness.cpp", *sorted(r for r in sources if r.startswith("src/kernels/") and r.endswith(".cc"))]
-        base = [cxx, *FLAGS, f"-D__AIE_ARCH__={arch}", f"-I{shim_include()}", f"-I{root / 'src'}"]
+        (root / "obj").mkdir()
+        base = [cxx, *FLAGS, f"-D__AIE_ARCH__={arch}", f"-I{shim_include()}", f"-I{root / 'src'}", f"-I{root}"]
 
         def compile_unit(unit: str) -> subprocess.CompletedProcess:
             obj = root / "obj" / (unit.replace("/", "_") + ".o")
-            obj.parent.mkdir(exist_ok=True)
             return subprocess.run([*base, "-c", str(root / unit), "-o", str(obj)], capture_output=True, text=True)
 
         workers = max(1, min(len(units), jobs or os.cpu_count() or 1))
@@ -163,14 +183,14 @@ def build_harness(
         for unit, res in zip(units, results, strict=True):
             if res.returncode != 0:
                 raise VerifyError(
-                    f"the generated C++ does not compile against the x86 shim ({unit}):\n" + _tail(res.stderr),
+                    f"the generated {what}C++ does not compile against the x86 shim ({unit}):\n" + _tail(res.stderr),
                     hint="this is an aieflow bug; please report it with the design directory",
                 )
         out = root / "harness"
         link = subprocess.run([cxx, *sorted(str(p) for p in (root / "obj").glob("*.o")), "-o", str(out)],
                               capture_output=True, text=True)
         if link.returncode != 0:
-            raise VerifyError("linking the x86 harness failed:\n" + _tail(link.stderr))
+            raise VerifyError(f"linking the {what}x86 harness failed:\n" + _tail(link.stderr))
         binary.parent.mkdir(parents=True, exist_ok=True)
         staged = binary.with_name(f".harness.{os.getpid()}.tmp")
         shutil.copy2(out, staged)

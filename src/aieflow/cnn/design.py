@@ -14,9 +14,11 @@ import numpy as np
 
 from .. import __version__
 from ..atomic import save_directory, write_files
-from ..config import Config
-from ..devices import Device
+from ..config import Config, parse_config
+from ..devices import Device, get_device
 from ..emulation import Emulation
+from ..errors import AieflowError
+from ..graph_io import graph_arrays, graph_from_json, graph_to_json
 from ..ir import Graph
 from ..numerics.types import NumericType
 from .perf import CnnPerformance, estimate
@@ -102,6 +104,7 @@ class CnnDesign:
                        for s in self.plan.stages],
             "plan": self.plan.to_json(), "tile_usage": self.tile_usage(),
             "performance": self.estimate().to_json(), "project_files": sorted(self.files),
+            "graph": graph_to_json(self.graph), "source": self.source,  # params in weights.npz
         }
 
     def summary(self) -> str:
@@ -134,9 +137,48 @@ class CnnDesign:
     # ------------------------------------------------------------------ persistence
 
     def save(self, out_dir: str | os.PathLike, force: bool = False) -> Path:
-        """Write ``design.json`` and ``project/`` atomically (temporary sibling, then rename)."""
+        """Write ``design.json``, ``weights.npz`` and ``project/`` atomically (temporary sibling,
+        then rename)."""
         def write(tmp: Path) -> None:
             (tmp / "design.json").write_text(json.dumps(self.to_json(), indent=2) + "\n")
+            np.savez_compressed(tmp / "weights.npz", **graph_arrays(self.graph))
             write_files(tmp / "project", self.files)
 
         return save_directory(out_dir, force, write)
+
+
+def load(path: str | os.PathLike) -> CnnDesign:
+    """Reload a design written by :meth:`CnnDesign.save`: the quantised graph and its weights (so
+    ``predict`` needs no model file), the plan made again from them and the saved config (the
+    planner is deterministic; a plan that differs from the saved one means another aieflow wrote
+    it, and is refused) and the project as it is on disk (``verify`` builds those files)."""
+    from .directives import make_plan
+    from .stages import lower
+
+    d = Path(path)
+    redo = "re-run aieflow compile to write the design again"
+    try:
+        meta = json.loads((d / "design.json").read_text())
+        weights = np.load(d / "weights.npz")
+    except FileNotFoundError as e:
+        raise AieflowError(f"'{d}' is not a loadable CNN design: {e.filename} is missing", hint=redo) from None
+    except (OSError, ValueError) as e:
+        raise AieflowError(f"cannot read the CNN design in '{d}': {e}") from None
+    if meta.get("format") != FORMAT or meta.get("version") != FORMAT_VERSION or "graph" not in meta:
+        raise AieflowError(f"'{d}/design.json' is format {meta.get('format')!r} version {meta.get('version')!r} "
+                           f"without a graph; this aieflow reads {FORMAT!r} version {FORMAT_VERSION}", hint=redo)
+    try:
+        graph = graph_from_json(meta["graph"], weights)
+    except KeyError as e:
+        raise AieflowError(f"'{d}/weights.npz' lacks {e}", hint=redo) from None
+    device = get_device(meta["device"]["key"])
+    config = parse_config(meta["config"])
+    plan = make_plan(device, lower(graph), config)
+    if plan.to_json() != meta["plan"]:
+        raise AieflowError(f"the CNN plan in '{d}/design.json' differs from the one this aieflow makes for it",
+                           hint=redo)
+    proj = d / "project"
+    files = {str(p.relative_to(proj)): p.read_text() for p in sorted(proj.rglob("*")) if p.is_file()}
+    if not files:
+        raise AieflowError(f"'{d}/project' is missing or empty", hint=redo)
+    return CnnDesign(graph, device, config, plan, meta.get("source", ""), files)

@@ -1,7 +1,7 @@
 """Run a CNN design's own generated C++ on x86 and compare its output bit for bit with ``predict``.
 
 The harness is built with :mod:`aieflow.verify`'s compiler, flags, shim and build cache
-(:func:`aieflow.verify.build_harness`).  Stream mapping: the frames go to the replicas' input
+(:func:`aieflow.verify.build_units`).  Stream mapping: the frames go to the replicas' input
 PLIO files (frame f to replica f mod R, graph iteration f div R) and the output PLIOs are read back.
 Thesis mapping: the harness runs the host's im2col, the graph and the PL kernels itself
 (:mod:`aieflow.cnn.emit_thesis`) and reads / writes binary frames.
@@ -9,9 +9,7 @@ Thesis mapping: the harness runs the host's im2col, the graph and the PL kernels
 
 from __future__ import annotations
 
-import concurrent.futures
 import os
-import shutil
 import subprocess
 import tempfile
 import time
@@ -23,17 +21,7 @@ import numpy as np
 
 from ..numerics.types import FloatType, NumericType
 from ..passes.emit import format_values
-from ..verify import (
-    FLAGS,
-    VerifyError,
-    _build_key,
-    _differs,
-    _tail,
-    cache_root,
-    compiler,
-    shim_include,
-    verification_inputs,
-)
+from ..verify import VerifyError, _differs, _tail, build_units, verification_inputs
 
 if TYPE_CHECKING:
     from .design import CnnDesign
@@ -73,47 +61,11 @@ class CnnVerifyResult:
 
 def build(files: dict[str, str], arch: int, cache_dir: Path | None = None, jobs: int | None = None
           ) -> tuple[Path, bool, float]:
-    """Compile the harness, the AI Engine kernels (src/kernels/*.cc) and the PL kernels (pl/*.cpp)
-    with aieflow.verify's compiler, flags, shim and build cache (keyed by a hash of all of them)."""
+    """The harness, the AI Engine kernels (src/kernels/*.cc) and the PL kernels (pl/*.cpp)."""
     sources = {rel: text for rel, text in files.items() if rel.startswith(("src/", "x86/", "pl/"))}
     units = ["x86/harness.cpp", *sorted(r for r in sources if r.startswith("src/kernels/") and r.endswith(".cc")),
              *sorted(r for r in sources if r.startswith("pl/") and r.endswith(".cpp"))]
-    cxx = compiler()
-    key = _build_key(cxx, arch, {**sources, "<units>": " ".join(units)})
-    binary = (cache_dir or cache_root() / "x86") / key / "harness"
-    if binary.is_file():
-        return binary, True, 0.0
-    start = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="aieflow-cnn-build-") as tmp:
-        root = Path(tmp)
-        for rel, text in sources.items():
-            (root / rel).parent.mkdir(parents=True, exist_ok=True)
-            (root / rel).write_text(text)
-        (root / "obj").mkdir()
-        base = [cxx, *FLAGS, f"-D__AIE_ARCH__={arch}", f"-I{shim_include()}", f"-I{root / 'src'}", f"-I{root}"]
-
-        def compile_unit(unit: str) -> subprocess.CompletedProcess:
-            obj = root / "obj" / (unit.replace("/", "_") + ".o")
-            return subprocess.run([*base, "-c", str(root / unit), "-o", str(obj)], capture_output=True, text=True)
-
-        workers = max(1, min(len(units), jobs or os.cpu_count() or 1))
-        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-            results = list(pool.map(compile_unit, units))
-        for unit, res in zip(units, results, strict=True):
-            if res.returncode != 0:
-                raise VerifyError(f"the generated CNN C++ does not compile against the x86 shim ({unit}):\n"
-                                  + _tail(res.stderr), hint="this is an aieflow bug; please report it")
-        out = root / "harness"
-        link = subprocess.run([cxx, *sorted(str(p) for p in (root / "obj").glob("*.o")), "-o", str(out)],
-                              capture_output=True, text=True)
-        if link.returncode != 0:
-            raise VerifyError("linking the CNN x86 harness failed:\n" + _tail(link.stderr))
-        binary.parent.mkdir(parents=True, exist_ok=True)
-        staged = binary.with_name(f".harness.{os.getpid()}.tmp")
-        shutil.copy2(out, staged)
-        os.replace(staged, binary)
-    return binary, False, time.perf_counter() - start
-
+    return build_units(sources, units, arch, "CNN ", cache_dir, jobs)
 
 def _parse(text: str, t: NumericType) -> np.ndarray:
     tokens = text.split()

@@ -132,7 +132,11 @@ def import_torch(module: torch.nn.Module, example_input: Any) -> ImportedModel:
                 hint="forward() must be traceable by torch.fx: no control flow or Python logic that "
                 "depends on tensor values; move such logic out of forward()",
             ) from None
+        threads = torch.get_num_threads()
         try:
+            # one intra-op thread: these runs only find shapes (a small example batch), and torch's
+            # thread pool spinning on a busy machine made a 100-step GRU take seconds instead of ms
+            torch.set_num_threads(1)
             with torch.no_grad():
                 gm(x)  # a plain run first: ShapeProp prints a traceback when a node fails
                 ShapeProp(gm).propagate(x)
@@ -142,6 +146,8 @@ def import_torch(module: torch.nn.Module, example_input: Any) -> ImportedModel:
                 f"failed: {_first_line(exc)}",
                 hint="check that example_input has the shape the model expects, batch included",
             ) from None
+        finally:
+            torch.set_num_threads(threads)
         return _Converter(torch, gm, int(x.shape[0]), type(module).__name__).run()
     finally:
         module.train(was_training)

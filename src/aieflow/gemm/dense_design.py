@@ -27,10 +27,10 @@ from ..config import Config, parse_config
 from ..devices import Device, get_device
 from ..emulation import Emulation
 from ..errors import AieflowError, ConfigError, PlanError
-from ..ir import Graph, Node, Tensor, frozen_map
-from ..numerics.types import NumericType, parse_type
+from ..graph_io import graph_arrays, graph_from_json, graph_to_json
+from ..ir import Graph, Node
+from ..numerics.types import NumericType
 from ..ops.dense import _types_to_json
-from ..ops.registry import family
 from ..verify import VerifyError
 from .dense import (
     StreamedDensePerformance,
@@ -284,7 +284,7 @@ class StreamedDenseDesign:
             "performance": self.estimate().to_json(),
             "project_files": sorted(self.files),
             "plan": _plan_json(p),  # what :func:`load` rebuilds the plan from
-            "graph": _graph_json(self.graph),  # the quantised graph; its params are in weights.npz
+            "graph": graph_to_json(self.graph),  # the quantised graph; its params are in weights.npz
         }
 
     def placement_svg(self) -> str:
@@ -330,8 +330,7 @@ class StreamedDenseDesign:
         ``data/``), atomically."""
         def write(tmp: Path) -> None:
             (tmp / "design.json").write_text(json.dumps(self.to_json(), indent=2) + "\n")
-            arrays = {f"{n.name}/{k}": np.asarray(v) for n in self.graph.nodes for k, v in n.params.items()}
-            np.savez_compressed(tmp / "weights.npz", **arrays)
+            np.savez_compressed(tmp / "weights.npz", **graph_arrays(self.graph))
             write_files(tmp / "project", {**self.files, **self.data_files()})
 
         return save_directory(out_dir, force, write)
@@ -373,36 +372,6 @@ def _plan_from_json(d: dict[str, Any], graph: Graph, device: Device) -> Streamed
                              dict(d["orientations"]))
 
 
-def _graph_json(graph: Graph) -> dict[str, Any]:
-    nodes = []
-    for n in graph.nodes:
-        fam = family(n.op, n.name)
-        nodes.append({"name": n.name, "op": n.op, "inputs": list(n.inputs), "outputs": list(n.outputs),
-                      "attrs": {k: list(v) if isinstance(v, tuple) else v for k, v in n.attrs.items()},
-                      "aliases": list(n.aliases), "params": sorted(n.params),
-                      "types": fam.types_to_json(n.types) if n.types is not None and fam.types_to_json else None})
-    tensors = {k: {"shape": list(v.shape), "type": v.dtype.to_string() if v.dtype is not None else None}
-               for k, v in graph.tensors.items()}
-    return {"name": graph.name, "inputs": list(graph.inputs), "outputs": list(graph.outputs), "tensors": tensors,
-            "nodes": nodes}
-
-
-def _graph_from_json(g: dict[str, Any], weights: Any) -> Graph:
-    tensors = {k: Tensor(k, tuple(v["shape"]), parse_type(v["type"]) if v["type"] else None)
-               for k, v in g["tensors"].items()}
-    nodes = []
-    for nd in g["nodes"]:
-        fam = family(nd["op"], nd["name"])
-        nodes.append(Node(
-            name=nd["name"], op=nd["op"], inputs=tuple(nd["inputs"]), outputs=tuple(nd["outputs"]),
-            attrs=frozen_map({k: tuple(v) if isinstance(v, list) else v for k, v in nd["attrs"].items()}),
-            params=frozen_map({k: weights[f"{nd['name']}/{k}"] for k in nd["params"]}),
-            types=fam.types_from_json(nd["types"]) if nd["types"] is not None and fam.types_from_json else None,
-            aliases=tuple(nd["aliases"]),
-        ))
-    return Graph(tuple(nodes), tensors, tuple(g["inputs"]), tuple(g["outputs"]), g.get("name", "model"))
-
-
 def load(path: str | os.PathLike) -> StreamedDenseDesign:
     """Reload a design written by :meth:`StreamedDenseDesign.save`: the quantised graph and its
     params (``weights.npz``), the plan re-made from its saved design point (so ``estimate`` and
@@ -427,7 +396,7 @@ def load(path: str | os.PathLike) -> StreamedDenseDesign:
     try:
         device = get_device(meta["device"]["key"])
         config = parse_config(meta["config"])
-        graph = _graph_from_json(meta["graph"], weights)
+        graph = graph_from_json(meta["graph"], weights)
         plan = _plan_from_json(meta["plan"], graph, device)
         files = {rel: (d / "project" / rel).read_text() for rel in meta["project_files"]}
     except AieflowError as e:

@@ -7,9 +7,7 @@ cache; it reads A and B, runs the loops and writes C.
 
 from __future__ import annotations
 
-import concurrent.futures
 import os
-import shutil
 import subprocess
 import tempfile
 import time
@@ -19,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..verify import FLAGS, VerifyError, _build_key, _tail, cache_root, compiler, shim_include
+from ..verify import VerifyError, _tail, build_units
 from .emit import build_sources
 from .emulate import C_DTYPES, check_operands
 
@@ -62,44 +60,8 @@ class GemmVerifyResult:
 
 def build(files: dict[str, str], arch: int, cache_dir: Path | None = None, jobs: int | None = None,
           units: tuple[str, ...] = UNITS) -> tuple[Path, bool, float]:
-    """Compile a harness from ``units`` (cached by a hash of compiler, flags, shim and sources)."""
-    sources = build_sources(files)
-    cxx = compiler()
-    key = _build_key(cxx, arch, {**sources, "<units>": " ".join(units)})
-    binary = (cache_dir or cache_root() / "x86") / key / "harness"
-    if binary.is_file():
-        return binary, True, 0.0
-    start = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="aieflow-gemm-build-") as tmp:
-        root = Path(tmp)
-        for rel, text in sources.items():
-            (root / rel).parent.mkdir(parents=True, exist_ok=True)
-            (root / rel).write_text(text)
-        base = [cxx, *FLAGS, f"-D__AIE_ARCH__={arch}", f"-I{shim_include()}", f"-I{root / 'src'}", f"-I{root}"]
-        (root / "obj").mkdir()
-
-        def compile_unit(unit: str) -> subprocess.CompletedProcess:
-            obj = root / "obj" / (unit.replace("/", "_") + ".o")
-            return subprocess.run([*base, "-c", str(root / unit), "-o", str(obj)], capture_output=True, text=True)
-
-        workers = max(1, min(len(units), jobs or os.cpu_count() or 1))
-        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-            results = list(pool.map(compile_unit, units))
-        for unit, res in zip(units, results, strict=True):
-            if res.returncode != 0:
-                raise VerifyError(f"the generated GEMM C++ does not compile against the x86 shim ({unit}):\n"
-                                  + _tail(res.stderr), hint="this is an aieflow bug; please report it")
-        out = root / "harness"
-        link = subprocess.run([cxx, *sorted(str(p) for p in (root / "obj").glob("*.o")), "-o", str(out)],
-                              capture_output=True, text=True)
-        if link.returncode != 0:
-            raise VerifyError("linking the GEMM x86 harness failed:\n" + _tail(link.stderr))
-        binary.parent.mkdir(parents=True, exist_ok=True)
-        staged = binary.with_name(f".harness.{os.getpid()}.tmp")
-        shutil.copy2(out, staged)
-        os.replace(staged, binary)
-    return binary, False, time.perf_counter() - start
-
+    """Compile a harness from ``units`` of the project's build sources."""
+    return build_units(build_sources(files), units, arch, "GEMM ", cache_dir, jobs)
 
 def run_harness(binary: Path, work: Path) -> float:
     start = time.perf_counter()

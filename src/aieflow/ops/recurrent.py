@@ -25,10 +25,12 @@ The AI Engine mapping of these layers does not exist yet: :func:`base.not_mapped
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from ..config import PRECISIONS
 from ..errors import ConfigError, ModelError, UnsupportedOpError
@@ -139,6 +141,20 @@ def _types_from_json(d: dict) -> RecurrentTypes:
 # ----------------------------------------------------------------------------- float reference
 
 
+def one_blas_thread(fn):
+    """Run ``fn`` with BLAS on one thread: a time-step loop does ``seq_len`` small products
+    ([batch, n] x [n, gates * n]) in sequence, too small for threads to pay, and a multi-threaded
+    BLAS spinning on a busy machine made them 25x slower (8.2 s vs 0.33 s for 100 steps of
+    200 x 128 x 384 on the 2-core development machine under load)."""
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        with threadpool_limits(limits=1, user_api="blas"):
+            return fn(*args, **kwargs)
+
+    return wrapped
+
+
 def _sigmoid(x):
     return act.exact("sigmoid", x)
 
@@ -151,6 +167,7 @@ def _sequence(node: Node, x: np.ndarray) -> np.ndarray:
     return x.reshape(x.shape[0], t, f)
 
 
+@one_blas_thread
 def float_forward(node: Node, x: np.ndarray, stats: dict[str, float] | None = None) -> np.ndarray:
     """Float64 reference with exact activations (calibration; ``stats`` collects max |value|)."""
     p = {k: node.params[k].astype(np.float64) for k in ("weight", "recurrent_weight", "bias", "recurrent_bias")}
@@ -535,6 +552,7 @@ def _emulate_float(node: Node, x: np.ndarray) -> np.ndarray:
     return np.stack(outs, axis=1) if node.attrs["return_sequences"] else h
 
 
+@one_blas_thread
 def emulate(node: Node, x: np.ndarray) -> np.ndarray:
     """Bit-exact emulation of the layer's numerics (see the module docstring)."""
     if node.types is None:

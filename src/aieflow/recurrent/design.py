@@ -24,9 +24,8 @@ from ..config import Config, parse_config
 from ..design import Design
 from ..devices import Device, get_device
 from ..errors import AieflowError, PlanError
-from ..ir import Graph, Node, Tensor, frozen_map
-from ..numerics.types import parse_type
-from ..ops.registry import family
+from ..graph_io import graph_arrays, graph_from_json, graph_to_json
+from ..ir import Graph, Node
 from .model import RecurrentPerformance, estimate_recurrent
 from .plan import (
     MatvecMapping,
@@ -172,27 +171,16 @@ class RecurrentDesign:
 
         def write(tmp: Path) -> None:
             meta = self.to_json()
-            meta["graph"] = graph_json(self.graph)
+            meta["graph"] = graph_to_json(self.graph)
             meta["mapping_fields"] = mapping_fields(self.mapping)
             (tmp / "design.json").write_text(json.dumps(meta, indent=2, default=str))
-            np.savez(tmp / "weights.npz", **{f"{n.name}/{k}": v for n in self.graph.nodes for k, v in n.params.items()})
+            np.savez(tmp / "weights.npz", **graph_arrays(self.graph))
             for rel, text in self.files.items():
                 p = tmp / "project" / rel
                 p.parent.mkdir(parents=True, exist_ok=True)
                 p.write_text(text)
 
         return save_directory(out_dir, force, write)
-
-
-def graph_json(graph: Graph) -> dict:
-    nodes = []
-    for n in graph.nodes:
-        fam = family(n.op, n.name)
-        nodes.append({"name": n.name, "op": n.op, "inputs": list(n.inputs), "outputs": list(n.outputs),
-                      "attrs": dict(n.attrs), "aliases": list(n.aliases), "params": sorted(n.params),
-                      "types": fam.types_to_json(n.types) if n.types is not None and fam.types_to_json else None})
-    tensors = {k: {"shape": list(v.shape), "type": v.dtype.to_string() if v.dtype else None} for k, v in graph.tensors.items()}
-    return {"name": graph.name, "nodes": nodes, "tensors": tensors, "inputs": list(graph.inputs), "outputs": list(graph.outputs)}
 
 
 def compile_recurrent(
@@ -252,22 +240,6 @@ def mapping_from_fields(d: dict[str, Any]) -> RecurrentMapping:
     dims["pair"] = tuple(dims["pair"]) if dims.get("pair") else None
     return RecurrentMapping(**{**d, "dims": RecurrentDims(**dims), "recurrent": MatvecMapping(**d["recurrent"]),
                                "input": MatvecMapping(**d["input"]), "notes": tuple(d.get("notes", ()))})
-
-
-def graph_from_json(g: dict[str, Any], weights: Any) -> Graph:
-    """The inverse of :func:`graph_json` (the same reading as ``aieflow.design.load``)."""
-    tensors = {k: Tensor(k, tuple(v["shape"]), parse_type(v["type"]) if v["type"] else None) for k, v in g["tensors"].items()}
-    nodes = []
-    for nd in g["nodes"]:
-        fam = family(nd["op"], nd["name"])
-        nodes.append(Node(
-            name=nd["name"], op=nd["op"], inputs=tuple(nd["inputs"]), outputs=tuple(nd["outputs"]),
-            attrs=frozen_map({k: (tuple(v) if isinstance(v, list) else v) for k, v in nd["attrs"].items()}),
-            params=frozen_map({k: weights[f"{nd['name']}/{k}"] for k in nd["params"]}),
-            types=fam.types_from_json(nd["types"]) if nd["types"] is not None and fam.types_from_json else None,
-            aliases=tuple(nd["aliases"]),
-        ))
-    return Graph(tuple(nodes), tensors, tuple(g["inputs"]), tuple(g["outputs"]), g.get("name", "model"))
 
 
 def load(path: str | os.PathLike) -> RecurrentDesign:

@@ -9,9 +9,7 @@ then random ones, unless given.
 
 from __future__ import annotations
 
-import concurrent.futures
 import os
-import shutil
 import subprocess
 import tempfile
 import time
@@ -22,16 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..numerics.types import FixedType
-from ..verify import (
-    FLAGS,
-    VerifyError,
-    _build_key,
-    _tail,
-    cache_root,
-    compiler,
-    shim_include,
-    verification_inputs,
-)
+from ..verify import VerifyError, _tail, build_units, verification_inputs
 
 if TYPE_CHECKING:
     from .design import RecurrentDesign
@@ -62,43 +51,10 @@ class RecurrentVerifyResult:
 
 def build(files: dict[str, str], arch: int, hybrid: bool, cache_dir: Path | None = None,
           jobs: int | None = None) -> tuple[Path, bool, float]:
+    """The harness, and for the hybrid aggregation the PL FSM compiled as C++ against the shim."""
     units = ["x86/harness.cpp"] + (["pl/rnn_fsm.cpp"] if hybrid else [])
     sources = {rel: text for rel, text in files.items() if rel.startswith(("src/", "x86/", "pl/"))}
-    cxx = compiler()
-    key = _build_key(cxx, arch, {**sources, "<units>": " ".join(units)})
-    binary = (cache_dir or cache_root() / "x86") / key / "harness"
-    if binary.is_file():
-        return binary, True, 0.0
-    start = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="aieflow-rnn-build-") as tmp:
-        root = Path(tmp)
-        for rel, text in sources.items():
-            (root / rel).parent.mkdir(parents=True, exist_ok=True)
-            (root / rel).write_text(text)
-        base = [cxx, *FLAGS, f"-D__AIE_ARCH__={arch}", f"-I{shim_include()}", f"-I{root / 'src'}", f"-I{root}"]
-        (root / "obj").mkdir()
-
-        def compile_unit(unit: str) -> subprocess.CompletedProcess:
-            obj = root / "obj" / (unit.replace("/", "_") + ".o")
-            return subprocess.run([*base, "-c", str(root / unit), "-o", str(obj)], capture_output=True, text=True)
-
-        with concurrent.futures.ThreadPoolExecutor(max(1, min(jobs or len(units), len(units)))) as pool:
-            results = list(pool.map(compile_unit, units))
-        for unit, res in zip(units, results, strict=True):
-            if res.returncode != 0:
-                raise VerifyError(f"the generated recurrent C++ does not compile against the x86 shim ({unit}):\n"
-                                  + _tail(res.stderr), hint="this is an aieflow bug; please report it")
-        out = root / "harness"
-        link = subprocess.run([cxx, *sorted(str(p) for p in (root / "obj").glob("*.o")), "-o", str(out)],
-                              capture_output=True, text=True)
-        if link.returncode != 0:
-            raise VerifyError("linking the recurrent x86 harness failed:\n" + _tail(link.stderr))
-        binary.parent.mkdir(parents=True, exist_ok=True)
-        staged = binary.with_name(f".harness.{os.getpid()}.tmp")
-        shutil.copy2(out, staged)
-        os.replace(staged, binary)
-    return binary, False, time.perf_counter() - start
-
+    return build_units(sources, units, arch, "recurrent ", cache_dir, jobs)
 
 def x_file(design: RecurrentDesign, xq: np.ndarray) -> str:
     """What the x PLIO carries: per sample and step, x zero-padded to the W kernels' lanes."""
