@@ -93,7 +93,8 @@ def test_bad_inputs_name_the_problem():
     torch.manual_seed(0)
     net = _Net("GRU", 4, 8, False).eval()
     x = torch.randn(16, 3, 4)
-    with pytest.raises(PlanError, match="row-wise"):
-        compile_recurrent(net, "vck190", x[:2], {"precision": "fp32"}, x, RecurrentOptions(distribution="column"))
+    with pytest.raises(PlanError, match="summation order"):  # fp32: one float order per layer (row or column)
+        compile_recurrent(net, "vck190", x[:2], {"precision": "fp32"}, x,
+                          RecurrentOptions(distribution="column", input_distribution="row"))
     with pytest.raises(PlanError, match="exact"):
         compile_recurrent(net, "vck190", x[:2], {"precision": "int16", "activations": {"sigmoid": "exact"}}, x)

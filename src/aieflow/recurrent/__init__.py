@@ -2,8 +2,9 @@
 
 ``plan_recurrent`` gives the most parallel legal mapping for some options, ``choose_mapping`` the
 one a target picks with the Pareto front, ``estimate_recurrent`` the per-step latency, its
-breakdown, the interval and the sequence latency.  Kernels, graph and PL code for these mappings
-are not generated yet (docs/recurrent.md, "Mapping and latency model").
+breakdown, the interval and the sequence latency; ``plan_stack`` / ``choose_stack`` /
+``estimate_stack`` do the same for stacked layers.  ``design.compile_recurrent`` emits the
+project (row-wise and column-wise cascade kernels, AIE or PL aggregation; docs/recurrent.md).
 """
 
 from __future__ import annotations
@@ -27,6 +28,15 @@ from .plan import (
     violations,
 )
 from .select import RecurrentExploration, RecurrentPoint, choose_mapping, costed_points
+from .stack import (
+    StackedExploration,
+    StackedMapping,
+    StackedPerformance,
+    choose_stack,
+    estimate_stack,
+    plan_stack,
+    stack_violations,
+)
 
 __all__ = [
     "PARTS",
@@ -37,13 +47,20 @@ __all__ = [
     "RecurrentOptions",
     "RecurrentPerformance",
     "RecurrentPoint",
+    "StackedExploration",
+    "StackedMapping",
+    "StackedPerformance",
     "choose_mapping",
+    "choose_stack",
     "costed_points",
     "dims_of",
     "estimate_closed",
     "estimate_recurrent",
+    "estimate_stack",
     "legal_mappings",
     "plan_recurrent",
+    "plan_stack",
+    "stack_violations",
     "step_pipeline",
     "step_stages",
     "violations",

@@ -1,8 +1,9 @@
-"""A compiled recurrent model (GRU / LSTM layer + optional dense head): mapping, latency, project.
+"""A compiled recurrent model (one or several stacked GRU / LSTM layers + optional dense head):
+mapping, latency, project.
 
 ``compile_recurrent`` imports and quantises like ``aieflow.compile``, picks the mapping
-(``plan_recurrent``, or ``choose_mapping`` for a config ``target``), and emits the project
-(``project.py``).  ``RecurrentDesign`` mirrors ``gemm/design.py``: ``predict`` (the emulator, bit
+(``plan_recurrent``, or ``choose_mapping`` for a config ``target``; per layer for a stack:
+``stack.plan_stack`` / ``stack.choose_stack``), and emits the project (``project.py``).  ``RecurrentDesign`` mirrors ``gemm/design.py``: ``predict`` (the emulator, bit
 for bit what the generated code computes), ``estimate`` (per-step latency and its breakdown,
 interval, sequence latency), ``verify`` (the generated C++ on x86), ``save`` / ``load``,
 ``summary``.
@@ -37,30 +38,61 @@ from .plan import (
     violations,
 )
 from .select import RecurrentExploration, choose_mapping
+from .stack import (
+    StackedExploration,
+    StackedMapping,
+    StackedPerformance,
+    choose_stack,
+    estimate_stack,
+    plan_stack,
+    stack_violations,
+)
 
 FORMAT = "aieflow-recurrent-design"
 FORMAT_VERSION = 1
 ROW_ONLY = {"distribution": "row", "input_distribution": "row"}
+COLUMN_ONLY = {"distribution": "column", "input_distribution": "column"}
+
+
+def split_layers(graph: Graph) -> tuple[list[Node], list[Node]]:
+    """The recurrent layers (one, or a stack: each inner layer returns its whole sequence, which
+    the next reads as its x) and the dense head after them; anything else is a clear PlanError."""
+    nodes = [n for n in graph.nodes if n.op != "reshape"]
+    rec = [n for n in nodes if n.op in ("gru", "lstm")]
+    names = ", ".join(f"{n.name} ({n.op})" for n in nodes)
+    if not rec or nodes[: len(rec)] != rec:
+        raise PlanError(
+            f"the recurrent mapping takes GRU / LSTM layers first (one, or a stack), then Dense layers; this model has {names}",
+            hint="put the recurrent layers first and only Dense (+ ReLU) layers after them",
+        )
+    for a, b in zip(rec, rec[1:], strict=False):
+        if not a.attrs["return_sequences"]:
+            raise PlanError(f"layer {b.name} reads only the last step of {a.name}; a stack passes every step's h on",
+                            layer=a.name, hint="feed the next recurrent layer the whole output sequence")
+        if b.inputs[0] != a.outputs[0]:
+            raise PlanError(f"layer {b.name} does not read {a.name}'s output directly", layer=b.name,
+                            hint="stacked recurrent layers must follow each other with nothing in between")
+        if a.types is not None and b.types is not None:
+            if a.types.is_float != b.types.is_float:
+                raise PlanError(f"{a.name} and {b.name} mix float and fixed point; a stack is generated in one numeric mode",
+                                layer=b.name, hint="give every recurrent layer the same precision kind (fp32, or fixed point)")
+            if not a.types.is_float and a.types.output != b.types.input:
+                raise PlanError(f"{b.name} reads {a.name}'s h as {b.types.input} but {a.name} writes {a.types.output}",
+                                layer=b.name, hint=f"give {b.name} input type {a.types.output} (the h type of {a.name})")
+    head = nodes[len(rec):]
+    for n in head:
+        if n.op != "dense":
+            raise PlanError(f"layer {n.op!r} after the recurrent layers is not mapped", layer=n.name,
+                            hint="the head may hold Dense (+ ReLU) layers only")
+    if head and rec[-1].attrs["return_sequences"]:
+        raise PlanError("a dense head after a recurrent layer that returns the whole sequence is not mapped",
+                        layer=rec[-1].name, hint="read the last step (out[:, -1]) before the head")
+    return rec, head
 
 
 def split_graph(graph: Graph) -> tuple[Node, list[Node]]:
-    """The recurrent layer and the dense head after it; anything else is a clear PlanError."""
-    nodes = [n for n in graph.nodes if n.op != "reshape"]
-    rec = [n for n in nodes if n.op in ("gru", "lstm")]
-    if len(rec) != 1 or nodes[0] is not rec[0]:
-        names = ", ".join(f"{n.name} ({n.op})" for n in nodes)
-        raise PlanError(
-            f"the recurrent mapping takes one GRU / LSTM layer first, then Dense layers; this model has {names}",
-            hint="stacked recurrent layers (num_layers > 1) are emulated (aieflow.emulate) but not mapped yet",
-        )
-    head = nodes[1:]
-    for n in head:
-        if n.op != "dense":
-            raise PlanError(f"layer {n.op!r} after the recurrent layer is not mapped", layer=n.name,
-                            hint="the head may hold Dense (+ ReLU) layers only")
-    if head and rec[0].attrs["return_sequences"]:
-        raise PlanError("a dense head after a recurrent layer that returns the whole sequence is not mapped",
-                        layer=rec[0].name, hint="read the last step (out[:, -1]) before the head")
+    """The (first) recurrent layer and the dense head after the last one."""
+    rec, head = split_layers(graph)
     return rec[0], head
 
 
@@ -70,11 +102,50 @@ def with_head(node: Node, head: list[Node], device: Device) -> RecurrentDims:
     return replace(dims_of(node, device), head=tuple(int(d.params["weight_q"].shape[1]) for d in head))
 
 
-def _with_lanes(graph: Graph, node: Node, lanes: int) -> Graph:
-    if not node.types.is_float:
-        return graph
-    mapped = node.evolve(attrs={**dict(node.attrs), "fp32_lanes": lanes})
-    return graph.with_nodes(tuple(mapped if n is node else n for n in graph.nodes))
+def layer_dims(layers: list[Node], head: list[Node], device: Device) -> list[RecurrentDims]:
+    """Every layer's dims; the last carries the head."""
+    return [with_head(n, head if i == len(layers) - 1 else [], device) for i, n in enumerate(layers)]
+
+
+def search_options(opts: RecurrentOptions, fp32: bool, layer: str | None = None) -> RecurrentOptions | tuple[RecurrentOptions, ...]:
+    """What a target's search may pick from.  Fixed point: any distribution of U h and W x (the
+    kernels keep hls4ml's order either way).  fp32: row-wise and column-wise, not mixed: the
+    emulator binds one float summation order to both products of a layer (lanes + tree for row
+    kernels, sequential from the bias for cascade chains)."""
+    if not fp32:
+        return opts
+    d, wd = opts.distribution, opts.input_distribution
+    if d and wd and d != wd:
+        raise PlanError(f"fp32 with U h {d}-wise and W x {wd}-wise: the emulator has one float summation order per layer",
+                        layer=layer, hint="use the same distribution for both, or fixed point")
+    if d or wd:
+        return replace(opts, distribution=d or wd, input_distribution=d or wd)
+    return (replace(opts, **ROW_ONLY), replace(opts, **COLUMN_ONLY))
+
+
+def check_emittable(mapping: RecurrentMapping, node: Node) -> None:
+    """fp32 layers need one summation order for both products (see :func:`search_options`)."""
+    if node.types.is_float and mapping.recurrent.distribution != mapping.input.distribution:
+        raise PlanError(
+            f"fp32 {node.op.upper()} with U h {mapping.recurrent.distribution}-wise and W x "
+            f"{mapping.input.distribution}-wise: the emulator has one float summation order per layer",
+            layer=node.name, hint="use the same distribution for both (distribution and input_distribution), or fixed point",
+        )
+
+
+def _with_lanes(graph: Graph, mappings: list[RecurrentMapping], device: Device) -> Graph:
+    """Bind each fp32 layer's float summation order to its kernels: row kernels sum by lanes
+    then a halving tree (``fp32_lanes`` = the lanes), cascade chains sequentially from the bias
+    (``fp32_lanes`` = 0, the unmapped order)."""
+    from .costs import lanes
+
+    layers, _ = split_layers(graph)
+    new = {}
+    for node, m in zip(layers, mappings, strict=True):
+        if node.types.is_float:
+            n_lanes = lanes(device.generation, m.dims.pair) if m.recurrent.distribution == "row" else 0
+            new[node.name] = node.evolve(attrs={**dict(node.attrs), "fp32_lanes": n_lanes})
+    return graph.with_nodes(tuple(new.get(n.name, n) for n in graph.nodes))
 
 
 @dataclass(frozen=True)
@@ -82,19 +153,28 @@ class RecurrentDesign:
     graph: Graph
     device: Device
     config: Config
-    mapping: RecurrentMapping
+    mapping: RecurrentMapping  # the (first) layer's
     files: dict[str, str] = field(repr=False)
-    exploration: RecurrentExploration | None = None
+    exploration: RecurrentExploration | StackedExploration | None = None
     source: str = ""
     saved_exploration: dict[str, Any] | None = field(default=None, repr=False)  # a loaded design's, as saved
+    stack: StackedMapping | None = None  # two or more layers: every layer's mapping (``mapping`` is the first)
 
     @property
     def layer(self) -> Node:
-        return split_graph(self.graph)[0]
+        return split_layers(self.graph)[0][0]
+
+    @property
+    def layers(self) -> list[Node]:
+        return split_layers(self.graph)[0]
+
+    @property
+    def mappings(self) -> tuple[RecurrentMapping, ...]:
+        return self.stack.layers if self.stack is not None else (self.mapping,)
 
     @property
     def head(self) -> list[Node]:
-        return split_graph(self.graph)[1]
+        return split_layers(self.graph)[1]
 
     def _design(self) -> Design:
         return Design(self.graph, self.device, self.config, placement=None, source=self.source)
@@ -109,7 +189,10 @@ class RecurrentDesign:
     def run(self, xq: np.ndarray) -> np.ndarray:
         return self._design().run(xq)
 
-    def estimate(self) -> RecurrentPerformance:
+    def estimate(self) -> RecurrentPerformance | StackedPerformance:
+        """One layer: its step model (``model.py``); a stack: the layers chained (``stack.py``)."""
+        if self.stack is not None:
+            return estimate_stack(self.stack, self.device)
         return estimate_recurrent(self.mapping, self.device)
 
     def verify(self, x: Any = None, samples: int = 16, seed: int = 0, **kwargs: Any):
@@ -119,7 +202,7 @@ class RecurrentDesign:
 
     def to_json(self) -> dict[str, Any]:
         perf = self.estimate()
-        return {
+        out = {
             "format": FORMAT,
             "version": FORMAT_VERSION,
             "kind": "recurrent",
@@ -128,43 +211,65 @@ class RecurrentDesign:
             "config": self.config.to_json(),
             "layer": {"name": self.layer.name, "op": self.layer.op, **{k: v for k, v in self.layer.attrs.items()}},
             "head": [n.name for n in self.head],
-            "mapping": self.mapping.to_json(),
+            "mapping": self.mapping.to_json() if self.stack is None else self.stack.to_json(),
             "performance": perf.to_json(),
             "exploration": self.exploration.to_json() if self.exploration else self.saved_exploration,
         }
+        if self.stack is not None:  # every layer: its attributes, mapping and tiles
+            out["layers"] = [{"name": n.name, "op": n.op, **dict(n.attrs), "mapping": m.to_json(), "tiles": m.tiles}
+                             for n, m in zip(self.layers, self.stack.layers, strict=True)]
+        return out
 
     def summary(self) -> str:
         p = self.estimate()
-        n = self.layer
-        parts = ", ".join(f"{k} {v:.1f}" for k, v in p.breakdown_ns.items())
-        lines = [
-            f"{n.name}: {n.op.upper()} {n.attrs['input_size']} -> {n.attrs['hidden_size']}, {n.attrs['seq_len']} steps"
-            f" on {self.device.board} ({'fp32' if n.types.is_float else 'fixed point'})",
-            f"  mapping: {self.mapping.describe()}",
-            f"  per step: {p.step_latency_ns:.1f} ns ({parts}); interval {p.interval_ns:.1f} ns; bound {p.bound}",
+        fixed = "fp32" if self.layer.types.is_float else "fixed point"
+        agg = "PL FSM" if self.mappings[-1].aggregation == "hybrid" else "AIE aggregator"
+        if self.stack is None:
+            n = self.layer
+            parts = ", ".join(f"{k} {v:.1f}" for k, v in p.breakdown_ns.items())
+            lines = [
+                f"{n.name}: {n.op.upper()} {n.attrs['input_size']} -> {n.attrs['hidden_size']}, {n.attrs['seq_len']} steps"
+                f" on {self.device.board} ({fixed})",
+                f"  mapping: {self.mapping.describe()}",
+                f"  per step: {p.step_latency_ns:.1f} ns ({parts}); interval {p.interval_ns:.1f} ns; bound {p.bound}",
+            ]
+        else:
+            lines = [f"{len(self.layers)} stacked recurrent layers, {self.layer.attrs['seq_len']} steps on {self.device.board} "
+                     f"({fixed}); layer l + 1 runs one step behind layer l"]
+            for i, (n, m, lp) in enumerate(zip(self.layers, self.stack.layers, p.layers, strict=True)):
+                lines.append(f"  layer {i} {n.name}: {n.op.upper()} {n.attrs['input_size']} -> {n.attrs['hidden_size']}: "
+                             f"{m.describe()}; step {lp.step_latency_ns:.1f} ns, interval {lp.interval_ns:.1f} ns")
+            lines.append(f"  per step (slowest layer): {p.step_latency_ns:.1f} ns; interval {p.interval_ns:.1f} ns; bound {p.bound}")
+        lines += [
             f"  sequence latency: {p.sequence_latency_ns / 1000:.2f} us (head {p.head_ns:.1f} ns); tiles {p.tiles},"
             f" interface tiles {p.interface_tiles}",
-            f"  head: {', '.join(h.name for h in self.head) or 'none'} (in the {'PL FSM' if self.mapping.aggregation == 'hybrid' else 'AIE aggregator'} epilogue)",
+            f"  head: {', '.join(h.name for h in self.head) or 'none'} (in the {agg} epilogue)",
         ]
         return "\n".join(lines)
 
     def placement_svg(self) -> str:
-        """The mapping's blocks on the array (``aieflow report``): U h kernels column by column, then
-        the W x kernels, the aggregator in a free slot of the U block or its own column.  These are
-        the rectangles the latency model counts switch hops on, not a placement by the ADF tools."""
+        """The mapping's blocks on the array (``aieflow report``): per layer, U h kernels column by
+        column, then the W x kernels, the aggregator in a free slot of the U block or its own
+        column; stacked layers side by side.  These are the rectangles the latency model counts
+        switch hops on, not a placement by the ADF tools."""
         from ..passes.place import Placement, Rect
         from ..placement_svg import placement_svg
 
-        m, dev, name = self.mapping, self.device, self.layer.name
-        rects = [Rect(f"{name} U h", 0, 0, m.u_columns, m.u_rows)]
-        if m.w_tiles:
-            rects.append(Rect(f"{name} W x", m.u_columns, 0, m.w_columns, m.w_rows))
-        if m.aggregator_tiles:
-            col, row = (m.u_columns - 1, m.u_tiles % dev.rows) if not m.agg_columns else (m.u_columns + m.w_columns, 0)
-            rects.append(Rect("aggregator", col, row, 1, 1))
-        grid = Placement(tuple(rects), max(dev.columns, m.columns), dev.rows, method="recurrent blocks")
-        agg = "AIE aggregator" if m.aggregation == "aie" else "PL FSM (hybrid)"
-        return placement_svg(grid, (), dev.memory_tile_rows, title=f"{name} ({m.dims.cell.upper()}) on {dev.board}, {agg}")
+        dev = self.device
+        rects, x0 = [], 0
+        for n, m in zip(self.layers, self.mappings, strict=True):
+            name = n.name
+            rects.append(Rect(f"{name} U h", x0, 0, m.u_columns, m.u_rows))
+            if m.w_tiles:
+                rects.append(Rect(f"{name} W x", x0 + m.u_columns, 0, m.w_columns, m.w_rows))
+            if m.aggregator_tiles:
+                col, row = (m.u_columns - 1, m.u_tiles % dev.rows) if not m.agg_columns else (m.u_columns + m.w_columns, 0)
+                rects.append(Rect(f"{name} aggregator", x0 + col, row, 1, 1))
+            x0 += m.columns
+        grid = Placement(tuple(rects), max(dev.columns, x0), dev.rows, method="recurrent blocks")
+        agg = "AIE aggregator" if self.mappings[-1].aggregation == "aie" else "PL FSM (hybrid)"
+        cells = "+".join(m.dims.cell.upper() for m in self.mappings)
+        return placement_svg(grid, (), dev.memory_tile_rows, title=f"{self.layer.name} ({cells}) on {dev.board}, {agg}")
 
     def save(self, out_dir: str | os.PathLike, force: bool = False) -> Path:
         """design.json (mapping, performance, graph), weights.npz and project/ (atomic)."""
@@ -173,6 +278,9 @@ class RecurrentDesign:
             meta = self.to_json()
             meta["graph"] = graph_to_json(self.graph)
             meta["mapping_fields"] = mapping_fields(self.mapping)
+            if self.stack is not None:
+                meta["stack_fields"] = [mapping_fields(m) for m in self.stack.layers]
+                meta["stack_notes"] = list(self.stack.notes)
             (tmp / "design.json").write_text(json.dumps(meta, indent=2, default=str))
             np.savez(tmp / "weights.npz", **graph_arrays(self.graph))
             for rel, text in self.files.items():
@@ -189,34 +297,51 @@ def compile_recurrent(
     example_input: Any = None,
     config: Any = None,
     calibration: Any = None,
-    options: RecurrentOptions | None = None,
+    options: RecurrentOptions | list[RecurrentOptions] | None = None,
 ) -> RecurrentDesign:
-    """Import, quantise, map (row-wise; the target's choice with a config ``target``) and emit."""
+    """Import, quantise, map and emit.  Without a config ``target`` each layer gets
+    ``plan_recurrent``'s mapping for the options (default: the published row-wise hybrid one);
+    with a target the search picks among row-wise and column-wise mappings (fp32: not mixed
+    within a layer), per layer for a stack, with the layers' resources summed.  ``options``: one
+    for every layer, or a list with one per recurrent layer."""
     from ..api import emulate
     from .project import project_files
 
     dev = get_device(device) if isinstance(device, str) else device
     cfg = config if isinstance(config, Config) else parse_config(config)
     emu = emulate(model, device=dev.board.lower(), example_input=example_input, config=cfg, calibration=calibration)
-    node, head = split_graph(emu.graph)
-    opts = options or RecurrentOptions(**ROW_ONLY)
-    if opts.distribution not in (None, "row") or opts.input_distribution not in (None, "row"):
-        raise PlanError("only the row-wise distribution is generated (the column-wise cascade is estimated only)",
-                        layer=node.name, hint="use distribution='row'")
-    opts = replace(opts, distribution="row", input_distribution="row")
-    exploration = None
-    dims = with_head(node, head, dev)
-    if cfg.target.searched:
-        exploration = choose_mapping(dims, dev, cfg.target, opts)
-        mapping = exploration.chosen.mapping
+    layers, head = split_layers(emu.graph)
+    if isinstance(options, list | tuple):
+        if len(options) != len(layers):
+            raise PlanError(f"{len(options)} per-layer recurrent options for {len(layers)} recurrent layers",
+                            hint="give one RecurrentOptions per recurrent layer, or one for all")
+        per = [o or RecurrentOptions() for o in options]
     else:
-        mapping = plan_recurrent(dims, dev, opts)
-    from .costs import lanes
-
-    graph = _with_lanes(emu.graph, node, lanes(dev.generation, mapping.dims.pair))
-    node, head = split_graph(graph)
-    files = project_files(node, head, mapping, dev)
-    return RecurrentDesign(graph, dev, cfg, mapping, files, exploration, emu.source)
+        per = [options or RecurrentOptions()] * len(layers)
+    searched = [search_options(o, n.types.is_float, n.name) for o, n in zip(per, layers, strict=True)]
+    planned = [o if isinstance(s, tuple) else s for o, s in zip(per, searched, strict=True)]
+    dims = layer_dims(layers, head, dev)
+    exploration: RecurrentExploration | StackedExploration | None = None
+    stack = None
+    if len(layers) == 1:
+        if cfg.target.searched:
+            exploration = choose_mapping(dims[0], dev, cfg.target, searched[0])
+            mappings = [exploration.chosen.mapping]
+        else:
+            mappings = [plan_recurrent(dims[0], dev, planned[0])]
+    else:
+        if cfg.target.searched:
+            exploration = choose_stack(dims, dev, cfg.target, searched)
+            stack = exploration.chosen.mapping
+        else:
+            stack = plan_stack(dims, dev, planned)
+        mappings = list(stack.layers)
+    for node, m in zip(layers, mappings, strict=True):
+        check_emittable(m, node)
+    graph = _with_lanes(emu.graph, mappings, dev)
+    layers, head = split_layers(graph)
+    files = project_files(layers, head, mappings, dev)
+    return RecurrentDesign(graph, dev, cfg, mappings[0], files, exploration, emu.source, stack=stack)
 
 
 def is_recurrent_design(path: str | os.PathLike) -> bool:
@@ -262,28 +387,38 @@ def load(path: str | os.PathLike) -> RecurrentDesign:
         )
     device = get_device(meta["device"])
     mapping = mapping_from_fields(meta["mapping_fields"])
-    bad = violations(mapping, device)
+    stack = None
+    if meta.get("stack_fields"):
+        stack = StackedMapping(tuple(mapping_from_fields(f) for f in meta["stack_fields"]), tuple(meta.get("stack_notes", ())))
+        bad = stack_violations(stack.layers, device)
+    else:
+        bad = violations(mapping, device)
     if bad:
         raise AieflowError(f"the saved mapping in '{d}' does not fit {device.board}: {'; '.join(bad)}")
     proj = d / "project"
     files = {str(p.relative_to(proj)): p.read_text() for p in sorted(proj.rglob("*")) if p.is_file()} if proj.is_dir() else {}
     graph = graph_from_json(meta["graph"], weights)
     return RecurrentDesign(graph, device, parse_config(meta["config"]), mapping, files, None, meta.get("source", ""),
-                           saved_exploration=meta.get("exploration"))
+                           saved_exploration=meta.get("exploration"), stack=stack)
 
 
 def explore_recurrent(model: Any, device: str | Device = "vck190", example_input: Any = None, config: Any = None,
-                      calibration: Any = None) -> RecurrentExploration:
+                      calibration: Any = None) -> RecurrentExploration | StackedExploration:
     """``aieflow.explore`` for a recurrent model: the Pareto front (tiles, sequence latency, per-step
-    interval) of the mappings ``compile`` can generate (row-wise; both aggregations, every row
-    reuse and merge fan-in) and the one the config's target picks (default: fewest tiles)."""
+    interval) of the mappings ``compile`` can generate (row-wise and column-wise, fp32 not mixed
+    within a layer; both aggregations, every row reuse, chain length and merge fan-in; per layer
+    for a stack) and the one the config's target picks (default: fewest tiles)."""
     from ..api import emulate
 
     dev = get_device(device) if isinstance(device, str) else device
     cfg = config if isinstance(config, Config) else parse_config(config)
     emu = emulate(model, device=dev.board.lower(), example_input=example_input, config=cfg, calibration=calibration)
-    node, head = split_graph(emu.graph)
-    return choose_mapping(with_head(node, head, dev), dev, cfg.target, RecurrentOptions(**ROW_ONLY))
+    layers, head = split_layers(emu.graph)
+    opts = search_options(RecurrentOptions(), layers[0].types.is_float, layers[0].name)
+    dims = layer_dims(layers, head, dev)
+    if len(layers) == 1:
+        return choose_mapping(dims[0], dev, cfg.target, opts)
+    return choose_stack(dims, dev, cfg.target, opts)
 
 
 def is_recurrent(state: Any) -> bool:

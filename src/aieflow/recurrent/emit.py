@@ -1,18 +1,28 @@
-"""The Vitis project of a row-wise recurrent mapping: AIE kernels, ADF graph, PL FSM, configs.
+"""The Vitis project of a recurrent mapping (one or several stacked GRU / LSTM layers, each
+row-wise or column-wise): AIE kernels, ADF graph, PL FSM, configs.
 
 What is generated (``shared/spec/gru-on-aie.md``; C++ checked against UG1079 / UG1529 / UG1399):
 
 * ``src/rnn_kernels.h`` (static, ``templates/recurrent``): ``RowKernel<C>`` (row reuse rows of one
   gate over the stream-broadcast vector, one packet per row) and the AIE aggregator;
-  ``rnn_collect.h`` (ID reordering, shared with the PL), ``rnn_fixed.h`` (ap_fixed casts on codes);
-* ``src/rnn_config.h``: the per-kernel configurations, packet sources and their rows;
-* ``src/rnn_cell.h``: the gate math and the dense head, operation by operation as
-  ``ops/recurrent.py`` / ``ops/dense.py`` emulate them (used by the AIE aggregator and the PL FSM);
+  ``rnn_cascade.h`` (the column-wise chains: ``ColFirst`` / ``ColMid`` / ``ColLast`` /
+  ``ColOnly``, partial sums on the cascade, one packet of the chain's rows);
+  ``rnn_collect.h`` (ID reordering, shared with the PL), ``rnn_fixed.h`` (ap_fixed casts on codes),
+  ``rnn_fsm.h`` (the PL FSM's step, one instantiation per hybrid layer);
+* ``src/rnn_config.h``: per layer (``namespace rnn_l<i>``) the kernel configurations, packet
+  sources, their rows and words per packet;
+* ``src/rnn_cell.h``: per layer the gate math and the layer's output (the next layer's x, zero
+  padded, or the dense head), operation by operation as ``ops/recurrent.py`` / ``ops/dense.py``
+  emulate them (used by the AIE aggregator and the PL FSM);
 * ``src/rnn_weights.h``, ``src/graph.h``, ``src/graph.cpp``: the graph (free-running class kernels,
   stream broadcasts, pktmerges, PLIOs);
-* ``pl/rnn_fsm.cpp`` (hybrid): the HLS FSM reading the merged packet streams;
+* ``pl/rnn_fsm.cpp`` (hybrid layers): one HLS top per layer reading its merged packet streams;
 * ``system.cfg`` (``[connectivity]``), ``host.cpp``, ``Makefile``, ``README.md``;
-* ``x86/harness.cpp``: runs the graph's own kernel objects (and the FSM) on x86, step by step.
+* ``x86/harness.cpp``: runs the graph's own kernel objects (and the FSMs) on x86, step by step.
+
+Stacked layers: layer ``l + 1`` reads layer ``l``'s h_t as its x_t: the AIE aggregator's output
+stream is broadcast to the next layer's W x kernels, or the PL FSM's output stream comes back
+through the next layer's x PLIO; the next layer runs one step behind (pipelined).
 
 The dense head runs in the aggregation epilogue (the AIE aggregator, or the PL FSM), once per
 sequence: it is a few hundred MACs against seq_len steps of the layer, and it needs the last h,
@@ -39,7 +49,7 @@ from .costs import lanes
 from .plan import RecurrentMapping
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "recurrent"
-STATIC = ("rnn_kernels.h", "rnn_collect.h", "rnn_fixed.h")
+STATIC = ("rnn_kernels.h", "rnn_cascade.h", "rnn_collect.h", "rnn_fixed.h", "rnn_fsm.h")
 _RND = {
     Rounding.FLOOR: "R_FLOOR", Rounding.CEIL: "R_CEIL", Rounding.SYM_FLOOR: "R_SYM_FLOOR",
     Rounding.SYM_CEIL: "R_SYM_CEIL", Rounding.POS_INF: "R_POS_INF", Rounding.NEG_INF: "R_NEG_INF",
@@ -57,39 +67,50 @@ def packet_id(index: int) -> int:
 
 @dataclass(frozen=True)
 class Source:
-    """One packet source (a row kernel): rows ``base .. base + rows - 1`` of the stacked product."""
+    """One packet source (a row kernel, or a cascade chain's last tile): rows ``base .. base +
+    rows - 1`` of the stacked product; a row kernel sends one word per packet, a chain all its
+    rows in one packet."""
 
     is_w: bool
     gate: int
     row0: int
     rows: int
     n_h: int
+    column: bool = False
 
     @property
     def base(self) -> int:
         return self.gate * self.n_h + self.row0
 
+    @property
+    def words(self) -> int:
+        return self.rows if self.column else 1
+
 
 @dataclass(frozen=True)
 class Layout:
-    """Sources and merges of a row-wise mapping, in the order the graph declares them."""
+    """Sources and merges of one layer's mapping, in the order the graph declares them."""
 
     u: tuple[Source, ...]
     w: tuple[Source, ...]
     merges: tuple[tuple[int, ...], ...]  # per merge (aie: per aggregator port): source indices
     lanes: int
+    u_cas: int = 1  # tiles per source: 1 (row) or the chain's length (column)
+    w_cas: int = 1
+    u_column: bool = False
+    w_column: bool = False
 
     @property
     def sources(self) -> tuple[Source, ...]:
         return self.u + self.w
 
 
-def _sources(n_h: int, gates: int, rows: int, is_w: bool) -> list[Source]:
+def _sources(n_h: int, gates: int, rows: int, is_w: bool, column: bool) -> list[Source]:
     out = []
     for b in range(math.ceil(n_h / rows)):  # block-major: one row block's gates side by side
         for g in range(gates):
             r0 = b * rows
-            out.append(Source(is_w, g, r0, min(rows, n_h - r0), n_h))
+            out.append(Source(is_w, g, r0, min(rows, n_h - r0), n_h, column))
     return out
 
 
@@ -99,22 +120,23 @@ def _chunks(idx: list[int], size: int) -> list[list[int]]:
 
 def layout(mapping: RecurrentMapping, device: Device) -> Layout:
     d = mapping.dims
-    if mapping.recurrent.distribution != "row" or mapping.input.distribution != "row":
-        raise PlanError(
-            "only the row-wise distribution is generated; the column-wise cascade is planned and "
-            "estimated but not emitted yet",
-            hint="use distribution: row (the published design)",
-        )
-    u = _sources(d.n_h, d.gates, mapping.recurrent.rows, False)
-    w = _sources(d.n_h, d.gates, mapping.input.rows, True)
+    uc, wc = mapping.recurrent.distribution == "column", mapping.input.distribution == "column"
+    u = _sources(d.n_h, d.gates, mapping.recurrent.rows, False, uc)
+    w = _sources(d.n_h, d.gates, mapping.input.rows, True, wc)
     ui = list(range(len(u)))
     wi = [len(u) + i for i in range(len(w))]
     if mapping.aggregation == "hybrid":
         merges = _chunks(ui, mapping.u_fanin) + _chunks(wi, mapping.w_fanin)
     else:
-        uc, wc = _chunks(ui, mapping.u_fanin), _chunks(wi, mapping.w_fanin)
-        merges = [(uc[p] if p < len(uc) else []) + (wc[p] if p < len(wc) else []) for p in range(mapping.u_merges)]
-    return Layout(tuple(u), tuple(w), tuple(tuple(m) for m in merges if m), lanes(device.generation, d.pair))
+        uch, wch = _chunks(ui, mapping.u_fanin), _chunks(wi, mapping.w_fanin)
+        merges = [(uch[p] if p < len(uch) else []) + (wch[p] if p < len(wch) else []) for p in range(mapping.u_merges)]
+    return Layout(tuple(u), tuple(w), tuple(tuple(m) for m in merges if m), lanes(device.generation, d.pair),
+                  mapping.recurrent.cas_len if uc else 1, mapping.input.cas_len if wc else 1, uc, wc)
+
+
+def ns(li: int) -> str:
+    """The C++ namespace of layer ``li``'s configuration, cell and weights."""
+    return f"rnn_l{li}"
 
 
 # ----------------------------------------------------------------------------- C++ fragments
@@ -241,8 +263,12 @@ def _cell_float(node: Node) -> str:
 """
 
 
-def _head(head: list[Node], fp32: bool, n_h: int) -> tuple[str, int]:
-    """The dense head as C++ (ops/dense.emulate's arithmetic), and its output size."""
+def _head(head: list[Node], fp32: bool, n_h: int, pad_to: int | None = None) -> tuple[str, int]:
+    """The dense head as C++ (ops/dense.emulate's arithmetic), and its output size.  ``pad_to``:
+    an inner layer of a stack, whose output is h zero-padded to the next layer's vector width."""
+    if pad_to is not None:
+        return ("inline void head(const X* h, X* y) { for (int i = 0; i < NY; ++i) y[i] = i < NH ? h[i] : X(0); }\n",
+                pad_to)
     if not head:
         return "inline void head(const X* h, X* y) { for (int i = 0; i < NH; ++i) y[i] = h[i]; }\n", n_h
     decl, body = [], []
@@ -288,16 +314,31 @@ def _head(head: list[Node], fp32: bool, n_h: int) -> tuple[str, int]:
     return text, width
 
 
-def cell_header(node: Node, head: list[Node], n_hp: int) -> str:
+def padded(n: int, lane: int) -> int:
+    return math.ceil(n / lane) * lane
+
+
+def cell_header(layers: list[Node], head: list[Node], lays: list[Layout]) -> str:
+    """Every layer's gate math and output, each in its namespace (``rnn_l<i>::cell`` functions and
+    the ``rnn_l<i>::Cell`` struct the aggregator and the FSM are instantiated with)."""
+    lines = ["// Gate math and outputs of this design's recurrent layers (and the dense head after the last),",
+             "// operation by operation as the emulator (ops/recurrent.py, ops/dense.py).  Generated by aieflow;",
+             "// plain C++ (AIE, HLS, x86).", "#pragma once", "", "#include <cstdint>", "", '#include "rnn_fixed.h"', "",
+             "// Vitis HLS (the PL FSM's head): one output per cycle, the product loop unrolled (UG1399,",
+             "// pragma HLS pipeline on an outer loop).  Nothing on the AIE or x86.",
+             "#ifdef __SYNTHESIS__", '#define RNN_HEAD_PIPELINE _Pragma("HLS PIPELINE II=1")', "#else",
+             "#define RNN_HEAD_PIPELINE", "#endif", ""]
+    for li, (node, lay) in enumerate(zip(layers, lays, strict=True)):
+        last = li == len(layers) - 1
+        pad_to = None if last else padded(node.attrs["hidden_size"], lays[li + 1].lanes)
+        lines.append(_cell_one(node, head if last else [], padded(node.attrs["hidden_size"], lay.lanes), ns(li), pad_to))
+    return "\n".join(lines) + "\n"
+
+
+def _cell_one(node: Node, head: list[Node], n_hp: int, space: str, pad_to: int | None) -> str:
     t = node.types
     fp32 = t.is_float
-    lines = ["// Gate math and dense head of this design, operation by operation as the emulator",
-             "// (ops/recurrent.py, ops/dense.py).  Generated by aieflow; plain C++ (AIE, HLS, x86).",
-             "#pragma once", "", "#include <cstdint>", "", '#include "rnn_fixed.h"', "", "namespace rnn_cell {", ""]
-    lines += ["// Vitis HLS (the PL FSM's head): one output per cycle, the product loop unrolled (UG1399,",
-              "// pragma HLS pipeline on an outer loop).  Nothing on the AIE or x86.",
-              "#ifdef __SYNTHESIS__", '#define RNN_HEAD_PIPELINE _Pragma("HLS PIPELINE II=1")', "#else",
-              "#define RNN_HEAD_PIPELINE", "#endif", ""]
+    lines = [f"// ---- layer {node.name} ({node.op.upper()})", f"namespace {space} {{", "namespace cell {", ""]
     lines.append(f"using X = {'float' if fp32 else 'int32_t'};")
     lines.append(f"constexpr int NH = {node.attrs['hidden_size']};")
     lines.append(f"constexpr int NHP = {n_hp};")
@@ -308,7 +349,7 @@ def cell_header(node: Node, head: list[Node], n_hp: int) -> str:
         lines.append(f"constexpr rnn::fxtype RES = {_fx(t.output)};")
     lines.append(_activation("sigmoid", t.sigmoid, fp32))
     lines.append(_activation("tanh", t.tanh, fp32))
-    head_text, ny = _head(head, fp32, node.attrs["hidden_size"])
+    head_text, ny = _head(head, fp32, node.attrs["hidden_size"], pad_to)
     lines.append(f"constexpr int NY = {ny};")
     lines.append(head_text)
     lines.append("// One step: gx = W x + b, gh = U h + b' (canonical gate order), h and c updated in place.")
@@ -320,23 +361,46 @@ def cell_header(node: Node, head: list[Node], n_hp: int) -> str:
     lines.append("inline bool emits(int t) { return SEQUENCES || t + 1 == STEPS; }")
     lines.append("inline void output(const X* h, X* y) { head(h, y); }")
     lines.append("")
-    lines.append("}  // namespace rnn_cell")
+    lines.append("}  // namespace cell")
+    lines.append("// What the aggregator / FSM templates are instantiated with (AggCfg::Cell).")
+    lines.append("struct Cell {")
+    lines.append("    using X = cell::X;")
+    lines.append("    static constexpr int NY = cell::NY;")
+    lines.append("    static void step(const X* gx, const X* gh, X* h, X* c) { cell::step(gx, gh, h, c); }")
+    lines.append("    static bool emits(int t) { return cell::emits(t); }")
+    lines.append("    static void output(const X* h, X* y) { cell::output(h, y); }")
+    lines.append("};")
+    lines.append(f"}}  // namespace {space}")
     return "\n".join(lines) + "\n"
 
 
 # ----------------------------------------------------------------------------- configuration
 
 
-def _row_cfg(name: str, node: Node, rows: int, k: int, lane: int, recurrent: bool) -> str:
+def acc_tag(device: Device, fp32: bool) -> str:
+    """The cascade's accumulator: accfloat, or integer lanes wide enough for 32-bit accumulator
+    codes (acc48 on AIE1, acc64 on AIE-ML, whose integer accumulators are 32 / 64 bits)."""
+    if fp32:
+        return "accfloat"
+    return "acc48" if device.generation.arch_macro < 20 else "acc64"
+
+
+def _acc_bits(tag: str) -> int:
+    return {"accfloat": 32, "acc48": 48, "acc64": 64}[tag]
+
+
+def _kernel_cfg(name: str, node: Node, mapping_rows: int, k: int, lay: Layout, recurrent: bool, column: bool, cas: int,
+                device: Device) -> str:
     t = node.types
     fp32 = t.is_float
-    kp = math.ceil(k / lane) * lane
+    lane = lay.lanes
+    kp = padded(k, lane)
     wt = t.recurrent_weight if recurrent else t.weight
     lines = [f"struct {name} {{",
              f"    using W = {_wtype(wt)};",
              f"    using X = {'float' if fp32 else 'int32_t'};",
              f"    static constexpr bool FP32 = {'true' if fp32 else 'false'};",
-             f"    static constexpr int ROWS = {rows};",
+             f"    static constexpr int ROWS = {mapping_rows};",
              f"    static constexpr int K = {k};",
              f"    static constexpr int KP = {kp};",
              f"    static constexpr int LANES = {lane};",
@@ -351,13 +415,34 @@ def _row_cfg(name: str, node: Node, rows: int, k: int, lane: int, recurrent: boo
     else:
         lines += ["    static constexpr rnn::fxtype ACC = rnn::fxtype{32, 0, true, rnn::R_FLOOR, rnn::S_WRAP};",
                   "    static constexpr int BFRAC = 0;", "    static constexpr int PFRAC = 0;"]
+    if column:
+        from ..ops.dense import cascade_chunk_lanes
+
+        tag = acc_tag(device, fp32)
+        if not fp32 and t.accum.width >= 32 and not t.accum.signed:
+            raise PlanError("the cascade carries accumulator codes as 32-bit signed lanes; an unsigned 32-bit "
+                            "accumulator does not fit", layer=node.name, hint="use a signed accumulator type or distribution: row")
+        kc = math.ceil(k / cas)
+        lines += [f"    // cascade accumulator (rnn_cascade.h picks the tag: {tag} here)",
+                  f"    static constexpr int CAS = {cas};",
+                  f"    static constexpr int KC = {kc};",
+                  f"    static constexpr int GROUPS = {math.ceil(mapping_rows / lane)};",
+                  f"    static constexpr int CASC_LANES = {cascade_chunk_lanes(lane, _acc_bits(tag), device.generation.cascade_bits)};"]
     return "\n".join(lines) + "\n};\n"
 
 
-def config_header(node: Node, mapping: RecurrentMapping, lay: Layout) -> str:
+def config_header(layers: list[Node], mappings: list[RecurrentMapping], lays: list[Layout], device: Device) -> str:
+    text = ["// Configuration of this design's kernels, per layer.  Generated by aieflow.", "#pragma once", "",
+            "#include <cstdint>", "", '#include "rnn_cell.h"', '#include "rnn_fixed.h"', ""]
+    for li, (node, mapping, lay) in enumerate(zip(layers, mappings, lays, strict=True)):
+        text.append(_config_one(node, mapping, lay, device, ns(li)))
+    return "\n".join(text)
+
+
+def _config_one(node: Node, mapping: RecurrentMapping, lay: Layout, device: Device, space: str) -> str:
     d = mapping.dims
     fp32 = node.types.is_float
-    n_hp = math.ceil(d.n_h / lay.lanes) * lay.lanes
+    n_hp = padded(d.n_h, lay.lanes)
     srcs = lay.sources
     ports = lay.merges
     maxin = max(len(m) for m in ports)
@@ -368,13 +453,13 @@ def config_header(node: Node, mapping: RecurrentMapping, lay: Layout) -> str:
         for j, s in enumerate(m):
             row[packet_id(j)] = s
         id_src.append(row)
-    text = ["// Configuration of this design's kernels.  Generated by aieflow.", "#pragma once", "",
-            "#include <cstdint>", "", '#include "rnn_fixed.h"', "",
-            _row_cfg("UCfg", node, mapping.recurrent.rows, d.n_h, lay.lanes, True),
-            _row_cfg("WCfg", node, mapping.input.rows, d.n_in, lay.lanes, False),
-            "// Packet sources (U kernels, then W kernels), merges / aggregator ports and route IDs.",
+    text = [f"// ---- layer {node.name}: {mapping.describe()}", f"namespace {space} {{", "",
+            _kernel_cfg("UCfg", node, mapping.recurrent.rows, d.n_h, lay, True, lay.u_column, lay.u_cas, device),
+            _kernel_cfg("WCfg", node, mapping.input.rows, d.n_in, lay, False, lay.w_column, lay.w_cas, device),
+            "// Packet sources (U kernels / chains, then W), merges / aggregator ports and route IDs.",
             "struct AggCfg {",
             f"    using X = {'float' if fp32 else 'int32_t'};",
+            f"    using Cell = {space}::Cell;",
             f"    static constexpr int NH = {d.n_h};",
             f"    static constexpr int NHP = {n_hp};",
             f"    static constexpr int GN = {d.gates * d.n_h};",
@@ -382,37 +467,68 @@ def config_header(node: Node, mapping: RecurrentMapping, lay: Layout) -> str:
             f"    static constexpr int NSRC = {len(srcs)};",
             f"    static constexpr int SRC_BASE[{len(srcs)}] = {_arr([str(s.base) for s in srcs])};",
             f"    static constexpr int SRC_ROWS[{len(srcs)}] = {_arr([str(s.rows) for s in srcs])};",
+            f"    static constexpr int SRC_WORDS[{len(srcs)}] = {_arr([str(s.words) for s in srcs])};",
             f"    static constexpr bool SRC_IS_W[{len(srcs)}] = {_arr(['true' if s.is_w else 'false' for s in srcs])};",
             f"    static constexpr int NPORTS = {len(ports)};",
             f"    static constexpr int PORT_N[{len(ports)}] = {_arr([str(len(m)) for m in ports])};",
             f"    static constexpr int PORT_SRC[{len(ports)}][{maxin}] = {{{', '.join(_arr(map(str, r)) for r in port_src)}}};",
             "    // the PL FSM's ID table: source of each packet ID, per merged stream (packet_id(j) for input j)",
             f"    static constexpr int ID_SRC[{len(ports)}][32] = {{{', '.join(_arr(map(str, r)) for r in id_src)}}};",
-            "};", ""]
+            "};", "", f"}}  // namespace {space}", ""]
     return "\n".join(text)
 
 
-def weights_header(node: Node, lay: Layout) -> str:
+def weights_header(layers: list[Node], lays: list[Layout]) -> str:
+    out = ["// Weights and biases of every kernel, per layer: row kernels' rows zero-padded to the lanes; cascade",
+           "// tiles' column blocks, rows as lanes ([chain][tile][group][k][lane]).  Generated by aieflow.",
+           "#pragma once", "", '#include "rnn_config.h"', ""]
+    for li, (node, lay) in enumerate(zip(layers, lays, strict=True)):
+        out.append(f"namespace {ns(li)} {{")
+        out += _weights_one(node, lay)
+        out.append(f"}}  // namespace {ns(li)}")
+        out.append("")
+    return "\n".join(out)
+
+
+def _weights_one(node: Node, lay: Layout) -> list[str]:
     t = node.types
     p = node.params
     fp32 = t.is_float
     fmt = _floats if fp32 else _ints
-    out = ["// Weights and biases of every row kernel, rows zero-padded to the lanes.  Generated by aieflow.",
-           "#pragma once", "", '#include "rnn_config.h"', ""]
-    for tag, sources, w, b, cfg, k in (
-        ("U", lay.u, p["recurrent_weight_q"], p["recurrent_bias_q"], "UCfg", node.attrs["hidden_size"]),
-        ("W", lay.w, p["weight_q"], p["bias_q"], "WCfg", node.attrs["input_size"]),
+    dt = np.float32 if fp32 else np.int64
+    out = []
+    for tag, sources, w, b, cfg, k, column, cas in (
+        ("U", lay.u, p["recurrent_weight_q"], p["recurrent_bias_q"], "UCfg", node.attrs["hidden_size"], lay.u_column, lay.u_cas),
+        ("W", lay.w, p["weight_q"], p["bias_q"], "WCfg", node.attrs["input_size"], lay.w_column, lay.w_cas),
     ):
-        kp = math.ceil(k / lay.lanes) * lay.lanes
+        w, b = np.asarray(w), np.asarray(b)
         rows = max(s.rows for s in sources)
-        wa = np.zeros((len(sources), rows, kp), dtype=np.float32 if fp32 else np.int64)
-        ba = np.zeros((len(sources), rows), dtype=np.float32 if fp32 else np.int64)
-        for i, s in enumerate(sources):
-            cols = s.base + np.arange(s.rows)
-            wa[i, : s.rows, :k] = np.asarray(w)[:, cols].T
-            ba[i, : s.rows] = np.asarray(b)[cols]
+        if not column:
+            kp = padded(k, lay.lanes)
+            wa = np.zeros((len(sources), rows, kp), dtype=dt)
+            ba = np.zeros((len(sources), rows), dtype=dt)
+            for i, s in enumerate(sources):
+                cols = s.base + np.arange(s.rows)
+                wa[i, : s.rows, :k] = w[:, cols].T
+                ba[i, : s.rows] = b[cols]
+        else:
+            lane = lay.lanes
+            groups = math.ceil(rows / lane)
+            kc = math.ceil(k / cas)
+            wa = np.zeros((len(sources), cas, groups * lane, kc), dtype=dt)  # transposed to [g][k][lane] below
+            ba = np.zeros((len(sources), groups * lane), dtype=dt)
+            for i, s in enumerate(sources):
+                cols = s.base + np.arange(s.rows)
+                for j in range(cas):
+                    k0, k1 = j * kc, min(k, (j + 1) * kc)
+                    wa[i, j, : s.rows, : k1 - k0] = w[k0:k1, cols].T
+                ba[i, : s.rows] = b[cols]
+            wa = wa.reshape(len(sources), cas, groups, lane, kc).transpose(0, 1, 2, 4, 3)
+            c0 = [j * kc for j in range(cas)]
+            out.append(f"static const int {tag}_C0[{cas}] = {_arr([str(v) for v in c0])};")
+            out.append(f"static const int {tag}_KC[{cas}] = {_arr([str(min(k, v + kc) - v) for v in c0])};")
         out.append(f"static const {cfg}::W {tag}_W[{wa.size}] = {_arr(fmt(wa))};")
         out.append(f"static const {cfg}::X {tag}_B[{ba.size}] = {_arr(fmt(ba))};")
         out.append(f"static const int {tag}_ROWS[{len(sources)}] = {_arr([str(s.rows) for s in sources])};")
         out.append("")
-    return "\n".join(out)
+    return out

@@ -164,13 +164,16 @@ class RecurrentOptions:
     merge_fanin: int | None = None  # hybrid: packet sources per merged stream; None: the gates
     streams_per_interface_tile: int | None = None  # AIE->PL; None: the catalog's per column
     plio_bits: int = PLIO_BITS  # width of the PLIOs of x, h and the hybrid result streams
+    cas_len: int | None = None  # column-wise U h: exactly this many tiles per chain (None: searched)
+    input_cas_len: int | None = None  # column-wise W x: the same
 
     def __post_init__(self) -> None:
         for key, allowed in (("distribution", DISTRIBUTIONS), ("input_distribution", DISTRIBUTIONS), ("aggregation", AGGREGATIONS)):
             v = getattr(self, key)
             if v is not None and v not in allowed:
                 raise ConfigError(f"recurrent {key} {v!r}: use one of {', '.join(allowed)}")
-        for key in ("row_reuse", "input_row_reuse", "merge_fanin", "streams_per_interface_tile", "plio_bits"):
+        for key in ("row_reuse", "input_row_reuse", "merge_fanin", "streams_per_interface_tile", "plio_bits", "cas_len",
+                    "input_cas_len"):
             v = getattr(self, key)
             if v is not None and int(v) < 1:
                 raise ConfigError(f"recurrent {key} must be a positive integer, got {v!r}")
@@ -180,8 +183,8 @@ class RecurrentOptions:
 
 @dataclass(frozen=True)
 class RecurrentMapping:
-    """One mapping of a recurrent layer with every resource it uses (kernels, graph and PL are
-    not emitted yet: this is what the planner and the latency model agree on)."""
+    """One mapping of a recurrent layer with every resource it uses: what the planner, the
+    latency model and the emitter (``emit.py`` / ``project.py``) agree on."""
 
     dims: RecurrentDims
     device: str
@@ -400,10 +403,11 @@ def reuse_candidates(n: int, minimum: int = 1) -> list[int]:
     return sorted({start} | {r for r in values if math.ceil(n / r) < math.ceil(n / start)})
 
 
-def matvec_options(dims: RecurrentDims, k: int, device: Device, distribution: str, minimum: int = 1) -> list[MatvecMapping]:
+def matvec_options(dims: RecurrentDims, k: int, device: Device, distribution: str, minimum: int = 1,
+                   cas_len: int | None = None) -> list[MatvecMapping]:
     """Spreads of one product whose busiest tile fits its memory, fewest rows first.  Column
     chains: for each row count the shortest chain that fits, and doublings of it (a chain
-    longer than the array is wide snakes onto the next row)."""
+    longer than the array is wide snakes onto the next row); ``cas_len``: only that length."""
     out = []
     for rows in reuse_candidates(dims.n_h, minimum):
         if distribution == "row":
@@ -412,6 +416,8 @@ def matvec_options(dims: RecurrentDims, k: int, device: Device, distribution: st
                 out.append(m)
             continue
         lens = sorted({math.ceil(k / math.ceil(k / c)) for c in range(1, min(k, device.compute_tiles) + 1)})
+        if cas_len is not None:
+            lens = [cas_len] if cas_len in lens else []
         fitting = [c for c in lens if kernel_bytes(MatvecMapping("column", rows, c), k, dims, device) <= device.generation.data_memory_bytes]
         if not fitting:
             continue
@@ -440,8 +446,9 @@ def search_space(dims: RecurrentDims, device: Device, options: RecurrentOptions)
     aggs = [options.aggregation] if options.aggregation else list(AGGREGATIONS)
     for dist in dists:
         wdists = [options.input_distribution] if options.input_distribution else ([dist] if options.distribution else list(DISTRIBUTIONS))
-        u_opts = matvec_options(dims, dims.n_h, device, dist, options.row_reuse)
-        w_opts = [m for wd in wdists for m in matvec_options(dims, dims.n_in, device, wd, options.input_row_reuse)]
+        u_opts = matvec_options(dims, dims.n_h, device, dist, options.row_reuse, options.cas_len)
+        w_opts = [m for wd in wdists for m in matvec_options(dims, dims.n_in, device, wd, options.input_row_reuse,
+                                                             options.input_cas_len)]
         for agg in aggs:
             for m in merge_fanins(dims, device, options) if agg == "hybrid" else [None]:
                 yield dist, agg, m, u_opts, w_opts
@@ -484,7 +491,9 @@ def plan_recurrent(node_or_dims: Node | RecurrentDims, device: Device | str, opt
     if not space:
         raise PlanError(
             f"no {fixed.distribution}-wise spread of {dims.cell.upper()} {dims.n_in}->{dims.n_h} fits a tile's "
-            f"{device.generation.data_memory_bytes} B memory on {device.board}",
+            f"{device.generation.data_memory_bytes} B memory on {device.board}"
+            + (f" with chains of exactly {options.cas_len} / {options.input_cas_len} tiles (a chain length that leaves a "
+               "tile without columns is not a spread)" if options.cas_len or options.input_cas_len else ""),
             hint="try the other distribution (column-wise chains split long vectors)",
         )
 

@@ -11,6 +11,7 @@ latency, ``throughput`` the lowest interval.
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,7 +76,7 @@ class RecurrentExploration:
             m = p.mapping
             rows.append(["*" if p == self.chosen else "", str(p.tiles), f"{p.latency_ns:,.0f}", f"{p.step_latency_ns:,.1f}",
                          f"{p.interval_ns:,.1f}",
-                         f"U h row x{m.recurrent.rows}, W x row x{m.input.rows}, {m.aggregation}, fan-in {m.merge_fanin}"])
+                         f"U h {_spread(m.recurrent)}, W x {_spread(m.input)}, {m.aggregation}, fan-in {m.merge_fanin}"])
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         table = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
         head = (f"Pareto front of {len(self.front)} recurrent mappings ({self.candidates} legal mappings costed, "
@@ -92,6 +93,10 @@ class RecurrentExploration:
             "performance": self.performance.to_json(),
             "pareto_front": [p.to_json() for p in self.front],
         }
+
+
+def _spread(m: MatvecMapping) -> str:
+    return f"row x{m.rows}" if m.distribution == "row" else f"column {m.rows} rows x {m.cas_len} tiles"
 
 
 def _point(m: RecurrentMapping, device: Device) -> RecurrentPoint:
@@ -123,12 +128,20 @@ def _undominated(keyed: list[tuple[tuple[float, ...], MatvecMapping]]) -> list[M
     return [w for _, w in keep]
 
 
-def costed_points(node_or_dims: Node | RecurrentDims, device: Device | str, options: RecurrentOptions | None = None) -> list[RecurrentPoint]:
+def costed_points(node_or_dims: Node | RecurrentDims, device: Device | str,
+                  options: RecurrentOptions | Sequence[RecurrentOptions] | None = None) -> list[RecurrentPoint]:
     """Every legal mapping the options allow, costed in closed form, except those whose W x
     spread another beats or equals in everything it affects (same U h spread, aggregation and
-    fan-in): such a mapping is never better in tiles, latency, interval or legality."""
+    fan-in): such a mapping is never better in tiles, latency, interval or legality.  A sequence
+    of options: the union of their mappings (e.g. row-wise and column-wise, but not mixed)."""
     device = get_device(device)
     dims = dims_of(node_or_dims, device)
+    if isinstance(options, Sequence):
+        seen: dict[RecurrentMapping, RecurrentPoint] = {}
+        for o in options:
+            for pt in costed_points(dims, device, o):
+                seen.setdefault(pt.mapping, pt)
+        return list(seen.values())
     options = options or RecurrentOptions()
     points = []
     for _, agg, fanin, u_opts, w_opts in search_space(dims, device, options):
@@ -155,7 +168,7 @@ def choose_mapping(
     node_or_dims: Node | RecurrentDims,
     device: Device | str,
     target: Target | str = "latency",
-    options: RecurrentOptions | None = None,
+    options: RecurrentOptions | Sequence[RecurrentOptions] | None = None,
 ) -> RecurrentExploration:
     """The mapping the target picks among every legal one, and the Pareto front.  The choice is
     re-estimated by simulation (equal to the closed form, tested)."""

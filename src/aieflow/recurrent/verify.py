@@ -60,9 +60,10 @@ def x_file(design: RecurrentDesign, xq: np.ndarray) -> str:
     """What the x PLIO carries: per sample and step, x zero-padded to the W kernels' lanes."""
     from .emit import layout
 
-    n = design.layer
+    n = design.layer  # the first layer reads the design's input
     t, f = n.attrs["seq_len"], n.attrs["input_size"]
-    kp = -(-f // layout(design.mapping, design.device).lanes) * layout(design.mapping, design.device).lanes
+    lane = layout(design.mapping, design.device).lanes
+    kp = -(-f // lane) * lane
     x = np.zeros((xq.shape[0], t, kp), dtype=xq.dtype)
     x[:, :, :f] = xq.reshape(xq.shape[0], t, f)
     if isinstance(design.layer.types.input, FixedType):
@@ -81,8 +82,9 @@ def verify(design: RecurrentDesign, x: Any = None, samples: int = 16, seed: int 
     else:
         xq = design.quantise_input(x)
     want = np.asarray(design.run(xq))
+    hybrid = any(m.aggregation == "hybrid" for m in design.mappings)  # pl/rnn_fsm.cpp holds every hybrid layer's FSM
     binary, cached, build_s = build(design.files, design.device.generation.arch_macro,
-                                    design.mapping.aggregation == "hybrid", Path(cache_dir) if cache_dir else None, jobs)
+                                    hybrid, Path(cache_dir) if cache_dir else None, jobs)
     with tempfile.TemporaryDirectory(prefix="aieflow-rnn-verify-") as tmp:
         work = Path(tmp)
         (work / "data").mkdir()

@@ -9,10 +9,12 @@
 //     Fixed point: hls4ml's order, each product cast to the accumulator type and each partial sum
 //     cast (rnn_fixed.h), from the bias cast to the accumulator.
 //   Aggregator1<A> / Aggregator2<A>: reads the merged packet streams of one step from one or two
-//     input ports, reorders rows by packet ID (rnn_collect.h), applies the gate math
-//     (rnn_cell.h, generated per design), broadcasts the new h (zero-padded) to the U kernels and
-//     writes the layer's output (or the dense head's) on its output stream.
-// The C / A configuration structs are generated per design in rnn_config.h.
+//     input ports (a packet is a header and A::SRC_WORDS[source] words: 1 from a row kernel, the
+//     chain's rows from a cascade chain, rnn_cascade.h), reorders rows by packet ID
+//     (rnn_collect.h), applies the gate math (A::Cell, generated per layer in rnn_cell.h),
+//     broadcasts the new h (zero-padded) to the U kernels and writes the layer's output (the next
+//     layer's x, or the dense head's output) on its output stream.
+// The C / A configuration structs are generated per design and layer in rnn_config.h.
 #pragma once
 
 #include <adf.h>
@@ -20,7 +22,6 @@
 #include <vector>
 
 #include "aie_api/aie.hpp"
-#include "rnn_cell.h"
 #include "rnn_collect.h"
 #include "rnn_fixed.h"
 
@@ -104,18 +105,22 @@ protected:
     void read_port(input_pktstream* in, int port) {
         while (!port_done(port)) {
             const int header = readincr(in);
-            const int value = readincr(in);
             const int src = idmap_[port][header & 31];
-            if (src >= 0) col_.accept(src, rnn::from_word<X>(value));
+            const int words = src >= 0 ? A::SRC_WORDS[src] : 1;  // row kernel: 1; cascade chain: its rows
+            for (int w = 0; w < words; ++w) {
+                const int value = readincr(in);
+                if (src >= 0) col_.accept(src, rnn::from_word<X>(value));
+            }
         }
     }
     void finish(output_stream<X>* h_out, output_stream<X>* y_out) {
-        rnn_cell::step(col_.gx_now(), col_.gh, h_, c_);
+        using Cell = typename A::Cell;
+        Cell::step(col_.gx_now(), col_.gh, h_, c_);
         col_.next_step();
-        if (rnn_cell::emits(step_)) {
-            X y[rnn_cell::NY];
-            rnn_cell::output(h_, y);
-            for (int i = 0; i < rnn_cell::NY; ++i) writeincr(y_out, y[i]);
+        if (Cell::emits(step_)) {
+            X y[Cell::NY];
+            Cell::output(h_, y);
+            for (int i = 0; i < Cell::NY; ++i) writeincr(y_out, y[i]);
         }
         if (step_ + 1 < A::STEPS) {
             for (int i = 0; i < A::NHP; ++i) writeincr(h_out, h_[i]);

@@ -1,0 +1,193 @@
+// AI Engine kernels of a recurrent layer mapped column-wise (shared/spec/gru-on-aie.md, the
+// "column-wise cascade" distribution): a chain of C::CAS tiles splits the vector (x or h) into
+// column blocks of at most C::KC elements; each tile multiplies its block by the matching weight
+// columns for the chain's rows, which are the vector lanes (C::GROUPS groups of C::LANES rows),
+// and passes the partial sums east on the cascade (aie::accum over writeincr / readincr_v on
+// input_cascade / output_cascade, UG1079 "Cascade Stream"; C::CASC_LANES lanes per cascade word,
+// as templates/kernels/dense.h).  The chain's last tile sends its rows' 32-bit results as one
+// packet (header + C::ROWS words, TLAST on the last) into the same aggregation as the row kernels.
+//
+//   ColFirst<C>  (vector stream in, cascade out)            starts each row from its bias
+//   ColMid<C>    (vector stream in, cascade in, cascade out)
+//   ColLast<C>   (vector stream in, cascade in, packet out)
+//   ColOnly<C>   (vector stream in, packet out)               a chain of one tile
+//
+// The whole zero-padded vector is broadcast to every tile; each keeps its block.  A recurrent
+// chain starts every sequence from h = 0 without reading (as RowKernel).  Free-running: one call
+// per time step.
+// Numerics: fp32 accumulates k = 0, 1, ... K-1 in order from the bias (aie::mac rounds each
+// product and each sum; the emulator's sequential float32 dot product).  Fixed point keeps
+// hls4ml's order on integer codes (each product cast to the accumulator type, each partial sum
+// cast, rnn_fixed.h) and carries the accumulator codes (at most 32 bits) in the cascade's
+// integer accumulator lanes unchanged.
+#pragma once
+
+#include <adf.h>
+
+#include <type_traits>
+#include <vector>
+
+#include "aie_api/aie.hpp"
+#include "rnn_collect.h"
+#include "rnn_fixed.h"
+
+template <class C>
+class ColCore {
+protected:
+    using W = typename C::W;
+    using X = typename C::X;
+    // accfloat, or integer lanes wide enough for 32-bit accumulator codes: acc48 on AIE (its integer
+    // accumulators are 48 / 80 bits), acc64 on AIE-ML (32 / 64).
+    using ACC = std::conditional_t<C::FP32, accfloat, std::conditional_t<(__AIE_ARCH__ < 20), acc48, acc64>>;
+    using ACCV = aie::accum<ACC, C::LANES>;
+    static constexpr int L = C::LANES;
+    alignas(32) W w_[C::GROUPS * C::KC * L];
+    alignas(32) X b_[C::GROUPS * L];
+    alignas(32) X v_[C::KC];  // this tile's block of the vector
+    int rows_, c0_, kc_;
+    int step_ = 0;
+
+    ColCore(const std::vector<W>& w, const std::vector<X>& b, int rows, int c0, int kc) : rows_(rows), c0_(c0), kc_(kc) {
+        for (int i = 0; i < C::GROUPS * C::KC * L; ++i) w_[i] = i < static_cast<int>(w.size()) ? w[i] : W(0);
+        for (int i = 0; i < C::GROUPS * L; ++i) b_[i] = i < static_cast<int>(b.size()) ? b[i] : X(0);
+        for (int i = 0; i < C::KC; ++i) v_[i] = X(0);
+    }
+
+    // The zero-padded vector from the broadcast stream; this tile keeps elements c0 .. c0 + kc - 1.
+    void read_vector(input_stream<X>* in) {
+        if (C::RECURRENT && step_ == 0) {
+            for (int i = 0; i < C::KC; ++i) v_[i] = X(0);  // h_{-1} = 0: nothing to read
+        } else {
+            alignas(32) X buf[L];
+            for (int c = 0; c < C::KP / L; ++c) {
+                aie::store_v(buf, readincr_v<L>(in));
+                for (int l = 0; l < L; ++l) {
+                    const int k = c * L + l - c0_;
+                    if (k >= 0 && k < kc_) v_[k] = buf[l];
+                }
+            }
+        }
+        if (C::RECURRENT) step_ = step_ + 1 == C::STEPS ? 0 : step_ + 1;
+    }
+
+    ACCV init(int g) const {
+        ACCV acc;
+        if constexpr (C::FP32) {
+            acc.from_vector(aie::load_v<L>(b_ + g * L), 0);
+        } else {
+            alignas(32) int32 codes[L];
+            for (int l = 0; l < L; ++l) codes[l] = static_cast<int32>(rnn::cast(b_[g * L + l], C::BFRAC, C::ACC));
+            acc.from_vector(aie::load_v<L>(codes), 0);
+        }
+        return acc;
+    }
+
+    ACCV mac(ACCV acc, int g) const {
+        if constexpr (C::FP32) {
+            for (int k = 0; k < kc_; ++k)
+                chess_prepare_for_pipelining {
+                    acc = aie::mac(acc, aie::load_v<L>(w_ + (g * C::KC + k) * L), v_[k]);
+                }
+            return acc;
+        } else {
+            alignas(32) int32 codes[L];
+            aie::store_v(codes, acc.template to_vector<int32>(0));
+            for (int l = 0; l < L; ++l) {
+                int64_t a = codes[l];
+                for (int k = 0; k < kc_; ++k) {
+                    const int64_t p = static_cast<int64_t>(v_[k]) * static_cast<int64_t>(w_[(g * C::KC + k) * L + l]);
+                    a = rnn::cast(a + rnn::cast(p, C::PFRAC, C::ACC), C::ACC.frac, C::ACC);
+                }
+                codes[l] = static_cast<int32>(a);
+            }
+            ACCV out;
+            out.from_vector(aie::load_v<L>(codes), 0);
+            return out;
+        }
+    }
+
+    static ACCV read_cascade(input_cascade<ACC>* cin) {
+        ACCV acc;
+        for (int p = 0; p < L / C::CASC_LANES; ++p) acc.insert(p, readincr_v<C::CASC_LANES>(cin));
+        return acc;
+    }
+    static void write_cascade(output_cascade<ACC>* cout, const ACCV& acc) {
+        for (int p = 0; p < L / C::CASC_LANES; ++p) writeincr(cout, acc.template extract<C::CASC_LANES>(p));
+    }
+
+    // The chain's rows as one packet: header, then one 32-bit word per row.
+    void send(output_pktstream* out, const X* res) const {
+        writeHeader(out, 0, getPacketid(out, 0));
+        for (int r = 0; r < rows_; ++r) writeincr(out, rnn::to_word(res[r]), r + 1 == rows_);
+    }
+    static void store(X* res, const ACCV& acc, int g) {
+        if constexpr (C::FP32) {
+            aie::store_v(res + g * L, acc.template to_vector<float>());
+        } else {
+            aie::store_v(res + g * L, acc.template to_vector<int32>(0));
+        }
+    }
+};
+
+template <class C>
+class ColFirst : public ColCore<C> {
+    using typename ColCore<C>::X;
+    using typename ColCore<C>::W;
+    using typename ColCore<C>::ACC;
+
+public:
+    ColFirst(const std::vector<W>& w, const std::vector<X>& b, int rows, int c0, int kc) : ColCore<C>(w, b, rows, c0, kc) {}
+    void run(input_stream<X>* in, output_cascade<ACC>* cout) {
+        this->read_vector(in);
+        for (int g = 0; g < C::GROUPS; ++g) this->write_cascade(cout, this->mac(this->init(g), g));
+    }
+    static void registerKernelClass() { REGISTER_FUNCTION(ColFirst::run); }
+};
+
+template <class C>
+class ColMid : public ColCore<C> {
+    using typename ColCore<C>::X;
+    using typename ColCore<C>::W;
+    using typename ColCore<C>::ACC;
+
+public:
+    ColMid(const std::vector<W>& w, const std::vector<X>& b, int rows, int c0, int kc) : ColCore<C>(w, b, rows, c0, kc) {}
+    void run(input_stream<X>* in, input_cascade<ACC>* cin, output_cascade<ACC>* cout) {
+        this->read_vector(in);
+        for (int g = 0; g < C::GROUPS; ++g) this->write_cascade(cout, this->mac(this->read_cascade(cin), g));
+    }
+    static void registerKernelClass() { REGISTER_FUNCTION(ColMid::run); }
+};
+
+template <class C>
+class ColLast : public ColCore<C> {
+    using typename ColCore<C>::X;
+    using typename ColCore<C>::W;
+    using typename ColCore<C>::ACC;
+
+public:
+    ColLast(const std::vector<W>& w, const std::vector<X>& b, int rows, int c0, int kc) : ColCore<C>(w, b, rows, c0, kc) {}
+    void run(input_stream<X>* in, input_cascade<ACC>* cin, output_pktstream* out) {
+        this->read_vector(in);
+        alignas(32) X res[C::GROUPS * C::LANES];
+        for (int g = 0; g < C::GROUPS; ++g) this->store(res, this->mac(this->read_cascade(cin), g), g);
+        this->send(out, res);
+    }
+    static void registerKernelClass() { REGISTER_FUNCTION(ColLast::run); }
+};
+
+template <class C>
+class ColOnly : public ColCore<C> {
+    using typename ColCore<C>::X;
+    using typename ColCore<C>::W;
+
+public:
+    ColOnly(const std::vector<W>& w, const std::vector<X>& b, int rows, int c0, int kc) : ColCore<C>(w, b, rows, c0, kc) {}
+    void run(input_stream<X>* in, output_pktstream* out) {
+        this->read_vector(in);
+        alignas(32) X res[C::GROUPS * C::LANES];
+        for (int g = 0; g < C::GROUPS; ++g) this->store(res, this->mac(this->init(g), g), g);
+        this->send(out, res);
+    }
+    static void registerKernelClass() { REGISTER_FUNCTION(ColOnly::run); }
+};

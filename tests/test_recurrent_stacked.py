@@ -1,0 +1,207 @@
+"""Stacked recurrent layers (torch num_layers > 1, GRU -> LSTM): per-layer mappings with summed
+resources, the pipelined latency model, the target's choice, and the generated design run on x86
+bit for bit against the emulator (which is itself checked against PyTorch)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import aieflow  # noqa: E402
+from aieflow.errors import AieflowError, PlanError  # noqa: E402
+from aieflow.recurrent.design import RecurrentDesign, compile_recurrent  # noqa: E402
+from aieflow.recurrent.model import head_stage  # noqa: E402
+from aieflow.recurrent.plan import RecurrentDims, RecurrentOptions, plan_recurrent  # noqa: E402
+from aieflow.recurrent.select import costed_points  # noqa: E402
+from aieflow.recurrent.stack import (  # noqa: E402
+    StackedMapping,
+    choose_stack,
+    estimate_stack,
+    estimate_stack_closed,
+    first_and_interval,
+    plan_stack,
+    stack_violations,
+)
+
+needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
+
+
+class _Stack(torch.nn.Module):
+    """``cells`` recurrent modules in sequence (a str: one module with num_layers), then a head."""
+
+    def __init__(self, cells, n_in: int, n_h, layers: int = 1, head: int = 0, sequence: bool = False):
+        super().__init__()
+        if isinstance(cells, str):
+            self.rnns = torch.nn.ModuleList([getattr(torch.nn, cells)(n_in, n_h, num_layers=layers, batch_first=True)])
+        else:
+            sizes = [n_in, *n_h]
+            self.rnns = torch.nn.ModuleList(getattr(torch.nn, c)(sizes[i], sizes[i + 1], batch_first=True) for i, c in enumerate(cells))
+        width = n_h if isinstance(n_h, int) else n_h[-1]
+        self.fc = torch.nn.Linear(width, head) if head else None
+        self.sequence = sequence
+
+    def forward(self, x):
+        for r in self.rnns:
+            x, _ = r(x)
+        if self.sequence:
+            return x
+        last = x[:, -1]
+        return self.fc(last) if self.fc is not None else last
+
+
+def _data(shape, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g) * 2.0
+
+
+# ----------------------------------------------------------------------------- latency model
+
+
+def _random_stacks(n: int, seed: int):
+    rng = np.random.default_rng(seed)
+    for _ in range(n):
+        layers = int(rng.integers(2, 4))
+        steps = int(rng.integers(1, 25))
+        sizes = [int(v) for v in rng.integers(1, 40, size=layers + 1)]
+        cells = rng.choice(["gru", "lstm"], size=layers)
+        head = tuple(int(v) for v in rng.integers(1, 30, size=int(rng.integers(0, 3))))
+        agg = str(rng.choice(["aie", "hybrid"]))
+        dims = [RecurrentDims(str(c), sizes[i], sizes[i + 1], steps, head=head if i == layers - 1 else ())
+                for i, c in enumerate(cells)]
+        yield dims, RecurrentOptions(aggregation=agg, row_reuse=int(rng.integers(1, 4)))
+
+
+def test_stack_interval_is_the_slowest_layer_and_latency_adds_each_layers_fill():
+    for dims, opts in _random_stacks(12, seed=5):
+        layers = tuple(plan_recurrent(d, "vck190", opts) for d in dims)
+        stack = StackedMapping(layers)
+        sim, closed = estimate_stack(stack, "vck190"), estimate_stack_closed(stack, "vck190")
+        alone = [first_and_interval(m, aieflow.devices.get_device("vck190")) for m in layers]
+        ns = 1e9 / aieflow.devices.get_device("vck190").clock_hz
+        slowest = max(a[1] for a in alone)
+        head = head_stage(layers[-1], "vck190")
+        want_seq = (sum(a[0] for a in alone) + (dims[0].seq_len - 1) * slowest + head.occupancy + head.delay) * ns
+        assert sim.interval_ns == pytest.approx(slowest * ns, rel=1e-9)
+        assert sim.interval_ns == pytest.approx(max(p.interval_ns for p in sim.layers), rel=1e-9)
+        assert sim.sequence_latency_ns == pytest.approx(want_seq, rel=1e-9)
+        assert closed.sequence_latency_ns == pytest.approx(sim.sequence_latency_ns, rel=1e-9)
+        # one more layer never makes a sample faster; a stack is slower than any of its layers alone
+        assert sim.sequence_latency_ns > max(p.sequence_latency_ns for p in sim.layers[:-1])
+        assert sim.tiles == sum(m.tiles for m in layers) and sim.interface_tiles == sum(m.interface_tiles for m in layers)
+        assert sim.bound.startswith(f"layer {sim.slowest}:")
+
+
+def test_stack_choice_is_the_fewest_tiles_meeting_the_budget_brute_force():
+    dev = aieflow.devices.get_device("vck190")
+    dims = [RecurrentDims("gru", 3, 4, 6), RecurrentDims("lstm", 4, 3, 6, head=(2,))]
+    per = [[p.mapping for p in costed_points(d, dev)] for d in dims]
+    ns = 1e9 / dev.clock_hz
+
+    def latency(ms):
+        parts = [first_and_interval(m, dev) for m in ms]
+        h = head_stage(ms[-1], dev)
+        return (sum(p[0] for p in parts) + 5 * max(p[1] for p in parts) + h.occupancy + h.delay) * ns
+
+    combos = [(sum(m.tiles for m in ms), latency(ms), ms) for ms in itertools.product(*per) if not stack_violations(ms, dev)]
+    budget = sorted(c[1] for c in combos)[len(combos) // 3]
+    ok = [c for c in combos if c[1] <= budget]
+    ex = choose_stack(dims, dev, f"latency_ns <= {budget}")
+    best = min(ok, key=lambda c: (c[0], c[1]))
+    assert ex.chosen.tiles == best[0] and ex.chosen.latency_ns == pytest.approx(best[1], rel=1e-9)
+    assert ex.chosen.latency_ns <= budget
+    assert ex.performance.sequence_latency_ns == pytest.approx(ex.chosen.latency_ns, rel=1e-9)  # simulated = closed
+    fastest = choose_stack(dims, dev, "latency")
+    assert fastest.chosen.latency_ns == pytest.approx(min(c[1] for c in combos), rel=1e-9)
+    with pytest.raises(PlanError, match="no plan meets"):
+        choose_stack(dims, dev, f"latency_ns <= {min(c[1] for c in combos) * 0.5}")
+
+
+def test_stack_resources_are_summed_against_the_device():
+    dims = [RecurrentDims("gru", 6, 40, 10), RecurrentDims("gru", 40, 40, 10)]
+    alone = [plan_recurrent(d, "vck190") for d in dims]
+    assert all(m.tiles <= 400 for m in alone) and sum(m.tiles for m in alone) > 400  # each fits, not both
+    assert any("tiles in all" in v for v in stack_violations(alone, "vck190"))
+    stack = plan_stack(dims, "vck190")
+    assert not stack_violations(stack.layers, "vck190") and stack.tiles <= 400
+    assert stack.notes and "do not fit together" in stack.notes[0]
+    tiny = RecurrentDims("gru", 4, 4, 2)  # at least 3 U + 3 W kernels each: 30 layers need > 144 tiles
+    assert min(p.tiles for p in costed_points(tiny, "vek385")) * 30 > 144
+    with pytest.raises(PlanError, match="do not fit vek385 together|do not fit VEK385 together"):
+        choose_stack([tiny] * 30, "vek385", "resources")
+
+
+# ----------------------------------------------------------------------------- generated designs on x86
+
+
+CASES = [
+    # id, cells, n_h, torch num_layers, precision, options (one, or per layer), head, whole sequence out
+    ("gru2-fp32-hybrid", "GRU", 12, 2, "fp32", RecurrentOptions(aggregation="hybrid"), 3, False),
+    ("lstm2-int16-aie-seq", "LSTM", 9, 2, "int16", RecurrentOptions(aggregation="aie"), 0, True),
+    ("gru-lstm-int16-hybrid-then-aie-column", ("GRU", "LSTM"), (10, 7), 1, "int16",
+     [RecurrentOptions(aggregation="hybrid"),
+      RecurrentOptions(aggregation="aie", distribution="column", input_distribution="column", cas_len=2, input_cas_len=3,
+                       row_reuse=7, input_row_reuse=7)], 2, False),
+    ("gru3-fp32-aie", "GRU", 5, 3, "fp32", RecurrentOptions(aggregation="aie", row_reuse=2), 0, False),
+]
+
+
+@needs_gxx
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_stacked_design_is_bit_exact_on_x86(case):
+    _, cells, n_h, layers, precision, opts, head, sequence = case
+    torch.manual_seed(7)
+    net = _Stack(cells, 4, n_h, layers, head, sequence).eval()
+    x = _data((48, 5, 4), 1)
+    d = compile_recurrent(net, "vck190", x[:4], {"precision": precision}, x, opts)
+    assert d.stack is not None and len(d.layers) == len(d.stack.layers) >= 2
+    if isinstance(opts, list):
+        assert [m.aggregation for m in d.mappings] == [o.aggregation for o in opts]
+        assert d.mappings[1].recurrent.cas_len == 2 and d.mappings[1].input.cas_len == 3
+    result = d.verify(samples=14, seed=2)
+    assert result.ok, result.verdict()
+    out_width = head or (n_h if isinstance(n_h, int) else n_h[-1])
+    assert result.values == 14 * out_width * (5 if sequence else 1)
+    if precision == "fp32":  # the emulator the C++ matched is PyTorch's model to float tolerance
+        np.testing.assert_allclose(d.predict(x.numpy()), net(x).detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+# ----------------------------------------------------------------------------- design, target, errors
+
+
+def test_stacked_design_reports_every_layer_saves_and_loads(tmp_path):
+    torch.manual_seed(2)
+    net = _Stack("GRU", 5, 8, 2, head=2).eval()
+    x = _data((32, 6, 5), 3)
+    d = aieflow.compile(net, device="vck190", example_input=x[:4], calibration=x,
+                        config={"precision": "int16", "target": "latency_ns <= 20000"})
+    assert isinstance(d, RecurrentDesign) and d.exploration is not None
+    fewer = [p for p in d.exploration.front if p.latency_ns <= 20000 and p.tiles < d.exploration.chosen.tiles]
+    assert not fewer and d.estimate().sequence_latency_ns <= 20000  # still the fewest tiles meeting the budget
+    meta = d.to_json()
+    assert [lay["name"] for lay in meta["layers"]] == ["rnns.0_l0", "rnns.0_l1"]  # torch num_layers=2
+    assert [lay["tiles"] for lay in meta["layers"]] == [m.tiles for m in d.mappings]
+    assert meta["performance"]["tiles"] == sum(m.tiles for m in d.mappings)
+    assert "layer 0 rnns.0_l0" in d.summary() and "layer 1 rnns.0_l1" in d.summary()
+    back = aieflow.load(d.save(tmp_path / "s"))
+    assert back.stack == d.stack and back.files == d.files
+    assert back.estimate().to_json() == d.estimate().to_json()
+    np.testing.assert_array_equal(back.predict(x.numpy(), raw=True), d.predict(x.numpy(), raw=True))
+    again = json.loads((back.save(tmp_path / "again") / "design.json").read_text())
+    assert again == json.loads((tmp_path / "s" / "design.json").read_text())
+    assert "<svg" in back.placement_svg()
+
+
+def test_stack_errors_name_the_layer_and_the_fix():
+    torch.manual_seed(0)
+    net = _Stack("GRU", 3, 6, 2).eval()
+    x = _data((16, 4, 3), 0)
+    with pytest.raises(AieflowError, match="precision"):  # the quantiser refuses it before the mapping
+        compile_recurrent(net, "vck190", x[:2], {"precision": "int16", "layers": {"rnns.0_l1": {"precision": "fp32"}}}, x)
+    with pytest.raises(PlanError, match="per-layer recurrent options"):
+        compile_recurrent(net, "vck190", x[:2], {"precision": "int16"}, x, [RecurrentOptions()] * 3)
