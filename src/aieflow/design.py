@@ -267,7 +267,9 @@ def _json_default(obj: Any) -> Any:
 LOADERS: dict[str, str] = {
     "aieflow-recurrent-design": ".recurrent.design",  # GRU / LSTM
     "aieflow-streamed-dense": ".gemm.dense_design",  # one Dense layer with weights streamed from DDR
+    "aieflow-segmented": ".gemm.segmented",  # resident and streamed segments joined through DDR
     "aieflow-cnn": ".cnn.design",  # convolutional networks
+    "aieflow-dag": ".dag.design",  # fan-out, residual Add, LayerNorm, views (MLP-Mixer) on AIE-ML
 }
 
 

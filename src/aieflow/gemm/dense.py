@@ -14,9 +14,11 @@ Choice (config ``layers.<name>.weights``): ``resident`` (today's mapping, an err
 fit), ``streamed`` (always), ``auto`` (default: resident when the resident planner finds a plan,
 streamed otherwise).
 
-Supported: a model whose only compute layer is one integer Dense layer (int8, int16 or a16w8;
-bias and ReLU fused), with views (flatten / reshape) before it, on a device with GEMM memory facts
-(VCK190).  Everything else fails with a message that says so.
+Supported: integer Dense layers (int8, int16 or a16w8; bias and ReLU fused), with views (flatten /
+reshape) before them, on a device with GEMM memory facts (VCK190).  :func:`plan_streamed` plans one
+such layer as a model of its own; a chain with resident layers too is cut into segments by
+``gemm/segmented.py`` (which also makes the ``auto`` choice for chains).  Everything else fails
+with a message that says so.
 """
 
 from __future__ import annotations
@@ -221,29 +223,3 @@ def plan_streamed(graph: Graph, device: Device, config: Config, node: Node, reas
     chosen = min(found, key=lambda o: (totals[o], estimate(found[o][0]).cycles, ORIENTATIONS.index(o)))
     gp, alts = found[chosen]
     return StreamedDensePlan(node.name, chosen, batch, k, n, gp, ep, reason, alts, totals)
-
-
-def choose(graph: Graph, device: Device, config: Config, resident_failure: PlanError | None = None
-           ) -> tuple[Node, str] | None:
-    """The layer to stream and why, or None when the model stays resident.
-
-    ``resident_failure``: the error the resident pipeline raised (``auto`` layers are streamed only
-    when their own resident plan fails)."""
-    nodes = dense_nodes(graph)
-    forced = [n for n in nodes if weights_mode(config, n) == "streamed"]
-    if forced:
-        if len(forced) > 1:
-            raise PlanError(f"layers {', '.join(n.name for n in forced)} ask for streamed weights; "
-                            f"streamed weights are supported for {SUPPORTED}")
-        return forced[0], "weights: streamed (config)"
-    if resident_failure is None:
-        return None
-    for n in nodes:
-        if weights_mode(config, n) != "auto":
-            continue
-        err = resident_error(graph, n, device, config)
-        if err is not None:
-            first = str(err).splitlines()[0].removeprefix(f"layer '{n.name}': ")
-            kib = int(n.attrs["in_features"]) * int(n.attrs["out_features"]) * n.types.weight.container_bits // 8192
-            return n, f"{kib:,} KiB of weights do not fit on chip ({first})"
-    return None

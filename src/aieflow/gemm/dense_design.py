@@ -31,11 +31,11 @@ from ..graph_io import graph_arrays, graph_from_json, graph_to_json
 from ..ir import Graph, Node
 from ..numerics.types import NumericType
 from ..ops.dense import _types_to_json
+from ..ops.registry import family
 from ..verify import VerifyError
 from .dense import (
     StreamedDensePerformance,
     StreamedDensePlan,
-    choose,
     epilogue_of,
     estimate_streamed,
     plan_streamed,
@@ -156,15 +156,18 @@ class StreamedDenseDesign:
     # ------------------------------------------------------------------ x86 check
 
     def verify(self, x: Any | None = None, samples: int | None = None, seed: int = 0,
-               cache_dir: str | os.PathLike | None = None, jobs: int | None = None) -> StreamedVerifyResult:
+               cache_dir: str | os.PathLike | None = None, jobs: int | None = None,
+               xq: np.ndarray | None = None) -> StreamedVerifyResult:
         """Run the generated GEMM harness (AIE kernel + graph, PL mover and write-back, host loops)
         and then the epilogue kernel on x86, and compare every output code with :meth:`run`.
         ``x``: float samples (default: ``samples`` random ones over the input type's range, plus
-        extreme rows)."""
+        extreme rows); ``xq``: graph-input codes instead (a segment of a longer chain)."""
         from . import verify as gv
 
         p = self.plan
-        if x is None:
+        if xq is not None:
+            xq = np.asarray(xq)
+        elif x is None:
             xq = self.random_input_codes(samples or p.batch, seed)
         else:
             xq = self.quantise_input(x)
@@ -221,10 +224,23 @@ class StreamedDenseDesign:
         base = resources.files("aieflow").joinpath("templates/gemm")
         return {
             "pl/dense_epilogue.h": _ENV.get_template("dense_epilogue.h.j2").render(**ctx),
+            "host/dense_host.cpp": self._host(ctx),
             "pl/dense_epilogue.cpp": base.joinpath("dense_epilogue.cpp").read_text(),
             "x86/dense_epilogue_harness.cpp": base.joinpath("dense_epilogue_harness.cpp").read_text(),
             "DENSE.md": self._readme(),
         }
+
+    def _host(self, ctx: dict[str, Any]) -> str:
+        """The XRT host of the layer (X from a file, W and bias from data/, GEMM, epilogue, Y to a
+        file); rendered, not built: the x86 shim has no XRT headers."""
+        from .emit import GRAPH_VAR
+
+        g = self.plan.gemm  # one stream argument per PLIO of the mover (Ar + Br) and of the write-back (Cr)
+        t = self.graph.tensors[self.node.inputs[0]].dtype
+        x_c = f"std::{'' if t.signed else 'u'}int{t.container_bits}_t"
+        return _ENV.get_template("dense_host.cpp.j2").render(
+            **ctx, board=self.device.board, ins=range(g.plio_in), outs=range(g.plio_out), graph_var=GRAPH_VAR, x_c_type=x_c,
+            x_type=t.to_string())
 
     def _readme(self) -> str:
         p, e = self.plan, self.estimate()
@@ -238,6 +254,12 @@ class StreamedDenseDesign:
             f"After the five loops, `pl/dense_epilogue.cpp` turns C into the layer's output codes (bias, "
             f"{p.epilogue.acc_bits}-bit accumulator wrap, SRS by {p.epilogue.shift}, "
             f"{'ReLU' if p.epilogue.relu else 'no activation'}).\n\n"
+            f"XRT host: `host/dense_host.cpp` (usage: `dense_host design.xclbin X.bin Y.bin samples`) allocates "
+            f"`xrt::bo`s for A, B, C, the bias and Y, runs the five loops and then the `dense_epilogue` kernel "
+            f"(link it with `nk=dense_epilogue:1` next to the GEMM kernels in `system.cfg`; the C buffer must be "
+            f"in a bank both `gemm_collect` and `dense_epilogue` reach).  Not built by aieflow: the x86 shim has "
+            f"no XRT headers.  Build: `$(CXX) -std=c++17 -Isrc -I. -Ipl -I$(XILINX_XRT)/include host/dense_host.cpp "
+            f"-L$(XILINX_XRT)/lib -lxrt_coreutil -o dense_host`.\n\n"
             f"x86 check: `aieflow verify` builds `x86/harness.cpp` (the GEMM) and `x86/dense_epilogue_harness.cpp` "
             f"(reads C.bin, bias.bin, epilogue.txt; writes Y.bin).\n\n"
             f"Modelled: {e.cycles:,.0f} cycles ({e.latency_ns / 1e3:,.1f} us) per call of {p.batch} samples, "
@@ -431,25 +453,32 @@ def wants_streamed(config: Config) -> bool:
 
 
 def compile_streamed(state: Any, progress: Any = None, failure: PlanError | None = None
-                     ) -> StreamedDenseDesign | None:
+                     ) -> StreamedDenseDesign | Any | None:
     """The streamed-weights design of ``state``'s model, or None when no layer is to be streamed
-    (``failure``: the resident pipeline's error; ``auto`` layers are streamed only when their own
-    resident plan fails).  Unsupported combinations raise a PlanError that says what is supported."""
+    (``failure``: the resident pipeline's error; ``auto`` layers are streamed only when the resident
+    chain does not fit).  A model whose only compute layer streams gives a
+    :class:`StreamedDenseDesign`; one with resident layers too a
+    :class:`~aieflow.gemm.segmented.SegmentedDesign` (segments joined through DDR)."""
     from ..pipeline import run_pipeline
+    from .segmented import _FitCache, compile_segmented, streamed_layers
 
     q = run_pipeline(state, progress, stop_after="quantise")
-    picked = choose(q.graph, q.device, q.config, failure)
-    if picked is None and failure is None:  # `weights: streamed` named layers that are not Dense
+    cache = _FitCache(q)
+    picked = streamed_layers(q, failure, cache)
+    if not picked and failure is None:  # `weights: streamed` named layers that are not Dense
         names = sorted(n for n, lc in q.config.layers.items() if getattr(lc, "weights", "auto") == "streamed")
         raise ConfigError(f"weights: streamed is set for {', '.join(names)}, which is not a Dense layer",
                           hint="weights applies to Dense (fully connected) layers only")
-    if picked is None:
+    if not picked:
         return None
-    node, reason = picked
+    compute = [n for n in q.graph.nodes if not family(n.op, n.name).is_view]
     if progress:
-        progress("plan streamed weights (GEMM)")
+        progress(f"plan streamed weights (GEMM): {', '.join(picked)}")
+    if len(compute) > 1:
+        return compile_segmented(q, picked, progress, cache)
+    ((name, reason),) = picked.items()
     t0 = time.perf_counter()
-    plan = plan_streamed(q.graph, q.device, q.config, node, reason)
+    plan = plan_streamed(q.graph, q.device, q.config, q.graph.node(name), reason)
     design = StreamedDenseDesign(q.graph, q.device, q.config, plan, q.source)
     design.timings = (*q.timings, ("streamed", time.perf_counter() - t0))
     return design
