@@ -12,7 +12,7 @@ import json
 import os
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
@@ -23,12 +23,12 @@ import numpy as np
 
 from .. import __version__
 from ..atomic import save_directory, write_files
-from ..config import Config, parse_config
+from ..config import Config, Target, parse_config
 from ..devices import Device, get_device
 from ..emulation import Emulation
 from ..errors import AieflowError, ConfigError, PlanError
 from ..graph_io import graph_arrays, graph_from_json, graph_to_json
-from ..ir import Graph, Node
+from ..ir import Graph, Node, frozen_map
 from ..numerics.types import NumericType
 from ..ops.dense import _types_to_json
 from ..ops.registry import family
@@ -36,9 +36,11 @@ from ..verify import VerifyError
 from .dense import (
     StreamedDensePerformance,
     StreamedDensePlan,
+    dense_nodes,
     epilogue_of,
     estimate_streamed,
     plan_streamed,
+    weights_mode,
 )
 from .design import GemmDesign
 from .dtypes import get_type, output_type
@@ -452,6 +454,14 @@ def wants_streamed(config: Config) -> bool:
     return any(getattr(lc, "weights", "auto") == "streamed" for lc in config.layers.values())
 
 
+def without_user_constraints(config: Config) -> Config:
+    """``config`` without what the user fixed about the resident mapping (parallelism, placement,
+    target, batch search, replicas): when the chain fits without them, its failure is theirs to
+    fix, and streaming weights around it would silently change the design they asked for."""
+    layers = {k: replace(lc, cas_len=None, cas_num=None, placement=None) for k, lc in config.layers.items()}
+    return replace(config, layers=frozen_map(layers), target=Target(), batch_search=None, replicas=None)
+
+
 def compile_streamed(state: Any, progress: Any = None, failure: PlanError | None = None
                      ) -> StreamedDenseDesign | Any | None:
     """The streamed-weights design of ``state``'s model, or None when no layer is to be streamed
@@ -460,9 +470,13 @@ def compile_streamed(state: Any, progress: Any = None, failure: PlanError | None
     :class:`StreamedDenseDesign`; one with resident layers too a
     :class:`~aieflow.gemm.segmented.SegmentedDesign` (segments joined through DDR)."""
     from ..pipeline import run_pipeline
-    from .segmented import _FitCache, compile_segmented, streamed_layers
+    from .segmented import _FitCache, compile_segmented, partition, streamed_layers
 
     q = run_pipeline(state, progress, stop_after="quantise")
+    if failure is not None and not any(weights_mode(q.config, n) == "streamed" for n in dense_nodes(q.graph)):
+        relaxed = replace(q, config=without_user_constraints(q.config))
+        if relaxed.config != q.config and _FitCache(relaxed).check(partition(q.graph, {})[0]) is None:
+            raise failure  # the user's parallelism, placement or target failed, not the weights' size
     cache = _FitCache(q)
     picked = streamed_layers(q, failure, cache)
     if not picked and failure is None:  # `weights: streamed` named layers that are not Dense
