@@ -122,7 +122,7 @@ def test_best_beats_published_and_stays_under_peak(tiles):
     assert len(chosen) == 1 and chosen[0].config == best.plan.config
     assert min(a.total_cycles for a in best.alternatives if a.config.br_transfer == "stream"
                and a.total_cycles is not None) == pytest.approx(eb.total_cycles)
-    assert any(a.config.br_transfer == "gmio" and "not emitted" in a.note for a in best.alternatives)
+    assert any(a.config.br_transfer == "gmio" and "3 copies" in a.note and not a.chosen for a in best.alternatives)
 
 
 def test_best_parallelises_l5_when_l4_runs_out():
@@ -148,7 +148,8 @@ def test_output_width_follows_the_int32_bound():
 
 @pytest.mark.parametrize("kwargs,error,match", [
     ({"dtype": "int4"}, ConfigError, "unsupported GEMM dtype"),
-    ({"device": "vek280"}, ConfigError, "PL memory capacities"),
+    ({"device": "vek385"}, ConfigError, "not supported"),
+    ({"device": "vek280"}, ConfigError, "published design is the paper's VCK190"),
     ({"tiles": 401, "design": "best"}, PlanError, "400 compute tiles"),
     ({"tiles": 0}, PlanError, "positive"),
     ({"tiles": 64}, PlanError, "micro-panels of B"),
@@ -254,7 +255,8 @@ def test_cli_writes_design_json_and_project(tmp_path):
     (["--tiles", "64"], "micro-panels of B"),
     (["--dtype", "int4"], "unsupported GEMM dtype"),
     (["--kc", "8192"], "local memory"),
-    (["--device", "vek280"], "PL memory capacities"),
+    (["--device", "vek385"], "not supported"),
+    (["--device", "vek280"], "--design best"),
 ])
 def test_cli_errors_exit_2_and_write_nothing(tmp_path, args, match):
     out = tmp_path / "g"

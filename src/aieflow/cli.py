@@ -193,7 +193,7 @@ def cmd_gemm(args: argparse.Namespace) -> int:
         raise OutputExistsError(f"output directory '{out}' already exists", hint="pass --force to replace it")
     blocks = {k: v for k, v in (("mc", args.mc), ("nc", args.nc), ("kc", args.kc)) if v is not None}
     design = gemm(args.m, args.n, args.k, dtype=args.dtype, device=args.device, tiles=args.tiles,
-                  design=args.design, blocks=blocks or None, output=args.output)
+                  design=args.design, blocks=blocks or None, output=args.output, br_transfer=args.br_transfer)
     design.save(out, force=args.force)
     print(design.summary())
     print(f"\nwrote {out}/design.json and {out}/project/")
@@ -268,7 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--n", type=int, required=True, help="columns of B and C")
     s.add_argument("--k", type=int, required=True, help="columns of A, rows of B")
     s.add_argument("--dtype", default="uint8", help="uint8 (default), int8, int16 or fp32")
-    s.add_argument("--device", default="vck190", help="device (vck190)")
+    s.add_argument("--device", default="vck190", help="vck190 (PL memories) or vek280 (memory tiles; --design best)")
     s.add_argument("--tiles", type=int, default=1, help="AI Engine tiles (best: at most this many)")
     s.add_argument("--design", default="published", choices=["published", "best"],
                    help="the paper's design, or the best one the performance model finds")
@@ -276,6 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--nc", type=int, help="override the nc block size")
     s.add_argument("--kc", type=int, help="override the kc block size")
     s.add_argument("--output", help="C type: int32 or int64 (default: the narrowest exact one)")
+    s.add_argument("--br-transfer", choices=["stream", "gmio"],
+                   help="vck190, --design best: Br streamed by the PL (default) or read from DDR by GMIO")
     s.add_argument("--out", required=True, help="output directory")
     s.add_argument("--force", action="store_true", help="replace DIR if it exists")
     s.add_argument("--verify", action="store_true", help="also run the generated C++ on x86 (bit-exact check)")

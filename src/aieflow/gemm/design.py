@@ -83,7 +83,8 @@ class GemmDesign:
             "memory": {
                 "br_bytes": p.br_bytes, "br_copies": p.limits.br_copies, "local_bytes_per_tile": p.local_bytes,
                 "local_bytes_available": p.limits.local_bytes, "spare_bytes": p.limits.spare_bytes,
-                "ac_uram_bytes": p.uram_bytes, "bc_bram_bytes": p.bram_bytes,
+                **({"memory_tiles": p.memtiles.to_json()} if p.memtiles is not None
+                   else {"ac_uram_bytes": p.uram_bytes, "bc_bram_bytes": p.bram_bytes}),
                 "limits": {"kc": p.limits.kc, "mc": p.limits.mc, "nc": p.limits.nc},
             },
             "plio": {"in": p.plio_in, "out": p.plio_out, "bits": 128},
@@ -102,7 +103,9 @@ class GemmDesign:
             f"Br {c.br_transfer} x{c.br_buffers}; write-back {c.writeback}",
             f"  blocks mc {p.blocks.mc}, nc {p.blocks.nc}, kc {p.blocks.kc}, mr {p.blocks.mr}, nr {p.blocks.nr}; "
             f"loops {p.n_jc} x {p.n_pc} x {p.n_ic} blocks x {p.l4_steps} L4 steps x {p.rounds} micro-kernels",
-            f"  local memory {p.local_bytes:,} of {p.limits.local_bytes:,} B per tile",
+            f"  local memory {p.local_bytes:,} of {p.limits.local_bytes:,} B per tile"
+            + (f"; memory tiles: {p.memtiles.ac_memtiles} Ac + {p.memtiles.bc_memtiles} Bc "
+               f"({p.memtiles.lanes_per_memtile} L4 lanes each)" if p.memtiles is not None else ""),
             f"  modelled: {e.cycles:,.0f} cycles (+ {e.packing_cycles:,.0f} packing), latency {e.latency_ns / 1e3:,.1f} us, "
             f"{e.throughput_ops_per_s / 1e9:,.1f} GOPS, {e.macs_per_cycle_per_tile:.1f} MACs/cycle/tile "
             f"({100 * e.efficiency:.1f}% of peak), bound: {e.bound}",

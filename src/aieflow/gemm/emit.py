@@ -20,7 +20,7 @@ from .plan import GemmPlan
 
 GRAPH_CLASS = "GemmGraph"
 GRAPH_VAR = "gemm_graph"
-PLATFORM_HINT = {"aie": "xilinx_vck190_base_202320_1"}
+PLATFORM_HINT = {"aie": "xilinx_vck190_base_202320_1", "aie-ml": "xilinx_vek280_base_202320_1"}
 
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("aieflow", "templates/gemm"),
@@ -53,6 +53,7 @@ class Port:
     group: int = 0  # tile group (L5 lane)
     lane: int = 0  # L4 lane
     stream: int = 0  # Ar stream of the tile
+    lanes: tuple[int, ...] = ()  # memory-tile design: the L4 lanes a Bc memory tile holds
 
 
 @dataclass(frozen=True)
@@ -82,16 +83,54 @@ def ports(plan: GemmPlan) -> tuple[list[Port], list[Port], list[Port], list[Tile
     return ar, br, cr, tiles
 
 
+def memtile_ports(plan: GemmPlan) -> tuple[list[Port], list[Port], list[Port], list[Tile]]:
+    """AIE-ML design: PLIO a<g> into the Ac memory tile of group g, b<b> into Bc memory tile b (its
+    lanes), Cr and a kernel per tile.  Tiles fill the array column by column from column 0."""
+    c, lay = plan.config, plan.memtiles
+    assert lay is not None
+    rows = plan.device.rows
+    ar = [Port(f"a{g}", group=g) for g in range(c.tiles_i)]
+    br, first = [], 0
+    for b, count in enumerate(lay.lanes(c.tiles_j)):
+        br.append(Port(f"b{b}", lane=b, lanes=tuple(range(first, first + count))))
+        first += count
+    cr, tiles = [], []
+    for g in range(c.tiles_i):
+        for j in range(c.tiles_j):
+            t = g * c.tiles_j + j
+            b, jl = divmod(j, lay.lanes_per_memtile)
+            cr.append(Port(f"cr{t}", group=g, lane=j))
+            tiles.append(Tile(f"tile{t}", t // rows, t % rows, f"bc{b}.out[{jl}]", (f"ac{g}.out[0]",), f"cr{t}"))
+    return ar, br, cr, tiles
+
+
+# The memory-tile design (AIE-ML) replaces these templates; the rest are shared.
+MEMTILE = {
+    "src/kernels/gemm_kernels.h": "ml_kernels.h.j2",
+    "src/kernels/gemm_tile.cc": "ml_tile.cc.j2",
+    "src/graph.h": "ml_graph.h.j2",
+    "pl/gemm_top.h": "ml_top.h.j2",
+    "pl/gemm_mover.cpp": "ml_mover.cpp.j2",
+    "x86/harness.cpp": "ml_harness.cpp.j2",
+    "README.md": "ml_README.md.j2",
+}
+
+
 def project_files(plan: GemmPlan, perf: GemmPerformance, data: bool) -> dict[str, str]:
-    ar, br, cr, tiles = ports(plan)
+    ar, br, cr, tiles = memtile_ports(plan) if plan.memtile else ports(plan)
+    gmio = plan.config.br_transfer == "gmio"
     ctx = {
         "version": __version__, "design": plan.design, "device": plan.device, "t": plan.dtype, "out": plan.output,
-        "b": plan.blocks, "c": plan.config, "m": plan.m, "n": plan.n, "k": plan.k, "ar": ar, "br": br, "cr": cr,
+        "b": plan.blocks, "c": plan.config, "m": plan.m, "n": plan.n, "k": plan.k, "ar": ar, "cr": cr,
+        # Br lanes: PL streams (``br``), or GMIO ports read from DDR (``gbr``, br_transfer gmio)
+        "br": [] if gmio else br, "gbr": br if gmio else [],
         "tiles": tiles, "graph_class": GRAPH_CLASS, "graph_var": GRAPH_VAR, "perf": perf, "data": data,
         "br_bytes": plan.br_bytes, "pl_clock_hz": int(plan.device.pl_clock_hz),
         "platform_hint": PLATFORM_HINT.get(plan.device.generation.name, "platform"),
+        "memtile": plan.memtile, "lay": plan.memtiles,
     }
-    files = {rel: _ENV.get_template(tpl).render(**ctx) for rel, tpl in RENDERED.items()}
+    templates = {**RENDERED, **MEMTILE} if plan.memtile else RENDERED
+    files = {rel: _ENV.get_template(tpl).render(**ctx) for rel, tpl in templates.items()}
     base = resources.files("aieflow").joinpath("templates/gemm")
     for rel, name in STATIC.items():
         files[rel] = base.joinpath(name).read_text()

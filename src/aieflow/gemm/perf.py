@@ -162,6 +162,10 @@ def round_cycles(plan: GemmPlan, mk: MicroKernelCycles, later_pc: bool) -> float
 
 
 def estimate(plan: GemmPlan) -> GemmPerformance:
+    if plan.memtile:  # AIE-ML: the memory-tile level (gemm/perf_memtile.py)
+        from .perf_memtile import estimate_memtile
+
+        return estimate_memtile(plan)
     t, b, cfg, dev = plan.dtype, plan.blocks, plan.config, plan.device
     mk = microkernel_cycles(t, b.kc, dev, cfg.ar_streams, b.mr, b.nr)
     rounds, steps = plan.rounds, plan.l4_steps

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from ..devices import Device
 from ..errors import ConfigError, PlanError
 from . import memory
+from .aieml import MemtileLayout, is_memtile_device, make_ml_plan
 from .dtypes import GemmType, OutputType
 
 MR = NR = 8  # micro-tile: Cr fills the 64 accumulator lanes (spec "Micro-kernel")
 DESIGNS = ("published", "best")
-TRANSFERS = ("stream", "gmio")
+TRANSFERS = ("stream", "gmio", "memtile")  # memtile: AIE-ML only (gemm/aieml.py)
 WRITEBACKS = ("serial", "overlapped")
 
 
@@ -31,7 +32,8 @@ class GemmConfig:
     (copy, then compute) or 2 (ping-pong: the next Br loads while this one is used);
     ``writeback`` ``serial`` (the published epilogue: every tile's Cr is read from and written to
     DDR in turn while all tiles wait) or ``overlapped`` (Cr leaves through a stream FIFO, the PL
-    reads C only when pc > 0)."""
+    reads C only when pc > 0).  ``mr`` x ``nr``: the micro-tile (8 x 8 on AIE1; wider on AIE-ML,
+    where Ar's one stream needs more reuse, see gemm/aieml.py)."""
 
     tiles_j: int = 1
     tiles_i: int = 1
@@ -39,6 +41,8 @@ class GemmConfig:
     br_buffers: int = 1
     br_transfer: str = "stream"
     writeback: str = "serial"
+    mr: int = MR
+    nr: int = NR
 
     @property
     def tiles(self) -> int:
@@ -47,7 +51,7 @@ class GemmConfig:
     def to_json(self) -> dict:
         return {"tiles_j": self.tiles_j, "tiles_i": self.tiles_i, "tiles": self.tiles,
                 "ar_streams": self.ar_streams, "br_buffers": self.br_buffers,
-                "br_transfer": self.br_transfer, "writeback": self.writeback}
+                "br_transfer": self.br_transfer, "writeback": self.writeback, "mr": self.mr, "nr": self.nr}
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,12 @@ class GemmPlan:
     config: GemmConfig
     blocks: GemmBlocks
     limits: memory.BlockLimits
+    memtiles: MemtileLayout | None = None  # AIE-ML: Ac / Bc staged in memory tiles
+
+    @property
+    def memtile(self) -> bool:
+        """The AIE-ML design: one graph iteration per (jc, pc, ic) block, blocks in memory tiles."""
+        return self.memtiles is not None
 
     # ---- loop counts (blocks are padded with zeros; the write-back clips) ----
     @property
@@ -124,10 +134,14 @@ class GemmPlan:
     @property
     def local_bytes(self) -> int:
         """Local memory per tile: the Br copies plus the spare (stack, heap, other data)."""
+        if self.memtiles is not None:  # every Br panel of the tile's lane for one block
+            return self.memtiles.lane_bytes * self.limits.br_copies + self.limits.spare_bytes
         return self.br_bytes * self.limits.br_copies + self.limits.spare_bytes
 
     @property
     def plio_in(self) -> int:
+        if self.memtiles is not None:  # one PLIO into each Ac and Bc memory tile
+            return self.memtiles.ac_memtiles + self.memtiles.bc_memtiles
         return self.config.tiles_j + self.config.tiles_i * self.config.ar_streams
 
     @property
@@ -170,6 +184,8 @@ def _check_config(cfg: GemmConfig, device: Device) -> None:
         raise PlanError(f"{cfg.tiles} tiles need {cfg.tiles} Cr output PLIOs; {device.key} has {outs} "
                         f"({device.plio_columns} interface columns x {device.plio_out_per_column})",
                         hint=f"use at most {outs} tiles")
+    if cfg.br_transfer == "memtile":  # input PLIOs feed memory tiles: checked by make_ml_plan
+        return
     if cfg.tiles_j + cfg.tiles_i * cfg.ar_streams > ins:
         raise PlanError(f"the design needs {cfg.tiles_j + cfg.tiles_i * cfg.ar_streams} input PLIOs; "
                         f"{device.key} has {ins}")
@@ -193,6 +209,11 @@ def make_plan(m: int, n: int, k: int, t: GemmType, out: OutputType, device: Devi
     if design not in DESIGNS:
         raise ConfigError(f"unknown GEMM design {design!r}; choose one of {', '.join(DESIGNS)}")
     _check_config(cfg, device)
+    if is_memtile_device(device):
+        return make_ml_plan(m, n, k, t, out, device, design, cfg, blocks)
+    if cfg.br_transfer == "memtile" or (cfg.mr, cfg.nr) != (MR, NR):
+        raise ConfigError(f"{device.key}: memory-tile transfers and micro-tiles other than {MR} x {NR} are for "
+                          "AIE-ML devices (vek280)", hint="leave br_transfer, mr and nr at their defaults")
     blocks = dict(blocks or {})
     unknown = set(blocks) - {"mc", "nc", "kc"}
     if unknown:

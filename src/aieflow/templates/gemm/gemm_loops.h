@@ -12,6 +12,24 @@
 
 #include "gemm_config.h"
 
+// Bc = B[pc : pc + KC, jc : jc + NC] packed as micro-panels [NC / NR][KC / KS][CB][KS][NS] with
+// zeros outside B, into DDR: the host's packing when Br reaches the tiles by GMIO (no Block RAM).
+// The same layout as the PL's gemm_pl::pack_b.
+template <typename T>
+void gemm_pack_b_ddr(const T* B, int n, int k, int jc, int pc, T* Bc) {
+    using namespace gemm_cfg;
+    for (unsigned q = 0; q < PANELS; ++q)
+        for (unsigned p = 0; p < KC / KS; ++p)
+            for (unsigned cb = 0; cb < CB; ++cb)
+                for (unsigned kk = 0; kk < KS; ++kk)
+                    for (unsigned jj = 0; jj < NS; ++jj) {
+                        const int row = pc + static_cast<int>(p * KS + kk);
+                        const int col = jc + static_cast<int>(q * NR + cb * NS + jj);
+                        Bc[(((q * (KC / KS) + p) * CB + cb) * KS + kk) * NS + jj] =
+                            row < k && col < n ? B[static_cast<long long>(row) * n + col] : T(0);
+                    }
+}
+
 template <class System>
 void gemm_five_loops(System& sys, int m, int n, int k) {
     for (int jc = 0; jc < n; jc += static_cast<int>(gemm_cfg::NC))          // L1

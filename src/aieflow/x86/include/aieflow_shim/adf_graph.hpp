@@ -9,6 +9,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <deque>
 #include <initializer_list>
 #include <string>
@@ -400,6 +401,7 @@ private:
             auto& dst = ex.template output_window<T>(p, addr.size());
             for (std::size_t j = 0; j < addr.size(); ++j)
                 dst[j] = addr[j] >= 0 ? buf[static_cast<std::size_t>(addr[j])] : T(0);
+            ex.template stream_out<T>(p, dst);  // consumers reading this port as a stream
         }
         ex.publish(k);
     }
@@ -483,16 +485,37 @@ public:
         return create(file, width, file, freq_mhz);
     }
 };
-class input_gmio {
+// GMIO (UG1079 / UG1603 "input_gmio/output_gmio"): GMIO::malloc / free and wait() are the base
+// class's.  Input GMIO is executed: gm2aie_nb / gm2aie copy the bytes at the address at once (so
+// the data must be in place before the call, as for the real DMA) and the graph's consumers take
+// their windows from them in order; wait() has nothing left to wait for.  Output GMIO is type-checked.
+class GMIO {
+public:
+    static void* malloc(std::size_t size) { return std::malloc(size); }
+    static void free(void* address) { std::free(address); }
+    return_code wait() { return return_code::ok; }
+};
+class input_gmio : public GMIO {
 public:
     detail::port_list<output> out;
     static input_gmio create(std::string name, int /*burst_length*/, int /*bandwidth_mbps*/) {
         input_gmio g;
-        g.out = detail::port_list<output>(detail::add_node(aieflow_shim::net::node_kind::gmio, "GMIO '" + name + "'"));
+        const int id = detail::add_node(aieflow_shim::net::node_kind::gmio, "GMIO '" + name + "'");
+        aieflow_shim::net::netlist::get().nodes[static_cast<std::size_t>(id)].gmio_input = true;
+        g.out = detail::port_list<output>(id);
         return g;
     }
+    return_code gm2aie_nb(const void* address, std::size_t transaction_size) {
+        AIEFLOW_SHIM_CHECK(out.size() > 0 && out[0].node >= 0, "gm2aie_nb: the GMIO was not created");
+        AIEFLOW_SHIM_CHECK(address != nullptr || transaction_size == 0, "gm2aie_nb: null address");
+        auto& n = aieflow_shim::net::netlist::get().nodes[static_cast<std::size_t>(out[0].node)];
+        const auto* p = static_cast<const unsigned char*>(address);
+        n.gmio_bytes.insert(n.gmio_bytes.end(), p, p + transaction_size);
+        return return_code::ok;
+    }
+    return_code gm2aie(const void* address, std::size_t transaction_size) { return gm2aie_nb(address, transaction_size); }
 };
-class output_gmio {
+class output_gmio : public GMIO {
 public:
     detail::port_list<input> in;
     static output_gmio create(std::string name, int /*burst_length*/, int /*bandwidth_mbps*/) {

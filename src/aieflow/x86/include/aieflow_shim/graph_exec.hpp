@@ -19,10 +19,12 @@
 //   * output PLIO files are written by graph::end() in the same text format as the inputs;
 //   * a PLIO that feeds several stream ports broadcasts: every consumer gets the whole file;
 //   * a harness can feed input PLIOs and read output PLIOs in memory between graph::run calls
-//     (aieflow_shim::feed_plio / take_plio), e.g. to interleave the graph with PL code on x86.
+//     (aieflow_shim::feed_plio / take_plio), e.g. to interleave the graph with PL code on x86;
+//   * a shared buffer's read port feeding kernel stream ports fills their FIFOs (multicast);
+//   * input GMIO: the bytes gm2aie / gm2aie_nb transferred are the port's windows, in order.
 //
 // Not executed (fatal at graph::run with a message): run-time parameters, hierarchical graph
-// ports, GMIO, packet split / merge, feedback loops (a cycle in the connections), and kernel
+// ports, output GMIO, packet split / merge, feedback loops (a cycle in the connections), and kernel
 // classes that cannot be constructed from the graph-side arguments.
 #pragma once
 
@@ -241,6 +243,11 @@ struct node {
     std::vector<std::uint32_t> buffer_dims{};
     unsigned n_in = 0, n_out = 0;
     std::function<void(executor&, int)> fire{};
+
+    // input GMIO (executed): the bytes gm2aie / gm2aie_nb transferred and not yet consumed
+    bool gmio_input = false;
+    std::vector<unsigned char> gmio_bytes{};
+    std::size_t gmio_cursor = 0;
 };
 
 struct edge {
@@ -380,7 +387,8 @@ public:
         for (const auto& n : nl.nodes) {
             if (n.kind == node_kind::kernel && !n.unsupported.empty())
                 fatal("%s cannot run on x86: %s", n.name.c_str(), n.unsupported.c_str());
-            if (n.kind == node_kind::gmio) fatal("%s: GMIO is not executed by the aieflow shim", n.name.c_str());
+            if (n.kind == node_kind::gmio && !n.gmio_input)
+                fatal("%s: output GMIO is not executed by the aieflow shim (input GMIO is)", n.name.c_str());
             if (n.kind == node_kind::packet_switch)
                 fatal("%s: packet split / merge is not executed by the aieflow shim yet", n.name.c_str());
         }
@@ -454,6 +462,18 @@ public:
         auto& nl = netlist::get();
         const edge& e = nl.edges[incoming_.at(dst)];
         const node& src = nl.nodes[static_cast<std::size_t>(e.src.node)];
+        if (src.kind == node_kind::gmio) {  // input GMIO: the next window of what gm2aie_nb transferred
+            auto it = windows_.find(e.src);
+            if (it == windows_.end()) {
+                AIEFLOW_SHIM_CHECK(want != 0, "%s: set adf::dimensions on the port, the size of its GMIO window",
+                                   where.c_str());
+                it = windows_.emplace(e.src, read_gmio<T>(e.src.node, want)).first;
+            }
+            auto& v = it->second.template as<T>(where);
+            AIEFLOW_SHIM_CHECK(v.size() == want || want == 0, "%s: window of %zu values, but another consumer of %s "
+                               "takes %zu", where.c_str(), want, src.name.c_str(), v.size());
+            return v;
+        }
         if (src.kind == node_kind::plio_in) {
             auto it = windows_.find(e.src);
             if (it == windows_.end()) {
@@ -544,6 +564,22 @@ public:
         }
     }
 
+    // A memory-tile shared buffer's read port that feeds kernel stream ports (the memory tile's
+    // MM2S DMA into a core's stream input): every such consumer gets the port's values in its FIFO
+    // (several consumers: multicast).  Buffer consumers keep taking the window.
+    template <typename T>
+    void stream_out(port_ref src, const std::vector<T>& xs) {
+        auto& nl = netlist::get();
+        auto it = outgoing_.find(src);
+        if (it == outgoing_.end()) return;
+        for (std::size_t e : it->second) {
+            const edge& ed = nl.edges[e];
+            if (nl.nodes[static_cast<std::size_t>(ed.dst.node)].kind != node_kind::kernel || !stream_edge(ed)) continue;
+            auto& q = fifos_[e].template get<T>(nl.port_name(ed.src) + " -> " + nl.port_name(ed.dst), "stream");
+            for (const T& x : xs) q.push(x, false);
+        }
+    }
+
     // A connection whose consumer reads it as a stream (by connect<stream> or by the kernel's port).
     static bool stream_edge(const edge& ed) {
         if (ed.kind == "stream") return true;
@@ -620,6 +656,24 @@ private:
         std::string tok;
         while (f >> tok) n.tokens.push_back(tok);
         n.loaded = true;
+    }
+
+    // The next `want` values of type T an input GMIO's transfers delivered (raw bytes, as the DMA
+    // copies them from DDR into the tile's buffer).
+    template <typename T>
+    values read_gmio(int k, std::size_t want) {
+        node& n = netlist::get().nodes[static_cast<std::size_t>(k)];
+        const std::size_t bytes = want * sizeof(T), left = n.gmio_bytes.size() - n.gmio_cursor;
+        AIEFLOW_SHIM_CHECK(bytes <= left, "%s: iteration %d needs %zu bytes, gm2aie transferred only %zu more",
+                           n.name.c_str(), iteration_, bytes, left);
+        values v = values::make<T>(want, false);
+        if (bytes != 0) std::memcpy(static_cast<void*>(v.template as<T>(n.name).data()), n.gmio_bytes.data() + n.gmio_cursor, bytes);
+        n.gmio_cursor += bytes;
+        if (n.gmio_cursor == n.gmio_bytes.size()) {  // everything consumed: drop it
+            n.gmio_bytes.clear();
+            n.gmio_cursor = 0;
+        }
+        return v;
     }
 
     // want == 0: everything that is left.
