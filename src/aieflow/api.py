@@ -41,6 +41,11 @@ def compile(  # noqa: A001 - the public name the issue asks for
 
     if is_cnn(state):
         return compile_cnn(state, progress)
+    # Graphs beyond chains (fan-out, residual Add, LayerNorm, Transpose views): aieflow.dag, docs/dag.md
+    from .dag.api import compile_dag, is_dag
+
+    if is_dag(state):
+        return compile_dag(state, progress)  # type: ignore[return-value]
     if state.config.searched:
         # The search treats a layer it cannot plan as one that does not fit ("no plan can be
         # placed"); name a layer that has no AI Engine mapping at all instead.

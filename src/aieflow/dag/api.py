@@ -1,0 +1,72 @@
+"""``aieflow.compile`` for graphs that are not chains: import and quantise as usual, then the DAG
+mapping (plan, memory-tile links, placement, project) instead of the chain's Dense passes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ..frontends import import_model
+from ..passes.place import Block, Grid, Placement, Weights, pack
+from ..pipeline import State, run_pipeline
+from .design import DagDesign
+from .emit import emit_dag
+from .plan import DagPlan, plan_dag
+
+DAG_OPS = ("add", "layernorm", "transpose", "concat", "slice")
+
+
+def is_dag(state: State) -> bool:
+    """Whether the model is not a chain: it has an Add, LayerNorm or data-movement view, or a
+    tensor that feeds several nodes (then the DAG mapping compiles it)."""
+    graph = import_model(state.model, state.example_input).graph
+    if any(n.op in DAG_OPS for n in graph.nodes):
+        return True
+    readers: dict[str, int] = {}
+    for n in graph.nodes:
+        for t in n.inputs:
+            readers[t] = readers.get(t, 0) + 1
+    return any(v > 1 for v in readers.values())
+
+
+def place_dag(plan: DagPlan, device, config) -> Placement:
+    """Branch-and-bound placement (``passes/place.pack``) of the compute nodes' rectangles with the
+    DAG's producer -> consumer edges in the published wire cost."""
+    index = {name: i for i, name in enumerate(plan.compute)}
+    blocks = []
+    for name in plan.compute:
+        w, h = plan.rect(name)
+        node = plan.node(name)
+        blocks.append(Block(name, w, h, config.layer(name, *node.aliases).placement))
+    edges = sorted({(index[p], index[q]) for p, q in plan.edges()})
+    grid = Grid(device.columns, device.rows)
+    weights = Weights()
+    result = pack(blocks, edges, grid, "bnb", weights)
+    return Placement(result.rects, device.columns, device.rows, result.cost, result.method, result.optimal, weights)
+
+
+def compile_dag(state: State, progress: Callable[[str], None] | None = None) -> DagDesign:
+    state = run_pipeline(state, progress, stop_after="quantise")
+    if progress:
+        progress("dag: plan, links, place, emit")
+    plan = plan_dag(state.graph, state.device, state.config)
+    placement = place_dag(plan, state.device, state.config)
+    design = DagDesign(plan, state.device, state.config, placement, state.source)
+    x = state.example_input if state.example_input is not None else state.calibration
+    xq = _example(design, x)
+    design.files = emit_dag(plan, state.device, placement, xq, design.run(xq), state.graph.name)
+    return design
+
+
+def _example(design: DagDesign, x) -> np.ndarray:
+    """Two graph iterations of example inputs for the project's data files (the user's, padded, or
+    seeded random codes)."""
+    b = design.plan.batch
+    if x is not None:
+        xq = design.quantise_input(np.asarray(x))[: 2 * b]
+        n = -(-xq.shape[0] // b) * b
+        return np.concatenate([xq, np.zeros((n - xq.shape[0], *xq.shape[1:]), dtype=xq.dtype)])
+    t = design.input_type
+    rng = np.random.default_rng(0)
+    return rng.integers(t.min_code, t.max_code + 1, size=(2 * b, *design.input_shape))

@@ -1,0 +1,276 @@
+"""Render a DAG design's Vitis project: kernels (Dense from ``templates/kernels/dense.h``, residual
+Add and LayerNorm from ``templates/dag/dag_kernels.h``), resident parameters, the ADF graph with
+memory-tile shared buffers and their N-D tilings, PLIO data, Makefile, host stub, x86 harness.
+
+PLIO data: one input PLIO writes the graph input into its links' memory tiles, one output PLIO
+reads the graph output from its memory tile; both carry each iteration's ``batch`` samples
+row-major (``[batch][rows][features]``), 64-bit words per line.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any
+
+import jinja2
+import numpy as np
+
+from .. import __version__
+from ..devices import Device
+from ..numerics.types import FixedType
+from ..ops.dense import pack_tile
+from ..passes.emit import _ENV as CHAIN_ENV
+from ..passes.emit import (
+    PLIO_BITS,
+    _c_array,
+    c_ident,
+    format_values,
+    layer_info,
+    tile_role,
+    tile_var,
+    values_per_word,
+)
+from ..passes.place import Placement
+from .links import DagLink, Endpoint
+from .plan import DagPlan, matrix_shape
+from .tiling import render
+
+_ENV = jinja2.Environment(
+    loader=jinja2.PackageLoader("aieflow", "templates/dag"),
+    undefined=jinja2.StrictUndefined,
+    keep_trailing_newline=True,
+)
+PLIO_IN = "in_x"
+PLIO_OUT = "out_y"
+
+
+def idents(plan: DagPlan) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name in plan.compute:
+        ident = c_ident(name)
+        while ident in out.values():
+            ident += "_"
+        out[name] = ident
+    return out
+
+
+def part_var(ident: str, i: int) -> str:
+    return f"k_{ident}_p{i}"
+
+
+def _modes(t) -> tuple[str, str]:
+    return (t.rounding.value, t.saturation.value) if isinstance(t, FixedType) else ("conv_even", "saturate")
+
+
+def _acc_for_add(t) -> str:
+    bits = max(t.a.width + t.shift_a, t.b.width + t.shift_b) + 1
+    return "acc32" if bits <= 32 else "acc64"
+
+
+def rows_infos(plan: DagPlan, ids: dict[str, str]) -> tuple[list[dict], list[dict]]:
+    adds, norms = [], []
+    for name in plan.compute:
+        node = plan.node(name)
+        if node.op not in ("add", "layernorm"):
+            continue
+        rp = plan.rows[name]
+        t = node.types
+        rnd, sat = _modes(t.output)
+        common = {"name": name, "cfg": f"{ids[name]}_cfg", "rows": rp.rows_per_part, "features": rp.features,
+                  "parts": rp.parts, "to": t.output.c_type, "rounding": rnd, "saturation": sat, "shift": t.shift,
+                  "trans": _transposes(plan, name)}
+        if node.op == "add":
+            adds.append({**common, "ta": t.a.c_type, "tb": t.b.c_type, "acc": _acc_for_add(t),
+                         "shift_a": t.shift_a, "shift_b": t.shift_b,
+                         "types_text": f"a {t.a}, b {t.b}, out {t.output}"})
+        else:
+            norms.append({**common, "ti": t.input.c_type, "eps": t.eps_code,
+                          "types_text": f"in {t.input}, gamma {t.gamma}, out {t.output}"})
+    return adds, norms
+
+
+def _transposes(plan: DagPlan, name: str) -> list[dict[str, Any]]:
+    """The kernel's in-memory transposes, one per port (``transpose_block<S, A, B>``: [S][A][B] ->
+    [S][B][A]): an input received in source layout [samples][R][f run], or the output written as
+    [samples][F][rows]; ports that need none get ``on = false``."""
+    rp = plan.rows[name]
+    out = []
+    for k, o in enumerate(plan.operands[name]):
+        if k < len(rp.in_transposed) and rp.in_transposed[k]:
+            r_src, f_src = matrix_shape(plan.graph, o.tensor, name)
+            samples, run = rp.block(f_src)
+            out.append({"port": "IN" if len(plan.operands[name]) == 1 else "AB"[k], "on": True,
+                        "s": samples, "a": r_src, "b": run})
+        else:
+            out.append({"port": "IN" if len(plan.operands[name]) == 1 else "AB"[k], "on": False, "s": 1, "a": 1, "b": 1})
+    if rp.out_transposed:
+        samples, run = rp.block(rp.per_sample)
+        out.append({"port": "OUT", "on": True, "s": samples, "a": run, "b": rp.features})
+    else:
+        out.append({"port": "OUT", "on": False, "s": 1, "a": 1, "b": 1})
+    return out
+
+
+def _port_src(plan: DagPlan, ep: Endpoint, ids: dict[str, str]) -> str:
+    """The output port a producer endpoint writes from."""
+    if ep.kind == "plio":
+        return f"{PLIO_IN}.out[0]"
+    if ep.kind == "row":
+        p = plan.node(ep.node).plan
+        return f"{tile_var(ids[ep.node], ep.index, p.cas_len - 1)}.out[0]"
+    return f"{part_var(ids[ep.node], ep.index)}.out[0]"
+
+
+def _port_dsts(plan: DagPlan, ep: Endpoint, operand: int, ids: dict[str, str]) -> list[str]:
+    """The input ports a consumer endpoint feeds (a Dense column: every row's tile, broadcast)."""
+    if ep.kind == "out":
+        return [f"{PLIO_OUT}.in[0]"]
+    if ep.kind == "column":
+        p = plan.node(ep.node).plan
+        return [f"{tile_var(ids[ep.node], r, ep.index)}.in[0]" for r in range(p.cas_num)]
+    return [f"{part_var(ids[ep.node], ep.index)}.in[{operand}]"]
+
+
+def _graph(plan: DagPlan, device: Device, placement: Placement, ids: dict[str, str]):
+    tiles: list[dict[str, Any]] = []
+    connections: list[str] = []
+    for name in plan.compute:
+        node = plan.node(name)
+        ident = ids[name]
+        rect = placement.rect(name)
+        if node.op == "dense":
+            p = node.plan
+            for r in range(p.cas_num):
+                for c in range(p.cas_len):
+                    var = tile_var(ident, r, c)
+                    sym = var[2:]
+                    tiles.append({"var": var, "cls": f"aieflow::{tile_role(p, c)}<aieflow_design::{ident}_cfg>",
+                                  "args": f"aieflow_design::{sym}_w, aieflow_design::{sym}_b", "file": ident,
+                                  "col": rect.column + c, "row": rect.row + r})
+                    connections.append(f"adf::dimensions({var}.in[0]) = {{{p.batch_pad * p.k_slice}}}")
+                    if c + 1 < p.cas_len:
+                        connections.append(f"adf::connect<adf::cascade>({var}.out[0], {tile_var(ident, r, c + 1)}.in[1])")
+                last = tile_var(ident, r, p.cas_len - 1)
+                connections.append(f"adf::dimensions({last}.out[0]) = {{{p.batch_pad * p.n_slice}}}")
+        else:
+            rp = plan.rows[name]
+            cls = "ResidualAdd" if node.op == "add" else "LayerNorm"
+            args = "" if node.op == "add" else f"aieflow_design::{ident}_gamma, aieflow_design::{ident}_beta"
+            size = rp.rows_per_part * rp.features
+            for i in range(rp.parts):
+                var = part_var(ident, i)
+                tiles.append({"var": var, "cls": f"aieflow::{cls}<aieflow_design::{ident}_cfg>", "args": args,
+                              "file": ident, "col": rect.column + i, "row": rect.row})
+                for k in range(len(node.inputs)):
+                    connections.append(f"adf::dimensions({var}.in[{k}]) = {{{size}}}")
+                connections.append(f"adf::dimensions({var}.out[0]) = {{{size}}}")
+    memtiles: list[dict[str, Any]] = []
+    for link in plan.links:
+        memtiles += _link_buffers(plan, link, ids, len(memtiles), connections)
+    return tiles, connections, memtiles
+
+
+def _link_buffers(plan: DagPlan, link: DagLink, ids, first: int, connections: list[str]) -> list[dict[str, Any]]:
+    out = []
+    t = plan.graph.tensors[link.source.tensor].dtype
+    for j, sh in enumerate(link.shards):
+        var = f"mt{first + j}"
+        how = {"dma": "transposed by the read pattern", "producer": "written transposed by its producer",
+               "consumer": "transposed by its consumer"}[link.source.transpose_at] if link.source.transposed \
+            else "row-major"
+        out.append({
+            "var": var, "ctype": t.c_type, "dims": list(sh.dims),
+            "comment": f"{link.name} ({how}), buffer [features {sh.dims[0]}, rows {sh.dims[1]}, samples {sh.dims[2]}]: "
+                       f"{len(sh.writes)} writer(s), {len(sh.reads)} reader(s)",
+            "writes": [render(tl) for _, tl in sh.writes],
+            "reads": [render(tl) for _, tl in sh.reads],
+        })
+        for w, (ep, _) in enumerate(sh.writes):
+            connections.append(f"adf::connect({_port_src(plan, ep, ids)}, {var}.in[{w}])")
+        for r, (ep, _) in enumerate(sh.reads):
+            for dst in _port_dsts(plan, ep, link.operand, ids):
+                connections.append(f"adf::connect({var}.out[{r}], {dst})")
+    return out
+
+
+def plio_text(codes: np.ndarray, t) -> str:
+    """Samples row-major, 64-bit words per line (the PLIO file format of the chain's projects)."""
+    return format_values(np.asarray(codes).reshape(-1), t, values_per_word(t))
+
+
+def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.ndarray, outputs_q: np.ndarray,
+             graph_name: str = "model") -> dict[str, str]:
+    ids = idents(plan)
+    version = __version__
+    graph_class = c_ident(graph_name).capitalize() + "Graph"
+    files: dict[str, str] = {}
+    dense_infos = []
+    headers = []
+    classes = []
+    for name in plan.compute:
+        node = plan.node(name)
+        ident = ids[name]
+        if node.op == "dense":
+            L = layer_info(node, ident, device)
+            dense_infos.append(L)
+            p = node.plan
+            for r in range(p.cas_num):
+                for c in range(p.cas_len):
+                    sym = tile_var(ident, r, c)[2:]
+                    packed = pack_tile(node, r, c)
+                    w, b = packed["weights"], packed.get("bias", np.zeros(0))
+                    files[f"src/weights/{sym}.h"] = CHAIN_ENV.get_template("weights.h.j2").render(
+                        version=version, L=L, r=r, c=c, sym=sym, w=w, b=b,
+                        w_text=_c_array(w, node.types.weight), b_text=_c_array(b, L["bias_type"]))
+                    headers.append(f"weights/{sym}.h")
+            files[f"src/kernels/{ident}.cc"] = CHAIN_ENV.get_template("layer_kernel.cc.j2").render(version=version, L=L)
+            classes += [f"aieflow::{role}<aieflow_design::{L['cfg']}>" for role in L["roles"]]
+        else:
+            cls = "ResidualAdd" if node.op == "add" else "LayerNorm"
+            files[f"src/kernels/{ident}.cc"] = _ENV.get_template("rows_kernel.cc.j2").render(
+                version=version, name=name, cls=cls, cfg=f"{ident}_cfg")
+            classes.append(f"aieflow::{cls}<aieflow_design::{ident}_cfg>")
+            if node.op == "layernorm":
+                t = node.types
+                g, b = node.params["gamma_q"], node.params["beta_q"]
+                files[f"src/weights/{ident}_ln.h"] = _ENV.get_template("ln_params.h.j2").render(
+                    version=version, name=name, ident=ident, n=len(g), gamma_type=t.gamma, beta_type=t.beta,
+                    gamma_text=_c_array(np.asarray(g), t.gamma), beta_text=_c_array(np.asarray(b), t.beta))
+                headers.append(f"weights/{ident}_ln.h")
+    adds, norms = rows_infos(plan, ids)
+    tiles, connections, memtiles = _graph(plan, device, placement, ids)
+    tin = plan.graph.tensors[plan.graph.inputs[0]].dtype
+    tout = plan.graph.tensors[plan.graph.outputs[0]].dtype
+    plio_in = [{"var": PLIO_IN, "file": f"data/{PLIO_IN}.txt"}]
+    plio_out = [{"var": PLIO_OUT, "file": f"data/{PLIO_OUT}.txt"}]
+    iterations = max(1, int(inputs_q.shape[0] // plan.batch)) if inputs_q.size else 1
+    nodes = []
+    for name in plan.compute:
+        node = plan.node(name)
+        if node.op == "dense":
+            p = node.plan
+            what = f"{p.in_features} -> {p.out_features}, {p.cas_len} x {p.cas_num} cascade, {p.batch} rows"
+        else:
+            rp = plan.rows[name]
+            what = f"{rp.rows} rows x {rp.features} features in {rp.parts} part(s)"
+        nodes.append({"name": name, "op": node.op, "tiles": plan.tiles_of(name), "what": what})
+    ctx = dict(
+        version=version, device=device, graph_class=graph_class, graph_var="g", tiles=tiles, memtiles=memtiles,
+        plio_in=plio_in, plio_out=plio_out, connections=connections, dense=dense_infos, adds=adds, norms=norms,
+        headers=headers, classes=classes, plio_bits=PLIO_BITS, iterations=iterations, batch=plan.batch, nodes=nodes,
+        platform_hint={"aie-ml": "xilinx_vek280_base_202320_1"}.get(device.generation.name, "xilinx_vek385_base"),
+    )
+    files["src/layers.h"] = _ENV.get_template("layers.h.j2").render(**ctx)
+    files["src/graph.h"] = _ENV.get_template("graph.h.j2").render(**ctx)
+    files["x86/harness.cpp"] = _ENV.get_template("x86_harness.cpp.j2").render(**ctx)
+    files["README.md"] = _ENV.get_template("README.md.j2").render(**ctx)
+    for chain_file, rel in (("graph.cpp.j2", "src/graph.cpp"), ("aie.cfg.j2", "aie.cfg"), ("Makefile.j2", "Makefile"),
+                            ("host.cpp.j2", "host/host.cpp"), ("compare.py.j2", "scripts/compare.py")):
+        files[rel] = CHAIN_ENV.get_template(chain_file).render(**ctx)
+    kernels = resources.files("aieflow").joinpath("templates")
+    if dense_infos:
+        files["src/kernels/dense.h"] = kernels.joinpath("kernels/dense.h").read_text()
+    files["src/kernels/dag_kernels.h"] = kernels.joinpath("dag/dag_kernels.h").read_text()
+    files[f"data/{PLIO_IN}.txt"] = plio_text(inputs_q, tin)
+    files[f"data/golden_{PLIO_OUT}.txt"] = plio_text(outputs_q, tout)
+    return files

@@ -1,0 +1,428 @@
+"""Plan a DAG (fan-out, residual Add, LayerNorm, Transpose views, Dense) for AIE-ML.
+
+Every tensor a kernel reads is a matrix ``[B * R, F]`` (``B`` samples per graph iteration, ``R``
+rows per sample, ``F`` features; a vector sample has ``R = 1``).  Nodes:
+
+* ``dense``: the chain's Dense plan (``ops/dense.plan``) with ``B * R`` as its batch, so the
+  same ``dense.h`` kernel, packing and cycle model serve each Dense segment unchanged;
+* ``add`` / ``layernorm``: :class:`RowsPlan`, the rows split over ``parts`` tiles (one kernel
+  each, row-major buffers); the fewest parts whose footprint fits a tile;
+* ``transpose`` (perm (1, 0) of a 2-D sample): no kernel; the read side of the memory-tile link
+  walks the producer's buffer transposed (``dag/links.py``), or, for 8- / 16-bit data (the DMAs
+  address 32-bit words), an Add / LayerNorm next to it transposes in its memory
+  (:func:`place_transposes`);
+* ``concat`` / ``slice`` along the features: no kernel; a concat's inputs are written side by side
+  into one memory-tile buffer, a slice is a read pattern at an offset.
+
+Links (``dag/links.py``) join every consumer operand to its source tensor through memory-tile
+shared buffers, one set per consumer operand, so fan-out is the producer's output buffer
+broadcast to several links, and a residual's skip path waits in its own memory tile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from ..config import Config
+from ..devices import Device
+from ..errors import ConfigError, PlanError
+from ..ir import Graph, Node, frozen_map
+from ..numerics.types import FixedType
+from ..ops.base import PlanContext
+from ..ops.dense import DensePlan, with_out_panel
+from ..ops.registry import family
+
+COMPUTE_OPS = ("dense", "add", "layernorm")
+ROWS_OPS = ("add", "layernorm")
+ALIGN = 32
+
+
+@dataclass(frozen=True)
+class Operand:
+    """Where a compute node's input (or the graph output) comes from: a source tensor (a graph
+    input, or a compute node's output), read directly or transposed, whole or a feature slice
+    ``[start, stop)`` of it; or a concat: ``parts`` (sources written side by side along the
+    features into one memory-tile buffer), ``tensor`` then names the concat's output."""
+
+    tensor: str
+    producer: str | None  # None: the graph input (or a concat: see parts)
+    transposed: bool = False
+    start: int = 0
+    stop: int | None = None  # None: up to the source's last feature
+    parts: tuple[Operand, ...] = ()
+    # where a transposed read is realised: "dma" (the memory tile's read pattern steps single
+    # elements), "producer" (a rows kernel writes its output transposed, the link moves whole runs)
+    # or "consumer" (a rows kernel receives source-layout runs and transposes them in its memory)
+    transpose_at: str = "dma"
+
+    @property
+    def sliced(self) -> bool:
+        return self.stop is not None
+
+    @property
+    def producers(self) -> tuple[str, ...]:
+        """The compute nodes whose outputs this operand reads (the graph input excluded)."""
+        srcs = self.parts or (self,)
+        return tuple(dict.fromkeys(p.producer for p in srcs if p.producer is not None))
+
+    @property
+    def reads_input(self) -> bool:
+        return any(p.producer is None for p in (self.parts or (self,)))
+
+
+@dataclass(frozen=True)
+class RowsPlan:
+    """An Add or LayerNorm node: ``rows`` (= B x R) rows of ``features``, ``parts`` tiles with
+    ``rows_per_part`` rows each (row-major buffers)."""
+
+    op: str
+    parts: int
+    rows: int
+    per_sample: int  # R: rows of one sample
+    features: int
+    memory: int  # bytes on each tile (ping-pong buffers, parameters, scratch, stack + heap)
+    in_transposed: tuple[bool, ...] = ()  # per operand: the kernel transposes it (Operand.transpose_at)
+    out_transposed: bool = False  # the kernel writes its output transposed
+
+    @property
+    def rows_per_part(self) -> int:
+        return self.rows // self.parts
+
+    @property
+    def tiles(self) -> int:
+        return self.parts
+
+    def part_rows(self, i: int) -> tuple[int, int]:
+        return i * self.rows_per_part, (i + 1) * self.rows_per_part
+
+    def block(self, per_sample: int) -> tuple[int, int]:
+        """(samples, rows of one sample) of every part, for rows of ``per_sample`` per sample: a part
+        is whole samples or an equal run inside one."""
+        rp = self.rows_per_part
+        return (rp // per_sample, per_sample) if rp % per_sample == 0 else (1, rp)
+
+
+def matrix_shape(graph: Graph, tensor: str, what: str) -> tuple[int, int]:
+    """(R, F) of a tensor: its rows per sample and features."""
+    shape = graph.tensors[tensor].shape
+    if len(shape) == 1:
+        return 1, int(shape[0])
+    if len(shape) == 2:
+        return int(shape[0]), int(shape[1])
+    raise PlanError(f"tensor '{tensor}' has per-sample shape {tuple(shape)}; the DAG mapping handles [features] "
+                    "and [rows, features] samples", layer=what, hint="reshape the data to [rows, features] samples")
+
+
+def _feature_axis(graph: Graph, node: Node) -> None:
+    """Concat / slice views are realised along the features (the last per-sample axis) only."""
+    rank = len(graph.tensors[node.inputs[0]].shape)
+    if int(node.attrs["axis"]) != rank - 1:
+        raise PlanError(f"{node.op} along per-sample axis {node.attrs['axis']}: the memory-tile tilers realise "
+                        f"{node.op} views along the features (axis {rank - 1}) only", layer=node.name,
+                        hint="use aieflow.emulate(model, ...) for bit-exact predictions of this model")
+
+
+def source(graph: Graph, tensor: str, reader: str) -> Operand:
+    """Follow views back to the tensor(s) a kernel (or the input PLIO) writes: transposes (1, 0),
+    feature slices (a read pattern at an offset) and feature concats (several writers at offsets
+    into one buffer)."""
+    p = graph.producer(tensor)
+    if p is None:
+        return Operand(tensor, None)
+    if p.op in COMPUTE_OPS:
+        return Operand(tensor, p.name)
+    if p.op == "transpose":
+        perm = tuple(int(v) for v in p.attrs["perm"])
+        if perm != (1, 0):
+            raise PlanError(f"transpose with perm {perm}: the memory-tile tilers realise (1, 0) of a "
+                            "[rows, features] sample only", layer=p.name, hint="keep samples 2-D: [rows, features]")
+        inner = source(graph, p.inputs[0], reader)
+        if inner.transposed:
+            raise PlanError("two transposes in a row reach this layer; remove the pair (it is the identity)",
+                            layer=p.name, hint=f"read '{p.inputs[0]}' directly")
+        if inner.sliced:
+            raise PlanError("a feature slice read transposed is not realised by the memory-tile tilers",
+                            layer=p.name, hint="use aieflow.emulate(model, ...) for bit-exact predictions")
+        return replace(inner, transposed=True)
+    if p.op == "slice":
+        _feature_axis(graph, p)
+        inner = source(graph, p.inputs[0], reader)
+        if inner.transposed:
+            raise PlanError("a feature slice of a transposed tensor (rows of its source) is not realised by the "
+                            "memory-tile tilers", layer=p.name,
+                            hint="use aieflow.emulate(model, ...) for bit-exact predictions")
+        lo, hi = inner.start + int(p.attrs["start"]), inner.start + int(p.attrs["stop"])
+        full = matrix_shape(graph, inner.tensor, p.name)[1]
+        return replace(inner, start=lo, stop=None if (lo, hi) == (0, full) else hi)
+    if p.op == "concat":
+        _feature_axis(graph, p)
+        parts = tuple(source(graph, t, reader) for t in p.inputs)
+        for t, q in zip(p.inputs, parts, strict=True):
+            if q.transposed or q.sliced or q.parts:
+                what = "transposed" if q.transposed else "a slice" if q.sliced else "a concat"
+                raise PlanError(
+                    f"concat input '{t}' is {what} view; the memory-tile tilers realise a concat of whole "
+                    "computed tensors (each producer writes at its offset), not of views", layer=p.name,
+                    hint="use aieflow.emulate(model, ...) for bit-exact predictions of this model")
+        return Operand(tensor, None, parts=parts)
+    raise PlanError(
+        f"{p.op} nodes are not mapped by the DAG path (it maps Dense, residual Add, LayerNorm and "
+        "Transpose (1, 0) / feature Concat / Slice views)", layer=p.name,
+        hint=f"use aieflow.emulate(model, ...) for bit-exact predictions; '{reader}' reads it",
+    )
+
+
+@dataclass(frozen=True)
+class DagPlan:
+    batch: int  # samples per graph iteration
+    graph: Graph  # Dense nodes carry their DensePlan
+    compute: tuple[str, ...]  # compute nodes, topological order
+    operands: Mapping[str, tuple[Operand, ...]]
+    rows: Mapping[str, RowsPlan]  # add / layernorm nodes
+    output: Operand  # what the output PLIO reads
+    links: tuple = ()  # dag.links.DagLink, filled by links.make_links
+
+    def node(self, name: str) -> Node:
+        return self.graph.node(name)
+
+    def tiles_of(self, name: str) -> int:
+        n = self.node(name)
+        return n.plan.tiles if n.op == "dense" else self.rows[name].tiles
+
+    @property
+    def tiles(self) -> int:
+        return sum(self.tiles_of(n) for n in self.compute)
+
+    def rect(self, name: str) -> tuple[int, int]:
+        """(width, height) of a node's tile rectangle: Dense cas_len x cas_num, a rows kernel's
+        parts side by side."""
+        n = self.node(name)
+        return (n.plan.cas_len, n.plan.cas_num) if n.op == "dense" else (self.rows[name].parts, 1)
+
+    def edges(self) -> tuple[tuple[str, str], ...]:
+        return tuple((p, name) for name in self.compute for o in self.operands[name] for p in o.producers)
+
+
+def _bytes(t) -> int:
+    return t.container_bits // 8
+
+
+def _aligned(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+def rows_memory(node: Node, rows_per_part: int, features: int, device: Device) -> int:
+    gen = device.generation
+    reserved = gen.stack_bytes + gen.heap_bytes
+    if node.op == "add":
+        t = node.types
+        io = sum(2 * _aligned(rows_per_part * features * _bytes(x)) for x in (t.a, t.b, t.output))
+        return io + reserved
+    t = node.types
+    io = 2 * _aligned(rows_per_part * features * _bytes(t.input)) + 2 * _aligned(rows_per_part * features * _bytes(t.output))
+    lanes = -(-features // 16) * 16
+    params = _aligned(features * 2) + _aligned(features * 8) + 2 * _aligned(lanes * 4)
+    return io + params + reserved
+
+
+def transpose_scratch(node: Node, rp: RowsPlan) -> int:
+    """Bytes of the kernel's transpose buffers (one part's block per transposed port)."""
+    t = node.types
+    ins = (t.a, t.b) if node.op == "add" else (t.input,)
+    n = rp.rows_per_part * rp.features
+    out = sum(_aligned(n * _bytes(x)) for x, on in zip(ins, rp.in_transposed, strict=False) if on)
+    return out + (_aligned(n * _bytes(t.output)) if rp.out_transposed else 0)
+
+
+def _words(graph: Graph, tensor: str) -> int:
+    """Elements per 32-bit DMA word (AIE-ML DMAs address whole words, ``tiling.word_problems``)."""
+    return max(1, 4 // (graph.tensors[tensor].dtype.container_bits // 8))
+
+
+def _runs_fit(rp: RowsPlan, per_sample: int, w: int) -> bool:
+    """Every part's run of rows inside a sample starts and ends on a 32-bit word."""
+    return per_sample % w == 0 and rp.rows_per_part % w == 0 if rp.rows_per_part < per_sample else per_sample % w == 0
+
+
+def place_transposes(graph: Graph, compute: list[str], operands: dict[str, tuple[Operand, ...]],
+                     rows: dict[str, RowsPlan], out: Operand, device: Device, widths: Mapping[str, int]):
+    """Move each element-wise transposed read of 8- / 16-bit data into a rows kernel where one
+    can do it: the consumer (an Add / LayerNorm transposing a block it receives in source layout)
+    or else the producer (an Add / LayerNorm writing its output transposed, when every reader of
+    it reads it transposed).  What is left stays a DMA pattern that steps single elements (the
+    shim runs it; ``DagLink.word_problems`` reports it).  ``widths``: each source tensor's
+    written width (its buffer row pitch)."""
+    operands = {k: list(v) for k, v in operands.items()}
+    gen = device.generation
+    for name in compute:
+        if name not in rows:
+            continue
+        rp, node = rows[name], graph.node(name)
+        flags = []
+        for o in operands[name]:
+            w = _words(graph, o.tensor)
+            r_src, f_src = matrix_shape(graph, o.tensor, name)
+            flags.append(o.transposed and not o.parts and w > 1 and widths.get(o.tensor, f_src) % w == 0
+                         and _runs_fit(rp, f_src, w))
+        if any(flags):
+            trial = replace(rp, in_transposed=tuple(flags))
+            mem = rp.memory + transpose_scratch(node, trial)
+            if mem <= gen.data_memory_bytes:
+                rows[name] = replace(trial, memory=mem)
+                operands[name] = [replace(o, transpose_at="consumer") if f else o
+                                  for o, f in zip(operands[name], flags, strict=True)]
+    readers: dict[str, list[tuple[str | None, int]]] = {}
+    for name in compute:
+        for k, o in enumerate(operands[name]):
+            readers.setdefault(o.tensor, []).append((name, k))
+    readers.setdefault(out.tensor, []).append((None, 0))
+    for tensor, rd in readers.items():
+        ops = [out if c is None else operands[c][k] for c, k in rd]
+        p = ops[0].producer
+        w = _words(graph, tensor)
+        if p not in rows or w == 1 or not all(o.transposed and o.transpose_at == "dma" and not o.parts for o in ops):
+            continue
+        rp = rows[p]
+        if not _runs_fit(rp, rp.per_sample, w):
+            continue
+        trial = replace(rp, out_transposed=True)
+        mem = rp.memory + transpose_scratch(graph.node(p), trial) - transpose_scratch(graph.node(p), rp)
+        if mem > gen.data_memory_bytes:
+            continue
+        rows[p] = replace(trial, memory=mem)
+        for c, k in rd:
+            if c is None:
+                out = replace(out, transpose_at="producer")
+            else:
+                operands[c][k] = replace(operands[c][k], transpose_at="producer")
+    return {k: tuple(v) for k, v in operands.items()}, rows, out
+
+
+def _plan_rows(node: Node, graph: Graph, batch: int, device: Device) -> RowsPlan:
+    t = node.types
+    if t is None or t.is_float:
+        raise PlanError(f"{node.op} kernels are generated for fixed-point types (int8 / int16) only; this layer is "
+                        f"{getattr(t, 'output', t)}", layer=node.name,
+                        hint="use precision int8 or int16, or aieflow.emulate(model, ...) for float models")
+    for x in ((t.a, t.b, t.output) if node.op == "add" else (t.input, t.output)):
+        if not isinstance(x, FixedType) or x.container_bits not in (8, 16, 32):
+            raise PlanError(f"type {x} has no kernel (8-, 16- or 32-bit fixed point)", layer=node.name)
+    r, f = matrix_shape(graph, node.outputs[0], node.name)
+    rows = batch * r
+    gen = device.generation
+    channels = device.memtile_channels
+    best = None
+    for parts in range(1, min(rows, channels) + 1):
+        if rows % parts:
+            continue
+        rp = rows // parts
+        if rp % r and r % rp:  # a part is whole samples or a whole fraction of one (tilers)
+            continue
+        mem = rows_memory(node, rp, f, device)
+        if mem <= gen.data_memory_bytes:
+            best = RowsPlan(node.op, parts, rows, r, f, mem)
+            # Add: the fewest tiles that fit (a vector kernel, rarely the slowest stage);
+            # LayerNorm: as many as the memory tile's channels allow (its per-row square root and
+            # divide are scalar)
+            if node.op == "add":
+                break
+    if best is None:
+        rp = rows // min(rows, channels)
+        raise PlanError(
+            f"{rows} rows x {f} features do not fit {channels} tiles of {gen.data_memory_bytes} bytes "
+            f"(at {min(rows, channels)} parts: {rows_memory(node, rp, f, device)} bytes per tile)",
+            layer=node.name, hint="use a smaller batch",
+        )
+    return best
+
+
+def plan_dag(graph: Graph, device: Device, config: Config) -> DagPlan:
+    """Plan every compute node; the links are derived from the result (``links.make_links``)."""
+    if device.memory_tile_rows == 0:
+        raise PlanError(
+            f"graphs with fan-out, residual adds, LayerNorm or transposes map through memory tiles, which "
+            f"{device.board} ({device.generation.name}) does not have",
+            hint="compile for vek280 (AIE-ML) or vek385, or use aieflow.emulate(model, ...)",
+        )
+    if (config.replicas or 1) > 1:
+        raise ConfigError("replicas are not supported for DAG designs yet", hint="remove `replicas` from the config")
+    if config.searched:
+        raise ConfigError("the target / batch search does not cover DAG designs yet",
+                          hint="give a fixed `batch` and no `target`")
+    batch = config.batch
+    compute: list[str] = []
+    operands: dict[str, tuple[Operand, ...]] = {}
+    rows: dict[str, RowsPlan] = {}
+    nodes = []
+    for node in graph.nodes:
+        fam = family(node.op, node.name)
+        if node.op in ("transpose", "slice", "concat"):
+            source(graph, node.outputs[0], node.name)  # validates the view
+            nodes.append(node)
+            continue
+        if node.op not in COMPUTE_OPS:
+            if fam.is_view:
+                raise PlanError(f"{node.op} views are not mapped by the DAG path (Transpose (1, 0), feature Concat "
+                                "and Slice are)",
+                                layer=node.name, hint="use aieflow.emulate(model, ...) for bit-exact predictions")
+            raise PlanError(f"{node.op} layers have no AI Engine kernel in the DAG path (it maps Dense, residual "
+                            "Add, LayerNorm, Transpose)", layer=node.name,
+                            hint="use aieflow.emulate(model, ...) for bit-exact predictions")
+        operands[node.name] = tuple(source(graph, t, node.name) for t in node.inputs)
+        compute.append(node.name)
+        if node.op == "dense":
+            nodes.append(_plan_dense(node, graph, batch, device, config))
+        else:
+            rows[node.name] = _plan_rows(node, graph, batch, device)
+            nodes.append(node)
+    planned = graph.with_nodes(nodes)
+    out = source(graph, graph.outputs[0], "output")
+    if not out.producers:
+        raise PlanError("the graph output is the graph input (through views only): nothing to compute",
+                        hint="add a layer")
+    widths = {}
+    for n in planned.nodes:
+        if n.op == "dense":
+            widths[n.outputs[0]] = n.plan.cas_num * n.plan.n_slice
+    operands, rows, out = place_transposes(planned, compute, operands, rows, out, device, widths)
+    plan = DagPlan(batch, planned, tuple(compute), frozen_map(operands), frozen_map(rows), out)
+    if plan.tiles > device.compute_tiles:
+        raise PlanError(f"the design needs {plan.tiles} compute tiles but {device.board} has {device.compute_tiles}",
+                        hint="use a smaller batch or a narrower precision")
+    from .links import make_links
+
+    return replace(plan, links=make_links(plan, device))
+
+
+def _plan_dense(node: Node, graph: Graph, batch: int, device: Device, config: Config) -> Node:
+    r, _ = matrix_shape(graph, node.inputs[0], node.name)
+    cfg = replace(config, batch=batch * r)  # every row of every sample is one row of the mmul's A
+    lc = config.layer(node.name, *node.aliases)
+    planned = family("dense").plan(node, PlanContext(device, cfg, lc, graph))
+    p: DensePlan = planned.plan
+    if p.cas_num > device.memtile_channels and lc.cas_num is None:
+        # every cascade row writes its link's memory tile through its own DMA channel: take the
+        # most rows the channels allow (the planner then lengthens the cascade instead)
+        for rows in range(device.memtile_channels, 0, -1):
+            try:
+                planned = family("dense").plan(node, PlanContext(device, cfg, replace(lc, cas_num=rows), graph))
+                p = planned.plan
+                break
+            except PlanError:
+                continue
+    if p.batch_pad != p.batch:
+        m2 = 2 * p.mmul[0]
+        raise PlanError(
+            f"{p.batch} rows per graph iteration ({batch} samples x {r} rows) are not a multiple of {m2}, "
+            "which the memory-tile tilers of a DAG need (no row padding)",
+            layer=node.name, hint=f"use a batch that makes batch x {r} a multiple of {m2}",
+        )
+    if p.cas_num > device.memtile_channels:
+        raise PlanError(
+            f"cas_num={p.cas_num} cascade rows would write one memory-tile buffer through more than its "
+            f"{device.memtile_channels} DMA channels", layer=node.name,
+            hint=f"set layers.{node.name}.parallelism.cas_num <= {device.memtile_channels}",
+        )
+    planned = planned.evolve(plan=replace(p, link="memtile"))
+    return with_out_panel(planned, p.mmul[2])

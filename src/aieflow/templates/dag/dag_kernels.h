@@ -1,0 +1,275 @@
+// aieflow DAG kernels: residual Add and LayerNorm on one AI Engine tile, written against the
+// public AIE API (UG1529) and the ADF kernel-class interface (UG1079 / UG1603).
+//
+// Both work on row-major buffers [rows][features] (what the memory-tile read tilers deliver) and
+// compute exactly what aieflow's emulator computes (ops/add.py, ops/layernorm.py), bit for bit:
+//
+//   ResidualAdd: y = srs((a << SHIFT_A) + (b << SHIFT_B), SHIFT)   one SRS, output rounding/saturation
+//   LayerNorm:   the integer algorithm of ops/layernorm.py per row: S1, S2, V = n S2 - S1^2 (+ eps),
+//                normalised integer square root, 16-bit reciprocal 2^46 / r, z = round_even(D inv / 2^s),
+//                y = srs(z gamma + beta, SHIFT).
+#pragma once
+
+#include <adf.h>
+#include <aie_api/aie.hpp>
+#include <aie_api/aie_adf.hpp>
+
+#include <cstdint>
+#include <vector>
+
+namespace aieflow {
+
+// [S][A][B] -> [S][B][A] in tile memory: a port whose block the memory tile moves in whole 32-bit
+// words (AIE-ML DMAs address words, AM020) and the kernel transposes element by element.
+template <typename T, unsigned S, unsigned A, unsigned B>
+inline void transpose_block(const T* __restrict src, T* __restrict dst) {
+    for (unsigned s = 0; s < S; ++s)
+        for (unsigned a = 0; a < A; ++a)
+            for (unsigned b = 0; b < B; ++b) dst[(s * B + b) * A + a] = src[(s * A + a) * B + b];
+}
+
+// ---------------------------------------------------------------------------- residual Add
+// Config (generated in layers.h):
+//   struct add_cfg { using TA, TB, TO; using ACC = acc32 | acc64; static constexpr unsigned SIZE;
+//                    static constexpr int SHIFT_A, SHIFT_B, SHIFT; RND; SAT;
+//                    per port P in A, B, OUT: bool P_T (transpose in memory), unsigned P_S, P_A, P_B; };
+template <class C>
+class ResidualAdd {
+    using TA = typename C::TA;
+    using TB = typename C::TB;
+    using TO = typename C::TO;
+    using ACC = typename C::ACC;
+    static constexpr unsigned L = 16;  // lanes per step: 16 x 32/64-bit accumulator lanes
+    static constexpr unsigned FULL = C::SIZE / L * L;
+    alignas(32) TA ta_[C::A_T ? C::SIZE : 1];
+    alignas(32) TB tb_[C::B_T ? C::SIZE : 1];
+    alignas(32) TO to_[C::OUT_T ? C::SIZE : 1];
+
+    static aie::vector<TO, L> step(const aie::vector<TA, L>& va, const aie::vector<TB, L>& vb) {
+        aie::accum<ACC, L> acc;
+        acc.from_vector(va, C::SHIFT_A);  // align a to the common grid (exact upshift)
+        aie::accum<ACC, L> acb;
+        acb.from_vector(vb, C::SHIFT_B);
+        acc = aie::add(acc, acb);  // exact: the accumulator is wide enough (chosen by aieflow)
+        return acc.template to_vector<TO>(C::SHIFT);  // one shift-round-saturate
+    }
+
+public:
+    void run(adf::input_buffer<TA>& __restrict a, adf::input_buffer<TB>& __restrict b,
+             adf::output_buffer<TO>& __restrict out) {
+        aie::set_rounding(C::RND);
+        aie::set_saturation(C::SAT);
+        if constexpr (C::A_T) transpose_block<TA, C::A_S, C::A_A, C::A_B>(a.data(), ta_);
+        if constexpr (C::B_T) transpose_block<TB, C::B_S, C::B_A, C::B_B>(b.data(), tb_);
+        const TA* __restrict pa = C::A_T ? ta_ : a.data();
+        const TB* __restrict pb = C::B_T ? tb_ : b.data();
+        TO* __restrict po = C::OUT_T ? to_ : out.data();
+        for (unsigned i = 0; i < FULL; i += L)
+            aie::store_v(po + i, step(aie::load_v<L>(pa + i), aie::load_v<L>(pb + i)));
+        if constexpr (C::SIZE % L != 0) {  // the last, partial vector
+            aie::vector<TA, L> va = aie::zeros<TA, L>();
+            aie::vector<TB, L> vb = aie::zeros<TB, L>();
+            for (unsigned j = 0; j < C::SIZE - FULL; ++j) {
+                va.set(pa[FULL + j], j);
+                vb.set(pb[FULL + j], j);
+            }
+            const aie::vector<TO, L> vo = step(va, vb);
+            for (unsigned j = 0; j < C::SIZE - FULL; ++j) po[FULL + j] = vo.get(j);
+        }
+        if constexpr (C::OUT_T) transpose_block<TO, C::OUT_S, C::OUT_A, C::OUT_B>(to_, out.data());
+    }
+    static void registerKernelClass() { REGISTER_FUNCTION(ResidualAdd::run); }
+};
+
+// ---------------------------------------------------------------------------- LayerNorm
+// Config (generated in layers.h):
+//   struct ln_cfg { using TI, TO; static constexpr unsigned ROWS, N; static constexpr long long EPS;
+//                   static constexpr int SHIFT; RND; SAT;
+//                   per port P in IN, OUT: bool P_T (transpose in memory), unsigned P_S, P_A, P_B; };
+namespace ln_detail {
+constexpr int P_BITS = 46;  // reciprocal 2^P / r, r in [2^30, 2^31): a 16-bit inverse
+constexpr int Z_FRAC = 20;  // fractional bits of z
+constexpr int SPLIT = 20;   // z gamma + beta = hi 2^SPLIT + lo, both int32, for the vector SRS
+
+inline int bit_length(std::uint64_t q) {
+    int b = 0;
+    while (b < 64 && (q >> b) != 0) ++b;
+    return b;
+}
+
+// floor(sqrt(n)), exact, bit by bit (no floating point, no divide)
+inline std::uint64_t isqrt(std::uint64_t n) {
+    std::uint64_t r = 0, bit = std::uint64_t(1) << 62;
+    while (bit > n) bit >>= 2;
+    while (bit != 0) {
+        if (n >= r + bit) {
+            n -= r + bit;
+            r = (r >> 1) + bit;
+        } else {
+            r >>= 1;
+        }
+        bit >>= 2;
+    }
+    return r;
+}
+
+// v / 2^s rounded to nearest, ties to even (s > 0); v << -s when s <= 0 (exact)
+inline std::int64_t round_even_shift(std::int64_t v, int s) {
+    if (s <= 0) return static_cast<std::int64_t>(static_cast<std::uint64_t>(v) << -s);
+    const std::int64_t q = v >> s;  // floor (arithmetic shift)
+    const std::int64_t rem = v - static_cast<std::int64_t>(static_cast<std::uint64_t>(q) << s);
+    const std::int64_t half = std::int64_t(1) << (s - 1);
+    return (rem > half || (rem == half && (q & 1) != 0)) ? q + 1 : q;
+}
+}  // namespace ln_detail
+
+// Exact sum of the 16 lanes of a 64-bit accumulator: each lane split as hi 2^31 + lo with
+// floor rounding (lo in [0, 2^31), both int32), then summed in scalar 64-bit arithmetic.
+template <unsigned L>
+inline std::int64_t lane_sum(const aie::accum<acc64, L>& acc) {
+    aie::set_rounding(aie::rounding_mode::floor);
+    const aie::vector<int32, L> hi = acc.template to_vector<int32>(31);
+    aie::accum<acc64, L> h;
+    h.from_vector(hi, 31);
+    const aie::vector<int32, L> lo = aie::sub(acc, h).template to_vector<int32>(0);
+    std::int64_t s = 0;
+    for (unsigned j = 0; j < L; ++j) s += (static_cast<std::int64_t>(hi.get(j)) << 31) + lo.get(j);
+    return s;
+}
+
+template <class C>
+class LayerNorm {
+    using TI = typename C::TI;
+    using TO = typename C::TO;
+    static constexpr unsigned L = 16;
+    static constexpr unsigned NV = (C::N + L - 1) / L * L;  // features padded to whole vectors
+    // the vector path: rows of whole, 32-byte aligned vectors, n fits int16 (d = n x - S1 fits int32)
+    static constexpr bool VEC = C::N % L == 0 && (C::N * sizeof(TI)) % 32 == 0 && (C::N * sizeof(TO)) % 32 == 0 &&
+                                C::N < 32768;
+    alignas(32) int16 gamma_[C::N];
+    alignas(32) std::int64_t beta_[C::N];
+    alignas(32) int32 hi_[NV];  // (z gamma + beta) >> SPLIT of the current row (scalar path); z (vector path)
+    alignas(32) int32 lo_[NV];  // its low SPLIT bits (non-negative)
+    alignas(32) int32 bhi_[NV];  // beta >> SPLIT
+    alignas(32) int32 blo_[NV];  // beta's low SPLIT bits
+    alignas(32) TI ti_[C::IN_T ? C::ROWS * C::N : 1];
+    alignas(32) TO to_[C::OUT_T ? C::ROWS * C::N : 1];
+
+    static aie::vector<int16, L> widen(const TI* p) {
+        if constexpr (sizeof(TI) == 2) {
+            return aie::load_v<L>(p);
+        } else {
+            aie::accum<acc32, L> a;
+            a.from_vector(aie::load_v<L>(p), 0);
+            return a.template to_vector<int16>(0);  // exact: int8 codes fit int16
+        }
+    }
+
+public:
+    LayerNorm(const std::vector<int16>& g, const std::vector<std::int64_t>& b) {
+        for (unsigned i = 0; i < C::N; ++i) {
+            gamma_[i] = i < g.size() ? g[i] : int16(0);
+            beta_[i] = i < b.size() ? b[i] : std::int64_t(0);
+        }
+        for (unsigned i = 0; i < NV; ++i) {
+            const std::int64_t v = i < C::N ? beta_[i] : 0;
+            bhi_[i] = static_cast<int32>(v >> ln_detail::SPLIT);
+            blo_[i] = static_cast<int32>(v & ((std::int64_t(1) << ln_detail::SPLIT) - 1));
+            hi_[i] = lo_[i] = 0;
+        }
+    }
+
+    void run(adf::input_buffer<TI>& __restrict in, adf::output_buffer<TO>& __restrict out) {
+        using namespace ln_detail;
+        aie::set_saturation(C::SAT);
+        if constexpr (C::IN_T) transpose_block<TI, C::IN_S, C::IN_A, C::IN_B>(in.data(), ti_);
+        const TI* __restrict x = C::IN_T ? ti_ : in.data();
+        TO* __restrict y = C::OUT_T ? to_ : out.data();
+        constexpr std::int64_t n = C::N;
+        for (unsigned row = 0; row < C::ROWS; ++row, x += C::N, y += C::N) {
+            std::int64_t s1 = 0, s2 = 0;
+            if constexpr (VEC) {  // S1, S2: 16 lanes of 64-bit accumulators, exact
+                aie::accum<acc64, L> a1 = aie::zeros<acc64, L>();
+                aie::accum<acc64, L> a2 = aie::zeros<acc64, L>();
+                const aie::vector<int16, L> one = aie::broadcast<int16, L>(1);
+                for (unsigned i = 0; i < C::N; i += L) {
+                    const aie::vector<int16, L> v = widen(x + i);
+                    a1 = aie::mac(a1, v, one);
+                    a2 = aie::mac(a2, v, v);
+                }
+                s1 = lane_sum(a1);
+                s2 = lane_sum(a2);
+            } else {
+                for (unsigned i = 0; i < C::N; ++i) {
+                    const std::int64_t v = x[i];
+                    s1 += v;
+                    s2 += v * v;
+                }
+            }
+            const std::int64_t q = n * s2 - s1 * s1 + C::EPS;  // n^2 (var + eps) in codes, exact
+            const int g = (62 - bit_length(static_cast<std::uint64_t>(q))) / 2;
+            const std::uint64_t r = isqrt(static_cast<std::uint64_t>(q) << (2 * g));
+            const std::int64_t inv =
+                r > 0 ? ((std::int64_t(1) << P_BITS) + static_cast<std::int64_t>(r / 2)) / static_cast<std::int64_t>(r)
+                      : 0;
+            const int shift = P_BITS - g - Z_FRAC;
+            if constexpr (VEC) {
+                if (shift > 0 && shift < 64) {  // z = round_even(d inv / 2^shift) by the API's SRS
+                    aie::set_rounding(aie::rounding_mode::conv_even);
+                    const aie::vector<int32, L> s1v = aie::broadcast<int32, L>(static_cast<int32>(s1));
+                    for (unsigned i = 0; i < C::N; i += L) {
+                        aie::accum<acc64, L> d = aie::mul<acc64>(widen(x + i), static_cast<int16>(n));
+                        aie::accum<acc64, L> m;
+                        m.from_vector(s1v, 0);
+                        d = aie::sub(d, m);  // n x - S1, exact, fits int32
+                        const aie::accum<acc64, L> zd =
+                            aie::mul<acc64>(d.template to_vector<int32>(0), static_cast<int32>(inv));
+                        aie::store_v(hi_ + i, zd.template to_vector<int32>(shift));
+                    }
+                    // y = srs(z gamma + beta, SHIFT): z gamma in 64-bit lanes, beta rebuilt from hi / lo
+                    aie::set_rounding(C::RND);
+                    for (unsigned i = 0; i < C::N; i += L) {
+                        aie::accum<acc64, L> acc = aie::mul<acc64>(aie::load_v<L>(hi_ + i), aie::load_v<L>(gamma_ + i));
+                        aie::accum<acc64, L> bh;
+                        bh.from_vector(aie::load_v<L>(bhi_ + i), SPLIT);
+                        aie::accum<acc64, L> bl;
+                        bl.from_vector(aie::load_v<L>(blo_ + i), 0);
+                        acc = aie::add(aie::add(acc, bh), bl);
+                        aie::store_v(y + i, acc.template to_vector<TO>(C::SHIFT));
+                    }
+                    continue;
+                }
+            }
+            for (unsigned i = 0; i < C::N; ++i) {  // scalar path (and any row whose shift is <= 0)
+                const std::int64_t d = n * static_cast<std::int64_t>(x[i]) - s1;
+                const std::int64_t z = round_even_shift(d * inv, shift);
+                const std::int64_t v = z * gamma_[i] + beta_[i];  // < 2^48: exact in 64-bit lanes
+                hi_[i] = static_cast<int32>(v >> SPLIT);
+                lo_[i] = static_cast<int32>(v & ((std::int64_t(1) << SPLIT) - 1));
+            }
+            // y = srs(v, SHIFT): v rebuilt exactly in 64-bit accumulator lanes, SRS by the modes
+            aie::set_rounding(C::RND);
+            for (unsigned i = 0; i < NV; i += L) {
+                aie::accum<acc64, L> acc;
+                acc.from_vector(aie::load_v<L>(hi_ + i), SPLIT);
+                aie::accum<acc64, L> low;
+                low.from_vector(aie::load_v<L>(lo_ + i), 0);
+                acc = aie::add(acc, low);
+                const aie::vector<TO, L> vo = acc.template to_vector<TO>(C::SHIFT);
+                if constexpr (C::N % L == 0 && (C::N * sizeof(TO)) % 32 == 0) {
+                    aie::store_v(y + i, vo);  // rows start 32-byte aligned
+                } else {
+                    for (unsigned j = 0; i + j < C::N; ++j) y[i + j] = vo.get(j);
+                }
+            }
+        }
+        if constexpr (C::OUT_T) transpose_block<TO, C::OUT_S, C::OUT_A, C::OUT_B>(to_, out.data());
+    }
+    static void registerKernelClass() {
+        REGISTER_FUNCTION(LayerNorm::run);
+        REGISTER_PARAMETER(gamma_);
+        REGISTER_PARAMETER(beta_);
+    }
+};
+
+}  // namespace aieflow

@@ -1,0 +1,334 @@
+"""DAG designs (issue 7 item 3): plans, memory-tile links and their checker, placement, estimate,
+clear errors.  No C++ here (tests/test_dag_verify.py runs the generated projects on x86)."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import aieflow
+from aieflow.api import _state
+from aieflow.dag.api import is_dag, place_dag
+from aieflow.dag.design import DagDesign
+from aieflow.dag.links import check_dag_link
+from aieflow.dag.plan import plan_dag
+from aieflow.dag.tiling import NdTiling, Traversal
+from aieflow.errors import ConfigError, PlanError
+from aieflow.pipeline import run_pipeline
+
+
+class Residual(nn.Module):
+    def __init__(self, f=32, h=48):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(f, h), nn.Linear(h, f)
+
+    def forward(self, x):
+        return x + self.fc2(torch.relu(self.fc1(x)))
+
+
+class MiniMixer(nn.Module):
+    """One MLP-Mixer block: LayerNorm, token MLP between transposes, residual, LayerNorm, channel
+    MLP, residual."""
+
+    def __init__(self, tokens=16, channels=32):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(channels), nn.LayerNorm(channels)
+        self.t1, self.t2 = nn.Linear(tokens, 8), nn.Linear(8, tokens)
+        self.c1, self.c2 = nn.Linear(channels, 64), nn.Linear(64, channels)
+
+    def forward(self, x):
+        x = x + self.t2(torch.relu(self.t1(self.ln1(x).transpose(1, 2)))).transpose(1, 2)
+        return x + self.c2(torch.relu(self.c1(self.ln2(x))))
+
+
+def _quantised(model, shape, config, device="vek280", seed=0):
+    torch.manual_seed(seed)
+    x = np.random.default_rng(seed).standard_normal((32, *shape)).astype(np.float32)
+    st = _state(model, device, x[:4], config, x)
+    return st, run_pipeline(st, stop_after="quantise")
+
+
+def _plan(model, shape, config=None, device="vek280"):
+    _, st = _quantised(model, shape, config or {"precision": "int8", "batch": 8}, device)
+    return plan_dag(st.graph, st.device, st.config), st
+
+
+# ----------------------------------------------------------------------------- tiling walk
+
+
+def _loop_addresses(t: NdTiling) -> list[int]:
+    """Reference: the ADF tiling definition as plain nested loops."""
+    out = []
+    wraps = [tr.wrap for tr in t.traversal]
+    for idx in itertools.product(*[range(w) for w in reversed(wraps)]):
+        idx = idx[::-1]  # traversal[0] fastest
+        origin = list(t.offset)
+        for tr, i in zip(t.traversal, idx, strict=True):
+            origin[tr.dimension] += i * tr.stride
+        for e in itertools.product(*[range(n) for n in reversed(t.tile)]):
+            e = e[::-1]  # dimension 0 fastest
+            c = [o + k for o, k in zip(origin, e, strict=True)]
+            lim = t.boundary or t.dims
+            if any(v < 0 or v >= m for v, m in zip(c, lim, strict=True)):
+                out.append(-1)
+            else:
+                out.append(c[0] + t.dims[0] * (c[1] + t.dims[1] * c[2]))
+    return out
+
+
+def test_tiling_walk_matches_loop_reference():
+    rng = np.random.default_rng(1)
+    for _ in range(60):
+        dims = tuple(int(v) for v in rng.integers(1, 7, size=3))
+        tile = tuple(int(rng.integers(1, d + 1)) for d in dims)
+        offset = tuple(int(rng.integers(0, d)) for d in dims)
+        trav = tuple(Traversal(int(rng.integers(0, 3)), int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+                     for _ in range(int(rng.integers(0, 4))))
+        t = NdTiling(dims, tile, offset, trav, dims)
+        assert t.addresses().tolist() == _loop_addresses(t)
+        assert t.elements == len(_loop_addresses(t))
+
+
+# ----------------------------------------------------------------------------- plans and links
+
+
+def test_residual_graph_plans_links_for_fan_out_and_skip():
+    plan, _ = _plan(Residual(), (32,))
+    assert plan.compute == ("fc1", "fc2", "add")
+    # the input feeds fc1 and the add (fan-out): two links of one tensor, one of them the skip path
+    links_of_x = [k for k in plan.links if k.source.tensor == plan.graph.inputs[0]]
+    assert sorted(k.consumer for k in links_of_x) == ["add", "fc1"]
+    assert {k.consumer for k in plan.links} == {"fc1", "fc2", "add", None}
+    assert plan.rows["add"].parts >= 1
+
+
+def test_mixer_block_plans_transposed_reads():
+    plan, _ = _plan(MiniMixer(), (16, 32))
+    transposed = {(k.source.tensor, k.consumer) for k in plan.links if k.source.transposed}
+    # ln1's output read transposed by t1; t2's output read transposed by the add
+    assert len(transposed) == 2
+    t1 = plan.node("t1").plan
+    assert t1.batch == 8 * 32  # token mixing: rows = batch x channels
+
+
+@pytest.mark.parametrize("what", ["offset", "wrap", "tile", "stride"])
+def test_checker_catches_corrupted_tilings(what):
+    plan, st = _plan(MiniMixer(), (16, 32))
+    for link in plan.links:
+        check_dag_link(plan, link, st.device)  # all legal as built
+    caught = 0
+    for link in plan.links:
+        sh = link.shards[0]
+        ep, t = sh.reads[0]
+        if what == "offset":
+            bad = replace(t, offset=(t.offset[0] + 1, *t.offset[1:]))
+        elif what == "wrap":
+            if not t.traversal:
+                continue
+            bad = replace(t, traversal=(replace(t.traversal[0], wrap=t.traversal[0].wrap + 1), *t.traversal[1:]))
+        elif what == "tile":
+            bad = replace(t, tile=(t.tile[0], t.tile[1], t.tile[2] + 1) if t.tile[2] < t.dims[2] else
+                          (max(1, t.tile[0] - 1), *t.tile[1:]))
+        else:
+            if not t.traversal or t.traversal[0].wrap == 1:  # one step: the stride is never used
+                continue
+            bad = replace(t, traversal=(replace(t.traversal[0], stride=t.traversal[0].stride + 1), *t.traversal[1:]))
+        if bad == t:
+            continue
+        broken = replace(link, shards=(replace(sh, reads=((ep, bad), *sh.reads[1:])), *link.shards[1:]))
+        with pytest.raises(PlanError):
+            check_dag_link(plan, broken, st.device)
+        caught += 1
+    assert caught >= 2
+
+
+def test_checker_catches_a_missing_writer():
+    plan, st = _plan(Residual(), (32,))
+    link = next(k for k in plan.links if k.consumer == "add" and k.operand == 1)
+    sh = link.shards[0]
+    with pytest.raises(PlanError):
+        check_dag_link(plan, replace(link, shards=(replace(sh, writes=()),)), st.device)
+
+
+# ----------------------------------------------------------------------------- placement, estimate
+
+
+def test_placement_is_legal_and_costs_dag_edges():
+    plan, st = _plan(MiniMixer(), (16, 32))
+    p = place_dag(plan, st.device, st.config)
+    cells = [c for r in p.rects for c in r.cells()]
+    assert len(cells) == len(set(cells)) == plan.tiles
+    assert all(0 <= c < st.device.columns and 0 <= r < st.device.rows for c, r in cells)
+    assert p.method == "bnb" and p.cost is not None
+    # the residual edges are part of the cost: moving the last add far away costs more
+    from aieflow.passes.place import Weights, rects_cost
+
+    idx = {n: i for i, n in enumerate(plan.compute)}
+    edges = sorted({(idx[a], idx[b]) for a, b in plan.edges()})
+    far = [replace(r, column=st.device.columns - r.width) if r.layer == plan.compute[-1] else r for r in p.rects]
+    assert rects_cost(p.rects, edges, False, Weights()) == pytest.approx(p.cost)
+    assert rects_cost(far, edges, False, Weights()) > p.cost
+
+
+def test_estimate_interval_is_slowest_stage_and_latency_the_longest_path():
+    plan, st = _plan(MiniMixer(), (16, 32))
+    d = DagDesign(plan, st.device, st.config, place_dag(plan, st.device, st.config))
+    e = d.estimate()
+    assert e.interval_ns == max(s.occupancy_ns for s in e.stages)
+    by = {s.name: s for s in e.stages}
+    assert e.critical_path[0] == "plio_in" and e.critical_path[-1] == "plio_out"
+    assert e.latency_ns == pytest.approx(sum(by[s].occupancy_ns + by[s].delay_ns for s in e.critical_path))
+    # every compute node is a stage; the latency covers at least every node on any input->output path
+    assert {n for n in plan.compute} <= set(by)
+    assert e.latency_ns >= sum(by[n].occupancy_ns for n in ("ln1", "t1", "t2", "add", "ln2", "c1", "c2", "add_1"))
+    macs = sum(plan.node(n).plan.batch * plan.node(n).plan.in_features * plan.node(n).plan.out_features
+               for n in plan.compute if plan.node(n).op == "dense")
+    assert e.throughput_ops_per_s == pytest.approx(2 * macs / (e.interval_ns * 1e-9))
+    assert "modelled" in d.summary() and "critical path" in d.report()
+
+
+# ----------------------------------------------------------------------------- dispatch and errors
+
+
+def test_compile_dispatches_dags_and_keeps_chains():
+    st, _ = _quantised(Residual(), (32,), {"precision": "int8"})
+    assert is_dag(st)
+    chain = nn.Sequential(nn.Linear(32, 16), nn.ReLU(), nn.Linear(16, 8))
+    st2, _ = _quantised(chain, (32,), {"precision": "int8"})
+    assert not is_dag(st2)
+
+
+def test_aie1_has_no_memory_tiles_for_dags():
+    x = np.random.default_rng(0).standard_normal((16, 32)).astype(np.float32)
+    with pytest.raises(PlanError) as e:
+        aieflow.compile(Residual(), device="vck190", example_input=x[:4], calibration=x, config={"precision": "int8"})
+    assert "memory tiles" in str(e.value) and "vek280" in (e.value.hint or "")
+
+
+def test_batch_that_needs_row_padding_is_a_clear_error():
+    with pytest.raises(PlanError) as e:
+        _plan(Residual(), (32,), {"precision": "int8", "batch": 3})
+    assert e.value.layer == "fc1" and "batch" in (e.value.hint or "")
+
+
+class CatSplit(nn.Module):
+    """Concat of a LayerNorm (rows kernel), the input (PLIO) and a Dense output; feature slices
+    (splits) of it read by Dense layers; the concat read transposed (token mixing); a residual."""
+
+    def __init__(self, tokens=8, channels=16):
+        super().__init__()
+        self.ln, self.a = nn.LayerNorm(channels), nn.Linear(channels, 16)
+        self.t = nn.Linear(tokens, tokens)
+        self.c, self.d = nn.Linear(12, 48), nn.Linear(36, 48)
+
+    def forward(self, x):
+        h = torch.cat([self.ln(x), x, self.a(x)], dim=-1)  # [tokens, 48]
+        p, q = torch.split(h, [12, 36], dim=-1)
+        return self.t(h.transpose(1, 2)).transpose(1, 2) + self.c(p) + self.d(q)
+
+
+def test_concat_writers_land_at_their_offsets_and_slices_read_at_theirs():
+    plan, st = _plan(CatSplit(), (8, 16), {"precision": "int8", "batch": 2})
+    cat = [k for k in plan.links if k.source.parts]
+    assert {k.consumer for k in cat} == {"t", "c", "d"}
+    by = {k.consumer: k for k in cat}
+    assert by["t"].source.transposed and not by["c"].source.transposed
+    assert (by["c"].source.start, by["c"].source.stop) == (0, 12)
+    assert (by["d"].source.start, by["d"].source.stop) == (12, 48)
+    writes = by["c"].shards[0].writes
+    assert {ep.kind: ep.offset for ep, _ in writes} == {"part": 0, "plio": 16, "row": 32}
+    assert all(t.offset[0] >= ep.offset for ep, t in writes)
+    assert sorted(p for p, q in plan.edges() if q == "d") == ["a", "ln"]  # the concat's producers, not the input
+    # the checker proves the offsets: a writer moved by one feature, or a slice read one feature off, fails
+    for k, moved in ((by["c"], "write"), (by["d"], "read")):
+        sh = k.shards[0]
+        if moved == "write":
+            (ep, t), *rest = sh.writes
+            bad = replace(sh, writes=((ep, replace(t, offset=(t.offset[0] + 1, *t.offset[1:]))), *rest))
+        else:
+            (ep, t), *rest = sh.reads
+            bad = replace(sh, reads=((ep, replace(t, offset=(t.offset[0] - 1, *t.offset[1:]))), *rest))
+        with pytest.raises(PlanError):
+            check_dag_link(plan, replace(k, shards=(bad,)), st.device)
+
+
+def test_concat_of_views_and_padded_middle_inputs_are_clear_errors():
+    class Reorder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(32, 16), nn.Linear(32, 16)
+
+        def forward(self, x):
+            p, q = torch.split(torch.cat([self.a(x), self.b(x)], dim=-1), [20, 12], dim=-1)
+            return torch.cat([q, p], dim=-1)
+
+    with pytest.raises(PlanError) as e:
+        _plan(Reorder(), (32,))
+    assert e.value.layer is not None and "concat" in str(e.value) and "emulate" in (e.value.hint or "")
+
+    class Padded(nn.Module):
+        def __init__(self, first):
+            super().__init__()
+            self.first = first
+            self.a, self.b, self.c = nn.Linear(32, 20), nn.Linear(32, 16), nn.Linear(36, 8)
+
+        def forward(self, x):
+            a, b = self.a(x), self.b(x)
+            return self.c(torch.cat([a, b] if self.first else [b, a], dim=-1))
+
+    plan, _ = _plan(Padded(first=False), (32,))  # a's padding lies beyond the concat's features: fine
+    a = plan.node("a").plan
+    assert a.cas_num * a.n_slice > 20  # a 20-wide int8 output is written padded to whole mmul panels
+    with pytest.raises(PlanError) as e:  # first, its padding would overwrite b's features
+        _plan(Padded(first=True), (32,))
+    assert e.value.layer is not None and "last input" in (e.value.hint or "")
+
+
+def test_float_layernorm_is_a_clear_error():
+    with pytest.raises(PlanError) as e:
+        _plan(MiniMixer(), (16, 32), {"precision": "bf16", "batch": 8})
+    assert e.value.layer == "ln1" and "int8" in (e.value.hint or "")
+
+
+def test_search_and_replicas_are_config_errors():
+    with pytest.raises(ConfigError):
+        _plan(Residual(), (32,), {"precision": "int8", "batch": "auto"})
+    with pytest.raises(ConfigError):
+        _plan(Residual(), (32,), {"precision": "int8", "replicas": 2})
+
+
+def test_dma_word_granularity_is_reported_for_element_wise_transposes():
+    from aieflow.dag.tiling import word_problems
+
+    # int8: a run of 8 elements at offset 8 is two whole words; single bytes at a pitch are not
+    assert word_problems(NdTiling((32, 4, 2), (8, 4, 2), (8, 0, 0)), 1) == ()
+    assert word_problems(NdTiling((32, 4, 2), (1, 4, 1), (3, 0, 0)), 1) != ()
+    assert word_problems(NdTiling((32, 4, 2), (1, 4, 1), (3, 0, 0)), 4) == ()  # 32-bit elements: always words
+    # the Mixer's transposes move into its rows kernels: ln1 writes its output transposed, the
+    # residual add transposes the token MLP's output block in its memory; no element-wise DMA left
+    plan, st = _plan(MiniMixer(), (16, 32))
+    sites = {(k.source.tensor, k.consumer): k.source.transpose_at for k in plan.links if k.source.transposed}
+    assert sorted(sites.values()) == ["consumer", "producer"]
+    assert plan.rows["ln1"].out_transposed and any(plan.rows["add"].in_transposed)
+    assert not any(k.word_problems() for k in plan.links)
+    d = DagDesign(plan, st.device, st.config, place_dag(plan, st.device, st.config))
+    assert "32-bit words" not in d.summary()
+
+    class DenseTranspose(nn.Module):  # Dense -> transpose -> Dense: no rows kernel to do it
+        def __init__(self):
+            super().__init__()
+            self.a, self.t = nn.Linear(32, 32), nn.Linear(16, 16)
+
+        def forward(self, x):
+            return self.t(self.a(x).transpose(1, 2))
+
+    plan, st = _plan(DenseTranspose(), (16, 32))
+    flagged = [k for k in plan.links if k.word_problems()]
+    assert flagged and all(k.source.transposed and k.source.transpose_at == "dma" for k in flagged)
+    d = DagDesign(plan, st.device, st.config, place_dag(plan, st.device, st.config))
+    assert "32-bit words" in d.summary()
