@@ -14,7 +14,13 @@ Per model and cell, measured in one run on this machine:
   simulation through ctypes) on the same model and the same samples, and whether the two agree bit
   for bit (the int16 design uses hls4ml's types, so they must);
 - compile time: ``aieflow.compile`` (import .. project emission, in memory; median of 3) against hls4ml's
-  ``convert_from_pytorch_model`` + ``write`` + ``compile`` (the g++ build of its C simulation).
+  ``convert_from_pytorch_model`` + ``write`` + ``compile`` (the g++ build of its C simulation);
+- a stacked model (two GRU layers of the flavour-tagging size, torch ``num_layers=2``), aieflow
+  only (modelled latency, emulator, compile time) next to PyTorch: hls4ml 1.x's PyTorch converter
+  takes one recurrent layer per module.
+
+The int16 designs state which row kernels they run (``design.mapping.dims.kernels``): with
+hls4ml's default types every product is truncated per lane (``vector_round``, recurrent/vector.py).
 
 Weights are random (seeded): the models' trained weights are not public here, and neither the
 latency model nor the timings depend on their values.  The final sigmoid / softmax of the
@@ -58,13 +64,17 @@ HEAD_OUT = "fixed<16,6,RND_CONV,SAT>"  # head results: one SRS on the AIE, one c
 RNN_KEYS = ("input", "weight", "bias", "recurrent_weight", "recurrent_bias", "accum", "output")
 
 
+# (name, seq len, inputs, hidden, recurrent layers, dense widths, outputs): aieflow only
+STACKED = [("flavour tagging, 2 x GRU", 15, 6, 120, 2, (50, 10), 3)]
+
+
 class Net(torch.nn.Module):
     """RNN (batch first, last step), then Dense + ReLU layers and the output Dense; attribute names
     are the layer names hls4ml's and aieflow's configs use."""
 
-    def __init__(self, cell: str, inputs: int, hidden: int, dense: tuple[int, ...], outputs: int):
+    def __init__(self, cell: str, inputs: int, hidden: int, dense: tuple[int, ...], outputs: int, layers: int = 1):
         super().__init__()
-        self.rnn = getattr(torch.nn, cell)(inputs, hidden, batch_first=True)
+        self.rnn = getattr(torch.nn, cell)(inputs, hidden, num_layers=layers, batch_first=True)
         self.names = []
         prev = hidden
         for i, width in enumerate((*dense, outputs), start=1):
@@ -160,6 +170,7 @@ class Row:
     compile_fp32_s: float
     compile_int16_s: float
     hls4ml_compile_s: float
+    kernels: str = ""  # the int16 design's row kernels (U h / W x)
 
 
 def timed(fn, repeats: int = 1):
@@ -203,8 +214,51 @@ def run(name: str, steps: int, inputs: int, hidden: int, dense: tuple[int, ...],
     return Row(
         name, cell, params, e32.sequence_latency_ns / 1e3, e32.tiles, e16.sequence_latency_ns / 1e3, e16.tiles,
         torch_us, HLS4ML_FPGA_US[(name, cell)], samples, samples / t_emu32, samples / t_emu16,
-        len(xh) / t_hls_pred, bit_exact, t_fp32, t_int16, t_hls,
+        len(xh) / t_hls_pred, bit_exact, t_fp32, t_int16, t_hls, _kernels(int16),
     )
+
+
+def _kernels(design) -> str:
+    return ", ".join(sorted({k for m in design.mappings for k in m.dims.kernels}))
+
+
+@dataclass
+class StackRow:
+    model: str
+    params: int
+    vck190_us: float
+    vck190_tiles: int
+    vek280_us: float
+    vek280_tiles: int
+    torch_us: float
+    samples: int
+    emu_fp32_per_s: float
+    emu_int16_per_s: float
+    compile_fp32_s: float
+    compile_int16_s: float
+    kernels: str
+
+
+def run_stacked(name: str, steps: int, inputs: int, hidden: int, layers: int, dense: tuple[int, ...], outputs: int,
+                samples: int) -> StackRow:
+    """A torch ``num_layers`` GRU: every layer gets the config of ``rnn`` (its layers answer to the
+    module's path), layer l + 1 reads layer l's h in ap_fixed<16,6>, as its input type says."""
+    torch.manual_seed(sum(map(ord, name)))
+    net = Net("GRU", inputs, hidden, dense, outputs, layers).eval()
+    x = np.random.default_rng(1).standard_normal((samples, steps, inputs)).astype(np.float32)
+    params = sum(p.numel() for p in net.rnn.parameters())
+    fp32, t_fp32 = timed(lambda: aieflow.compile(net, device="vck190", example_input=x[:4], calibration=x,
+                                                 config={"precision": "fp32"}), 3)
+    int16, t_int16 = timed(lambda: aieflow.compile(net, device="vek280", example_input=x[:4], calibration=x,
+                                                   config=aieflow_int16_config(net)), 3)
+    torch_us = torch_batch1_us(net, x, 300)
+    fp32.predict(x[:8])
+    _, t_emu32 = timed(lambda: fp32.predict(x))
+    int16.predict(x[:8])
+    _, t_emu16 = timed(lambda: int16.predict(x))
+    e32, e16 = fp32.estimate(), int16.estimate()
+    return StackRow(name, params, e32.sequence_latency_ns / 1e3, e32.tiles, e16.sequence_latency_ns / 1e3, e16.tiles,
+                    torch_us, samples, samples / t_emu32, samples / t_emu16, t_fp32, t_int16, _kernels(int16))
 
 
 def _gxx() -> str:
@@ -214,7 +268,7 @@ def _gxx() -> str:
         return "g++ not found"
 
 
-def report(rows: list[Row], seconds: float) -> str:
+def report(rows: list[Row], seconds: float, stacked: list[StackRow] = ()) -> str:
     import hls4ml
 
     lines = [
@@ -225,13 +279,13 @@ def report(rows: list[Row], seconds: float) -> str:
         "Latency per inference (one sample): aieflow modelled (recurrent layer, all steps, then the dense head), hls4ml on "
         "FPGA (published), PyTorch on this CPU (measured, batch 1):",
         "",
-        "| model | cell | RNN params | VCK190 fp32 us (tiles) | VEK280 int16 us (tiles) | hls4ml FPGA us (published) "
-        "| PyTorch CPU batch 1 us |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| model | cell | RNN params | VCK190 fp32 us (tiles) | VEK280 int16 us (tiles) | int16 row kernels "
+        "| hls4ml FPGA us (published) | PyTorch CPU batch 1 us |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         lines.append(f"| {r.model} | {r.cell} | {r.params:,} | {r.vck190_us:.2f} ({r.vck190_tiles}) | "
-                     f"{r.vek280_us:.2f} ({r.vek280_tiles}) | {r.fpga} | {r.torch_us:.0f} |")
+                     f"{r.vek280_us:.2f} ({r.vek280_tiles}) | {r.kernels} | {r.fpga} | {r.torch_us:.0f} |")
     lines += [
         "",
         "Emulator throughput vs hls4ml `predict` (same model, same samples; target >= 10x) and compile time vs "
@@ -251,6 +305,19 @@ def report(rows: list[Row], seconds: float) -> str:
             f"{r.compile_int16_s:.2f} / {r.compile_fp32_s:.2f} | {r.hls4ml_compile_s:.1f} | "
             f"{speed:.0f}x {'(met)' if speed >= 10 else '(missed)'} |"
         )
+    if stacked:
+        lines += [
+            "",
+            "Stacked recurrent layers (aieflow only; modelled latency, emulator and compile time measured in this run):",
+            "",
+            "| model | RNN params | VCK190 fp32 us (tiles) | VEK280 int16 us (tiles) | int16 row kernels | "
+            "PyTorch CPU batch 1 us | emulator int16 samples/s | emulator fp32 samples/s | aieflow compile s (int16 / fp32) |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for r in stacked:
+            lines.append(f"| {r.model} | {r.params:,} | {r.vck190_us:.2f} ({r.vck190_tiles}) | {r.vek280_us:.2f} "
+                         f"({r.vek280_tiles}) | {r.kernels} | {r.torch_us:.0f} | {r.emu_int16_per_s:,.0f} | "
+                         f"{r.emu_fp32_per_s:,.0f} | {r.compile_int16_s:.2f} / {r.compile_fp32_s:.2f} |")
     return "\n".join(lines)
 
 
@@ -270,7 +337,11 @@ def main() -> None:
         for cell in ("GRU", "LSTM"):
             rows.append(run(name, steps, inputs, hidden, dense, outputs, cell, samples, hls_samples))
             print(f"  done: {name} {cell}", flush=True)
-    print(report(rows, time.perf_counter() - t0))
+    stacked = []
+    for name, steps, inputs, hidden, layers, dense, outputs in STACKED:
+        stacked.append(run_stacked(name, steps, inputs, hidden, layers, dense, outputs, 500 if args.quick else 2000))
+        print(f"  done: {name}", flush=True)
+    print(report(rows, time.perf_counter() - t0, stacked))
 
 
 if __name__ == "__main__":

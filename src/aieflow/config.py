@@ -32,7 +32,7 @@ _PRECISION_ALIASES = {"i8": "int8", "i16": "int16", "int16x8": "a16w8", "i16xi8"
 TYPE_KEYS = ("input", "weight", "bias", "output")
 RECURRENT_TYPE_KEYS = ("recurrent_weight", "recurrent_bias", "accum")  # GRU / LSTM only
 _LAYER_KEYS = {"precision", "parallelism", "placement", "activations", *TYPE_KEYS, *RECURRENT_TYPE_KEYS}
-_LAYER_KEYS.add("mapping")  # convolutional-network directives, checked by aieflow.cnn.directives
+_LAYER_KEYS.add("mapping")  # CNN directives (aieflow.cnn.directives) or GRU / LSTM mapping keys (aieflow.recurrent.directives)
 _LAYER_KEYS.add("weights")  # Dense weights: resident | streamed | auto (aieflow.gemm.dense)
 WEIGHTS_MODES = ("auto", "resident", "streamed")
 _TOP_KEYS = {"precision", "batch", "layers", "target", "activations", "replicas"}
@@ -240,7 +240,7 @@ def _parse_layer(name: str, raw: Any) -> LayerConfig:
     acts = parse_activations(raw["activations"], f"{where}.activations") if "activations" in raw else {}
     mapping = raw.get("mapping") or {}
     if not isinstance(mapping, Mapping):
-        raise ConfigError(f"{where}.mapping must be a mapping of CNN directives, got {mapping!r}")
+        raise ConfigError(f"{where}.mapping must be a mapping of directives (CNN or recurrent), got {mapping!r}")
     weights = str(raw.get("weights", "auto")).lower()
     if weights not in WEIGHTS_MODES:
         raise ConfigError(f"{where}.weights: {raw['weights']!r}; choose one of {', '.join(WEIGHTS_MODES)}")

@@ -178,13 +178,14 @@ def float_forward(node: Node, x: np.ndarray, stats: dict[str, float] | None = No
     c = np.zeros_like(h)
     outs = []
 
-    def note(key, v):
+    def note(key, v):  # max |v| as max(max v, -min v): two reductions, no |v| temporary
         if stats is not None and v.size:
-            stats[key] = max(stats.get(key, 0.0), float(np.max(np.abs(v))))
+            stats[key] = max(stats.get(key, 0.0), float(v.max()), float(-v.min()))
 
     note("gates", gx_all)
+    gx_steps = np.ascontiguousarray(gx_all.transpose(1, 0, 2))  # step-major: each step's gates contiguous
     for step in range(xs.shape[1]):
-        gx = gx_all[:, step]
+        gx = gx_steps[step]
         if node.op == "gru" and not node.attrs.get("reset_after", True):
             gh_zr = h @ p["recurrent_weight"][:, : 2 * n] + p["recurrent_bias"][: 2 * n]
             z, r = np.split(_sigmoid(gx[:, : 2 * n] + gh_zr), 2, axis=1)
@@ -193,12 +194,14 @@ def float_forward(node: Node, x: np.ndarray, stats: dict[str, float] | None = No
             h = cand * (1 - z) + h * z
         elif node.op == "gru":
             gh = h @ p["recurrent_weight"] + p["recurrent_bias"]
-            z, r = np.split(_sigmoid(gx[:, : 2 * n] + gh[:, : 2 * n]), 2, axis=1)
+            zr = gx[:, : 2 * n] + gh[:, : 2 * n]
+            z, r = np.split(_sigmoid(zr), 2, axis=1)
             rh = r * gh[:, 2 * n :]
+            cand_in = gx[:, 2 * n :] + rh
             note("gates", gh)
-            note("gates", gx[:, : 2 * n] + gh[:, : 2 * n])
-            note("gates", gx[:, 2 * n :] + rh)
-            h = np.tanh(gx[:, 2 * n :] + rh) * (1 - z) + h * z
+            note("gates", zr)
+            note("gates", cand_in)
+            h = np.tanh(cand_in) * (1 - z) + h * z
         else:
             pre = gx + h @ p["recurrent_weight"] + p["recurrent_bias"]
             note("gates", pre)

@@ -11,6 +11,7 @@ step.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,6 +28,18 @@ _BITS = MappingProxyType({"fp32": 32, "bf16": 16, "i8": 8, "i16": 16, "i32": 32}
 # pipeline but no figure in the specs isolates it; at hidden sizes of 8-32 a row is 1-4 MAC
 # cycles, so this term matters and its value is a stated assumption, not a measurement.
 ROW_LOOP_CYCLES = 6
+
+# Assumed: one product of the scalar fixed-point kernels (rnn_fixed.h, hls4ml's order on int64
+# codes): the 64-bit product (about 3 ops on the 32-bit scalar unit), its cast to the accumulator
+# (a 64-bit shift, about 3, and the wrap or clamp, about 4), the 64-bit add (2) and the partial
+# sum's overflow (about 4): 16 scalar ops at one per cycle, the two loads co-issued.  Counted
+# from the emitted code for TRN / WRAP with the type folded at compile time, not measured.
+SCALAR_PRODUCT_CYCLES = 16
+
+# Assumed: the vector_round kernel (recurrent/vector.py) issues, per chunk, the multiply, the
+# shift-round-saturate of the products to int32 lanes and an int32 vector add: two vector
+# operations (``vector_op_cycles`` each) beyond the MAC, not overlapped with it.
+ROUND_CHUNK_EXTRA_OPS = 2
 
 # Assumed: one halving stage of the lane reduction (a lane shuffle and a dependent vector add);
 # log2(lanes) stages reduce a row's accumulator to one scalar.  Not isolated by any figure.
@@ -75,8 +88,12 @@ def element_bits(kind: str) -> int:
 def lanes(gen: Generation, pair: tuple[str, str]) -> int:
     """Vector lanes of one 256-bit load (one of the two load units, versal-devices.md) of the
     wider operand: 8 fp32 on AIE1, 16 bf16 on AIE-ML."""
-    unit = gen.load_bits_per_cycle // 2
-    return max(1, unit // max(element_bits(pair[0]), element_bits(pair[1])))
+    return _lanes(gen.load_bits_per_cycle, pair[0], pair[1])
+
+
+@functools.cache
+def _lanes(load_bits: int, a: str, b: str) -> int:  # the search asks this ~10^6 times
+    return max(1, (load_bits // 2) // max(element_bits(a), element_bits(b)))
 
 
 def chunk_cycles(gen: Generation, pair: tuple[str, str], vector_operand: bool = True) -> int:
@@ -109,12 +126,19 @@ class KernelTime:
         return self.mac + self.reduction
 
 
-def row_kernel(rows: int, k: int, arrival: float, device: Device, pair: tuple[str, str]) -> KernelTime:
+def row_kernel(rows: int, k: int, arrival: float, device: Device, pair: tuple[str, str], kind: str = "vector") -> KernelTime:
     """Row-wise kernel of ``rows`` rows over ``k`` columns whose vector arrives over ``arrival``
-    cycles: the first row runs as the stream delivers (limited by the stream, or by the MACs if
-    they are slower), later rows reuse the vector from local memory; each row is reduced."""
+    cycles.  Vector kernels (``kind`` "vector" / "vector_round", recurrent/vector.py): the first
+    row runs as the stream delivers (limited by the stream, or by the MACs if they are slower),
+    later rows reuse the vector from local memory; each row is reduced.  The scalar fixed-point
+    kernel reads the whole vector, then runs ``k`` products per row one at a time."""
     gen = device.generation
+    if kind == "scalar":
+        row = k * SCALAR_PRODUCT_CYCLES + ROW_LOOP_CYCLES
+        return KernelTime(rows * row, 0.0, row)
     ii = chunk_cycles(gen, pair)
+    if kind == "vector_round":
+        ii += ROUND_CHUNK_EXTRA_OPS * CONSTANTS[gen.name].vector_op_cycles
     chunks = math.ceil(k / lanes(gen, pair))
     first_end = max(arrival + ii, chunks * ii) + ROW_LOOP_CYCLES
     row = chunks * ii + ROW_LOOP_CYCLES
@@ -126,23 +150,26 @@ def _acc_bits(gen: Generation, pair: tuple[str, str]) -> int:
     return 32 if pair[0] in ("fp32", "bf16") else gen.accumulators.get(pair, 32)
 
 
-def column_chain(rows: int, k: int, cas_len: int, arrival: float, device: Device, pair: tuple[str, str]) -> KernelTime:
+def column_chain(rows: int, k: int, cas_len: int, arrival: float, device: Device, pair: tuple[str, str],
+                 kind: str = "vector") -> KernelTime:
     """Cascade chain: ``cas_len`` tiles split ``k`` columns; rows are the lanes.  Each tile runs
     its row groups (``lanes`` rows, one broadcast column per MAC) once its slice of the vector has
     arrived; partial sums pass east, one cascade word each way per group.  The last tile finishes
     ``cas_len - 1`` groups (plus a FIFO hop each) after the first, and never before the whole
     vector has arrived plus its own groups.  ``reduction`` is everything but the last tile's MACs
-    (cascade words, loop drains, chain lag)."""
+    (cascade words, loop drains, chain lag).  ``kind`` "scalar" (fixed point, rnn_cascade.h): each
+    group's lanes (padding included) run their ``kc`` products one at a time."""
     gen = device.generation
     lane = lanes(gen, pair)
     groups = math.ceil(rows / lane)
     kc = math.ceil(k / cas_len)
     ii = chunk_cycles(gen, pair, vector_operand=False)
+    per_group = lane * kc * SCALAR_PRODUCT_CYCLES if kind == "scalar" else kc * ii
     casc = cascade_words(lane, _acc_bits(gen, pair), gen.cascade_bits) * (min(2, cas_len - 1))
-    block = kc * ii + ROW_LOOP_CYCLES + casc
+    block = per_group + ROW_LOOP_CYCLES + casc
     first_slice = arrival * kc / k
     end = max(first_slice + (groups + cas_len - 1) * block + (cas_len - 1) * CASCADE_HOP_CYCLES, arrival + groups * block)
-    mac = groups * kc * ii
+    mac = groups * per_group
     return KernelTime(mac, end - arrival - mac, 0.0)
 
 

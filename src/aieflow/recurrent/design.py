@@ -24,7 +24,7 @@ from ..atomic import save_directory
 from ..config import Config, parse_config
 from ..design import Design
 from ..devices import Device, get_device
-from ..errors import AieflowError, PlanError
+from ..errors import AieflowError, ConfigError, PlanError
 from ..graph_io import graph_arrays, graph_from_json, graph_to_json
 from ..ir import Graph, Node
 from .model import RecurrentPerformance, estimate_recurrent
@@ -218,6 +218,10 @@ class RecurrentDesign:
         if self.stack is not None:  # every layer: its attributes, mapping and tiles
             out["layers"] = [{"name": n.name, "op": n.op, **dict(n.attrs), "mapping": m.to_json(), "tiles": m.tiles}
                              for n, m in zip(self.layers, self.stack.layers, strict=True)]
+        out["kernels"] = [{"layer": n.name, "u": m.dims.kernel("u", m.recurrent.distribution),
+                           "w": m.dims.kernel("w", m.input.distribution),
+                           "why": "fp32 lanes" if n.types.is_float else kernel_note(n, m, self.device)}
+                          for n, m in zip(self.layers, self.mappings, strict=True)]
         return out
 
     def summary(self) -> str:
@@ -240,6 +244,11 @@ class RecurrentDesign:
                 lines.append(f"  layer {i} {n.name}: {n.op.upper()} {n.attrs['input_size']} -> {n.attrs['hidden_size']}: "
                              f"{m.describe()}; step {lp.step_latency_ns:.1f} ns, interval {lp.interval_ns:.1f} ns")
             lines.append(f"  per step (slowest layer): {p.step_latency_ns:.1f} ns; interval {p.interval_ns:.1f} ns; bound {p.bound}")
+        for i, (n, m) in enumerate(zip(self.layers, self.mappings, strict=True)):
+            if not n.types.is_float:
+                which = f"layer {i} " if self.stack is not None else ""
+                lines.append(f"  {which}kernels: U h {m.dims.kernel('u', m.recurrent.distribution)}, "
+                             f"W x {m.dims.kernel('w', m.input.distribution)} ({kernel_note(n, m, self.device)})")
         lines += [
             f"  sequence latency: {p.sequence_latency_ns / 1000:.2f} us (head {p.head_ns:.1f} ns); tiles {p.tiles},"
             f" interface tiles {p.interface_tiles}",
@@ -291,6 +300,24 @@ class RecurrentDesign:
         return save_directory(out_dir, force, write)
 
 
+def kernel_note(node: Node, m: RecurrentMapping, device: Device) -> str:
+    """Why each fixed-point product runs the kernel it does (summary, design.json)."""
+    from .vector import kernel_reasons
+
+    reasons = kernel_reasons(node, device, m.dims.pair)
+    out = []
+    for name, product, dist, reason in (("U h", "u", m.recurrent.distribution, reasons[0]),
+                                        ("W x", "w", m.input.distribution, reasons[1])):
+        kind = m.dims.kernel(product, dist)
+        if dist == "column":
+            out.append(f"{name}: cascade chains keep hls4ml's order on the scalar unit")
+        elif kind == "scalar" and not reason.startswith("scalar"):
+            out.append(f"{name}: scalar as configured (kernel: scalar)")
+        else:
+            out.append(f"{name}: {reason}")
+    return "; ".join(out)
+
+
 def compile_recurrent(
     model: Any,
     device: str | Device = "vck190",
@@ -311,16 +338,9 @@ def compile_recurrent(
     cfg = config if isinstance(config, Config) else parse_config(config)
     emu = emulate(model, device=dev.board.lower(), example_input=example_input, config=cfg, calibration=calibration)
     layers, head = split_layers(emu.graph)
-    if isinstance(options, list | tuple):
-        if len(options) != len(layers):
-            raise PlanError(f"{len(options)} per-layer recurrent options for {len(layers)} recurrent layers",
-                            hint="give one RecurrentOptions per recurrent layer, or one for all")
-        per = [o or RecurrentOptions() for o in options]
-    else:
-        per = [options or RecurrentOptions()] * len(layers)
+    per, dims = layer_choices(cfg, layers, head, dev, options)
     searched = [search_options(o, n.types.is_float, n.name) for o, n in zip(per, layers, strict=True)]
     planned = [o if isinstance(s, tuple) else s for o, s in zip(per, searched, strict=True)]
-    dims = layer_dims(layers, head, dev)
     exploration: RecurrentExploration | StackedExploration | None = None
     stack = None
     if len(layers) == 1:
@@ -344,6 +364,41 @@ def compile_recurrent(
     return RecurrentDesign(graph, dev, cfg, mappings[0], files, exploration, emu.source, stack=stack)
 
 
+def layer_choices(cfg: Config, layers: list[Node], head: list[Node], dev: Device,
+                  options: RecurrentOptions | list[RecurrentOptions] | None) -> tuple[list[RecurrentOptions], list[RecurrentDims]]:
+    """Each layer's options and dims: the config's ``layers.<name>.mapping`` keys
+    (``directives.py``) or ``compile_recurrent``'s ``options`` (not both), and the row kernels'
+    kind (vector where bit-exact, ``recurrent/vector.py``; the config's ``kernel`` key forces one)."""
+    from .directives import check_head, layer_directives
+    from .vector import kernel_reasons
+
+    check_head(cfg, head)
+    directives = layer_directives(cfg, layers)
+    given = [d for d in directives if not d.empty]
+    if options is not None and given:
+        raise ConfigError("the recurrent mapping is given twice: in the config (layers.<name>.mapping) and as "
+                          "compile_recurrent(options=...)", hint="give it one way")
+    if isinstance(options, list | tuple):
+        if len(options) != len(layers):
+            raise PlanError(f"{len(options)} per-layer recurrent options for {len(layers)} recurrent layers",
+                            hint="give one RecurrentOptions per recurrent layer, or one for all")
+        per = [o or RecurrentOptions() for o in options]
+    elif options is not None:
+        per = [options] * len(layers)
+    else:
+        per = [d.options for d in directives]
+    dims = layer_dims(layers, head, dev)
+    for i, (node, d) in enumerate(zip(layers, directives, strict=True)):
+        if d.kernel == "scalar":
+            dims[i] = replace(dims[i], kernels=("scalar", "scalar"))
+        elif d.kernel == "vector" and "scalar" in dims[i].kernels:
+            why = [r for r, k in zip(kernel_reasons(node, dev, dims[i].pair), dims[i].kernels, strict=True) if k == "scalar"]
+            raise ConfigError(f"layers.{node.name}.mapping.kernel: vector is not bit-exact with hls4ml here: "
+                              + "; ".join(w.removeprefix("scalar, hls4ml's order: ") for w in why),
+                              layer=node.name, hint="use kernel: auto (vector where exact) or scalar")
+    return per, dims
+
+
 def is_recurrent_design(path: str | os.PathLike) -> bool:
     try:
         return json.loads((Path(path) / "design.json").read_text()).get("format") == FORMAT
@@ -363,6 +418,10 @@ def mapping_fields(m: RecurrentMapping) -> dict[str, Any]:
 def mapping_from_fields(d: dict[str, Any]) -> RecurrentMapping:
     dims = dict(d["dims"])
     dims["pair"] = tuple(dims["pair"]) if dims.get("pair") else None
+    if "kernels" in dims:
+        dims["kernels"] = tuple(dims["kernels"])
+    elif dims["pair"] and dims["pair"][0] not in ("fp32", "bf16"):
+        dims["kernels"] = ("scalar", "scalar")  # saved before vector fixed-point kernels: the project is scalar
     return RecurrentMapping(**{**d, "dims": RecurrentDims(**dims), "recurrent": MatvecMapping(**d["recurrent"]),
                                "input": MatvecMapping(**d["input"]), "notes": tuple(d.get("notes", ()))})
 
@@ -414,10 +473,10 @@ def explore_recurrent(model: Any, device: str | Device = "vck190", example_input
     cfg = config if isinstance(config, Config) else parse_config(config)
     emu = emulate(model, device=dev.board.lower(), example_input=example_input, config=cfg, calibration=calibration)
     layers, head = split_layers(emu.graph)
-    opts = search_options(RecurrentOptions(), layers[0].types.is_float, layers[0].name)
-    dims = layer_dims(layers, head, dev)
+    per, dims = layer_choices(cfg, layers, head, dev, None)  # the config's mapping keys constrain the front
+    opts = [search_options(o, n.types.is_float, n.name) for o, n in zip(per, layers, strict=True)]
     if len(layers) == 1:
-        return choose_mapping(dims[0], dev, cfg.target, opts)
+        return choose_mapping(dims[0], dev, cfg.target, opts[0])
     return choose_stack(dims, dev, cfg.target, opts)
 
 

@@ -162,7 +162,7 @@ def _f32(v: float) -> str:
 
 
 def _ints(a) -> list[str]:
-    return [str(int(v)) for v in np.asarray(a).ravel()]
+    return list(map(str, np.asarray(a).astype(np.int64).ravel().tolist()))  # Python ints: no numpy scalar per element
 
 
 def _floats(a) -> list[str]:
@@ -390,16 +390,34 @@ def _acc_bits(tag: str) -> int:
 
 
 def _kernel_cfg(name: str, node: Node, mapping_rows: int, k: int, lay: Layout, recurrent: bool, column: bool, cas: int,
-                device: Device) -> str:
+                device: Device, kind: str = "scalar", pair: tuple[str, str] = ("i16", "i16")) -> str:
+    """One product's kernel configuration; ``kind``: the row kernel the mapping was costed with
+    (``RecurrentDims.kernels``: vector forms are re-checked here, recurrent/vector.py)."""
     t = node.types
     fp32 = t.is_float
     lane = lay.lanes
     kp = padded(k, lane)
     wt = t.recurrent_weight if recurrent else t.weight
+    xtype = "float" if fp32 else "int32_t"
+    wtype, vtype, vector, shift, vrnd = _wtype(wt), xtype, False, 0, "R_FLOOR"
+    if not fp32 and not column and kind != "scalar":
+        from .vector import VectorForm, vector_form
+
+        form = vector_form(node, recurrent, device, pair)
+        if not isinstance(form, VectorForm):
+            raise PlanError(f"the vector row kernel is not bit-exact here: {form}", layer=node.name,
+                            hint="use mapping: {kernel: scalar} (hls4ml's order on the scalar unit)")
+        wtype, vtype = (f"int{int(p[1:])}_t" for p in (pair[1], pair[0]))
+        vector, shift, vrnd = True, form.shift, _RND[t.accum.rounding]
     lines = [f"struct {name} {{",
-             f"    using W = {_wtype(wt)};",
-             f"    using X = {'float' if fp32 else 'int32_t'};",
+             f"    using W = {wtype};",
+             f"    using X = {xtype};",
+             f"    using V = {vtype};  // the vector as the kernel keeps it: X, or the MAC's lane type",
              f"    static constexpr bool FP32 = {'true' if fp32 else 'false'};",
+             "    // fixed point: aie::mul / aie::mac lanes, bit-exact with hls4ml's per-product casts (recurrent/vector.py)",
+             f"    static constexpr bool VECTOR = {'true' if vector else 'false'};",
+             f"    static constexpr int SHIFT = {shift};  // product frac - accumulator frac (> 0: rounded per lane)",
+             f"    static constexpr int VRND = rnn::{vrnd};",
              f"    static constexpr int ROWS = {mapping_rows};",
              f"    static constexpr int K = {k};",
              f"    static constexpr int KP = {kp};",
@@ -454,8 +472,10 @@ def _config_one(node: Node, mapping: RecurrentMapping, lay: Layout, device: Devi
             row[packet_id(j)] = s
         id_src.append(row)
     text = [f"// ---- layer {node.name}: {mapping.describe()}", f"namespace {space} {{", "",
-            _kernel_cfg("UCfg", node, mapping.recurrent.rows, d.n_h, lay, True, lay.u_column, lay.u_cas, device),
-            _kernel_cfg("WCfg", node, mapping.input.rows, d.n_in, lay, False, lay.w_column, lay.w_cas, device),
+            _kernel_cfg("UCfg", node, mapping.recurrent.rows, d.n_h, lay, True, lay.u_column, lay.u_cas, device,
+                        d.kernel("u", mapping.recurrent.distribution), d.pair),
+            _kernel_cfg("WCfg", node, mapping.input.rows, d.n_in, lay, False, lay.w_column, lay.w_cas, device,
+                        d.kernel("w", mapping.input.distribution), d.pair),
             "// Packet sources (U kernels / chains, then W), merges / aggregator ports and route IDs.",
             "struct AggCfg {",
             f"    using X = {'float' if fp32 else 'int32_t'};",

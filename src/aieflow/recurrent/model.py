@@ -51,7 +51,7 @@ from .costs import (
     pl_head_cycles,
     row_kernel,
 )
-from .plan import MatvecMapping, RecurrentMapping
+from .plan import MatvecMapping, RecurrentDims, RecurrentMapping
 
 PARTS = ("return", "broadcast", "mac", "reduction", "routing", "aggregation")
 WORD_BYTES = 4
@@ -109,16 +109,20 @@ class RecurrentPerformance:
         }
 
 
-def _kernel(m: MatvecMapping, k: int, arrival: float, device: Device, pair: tuple[str, str]) -> KernelTime:
+def _kernel(m: MatvecMapping, k: int, arrival: float, device: Device, dims: RecurrentDims, product: str) -> KernelTime:
+    kind = dims.kernel(product, m.distribution)  # what the emitted kernel runs: vector or scalar
     if m.distribution == "row":
-        return row_kernel(m.rows, k, arrival, device, pair)
-    return column_chain(m.rows, k, m.cas_len, arrival, device, pair)
+        return row_kernel(m.rows, k, arrival, device, dims.pair, kind)
+    return column_chain(m.rows, k, m.cas_len, arrival, device, dims.pair, kind)
 
 
 def _padded_bytes(n: int, device: Device, pair: tuple[str, str]) -> int:
-    """A vector zero-padded to whole lane groups (the kernels read it by vectors)."""
+    """A vector zero-padded to whole lane groups (the kernels read it by vectors), as it travels:
+    floats as themselves, fixed-point codes as one 32-bit word each (the emitted streams and
+    PLIOs carry int32 codes whatever the type's width)."""
     lane = lanes(device.generation, pair)
-    return math.ceil(n / lane) * lane * math.ceil(element_bits(pair[0]) / 8)
+    per = math.ceil(element_bits(pair[0]) / 8) if pair[0] in ("fp32", "bf16") else WORD_BYTES
+    return math.ceil(n / lane) * lane * per
 
 
 def _drain(burst: float, total: float, spacing_window: float) -> float:
@@ -147,7 +151,7 @@ def step_stages(mapping: RecurrentMapping, device: Device | str) -> tuple[tuple[
     x_bytes = _padded_bytes(dims.n_in, device, pair)
     x_hops = memrows + mapping.w_rows + mapping.w_columns // 2
     x = mv.plio_stream_transfer(x_bytes, device, x_hops, mapping.plio_bits)
-    wk = _kernel(w, dims.n_in, x.busy_cycles, device, pair)
+    wk = _kernel(w, dims.n_in, x.busy_cycles, device, dims, "w")
     w_mac = StepStage(
         "w_mac", "kernel", x.bound, x.busy_cycles + wk.cycles, x.latency_cycles,
         MappingProxyType({"x_in": x.busy_cycles + x.latency_cycles, "mac": wk.mac, "reduction": wk.reduction}),
@@ -184,7 +188,7 @@ def step_stages(mapping: RecurrentMapping, device: Device | str) -> tuple[tuple[
         )
 
     # ---- loop: U h
-    uk = _kernel(u, dims.n_h, h_in.occupancy, device, pair)
+    uk = _kernel(u, dims.n_h, h_in.occupancy, device, dims, "u")
     u_mac = StepStage(
         "u_mac", "kernel", "compute", uk.cycles, 0.0,
         MappingProxyType({"mac": uk.mac, "reduction": uk.reduction}), tiles=mapping.u_tiles,

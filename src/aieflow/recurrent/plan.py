@@ -36,6 +36,7 @@ from ..ops.dense import kind_of
 from ..ops.recurrent import CANONICAL_GATES
 from ..perf.movement import PLIO_BITS
 from .costs import LUT_ENTRIES, element_bits, lanes
+from .vector import KERNELS
 
 CELLS = tuple(CANONICAL_GATES)  # "gru", "lstm"
 DISTRIBUTIONS = ("row", "column")
@@ -55,10 +56,19 @@ class RecurrentDims:
     # Output sizes of the dense head's layers, in order (the first reads h).  The head runs once
     # per sample in the aggregation epilogue; it adds to the sequence latency, not to a step.
     head: tuple[int, ...] = ()
+    # How the (U h, W x) row kernels multiply (recurrent/vector.py): "vector" (an aie::mac chain),
+    # "vector_round" (aie::mul, each product rounded per lane, int32 adds) or "scalar" (hls4ml's
+    # order on int64 codes).  fp32 is always vector.  From an IR node: what the layer's types and
+    # weights allow bit-exactly; given dims without types assume the vector form.  Column chains
+    # in fixed point are scalar whatever this says.
+    kernels: tuple[str, str] = ("vector", "vector")
 
     def __post_init__(self) -> None:
         if self.cell not in CELLS:
             raise ConfigError(f"recurrent cell {self.cell!r}: use one of {', '.join(CELLS)}")
+        object.__setattr__(self, "kernels", tuple(self.kernels))
+        if len(self.kernels) != 2 or any(k not in KERNELS for k in self.kernels):
+            raise ConfigError(f"recurrent kernels {self.kernels!r}: two of {', '.join(KERNELS)} (U h, W x)")
         for key in ("n_in", "n_h", "seq_len"):
             if int(getattr(self, key)) < 1:
                 raise ConfigError(f"recurrent {key} must be at least 1, got {getattr(self, key)}")
@@ -69,6 +79,19 @@ class RecurrentDims:
     @property
     def gates(self) -> int:
         return len(CANONICAL_GATES[self.cell])
+
+    @property
+    def fixed(self) -> bool:
+        return self.pair is not None and self.pair[0] not in ("fp32", "bf16")
+
+    def kernel(self, product: str, distribution: str) -> str:
+        """What the kernels of ``product`` ("u" or "w") spread ``distribution``-wise run: fixed-point
+        cascade chains are scalar; row kernels as ``kernels`` says."""
+        if not self.fixed:
+            return "vector"
+        if distribution == "column":
+            return "scalar"
+        return self.kernels[0 if product == "u" else 1]
 
 
 def default_pair(device: Device) -> tuple[str, str]:
@@ -110,6 +133,10 @@ def dims_of(node_or_dims: Node | RecurrentDims, device: Device) -> RecurrentDims
             layer=layer,
             hint=f"use {' or '.join('x'.join(p) for p in device.generation.macs_per_cycle)}",
         )
+    if layer is not None and node_or_dims.types is not None:
+        from .vector import kernel_kinds
+
+        dims = replace(dims, kernels=kernel_kinds(node_or_dims, device, pair))
     return replace(dims, pair=pair)
 
 
@@ -166,6 +193,10 @@ class RecurrentOptions:
     plio_bits: int = PLIO_BITS  # width of the PLIOs of x, h and the hybrid result streams
     cas_len: int | None = None  # column-wise U h: exactly this many tiles per chain (None: searched)
     input_cas_len: int | None = None  # column-wise W x: the same
+    # at most this many rows per U h / W x kernel or chain (None: no limit).  The config's
+    # ``mapping: {row_reuse: R}`` fixes the reuse: minimum and maximum R (directives.py).
+    row_reuse_max: int | None = None
+    input_row_reuse_max: int | None = None
 
     def __post_init__(self) -> None:
         for key, allowed in (("distribution", DISTRIBUTIONS), ("input_distribution", DISTRIBUTIONS), ("aggregation", AGGREGATIONS)):
@@ -173,7 +204,7 @@ class RecurrentOptions:
             if v is not None and v not in allowed:
                 raise ConfigError(f"recurrent {key} {v!r}: use one of {', '.join(allowed)}")
         for key in ("row_reuse", "input_row_reuse", "merge_fanin", "streams_per_interface_tile", "plio_bits", "cas_len",
-                    "input_cas_len"):
+                    "input_cas_len", "row_reuse_max", "input_row_reuse_max"):
             v = getattr(self, key)
             if v is not None and int(v) < 1:
                 raise ConfigError(f"recurrent {key} must be a positive integer, got {v!r}")
@@ -267,6 +298,8 @@ class RecurrentMapping:
             "device": self.device,
             "recurrent": vars(self.recurrent).copy(),
             "input": vars(self.input).copy(),
+            "kernels": {"u": self.dims.kernel("u", self.recurrent.distribution),
+                        "w": self.dims.kernel("w", self.input.distribution)},
             "aggregation": self.aggregation,
             "tiles": {"u": self.u_tiles, "w": self.w_tiles, "aggregator": self.aggregator_tiles, "total": self.tiles},
             "merges": self.merges,
@@ -281,11 +314,15 @@ class RecurrentMapping:
 # ----------------------------------------------------------------------------- memory per tile
 
 
-def kernel_bytes(m: MatvecMapping, k: int, dims: RecurrentDims, device: Device) -> int:
+def kernel_bytes(m: MatvecMapping, k: int, dims: RecurrentDims, device: Device, product: str | None = None) -> int:
     """Data memory of the busiest tile of a product: weights, 32-bit biases, the vector (or its
-    slice) kept for reuse, stack and heap."""
+    slice) kept for reuse, stack and heap.  Scalar fixed-point kernels keep the vector as the
+    32-bit words it arrives in (``product``: "u" / "w"; None: scalar if either product is)."""
     gen = device.generation
     xb, wb = (math.ceil(element_bits(p) / 8) for p in dims.pair)
+    kinds = [dims.kernel(p, m.distribution) for p in ((product,) if product else ("u", "w"))]
+    if "scalar" in kinds:
+        xb = RESULT_BYTES
     lane = lanes(gen, dims.pair)
     if m.distribution == "row":
         k_pad = math.ceil(k / lane) * lane
@@ -376,7 +413,7 @@ def violations(mapping: RecurrentMapping, device: Device | str) -> list[str]:
     for name, m, k in (("U h", mapping.recurrent, dims.n_h), ("W x", mapping.input, dims.n_in)):
         if m.distribution == "column" and m.cas_len > 1 and math.ceil(k / math.ceil(k / m.cas_len)) != m.cas_len:
             out.append(f"{name}: a chain of {m.cas_len} tiles leaves a tile without columns of {k}")
-        need = kernel_bytes(m, k, dims, device)
+        need = kernel_bytes(m, k, dims, device, "u" if name == "U h" else "w")
         if need > gen.data_memory_bytes:
             out.append(f"{name} kernel needs {need} B > {gen.data_memory_bytes} B of tile memory")
     if mapping.aggregator_tiles:
@@ -404,21 +441,25 @@ def reuse_candidates(n: int, minimum: int = 1) -> list[int]:
 
 
 def matvec_options(dims: RecurrentDims, k: int, device: Device, distribution: str, minimum: int = 1,
-                   cas_len: int | None = None) -> list[MatvecMapping]:
+                   cas_len: int | None = None, maximum: int | None = None, product: str | None = None) -> list[MatvecMapping]:
     """Spreads of one product whose busiest tile fits its memory, fewest rows first.  Column
     chains: for each row count the shortest chain that fits, and doublings of it (a chain
-    longer than the array is wide snakes onto the next row); ``cas_len``: only that length."""
+    longer than the array is wide snakes onto the next row); ``cas_len``: only that length;
+    ``maximum``: no more rows than that per kernel / chain."""
     out = []
     for rows in reuse_candidates(dims.n_h, minimum):
+        if maximum is not None and rows > max(maximum, min(minimum, dims.n_h)):
+            break
         if distribution == "row":
             m = MatvecMapping("row", rows)
-            if kernel_bytes(m, k, dims, device) <= device.generation.data_memory_bytes:
+            if kernel_bytes(m, k, dims, device, product) <= device.generation.data_memory_bytes:
                 out.append(m)
             continue
         lens = sorted({math.ceil(k / math.ceil(k / c)) for c in range(1, min(k, device.compute_tiles) + 1)})
         if cas_len is not None:
             lens = [cas_len] if cas_len in lens else []
-        fitting = [c for c in lens if kernel_bytes(MatvecMapping("column", rows, c), k, dims, device) <= device.generation.data_memory_bytes]
+        fitting = [c for c in lens
+                   if kernel_bytes(MatvecMapping("column", rows, c), k, dims, device, product) <= device.generation.data_memory_bytes]
         if not fitting:
             continue
         last = 0
@@ -446,9 +487,9 @@ def search_space(dims: RecurrentDims, device: Device, options: RecurrentOptions)
     aggs = [options.aggregation] if options.aggregation else list(AGGREGATIONS)
     for dist in dists:
         wdists = [options.input_distribution] if options.input_distribution else ([dist] if options.distribution else list(DISTRIBUTIONS))
-        u_opts = matvec_options(dims, dims.n_h, device, dist, options.row_reuse, options.cas_len)
+        u_opts = matvec_options(dims, dims.n_h, device, dist, options.row_reuse, options.cas_len, options.row_reuse_max, "u")
         w_opts = [m for wd in wdists for m in matvec_options(dims, dims.n_in, device, wd, options.input_row_reuse,
-                                                             options.input_cas_len)]
+                                                             options.input_cas_len, options.input_row_reuse_max, "w")]
         for agg in aggs:
             for m in merge_fanins(dims, device, options) if agg == "hybrid" else [None]:
                 yield dist, agg, m, u_opts, w_opts
@@ -481,20 +522,17 @@ def plan_recurrent(node_or_dims: Node | RecurrentDims, device: Device | str, opt
     device = get_device(device)
     dims = dims_of(node_or_dims, device)
     options = options or RecurrentOptions()
-    fixed = replace(
-        options,
-        distribution=options.distribution or "row",
-        aggregation=options.aggregation or "hybrid",
-        merge_fanin=options.merge_fanin or dims.gates,
-    )
+    fixed = published_options(dims, options)
     space = [(agg, m, u, w) for _, agg, m, u_opts, w_opts in search_space(dims, device, fixed) for u in u_opts for w in w_opts]
     if not space:
         raise PlanError(
             f"no {fixed.distribution}-wise spread of {dims.cell.upper()} {dims.n_in}->{dims.n_h} fits a tile's "
             f"{device.generation.data_memory_bytes} B memory on {device.board}"
             + (f" with chains of exactly {options.cas_len} / {options.input_cas_len} tiles (a chain length that leaves a "
-               "tile without columns is not a spread)" if options.cas_len or options.input_cas_len else ""),
-            hint="try the other distribution (column-wise chains split long vectors)",
+               "tile without columns is not a spread)" if options.cas_len or options.input_cas_len else "")
+            + _fixed_reuse(options),
+            hint="try the other distribution (column-wise chains split long vectors)"
+            + (", or allow more rows per kernel (row_reuse)" if _fixed_reuse(options) else ""),
         )
 
     def build(c: tuple) -> RecurrentMapping:
@@ -518,7 +556,27 @@ def plan_recurrent(node_or_dims: Node | RecurrentDims, device: Device | str, opt
     fewest = build(min(space, key=lambda c: c[2].tiles(dims) + c[3].tiles(dims)))
     raise PlanError(
         f"no {fixed.distribution}-wise {fixed.aggregation} mapping of {dims.cell.upper()} "
-        f"{dims.n_in}->{dims.n_h} fits {device.board}; the one with the fewest tiles: " + "; ".join(violations(fewest, device)),
-        hint="try the other distribution (column-wise chains split long vectors) or aggregation",
+        f"{dims.n_in}->{dims.n_h} fits {device.board}{_fixed_reuse(options)}; the one with the fewest tiles: "
+        + "; ".join(violations(fewest, device)),
+        hint="try the other distribution (column-wise chains split long vectors) or aggregation"
+        + (", or allow more rows per kernel (row_reuse)" if _fixed_reuse(options) else ""),
     )
+
+
+def published_options(dims: RecurrentDims, options: RecurrentOptions) -> RecurrentOptions:
+    """The options with what they leave open set to the published design's choices: row-wise,
+    hybrid aggregation, one row block's gates per merge (only the row reuse stays free)."""
+    return replace(
+        options,
+        distribution=options.distribution or "row",
+        aggregation=options.aggregation or "hybrid",
+        merge_fanin=options.merge_fanin or dims.gates,
+    )
+
+
+def _fixed_reuse(options: RecurrentOptions) -> str:
+    """The reuse limits of the options, as error text ('' when none)."""
+    parts = [f"{name} at most {v}" for name, v in (("U h rows per kernel", options.row_reuse_max),
+                                                   ("W x rows per kernel", options.input_row_reuse_max)) if v]
+    return f" with {' and '.join(parts)}" if parts else ""
 

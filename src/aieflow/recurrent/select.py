@@ -44,6 +44,9 @@ class RecurrentPoint:
     interval_ns: float  # per step
     step_latency_ns: float
     batch: int = 1  # one sample at a time (static recurrent layer)
+    # AIE cycles of the closed form, kept so that the stack search need not re-cost the mapping:
+    # (first step: W path + loop, interval, step latency, head epilogue)
+    cycles: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
 
     @property
     def sample_interval_ns(self) -> float:
@@ -100,11 +103,14 @@ def _spread(m: MatvecMapping) -> str:
 
 
 def _point(m: RecurrentMapping, device: Device) -> RecurrentPoint:
-    step, interval, seq = closed_cycles(step_stages(m, device), m.dims.seq_len)
+    stages = step_stages(m, device)
+    step, interval, seq = closed_cycles(stages, m.dims.seq_len)
+    first = closed_cycles(stages, 1)[2]
     head = head_stage(m, device)
-    seq += head.occupancy + head.delay  # the budget is per inference: the head is part of it
+    h = head.occupancy + head.delay
+    seq += h  # the budget is per inference: the head is part of it
     ns = 1e9 / device.clock_hz
-    return RecurrentPoint(m, m.tiles, seq * ns, interval * ns, step * ns)
+    return RecurrentPoint(m, m.tiles, seq * ns, interval * ns, step * ns, cycles=(first, interval, step, h))
 
 
 def _input_side(m: RecurrentMapping, device: Device) -> tuple[float, ...]:

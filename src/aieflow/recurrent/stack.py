@@ -48,6 +48,7 @@ from .plan import (
     RecurrentOptions,
     dims_of,
     plan_recurrent,
+    published_options,
     violations,
 )
 from .select import costed_points
@@ -234,18 +235,24 @@ def _per_layer(options: Any, n: int) -> list[Any]:
 
 
 def plan_stack(dims: Sequence[RecurrentDims], device: Device | str,
-               options: RecurrentOptions | list[RecurrentOptions] | None = None) -> StackedMapping:
+               options: RecurrentOptions | list[RecurrentOptions] | None = None, fallback: Any = None) -> StackedMapping:
     """Each layer's ``plan_recurrent`` (most parallel legal mapping for its options; a list:
-    one per layer); when their sum does not fit the device, the stack with the fewest tiles that
-    fits (``choose_stack``'s ``resources`` pick), with a note saying why."""
+    one per layer); when their sum does not fit the device, the fastest stack that fits
+    (``choose_stack``'s ``latency`` pick, the stack's "most parallel") among ``fallback``'s
+    mappings, by default those with ``plan_recurrent``'s published choices for what the options
+    leave open (row-wise, hybrid, one row block's gates per merge: only the row reuse varies),
+    with a note saying why."""
     device = get_device(device)
-    layers = tuple(plan_recurrent(d, device, o) for d, o in zip(dims, _per_layer(options, len(dims)), strict=True))
+    per = _per_layer(options, len(dims))
+    layers = tuple(plan_recurrent(d, device, o) for d, o in zip(dims, per, strict=True))
     bad = stack_violations(layers, device)
     if not bad:
         return StackedMapping(layers)
-    ex = choose_stack(dims, device, "resources", options)
+    if fallback is None:  # plan_recurrent's own choices, only the row reuse searched: cheap
+        fallback = [published_options(dims_of(d, device), o or RecurrentOptions()) for d, o in zip(dims, per, strict=True)]
+    ex = choose_stack(dims, device, "latency", fallback)
     return replace(ex.chosen.mapping, notes=(f"the layers' own plans do not fit together ({'; '.join(bad)}): "
-                                             "took the stack with the fewest tiles",))
+                                             "took the fastest stack that fits",))
 
 
 @dataclass(frozen=True)
@@ -338,6 +345,7 @@ def choose_stack(
     target = target if isinstance(target, Target) else parse_target(target)
     dims = [dims_of(d, device) for d in dims]
     partial = [_Partial((), 0, 0, 0, 0.0, 0.0)]
+    steps_of: dict[RecurrentMapping, float] = {}
     for i, (d, opts) in enumerate(zip(dims, _per_layer(options, len(dims)), strict=True)):
         pts = costed_points(d, device, opts)
         if not pts:
@@ -345,10 +353,10 @@ def choose_stack(
                             hint="relax the options (distribution, aggregation, row reuse, merge fan-in)")
         mine = []
         for p in pts:
-            first, interval, _ = first_and_interval(p.mapping, device)
+            first, interval, step_c, head_c = p.cycles  # first_and_interval's numbers, costed once in costed_points
+            steps_of[p.mapping] = step_c
             if i == len(dims) - 1:
-                h = head_stage(p.mapping, device)
-                first += h.occupancy + h.delay
+                first += head_c
             mine.append(_Partial((p.mapping,), p.mapping.tiles, p.mapping.columns, p.mapping.interface_tiles, first, interval))
         mine = _dominated_free(mine)
         combined = [
@@ -368,7 +376,7 @@ def choose_stack(
     pool = []
     for p in partial:
         stack = StackedMapping(p.layers)
-        step = max(first_and_interval(m, device)[2] for m in p.layers)
+        step = max(steps_of[m] for m in p.layers)
         pool.append(StackedPoint(stack, p.tiles, (p.first + (steps - 1) * p.interval) * ns, p.interval * ns, step * ns))
     key = lambda q: (q.tiles, q.latency_ns, q.interval_ns)  # noqa: E731
     front = tuple(sorted(_prune(pool, key), key=key))

@@ -7,7 +7,10 @@
 //     reading (the aggregator sends h only between steps), so nothing waits on an initial token.
 //     fp32: lanes of aie::mac (accfloat), reduced with aie::reduce_add, then + bias.
 //     Fixed point: hls4ml's order, each product cast to the accumulator type and each partial sum
-//     cast (rnn_fixed.h), from the bias cast to the accumulator.
+//     cast (rnn_fixed.h), from the bias cast to the accumulator; or, where recurrent/vector.py
+//     proves it bit-exact (C::VECTOR), lanes of aie::mac (products on the accumulator's grid) or
+//     aie::mul + per-lane shift-round (C::SHIFT > 0 bits, the accumulator's rounding mode) and int32
+//     adds, the lanes reduced, then the bias cast and one overflow on the scalar unit.
 //   Aggregator1<A> / Aggregator2<A>: reads the merged packet streams of one step from one or two
 //     input ports (a packet is a header and A::SRC_WORDS[source] words: 1 from a row kernel, the
 //     chain's rows from a cascade chain, rnn_cascade.h), reorders rows by packet ID
@@ -19,32 +22,92 @@
 
 #include <adf.h>
 
+#include <type_traits>
 #include <vector>
 
 #include "aie_api/aie.hpp"
 #include "rnn_collect.h"
 #include "rnn_fixed.h"
 
+// The AIE API rounding mode of an rnn::rounding (rnn_fixed.h), for the vector_round kernels' per-lane
+// shift-round-saturate (UG1529 aie::rounding_mode; symmetric_floor / symmetric_ceil exist on AIE-ML only,
+// and the planner picks a vector kernel only for modes the device has).
+constexpr aie::rounding_mode rnn_aie_rounding(int r) {
+    switch (r) {
+        case rnn::R_CEIL: return aie::rounding_mode::ceil;
+        case rnn::R_POS_INF: return aie::rounding_mode::positive_inf;
+        case rnn::R_NEG_INF: return aie::rounding_mode::negative_inf;
+        case rnn::R_SYM_INF: return aie::rounding_mode::symmetric_inf;
+        case rnn::R_SYM_ZERO: return aie::rounding_mode::symmetric_zero;
+        case rnn::R_CONV_EVEN: return aie::rounding_mode::conv_even;
+        case rnn::R_CONV_ODD: return aie::rounding_mode::conv_odd;
+#if __AIE_ARCH__ >= 20
+        case rnn::R_SYM_FLOOR: return aie::rounding_mode::symmetric_floor;
+        case rnn::R_SYM_CEIL: return aie::rounding_mode::symmetric_ceil;
+#endif
+        default: return aie::rounding_mode::floor;
+    }
+}
+
+// Integer accumulator of the fixed-point vector kernels: the native lanes for the operand pair
+// (AIE: acc48 for 8/16-bit operands, acc80 with a 32-bit one; AIE-ML: acc32 for 8-bit weights with
+// narrow vectors, acc64 otherwise).  recurrent/vector.py bounds every row's sum below 2^31.
+template <typename V, typename W>
+using rnn_int_acc = std::conditional_t<(__AIE_ARCH__ < 20),
+                                       std::conditional_t<(sizeof(V) == 4 || sizeof(W) == 4), acc80, acc48>,
+                                       std::conditional_t<(sizeof(V) <= 2 && sizeof(W) == 1), acc32, acc64>>;
+
 template <class C>
 class RowKernel {
     using W = typename C::W;
     using X = typename C::X;
+    using V = typename C::V;
+    static constexpr int L = C::LANES;
+    static constexpr bool VEC = C::FP32 || C::VECTOR;  // lanes of aie::mac / aie::mul, else hls4ml's scalar loop
+    // The running sum of a row: float or integer accumulator lanes, or (vector_round) int32 lanes of
+    // products already rounded to the accumulator's grid.
+    using Sum = std::conditional_t<C::FP32, aie::accum<accfloat, L>,
+                                   std::conditional_t<(C::SHIFT > 0), aie::vector<int32, L>,
+                                                      aie::accum<rnn_int_acc<V, W>, L>>>;
     alignas(32) W w_[C::ROWS * C::KP];
     X b_[C::ROWS];
-    alignas(32) X v_[C::KP];
+    alignas(32) V v_[C::KP];
     int rows_;
     int step_ = 0;
 
-    X dot(int r) const {
+    static Sum zero() {
+        if constexpr (C::FP32) return aie::zeros<accfloat, L>();
+        else if constexpr (C::SHIFT > 0) return aie::zeros<int32, L>();
+        else return aie::zeros<rnn_int_acc<V, W>, L>();
+    }
+
+    // Chunk c (columns c L .. c L + L - 1) of row r into the running sum.
+    Sum chunk(const Sum& s, int r, int c) const {
+        const aie::vector<V, L> x = aie::load_v<L>(v_ + c * L);
+        const aie::vector<W, L> w = aie::load_v<L>(w_ + r * C::KP + c * L);
+        if constexpr (C::SHIFT > 0) return aie::add(s, aie::mul(x, w).template to_vector<int32>(C::SHIFT));
+        else return aie::mac(s, x, w);
+    }
+
+    // The row's result from its lanes: fp32 reduce + bias; fixed point: the lanes' exact sum (on the
+    // product grid, or already rounded), then the bias cast and one overflow of the accumulator type.
+    X finish(const Sum& s, int r) const {
         if constexpr (C::FP32) {
-            aie::accum<accfloat, C::LANES> acc = aie::zeros<accfloat, C::LANES>();
-            for (int c = 0; c < C::KP / C::LANES; ++c)
-                chess_prepare_for_pipelining {
-                    acc = aie::mac(acc, aie::load_v<C::LANES>(v_ + c * C::LANES),
-                                   aie::load_v<C::LANES>(w_ + r * C::KP + c * C::LANES));
-                }
-            const float s = aie::reduce_add(acc.template to_vector<float>());
-            return s + b_[r];
+            const float t = aie::reduce_add(s.template to_vector<float>());
+            return t + b_[r];
+        } else {
+            int64_t t;
+            if constexpr (C::SHIFT > 0) t = aie::reduce_add(s);
+            else t = static_cast<int64_t>(aie::reduce_add(s.template to_vector<int32>(0))) * (int64_t(1) << -C::SHIFT);
+            return static_cast<X>(rnn::cast(rnn::cast(b_[r], C::BFRAC, C::ACC) + t, C::ACC.frac, C::ACC));
+        }
+    }
+
+    X dot(int r) const {
+        if constexpr (VEC) {
+            Sum s = zero();
+            for (int c = 0; c < C::KP / L; ++c) chess_prepare_for_pipelining { s = chunk(s, r, c); }
+            return finish(s, r);
         } else {
             int64_t acc = rnn::cast(b_[r], C::BFRAC, C::ACC);
             for (int k = 0; k < C::K; ++k) {
@@ -55,27 +118,51 @@ class RowKernel {
         }
     }
 
+    // Chunk c of the broadcast vector into local memory: floats and scalar-kernel codes as they come,
+    // vector-kernel codes narrowed to the MAC's lane type one word per cycle (the stream's rate).
+    void read_chunk(input_stream<X>* in, int c) {
+        if constexpr (C::VECTOR) {
+            for (int l = 0; l < L; ++l) v_[c * L + l] = static_cast<V>(readincr(in));
+        } else {
+            const aie::vector<X, L> v = readincr_v<L>(in);
+            aie::store_v(v_ + c * L, v);
+        }
+    }
+
+    static void send(output_pktstream* out, uint32 id, X value) {
+        writeHeader(out, 0, id);
+        writeincr(out, rnn::to_word(value), true);
+    }
+
 public:
     RowKernel(const std::vector<W>& w, const std::vector<X>& b, int rows) : rows_(rows) {
         for (int i = 0; i < C::ROWS * C::KP; ++i) w_[i] = i < static_cast<int>(w.size()) ? w[i] : W(0);
         for (int i = 0; i < C::ROWS; ++i) b_[i] = i < static_cast<int>(b.size()) ? b[i] : X(0);
-        for (int i = 0; i < C::KP; ++i) v_[i] = X(0);
+        for (int i = 0; i < C::KP; ++i) v_[i] = V(0);
     }
 
     void run(input_stream<X>* in, output_pktstream* out) {
-        if (C::RECURRENT && step_ == 0) {
-            for (int i = 0; i < C::KP; ++i) v_[i] = X(0);  // h_{-1} = 0: nothing to read
-        } else {
-            for (int c = 0; c < C::KP / C::LANES; ++c) {
-                const aie::vector<X, C::LANES> v = readincr_v<C::LANES>(in);
-                aie::store_v(v_ + c * C::LANES, v);
-            }
-        }
+        if constexpr (C::VECTOR) aie::set_rounding(rnn_aie_rounding(C::VRND));
         const uint32 id = getPacketid(out, 0);
-        for (int r = 0; r < rows_; ++r) {
-            writeHeader(out, 0, id);
-            writeincr(out, rnn::to_word(dot(r)), true);
+        int r = 0;
+        if (C::RECURRENT && step_ == 0) {
+            for (int i = 0; i < C::KP; ++i) v_[i] = V(0);  // h_{-1} = 0: nothing to read
+        } else if constexpr (VEC) {
+            // the first row multiply-accumulates each chunk as it arrives (stream-bound); later rows
+            // reuse the vector from local memory
+            Sum s = zero();
+            for (int c = 0; c < C::KP / L; ++c) {
+                read_chunk(in, c);
+                s = chunk(s, 0, c);
+            }
+            if (rows_ > 0) {
+                send(out, id, finish(s, 0));
+                r = 1;
+            }
+        } else {
+            for (int c = 0; c < C::KP / L; ++c) read_chunk(in, c);
         }
+        for (; r < rows_; ++r) send(out, id, dot(r));
         if (C::RECURRENT) step_ = step_ + 1 == C::STEPS ? 0 : step_ + 1;
     }
 

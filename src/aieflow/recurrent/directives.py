@@ -1,0 +1,143 @@
+"""The recurrent mapping keys of a config: ``layers.<gru or lstm layer>.mapping``, checked.
+
+```yaml
+target: latency_ns <= 5000     # optional: the search then picks what the keys leave open
+layers:
+  rnn:                         # the torch module path / ONNX node name (a num_layers > 1 module: rnn, or rnn_l1)
+    mapping:
+      distribution: row        # U h: row (streamed rows, published) | column (cascade chains)
+      input_distribution: row  # W x (default: as distribution when that is given, else searched)
+      aggregation: hybrid      # hybrid (PL FSM, published) | aie (aggregator kernel)
+      row_reuse: 2             # rows per U h kernel / chain, fixed (default: grown only when needed)
+      input_row_reuse: 4       # the same for W x
+      cas_len: 3               # column: tiles per U h chain (implies distribution: column)
+      input_cas_len: 2         # column: tiles per W x chain (implies input_distribution: column)
+      merge_fanin: 3           # hybrid: packet streams per pktmerge
+      streams_per_interface_tile: 1
+      plio_bits: 64            # 32 | 64 | 128
+      kernel: auto             # fixed point: auto (vector where bit-exact) | vector | scalar
+```
+
+Every key is optional; ``auto`` (or leaving the key out) lets the planner (no target) or the
+search (a ``target``) choose.  Fixed keys are constraints of the search.  The CNN path reads the
+same ``mapping`` field with its own keys (``cnn/directives.py``); this module only reads it for
+GRU / LSTM layers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..config import Config
+from ..errors import ConfigError
+from ..ir import Node
+from .plan import AGGREGATIONS, DISTRIBUTIONS, RecurrentOptions
+
+KERNEL_CHOICES = ("auto", "vector", "scalar")
+_INT_KEYS = ("row_reuse", "input_row_reuse", "cas_len", "input_cas_len", "merge_fanin", "streams_per_interface_tile")
+_CHOICES: Mapping[str, tuple[str, ...]] = {
+    "distribution": DISTRIBUTIONS,
+    "input_distribution": DISTRIBUTIONS,
+    "aggregation": AGGREGATIONS,
+    "kernel": KERNEL_CHOICES,
+}
+KEYS = (*_CHOICES, *_INT_KEYS, "plio_bits")
+_ALIASES = {"aggregation": {"pl": "hybrid", "fsm": "hybrid"}, "distribution": {"col": "column", "rows": "row"},
+            "input_distribution": {"col": "column", "rows": "row"}}
+
+
+@dataclass(frozen=True)
+class LayerDirectives:
+    """One recurrent layer's mapping keys: the options the planner / search take, and the kernel
+    choice for fixed point (applied to the layer's dims, ``design.compile_recurrent``)."""
+
+    options: RecurrentOptions
+    kernel: str = "auto"
+    given: tuple[str, ...] = ()  # the keys the config set
+
+    @property
+    def empty(self) -> bool:
+        return not self.given
+
+
+def _where(name: str, key: str | None = None) -> str:
+    return f"layers.{name}.mapping" + (f".{key}" if key else "")
+
+
+def parse_layer(name: str, raw: Mapping[str, Any], fp32: bool) -> LayerDirectives:
+    """Check one layer's ``mapping`` keys (``name``: the config key, for the messages)."""
+    unknown = set(raw) - set(KEYS)
+    if unknown:
+        raise ConfigError(f"{_where(name)}: unknown key(s) {', '.join(sorted(map(str, unknown)))} for a recurrent layer; "
+                          f"allowed: {', '.join(KEYS)}")
+    values: dict[str, Any] = {}
+    kernel = "auto"
+    for key, value in raw.items():
+        if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
+            continue  # the planner / search chooses
+        if key in _CHOICES:
+            text = str(value).strip().lower()
+            text = _ALIASES.get(key, {}).get(text, text)
+            if text not in _CHOICES[key]:
+                raise ConfigError(f"{_where(name, key)}: {value!r}; choose one of {', '.join(_CHOICES[key])} (or auto)")
+            if key == "kernel":
+                kernel = text
+            else:
+                values[key] = text
+        elif key == "plio_bits":
+            if value not in (32, 64, 128) or isinstance(value, bool):
+                raise ConfigError(f"{_where(name, key)}: {value!r}; a PLIO is 32, 64 or 128 bits wide")
+            values[key] = int(value)
+        else:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{_where(name, key)} must be a positive integer (or auto), got {value!r}")
+            values[key] = value
+    for chain, dist in (("cas_len", "distribution"), ("input_cas_len", "input_distribution")):
+        if chain in values:
+            if values.get(dist, "column") != "column":
+                raise ConfigError(f"{_where(name, chain)}: chains apply to {dist}: column, but the layer asks for "
+                                  f"{dist}: {values[dist]}", hint=f"remove {chain}, or set {dist}: column")
+            values.setdefault(dist, "column")
+    if fp32 and kernel == "scalar":
+        raise ConfigError(f"{_where(name, 'kernel')}: scalar applies to fixed point; fp32 kernels are vector",
+                          hint="remove the key, or use a fixed-point precision")
+    d, wd = values.get("distribution"), values.get("input_distribution")
+    if fp32 and d and wd and d != wd:
+        raise ConfigError(f"{_where(name)}: fp32 with distribution {d} and input_distribution {wd}: the emulator has one "
+                          "float summation order per layer", hint="use the same distribution for both, or fixed point")
+    # a fixed reuse: at least and at most that many rows (plan_recurrent would otherwise grow it)
+    for key, cap in (("row_reuse", "row_reuse_max"), ("input_row_reuse", "input_row_reuse_max")):
+        if key in values:
+            values[cap] = values[key]
+    if fp32 and d and not wd:
+        values["input_distribution"] = d
+    given = tuple(k for k in raw if k in values or (k == "kernel" and kernel != "auto"))
+    return LayerDirectives(RecurrentOptions(**values), kernel, given)
+
+
+def layer_directives(config: Config, layers: list[Node]) -> list[LayerDirectives]:
+    """Each recurrent layer's directives (a torch ``num_layers > 1`` module's layers answer to
+    its path too: the layer's own name wins)."""
+    out = []
+    for node in layers:
+        names = (node.name, *node.aliases)
+        key = next((n for n in names if n in config.layers), node.name)
+        raw = config.layer(*names).mapping
+        if not isinstance(raw, Mapping):
+            raise ConfigError(f"{_where(key)} must be a mapping of recurrent mapping keys, got {raw!r}")
+        out.append(parse_layer(key, raw, bool(node.types is not None and node.types.is_float)))
+    return out
+
+
+def check_head(config: Config, head: list[Node]) -> None:
+    """The dense head runs in the aggregation epilogue: mapping keys on it would be ignored."""
+    for node in head:
+        names = (node.name, *node.aliases)
+        if config.layer(*names).mapping:
+            key = next(n for n in names if n in config.layers)
+            raise ConfigError(f"{_where(key)}: the dense head after a recurrent layer runs in the aggregation epilogue "
+                              "(AIE aggregator or PL FSM); it takes no mapping keys",
+                              hint="move the keys to the GRU / LSTM layer, or remove them")
+
