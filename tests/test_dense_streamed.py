@@ -115,9 +115,14 @@ def test_weights_config_is_checked_and_round_trips():
     assert "weights" not in parse_config({"layers": {"fc": {}}}).to_json()["layers"]["fc"]
 
 
-def test_float_layers_are_refused_with_a_hint():
-    with pytest.raises(ConfigError, match="integer precisions"):
-        _streamed(k=32, n=16, precision="fp32")
+def test_fp32_layers_stream_and_bf16_is_refused_with_a_hint():
+    # fp32 streams in its GEMM's float order (tests/test_streamed_fp32.py); bf16 has no GEMM path
+    assert _streamed(k=32, n=16, precision="fp32").plan.gemm.dtype.name == "fp32"
+    from aieflow.gemm.dense import gemm_dtype
+
+    q = aieflow.emulate(_linear(32, 16), "vek280", torch.randn(8, 32), config={"precision": "bf16"})
+    with pytest.raises(ConfigError, match="use precision fp32"):
+        gemm_dtype(q.graph.node("0"))
 
 
 def test_saved_project_holds_gemm_epilogue_and_weights(tmp_path):

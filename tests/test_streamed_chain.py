@@ -221,11 +221,15 @@ def subgraph_spec(graph, name):
 # ----------------------------------------------------------------------------- what stays unsupported
 
 
-def test_float_streamed_layer_in_a_chain_is_refused_with_the_layer_name():
+def test_fp32_streamed_layer_in_a_chain_compiles_in_its_gemm_order():
+    # no longer refused: the chain's emulator computes layer 2 in its GEMM's float order, as its
+    # segment does (x86 checks in tests/test_streamed_fp32.py)
     dims = [32, 24, 16]
-    with pytest.raises(ConfigError, match="integer precisions") as e:
-        _compile(_mlp(dims), dims, ["2"], precision="fp32")
-    assert "'2'" in str(e.value)
+    d, x = _compile(_mlp(dims), dims, ["2"], precision="fp32")
+    assert isinstance(d, SegmentedDesign) and d.segments[-1].is_float
+    xq = d.quantise_input(x.numpy())
+    assert np.array_equal(d.run(xq), d.run_segments(xq))
+    assert "numerics: fp32 in the GEMM's order" in d.summary()
 
 
 def test_streamed_chain_on_vek280_and_batch_lists_are_refused():

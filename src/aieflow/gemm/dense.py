@@ -14,8 +14,11 @@ Choice (config ``layers.<name>.weights``): ``resident`` (today's mapping, an err
 fit), ``streamed`` (always), ``auto`` (default: resident when the resident planner finds a plan,
 streamed otherwise).
 
-Supported: integer Dense layers (int8, int16 or a16w8; bias and ReLU fused), with views (flatten /
-reshape) before them, on a device with GEMM memory facts (VCK190).  :func:`plan_streamed` plans one
+Supported: integer Dense layers (int8, int16 or a16w8; bias and ReLU fused) and fp32 ones, with views
+(flatten / reshape) before them, on a device with GEMM memory facts (VCK190).  An fp32 layer's
+values are the GEMM's float order, not the resident kernel's (``gemm/streamed_float.py``): each kc
+block's sums start at +0.0, the blocks are added into C, the bias comes last; they may differ from
+the same layer resident in the last bits.  :func:`plan_streamed` plans one
 such layer as a model of its own; a chain with resident layers too is cut into segments by
 ``gemm/segmented.py`` (which also makes the ``auto`` choice for chains).  Everything else fails
 with a message that says so.
@@ -42,7 +45,7 @@ from .search import Alternative, best_plan
 WEIGHTS_MODES = ("auto", "resident", "streamed")
 ORIENTATIONS = ("xw", "wx")  # C = X W (A = activations) | C^T = W^T X^T (A = weights)
 DEFAULT_TILES = 32  # the spec's largest experiment; `target: tiles <= T` changes it
-SUPPORTED = ("a model whose only compute layer is one integer (int8, int16, a16w8) Dense layer, with its "
+SUPPORTED = ("a model whose only compute layer is one int8, int16, a16w8 or fp32 Dense layer, with its "
              "bias and ReLU, optionally after flatten / reshape views, on VCK190")
 
 
@@ -70,7 +73,8 @@ def resident_error(graph: Graph, node: Node, device: Device, config: Config) -> 
 
 @dataclass(frozen=True)
 class Epilogue:
-    """The resident Dense kernel's finish, applied by the PL to the GEMM's exact sums."""
+    """The resident Dense kernel's finish, applied by the PL to the GEMM's exact sums (integers), or
+    the fp32 finish: ``c + bias`` then ReLU in float32 (``is_float``; the shifts are 0, no wrap)."""
 
     acc_bits: int
     bias_shift: int
@@ -87,6 +91,9 @@ class Epilogue:
     y_c_type: str
     y_np: str
     y_bytes: int
+    is_float: bool = False
+    bias_c_type: str = "std::int32_t"  # data/bias.bin: int32 codes, or float32 values
+    bias_np: str = "int32"
 
     def to_json(self) -> dict:
         return {"acc_bits": self.acc_bits, "bias_shift": self.bias_shift, "shift": self.shift,
@@ -96,6 +103,12 @@ class Epilogue:
 def epilogue_of(node: Node) -> Epilogue:
     t: DenseTypes = node.types
     out = t.output
+    relu = node.attrs.get("activation") == "relu"
+    if isinstance(out, FloatType):
+        return Epilogue(acc_bits=0, bias_shift=0, shift=0, has_bias=t.bias is not None, relu=relu,
+                        out_type=out.to_string(), out_width=32, out_signed=True, out_min=0, out_max=0, wrap=False,
+                        rounding="ieee_nearest_even", y_c_type="float", y_np="float32", y_bytes=4, is_float=True,
+                        bias_c_type="float", bias_np="float32")
     assert isinstance(out, FixedType)
     for what, v in (("SRS shift", t.shift), ("bias shift", t.bias_shift)):
         if not 0 <= v <= 62:
@@ -106,7 +119,7 @@ def epilogue_of(node: Node) -> Epilogue:
     bits = out.container_bits
     return Epilogue(
         acc_bits=t.acc_bits, bias_shift=t.bias_shift, shift=t.shift, has_bias=t.bias is not None,
-        relu=node.attrs.get("activation") == "relu", out_type=out.to_string(), out_width=out.width,
+        relu=relu, out_type=out.to_string(), out_width=out.width,
         out_signed=out.signed, out_min=lo, out_max=hi, wrap=out.saturation.value == "none",
         rounding=out.rounding.value, y_c_type=f"std::{'' if out.signed else 'u'}int{bits}_t",
         y_np=f"{'' if out.signed else 'u'}int{bits}", y_bytes=bits // 8,
@@ -114,14 +127,18 @@ def epilogue_of(node: Node) -> Epilogue:
 
 
 def gemm_dtype(node: Node) -> str:
-    """The GEMM element type holding both operands exactly (a16w8 widens the weights to int16)."""
+    """The GEMM element type holding both operands exactly (a16w8 widens the weights to int16; fp32
+    runs as the fp32 GEMM, in its own float order)."""
     t: DenseTypes = node.types
     if isinstance(t.weight, FloatType) or isinstance(t.input, FloatType):
+        if all(isinstance(v, FloatType) and v.name == "fp32" for v in (t.input, t.weight, t.output)):
+            return "fp32"
         raise ConfigError(
-            f"streamed weights are implemented for integer precisions only; this layer is {t.weight}",
+            f"streamed weights are implemented for int8, int16, a16w8 and fp32; this layer is {t.weight} "
+            f"(input {t.input}, output {t.output})",
             layer=node.name,
-            hint="use precision int8, int16 or a16w8 for this layer (float GEMMs round differently from the "
-                 "resident kernel's sequential accumulation)",
+            hint="use precision fp32 (VCK190's GEMM has fp32 MACs; bf16 is an AIE-ML type and the AIE-ML GEMM "
+                 "has no float path) or an integer precision for this layer",
         )
     assert isinstance(t.input, FixedType) and isinstance(t.weight, FixedType)
     if t.input.width <= 8 and t.weight.width <= 8 and t.input.signed and t.weight.signed:
@@ -170,7 +187,7 @@ class StreamedDensePerformance:
 
 def estimate_streamed(p: StreamedDensePlan) -> StreamedDensePerformance:
     g = estimate(p.gemm)
-    c_bytes = {"int32": 4, "int64": 8}[p.gemm.output.name]
+    c_bytes = {"int32": 4, "int64": 8, "float32": 4}[p.gemm.output.name]
     y_bytes = p.epilogue.y_bytes
     elems = p.batch * p.out_features
     epi = ddr_cycles(elems * c_bytes) + ddr_cycles(elems * y_bytes) + ddr_cycles(p.out_features * 4)

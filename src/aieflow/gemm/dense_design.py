@@ -3,7 +3,8 @@ planner chooses ``streamed`` (``gemm/dense.py``).
 
 It answers like :class:`aieflow.design.Design` (``predict``, ``run``, ``quantise_input``, ``verify``,
 ``estimate``, ``summary``, ``to_json``, ``save``, ``files``); its numerics are the Dense family's
-own emulator, and ``verify`` runs the generated GEMM and epilogue C++ on x86 against them.
+own emulator (integer layers) or the GEMM's fp32 order (fp32 layers, ``gemm/streamed_float.py``),
+and ``verify`` runs the generated GEMM and epilogue C++ on x86 against them.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from ..emulation import Emulation
 from ..errors import AieflowError, ConfigError, PlanError
 from ..graph_io import graph_arrays, graph_from_json, graph_to_json
 from ..ir import Graph, Node, frozen_map
-from ..numerics.types import NumericType
+from ..numerics.types import FloatType, NumericType
 from ..ops.dense import _types_to_json
 from ..ops.registry import family
 from ..verify import VerifyError
@@ -46,6 +47,7 @@ from .design import GemmDesign
 from .dtypes import get_type, output_type
 from .plan import GemmConfig, make_plan
 from .search import Alternative
+from .streamed_float import GemmOrderEmulation
 
 FORMAT = "aieflow-streamed-dense"  # read back by :func:`load` (``aieflow.load`` dispatches here)
 FORMAT_VERSION = 1
@@ -61,7 +63,7 @@ class StreamedVerifyResult:
     samples: int
     values: int
     mismatches: int
-    first: tuple[int, int, int, int] | None  # sample, feature, expected, got
+    first: tuple[int, int, Any, Any] | None  # sample, feature, expected, got (codes, or fp32 values)
     build_seconds: float
     run_seconds: float
 
@@ -104,7 +106,20 @@ class StreamedDenseDesign:
         return self.graph.node(self.plan.layer)
 
     @property
-    def _emulation(self) -> Emulation:
+    def is_float(self) -> bool:
+        """An fp32 layer: its values are the GEMM's float order, not the resident kernel's."""
+        return self.plan.epilogue.is_float
+
+    @property
+    def numerics_note(self) -> str:
+        """How an fp32 layer's values are computed (empty for integer layers: the Dense emulator's)."""
+        return _FLOAT_NOTE.format(kc=self.plan.gemm.blocks.kc) if self.is_float else ""
+
+    @property
+    def _emulation(self) -> Emulation | GemmOrderEmulation:
+        if self.is_float:  # the streamed layer in its GEMM's order (what the generated C++ computes)
+            return GemmOrderEmulation(self.graph, self.device, self.config, None, self.source,
+                                      streamed={self.plan.layer: self.plan})
         return Emulation(self.graph, self.device, self.config, self.source)
 
     # ------------------------------------------------------------------ numerics (the Dense emulator)
@@ -127,23 +142,27 @@ class StreamedDenseDesign:
         return self._emulation.trace(xq)
 
     def run(self, xq: np.ndarray) -> np.ndarray:
-        y = self.trace(xq)[self.graph.outputs[0]]
-        return np.asarray(y).astype(np.int64)
+        y = np.asarray(self.trace(xq)[self.graph.outputs[0]])
+        return y.astype(np.float32) if self.is_float else y.astype(np.int64)
 
     def layer_input(self, xq: np.ndarray) -> np.ndarray:
-        """The Dense layer's input codes (samples x in_features), views applied."""
-        x = self.trace(xq)[self.node.inputs[0]]
-        return np.asarray(x).reshape(x.shape[0], -1).astype(np.int64)
+        """The Dense layer's input codes (samples x in_features; fp32 values for an fp32 layer), views
+        applied."""
+        x = np.asarray(self.trace(xq)[self.node.inputs[0]])
+        return x.reshape(x.shape[0], -1).astype(np.float32 if self.is_float else np.int64)
 
     def operands(self, x_codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """A and B of the GEMM for these layer inputs (the orientation decides which is which)."""
-        w = np.asarray(self.node.params["weight_q"]).astype(np.int64)
+        w = np.asarray(self.node.params["weight_q"]).astype(np.float32 if self.is_float else np.int64)
         return (x_codes, w) if self.plan.orientation == "xw" else (np.ascontiguousarray(w.T),
                                                                     np.ascontiguousarray(x_codes.T))
 
     def bias_codes(self) -> np.ndarray:
+        """``data/bias.bin``: int32 codes, or float32 values for an fp32 layer (zeros without a bias)."""
         bq = self.node.params.get("bias_q")
         n = self.plan.out_features
+        if self.is_float:
+            return np.zeros(n, np.float32) if bq is None else np.asarray(bq, dtype=np.float32)
         return np.zeros(n, np.int32) if bq is None else np.asarray(bq).astype(np.int64).astype(np.int32)
 
     # ------------------------------------------------------------------ performance
@@ -193,23 +212,33 @@ class StreamedDenseDesign:
             (work / "epi" / "epilogue.txt").write_text(f"{xc.shape[0]}\n")
             self.bias_codes().tofile(work / "epi" / "bias.bin")
             gv.run_harness(epi_bin, work / "epi")
-            got = np.fromfile(work / "epi" / "out" / "Y.bin", dtype=np.dtype(p.epilogue.y_np)).astype(np.int64)
+            got = np.fromfile(work / "epi" / "out" / "Y.bin", dtype=np.dtype(p.epilogue.y_np))
         run_s = time.perf_counter() - start
         if got.size != want.size:
             raise VerifyError(f"the epilogue wrote {got.size} outputs; {want.size} were expected")
         got = got.reshape(want.shape)
-        bad = want != got
+        if self.is_float:  # bit for bit: -0.0 is not +0.0
+            bad = want.astype(np.float32).view(np.uint32) != got.view(np.uint32)
+        else:
+            got = got.astype(np.int64)
+            bad = want != got
         first = None
         if bad.any():
             s, j = (int(v) for v in np.argwhere(bad)[0])
-            first = (s, j, int(want[s, j]), int(got[s, j]))
+            cast = float if self.is_float else int
+            first = (s, j, cast(want[s, j]), cast(got[s, j]))
         return StreamedVerifyResult(int(xc.shape[0]), int(want.size), int(bad.sum()), first, t1 + t2, run_s)
 
     def random_input_codes(self, samples: int, seed: int = 0) -> np.ndarray:
         """Graph-input codes uniform over the input type's range, with all-minimum and all-maximum
-        rows first (the extremes of every product)."""
+        rows first (the extremes of every product); fp32: ``aieflow.verify``'s float edge rows (zeros,
+        -0.0, subnormals, mixed magnitudes) then normal samples at several scales."""
         t = self.input_type
         shape = self.graph.tensors[self.graph.inputs[0]].shape
+        if isinstance(t, FloatType):
+            from ..verify import verification_inputs
+
+            return verification_inputs(t, tuple(shape), samples, seed)
         rng = np.random.default_rng(seed)
         xq = rng.integers(t.min_code, t.max_code + 1, size=(samples, *shape), dtype=np.int64)
         if samples >= 2:
@@ -224,8 +253,9 @@ class StreamedDenseDesign:
         ctx = {"version": __version__, "layer": p.layer, "orientation": p.orientation, "e": p.epilogue,
                "out_c": p.gemm.output.name, "in_features": p.in_features, "out_features": p.out_features}
         base = resources.files("aieflow").joinpath("templates/gemm")
+        header = "dense_epilogue_float.h.j2" if p.epilogue.is_float else "dense_epilogue.h.j2"
         return {
-            "pl/dense_epilogue.h": _ENV.get_template("dense_epilogue.h.j2").render(**ctx),
+            "pl/dense_epilogue.h": _ENV.get_template(header).render(**ctx),
             "host/dense_host.cpp": self._host(ctx),
             "pl/dense_epilogue.cpp": base.joinpath("dense_epilogue.cpp").read_text(),
             "x86/dense_epilogue_harness.cpp": base.joinpath("dense_epilogue_harness.cpp").read_text(),
@@ -239,7 +269,7 @@ class StreamedDenseDesign:
 
         g = self.plan.gemm  # one stream argument per PLIO of the mover (Ar + Br) and of the write-back (Cr)
         t = self.graph.tensors[self.node.inputs[0]].dtype
-        x_c = f"std::{'' if t.signed else 'u'}int{t.container_bits}_t"
+        x_c = t.c_type if isinstance(t, FloatType) else f"std::{'' if t.signed else 'u'}int{t.container_bits}_t"
         return _ENV.get_template("dense_host.cpp.j2").render(
             **ctx, board=self.device.board, ins=range(g.plio_in), outs=range(g.plio_out), graph_var=GRAPH_VAR, x_c_type=x_c,
             x_type=t.to_string())
@@ -252,10 +282,15 @@ class StreamedDenseDesign:
             f"Why streamed: {p.reason}.\n\n"
             f"The layer runs as the GEMM of this project with A = {a} and B = {b} (orientation `{p.orientation}`, "
             f"chosen by the model: {', '.join(f'{o} {c:,.0f} cycles' for o, c in p.orientations.items())}). "
-            f"The weights stay in DDR (`data/W.bin`, int codes, in x out row-major; `data/bias.bin` int32).\n"
-            f"After the five loops, `pl/dense_epilogue.cpp` turns C into the layer's output codes (bias, "
-            f"{p.epilogue.acc_bits}-bit accumulator wrap, SRS by {p.epilogue.shift}, "
-            f"{'ReLU' if p.epilogue.relu else 'no activation'}).\n\n"
+            f"The weights stay in DDR (`data/W.bin`, {'float32 values' if self.is_float else 'int codes'}, in x out "
+            f"row-major; `data/bias.bin` {p.epilogue.bias_np}).\n"
+            f"After the five loops, `pl/dense_epilogue.cpp` turns C into the layer's output "
+            + (f"values in float32 ({'y = c + bias' if p.epilogue.has_bias else 'y = c'}, "
+               f"{'then ReLU' if p.epilogue.relu else 'no activation'}).\n\nNumerics: {self.numerics_note}.\n\n"
+               if p.epilogue.is_float else
+               f"codes (bias, {p.epilogue.acc_bits}-bit accumulator wrap, SRS by {p.epilogue.shift}, "
+               f"{'ReLU' if p.epilogue.relu else 'no activation'}).\n\n")
+            +
             f"XRT host: `host/dense_host.cpp` (usage: `dense_host design.xclbin X.bin Y.bin samples`) allocates "
             f"`xrt::bo`s for A, B, C, the bias and Y, runs the five loops and then the `dense_epilogue` kernel "
             f"(link it with `nk=dense_epilogue:1` next to the GEMM kernels in `system.cfg`; the C buffer must be "
@@ -296,6 +331,7 @@ class StreamedDenseDesign:
                     "orientation": p.orientation,
                     "orientation_cycles": p.orientations,
                     "epilogue": p.epilogue.to_json(),
+                    **({"numerics": self.numerics_note} if self.is_float else {}),
                     "gemm": {k: g[k] for k in ("design", "problem", "types", "blocks", "config", "tiles", "memory",
                                                 "plio", "alternatives")},
                 }
@@ -338,8 +374,11 @@ class StreamedDenseDesign:
             f"orientation {p.orientation} (A = {'X' if p.orientation == 'xw' else 'W^T'}); tiles {p.gemm.tiles} = "
             f"{c.tiles_j} x {c.tiles_i}, Ar streams {c.ar_streams}, Br x{c.br_buffers}; blocks mc {p.gemm.blocks.mc}, "
             f"nc {p.gemm.blocks.nc}, kc {p.gemm.blocks.kc}",
-            f"  epilogue (PL): bias << {p.epilogue.bias_shift}, wrap {p.epilogue.acc_bits} bits, SRS >> "
-            f"{p.epilogue.shift} to {p.epilogue.out_type}{', ReLU' if p.epilogue.relu else ''}",
+            *([f"  epilogue (PL): fp32 {'y = c + bias' if p.epilogue.has_bias else 'y = c'}"
+               f"{', then ReLU' if p.epilogue.relu else ''}",
+               f"  numerics: {self.numerics_note}"] if p.epilogue.is_float else
+              [f"  epilogue (PL): bias << {p.epilogue.bias_shift}, wrap {p.epilogue.acc_bits} bits, SRS >> "
+               f"{p.epilogue.shift} to {p.epilogue.out_type}{', ReLU' if p.epilogue.relu else ''}"]),
             f"  modelled per call of {p.batch} samples: {e.cycles:,.0f} cycles = weights from DDR "
             f"{g.packing_cycles:,.0f} + AIE {g.cycles:,.0f} + epilogue {e.epilogue_cycles:,.0f}; latency "
             f"{e.latency_ns / 1e3:,.1f} us, {e.throughput_ops_per_s / 1e9:,.1f} GOPS, bound: {e.bound}",
@@ -358,6 +397,12 @@ class StreamedDenseDesign:
             write_files(tmp / "project", {**self.files, **self.data_files()})
 
         return save_directory(out_dir, force, write)
+
+
+_FLOAT_NOTE = ("fp32 in the GEMM's order, which predict emulates: per kc block of {kc}, each sum starts at +0.0 and "
+               "adds the products in increasing k, the blocks are added into C, the bias is added last; the "
+               "resident kernel starts from the bias, so the values may differ from the same layer resident in "
+               "the last bits (docs/gemm.md gives measured differences)")
 
 
 def _plan_json(p: StreamedDensePlan) -> dict[str, Any]:

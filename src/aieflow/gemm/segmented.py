@@ -5,7 +5,9 @@ model with such a layer anywhere in its chain is cut around it: the resident sub
 compiled by the ordinary pipeline (plan, pack, place, emit: the chain design, unchanged) on the
 sub-graph between two cuts, each streamed layer by :class:`StreamedDenseDesign`.  Every cut
 tensor keeps the quantised graph's type, so each segment computes exactly what the whole model's
-emulator computes for that part, and the chain of segments is bit-exact end to end.
+emulator computes for that part, and the chain of segments is bit-exact end to end.  The whole
+model's emulator is the Dense family's for every layer, except streamed fp32 layers, which it
+computes in their GEMM's float order (``gemm/streamed_float.py``), as their segment does.
 
 Which layers stream (:func:`streamed_layers`): those the config marks ``weights: streamed``, then
 ``auto`` layers that cannot be resident even alone, then, while a resident sub-chain still does
@@ -36,10 +38,11 @@ from ..emulation import Emulation
 from ..errors import AieflowError, ConfigError, PlanError
 from ..ir import Graph, Node
 from ..numerics import fixed
-from ..numerics.types import FixedType, NumericType
+from ..numerics.types import FixedType, FloatType, NumericType
 from ..ops.registry import family
 from .dense import dense_nodes, resident_error, weights_mode
 from .perf import ddr_cycles
+from .streamed_float import GemmOrderEmulation, float_plans, same_values
 
 FORMAT = "aieflow-segmented"  # read back by :func:`load` (``aieflow.load`` dispatches here)
 FORMAT_VERSION = 1
@@ -326,7 +329,11 @@ class SegmentedDesign:
     # ------------------------------------------------------------------ numerics (the whole model's emulator)
 
     @property
-    def _emulation(self) -> Emulation:
+    def _emulation(self) -> Emulation | GemmOrderEmulation:
+        plans = float_plans({seg.plan.layer: seg.plan
+                             for spec, seg in zip(self.specs, self.segments, strict=True) if spec.kind == "streamed"})
+        if plans:  # streamed fp32 layers in their GEMM's order, as their segments compute them
+            return GemmOrderEmulation(self.graph, self.device, self.config, None, self.source, streamed=plans)
         return Emulation(self.graph, self.device, self.config, self.source)
 
     @property
@@ -379,6 +386,8 @@ class SegmentedDesign:
                         f"`{spec.output}` | {c.latency_ns / 1e3:,.2f} us | {c.interval_ns / 1e3:,.2f} us | "
                         f"{c.ddr_ns / 1e3:,.2f} us | {c.tiles} |")
         why = "\n".join(f"- `{k}`: {v}" for k, v in self.reasons.items())
+        why += "".join(f"\n- `{seg.plan.layer}` numerics: {seg.numerics_note}" for spec, seg in
+                       zip(self.specs, self.segments, strict=True) if spec.kind == "streamed" and seg.is_float)
         return (
             f"# {self.graph.name}: a Dense chain in {len(self.specs)} segments (aieflow {__version__})\n\n"
             f"Layers with streamed weights (kept in DDR, run as a GEMM design):\n\n{why}\n\n"
@@ -447,8 +456,10 @@ class SegmentedDesign:
         checks = []
         for spec, seg in zip(self.specs, self.segments, strict=True):
             codes = np.asarray(values[spec.input])
-            same = bool(np.array_equal(np.asarray(seg.run(codes)).reshape(codes.shape[0], -1),
-                                       np.asarray(values[spec.output]).reshape(codes.shape[0], -1)))
+            mine = np.asarray(seg.run(codes)).reshape(codes.shape[0], -1)
+            whole = np.asarray(values[spec.output]).reshape(codes.shape[0], -1)
+            floats = isinstance(self.graph.tensors[spec.output].dtype, FloatType)  # fp32: bit for bit
+            same = same_values(mine, whole) if floats else bool(np.array_equal(mine, whole))
             if spec.kind == "streamed":
                 r = seg.verify(xq=codes, cache_dir=cache_dir, jobs=jobs)
             else:
@@ -465,6 +476,9 @@ class SegmentedDesign:
                  f"({sum(s.kind == 'streamed' for s in self.specs)} streamed Dense layer(s))"]
         for name, why in self.reasons.items():
             lines.append(f"  {name} streamed: {why}")
+        for spec, seg in zip(self.specs, self.segments, strict=True):
+            if spec.kind == "streamed" and seg.is_float:
+                lines.append(f"  {seg.plan.layer} numerics: {seg.numerics_note}")
         for spec, c in zip(self.specs, e.segments, strict=True):
             lines.append(f"  [{spec.name}] {', '.join(c.layers)}: {spec.input} -> {spec.output}; latency "
                          f"{c.latency_ns / 1e3:,.2f} us, interval {c.interval_ns / 1e3:,.2f} us, DDR "
@@ -611,21 +625,27 @@ def compile_segmented(q: Any, reasons: Mapping[str, str], progress: Any = None,
                           f"segment must use the same batch", hint="give one batch (e.g. batch: 8)")
     specs = partition(q.graph, reasons)
     cache = cache or _FitCache(q)
+    t0 = time.perf_counter()
+    plans = {}  # the streamed layers first: fp32 ones change the values the resident segments see
+    for spec in specs:
+        if spec.kind == "streamed":
+            (layer,) = _compute(q.graph, spec)
+            plans[spec.index] = plan_streamed(subgraph(q.graph, spec), q.device, q.config, q.graph.node(layer),
+                                              reasons[layer])
     values = None
     example = q.example_input if q.example_input is not None else q.calibration
     if example is not None:
-        emu = Emulation(q.graph, q.device, q.config, q.source)
+        fp32 = float_plans({p.layer: p for p in plans.values()})
+        emu = (GemmOrderEmulation(q.graph, q.device, q.config, None, q.source, streamed=fp32) if fp32 else
+               Emulation(q.graph, q.device, q.config, q.source))
         values = emu.trace(emu.quantise_input(example))
-    t0 = time.perf_counter()
     segments = []
     for spec in specs:
         if progress:
             progress(f"segment {spec.name}: {', '.join(_compute(q.graph, spec))}")
         sub = subgraph(q.graph, spec)
         if spec.kind == "streamed":
-            (layer,) = _compute(q.graph, spec)
-            plan = plan_streamed(sub, q.device, q.config, q.graph.node(layer), reasons[layer])
-            segments.append(StreamedDenseDesign(sub, q.device, q.config, plan, q.source))
+            segments.append(StreamedDenseDesign(sub, q.device, q.config, plans[spec.index], q.source))
             continue
         err = cache.check(spec)
         if err is not None:

@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
     }
     const std::size_t count = static_cast<std::size_t>(samples) * dense_epi::OUT_FEATURES;
     const auto C = read_bin<gemm_cfg::c_t>(data / "C.bin", count);
-    const auto bias = read_bin<std::int32_t>(data / "bias.bin", dense_epi::OUT_FEATURES);
+    const auto bias = read_bin<dense_epi::bias_t>(data / "bias.bin", dense_epi::OUT_FEATURES);
     std::vector<dense_epi::y_t> Y(count);
     dense_epilogue(C.data(), bias.data(), Y.data(), samples);
     std::filesystem::create_directories(out);
