@@ -9,11 +9,16 @@ tools and the format changes in one place.
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .errors import AieflowError
 from .ir import Graph, Node, Tensor, frozen_map
 from .numerics.types import parse_type
 from .ops.registry import family
@@ -72,3 +77,43 @@ def graph_from_json(g: Mapping[str, Any], weights: Mapping[str, Any]) -> Graph:
             aliases=tuple(nd["aliases"]),
         ))
     return Graph(tuple(nodes), tensors, tuple(g["inputs"]), tuple(g["outputs"]), g.get("name", "model"))
+
+
+REDO = "re-run aieflow compile to write the design again"
+
+
+@dataclass(frozen=True)
+class SavedDesign:
+    """What every design kind's ``load`` reads first: ``design.json``, the graph with its weights
+    and the project files as they are on disk."""
+
+    path: Path
+    meta: dict[str, Any]
+    graph: Graph
+    files: dict[str, str]
+
+
+def read_saved_design(path: str | os.PathLike, kind: str, fmt: str, version: int) -> SavedDesign:
+    """Read a design directory written by a ``save`` that stores the graph (``graph_to_json``,
+    ``graph_arrays``); any damage is an :class:`AieflowError` naming the file (``kind`` names the
+    design kind in messages)."""
+    d = Path(path)
+    try:
+        meta = json.loads((d / "design.json").read_text())
+        weights = np.load(d / "weights.npz")
+    except FileNotFoundError as e:
+        raise AieflowError(f"'{d}' is not a loadable {kind} design: {e.filename} is missing", hint=REDO) from None
+    except (OSError, ValueError) as e:
+        raise AieflowError(f"cannot read the {kind} design in '{d}': {e}") from None
+    if meta.get("format") != fmt or meta.get("version") != version or "graph" not in meta:
+        raise AieflowError(f"'{d}/design.json' is format {meta.get('format')!r} version {meta.get('version')!r} "
+                           f"without a graph; this aieflow reads {fmt!r} version {version}", hint=REDO)
+    try:
+        graph = graph_from_json(meta["graph"], weights)
+    except KeyError as e:
+        raise AieflowError(f"'{d}/weights.npz' lacks {e}", hint=REDO) from None
+    proj = d / "project"
+    files = {str(p.relative_to(proj)): p.read_text() for p in sorted(proj.rglob("*")) if p.is_file()}
+    if not files:
+        raise AieflowError(f"'{d}/project' is missing or empty", hint=REDO)
+    return SavedDesign(d, meta, graph, files)

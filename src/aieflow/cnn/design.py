@@ -18,7 +18,7 @@ from ..config import Config, parse_config
 from ..devices import Device, get_device
 from ..emulation import Emulation
 from ..errors import AieflowError
-from ..graph_io import graph_arrays, graph_from_json, graph_to_json
+from ..graph_io import REDO, graph_arrays, graph_to_json, read_saved_design
 from ..ir import Graph
 from ..numerics.types import NumericType
 from .perf import CnnPerformance, estimate
@@ -155,30 +155,12 @@ def load(path: str | os.PathLike) -> CnnDesign:
     from .directives import make_plan
     from .stages import lower
 
-    d = Path(path)
-    redo = "re-run aieflow compile to write the design again"
-    try:
-        meta = json.loads((d / "design.json").read_text())
-        weights = np.load(d / "weights.npz")
-    except FileNotFoundError as e:
-        raise AieflowError(f"'{d}' is not a loadable CNN design: {e.filename} is missing", hint=redo) from None
-    except (OSError, ValueError) as e:
-        raise AieflowError(f"cannot read the CNN design in '{d}': {e}") from None
-    if meta.get("format") != FORMAT or meta.get("version") != FORMAT_VERSION or "graph" not in meta:
-        raise AieflowError(f"'{d}/design.json' is format {meta.get('format')!r} version {meta.get('version')!r} "
-                           f"without a graph; this aieflow reads {FORMAT!r} version {FORMAT_VERSION}", hint=redo)
-    try:
-        graph = graph_from_json(meta["graph"], weights)
-    except KeyError as e:
-        raise AieflowError(f"'{d}/weights.npz' lacks {e}", hint=redo) from None
+    saved = read_saved_design(path, "CNN", FORMAT, FORMAT_VERSION)
+    d, meta, graph = saved.path, saved.meta, saved.graph
     device = get_device(meta["device"]["key"])
     config = parse_config(meta["config"])
     plan = make_plan(device, lower(graph), config)
     if plan.to_json() != meta["plan"]:
         raise AieflowError(f"the CNN plan in '{d}/design.json' differs from the one this aieflow makes for it",
-                           hint=redo)
-    proj = d / "project"
-    files = {str(p.relative_to(proj)): p.read_text() for p in sorted(proj.rglob("*")) if p.is_file()}
-    if not files:
-        raise AieflowError(f"'{d}/project' is missing or empty", hint=redo)
-    return CnnDesign(graph, device, config, plan, meta.get("source", ""), files)
+                           hint=REDO)
+    return CnnDesign(graph, device, config, plan, meta.get("source", ""), saved.files)

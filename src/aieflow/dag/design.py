@@ -19,7 +19,7 @@ from ..config import Config, parse_config
 from ..devices import Device, get_device
 from ..emulation import Emulation
 from ..errors import AieflowError
-from ..graph_io import graph_arrays, graph_from_json, graph_to_json
+from ..graph_io import REDO, graph_arrays, graph_to_json, read_saved_design
 from ..ops.registry import family
 from ..passes.place import Placement
 from .perf import DagPerformance, estimate_dag
@@ -200,22 +200,8 @@ def load(path: str | os.PathLike) -> DagDesign:
     (``verify`` builds those files)."""
     from .plan import plan_dag
 
-    d = Path(path)
-    redo = "re-run aieflow compile to write the design again"
-    try:
-        meta = json.loads((d / "design.json").read_text())
-        weights = np.load(d / "weights.npz")
-    except FileNotFoundError as e:
-        raise AieflowError(f"'{d}' is not a loadable DAG design: {e.filename} is missing", hint=redo) from None
-    except (OSError, ValueError) as e:
-        raise AieflowError(f"cannot read the DAG design in '{d}': {e}") from None
-    if meta.get("format") != FORMAT or meta.get("version") != FORMAT_VERSION or "graph" not in meta:
-        raise AieflowError(f"'{d}/design.json' is format {meta.get('format')!r} version {meta.get('version')!r} "
-                           f"without a graph; this aieflow reads {FORMAT!r} version {FORMAT_VERSION}", hint=redo)
-    try:
-        graph = graph_from_json(meta["graph"], weights)
-    except KeyError as e:
-        raise AieflowError(f"'{d}/weights.npz' lacks {e}", hint=redo) from None
+    saved = read_saved_design(path, "DAG", FORMAT, FORMAT_VERSION)
+    d, meta, graph = saved.path, saved.meta, saved.graph
     device = get_device(meta["device"]["key"])
     config = parse_config(meta["config"])
     plan = plan_dag(graph, device, config)
@@ -223,11 +209,8 @@ def load(path: str | os.PathLike) -> DagDesign:
     design = DagDesign(plan, device, config, placement, meta.get("source", ""))
     if _plan_json(design.to_json()) != _plan_json(meta):
         raise AieflowError(f"the DAG plan in '{d}/design.json' differs from the one this aieflow makes for it",
-                           hint=redo)
-    proj = d / "project"
-    design.files = {str(p.relative_to(proj)): p.read_text() for p in sorted(proj.rglob("*")) if p.is_file()}
-    if not design.files:
-        raise AieflowError(f"'{d}/project' is missing or empty", hint=redo)
+                           hint=REDO)
+    design.files = saved.files
     return design
 
 
