@@ -59,3 +59,30 @@ class Emulation:
             types = fam.types_to_json(n.types) if fam.types_to_json and n.types is not None else n.types
             lines.append(f"  {n.name} ({n.op}): {types}")
         return "\n".join(lines)
+
+
+class EmulatedNumerics:
+    """The numerics of a design kind that maps the graph its own way (CNN, streamed Dense,
+    segments) but computes exactly what its emulator ``self._emulation`` computes: the delegation
+    in one place, so ``predict`` means the same on every design kind."""
+
+    _emulation: Emulation
+
+    @property
+    def input_type(self) -> NumericType:
+        return self._emulation.input_type
+
+    @property
+    def output_type(self) -> NumericType:
+        return self._emulation.output_type
+
+    def quantise_input(self, x: Any) -> np.ndarray:
+        return self._emulation.quantise_input(x)
+
+    def predict(self, x: Any, raw: bool = False) -> np.ndarray:
+        """Float samples in, the design's output out (float, or codes with ``raw=True``): the
+        bit-exact emulator, which the generated code matches (``verify``)."""
+        return self._emulation.predict(x, raw=raw)
+
+    def trace(self, xq: np.ndarray) -> dict[str, np.ndarray]:
+        return self._emulation.trace(xq)

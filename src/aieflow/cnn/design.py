@@ -16,11 +16,10 @@ from .. import __version__
 from ..atomic import save_directory, write_files
 from ..config import Config, parse_config
 from ..devices import Device, get_device
-from ..emulation import Emulation
+from ..emulation import EmulatedNumerics, Emulation
 from ..errors import AieflowError
 from ..graph_io import REDO, graph_arrays, graph_to_json, read_saved_design
 from ..ir import Graph
-from ..numerics.types import NumericType
 from .perf import CnnPerformance, estimate
 from .plan import CnnPlan, StreamLayer
 
@@ -29,7 +28,7 @@ FORMAT_VERSION = 1
 
 
 @dataclass
-class CnnDesign:
+class CnnDesign(EmulatedNumerics):
     graph: Graph
     device: Device
     config: Config
@@ -48,22 +47,6 @@ class CnnDesign:
     @cached_property
     def _emulation(self) -> Emulation:
         return Emulation(self.graph, self.device, self.config, self.source)
-
-    @property
-    def input_type(self) -> NumericType:
-        return self._emulation.input_type
-
-    @property
-    def output_type(self) -> NumericType:
-        return self._emulation.output_type
-
-    def predict(self, x: Any, raw: bool = False) -> np.ndarray:
-        """Float frames (N, C, H, W) in, the design's output out (float, or codes with ``raw=True``):
-        the bit-exact emulator, which the generated kernels match (:meth:`verify`)."""
-        return self._emulation.predict(x, raw=raw)
-
-    def quantise_input(self, x: Any) -> np.ndarray:
-        return self._emulation.quantise_input(x)
 
     def verify(self, x: Any = None, samples: int = 16, seed: int = 0, **kwargs: Any):
         """Build the project's C++ for x86 against aieflow's shims, run it on ``x`` (float frames) or

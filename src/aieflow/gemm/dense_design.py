@@ -26,11 +26,11 @@ from .. import __version__
 from ..atomic import save_directory, write_files
 from ..config import Config, Target, parse_config
 from ..devices import Device, get_device
-from ..emulation import Emulation
+from ..emulation import EmulatedNumerics, Emulation
 from ..errors import AieflowError, ConfigError, PlanError
 from ..graph_io import graph_arrays, graph_from_json, graph_to_json
 from ..ir import Graph, Node, frozen_map
-from ..numerics.types import FloatType, NumericType
+from ..numerics.types import FloatType
 from ..ops.dense import _types_to_json
 from ..ops.registry import family
 from ..verify import VerifyError
@@ -82,7 +82,7 @@ class StreamedVerifyResult:
 
 
 @dataclass
-class StreamedDenseDesign:
+class StreamedDenseDesign(EmulatedNumerics):
     graph: Graph
     device: Device
     config: Config
@@ -123,23 +123,6 @@ class StreamedDenseDesign:
         return Emulation(self.graph, self.device, self.config, self.source)
 
     # ------------------------------------------------------------------ numerics (the Dense emulator)
-
-    @property
-    def input_type(self) -> NumericType:
-        return self._emulation.input_type
-
-    @property
-    def output_type(self) -> NumericType:
-        return self._emulation.output_type
-
-    def quantise_input(self, x: Any) -> np.ndarray:
-        return self._emulation.quantise_input(x)
-
-    def predict(self, x: Any, raw: bool = False) -> np.ndarray:
-        return self._emulation.predict(x, raw=raw)
-
-    def trace(self, xq: np.ndarray) -> dict[str, np.ndarray]:
-        return self._emulation.trace(xq)
 
     def run(self, xq: np.ndarray) -> np.ndarray:
         y = np.asarray(self.trace(xq)[self.graph.outputs[0]])

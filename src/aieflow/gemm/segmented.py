@@ -34,11 +34,11 @@ from ..atomic import save_directory, write_files
 from ..config import Config, parse_config
 from ..design import Design
 from ..devices import Device, get_device
-from ..emulation import Emulation
+from ..emulation import EmulatedNumerics, Emulation
 from ..errors import AieflowError, ConfigError, PlanError
 from ..ir import Graph, Node
 from ..numerics import fixed
-from ..numerics.types import FixedType, FloatType, NumericType
+from ..numerics.types import FixedType, FloatType
 from ..ops.registry import family
 from .dense import dense_nodes, resident_error, weights_mode
 from .perf import ddr_cycles
@@ -311,7 +311,7 @@ class SegmentedVerifyResult:
 
 
 @dataclass
-class SegmentedDesign:
+class SegmentedDesign(EmulatedNumerics):
     graph: Graph  # the whole quantised model
     device: Device
     config: Config
@@ -335,23 +335,6 @@ class SegmentedDesign:
         if plans:  # streamed fp32 layers in their GEMM's order, as their segments compute them
             return GemmOrderEmulation(self.graph, self.device, self.config, None, self.source, streamed=plans)
         return Emulation(self.graph, self.device, self.config, self.source)
-
-    @property
-    def input_type(self) -> NumericType:
-        return self._emulation.input_type
-
-    @property
-    def output_type(self) -> NumericType:
-        return self._emulation.output_type
-
-    def quantise_input(self, x: Any) -> np.ndarray:
-        return self._emulation.quantise_input(x)
-
-    def predict(self, x: Any, raw: bool = False) -> np.ndarray:
-        return self._emulation.predict(x, raw=raw)
-
-    def trace(self, xq: np.ndarray) -> dict[str, np.ndarray]:
-        return self._emulation.trace(xq)
 
     def run(self, xq: np.ndarray) -> np.ndarray:
         y = np.asarray(self.trace(xq)[self.graph.outputs[0]])
