@@ -59,8 +59,23 @@ class Mismatch:
     got: Any
 
 
+class X86Outcome:
+    """What every design kind's x86 verify result shares: its verdict and the build note."""
+
+    mismatches: int
+    build_seconds: float
+    cached: bool
+
+    @property
+    def ok(self) -> bool:
+        return self.mismatches == 0
+
+    def build_note(self) -> str:
+        return "cached build" if self.cached else f"built in {self.build_seconds:.1f} s"
+
+
 @dataclass(frozen=True)
-class VerifyResult:
+class VerifyResult(X86Outcome):
     samples: int
     values: int  # output values compared
     mismatches: int
@@ -69,12 +84,8 @@ class VerifyResult:
     run_seconds: float
     cached: bool
 
-    @property
-    def ok(self) -> bool:
-        return self.mismatches == 0
-
     def verdict(self) -> str:
-        build = "cached build" if self.cached else f"built in {self.build_seconds:.1f} s"
+        build = self.build_note()
         head = (
             f"{self.samples} samples, {self.values} output values: "
             f"{build}, ran in {self.run_seconds:.2f} s"

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..numerics.types import FloatType, NumericType
 from ..passes.emit import format_values
-from ..verify import VerifyError, _differs, _tail, build_units, verification_inputs
+from ..verify import VerifyError, X86Outcome, _differs, _tail, build_units, verification_inputs
 
 if TYPE_CHECKING:
     from .design import CnnDesign
@@ -36,7 +36,7 @@ class CnnMismatch:
 
 
 @dataclass(frozen=True)
-class CnnVerifyResult:
+class CnnVerifyResult(X86Outcome):
     frames: int
     values: int
     mismatches: int
@@ -45,12 +45,8 @@ class CnnVerifyResult:
     run_seconds: float
     cached: bool
 
-    @property
-    def ok(self) -> bool:
-        return self.mismatches == 0
-
     def verdict(self) -> str:
-        build = "cached build" if self.cached else f"built in {self.build_seconds:.1f} s"
+        build = self.build_note()
         head = f"{self.frames} frames, {self.values} output values: {build}, ran in {self.run_seconds:.2f} s"
         if self.ok:
             return f"verify: PASS, bit-exact: {head}"

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..numerics.types import FixedType, FloatType
-from ..verify import VerifyError, _differs, _tail, build_harness, verification_inputs
+from ..verify import VerifyError, X86Outcome, _differs, _tail, build_harness, verification_inputs
 from .emit import PLIO_IN, PLIO_OUT, plio_text
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ class DagMismatch:
 
 
 @dataclass(frozen=True)
-class DagVerifyResult:
+class DagVerifyResult(X86Outcome):
     samples: int
     values: int
     mismatches: int
@@ -43,12 +43,8 @@ class DagVerifyResult:
     run_seconds: float
     cached: bool
 
-    @property
-    def ok(self) -> bool:
-        return self.mismatches == 0
-
     def verdict(self) -> str:
-        build = "cached build" if self.cached else f"built in {self.build_seconds:.1f} s"
+        build = self.build_note()
         head = f"{self.samples} samples, {self.values} output values: {build}, ran in {self.run_seconds:.2f} s"
         if self.ok:
             return f"verify: PASS, bit-exact: {head}"

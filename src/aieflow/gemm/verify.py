@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..verify import VerifyError, _tail, build_units
+from ..verify import VerifyError, X86Outcome, _tail, build_units
 from .emit import build_sources
 from .emulate import C_DTYPES, check_operands
 
@@ -36,7 +36,7 @@ class GemmMismatch:
 
 
 @dataclass(frozen=True)
-class GemmVerifyResult:
+class GemmVerifyResult(X86Outcome):
     values: int
     mismatches: int
     first: GemmMismatch | None
@@ -44,12 +44,8 @@ class GemmVerifyResult:
     run_seconds: float
     cached: bool
 
-    @property
-    def ok(self) -> bool:
-        return self.mismatches == 0
-
     def verdict(self) -> str:
-        build = "cached build" if self.cached else f"built in {self.build_seconds:.1f} s"
+        build = self.build_note()
         head = f"{self.values} values of C: {build}, ran in {self.run_seconds:.2f} s"
         if self.ok:
             return f"verify: PASS, bit-exact: {head}"

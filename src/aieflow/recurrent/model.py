@@ -92,21 +92,7 @@ class RecurrentPerformance:
     head_breakdown_ns: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))  # "head" compute, "output" words
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "mapping": self.mapping.to_json(),
-            "step_latency_ns": self.step_latency_ns,
-            "breakdown_ns": dict(self.breakdown_ns),
-            "interval_ns": self.interval_ns,
-            "sequence_latency_ns": self.sequence_latency_ns,
-            "fill_ns": self.fill_ns,
-            "head_ns": self.head_ns,
-            "head_breakdown_ns": dict(self.head_breakdown_ns),
-            "steps": self.steps,
-            "tiles": self.tiles,
-            "interface_tiles": self.interface_tiles,
-            "bound": self.bound,
-            "input_path_ns": dict(self.input_path_ns),
-        }
+        return {**sequence_json(self), "input_path_ns": dict(self.input_path_ns)}
 
 
 def _kernel(m: MatvecMapping, k: int, arrival: float, device: Device, dims: RecurrentDims, product: str) -> KernelTime:
@@ -343,3 +329,21 @@ def estimate_recurrent(mapping: RecurrentMapping, device: Device | str) -> Recur
     to_cycles = device.clock_hz / 1e9
     stages = step_stages(mapping, device)
     return _summary(mapping, device, stages, sim.interval_ns * to_cycles, sim.completions_ns[steps - 1] * to_cycles)
+
+
+def sequence_json(p: Any) -> dict[str, Any]:
+    """The fields a layer's and a stack's performance share in ``design.json``."""
+    return {
+        "mapping": p.mapping.to_json(),
+        "step_latency_ns": p.step_latency_ns,
+        "breakdown_ns": dict(p.breakdown_ns),
+        "interval_ns": p.interval_ns,
+        "sequence_latency_ns": p.sequence_latency_ns,
+        "fill_ns": p.fill_ns,
+        "head_ns": p.head_ns,
+        "head_breakdown_ns": dict(p.head_breakdown_ns),
+        "steps": p.steps,
+        "tiles": p.tiles,
+        "interface_tiles": p.interface_tiles,
+        "bound": p.bound,
+    }

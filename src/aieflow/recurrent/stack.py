@@ -40,6 +40,7 @@ from .model import (
     estimate_closed,
     estimate_recurrent,
     head_stage,
+    sequence_json,
     step_stages,
 )
 from .plan import (
@@ -130,21 +131,7 @@ class StackedPerformance:
         return max(range(len(self.layers)), key=lambda i: self.layers[i].interval_ns)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "mapping": self.mapping.to_json(),
-            "step_latency_ns": self.step_latency_ns,
-            "breakdown_ns": dict(self.breakdown_ns),
-            "interval_ns": self.interval_ns,
-            "sequence_latency_ns": self.sequence_latency_ns,
-            "fill_ns": self.fill_ns,
-            "head_ns": self.head_ns,
-            "head_breakdown_ns": dict(self.head_breakdown_ns),
-            "steps": self.steps,
-            "tiles": self.tiles,
-            "interface_tiles": self.interface_tiles,
-            "bound": self.bound,
-            "layers": [p.to_json() for p in self.layers],
-        }
+        return {**sequence_json(self), "layers": [p.to_json() for p in self.layers]}
 
 
 def first_and_interval(m: RecurrentMapping, device: Device) -> tuple[float, float, float]:

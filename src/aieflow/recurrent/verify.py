@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..numerics.types import FixedType
-from ..verify import VerifyError, _tail, build_units, verification_inputs
+from ..verify import VerifyError, X86Outcome, _tail, build_units, verification_inputs
 
 if TYPE_CHECKING:
     from .design import RecurrentDesign
 
 
 @dataclass(frozen=True)
-class RecurrentVerifyResult:
+class RecurrentVerifyResult(X86Outcome):
     samples: int
     values: int
     mismatches: int
@@ -36,12 +36,8 @@ class RecurrentVerifyResult:
     run_seconds: float
     cached: bool
 
-    @property
-    def ok(self) -> bool:
-        return self.mismatches == 0
-
     def verdict(self) -> str:
-        build = "cached build" if self.cached else f"built in {self.build_seconds:.1f} s"
+        build = self.build_note()
         head = f"{self.values} output values of {self.samples} samples: {build}, ran in {self.run_seconds:.2f} s"
         if self.ok:
             return f"verify: PASS, bit-exact: {head}"
