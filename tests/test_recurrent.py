@@ -17,6 +17,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 import torch
+from fixed_reference import ref_cast
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
@@ -636,29 +637,6 @@ def test_table_index_is_exact_for_any_input(codes, frac, size, limit, rounding):
 _MODES = [(r, s) for r in (Rounding.FLOOR, Rounding.SYM_FLOOR, Rounding.POS_INF, Rounding.SYM_ZERO, Rounding.SYM_INF, Rounding.NEG_INF, Rounding.CONV_EVEN) for s in Saturation]
 
 
-def _ref_cast(code: int, frac: int, t: FixedType) -> int:
-    """ap_fixed assignment with exact rationals: round to t's grid, then overflow."""
-    v = Fraction(code) / Fraction(2) ** frac * Fraction(2) ** t.frac
-    fl = math.floor(v)
-    rem = v - fl
-    up = {
-        Rounding.FLOOR: False,
-        Rounding.SYM_FLOOR: rem != 0 and v < 0,
-        Rounding.POS_INF: rem >= Fraction(1, 2),
-        Rounding.NEG_INF: rem > Fraction(1, 2),
-        Rounding.SYM_INF: rem > Fraction(1, 2) or (rem == Fraction(1, 2) and v > 0),
-        Rounding.SYM_ZERO: rem > Fraction(1, 2) or (rem == Fraction(1, 2) and v < 0),
-        Rounding.CONV_EVEN: rem > Fraction(1, 2) or (rem == Fraction(1, 2) and fl % 2 == 1),
-    }[t.rounding]
-    q = fl + up
-    if t.saturation is Saturation.WRAP:
-        q = (q + 2 ** (t.width - 1)) % 2**t.width - 2 ** (t.width - 1)
-    else:
-        lo = -t.max_code if t.saturation is Saturation.SYMMETRIC else t.min_code
-        q = min(max(q, lo), t.max_code)
-    return q
-
-
 @settings(max_examples=300, deadline=None)
 @given(
     codes=st.lists(st.integers(-(2**40), 2**40), min_size=1, max_size=10),
@@ -670,4 +648,4 @@ def _ref_cast(code: int, frac: int, t: FixedType) -> int:
 def test_cast_is_ap_fixed_assignment(codes, frac, width, tfrac, mode):
     t = FixedType(width, tfrac, True, *mode)
     got = fixed.cast(np.array(codes, dtype=np.int64), frac, t)
-    assert got.tolist() == [_ref_cast(c, frac, t) for c in codes]
+    assert got.tolist() == [ref_cast(c, frac, t) for c in codes]

@@ -99,7 +99,7 @@ def round_shift(codes: np.ndarray, shift: int, rounding: Rounding) -> np.ndarray
     return _round_from_floor(q, r != 0, r > half, r == half, rounding)
 
 
-_NARROW = {(8, True): np.int8, (16, True): np.int16, (32, True): np.int32,
+NARROW_DTYPES = {(8, True): np.int8, (16, True): np.int16, (32, True): np.int32,
            (8, False): np.uint8, (16, False): np.uint16, (32, False): np.uint32}
 
 
@@ -116,7 +116,7 @@ def wrap(codes: np.ndarray, bits: int, signed: bool = True) -> np.ndarray:
         raise ValueError(f"cannot wrap to {bits} bits")
     if bits >= 64:
         return codes.copy()
-    narrow = _NARROW.get((bits, signed))
+    narrow = NARROW_DTYPES.get((bits, signed))
     if narrow is not None:  # numpy integer casts are modular, as C's: the same bits, two passes
         return codes.astype(narrow).astype(np.int64)
     m = codes & ((1 << bits) - 1)

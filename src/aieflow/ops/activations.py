@@ -336,8 +336,8 @@ def apply_fixed(a: Activation, codes: np.ndarray, frac: int, out: FixedType) -> 
     codes = np.asarray(codes)
     if codes.size >= _MAP_MIN_INPUTS and codes.dtype.kind in "iu":
         lo, hi = int(codes.min()), int(codes.max())
-        if -_MAP_HALF <= lo and hi < _MAP_HALF:  # the emulator's case: codes of a <= 16-bit type
-            return _code_map(a, int(frac), out)[np.add(codes, _MAP_HALF, dtype=np.int64)]
+        if -MAP_HALF <= lo and hi < MAP_HALF:  # the emulator's case: codes of a <= 16-bit type
+            return code_map(a, int(frac), out)[np.add(codes, MAP_HALF, dtype=np.int64)]
     return _apply_table(a, codes, frac, out)
 
 
@@ -349,13 +349,19 @@ def _apply_table(a: TableSpec, codes: np.ndarray, frac: int, out: FixedType) -> 
 # The table lookup is an element-wise function of the input code: for inputs of a type up to 16
 # bits, it is evaluated once for every code (by _apply_table itself, so it is the same function)
 # and then read by indexing, the emulator's per-step gate math.  Small inputs skip the map.
-_MAP_HALF = 1 << 15
+MAP_HALF = 1 << 15
 _MAP_MIN_INPUTS = 1 << 13
 
 
 @functools.lru_cache(maxsize=64)
-def _code_map(a: TableSpec, frac: int, out: FixedType) -> np.ndarray:
-    table = _apply_table(a, np.arange(-_MAP_HALF, _MAP_HALF, dtype=np.int64), frac, out)
+def code_map(a: TableSpec, frac: int, out: FixedType, dtype: type = np.int64) -> np.ndarray:
+    """The table's output code for every input code in ``[-MAP_HALF, MAP_HALF)`` (index ``code +
+    MAP_HALF``), read-only; ``dtype`` int32 for callers whose ``out`` codes fit it."""
+    table = _apply_table(a, np.arange(-MAP_HALF, MAP_HALF, dtype=np.int64), frac, out)
+    if dtype is not np.int64:
+        if out.min_code < np.iinfo(dtype).min or out.max_code > np.iinfo(dtype).max:
+            raise ValueError(f"{out} codes do not fit {np.dtype(dtype).name}")
+        table = table.astype(dtype)
     table.flags.writeable = False
     return table
 

@@ -355,79 +355,152 @@ def _codes(x: np.ndarray) -> np.ndarray:
     return x.astype(np.int64)
 
 
-_CHUNK = 1 << 18  # products per chunk in the vectorised dense (temporaries stay in cache)
+# The step loop keeps values as (features, batch) arrays, so numpy's inner loops run along the
+# batch (long, contiguous) rather than along the 3n or 4n gates, and in int32 where every
+# intermediate provably fits (_state_dtype): half int64's memory traffic.  Both are the emulator's
+# throughput (benchmarks/recurrent.py), not its arithmetic, which is the same in either dtype
+# (tests/test_recurrent_dense_fast.py and test_recurrent_fast_paths.py compare the two).
+
+_CHUNK = 1 << 18  # products per chunk in the saturating dense (temporaries stay in cache)
+_BATCH_ELEMENTS = 1 << 18  # (outputs x batch) per block of the TRN / WRAP dense's k-by-k loop
 
 
 def _dense_fixed(x: np.ndarray, xt: FixedType, w: np.ndarray, wt: FixedType, b: np.ndarray, bt: FixedType, acc: FixedType) -> np.ndarray:
-    """hls4ml ``dense_latency`` into ``acc``: each product cast, summed in input order from the
-    cast bias, every partial sum cast (only overflow: the terms share the grid)."""
-    rows, k = x.shape
-    init = np.broadcast_to(fixed.cast(b, bt.frac, acc), (rows, w.shape[1]))
+    """hls4ml ``dense_latency`` of ``x`` (rows, K) into ``acc``: (rows, N) int64 codes."""
+    return _dense_cols(np.asarray(x).T, xt, w, wt, b, bt, acc, np.int64).T
+
+
+def _dense_cols(xc: np.ndarray, xt: FixedType, w: np.ndarray, wt: FixedType, b: np.ndarray, bt: FixedType,
+                acc: FixedType, dtype: type) -> np.ndarray:
+    """hls4ml ``dense_latency`` on columns: ``xc`` (K, batch) -> (N, batch) codes of ``acc`` as
+    ``dtype``.  Each product cast, summed in input order from the cast bias, every partial sum
+    cast (only overflow: the terms share the grid)."""
+    k, cols = xc.shape
+    n = w.shape[1]
+    init = fixed.cast(b, bt.frac, acc)
     pfrac = xt.frac + wt.frac
     if acc.saturation is Saturation.WRAP and 0 < pfrac - acc.frac < 31 and acc.rounding is Rounding.FLOOR:
-        return _dense_trn_wrap(x, w, init[0], pfrac - acc.frac, acc)
+        return _dense_trn_wrap(xc, w, init, pfrac - acc.frac, acc, dtype)
     lo = -acc.max_code if (acc.saturation is Saturation.SYMMETRIC and acc.signed) else acc.min_code
-    out = np.empty((rows, w.shape[1]), dtype=np.int64)
-    step = max(1, _CHUNK // max(1, k * w.shape[1]))
-    for s in range(0, rows, step):
-        prods = fixed.cast(x[s : s + step, :, None] * w[None], pfrac, acc)  # (r, K, N)
-        total = init[s : s + step] + prods.sum(axis=1)
+    init = init[:, None]
+    wc = np.asarray(w, dtype=np.int64).T[:, :, None]  # (N, K, 1)
+    out = np.empty((n, cols), dtype=dtype)
+    step = max(1, _CHUNK // max(1, k * n))
+    for s in range(0, cols, step):
+        prods = fixed.cast(wc * _as64(xc[None, :, s : s + step]), pfrac, acc)  # (N, K, c)
+        total = init + prods.sum(axis=1)
         if acc.saturation is Saturation.WRAP:
-            out[s : s + step] = fixed.wrap(total, acc.width, acc.signed)  # modular: order is free
+            out[:, s : s + step] = fixed.wrap(total, acc.width, acc.signed)  # modular: order is free
             continue
-        bound = np.abs(init[s : s + step]) + np.abs(prods).sum(axis=1)
+        bound = np.abs(init) + np.abs(prods).sum(axis=1)
         if np.all(bound <= min(acc.max_code, -lo)):
-            out[s : s + step] = total  # no partial sum can saturate
+            out[:, s : s + step] = total  # no partial sum can saturate
             continue
-        run = init[s : s + step].copy()
+        run = np.broadcast_to(init, total.shape).copy()
         for i in range(k):
             run = np.clip(run + prods[:, i], lo, acc.max_code)
-        out[s : s + step] = run
+        out[:, s : s + step] = run
     return out
 
 
-_ROWS_ELEMENTS = 1 << 16  # (rows x outputs) per block of the k-by-k loop below
+def _as64(a: np.ndarray) -> np.ndarray:
+    return a.astype(np.int64, copy=False)
 
 
-def _dense_trn_wrap(x: np.ndarray, w: np.ndarray, init: np.ndarray, shift: int, acc: FixedType) -> np.ndarray:
-    """``_dense_fixed`` for hls4ml's default accumulator (TRN, WRAP), the emulator's hot loop
-    (benchmarks/recurrent.py): wrapping each product and each partial sum is one wrap of the
-    exact sum (arithmetic modulo 2**width), and TRN is an arithmetic shift, so each product is
-    shifted and added in place, k by k, over blocks of rows; in int32 when the data's bounds
-    allow (same results, half the memory traffic)."""
-    rows, k = x.shape
+def _dense_trn_wrap(xc: np.ndarray, w: np.ndarray, init: np.ndarray, shift: int, acc: FixedType, dtype: type) -> np.ndarray:
+    """``_dense_cols`` for hls4ml's default accumulator (TRN, WRAP), the emulator's hot loop:
+    wrapping each product and each partial sum is one wrap of the exact sum (arithmetic modulo
+    2**width), and TRN is an arithmetic shift, so each product is shifted and added in place, k
+    by k, over blocks of the batch; in int32 when the data's bounds allow."""
+    k, cols = xc.shape
     n = w.shape[1]
-    mx = int(np.max(np.abs(x))) if x.size else 0
+    mx = int(max(xc.max(), -xc.min())) if xc.size else 0
     mw = int(np.max(np.abs(w))) if w.size else 0
     bound = int(np.max(np.abs(init))) + k * ((mx * mw >> shift) + 1) if n else 0
-    small = mx * mw < 1 << 31 and bound < 1 << 31
-    dt = np.int32 if small else np.int64
-    xs, ws, b = x.astype(dt), w.astype(dt), init.astype(dt)
-    out = np.empty((rows, n), dtype=np.int64)
-    step = max(1, _ROWS_ELEMENTS // max(1, n))
-    for s in range(0, rows, step):
-        blk = xs[s : s + step]
-        total = np.repeat(b[None], blk.shape[0], axis=0)
+    dt = np.int32 if mx * mw < 1 << 31 and bound < 1 << 31 else np.int64
+    xs = xc.astype(dt, copy=False)
+    wc = np.asarray(w).astype(dt)[:, :, None]  # (K, N, 1): a scalar per output row
+    b = np.asarray(init).astype(dt)[:, None]
+    narrow = fixed.NARROW_DTYPES.get((acc.width, acc.signed))
+    out = np.empty((n, cols), dtype=dtype)
+    step = max(1, _BATCH_ELEMENTS // max(1, n))
+    for s in range(0, cols, step):
+        blk = xs[:, s : s + step]
+        total = np.empty((n, blk.shape[1]), dtype=dt)
+        total[...] = b
         term = np.empty_like(total)
         for i in range(k):
-            np.multiply(blk[:, i, None], ws[i], out=term)
+            np.multiply(wc[i], blk[i], out=term)
             np.right_shift(term, shift, out=term)
             total += term
-        out[s : s + step] = _wrap_block(total, acc)
+        # C casts between integer types are modular: fixed.wrap by a narrowing cast when it can
+        out[:, s : s + step] = total.astype(narrow) if narrow is not None else fixed.wrap(total, acc.width, acc.signed)
     return out
 
 
-def _wrap_block(total: np.ndarray, acc: FixedType) -> np.ndarray:
-    """``fixed.wrap`` to ``acc``; a narrowing integer cast where the width is a numpy type's (C
-    casts between integer types are modular)."""
-    narrow = {(8, True): np.int8, (16, True): np.int16, (32, True): np.int32,
-              (8, False): np.uint8, (16, False): np.uint16, (32, False): np.uint32}.get((acc.width, acc.signed))
-    return total.astype(narrow) if narrow is not None else fixed.wrap(total, acc.width, acc.signed)
+def _state_dtype(t: RecurrentTypes, op: str) -> type:
+    """int32 when every intermediate of the step provably fits it, else int64.
+
+    The bounds: the types' largest codes, and for the gates the activation tables' largest
+    entries (sigmoid and tanh outputs are small whatever the accumulator's range; type bounds
+    alone would overflow int32 for hls4ml's default ``ap_fixed<16,6>``).  Table maps cover codes
+    within +-2**15, so the accumulator and result types must too."""
+    acc, res = t.accum, t.output
+    in_map = all(-act.MAP_HALF <= ty.min_code and ty.max_code < act.MAP_HALF for ty in (acc, res))
+    if not in_map or not all(isinstance(a, act.TableSpec) for a in (t.sigmoid, t.tanh)):
+        return np.int64
+
+    def largest(ty: FixedType) -> int:
+        return max(-ty.min_code, ty.max_code)
+
+    def table_max(a: act.TableSpec, frac: int) -> int:
+        m = act.code_map(a, frac, acc)
+        return int(max(-m.min(), m.max()))
+
+    fa = acc.frac
+    ma, mr = largest(acc), largest(res)
+    ms, mt = table_max(t.sigmoid, fa), table_max(t.tanh, fa)
+    if op == "gru":
+        f1 = max(fa, 0)
+        one_minus_z = (1 << f1) + (ms << (f1 - fa))
+        sums = [[(mt * one_minus_z, fa + f1), (mr * ms, res.frac + fa)]]
+        products = [ms * ma, one_minus_z]
+    else:
+        sums = [[(mt * ms, 2 * fa), (mr * ms, res.frac + fa)], [(ms * table_max(t.tanh, res.frac), 2 * fa)]]
+        products = []
+    for terms in sums:
+        top = max(f for _, f in terms)
+        products.append(sum(m << (top - f) for m, f in terms))
+    return np.int32 if max(products) < 1 << 31 else np.int64
 
 
-def _sum_cast(terms: list[tuple[np.ndarray, int]], out: FixedType) -> np.ndarray:
+def _cast(codes: np.ndarray, frac: int, to: FixedType, dtype: type) -> np.ndarray:
+    """``fixed.cast`` as ``dtype``: in int32, a plain shift (TRN) and a narrowing cast (WRAP) or a
+    clip (saturation) where they are the whole cast; anything else through ``fixed.cast``."""
+    shift = frac - to.frac
+    if dtype is np.int32 and (shift == 0 or (0 < shift < 31 and to.rounding is Rounding.FLOOR)):
+        v = codes >> shift if shift else codes
+        if to.saturation is not Saturation.WRAP:
+            lo = -to.max_code if (to.saturation is Saturation.SYMMETRIC and to.signed) else to.min_code
+            return np.clip(v, lo, to.max_code)
+        narrow = fixed.NARROW_DTYPES.get((to.width, to.signed))
+        if narrow is not None:
+            return v.astype(narrow).astype(np.int32)
+    return fixed.cast(codes, frac, to).astype(dtype, copy=False)
+
+
+def _activation(a: act.Activation, codes: np.ndarray, frac: int, out: FixedType, dtype: type) -> np.ndarray:
+    if dtype is np.int32:  # _state_dtype: a table, codes within the map
+        return act.code_map(a, frac, out, np.int32)[codes + act.MAP_HALF]
+    return act.apply_fixed(a, codes, frac, out)
+
+
+def _sum_cast(terms: list[tuple[np.ndarray, int]], out: FixedType, dtype: type = np.int64) -> np.ndarray:
     """``(out_T)(t1 + t2 + ...)`` for exact terms ``(codes, frac)``: aligned exactly, cast once."""
     top = max(f for _, f in terms)
+    if dtype is np.int32:  # _state_dtype proved the aligned sum fits
+        total = sum(codes << (top - f) for codes, f in terms)
+        return _cast(total, top, out, dtype)
     total = np.zeros(np.broadcast_shapes(*(c.shape for c, _ in terms)), dtype=np.int64)
     bound = 0
     for codes, f in terms:
@@ -438,54 +511,64 @@ def _sum_cast(terms: list[tuple[np.ndarray, int]], out: FixedType) -> np.ndarray
                 f"an intermediate needs more than 62 bits (types with {top} fractional bits); "
                 "use narrower accumulator / result types"
             )
-        total += codes << (top - f)
+        total += _as64(codes) << (top - f)
     return fixed.cast(total, top, out)
 
 
-def _gru_step_fixed(gx, gh, h, t: RecurrentTypes, n: int) -> np.ndarray:
+def _gru_step_fixed(gx, gh, h, t: RecurrentTypes, n: int, dt: type = np.int64) -> np.ndarray:
+    """One GRU step on (gates, batch) codes."""
     acc, res = t.accum, t.output
     fa = acc.frac
-    zr = act.apply_fixed(t.sigmoid, fixed.cast(gx[:, : 2 * n] + gh[:, : 2 * n], fa, acc), fa, acc)
-    z, r = zr[:, :n], zr[:, n:]
-    rh = fixed.cast(r * gh[:, 2 * n :], 2 * fa, acc)
-    cand = act.apply_fixed(t.tanh, fixed.cast(gx[:, 2 * n :] + rh, fa, acc), fa, acc)
+    zr = _activation(t.sigmoid, _cast(gx[: 2 * n] + gh[: 2 * n], fa, acc, dt), fa, acc, dt)
+    z, r = zr[:n], zr[n:]
+    rh = _cast(r * gh[2 * n :], 2 * fa, acc, dt)
+    cand = _activation(t.tanh, _cast(gx[2 * n :] + rh, fa, acc, dt), fa, acc, dt)
     f1 = max(fa, 0)  # (1 - z) is exact: 1 needs no fractional bits, z needs fa
     one_minus_z = (1 << f1) - (z << (f1 - fa))
-    return _sum_cast([(cand * one_minus_z, fa + f1), (h * z, res.frac + fa)], res)
+    return _sum_cast([(cand * one_minus_z, fa + f1), (h * z, res.frac + fa)], res, dt)
 
 
-def _lstm_step_fixed(gx, gh, h, c, t: RecurrentTypes, n: int) -> tuple[np.ndarray, np.ndarray]:
+def _lstm_step_fixed(gx, gh, h, c, t: RecurrentTypes, n: int, dt: type = np.int64) -> tuple[np.ndarray, np.ndarray]:
+    """One LSTM step on (gates, batch) codes."""
     acc, res = t.accum, t.output
     fa = acc.frac
     ifo_idx = np.r_[0 : 2 * n, 3 * n : 4 * n]
-    ifo = act.apply_fixed(t.sigmoid, fixed.cast(gx[:, ifo_idx] + gh[:, ifo_idx], fa, acc), fa, acc)
-    i, f, o = ifo[:, :n], ifo[:, n : 2 * n], ifo[:, 2 * n :]
-    cand = act.apply_fixed(t.tanh, fixed.cast(gx[:, 2 * n : 3 * n] + gh[:, 2 * n : 3 * n], fa, acc), fa, acc)
-    c = _sum_cast([(cand * i, 2 * fa), (c * f, res.frac + fa)], res)
-    c_act = act.apply_fixed(t.tanh, c, res.frac, acc)
-    h = _sum_cast([(o * c_act, 2 * fa)], res)
+    ifo = _activation(t.sigmoid, _cast(gx[ifo_idx] + gh[ifo_idx], fa, acc, dt), fa, acc, dt)
+    i, f, o = ifo[:n], ifo[n : 2 * n], ifo[2 * n :]
+    pre = _cast(gx[2 * n : 3 * n] + gh[2 * n : 3 * n], fa, acc, dt)
+    cand = _activation(t.tanh, pre, fa, acc, dt)
+    c = _sum_cast([(cand * i, 2 * fa), (c * f, res.frac + fa)], res, dt)
+    c_act = _activation(t.tanh, c, res.frac, acc, dt)
+    h = _sum_cast([(o * c_act, 2 * fa)], res, dt)
     return h, c
 
 
-def _emulate_fixed(node: Node, x: np.ndarray) -> np.ndarray:
+def _emulate_fixed(node: Node, x: np.ndarray, dtype: type | None = None) -> np.ndarray:
+    """``dtype`` forces the step's integer type (tests compare int32 with int64); by default
+    :func:`_state_dtype` picks it."""
     t: RecurrentTypes = node.types
     n = node.attrs["hidden_size"]
+    dt = dtype or _state_dtype(t, node.op)
     xs = _codes(_sequence(node, x))
     bsz, steps, feats = xs.shape
     p = node.params
-    gx_all = _dense_fixed(xs.reshape(-1, feats), t.input, p["weight_q"], t.weight, p["bias_q"], t.bias, t.accum)
-    gx_all = gx_all.reshape(bsz, steps, -1)
-    h = np.zeros((bsz, n), dtype=np.int64)
+    xc = np.ascontiguousarray(xs.transpose(2, 1, 0)).reshape(feats, steps * bsz)  # (F, steps x batch)
+    gx_all = _dense_cols(xc, t.input, p["weight_q"], t.weight, p["bias_q"], t.bias, t.accum, dt)
+    gx_all = gx_all.reshape(-1, steps, bsz)
+    h = np.zeros((n, bsz), dtype=dt)
     c = np.zeros_like(h)
     outs = []
     for s in range(steps):
-        gh = _dense_fixed(h, t.output, p["recurrent_weight_q"], t.recurrent_weight, p["recurrent_bias_q"], t.recurrent_bias, t.accum)
+        gh = _dense_cols(h, t.output, p["recurrent_weight_q"], t.recurrent_weight, p["recurrent_bias_q"],
+                         t.recurrent_bias, t.accum, dt)
         if node.op == "gru":
-            h = _gru_step_fixed(gx_all[:, s], gh, h, t, n)
+            h = _gru_step_fixed(gx_all[:, s], gh, h, t, n, dt)
         else:
-            h, c = _lstm_step_fixed(gx_all[:, s], gh, h, c, t, n)
+            h, c = _lstm_step_fixed(gx_all[:, s], gh, h, c, t, n, dt)
         outs.append(h)
-    return np.stack(outs, axis=1) if node.attrs["return_sequences"] else h
+    if node.attrs["return_sequences"]:
+        return np.stack(outs).transpose(2, 0, 1).astype(np.int64)  # (batch, steps, n)
+    return h.T.astype(np.int64)
 
 
 # ----------------------------------------------------------------------------- emulate: fp32
