@@ -111,3 +111,51 @@ def test_lookup_map_accepts_narrow_integer_dtypes():
     out = FixedType(16, 10)
     c16 = np.random.default_rng(0).integers(-(2**15), 2**15, 10000).astype(np.int16)
     np.testing.assert_array_equal(act.apply_fixed(spec, c16, 10, out), act._apply_table(spec, c16.astype(np.int64), 10, out))
+
+
+def _lane_dot_reference(x, w, b, lanes):
+    """The row kernel's fp32 order one scalar at a time (np.float32 scalars round every operation):
+    k padded with zeros to a multiple of ``lanes``, lane l sums k = l, l + L, ... from +0, a
+    halving tree over the lanes, then the bias; ``lanes`` 0: in k order from the bias."""
+    k, n = w.shape
+    out = np.empty(n, dtype=np.float32)
+    for j in range(n):
+        if not lanes:
+            acc = np.float32(b[j])
+            for i in range(k):
+                acc = np.float32(acc + np.float32(x[i] * w[i, j]))
+            out[j] = acc
+            continue
+        kp = -(-k // lanes) * lanes
+        xs = [x[i] if i < k else np.float32(0) for i in range(kp)]
+        ws = [w[i, j] if i < k else np.float32(0) for i in range(kp)]
+        lane = [np.float32(0)] * lanes
+        for i in range(kp):
+            lane[i % lanes] = np.float32(lane[i % lanes] + np.float32(xs[i] * ws[i]))
+        width = lanes
+        while width > 1:
+            width //= 2
+            lane = [np.float32(lane[i] + lane[i + width]) for i in range(width)]
+        out[j] = np.float32(lane[0] + b[j])
+    return out
+
+
+@pytest.mark.parametrize("lanes", [0, 8, 16])
+@pytest.mark.parametrize("k", [1, 5, 16, 21])
+def test_fp32_column_dot_follows_the_lane_order(lanes, k):
+    from aieflow.ops.recurrent import _dot32
+
+    rng = np.random.default_rng(k + lanes)
+    n, batch = 5, 7
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, 1e-40, -1e-40, 3e38, -3e38, 1.0, -1.0], dtype=np.float32)
+    x = (rng.standard_normal((batch, k)) * 10.0 ** rng.integers(-3, 4, (batch, k))).astype(np.float32)
+    w = (rng.standard_normal((k, n)) * 10.0 ** rng.integers(-3, 4, (k, n))).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    x[0] = -0.0  # every product -0 or +0: the lanes and the bias decide the zero's sign
+    b[0] = -0.0
+    x[1] = rng.choice(specials, k)
+    w[:, 1] = rng.choice(specials, k)
+    with np.errstate(all="ignore"):
+        got = _dot32(x.T.copy(), w, b, lanes).T
+        expected = np.stack([_lane_dot_reference(row, w, b, lanes) for row in x])
+    np.testing.assert_array_equal(got.view(np.uint32), expected.view(np.uint32))  # bits: -0.0 and NaN too

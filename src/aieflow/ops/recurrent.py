@@ -574,33 +574,52 @@ def _emulate_fixed(node: Node, x: np.ndarray, dtype: type | None = None) -> np.n
 # ----------------------------------------------------------------------------- emulate: fp32
 
 
-def _dot32(x: np.ndarray, w: np.ndarray, b: np.ndarray, lanes: int = 0) -> np.ndarray:
-    """``x @ w + b`` in float32.  ``lanes`` 0: sequential in k from the bias (no kernel bound).
-    ``lanes`` L (attr ``fp32_lanes``, set when the layer is mapped by ``recurrent/``): the row
-    kernel's order: k padded with zeros to a multiple of L, lane l accumulates k = l, l + L, ...
-    from +0 (aie::mac, product and sum rounded), lanes reduced by a halving tree
-    (aie::reduce_add), then the bias added."""
-    if not lanes:
-        return fixed.float32_dot_sequential(x, w, b)
-    x = np.asarray(x, dtype=np.float32)
+_F32_BLOCK = 1 << 18  # lane accumulators' elements per block of columns
+
+
+def _dot32(xc: np.ndarray, w: np.ndarray, b: np.ndarray, lanes: int = 0) -> np.ndarray:
+    """``x @ w + b`` in float32 on columns: ``xc`` (K, batch) -> (N, batch).  ``lanes`` 0:
+    sequential in k from the bias (no kernel bound).  ``lanes`` L (attr ``fp32_lanes``, set when
+    the layer is mapped by ``recurrent/``): the row kernel's order: k padded with zeros to a
+    multiple of L, lane l accumulates k = l, l + L, ... from +0 (aie::mac, product and sum
+    rounded), lanes reduced by a halving tree (aie::reduce_add), then the bias added.  The padded
+    products are left out: each is +0 (0 x 0) and a lane that starts at +0 is never -0, so adding
+    +0 changes nothing."""
+    xc = np.asarray(xc, dtype=np.float32)
     w = np.asarray(w, dtype=np.float32)
-    k = x.shape[1]
-    kp = -(-k // lanes) * lanes
-    xp = np.zeros((x.shape[0], kp), dtype=np.float32)
-    xp[:, :k] = x
-    wp = np.zeros((kp, w.shape[1]), dtype=np.float32)
-    wp[:k] = w
-    acc = np.zeros((x.shape[0], w.shape[1], lanes), dtype=np.float32)
-    for c in range(kp // lanes):
-        acc += xp[:, None, c * lanes : (c + 1) * lanes] * wp[c * lanes : (c + 1) * lanes].T[None]
-    width = lanes
-    while width > 1:
-        width //= 2
-        acc = acc[..., :width] + acc[..., width : 2 * width]
-    return acc[..., 0] + np.asarray(b, dtype=np.float32)
+    k, cols = xc.shape
+    n = w.shape[1]
+    wc = w[:, :, None]  # (K, N, 1): a scalar per output row
+    bias = np.asarray(b, dtype=np.float32)[:, None]
+    out = np.empty((n, cols), dtype=np.float32)
+    step = max(1, _F32_BLOCK // max(1, max(lanes, 1) * n))
+    prod_buf = np.empty((n, min(step, cols)), dtype=np.float32)
+    accs_buf = np.empty((lanes, n, min(step, cols)), dtype=np.float32)
+    for s in range(0, cols, step):
+        blk = xc[:, s : s + step]
+        prod = prod_buf[:, : blk.shape[1]]
+        if not lanes:
+            acc = out[:, s : s + step]
+            acc[...] = bias
+            for i in range(k):
+                np.multiply(wc[i], blk[i], out=prod)
+                acc += prod
+            continue
+        accs = accs_buf[:, :, : blk.shape[1]]
+        accs.fill(0)
+        for i in range(k):
+            np.multiply(wc[i], blk[i], out=prod)
+            accs[i % lanes] += prod
+        width = lanes
+        while width > 1:
+            width //= 2
+            accs = accs[:width] + accs[width : 2 * width]
+        np.add(accs[0], bias, out=out[:, s : s + step])
+    return out
 
 
 def _emulate_float(node: Node, x: np.ndarray) -> np.ndarray:
+    """float32 emulation on (features, batch) columns, like the fixed point's."""
     t: RecurrentTypes = node.types
     n = node.attrs["hidden_size"]
     xs = _sequence(node, x).astype(np.float32)
@@ -608,34 +627,36 @@ def _emulate_float(node: Node, x: np.ndarray) -> np.ndarray:
     p = node.params
     w, u, b, rb = (p[k].astype(np.float32) for k in ("weight_q", "recurrent_weight_q", "bias_q", "recurrent_bias_q"))
     lanes = int(node.attrs.get("fp32_lanes", 0))
-    gx_all = _dot32(xs.reshape(-1, feats), w, b, lanes).reshape(bsz, steps, -1)
+    xc = np.ascontiguousarray(xs.transpose(2, 1, 0)).reshape(feats, steps * bsz)
+    gx_all = _dot32(xc, w, b, lanes).reshape(-1, steps, bsz)
     sig = lambda v: act.apply_float32(t.sigmoid, v)  # noqa: E731 - local shorthand
     tanh = lambda v: act.apply_float32(t.tanh, v)  # noqa: E731
     one = np.float32(1)
-    h = np.zeros((bsz, n), dtype=np.float32)
+    h = np.zeros((n, bsz), dtype=np.float32)
     c = np.zeros_like(h)
     outs = []
     for s in range(steps):
         gx = gx_all[:, s]
         if node.op == "gru" and not node.attrs.get("reset_after", True):
-            gh_zr = _dot32(h, u[:, : 2 * n], rb[: 2 * n])
-            zr = sig(gx[:, : 2 * n] + gh_zr)
-            z, r = zr[:, :n], zr[:, n:]
-            cand = tanh(gx[:, 2 * n :] + _dot32(r * h, u[:, 2 * n :], rb[2 * n :]))
+            zr = sig(gx[: 2 * n] + _dot32(h, u[:, : 2 * n], rb[: 2 * n]))
+            z, r = zr[:n], zr[n:]
+            cand = tanh(gx[2 * n :] + _dot32(r * h, u[:, 2 * n :], rb[2 * n :]))
             h = cand * (one - z) + h * z
         elif node.op == "gru":
             gh = _dot32(h, u, rb, lanes)
-            zr = sig(gx[:, : 2 * n] + gh[:, : 2 * n])
-            z, r = zr[:, :n], zr[:, n:]
-            cand = tanh(gx[:, 2 * n :] + r * gh[:, 2 * n :])
+            zr = sig(gx[: 2 * n] + gh[: 2 * n])
+            z, r = zr[:n], zr[n:]
+            cand = tanh(gx[2 * n :] + r * gh[2 * n :])
             h = cand * (one - z) + h * z
         else:
             pre = gx + _dot32(h, u, rb, lanes)
-            i, f, o = (sig(pre[:, k * n : (k + 1) * n]) for k in (0, 1, 3))
-            c = tanh(pre[:, 2 * n : 3 * n]) * i + c * f
+            i, f, o = (sig(pre[k * n : (k + 1) * n]) for k in (0, 1, 3))
+            c = tanh(pre[2 * n : 3 * n]) * i + c * f
             h = o * tanh(c)
         outs.append(h)
-    return np.stack(outs, axis=1) if node.attrs["return_sequences"] else h
+    if node.attrs["return_sequences"]:
+        return np.ascontiguousarray(np.stack(outs).transpose(2, 0, 1))  # (batch, steps, n)
+    return np.ascontiguousarray(h.T)
 
 
 @one_blas_thread
