@@ -19,8 +19,10 @@ Numerics, per layer (the precision picks the mode; see docs/recurrent.md):
   state is ``(res_T)(h~ (1 - z) + h z)`` (GRU) or ``c = (res_T)(c~ i + c f)``,
   ``h = (res_T)(o tanh(c))`` (LSTM), so the state is quantised to the result type at every step.
 
-The AI Engine mapping of these layers does not exist yet: :func:`base.not_mapped` raises a PlanError;
-``aieflow.emulate`` runs the quantised graph without one.
+This module holds the IR conventions and the numerics.  The chain planner does not map these
+layers (:func:`base.not_mapped`): ``api.compile`` hands graphs with a recurrent layer to
+``aieflow.recurrent`` (row-wise / column-wise mappings, aggregation, emission, cycle model), and
+``aieflow.emulate`` runs the quantised graph without a mapping.
 """
 
 from __future__ import annotations
