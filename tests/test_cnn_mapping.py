@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 torch = pytest.importorskip("torch")
-from torch import nn  # noqa: E402
 
 import aieflow  # noqa: E402
+from aieflow import model_zoo  # noqa: E402
 from aieflow.cnn.emit import tile_params  # noqa: E402
 from aieflow.cnn.plan import StreamLayer  # noqa: E402
 from aieflow.errors import ConfigError, PlanError  # noqa: E402
@@ -23,41 +23,8 @@ THESIS_YAML = REPO / "examples" / "espcn" / "thesis.yaml"
 LUT = {"tanh": "espcn-thesis"}
 
 
-class ESPCN(nn.Module):
-    """The thesis's network shape (random weights: the mapping does not depend on them)."""
-
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 64, 5, padding=2)
-        self.conv3 = nn.Conv2d(64, 32, 3, padding=1)
-        self.conv4 = nn.Conv2d(32, 4, 3, padding=1)
-        self.shuffle = nn.PixelShuffle(2)
-
-    def forward(self, x):
-        x = torch.tanh(self.conv1(x))
-        x = torch.tanh(self.conv3(x))
-        return self.shuffle(self.conv4(x))
-
-
-class Classifier(nn.Module):
-    """Strided convs (one with a K tail: 3 x 3 x 3 = 27), max / average / global pooling, PReLU, a dense head."""
-
-    def __init__(self):
-        super().__init__()
-        self.features = nn.Sequential(
-            nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(8, 16, 3, padding=1), nn.PReLU(16), nn.AvgPool2d(2),
-            nn.Conv2d(16, 24, 3, stride=(1, 2), padding=(1, 0)), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
-        )
-        self.head = nn.Sequential(nn.Flatten(), nn.Linear(24, 10))
-
-    def forward(self, x):
-        return self.head(self.features(x))
-
-
 def _espcn():
-    torch.manual_seed(0)
-    return ESPCN().eval()
+    return model_zoo.espcn()
 
 
 def _frames(shape, seed=0):
@@ -135,7 +102,7 @@ def test_espcn_generated_cpp_is_bit_exact(espcn_designs, which):
 @pytest.mark.parametrize("precision", ["fp32", "int8"])
 def test_classifier_compiles_verifies_and_estimates(precision):
     torch.manual_seed(1)
-    model = Classifier().eval()
+    model = model_zoo.cnn_classifier()
     x = _frames((12, 3, 32, 32), seed=2) * 2 - 1
     d = aieflow.compile(model, device="vck190", example_input=x[:4], calibration=x, config={"precision": precision})
     kinds = [s.kind for s in d.plan.stages]

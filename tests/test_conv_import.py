@@ -25,6 +25,7 @@ from onnx import TensorProto, helper, numpy_helper
 from torch import nn
 
 import aieflow
+from aieflow import model_zoo
 from aieflow.errors import ConfigError, PlanError, UnsupportedOpError
 from aieflow.ops import conv
 
@@ -36,49 +37,12 @@ FP32 = {"precision": "fp32"}
 # ------------------------------------------------------------------------------- models
 
 
-class ESPCN(nn.Module):
-    """The thesis's network and layer names (shared/spec/espcn-super-resolution.md)."""
-
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 64, 5, padding=2)
-        self.conv3 = nn.Conv2d(64, 32, 3, padding=1)
-        self.conv4 = nn.Conv2d(32, 4, 3, padding=1)
-        self.act1, self.act3 = nn.Tanh(), nn.Tanh()
-        self.shuffle = nn.PixelShuffle(2)
-
-    def forward(self, x):
-        return self.shuffle(self.conv4(self.act3(self.conv3(self.act1(self.conv1(x))))))
+def espcn(thesis_weights: bool = False):
+    return model_zoo.espcn(ESPCN_DATA / "espcn_x2_weights.npz" if thesis_weights else None)
 
 
-def espcn(thesis_weights: bool = False) -> ESPCN:
-    torch.manual_seed(0)
-    model = ESPCN().eval()
-    if thesis_weights:
-        arrays = np.load(ESPCN_DATA / "espcn_x2_weights.npz")
-        model.load_state_dict({k: torch.from_numpy(arrays[k]) for k in arrays.files})
-    return model
-
-
-class Classifier(nn.Module):
-    """Strided convs, max / average / global average pooling, PReLU, then Flatten + Linear."""
-
-    def __init__(self):
-        super().__init__()
-        self.features = nn.Sequential(
-            nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(8, 16, 3, padding=1), nn.PReLU(16), nn.AvgPool2d(2),
-            nn.Conv2d(16, 24, 3, stride=(1, 2), padding=(1, 0)), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
-        )
-        self.head = nn.Sequential(nn.Flatten(), nn.Linear(24, 10))
-
-    def forward(self, x):
-        return self.head(self.features(x))
-
-
-def classifier() -> Classifier:
-    torch.manual_seed(1)
-    return Classifier().eval()
+def classifier():
+    return model_zoo.cnn_classifier()
 
 
 def _torch(model, x):

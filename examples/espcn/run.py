@@ -31,27 +31,9 @@ MODES = {
 def build_model(weights: Path):
     """The thesis's ESPCN (conv1 5x5 -> tanh -> conv3 3x3 -> tanh -> conv4 3x3 -> pixel shuffle),
     with its layer names, loaded from the npz."""
-    import torch
-    from torch import nn
+    from aieflow import model_zoo
 
-    class ESPCN(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.conv1 = nn.Conv2d(1, 64, 5, padding=2)
-            self.conv3 = nn.Conv2d(64, 32, 3, padding=1)
-            self.conv4 = nn.Conv2d(32, 4, 3, padding=1)
-            self.shuffle = nn.PixelShuffle(2)
-
-        def forward(self, x):
-            x = torch.tanh(self.conv1(x))
-            x = torch.tanh(self.conv3(x))
-            return self.shuffle(self.conv4(x))
-
-    model = ESPCN().eval()
-    arrays = np.load(weights)
-    state = {k: torch.from_numpy(np.asarray(arrays[k], dtype=np.float32)) for k in arrays.files}
-    model.load_state_dict(state, strict=True)
-    return model
+    return model_zoo.espcn(weights)
 
 
 def luma(path: Path) -> np.ndarray:

@@ -8,6 +8,8 @@ integer arithmetic exactly.
 from __future__ import annotations
 
 import math
+import os
+from collections import OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
@@ -97,3 +99,47 @@ def torch_mlp(widths: Sequence[int], seed: int = 0):
         if i < len(widths) - 2:
             layers.append(torch.nn.ReLU())
     return torch.nn.Sequential(*layers).eval()
+
+
+def espcn(weights: str | os.PathLike | None = None, seed: int = 0):
+    """The ESPCN x2 network of ``shared/spec/espcn-super-resolution.md`` with the thesis's layer
+    names (conv1 5x5 64 -> tanh -> conv3 3x3 32 -> tanh -> conv4 3x3 4 -> pixel shuffle x2):
+    seeded random weights, or the thesis's from an ``.npz`` of its state dict."""
+    import torch
+    from torch import nn
+
+    class ESPCN(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = nn.Conv2d(1, 64, 5, padding=2)
+            self.conv3 = nn.Conv2d(64, 32, 3, padding=1)
+            self.conv4 = nn.Conv2d(32, 4, 3, padding=1)
+            self.act1, self.act3 = nn.Tanh(), nn.Tanh()
+            self.shuffle = nn.PixelShuffle(2)
+
+        def forward(self, x):
+            return self.shuffle(self.conv4(self.act3(self.conv3(self.act1(self.conv1(x))))))
+
+    torch.manual_seed(seed)
+    model = ESPCN().eval()
+    if weights is not None:
+        arrays = np.load(weights)
+        state = {k: torch.from_numpy(np.asarray(arrays[k], dtype=np.float32)) for k in arrays.files}
+        model.load_state_dict(state, strict=True)
+    return model
+
+
+def cnn_classifier(seed: int = 1):
+    """A small image classifier that touches every CNN feature: strided convs (one with a K tail,
+    3 x 3 x 3 = 27), max / average / global average pooling, PReLU, Flatten + Linear."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(seed)
+    features = nn.Sequential(
+        nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3, padding=1), nn.PReLU(16), nn.AvgPool2d(2),
+        nn.Conv2d(16, 24, 3, stride=(1, 2), padding=(1, 0)), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+    )
+    head = nn.Sequential(nn.Flatten(), nn.Linear(24, 10))
+    return nn.Sequential(OrderedDict(features=features, head=head)).eval()
