@@ -330,7 +330,7 @@ def test_compile_stops_at_the_first_unmapped_layer_and_names_it():
     with pytest.raises(PlanError, match=r"layer 'conv1'"):
         aieflow.explore(espcn(), device="vek280", example_input=x, config={"precision": "int8"})
     pooled = nn.Sequential(nn.MaxPool2d(2), nn.Flatten(), nn.Linear(16, 3))
-    with pytest.raises(PlanError, match=r"layer '0': MaxPool layers are emulated but not yet mapped"):
+    with pytest.raises(PlanError, match=r"layer '0': MaxPool layers have no kernel in a chain of Dense layers; the CNN mapping, for models with a convolution"):
         aieflow.compile(pooled, device="vek280", example_input=_images((2, 1, 8, 8)), config={"precision": "int8", "batch": "auto"})
 
 

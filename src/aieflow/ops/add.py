@@ -26,7 +26,7 @@ from ..errors import ConfigError
 from ..ir import Node
 from ..numerics import fixed
 from ..numerics.types import FixedType, FloatType, NumericType, Rounding, Saturation, parse_type
-from .base import OpFamily, QuantContext
+from .base import OpFamily, QuantContext, not_mapped
 
 _WIDTH = {"i8": 8, "i16": 16}
 
@@ -114,23 +114,12 @@ def quantise(node: Node, ctx: QuantContext) -> Node:
     return node.evolve(types=AddTypes(ta, tb, out, common - ta.frac, common - tb.frac, common - out.frac))
 
 
-def _unmapped(node: Node, ctx) -> Node:
-    from ..errors import PlanError
-
-    raise PlanError(
-        "residual Add layers are emulated bit-exactly but have no AI Engine kernel yet",
-        layer=node.name,
-        hint="use aieflow.emulate(model, ...) for bit-exact predictions; chains of Linear (+ bias + ReLU) "
-        "layers compile to the AI Engine",
-    )
-
-
 ADD = OpFamily(
     name="add",
     float_forward=float_forward,
     emulate=emulate,
     quantise=quantise,
-    plan=_unmapped,
+    plan=not_mapped,
     types_to_json=_types_to_json,
     types_from_json=_types_from_json,
 )

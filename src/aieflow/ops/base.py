@@ -65,26 +65,32 @@ class OpFamily:
     fused_only: bool = False  # must be folded into a neighbour by the fuse pass
 
 
-# Op families that import and emulate but have no AI Engine mapping yet: display name, and the
-# issue that maps them.
-_UNMAPPED = {
-    "gru": ("GRU", "recurrent layers", 5),
-    "lstm": ("LSTM", "recurrent layers", 5),
-    "conv2d": ("Conv2D", "convolutional networks", 6),
-    "pixel_shuffle": ("PixelShuffle", "convolutional networks", 6),
-    "maxpool": ("MaxPool", "convolutional networks", 6),
-    "avgpool": ("AvgPool", "convolutional networks", 6),
+# Op families the Dense-chain planner does not map: each compiles through its own path when the
+# model takes that path (``api.compile``'s dispatch), so reaching the chain planner means it did not.
+_RECURRENT = "the recurrent mapping, for models whose GRU / LSTM layers come first, then Dense layers (docs/recurrent.md)"
+_CNN = "the CNN mapping, for models with a convolution (docs/conv.md)"
+_DAG = "the DAG mapping, on AIE-ML / AIE-MLv2 devices (vek280, vek385; docs/dag.md)"
+_OWN_PATH = {
+    "gru": ("GRU", _RECURRENT),
+    "lstm": ("LSTM", _RECURRENT),
+    "conv2d": ("Conv2D", _CNN),
+    "pixel_shuffle": ("PixelShuffle", _CNN),
+    "maxpool": ("MaxPool", _CNN),
+    "avgpool": ("AvgPool", _CNN),
+    "add": ("Add", _DAG),
+    "layernorm": ("LayerNorm", _DAG),
 }
 
 
 def not_mapped(node, ctx: PlanContext):
-    """The ``plan`` of a family that emulates but is not mapped yet: a clear error naming the layer."""
+    """The ``plan`` of a family the chain planner does not map: a clear error naming the layer and
+    the path that does map it."""
     from ..errors import PlanError
 
-    name, what, issue = _UNMAPPED.get(node.op, (node.op, "these layers", None))
+    name, path = _OWN_PATH.get(node.op, (node.op, None))
     raise PlanError(
-        f"{name} layers are emulated but not yet mapped to the AI Engine",
+        f"{name} layers have no kernel in a chain of Dense layers" + (f"; {path} maps them" if path else ""),
         layer=node.name,
-        hint=f"use aieflow.emulate(model, ...) for bit-exact predictions of this model; the AI Engine "
-        f"mapping of {what} is planned" + (f" (issue {issue})" if issue else ""),
+        hint="shape the model as that mapping requires, or use aieflow.emulate(model, ...) for bit-exact "
+        "predictions of this model",
     )

@@ -22,10 +22,10 @@ activation follows:
 * fp32: tanh exact (float64 rounded to float32) or the table's entry; prelu ``y * slope`` in
   float32.
 
-The AI Engine mapping does not exist yet: :func:`base.not_mapped` raises a PlanError naming the layer and
-``aieflow.emulate`` runs such models.  :func:`im2col`, :func:`tile` and :func:`untile` are the
-data movement a mapping will use (the ESPCN thesis runs each convolution as an im2col matrix
-multiply cut into per-kernel tiles); the tests prove them exact permutations / gathers.
+The chain planner does not map convolutions (:func:`base.not_mapped`); models with one compile
+through ``aieflow.cnn`` (docs/conv.md).  :func:`im2col`, :func:`tile` and :func:`untile` are the
+data movement of the ESPCN thesis's mapping (each convolution an im2col matrix multiply cut into
+per-kernel tiles); the tests prove them exact permutations / gathers.
 """
 
 from __future__ import annotations

@@ -31,11 +31,11 @@ from fractions import Fraction
 import numpy as np
 
 from ..config import PRECISIONS
-from ..errors import ConfigError, PlanError
+from ..errors import ConfigError
 from ..ir import Node
 from ..numerics import fixed
 from ..numerics.types import FixedType, FloatType, NumericType, Rounding, Saturation, parse_type
-from .base import OpFamily, QuantContext
+from .base import OpFamily, QuantContext, not_mapped
 
 P_BITS = 46  # reciprocal 2^P / r with r in [2^30, 2^31): a 16-bit inverse
 Z_FRAC = 20  # fractional bits of the normalised value z
@@ -168,20 +168,12 @@ def quantise(node: Node, ctx: QuantContext) -> Node:
     return node.evolve(types=types, params=params)
 
 
-def _unmapped(node: Node, ctx) -> Node:
-    raise PlanError(
-        "LayerNorm layers are emulated bit-exactly but have no AI Engine kernel yet",
-        layer=node.name,
-        hint="use aieflow.emulate(model, ...) for bit-exact predictions of this model",
-    )
-
-
 LAYERNORM = OpFamily(
     name="layernorm",
     float_forward=float_forward,
     emulate=emulate,
     quantise=quantise,
-    plan=_unmapped,
+    plan=not_mapped,
     types_to_json=_types_to_json,
     types_from_json=_types_from_json,
 )
