@@ -18,7 +18,7 @@ from .atomic import save_directory, write_files
 from .config import Config, parse_config
 from .devices import Device, get_device
 from .errors import AieflowError, ConfigError
-from .graph_io import graph_arrays, graph_from_json, graph_to_json
+from .graph_io import graph_arrays, graph_from_json, graph_to_json, json_default
 from .ir import Graph, Node, Tensor
 from .numerics import fast, fixed
 from .numerics.types import FixedType, FloatType, NumericType
@@ -245,21 +245,11 @@ class Design:
         with ``force``.
         """
         def write(tmp: Path) -> None:
-            (tmp / "design.json").write_text(json.dumps(self.to_json(), indent=2, default=_json_default) + "\n")
+            (tmp / "design.json").write_text(json.dumps(self.to_json(), indent=2, default=json_default) + "\n")
             np.savez_compressed(tmp / "weights.npz", **graph_arrays(self.graph))
             write_files(tmp / "project", self.files)
 
         return save_directory(out_dir, force, write)
-
-
-def _json_default(obj: Any) -> Any:
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.floating):
-        return float(obj)
-    if isinstance(obj, tuple):
-        return list(obj)
-    raise TypeError(f"not JSON-serialisable: {type(obj).__name__}")
 
 
 # design.json "format" -> the module whose ``load`` reads that design kind (the Dense chain's own

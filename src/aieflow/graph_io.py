@@ -24,6 +24,17 @@ from .numerics.types import parse_type
 from .ops.registry import family
 
 
+def json_default(obj: Any) -> Any:
+    """``json.dumps(default=...)`` for design.json: numpy scalars as Python numbers, tuples as lists."""
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, tuple):
+        return list(obj)
+    raise TypeError(f"not JSON-serialisable: {type(obj).__name__}")
+
+
 def graph_to_json(graph: Graph, plans: bool = False) -> dict[str, Any]:
     """The graph without its parameters (see :func:`graph_arrays`); ``plans`` adds each node's
     plan through its family's ``plan_to_json``."""

@@ -19,7 +19,7 @@ from ..config import Config, parse_config
 from ..devices import Device, get_device
 from ..emulation import Emulation
 from ..errors import AieflowError
-from ..graph_io import REDO, graph_arrays, graph_to_json, read_saved_design
+from ..graph_io import REDO, graph_arrays, graph_to_json, json_default, read_saved_design
 from ..ops.registry import family
 from ..passes.place import Placement
 from .perf import DagPerformance, estimate_dag
@@ -168,7 +168,7 @@ class DagDesign:
         """Write ``design.json``, ``weights.npz`` and ``project/`` atomically (temporary sibling,
         then rename); :func:`load` reads them back."""
         def write(tmp: Path) -> None:
-            (tmp / "design.json").write_text(json.dumps(self.to_json(), indent=2, default=_json_default) + "\n")
+            (tmp / "design.json").write_text(json.dumps(self.to_json(), indent=2, default=json_default) + "\n")
             np.savez_compressed(tmp / "weights.npz", **graph_arrays(self.graph))
             write_files(tmp / "project", self.files)
 
@@ -189,7 +189,7 @@ def _plan_json(meta: dict[str, Any]) -> dict[str, Any]:
     """The parts of ``design.json`` the planner decides (compared on load)."""
     nodes = {k: {f: v[f] for f in ("op", "inputs", "types", "plan")} for k, v in meta["nodes"].items()}
     return json.loads(json.dumps({"batch": meta["batch"], "nodes": nodes, "links": meta["links"]},
-                                 default=_json_default))
+                                 default=json_default))
 
 
 def load(path: str | os.PathLike) -> DagDesign:
@@ -214,11 +214,3 @@ def load(path: str | os.PathLike) -> DagDesign:
     return design
 
 
-def _json_default(obj: Any) -> Any:
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.floating):
-        return float(obj)
-    if isinstance(obj, tuple):
-        return list(obj)
-    raise TypeError(f"not JSON-serialisable: {type(obj).__name__}")

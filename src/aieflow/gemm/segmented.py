@@ -36,6 +36,7 @@ from ..design import Design
 from ..devices import Device, get_device
 from ..emulation import EmulatedNumerics, Emulation
 from ..errors import AieflowError, ConfigError, PlanError
+from ..graph_io import json_default
 from ..ir import Graph, Node
 from ..numerics import fixed
 from ..numerics.types import FixedType, FloatType
@@ -509,21 +510,13 @@ class SegmentedDesign(EmulatedNumerics):
         ``weights.npz``, ``project/``), atomically.  The top ``weights.npz`` is empty: every
         segment holds its own."""
         def write(tmp: Path) -> None:
-            (tmp / "design.json").write_text(json.dumps(self.to_json(), indent=2, default=_json_default) + "\n")
+            (tmp / "design.json").write_text(json.dumps(self.to_json(), indent=2, default=json_default) + "\n")
             np.savez_compressed(tmp / "weights.npz")
             write_files(tmp, self.top_files)
             for spec, seg in zip(self.specs, self.segments, strict=True):
                 seg.save(tmp / "segments" / spec.name)
 
         return save_directory(out_dir, force, write)
-
-
-def _json_default(obj: Any) -> Any:
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.floating):
-        return float(obj)
-    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
 
 
 def _svg_size(svg: str) -> tuple[int, int]:
