@@ -161,3 +161,37 @@ def test_types_whose_step_overflows_int32_run_in_int64():
     expected = _reference("gru", t, node.params, x, 3)
     assert rec._emulate_fixed(node, x).tolist() == expected
     assert rec._emulate_fixed(node, x, np.int32).tolist() != expected  # the bound is not slack
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    op=st.sampled_from(["gru", "lstm"]),
+    xt=fixed_types(),
+    wt=fixed_types(),
+    bt=fixed_types(),
+    acc=fixed_types(widths=(6, 16)),
+    res=fixed_types(widths=(4, 16)),
+    sig=tables("sigmoid"),
+    tanh=tables("tanh"),
+    seed=st.integers(0, 2**16),
+)
+def test_the_state_bound_holds_on_every_step(op, xt, wt, bt, acc, res, sig, tanh, seed):
+    # recurrent/vector.py proves kernel sums fit int32 with this bound in place of the result
+    # type's range: every h the recurrence produces must lie within it.
+    t = rec.RecurrentTypes(xt, wt, wt, bt, bt, acc, res, sig, tanh)
+    rng = np.random.default_rng(seed)
+    node = _layer(op, t, 3, 4, 12, rng)
+    x = rng.integers(xt.min_code, xt.max_code + 1, (64, 12, 3))
+    x[:8] = rng.choice([xt.min_code, xt.max_code], (8, 12, 3))
+    bound = rec.state_max_code(t, op)
+    h = rec._emulate_fixed(node, x)
+    assert np.abs(h).max() <= bound <= max(-res.min_code, res.max_code)
+    event("bound below the type's range" if bound < res.max_code else "type range")
+
+
+def test_hls4ml_default_states_are_bounded_by_one():
+    # sigmoid and tanh entries lie in [0, 1] and [-1, 1]: |h| <= 1, 1024 codes of ap_fixed<16,6>
+    d = parse_type("fixed<16,6>")
+    t = rec.RecurrentTypes(d, d, d, d, d, d, d, act.hls4ml_table("sigmoid"), act.hls4ml_table("tanh"))
+    for op in ("gru", "lstm"):
+        assert rec.state_max_code(t, op) <= 1 << d.frac < d.max_code

@@ -28,8 +28,10 @@ layers (:func:`base.not_mapped`): ``api.compile`` hands graphs with a recurrent 
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -438,6 +440,39 @@ def _dense_trn_wrap(xc: np.ndarray, w: np.ndarray, init: np.ndarray, shift: int,
         # C casts between integer types are modular: fixed.wrap by a narrowing cast when it can
         out[:, s : s + step] = total.astype(narrow) if narrow is not None else fixed.wrap(total, acc.width, acc.signed)
     return out
+
+
+def state_max_code(t: RecurrentTypes, op: str) -> int:
+    """The largest |h| code the fixed-point recurrence can produce, at most the result type's.
+
+    Kernels that must prove a product sum fits (``recurrent/vector.py``) would otherwise take the
+    whole result type's range for h, although h is bounded by the gate tables: an LSTM's
+    ``h = (res_T)(o tanh(c))`` by max|o| max|tanh|; a GRU's ``h = (res_T)(h~ (1 - z) + h z)``, from
+    h = 0 and with every z in [0, 1], by max|h~| (a convex combination).  Casting a value of at
+    most B onto the result grid gives a code of at most ceil(B 2^frac) in every rounding mode; if
+    that code overflows the type, the wrap or clip can reach anything, and so does the bound."""
+    res, acc = t.output, t.accum
+    type_max = max(-res.min_code, res.max_code)
+    if not all(isinstance(a, act.TableSpec) for a in (t.sigmoid, t.tanh)) or not all(
+        -act.MAP_HALF <= ty.min_code and ty.max_code < act.MAP_HALF for ty in (acc, res)
+    ):
+        return type_max  # exact activations or wide types: no table map to bound them by
+
+    def largest(m: np.ndarray) -> int:
+        return int(max(-m.min(), m.max()))
+
+    def value(code: int) -> Fraction:
+        return Fraction(code) / Fraction(2) ** acc.frac
+
+    sig = act.code_map(t.sigmoid, acc.frac, acc)
+    if op == "gru":
+        if sig.min() < 0 or value(int(sig.max())) > 1:
+            return type_max  # some z outside [0, 1]: not a convex combination
+        bound = value(largest(act.code_map(t.tanh, acc.frac, acc)))
+    else:
+        bound = value(largest(sig)) * value(largest(act.code_map(t.tanh, res.frac, acc)))
+    code = math.ceil(bound * Fraction(2) ** res.frac)
+    return code if code <= min(res.max_code, -res.min_code) else type_max
 
 
 def _state_dtype(t: RecurrentTypes, op: str) -> type:
