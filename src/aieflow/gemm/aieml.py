@@ -111,7 +111,8 @@ class MemtileLayout:
                 "bc_bytes_per_buffer": self.bc_bytes, "buffers": self.buffers, "br_lane_bytes": self.lane_bytes}
 
 
-def _override(blocks: Mapping[str, int], key: str, mult: int, what: str) -> int | None:
+def block_override(blocks: Mapping[str, int], key: str, mult: int, what: str) -> int | None:
+    """A user's block size (``gemm.blocks.<key>``), checked against the micro-kernel's multiple."""
     v = blocks.get(key)
     if v is None:
         return None
@@ -157,7 +158,7 @@ def make_ml_plan(m: int, n: int, k: int, t: GemmType, out, device: Device, desig
     room = gen.data_memory_bytes - SPARE_BYTES
     kc_max = memory.round_down(room // (nr * t.bytes * cfg.br_buffers), ks)
     acc_cap = memory.round_down((2 ** (t.acc_bits - 1) - 1) // t.max_product, ks)
-    kc = _override(blocks, "kc", ks, f"the {t.name} mmul's K on {gen.name}")
+    kc = block_override(blocks, "kc", ks, f"the {t.name} mmul's K on {gen.name}")
     if kc is not None and kc > kc_max:
         raise PlanError(
             f"kc = {kc}: one Br panel ({kc} x {nr} x {t.bytes} B, x{cfg.br_buffers} buffers) plus {SPARE_BYTES:,} B "
@@ -170,7 +171,7 @@ def make_ml_plan(m: int, n: int, k: int, t: GemmType, out, device: Device, desig
     # Ac share of a tile group in one memory tile, ping-pong.
     mc_tile_max = memory.round_down(device.memory_tile_bytes // (MEMTILE_BUFFERS * kc * t.bytes), mr)
     mc_mult = mr * cfg.tiles_i
-    mc = _override(blocks, "mc", mc_mult, f"mr x tiles_i = {mr} x {cfg.tiles_i}")
+    mc = block_override(blocks, "mc", mc_mult, f"mr x tiles_i = {mr} x {cfg.tiles_i}")
     if mc is not None and mc // cfg.tiles_i > mc_tile_max:
         raise PlanError(f"mc = {mc} with kc = {kc}: a tile group's Ac ({mc // cfg.tiles_i} x {kc}, ping-pong) does "
                         f"not fit a {device.memory_tile_bytes // 1024} KB memory tile",
@@ -179,7 +180,7 @@ def make_ml_plan(m: int, n: int, k: int, t: GemmType, out, device: Device, desig
     # Each tile keeps its lane's Br panels of the block in local memory.
     panel_bytes = kc * nr * t.bytes
     l4_max = room // (panel_bytes * cfg.br_buffers)
-    nc = _override(blocks, "nc", nr, "nr")
+    nc = block_override(blocks, "nc", nr, "nr")
     if nc is not None and math.ceil(nc // nr / cfg.tiles_j) > l4_max:
         raise PlanError(f"nc = {nc}: each tile would hold {math.ceil(nc // nr / cfg.tiles_j)} Br panels of "
                         f"{panel_bytes:,} B (x{cfg.br_buffers}) in its {gen.data_memory_bytes // 1024} KB local memory",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ..devices import Device
 from ..errors import ConfigError, PlanError
 from . import memory
-from .aieml import MemtileLayout, is_memtile_device, make_ml_plan
+from .aieml import MemtileLayout, block_override, is_memtile_device, make_ml_plan
 from .dtypes import GemmType, OutputType
 
 MR = NR = 8  # micro-tile: Cr fills the 64 accumulator lanes (spec "Micro-kernel")
@@ -191,15 +191,6 @@ def _check_config(cfg: GemmConfig, device: Device) -> None:
                         f"{device.key} has {ins}")
 
 
-def _override(blocks: Mapping[str, int], key: str, mult: int, what: str) -> int | None:
-    v = blocks.get(key)
-    if v is None:
-        return None
-    if not isinstance(v, int) or isinstance(v, bool) or v < mult or v % mult:
-        raise ConfigError(f"block size {key} = {v!r} must be a positive multiple of {mult} ({what})")
-    return v
-
-
 def make_plan(m: int, n: int, k: int, t: GemmType, out: OutputType, device: Device, design: str,
               cfg: GemmConfig, blocks: Mapping[str, int] | None = None) -> GemmPlan:
     """Choose the block sizes for ``cfg`` from the memory capacities and validate everything."""
@@ -221,7 +212,7 @@ def make_plan(m: int, n: int, k: int, t: GemmType, out: OutputType, device: Devi
     ks = t.mmul[1]
     mr_mult = MR * cfg.tiles_i
     kc_max, _ = memory.kc_limit(t, device, NR, cfg.br_transfer, cfg.br_buffers)
-    kc = _override(blocks, "kc", ks, f"the {t.name} mmul's K")
+    kc = block_override(blocks, "kc", ks, f"the {t.name} mmul's K")
     if kc is not None and kc > kc_max:
         copies = memory.BR_COPIES[(cfg.br_transfer, cfg.br_buffers)]
         raise PlanError(
@@ -236,8 +227,8 @@ def make_plan(m: int, n: int, k: int, t: GemmType, out: OutputType, device: Devi
     lim = memory.limits(t, device, NR, mr_mult, cfg.br_transfer, cfg.br_buffers, kc=kc)
     if lim.mc < mr_mult or lim.nc < NR:
         raise PlanError(f"kc = {kc} leaves no room for one micro-panel of Ac / Bc in the PL memories")
-    mc = _override(blocks, "mc", mr_mult, f"mr x tiles_i = {MR} x {cfg.tiles_i}")
-    nc = _override(blocks, "nc", NR, "nr")
+    mc = block_override(blocks, "mc", mr_mult, f"mr x tiles_i = {MR} x {cfg.tiles_i}")
+    nc = block_override(blocks, "nc", NR, "nr")
     for key, v, cap, where in (("mc", mc, lim.mc, "UltraRAM (Ac = mc x kc)"),
                                ("nc", nc, lim.nc, "Block RAM (Bc = kc x nc)")):
         if v is not None and v > cap:
