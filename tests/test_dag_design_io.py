@@ -3,15 +3,13 @@ residual MLP, report (with the placement picture), predict, verify."""
 
 from __future__ import annotations
 
-import io
 import json
 import shutil
-import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from onnx_files import export_onnx
 from test_dag_plan import Residual
 
 import aieflow
@@ -62,19 +60,11 @@ def test_load_refuses_an_edited_plan_and_missing_files(tmp_path, residual):
         aieflow.load(out2)
 
 
-def _export(model, x: np.ndarray, path: Path) -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        f = io.BytesIO()
-        torch.onnx.export(model, (torch.from_numpy(x),), f, dynamo=False, input_names=["x"], output_names=["y"])
-    path.write_bytes(f.getvalue())
-
-
 @needs_gxx
 def test_cli_compiles_reports_predicts_and_verifies_a_dag(tmp_path, residual, capsys):
     model, x, _ = residual
     onnx_path = tmp_path / "res.onnx"
-    _export(model, x[:1], onnx_path)
+    export_onnx(model, x[:1], onnx_path)
     np.save(tmp_path / "x.npy", x)
     out = tmp_path / "design"
     assert main(["compile", str(onnx_path), "--out", str(out), "--quiet", "--precision", "int8", "--batch", "8",

@@ -4,15 +4,15 @@ parsed and checked with errors naming the layer and key, applied by ``aieflow.co
 
 from __future__ import annotations
 
-import io
 import json
 import shutil
-import warnings
 
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+
+from onnx_files import export_onnx  # noqa: E402
 
 import aieflow  # noqa: E402
 from aieflow.cli import main  # noqa: E402
@@ -167,21 +167,13 @@ def test_config_errors_for_recurrent_designs():
 # ----------------------------------------------------------------------------- the CLI
 
 
-def _export(model, x: np.ndarray, path) -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        f = io.BytesIO()
-        torch.onnx.export(model, (torch.from_numpy(x),), f, dynamo=False, input_names=["x"], output_names=["y"])
-    path.write_bytes(f.getvalue())
-
-
 @needs_gxx
 def test_cli_compile_reads_the_mapping_from_the_config_file(tmp_path, capsys):
     torch.manual_seed(5)
     net = _Net("GRU", 4, 10).eval()
     x = _data((24, 6, 4), seed=1).numpy()
     model = tmp_path / "gru.onnx"
-    _export(net, x[:1], model)
+    export_onnx(net, x[:1], model)
     name = next(n.name for n in aieflow.emulate(str(model), device="vck190", example_input=x[:1]).graph.nodes
                 if n.op == "gru")
     np.save(tmp_path / "x.npy", x)

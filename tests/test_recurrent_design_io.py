@@ -3,17 +3,16 @@ explore, report, predict, verify a design directory) dispatch on design.json's k
 
 from __future__ import annotations
 
-import io
 import json
 import shutil
-import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 onnx = pytest.importorskip("onnx")
+
+from onnx_files import export_onnx  # noqa: E402
 
 import aieflow  # noqa: E402
 from aieflow.cli import main  # noqa: E402
@@ -77,21 +76,13 @@ def test_load_rejects_a_broken_recurrent_design(tmp_path):
         aieflow.load(saved)
 
 
-def _export(model, x: np.ndarray, path: Path) -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        f = io.BytesIO()
-        torch.onnx.export(model, (torch.from_numpy(x),), f, dynamo=False, input_names=["x"], output_names=["y"])
-    path.write_bytes(f.getvalue())
-
-
 @needs_gxx
 def test_cli_compiles_an_onnx_gru_and_reads_the_design_back(tmp_path, capsys):
     torch.manual_seed(5)
     net = _Net("GRU", 4, 10).eval()
     x = _data((24, 6, 4), seed=1)
     model = tmp_path / "gru.onnx"
-    _export(net, x[:1], model)
+    export_onnx(net, x[:1], model)
     np.save(tmp_path / "x.npy", x)
     out = tmp_path / "design"
     args = ["--device", "vck190", "--precision", "fp32", "--calibration", str(tmp_path / "x.npy")]
