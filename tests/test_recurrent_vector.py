@@ -157,6 +157,48 @@ def test_the_vector_form_is_exact_whenever_it_is_chosen_and_chosen_often():
     assert seen["vector"] > 20 and seen["vector_round"] > 20 and seen["scalar"] > 20, seen
 
 
+def _chain_row(x, w, b, xt, wt, bt, acc, cas: int) -> int:
+    """A vector cascade chain's order (rnn_cascade.h): ``cas`` column blocks, each tile adding its
+    block's terms to the carried partial sum (the first tile from 0), then the last tile's bias
+    and one overflow.  Every partial sum the chain carries must fit int32 lanes."""
+    d = xt.frac + wt.frac - acc.frac
+    terms = [_round(Fraction(int(xk) * int(wk), 2**d), acc.rounding) if d > 0 else int(xk) * int(wk)
+             for xk, wk in zip(x, w, strict=True)]
+    kc = -(-len(terms) // cas)
+    carried = 0
+    for j in range(cas):
+        block = terms[j * kc : (j + 1) * kc]
+        carried += sum(block)  # integer sums: the block's lane order does not matter
+        assert abs(carried) < 2**31, (j, carried)
+    return _overflow(_cast(int(b), bt.frac, acc) + (carried << max(0, -d)), acc)
+
+
+def test_the_chain_order_is_exact_whenever_the_vector_form_is_chosen():
+    """The same random layers as above through a cascade chain's order (1 to 5 tiles): whenever
+    vector_form accepts (a bound over the whole row), every carried partial sum fits and the
+    result is hls4ml's; no further condition is needed for chains."""
+    rng = np.random.default_rng(11)
+    dev = get_device("vek280")
+    accepted = 0
+    for _ in range(300):
+        xt, wt, bt, acc, w, b = _random_case(rng)
+        tstr = {"input": xt, "weight": wt, "bias": bt, "recurrent_weight": wt, "recurrent_bias": bt, "accum": acc,
+                "output": xt}
+        node = _Node({k: v.to_string() for k, v in tstr.items()}, w, np.zeros((1, 3), dtype=np.int64), b, np.zeros(3, dtype=np.int64))
+        if not isinstance(vector_form(node, False, dev, ("i16", "i16")), VectorForm):
+            continue
+        accepted += 1
+        k = w.shape[0]
+        xs = [rng.integers(xt.min_code, xt.max_code + 1, size=k), np.full(k, xt.min_code),
+              np.where(w[:, 0] >= 0, xt.max_code, xt.min_code)]
+        for x in xs:
+            for j in range(3):
+                want = _hls4ml_row(x, w[:, j], b[j], xt, wt, bt, acc)
+                for cas in range(1, min(k, 5) + 1):
+                    assert _chain_row(x, w[:, j], b[j], xt, wt, bt, acc, cas) == want, (xt, wt, acc, cas)
+    assert accepted > 40, accepted
+
+
 def test_saturating_accumulators_that_could_saturate_stay_scalar():
     """A SAT accumulator whose worst-case partial sum reaches its limit: hls4ml clamps step by
     step, a lane-parallel sum would not; a concrete input shows the difference."""
@@ -273,5 +315,6 @@ def test_mapped_fixed_point_layers_are_costed_as_their_kernels():
     assert pv.breakdown_ns["mac"] < ps.breakdown_ns["mac"] / 10
     (w_mac, _), (h_in, *_) = step_stages(plan_recurrent(vector, dev), dev)
     assert h_in.words == 32 and w_mac.words == 16  # h padded to 32 int16 lanes = 32 words; x to 16
-    # column chains in fixed point are scalar whatever the row kernels could do
-    assert vector.kernel("u", "column") == "scalar" and vector.kernel("u", "row") == "vector"
+    # cascade chains run the same kind as row kernels (rnn_cascade.h); scalar dims stay scalar either way
+    assert vector.kernel("u", "column") == vector.kernel("u", "row") == "vector"
+    assert scalar.kernel("w", "column") == scalar.kernel("w", "row") == "scalar"

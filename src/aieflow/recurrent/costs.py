@@ -41,6 +41,17 @@ SCALAR_PRODUCT_CYCLES = 16
 # operations (``vector_op_cycles`` each) beyond the MAC, not overlapped with it.
 ROUND_CHUNK_EXTRA_OPS = 2
 
+# Assumed: a fixed-point vector cascade tile (rnn_cascade.h) moves each lane group's partial sums
+# from the cascade's accumulator lanes to int32 lanes and back (to_vector<int32>, from_vector):
+# two vector operations (``vector_op_cycles`` each) per group per tile, not overlapped with the MACs.
+CHAIN_CONVERT_OPS = 2
+
+# Assumed: the last tile of a fixed-point vector chain finishes each of its rows (padding lanes
+# are skipped) on the scalar unit, after the group's MACs: the exact sum moved onto the accumulator's grid (a 64-bit shift, about 2),
+# the add of the bias (cast once, when the kernel is built; 2) and the accumulator's overflow
+# (about 4), one op per cycle as counted for SCALAR_PRODUCT_CYCLES.
+CHAIN_FINISH_ROW_CYCLES = 8
+
 # Assumed: one halving stage of the lane reduction (a lane shuffle and a dependent vector add);
 # log2(lanes) stages reduce a row's accumulator to one scalar.  Not isolated by any figure.
 REDUCE_STAGE_CYCLES = 2
@@ -157,18 +168,32 @@ def column_chain(rows: int, k: int, cas_len: int, arrival: float, device: Device
     arrived; partial sums pass east, one cascade word each way per group.  The last tile finishes
     ``cas_len - 1`` groups (plus a FIFO hop each) after the first, and never before the whole
     vector has arrived plus its own groups.  ``reduction`` is everything but the last tile's MACs
-    (cascade words, loop drains, chain lag).  ``kind`` "scalar" (fixed point, rnn_cascade.h): each
-    group's lanes (padding included) run their ``kc`` products one at a time."""
+    (cascade words, loop drains, chain lag, and in fixed point the vector tiles' conversions and
+    the last tile's per-row finish).  ``kind`` (rnn_cascade.h, recurrent/vector.py): "vector" one
+    MAC of ``lanes`` rows per column at the catalog's rate (fp32, or fixed-point products on the
+    accumulator grid), "vector_round" plus the per-lane rounding and int32 add per column (as
+    row kernels), "scalar" each group's lanes (padding included) run their ``kc`` products one at
+    a time."""
     gen = device.generation
     lane = lanes(gen, pair)
     groups = math.ceil(rows / lane)
     kc = math.ceil(k / cas_len)
     ii = chunk_cycles(gen, pair, vector_operand=False)
-    per_group = lane * kc * SCALAR_PRODUCT_CYCLES if kind == "scalar" else kc * ii
+    fixed_vector = kind != "scalar" and pair[0] not in ("fp32", "bf16")
+    op = CONSTANTS[gen.name].vector_op_cycles
+    if kind == "scalar":
+        per_group = lane * kc * SCALAR_PRODUCT_CYCLES
+    elif kind == "vector_round":
+        per_group = kc * (ii + ROUND_CHUNK_EXTRA_OPS * op)
+    else:
+        per_group = kc * ii
+    convert = CHAIN_CONVERT_OPS * op if fixed_vector else 0
     casc = cascade_words(lane, _acc_bits(gen, pair), gen.cascade_bits) * (min(2, cas_len - 1))
-    block = per_group + ROW_LOOP_CYCLES + casc
+    block = per_group + convert + ROW_LOOP_CYCLES + casc
     first_slice = arrival * kc / k
     end = max(first_slice + (groups + cas_len - 1) * block + (cas_len - 1) * CASCADE_HOP_CYCLES, arrival + groups * block)
+    if fixed_vector:
+        end += rows * CHAIN_FINISH_ROW_CYCLES  # the last tile's rows on the scalar unit, not overlapped
     mac = groups * per_group
     return KernelTime(mac, end - arrival - mac, 0.0)
 

@@ -304,13 +304,14 @@ def kernel_note(node: Node, m: RecurrentMapping, device: Device) -> str:
     """Why each fixed-point product runs the kernel it does (summary, design.json)."""
     from .vector import kernel_reasons
 
-    reasons = kernel_reasons(node, device, m.dims.pair)
+    reasons = kernel_reasons(node, device, m.dims.pair,
+                             (m.recurrent.distribution == "column", m.input.distribution == "column"))
     out = []
     for name, product, dist, reason in (("U h", "u", m.recurrent.distribution, reasons[0]),
                                         ("W x", "w", m.input.distribution, reasons[1])):
         kind = m.dims.kernel(product, dist)
-        if dist == "column":
-            out.append(f"{name}: cascade chains keep hls4ml's order on the scalar unit")
+        if dist == "column" and kind == "scalar" and not m.dims.chain_vector:
+            out.append(f"{name}: cascade chains keep hls4ml's order on the scalar unit (saved before vector chains)")
         elif kind == "scalar" and not reason.startswith("scalar"):
             out.append(f"{name}: scalar as configured (kernel: scalar)")
         else:
@@ -422,6 +423,7 @@ def mapping_from_fields(d: dict[str, Any]) -> RecurrentMapping:
         dims["kernels"] = tuple(dims["kernels"])
     elif dims["pair"] and dims["pair"][0] not in ("fp32", "bf16"):
         dims["kernels"] = ("scalar", "scalar")  # saved before vector fixed-point kernels: the project is scalar
+    dims.setdefault("chain_vector", False)  # saved before vector cascade chains: the project's chains are scalar
     return RecurrentMapping(**{**d, "dims": RecurrentDims(**dims), "recurrent": MatvecMapping(**d["recurrent"]),
                                "input": MatvecMapping(**d["input"]), "notes": tuple(d.get("notes", ()))})
 

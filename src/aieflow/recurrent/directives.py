@@ -15,7 +15,7 @@ layers:
       merge_fanin: 3           # hybrid: packet streams per pktmerge
       streams_per_interface_tile: 1
       plio_bits: 64            # 32 | 64 | 128
-      kernel: auto             # fixed point: auto (vector where bit-exact) | vector | scalar
+      kernel: auto             # fixed point, row kernels and cascade chains: auto (vector where bit-exact) | vector | scalar
 ```
 
 Every key is optional; ``auto`` (or leaving the key out) lets the planner (no target) or the

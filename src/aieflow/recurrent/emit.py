@@ -391,8 +391,9 @@ def _acc_bits(tag: str) -> int:
 
 def _kernel_cfg(name: str, node: Node, mapping_rows: int, k: int, lay: Layout, recurrent: bool, column: bool, cas: int,
                 device: Device, kind: str = "scalar", pair: tuple[str, str] = ("i16", "i16")) -> str:
-    """One product's kernel configuration; ``kind``: the row kernel the mapping was costed with
-    (``RecurrentDims.kernels``: vector forms are re-checked here, recurrent/vector.py)."""
+    """One product's kernel configuration; ``kind``: the kernel (row-wise, or each tile of a cascade
+    chain) the mapping was costed with (``RecurrentDims.kernel``: vector forms are re-checked
+    here, recurrent/vector.py)."""
     t = node.types
     fp32 = t.is_float
     lane = lay.lanes
@@ -400,12 +401,13 @@ def _kernel_cfg(name: str, node: Node, mapping_rows: int, k: int, lay: Layout, r
     wt = t.recurrent_weight if recurrent else t.weight
     xtype = "float" if fp32 else "int32_t"
     wtype, vtype, vector, shift, vrnd = _wtype(wt), xtype, False, 0, "R_FLOOR"
-    if not fp32 and not column and kind != "scalar":
+    if not fp32 and kind != "scalar":
         from .vector import VectorForm, vector_form
 
         form = vector_form(node, recurrent, device, pair)
         if not isinstance(form, VectorForm):
-            raise PlanError(f"the vector row kernel is not bit-exact here: {form}", layer=node.name,
+            what = "cascade chain" if column else "row kernel"
+            raise PlanError(f"the vector {what} is not bit-exact here: {form}", layer=node.name,
                             hint="use mapping: {kernel: scalar} (hls4ml's order on the scalar unit)")
         wtype, vtype = (f"int{int(p[1:])}_t" for p in (pair[1], pair[0]))
         vector, shift, vrnd = True, form.shift, _RND[t.accum.rounding]

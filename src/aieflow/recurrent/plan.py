@@ -56,12 +56,15 @@ class RecurrentDims:
     # Output sizes of the dense head's layers, in order (the first reads h).  The head runs once
     # per sample in the aggregation epilogue; it adds to the sequence latency, not to a step.
     head: tuple[int, ...] = ()
-    # How the (U h, W x) row kernels multiply (recurrent/vector.py): "vector" (an aie::mac chain),
-    # "vector_round" (aie::mul, each product rounded per lane, int32 adds) or "scalar" (hls4ml's
-    # order on int64 codes).  fp32 is always vector.  From an IR node: what the layer's types and
-    # weights allow bit-exactly; given dims without types assume the vector form.  Column chains
-    # in fixed point are scalar whatever this says.
+    # How the (U h, W x) kernels multiply, row kernels and cascade chains alike (recurrent/vector.py):
+    # "vector" (an aie::mac chain), "vector_round" (aie::mul, each product rounded per lane, int32
+    # adds) or "scalar" (hls4ml's order on int64 codes).  fp32 is always vector.  From an IR node:
+    # what the layer's types and weights allow bit-exactly; given dims without types assume the
+    # vector form.
     kernels: tuple[str, str] = ("vector", "vector")
+    # False only for designs saved before fixed-point cascade chains had vector forms: their
+    # projects' chains are scalar (design.mapping_from_fields).
+    chain_vector: bool = True
 
     def __post_init__(self) -> None:
         if self.cell not in CELLS:
@@ -85,11 +88,12 @@ class RecurrentDims:
         return self.pair is not None and self.pair[0] not in ("fp32", "bf16")
 
     def kernel(self, product: str, distribution: str) -> str:
-        """What the kernels of ``product`` ("u" or "w") spread ``distribution``-wise run: fixed-point
-        cascade chains are scalar; row kernels as ``kernels`` says."""
+        """What the kernels of ``product`` ("u" or "w") spread ``distribution``-wise run: as
+        ``kernels`` says, row kernels and cascade chains alike (the same exactness argument holds
+        for a chain: recurrent/vector.py)."""
         if not self.fixed:
             return "vector"
-        if distribution == "column":
+        if distribution == "column" and not self.chain_vector:
             return "scalar"
         return self.kernels[0 if product == "u" else 1]
 

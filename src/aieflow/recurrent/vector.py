@@ -1,4 +1,5 @@
-"""When a fixed-point row kernel may use vector MACs and still match hls4ml bit for bit.
+"""When a fixed-point row kernel or cascade chain may use vector MACs and still match hls4ml bit
+for bit.
 
 hls4ml's dense (``nnet_dense_latency.h``, ``ops/recurrent.py``) casts every product to the
 accumulator type and every partial sum too: ``a = C(b); a = C(a + C(x_k w_k))`` for k = 0, 1, ...
@@ -22,6 +23,16 @@ Bounds use the vector's whole type range (the first layer's input codes, or the 
 result type) and the layer's actual weight codes.  The bias cast, the final overflow and the
 wrap to the accumulator width are done once per row on the scalar unit (``rnn::cast``).  What
 does not meet these conditions keeps the scalar kernel (hls4ml's order on int64 codes).
+
+Cascade chains (``rnn_cascade.h``) need no further condition.  A chain splits a row's k terms
+into column blocks, one per tile; each tile adds its block's terms to the partial sums it
+received (lane = row), the first tile starting from 0, and the last adds the cast bias and
+applies the one overflow, as a row kernel's ``finish``.  Every partial sum the chain forms (a
+lane's running sum inside a tile, a tile's prefix of the row carried on the cascade) is a sum of
+a subset of the row's terms, so its magnitude is at most the row sum bounded above over the
+WHOLE row's k, not one tile's block: below 2^31, so it is exact in int32 lanes, in
+``to_vector<int32>(0)`` and in the cascade's (48- or 64-bit) accumulator lanes, whatever the
+chain's length.  Integer sums are exact, so the order of the blocks does not matter.
 """
 
 from __future__ import annotations
@@ -103,17 +114,22 @@ def kernel_kinds(node: Node, device: Device, pair: tuple[str, str]) -> tuple[str
     return kinds[0], kinds[1]
 
 
-def kernel_reasons(node: Node, device: Device, pair: tuple[str, str]) -> tuple[str, str]:
-    """Why each product's row kernel is what it is (summary, design.json)."""
+def kernel_reasons(node: Node, device: Device, pair: tuple[str, str],
+                   columns: tuple[bool, bool] = (False, False)) -> tuple[str, str]:
+    """Why each product's kernel is what it is (summary, design.json); ``columns``: whether the
+    (U h, W x) product runs as cascade chains rather than row kernels."""
     out = []
-    for recurrent in (True, False):
+    for recurrent, column in zip((True, False), columns, strict=True):
         form = vector_form(node, recurrent, device, pair)
+        chain = ("per chain tile, the partial sums exact on the cascade, the bias and one overflow at "
+                 "the last tile" if column else "")
         if isinstance(form, str):
             out.append(f"scalar, hls4ml's order: {form}")
         elif node.types is None or node.types.is_float:
             out.append("vector (fp32 lanes)")
         elif form.shift <= 0:
-            out.append("vector: aie::mac chain, products exact on the accumulator grid")
+            out.append("vector: aie::mac " + (chain if column else "chain") + ", products exact on the accumulator grid")
         else:
-            out.append(f"vector: aie::mul, each product rounded per lane by {form.shift} bits, int32 adds")
+            out.append(f"vector: aie::mul{' ' + chain if column else ''}, each product rounded per lane by "
+                       f"{form.shift} bits, int32 adds")
     return out[0], out[1]
