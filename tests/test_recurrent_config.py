@@ -159,9 +159,11 @@ def test_config_errors_for_recurrent_designs():
         compile_recurrent(_Net().eval(), "vck190", x[:2],
                           {"precision": "fp32", "layers": {"rnn": {"mapping": {"aggregation": "aie"}}}}, x,
                           RecurrentOptions(aggregation="hybrid"))
-    # post-training quantisation gives saturating accumulators whose partial sums could clamp
+    # a narrow saturating accumulator whose partial sums could clamp: hls4ml's order only
+    narrow = {"accum": "fixed<16,1,RND_CONV,SAT>"}
     with pytest.raises(ConfigError, match=r"kernel: vector is not bit-exact with hls4ml here: .*saturate"):
-        _compile({"kernel": "vector"}, precision="int16")
+        aieflow.compile(_Net().eval(), device="vck190", example_input=x[:2], calibration=x,
+                        config={"precision": "int16", "layers": {"rnn": {"mapping": {"kernel": "vector"}, **narrow}}})
 
 
 # ----------------------------------------------------------------------------- the CLI

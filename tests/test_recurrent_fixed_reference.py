@@ -12,6 +12,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import numpy as np
+import pytest
 from fixed_reference import ref_cast, ref_cast_value
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
@@ -195,3 +196,53 @@ def test_hls4ml_default_states_are_bounded_by_one():
     t = rec.RecurrentTypes(d, d, d, d, d, d, d, act.hls4ml_table("sigmoid"), act.hls4ml_table("tanh"))
     for op in ("gru", "lstm"):
         assert rec.state_max_code(t, op) <= 1 << d.frac < d.max_code
+
+
+# ------------------------------------------------------------------------------- PTQ accumulator
+
+
+def _top_tagging(cell: str):
+    import torch
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = getattr(torch.nn, cell)(6, 20, batch_first=True)
+            self.fc = torch.nn.Linear(20, 1)
+
+        def forward(self, x):
+            return self.fc(self.rnn(x)[0][:, -1])
+
+    torch.manual_seed(3)
+    return Net().eval()
+
+
+@pytest.mark.parametrize("cell", ["GRU", "LSTM"])
+@pytest.mark.parametrize("precision", ["int16", "int8"])
+def test_ptq_accumulator_lets_the_kernels_vectorise_at_the_same_accuracy(cell, precision, monkeypatch):
+    # The calibration alone gives a 2 x a_bits accumulator with every fractional bit it allows: no
+    # row's worst-case sum then fits the vector lanes and every kernel is scalar. The PTQ drops
+    # fractional bits until recurrent/vector.py can prove the vector form (it decides, on the
+    # final types), keeping the calibration's integer bits, and the outputs stay as accurate.
+    import torch
+
+    import aieflow
+
+    net = _top_tagging(cell)
+    rng = np.random.default_rng(0)
+    calib, test = (rng.standard_normal((n, 20, 6)).astype(np.float32) for n in (400, 400))
+    with torch.no_grad():
+        ref = net(torch.from_numpy(test)).numpy().ravel()
+
+    def run():
+        d = aieflow.compile(net, device="vek280", example_input=calib[:4], calibration=calib, config={"precision": precision})
+        rms = float(np.sqrt(np.mean((d.predict(test).ravel() - ref) ** 2)))
+        return d.mapping.dims.kernels, d.layer.types.accum, rms, d.estimate().sequence_latency_ns
+
+    kernels, acc, rms, latency = run()
+    monkeypatch.setattr(rec, "_mac_friendly_accum", lambda node, acc, *args: acc)
+    kernels0, acc0, rms0, latency0 = run()
+    assert "scalar" not in kernels and kernels0 == ("scalar", "scalar")
+    assert acc.width == acc0.width and acc.frac < acc0.frac  # fewer fractional bits, more integer bits
+    assert rms <= 1.1 * rms0 + 1e-6
+    assert latency < 0.6 * latency0

@@ -312,6 +312,37 @@ def _ptq_types(node: Node, ctx: QuantContext, act_kind: str, w_kind: str) -> dic
     }
 
 
+def _mac_friendly_accum(node: Node, acc: FixedType, in_type: FixedType, chosen: Mapping[str, FixedType]) -> FixedType:
+    """The calibration's accumulator with the fractional bits dropped that the AI Engine's vector
+    MACs need.  ``recurrent/vector.py`` proves a row kernel exact only when each row's worst-case
+    sum of products, rounded per lane onto the accumulator's grid, fits 31 bits and cannot
+    saturate the accumulator; a 2 x 16-bit accumulator with every fractional bit the calibration
+    allows fails that for any real layer, and the kernels fall back to one product at a time.
+    Fewer fractional bits (still far finer than the result type's) let them vectorise.  The
+    kernel choice is proven again on the final types; this only makes the proof likely to hold.
+    Worst cases: the input type's whole range for W x; |h| <= 1 for U h (``state_max_code``)."""
+    res = chosen["output"]
+    limit = min(2**31 - 1, acc.max_code)
+    products = (
+        (in_type, float(max(-in_type.min_code, in_type.max_code)), chosen["weight"], node.params["weight"], node.params["bias"]),
+        (res, float(min(max(-res.min_code, res.max_code), 2.0 ** max(res.frac, 0))), chosen["recurrent_weight"],
+         node.params["recurrent_weight"], node.params["recurrent_bias"]),
+    )
+    def worst(f: int, xt: FixedType, xmax: float, wt: FixedType, w: np.ndarray, b: np.ndarray) -> float:
+        col = float(np.abs(fixed.quantize(w, wt)).sum(axis=0).max()) if w.size else 0.0
+        bmax = float(np.max(np.abs(b))) if b.size else 0.0
+        return xmax * col * 2.0 ** (f - xt.frac - wt.frac) + w.shape[0] + bmax * 2.0**f + 1
+
+    frac = acc.frac
+    for product in products:
+        lowest = frac - 2 * acc.width  # no shift makes it fit: keep the calibration's accumulator
+        while worst(frac, *product) > limit and frac > lowest:
+            frac -= 1
+        if worst(frac, *product) > limit:
+            return acc
+    return FixedType(acc.width, frac, acc.signed, acc.rounding, acc.saturation)
+
+
 def _quantise_fixed(node: Node, ctx: QuantContext, in_type: NumericType, precision: str, act_kind: str, w_kind: str) -> Node:
     name = node.name
     if not isinstance(in_type, FixedType):
@@ -339,6 +370,9 @@ def _quantise_fixed(node: Node, ctx: QuantContext, in_type: NumericType, precisi
                 f"{key} type {t} is wider than {MAX_WIDTH} bits; the emulator forms exact products in int64",
                 layer=name,
             )
+    if "accum" not in given:
+        acc = _mac_friendly_accum(node, chosen["accum"], in_type, chosen)
+        chosen.update({k: acc for k in ("accum", "bias", "recurrent_bias") if k not in given})
     sig, tanh = _layer_activations(ctx, False)
     types = RecurrentTypes(in_type, chosen["weight"], chosen["recurrent_weight"], chosen["bias"], chosen["recurrent_bias"], chosen["accum"], chosen["output"], sig, tanh)
     params = dict(node.params)
