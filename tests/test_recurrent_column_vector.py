@@ -139,6 +139,7 @@ def test_the_bound_is_the_whole_rows_not_one_tiles_block():
     from aieflow.ops.recurrent import RecurrentTypes
 
     class _Node:
+        op = "gru"
         types = RecurrentTypes(**{key: parse_type("fixed<16,1>") for key in KEYS if key != "accum"},
                                accum=parse_type("fixed<32,2>"),
                                **parse_activations({"sigmoid": "hls4ml", "tanh": "hls4ml"}))
@@ -218,3 +219,32 @@ def test_the_search_picks_vector_chains_where_they_win():
     assert picks["vector_round"].mapping.input.distribution == "column"
     assert picks["scalar"].mapping.input.distribution == "row"
     assert picks["vector_round"].latency_ns < picks["scalar"].latency_ns
+
+
+@needs_gxx
+@pytest.mark.parametrize("cell", ["GRU", "LSTM"])
+def test_the_state_bound_vectorises_u_h_and_holds_on_x86(cell):
+    """Recurrent weights at the top of ap_fixed<16,6> (|w| ~ 31): over h's whole type range a row
+    of U h could sum past 2^31, but |h| <= 1 (the gate tables, ops.recurrent.state_max_code) keeps
+    it 32x smaller, so U h runs a vector form; such weights drive h to +-1 at once, and the x86
+    run must still match the emulator bit for bit."""
+    from aieflow.ops.recurrent import state_max_code
+
+    torch.manual_seed(5)
+    net = _Net(cell, 4, 20).eval()
+    with torch.no_grad():
+        w = net.rnn.weight_hh_l0
+        w.copy_(torch.where(torch.rand_like(w) < 0.5, -31.9, 31.9))
+    x = torch.randn(40, 6, 4, generator=torch.Generator().manual_seed(6)) * 2.0
+    cfg = {"precision": "int16", "layers": {"rnn": {**_types(accum="fixed<32,12>"), "mapping": {"aggregation": "aie"}}}}
+    d = compile_recurrent(net, "vek280", x[:4], cfg, x)
+    node, t = d.layer, d.layer.types
+    full = max(-t.output.min_code, t.output.max_code)
+    row = int(np.abs(node.params["recurrent_weight_q"]).sum(axis=0).max())
+    assert row * full > 2**31 > row * state_max_code(t, node.op)  # only the bound makes U h fit
+    assert state_max_code(t, node.op) <= 1 << t.output.frac  # |h| <= 1
+    assert d.mapping.dims.kernels[0] != "scalar"
+    result = d.verify(samples=14, seed=2)
+    assert result.ok, result.verdict()
+    h = d.predict(x.numpy())
+    assert np.abs(h).max() >= 0.99  # the states reach the bound

@@ -487,24 +487,24 @@ def state_max_code(t: RecurrentTypes, op: str) -> int:
     that code overflows the type, the wrap or clip can reach anything, and so does the bound."""
     res, acc = t.output, t.accum
     type_max = max(-res.min_code, res.max_code)
-    if not all(isinstance(a, act.TableSpec) for a in (t.sigmoid, t.tanh)) or not all(
-        -act.MAP_HALF <= ty.min_code and ty.max_code < act.MAP_HALF for ty in (acc, res)
-    ):
-        return type_max  # exact activations or wide types: no table map to bound them by
+    if not all(isinstance(a, act.TableSpec) for a in (t.sigmoid, t.tanh)):
+        return type_max  # exact activations: no table to bound them by
 
-    def largest(m: np.ndarray) -> int:
-        return int(max(-m.min(), m.max()))
+    def outputs(a: act.TableSpec) -> np.ndarray:
+        """Every code the table can write into the accumulator type: its entries, cast."""
+        return fixed.cast(a.codes(), a.entry.frac, acc)
 
     def value(code: int) -> Fraction:
         return Fraction(code) / Fraction(2) ** acc.frac
 
-    sig = act.code_map(t.sigmoid, acc.frac, acc)
+    sig, tanh = outputs(t.sigmoid), outputs(t.tanh)
+    tanh_max = value(int(np.abs(tanh).max()))
     if op == "gru":
         if sig.min() < 0 or value(int(sig.max())) > 1:
             return type_max  # some z outside [0, 1]: not a convex combination
-        bound = value(largest(act.code_map(t.tanh, acc.frac, acc)))
+        bound = tanh_max
     else:
-        bound = value(largest(sig)) * value(largest(act.code_map(t.tanh, res.frac, acc)))
+        bound = value(int(np.abs(sig).max())) * tanh_max
     code = math.ceil(bound * Fraction(2) ** res.frac)
     return code if code <= min(res.max_code, -res.min_code) else type_max
 

@@ -19,8 +19,9 @@ order and reduces the lanes at the end.  The two agree exactly when
 * the vector's codes and the weights fit the MAC's lane types (the layer's kind pair, e.g.
   int16 x int16), so the MAC runs at the catalog's rate for that pair.
 
-Bounds use the vector's whole type range (the first layer's input codes, or the h codes of the
-result type) and the layer's actual weight codes.  The bias cast, the final overflow and the
+Bounds use the layer's actual weight codes and, for the vector, the input type's whole range
+(W x) or the largest |h| the recurrence can produce (U h: ``ops.recurrent.state_max_code``, the
+gate tables' bound, |h| <= 1 for hls4ml's tables, at most the result type's range).  The bias cast, the final overflow and the
 wrap to the accumulator width are done once per row on the scalar unit (``rnn::cast``).  What
 does not meet these conditions keeps the scalar kernel (hls4ml's order on int64 codes).
 
@@ -45,6 +46,7 @@ from ..devices import Device
 from ..ir import Node
 from ..numerics import fixed
 from ..numerics.types import FixedType, Saturation
+from ..ops.recurrent import state_max_code
 
 KERNELS = ("vector", "vector_round", "scalar")  # mac chain | mul + per-lane rounding + add | hls4ml's scalar loop
 INT32_LIMIT = 2**31 - 1
@@ -84,6 +86,8 @@ def vector_form(node: Node, recurrent: bool, device: Device, pair: tuple[str, st
         return (f"{what}: each product loses {shift} bits with {acc.rounding.value} rounding, which "
                 f"{device.generation.name} cannot apply per lane")
     xmax = max(abs(xt.min_code), abs(xt.max_code))
+    if recurrent:  # h is bounded by the gate tables, usually far inside its type (|h| <= 1)
+        xmax = min(xmax, state_max_code(t, node.op))
     mags = xmax * np.abs(w)  # (k, rows): largest |product| code of each term
     if shift > 0:
         terms = (mags >> shift) + (mags > 0)  # |round(p / 2^d)| <= floor(|p| / 2^d) + 1
