@@ -196,3 +196,17 @@ def test_cli_compile_reads_the_mapping_from_the_config_file(tmp_path, capsys):
     assert main(["compile", str(model), "--device", "vck190", "--config", str(cfg), "--calibration", str(tmp_path / "x.npy"),
                  "--out", str(tmp_path / "bad")]) != 0
     assert f"layers.{name}.mapping.distribution: 'sideways'" in capsys.readouterr().err
+
+
+def test_a_search_that_finds_nothing_says_which_limit_stops_it():
+    # with a target, the search over the fixed keys finds no legal mapping: the error carries the
+    # planner's diagnosis (here: one row per kernel makes too many packet sources for the AIE
+    # aggregator's merge), not just "no mapping fits"
+    mapping = {"aggregation": "aie", "row_reuse": 1, "cas_len": 2}
+    for layers in (1, 2):
+        torch.manual_seed(1)
+        net = _Net("GRU", 1, 32, layers=layers).eval()
+        x = _data((16, 20, 1))
+        with pytest.raises(PlanError, match=r"with these options: no column-wise aie mapping .* pktmerge of \d+ inputs > \d+"):
+            aieflow.compile(net, device="vck190", example_input=x[:2], calibration=x,
+                            config={"precision": "int16", "target": "latency", "layers": {"rnn": {"mapping": mapping}}})

@@ -11,6 +11,7 @@ class AieflowError(Exception):
     """Base class: the message is written for the user."""
 
     def __init__(self, message: str, *, layer: str | None = None, hint: str | None = None):
+        self.message = message  # without the layer and the hint, for errors that wrap another
         self.layer = layer
         self.hint = hint
         text = f"layer '{layer}': {message}" if layer else message

@@ -29,6 +29,7 @@ from .plan import (
     RecurrentOptions,
     build_mapping,
     dims_of,
+    plan_recurrent,
     search_space,
     violations,
 )
@@ -170,6 +171,19 @@ def costed_points(node_or_dims: Node | RecurrentDims, device: Device | str,
 _KEY = operator.attrgetter("tiles", "latency_ns", "interval_ns")
 
 
+def no_mapping_error(dims: RecurrentDims, device: Device, options: Any, what: str) -> PlanError:
+    """Why no mapping fits: the planner's own diagnosis for these options (the limits the candidate
+    with the fewest tiles still exceeds, or the memory no spread fits), which a search that found
+    nothing cannot give.  ``options``: one RecurrentOptions or a sequence (their union: the first)."""
+    first = options[0] if isinstance(options, Sequence) and options else options
+    try:
+        plan_recurrent(dims, device, first if isinstance(first, RecurrentOptions) else None)
+    except PlanError as e:
+        return PlanError(f"no mapping of {what} fits {device.board} with these options: {e.message}", hint=e.hint)
+    return PlanError(f"no mapping of {what} fits {device.board} with these options",
+                     hint="relax the options (distribution, aggregation, row reuse, merge fan-in)")
+
+
 def choose_mapping(
     node_or_dims: Node | RecurrentDims,
     device: Device | str,
@@ -183,10 +197,7 @@ def choose_mapping(
     pool = costed_points(node_or_dims, device, options)
     if not pool:
         dims = dims_of(node_or_dims, device)
-        raise PlanError(
-            f"no mapping of {dims.cell.upper()} {dims.n_in}->{dims.n_h} fits {device.board} with these options",
-            hint="relax the options (distribution, aggregation, row reuse, merge fan-in)",
-        )
+        raise no_mapping_error(dims, device, options, f"{dims.cell.upper()} {dims.n_in}->{dims.n_h}")
     front = tuple(sorted(_prune(pool, _KEY), key=_KEY))
     chosen = ranked(tuple(pool), target)[0]
     return RecurrentExploration(target, front, chosen, estimate_recurrent(chosen.mapping, device), len(pool))

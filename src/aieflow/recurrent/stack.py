@@ -52,7 +52,7 @@ from .plan import (
     published_options,
     violations,
 )
-from .select import costed_points
+from .select import costed_points, no_mapping_error
 
 
 @dataclass(frozen=True)
@@ -336,8 +336,7 @@ def choose_stack(
     for i, (d, opts) in enumerate(zip(dims, _per_layer(options, len(dims)), strict=True)):
         pts = costed_points(d, device, opts)
         if not pts:
-            raise PlanError(f"no mapping of layer {i} ({d.cell.upper()} {d.n_in}->{d.n_h}) fits {device.board} with these options",
-                            hint="relax the options (distribution, aggregation, row reuse, merge fan-in)")
+            raise no_mapping_error(d, device, opts, f"layer {i} ({d.cell.upper()} {d.n_in}->{d.n_h})")
         mine = []
         for p in pts:
             first, interval, step_c, head_c = p.cycles  # first_and_interval's numbers, costed once in costed_points
