@@ -295,11 +295,43 @@ def test_float_layernorm_is_a_clear_error():
     assert e.value.layer == "ln1" and "int8" in (e.value.hint or "")
 
 
-def test_search_and_replicas_are_config_errors():
-    with pytest.raises(ConfigError):
-        _plan(Residual(), (32,), {"precision": "int8", "batch": "auto"})
-    with pytest.raises(ConfigError):
+def test_replicas_are_a_config_error():
+    with pytest.raises(ConfigError, match="replicas"):
         _plan(Residual(), (32,), {"precision": "int8", "replicas": 2})
+
+
+@pytest.mark.parametrize("objective", ["resources", "latency", "throughput"])
+def test_the_search_picks_the_batch_the_target_asks_for(objective, tmp_path):
+    # every candidate batch planned and estimated on its own: the compiled design has the one the
+    # objective ranks first, and it saves / loads at that batch
+    from aieflow.dag.perf import estimate_dag
+
+    x = np.random.default_rng(0).standard_normal((64, 32)).astype(np.float32)
+    cfg = {"precision": "int8", "batch": [1, 2, 4, 8, 16, 32, 64], "target": objective}
+    d = aieflow.compile(Residual().eval(), device="vek280", example_input=x[:1], calibration=x, config=cfg)
+    _, st = _quantised(Residual(), (32,), {"precision": "int8", "batch": 8})
+    legal = {}
+    for b in cfg["batch"]:
+        try:
+            plan = plan_dag(st.graph, st.device, replace(st.config, batch=b))
+        except PlanError:
+            continue
+        e = estimate_dag(plan, st.device)
+        legal[b] = (plan.tiles, e.latency_ns, e.interval_ns / b)
+    assert len(legal) >= 3 and 1 not in legal  # batch 1 leaves the 8-row tilers short
+    key = {"resources": lambda b: (legal[b][0], legal[b][1]), "latency": lambda b: (legal[b][1], legal[b][0]),
+           "throughput": lambda b: (legal[b][2], legal[b][0])}[objective]
+    assert d.plan.batch == min(legal, key=key)
+    assert d.config.batch == d.plan.batch and d.config.batch_search is None
+    loaded = aieflow.load(d.save(tmp_path / "d"))
+    assert loaded.plan.batch == d.plan.batch
+
+
+def test_a_budget_no_batch_meets_names_the_best_there_is():
+    x = np.random.default_rng(0).standard_normal((64, 32)).astype(np.float32)
+    with pytest.raises(PlanError, match=r"no plan meets the target .*the fewest tiles \d+"):
+        aieflow.compile(Residual().eval(), device="vek280", example_input=x[:1], calibration=x,
+                        config={"precision": "int8", "batch": "auto", "target": "tiles <= 2"})
 
 
 def test_dma_word_granularity_is_reported_for_element_wise_transposes():

@@ -13,6 +13,7 @@ from ..pipeline import State, run_pipeline
 from .design import DagDesign
 from .emit import emit_dag
 from .plan import DagPlan, plan_dag
+from .search import search_dag
 
 DAG_OPS = ("add", "layernorm", "transpose", "concat", "slice")
 
@@ -50,9 +51,14 @@ def compile_dag(state: State, progress: Callable[[str], None] | None = None) -> 
     state = run_pipeline(state, progress, stop_after="quantise")
     if progress:
         progress("dag: plan, links, place, emit")
-    plan = plan_dag(state.graph, state.device, state.config)
-    placement = place_dag(plan, state.device, state.config)
-    design = DagDesign(plan, state.device, state.config, placement, state.source)
+    config = state.config
+    if config.searched:
+        found = search_dag(state.graph, state.device, config)
+        plan, config = found.plan, found.config
+    else:
+        plan = plan_dag(state.graph, state.device, config)
+    placement = place_dag(plan, state.device, config)
+    design = DagDesign(plan, state.device, config, placement, state.source)
     x = state.example_input if state.example_input is not None else state.calibration
     xq = _example(design, x)
     design.files = emit_dag(plan, state.device, placement, xq, design.run(xq), state.graph.name)

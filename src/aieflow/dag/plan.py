@@ -338,7 +338,8 @@ def _plan_rows(node: Node, graph: Graph, batch: int, device: Device) -> RowsPlan
 
 
 def plan_dag(graph: Graph, device: Device, config: Config) -> DagPlan:
-    """Plan every compute node; the links are derived from the result (``links.make_links``)."""
+    """Plan every compute node at ``config.batch`` (the target is ``dag.search``'s business); the
+    links are derived from the result (``links.make_links``)."""
     if device.memory_tile_rows == 0:
         raise PlanError(
             f"graphs with fan-out, residual adds, LayerNorm or transposes map through memory tiles, which "
@@ -347,9 +348,8 @@ def plan_dag(graph: Graph, device: Device, config: Config) -> DagPlan:
         )
     if (config.replicas or 1) > 1:
         raise ConfigError("replicas are not supported for DAG designs yet", hint="remove `replicas` from the config")
-    if config.searched:
-        raise ConfigError("the target / batch search does not cover DAG designs yet",
-                          hint="give a fixed `batch` and no `target`")
+    if config.batch_search is not None:  # dag.search.search_dag fixes the batch before planning
+        raise ConfigError("internal: plan_dag takes a fixed batch", hint="please report this as a bug")
     batch = config.batch
     compute: list[str] = []
     operands: dict[str, tuple[Operand, ...]] = {}

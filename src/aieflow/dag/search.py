@@ -1,0 +1,64 @@
+"""The target / batch search of DAG designs.
+
+What it chooses is the batch (samples per graph iteration): every candidate batch is planned
+(``plan.plan_dag``: each Dense node the planner's parallelism for that batch, or the config's) and
+estimated (``perf.estimate_dag``, before placement), and ``passes.search.ranked`` picks by the
+target as for chains: fewest tiles, lowest latency, lowest interval per sample, within any budgets.
+A batch whose design is illegal (rows the memory-tile tilers cannot cut, memory, tiles) is left
+out; the error names the first reason when none is legal.  Per-layer parallelism is not searched
+(fix it per layer with ``parallelism`` when a target needs more).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..config import MAX_AUTO_BATCH, Config, Target
+from ..devices import Device
+from ..errors import PlanError
+from ..ir import Graph
+from ..passes.search import Point, ranked
+from .perf import estimate_dag
+from .plan import DagPlan, plan_dag
+
+
+@dataclass(frozen=True)
+class DagSearch:
+    plan: DagPlan
+    config: Config  # the user's, with the chosen batch fixed (``batch_search`` cleared)
+    points: tuple[Point, ...]  # every legal candidate, for the summary / design.json
+
+
+def batch_candidates(config: Config) -> tuple[int, ...]:
+    """The config's batch list, or for ``auto`` the powers of two up to ``MAX_AUTO_BATCH`` (the
+    DAG's row constraint leaves the small ones out per model), or its fixed batch."""
+    if config.batch_search is None:
+        return (config.batch,)
+    if config.batch_search != "auto":
+        return tuple(config.batch_search)
+    out, b = [], 1
+    while b <= MAX_AUTO_BATCH:
+        out.append(b)
+        b *= 2
+    return tuple(out)
+
+
+def search_dag(graph: Graph, device: Device, config: Config) -> DagSearch:
+    fixed = replace(config, target=Target(), batch_search=None)
+    points, plans, first_error = [], {}, None
+    for b in batch_candidates(config):
+        try:
+            plan = plan_dag(graph, device, replace(fixed, batch=b))
+        except PlanError as e:
+            first_error = first_error or (b, e)
+            continue
+        perf = estimate_dag(plan, device)
+        par = tuple((n.name, n.plan.cas_len, n.plan.cas_num) for n in plan.graph.nodes if n.op == "dense")
+        points.append(Point(plan.tiles, perf.latency_ns, perf.interval_ns, par, b))
+        plans[b] = plan
+    if not points:
+        b, e = first_error
+        raise PlanError(f"no candidate batch gives a legal DAG design (batch {b}: {e.message})",
+                        layer=e.layer, hint=e.hint or "give other batch sizes")
+    best = ranked(tuple(points), config.target)[0]
+    return DagSearch(plans[best.batch], replace(config, batch=best.batch, batch_search=None), tuple(points))
