@@ -364,3 +364,17 @@ def test_dma_word_granularity_is_reported_for_element_wise_transposes():
     assert flagged and all(k.source.transposed and k.source.transpose_at == "dma" for k in flagged)
     d = DagDesign(plan, st.device, st.config, place_dag(plan, st.device, st.config))
     assert "32-bit words" in d.summary()
+
+
+def test_explore_lists_the_batch_front_and_the_compile_pick():
+    x = np.random.default_rng(0).standard_normal((64, 32)).astype(np.float32)
+    cfg = {"precision": "int8", "target": "throughput"}
+    ex = aieflow.explore(Residual().eval(), device="vek280", example_input=x[:1], calibration=x, config=cfg)
+    assert len(ex.batches) >= 3 and ex.chosen in ex.front
+    for p in ex.front:  # Pareto: nothing in the front is beaten or equalled everywhere by another
+        assert not any(q != p and q.tiles <= p.tiles and q.latency_ns <= p.latency_ns
+                       and q.sample_interval_ns <= p.sample_interval_ns for q in ex.front)
+    assert ex.chosen.sample_interval_ns == min(p.sample_interval_ns for p in ex.front)
+    d = aieflow.compile(Residual().eval(), device="vek280", example_input=x[:1], calibration=x,
+                        config={**cfg, "batch": "auto"})
+    assert d.plan.batch == ex.chosen.batch

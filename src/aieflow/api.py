@@ -83,7 +83,14 @@ def explore(
 
     if is_recurrent(state):  # GRU / LSTM: the front of the recurrent mappings (docs/recurrent.md)
         return explore_recurrent(model, state.device, example_input, state.config, calibration)
+    from .dag.api import is_dag
+
+    dag = is_dag(state)
     state = run_pipeline(state, stop_after="quantise")
+    if dag:  # the DAG search chooses the batch (dag/search.py)
+        from .dag.search import explore_dag
+
+        return explore_dag(state.graph, state.device, state.config)
     require_mapping(state.graph)
     return _search(state, force=True).exploration
 

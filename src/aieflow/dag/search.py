@@ -17,7 +17,7 @@ from ..config import MAX_AUTO_BATCH, Config, Target
 from ..devices import Device
 from ..errors import PlanError
 from ..ir import Graph
-from ..passes.search import Point, ranked
+from ..passes.search import Exploration, Point, _prune, ranked
 from .perf import estimate_dag
 from .plan import DagPlan, plan_dag
 
@@ -62,3 +62,15 @@ def search_dag(graph: Graph, device: Device, config: Config) -> DagSearch:
                         layer=e.layer, hint=e.hint or "give other batch sizes")
     best = ranked(tuple(points), config.target)[0]
     return DagSearch(plans[best.batch], replace(config, batch=best.batch, batch_search=None), tuple(points))
+
+
+def explore_dag(graph: Graph, device: Device, config: Config) -> Exploration:
+    """``aieflow explore`` for a DAG: the batch is what the search chooses, so the front is over the
+    config's batch list, or every ``auto`` batch when the config fixes one."""
+    if config.batch_search is None:
+        config = replace(config, batch_search="auto")
+    found = search_dag(graph, device, config)
+    key = lambda p: (p.tiles, p.latency_ns, p.sample_interval_ns)  # noqa: E731
+    front = tuple(sorted(_prune(list(found.points), key), key=key))
+    chosen = next(p for p in found.points if p.batch == found.plan.batch)
+    return Exploration(config.target, front, chosen, len(found.points), tuple(p.batch for p in found.points))
