@@ -378,3 +378,10 @@ def test_explore_lists_the_batch_front_and_the_compile_pick():
     d = aieflow.compile(Residual().eval(), device="vek280", example_input=x[:1], calibration=x,
                         config={**cfg, "batch": "auto"})
     assert d.plan.batch == ex.chosen.batch
+
+
+def test_a_device_without_memory_tiles_is_refused_before_any_batch_is_tried():
+    x = np.random.default_rng(0).standard_normal((64, 32)).astype(np.float32)
+    with pytest.raises(PlanError, match=r"^graphs with fan-out.*VCK190"):
+        aieflow.compile(Residual().eval(), device="vck190", example_input=x[:1], calibration=x,
+                        config={"precision": "int8", "batch": "auto", "target": "latency"})

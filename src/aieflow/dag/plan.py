@@ -337,9 +337,8 @@ def _plan_rows(node: Node, graph: Graph, batch: int, device: Device) -> RowsPlan
     return best
 
 
-def plan_dag(graph: Graph, device: Device, config: Config) -> DagPlan:
-    """Plan every compute node at ``config.batch`` (the target is ``dag.search``'s business); the
-    links are derived from the result (``links.make_links``)."""
+def check_dag_device(device: Device, config: Config) -> None:
+    """What no batch or parallelism can change: the device has memory tiles, one replica."""
     if device.memory_tile_rows == 0:
         raise PlanError(
             f"graphs with fan-out, residual adds, LayerNorm or transposes map through memory tiles, which "
@@ -348,6 +347,12 @@ def plan_dag(graph: Graph, device: Device, config: Config) -> DagPlan:
         )
     if (config.replicas or 1) > 1:
         raise ConfigError("replicas are not supported for DAG designs yet", hint="remove `replicas` from the config")
+
+
+def plan_dag(graph: Graph, device: Device, config: Config) -> DagPlan:
+    """Plan every compute node at ``config.batch`` (the target is ``dag.search``'s business); the
+    links are derived from the result (``links.make_links``)."""
+    check_dag_device(device, config)
     if config.batch_search is not None:  # dag.search.search_dag fixes the batch before planning
         raise ConfigError("internal: plan_dag takes a fixed batch", hint="please report this as a bug")
     batch = config.batch

@@ -19,7 +19,7 @@ from ..errors import PlanError
 from ..ir import Graph
 from ..passes.search import Exploration, Point, _prune, ranked
 from .perf import estimate_dag
-from .plan import DagPlan, plan_dag
+from .plan import DagPlan, check_dag_device, plan_dag
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,7 @@ def batch_candidates(config: Config) -> tuple[int, ...]:
 
 
 def search_dag(graph: Graph, device: Device, config: Config) -> DagSearch:
+    check_dag_device(device, config)
     fixed = replace(config, target=Target(), batch_search=None)
     points, plans, first_error = [], {}, None
     for b in batch_candidates(config):
