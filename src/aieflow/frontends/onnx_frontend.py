@@ -1176,6 +1176,16 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin):
             **dict.fromkeys(RECURRENT_OPS, self.recurrent),
             **self.conv_converters(),
         }
+        for i in todo:  # control flow first: what feeds a Loop would otherwise be reported instead
+            node = self.g.node[i]
+            if i in live and node.op_type in ("Loop", "Scan", "If"):
+                raise UnsupportedOpError(
+                    f"node '{self._names[i]}' is an ONNX {node.op_type} (control flow), which aieflow does not "
+                    "import; recurrent layers must arrive as ONNX GRU / LSTM nodes",
+                    hint="tf2onnx 1.17 exports a Keras 3 GRU layer as a Loop (its LSTM as an LSTM node): export "
+                    "the model from PyTorch, or replace the loop by an ONNX GRU node (linear_before_reset=1 for "
+                    "Keras' default reset_after=True) holding the layer's weights",
+                )
         for i in todo:
             if i not in live:
                 continue
