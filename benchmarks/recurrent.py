@@ -38,6 +38,7 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -195,6 +196,38 @@ def run(name: str, steps: int, inputs: int, hidden: int, dense: tuple[int, ...],
     # one bias fewer (PyTorch keeps b_ih and b_hh, which add up)
     params = rnn_params - (4 * hidden if cell == "LSTM" else 0)
 
+    a = aieflow_side(net, x)
+    fp32, int16 = a.fp32, a.int16
+
+    with tempfile.TemporaryDirectory(prefix="aieflow-bench-hls4ml-") as tmp:
+        hls, t_hls = timed(lambda: hls4ml_model(net, steps, inputs, tmp))
+        xh = x[:hls_samples].astype(np.float64)
+        hls.predict(xh[:2])
+        yh, t_hls_pred = timed(lambda: np.asarray(hls.predict(xh), dtype=np.float64), PREDICT_REPEATS)
+    bit_exact = bool(np.array_equal(yh.reshape(len(xh), -1), a.y16[: len(xh)].reshape(len(xh), -1).astype(np.float64)))
+    e32, e16 = fp32.estimate(), int16.estimate()
+    return Row(
+        name, cell, params, e32.sequence_latency_ns / 1e3, e32.tiles, e16.sequence_latency_ns / 1e3, e16.tiles,
+        a.torch_us, HLS4ML_FPGA_US[(name, cell)], samples, samples / a.emu_fp32_s, samples / a.emu_int16_s,
+        len(xh) / t_hls_pred, bit_exact, a.compile_fp32_s, a.compile_int16_s, t_hls, _kernels(int16),
+    )
+
+
+@dataclass
+class AieflowSide:
+    fp32: Any  # the VCK190 fp32 design
+    int16: Any  # the VEK280 int16 design (hls4ml's default types)
+    compile_fp32_s: float
+    compile_int16_s: float
+    torch_us: float
+    emu_fp32_s: float  # predict of the whole test set
+    emu_int16_s: float
+    y16: np.ndarray  # the int16 design's outputs
+
+
+def aieflow_side(net: Net, x: np.ndarray) -> AieflowSide:
+    """Both designs compiled (median of 3), PyTorch at batch 1, and both predicts timed (after a
+    warm-up call)."""
     fp32, t_fp32 = timed(lambda: aieflow.compile(net, device="vck190", example_input=x[:4], calibration=x,
                                                  config={"precision": "fp32"}), 3)
     int16, t_int16 = timed(lambda: aieflow.compile(net, device="vek280", example_input=x[:4], calibration=x,
@@ -204,19 +237,7 @@ def run(name: str, steps: int, inputs: int, hidden: int, dense: tuple[int, ...],
     _, t_emu32 = timed(lambda: fp32.predict(x), PREDICT_REPEATS)
     int16.predict(x[:8])
     y16, t_emu16 = timed(lambda: int16.predict(x), PREDICT_REPEATS)
-
-    with tempfile.TemporaryDirectory(prefix="aieflow-bench-hls4ml-") as tmp:
-        hls, t_hls = timed(lambda: hls4ml_model(net, steps, inputs, tmp))
-        xh = x[:hls_samples].astype(np.float64)
-        hls.predict(xh[:2])
-        yh, t_hls_pred = timed(lambda: np.asarray(hls.predict(xh), dtype=np.float64), PREDICT_REPEATS)
-    bit_exact = bool(np.array_equal(yh.reshape(len(xh), -1), y16[: len(xh)].reshape(len(xh), -1).astype(np.float64)))
-    e32, e16 = fp32.estimate(), int16.estimate()
-    return Row(
-        name, cell, params, e32.sequence_latency_ns / 1e3, e32.tiles, e16.sequence_latency_ns / 1e3, e16.tiles,
-        torch_us, HLS4ML_FPGA_US[(name, cell)], samples, samples / t_emu32, samples / t_emu16,
-        len(xh) / t_hls_pred, bit_exact, t_fp32, t_int16, t_hls, _kernels(int16),
-    )
+    return AieflowSide(fp32, int16, t_fp32, t_int16, torch_us, t_emu32, t_emu16, y16)
 
 
 def _kernels(design) -> str:
@@ -248,18 +269,11 @@ def run_stacked(name: str, steps: int, inputs: int, hidden: int, layers: int, de
     net = Net("GRU", inputs, hidden, dense, outputs, layers).eval()
     x = np.random.default_rng(1).standard_normal((samples, steps, inputs)).astype(np.float32)
     params = sum(p.numel() for p in net.rnn.parameters())
-    fp32, t_fp32 = timed(lambda: aieflow.compile(net, device="vck190", example_input=x[:4], calibration=x,
-                                                 config={"precision": "fp32"}), 3)
-    int16, t_int16 = timed(lambda: aieflow.compile(net, device="vek280", example_input=x[:4], calibration=x,
-                                                   config=aieflow_int16_config(net)), 3)
-    torch_us = torch_batch1_us(net, x, 300)
-    fp32.predict(x[:8])
-    _, t_emu32 = timed(lambda: fp32.predict(x), PREDICT_REPEATS)
-    int16.predict(x[:8])
-    _, t_emu16 = timed(lambda: int16.predict(x), PREDICT_REPEATS)
-    e32, e16 = fp32.estimate(), int16.estimate()
+    a = aieflow_side(net, x)
+    e32, e16 = a.fp32.estimate(), a.int16.estimate()
     return StackRow(name, params, e32.sequence_latency_ns / 1e3, e32.tiles, e16.sequence_latency_ns / 1e3, e16.tiles,
-                    torch_us, samples, samples / t_emu32, samples / t_emu16, t_fp32, t_int16, _kernels(int16))
+                    a.torch_us, samples, samples / a.emu_fp32_s, samples / a.emu_int16_s, a.compile_fp32_s,
+                    a.compile_int16_s, _kernels(a.int16))
 
 
 def _gxx() -> str:

@@ -44,6 +44,21 @@ def tables(draw, function: str) -> act.TableSpec:
     )
 
 
+# A random fixed-point layer: cell, the types (input, weights, biases, accumulator, result), the two
+# tables and a seed for its weights and inputs.
+LAYERS = dict(
+    op=st.sampled_from(["gru", "lstm"]),
+    xt=fixed_types(),
+    wt=fixed_types(),
+    bt=fixed_types(),
+    acc=fixed_types(widths=(6, 16)),
+    res=fixed_types(widths=(4, 16)),
+    sig=tables("sigmoid"),
+    tanh=tables("tanh"),
+    seed=st.integers(0, 2**16),
+)
+
+
 def _table(a: act.TableSpec, code: int, frac: int, out: FixedType) -> int:
     entry = int(a.codes()[a.index_of_codes(np.array([code]), frac)[0]])
     return ref_cast(entry, a.entry.frac, out)
@@ -107,17 +122,7 @@ def _layer(op: str, t: rec.RecurrentTypes, feats: int, n: int, steps: int, rng: 
 
 
 @settings(max_examples=100, deadline=None)
-@given(
-    op=st.sampled_from(["gru", "lstm"]),
-    xt=fixed_types(),
-    wt=fixed_types(),
-    bt=fixed_types(),
-    acc=fixed_types(widths=(6, 16)),
-    res=fixed_types(widths=(4, 16)),
-    sig=tables("sigmoid"),
-    tanh=tables("tanh"),
-    seed=st.integers(0, 2**16),
-)
+@given(**LAYERS)
 def test_fixed_emulation_matches_the_scalar_reference_in_both_dtypes(op, xt, wt, bt, acc, res, sig, tanh, seed):
     t = rec.RecurrentTypes(xt, wt, wt, bt, bt, acc, res, sig, tanh)
     rng = np.random.default_rng(seed)
@@ -165,17 +170,7 @@ def test_types_whose_step_overflows_int32_run_in_int64():
 
 
 @settings(max_examples=60, deadline=None)
-@given(
-    op=st.sampled_from(["gru", "lstm"]),
-    xt=fixed_types(),
-    wt=fixed_types(),
-    bt=fixed_types(),
-    acc=fixed_types(widths=(6, 16)),
-    res=fixed_types(widths=(4, 16)),
-    sig=tables("sigmoid"),
-    tanh=tables("tanh"),
-    seed=st.integers(0, 2**16),
-)
+@given(**LAYERS)
 def test_the_state_bound_holds_on_every_step(op, xt, wt, bt, acc, res, sig, tanh, seed):
     # recurrent/vector.py proves kernel sums fit int32 with this bound in place of the result
     # type's range: every h the recurrence produces must lie within it.
