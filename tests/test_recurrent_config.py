@@ -210,3 +210,15 @@ def test_a_search_that_finds_nothing_says_which_limit_stops_it():
         with pytest.raises(PlanError, match=r"with these options: no column-wise aie mapping .* pktmerge of \d+ inputs > \d+"):
             aieflow.compile(net, device="vck190", example_input=x[:2], calibration=x,
                             config={"precision": "int16", "target": "latency", "layers": {"rnn": {"mapping": mapping}}})
+
+
+def test_a_module_key_is_named_as_the_user_wrote_it_in_errors():
+    # layers.rnn applies to both layers of a num_layers=2 module; the error names that key (and
+    # the layer it failed on), not a layers.rnn_l0 key the user never wrote
+    torch.manual_seed(2)
+    net = _Net("GRU", 4, 8, layers=2).eval()
+    x = _data((16, 4, 4))
+    rnn = {"accum": "fixed<16,1,RND_CONV,SAT>", "mapping": {"kernel": "vector"}}
+    with pytest.raises(ConfigError, match=r"^layer 'rnn_l0': layers\.rnn\.mapping\.kernel: vector is not bit-exact"):
+        aieflow.compile(net, device="vck190", example_input=x[:2], calibration=x,
+                        config={"precision": "int16", "layers": {"rnn": rnn}})

@@ -394,7 +394,7 @@ def layer_choices(cfg: Config, layers: list[Node], head: list[Node], dev: Device
             dims[i] = replace(dims[i], kernels=("scalar", "scalar"))
         elif d.kernel == "vector" and "scalar" in dims[i].kernels:
             why = [r for r, k in zip(kernel_reasons(node, dev, dims[i].pair), dims[i].kernels, strict=True) if k == "scalar"]
-            raise ConfigError(f"layers.{node.name}.mapping.kernel: vector is not bit-exact with hls4ml here: "
+            raise ConfigError(f"layers.{d.key or node.name}.mapping.kernel: vector is not bit-exact with hls4ml here: "
                               + "; ".join(w.removeprefix("scalar, hls4ml's order: ") for w in why),
                               layer=node.name, hint="use kernel: auto (vector where exact) or scalar")
     return per, dims

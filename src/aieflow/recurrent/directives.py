@@ -56,6 +56,7 @@ class LayerDirectives:
     options: RecurrentOptions
     kernel: str = "auto"
     given: tuple[str, ...] = ()  # the keys the config set
+    key: str = ""  # the config's layer key they came from (a num_layers > 1 module's path, or the layer's name)
 
     @property
     def empty(self) -> bool:
@@ -114,7 +115,7 @@ def parse_layer(name: str, raw: Mapping[str, Any], fp32: bool) -> LayerDirective
     if fp32 and d and not wd:
         values["input_distribution"] = d
     given = tuple(k for k in raw if k in values or (k == "kernel" and kernel != "auto"))
-    return LayerDirectives(RecurrentOptions(**values), kernel, given)
+    return LayerDirectives(RecurrentOptions(**values), kernel, given, name)
 
 
 def layer_directives(config: Config, layers: list[Node]) -> list[LayerDirectives]:
