@@ -1,4 +1,5 @@
-"""ap_fixed assignment in exact rationals: the independent reference several tests compare with."""
+"""Rounding, overflow and ap_fixed assignment in exact rationals: the independent reference several
+tests compare with (the definitions of numerics/types.py, written out case by case)."""
 
 from __future__ import annotations
 
@@ -7,30 +8,43 @@ from fractions import Fraction
 
 from aieflow.numerics.types import FixedType, Rounding, Saturation
 
+_HALF = Fraction(1, 2)
 
-def ref_cast_value(v: Fraction, t: FixedType) -> int:
-    """The code of ``(t)v`` for a signed type ``t``: round to t's grid, then overflow."""
-    v = v * Fraction(2) ** t.frac
+
+def ref_round(v: Fraction, mode: Rounding) -> int:
+    """``v`` rounded to an integer by ``mode``."""
     fl = math.floor(v)
     rem = v - fl
-    half = Fraction(1, 2)
+    if rem == 0:
+        return fl
     up = {
         Rounding.FLOOR: False,
-        Rounding.SYM_FLOOR: rem != 0 and v < 0,
-        Rounding.POS_INF: rem >= half,
-        Rounding.NEG_INF: rem > half,
-        Rounding.SYM_INF: rem > half or (rem == half and v > 0),
-        Rounding.SYM_ZERO: rem > half or (rem == half and v < 0),
-        Rounding.CONV_EVEN: rem > half or (rem == half and fl % 2 == 1),
-        Rounding.CONV_ODD: rem > half or (rem == half and fl % 2 == 0),
-        Rounding.CEIL: rem != 0,
-        Rounding.SYM_CEIL: rem != 0 and v > 0,
-    }[t.rounding]
-    q = fl + up
+        Rounding.CEIL: True,
+        Rounding.SYM_FLOOR: v < 0,
+        Rounding.SYM_CEIL: v > 0,
+    }.get(mode)
+    if up is None:
+        if rem != _HALF:
+            up = rem > _HALF
+        else:
+            up = {Rounding.POS_INF: True, Rounding.NEG_INF: False, Rounding.SYM_INF: v > 0,
+                  Rounding.SYM_ZERO: v < 0, Rounding.CONV_EVEN: fl % 2 == 1, Rounding.CONV_ODD: fl % 2 == 0}[mode]
+    return fl + int(up)
+
+
+def ref_overflow(q: int, t: FixedType) -> int:
+    """An integer code brought into ``t``'s range by its overflow mode (wrap or clip)."""
+    lo, hi = t.min_code, t.max_code
     if t.saturation is Saturation.WRAP:
-        return (q + 2 ** (t.width - 1)) % 2**t.width - 2 ** (t.width - 1)
-    lo = -t.max_code if t.saturation is Saturation.SYMMETRIC else t.min_code
-    return min(max(q, lo), t.max_code)
+        return (q - lo) % (1 << t.width) + lo
+    if t.saturation is Saturation.SYMMETRIC and t.signed:
+        lo = -hi
+    return min(max(q, lo), hi)
+
+
+def ref_cast_value(v: Fraction, t: FixedType) -> int:
+    """The code of ``(t)v``: round to t's grid, then overflow."""
+    return ref_overflow(ref_round(v * Fraction(2) ** t.frac, t.rounding), t)
 
 
 def ref_cast(code: int, frac: int, t: FixedType) -> int:

@@ -5,11 +5,11 @@ random codes and edge values against an independent formula (Python integers, Fr
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 
 import numpy as np
 import pytest
+from fixed_reference import ref_round
 
 from aieflow.numerics import fixed
 from aieflow.numerics.types import FixedType, Rounding, Saturation, parse_type
@@ -37,24 +37,6 @@ def test_wrap_matches_modular_arithmetic(bits, signed):
     assert got.tolist() == [_wrap_ref(int(v), bits, signed) for v in c]
 
 
-def _round_ref(num: Fraction, rounding: Rounding) -> int:
-    fl = math.floor(num)
-    rem = num - fl
-    if rem == 0:
-        return fl
-    up = {
-        Rounding.FLOOR: False, Rounding.CEIL: True,
-        Rounding.SYM_FLOOR: fl < 0, Rounding.SYM_CEIL: fl >= 0,
-    }.get(rounding)
-    if up is None:
-        if rem != Fraction(1, 2):
-            up = rem > Fraction(1, 2)
-        else:
-            up = {Rounding.POS_INF: True, Rounding.NEG_INF: False, Rounding.SYM_INF: fl >= 0,
-                  Rounding.SYM_ZERO: fl < 0, Rounding.CONV_EVEN: fl % 2 == 1, Rounding.CONV_ODD: fl % 2 == 0}[rounding]
-    return fl + int(up)
-
-
 @pytest.mark.parametrize("t", ["fixed<16,6>", "fixed<16,6,RND_CONV,SAT>", "ufixed<12,4,TRN,SAT>", "fixed<18,8,RND,SAT_SYM>"])
 def test_cast_without_a_shift_is_saturate(t):
     to = parse_type(t)
@@ -80,9 +62,9 @@ def _tables():
 def _index_ref(spec: act.TableSpec, code: int, frac: int) -> int:
     x = Fraction(code) / Fraction(2) ** frac
     if frac < 0 and spec.index_rounding is Rounding.SYM_FLOOR and (2 * spec.limit).denominator == 1:
-        q = _round_ref(Fraction(code * spec.size) / int(2 * spec.limit), Rounding.SYM_FLOOR) << -frac
+        q = ref_round(Fraction(code * spec.size) / int(2 * spec.limit), Rounding.SYM_FLOOR) << -frac
     else:
-        q = _round_ref(x * spec.scale, spec.index_rounding)
+        q = ref_round(x * spec.scale, spec.index_rounding)
     idx = _wrap_ref(_wrap_ref(q, 32, True) + spec.size // 2, 32, True)
     return min(max(idx, 0), spec.size - 1)
 

@@ -11,6 +11,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from fixed_reference import ref_cast, ref_overflow, ref_round
 
 torch = pytest.importorskip("torch")
 
@@ -53,44 +54,11 @@ def _data(shape, seed, scale=2.0):
 # ----------------------------------------------------------------------------- the exactness argument
 
 
-def _round(v: Fraction, mode: Rounding) -> int:
-    """Independent rounding of a rational to an integer (the definitions of numerics/types.py)."""
-    f = v.numerator // v.denominator
-    r = v - f
-    if r == 0:
-        return f
-    if mode is Rounding.FLOOR:
-        return f
-    if mode is Rounding.CEIL:
-        return f + 1
-    if mode is Rounding.SYM_FLOOR:
-        return f + (v < 0)
-    if mode is Rounding.SYM_CEIL:
-        return f + (v > 0)
-    if r != Fraction(1, 2):
-        return f + (r > Fraction(1, 2))
-    return f + {Rounding.POS_INF: 1, Rounding.NEG_INF: 0, Rounding.SYM_INF: int(v > 0), Rounding.SYM_ZERO: int(v < 0),
-                Rounding.CONV_EVEN: f % 2, Rounding.CONV_ODD: 1 - f % 2}[mode]
-
-
-def _overflow(c: int, t: FixedType) -> int:
-    lo, hi = (-(2 ** (t.width - 1)), 2 ** (t.width - 1) - 1) if t.signed else (0, 2**t.width - 1)
-    if t.saturation is Saturation.WRAP:
-        return (c - lo) % 2**t.width + lo
-    if t.saturation is Saturation.SYMMETRIC and t.signed:
-        lo = -hi
-    return max(lo, min(hi, c))
-
-
-def _cast(c: int, frac: int, t: FixedType) -> int:
-    return _overflow(_round(Fraction(c, 2**frac) * 2**t.frac, t.rounding), t)
-
-
 def _hls4ml_row(x, w, b, xt, wt, bt, acc) -> int:
     """hls4ml's order, on Python integers: a = C(b); a = C(a + C(x_k w_k))."""
-    a = _cast(int(b), bt.frac, acc)
+    a = ref_cast(int(b), bt.frac, acc)
     for xk, wk in zip(x, w, strict=True):
-        a = _cast(a + _cast(int(xk) * int(wk), xt.frac + wt.frac, acc), acc.frac, acc)
+        a = ref_cast(a + ref_cast(int(xk) * int(wk), xt.frac + wt.frac, acc), acc.frac, acc)
     return a
 
 
@@ -98,12 +66,12 @@ def _lanes_row(x, w, b, xt, wt, bt, acc, lanes: int) -> int:
     """The vector kernel's order: products (rounded per lane when they are finer than the
     accumulator), summed per lane, lanes summed, then the bias and one overflow."""
     d = xt.frac + wt.frac - acc.frac
-    terms = [_round(Fraction(int(xk) * int(wk), 2**d), acc.rounding) if d > 0 else int(xk) * int(wk)
+    terms = [ref_round(Fraction(int(xk) * int(wk), 2**d), acc.rounding) if d > 0 else int(xk) * int(wk)
              for xk, wk in zip(x, w, strict=True)]
     lane_sums = [sum(terms[i::lanes]) for i in range(lanes)]
     assert all(abs(s) < 2**31 for s in lane_sums) and abs(sum(lane_sums)) < 2**31  # int32 lanes and reduction
     total = sum(lane_sums) << max(0, -d)  # d < 0: the exact sum moved onto the accumulator's grid
-    return _overflow(_cast(int(b), bt.frac, acc) + total, acc)
+    return ref_overflow(ref_cast(int(b), bt.frac, acc) + total, acc)
 
 
 class _Node:
@@ -162,7 +130,7 @@ def _chain_row(x, w, b, xt, wt, bt, acc, cas: int) -> int:
     block's terms to the carried partial sum (the first tile from 0), then the last tile's bias
     and one overflow.  Every partial sum the chain carries must fit int32 lanes."""
     d = xt.frac + wt.frac - acc.frac
-    terms = [_round(Fraction(int(xk) * int(wk), 2**d), acc.rounding) if d > 0 else int(xk) * int(wk)
+    terms = [ref_round(Fraction(int(xk) * int(wk), 2**d), acc.rounding) if d > 0 else int(xk) * int(wk)
              for xk, wk in zip(x, w, strict=True)]
     kc = -(-len(terms) // cas)
     carried = 0
@@ -170,7 +138,7 @@ def _chain_row(x, w, b, xt, wt, bt, acc, cas: int) -> int:
         block = terms[j * kc : (j + 1) * kc]
         carried += sum(block)  # integer sums: the block's lane order does not matter
         assert abs(carried) < 2**31, (j, carried)
-    return _overflow(_cast(int(b), bt.frac, acc) + (carried << max(0, -d)), acc)
+    return ref_overflow(ref_cast(int(b), bt.frac, acc) + (carried << max(0, -d)), acc)
 
 
 def test_the_chain_order_is_exact_whenever_the_vector_form_is_chosen():
@@ -210,7 +178,7 @@ def test_saturating_accumulators_that_could_saturate_stay_scalar():
                  w, np.zeros((1, 1), dtype=np.int64), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64))
     assert isinstance(vector_form(node, False, get_device("vck190"), ("i8", "i8")), str)
     x = np.array([127, 127, 0])  # +big saturates first, then -big pulls it down: not the clamped exact sum
-    assert _hls4ml_row(x, w[:, 0], 0, xt, wt, bt, acc) != _overflow(int(x @ w[:, 0]), acc)
+    assert _hls4ml_row(x, w[:, 0], 0, xt, wt, bt, acc) != ref_overflow(int(x @ w[:, 0]), acc)
 
 
 def test_rounding_modes_the_device_lacks_stay_scalar_on_aie1():
