@@ -2,7 +2,7 @@
 
 A saved design must predict without the original model file, so ``design.json`` carries the graph
 (nodes, attributes, types, optionally each node's plan) and ``weights.npz`` its parameters under
-``"<node>/<param>"``.  Every design kind (Dense chain, recurrent, streamed Dense, ...) reads and
+``"<node index>/<param>"``.  Every design kind (Dense chain, recurrent, streamed Dense, ...) reads and
 writes the graph through these functions so a design saved by one can be read by the others'
 tools and the format changes in one place.
 """
@@ -63,8 +63,15 @@ def graph_to_json(graph: Graph, plans: bool = False) -> dict[str, Any]:
 
 
 def graph_arrays(graph: Graph) -> dict[str, np.ndarray]:
-    """Every node's parameters, keyed as :func:`graph_from_json` reads them."""
-    return {f"{n.name}/{k}": np.asarray(v) for n in graph.nodes for k, v in n.params.items()}
+    """Every node's parameters, keyed ``"<node index>/<param>"`` as :func:`graph_from_json` reads
+    them (never by the node's name: a name from a model is no safe zip member name)."""
+    return {f"{i}/{k}": np.asarray(v) for i, n in enumerate(graph.nodes) for k, v in n.params.items()}
+
+
+def _param(weights: Mapping[str, Any], i: int, name: str, key: str) -> Any:
+    """Node ``i``'s parameter ``key``; older saves keyed it by the node's name."""
+    new = f"{i}/{key}"
+    return weights[new] if new in weights else weights[f"{name}/{key}"]
 
 
 def graph_from_json(g: Mapping[str, Any], weights: Mapping[str, Any]) -> Graph:
@@ -73,7 +80,7 @@ def graph_from_json(g: Mapping[str, Any], weights: Mapping[str, Any]) -> Graph:
     tensors = {k: Tensor(k, tuple(v["shape"]), parse_type(v["type"]) if v["type"] else None)
                for k, v in g["tensors"].items()}
     nodes = []
-    for nd in g["nodes"]:
+    for i, nd in enumerate(g["nodes"]):
         fam = family(nd["op"], nd["name"])
         plan = nd.get("plan")
         nodes.append(Node(
@@ -82,7 +89,7 @@ def graph_from_json(g: Mapping[str, Any], weights: Mapping[str, Any]) -> Graph:
             inputs=tuple(nd["inputs"]),
             outputs=tuple(nd["outputs"]),
             attrs=frozen_map({k: tuple(v) if isinstance(v, list) else v for k, v in nd["attrs"].items()}),
-            params=frozen_map({k: weights[f"{nd['name']}/{k}"] for k in nd["params"]}),
+            params=frozen_map({k: _param(weights, i, nd["name"], k) for k in nd["params"]}),
             types=fam.types_from_json(nd["types"]) if nd["types"] is not None and fam.types_from_json else None,
             plan=fam.plan_from_json(plan) if plan is not None and fam.plan_from_json else None,
             aliases=tuple(nd["aliases"]),

@@ -20,6 +20,7 @@ from ..emulation import EmulatedNumerics, Emulation
 from ..errors import AieflowError
 from ..graph_io import REDO, graph_arrays, graph_to_json, read_saved_design
 from ..ir import Graph
+from ..names import comment
 from .perf import CnnPerformance, estimate
 from .plan import CnnPlan, StreamLayer
 
@@ -92,7 +93,7 @@ class CnnDesign(EmulatedNumerics):
 
     def summary(self) -> str:
         p, e = self.plan, self.estimate()
-        lines = [f"CNN {self.graph.name} on {self.device.key} ({p.mapping} mapping): {p.tiles} tiles "
+        lines = [f"CNN {comment(self.graph.name)} on {self.device.key} ({p.mapping} mapping): {p.tiles} tiles "
                  f"({p.replicas} replica(s) x {p.tiles_per_replica}), borrowed neighbour memory "
                  f"{p.borrowed_bytes:,} B, PLIO {p.plio_in} in / {p.plio_out} out"]
         for s, lay in zip(p.stages, p.layers, strict=True):
@@ -104,10 +105,10 @@ class CnnDesign(EmulatedNumerics):
                 shape = (f"{lay.kernels} kernels of {lay.tile_m} x {lay.k_pad} x {lay.tile_n} (K in {lay.k_chunks}), "
                          f"PL {lay.pl_kernel} @ {lay.pl_clock_hz / 1e6:g} MHz")
             borrowed = f", borrows {lay.memory.borrowed:,} B" if lay.memory.borrowed else ""
-            lines.append(f"  {s.source}: {s.kind} {s.in_type.to_string()} -> {s.out_type.to_string()}; {shape}; "
+            lines.append(f"  {comment(s.source)}: {s.kind} {s.in_type.to_string()} -> {s.out_type.to_string()}; {shape}; "
                          f"{lay.memory.bytes:,} B/tile{borrowed}")
         lines.append(f"  modelled: latency {e.latency_s * 1e6:,.1f} us, {e.fps:,.0f} frames/s, "
-                     f"{e.gmacs:,.1f} GMAC/s, bound: {e.bound}")
+                     f"{e.gmacs:,.1f} GMAC/s, bound: {comment(e.bound)}")
         return "\n".join(lines)
 
     def report(self) -> str:

@@ -68,7 +68,7 @@ def design_settings(config: Config) -> dict[str, Any]:
 
 
 def _directives(config: Config, stage: Stage, allowed: set[str], mapping: str) -> dict[str, Any]:
-    names = [n.strip() for n in stage.source.split("+")]
+    names = [stage.name] + ([stage.shuffle_name] if stage.shuffle_name else [])  # the layer's own node(s)
     raw: dict[str, Any] = {}
     for n in names:
         raw.update(dict(config.layer(n).mapping))

@@ -11,14 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib import resources
 
-import jinja2
 import numpy as np
 
 from .. import __version__
+from ..names import c_ident
 from ..numerics.types import FixedType, FloatType, NumericType
 from ..ops import activations as act
 from ..ops.dense import cascade_chunk_lanes
-from ..passes.emit import _c_array, c_ident
+from ..passes.emit import _c_array
+from ..templating import environment
 from .plan import CnnPlan, StreamLayer, round_up
 from .stages import Stage
 
@@ -26,11 +27,7 @@ GRAPH_CLASS = "CnnGraph"
 PLIO_BITS = 128
 STATIC = {"src/kernels/cnn_kernels.h": "cnn_kernels.h", "src/kernels/cnn_numerics.h": "cnn_numerics.h"}
 
-ENV = jinja2.Environment(
-    loader=jinja2.PackageLoader("aieflow", "templates/cnn"),
-    undefined=jinja2.StrictUndefined,
-    keep_trailing_newline=True,
-)
+ENV = environment("cnn")
 
 ACT_CODES = {None: 0, "relu": 1}
 

@@ -12,18 +12,17 @@ from __future__ import annotations
 from importlib import resources
 from typing import Any
 
-import jinja2
 import numpy as np
 
 from .. import __version__
 from ..devices import Device
+from ..names import c_ident, unique_idents
 from ..numerics.types import FixedType
 from ..ops.dense import pack_tile
 from ..passes.emit import _ENV as CHAIN_ENV
 from ..passes.emit import (
     PLIO_BITS,
     _c_array,
-    c_ident,
     format_values,
     layer_info,
     tile_role,
@@ -31,27 +30,18 @@ from ..passes.emit import (
     values_per_word,
 )
 from ..passes.place import Placement
+from ..templating import environment
 from .links import DagLink, Endpoint
 from .plan import DagPlan, matrix_shape
 from .tiling import render
 
-_ENV = jinja2.Environment(
-    loader=jinja2.PackageLoader("aieflow", "templates/dag"),
-    undefined=jinja2.StrictUndefined,
-    keep_trailing_newline=True,
-)
+_ENV = environment("dag")
 PLIO_IN = "in_x"
 PLIO_OUT = "out_y"
 
 
 def idents(plan: DagPlan) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for name in plan.compute:
-        ident = c_ident(name)
-        while ident in out.values():
-            ident += "_"
-        out[name] = ident
-    return out
+    return unique_idents(list(plan.compute))
 
 
 def part_var(ident: str, i: int) -> str:

@@ -19,7 +19,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import numpy as np
 
 from .. import __version__
@@ -30,9 +29,11 @@ from ..emulation import EmulatedNumerics, Emulation
 from ..errors import AieflowError, ConfigError, PlanError
 from ..graph_io import graph_arrays, graph_from_json, graph_to_json
 from ..ir import Graph, Node, frozen_map
+from ..names import comment, text
 from ..numerics.types import FloatType
 from ..ops.dense import _types_to_json
 from ..ops.registry import family
+from ..templating import environment
 from ..verify import VerifyError
 from .dense import (
     StreamedDensePerformance,
@@ -54,8 +55,7 @@ FORMAT_VERSION = 1
 KIND = "streamed_dense"
 EPILOGUE_UNITS = ("x86/dense_epilogue_harness.cpp", "pl/dense_epilogue.cpp")
 
-_ENV = jinja2.Environment(loader=jinja2.PackageLoader("aieflow", "templates/gemm"),
-                          undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+_ENV = environment("gemm")
 
 
 @dataclass(frozen=True)
@@ -261,8 +261,8 @@ class StreamedDenseDesign(EmulatedNumerics):
         p, e = self.plan, self.estimate()
         a, b = ("X (samples x in)", "W (in x out)") if p.orientation == "xw" else ("W^T (out x in)", "X^T (in x samples)")
         return (
-            f"# Streamed Dense layer '{p.layer}' (aieflow {__version__})\n\n"
-            f"Why streamed: {p.reason}.\n\n"
+            f"# Streamed Dense layer '{comment(p.layer)}' (aieflow {__version__})\n\n"
+            f"Why streamed: {text(p.reason)}.\n\n"
             f"The layer runs as the GEMM of this project with A = {a} and B = {b} (orientation `{p.orientation}`, "
             f"chosen by the model: {', '.join(f'{o} {c:,.0f} cycles' for o, c in p.orientations.items())}). "
             f"The weights stay in DDR (`data/W.bin`, {'float32 values' if self.is_float else 'int codes'}, in x out "

@@ -12,9 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib import resources
 
-import jinja2
-
 from .. import __version__
+from ..templating import environment
 from .perf import GemmPerformance
 from .plan import GemmPlan
 
@@ -22,11 +21,7 @@ GRAPH_CLASS = "GemmGraph"
 GRAPH_VAR = "gemm_graph"
 PLATFORM_HINT = {"aie": "xilinx_vck190_base_202320_1", "aie-ml": "xilinx_vek280_base_202320_1"}
 
-_ENV = jinja2.Environment(
-    loader=jinja2.PackageLoader("aieflow", "templates/gemm"),
-    undefined=jinja2.StrictUndefined,
-    keep_trailing_newline=True,
-)
+_ENV = environment("gemm")
 
 STATIC = {"src/kernels/gemm_tile.h": "gemm_tile.h", "pl/gemm_pl.h": "gemm_pl.h", "host/gemm_loops.h": "gemm_loops.h"}
 RENDERED = {

@@ -6,36 +6,26 @@ design's job, so a failure here can never leave a half-written directory.
 
 from __future__ import annotations
 
-import re
 from importlib import resources
 from typing import Any
 
-import jinja2
 import numpy as np
 
 from .. import __version__
 from ..devices import Device
 from ..errors import UnsupportedOpError
 from ..ir import Graph, Node
+from ..names import Code, c_ident, unique_idents
 from ..numerics.types import FixedType, FloatType, NumericType
 from ..ops.dense import DensePlan, DenseTypes, cascade_chunk_lanes, pack_tile, to_panels
 from ..ops.registry import family
+from ..templating import environment
 from .place import Placement
 from .transport import memtile_link
 
 PLIO_BITS = 64
 
-_ENV = jinja2.Environment(
-    loader=jinja2.PackageLoader("aieflow", "templates/project"),
-    undefined=jinja2.StrictUndefined,
-    keep_trailing_newline=True,
-    trim_blocks=False,
-)
-
-
-def c_ident(name: str) -> str:
-    s = re.sub(r"[^0-9A-Za-z_]", "_", name)
-    return s if s and not s[0].isdigit() else f"l_{s}"
+_ENV = environment("project")
 
 
 def acc_tag(t: DenseTypes) -> str:
@@ -79,26 +69,20 @@ def format_values(values: np.ndarray, t: NumericType, per_line: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _c_array(values: np.ndarray, t: NumericType, per_line: int = 16) -> str:
+def _c_array(values: np.ndarray, t: NumericType, per_line: int = 16) -> Code:
     if values.size == 0:
-        return "    0"
+        return Code("    0")
     if isinstance(t, FloatType):
         # scientific notation always has a '.', so every item is a valid float literal ("0f" is not)
         items = [f"{float(v):.8e}f" if np.isfinite(v) else "0.0f" for v in values]
     else:
         items = [str(int(v)) for v in values]
-    return "\n".join("    " + ", ".join(items[i : i + per_line]) + "," for i in range(0, len(items), per_line))
+    return Code("\n".join("    " + ", ".join(items[i : i + per_line]) + "," for i in range(0, len(items), per_line)))
 
 
 def layer_idents(layers: list[Node]) -> dict[str, str]:
     """C identifiers of the layers (unique, stable: they name kernels, ports and files)."""
-    idents: dict[str, str] = {}
-    for node in layers:
-        ident = c_ident(node.name)
-        while ident in idents.values():
-            ident += "_"
-        idents[node.name] = ident
-    return idents
+    return unique_idents([node.name for node in layers])
 
 
 def tile_var(ident: str, r: int, c: int, replica: int = 0) -> str:

@@ -43,6 +43,7 @@ import numpy as np
 from ..devices import Device
 from ..errors import PlanError
 from ..ir import Node
+from ..names import comment
 from ..numerics.types import FixedType, Rounding, Saturation
 from ..ops import activations as act
 from .costs import lanes
@@ -338,7 +339,7 @@ def cell_header(layers: list[Node], head: list[Node], lays: list[Layout]) -> str
 def _cell_one(node: Node, head: list[Node], n_hp: int, space: str, pad_to: int | None) -> str:
     t = node.types
     fp32 = t.is_float
-    lines = [f"// ---- layer {node.name} ({node.op.upper()})", f"namespace {space} {{", "namespace cell {", ""]
+    lines = [f"// ---- layer {comment(node.name)} ({node.op.upper()})", f"namespace {space} {{", "namespace cell {", ""]
     lines.append(f"using X = {'float' if fp32 else 'int32_t'};")
     lines.append(f"constexpr int NH = {node.attrs['hidden_size']};")
     lines.append(f"constexpr int NHP = {n_hp};")
@@ -473,7 +474,7 @@ def _config_one(node: Node, mapping: RecurrentMapping, lay: Layout, device: Devi
         for j, s in enumerate(m):
             row[packet_id(j)] = s
         id_src.append(row)
-    text = [f"// ---- layer {node.name}: {mapping.describe()}", f"namespace {space} {{", "",
+    text = [f"// ---- layer {comment(node.name)}: {mapping.describe()}", f"namespace {space} {{", "",
             _kernel_cfg("UCfg", node, mapping.recurrent.rows, d.n_h, lay, True, lay.u_column, lay.u_cas, device,
                         d.kernel("u", mapping.recurrent.distribution), d.pair),
             _kernel_cfg("WCfg", node, mapping.input.rows, d.n_in, lay, False, lay.w_column, lay.w_cas, device,
