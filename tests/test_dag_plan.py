@@ -196,11 +196,11 @@ def test_estimate_interval_is_slowest_stage_and_latency_the_longest_path():
 
 
 def test_compile_dispatches_dags_and_keeps_chains():
-    st, _ = _quantised(Residual(), (32,), {"precision": "int8"})
-    assert is_dag(st)
+    _, st = _quantised(Residual(), (32,), {"precision": "int8"})
+    assert is_dag(st.graph)
     chain = nn.Sequential(nn.Linear(32, 16), nn.ReLU(), nn.Linear(16, 8))
-    st2, _ = _quantised(chain, (32,), {"precision": "int8"})
-    assert not is_dag(st2)
+    _, st2 = _quantised(chain, (32,), {"precision": "int8"})
+    assert not is_dag(st2.graph)
 
 
 def test_aie1_has_no_memory_tiles_for_dags():

@@ -12,9 +12,8 @@ from .design import Design
 from .devices import get_device
 from .emulation import Emulation
 from .errors import PlanError
-from .frontends import import_model
 from .ops.registry import require_mapping
-from .pipeline import State, _search, run_pipeline
+from .pipeline import State, _search, front_end, run_pipeline
 
 
 def compile(  # noqa: A001 - the public name the issue asks for
@@ -30,36 +29,38 @@ def compile(  # noqa: A001 - the public name the issue asks for
     ``calibration`` (float samples, shape (N, *input)) drives post-training quantisation; when it
     is absent the example input is used.  QDQ ONNX models carry their own types.
     """
-    state = _state(model, device, example_input, config, calibration)
+    state = front_end(_state(model, device, example_input, config, calibration), progress)
+    graph = state.graph
     # GRU / LSTM: their own row-wise stream mapping (aieflow.recurrent, docs/recurrent.md)
     from .recurrent.design import compile_recurrent, is_recurrent
 
-    if is_recurrent(state):
-        return compile_recurrent(model, state.device, example_input, state.config, calibration)  # type: ignore[return-value]
+    if is_recurrent(graph):
+        return compile_recurrent(model, front=_emulation(state))  # type: ignore[return-value]
     # Convolutional networks: their own mapping (aieflow.cnn, docs/conv.md)
     from .cnn.api import compile_cnn, is_cnn
 
-    if is_cnn(state):
+    if is_cnn(graph):
         return compile_cnn(state, progress)
     # Graphs beyond chains (fan-out, residual Add, LayerNorm, Transpose views): aieflow.dag, docs/dag.md
     from .dag.api import compile_dag, is_dag
 
-    if is_dag(state):
+    if is_dag(graph):
         return compile_dag(state, progress)  # type: ignore[return-value]
     if state.config.searched:
         # The search treats a layer it cannot plan as one that does not fit ("no plan can be
         # placed"); name a layer that has no AI Engine mapping at all instead.
-        require_mapping(import_model(state.model, state.example_input).graph)
+        require_mapping(graph)
     # Dense weights that do not fit on chip stream from DDR through a GEMM design (aieflow.gemm.dense):
     # forced by `weights: streamed`, or chosen when a layer's resident plan fails (`weights: auto`).
     from .gemm.dense_design import compile_streamed, wants_streamed
 
     if wants_streamed(state.config):
         return compile_streamed(state, progress)
+    front = state
     try:
-        state = run_pipeline(state, progress)
+        state = run_pipeline(front, progress)
     except PlanError as e:
-        streamed = compile_streamed(state, progress, failure=e)
+        streamed = compile_streamed(front, progress, failure=e)
         if streamed is None:
             raise
         return streamed
@@ -78,16 +79,14 @@ def explore(
 ):
     """The Pareto front (tiles, latency, interval) of the plans the search considers for
     ``model`` and the one the config's ``target`` picks (default target: fewest tiles)."""
-    state = _state(model, device, example_input, config, calibration)
+    state = front_end(_state(model, device, example_input, config, calibration))
     from .recurrent.design import explore_recurrent, is_recurrent
 
-    if is_recurrent(state):  # GRU / LSTM: the front of the recurrent mappings (docs/recurrent.md)
-        return explore_recurrent(model, state.device, example_input, state.config, calibration)
+    if is_recurrent(state.graph):  # GRU / LSTM: the front of the recurrent mappings (docs/recurrent.md)
+        return explore_recurrent(model, front=_emulation(state))
     from .dag.api import is_dag
 
-    dag = is_dag(state)
-    state = run_pipeline(state, stop_after="quantise")
-    if dag:  # the DAG search chooses the batch (dag/search.py)
+    if is_dag(state.graph):  # the DAG search chooses the batch (dag/search.py)
         from .dag.search import explore_dag
 
         return explore_dag(state.graph, state.device, state.config)
@@ -107,7 +106,10 @@ def emulate(
     For models with layers the mapping does not cover yet (GRU, LSTM, convolutions, pooling):
     ``emulate(...).predict(x)`` is the same bit-exact emulation a compiled design's ``predict`` runs.
     """
-    state = run_pipeline(_state(model, device, example_input, config, calibration), stop_after="quantise")
+    return _emulation(front_end(_state(model, device, example_input, config, calibration)))
+
+
+def _emulation(state: State) -> Emulation:
     return Emulation(state.graph, state.device, state.config, state.source)
 
 

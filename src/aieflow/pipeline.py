@@ -42,6 +42,7 @@ class State:
     files: dict[str, str] | None = None
     exploration: Any = None  # passes.search.Exploration when the config has a target
     timings: tuple[tuple[str, float], ...] = ()
+    done: tuple[str, ...] = ()  # the passes already run on this state (run_pipeline resumes after them)
 
 
 def _import(s: State) -> State:
@@ -164,13 +165,25 @@ PIPELINE: tuple[tuple[str, Callable[[State], State]], ...] = (
 
 
 def run_pipeline(state: State, progress: Callable[[str], None] | None = None, stop_after: str | None = None) -> State:
-    timings = []
+    """Run the passes ``state`` has not been through yet, up to ``stop_after`` (all by default).
+
+    A state that went through the front end (``stop_after="quantise"``) resumes from the search:
+    the model is imported, fused and quantised once per compile, whatever path maps it."""
+    timings = list(state.timings)
+    done = list(state.done)
     for name, fn in PIPELINE:
-        if progress:
-            progress(name)
-        t0 = time.perf_counter()
-        state = fn(state)
-        timings.append((name, time.perf_counter() - t0))
+        if name not in done:
+            if progress:
+                progress(name)
+            t0 = time.perf_counter()
+            state = fn(state)
+            timings.append((name, time.perf_counter() - t0))
+            done.append(name)
         if name == stop_after:
             break
-    return replace(state, timings=tuple(timings))
+    return replace(state, timings=tuple(timings), done=tuple(done))
+
+
+def front_end(state: State, progress: Callable[[str], None] | None = None) -> State:
+    """Import, fuse and quantise: the state every mapping path starts from."""
+    return run_pipeline(state, progress, stop_after="quantise")

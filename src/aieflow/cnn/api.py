@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..frontends import import_model
+from ..ir import Graph
 from ..pipeline import State, run_pipeline
 from .design import CnnDesign
 from .directives import make_plan
@@ -14,9 +14,8 @@ from .stages import lower
 CNN_OPS = ("conv2d",)
 
 
-def is_cnn(state: State) -> bool:
-    """Whether the model has a convolution (then the CNN mapping compiles it)."""
-    graph = import_model(state.model, state.example_input).graph
+def is_cnn(graph: Graph) -> bool:
+    """Whether the (front end's) graph has a convolution (then the CNN mapping compiles it)."""
     return any(n.op in CNN_OPS for n in graph.nodes)
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..frontends import import_model
+from ..ir import Graph
 from ..passes.place import Block, Grid, Placement, Weights, pack
 from ..pipeline import State, run_pipeline
 from .design import DagDesign
@@ -18,10 +18,9 @@ from .search import search_dag
 DAG_OPS = ("add", "layernorm", "transpose", "concat", "slice")
 
 
-def is_dag(state: State) -> bool:
-    """Whether the model is not a chain: it has an Add, LayerNorm or data-movement view, or a
-    tensor that feeds several nodes (then the DAG mapping compiles it)."""
-    graph = import_model(state.model, state.example_input).graph
+def is_dag(graph: Graph) -> bool:
+    """Whether the (front end's) graph is not a chain: it has an Add, LayerNorm or data-movement
+    view, or a tensor that feeds several nodes (then the DAG mapping compiles it)."""
     if any(n.op in DAG_OPS for n in graph.nodes):
         return True
     readers: dict[str, int] = {}

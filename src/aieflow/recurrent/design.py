@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from ..atomic import save_directory
 from ..config import Config, parse_config
 from ..design import Design
 from ..devices import Device, get_device
+from ..emulation import Emulation
 from ..errors import AieflowError, ConfigError, PlanError
 from ..graph_io import graph_arrays, graph_from_json, graph_to_json
 from ..ir import Graph, Node
@@ -319,6 +319,19 @@ def kernel_note(node: Node, m: RecurrentMapping, device: Device) -> str:
     return "; ".join(out)
 
 
+def _front(model: Any, device: str | Device, example_input: Any, config: Any, calibration: Any,
+           front: Emulation | None) -> tuple[Device, Config, Emulation]:
+    """The device, config and quantised graph: ``front`` as given, else the model imported and
+    quantised here."""
+    if front is not None:
+        return front.device, front.config, front
+    from ..api import emulate
+
+    dev = get_device(device) if isinstance(device, str) else device
+    cfg = config if isinstance(config, Config) else parse_config(config)
+    return dev, cfg, emulate(model, device=dev.key, example_input=example_input, config=cfg, calibration=calibration)
+
+
 def compile_recurrent(
     model: Any,
     device: str | Device = "vck190",
@@ -326,18 +339,17 @@ def compile_recurrent(
     config: Any = None,
     calibration: Any = None,
     options: RecurrentOptions | list[RecurrentOptions] | None = None,
+    front: Emulation | None = None,
 ) -> RecurrentDesign:
     """Import, quantise, map and emit.  Without a config ``target`` each layer gets
     ``plan_recurrent``'s mapping for the options (default: the published row-wise hybrid one);
     with a target the search picks among row-wise and column-wise mappings (fp32: not mixed
     within a layer), per layer for a stack, with the layers' resources summed.  ``options``: one
-    for every layer, or a list with one per recurrent layer."""
-    from ..api import emulate
+    for every layer, or a list with one per recurrent layer.  ``front``: the model already imported
+    and quantised (``aieflow.compile`` passes its front end's result; the model is not read again)."""
     from .project import project_files
 
-    dev = get_device(device) if isinstance(device, str) else device
-    cfg = config if isinstance(config, Config) else parse_config(config)
-    emu = emulate(model, device=dev.board.lower(), example_input=example_input, config=cfg, calibration=calibration)
+    dev, cfg, emu = _front(model, device, example_input, config, calibration, front)
     layers, head = split_layers(emu.graph)
     per, dims = layer_choices(cfg, layers, head, dev, options)
     searched = [search_options(o, n.types.is_float, n.name) for o, n in zip(per, layers, strict=True)]
@@ -464,16 +476,12 @@ def load(path: str | os.PathLike) -> RecurrentDesign:
 
 
 def explore_recurrent(model: Any, device: str | Device = "vck190", example_input: Any = None, config: Any = None,
-                      calibration: Any = None) -> RecurrentExploration | StackedExploration:
+                      calibration: Any = None, front: Emulation | None = None) -> RecurrentExploration | StackedExploration:
     """``aieflow.explore`` for a recurrent model: the Pareto front (tiles, sequence latency, per-step
     interval) of the mappings ``compile`` can generate (row-wise and column-wise, fp32 not mixed
     within a layer; both aggregations, every row reuse, chain length and merge fan-in; per layer
     for a stack) and the one the config's target picks (default: fewest tiles)."""
-    from ..api import emulate
-
-    dev = get_device(device) if isinstance(device, str) else device
-    cfg = config if isinstance(config, Config) else parse_config(config)
-    emu = emulate(model, device=dev.board.lower(), example_input=example_input, config=cfg, calibration=calibration)
+    dev, cfg, emu = _front(model, device, example_input, config, calibration, front)
     layers, head = split_layers(emu.graph)
     per, dims = layer_choices(cfg, layers, head, dev, None)  # the config's mapping keys constrain the front
     opts = [search_options(o, n.types.is_float, n.name) for o, n in zip(per, layers, strict=True)]
@@ -482,11 +490,6 @@ def explore_recurrent(model: Any, device: str | Device = "vck190", example_input
     return choose_stack(dims, dev, cfg.target, opts)
 
 
-def is_recurrent(state: Any) -> bool:
-    """Whether ``api.compile``'s imported model has a GRU / LSTM layer (then this module maps it)."""
-    from ..frontends import import_model
-
-    torch = sys.modules.get("torch")  # a torch module says so without a trace (compile imports it next)
-    if torch is not None and isinstance(state.model, torch.nn.Module):
-        return any(isinstance(m, (torch.nn.GRU, torch.nn.LSTM)) for m in state.model.modules())
-    return any(n.op in ("gru", "lstm") for n in import_model(state.model, state.example_input).graph.nodes)
+def is_recurrent(graph: Graph) -> bool:
+    """Whether the (front end's) graph has a GRU / LSTM layer (then this module maps it)."""
+    return any(n.op in ("gru", "lstm") for n in graph.nodes)
