@@ -394,9 +394,14 @@ def test_estimate_is_deterministic_and_json_has_exactly_the_issue_keys():
     d = qdq_design("vek280", (512, 512, 512, 10), 8)
     a, b = estimate(d), estimate(d)
     assert a == b
-    ja, jb = performance_to_json(a), performance_to_json(b)
+    ja, jb = performance_to_json(a, d.device.clock_hz), performance_to_json(b, d.device.clock_hz)
     assert json.dumps(ja, sort_keys=True) == json.dumps(jb, sort_keys=True)
-    assert set(ja) == {"latency_ns", "interval_ns", "batch", "throughput_ops_per_s", "bound", "tiles_used", "memory_tiles_used", "replicas", "stages"}
+    assert set(ja) == {"latency_ns", "interval_ns", "batch", "throughput_ops_per_s", "bound", "tiles_used", "memory_tiles_used",
+                       "breakdown", "replicas", "stages"}
+    # breakdown: each stage's busy cycles per batch at the AIE clock
+    assert [k.split("#")[0] for k in ja["breakdown"]] == [s.name for s in a.stages]
+    first = a.stages[0]
+    assert ja["breakdown"][first.name]["ns"] == pytest.approx(first.cycles / d.device.clock_hz * 1e9)
     assert isinstance(ja["stages"], list) and {"name", "kind", "tiles", "cycles", "busy", "efficiency"} <= set(ja["stages"][0])
     assert ja == json.loads(json.dumps(ja))
 

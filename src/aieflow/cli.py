@@ -166,19 +166,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from .design import load
-    from .placement_svg import design_svg
 
     design = load(args.design)
-    print(design.summary())
-    if not hasattr(design, "placement_svg") and not hasattr(design, "placement"):
-        # CNN designs place whole layers as kernel groups (tile_usage, not coordinates): no picture
-        print("\nno placement picture: this design kind has no tile coordinates to draw")
-        return 0
+    print(design.report())
     svg = Path(args.svg) if args.svg else Path(args.design) / "placement.svg"
     try:
         svg.parent.mkdir(parents=True, exist_ok=True)
-        # a recurrent design draws its own mapping (no per-layer placement): aieflow.recurrent.design
-        svg.write_text(design.placement_svg() if hasattr(design, "placement_svg") else design_svg(design))
+        svg.write_text(design.placement_svg())
     except OSError as e:
         raise ConfigError(f"cannot write the placement picture to '{svg}': {e.strerror}", hint="pass --svg FILE") from None
     print(f"\nplacement picture: {svg}")

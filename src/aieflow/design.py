@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from . import __version__
+from . import design_schema
 from .atomic import save_directory, write_files
 from .config import Config, parse_config
 from .devices import Device, get_device
@@ -205,6 +205,15 @@ class Design:
 
         return text_summary(self)
 
+    def report(self) -> str:
+        """The summary holds the per-stage table already."""
+        return self.summary()
+
+    def placement_svg(self) -> str:
+        from .placement_svg import design_svg
+
+        return design_svg(self)
+
     # ------------------------------------------------------------------ persistence
 
     def to_json(self) -> dict[str, Any]:
@@ -220,9 +229,7 @@ class Design:
                 "placement": {"column": r.column, "row": r.row, "width": r.width, "height": r.height},
             }
         return {
-            "format": FORMAT,
-            "version": FORMAT_VERSION,
-            "aieflow": __version__,
+            **design_schema.header(FORMAT, FORMAT_VERSION, "chain"),
             "device": {"key": self.device.key, **self.device.describe()},
             "source": self.source,
             "config": self.config.to_json(),
@@ -231,7 +238,7 @@ class Design:
             "layers": layers,
             "placement": self.placement.to_json(),
             "resources": self.resources(),
-            "performance": performance_to_json(self.estimate()),
+            "performance": performance_to_json(self.estimate(), self.device.clock_hz),
             **({"exploration": self.exploration.to_json()} if self.exploration is not None else {}),
             "graph": graph_to_json(self.graph, plans=True),
             "project_files": sorted(self.files),
@@ -260,6 +267,7 @@ LOADERS: dict[str, str] = {
     "aieflow-segmented": ".gemm.segmented",  # resident and streamed segments joined through DDR
     "aieflow-cnn": ".cnn.design",  # convolutional networks
     "aieflow-dag": ".dag.design",  # fan-out, residual Add, LayerNorm, views (MLP-Mixer) on AIE-ML
+    "aieflow-gemm": ".gemm.design",  # one large C = A B (aieflow.gemm)
 }
 
 
@@ -268,14 +276,21 @@ def load(path: str | os.PathLike) -> Design:
     d = Path(path)
     try:
         meta = json.loads((d / "design.json").read_text())
+    except FileNotFoundError as e:
+        raise AieflowError(f"'{d}' is not an aieflow design directory: {e.filename} is missing") from None
+    except (json.JSONDecodeError, ValueError, OSError) as e:
+        raise AieflowError(f"cannot read design in '{d}': {e}") from None
+    if not isinstance(meta, dict):
+        raise AieflowError(f"'{d}/design.json' is not a design description (a JSON object)")
+    other = LOADERS.get(meta.get("format", ""))
+    if other is not None:  # another design kind: its module's own ``load``
+        return importlib.import_module(other, __package__).load(d)  # type: ignore[no-any-return]
+    try:
         weights = np.load(d / "weights.npz")
     except FileNotFoundError as e:
         raise AieflowError(f"'{d}' is not an aieflow design directory: {e.filename} is missing") from None
     except (json.JSONDecodeError, ValueError, OSError) as e:
         raise AieflowError(f"cannot read design in '{d}': {e}") from None
-    other = LOADERS.get(meta.get("format", ""))
-    if other is not None:  # another design kind: its module's own ``load``
-        return importlib.import_module(other, __package__).load(d)  # type: ignore[no-any-return]
     if meta.get("format") != FORMAT or meta.get("version") != FORMAT_VERSION:
         raise AieflowError(
             f"'{d}/design.json' is format {meta.get('format')!r} version {meta.get('version')!r}; "

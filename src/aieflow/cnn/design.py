@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import __version__
+from .. import design_schema
 from ..atomic import save_directory, write_files
 from ..config import Config, parse_config
 from ..devices import Device, get_device
@@ -79,17 +79,28 @@ class CnnDesign(EmulatedNumerics):
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "format": FORMAT, "version": FORMAT_VERSION, "kind": "cnn", "aieflow": __version__,
+            **design_schema.header(FORMAT, FORMAT_VERSION, "cnn"),
             "device": {"key": self.device.key, **self.device.describe()},
+            "resources": {"compute_tiles": self.plan.tiles, "compute_tiles_available": self.device.compute_tiles,
+                          "memory_tiles": 0, "plio_in": self.plan.plio_in, "plio_out": self.plan.plio_out},
             "model": self.graph.name, "config": self.config.to_json(),
             "stages": [{"name": s.name, "kind": s.kind, "source": s.source, "in_shape": list(s.geometry.in_shape),
                         "out_shape": list(s.out_shape), "activation": s.activation, "shuffle": s.shuffle,
                         "input": s.in_type.to_string(), "output": s.out_type.to_string(), "macs": s.macs}
                        for s in self.plan.stages],
             "plan": self.plan.to_json(), "tile_usage": self.tile_usage(),
-            "performance": self.estimate().to_json(), "project_files": sorted(self.files),
+            "performance": self._performance_json(), "project_files": sorted(self.files),
             "graph": graph_to_json(self.graph), "source": self.source,  # params in weights.npz
         }
+
+    def _performance_json(self) -> dict[str, Any]:
+        """The common ``performance``: a batch is one frame per replica (``replicas`` frames every
+        interval), no memory tiles; then the CNN's own keys (µs, frames/s, GMAC/s, stages)."""
+        e = self.estimate()
+        return design_schema.performance(
+            latency_ns=e.latency_s * 1e9, interval_ns=e.interval_s * 1e9, batch=e.replicas,
+            throughput_ops_per_s=2 * e.gmacs * 1e9, bound=e.bound, tiles_used=self.plan.tiles, memory_tiles_used=0,
+            parts=[(s.stage, s.seconds * 1e9, {"kind": s.where}) for s in e.stages], extra=e.to_json())
 
     def summary(self) -> str:
         p, e = self.plan, self.estimate()
@@ -110,6 +121,32 @@ class CnnDesign(EmulatedNumerics):
         lines.append(f"  modelled: latency {e.latency_s * 1e6:,.1f} us, {e.fps:,.0f} frames/s, "
                      f"{e.gmacs:,.1f} GMAC/s, bound: {comment(e.bound)}")
         return "\n".join(lines)
+
+    def placement_svg(self) -> str:
+        """Each layer's tiles (per replica) as the generated graph places them (``cnn.emit.place``),
+        arrows from each layer to the next."""
+        from ..passes.place import Placement, Rect
+        from ..placement_svg import placement_svg
+        from .emit import place
+        from .emit_thesis import kernel_cells
+
+        boxes: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        if self.plan.mapping == "thesis":
+            for li, col, row in kernel_cells(self.plan):
+                boxes.setdefault((0, li), []).append((col, row))
+        else:
+            for t in place(self.plan):
+                boxes.setdefault((t.replica, t.stage), []).append((t.col, t.row))
+        rects, edges = [], []
+        for (q, si), cells in sorted(boxes.items()):
+            cols, rows = [c for c, _ in cells], [r for _, r in cells]
+            name = self.plan.stages[si].name + (f" #{q}" if q else "")
+            rects.append(Rect(name, min(cols), min(rows), max(cols) - min(cols) + 1, max(rows) - min(rows) + 1))
+            if si:
+                edges.append((self.plan.stages[si - 1].name + (f" #{q}" if q else ""), name))
+        d = self.device
+        placement = Placement(tuple(rects), d.columns, d.rows, method=f"{self.plan.mapping} mapping")
+        return placement_svg(placement, edges, d.memory_tile_rows, title=f"{self.graph.name} on {d.board}")
 
     def report(self) -> str:
         e = self.estimate()

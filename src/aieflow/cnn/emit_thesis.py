@@ -48,13 +48,23 @@ def kernel_params(s: Stage, lay: ThesisLayer, mi: int) -> dict[str, np.ndarray]:
     return {"w": blocks, "b": bias}
 
 
+def kernel_cells(plan: CnnPlan) -> list[tuple[int, int, int]]:
+    """(layer index, column, row) of every kernel in order: each layer's kernels fill whole columns
+    from row 0, the next layer starting in a new column."""
+    cells, col0, rows = [], 0, plan.device.rows
+    for li, lay in enumerate(plan.layers):
+        n = lay.grid[0] * lay.grid[1]
+        cells += [(li, (col0 * rows + t) // rows, (col0 * rows + t) % rows) for t in range(n)]
+        col0 += -(-n // rows)
+    return cells
+
+
 def thesis_files(plan: CnnPlan, perf_json: dict, summary: str) -> dict[str, str]:
     idents = stage_idents(plan.stages)
     layers = [layer_info(s, lay, idents[i]) for i, (s, lay) in enumerate(zip(plan.stages, plan.layers, strict=True))]
     f32 = plan.stages[0].in_type
     tiles, plio_in, plio_out, params = [], [], [], {}
-    col0 = 0
-    rows = plan.device.rows
+    cells = iter(kernel_cells(plan))
     for li, (s, lay, L) in enumerate(zip(plan.stages, plan.layers, layers, strict=True)):
         gm, gn = lay.grid
         for b in range(gn):
@@ -66,13 +76,12 @@ def thesis_files(plan: CnnPlan, perf_json: dict, summary: str) -> dict[str, str]
         for mi in range(gm):
             for ni in range(gn):
                 t = mi * gn + ni
-                pos = col0 * rows + t
+                _, col, row = next(cells)
                 out = {"var": f"{L['ident']}_out{t}", "layer": li, "tile": t, "pl": L["pl_name"]}
                 plio_out.append(out)
                 tiles.append({"var": f"k_{L['ident']}_{mi}_{ni}", "cfg": L["cfg"], "sym": f"{L['ident']}_m{mi}",
-                              "file": L["ident"], "col": pos // rows, "row": pos % rows, "src": f"{L['ident']}_in{ni}",
+                              "file": L["ident"], "col": col, "row": row, "src": f"{L['ident']}_in{ni}",
                               "dst": out["var"], "in_size": lay.k_pad * lay.tile_n, "out_size": lay.tile_m * lay.tile_n})
-        col0 += -(-(gm * gn) // rows)
     last = plan.stages[-1]
     frame_out = int(np.prod(last.out_shape))
     pl = []

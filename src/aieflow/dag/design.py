@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import __version__
+from .. import design_schema
 from ..atomic import save_directory, write_files
 from ..config import Config, parse_config
 from ..devices import Device, get_device
@@ -67,6 +67,10 @@ class DagDesign:
 
     def quantise_input(self, x: Any) -> np.ndarray:
         return self._emulation.quantise_input(x)
+
+    def trace(self, xq: np.ndarray) -> dict[str, np.ndarray]:
+        """Emulated value (codes) of every tensor."""
+        return self._emulation.trace(xq)
 
     def run(self, xq: np.ndarray) -> np.ndarray:
         """Graph-input codes -> graph-output codes (integer-exact)."""
@@ -155,7 +159,7 @@ class DagDesign:
                 "placement": {"column": r.column, "row": r.row, "width": r.width, "height": r.height},
             }
         return {
-            "format": FORMAT, "version": FORMAT_VERSION, "kind": "dag", "aieflow": __version__,
+            **design_schema.header(FORMAT, FORMAT_VERSION, "dag"),
             "device": {"key": self.device.key, **self.device.describe()}, "source": self.source,
             "config": self.config.to_json(), "batch": p.batch, "nodes": nodes,
             "graph": graph_to_json(self.graph),  # the quantised graph; its parameters are in weights.npz

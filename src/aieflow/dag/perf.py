@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from .. import design_schema
 from ..devices import Device
 from ..perf import movement as mv
 from ..perf.simulate import kernel_stage
@@ -91,10 +92,15 @@ class DagPerformance:
         return self.interval_ns / self.batch
 
     def to_json(self) -> dict:
-        d = asdict(self)
-        d["stages"] = [asdict(s) for s in self.stages]
-        d["critical_path"] = list(self.critical_path)
-        return d
+        """design.json's common ``performance`` (each stage's occupancy per batch in ``breakdown``)
+        plus the DAG's bottleneck, critical path, stages and skip slack."""
+        return design_schema.performance(
+            latency_ns=self.latency_ns, interval_ns=self.interval_ns, batch=self.batch,
+            throughput_ops_per_s=self.throughput_ops_per_s, bound=self.bound, tiles_used=self.tiles_used,
+            memory_tiles_used=self.memory_tiles_used,
+            parts=[(s.name, s.occupancy_ns, {"kind": s.kind, "bound": s.bound}) for s in self.stages],
+            extra={"bottleneck": self.bottleneck, "critical_path": list(self.critical_path),
+                   "stages": [asdict(s) for s in self.stages], "skip_slack": dict(self.skip_slack)})
 
 
 def rows_kernel_cycles(plan: DagPlan, name: str) -> float:

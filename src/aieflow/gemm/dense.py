@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import design_schema
 from ..config import Config
 from ..devices import Device
 from ..errors import ConfigError, PlanError
@@ -179,10 +180,19 @@ class StreamedDensePerformance:
     throughput_ops_per_s: float
     bound: str
 
-    def to_json(self) -> dict:
-        return {"latency_ns": self.latency_ns, "interval_ns": self.interval_ns,
-                "throughput_ops_per_s": self.throughput_ops_per_s, "cycles": self.cycles,
-                "bound": self.bound, "epilogue_cycles": self.epilogue_cycles, "gemm": self.gemm.to_json()}
+    def to_json(self, batch: int, clock_hz: float, memory_tiles_used: int = 0) -> dict:
+        """design.json's common ``performance`` for one call of ``batch`` samples (``breakdown``:
+        weight packing, the GEMM, the epilogue) plus the cycles and the GEMM's own figures."""
+        ns = 1e9 / clock_hz
+        return design_schema.performance(
+            latency_ns=self.latency_ns, interval_ns=self.interval_ns, batch=batch,
+            throughput_ops_per_s=self.throughput_ops_per_s, bound=self.bound, tiles_used=self.gemm.tiles_used,
+            memory_tiles_used=memory_tiles_used,
+            parts=[("weights from DDR (packing)", self.gemm.packing_cycles * ns, {}),
+                   ("AI Engine GEMM", self.gemm.cycles * ns, {"bound": self.gemm.bound}),
+                   ("epilogue (DDR)", self.epilogue_cycles * ns, {})],
+            extra={"cycles": self.cycles, "epilogue_cycles": self.epilogue_cycles,
+                   "gemm": self.gemm.to_json(clock_hz, memory_tiles_used)})
 
 
 def estimate_streamed(p: StreamedDensePlan) -> StreamedDensePerformance:

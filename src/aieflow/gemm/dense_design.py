@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import __version__
+from .. import __version__, design_schema
 from ..atomic import save_directory, write_files
 from ..config import Config, Target, parse_config
 from ..devices import Device, get_device
@@ -44,7 +44,7 @@ from .dense import (
     plan_streamed,
     weights_mode,
 )
-from .design import GemmDesign
+from .design import GemmDesign, memory_tiles
 from .dtypes import get_type, output_type
 from .plan import GemmConfig, make_plan
 from .search import Alternative
@@ -292,10 +292,7 @@ class StreamedDenseDesign(EmulatedNumerics):
         p, node = self.plan, self.node
         g = self.gemm.to_json()
         return {
-            "format": FORMAT,
-            "version": FORMAT_VERSION,
-            "kind": KIND,
-            "aieflow": __version__,
+            **design_schema.header(FORMAT, FORMAT_VERSION, KIND),
             "device": {"key": self.device.key, **self.device.describe()},
             "source": self.source,
             "config": self.config.to_json(),
@@ -320,11 +317,12 @@ class StreamedDenseDesign(EmulatedNumerics):
                 }
             },
             "resources": {"compute_tiles": p.gemm.tiles, "compute_tiles_available": self.device.compute_tiles,
+                          "memory_tiles": memory_tiles(p.gemm),
                           "plio_in": p.gemm.plio_in, "plio_out": p.gemm.plio_out,
                           "uram_bytes": p.gemm.uram_bytes, "bram_bytes": p.gemm.bram_bytes,
                           "bytes_per_tile_max": p.gemm.local_bytes,
                           "tile_memory_bytes": self.device.generation.data_memory_bytes},
-            "performance": self.estimate().to_json(),
+            "performance": self.estimate().to_json(p.batch, self.device.clock_hz, memory_tiles(p.gemm)),
             "project_files": sorted(self.files),
             "plan": _plan_json(p),  # what :func:`load` rebuilds the plan from
             "graph": graph_to_json(self.graph),  # the quantised graph; its params are in weights.npz
@@ -333,17 +331,10 @@ class StreamedDenseDesign(EmulatedNumerics):
     def placement_svg(self) -> str:
         """The GEMM tiles on the array (``aieflow report``): they fill it column by column from
         column 0, as the generated graph's location constraints place them."""
-        from ..passes.place import Placement, Rect
-        from ..placement_svg import placement_svg
+        return self.gemm.placement_svg(f"{self.plan.layer} (GEMM)")
 
-        dev, tiles = self.device, self.plan.gemm.tiles
-        full, rest = divmod(tiles, dev.rows)
-        rects = [Rect(f"{self.plan.layer} (GEMM)", 0, 0, full, dev.rows)] if full else []
-        if rest:
-            rects.append(Rect(f"{self.plan.layer} ({rest})", full, 0, 1, rest))
-        placement = Placement(tuple(rects), dev.columns, dev.rows, method="GEMM tiles column by column")
-        return placement_svg(placement, (), dev.memory_tile_rows,
-                             title=f"{self.graph.name}: streamed Dense '{self.plan.layer}', {tiles} tiles")
+    def report(self) -> str:
+        return self.summary() + "\n" + design_schema.breakdown_text(self.to_json()["performance"])
 
     def summary(self) -> str:
         p, e = self.plan, self.estimate()

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import __version__
+from .. import design_schema
 from ..atomic import save_directory, write_files
 from . import emulate
 from .emit import project_files
@@ -22,6 +22,11 @@ from .search import Alternative
 FORMAT = "aieflow-gemm"
 FORMAT_VERSION = 1
 DATA_LIMIT = 1 << 22  # elements of A + B up to which the project ships data/ for `make shim-run`
+
+
+def memory_tiles(p) -> int:
+    """Memory tiles the plan uses (Ac and Bc on AIE-ML; none on AIE1)."""
+    return 0 if p.memtiles is None else p.memtiles.ac_memtiles + p.memtiles.bc_memtiles
 
 
 @dataclass
@@ -68,11 +73,11 @@ class GemmDesign:
     def to_json(self) -> dict[str, Any]:
         p = self.plan
         return {
-            "format": FORMAT,
-            "version": FORMAT_VERSION,
-            "kind": "gemm",
-            "aieflow": __version__,
+            **design_schema.header(FORMAT, FORMAT_VERSION, "gemm"),
             "device": {"key": p.device.key, **p.device.describe()},
+            "source": "",
+            "resources": {"compute_tiles": p.tiles, "compute_tiles_available": p.device.compute_tiles,
+                          "memory_tiles": memory_tiles(p), "plio_in": p.plio_in, "plio_out": p.plio_out},
             "design": p.design,
             "problem": {"m": p.m, "n": p.n, "k": p.k},
             "types": {"a": p.dtype.name, "b": p.dtype.name, "c": p.output.name, "accumulator": p.dtype.acc,
@@ -88,7 +93,7 @@ class GemmDesign:
                 "limits": {"kc": p.limits.kc, "mc": p.limits.mc, "nc": p.limits.nc},
             },
             "plio": {"in": p.plio_in, "out": p.plio_out, "bits": 128},
-            "performance": self.estimate().to_json(),
+            "performance": self.estimate().to_json(p.device.clock_hz, memory_tiles(p)),
             "alternatives": [a.to_json() for a in self.alternatives],
             "project_files": sorted(self.files),
         }
@@ -112,6 +117,30 @@ class GemmDesign:
         ]
         return "\n".join(lines)
 
+    def report(self) -> str:
+        """The summary and where the AIE cycles go."""
+        e = self.estimate()
+        rows = [self.summary(), "  breakdown (AIE cycles):"]
+        for k, v in e.breakdown.items():
+            rows.append(f"    {k:40s} {v:14,.0f} cycles  {100 * v / e.cycles if e.cycles else 0:5.1f}%")
+        return "\n".join(rows)
+
+    def placement_svg(self, label: str | None = None) -> str:
+        """The GEMM tiles on the array (``aieflow report``): they fill it column by column from
+        column 0, as the generated graph's location constraints place them."""
+        from ..passes.place import Placement, Rect
+        from ..placement_svg import placement_svg
+
+        p = self.plan
+        dev, tiles = p.device, p.tiles
+        name = label or f"GEMM {p.m} x {p.n} x {p.k}"
+        full, rest = divmod(tiles, dev.rows)
+        rects = [Rect(f"{name}", 0, 0, full, dev.rows)] if full else []
+        if rest:
+            rects.append(Rect(f"{name} ({rest})", full, 0, 1, rest))
+        placement = Placement(tuple(rects), dev.columns, dev.rows, method="GEMM tiles column by column")
+        return placement_svg(placement, (), dev.memory_tile_rows, title=f"{name} on {dev.board}, {tiles} tiles")
+
     # ------------------------------------------------------------------ persistence
 
     def data_files(self) -> dict[str, bytes]:
@@ -132,3 +161,58 @@ class GemmDesign:
             write_files(tmp / "project", {**self.files, **self.data_files()})
 
         return save_directory(out_dir, force, write)
+
+
+def _plan_json(meta: dict[str, Any]) -> dict[str, Any]:
+    """The parts of ``design.json`` the planner decides (compared on load)."""
+    return {k: meta[k] for k in ("design", "problem", "types", "blocks", "config", "tiles", "memory", "plio")}
+
+
+def load(path: str | os.PathLike) -> GemmDesign:
+    """Reload a design written by :meth:`GemmDesign.save`: the plan made again from the saved
+    problem, types, configuration and block sizes (a plan that differs from the saved one means
+    another aieflow wrote it, and is refused), the alternatives as saved, and the project's text
+    files as they are on disk (``verify`` builds those)."""
+    from ..devices import get_device
+    from ..errors import AieflowError
+    from ..graph_io import REDO
+    from .aieml import is_memtile_device, ml_type
+    from .dtypes import get_type, output_type
+    from .plan import GemmConfig, make_plan
+
+    d = Path(path)
+    try:
+        meta = json.loads((d / "design.json").read_text())
+    except FileNotFoundError as e:
+        raise AieflowError(f"'{d}' is not a GEMM design directory: {e.filename} is missing", hint=REDO) from None
+    except (OSError, ValueError) as e:
+        raise AieflowError(f"cannot read the GEMM design in '{d}': {e}") from None
+    if meta.get("format") != FORMAT or meta.get("version") != FORMAT_VERSION:
+        raise AieflowError(f"'{d}/design.json' is format {meta.get('format')!r} version {meta.get('version')!r}; "
+                           f"this aieflow reads {FORMAT!r} version {FORMAT_VERSION}", hint=REDO)
+    try:
+        dev = get_device(meta["device"]["key"])
+        t = get_type(meta["types"]["a"])
+        if is_memtile_device(dev):
+            t = ml_type(t, dev)
+        prob = meta["problem"]
+        out = output_type(t, prob["k"], meta["types"]["c"])
+        cfg = GemmConfig(**{k: v for k, v in meta["config"].items() if k != "tiles"})
+        blocks = {k: meta["blocks"][k] for k in ("mc", "nc", "kc")}
+        plan = make_plan(prob["m"], prob["n"], prob["k"], t, out, dev, meta["design"], cfg, blocks)
+        alts = tuple(Alternative(GemmConfig(**{k: v for k, v in a["config"].items() if k != "tiles"}), a["blocks"],
+                                 a["cycles"], a["total_cycles"], a["chosen"], a["note"])
+                     for a in meta.get("alternatives", ()))
+        names = list(meta["project_files"])
+    except (KeyError, TypeError) as e:
+        raise AieflowError(f"'{d}/design.json' is incomplete or damaged ({type(e).__name__}: {e})", hint=REDO) from None
+    proj = d / "project"
+    try:
+        files = {rel: (proj / rel).read_text() for rel in names}
+    except (OSError, UnicodeDecodeError) as e:
+        raise AieflowError(f"cannot read the GEMM project in '{proj}': {e}", hint=REDO) from None
+    design = GemmDesign(plan, alts, files)
+    if json.loads(json.dumps(_plan_json(design.to_json()))) != _plan_json(meta):
+        raise AieflowError(f"the GEMM plan in '{d}/design.json' differs from the one this aieflow makes for it",
+                           hint=REDO)
+    return design

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .. import design_schema
 from ..devices import Device
 from ..perf import movement as mv
 from ..perf.kernel import mac_cycles
@@ -125,14 +126,20 @@ class GemmPerformance:
     def total_cycles(self) -> float:
         return self.cycles + self.packing_cycles
 
-    def to_json(self) -> dict:
+    def to_json(self, clock_hz: float, memory_tiles_used: int = 0) -> dict:
+        """design.json's common ``performance`` (one C = A B per batch; ``breakdown``: where the AIE
+        cycles go, in ns at ``clock_hz``, with their cycles and share) plus the GEMM's own keys."""
         mk = self.microkernel
+        return design_schema.performance(
+            latency_ns=self.latency_ns, interval_ns=self.interval_ns, batch=1,
+            throughput_ops_per_s=self.throughput_ops_per_s, bound=self.bound, tiles_used=self.tiles_used,
+            memory_tiles_used=memory_tiles_used,
+            parts=[(k, v / clock_hz * 1e9, {"cycles": v, "share": v / self.cycles if self.cycles else 0.0})
+                   for k, v in self.breakdown.items()],
+            extra=self._own(mk))
+
+    def _own(self, mk) -> dict:
         return {
-            "latency_ns": self.latency_ns,
-            "interval_ns": self.interval_ns,
-            "throughput_ops_per_s": self.throughput_ops_per_s,
-            "bound": self.bound,
-            "tiles_used": self.tiles_used,
             "cycles": self.cycles,
             "packing_cycles": self.packing_cycles,
             "total_cycles": self.total_cycles,
@@ -143,8 +150,6 @@ class GemmPerformance:
             "round_cycles": {"pc_first": self.round_cycles[0], "pc_later": self.round_cycles[1]},
             "l4_step_cycles": {"br_copy": self.br_copy, "compute_pc_first": self.step_cycles[0],
                                "compute_pc_later": self.step_cycles[1]},
-            "breakdown": {k: {"cycles": v, "share": v / self.cycles if self.cycles else 0.0}
-                          for k, v in self.breakdown.items()},
             "loops": self.loops,
         }
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import __version__
+from .. import __version__, design_schema
 from ..atomic import save_directory, write_files
 from ..config import Config, parse_config
 from ..design import Design
@@ -271,11 +271,16 @@ class SegmentedPerformance:
     fits_one_array: bool  # all segments' tiles together fit the device (needed to pipeline them)
     schedule: str = SCHEDULE
 
-    def to_json(self) -> dict[str, Any]:
-        return {"latency_ns": self.latency_ns, "interval_ns": self.interval_ns, "batch": self.batch,
-                "ddr_ns": self.ddr_ns, "throughput_ops_per_s": self.throughput_ops_per_s, "bound": self.bound,
-                "tiles_used": self.tiles_used, "fits_one_array": self.fits_one_array, "schedule": self.schedule,
-                "segments": [s.to_json() for s in self.segments]}
+    def to_json(self, memory_tiles_used: int = 0) -> dict[str, Any]:
+        """design.json's common ``performance`` (each segment's interval in ``breakdown``) plus the
+        DDR time, the schedule and the segments."""
+        return design_schema.performance(
+            latency_ns=self.latency_ns, interval_ns=self.interval_ns, batch=self.batch,
+            throughput_ops_per_s=self.throughput_ops_per_s, bound=self.bound, tiles_used=self.tiles_used,
+            memory_tiles_used=memory_tiles_used,
+            parts=[(s.name, s.interval_ns, {"kind": s.kind, "bound": s.bound}) for s in self.segments],
+            extra={"ddr_ns": self.ddr_ns, "fits_one_array": self.fits_one_array, "schedule": self.schedule,
+                   "segments": [s.to_json() for s in self.segments]})
 
 
 @dataclass(frozen=True)
@@ -420,9 +425,10 @@ class SegmentedDesign(EmulatedNumerics):
 
     def resources(self) -> dict[str, Any]:
         e = self.estimate()
+        per = {spec.name: seg.to_json()["resources"] for spec, seg in zip(self.specs, self.segments, strict=True)}
         return {"compute_tiles": e.tiles_used, "compute_tiles_available": self.device.compute_tiles,
-                "fits_one_array": e.fits_one_array,
-                "segments": {spec.name: seg.to_json()["resources"] for spec, seg in zip(self.specs, self.segments, strict=True)}}
+                "memory_tiles": sum(r.get("memory_tiles", 0) for r in per.values()),
+                "fits_one_array": e.fits_one_array, "segments": per}
 
     # ------------------------------------------------------------------ x86 check
 
@@ -456,6 +462,9 @@ class SegmentedDesign(EmulatedNumerics):
 
     # ------------------------------------------------------------------ reports
 
+    def report(self) -> str:
+        return self.summary() + "\n" + design_schema.breakdown_text(self.to_json()["performance"])
+
     def summary(self) -> str:
         e = self.estimate()
         lines = [f"{self.graph.name} on {self.device.board}: {len(self.specs)} segments joined through DDR "
@@ -478,7 +487,7 @@ class SegmentedDesign(EmulatedNumerics):
     def to_json(self) -> dict[str, Any]:
         t_in, t_out = (self.graph.tensors[t] for t in (self.graph.inputs[0], self.graph.outputs[0]))
         return {
-            "format": FORMAT, "version": FORMAT_VERSION, "kind": KIND, "aieflow": __version__,
+            **design_schema.header(FORMAT, FORMAT_VERSION, KIND),
             "device": {"key": self.device.key, **self.device.describe()},
             "source": self.source, "name": self.graph.name,
             "config": self.config.to_json(),
@@ -486,8 +495,8 @@ class SegmentedDesign(EmulatedNumerics):
             "output": {"tensor": t_out.name, "shape": list(t_out.shape), "type": self.output_type.to_string()},
             "streamed": dict(self.reasons),
             "segments": [s.to_json() for s in self.specs],
-            "resources": self.resources(),
-            "performance": self.estimate().to_json(),
+            "resources": (res := self.resources()),
+            "performance": self.estimate().to_json(res["memory_tiles"]),
             "project_files": sorted(self.top_files),
         }
 
@@ -666,7 +675,7 @@ def load(path: str | os.PathLike) -> SegmentedDesign:
         segments = []
         for spec, s in zip(specs, meta["segments"], strict=True):
             seg = load_design(d / s["dir"])
-            want = "streamed_dense" if spec.kind == "streamed" else None
+            want = "streamed_dense" if spec.kind == "streamed" else "chain"
             got_kind = seg.to_json().get("kind")
             if got_kind != want:
                 raise AieflowError(f"segment {spec.name} in '{d / s['dir']}' is a {got_kind or 'resident'} design; "

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from types import MappingProxyType
 from typing import Any
 
+from .. import design_schema
 from ..devices import Device, get_device
 from ..ir import Node
 from . import movement as mv
@@ -90,19 +91,15 @@ def estimate(design, batches: int | None = None) -> Performance:
     )
 
 
-def performance_to_json(perf: Performance) -> dict[str, Any]:
-    """Plain-JSON form (the keys of :class:`Performance`; stages as a list of dicts)."""
-    return {
-        "latency_ns": perf.latency_ns,
-        "interval_ns": perf.interval_ns,
-        "batch": perf.batch,
-        "throughput_ops_per_s": perf.throughput_ops_per_s,
-        "bound": perf.bound,
-        "tiles_used": perf.tiles_used,
-        "memory_tiles_used": perf.memory_tiles_used,
-        "replicas": perf.replicas,
-        "stages": [asdict(s) for s in perf.stages],
-    }
+def performance_to_json(perf: Performance, clock_hz: float) -> dict[str, Any]:
+    """design.json's common ``performance`` (``design_schema.performance``; each stage's busy
+    AIE-clock cycles per batch in ns) plus the replicas and the stages as a list of dicts."""
+    return design_schema.performance(
+        latency_ns=perf.latency_ns, interval_ns=perf.interval_ns, batch=perf.batch,
+        throughput_ops_per_s=perf.throughput_ops_per_s, bound=perf.bound, tiles_used=perf.tiles_used,
+        memory_tiles_used=perf.memory_tiles_used,
+        parts=[(s.name, s.cycles / clock_hz * 1e9, {"kind": s.kind, "bound": s.bound}) for s in perf.stages],
+        extra={"replicas": perf.replicas, "stages": [asdict(s) for s in perf.stages]})
 
 
 # ----------------------------------------------------------------------------- one layer

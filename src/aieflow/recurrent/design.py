@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import design_schema
 from ..atomic import save_directory
 from ..config import Config, parse_config
 from ..design import Design
@@ -189,6 +190,13 @@ class RecurrentDesign:
     def run(self, xq: np.ndarray) -> np.ndarray:
         return self._design().run(xq)
 
+    def trace(self, xq: np.ndarray) -> dict[str, np.ndarray]:
+        """Emulated value (codes) of every tensor."""
+        return self._design().trace(xq)
+
+    def report(self) -> str:
+        return self.summary() + "\n" + design_schema.breakdown_text(self.to_json()["performance"])
+
     def estimate(self) -> RecurrentPerformance | StackedPerformance:
         """One layer: its step model (``model.py``); a stack: the layers chained (``stack.py``)."""
         if self.stack is not None:
@@ -203,26 +211,51 @@ class RecurrentDesign:
     def to_json(self) -> dict[str, Any]:
         perf = self.estimate()
         out = {
-            "format": FORMAT,
-            "version": FORMAT_VERSION,
-            "kind": "recurrent",
-            "device": self.device.board,
+            **design_schema.header(FORMAT, FORMAT_VERSION, "recurrent"),
+            "device": {"key": self.device.key, **self.device.describe()},
             "source": self.source,
             "config": self.config.to_json(),
             "layer": {"name": self.layer.name, "op": self.layer.op, **{k: v for k, v in self.layer.attrs.items()}},
             "head": [n.name for n in self.head],
             "mapping": self.mapping.to_json() if self.stack is None else self.stack.to_json(),
-            "performance": perf.to_json(),
+            "resources": {"compute_tiles": perf.tiles, "compute_tiles_available": self.device.compute_tiles,
+                          "memory_tiles": 0, "interface_tiles": perf.interface_tiles},
+            "performance": self._performance_json(perf),
             "exploration": self.exploration.to_json() if self.exploration else self.saved_exploration,
         }
         if self.stack is not None:  # every layer: its attributes, mapping and tiles
             out["layers"] = [{"name": n.name, "op": n.op, **dict(n.attrs), "mapping": m.to_json(), "tiles": m.tiles}
                              for n, m in zip(self.layers, self.stack.layers, strict=True)]
+        out["project_files"] = sorted(self.files)
         out["kernels"] = [{"layer": n.name, "u": m.dims.kernel("u", m.recurrent.distribution),
                            "w": m.dims.kernel("w", m.input.distribution),
                            "why": "fp32 lanes" if n.types.is_float else kernel_note(n, m, self.device)}
                           for n, m in zip(self.layers, self.mappings, strict=True)]
         return out
+
+    def macs_per_sample(self) -> int:
+        """Multiply-accumulates of one sequence: every step's W x and U h products of every layer
+        (3 gates for a GRU, 4 for an LSTM), then the dense head."""
+        macs = 0
+        for n in self.layers:
+            a = n.attrs
+            macs += (3 if n.op == "gru" else 4) * a["hidden_size"] * (a["input_size"] + a["hidden_size"]) * a["seq_len"]
+        return macs + sum(n.attrs["in_features"] * n.attrs["out_features"] for n in self.head if n.op == "dense")
+
+    def _performance_json(self, perf: RecurrentPerformance | StackedPerformance) -> dict[str, Any]:
+        """The common ``performance``: a batch is one sequence, its interval the steps one after the
+        other (``step_interval_ns`` apart), no memory tiles; then the recurrent model's own keys
+        (step latency and breakdown, fill, head)."""
+        own = perf.to_json()
+        step = own.pop("interval_ns")
+        interval = step * perf.steps
+        return design_schema.performance(
+            latency_ns=perf.sequence_latency_ns, interval_ns=interval, batch=1,
+            throughput_ops_per_s=2 * self.macs_per_sample() / (interval * 1e-9), bound=perf.bound,
+            tiles_used=perf.tiles, memory_tiles_used=0,
+            parts=[(k, v, {"per": "step"}) for k, v in perf.breakdown_ns.items()]
+            + [(k, v, {"per": "sequence"}) for k, v in perf.head_breakdown_ns.items()],
+            extra={"step_interval_ns": step, **own})
 
     def summary(self) -> str:
         p = self.estimate()
@@ -458,7 +491,7 @@ def load(path: str | os.PathLike) -> RecurrentDesign:
             f"this aieflow reads {FORMAT!r} version {FORMAT_VERSION}",
             hint="re-run aieflow compile to write it again",
         )
-    device = get_device(meta["device"])
+    device = get_device(meta["device"]["key"] if isinstance(meta["device"], dict) else meta["device"])  # old: the board
     mapping = mapping_from_fields(meta["mapping_fields"])
     stack = None
     if meta.get("stack_fields"):

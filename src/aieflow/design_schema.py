@@ -1,0 +1,76 @@
+"""One design.json schema for every design kind (``schema/design.schema.json``).
+
+Every kind's ``to_json`` carries the same top-level keys (``schema``, ``format``, ``version``,
+``kind``, ``aieflow``, ``device``, ``source``, ``config``, ``resources``, ``performance``,
+``project_files``) and a ``performance`` object that always has :data:`COMMON_PERFORMANCE`, built by
+:func:`performance`; kind-specific keys are added beside them, never instead of them.
+``tests/test_design_schema.py`` validates a design of every kind against the JSON Schema file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from functools import cache
+from importlib import resources
+from typing import Any
+
+SCHEMA_VERSION = 2
+"""Version of the common schema (``"schema"`` in design.json; designs saved before it have none)."""
+
+COMMON_PERFORMANCE = ("latency_ns", "interval_ns", "batch", "throughput_ops_per_s", "bound", "tiles_used",
+                      "memory_tiles_used", "breakdown")
+"""What ``performance`` always holds: first result latency and steady-state interval of one batch
+(ns), the samples per batch, 2 x MACs per second, what bounds the interval, compute and memory tiles,
+and ``breakdown``: each stage's time per batch (``{"<stage>": {"ns": ..., ...}}``)."""
+
+
+def breakdown(stages: Iterable[tuple[str, float, Mapping[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """``{name: {"ns": ns, **extra}}`` in order; a repeated name gets ``#2``, ``#3``, ..."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, ns, extra in stages:
+        key, n = name, 1
+        while key in out:
+            n += 1
+            key = f"{name}#{n}"
+        out[key] = {"ns": float(ns), **extra}
+    return out
+
+
+def performance(*, latency_ns: float, interval_ns: float, batch: int, throughput_ops_per_s: float, bound: str,
+                tiles_used: int, memory_tiles_used: int, parts: Iterable[tuple[str, float, Mapping[str, Any]]],
+                extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The common ``performance`` keys (``parts``: each stage's name, ns per batch and extra fields
+    for ``breakdown``), then the kind's own ``extra`` ones, which cannot replace them (an extra key
+    that repeats a common one with the same value is dropped)."""
+    common = {"latency_ns": float(latency_ns), "interval_ns": float(interval_ns), "batch": int(batch),
+              "throughput_ops_per_s": float(throughput_ops_per_s), "bound": str(bound), "tiles_used": int(tiles_used),
+              "memory_tiles_used": int(memory_tiles_used), "breakdown": breakdown(parts)}
+    extra = extra or {}
+    clash = sorted(k for k in set(extra) & set(common) if extra[k] != common[k])
+    if clash:
+        raise ValueError(f"kind-specific performance keys {clash} would replace common ones")
+    return {**common, **{k: v for k, v in extra.items() if k not in common}}
+
+
+def header(fmt: str, version: int, kind: str) -> dict[str, Any]:
+    """The first keys of every design.json."""
+    from . import __version__
+
+    return {"schema": SCHEMA_VERSION, "format": fmt, "version": version, "kind": kind, "aieflow": __version__}
+
+
+@cache
+def schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of design.json."""
+    return json.loads(resources.files("aieflow").joinpath("schema/design.schema.json").read_text())
+
+
+def breakdown_text(perf: Mapping[str, Any]) -> str:
+    """``performance["breakdown"]`` as report lines: each stage's time per batch and its share of
+    the interval."""
+    rows = [f"  breakdown per batch of {perf['batch']} (interval {perf['interval_ns']:,.1f} ns):"]
+    for name, part in perf["breakdown"].items():
+        share = 100 * part["ns"] / perf["interval_ns"] if perf["interval_ns"] else 0.0
+        rows.append(f"    {name:44s} {part['ns']:12,.1f} ns  {share:5.1f}%")
+    return "\n".join(rows)

@@ -1,0 +1,185 @@
+"""One design protocol and one design.json schema for every design kind (issue 17, item 3).
+
+A design of every kind (Dense chain on AIE1 and AIE-ML, DAG, CNN in both mappings, one recurrent
+layer and a stack, a streamed Dense layer, a chain in segments, GEMM on VCK190 and VEK280)
+implements ``aieflow.protocol``; its design.json validates against ``schema/design.schema.json``
+(checked with the ``jsonschema`` library); its common performance keys agree with its own
+estimate; it saves, loads back (GEMM included) and reports with a placement picture.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+import pytest
+import torch
+import yaml
+
+import aieflow
+from aieflow.cli import main
+from aieflow.design_schema import COMMON_PERFORMANCE, schema
+from aieflow.graph_io import json_default
+from aieflow.model_zoo import cnn_classifier, espcn, qdq_mlp, torch_mlp
+from aieflow.protocol import AnyDesign, ModelDesign
+
+THESIS_YAML = Path(__file__).resolve().parents[1] / "examples" / "espcn" / "thesis.yaml"
+
+
+class _Residual(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = torch.nn.Linear(16, 24), torch.nn.Linear(24, 16)
+
+    def forward(self, x):
+        return x + self.fc2(torch.relu(self.fc1(x)))
+
+
+class _Rnn(torch.nn.Module):
+    def __init__(self, layers=1):
+        super().__init__()
+        self.rnn, self.fc = torch.nn.GRU(4, 8, num_layers=layers, batch_first=True), torch.nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.fc(self.rnn(x)[0][:, -1])
+
+
+def _build(kind):
+    rng = np.random.default_rng(0)
+    torch.manual_seed(0)
+    x16 = rng.standard_normal((16, 16)).astype(np.float32)
+    seq = rng.standard_normal((8, 5, 4)).astype(np.float32)
+    img = rng.uniform(-1, 1, (4, 3, 32, 32)).astype(np.float32)
+    frames = rng.uniform(0, 1, (2, 1, 16, 16)).astype(np.float32)
+    models = {
+        "chain-vck190": (qdq_mlp([16, 24, 8]), x16, "vck190", {"batch": 8}),
+        "chain-vek280": (torch_mlp([16, 32, 8]), x16, "vek280", {"precision": "int8", "batch": 8, "replicas": 2}),
+        "dag": (_Residual().eval(), x16, "vek280", {"precision": "int16", "batch": 8}),
+        "cnn": (cnn_classifier(), img, "vck190", {"precision": "int8"}),
+        "cnn-thesis": (espcn(), frames, "vck190", yaml.safe_load(THESIS_YAML.read_text())),
+        "recurrent": (_Rnn().eval(), seq, "vck190", {"precision": "int16"}),
+        "recurrent-stack": (_Rnn(2).eval(), seq, "vek280", {"precision": "int16"}),
+        "streamed-dense": (torch_mlp([64, 16]), rng.standard_normal((16, 64)).astype(np.float32), "vck190",
+                           {"precision": "int8", "layers": {"0": {"weights": "streamed"}}}),
+        "segmented": (torch_mlp([16, 32, 8]), x16, "vck190", {"precision": "int8", "layers": {"0": {"weights": "streamed"}}}),
+    }
+    if kind == "gemm-vck190":
+        return aieflow.gemm(256, 64, 128, "int8", "vck190", 4, "best"), None
+    if kind == "gemm-vek280":
+        return aieflow.gemm(256, 64, 128, "int8", "vek280", 2, "best"), None
+    model, x, device, config = models[kind]
+    return aieflow.compile(model, device=device, example_input=x[:2], calibration=x, config=config), x
+
+
+KINDS = {  # test name -> (design.json kind, class name)
+    "chain-vck190": ("chain", "Design"), "chain-vek280": ("chain", "Design"), "dag": ("dag", "DagDesign"),
+    "cnn": ("cnn", "CnnDesign"), "cnn-thesis": ("cnn", "CnnDesign"), "recurrent": ("recurrent", "RecurrentDesign"),
+    "recurrent-stack": ("recurrent", "RecurrentDesign"), "streamed-dense": ("streamed_dense", "StreamedDenseDesign"),
+    "segmented": ("segmented", "SegmentedDesign"), "gemm-vck190": ("gemm", "GemmDesign"),
+    "gemm-vek280": ("gemm", "GemmDesign"),
+}
+
+
+@pytest.fixture(scope="module", params=list(KINDS))
+def built(request):
+    d, x = _build(request.param)
+    return request.param, d, x
+
+
+def _json(d):
+    return json.loads(json.dumps(d.to_json(), default=json_default))
+
+
+def test_every_kind_follows_the_protocol_and_the_schema(built):
+    name, d, x = built
+    kind, cls = KINDS[name]
+    assert type(d).__name__ == cls
+    assert isinstance(d, AnyDesign)
+    assert isinstance(d, ModelDesign) == (kind != "gemm")
+    j = _json(d)
+    jsonschema.validate(j, schema())
+    assert j["kind"] == kind and j["schema"] == 2
+    perf = j["performance"]
+    assert set(COMMON_PERFORMANCE) <= set(perf)
+    # the common figures are the design's own ones, in the common units
+    e = d.estimate()
+    if kind == "cnn":
+        assert perf["latency_ns"] == pytest.approx(e.latency_s * 1e9) and perf["batch"] == e.replicas
+        assert perf["throughput_ops_per_s"] == pytest.approx(2 * e.fps * e.macs_per_frame)
+    elif kind == "recurrent":
+        assert perf["latency_ns"] == pytest.approx(e.sequence_latency_ns) and perf["batch"] == 1
+        assert perf["interval_ns"] == pytest.approx(e.interval_ns * e.steps)  # a sequence's steps, one after the other
+        assert perf["step_interval_ns"] == pytest.approx(e.interval_ns)
+    else:
+        assert perf["latency_ns"] == pytest.approx(e.latency_ns) and perf["interval_ns"] == pytest.approx(e.interval_ns)
+    assert perf["tiles_used"] == j["resources"]["compute_tiles"]
+    assert perf["tiles_used"] <= j["resources"]["compute_tiles_available"]
+    assert j["resources"]["memory_tiles"] == perf["memory_tiles_used"]
+    if d.to_json()["device"]["key"] == "vck190":
+        assert perf["memory_tiles_used"] == 0  # AIE1 has none
+    assert all(part["ns"] >= 0 for part in perf["breakdown"].values())
+    # the slowest stage cannot take longer than the interval it sets (rounding aside)
+    if kind in ("chain", "dag", "segmented"):
+        assert max(p["ns"] for p in perf["breakdown"].values()) <= perf["interval_ns"] * 1.000001
+
+
+def test_every_kind_saves_loads_and_reports(built, tmp_path, capsys):
+    name, d, x = built
+    out = d.save(tmp_path / "d")
+    saved = json.loads((out / "design.json").read_text())
+    jsonschema.validate(saved, schema())
+    back = aieflow.load(out)
+    assert type(back) is type(d)
+    assert _json(back)["performance"] == _json(d)["performance"]
+    if x is not None:
+        np.testing.assert_array_equal(back.predict(x[:4]), d.predict(x[:4]))
+    text = back.report()
+    assert text.startswith(back.summary().splitlines()[0]) and len(text.splitlines()) > len(back.summary().splitlines()) - 1
+    svg = ET.fromstring(back.placement_svg())
+    assert any(e.tag.endswith("rect") for e in svg.iter())
+    assert main(["report", str(out), "--svg", str(tmp_path / "p.svg")]) == 0
+    assert ET.parse(tmp_path / "p.svg").getroot().tag.endswith("svg")
+    assert back.summary().splitlines()[0] in capsys.readouterr().out
+
+
+def test_the_schema_refuses_a_design_without_the_common_keys(built):
+    _, d, _ = built
+    j = _json(d)
+    for key in ("latency_ns", "breakdown", "memory_tiles_used"):
+        bad = json.loads(json.dumps(j))
+        del bad["performance"][key]
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, schema())
+    bad = json.loads(json.dumps(j))
+    bad["performance"]["breakdown"] = {"x": {"cycles": 3}}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema())
+
+
+def test_a_recurrent_design_saved_before_the_common_schema_loads(tmp_path):
+    d, x = _build("recurrent")
+    out = d.save(tmp_path / "old")
+    meta = json.loads((out / "design.json").read_text())
+    meta["device"] = d.device.board  # the old form: the board's name
+    for key in ("schema", "aieflow", "resources", "project_files"):
+        del meta[key]
+    (out / "design.json").write_text(json.dumps(meta))
+    back = aieflow.load(out)
+    np.testing.assert_array_equal(back.predict(x[:3]), d.predict(x[:3]))
+
+
+def test_a_loaded_gemm_refuses_an_edited_plan_and_verifies(tmp_path):
+    d, _ = _build("gemm-vck190")
+    out = d.save(tmp_path / "g")
+    back = aieflow.load(out)
+    a = np.random.default_rng(1).integers(-128, 128, (256, 128))
+    b = np.random.default_rng(2).integers(-128, 128, (128, 64))
+    np.testing.assert_array_equal(back.predict(a, b), a @ b)  # int8 x int8 sums are exact in int32
+    meta = json.loads((out / "design.json").read_text())
+    meta["blocks"]["kc"] += 16
+    (out / "design.json").write_text(json.dumps(meta))
+    with pytest.raises(aieflow.AieflowError, match="differs"):
+        aieflow.load(out)
