@@ -298,7 +298,7 @@ def load(path: str | os.PathLike) -> Design:
         )
     graph = graph_from_json(meta["graph"], weights)
     device = get_device(meta["device"]["key"])
-    placement = Placement.from_json(meta["placement"], graph, snake=device.generation.name == "aie")
+    placement = Placement.from_json(meta["placement"], graph, snake=device.generation.cascade_serpentine)
     files = {}
     proj = d / "project"
     if proj.is_dir():

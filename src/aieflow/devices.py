@@ -3,6 +3,12 @@
 Facts come from ``shared/spec/versal-devices.md`` (which cites AMD AM009, AM020, AM027, UG1079,
 UG1603, UG1529 and the DS957/DS958 data sheets).  Nothing else in the package hard-codes a device
 number: look it up here.
+
+Differences between generations and boards are data here too: code asks the catalog what it
+depends on (``cascade_serpentine``, ``float_types``, ``accumulators``, ``vitis_platform``,
+``gemm_design`` ...), never which generation it has; a generation's ``name`` is for messages only
+(``tests/test_devices.py`` checks this).  Fields added for such decisions have their source under
+their own name in ``sources``.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from .errors import ConfigError
 from .numerics.types import Rounding
 
 SPEC = "shared/spec/versal-devices.md"
+GEMM_SPEC = "shared/spec/gemm-gotoblas-versal.md"
 
 # Operand kinds used as keys: "i8", "i16", "i32", "fp32", "bf16".
 TypePair = tuple[str, str]
@@ -39,6 +46,10 @@ class Generation:
     stream_bits: int
     cascade_bits: int
     cascade_vertical: bool
+    # The horizontal cascade runs east on even array rows and west on odd ones, so a chain snakes
+    # through the array (AIE1); False: it runs east on every row.  Placement, kernel locations and
+    # link distances follow it.
+    cascade_serpentine: bool
     macs_per_cycle: Mapping[TypePair, float]
     mmul_shapes: Mapping[TypePair, tuple[int, int, int]]  # the native tiling the Dense kernel uses
     accumulators: Mapping[TypePair, int]  # accumulator lane width in bits for the type pair
@@ -52,6 +63,11 @@ class Generation:
     @property
     def bank_bytes(self) -> int:
         return self.data_memory_bytes // self.memory_banks
+
+    @property
+    def widest_accumulator_bits(self) -> int:
+        """Widest integer accumulator lane of the catalog's 8/16-bit type pairs (``accumulators``)."""
+        return max(self.accumulators.values())
 
 
 @dataclass(frozen=True)
@@ -71,6 +87,10 @@ class Device:
     plio_columns: int  # interface tiles usable for PLIO
     plio_in_per_column: int
     plio_out_per_column: int
+    vitis_platform: str  # name of the board's Vitis base platform (the .xpfm a generated Makefile asks for)
+    # GEMM design the board gets: "pl-memory" (GotoBLAS blocks in PL UltraRAM / Block RAM, AIE1),
+    # "memtile" (the memory tiles are the L2, AIE-ML), None (no GEMM design).
+    gemm_design: str | None
     memtile_channels: int = 0  # DMA channels per memory tile and direction (MM2S = S2MM)
     memtile_bds: int = 0  # buffer descriptors per memory-tile DMA
     notes: str = ""
@@ -143,6 +163,7 @@ AIE1 = Generation(
     stream_bits=32,
     cascade_bits=384,
     cascade_vertical=False,
+    cascade_serpentine=True,
     macs_per_cycle=_frozen(
         {
             ("i8", "i8"): 128,
@@ -171,6 +192,8 @@ AIE1 = Generation(
             "mmul shapes": "UG1529 Matrix Multiplication table (AIE); ESPCN thesis for float <4,2,4>",
             "accumulators": "AM009: 48-bit lanes for 8/16-bit operands",
             "rounding modes": "AIE intrinsics guide: rnd_floor..rnd_conv_odd (no symmetric floor/ceil)",
+            "cascade_serpentine": f"AM009 cascade stream: horizontal only, east on even rows and west on odd "
+            f"ones, so a chain snakes through the array; {SPEC} (cascade: horizontal only)",
         }
     ),
 )
@@ -191,6 +214,7 @@ AIE_ML = Generation(
     stream_bits=32,
     cascade_bits=512,
     cascade_vertical=True,
+    cascade_serpentine=False,
     macs_per_cycle=_frozen(
         {
             ("i8", "i8"): 256,
@@ -219,6 +243,8 @@ AIE_ML = Generation(
             "mmul shapes": "shared/spec/dense-on-aie-ml.md kernel tilings; UG1529",
             "accumulators": "shared/spec/dense-on-aie-ml.md: i8 acc32, i16xi16 acc64; AM020",
             "rounding modes": "AIE-ML intrinsics guide UG1583: adds rnd_sym_floor / rnd_sym_ceil",
+            "cascade_serpentine": f"AM020 cascade: horizontal west to east on every row, plus vertical; {SPEC} "
+            "(cascade: horizontal and vertical)",
         }
     ),
 )
@@ -241,6 +267,7 @@ AIE_MLV2 = Generation(
     stream_bits=64,
     cascade_bits=512,
     cascade_vertical=True,
+    cascade_serpentine=False,
     macs_per_cycle=AIE_ML.macs_per_cycle,
     mmul_shapes=AIE_ML.mmul_shapes,
     accumulators=AIE_ML.accumulators,
@@ -250,6 +277,7 @@ AIE_MLV2 = Generation(
         {
             "memory, loads, cascade": f"{SPEC} (AM027)",
             "MACs, mmul shapes, accumulators": "assumed equal to AIE-ML (not yet in the spec)",
+            "cascade_serpentine": f"assumed as AIE-ML (AM027; {SPEC} gives only the 512-bit width)",
         }
     ),
 )
@@ -268,10 +296,15 @@ VCK190 = Device(
     plio_columns=39,
     plio_in_per_column=8,
     plio_out_per_column=6,
+    vitis_platform="xilinx_vck190_base_202320_1",
+    gemm_design="pl-memory",
     sources=_frozen(
         {
             "grid 50x8, 39 PLIO interface tiles, 8 in / 6 out per column": f"{SPEC} (AM009, DS957)",
             "1.25 GHz (-2 speed grade), PL 1/4 of AIE clock": SPEC,
+            "vitis_platform": "AMD's Vitis 2023.2 base platform for the VCK190 (Vitis flow: UG1079); "
+            f"the name is not in {SPEC}",
+            "gemm_design": f"{GEMM_SPEC}: the published VCK190 design keeps Ac / Bc in PL UltraRAM / Block RAM",
         }
     ),
 )
@@ -290,10 +323,16 @@ VEK280 = Device(
     plio_columns=38,
     plio_in_per_column=2,
     plio_out_per_column=2,
+    vitis_platform="xilinx_vek280_base_202320_1",
+    gemm_design="memtile",
     memtile_channels=6,
     memtile_bds=48,
     sources=_frozen(
         {
+            "vitis_platform": "AMD's Vitis 2023.2 base platform for the VEK280 (Vitis flow: UG1603); "
+            f"the name is not in {SPEC}",
+            "gemm_design": f"aieflow's AIE-ML GEMM (gemm/aieml.py) on the memory tiles and DMA channels below "
+            f"({SPEC}, AM020)",
             "grid 38x8, 2 rows of 512 KB memory tiles": f"{SPEC} (AM020, DS958)",
             "memory tile DMA 6 MM2S + 6 S2MM channels, 48 BDs": f"{SPEC} (AM020)",
             "1.25 GHz as in the published AIE4ML results": SPEC,
@@ -316,6 +355,8 @@ VEK385 = Device(
     plio_columns=36,
     plio_in_per_column=2,
     plio_out_per_column=2,
+    vitis_platform="xilinx_vek385_base",
+    gemm_design=None,
     memtile_channels=6,
     memtile_bds=48,
     notes="36 x 4 compute tiles as used by one published compiler; see AM027 for the full part",
@@ -324,6 +365,9 @@ VEK385 = Device(
             "36 x 4 compute tiles, memory tiles of 512 KB": f"{SPEC} (AM027; one published compiler)",
             "~1.0 GHz, PL 500 MHz": SPEC,
             "memory tile DMA 6 + 6 channels, 48 BDs": f"{SPEC} (assumed as AIE-ML; AM027)",
+            "vitis_platform": f"placeholder without a release suffix: no VEK385 platform name in {SPEC}",
+            "gemm_design": f"none: the stream width and MAC rates the GEMM search needs are assumed (AM027 "
+            f"figures not in {SPEC})",
         }
     ),
 )

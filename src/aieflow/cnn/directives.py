@@ -209,7 +209,7 @@ def thesis_design(device: Device, stages: tuple[Stage, ...], config: Config, set
 
 def make_plan(device: Device, stages: tuple[Stage, ...], config: Config) -> CnnPlan:
     settings = design_settings(config)
-    if device.generation.name != "aie" and any(s.is_float for s in stages):
+    if "fp32" not in device.generation.float_types and any(s.is_float for s in stages):
         raise PlanError(f"fp32 convolutions need AIE1 (vck190); {device.key} has {device.generation.name}",
                         hint="use device vck190, or an integer precision")
     if settings["mapping"] == "thesis":

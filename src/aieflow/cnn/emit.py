@@ -41,7 +41,7 @@ def ctype(t: NumericType) -> str:
 def acc_type(plan: CnnPlan, s: Stage) -> str:
     if s.is_float:
         return "accfloat"
-    return "acc48" if plan.device.generation.name == "aie" else ("acc32" if s.core.acc_bits <= 32 else "acc64")
+    return f"acc{s.core.acc_bits}"  # the catalog's accumulator lanes for the type pair (ops/dense.py)
 
 
 @dataclass(frozen=True)
@@ -168,7 +168,7 @@ def place(plan: CnnPlan) -> list[Tile]:
     per_col = max(1, d.rows // height)
     idents = stage_idents(plan.stages)
     tiles: list[Tile] = []
-    serpentine = d.generation.name == "aie"
+    serpentine = d.generation.cascade_serpentine
     for q in range(plan.replicas):
         c0, r0 = (q // per_col) * width, (q % per_col) * height
         for si, lay in enumerate(plan.layers):

@@ -209,7 +209,7 @@ def load(path: str | os.PathLike) -> DagDesign:
     device = get_device(meta["device"]["key"])
     config = parse_config(meta["config"])
     plan = plan_dag(graph, device, config)
-    placement = Placement.from_json(meta["placement"], graph, snake=False)
+    placement = Placement.from_json(meta["placement"], graph, snake=device.generation.cascade_serpentine)
     design = DagDesign(plan, device, config, placement, meta.get("source", ""))
     if _plan_json(design.to_json()) != _plan_json(meta):
         raise AieflowError(f"the DAG plan in '{d}/design.json' differs from the one this aieflow makes for it",

@@ -248,7 +248,7 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
         version=version, device=device, graph_class=graph_class, graph_var="g", tiles=tiles, memtiles=memtiles,
         plio_in=plio_in, plio_out=plio_out, connections=connections, dense=dense_infos, adds=adds, norms=norms,
         headers=headers, classes=classes, plio_bits=PLIO_BITS, iterations=iterations, batch=plan.batch, nodes=nodes,
-        platform_hint={"aie-ml": "xilinx_vek280_base_202320_1"}.get(device.generation.name, "xilinx_vek385_base"),
+        platform_hint=device.vitis_platform,
     )
     files["src/layers.h"] = _ENV.get_template("layers.h.j2").render(**ctx)
     files["src/graph.h"] = _ENV.get_template("graph.h.j2").render(**ctx)

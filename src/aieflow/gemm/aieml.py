@@ -46,12 +46,12 @@ SOURCE = "UG1603 Accumulator Registers; devices.py catalog (memory tiles, DMA ch
 
 
 def is_memtile_device(device: Device) -> bool:
-    """Devices whose GEMM design stages blocks in memory tiles (AIE-ML with memory tiles)."""
-    return device.generation.name == "aie-ml" and device.memory_tile_rows > 0
+    """Devices whose GEMM design stages blocks in memory tiles (catalog: ``gemm_design``)."""
+    return device.gemm_design == "memtile"
 
 
 def check_device(device: Device) -> None:
-    if device.generation.name == "aie" or is_memtile_device(device):
+    if device.gemm_design is not None:
         return
     raise ConfigError(
         f"GEMM designs are implemented for vck190 (AIE) and vek280 (AIE-ML); {device.key} "

@@ -19,7 +19,6 @@ from .plan import GemmPlan
 
 GRAPH_CLASS = "GemmGraph"
 GRAPH_VAR = "gemm_graph"
-PLATFORM_HINT = {"aie": "xilinx_vck190_base_202320_1", "aie-ml": "xilinx_vek280_base_202320_1"}
 
 _ENV = environment("gemm")
 
@@ -121,7 +120,7 @@ def project_files(plan: GemmPlan, perf: GemmPerformance, data: bool) -> dict[str
         "br": [] if gmio else br, "gbr": br if gmio else [],
         "tiles": tiles, "graph_class": GRAPH_CLASS, "graph_var": GRAPH_VAR, "perf": perf, "data": data,
         "br_bytes": plan.br_bytes, "pl_clock_hz": int(plan.device.pl_clock_hz),
-        "platform_hint": PLATFORM_HINT.get(plan.device.generation.name, "platform"),
+        "platform_hint": plan.device.vitis_platform,
         "memtile": plan.memtile, "lay": plan.memtiles,
     }
     templates = {**RENDERED, **MEMTILE} if plan.memtile else RENDERED

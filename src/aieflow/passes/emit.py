@@ -172,7 +172,7 @@ def layer_info(node: Node, ident: str, device: Device) -> dict[str, Any]:
 
 def _replica_graph(layers: list[Node], idents: dict[str, str], device: Device, placement: Placement, rep: int):
     """Kernels, connections, memory-tile buffers and PLIOs of one copy of the design."""
-    cascade_east = device.generation.name != "aie"
+    cascade_east = not device.generation.cascade_serpentine
     x = replica_suffix(rep)
     tiles = []
     for node in layers:
@@ -300,8 +300,7 @@ def emit_project(
         tiles=tiles, memtiles=memtiles, plio_in=plio_in, plio_out=plio_out,
         connections=connections, layers=list(infos.values()), plio_bits=PLIO_BITS,
         iterations=max(1, iterations), batch=first.plan.batch, batch_pad=first.plan.batch_pad, replicas=replicas,
-        platform_hint={"aie": "xilinx_vck190_base_202320_1", "aie-ml": "xilinx_vek280_base_202320_1"}.get(
-            device.generation.name, "xilinx_vek385_base"),
+        platform_hint=device.vitis_platform,
     )
     files["src/layers.h"] = _ENV.get_template("layers.h.j2").render(**ctx)
     files["src/graph.h"] = _ENV.get_template("graph.h.j2").render(**ctx)

@@ -625,7 +625,7 @@ def place(
     index = {n.name: i for i, n in enumerate(layers)}
     edges = [(index[p], index[q]) for p, q in layer_edges(graph)]
     keep = tuple(sorted(set(keep_out)))
-    grid = Grid(device.columns, device.rows, snake=device.generation.name == "aie", keep_out=frozenset(keep))
+    grid = Grid(device.columns, device.rows, snake=device.generation.cascade_serpentine, keep_out=frozenset(keep))
     copies = config.replicas or 1
     check_interfaces(layers, device, copies)
     result = pack(blocks, edges, grid, method, weights, node_budget, time_budget_s)

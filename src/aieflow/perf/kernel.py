@@ -23,7 +23,7 @@ MAC unit and the two load units (A-side operands on one, W-side on the other, th
 ``versal-devices.md`` states a shape's load limit: "the slowest of loading A, loading B,
 computing"); everything in ``serial`` sits between inner loops of consecutive blocks.  Constants
 fitted to published figures say so at their definition, with the figure; AIE1 and AIE-MLv2 have no
-published figure for this kernel and reuse AIE-ML's fitted constants (stated in :data:`CONSTANTS`).
+published figure for this kernel and reuse AIE-ML's fitted constants (stated in :data:`KERNEL_CONSTANTS`).
 """
 
 from __future__ import annotations
@@ -125,14 +125,9 @@ AIE_ML_CONSTANTS = KernelConstants(
     ),
 )
 
-# No published figure measures this kernel on AIE1 or AIE-MLv2: reuse the AIE-ML constants.
-CONSTANTS: Mapping[str, KernelConstants] = MappingProxyType(
-    {
-        "aie": AIE_ML_CONSTANTS,
-        "aie-ml": AIE_ML_CONSTANTS,
-        "aie-mlv2": AIE_ML_CONSTANTS,
-    }
-)
+# The constants of every generation: no published figure measures this kernel on AIE1 or AIE-MLv2,
+# so they reuse the AIE-ML fit (per-generation constants would be a field of the device catalog).
+KERNEL_CONSTANTS: KernelConstants = AIE_ML_CONSTANTS
 
 
 @dataclass(frozen=True)
@@ -208,7 +203,7 @@ def mac_cycles(macs: float, gen: Generation, pair: tuple[str, str]) -> float:
 
 def dense_kernel_cycles(shape: KernelShape, gen: Generation, pair: tuple[str, str]) -> KernelCycles:
     """Cycle model of one call (see the module docstring for the formula)."""
-    c = CONSTANTS[gen.name]
+    c = KERNEL_CONSTANTS
     m, k, n = shape.mmul
     bm, bn = shape.blocking, shape.blocks_n
     if shape.batch % (bm * m) or shape.ns % (bn * n) or shape.ks % k:

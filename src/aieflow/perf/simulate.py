@@ -400,7 +400,7 @@ def design_pipeline(design) -> Pipeline:
                     stages.append(st)
                 cur = nxt
             else:
-                hops = _aie1_link_hops(design, prev, node, device.generation.name != "aie")
+                hops = _aie1_link_hops(design, prev, node, not device.generation.cascade_serpentine)
                 if hops is not None:
                     nxt = buf(f"in:{node.name}")
                     stages.append(dma_stage(prev, node, device, hops, cur, nxt))

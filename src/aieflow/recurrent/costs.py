@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from ..devices import Device, Generation
-from ..perf.kernel import CONSTANTS, cascade_words, mac_cycles
+from ..perf.kernel import KERNEL_CONSTANTS, cascade_words, mac_cycles
 from ..perf.movement import CASCADE_HOP_CYCLES
 
 _BITS = MappingProxyType({"fp32": 32, "bf16": 16, "i8": 8, "i16": 16, "i32": 32})
@@ -149,7 +149,7 @@ def row_kernel(rows: int, k: int, arrival: float, device: Device, pair: tuple[st
         return KernelTime(rows * row, 0.0, row)
     ii = chunk_cycles(gen, pair)
     if kind == "vector_round":
-        ii += ROUND_CHUNK_EXTRA_OPS * CONSTANTS[gen.name].vector_op_cycles
+        ii += ROUND_CHUNK_EXTRA_OPS * KERNEL_CONSTANTS.vector_op_cycles
     chunks = math.ceil(k / lanes(gen, pair))
     first_end = max(arrival + ii, chunks * ii) + ROW_LOOP_CYCLES
     row = chunks * ii + ROW_LOOP_CYCLES
@@ -180,7 +180,7 @@ def column_chain(rows: int, k: int, cas_len: int, arrival: float, device: Device
     kc = math.ceil(k / cas_len)
     ii = chunk_cycles(gen, pair, vector_operand=False)
     fixed_vector = kind != "scalar" and pair[0] not in ("fp32", "bf16")
-    op = CONSTANTS[gen.name].vector_op_cycles
+    op = KERNEL_CONSTANTS.vector_op_cycles
     if kind == "scalar":
         per_group = lane * kc * SCALAR_PRODUCT_CYCLES
     elif kind == "vector_round":
@@ -201,7 +201,7 @@ def column_chain(rows: int, k: int, cas_len: int, arrival: float, device: Device
 def aie_gate_math_cycles(cell: str, n_h: int, gen: Generation, pair: tuple[str, str]) -> float:
     """The AIE aggregator's gate math for the whole hidden vector: table activations per element
     on the scalar unit, element-wise ops per vector of lanes."""
-    vec = math.ceil(n_h / lanes(gen, pair)) * GATE_VECTOR_OPS[cell] * CONSTANTS[gen.name].vector_op_cycles
+    vec = math.ceil(n_h / lanes(gen, pair)) * GATE_VECTOR_OPS[cell] * KERNEL_CONSTANTS.vector_op_cycles
     return n_h * ACTIVATIONS[cell] * AIE_LUT_CYCLES + vec
 
 

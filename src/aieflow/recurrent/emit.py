@@ -380,10 +380,11 @@ def _cell_one(node: Node, head: list[Node], n_hp: int, space: str, pad_to: int |
 
 def acc_tag(device: Device, fp32: bool) -> str:
     """The cascade's accumulator: accfloat, or integer lanes wide enough for 32-bit accumulator
-    codes (acc48 on AIE1, acc64 on AIE-ML, whose integer accumulators are 32 / 64 bits)."""
+    codes: the generation's widest (acc48 on AIE1, acc64 on AIE-ML, whose integer accumulators are
+    32 / 64 bits)."""
     if fp32:
         return "accfloat"
-    return "acc48" if device.generation.arch_macro < 20 else "acc64"
+    return f"acc{device.generation.widest_accumulator_bits}"
 
 
 def _acc_bits(tag: str) -> int:
