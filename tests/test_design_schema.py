@@ -10,6 +10,7 @@ estimate; it saves, loads back (GEMM included) and reports with a placement pict
 from __future__ import annotations
 
 import json
+import pickle
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -143,6 +144,14 @@ def test_every_kind_saves_loads_and_reports(built, tmp_path, capsys):
     assert main(["report", str(out), "--svg", str(tmp_path / "p.svg")]) == 0
     assert ET.parse(tmp_path / "p.svg").getroot().tag.endswith("svg")
     assert back.summary().splitlines()[0] in capsys.readouterr().out
+
+
+def test_every_kind_pickles(built):
+    name, d, x = built
+    back = pickle.loads(pickle.dumps(d))
+    assert _json(back) == _json(d)
+    if x is not None:
+        np.testing.assert_array_equal(back.predict(x[:4]), d.predict(x[:4]))
 
 
 def test_the_schema_refuses_a_design_without_the_common_keys(built):

@@ -13,6 +13,7 @@ from .devices import get_device
 from .emulation import Emulation
 from .errors import PlanError
 from .ops.registry import require_mapping
+from .options import refuse_unsupported
 from .pipeline import State, _search, front_end, run_pipeline
 
 
@@ -35,11 +36,13 @@ def compile(  # noqa: A001 - the public name the issue asks for
     from .recurrent.design import compile_recurrent, is_recurrent
 
     if is_recurrent(graph):
+        refuse_unsupported(state.config, "recurrent")
         return compile_recurrent(model, front=_emulation(state))  # type: ignore[return-value]
     # Convolutional networks: their own mapping (aieflow.cnn, docs/conv.md)
     from .cnn.api import compile_cnn, is_cnn
 
     if is_cnn(graph):
+        refuse_unsupported(state.config, "cnn")
         return compile_cnn(state, progress)
     # Graphs beyond chains (fan-out, residual Add, LayerNorm, Transpose views): aieflow.dag, docs/dag.md
     from .dag.api import compile_dag, is_dag
@@ -83,6 +86,7 @@ def explore(
     from .recurrent.design import explore_recurrent, is_recurrent
 
     if is_recurrent(state.graph):  # GRU / LSTM: the front of the recurrent mappings (docs/recurrent.md)
+        refuse_unsupported(state.config, "recurrent")
         return explore_recurrent(model, front=_emulation(state))
     from .dag.api import is_dag
 

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -58,7 +59,9 @@ def _config_from_args(args: argparse.Namespace):
             raw["batch"] = args.batch
         if args.target:
             raw["target"] = args.target
-        config = parse_config(raw)
+        # the options the user gave: the file's keys and these flags (not what to_json writes out)
+        given = config.given | {k for k in ("precision", "batch", "target") if getattr(args, k)}
+        config = replace(parse_config(raw), given=frozenset(given))
     return config
 
 

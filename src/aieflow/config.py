@@ -144,6 +144,8 @@ class Config:
     # search decides (more than one only for a throughput objective); a number fixes it.
     replicas: int | None = None
     cnn: Mapping[str, Any] = field(default_factory=frozen_map)  # CNN design settings (aieflow.cnn)
+    # the top-level keys the user wrote (options.refuse_unsupported names those a design kind ignores)
+    given: frozenset[str] = field(default=frozenset(), compare=False)
 
     @property
     def searched(self) -> bool:
@@ -286,7 +288,7 @@ def parse_config(raw: Mapping[str, Any] | Config | None) -> Config:
     if not isinstance(cnn, Mapping):
         raise ConfigError(f"cnn must be a mapping of CNN design settings, got {cnn!r}")
     return Config(precision, batch, frozen_map(layers), target, batch_search, frozen_map(acts), replicas,
-                  cnn=frozen_map(dict(cnn)))
+                  cnn=frozen_map(dict(cnn)), given=frozenset(k for k, v in raw.items() if v is not None))
 
 
 def _one_batch(value: Any, where: str = "batch") -> int:

@@ -11,6 +11,7 @@ the quantise / plan passes in ``types`` and ``plan`` (frozen dataclasses owned b
 
 from __future__ import annotations
 
+import copyreg
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -25,6 +26,15 @@ from .numerics.types import NumericType
 def frozen_map(items: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None) -> Mapping:
     """A read-only mapping, so frozen dataclasses stay frozen all the way down."""
     return MappingProxyType(dict(items or {}))
+
+
+def _reduce_mapping_proxy(m: MappingProxyType) -> tuple[Any, tuple[dict]]:
+    return frozen_map, (dict(m),)
+
+
+# Designs (graphs, configs, plans) pickle, so sweeps can ship them between processes: a read-only
+# mapping pickles as a copy of its contents.
+copyreg.pickle(MappingProxyType, _reduce_mapping_proxy)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,33 @@
+"""Which top-level config options each design kind takes: an option works for a kind or is refused
+by name, never silently ignored (issue 17, item 7).
+
+``refuse_unsupported`` runs in ``api.compile`` / ``api.explore`` once the kind is known, on the keys
+the user wrote (``Config.given``); saved designs' configs are not checked again on load.
+"""
+
+from __future__ import annotations
+
+from .config import Config
+from .errors import ConfigError
+
+# kind -> option -> why it does not apply and what to do instead
+UNSUPPORTED: dict[str, dict[str, str]] = {
+    "cnn": {
+        "batch": "a CNN design runs one frame per graph iteration on each replica; leave batch out "
+                 "(copies of the design: cnn.replicas)",
+        "target": "the CNN mapping has no search over a target yet (its plan is the stream or thesis mapping); "
+                  "leave target out, and set cnn.replicas or per-layer mapping directives instead",
+        "replicas": "CNN designs take their copies from cnn.replicas; write cnn: {replicas: N}",
+    },
+    "recurrent": {
+        "batch": "a recurrent design streams one sequence at a time through its step loop; leave batch out",
+        "replicas": "copies of a recurrent design are not generated; leave replicas out",
+    },
+}
+
+
+def refuse_unsupported(config: Config, kind: str) -> None:
+    """A ConfigError naming the first option the user gave that ``kind`` does not take."""
+    for key, why in UNSUPPORTED.get(kind, {}).items():
+        if key in config.given:
+            raise ConfigError(f"config option '{key}' does not apply to {kind} designs: {why}")
