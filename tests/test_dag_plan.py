@@ -17,8 +17,8 @@ from aieflow.dag.api import is_dag, place_dag
 from aieflow.dag.design import DagDesign
 from aieflow.dag.links import check_dag_link
 from aieflow.dag.plan import plan_dag
-from aieflow.dag.tiling import NdTiling, Traversal
 from aieflow.errors import ConfigError, PlanError
+from aieflow.mapped.tiling import NdTiling, Traversal
 from aieflow.pipeline import run_pipeline
 
 
@@ -335,7 +335,7 @@ def test_a_budget_no_batch_meets_names_the_best_there_is():
 
 
 def test_dma_word_granularity_is_reported_for_element_wise_transposes():
-    from aieflow.dag.tiling import word_problems
+    from aieflow.mapped.tiling import word_problems
 
     # int8: a run of 8 elements at offset 8 is two whole words; single bytes at a pitch are not
     assert word_problems(NdTiling((32, 4, 2), (8, 4, 2), (8, 0, 0)), 1) == ()

@@ -16,7 +16,9 @@ import numpy as np
 
 from .. import __version__
 from ..devices import Device
-from ..names import c_ident, unique_idents
+from ..mapped.adf import graph_header
+from ..mapped.ir import Kernel, Link, MappedGraph, Plio, Port, SharedBuffer
+from ..names import c_ident, comment, unique_idents
 from ..numerics.types import FixedType
 from ..ops.dense import pack_tile
 from ..passes.emit import _ENV as CHAIN_ENV
@@ -33,7 +35,6 @@ from ..passes.place import Placement
 from ..templating import environment
 from .links import DagLink, Endpoint
 from .plan import DagPlan, matrix_shape
-from .tiling import render
 
 _ENV = environment("dag")
 PLIO_IN = "in_x"
@@ -101,29 +102,31 @@ def _transposes(plan: DagPlan, name: str) -> list[dict[str, Any]]:
     return out
 
 
-def _port_src(plan: DagPlan, ep: Endpoint, ids: dict[str, str]) -> str:
+def _port_src(plan: DagPlan, ep: Endpoint, ids: dict[str, str]) -> Port:
     """The output port a producer endpoint writes from."""
     if ep.kind == "plio":
-        return f"{PLIO_IN}.out[0]"
+        return Port(PLIO_IN, "out", 0)
     if ep.kind == "row":
         p = plan.node(ep.node).plan
-        return f"{tile_var(ids[ep.node], ep.index, p.cas_len - 1)}.out[0]"
-    return f"{part_var(ids[ep.node], ep.index)}.out[0]"
+        return Port(tile_var(ids[ep.node], ep.index, p.cas_len - 1), "out", 0)
+    return Port(part_var(ids[ep.node], ep.index), "out", 0)
 
 
-def _port_dsts(plan: DagPlan, ep: Endpoint, operand: int, ids: dict[str, str]) -> list[str]:
+def _port_dsts(plan: DagPlan, ep: Endpoint, operand: int, ids: dict[str, str]) -> list[Port]:
     """The input ports a consumer endpoint feeds (a Dense column: every row's tile, broadcast)."""
     if ep.kind == "out":
-        return [f"{PLIO_OUT}.in[0]"]
+        return [Port(PLIO_OUT, "in", 0)]
     if ep.kind == "column":
         p = plan.node(ep.node).plan
-        return [f"{tile_var(ids[ep.node], r, ep.index)}.in[0]" for r in range(p.cas_num)]
-    return [f"{part_var(ids[ep.node], ep.index)}.in[{operand}]"]
+        return [Port(tile_var(ids[ep.node], r, ep.index), "in", 0) for r in range(p.cas_num)]
+    return [Port(part_var(ids[ep.node], ep.index), "in", operand)]
 
 
-def _graph(plan: DagPlan, device: Device, placement: Placement, ids: dict[str, str]):
-    tiles: list[dict[str, Any]] = []
-    connections: list[str] = []
+def lower(plan: DagPlan, placement: Placement, ids: dict[str, str], headers: list[str]) -> MappedGraph:
+    """The DAG design as a mapped graph: Dense cascades and Add / LayerNorm parts on their tiles,
+    one memory-tile shared buffer per link shard, the two PLIOs."""
+    kernels: list[Kernel] = []
+    links: list[Link] = []
     for name in plan.compute:
         node = plan.node(name)
         ident = ids[name]
@@ -134,33 +137,31 @@ def _graph(plan: DagPlan, device: Device, placement: Placement, ids: dict[str, s
                 for c in range(p.cas_len):
                     var = tile_var(ident, r, c)
                     sym = var[2:]
-                    tiles.append({"var": var, "cls": f"aieflow::{tile_role(p, c)}<aieflow_design::{ident}_cfg>",
-                                  "args": f"aieflow_design::{sym}_w, aieflow_design::{sym}_b", "file": ident,
-                                  "col": rect.column + c, "row": rect.row + r})
-                    connections.append(f"adf::dimensions({var}.in[0]) = {{{p.batch_pad * p.k_slice}}}")
-                    if c + 1 < p.cas_len:
-                        connections.append(f"adf::connect<adf::cascade>({var}.out[0], {tile_var(ident, r, c + 1)}.in[1])")
-                last = tile_var(ident, r, p.cas_len - 1)
-                connections.append(f"adf::dimensions({last}.out[0]) = {{{p.batch_pad * p.n_slice}}}")
+                    last = c == p.cas_len - 1
+                    kernels.append(Kernel(
+                        var, name, f"aieflow::{tile_role(p, c)}<aieflow_design::{ident}_cfg>",
+                        (f"aieflow_design::{sym}_w", f"aieflow_design::{sym}_b"), f"kernels/{ident}.cc",
+                        (rect.column + c, rect.row + r), (p.batch_pad * p.k_slice,) + ((None,) if c else ()),
+                        (p.batch_pad * p.n_slice if last else None,)))
+                    if not last:
+                        links.append(Link("cascade", Port(var, "out", 0), Port(tile_var(ident, r, c + 1), "in", 1)))
         else:
             rp = plan.rows[name]
             cls = "ResidualAdd" if node.op == "add" else "LayerNorm"
-            args = "" if node.op == "add" else f"aieflow_design::{ident}_gamma, aieflow_design::{ident}_beta"
+            args = () if node.op == "add" else (f"aieflow_design::{ident}_gamma", f"aieflow_design::{ident}_beta")
             size = rp.rows_per_part * rp.features
             for i in range(rp.parts):
-                var = part_var(ident, i)
-                tiles.append({"var": var, "cls": f"aieflow::{cls}<aieflow_design::{ident}_cfg>", "args": args,
-                              "file": ident, "col": rect.column + i, "row": rect.row})
-                for k in range(len(node.inputs)):
-                    connections.append(f"adf::dimensions({var}.in[{k}]) = {{{size}}}")
-                connections.append(f"adf::dimensions({var}.out[0]) = {{{size}}}")
-    memtiles: list[dict[str, Any]] = []
+                kernels.append(Kernel(part_var(ident, i), name, f"aieflow::{cls}<aieflow_design::{ident}_cfg>", args,
+                                      f"kernels/{ident}.cc", (rect.column + i, rect.row),
+                                      (size,) * len(node.inputs), (size,)))
+    buffers: list[SharedBuffer] = []
     for link in plan.links:
-        memtiles += _link_buffers(plan, link, ids, len(memtiles), connections)
-    return tiles, connections, memtiles
+        buffers += _link_buffers(plan, link, ids, len(buffers), links)
+    plios = (Plio(PLIO_IN, "in", PLIO_BITS, f"data/{PLIO_IN}.txt"), Plio(PLIO_OUT, "out", PLIO_BITS, f"data/{PLIO_OUT}.txt"))
+    return MappedGraph(tuple(kernels), tuple(buffers), plios, tuple(links), tuple(headers))
 
 
-def _link_buffers(plan: DagPlan, link: DagLink, ids, first: int, connections: list[str]) -> list[dict[str, Any]]:
+def _link_buffers(plan: DagPlan, link: DagLink, ids, first: int, links: list[Link]) -> list[SharedBuffer]:
     out = []
     t = plan.graph.tensors[link.source.tensor].dtype
     for j, sh in enumerate(link.shards):
@@ -168,18 +169,16 @@ def _link_buffers(plan: DagPlan, link: DagLink, ids, first: int, connections: li
         how = {"dma": "transposed by the read pattern", "producer": "written transposed by its producer",
                "consumer": "transposed by its consumer"}[link.source.transpose_at] if link.source.transposed \
             else "row-major"
-        out.append({
-            "var": var, "ctype": t.c_type, "dims": list(sh.dims),
-            "comment": f"{link.name} ({how}), buffer [features {sh.dims[0]}, rows {sh.dims[1]}, samples {sh.dims[2]}]: "
-                       f"{len(sh.writes)} writer(s), {len(sh.reads)} reader(s)",
-            "writes": [render(tl) for _, tl in sh.writes],
-            "reads": [render(tl) for _, tl in sh.reads],
-        })
+        out.append(SharedBuffer(
+            var, t.c_type, tuple(sh.dims), tuple(tl for _, tl in sh.writes), tuple(tl for _, tl in sh.reads),
+            comment(f"{link.name} ({how}), buffer [features {sh.dims[0]}, rows {sh.dims[1]}, samples {sh.dims[2]}]: "
+                    f"{len(sh.writes)} writer(s), {len(sh.reads)} reader(s)")))
         for w, (ep, _) in enumerate(sh.writes):
-            connections.append(f"adf::connect({_port_src(plan, ep, ids)}, {var}.in[{w}])")
+            src = _port_src(plan, ep, ids)
+            links.append(Link("plio" if src.owner == PLIO_IN else "memtile", src, Port(var, "in", w)))
         for r, (ep, _) in enumerate(sh.reads):
             for dst in _port_dsts(plan, ep, link.operand, ids):
-                connections.append(f"adf::connect({var}.out[{r}], {dst})")
+                links.append(Link("plio" if dst.owner == PLIO_OUT else "memtile", Port(var, "out", r), dst))
     return out
 
 
@@ -228,7 +227,7 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
                     gamma_text=_c_array(np.asarray(g), t.gamma), beta_text=_c_array(np.asarray(b), t.beta))
                 headers.append(f"weights/{ident}_ln.h")
     adds, norms = rows_infos(plan, ids)
-    tiles, connections, memtiles = _graph(plan, device, placement, ids)
+    mapped = lower(plan, placement, ids, headers)
     tin = plan.graph.tensors[plan.graph.inputs[0]].dtype
     tout = plan.graph.tensors[plan.graph.outputs[0]].dtype
     plio_in = [{"var": PLIO_IN, "file": f"data/{PLIO_IN}.txt"}]
@@ -245,13 +244,16 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
             what = f"{rp.rows} rows x {rp.features} features in {rp.parts} part(s)"
         nodes.append({"name": name, "op": node.op, "tiles": plan.tiles_of(name), "what": what})
     ctx = dict(
-        version=version, device=device, graph_class=graph_class, graph_var="g", tiles=tiles, memtiles=memtiles,
-        plio_in=plio_in, plio_out=plio_out, connections=connections, dense=dense_infos, adds=adds, norms=norms,
+        version=version, device=device, graph_class=graph_class, graph_var="g", tiles=mapped.kernels,
+        memtiles=mapped.buffers, plio_in=plio_in, plio_out=plio_out, dense=dense_infos, adds=adds, norms=norms,
         headers=headers, classes=classes, plio_bits=PLIO_BITS, iterations=iterations, batch=plan.batch, nodes=nodes,
         platform_hint=device.vitis_platform,
     )
     files["src/layers.h"] = _ENV.get_template("layers.h.j2").render(**ctx)
-    files["src/graph.h"] = _ENV.get_template("graph.h.j2").render(**ctx)
+    files["src/graph.h"] = graph_header(mapped, graph_class, version=version, device=device,
+                                        title="ADF graph of a DAG design: kernels, cascade chains, memory-tile shared "
+                                              "buffers with N-dimensional tilings (fan-out, skip paths, transposes), "
+                                              "PLIOs, locations.")
     files["x86/harness.cpp"] = _ENV.get_template("x86_harness.cpp.j2").render(**ctx)
     files["README.md"] = _ENV.get_template("README.md.j2").render(**ctx)
     for chain_file, rel in (("graph.cpp.j2", "src/graph.cpp"), ("aie.cfg.j2", "aie.cfg"), ("Makefile.j2", "Makefile"),

@@ -28,9 +28,9 @@ import numpy as np
 
 from ..devices import Device
 from ..errors import PlanError
+from ..mapped.tiling import MEMTILE_ADDRESS_DIMS, NdTiling, Traversal, word_problems
 from ..ops.dense import DensePlan
 from .plan import DagPlan, Operand, RowsPlan, matrix_shape
-from .tiling import MEMTILE_ADDRESS_DIMS, NdTiling, Traversal, word_problems
 
 PING_PONG = 2
 

@@ -15,7 +15,10 @@ from .. import __version__
 from ..devices import Device
 from ..errors import UnsupportedOpError
 from ..ir import Graph, Node
-from ..names import Code, c_ident, unique_idents
+from ..mapped.adf import graph_header
+from ..mapped.ir import Kernel, Link, MappedGraph, Plio, Port, SharedBuffer
+from ..mapped.tiling import NdTiling, Traversal
+from ..names import Code, c_ident, comment, unique_idents
 from ..numerics.types import FixedType, FloatType, NumericType
 from ..ops.dense import DensePlan, DenseTypes, cascade_chunk_lanes, pack_tile, to_panels
 from ..ops.registry import family
@@ -170,76 +173,76 @@ def layer_info(node: Node, ident: str, device: Device) -> dict[str, Any]:
     }
 
 
+def _tiling(t, dims) -> NdTiling:
+    """A chain link's 2-D port pattern (``transport.Tiling``) as the mapped graph's N-D tiling."""
+    return NdTiling(tuple(dims), tuple(t.tile), tuple(t.offset), (Traversal(0, t.stride, t.wrap),), t.boundary)
+
+
 def _replica_graph(layers: list[Node], idents: dict[str, str], device: Device, placement: Placement, rep: int):
-    """Kernels, connections, memory-tile buffers and PLIOs of one copy of the design."""
+    """Kernels, links, memory-tile buffers and PLIOs of one copy of the design."""
     cascade_east = not device.generation.cascade_serpentine
     x = replica_suffix(rep)
-    tiles = []
+    kernels: list[Kernel] = []
     for node in layers:
         p: DensePlan = node.plan
+        ident = idents[node.name]
         for r in range(p.cas_num):
             for c in range(p.cas_len):
-                sym = tile_var(idents[node.name], r, c)[2:]
-                col, row = placement.tile(node.name, r, c, cascade_east, rep)
-                tiles.append(
-                    {"var": f"k_{sym}{x}", "sym": sym, "role": tile_role(p, c), "cfg": f"{idents[node.name]}_cfg",
-                     "layer_file": idents[node.name], "col": col, "row": row,
-                     "layer": node.name, "r": r, "c": c, "replica": rep}
-                )
+                sym = tile_var(ident, r, c)[2:]
+                last = c == p.cas_len - 1
+                kernels.append(Kernel(
+                    f"k_{sym}{x}", node.name, f"aieflow::{tile_role(p, c)}<aieflow_design::{ident}_cfg>",
+                    (f"aieflow_design::{sym}_w", f"aieflow_design::{sym}_b"), f"kernels/{ident}.cc",
+                    placement.tile(node.name, r, c, cascade_east, rep), (p.batch_pad * p.k_slice,) + ((None,) if c else ()),
+                    (p.batch_pad * p.n_slice if last else None,), rep))
 
-    def kvar(layer: Node, r: int, c: int) -> str:
-        return tile_var(idents[layer.name], r, c, rep)
-    connections: list[str] = []
-    memtiles: list[dict[str, Any]] = []
+    def kin(layer: Node, r: int, c: int, index: int = 0) -> Port:
+        return Port(tile_var(idents[layer.name], r, c, rep), "in", index)
+
+    def kout(layer: Node, r: int, c: int) -> Port:
+        return Port(tile_var(idents[layer.name], r, c, rep), "out", 0)
+
+    links: list[Link] = []
+    memtiles: list[SharedBuffer] = []
     plio_in, plio_out = plio_ports(layers, rep)
     for i, node in enumerate(layers):
         p: DensePlan = node.plan
         ident = idents[node.name]
         for r in range(p.cas_num):
-            for c in range(p.cas_len):
-                k = kvar(node, r, c)
-                connections.append(f"adf::dimensions({k}.in[0]) = {{{p.batch_pad * p.k_slice}}}")
-                if c + 1 < p.cas_len:
-                    connections.append(f"adf::connect<adf::cascade>({k}.out[0], {kvar(node, r, c + 1)}.in[1])")
-            last = kvar(node, r, p.cas_len - 1)
-            connections.append(f"adf::dimensions({last}.out[0]) = {{{p.batch_pad * p.n_slice}}}")
+            for c in range(p.cas_len - 1):
+                links.append(Link("cascade", kout(node, r, c), kin(node, r, c + 1, 1)))
         if i == 0:
             for port in plio_in:
                 for r in range(p.cas_num):
-                    connections.append(f"adf::connect({port['var']}.out[0], {kvar(node, r, port['c'])}.in[0])")
+                    links.append(Link("plio", Port(port["var"], "out", 0), kin(node, r, port["c"])))
         else:
             prev = layers[i - 1]
             pp: DensePlan = prev.plan
             if device.memory_tile_rows == 0 or p.link == "buffer":  # AIE1, or an AIE-ML direct link
                 for r in range(pp.cas_num):
-                    src = kvar(prev, r, pp.cas_len - 1)
                     for rr in range(p.cas_num):
-                        connections.append(f"adf::connect({src}.out[0], {kvar(node, rr, r)}.in[0])")
+                        links.append(Link("buffer", kout(prev, r, pp.cas_len - 1), kin(node, rr, r)))
             else:
                 link = memtile_link(prev, node, device.memtile_channels)  # checked by the plan pass
                 names = [(f"mt_{ident}" if len(link.shards) == 1 else f"mt_{ident}_{j}") + x for j in range(len(link.shards))]
                 for j, sh in enumerate(link.shards):
-                    memtiles.append({
-                        "var": names[j],
-                        "ctype": prev.types.output.c_type,
-                        "dims": list(sh.dims),
-                        "comment": f"{prev.name} -> {node.name}, features {sh.base}..{sh.base + sh.dims[0] - 1}: "
-                                   f"{len(sh.writes)} writers in {pp.out_panel}-wide panels, {len(sh.reads)} readers "
-                                   f"in {p.in_panel}-wide panels",
-                        "writes": [t.to_template() for _, t in sh.writes],
-                        "reads": [t.to_template() for _, t in sh.reads],
-                    })
+                    memtiles.append(SharedBuffer(
+                        names[j], prev.types.output.c_type, tuple(sh.dims),
+                        tuple(_tiling(t, sh.dims) for _, t in sh.writes), tuple(_tiling(t, sh.dims) for _, t in sh.reads),
+                        comment(f"{prev.name} -> {node.name}, features {sh.base}..{sh.base + sh.dims[0] - 1}: "
+                                f"{len(sh.writes)} writers in {pp.out_panel}-wide panels, {len(sh.reads)} readers "
+                                f"in {p.in_panel}-wide panels")))
                     for w, (ep, _) in enumerate(sh.writes):
-                        src = kvar(prev, ep.index, pp.cas_len - 1) + ".out[0]" if ep.kind == "row" else f"{names[ep.index]}.out[0]"
-                        connections.append(f"adf::connect({src}, {names[j]}.in[{w}])")
+                        src = kout(prev, ep.index, pp.cas_len - 1) if ep.kind == "row" else Port(names[ep.index], "out", 0)
+                        links.append(Link("memtile", src, Port(names[j], "in", w)))
                     for rix, (ep, _) in enumerate(sh.reads):
                         if ep.kind == "column":
                             for rr in range(p.cas_num):
-                                connections.append(f"adf::connect({names[j]}.out[{rix}], {kvar(node, rr, ep.index)}.in[0])")
+                                links.append(Link("memtile", Port(names[j], "out", rix), kin(node, rr, ep.index)))
         if i == len(layers) - 1:
             for port in plio_out:
-                connections.append(f"adf::connect({kvar(node, port['r'], p.cas_len - 1)}.out[0], {port['var']}.in[0])")
-    return tiles, connections, memtiles, plio_in, plio_out
+                links.append(Link("plio", kout(node, port["r"], p.cas_len - 1), Port(port["var"], "in", 0)))
+    return kernels, links, memtiles, plio_in, plio_out
 
 
 def emit_project(
@@ -278,18 +281,23 @@ def emit_project(
         files[f"src/kernels/{idents[node.name]}.cc"] = _ENV.get_template("layer_kernel.cc.j2").render(version=version, L=L)
 
     replicas = len(placement.replicas)
-    tiles: list[dict[str, Any]] = []
-    connections: list[str] = []
-    memtiles: list[dict[str, Any]] = []
+    tiles: list[Kernel] = []
+    links: list[Link] = []
+    memtiles: list[SharedBuffer] = []
     plio_in: list[dict[str, Any]] = []
     plio_out: list[dict[str, Any]] = []
     for rep in range(replicas):
         t, c, m, pi, po = _replica_graph(layers, idents, device, placement, rep)
         tiles += t
-        connections += c
+        links += c
         memtiles += m
         plio_in += pi
         plio_out += po
+    headers = tuple(f"weights/{tile_var(idents[n.name], r, c)[2:]}.h"
+                    for n in layers for r in range(n.plan.cas_num) for c in range(n.plan.cas_len))
+    plios = tuple(Plio(p["var"], "in", PLIO_BITS, p["file"]) for p in plio_in) + tuple(
+        Plio(p["var"], "out", PLIO_BITS, p["file"]) for p in plio_out)
+    mapped = MappedGraph(tuple(tiles), tuple(memtiles), plios, tuple(links), headers)
 
     first, final = layers[0], layers[-1]
     # each graph iteration runs every replica once, on its own batch
@@ -298,12 +306,15 @@ def emit_project(
     ctx = dict(
         version=version, device=device, graph_class=graph_class, graph_var=graph_var,
         tiles=tiles, memtiles=memtiles, plio_in=plio_in, plio_out=plio_out,
-        connections=connections, layers=list(infos.values()), plio_bits=PLIO_BITS,
+        layers=list(infos.values()), plio_bits=PLIO_BITS,
         iterations=max(1, iterations), batch=first.plan.batch, batch_pad=first.plan.batch_pad, replicas=replicas,
         platform_hint=device.vitis_platform,
     )
     files["src/layers.h"] = _ENV.get_template("layers.h.j2").render(**ctx)
-    files["src/graph.h"] = _ENV.get_template("graph.h.j2").render(**ctx)
+    files["src/graph.h"] = graph_header(
+        mapped, graph_class, version=version, device=device,
+        title="ADF graph (UG1079 / UG1603): kernels, cascade chains, buffers"
+              + (", memory-tile shared buffers" if memtiles else "") + ", PLIOs, locations.")
     files["src/graph.cpp"] = _ENV.get_template("graph.cpp.j2").render(**ctx)
     files["aie.cfg"] = _ENV.get_template("aie.cfg.j2").render(**ctx)
     files["Makefile"] = _ENV.get_template("Makefile.j2").render(**ctx)

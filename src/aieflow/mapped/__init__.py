@@ -1,0 +1,7 @@
+"""The mapped graph: kernels on tiles, shared buffers, PLIOs and the links that move data between
+them (docs/ARCHITECTURE.md, "Direction: one compiler").  ``ir`` holds the types, ``adf`` writes the
+ADF graph from them."""
+
+from .ir import Kernel, Link, MappedGraph, Plio, Port, SharedBuffer
+
+__all__ = ["Kernel", "Link", "MappedGraph", "Plio", "Port", "SharedBuffer"]

@@ -1,0 +1,39 @@
+"""The ADF graph (``src/graph.h``, UG1079 / UG1603) of a :class:`~aieflow.mapped.ir.MappedGraph`:
+one template for every path that lowers into the mapped graph."""
+
+from __future__ import annotations
+
+from ..names import Code
+from ..templating import environment
+from .ir import MappedGraph
+from .tiling import render
+
+_ENV = environment("mapped")
+
+
+def statements(g: MappedGraph) -> list[Code]:
+    """Each kernel buffer port's ``adf::dimensions``, then every link's ``adf::connect`` (a cascade
+    as ``adf::connect<adf::cascade>``), in the graph's order."""
+    out = []
+    for k in g.kernels:
+        for side, sizes in (("in", k.in_sizes), ("out", k.out_sizes)):
+            out += [Code(f"adf::dimensions({k.var}.{side}[{i}]) = {{{n}}}") for i, n in enumerate(sizes) if n is not None]
+    for link in g.links:
+        how = "<adf::cascade>" if link.kind == "cascade" else ""
+        out.append(Code(f"adf::connect{how}({link.src.ref()}, {link.dst.ref()})"))
+    return out
+
+
+def graph_header(g: MappedGraph, graph_class: str, **context) -> str:
+    """``src/graph.h``: PLIOs, shared buffers with their tilings, kernels with their sources and
+    locations, connections.  ``context``: ``version``, ``device``, ``title`` (the header comment)."""
+    g.check()
+    buffers = [{"var": b.var, "ctype": b.ctype, "dims": b.dims, "comment": b.comment,
+                "writes": [Code(render(t)) for t in b.writes], "reads": [Code(render(t)) for t in b.reads]}
+               for b in g.buffers]
+    kernels = [{"var": k.var, "cls": Code(k.cls), "args": Code(", ".join(k.args)), "source": k.source,
+                "col": k.tile[0], "row": k.tile[1]} for k in g.kernels]
+    return _ENV.get_template("graph.h.j2").render(
+        graph_class=graph_class, headers=g.headers, plio_in=[p for p in g.plios if p.direction == "in"],
+        plio_out=[p for p in g.plios if p.direction == "out"], buffers=buffers, kernels=kernels,
+        statements=statements(g), **context)
