@@ -133,3 +133,38 @@ def test_external_data_limit_can_be_lowered_and_raised(tmp_path, monkeypatch):
         aieflow.compile(str(path), device="vek280")
     monkeypatch.setenv("AIEFLOW_MAX_EXTERNAL_DATA", str(10**6))
     assert aieflow.compile(str(path), device="vek280")
+
+
+@pytest.fixture
+def saved_design(tmp_path):
+    out = tmp_path / "d"
+    aieflow.compile(qdq_mlp([20, 16, 5], seed=0), device="vek280").save(out)
+    return out
+
+
+@pytest.mark.parametrize(
+    "args,expect",
+    [
+        (["--samples", "1000000000"], "1,000,000,000 samples is more than the limit of 1,000,000"),
+        (["--seed", "-1"], "--seed must be a non-negative integer, got -1"),
+    ],
+)
+def test_verify_samples_and_seed_are_bounded(saved_design, args, expect):
+    start = time.perf_counter()
+    r = run_cli("verify", str(saved_design), *args)
+    assert r.returncode == 2 and expect in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert time.perf_counter() - start < 30
+
+
+def test_verification_inputs_limits_from_the_api():
+    from aieflow.numerics.types import parse_type
+    from aieflow.verify import verification_inputs
+
+    t = parse_type("fixed<8,4>")
+    with pytest.raises(ConfigError, match="more than the limit of 16,384 for this design"):
+        verification_inputs(t, (8192,), 20_000)
+    with pytest.raises(ConfigError, match="seed must be a non-negative integer, got -1"):
+        verification_inputs(t, (4,), 10, seed=-1)
+    with pytest.raises(ConfigError, match="samples must be a positive integer, got 2.5"):
+        verification_inputs(t, (4,), 2.5)
+    assert verification_inputs(t, (4,), 10, seed=3).shape == (10, 4)

@@ -156,6 +156,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     design = load(args.design)
     if args.samples < 1:
         raise ConfigError(f"--samples must be at least 1, got {args.samples}")
+    if args.seed < 0:
+        raise ConfigError(f"--seed must be a non-negative integer, got {args.seed}", hint="e.g. --seed 0")
     x = _load_npy(args.input, "input") if args.input else None
     if not args.quiet:
         print(f"building the x86 harness of {args.design} against the aieflow shim ...", file=sys.stderr, flush=True)

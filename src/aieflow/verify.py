@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import AieflowError
+from .errors import AieflowError, ConfigError
 from .numerics import fixed
 from .numerics.types import FixedType, FloatType, NumericType
 from .ops.dense import DensePlan, from_panels
@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 
 FLAGS = ("-std=c++20", "-O2", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off")
 DEFAULT_SAMPLES = 1000
+MAX_SAMPLES = 1_000_000  # generated verification samples
+MAX_SAMPLE_BYTES = 1 << 30  # generated input values (int64 codes / float32) of one verify run
 
 
 class VerifyError(AieflowError):
@@ -217,11 +219,29 @@ def _tail(text: str, lines: int = 40) -> str:
 # ---------------------------------------------------------------------------------------- inputs
 
 
+def check_samples(samples: Any, seed: Any, width: int) -> None:
+    """``samples`` and ``seed`` of a verify run: integers, the seed non-negative, the samples between
+    1 and :data:`MAX_SAMPLES` and their generated inputs at most :data:`MAX_SAMPLE_BYTES`."""
+    if isinstance(samples, bool) or not isinstance(samples, int | np.integer) or samples < 1:
+        raise ConfigError(f"verify: samples must be a positive integer, got {samples!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise ConfigError(f"verify: seed must be a non-negative integer, got {seed!r}", hint="e.g. --seed 0")
+    limit = min(MAX_SAMPLES, MAX_SAMPLE_BYTES // (8 * max(1, width)))
+    if samples > limit:
+        raise ConfigError(
+            f"verify: {samples:,} samples is more than the limit of {limit:,} for this design "
+            f"({width:,} input values per sample, at most {MAX_SAMPLES:,} samples and "
+            f"{MAX_SAMPLE_BYTES >> 20} MiB of generated input)",
+            hint="pass fewer samples (--samples), or your own inputs with --input",
+        )
+
+
 def verification_inputs(t: NumericType, shape: tuple[int, ...], samples: int, seed: int = 0) -> np.ndarray:
     """What the graph input carries for ``samples`` test samples: edge rows first (type limits,
     zero, +-1, alternating extremes, random picks among the edges), then uniform random."""
-    rng = np.random.default_rng(seed)
     width = int(np.prod(shape))
+    check_samples(samples, seed, width)
+    rng = np.random.default_rng(seed)
     if isinstance(t, FixedType):
         lo, hi = t.min_code, t.max_code
         edges = sorted({lo, min(lo + 1, hi), -1 if lo < 0 else 0, 0, min(1, hi), max(hi - 1, lo), hi})
