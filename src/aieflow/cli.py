@@ -18,12 +18,19 @@ EXIT_INTERNAL = 3
 
 
 def _load_npy(path: str, what: str) -> np.ndarray:
+    """A .npy file of real numbers; mapped first, so a header claiming more data than the file
+    holds is refused before anything is allocated."""
+    from .inputs import real_array
+
     try:
-        return np.load(path, allow_pickle=False)
+        arr = np.load(path, allow_pickle=False, mmap_mode="r")
     except FileNotFoundError:
         raise ConfigError(f"{what} file '{path}' does not exist") from None
-    except (ValueError, OSError) as e:
+    except (ValueError, OSError, EOFError) as e:
         raise ConfigError(f"cannot read {what} file '{path}' as a .npy array: {e}") from None
+    if not isinstance(arr, np.ndarray):  # an .npz archive
+        raise ConfigError(f"{what} file '{path}' is an .npz archive; give one array as a .npy file")
+    return np.array(real_array(arr, f"{what} file '{path}'"))
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
