@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 from test_cli_errors import run_cli
 
 import aieflow
-from aieflow.errors import AieflowError, ConfigError, ModelError, PlanError
+from aieflow.errors import ConfigError, ModelError, PlanError
 from aieflow.model_zoo import qdq_mlp
 
 

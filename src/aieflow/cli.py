@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -11,7 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__
-from .errors import AieflowError, ConfigError, OutputExistsError
+from .atomic import check_replaceable, output_path
+from .errors import AieflowError, ConfigError
 
 EXIT_USER_ERROR = 2
 EXIT_INTERNAL = 3
@@ -118,8 +120,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from .api import compile as compile_model
 
     out = Path(args.out)
-    if out.exists() and not args.force:
-        raise OutputExistsError(f"output directory '{out}' already exists", hint="pass --force to replace it")
+    check_replaceable(output_path(args.out), args.out, args.force)  # before the work, not only after it
     model = _check_model(args.model)
     config = _config_from_args(args)
     calibration = _load_npy(args.calibration, "calibration") if args.calibration else None
@@ -141,6 +142,26 @@ def cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _write_npy(path: Path, y: np.ndarray) -> None:
+    """Save ``y`` to exactly ``path`` (numpy's ``save`` would append ``.npy``): a regular file is
+    written beside it and renamed into place (never half-written); a device or pipe is written to."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists() and not path.is_file():
+            with open(path, "wb") as f:
+                np.save(f, y)
+            return
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            with open(tmp, "wb") as f:
+                np.save(f, y)
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+    except OSError as e:
+        raise ConfigError(f"cannot write the output to '{path}': {e.strerror or e}", hint="pass another --output") from None
+
+
 def cmd_predict(args: argparse.Namespace) -> int:
     from .design import load
 
@@ -148,8 +169,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     x = _load_npy(args.input, "input")
     y = design.predict(x, raw=args.raw)
     out = Path(args.output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    np.save(out, y)
+    _write_npy(out, y)
     print(f"predicted {y.shape[0]} samples -> {out} ({'integer codes' if args.raw else 'real values'}, shape {list(y.shape)})")
     return 0
 
@@ -198,8 +218,7 @@ def cmd_gemm(args: argparse.Namespace) -> int:
     from .gemm import gemm
 
     out = Path(args.out)
-    if out.exists() and not args.force:
-        raise OutputExistsError(f"output directory '{out}' already exists", hint="pass --force to replace it")
+    check_replaceable(output_path(args.out), args.out, args.force)  # before the work, not only after it
     blocks = {k: v for k, v in (("mc", args.mc), ("nc", args.nc), ("kc", args.kc)) if v is not None}
     design = gemm(args.m, args.n, args.k, dtype=args.dtype, device=args.device, tiles=args.tiles,
                   design=args.design, blocks=blocks or None, output=args.output, br_transfer=args.br_transfer)
