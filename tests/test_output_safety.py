@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import onnx
@@ -100,3 +105,37 @@ def test_predict_writes_exactly_the_output_path(tmp_path, design):
 def test_empty_out_from_the_api(design):
     with pytest.raises(ConfigError, match="empty string"):
         design.save("")
+
+
+def _processes_mentioning(text):
+    found = []
+    for proc in os.listdir("/proc"):
+        if proc.isdigit():
+            try:
+                cmd = open(f"/proc/{proc}/cmdline", "rb").read()
+            except OSError:
+                continue
+            if text.encode() in cmd:
+                found.append(int(proc))
+    return found
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="verify needs g++")
+def test_sigterm_during_verify_stops_the_compilers_and_removes_the_build(tmp_path, design):
+    design.save(tmp_path / "d")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "AIEFLOW_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.Popen([sys.executable, "-m", "aieflow.cli", "verify", str(tmp_path / "d"), "--jobs", "2"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not _processes_mentioning(str(tmp)) or proc.pid in _processes_mentioning(str(tmp)):
+        assert proc.poll() is None and time.monotonic() < deadline, "no compiler started"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    start = time.monotonic()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143 and "terminated" in err, err
+    assert time.monotonic() - start < 1.5  # compilers stopped, not waited for (a harness build takes seconds)
+    assert _processes_mentioning(str(tmp)) == []  # no g++ / cc1plus left running
+    assert list(tmp.iterdir()) == []  # the build directory is gone

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -313,21 +315,38 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread so that ``finally`` blocks and context managers run: child
+    processes are killed (``subprocess.run``, ``verify.build_units``) and temporary directories removed."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main else None
+    try:
+        return _run(args)
+    finally:
+        if in_main:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return args.func(args)
     except AieflowError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USER_ERROR
     except BrokenPipeError:  # output piped into head & co.
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        print("terminated" if isinstance(e, Terminated) else "interrupted", file=sys.stderr)
+        return 143 if isinstance(e, Terminated) else 130
     except Exception as e:  # noqa: BLE001 - last resort: say it is our bug, not the user's
         print(f"internal error (please report): {type(e).__name__}: {e}", file=sys.stderr)
         return EXIT_INTERNAL

@@ -10,11 +10,14 @@ everything that goes into them, so verifying the same design again only re-runs 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -186,13 +189,34 @@ def build_units(
         (root / "obj").mkdir()
         base = [cxx, *FLAGS, f"-D__AIE_ARCH__={arch}", f"-I{shim_include()}", f"-I{root / 'src'}", f"-I{root}"]
 
+        children: set[subprocess.Popen] = set()
+        stopping = threading.Event()
+
         def compile_unit(unit: str) -> subprocess.CompletedProcess:
             obj = root / "obj" / (unit.replace("/", "_") + ".o")
-            return subprocess.run([*base, "-c", str(root / unit), "-o", str(obj)], capture_output=True, text=True)
+            args = [*base, "-c", str(root / unit), "-o", str(obj)]
+            # its own process group, so that stopping it reaches cc1plus and as as well as the driver
+            with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  start_new_session=True) as p:
+                children.add(p)
+                if stopping.is_set():  # started while the build was being stopped
+                    _stop(p)
+                out, err = p.communicate()
+                children.discard(p)
+            return subprocess.CompletedProcess(args, p.returncode, out, err)
 
         workers = max(1, min(len(units), jobs or os.cpu_count() or 1))
-        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        pool = concurrent.futures.ThreadPoolExecutor(workers)
+        try:
             results = list(pool.map(compile_unit, units))
+        except BaseException:  # SIGTERM / Ctrl-C (see cli.main): stop every compiler, then clean up
+            stopping.set()
+            pool.shutdown(wait=False, cancel_futures=True)
+            for p in list(children):
+                _stop(p)
+            raise
+        finally:
+            pool.shutdown(wait=True)
         for unit, res in zip(units, results, strict=True):
             if res.returncode != 0:
                 raise VerifyError(
@@ -209,6 +233,12 @@ def build_units(
         shutil.copy2(out, staged)
         os.replace(staged, binary)
     return binary, False, time.perf_counter() - start
+
+
+def _stop(p: subprocess.Popen) -> None:
+    """SIGTERM to a compiler's whole process group (the g++ driver removes its temporary files)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(p.pid, signal.SIGTERM)
 
 
 def _tail(text: str, lines: int = 40) -> str:
