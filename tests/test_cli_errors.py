@@ -17,8 +17,8 @@ from aieflow.cli import main
 from aieflow.model_zoo import qdq_mlp
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "aieflow.cli", *args], capture_output=True, text=True)
+def run_cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "aieflow.cli", *args], capture_output=True, text=True, cwd=cwd)
 
 
 @pytest.fixture
@@ -71,10 +71,16 @@ def test_existing_output_needs_force_and_is_left_untouched(tmp_path, qdq_file):
     assert "already exists" in r.stderr and "--force" in r.stderr
     assert "Traceback" not in r.stderr
     assert listing(out) == ["mine.txt"]
-    r = run_cli("compile", str(qdq_file), "--out", str(out), "--force", "--quiet")
+    r = run_cli("compile", str(qdq_file), "--out", str(out), "--force", "--quiet")  # not a design: kept
+    assert r.returncode == 2 and "not an aieflow design" in r.stderr, r.stderr
+    assert listing(out) == ["mine.txt"]
+    (out / "mine.txt").unlink()
+    r = run_cli("compile", str(qdq_file), "--out", str(out), "--force", "--quiet")  # an empty directory is replaced
     assert r.returncode == 0, r.stderr
-    assert (out / "design.json").is_file() and not (out / "mine.txt").exists()
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temp dirs left
+    r = run_cli("compile", str(qdq_file), "--out", str(out), "--force", "--quiet")  # and so is a design
+    assert r.returncode == 0, r.stderr
+    assert (out / "design.json").is_file()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temp dirs or lock left
 
 
 def _bad_cases(tmp_path):

@@ -5,7 +5,11 @@ large fractional bit counts), random tables and codes at the types' edges.
 The emulator runs these layers in int32 when ``_state_dtype`` proves every intermediate fits and in
 int64 otherwise; both are compared with the reference, so the int32 shortcuts (narrowing casts,
 clips, int32 table maps, unchecked aligned sums) are held to the definition, not to each other.
-(tests/test_recurrent_hls4ml.py compares the default types with hls4ml's own C simulation.)"""
+(tests/test_recurrent_hls4ml.py compares the default types with hls4ml's own C simulation.)
+
+The table index is written out here from its definition (``_table_index``), not taken from
+aieflow.ops.activations; the table entries still come from ``TableSpec.codes`` (checked entry by
+entry against hls4ml's C++ in test_recurrent_hls4ml.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from fixed_reference import ref_cast, ref_cast_value
+from fixed_reference import ref_cast, ref_cast_value, ref_round
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
@@ -37,7 +41,7 @@ def fixed_types(draw, widths=(2, 16), fracs=(-3, 3)) -> FixedType:
 def tables(draw, function: str) -> act.TableSpec:
     return act.TableSpec(
         function,
-        draw(st.sampled_from([16, 64, 1024])),
+        draw(st.sampled_from([12, 16, 64, 1000, 1024])),  # 12, 1000: N not a multiple of 2L
         Fraction(draw(st.sampled_from([1, 4, 8]))),
         draw(st.sampled_from(list(act.INDEX_ROUNDINGS.values()))),
         draw(fixed_types(widths=(6, 18), fracs=(-4, 0))),
@@ -59,8 +63,29 @@ LAYERS = dict(
 )
 
 
+def _c_int(v: int) -> int:
+    """A C ``int`` (32-bit two's complement wrap)."""
+    return (v + (1 << 31)) % (1 << 32) - (1 << 31)
+
+
+def _table_index(a: act.TableSpec, code: int, frac: int) -> int:
+    """The index of the input ``code * 2**-frac`` in a table of ``N`` entries over ``[-L, L)``,
+    from the definition (activations.py's docstring, hls4ml's ``nnet_activation.h``) in exact
+    rationals: ``N/2 + R(x * N / (2L))`` as C ints, clamped to ``[0, N-1]``; with hls4ml's
+    truncation (an integer ``2L``) and an input coarser than 1 (``frac < 0``), ap_fixed's
+    ``x * N / 2L`` keeps only the input's resolution before ``int()``."""
+    n, span = a.size, 2 * a.limit
+    x = Fraction(code) / Fraction(2) ** frac
+    if frac < 0 and a.index_rounding is Rounding.SYM_FLOOR and span.denominator == 1:
+        step = 2 ** -frac
+        raw = ref_round(x * n / span / step, Rounding.SYM_FLOOR) * step
+    else:
+        raw = ref_round(x * n / span, a.index_rounding)
+    return min(max(_c_int(_c_int(raw) + n // 2), 0), n - 1)
+
+
 def _table(a: act.TableSpec, code: int, frac: int, out: FixedType) -> int:
-    entry = int(a.codes()[a.index_of_codes(np.array([code]), frac)[0]])
+    entry = int(a.codes()[_table_index(a, code, frac)])
     return ref_cast(entry, a.entry.frac, out)
 
 
@@ -138,6 +163,23 @@ def test_fixed_emulation_matches_the_scalar_reference_in_both_dtypes(op, xt, wt,
         got = rec._emulate_fixed(node, x, dtype)
         assert got.dtype == np.int64
         assert got.tolist() == expected, np.dtype(dtype).name
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    table=st.one_of(tables("sigmoid"), tables("tanh")),
+    frac=st.integers(-4, 20),
+    codes=st.lists(st.one_of(st.integers(-(1 << 16), 1 << 16), st.integers(-(1 << 40), 1 << 40)), min_size=1, max_size=64),
+)
+def test_table_index_matches_the_definition(table, frac, codes):
+    """The emulator's table index (every lookup goes through it) against _table_index, the
+    definition written out: at the clamp, around the centre, for coarse inputs (frac < 0) and
+    past the C-int wrap."""
+    edges = [-(1 << 31), (1 << 31) - 1, 0, -1, 1]
+    span = int(2 * table.limit * Fraction(2) ** frac) or 1  # inputs at and around +-L
+    codes = codes + edges + [k * span // 2 + d for k in (-1, 1) for d in (-1, 0, 1)]
+    got = table.index_of_codes(np.array(codes, dtype=np.int64), frac).tolist()
+    assert got == [_table_index(table, c, frac) for c in codes]
 
 
 def test_hls4ml_default_types_run_in_int32_and_wide_accumulators_in_int64():

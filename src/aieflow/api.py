@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import numpy as np
-
 from .config import Config, parse_config
 from .design import Design
 from .devices import get_device
 from .emulation import Emulation
 from .errors import PlanError
+from .inputs import real_array
 from .ops.registry import require_mapping
 from .options import refuse_unsupported
 from .pipeline import State, _search, front_end, run_pipeline
@@ -122,12 +121,7 @@ def _state(model: Any, device: str, example_input: Any, config: Any, calibration
         model=model,
         device=get_device(device),
         config=parse_config(config),
-        example_input=None if example_input is None else _as_array(example_input),
-        calibration=None if calibration is None else _as_array(calibration),
+        example_input=None if example_input is None else real_array(example_input, "example input"),
+        calibration=None if calibration is None else real_array(calibration, "calibration data"),
     )
 
-
-def _as_array(x: Any) -> np.ndarray:
-    if hasattr(x, "detach"):  # torch tensor
-        x = x.detach().cpu().numpy()
-    return np.asarray(x)

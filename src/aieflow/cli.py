@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -12,19 +15,27 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__
-from .errors import AieflowError, ConfigError, OutputExistsError
+from .atomic import check_replaceable, output_path
+from .errors import AieflowError, ConfigError
 
 EXIT_USER_ERROR = 2
 EXIT_INTERNAL = 3
 
 
 def _load_npy(path: str, what: str) -> np.ndarray:
+    """A .npy file of real numbers; mapped first, so a header claiming more data than the file
+    holds is refused before anything is allocated."""
+    from .inputs import real_array
+
     try:
-        return np.load(path, allow_pickle=False)
+        arr = np.load(path, allow_pickle=False, mmap_mode="r")
     except FileNotFoundError:
         raise ConfigError(f"{what} file '{path}' does not exist") from None
-    except (ValueError, OSError) as e:
+    except (ValueError, OSError, EOFError) as e:
         raise ConfigError(f"cannot read {what} file '{path}' as a .npy array: {e}") from None
+    if not isinstance(arr, np.ndarray):  # an .npz archive
+        raise ConfigError(f"{what} file '{path}' is an .npz archive; give one array as a .npy file")
+    return np.array(real_array(arr, f"{what} file '{path}'"))
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
@@ -114,8 +125,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from .api import compile as compile_model
 
     out = Path(args.out)
-    if out.exists() and not args.force:
-        raise OutputExistsError(f"output directory '{out}' already exists", hint="pass --force to replace it")
+    check_replaceable(output_path(args.out), args.out, args.force)  # before the work, not only after it
     model = _check_model(args.model)
     config = _config_from_args(args)
     calibration = _load_npy(args.calibration, "calibration") if args.calibration else None
@@ -137,6 +147,26 @@ def cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _write_npy(path: Path, y: np.ndarray) -> None:
+    """Save ``y`` to exactly ``path`` (numpy's ``save`` would append ``.npy``): a regular file is
+    written beside it and renamed into place (never half-written); a device or pipe is written to."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists() and not path.is_file():
+            with open(path, "wb") as f:
+                np.save(f, y)
+            return
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            with open(tmp, "wb") as f:
+                np.save(f, y)
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+    except OSError as e:
+        raise ConfigError(f"cannot write the output to '{path}': {e.strerror or e}", hint="pass another --output") from None
+
+
 def cmd_predict(args: argparse.Namespace) -> int:
     from .design import load
 
@@ -144,8 +174,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     x = _load_npy(args.input, "input")
     y = design.predict(x, raw=args.raw)
     out = Path(args.output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    np.save(out, y)
+    _write_npy(out, y)
     print(f"predicted {y.shape[0]} samples -> {out} ({'integer codes' if args.raw else 'real values'}, shape {list(y.shape)})")
     return 0
 
@@ -159,6 +188,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     design = load(args.design)
     if args.samples < 1:
         raise ConfigError(f"--samples must be at least 1, got {args.samples}")
+    if args.seed < 0:
+        raise ConfigError(f"--seed must be a non-negative integer, got {args.seed}", hint="e.g. --seed 0")
     x = _load_npy(args.input, "input") if args.input else None
     if not args.quiet:
         print(f"building the x86 harness of {args.design} against the aieflow shim ...", file=sys.stderr, flush=True)
@@ -186,8 +217,7 @@ def cmd_gemm(args: argparse.Namespace) -> int:
     from .gemm import gemm
 
     out = Path(args.out)
-    if out.exists() and not args.force:
-        raise OutputExistsError(f"output directory '{out}' already exists", hint="pass --force to replace it")
+    check_replaceable(output_path(args.out), args.out, args.force)  # before the work, not only after it
     blocks = {k: v for k, v in (("mc", args.mc), ("nc", args.nc), ("kc", args.kc)) if v is not None}
     design = gemm(args.m, args.n, args.k, dtype=args.dtype, device=args.device, tiles=args.tiles,
                   design=args.design, blocks=blocks or None, output=args.output, br_transfer=args.br_transfer)
@@ -282,21 +312,38 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread so that ``finally`` blocks and context managers run: child
+    processes are killed (``subprocess.run``, ``verify.build_units``) and temporary directories removed."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main else None
+    try:
+        return _run(args)
+    finally:
+        if in_main:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return args.func(args)
     except AieflowError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USER_ERROR
     except BrokenPipeError:  # output piped into head & co.
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        print("terminated" if isinstance(e, Terminated) else "interrupted", file=sys.stderr)
+        return 143 if isinstance(e, Terminated) else 130
     except Exception as e:  # noqa: BLE001 - last resort: say it is our bug, not the user's
         print(f"internal error (please report): {type(e).__name__}: {e}", file=sys.stderr)
         return EXIT_INTERNAL

@@ -312,19 +312,57 @@ def _parse_batch(raw: Any) -> tuple[int, str | tuple[int, ...] | None]:
     return _one_batch(raw), None
 
 
+MAX_CONFIG_BYTES = 1 << 20  # a config file is a few KiB; refuse anything near a megabyte
+
+
+def _yaml_loader():
+    """PyYAML's safe loader with anchors and aliases refused: aliases are what a "billion laughs"
+    file uses to expand a few lines into gigabytes, and a config needs none."""
+    import yaml
+
+    class NoAliasLoader(yaml.SafeLoader):
+        def compose_node(self, parent, index):  # noqa: ANN001 - PyYAML's signature
+            event = self.peek_event()
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+                mark = event.start_mark
+                raise ConfigError(
+                    f"line {mark.line + 1}: YAML anchors and aliases "
+                    f"(&{event.anchor} / *{event.anchor}) are not allowed",
+                    hint="write the repeated values out in full",
+                )
+            return super().compose_node(parent, index)
+
+    return NoAliasLoader
+
+
 def load_config_file(path: str | os.PathLike) -> Config:
     p = Path(path)
     try:
-        text = p.read_text()
+        size = p.stat().st_size
+        if size > MAX_CONFIG_BYTES:
+            raise ConfigError(
+                f"config file '{p}' is {size:,} bytes; a config is at most {MAX_CONFIG_BYTES:,} bytes",
+                hint="is this the right file?",
+            )
+        data = p.read_bytes()
     except OSError as e:
         raise ConfigError(f"cannot read config file '{p}': {e.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(
+            f"config file '{p}' is not UTF-8 text (byte {e.start}: {data[e.start:e.start + 1]!r})",
+            hint="save the file as UTF-8",
+        ) from None
     try:
         if p.suffix.lower() == ".json":
             raw = json.loads(text)
         else:
             import yaml
 
-            raw = yaml.safe_load(text)
+            raw = yaml.load(text, Loader=_yaml_loader())  # noqa: S506 - a SafeLoader subclass
+    except ConfigError as e:
+        raise ConfigError(f"config file '{p}' {e.message}", hint=e.hint) from None
     except Exception as e:  # noqa: BLE001 - any parser error is the user's file
         raise ConfigError(f"cannot parse config file '{p}': {e}") from None
     return parse_config(raw)

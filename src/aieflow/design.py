@@ -18,7 +18,8 @@ from .atomic import save_directory, write_files
 from .config import Config, parse_config
 from .devices import Device, get_device
 from .errors import AieflowError, ConfigError
-from .graph_io import graph_arrays, graph_from_json, graph_to_json, json_default
+from .graph_io import graph_arrays, graph_from_json, graph_to_json, json_default, read_weights
+from .inputs import real_array
 from .ir import Graph, Node, Tensor
 from .numerics import fast, fixed
 from .numerics.types import FixedType, FloatType, NumericType
@@ -61,7 +62,7 @@ class Design:
         return self.output_tensor.dtype
 
     def _check_input(self, x: Any) -> np.ndarray:
-        x = np.asarray(x)
+        x = real_array(x)
         shape = self.input_tensor.shape
         if x.shape == tuple(shape):
             x = x[None]
@@ -286,7 +287,7 @@ def load(path: str | os.PathLike) -> Design:
     if other is not None:  # another design kind: its module's own ``load``
         return importlib.import_module(other, __package__).load(d)  # type: ignore[no-any-return]
     try:
-        weights = np.load(d / "weights.npz")
+        weights = read_weights(d / "weights.npz")
     except FileNotFoundError as e:
         raise AieflowError(f"'{d}' is not an aieflow design directory: {e.filename} is missing") from None
     except (json.JSONDecodeError, ValueError, OSError) as e:

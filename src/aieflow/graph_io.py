@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,6 +113,21 @@ class SavedDesign:
     files: dict[str, str]
 
 
+def read_weights(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """Every array of a saved design's ``weights.npz``, read now: an empty, truncated or corrupt
+    archive is an :class:`AieflowError` naming the file (FileNotFoundError passes through)."""
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return {k: archive[k] for k in archive.files}
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+        raise AieflowError(
+            f"'{path}' is not a readable weights archive ({type(e).__name__}: {e or 'empty'})",
+            hint="the design directory is damaged; re-run aieflow compile to write it again",
+        ) from None
+
+
 def read_saved_design(path: str | os.PathLike, kind: str, fmt: str, version: int) -> SavedDesign:
     """Read a design directory written by a ``save`` that stores the graph (``graph_to_json``,
     ``graph_arrays``); any damage is an :class:`AieflowError` naming the file (``kind`` names the
@@ -118,7 +135,7 @@ def read_saved_design(path: str | os.PathLike, kind: str, fmt: str, version: int
     d = Path(path)
     try:
         meta = json.loads((d / "design.json").read_text())
-        weights = np.load(d / "weights.npz")
+        weights = read_weights(d / "weights.npz")
     except FileNotFoundError as e:
         raise AieflowError(f"'{d}' is not a loadable {kind} design: {e.filename} is missing", hint=REDO) from None
     except (OSError, ValueError) as e:

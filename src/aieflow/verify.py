@@ -10,11 +10,14 @@ everything that goes into them, so verifying the same design again only re-runs 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import AieflowError
+from .errors import AieflowError, ConfigError
 from .numerics import fixed
 from .numerics.types import FixedType, FloatType, NumericType
 from .ops.dense import DensePlan, from_panels
@@ -43,6 +46,8 @@ if TYPE_CHECKING:
 
 FLAGS = ("-std=c++20", "-O2", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off")
 DEFAULT_SAMPLES = 1000
+MAX_SAMPLES = 1_000_000  # generated verification samples
+MAX_SAMPLE_BYTES = 1 << 30  # generated input values (int64 codes / float32) of one verify run
 
 
 class VerifyError(AieflowError):
@@ -184,13 +189,34 @@ def build_units(
         (root / "obj").mkdir()
         base = [cxx, *FLAGS, f"-D__AIE_ARCH__={arch}", f"-I{shim_include()}", f"-I{root / 'src'}", f"-I{root}"]
 
+        children: set[subprocess.Popen] = set()
+        stopping = threading.Event()
+
         def compile_unit(unit: str) -> subprocess.CompletedProcess:
             obj = root / "obj" / (unit.replace("/", "_") + ".o")
-            return subprocess.run([*base, "-c", str(root / unit), "-o", str(obj)], capture_output=True, text=True)
+            args = [*base, "-c", str(root / unit), "-o", str(obj)]
+            # its own process group, so that stopping it reaches cc1plus and as as well as the driver
+            with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  start_new_session=True) as p:
+                children.add(p)
+                if stopping.is_set():  # started while the build was being stopped
+                    _stop(p)
+                out, err = p.communicate()
+                children.discard(p)
+            return subprocess.CompletedProcess(args, p.returncode, out, err)
 
         workers = max(1, min(len(units), jobs or os.cpu_count() or 1))
-        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        pool = concurrent.futures.ThreadPoolExecutor(workers)
+        try:
             results = list(pool.map(compile_unit, units))
+        except BaseException:  # SIGTERM / Ctrl-C (see cli.main): stop every compiler, then clean up
+            stopping.set()
+            pool.shutdown(wait=False, cancel_futures=True)
+            for p in list(children):
+                _stop(p)
+            raise
+        finally:
+            pool.shutdown(wait=True)
         for unit, res in zip(units, results, strict=True):
             if res.returncode != 0:
                 raise VerifyError(
@@ -209,6 +235,12 @@ def build_units(
     return binary, False, time.perf_counter() - start
 
 
+def _stop(p: subprocess.Popen) -> None:
+    """SIGTERM to a compiler's whole process group (the g++ driver removes its temporary files)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(p.pid, signal.SIGTERM)
+
+
 def _tail(text: str, lines: int = 40) -> str:
     rows = text.strip().splitlines()
     return "\n".join(rows[:lines] + ([f"... ({len(rows) - lines} more lines)"] if len(rows) > lines else []))
@@ -217,11 +249,29 @@ def _tail(text: str, lines: int = 40) -> str:
 # ---------------------------------------------------------------------------------------- inputs
 
 
+def check_samples(samples: Any, seed: Any, width: int) -> None:
+    """``samples`` and ``seed`` of a verify run: integers, the seed non-negative, the samples between
+    1 and :data:`MAX_SAMPLES` and their generated inputs at most :data:`MAX_SAMPLE_BYTES`."""
+    if isinstance(samples, bool) or not isinstance(samples, int | np.integer) or samples < 1:
+        raise ConfigError(f"verify: samples must be a positive integer, got {samples!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise ConfigError(f"verify: seed must be a non-negative integer, got {seed!r}", hint="e.g. --seed 0")
+    limit = min(MAX_SAMPLES, MAX_SAMPLE_BYTES // (8 * max(1, width)))
+    if samples > limit:
+        raise ConfigError(
+            f"verify: {samples:,} samples is more than the limit of {limit:,} for this design "
+            f"({width:,} input values per sample, at most {MAX_SAMPLES:,} samples and "
+            f"{MAX_SAMPLE_BYTES >> 20} MiB of generated input)",
+            hint="pass fewer samples (--samples), or your own inputs with --input",
+        )
+
+
 def verification_inputs(t: NumericType, shape: tuple[int, ...], samples: int, seed: int = 0) -> np.ndarray:
     """What the graph input carries for ``samples`` test samples: edge rows first (type limits,
     zero, +-1, alternating extremes, random picks among the edges), then uniform random."""
-    rng = np.random.default_rng(seed)
     width = int(np.prod(shape))
+    check_samples(samples, seed, width)
+    rng = np.random.default_rng(seed)
     if isinstance(t, FixedType):
         lo, hi = t.min_code, t.max_code
         edges = sorted({lo, min(lo + 1, hi), -1 if lo < 0 else 0, 0, min(1, hi), max(hi - 1, lo), hi})

@@ -137,18 +137,90 @@ def _load(model: str | os.PathLike | onnx.ModelProto) -> tuple[onnx.ModelProto, 
     if not os.path.isfile(path):
         raise ModelError(f"cannot read ONNX model '{path}': no such file")
     try:
-        proto = onnx.load(path)
+        proto = onnx.load(path, load_external_data=False)
     except Exception as exc:  # noqa: BLE001 - protobuf raises several unrelated types
         raise ModelError(
             f"cannot read ONNX model '{path}': {_first_line(exc)}",
             hint="the file is not a valid ONNX protobuf; re-export it",
         ) from None
+    _load_external_data(proto, path)
     try:
         # The path form also copes with models over 2 GB and external data.
         onnx.checker.check_model(path)
     except Exception as exc:  # noqa: BLE001
         raise ModelError(f"cannot read ONNX model '{path}': {_first_line(exc)}") from None
     return proto, path
+
+
+MAX_EXTERNAL_DATA_ENV = "AIEFLOW_MAX_EXTERNAL_DATA"
+DEFAULT_MAX_EXTERNAL_DATA = 4 << 30  # bytes of external tensor data one model may read
+
+
+def max_external_data() -> int:
+    """The limit on a model's external tensor data in bytes: ``$AIEFLOW_MAX_EXTERNAL_DATA`` or 4 GiB."""
+    raw = os.environ.get(MAX_EXTERNAL_DATA_ENV)
+    if raw is None:
+        return DEFAULT_MAX_EXTERNAL_DATA
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ConfigError(f"{MAX_EXTERNAL_DATA_ENV}={raw!r} is not a number of bytes", hint="e.g. 8589934592 for 8 GiB")
+    return value
+
+
+def _load_external_data(proto: onnx.ModelProto, path: str) -> None:
+    """Read the tensors stored outside the .onnx file, after checking every one against its shape
+    and dtype (a tensor's declared length must be its size; the file must hold it) and the total
+    against :func:`max_external_data`, so a small model cannot make aieflow read gigabytes."""
+    from onnx.external_data_helper import ExternalDataInfo, _get_all_tensors, uses_external_data
+
+    base = os.path.dirname(os.path.abspath(path))
+    total, limit = 0, max_external_data()
+    for tensor in _get_all_tensors(proto):
+        if not uses_external_data(tensor):
+            continue
+        info = ExternalDataInfo(tensor)
+        where = f"ONNX model '{path}', tensor '{tensor.name}'"
+        try:
+            itemsize = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+        except Exception:  # noqa: BLE001 - unknown or packed (4-bit) element types
+            raise ModelError(f"{where}: external data of element type {tensor.data_type} is not supported") from None
+        shape = [int(d) for d in tensor.dims]
+        if any(d < 0 for d in shape):
+            raise ModelError(f"{where}: negative dimension in shape {shape}")
+        need = math.prod(shape) * itemsize
+        if info.length is not None and int(info.length) != need:
+            raise ModelError(
+                f"{where}: external data length {int(info.length):,} bytes does not match its shape {shape} "
+                f"({need:,} bytes of {onnx.TensorProto.DataType.Name(tensor.data_type)})",
+                hint="the model and its data file do not belong together; re-export the model",
+            )
+        total += need
+        if total > limit:
+            raise ModelError(
+                f"{where}: the model's external data exceeds {limit:,} bytes ({total:,} bytes so far)",
+                hint=f"set {MAX_EXTERNAL_DATA_ENV} to a larger number of bytes if you trust this model",
+            )
+        file = os.path.join(base, info.location)
+        offset = int(info.offset or 0)
+        try:
+            size = os.path.getsize(file)
+        except OSError as e:
+            raise ModelError(f"{where}: cannot read its external data file '{info.location}': {e.strerror}") from None
+        if size < offset + need:
+            raise ModelError(
+                f"{where}: external data file '{info.location}' holds {max(0, size - offset):,} bytes from "
+                f"offset {offset:,}, the tensor (shape {shape}) needs {need:,}",
+                hint="the data file is truncated or belongs to another model; re-export the model",
+            )
+        if info.length is None:  # read exactly the tensor, not the rest of the file
+            tensor.external_data.add(key="length", value=str(need))
+    try:
+        onnx.external_data_helper.load_external_data_for_model(proto, base)
+    except Exception as exc:  # noqa: BLE001 - onnx refuses unsafe locations with several types
+        raise ModelError(f"cannot read the external data of ONNX model '{path}': {_first_line(exc)}") from None
 
 
 def _first_line(exc: BaseException) -> str:

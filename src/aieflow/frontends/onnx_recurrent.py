@@ -190,7 +190,17 @@ class OnnxRecurrentMixin:
         for k, t in enumerate(node.input):
             if t and t not in feeds:
                 feeds[t] = self._static_or_fail(t, name, node.op_type, f"input {k}")
-        out = self._run_node(node, feeds)[0]
+        try:
+            out = self._run_node(node, feeds)[0]
+        except Exception as exc:  # noqa: BLE001 - onnx.reference raises numpy's errors unchanged
+            reason = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+            shapes = ", ".join(f"{t} {list(np.shape(v))}" for t, v in feeds.items())
+            raise UnsupportedOpError(
+                f"node '{name}' ({node.op_type}) cannot be applied to its inputs ({shapes}, the data "
+                f"tensors with a stand-in batch of {self.movement_batch}): {reason}",
+                hint="a movement op that moves the batch axis (e.g. a Transpose before a Reshape) is not "
+                "supported; keep the batch as dimension 0 and give Reshape -1 or the batch as its first entry",
+            ) from None
         self.moved[node.output[0]] = Moved(np.asarray(out, dtype=np.int64), name)
 
     def materialise(self, t: str, user: str, op: str) -> str:

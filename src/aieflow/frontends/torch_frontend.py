@@ -7,6 +7,7 @@ run through the traced graph with ``ShapeProp`` to learn every tensor's shape; t
 
 from __future__ import annotations
 
+import itertools
 import operator
 from typing import TYPE_CHECKING, Any
 
@@ -117,6 +118,12 @@ def import_torch(module: torch.nn.Module, example_input: Any) -> ImportedModel:
         ) from None
     if not isinstance(module, torch.nn.Module):
         raise ConfigError(f"import_torch expects a torch.nn.Module, got {type(module).__name__}")
+    for pname, value in itertools.chain(module.named_parameters(), module.named_buffers()):
+        if value.device.type == "meta":
+            raise ModelError(
+                f"parameter '{pname}' of {type(module).__name__} is a 'meta' tensor: it has a shape but no values",
+                hint="load the weights (e.g. module.to_empty(device='cpu') then load_state_dict) before compiling",
+            )
     x = _example_tensor(torch, example_input)
     if x.dim() < 1:
         raise ConfigError("example_input must have a batch dimension (dimension 0)")

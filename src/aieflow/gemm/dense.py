@@ -226,8 +226,9 @@ def plan_streamed(graph: Graph, device: Device, config: Config, node: Node, reas
     try:
         pl_memory(device)
     except ConfigError as e:
-        raise PlanError(f"{reason}; streamed weights need a GEMM design, and {e}", layer=node.name,
-                        hint="use --device vck190 for streamed weights") from None
+        raise PlanError(f"{reason}; streamed weights need a GEMM design, and {e.message}", layer=node.name,
+                        hint="use --device vck190 for streamed weights, or make the layer fit on chip "
+                        "(a smaller batch, a narrower precision)") from None
     t = get_type(gemm_dtype(node))
     ep = epilogue_of(node)
     batch = config.batch

@@ -27,7 +27,7 @@ from ..config import Config, Target, parse_config
 from ..devices import Device, get_device
 from ..emulation import EmulatedNumerics, Emulation
 from ..errors import AieflowError, ConfigError, PlanError
-from ..graph_io import graph_arrays, graph_from_json, graph_to_json
+from ..graph_io import graph_arrays, graph_from_json, graph_to_json, read_weights
 from ..ir import Graph, Node, frozen_map
 from ..names import comment, text
 from ..numerics.types import FloatType
@@ -424,7 +424,7 @@ def load(path: str | os.PathLike) -> StreamedDenseDesign:
     redo = "re-run aieflow compile to write the design again"
     try:
         meta = json.loads((d / "design.json").read_text())
-        weights = np.load(d / "weights.npz")
+        weights = read_weights(d / "weights.npz")
     except FileNotFoundError as e:
         raise AieflowError(f"'{d}' is not an aieflow design directory: {e.filename} is missing") from None
     except (OSError, ValueError) as e:

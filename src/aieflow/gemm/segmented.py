@@ -173,8 +173,13 @@ class _FitCache:
         return self.errors.get(key)
 
 
-def _kib(node: Node) -> int:
-    return int(node.attrs["in_features"]) * int(node.attrs["out_features"]) * node.types.weight.container_bits // 8192
+def _weight_bytes(node: Node) -> int:
+    return int(node.attrs["in_features"]) * int(node.attrs["out_features"]) * node.types.weight.container_bits // 8
+
+
+def _size(node: Node) -> str:
+    b = _weight_bytes(node)
+    return f"{b:,} bytes" if b < 1024 else f"{b // 1024:,} KiB"
 
 
 def _first_line(err: PlanError, node: str | None = None) -> str:
@@ -194,7 +199,7 @@ def streamed_layers(q: Any, failure: PlanError | None, cache: _FitCache | None =
     for n in auto:
         err = resident_error(graph, n, device, config)
         if err is not None:
-            chosen[n.name] = f"{_kib(n):,} KiB of weights do not fit on chip ({_first_line(err, n.name)})"
+            chosen[n.name] = f"{_size(n)} of weights and their buffers do not fit on chip ({_first_line(err, n.name)})"
     cache = cache or _FitCache(q)
     while True:
         failing = None
@@ -218,15 +223,15 @@ def streamed_layers(q: Any, failure: PlanError | None, cache: _FitCache | None =
                      "use a smaller batch or a narrower precision, or stream more layers (weights: streamed)",
             )
         why = f"the resident chain {', '.join(_compute(graph, spec))} does not fit on chip ({_first_line(err)})"
-        for c in sorted(cands, key=lambda n: (_kib(n), nodes.index(n))):
+        for c in sorted(cands, key=lambda n: (_weight_bytes(n), nodes.index(n))):
             trial = {**chosen, c.name: ""}
             rest = [s for s in partition(graph, trial) if s.kind == "resident" and set(s.nodes) <= set(spec.nodes)]
             if all(cache.check(s) is None for s in rest):
-                chosen[c.name] = f"{why}; streaming this layer ({_kib(c):,} KiB) is the cheapest that makes it fit"
+                chosen[c.name] = f"{why}; streaming this layer ({_size(c)}) is the cheapest that makes it fit"
                 break
         else:
-            c = max(cands, key=lambda n: (_kib(n), -nodes.index(n)))
-            chosen[c.name] = f"{why}; this layer has the most weights of it ({_kib(c):,} KiB)"
+            c = max(cands, key=lambda n: (_weight_bytes(n), -nodes.index(n)))
+            chosen[c.name] = f"{why}; this layer has the most weights of it ({_size(c)})"
 
 
 def _compute(graph: Graph, spec: SegmentSpec) -> list[str]:

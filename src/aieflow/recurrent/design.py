@@ -26,7 +26,7 @@ from ..design import Design
 from ..devices import Device, get_device
 from ..emulation import Emulation
 from ..errors import AieflowError, ConfigError, PlanError
-from ..graph_io import graph_arrays, graph_from_json, graph_to_json
+from ..graph_io import graph_arrays, graph_from_json, graph_to_json, read_weights
 from ..ir import Graph, Node
 from .model import RecurrentPerformance, estimate_recurrent
 from .plan import (
@@ -480,7 +480,7 @@ def load(path: str | os.PathLike) -> RecurrentDesign:
     d = Path(path)
     try:
         meta = json.loads((d / "design.json").read_text())
-        weights = np.load(d / "weights.npz")
+        weights = read_weights(d / "weights.npz")
     except FileNotFoundError as e:
         raise AieflowError(f"'{d}' is not an aieflow design directory: {e.filename} is missing") from None
     except (OSError, ValueError) as e:
