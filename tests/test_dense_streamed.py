@@ -237,7 +237,9 @@ def test_loaded_design_uses_the_project_on_disk(tmp_path):
     d.save(tmp_path / "out")
     h = tmp_path / "out" / "project" / "pl" / "dense_epilogue.h"
     h.write_text(h.read_text() + "// edited\n")
-    assert aieflow.load(tmp_path / "out").files["pl/dense_epilogue.h"].endswith("// edited\n")
+    with pytest.raises(aieflow.AieflowError, match="dense_epilogue.h' was changed after aieflow saved"):
+        aieflow.load(tmp_path / "out")  # the integrity record (tests/test_integrity.py)
+    assert aieflow.load(tmp_path / "out", check=False).files["pl/dense_epilogue.h"].endswith("// edited\n")
 
 
 def test_cli_predict_verify_and_report_on_a_saved_streamed_design(tmp_path, capsys):
@@ -305,6 +307,7 @@ def test_a_corrupted_design_json_is_a_clear_error(tmp_path, capsys, corrupt, mes
     path = tmp_path / "out" / "design.json"
     meta = json.loads(path.read_text())
     corrupt(meta)
+    meta.pop("integrity", None)  # as an older save (no record): the loader's own check speaks
     path.write_text(json.dumps(meta))
     with pytest.raises(AieflowError, match="design.json") as e:
         aieflow.load(tmp_path / "out")
@@ -328,8 +331,10 @@ def test_unreadable_design_json_and_missing_weights_are_clear_errors(tmp_path):
     arrays = dict(np.load(tmp_path / "out" / "weights.npz"))
     arrays["0/weight_q"] = arrays["0/weight_q"][:, :20]
     np.savez(tmp_path / "out" / "weights.npz", **arrays)
-    with pytest.raises(AieflowError, match=r"weights of shape \[40, 20\]; the plan .* is 40 x 24"):
+    with pytest.raises(AieflowError, match=r"weights.npz' was changed after aieflow saved"):
         aieflow.load(tmp_path / "out")
+    with pytest.raises(AieflowError, match=r"weights of shape \[40, 20\]; the plan .* is 40 x 24"):
+        aieflow.load(tmp_path / "out", check=False)  # past the integrity record, the loader's own check
     d.save(tmp_path / "out", force=True)
     (tmp_path / "out" / "design.json").write_text('{"format": "aieflow-streamed-dense", ')
     with pytest.raises(AieflowError, match="cannot read"):

@@ -173,7 +173,7 @@ def test_a_recurrent_design_saved_before_the_common_schema_loads(tmp_path):
     out = d.save(tmp_path / "old")
     meta = json.loads((out / "design.json").read_text())
     meta["device"] = d.device.board  # the old form: the board's name
-    for key in ("schema", "aieflow", "resources", "project_files"):
+    for key in ("schema", "aieflow", "resources", "project_files", "integrity"):
         del meta[key]
     (out / "design.json").write_text(json.dumps(meta))
     back = aieflow.load(out)
@@ -189,6 +189,10 @@ def test_a_loaded_gemm_refuses_an_edited_plan_and_verifies(tmp_path):
     np.testing.assert_array_equal(back.predict(a, b), a @ b)  # int8 x int8 sums are exact in int32
     meta = json.loads((out / "design.json").read_text())
     meta["blocks"]["kc"] += 16
+    (out / "design.json").write_text(json.dumps(meta))
+    with pytest.raises(aieflow.AieflowError, match="changed after aieflow saved it"):
+        aieflow.load(out)  # the integrity record speaks first; without it, the loader's own check:
+    del meta["integrity"]
     (out / "design.json").write_text(json.dumps(meta))
     with pytest.raises(aieflow.AieflowError, match="differs"):
         aieflow.load(out)

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import zipfile
 
 import numpy as np
 import onnx
@@ -83,8 +84,7 @@ def test_a_failed_write_keeps_the_old_design(tmp_path, design, monkeypatch):
     def full(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(np, "savez_compressed", full)
-    monkeypatch.setattr(np, "savez", full)
+    monkeypatch.setattr(zipfile.ZipFile, "writestr", full)  # writing weights.npz runs out of space
     with pytest.raises(AieflowError, match="cannot write the design to .*No space left on device"):
         design.save(tmp_path / "d", force=True)
     assert (tmp_path / "d" / "design.json").read_text() == before

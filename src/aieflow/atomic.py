@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from .errors import AieflowError, ConfigError, OutputExistsError
+from .integrity import seal
 
 
 def output_path(out_dir: str | os.PathLike) -> Path:
@@ -104,6 +105,7 @@ def save_directory(out_dir: str | os.PathLike, force: bool, write: Callable[[Pat
         old = None
         try:
             write(tmp)
+            seal(tmp)
             if out.exists():
                 old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
                 out.rename(old)  # onto our own empty directory: never anyone else's

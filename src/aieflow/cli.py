@@ -167,41 +167,85 @@ def _write_npy(path: Path, y: np.ndarray) -> None:
         raise ConfigError(f"cannot write the output to '{path}': {e.strerror or e}", hint="pass another --output") from None
 
 
-def cmd_predict(args: argparse.Namespace) -> int:
+def _load_design(args: argparse.Namespace):
+    """``aieflow.load`` of the command's design directory; ``--no-check`` skips (and says so) the
+    comparison of its files with design.json's integrity record."""
     from .design import load
 
-    design = load(args.design)
+    if args.no_check:
+        print("integrity check skipped (--no-check): the files' SHA-256 are not compared with design.json's record; "
+              "symbolic links are still refused", file=sys.stderr)
+    return load(args.design, check=not args.no_check)
+
+
+def _load_operands(path: str) -> tuple[np.ndarray, np.ndarray]:
+    """A GEMM's A and B from an .npz archive (arrays ``A`` and ``B``)."""
+    from .inputs import real_array
+
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if not isinstance(z, np.lib.npyio.NpzFile) or not {"A", "B"} <= set(z.files):
+                raise ConfigError(f"input file '{path}' must be an .npz archive with arrays A and B (C = A B)",
+                                  hint="np.savez('ab.npz', A=a, B=b)")
+            return (np.array(real_array(z["A"], f"array A of '{path}'")),
+                    np.array(real_array(z["B"], f"array B of '{path}'")))
+    except FileNotFoundError:
+        raise ConfigError(f"input file '{path}' does not exist") from None
+    except (ValueError, OSError, EOFError) as e:
+        raise ConfigError(f"cannot read input file '{path}' as an .npz archive: {e}") from None
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from .protocol import ModelDesign
+
+    design = _load_design(args)
+    out = Path(args.output)
+    if not isinstance(design, ModelDesign):  # a GEMM design: C = A B from an .npz of A and B
+        if args.raw:
+            raise ConfigError("--raw does not apply to GEMM designs: C holds the exact sums already")
+        y = design.predict(*_load_operands(args.input))
+        _write_npy(out, y)
+        print(f"predicted C {list(y.shape)} ({y.dtype}) -> {out}")
+        return 0
     x = _load_npy(args.input, "input")
     y = design.predict(x, raw=args.raw)
-    out = Path(args.output)
     _write_npy(out, y)
     print(f"predicted {y.shape[0]} samples -> {out} ({'integer codes' if args.raw else 'real values'}, shape {list(y.shape)})")
     return 0
 
 
 EXIT_MISMATCH = 1
+NO_CHECK = ("do not compare the design's files with the SHA-256 record in design.json (for a design you edited "
+            "on purpose); symbolic links are refused anyway")
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from .design import load
+    from .protocol import ModelDesign
 
-    design = load(args.design)
-    if args.samples < 1:
-        raise ConfigError(f"--samples must be at least 1, got {args.samples}")
+    design = _load_design(args)
     if args.seed < 0:
         raise ConfigError(f"--seed must be a non-negative integer, got {args.seed}", hint="e.g. --seed 0")
-    x = _load_npy(args.input, "input") if args.input else None
+    gemm = not isinstance(design, ModelDesign)
+    if gemm and args.samples is not None:
+        raise ConfigError("--samples does not apply to GEMM designs: verify runs one C = A B",
+                          hint="leave --samples out, or give --input ab.npz with A and B")
+    samples = 1000 if args.samples is None else args.samples
+    if samples < 1:
+        raise ConfigError(f"--samples must be at least 1, got {samples}")
     if not args.quiet:
         print(f"building the x86 harness of {args.design} against the aieflow shim ...", file=sys.stderr, flush=True)
-    result = design.verify(x, samples=args.samples, seed=args.seed, jobs=args.jobs)
+    if gemm:
+        operands = _load_operands(args.input) if args.input else (None, None)
+        result = design.verify(*operands, seed=args.seed, jobs=args.jobs)
+    else:
+        x = _load_npy(args.input, "input") if args.input else None
+        result = design.verify(x, samples=samples, seed=args.seed, jobs=args.jobs)
     print(result.verdict())
     return 0 if result.ok else EXIT_MISMATCH
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .design import load
-
-    design = load(args.design)
+    design = _load_design(args)
     print(design.report())
     svg = Path(args.svg) if args.svg else Path(args.design) / "placement.svg"
     try:
@@ -268,9 +312,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("predict", help="bit-exact emulation of a compiled design")
     s.add_argument("design", help="design directory written by 'aieflow compile'")
-    s.add_argument("--input", required=True, help=".npy float input, shape (N, ...)")
+    s.add_argument("--input", required=True, help=".npy float input, shape (N, ...); a GEMM design: .npz with A and B")
     s.add_argument("--output", required=True, help=".npy file to write")
     s.add_argument("--raw", action="store_true", help="write integer output codes instead of real values")
+    s.add_argument("--no-check", action="store_true", help=NO_CHECK)
     s.set_defaults(func=cmd_predict)
 
     s = sub.add_parser(
@@ -278,16 +323,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="build the design's own C++ for x86 against the open shim and compare it bit-exactly with predict",
     )
     s.add_argument("design", help="design directory written by 'aieflow compile'")
-    s.add_argument("--samples", type=int, default=1000, help="generated test samples (default 1000)")
+    s.add_argument("--samples", type=int, help="generated test samples (default 1000; not for GEMM designs)")
     s.add_argument("--seed", type=int, default=0, help="seed of the generated samples")
     s.add_argument("--input", help=".npy float samples to use instead of generated ones")
     s.add_argument("--jobs", type=int, help="parallel compiler processes (default: all cores)")
     s.add_argument("--quiet", action="store_true", help="only the verdict")
+    s.add_argument("--no-check", action="store_true", help=NO_CHECK)
     s.set_defaults(func=cmd_verify)
 
     s = sub.add_parser("report", help="print a design's summary and draw its placement (DIR/placement.svg)")
     s.add_argument("design", help="design directory")
     s.add_argument("--svg", help="where to write the placement picture (default DIR/placement.svg)")
+    s.add_argument("--no-check", action="store_true", help=NO_CHECK)
     s.set_defaults(func=cmd_report)
 
     s = sub.add_parser("gemm", help="GotoBLAS-style GEMM design (C = A B, large matrices streamed through the PL)")

@@ -10,15 +10,13 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from .. import design_schema
 from ..atomic import save_directory, write_files
 from ..config import Config, parse_config
 from ..devices import Device, get_device
 from ..emulation import EmulatedNumerics, Emulation
 from ..errors import AieflowError
-from ..graph_io import REDO, graph_arrays, graph_to_json, read_saved_design
+from ..graph_io import REDO, graph_arrays, graph_to_json, read_saved_design, write_weights
 from ..ir import Graph
 from ..names import comment
 from .perf import CnnPerformance, estimate
@@ -162,7 +160,7 @@ class CnnDesign(EmulatedNumerics):
         then rename)."""
         def write(tmp: Path) -> None:
             (tmp / "design.json").write_text(json.dumps(self.to_json(), indent=2) + "\n")
-            np.savez_compressed(tmp / "weights.npz", **graph_arrays(self.graph))
+            write_weights(tmp / "weights.npz", graph_arrays(self.graph))
             write_files(tmp / "project", self.files)
 
         return save_directory(out_dir, force, write)

@@ -19,7 +19,14 @@ from ..config import Config, parse_config
 from ..devices import Device, get_device
 from ..emulation import Emulation
 from ..errors import AieflowError
-from ..graph_io import REDO, graph_arrays, graph_to_json, json_default, read_saved_design
+from ..graph_io import (
+    REDO,
+    graph_arrays,
+    graph_to_json,
+    json_default,
+    read_saved_design,
+    write_weights,
+)
 from ..ops.registry import family
 from ..passes.place import Placement
 from .perf import DagPerformance, estimate_dag
@@ -173,7 +180,7 @@ class DagDesign:
         then rename); :func:`load` reads them back."""
         def write(tmp: Path) -> None:
             (tmp / "design.json").write_text(json.dumps(self.to_json(), indent=2, default=json_default) + "\n")
-            np.savez_compressed(tmp / "weights.npz", **graph_arrays(self.graph))
+            write_weights(tmp / "weights.npz", graph_arrays(self.graph))
             write_files(tmp / "project", self.files)
 
         return save_directory(out_dir, force, write)

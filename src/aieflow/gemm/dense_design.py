@@ -27,7 +27,8 @@ from ..config import Config, Target, parse_config
 from ..devices import Device, get_device
 from ..emulation import EmulatedNumerics, Emulation
 from ..errors import AieflowError, ConfigError, PlanError
-from ..graph_io import graph_arrays, graph_from_json, graph_to_json, read_weights
+from ..graph_io import graph_arrays, graph_from_json, graph_to_json, read_weights, write_weights
+from ..integrity import read_project
 from ..ir import Graph, Node, frozen_map
 from ..names import comment, text
 from ..numerics.types import FloatType
@@ -367,7 +368,7 @@ class StreamedDenseDesign(EmulatedNumerics):
         ``data/``), atomically."""
         def write(tmp: Path) -> None:
             (tmp / "design.json").write_text(json.dumps(self.to_json(), indent=2) + "\n")
-            np.savez_compressed(tmp / "weights.npz", **graph_arrays(self.graph))
+            write_weights(tmp / "weights.npz", graph_arrays(self.graph))
             write_files(tmp / "project", {**self.files, **self.data_files()})
 
         return save_directory(out_dir, force, write)
@@ -441,7 +442,8 @@ def load(path: str | os.PathLike) -> StreamedDenseDesign:
         config = parse_config(meta["config"])
         graph = graph_from_json(meta["graph"], weights)
         plan = _plan_from_json(meta["plan"], graph, device)
-        files = {rel: (d / "project" / rel).read_text() for rel in meta["project_files"]}
+        on_disk = read_project(d, meta)
+        files = {rel: on_disk[rel] for rel in meta["project_files"]}
     except AieflowError as e:
         raise AieflowError(f"{where} does not describe a valid streamed Dense design: {e}", hint=redo) from None
     except KeyError as e:

@@ -176,6 +176,7 @@ def load(path: str | os.PathLike) -> GemmDesign:
     from ..devices import get_device
     from ..errors import AieflowError
     from ..graph_io import REDO
+    from ..integrity import read_project
     from .aieml import is_memtile_device, ml_type
     from .dtypes import get_type, output_type
     from .plan import GemmConfig, make_plan
@@ -206,11 +207,11 @@ def load(path: str | os.PathLike) -> GemmDesign:
         names = list(meta["project_files"])
     except (KeyError, TypeError) as e:
         raise AieflowError(f"'{d}/design.json' is incomplete or damaged ({type(e).__name__}: {e})", hint=REDO) from None
-    proj = d / "project"
-    try:
-        files = {rel: (proj / rel).read_text() for rel in names}
-    except (OSError, UnicodeDecodeError) as e:
-        raise AieflowError(f"cannot read the GEMM project in '{proj}': {e}", hint=REDO) from None
+    on_disk = read_project(d, meta)
+    missing = [rel for rel in names if rel not in on_disk]
+    if missing:
+        raise AieflowError(f"'{d}/project' lacks {missing[0]}", hint=REDO)
+    files = {rel: on_disk[rel] for rel in names}
     design = GemmDesign(plan, alts, files)
     if json.loads(json.dumps(_plan_json(design.to_json()))) != _plan_json(meta):
         raise AieflowError(f"the GEMM plan in '{d}/design.json' differs from the one this aieflow makes for it",

@@ -36,7 +36,7 @@ from ..design import Design
 from ..devices import Device, get_device
 from ..emulation import EmulatedNumerics, Emulation
 from ..errors import AieflowError, ConfigError, PlanError
-from ..graph_io import json_default
+from ..graph_io import json_default, write_weights
 from ..ir import Graph, Node
 from ..names import c_ident, comment, text
 from ..numerics import fixed
@@ -527,7 +527,7 @@ class SegmentedDesign(EmulatedNumerics):
         segment holds its own."""
         def write(tmp: Path) -> None:
             (tmp / "design.json").write_text(json.dumps(self.to_json(), indent=2, default=json_default) + "\n")
-            np.savez_compressed(tmp / "weights.npz")
+            write_weights(tmp / "weights.npz", {})
             write_files(tmp, self.top_files)
             for spec, seg in zip(self.specs, self.segments, strict=True):
                 seg.save(tmp / "segments" / spec.name)

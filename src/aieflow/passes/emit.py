@@ -245,6 +245,27 @@ def _replica_graph(layers: list[Node], idents: dict[str, str], device: Device, p
     return kernels, links, memtiles, plio_in, plio_out
 
 
+def lower_chain(graph: Graph, device: Device, placement: Placement) -> MappedGraph:
+    """The Dense chain as a mapped graph: every replica's cascade tiles, its links (cascades, AIE1 /
+    direct tile-to-tile buffers, memory-tile shared buffers), its PLIOs, the weight headers."""
+    layers = dense_layers(graph)
+    idents = layer_idents(layers)
+    kernels: list[Kernel] = []
+    links: list[Link] = []
+    buffers: list[SharedBuffer] = []
+    plios: list[Plio] = []
+    for rep in range(len(placement.replicas)):
+        k, c, m, pi, po = _replica_graph(layers, idents, device, placement, rep)
+        kernels += k
+        links += c
+        buffers += m
+        plios += [Plio(p["var"], "in", PLIO_BITS, p["file"]) for p in pi]
+        plios += [Plio(p["var"], "out", PLIO_BITS, p["file"]) for p in po]
+    headers = tuple(f"weights/{tile_var(idents[n.name], r, c)[2:]}.h"
+                    for n in layers for r in range(n.plan.cas_num) for c in range(n.plan.cas_len))
+    return MappedGraph(tuple(kernels), tuple(buffers), tuple(plios), tuple(links), headers)
+
+
 def emit_project(
     graph: Graph,
     device: Device,
@@ -281,23 +302,11 @@ def emit_project(
         files[f"src/kernels/{idents[node.name]}.cc"] = _ENV.get_template("layer_kernel.cc.j2").render(version=version, L=L)
 
     replicas = len(placement.replicas)
-    tiles: list[Kernel] = []
-    links: list[Link] = []
-    memtiles: list[SharedBuffer] = []
-    plio_in: list[dict[str, Any]] = []
-    plio_out: list[dict[str, Any]] = []
-    for rep in range(replicas):
-        t, c, m, pi, po = _replica_graph(layers, idents, device, placement, rep)
-        tiles += t
-        links += c
-        memtiles += m
-        plio_in += pi
-        plio_out += po
-    headers = tuple(f"weights/{tile_var(idents[n.name], r, c)[2:]}.h"
-                    for n in layers for r in range(n.plan.cas_num) for c in range(n.plan.cas_len))
-    plios = tuple(Plio(p["var"], "in", PLIO_BITS, p["file"]) for p in plio_in) + tuple(
-        Plio(p["var"], "out", PLIO_BITS, p["file"]) for p in plio_out)
-    mapped = MappedGraph(tuple(tiles), tuple(memtiles), plios, tuple(links), headers)
+    mapped = lower_chain(graph, device, placement)
+    tiles, memtiles = list(mapped.kernels), list(mapped.buffers)
+    ports = [plio_ports(layers, rep) for rep in range(replicas)]
+    plio_in = [p for pi, _ in ports for p in pi]
+    plio_out = [p for _, po in ports for p in po]
 
     first, final = layers[0], layers[-1]
     # each graph iteration runs every replica once, on its own batch

@@ -26,7 +26,8 @@ from ..design import Design
 from ..devices import Device, get_device
 from ..emulation import Emulation
 from ..errors import AieflowError, ConfigError, PlanError
-from ..graph_io import graph_arrays, graph_from_json, graph_to_json, read_weights
+from ..graph_io import graph_arrays, graph_from_json, graph_to_json, read_weights, write_weights
+from ..integrity import read_project
 from ..ir import Graph, Node
 from .model import RecurrentPerformance, estimate_recurrent
 from .plan import (
@@ -324,7 +325,7 @@ class RecurrentDesign:
                 meta["stack_fields"] = [mapping_fields(m) for m in self.stack.layers]
                 meta["stack_notes"] = list(self.stack.notes)
             (tmp / "design.json").write_text(json.dumps(meta, indent=2, default=str))
-            np.savez(tmp / "weights.npz", **graph_arrays(self.graph))
+            write_weights(tmp / "weights.npz", graph_arrays(self.graph))
             for rel, text in self.files.items():
                 p = tmp / "project" / rel
                 p.parent.mkdir(parents=True, exist_ok=True)
@@ -501,8 +502,7 @@ def load(path: str | os.PathLike) -> RecurrentDesign:
         bad = violations(mapping, device)
     if bad:
         raise AieflowError(f"the saved mapping in '{d}' does not fit {device.board}: {'; '.join(bad)}")
-    proj = d / "project"
-    files = {str(p.relative_to(proj)): p.read_text() for p in sorted(proj.rglob("*")) if p.is_file()} if proj.is_dir() else {}
+    files = read_project(d, meta)
     graph = graph_from_json(meta["graph"], weights)
     return RecurrentDesign(graph, device, parse_config(meta["config"]), mapping, files, None, meta.get("source", ""),
                            saved_exploration=meta.get("exploration"), stack=stack)
