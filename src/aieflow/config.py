@@ -15,7 +15,7 @@ from typing import Any
 
 from .errors import ConfigError
 from .ir import frozen_map
-from .numerics.types import FixedType, NumericType, parse_type
+from .numerics.types import MAX_FRAC_BITS, MAX_INT_BITS, FixedType, NumericType, parse_type
 from .ops.activations import activation_to_json, parse_activations
 
 # precision name -> (activation kind, weight kind)
@@ -216,6 +216,13 @@ def _parse_layer(name: str, raw: Any) -> LayerConfig:
                 types[key] = parse_type(raw[key])
             except ConfigError as e:
                 raise ConfigError(f"{where}.{key}: {e}") from None
+            t = types[key]
+            if isinstance(t, FixedType) and (t.int_bits > MAX_INT_BITS or t.frac > MAX_FRAC_BITS):
+                raise ConfigError(
+                    f"{where}.{key}: numeric type {raw[key]!r} has {t.int_bits} integer and {t.frac} fractional "
+                    f"bits; at most {MAX_INT_BITS} integer and {MAX_FRAC_BITS} fractional bits (its values must "
+                    "be normal float32 numbers)"
+                )
             if key in ("weight", "bias", "recurrent_weight", "recurrent_bias") and isinstance(types[key], FixedType) and not types[key].signed:
                 raise ConfigError(f"{where}.{key}: unsigned weights/biases are not supported; use a signed type")
     cas_len = cas_num = None

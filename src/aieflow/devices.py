@@ -55,6 +55,11 @@ class Generation:
     accumulators: Mapping[TypePair, int]  # accumulator lane width in bits for the type pair
     rounding_modes: frozenset[Rounding]
     float_types: frozenset[str]  # float types the vector unit handles natively
+    # Largest right shift of a shift-round-saturate (aie::to_vector(shift), the SRS intrinsics) and
+    # largest left shift of an upshift into an accumulator (from_vector(v, shift), UPS); aieflow uses
+    # only shifts >= 0.  Every shift a design applies must lie in 0..max (ops/base.require_shift).
+    srs_shift_max: int
+    ups_shift_max: int
     sources: Mapping[str, str] = field(default_factory=dict)
     # Packet switching: a pktmerge joins at most this many packet streams (UG1079); see
     # LIMIT_SOURCES.  Added for the recurrent mapping; the same on every generation.
@@ -186,8 +191,14 @@ AIE1 = Generation(
     accumulators=_frozen({("i8", "i8"): 48, ("i16", "i8"): 48, ("i16", "i16"): 48}),
     rounding_modes=_AIE1_ROUNDING,
     float_types=frozenset({"fp32"}),
+    srs_shift_max=62,
+    ups_shift_max=62,
     sources=_frozen(
         {
+            "srs_shift_max": "AI Engine Intrinsics User Guide (AIE) v2023.2, Vector Conversions > Shift-Round-"
+            "Saturate: shift amount -1..62 (encoded 0..63 in the instruction)",
+            "ups_shift_max": "AI Engine Intrinsics User Guide (AIE) v2023.2, Vector Conversions > Upshift: "
+            "shift amount -1..62",
             "memory, banks, stack, ports, cascade, MACs": f"{SPEC} (AM009, UG1079)",
             "mmul shapes": "UG1529 Matrix Multiplication table (AIE); ESPCN thesis for float <4,2,4>",
             "accumulators": "AM009: 48-bit lanes for 8/16-bit operands",
@@ -237,8 +248,13 @@ AIE_ML = Generation(
     accumulators=_frozen({("i8", "i8"): 32, ("i16", "i8"): 32, ("i16", "i16"): 64}),
     rounding_modes=_ALL_ROUNDING,
     float_types=frozenset({"bf16"}),
+    srs_shift_max=59,
+    ups_shift_max=63,
     sources=_frozen(
         {
+            "srs_shift_max": "AI Engine-ML Intrinsics User Guide UG1583 v2023.2, Shift-Round-Saturate: shift "
+            "-4..59 (-4..-2 unsafe)",
+            "ups_shift_max": "AI Engine-ML Intrinsics User Guide UG1583 v2023.2, Upshift: shft 0..63",
             "memory, banks, ports, cascade, MACs": f"{SPEC} (AM020, UG1603)",
             "mmul shapes": "shared/spec/dense-on-aie-ml.md kernel tilings; UG1529",
             "accumulators": "shared/spec/dense-on-aie-ml.md: i8 acc32, i16xi16 acc64; AM020",
@@ -273,8 +289,12 @@ AIE_MLV2 = Generation(
     accumulators=AIE_ML.accumulators,
     rounding_modes=_ALL_ROUNDING,
     float_types=frozenset({"bf16"}),
+    srs_shift_max=AIE_ML.srs_shift_max,
+    ups_shift_max=AIE_ML.ups_shift_max,
     sources=_frozen(
         {
+            "srs_shift_max": "assumed equal to AIE-ML (UG1583); AM027 figures not in the spec",
+            "ups_shift_max": "assumed equal to AIE-ML (UG1583); AM027 figures not in the spec",
             "memory, loads, cascade": f"{SPEC} (AM027)",
             "MACs, mmul shapes, accumulators": "assumed equal to AIE-ML (not yet in the spec)",
             "cascade_serpentine": f"assumed as AIE-ML (AM027; {SPEC} gives only the 512-bit width)",

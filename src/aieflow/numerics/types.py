@@ -153,6 +153,12 @@ class FloatType:
 
 NumericType = FixedType | FloatType
 
+# Range of a fixed-point type a config gives (config.py checks it): its values must be normal
+# float32 numbers (the format of the models' tensors and of the samples the host converts), so the
+# step 2^-frac is at least 2^-126 and the largest magnitude, below 2^(int_bits - 1), at most 2^127.
+MAX_FRAC_BITS = 126
+MAX_INT_BITS = 128
+
 _TYPE_RE = re.compile(
     r"^\s*(?P<kind>ap_fixed|ap_ufixed|fixed|ufixed|ap_int|ap_uint|int|uint)\s*"
     r"<\s*(?P<args>[^>]*)>\s*$"

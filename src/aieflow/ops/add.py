@@ -22,11 +22,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import PRECISIONS
-from ..errors import ConfigError
+from ..errors import ConfigError, ModelError, PlanError
 from ..ir import Node
 from ..numerics import fixed
 from ..numerics.types import FixedType, FloatType, NumericType, Rounding, Saturation, parse_type
-from .base import OpFamily, QuantContext, not_mapped
+from .base import OpFamily, QuantContext, not_mapped, require_shift
 
 _WIDTH = {"i8": 8, "i16": 16}
 
@@ -111,6 +111,18 @@ def quantise(node: Node, ctx: QuantContext) -> Node:
     if out.rounding not in ctx.device.generation.rounding_modes:
         raise ConfigError(f"rounding mode {out.rounding.value} is not available on {ctx.device.generation.name}",
                           layer=node.name)
+    gen = ctx.device.generation
+    explicit = "output" in ctx.layer.types
+    blame = ConfigError if explicit else ModelError if node.outputs[0] in ctx.hints.tensors else PlanError
+    for what, shift, upshift in (("operand A upshift", common - ta.frac, True), ("operand B upshift", common - tb.frac, True),
+                                 ("output shift", common - out.frac, False)):
+        require_shift(
+            gen, shift, what, upshift=upshift, layer=node.name, error=blame if not upshift else PlanError,
+            why=f"operands {ta} and {tb} meet on the grid of {common} fractional bits, output {out}",
+            hint=f"change layers.{node.name}.output" if explicit and not upshift
+            else "the operands' scales (or the output's) lie too far apart: calibrate with data of the range the "
+            "model will see, or give the producers' output types explicitly",
+        )
     return node.evolve(types=AddTypes(ta, tb, out, common - ta.frac, common - tb.frac, common - out.frac))
 
 

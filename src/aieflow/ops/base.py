@@ -94,3 +94,18 @@ def not_mapped(node, ctx: PlanContext):
         hint="shape the model as that mapping requires, or use aieflow.emulate(model, ...) for bit-exact "
         "predictions of this model",
     )
+
+
+def require_shift(
+    gen, shift: int, what: str, *, why: str, upshift: bool, layer: str, hint: str, error: type
+) -> None:
+    """Refuse a shift the AI Engine cannot apply: an SRS right shift outside 0..``srs_shift_max``
+    or an upshift into the accumulator outside 0..``ups_shift_max`` (the device catalog's limits).
+
+    ``error`` is the class that blames the right party: ConfigError for a type the config gave,
+    ModelError for one the model carries (QDQ), PlanError for one calibration chose."""
+    limit = gen.ups_shift_max if upshift else gen.srs_shift_max
+    if not 0 <= shift <= limit:
+        op = "upshift into the accumulator (from_vector)" if upshift else "shift-round-saturate (SRS)"
+        raise error(f"{what} {shift} is outside the 0..{limit} the {gen.name} {op} applies ({why})",
+                    layer=layer, hint=hint)

@@ -27,11 +27,11 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from ..config import PRECISIONS
-from ..errors import ConfigError, PlanError
+from ..errors import ConfigError, ModelError, PlanError
 from ..ir import Node
 from ..numerics import fast, fixed
 from ..numerics.types import FixedType, FloatType, NumericType, Rounding, Saturation, parse_type
-from .base import OpFamily, PlanContext, QuantContext
+from .base import OpFamily, PlanContext, QuantContext, require_shift
 
 ALIGN = 32  # bytes: AIE vector loads want 32-byte aligned buffers (dense-on-aie-ml.md)
 
@@ -236,6 +236,24 @@ def quantise(node: Node, ctx: QuantContext) -> Node:
             layer=name,
             hint="AIE1 has no symmetric floor/ceil (TRN_ZERO); use TRN, RND or RND_CONV",
         )
+    # Who chose the types a shift comes from: the config, the model (QDQ) or calibration (PTQ).
+    explicit = [k for k in ("input", "weight", "bias", "output") if k in lc.types]
+    qdq = hinted("weight") is not None or hinted("bias") is not None or out_tensor in ctx.hints.tensors
+    blame = ConfigError if explicit else ModelError if qdq else PlanError
+    change = (
+        f"change {', '.join(f'layers.{name}.{k}' for k in explicit)}" if explicit
+        else "the model's QDQ scales give it" if qdq
+        else "calibration chose these types: calibrate with data of the range the model will see, or give "
+        f"explicit types (layers.{name}.input / .output)"
+    )
+    need = acc_frac - gen.srs_shift_max  # fewest output fractional bits the SRS reaches
+    require_shift(
+        gen, shift, "output shift", upshift=False, layer=name, error=blame,
+        why=f"accumulator {acc_frac} fractional bits = input {in_type.frac} + weight {w_type.frac}, "
+        f"output {out_type} {out_type.frac}",
+        hint=f"the output needs at least {need} fractional bits (fixed<{out_type.width},{out_type.width - need}> "
+        f"or fewer integer bits); {change}",
+    )
 
     wq = fixed.quantize(w, w_type)
     if hinted("weight") is not None and not np.array_equal(fixed.dequantize(wq, w_type), w):
@@ -261,6 +279,11 @@ def quantise(node: Node, ctx: QuantContext) -> Node:
             )
         if bias_type.width > 32:
             raise ConfigError(f"bias type {bias_type} is wider than 32 bits", layer=name)
+        require_shift(
+            gen, bias_shift, "bias shift", upshift=True, layer=name, error=blame,
+            why=f"accumulator {acc_frac} fractional bits, bias {bias_type} {bias_type.frac}",
+            hint=f"the bias needs at least {acc_frac - gen.ups_shift_max} fractional bits; {change}",
+        )
         bq = fixed.quantize(b, bias_type)
     if acc_bits == 32 and pair == ("i16", "i8"):
         bound = fixed.max_abs_accumulation(w.shape[0], in_type, w_type)

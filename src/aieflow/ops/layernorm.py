@@ -31,11 +31,11 @@ from fractions import Fraction
 import numpy as np
 
 from ..config import PRECISIONS
-from ..errors import ConfigError
+from ..errors import ConfigError, ModelError, PlanError
 from ..ir import Node
 from ..numerics import fixed
 from ..numerics.types import FixedType, FloatType, NumericType, Rounding, Saturation, parse_type
-from .base import OpFamily, QuantContext, not_mapped
+from .base import OpFamily, QuantContext, not_mapped, require_shift
 
 P_BITS = 46  # reciprocal 2^P / r with r in [2^30, 2^31): a 16-bit inverse
 Z_FRAC = 20  # fractional bits of the normalised value z
@@ -159,6 +159,14 @@ def quantise(node: Node, ctx: QuantContext) -> Node:
     if not isinstance(out, FixedType) or out.width > 32 or out.frac > prod_frac:
         raise ConfigError(f"output type {out} of the layer norm must be fixed point, <= 32 bits, "
                           f"<= {prod_frac} fractional bits", layer=node.name)
+    explicit = "output" in ctx.layer.types
+    require_shift(
+        ctx.device.generation, prod_frac - out.frac, "output shift", upshift=False, layer=node.name,
+        error=ConfigError if explicit else ModelError if node.outputs[0] in ctx.hints.tensors else PlanError,
+        why=f"normalised value x gamma has {prod_frac} fractional bits, output {out} {out.frac}",
+        hint=f"give the output at least {prod_frac - ctx.device.generation.srs_shift_max} fractional bits"
+        + (f" in layers.{node.name}.output" if explicit else " (layers.<name>.output)"),
+    )
     eps = Fraction(float(node.attrs["eps"])) * n * n * Fraction(2) ** (2 * tx.frac)
     eps_code = int(eps + Fraction(1, 2)) if eps >= 0 else 0  # round half up
     if eps_code >= 1 << 60:
