@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-from fuzz_models import KINDS, Case, Tally, cases, first_words, run_case
+import pytest
+from fuzz_models import KINDS, Case, Tally, _Builder, cases, first_words, run_case
 from hypothesis import HealthCheck, given, settings
 
 
@@ -69,3 +70,26 @@ def test_hostile_names_reach_the_model():
     model = find(rename(qdq_mlp([6, 4])), lambda m: any("\n" in n.name for n in m.graph.node))
     onnx.checker.check_model(model)
     assert any("\n" in n.name for n in model.graph.node)
+
+
+# ------------------------------------------------------------------ what the fuzzer found
+
+
+def test_empty_calibration_or_example_input_is_refused():
+    """Zero samples crashed the CNN's float pass (ValueError in ops/pool.py), gave the importer a
+    batch of 0 (misleading movement errors) and let a Dense chain 'calibrate' on nothing."""
+    import aieflow
+    from aieflow.errors import ConfigError
+
+    b = _Builder(np.random.default_rng(0))
+    x = b.one("Conv", ["x", b.weight(2, 1, 3, 3), b.weight(2)], kernel_shape=[3, 3])
+    x = b.one("Flatten", [b.one("AveragePool", [x], kernel_shape=[2, 2], strides=[2, 2])], axis=1)
+    cnn = b.model((1, 6, 6), b.dense(x, 8, 3, "gemm"), [3])
+    b = _Builder(np.random.default_rng(1))
+    mlp = b.model((6,), b.dense("x", 6, 4, "gemm"), [4])
+    for model, shape in ((cnn, (1, 6, 6)), (mlp, (6,))):
+        empty = np.zeros((0, *shape), dtype=np.float32)
+        with pytest.raises(ConfigError, match=r"calibration data has no values \(shape \(0,"):
+            aieflow.compile(model, "vek280", calibration=empty)
+        with pytest.raises(ConfigError, match=r"example input has no values"):
+            aieflow.compile(model, "vek280", example_input=empty)
