@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,10 @@ bench: $(STAMP)
 	$(PY) benchmarks/mixer.py
 	$(PY) benchmarks/placement.py
 	$(PY) benchmarks/gru_latency.py
+
+# the fuzzing suite's long profile (tests/fuzz_models.py; results in docs/security.md)
+fuzz: $(STAMP)
+	$(PY) benchmarks/fuzz.py --cases 10000
 
 clean:
 	rm -rf out .pytest_cache .ruff_cache

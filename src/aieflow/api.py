@@ -9,7 +9,7 @@ from .config import Config, parse_config
 from .design import Design
 from .devices import get_device
 from .emulation import Emulation
-from .errors import PlanError
+from .errors import ConfigError, PlanError
 from .inputs import real_array
 from .ops.registry import require_mapping
 from .options import refuse_unsupported
@@ -121,7 +121,16 @@ def _state(model: Any, device: str, example_input: Any, config: Any, calibration
         model=model,
         device=get_device(device),
         config=parse_config(config),
-        example_input=None if example_input is None else real_array(example_input, "example input"),
-        calibration=None if calibration is None else real_array(calibration, "calibration data"),
+        example_input=None if example_input is None else _samples(example_input, "example input"),
+        calibration=None if calibration is None else _samples(calibration, "calibration data"),
     )
+
+
+def _samples(x: Any, what: str) -> Any:
+    """``x`` as a real array with at least one value: an empty one calibrates nothing (and gave
+    the import a batch of 0)."""
+    arr = real_array(x, what)
+    if arr.size == 0:
+        raise ConfigError(f"{what} has no values (shape {arr.shape})", hint="pass at least one sample")
+    return arr
 
