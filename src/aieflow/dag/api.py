@@ -8,6 +8,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..ir import Graph
+from ..numerics.types import FloatType
 from ..passes.place import Block, Grid, Placement, Weights, pack
 from ..pipeline import State, run_pipeline
 from .design import DagDesign
@@ -74,4 +75,6 @@ def _example(design: DagDesign, x) -> np.ndarray:
         return np.concatenate([xq, np.zeros((n - xq.shape[0], *xq.shape[1:]), dtype=xq.dtype)])
     t = design.input_type
     rng = np.random.default_rng(0)
+    if isinstance(t, FloatType):  # float inputs: seeded values, rounded as the input carries them (bf16)
+        return design.quantise_input(rng.standard_normal((2 * b, *design.input_shape)).astype(np.float32))
     return rng.integers(t.min_code, t.max_code + 1, size=(2 * b, *design.input_shape))

@@ -282,7 +282,11 @@ class OnnxRecurrentMixin:
         if w.ndim != 3 or w.shape[0] != 1 or w.shape[1] != g * n:
             raise ModelError(f"node '{name}' ({op}): W has shape {w.shape}, expected (1, {g * n}, input_size)")
         feats = int(w.shape[2])
+        if r.shape != (1, g * n, n):
+            raise ModelError(f"node '{name}' ({op}): R has shape {r.shape}, expected (1, {g * n}, {n})")
         bias = self._static_or_fail(node.input[3], name, op, "biases B") if len(node.input) > 3 and node.input[3] else np.zeros((1, 2 * g * n))
+        if bias.shape != (1, 2 * g * n):
+            raise ModelError(f"node '{name}' ({op}): B has shape {bias.shape}, expected (1, {2 * g * n})")
         x, steps = self._recurrent_input(node, name, layout, feats)
         self._check_zero_state(node, name, steps)
         order = GATE_ORDERS["onnx"][cell]
