@@ -10,11 +10,22 @@ import shutil
 
 import numpy as np
 import pytest
+import torch
 
 import aieflow
 from aieflow.devices import AIE1, AIE_ML
 from aieflow.errors import ConfigError, PlanError
 from aieflow.model_zoo import torch_mlp
+
+
+class _Gru(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.rnn, self.fc = torch.nn.GRU(4, 8, batch_first=True), torch.nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.fc(self.rnn(x)[0][:, -1])
 
 
 @pytest.fixture(scope="module")
@@ -92,3 +103,18 @@ def test_huge_or_zero_calibration_gives_a_legal_design(net, x, scale):
 def test_huge_calibration_design_verifies_bit_exact(net, x):
     d = compile_int8(net, x, calibration=x * 1e30)
     assert d.verify(samples=32).ok
+
+
+@pytest.mark.parametrize("types", [{"accum": "fixed<32,-60>"}, {"output": "fixed<16,-60>", "accum": "fixed<32,-40>"}])
+def test_recurrent_types_beyond_int64_are_refused_at_compile(types):
+    """A recurrent layer's types whose intermediates need more than the 62 bits the emulator and the
+    generated C++ compute in: a ConfigError at compile naming the layer, not an OverflowError when
+    the design predicts (found probing issue 16, item 3)."""
+    torch.manual_seed(0)
+    x = np.random.default_rng(0).standard_normal((8, 5, 4)).astype(np.float32)
+    with pytest.raises(ConfigError, match=r"layer 'rnn': the layer's fixed-point types need intermediates beyond 62 bits"):
+        aieflow.compile(_Gru(), device="vck190", example_input=x, calibration=x,
+                        config={"precision": "int16", "layers": {"rnn": types}})
+    ok = aieflow.compile(_Gru(), device="vck190", example_input=x, calibration=x,
+                         config={"precision": "int16", "layers": {"rnn": {"weight": "fixed<16,40>", "accum": "fixed<32,-30>"}}})
+    assert np.isfinite(ok.predict(x)).all()

@@ -150,7 +150,9 @@ def test_cli_verify_pass_and_fail(tmp_path, capsys):
 
     bad = tmp_path / "good" / "project" / "src" / "layers.h"
     bad.write_text(re.sub(r"SHIFT = (\d+)", lambda m: f"SHIFT = {int(m.group(1)) + 2}", bad.read_text(), count=1))
-    assert main(["verify", str(tmp_path / "good"), "--samples", "50", "--quiet"]) == 1
+    assert main(["verify", str(tmp_path / "good"), "--samples", "50", "--quiet"]) == 2  # the seal says it was edited
+    assert "layers.h' was changed after aieflow saved the design" in capsys.readouterr().err
+    assert main(["verify", str(tmp_path / "good"), "--samples", "50", "--quiet", "--no-check"]) == 1
     out = capsys.readouterr().out
     assert "FAIL" in out and "first mismatch in layer 'fc0'" in out
 

@@ -378,7 +378,19 @@ def _quantise_fixed(node: Node, ctx: QuantContext, in_type: NumericType, precisi
     params = dict(node.params)
     for key in ("weight", "recurrent_weight", "bias", "recurrent_bias"):
         params[f"{key}_q"] = fixed.quantize(node.params[key], getattr(types, key))
-    return node.evolve(types=types, params=params)
+    out = node.evolve(types=types, params=params)
+    _probe_extremes(out)
+    return out
+
+
+def _probe_extremes(node: Node) -> None:
+    """Run the layer once on the input type's extreme and zero codes: types whose intermediates do
+    not fit the 62 bits the emulator and the generated C++ compute in are refused here, at compile
+    time, naming the layer (``emulate`` raises the ConfigError), not when the design predicts."""
+    t = node.types.input
+    steps, feats = node.attrs["seq_len"], node.attrs["input_size"]
+    x = np.stack([np.full((steps, feats), c, dtype=np.int64) for c in (t.min_code, t.max_code, 0)])
+    emulate(node, x)
 
 
 # ----------------------------------------------------------------------------- emulate: fixed point
@@ -735,7 +747,13 @@ def emulate(node: Node, x: np.ndarray) -> np.ndarray:
     """Bit-exact emulation of the layer's numerics (see the module docstring)."""
     if node.types is None:
         raise ConfigError("the layer has not been quantised", layer=node.name)
-    return _emulate_float(node, x) if node.types.is_float else _emulate_fixed(node, x)
+    if node.types.is_float:
+        return _emulate_float(node, x)
+    try:
+        return _emulate_fixed(node, x)
+    except OverflowError as e:  # types whose intermediates leave the int64 the kernels compute in
+        raise ConfigError(f"the layer's fixed-point types need intermediates beyond 62 bits ({e})", layer=node.name,
+                          hint=f"use fewer fractional bits in layers.{node.name}.accum / output") from None
 
 
 # ----------------------------------------------------------------------------- plan
