@@ -24,28 +24,17 @@ import aieflow
 from aieflow.cli import main
 from aieflow.design_schema import COMMON_PERFORMANCE, schema
 from aieflow.graph_io import json_default
-from aieflow.model_zoo import cnn_classifier, espcn, qdq_mlp, torch_mlp
+from aieflow.model_zoo import (
+    cnn_classifier,
+    espcn,
+    gru_classifier,
+    qdq_mlp,
+    residual_mlp,
+    torch_mlp,
+)
 from aieflow.protocol import AnyDesign, ModelDesign
 
 THESIS_YAML = Path(__file__).resolve().parents[1] / "examples" / "espcn" / "thesis.yaml"
-
-
-class _Residual(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1, self.fc2 = torch.nn.Linear(16, 24), torch.nn.Linear(24, 16)
-
-    def forward(self, x):
-        return x + self.fc2(torch.relu(self.fc1(x)))
-
-
-class _Rnn(torch.nn.Module):
-    def __init__(self, layers=1):
-        super().__init__()
-        self.rnn, self.fc = torch.nn.GRU(4, 8, num_layers=layers, batch_first=True), torch.nn.Linear(8, 3)
-
-    def forward(self, x):
-        return self.fc(self.rnn(x)[0][:, -1])
 
 
 def _build(kind):
@@ -58,11 +47,11 @@ def _build(kind):
     models = {
         "chain-vck190": (qdq_mlp([16, 24, 8]), x16, "vck190", {"batch": 8}),
         "chain-vek280": (torch_mlp([16, 32, 8]), x16, "vek280", {"precision": "int8", "batch": 8, "replicas": 2}),
-        "dag": (_Residual().eval(), x16, "vek280", {"precision": "int16", "batch": 8}),
+        "dag": (residual_mlp(), x16, "vek280", {"precision": "int16", "batch": 8}),
         "cnn": (cnn_classifier(), img, "vck190", {"precision": "int8"}),
         "cnn-thesis": (espcn(), frames, "vck190", yaml.safe_load(THESIS_YAML.read_text())),
-        "recurrent": (_Rnn().eval(), seq, "vck190", {"precision": "int16"}),
-        "recurrent-stack": (_Rnn(2).eval(), seq, "vek280", {"precision": "int16"}),
+        "recurrent": (gru_classifier(), seq, "vck190", {"precision": "int16"}),
+        "recurrent-stack": (gru_classifier(layers=2), seq, "vek280", {"precision": "int16"}),
         "streamed-dense": (torch_mlp([64, 16]), rng.standard_normal((16, 64)).astype(np.float32), "vck190",
                            {"precision": "int8", "layers": {"0": {"weights": "streamed"}}}),
         "segmented": (torch_mlp([16, 32, 8]), x16, "vck190", {"precision": "int8", "layers": {"0": {"weights": "streamed"}}}),

@@ -9,7 +9,7 @@ import torch
 
 import aieflow
 import aieflow.frontends as frontends
-from aieflow.model_zoo import cnn_classifier, qdq_mlp, torch_mlp
+from aieflow.model_zoo import cnn_classifier, gru_classifier, qdq_mlp, residual_mlp, torch_mlp
 
 
 @pytest.fixture
@@ -27,22 +27,6 @@ def imports(monkeypatch):
     return calls
 
 
-class _Residual(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1, self.fc2 = torch.nn.Linear(16, 24), torch.nn.Linear(24, 16)
-
-    def forward(self, x):
-        return x + self.fc2(torch.relu(self.fc1(x)))
-
-
-class _Gru(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.rnn, self.fc = torch.nn.GRU(4, 8, batch_first=True), torch.nn.Linear(8, 3)
-
-    def forward(self, x):
-        return self.fc(self.rnn(x)[0][:, -1])
 
 
 def _cases():
@@ -53,10 +37,10 @@ def _cases():
         "chain-onnx": (qdq_mlp([16, 24, 8]), x16, "vek280", {"batch": 8}, "Design"),
         "chain-torch": (torch_mlp([16, 24, 8]), x16, "vck190", {"precision": "int8"}, "Design"),
         "chain-target": (torch_mlp([16, 24, 8]), x16, "vek280", {"precision": "int8", "target": "latency"}, "Design"),
-        "dag": (_Residual().eval(), x16, "vek280", {"precision": "int8", "batch": 8}, "DagDesign"),
+        "dag": (residual_mlp(), x16, "vek280", {"precision": "int8", "batch": 8}, "DagDesign"),
         "cnn": (cnn_classifier(), rng.uniform(-1, 1, (4, 3, 32, 32)).astype(np.float32), "vck190",
                 {"precision": "int8"}, "CnnDesign"),
-        "recurrent": (_Gru().eval(), rng.standard_normal((4, 5, 4)).astype(np.float32), "vck190",
+        "recurrent": (gru_classifier(), rng.standard_normal((4, 5, 4)).astype(np.float32), "vck190",
                       {"precision": "int16"}, "RecurrentDesign"),
         "streamed": (torch_mlp([16, 32, 8]), x16, "vck190", {"precision": "int8", "layers": {"0": {"weights": "streamed"}}},
                      "SegmentedDesign"),

@@ -16,25 +16,16 @@ import torch
 
 import aieflow
 from aieflow.cli import main
-from aieflow.model_zoo import qdq_mlp, torch_mlp
+from aieflow.model_zoo import qdq_mlp, residual_mlp, torch_mlp
 
 X = np.random.default_rng(0).standard_normal((16, 16)).astype(np.float32)
-
-
-class _Residual(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1, self.fc2 = torch.nn.Linear(16, 24), torch.nn.Linear(24, 16)
-
-    def forward(self, x):
-        return x + self.fc2(torch.relu(self.fc1(x)))
 
 
 def _designs():
     torch.manual_seed(0)
     return {
         "chain": aieflow.compile(qdq_mlp([16, 24, 8]), device="vck190", example_input=X[:4], config={"batch": 8}),
-        "dag": aieflow.compile(_Residual().eval(), device="vek280", example_input=X[:4], calibration=X,
+        "dag": aieflow.compile(residual_mlp(), device="vek280", example_input=X[:4], calibration=X,
                                config={"precision": "int8", "batch": 8}),
         "segmented": aieflow.compile(torch_mlp([16, 32, 8]), device="vck190", example_input=X[:4], calibration=X,
                                      config={"precision": "int8", "layers": {"0": {"weights": "streamed"}}}),

@@ -15,17 +15,7 @@ import torch
 import aieflow
 from aieflow.devices import AIE1, AIE_ML
 from aieflow.errors import ConfigError, PlanError
-from aieflow.model_zoo import torch_mlp
-
-
-class _Gru(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        torch.manual_seed(0)
-        self.rnn, self.fc = torch.nn.GRU(4, 8, batch_first=True), torch.nn.Linear(8, 3)
-
-    def forward(self, x):
-        return self.fc(self.rnn(x)[0][:, -1])
+from aieflow.model_zoo import gru_classifier, torch_mlp
 
 
 @pytest.fixture(scope="module")
@@ -113,8 +103,8 @@ def test_recurrent_types_beyond_int64_are_refused_at_compile(types):
     torch.manual_seed(0)
     x = np.random.default_rng(0).standard_normal((8, 5, 4)).astype(np.float32)
     with pytest.raises(ConfigError, match=r"layer 'rnn': the layer's fixed-point types need intermediates beyond 62 bits"):
-        aieflow.compile(_Gru(), device="vck190", example_input=x, calibration=x,
+        aieflow.compile(gru_classifier(), device="vck190", example_input=x, calibration=x,
                         config={"precision": "int16", "layers": {"rnn": types}})
-    ok = aieflow.compile(_Gru(), device="vck190", example_input=x, calibration=x,
+    ok = aieflow.compile(gru_classifier(), device="vck190", example_input=x, calibration=x,
                          config={"precision": "int16", "layers": {"rnn": {"weight": "fixed<16,40>", "accum": "fixed<32,-30>"}}})
     assert np.isfinite(ok.predict(x)).all()

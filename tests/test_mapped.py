@@ -13,7 +13,7 @@ import aieflow
 from aieflow.dag.emit import idents, lower
 from aieflow.mapped import Kernel, Link, MappedGraph, Plio, Port
 from aieflow.mapped.adf import statements
-from aieflow.model_zoo import torch_mlp
+from aieflow.model_zoo import residual_mlp, torch_mlp
 from aieflow.passes.emit import lower_chain
 
 
@@ -88,19 +88,10 @@ def test_the_chain_lowers_to_its_plan(device, dims, config):
     assert all(str(s) in d.files["src/graph.h"] for s in statements(g))
 
 
-class _Residual(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1, self.fc2 = torch.nn.Linear(32, 48), torch.nn.Linear(48, 32)
-
-    def forward(self, x):
-        return x + self.fc2(torch.relu(self.fc1(x)))
-
-
 def test_the_dag_lowers_to_its_plan():
     torch.manual_seed(0)
     x = np.random.default_rng(0).standard_normal((32, 32)).astype(np.float32)
-    d = aieflow.compile(_Residual().eval(), device="vek280", example_input=x[:4], calibration=x,
+    d = aieflow.compile(residual_mlp(32, 48), device="vek280", example_input=x[:4], calibration=x,
                         config={"precision": "int8", "batch": 8})
     g = lower(d.plan, d.placement, idents(d.plan), [])
     g.check()

@@ -24,7 +24,7 @@ from onnx_files import export_onnx
 
 import aieflow
 from aieflow import names
-from aieflow.model_zoo import cnn_classifier, espcn, qdq_mlp
+from aieflow.model_zoo import cnn_classifier, espcn, gru_classifier, qdq_mlp, residual_mlp
 
 needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -86,26 +86,6 @@ def _onnx(model, x, tmp_path):
     return onnx.load(str(path))
 
 
-class _Residual(torch.nn.Module):
-    def __init__(self, f=16, h=24):
-        super().__init__()
-        self.fc1, self.fc2 = torch.nn.Linear(f, h), torch.nn.Linear(h, f)
-
-    def forward(self, x):
-        return x + self.fc2(torch.relu(self.fc1(x)))
-
-
-class _Gru(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.rnn = torch.nn.GRU(4, 8, batch_first=True)
-        self.fc = torch.nn.Linear(8, 3)
-
-    def forward(self, x):
-        out, _ = self.rnn(x)
-        return self.fc(out[:, -1])
-
-
 def _mlp(dims):
     torch.manual_seed(0)
     layers = []
@@ -125,7 +105,7 @@ def _case(kind, tmp_path):
         return qdq_mlp([16, 24, 8]), x, kind.split("-")[1], {"batch": 8}, "Design"
     if kind == "dag":
         x = rng.standard_normal((16, 16)).astype(np.float32)
-        return _onnx(_Residual().eval(), x, tmp_path), x, "vek280", {"precision": "int16", "batch": 8}, "DagDesign"
+        return _onnx(residual_mlp(), x, tmp_path), x, "vek280", {"precision": "int16", "batch": 8}, "DagDesign"
     if kind == "cnn":
         x = rng.uniform(-1, 1, (8, 3, 32, 32)).astype(np.float32)
         return _onnx(cnn_classifier(), x, tmp_path), x, "vck190", {"precision": "int8"}, "CnnDesign"
@@ -134,7 +114,7 @@ def _case(kind, tmp_path):
         return _onnx(espcn(), x, tmp_path), x, "vck190", yaml.safe_load(THESIS_YAML.read_text()), "CnnDesign"
     if kind == "recurrent":
         x = rng.standard_normal((8, 5, 4)).astype(np.float32)
-        return _onnx(_Gru().eval(), x, tmp_path), x, "vck190", {"precision": "int16"}, "RecurrentDesign"
+        return _onnx(gru_classifier(), x, tmp_path), x, "vck190", {"precision": "int16"}, "RecurrentDesign"
     if kind == "streamed":
         x = rng.standard_normal((16, 16)).astype(np.float32) * 2
         return _onnx(_mlp([16, 32, 16, 8]), x, tmp_path), x, "vck190", {"precision": "int8"}, "SegmentedDesign"

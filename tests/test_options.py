@@ -12,17 +12,7 @@ from onnx_files import export_onnx
 import aieflow
 from aieflow.cli import main
 from aieflow.errors import ConfigError
-from aieflow.model_zoo import cnn_classifier
-
-
-class _Gru(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.rnn, self.fc = torch.nn.GRU(4, 8, batch_first=True), torch.nn.Linear(8, 3)
-
-    def forward(self, x):
-        return self.fc(self.rnn(x)[0][:, -1])
-
+from aieflow.model_zoo import cnn_classifier, gru_classifier
 
 IMG = np.random.default_rng(0).uniform(-1, 1, (4, 3, 32, 32)).astype(np.float32)
 SEQ = np.random.default_rng(0).standard_normal((4, 5, 4)).astype(np.float32)
@@ -38,14 +28,14 @@ def test_cnn_designs_refuse_options_they_would_ignore(key, value):
 def test_recurrent_designs_refuse_options_they_would_ignore(key, value):
     torch.manual_seed(0)
     with pytest.raises(ConfigError, match=f"config option '{key}' does not apply to recurrent designs"):
-        aieflow.compile(_Gru().eval(), device="vck190", example_input=SEQ, config={"precision": "int16", key: value})
+        aieflow.compile(gru_classifier(), device="vck190", example_input=SEQ, config={"precision": "int16", key: value})
     with pytest.raises(ConfigError, match=f"'{key}'"):
-        aieflow.explore(_Gru().eval(), device="vck190", example_input=SEQ, config={"precision": "int16", key: value})
+        aieflow.explore(gru_classifier(), device="vck190", example_input=SEQ, config={"precision": "int16", key: value})
 
 
 def test_options_a_kind_takes_still_work():
     torch.manual_seed(0)
-    d = aieflow.compile(_Gru().eval(), device="vck190", example_input=SEQ, config={"precision": "int16", "target": "latency"})
+    d = aieflow.compile(gru_classifier(), device="vck190", example_input=SEQ, config={"precision": "int16", "target": "latency"})
     assert d.exploration is not None
     c = aieflow.compile(cnn_classifier(), device="vck190", example_input=IMG, config={"precision": "int8", "cnn": {"replicas": 2}})
     assert c.plan.replicas == 2

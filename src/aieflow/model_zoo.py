@@ -143,3 +143,38 @@ def cnn_classifier(seed: int = 1):
     )
     head = nn.Sequential(nn.Flatten(), nn.Linear(24, 10))
     return nn.Sequential(OrderedDict(features=features, head=head)).eval()
+
+
+def residual_mlp(features: int = 16, hidden: int = 24, seed: int = 0):
+    """``x + fc2(relu(fc1(x)))``: the smallest DAG (fan-out and a residual Add)."""
+    import torch
+    from torch import nn
+
+    class ResidualMLP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1, self.fc2 = nn.Linear(features, hidden), nn.Linear(hidden, features)
+
+        def forward(self, x):
+            return x + self.fc2(torch.relu(self.fc1(x)))
+
+    torch.manual_seed(seed)
+    return ResidualMLP().eval()
+
+
+def gru_classifier(n_in: int = 4, n_h: int = 8, outputs: int = 3, layers: int = 1, seed: int = 0):
+    """A (stacked) GRU over ``[batch, steps, n_in]`` whose last step feeds one Linear layer."""
+    import torch
+    from torch import nn
+
+    class GruClassifier(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = nn.GRU(n_in, n_h, num_layers=layers, batch_first=True)
+            self.fc = nn.Linear(n_h, outputs)
+
+        def forward(self, x):
+            return self.fc(self.rnn(x)[0][:, -1])
+
+    torch.manual_seed(seed)
+    return GruClassifier().eval()
