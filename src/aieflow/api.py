@@ -87,6 +87,14 @@ def explore(
     if is_recurrent(state.graph):  # GRU / LSTM: the front of the recurrent mappings (docs/recurrent.md)
         refuse_unsupported(state.config, "recurrent")
         return explore_recurrent(model, front=_emulation(state))
+    from .cnn.api import is_cnn
+
+    if is_cnn(state.graph):  # the stream mappings the CNN search chooses among (cnn/directives.py)
+        from .cnn.directives import explore_stream
+        from .cnn.stages import lower
+
+        refuse_unsupported(state.config, "cnn")
+        return explore_stream(state.device, lower(state.graph), state.config)
     from .dag.api import is_dag
 
     if is_dag(state.graph):  # the DAG search chooses the batch (dag/search.py)

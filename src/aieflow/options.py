@@ -15,8 +15,6 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
     "cnn": {
         "batch": "a CNN design runs one frame per graph iteration on each replica; leave batch out "
                  "(copies of the design: cnn.replicas)",
-        "target": "the CNN mapping has no search over a target yet (its plan is the stream or thesis mapping); "
-                  "leave target out, and set cnn.replicas or per-layer mapping directives instead",
         "replicas": "CNN designs take their copies from cnn.replicas; write cnn: {replicas: N}",
     },
     "recurrent": {

@@ -17,11 +17,13 @@ layers:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from ..config import Config
 from ..devices import Device
 from ..errors import ConfigError, PlanError
+from ..passes.search import Exploration, Point, _prune, ranked
 from .perf import estimate
 from .plan import (
     CnnPlan,
@@ -92,21 +94,22 @@ def _group_options(stage: Stage, fixed: int | None) -> list[int]:
     return [g for g in range(1, min(o, 8) + 1) if o % g == 0 and (o // g) % r2 == 0]
 
 
-def stream_design(device: Device, stages: tuple[Stage, ...], config: Config, settings: dict[str, Any]) -> CnnPlan:
-    """The stream mapping the performance model picks: every combination of output-group counts
-    (divisors of each convolution's channels, at most one per array row), kept when every tile
-    fits its own memory; then as many replicas as the array and its PLIOs hold.  Best frames per
-    second wins; ties go to fewer tiles."""
+def stream_candidates(device: Device, stages: tuple[Stage, ...], config: Config,
+                      settings: dict[str, Any]) -> tuple[list[CnnPlan], PlanError | None]:
+    """Every legal stream mapping: each combination of output-group counts (divisors of each
+    convolution's channels, at most one per array row) whose tiles fit their memory, with the
+    config's replicas, or for ``auto`` as many as the array and its PLIOs hold (and, when the
+    config has a target, every power of two below that too); the first reason one failed."""
     fixed: dict[str, int | None] = {}
     for s in stages:
         d = _directives(config, s, _STREAM_KEYS, "stream")
         fixed[s.name] = _int(d["groups"], f"layers.{s.name}.mapping.groups") if "groups" in d else None
     options = [(s.name, _group_options(s, fixed[s.name])) for s in stages]
-    best: tuple[float, int, CnnPlan] | None = None
+    plans: list[CnnPlan] = []
     first_error: PlanError | None = None
 
     def walk(i: int, chosen: dict[str, int]) -> None:
-        nonlocal best, first_error
+        nonlocal first_error
         if i == len(options):
             try:
                 plan = stream_plan(device, stages, chosen, 1)
@@ -114,24 +117,76 @@ def stream_design(device: Device, stages: tuple[Stage, ...], config: Config, set
             except PlanError as e:
                 first_error = first_error or e
                 return
-            reps = max_replicas(plan) if settings["replicas"] == "auto" else settings["replicas"]
-            plan = CnnPlan("stream", device, stages, plan.layers, reps, settings["mover_clock_hz"])
-            if settings["replicas"] != "auto" and reps > max_replicas(plan):
-                first_error = first_error or PlanError(f"{reps} replicas do not fit the array (at most {max_replicas(plan)})")
-                return
-            fps = estimate(plan).fps
-            key = (fps, -plan.tiles)
-            if best is None or key > (best[0], best[1]):
-                best = (fps, -plan.tiles, plan)
+            most = max_replicas(plan)
+            if settings["replicas"] != "auto":
+                reps = [settings["replicas"]]
+                if reps[0] > most:
+                    first_error = first_error or PlanError(f"{reps[0]} replicas do not fit the array (at most {most})")
+                    return
+            elif targeted(config):
+                reps = sorted({most, *(1 << k for k in range(most.bit_length()) if 1 << k <= most)})
+            else:
+                reps = [most]
+            plans.extend(CnnPlan("stream", device, stages, plan.layers, r, settings["mover_clock_hz"]) for r in reps)
             return
         name, opts = options[i]
         for g in opts:
             walk(i + 1, {**chosen, name: g} if g else chosen)
 
     walk(0, {})
-    if best is None:
+    return plans, first_error
+
+
+def targeted(config: Config) -> bool:
+    """Whether the user gave a target (``resources`` too): then it ranks the candidates; without
+    one the stream mapping keeps the most frames per second."""
+    return "target" in config.given or config.target.searched
+
+
+def _pick(points: list[Point], config: Config) -> Point:
+    if targeted(config):
+        return ranked(tuple(points), config.target)[0]
+    return max(points, key=lambda p: (1 / p.sample_interval_ns, -p.tiles))
+
+
+def plan_point(plan: CnnPlan) -> Point:
+    """The plan as a point of the search (``passes.search``): tiles, latency, interval and the
+    layers' rectangles; a batch is one frame per replica."""
+    e = estimate(plan)
+    shape = tuple((lay.stage, lay.cas_len, lay.cas_num) for lay in plan.layers)
+    return Point(plan.tiles, e.latency_s * 1e9, e.interval_s * 1e9, shape, 1, plan.replicas)
+
+
+def stream_design(device: Device, stages: tuple[Stage, ...], config: Config, settings: dict[str, Any]) -> CnnPlan:
+    """The stream mapping: without a target the performance model's best frames per second (ties
+    to fewer tiles); with one, ``passes.search.ranked`` picks among every candidate by the target
+    (fewest tiles, latency, interval per frame, budgets), as for chains and DAGs."""
+    plans, first_error = stream_candidates(device, stages, config, settings)
+    if not plans:
         raise first_error or PlanError("no stream mapping fits")
-    return best[2]
+    points = [plan_point(p) for p in plans]
+    return plans[points.index(_pick(points, config))]
+
+
+def explore_stream(device: Device, stages: tuple[Stage, ...], config: Config) -> Exploration:
+    """``aieflow explore`` for a CNN: the Pareto front (tiles, latency, interval per frame) of the
+    stream mappings ``compile`` chooses among, and the target's pick; each point's figures are the
+    design estimate (``cnn.perf.estimate``) of that very plan."""
+    settings = design_settings(config)
+    _check_device(device, stages)
+    if settings["mapping"] != "stream":
+        raise ConfigError("explore searches the stream mapping; the thesis mapping is fixed by its directives",
+                          hint="leave cnn.mapping out (stream) to explore")
+    # every replica count is a candidate on the front; the pick is compile's (the target's, or
+    # without one the most frames per second)
+    wide = replace(config, given=config.given | {"target"})
+    plans, first_error = stream_candidates(device, stages, wide, settings)
+    if not plans:
+        raise first_error or PlanError("no stream mapping fits")
+    points = [plan_point(p) for p in plans]
+    key = lambda p: (p.tiles, p.latency_ns, p.sample_interval_ns)  # noqa: E731
+    front = tuple(sorted(_prune(list(points), key), key=key))
+    return Exploration(config.target, front, _pick(points, config), len(points), (1,))
 
 
 # ------------------------------------------------------------------------------- thesis
@@ -207,12 +262,19 @@ def thesis_design(device: Device, stages: tuple[Stage, ...], config: Config, set
     return plan
 
 
-def make_plan(device: Device, stages: tuple[Stage, ...], config: Config) -> CnnPlan:
-    settings = design_settings(config)
+def _check_device(device: Device, stages: tuple[Stage, ...]) -> None:
     if "fp32" not in device.generation.float_types and any(s.is_float for s in stages):
         raise PlanError(f"fp32 convolutions need AIE1 (vck190); {device.key} has {device.generation.name}",
                         hint="use device vck190, or an integer precision")
+
+
+def make_plan(device: Device, stages: tuple[Stage, ...], config: Config) -> CnnPlan:
+    settings = design_settings(config)
+    _check_device(device, stages)
     if settings["mapping"] == "thesis":
+        if config.target.searched:
+            raise ConfigError("config option 'target' does not apply to the thesis mapping: its directives fix the "
+                              "design", hint="leave target out, or use cnn.mapping stream")
         return thesis_design(device, stages, config, settings)
     return stream_design(device, stages, config, settings)
 
