@@ -129,3 +129,13 @@ def test_the_cli_refuses_a_changed_design_and_no_check_says_what_it_skips(design
     assert main([*args, "--no-check"]) == 0
     assert "integrity check skipped (--no-check)" in capsys.readouterr().err
     assert np.load(tmp_path / "y.npy").shape == (4, 8)
+
+
+@pytest.mark.parametrize("outside", ["/etc/hostname", "../elsewhere.h", "project/../../elsewhere.h"])
+def test_a_record_naming_a_file_outside_the_design_is_refused(designs, tmp_path, outside):
+    out = designs["chain"].save(tmp_path / "c")
+    meta = json.loads((out / "design.json").read_text())
+    meta["integrity"]["files"][outside] = "0" * 64  # the record is not covered by its own hash
+    (out / "design.json").write_text(json.dumps(meta))
+    with pytest.raises(aieflow.AieflowError, match="names a file outside the design"):
+        aieflow.load(out)
