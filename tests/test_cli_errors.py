@@ -89,7 +89,7 @@ def _bad_cases(tmp_path):
     w = numpy_helper.from_array(np.ones((8, 8), dtype=np.float32), "w")
     sig = helper.make_model(
         helper.make_graph(
-            [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"), helper.make_node("Sigmoid", ["h"], ["y"], name="my_sigmoid")],
+            [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"), helper.make_node("Softsign", ["h"], ["y"], name="my_softsign")],
             "g", [x], [y], [w],
         ),
         opset_imports=[helper.make_opsetid("", 17)],
@@ -100,7 +100,7 @@ def _bad_cases(tmp_path):
         opset_imports=[helper.make_opsetid("", 17)],
     )
     paths = {}
-    for name, m in (("sigmoid", sig), ("dynamic", dyn)):
+    for name, m in (("softsign", sig), ("dynamic", dyn)):
         paths[name] = tmp_path / f"{name}.onnx"
         onnx.save(m, paths[name])
     paths["corrupt"] = tmp_path / "corrupt.onnx"
@@ -114,7 +114,7 @@ def _bad_cases(tmp_path):
 @pytest.mark.parametrize(
     "case,extra,expect",
     [
-        ("sigmoid", [], ["my_sigmoid", "Sigmoid"]),
+        ("softsign", [], ["my_softsign", "Softsign"]),
         ("dynamic", [], ["features"]),
         ("corrupt", [], ["cannot read ONNX"]),
         ("huge", ["--device", "vek280"], ["do not fit", "hint"]),  # vck190 streams it (gemm/dense.py)

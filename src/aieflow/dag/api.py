@@ -16,12 +16,13 @@ from .emit import emit_dag
 from .plan import DagPlan, plan_dag
 from .search import search_dag
 
-DAG_OPS = ("add", "layernorm", "transpose", "concat", "slice")
+DAG_OPS = ("add", "layernorm", "transpose", "concat", "slice", "activation", "softmax")
 
 
 def is_dag(graph: Graph) -> bool:
-    """Whether the (front end's) graph is not a chain: it has an Add, LayerNorm or data-movement
-    view, or a tensor that feeds several nodes (then the DAG mapping compiles it)."""
+    """Whether the (front end's) graph is not a chain of Dense layers: it has an Add, LayerNorm,
+    standalone activation or softmax, or data-movement view, or a tensor that feeds several nodes
+    (then the DAG mapping compiles it)."""
     if any(n.op in DAG_OPS for n in graph.nodes):
         return True
     readers: dict[str, int] = {}

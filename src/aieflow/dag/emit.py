@@ -58,11 +58,16 @@ def _acc_for_add(t) -> str:
     return "acc32" if bits <= 32 else "acc64"
 
 
-def rows_infos(plan: DagPlan, ids: dict[str, str]) -> tuple[list[dict], list[dict]]:
-    adds, norms = [], []
+# the kernel class of each rows op (templates/dag/dag_kernels.h)
+ROWS_CLASS = {"add": "ResidualAdd", "layernorm": "LayerNorm", "activation": "Activation", "softmax": "Softmax"}
+
+
+def rows_infos(plan: DagPlan, ids: dict[str, str]) -> dict[str, list[dict]]:
+    """Each rows kernel's layers.h configuration, by kind: adds, norms, acts, softmaxes."""
+    adds, norms, acts, softmaxes = [], [], [], []
     for name in plan.compute:
         node = plan.node(name)
-        if node.op not in ("add", "layernorm"):
+        if node.op not in ROWS_CLASS:
             continue
         rp = plan.rows[name]
         t = node.types
@@ -74,10 +79,19 @@ def rows_infos(plan: DagPlan, ids: dict[str, str]) -> tuple[list[dict], list[dic
             adds.append({**common, "ta": t.a.c_type, "tb": t.b.c_type, "acc": _acc_for_add(t),
                          "shift_a": t.shift_a, "shift_b": t.shift_b,
                          "types_text": f"a {t.a}, b {t.b}, out {t.output}"})
-        else:
+        elif node.op == "layernorm":
             norms.append({**common, "ti": t.input.c_type, "eps": t.eps_code,
                           "types_text": f"in {t.input}, gamma {t.gamma}, out {t.output}"})
-    return adds, norms
+        elif node.op == "activation":
+            acts.append({**common, "ti": t.input.c_type, "function": node.attrs["function"], "variant": t.variant,
+                         "table": int(node.params["table"].size), "min": t.input.min_code, "seg": t.segment_bits,
+                         "lo": t.output.min_code, "hi": t.output.max_code,
+                         "types_text": f"in {t.input}, out {t.output}"})
+        else:
+            softmaxes.append({**common, "ti": t.input.c_type, "table": t.table_size, "sd": t.index_shift,
+                              "fo": t.output.frac, "hi": t.output.max_code,
+                              "types_text": f"in {t.input}, out {t.output}"})
+    return {"adds": adds, "norms": norms, "acts": acts, "softmaxes": softmaxes}
 
 
 def _transposes(plan: DagPlan, name: str) -> list[dict[str, Any]]:
@@ -147,8 +161,9 @@ def lower(plan: DagPlan, placement: Placement, ids: dict[str, str], headers: lis
                         links.append(Link("cascade", Port(var, "out", 0), Port(tile_var(ident, r, c + 1), "in", 1)))
         else:
             rp = plan.rows[name]
-            cls = "ResidualAdd" if node.op == "add" else "LayerNorm"
-            args = () if node.op == "add" else (f"aieflow_design::{ident}_gamma", f"aieflow_design::{ident}_beta")
+            cls = ROWS_CLASS[node.op]
+            args = {"add": (), "layernorm": (f"aieflow_design::{ident}_gamma", f"aieflow_design::{ident}_beta")}.get(
+                node.op, (f"aieflow_design::{ident}_table",))
             size = rp.rows_per_part * rp.features
             for i in range(rp.parts):
                 kernels.append(Kernel(part_var(ident, i), name, f"aieflow::{cls}<aieflow_design::{ident}_cfg>", args,
@@ -215,7 +230,7 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
             files[f"src/kernels/{ident}.cc"] = CHAIN_ENV.get_template("layer_kernel.cc.j2").render(version=version, L=L)
             classes += [f"aieflow::{role}<aieflow_design::{L['cfg']}>" for role in L["roles"]]
         else:
-            cls = "ResidualAdd" if node.op == "add" else "LayerNorm"
+            cls = ROWS_CLASS[node.op]
             files[f"src/kernels/{ident}.cc"] = _ENV.get_template("rows_kernel.cc.j2").render(
                 version=version, name=name, cls=cls, cfg=f"{ident}_cfg")
             classes.append(f"aieflow::{cls}<aieflow_design::{ident}_cfg>")
@@ -226,7 +241,15 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
                     version=version, name=name, ident=ident, n=len(g), gamma_type=t.gamma, beta_type=t.beta,
                     gamma_text=_c_array(np.asarray(g), t.gamma), beta_text=_c_array(np.asarray(b), t.beta))
                 headers.append(f"weights/{ident}_ln.h")
-    adds, norms = rows_infos(plan, ids)
+            elif node.op in ("activation", "softmax"):
+                table = np.asarray(node.params["table"])
+                what = (f"{node.attrs['function']} ({node.types.variant}) table" if node.op == "activation"
+                        else "softmax exp table (2^15 = 1)")
+                files[f"src/weights/{ident}_table.h"] = _ENV.get_template("table_params.h.j2").render(
+                    version=version, name=name, ident=ident, n=len(table), what=what,
+                    table_text=_c_array(table, FixedType(32, 0, True)))
+                headers.append(f"weights/{ident}_table.h")
+    rows = rows_infos(plan, ids)
     mapped = lower(plan, placement, ids, headers)
     tin = plan.graph.tensors[plan.graph.inputs[0]].dtype
     tout = plan.graph.tensors[plan.graph.outputs[0]].dtype
@@ -245,7 +268,7 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
         nodes.append({"name": name, "op": node.op, "tiles": plan.tiles_of(name), "what": what})
     ctx = dict(
         version=version, device=device, graph_class=graph_class, graph_var="g", tiles=mapped.kernels,
-        memtiles=mapped.buffers, plio_in=plio_in, plio_out=plio_out, dense=dense_infos, adds=adds, norms=norms,
+        memtiles=mapped.buffers, plio_in=plio_in, plio_out=plio_out, dense=dense_infos, **rows,
         headers=headers, classes=classes, plio_bits=PLIO_BITS, iterations=iterations, batch=plan.batch, nodes=nodes,
         platform_hint=device.vitis_platform,
     )

@@ -4,7 +4,7 @@ others), the first-output latency the longest path through the stage graph.
 
 Dense kernels use the chain's cycle model unchanged (``perf/simulate.kernel_stage``), memory-tile
 and PLIO transfers the chain's movement model (``perf/movement``).  The residual Add and LayerNorm
-kernels have no published figure: their cycle counts below are **assumed** constants (each says
+kernels (and the activation and softmax kernels) have no published figure: their cycle counts below are **assumed** constants (each says
 why), so their stages are the least certain part of the estimate.
 
 Limit of the closed form: a residual's skip path is buffered in its own memory tile with two
@@ -56,6 +56,19 @@ def layernorm_vectorised(features: int, in_bytes: int, out_bytes: int) -> bool:
     """Whether ``dag_kernels.h`` LayerNorm takes its vector path (its ``VEC`` condition)."""
     return features % 16 == 0 and (features * in_bytes) % 32 == 0 and (features * out_bytes) % 32 == 0 \
         and features < 32768
+# Activation (dag_kernels.h Activation), scalar: per element a load, the index arithmetic, a
+# data-dependent table load and a store.  Assumed (no published figure): 4 cycles per element for
+# a full table, 12 for the interpolation (a 64-bit multiply, emulated with 32-bit scalar
+# multiplies, a shift and the clamp on top).
+ACT_TABLE_CYCLES = 4
+ACT_INTERP_CYCLES = 12
+# Softmax (dag_kernels.h Softmax), scalar: per element 2 cycles for the row maximum, 4 for the
+# table lookup and the sum, 8 for the 64-bit multiply, shift, clamp and store; per row 300 for the
+# 64-bit software divide.  Assumed (no published figure).
+SM_MAX_CYCLES = 2
+SM_EXP_CYCLES = 4
+SM_OUT_CYCLES = 8
+SM_ROW_CYCLES = 300
 CALL_CYCLES = 16  # as perf/kernel.py's call_cycles (assumed there)
 # An in-memory transpose of a port's block (dag_kernels.h transpose_block: a scalar load and a
 # scalar store per element, on separate slots, plus address arithmetic).  Assumed: 2 cycles per
@@ -109,6 +122,10 @@ def rows_kernel_cycles(plan: DagPlan, name: str) -> float:
     ports = 3 if rp.op == "add" else 2
     if rp.op == "add":
         body = math.ceil(elems / 16) * ADD_CYCLES_PER_VECTOR
+    elif rp.op == "activation":
+        body = elems * (ACT_INTERP_CYCLES if plan.node(name).types.segment_bits else ACT_TABLE_CYCLES)
+    elif rp.op == "softmax":
+        body = elems * (SM_MAX_CYCLES + SM_EXP_CYCLES + SM_OUT_CYCLES) + rp.rows_per_part * SM_ROW_CYCLES
     else:
         vectors = math.ceil(rp.features / 16) * rp.rows_per_part
         t = plan.node(name).types

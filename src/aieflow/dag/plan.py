@@ -5,8 +5,10 @@ rows per sample, ``F`` features; a vector sample has ``R = 1``).  Nodes:
 
 * ``dense``: the chain's Dense plan (``ops/dense.plan``) with ``B * R`` as its batch, so the
   same ``dense.h`` kernel, packing and cycle model serve each Dense segment unchanged;
-* ``add`` / ``layernorm``: :class:`RowsPlan`, the rows split over ``parts`` tiles (one kernel
-  each, row-major buffers); the fewest parts whose footprint fits a tile;
+* ``add`` / ``layernorm`` / ``activation`` / ``softmax``: :class:`RowsPlan`, the rows split over
+  ``parts`` tiles (one kernel each, row-major buffers): an Add or an element-wise activation on the
+  fewest parts whose footprint fits a tile, a LayerNorm or softmax (scalar per-row work) on as
+  many as the memory tile's channels allow;
 * ``transpose`` (perm (1, 0) of a 2-D sample): no kernel; the read side of the memory-tile link
   walks the producer's buffer transposed (``dag/links.py``), or, for 8- / 16-bit data (the DMAs
   address 32-bit words), an Add / LayerNorm next to it transposes in its memory
@@ -33,8 +35,8 @@ from ..ops.base import PlanContext
 from ..ops.dense import DensePlan, with_out_panel
 from ..ops.registry import family
 
-COMPUTE_OPS = ("dense", "add", "layernorm")
-ROWS_OPS = ("add", "layernorm")
+COMPUTE_OPS = ("dense", "add", "layernorm", "activation", "softmax")
+ROWS_OPS = ("add", "layernorm", "activation", "softmax")
 ALIGN = 32
 
 
@@ -167,8 +169,8 @@ def source(graph: Graph, tensor: str, reader: str) -> Operand:
                     hint="use aieflow.emulate(model, ...) for bit-exact predictions of this model")
         return Operand(tensor, None, parts=parts)
     raise PlanError(
-        f"{p.op} nodes are not mapped by the DAG path (it maps Dense, residual Add, LayerNorm and "
-        "Transpose (1, 0) / feature Concat / Slice views)", layer=p.name,
+        f"{p.op} nodes are not mapped by the DAG path (it maps Dense, residual Add, LayerNorm, activations, "
+        "softmax and Transpose (1, 0) / feature Concat / Slice views)", layer=p.name,
         hint=f"use aieflow.emulate(model, ...) for bit-exact predictions; '{reader}' reads it",
     )
 
@@ -179,7 +181,7 @@ class DagPlan:
     graph: Graph  # Dense nodes carry their DensePlan
     compute: tuple[str, ...]  # compute nodes, topological order
     operands: Mapping[str, tuple[Operand, ...]]
-    rows: Mapping[str, RowsPlan]  # add / layernorm nodes
+    rows: Mapping[str, RowsPlan]  # add / layernorm / activation / softmax nodes
     output: Operand  # what the output PLIO reads
     links: tuple = ()  # dag.links.DagLink, filled by links.make_links
 
@@ -221,6 +223,9 @@ def rows_memory(node: Node, rows_per_part: int, features: int, device: Device) -
         return io + reserved
     t = node.types
     io = 2 * _aligned(rows_per_part * features * _bytes(t.input)) + 2 * _aligned(rows_per_part * features * _bytes(t.output))
+    if node.op in ("activation", "softmax"):  # the int32 table (+ softmax: one row of exp values)
+        table = _aligned(4 * int(node.params["table"].size))
+        return io + table + (_aligned(4 * features) if node.op == "softmax" else 0) + reserved
     lanes = -(-features // 16) * 16
     params = _aligned(features * 2) + _aligned(features * 8) + 2 * _aligned(lanes * 4)
     return io + params + reserved
@@ -322,10 +327,10 @@ def _plan_rows(node: Node, graph: Graph, batch: int, device: Device) -> RowsPlan
         mem = rows_memory(node, rp, f, device)
         if mem <= gen.data_memory_bytes:
             best = RowsPlan(node.op, parts, rows, r, f, mem)
-            # Add: the fewest tiles that fit (a vector kernel, rarely the slowest stage);
-            # LayerNorm: as many as the memory tile's channels allow (its per-row square root and
+            # Add, activation: the fewest tiles that fit (rarely the slowest stage); LayerNorm,
+            # softmax: as many as the memory tile's channels allow (their per-row square root /
             # divide are scalar)
-            if node.op == "add":
+            if node.op in ("add", "activation"):
                 break
     if best is None:
         rp = rows // min(rows, channels)
@@ -372,7 +377,7 @@ def plan_dag(graph: Graph, device: Device, config: Config) -> DagPlan:
                                 "and Slice are)",
                                 layer=node.name, hint="use aieflow.emulate(model, ...) for bit-exact predictions")
             raise PlanError(f"{node.op} layers have no AI Engine kernel in the DAG path (it maps Dense, residual "
-                            "Add, LayerNorm, Transpose)", layer=node.name,
+                            "Add, LayerNorm, activations, softmax, Transpose)", layer=node.name,
                             hint="use aieflow.emulate(model, ...) for bit-exact predictions")
         operands[node.name] = tuple(source(graph, t, node.name) for t in node.inputs)
         compute.append(node.name)

@@ -32,6 +32,7 @@ from onnx import numpy_helper
 from ..errors import ConfigError, ModelError, UnsupportedOpError
 from ..ir import Graph, ImportedModel, Node, QuantHints, Tensor, frozen_map
 from ..numerics.types import FixedType, Rounding, Saturation
+from .onnx_activation import ACTIVATION_OPS, OnnxActivationMixin, rewrite_patterns
 from .onnx_conv import CONV_OPS, OnnxConvMixin
 from .onnx_recurrent import MOVEMENT_OPS, RECURRENT_OPS, Moved, OnnxRecurrentMixin
 
@@ -55,6 +56,7 @@ SUPPORTED_ONNX_OPS: tuple[str, ...] = (
     "MatMul with a constant on [rows, features] per sample (token / channel mixing)",
     "LayerNormalization (last axis)",
     *CONV_OPS,
+    *ACTIVATION_OPS,
 )
 
 # Domains whose QuantizeLinear / DequantizeLinear have the standard semantics.
@@ -368,7 +370,7 @@ def _prod(shape: Sequence[int]) -> int:
 # ------------------------------------------------------------------------------------- importer
 
 
-class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin):
+class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin):
     def __init__(
         self, proto: onnx.ModelProto, label: str, example_input_shape: tuple[int, ...] | None
     ):
@@ -1211,6 +1213,7 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin):
     # -- driver ---------------------------------------------------------------------------------
 
     def run(self) -> ImportedModel:
+        self.g = rewrite_patterns(self.g)
         self._assign_names()
         graph_input = self._read_inputs()
         todo: list[int] = []
@@ -1247,6 +1250,7 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin):
             **dict.fromkeys(MOVEMENT_OPS, self.move),
             **dict.fromkeys(RECURRENT_OPS, self.recurrent),
             **self.conv_converters(),
+            **self.activation_converters(),
         }
         for i in todo:  # control flow first: what feeds a Loop would otherwise be reported instead
             node = self.g.node[i]

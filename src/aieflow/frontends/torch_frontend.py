@@ -15,6 +15,9 @@ import numpy as np
 
 from ..errors import ConfigError, ModelError, UnsupportedOpError
 from ..ir import Graph, ImportedModel, Node, QuantHints, Tensor, frozen_map
+from .torch_activation import SUPPORTED_FUNCTIONS as _ACT_FUNCTIONS
+from .torch_activation import SUPPORTED_MODULES as _ACT_MODULES
+from .torch_activation import ActivationMixin
 from .torch_conv import SUPPORTED_FUNCTIONS as _CONV_FUNCTIONS
 from .torch_conv import SUPPORTED_MODULES as _CONV_MODULES
 from .torch_conv import ConvMixin
@@ -33,6 +36,7 @@ SUPPORTED_TORCH_MODULES: tuple[str, ...] = (
     "nn.Sequential (nesting)",
     "nn.LayerNorm (over the last dimension)",
     *_CONV_MODULES,
+    *_ACT_MODULES,
 )
 SUPPORTED_TORCH_FUNCTIONS: tuple[str, ...] = (
     "F.relu / torch.relu / Tensor.relu",
@@ -47,6 +51,7 @@ SUPPORTED_TORCH_FUNCTIONS: tuple[str, ...] = (
     "Tensor.transpose / Tensor.permute / torch.transpose (batch kept as dimension 0)",
     "F.layer_norm (over the last dimension, parameter weight and bias)",
     *_CONV_FUNCTIONS,
+    *_ACT_FUNCTIONS,
 )
 
 _SUPPORTED_TEXT = (
@@ -165,7 +170,7 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0]
 
 
-class _Converter(RecurrentMixin, ConvMixin):
+class _Converter(RecurrentMixin, ConvMixin, ActivationMixin):
     def __init__(self, torch, gm, batch: int, model_name: str):
         self.torch = torch
         self.F = torch.nn.functional
@@ -298,7 +303,7 @@ class _Converter(RecurrentMixin, ConvMixin):
             raise UnsupportedOpError(
                 f"module '{path}' ({kind}) must be called with a single tensor"
             )
-        if self.conv_module(fx_node, path, mod, x):
+        if self.conv_module(fx_node, path, mod, x) or self.activation_module(fx_node, path, mod, x):
             return
         if isinstance(mod, nn.Linear):
             self._dense(fx_node, path, x, mod.weight, mod.bias)
@@ -360,7 +365,7 @@ class _Converter(RecurrentMixin, ConvMixin):
             return
         if self._shape(fx_node) is None and fn in _SHAPE_FUNCTIONS:
             return  # a shape query (x.shape[0]...); consumed by a reshape, whose shape we know
-        if self.conv_function(fx_node, fn, name):
+        if self.conv_function(fx_node, fn, name) or self.activation_function(fx_node, fn, name):
             return
         if fn in (F.relu, torch.relu, torch.relu_):
             self._emit(fx_node, name, "relu", self._input(fx_node.args[0], name))
@@ -403,7 +408,7 @@ class _Converter(RecurrentMixin, ConvMixin):
         x = self._input(fx_node.args[0], name)
         if method in ("transpose", "swapaxes", "swapdims", "permute") and self.maybe_time_major_view(fx_node, method, x):
             return
-        if self.conv_method(fx_node, method, name, x):
+        if self.conv_method(fx_node, method, name, x) or self.activation_method(fx_node, method, name, x):
             return
         if method in ("relu", "relu_"):
             self._emit(fx_node, name, "relu", x)

@@ -79,6 +79,8 @@ _OWN_PATH = {
     "avgpool": ("AvgPool", _CNN),
     "add": ("Add", _DAG),
     "layernorm": ("LayerNorm", _DAG),
+    "activation": ("Activation", _DAG),
+    "softmax": ("Softmax", _DAG),
 }
 
 

@@ -7,6 +7,7 @@ from types import MappingProxyType
 
 from ..errors import UnsupportedOpError
 from ..ir import Graph
+from .activation import ACTIVATION, SOFTMAX
 from .add import ADD
 from .base import OpFamily
 from .conv import CONV2D, PRELU, TANH
@@ -37,13 +38,16 @@ OP_FAMILIES: Mapping[str, OpFamily] = MappingProxyType(
         "transpose": TRANSPOSE,
         "concat": CONCAT,
         "slice": SLICE,
+        "activation": ACTIVATION,
+        "softmax": SOFTMAX,
     }
 )
 
 # Families that import and emulate but have no AI Engine mapping yet: their ``plan`` raises a
 # PlanError naming the layer (aieflow.emulate runs models that contain them).
 EMULATION_ONLY: frozenset[str] = frozenset(
-    {"gru", "lstm", "conv2d", "pixel_shuffle", "maxpool", "avgpool", "add", "layernorm", "transpose", "concat", "slice"}
+    {"gru", "lstm", "conv2d", "pixel_shuffle", "maxpool", "avgpool", "add", "layernorm", "transpose", "concat", "slice",
+     "activation", "softmax"}
 )
 
 

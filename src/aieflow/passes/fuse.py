@@ -1,5 +1,6 @@
 """Fold bias adds and ReLUs into the dense layer before them (one kernel does all three), and a
-ReLU / Tanh / PReLU into the convolution before it."""
+ReLU / Tanh / PReLU into the convolution before it; a ReLU / Tanh left standing becomes an
+``activation`` layer."""
 
 from __future__ import annotations
 
@@ -59,9 +60,18 @@ def fuse(graph: Graph, hints: QuantHints) -> tuple[Graph, QuantHints]:
             changed = True
             break
     _fuse_conv_activations(graph, nodes, tensors, tensor_hints)
+    nodes = [standalone_activation(n) for n in nodes]
     out = graph.with_nodes(nodes, tensors)
     out.validate()
     return out, QuantHints(frozen_map(tensor_hints), hints.params)
+
+
+def standalone_activation(node: Node) -> Node:
+    """A ReLU / Tanh that no Dense / Conv before it absorbed becomes an ``activation`` layer of its
+    own (``ops/activation.py``), which the DAG mapping gives a kernel."""
+    if node.op in ("relu", "tanh"):
+        return node.evolve(op="activation", attrs=dict(node.attrs, function=node.op))
+    return node
 
 
 def _fuse_conv_activations(graph: Graph, nodes: list[Node], tensors: dict, tensor_hints: dict) -> None:

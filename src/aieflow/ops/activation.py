@@ -1,0 +1,344 @@
+"""Element-wise activations and softmax as layers of their own (issue 17, item 5).
+
+``activation`` nodes carry ``attrs["function"]`` (one of :data:`FUNCTIONS`) and its parameters
+(``alpha``, ``beta``, ``min``, ``max``); ``softmax`` nodes normalise over the last axis.  A ReLU /
+Tanh right after a Dense / Conv is still fused into that kernel (``passes/fuse.py``); whatever is
+left becomes one of these nodes and, on AIE-ML / AIE-MLv2, a kernel of its own in the DAG mapping
+(``dag/``, ``templates/dag/dag_kernels.h`` ``Activation`` / ``Softmax``).
+
+Fixed point: what the kernel computes, bit for bit (the emulation below is the definition; the
+tests check it against an independent float64 reference):
+
+* **table** (8-bit inputs, every function): ``y = T[x - min_code]``, one entry per input code,
+  ``T[c] = Q_out(f(c 2^-frac_in))`` with ``Q_out`` the output type's rounding and saturation: the
+  exactly rounded function (variant ``exact``), or, with ``activations: {sigmoid: hls4ml}`` (or a
+  custom table, sigmoid / tanh), hls4ml's lookup table read at hls4ml's index and its entry
+  rounded into the output type (variant ``hls4ml`` / ``table``).
+* **interpolated** (16-bit inputs): ``K = 2^10`` segments of ``2^SEG`` codes (``SEG = width - 10``),
+  knots ``V_k = round_half_even(f((min_code + k 2^SEG) 2^-frac_in) 2^frac_out)`` (``k = 0..K``,
+  clamped to +-2^30); ``u = x - min_code``, ``i = u >> SEG``, ``r = u mod 2^SEG``,
+  ``y = sat(V_i + ((V_(i+1) - V_i) r + 2^(SEG-1)) >> SEG)`` (arithmetic shift: floor).
+* **softmax** (last axis, 8- or 16-bit input): per row ``m = max x``, ``d_i = m - x_i``,
+  ``e_i = E[min(d_i >> SD, n_E - 1)]`` with ``E[k] = round_half_even(exp(-t_k 2^-frac_in) 2^15)``
+  (``t_k = k`` when ``SD = 0``, the bucket midpoint ``k 2^SD + 2^(SD-1)`` otherwise;
+  ``SD = max(0, frac_in - 8)``; the table ends at its first zero entry), ``S = sum e_i``,
+  ``inv = floor((2^46 + floor(S / 2)) / S)``,
+  ``y_i = min(HI, (e_i inv + 2^(45 - frac_out)) >> (46 - frac_out))``.  All in int64 without
+  overflow (``e <= 2^15``, ``S < 2^28``, ``inv < 2^32``).  The output type defaults to
+  ``frac = width - 1`` (1.0 saturates to the largest code), whatever the calibration data.
+
+Float precisions (fp32 / bf16) compute ``f`` in float64 and round to float32 (then bf16): an
+emulation only; the DAG mapping generates fixed-point kernels.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..config import PRECISIONS
+from ..errors import ConfigError, ModelError, PlanError
+from ..ir import Node
+from ..numerics import fixed
+from ..numerics.types import FixedType, FloatType, NumericType, Rounding, Saturation, parse_type
+from . import activations as tables
+from .base import OpFamily, QuantContext, not_mapped
+
+# function -> (its parameters with defaults, a one-line description)
+FUNCTIONS: dict[str, tuple[dict[str, float], str]] = {
+    "relu": ({}, "max(x, 0)"),
+    "sigmoid": ({}, "1 / (1 + exp(-x))"),
+    "tanh": ({}, "tanh(x)"),
+    "gelu": ({}, "x Phi(x) (erf form)"),
+    "gelu_tanh": ({}, "GELU, tanh approximation"),
+    "leaky_relu": ({"alpha": 0.01}, "x if x >= 0 else alpha x"),
+    "elu": ({"alpha": 1.0}, "x if x > 0 else alpha (exp(x) - 1)"),
+    "hard_sigmoid": ({"alpha": 1 / 6, "beta": 0.5}, "clip(alpha x + beta, 0, 1)"),
+    "hard_swish": ({}, "x clip(x / 6 + 1 / 2, 0, 1)"),
+    "silu": ({}, "x sigmoid(x)"),
+    "clip": ({"min": 0.0, "max": 6.0}, "clip(x, min, max) (ReLU6, Hardtanh)"),
+}
+SEGMENT_BITS = 10  # 16-bit inputs: 2^10 interpolation segments
+EXP_BITS = 15  # softmax: exp table entries have 15 fractional bits (E[0] = 2^15)
+RECIP_BITS = 46  # softmax: reciprocal 2^46 / S
+KNOT_LIMIT = 1 << 30
+_WIDTH = {"i8": 8, "i16": 16}
+
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+def float32(params) -> dict[str, float]:
+    """Function parameters as the float32 values a model computes with (both frontends)."""
+    return {k: float(np.float32(v)) for k, v in params.items()}
+
+
+def evaluate(function: str, attrs, x: np.ndarray) -> np.ndarray:
+    """``f(x)`` in float64 (the reference every variant rounds)."""
+    x = np.asarray(x, dtype=np.float64)
+    a = {**FUNCTIONS[function][0], **{k: float(v) for k, v in attrs.items() if k in FUNCTIONS[function][0]}}
+    with np.errstate(over="ignore"):
+        if function == "relu":
+            return np.maximum(x, 0.0)
+        if function == "sigmoid":
+            return 1.0 / (1.0 + np.exp(-x))
+        if function == "tanh":
+            return np.tanh(x)
+        if function == "gelu":
+            return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)).astype(np.float64))
+        if function == "gelu_tanh":
+            return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+        if function == "leaky_relu":
+            return np.where(x >= 0, x, a["alpha"] * x)
+        if function == "elu":
+            return np.where(x > 0, x, a["alpha"] * np.expm1(np.minimum(x, 0.0)))
+        if function == "hard_sigmoid":
+            return np.clip(a["alpha"] * x + a["beta"], 0.0, 1.0)
+        if function == "hard_swish":
+            return x * np.clip(x / 6.0 + 0.5, 0.0, 1.0)
+        if function == "silu":
+            return x / (1.0 + np.exp(-x))
+        if function == "clip":
+            return np.clip(x, a["min"], a["max"])
+    raise ConfigError(f"unknown activation function {function!r}; known: {', '.join(FUNCTIONS)}")
+
+
+def check_function(function: str, attrs, layer: str) -> None:
+    if function not in FUNCTIONS:
+        raise ModelError(f"activation function {function!r} is not known; aieflow maps {', '.join(FUNCTIONS)}",
+                         layer=layer)
+    for k, v in attrs.items():
+        if k in FUNCTIONS[function][0] and not math.isfinite(float(v)):
+            raise ModelError(f"{function} parameter {k}={v} is not finite", layer=layer)
+    if function == "clip" and float(attrs.get("min", 0.0)) > float(attrs.get("max", 6.0)):
+        raise ModelError(f"clip with min {attrs.get('min')} > max {attrs.get('max')}", layer=layer)
+
+
+def softmax_reference(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+# ----------------------------------------------------------------------------- types
+
+
+@dataclass(frozen=True)
+class ActivationTypes:
+    input: NumericType
+    output: NumericType
+    variant: str  # "exact" | "hls4ml" | "table" (8-bit: a full table), "interpolated" (16-bit), "float"
+    segment_bits: int = 0  # SEG of the interpolated variant (0: a full table)
+
+    @property
+    def is_float(self) -> bool:
+        return isinstance(self.output, FloatType)
+
+    @property
+    def shift(self) -> int:  # the rows kernels' common config field (unused by these kernels)
+        return 0
+
+
+@dataclass(frozen=True)
+class SoftmaxTypes:
+    input: NumericType
+    output: NumericType
+    index_shift: int = 0  # SD
+    table_size: int = 0  # n_E
+
+    @property
+    def is_float(self) -> bool:
+        return isinstance(self.output, FloatType)
+
+    @property
+    def shift(self) -> int:
+        return 0
+
+
+def _act_types_to_json(t: ActivationTypes) -> dict:
+    return {"input": t.input.to_string(), "output": t.output.to_string(), "variant": t.variant,
+            "segment_bits": t.segment_bits}
+
+
+def _act_types_from_json(d: dict) -> ActivationTypes:
+    return ActivationTypes(parse_type(d["input"]), parse_type(d["output"]), str(d["variant"]), int(d["segment_bits"]))
+
+
+def _softmax_types_to_json(t: SoftmaxTypes) -> dict:
+    return {"input": t.input.to_string(), "output": t.output.to_string(), "index_shift": t.index_shift,
+            "table_size": t.table_size}
+
+
+def _softmax_types_from_json(d: dict) -> SoftmaxTypes:
+    return SoftmaxTypes(parse_type(d["input"]), parse_type(d["output"]), int(d["index_shift"]), int(d["table_size"]))
+
+
+# ----------------------------------------------------------------------------- activation
+
+
+def activation_table(function: str, attrs, tx: FixedType, out: FixedType, spec=None) -> tuple[np.ndarray, int]:
+    """(int32 entries, SEG): the full table (SEG = 0) or the interpolation knots of a layer."""
+    if tx.width <= 8:
+        codes = np.arange(tx.min_code, tx.max_code + 1, dtype=np.int64)
+        if spec is None:
+            values = evaluate(function, attrs, fixed.dequantize(codes, tx))
+        elif isinstance(spec, tables.TableSpec):
+            values = spec.values()[spec.index_of_codes(codes, tx.frac)]
+        else:
+            values = evaluate(function, attrs, fixed.dequantize(codes, tx))
+        return fixed.quantize(values, out).astype(np.int32), 0
+    seg = tx.width - SEGMENT_BITS
+    knots = tx.min_code + (np.arange((1 << SEGMENT_BITS) + 1, dtype=np.int64) << seg)
+    v = evaluate(function, attrs, fixed.dequantize(knots, tx))
+    grid = FixedType(48, out.frac, True, Rounding.CONV_EVEN, Saturation.SATURATE)
+    v = np.clip(fixed.quantize(np.clip(v, -2.0**40, 2.0**40), grid), -KNOT_LIMIT, KNOT_LIMIT)
+    return v.astype(np.int32), seg
+
+
+def apply_table(codes: np.ndarray, table: np.ndarray, seg: int, tx: FixedType, out: FixedType) -> np.ndarray:
+    u = np.asarray(codes).astype(np.int64) - tx.min_code
+    t = np.asarray(table).astype(np.int64)
+    if seg == 0:
+        return t[u]
+    i, r = u >> seg, u & ((1 << seg) - 1)
+    v = t[i] + (((t[i + 1] - t[i]) * r + (1 << (seg - 1))) >> seg)
+    return np.clip(v, out.min_code, out.max_code)
+
+
+def _act_forward(node: Node, x: np.ndarray) -> np.ndarray:
+    return evaluate(node.attrs["function"], node.attrs, x)
+
+
+def _act_emulate(node: Node, x: np.ndarray) -> np.ndarray:
+    t: ActivationTypes = node.types
+    if t.is_float:
+        y = evaluate(node.attrs["function"], node.attrs, np.asarray(x, dtype=np.float64)).astype(np.float32)
+        return fixed.to_bf16(y) if t.output.name == "bf16" else y
+    return apply_table(x, node.params["table"], t.segment_bits, t.input, t.output)
+
+
+def _output_type(node: Node, ctx: QuantContext, tx: FixedType, bounded: float | None) -> tuple[FixedType, bool]:
+    """(output type, whether the user / model gave it): the config's ``output``, a QDQ hint, the
+    function's own bound (sigmoid, softmax: [0, 1]), or the calibration range."""
+    from .dense import power_of_two_type
+
+    out = ctx.layer.types.get("output") or ctx.hints.tensors.get(node.outputs[0])
+    if out is not None:
+        if not isinstance(out, FixedType) or out.width > 16 or out.frac > 40 or out.frac < -8:
+            raise ConfigError(f"output type {out} of {node.op} layer must be fixed point of at most 16 bits",
+                              layer=node.name, hint=f"set layers.{node.name}.output to e.g. fixed<8,1>")
+        return out, True
+    precision = ctx.layer.precision or ctx.config.precision
+    width = _WIDTH.get(PRECISIONS[precision][0], tx.width)
+    if bounded is not None:
+        return FixedType(width, width - 1, True, Rounding.CONV_EVEN, Saturation.SATURATE), False
+    calib = ctx.calibration.get(node.outputs[0])
+    m = float(np.max(np.abs(calib))) if calib is not None and calib.size else 0.0
+    if m == 0.0:  # no calibration reached it: the function's values over the input's range
+        codes = np.array([tx.min_code, -1, 0, 1, tx.max_code], dtype=np.int64)
+        m = float(np.max(np.abs(evaluate(node.attrs["function"], node.attrs, fixed.dequantize(codes, tx)))))
+    return power_of_two_type(m, width, Rounding.CONV_EVEN, Saturation.SATURATE), False
+
+
+def _fixed_input(node: Node, tx, what: str) -> FixedType:
+    if not isinstance(tx, FixedType) or tx.width > 16:
+        raise ConfigError(f"{what} needs an 8- or 16-bit fixed-point input, got {tx}", layer=node.name,
+                          hint="use precision int8, int16 or a16w8")
+    return tx
+
+
+def _act_quantise(node: Node, ctx: QuantContext) -> Node:
+    (tx,) = ctx.input_types
+    function = node.attrs["function"]
+    check_function(function, node.attrs, node.name)
+    if isinstance(tx, FloatType):
+        return node.evolve(types=ActivationTypes(tx, tx, "float"))
+    tx = _fixed_input(node, tx, f"a {function} layer")
+    bounded = 1.0 if function in ("sigmoid", "hard_sigmoid") else None
+    out, _ = _output_type(node, ctx, tx, bounded)
+    spec = ctx.layer.activations.get(function) or ctx.config.activations.get(function)
+    variant = "exact" if tx.width <= 8 else "interpolated"
+    if isinstance(spec, tables.TableSpec):
+        if tx.width > 8:
+            raise ConfigError(
+                f"activations.{function}: a lookup table on a {tx.width}-bit input is not generated (its index "
+                "arithmetic per element); 16-bit inputs use the interpolated variant",
+                layer=node.name, hint=f"remove activations.{function} or use precision int8")
+        variant = spec.preset or "table"
+    table, seg = activation_table(function, node.attrs, tx, out, spec if isinstance(spec, tables.TableSpec) else None)
+    return node.evolve(types=ActivationTypes(tx, out, variant, seg), params=dict(node.params, table=table))
+
+
+# ----------------------------------------------------------------------------- softmax
+
+
+def softmax_index_shift(tx: FixedType) -> int:
+    return max(0, tx.frac - 8)
+
+
+def exp_table(tx: FixedType) -> tuple[np.ndarray, int]:
+    """(E as int32, SD) of a softmax on inputs of type ``tx`` (module docstring)."""
+    sd = softmax_index_shift(tx)
+    span = (1 << tx.width) - 1  # the largest d = max - min
+    n = (span >> sd) + 1
+    k = np.arange(n, dtype=np.int64)
+    t = (k << sd) + ((1 << (sd - 1)) if sd else 0)
+    e = fixed.quantize(np.exp(-fixed.dequantize(t, tx)), FixedType(32, EXP_BITS, True, Rounding.CONV_EVEN,
+                                                                   Saturation.SATURATE))
+    zeros = np.flatnonzero(e == 0)
+    if zeros.size:
+        e = e[: zeros[0] + 1]
+    return e.astype(np.int32), sd
+
+
+def softmax_codes(x: np.ndarray, table: np.ndarray, sd: int, out: FixedType) -> np.ndarray:
+    x = np.asarray(x).astype(np.int64)
+    t = np.asarray(table).astype(np.int64)
+    d = x.max(axis=-1, keepdims=True) - x
+    e = t[np.minimum(d >> sd, t.size - 1)]
+    s = e.sum(axis=-1, keepdims=True)
+    inv = ((1 << RECIP_BITS) + s // 2) // s
+    y = (e * inv + (1 << (RECIP_BITS - 1 - out.frac))) >> (RECIP_BITS - out.frac)
+    return np.minimum(y, out.max_code)
+
+
+def _softmax_forward(node: Node, x: np.ndarray) -> np.ndarray:
+    return softmax_reference(x)
+
+
+def _softmax_emulate(node: Node, x: np.ndarray) -> np.ndarray:
+    t: SoftmaxTypes = node.types
+    if t.is_float:
+        xf = np.asarray(x, dtype=np.float32)
+        e = np.exp((xf - xf.max(axis=-1, keepdims=True)).astype(np.float64)).astype(np.float32)
+        y = (e / e.sum(axis=-1, keepdims=True, dtype=np.float32)).astype(np.float32)
+        return fixed.to_bf16(y) if t.output.name == "bf16" else y
+    return softmax_codes(x, node.params["table"], t.index_shift, t.output)
+
+
+def _softmax_quantise(node: Node, ctx: QuantContext) -> Node:
+    (tx,) = ctx.input_types
+    if isinstance(tx, FloatType):
+        return node.evolve(types=SoftmaxTypes(tx, tx))
+    tx = _fixed_input(node, tx, "softmax")
+    out, given = _output_type(node, ctx, tx, 1.0)
+    if not 0 <= out.frac <= 31:
+        raise (ConfigError if given else PlanError)(
+            f"softmax output type {out} needs 0..31 fractional bits (its values are in [0, 1])", layer=node.name,
+            hint=f"set layers.{node.name}.output to a type like fixed<8,1>")
+    n = int(node.attrs.get("features", 0)) or 1
+    if n > 4096:
+        raise ConfigError(f"softmax over {n} values: at most 4096 are exact in int64", layer=node.name)
+    table, sd = exp_table(tx)
+    return node.evolve(types=SoftmaxTypes(tx, out, sd, int(table.size)), params=dict(node.params, table=table))
+
+
+ACTIVATION = OpFamily(
+    name="activation", float_forward=_act_forward, emulate=_act_emulate, quantise=_act_quantise, plan=not_mapped,
+    types_to_json=_act_types_to_json, types_from_json=_act_types_from_json,
+)
+SOFTMAX = OpFamily(
+    name="softmax", float_forward=_softmax_forward, emulate=_softmax_emulate, quantise=_softmax_quantise,
+    plan=not_mapped, types_to_json=_softmax_types_to_json, types_from_json=_softmax_types_from_json,
+)
