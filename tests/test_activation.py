@@ -337,3 +337,45 @@ def test_mlp_with_softmax_head_compiles_and_tracks_pytorch():
     assert clear.sum() > 100 and np.all(np.argmax(y, 1)[clear] == np.argmax(yt, 1)[clear])
     est = d.estimate()
     assert est.latency_ns > 0 and est.tiles_used >= 4
+
+
+# --------------------------------------------------------------------------- recurrent head
+
+
+class GruTagger(nn.Module):
+    """A GRU tagger whose head ends in a sigmoid (one output) or a softmax (three classes)."""
+
+    def __init__(self, softmax: bool = False):
+        super().__init__()
+        self.gru, self.fc, self.softmax = nn.GRU(6, 16, batch_first=True), nn.Linear(16, 3 if softmax else 1), softmax
+
+    def forward(self, x):
+        _, h = self.gru(x)
+        y = self.fc(h[-1])
+        return torch.softmax(y, dim=-1) if self.softmax else torch.sigmoid(y)
+
+
+@pytest.mark.parametrize("softmax,precision,device", [(False, "int8", "vek280"), (True, "int16", "vek280"),
+                                                      (False, "int16", "vck190")])
+def test_gru_head_with_sigmoid_or_softmax_runs_bit_exact_on_x86(softmax, precision, device):
+    torch.manual_seed(10)
+    model = GruTagger(softmax).eval()
+    x = np.random.default_rng(10).standard_normal((64, 10, 6)).astype(np.float32)
+    d = aieflow.compile(model, device=device, example_input=x[:8], calibration=x, config={"precision": precision})
+    assert [n.op for n in d.graph.nodes][-1] == ("softmax" if softmax else "activation")
+    with torch.no_grad():
+        yt = model(torch.from_numpy(x)).numpy()
+    assert np.max(np.abs(d.predict(x) - yt)) < (0.02 if precision == "int8" else 0.005)
+    v = d.verify(x[:8])
+    assert v.ok, v
+    # the ONNX export maps the same way and gives the same codes
+    b = aieflow.emulate(_onnx(model, x[:1]), device=device, example_input=x[:8], calibration=x,
+                        config={"precision": precision})
+    assert np.array_equal(b.predict(x, raw=True), d.predict(x, raw=True))
+
+
+def test_float_activation_in_a_recurrent_head_is_refused_by_name():
+    x = np.random.default_rng(11).standard_normal((16, 10, 6)).astype(np.float32)
+    with pytest.raises(PlanError, match=r"float activation in the head"):
+        aieflow.compile(GruTagger().eval(), device="vck190", example_input=x[:4], calibration=x,
+                        config={"precision": "fp32"})

@@ -56,6 +56,9 @@ ROW_ONLY = {"distribution": "row", "input_distribution": "row"}
 COLUMN_ONLY = {"distribution": "column", "input_distribution": "column"}
 
 
+HEAD_OPS = ("dense", "activation", "softmax")  # what the aggregation epilogue computes (recurrent/emit._head)
+
+
 def split_layers(graph: Graph) -> tuple[list[Node], list[Node]]:
     """The recurrent layers (one, or a stack: each inner layer returns its whole sequence, which
     the next reads as its x) and the dense head after them; anything else is a clear PlanError."""
@@ -83,9 +86,9 @@ def split_layers(graph: Graph) -> tuple[list[Node], list[Node]]:
                                 layer=b.name, hint=f"give {b.name} input type {a.types.output} (the h type of {a.name})")
     head = nodes[len(rec):]
     for n in head:
-        if n.op != "dense":
+        if n.op not in HEAD_OPS:
             raise PlanError(f"layer {n.op!r} after the recurrent layers is not mapped", layer=n.name,
-                            hint="the head may hold Dense (+ ReLU) layers only")
+                            hint="the head may hold Dense (+ ReLU) layers, activations and a softmax only")
     if head and rec[-1].attrs["return_sequences"]:
         raise PlanError("a dense head after a recurrent layer that returns the whole sequence is not mapped",
                         layer=rec[-1].name, hint="read the last step (out[:, -1]) before the head")
@@ -101,7 +104,7 @@ def split_graph(graph: Graph) -> tuple[Node, list[Node]]:
 def with_head(node: Node, head: list[Node], device: Device) -> RecurrentDims:
     """The layer's dims (checked against the device, errors naming the layer) with the dense
     head's output sizes, so the latency model costs the epilogue too."""
-    return replace(dims_of(node, device), head=tuple(int(d.params["weight_q"].shape[1]) for d in head))
+    return replace(dims_of(node, device), head=tuple(int(d.params["weight_q"].shape[1]) for d in head if d.op == "dense"))
 
 
 def layer_dims(layers: list[Node], head: list[Node], device: Device) -> list[RecurrentDims]:

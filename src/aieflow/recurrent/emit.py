@@ -275,6 +275,18 @@ def _head(head: list[Node], fp32: bool, n_h: int, pad_to: int | None = None) -> 
     decl, body = [], []
     width = n_h
     for li, d in enumerate(head):
+        if d.op in ("activation", "softmax"):
+            if fp32:
+                raise PlanError(f"a float {d.op} in the head after a recurrent layer has no generated code (fixed point "
+                                "has: a table)", layer=d.name, hint="use a fixed-point precision, or emulate")
+            src = "h" if li == 0 else f"a{li - 1}"
+            dst = "y" if li == len(head) - 1 else f"a{li}"
+            if dst != "y":
+                body.append(f"    X {dst}[{width}];")
+            table = np.asarray(d.params["table"])
+            decl.append(f"static const int32_t HT{li}[{table.size}] = {_arr(_ints(table))};")
+            body.append(_head_table(d, li, src, dst, width))
+            continue
         t = d.types
         w = d.params["weight_q"]
         k, m = w.shape
@@ -313,6 +325,39 @@ def _head(head: list[Node], fp32: bool, n_h: int, pad_to: int | None = None) -> 
         width = m
     text = "\n".join(decl) + "\ninline void head(const X* h, X* y) {\n" + "\n".join(body) + "\n}\n"
     return text, width
+
+
+def _head_table(d: Node, li: int, src: str, dst: str, n: int) -> str:
+    """An activation or softmax of the head as C++: ops/activation.py's integer definitions."""
+    t = d.types
+    if d.op == "softmax":
+        fo, hi = t.output.frac, t.output.max_code
+        return f"""    {{
+        int64_t m = {src}[0];
+        for (int j = 1; j < {n}; ++j) m = int64_t({src}[j]) > m ? int64_t({src}[j]) : m;
+        int64_t e[{n}], s = 0;
+        for (int j = 0; j < {n}; ++j) {{
+            int64_t k = (m - int64_t({src}[j])) >> {t.index_shift};
+            e[j] = HT{li}[k < {t.table_size - 1} ? k : {t.table_size - 1}];
+            s += e[j];
+        }}
+        const int64_t inv = ((int64_t(1) << 46) + s / 2) / s;
+        for (int j = 0; j < {n}; ++j) {{
+            const int64_t v = (e[j] * inv + (int64_t(1) << {45 - fo})) >> {46 - fo};
+            {dst}[j] = static_cast<X>(v < {hi} ? v : {hi});
+        }}
+    }}"""
+    lo = t.input.min_code
+    if t.segment_bits == 0:
+        return f"""    for (int j = 0; j < {n}; ++j) {dst}[j] = static_cast<X>(HT{li}[int64_t({src}[j]) - ({lo})]);"""
+    seg = t.segment_bits
+    return f"""    for (int j = 0; j < {n}; ++j) {{
+        const int64_t u = int64_t({src}[j]) - ({lo});
+        const int64_t a = HT{li}[u >> {seg}], b = HT{li}[(u >> {seg}) + 1];
+        int64_t v = a + (((b - a) * (u & {(1 << seg) - 1}) + {1 << (seg - 1)}) >> {seg});
+        v = v < {t.output.min_code} ? {t.output.min_code} : (v > {t.output.max_code} ? {t.output.max_code} : v);
+        {dst}[j] = static_cast<X>(v);
+    }}"""
 
 
 def padded(n: int, lane: int) -> int:
