@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import ConfigError, ModelError, UnsupportedOpError
 from ..ir import Graph, ImportedModel, Node, QuantHints, Tensor, frozen_map
+from . import batchnorm, sequence
 from .torch_conv import SUPPORTED_FUNCTIONS as _CONV_FUNCTIONS
 from .torch_conv import SUPPORTED_MODULES as _CONV_MODULES
 from .torch_conv import ConvMixin
@@ -128,7 +129,12 @@ def import_torch(module: torch.nn.Module, example_input: Any) -> ImportedModel:
     if x.dim() < 1:
         raise ConfigError("example_input must have a batch dimension (dimension 0)")
 
-    was_training = module.training
+    # the importer traces in eval mode and gives every module its own mode back afterwards; a
+    # BatchNorm the caller left in training mode is refused (torch_conv: call model.eval())
+    modes = [(m, m.training) for m in module.modules()]
+    training_bn = frozenset(
+        path for path, m in module.named_modules() if m.training and isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
+    )
     module.eval()
     try:
         try:
@@ -155,9 +161,10 @@ def import_torch(module: torch.nn.Module, example_input: Any) -> ImportedModel:
             ) from None
         finally:
             torch.set_num_threads(threads)
-        return _Converter(torch, gm, int(x.shape[0]), type(module).__name__).run()
+        return _Converter(torch, gm, int(x.shape[0]), type(module).__name__, training_bn).run()
     finally:
-        module.train(was_training)
+        for m, mode in modes:
+            m.training = mode
 
 
 def _first_line(exc: BaseException) -> str:
@@ -166,7 +173,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 class _Converter(RecurrentMixin, ConvMixin):
-    def __init__(self, torch, gm, batch: int, model_name: str):
+    def __init__(self, torch, gm, batch: int, model_name: str, training_bn: frozenset = frozenset()):
         self.torch = torch
         self.F = torch.nn.functional
         self.gm = gm
@@ -180,6 +187,9 @@ class _Converter(RecurrentMixin, ConvMixin):
         self.input_name: str | None = None
         self.pending = {}  # fx node name -> recurrent value not yet an IR tensor (torch_recurrent.py)
         self.splits: dict[str, tuple[str, int, list[tuple[int, int]]]] = {}  # fx split -> (x, axis, ranges)
+        self.lifted: dict[str, str] = {}  # (C, W) tensor -> its (C, 1, W) view (sequence.py)
+        self.unlifts: set[str] = set()
+        self.training_bn = training_bn
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -303,7 +313,7 @@ class _Converter(RecurrentMixin, ConvMixin):
         if isinstance(mod, nn.Linear):
             self._dense(fx_node, path, x, mod.weight, mod.bias)
         elif isinstance(mod, nn.ReLU):
-            self._emit(fx_node, path, "relu", x)
+            self.elementwise(fx_node, path, "relu", x)
         elif isinstance(mod, nn.Flatten):
             self._flatten_dims(path, x, mod.start_dim, mod.end_dim)
             self._reshape(fx_node, path, x)
@@ -363,7 +373,7 @@ class _Converter(RecurrentMixin, ConvMixin):
         if self.conv_function(fx_node, fn, name):
             return
         if fn in (F.relu, torch.relu, torch.relu_):
-            self._emit(fx_node, name, "relu", self._input(fx_node.args[0], name))
+            self.elementwise(fx_node, name, "relu", self._input(fx_node.args[0], name))
         elif fn is F.linear:
             x = self._input(fx_node.args[0], name)
             w_arg = self._arg(fx_node, 1, "weight", None)
@@ -406,7 +416,7 @@ class _Converter(RecurrentMixin, ConvMixin):
         if self.conv_method(fx_node, method, name, x):
             return
         if method in ("relu", "relu_"):
-            self._emit(fx_node, name, "relu", x)
+            self.elementwise(fx_node, name, "relu", x)
         elif method == "flatten":
             self._flatten_dims(name, x, int(self._arg(fx_node, 1, "start_dim", 0)), -1)
             self._reshape(fx_node, name, x)
@@ -552,9 +562,11 @@ class _Converter(RecurrentMixin, ConvMixin):
                     f"parameter '{fx_node.target}' is used directly by {users}; only nn.Linear / "
                     "F.linear may read parameters"
                 )
+        nodes = sequence.simplify(self.nodes, outputs, self.unlifts, self.shapes)
+        nodes = batchnorm.fold(nodes, self.shapes, outputs)
         tensors = {t: Tensor(t, s) for t, s in self.shapes.items()}
         graph = Graph(
-            nodes=tuple(self.nodes),
+            nodes=tuple(nodes),
             tensors=tensors,
             inputs=(self.input_name,),
             outputs=tuple(outputs),
