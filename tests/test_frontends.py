@@ -757,12 +757,13 @@ def test_torch_example_input_as_shape_tuple():
 
 
 def test_torch_conv_rejected_with_module_path():
-    # Conv2d is imported (tests/test_conv_import.py); 1-D convolutions are not
-    net = nn.Sequential(nn.Conv1d(1, 2, 3), nn.Flatten(), nn.Linear(2 * 3, 2))
+    # Conv2d and Conv1d are imported (tests/test_conv_import.py, test_frontend_parity.py); transposed
+    # convolutions are not
+    net = nn.Sequential(nn.ConvTranspose1d(1, 2, 3), nn.Flatten(), nn.Linear(2 * 7, 2))
     with pytest.raises(UnsupportedOpError) as info:
         import_torch(net, torch.zeros(1, 1, 5))
     msg = str(info.value)
-    assert "'0'" in msg and "Conv1d" in msg and "nn.Linear" in msg
+    assert "'0'" in msg and "ConvTranspose1d" in msg and "nn.Linear" in msg
 
 
 def test_torch_unsupported_function_rejected():

@@ -75,8 +75,13 @@ def lower(graph: Graph) -> tuple[Stage, ...]:
     shapes = {name: tuple(t.shape) for name, t in graph.tensors.items()}
     stages: list[Stage] = []
     current = graph.inputs[0]
-    if len(shapes[current]) != 3:
-        raise PlanError(f"the CNN mapping needs a (channels, height, width) input; the model's is {shapes[current]}")
+    first = graph.nodes[0] if graph.nodes else None
+    # a 1-D CNN's (channels, length) input is read as a (channels, 1, length) image (frontends/sequence.py)
+    lifted = (len(shapes[current]) == 2 and first is not None and first.op == "reshape"
+              and shapes[first.outputs[0]] == (shapes[current][0], 1, shapes[current][1]))
+    if len(shapes[current]) != 3 and not lifted:
+        raise PlanError(f"the CNN mapping needs a (channels, height, width) or (channels, length) input; the model's "
+                        f"is {shapes[current]}")
     pending_flatten: tuple[int, int, int] | None = None
     for node in graph.nodes:
         if node.inputs[0] != current:
@@ -84,8 +89,10 @@ def lower(graph: Graph) -> tuple[Stage, ...]:
                             layer=node.name, hint="branches, residual adds and fan-out are not supported")
         if node.op == "conv2d":
             stages.append(_conv(node))
+            pending_flatten = None
         elif node.op in ("maxpool", "avgpool"):
             stages.append(_pool(node))
+            pending_flatten = None
         elif node.op == "pixel_shuffle":
             stages[-1:] = [_fold_shuffle(stages, node)]
         elif node.op == "reshape":

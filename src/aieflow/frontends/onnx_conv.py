@@ -4,8 +4,12 @@
 (folded into the convolution before them by the fuse pass, as ``Relu``), ``DepthToSpace`` ->
 ``pixel_shuffle`` (CRD and DCR), ``MaxPool`` / ``AveragePool`` -> ``maxpool`` / ``avgpool``,
 ``GlobalAveragePool`` and ``ReduceMean`` over the two spatial axes (what the dynamo exporter writes
-for ``AdaptiveAvgPool2d(1)``) -> a full-window ``avgpool``.  Anything the IR cannot express is
-rejected with the node's name and what to change.
+for ``AdaptiveAvgPool2d(1)``) -> a full-window ``avgpool``.  A 1-D ``Conv`` / ``MaxPool`` /
+``AveragePool`` / ``GlobalAveragePool`` / ``ReduceMean`` over the last axis (input ``[N, C, W]``)
+runs as its 2-D form on a ``(C, 1, W)`` view (``sequence.py``), and an inference
+``BatchNormalization`` becomes a ``batchnorm`` placeholder that ``batchnorm.fold`` folds into the
+Conv / Gemm / MatMul (+ Add) before it.  Anything the IR cannot express is rejected with the node's
+name and what to change.
 """
 
 from __future__ import annotations
@@ -17,18 +21,20 @@ from typing import Any
 import numpy as np
 import onnx
 
-from ..errors import UnsupportedOpError
+from ..errors import ModelError, UnsupportedOpError
 from ..ir import Node
 from ..ops import conv, pool, shuffle
+from . import batchnorm, sequence
 
 CONV_OPS: tuple[str, ...] = (
-    "Conv (2-D, dilations 1, group 1)",
+    "Conv (2-D or 1-D, dilations 1, group 1)",
+    "BatchNormalization (inference, directly after a Conv / Gemm / MatMul (+ Add): folded into it)",
     "Tanh",
     "PRelu (after a Conv)",
     "DepthToSpace (CRD, DCR)",
-    "MaxPool / AveragePool (ceil_mode 0)",
+    "MaxPool / AveragePool (2-D or 1-D, ceil_mode 0)",
     "GlobalAveragePool",
-    "ReduceMean (over the spatial axes)",
+    "ReduceMean (over the spatial axes, or the length of a 1-D sequence)",
 )
 _CONVERTERS = {
     "Conv": "_onnx_conv",
@@ -39,6 +45,7 @@ _CONVERTERS = {
     "AveragePool": "_onnx_average_pool",
     "GlobalAveragePool": "_onnx_global_average_pool",
     "ReduceMean": "_onnx_reduce_mean",
+    "BatchNormalization": "_onnx_batch_norm",
 }
 _QDQ_ADVICE = "export the float model and quantise with precision + calibration data"
 
@@ -77,6 +84,8 @@ class OnnxConvMixin:
 
     shapes: dict
     nodes: list
+    lifted: dict  # (C, W) IR tensor -> its (C, 1, W) view (sequence.py)
+    unlifts: set  # names of the reshapes that give a 1-D layer's result back as (C, W)
 
     def conv_converters(self) -> dict[str, Callable[[onnx.NodeProto, str], None]]:
         return {op: getattr(self, method) for op, method in _CONVERTERS.items()}
@@ -103,8 +112,14 @@ class OnnxConvMixin:
         attrs = _attrs(node)
         x, in_shape = self._image(node, name)
         w = self._constant_input(node, 1, name, "weight")
+        one_d = w.ndim == 3
+        if one_d:  # [N, C, W]: a 1 x k convolution of the (C, 1, W) view
+            attrs = sequence.attrs_2d(attrs, name, "Conv")
+            x = self._lift(x, name, "Conv")
+            in_shape = self.shapes[x]
+            w = sequence.lift_weight(w)
         if w.ndim != 4:
-            raise UnsupportedOpError(f"node '{name}' (Conv) has a {w.ndim - 2}-D kernel; only 2-D convolutions are supported")
+            raise UnsupportedOpError(f"node '{name}' (Conv) has a {w.ndim - 2}-D kernel; only 1-D and 2-D convolutions are supported")
         if "kernel_shape" in attrs and tuple(attrs["kernel_shape"]) != tuple(w.shape[2:]):
             raise UnsupportedOpError(f"node '{name}' (Conv) has kernel_shape {attrs['kernel_shape']} but weights of shape {w.shape}")
         b = self._constant_input(node, 2, name, "bias") if len(node.input) > 2 and node.input[2] else None
@@ -112,23 +127,29 @@ class OnnxConvMixin:
         dilation = tuple(attrs.get("dilations", (1, 1)))
         hw = tuple(in_shape[1:]) if len(in_shape) == 3 else (1, 1)
         pads = pads_of(attrs, name, "Conv", hw, tuple(w.shape[2:]), stride if len(stride) == 2 else (1, 1))
-        ir = conv.make_node(name, x, node.output[0], in_shape, w, b, stride=stride, padding=pads, dilation=dilation, groups=int(attrs.get("group", 1)))
+        y = self._fresh_tensor_name(f"{node.output[0]}_image") if one_d else node.output[0]
+        ir = conv.make_node(name, x, y, in_shape, w, b, stride=stride, padding=pads, dilation=dilation, groups=int(attrs.get("group", 1)))
         self._add_node(ir, conv.output_shape(ir))
+        if one_d:
+            self._unlift(name, y, node.output[0])
 
     def _onnx_tanh(self, node: onnx.NodeProto, name: str) -> None:
         x, shape = self._image(node, name)
-        self._emit(name, "tanh", x, node.output[0], shape)
+        self.elementwise(name, "tanh", x, node.output[0])
 
     def _onnx_prelu(self, node: onnx.NodeProto, name: str) -> None:
         x, shape = self._image(node, name)
         slope = self._constant_input(node, 1, name, "slope")
+        if x in self.lifted and slope.ndim <= 3:  # [N, C, W]: slopes (C, 1) or a scalar, as for an image
+            slope = slope.reshape(*slope.shape[:-1], 1, *slope.shape[-1:]) if slope.ndim >= 2 else slope
+            shape = self.shapes[self.lifted[x]]
         full = (1,) * (4 - slope.ndim) + tuple(slope.shape) if slope.ndim <= 4 else slope.shape
         if len(shape) != 3 or len(full) != 4 or full[0] != 1 or full[2:] != (1, 1) or full[1] not in (1, shape[0]):
             raise UnsupportedOpError(
                 f"node '{name}' (PRelu) has slope shape {tuple(slope.shape)} on per-sample shape {shape}; only one "
                 "slope, or one per channel of an image, is supported (after a Conv)"
             )
-        self._emit(name, "prelu", x, node.output[0], shape, None, {"slope": slope.reshape(-1)})
+        self.elementwise(name, "prelu", x, node.output[0], {"slope": slope.reshape(-1)})
 
     def _onnx_depth_to_space(self, node: onnx.NodeProto, name: str) -> None:
         attrs = _attrs(node)
@@ -142,19 +163,27 @@ class OnnxConvMixin:
         x, shape = self._image(node, name)
         if len(node.output) > 1 and node.output[1]:
             raise UnsupportedOpError(f"node '{name}' ({node.op_type}) has an Indices output; not supported")
+        one_d = len(shape) == 2 and len(attrs.get("kernel_shape", ())) == 1
+        if one_d:  # [N, C, W]: a 1 x k window over the (C, 1, W) view
+            attrs = sequence.attrs_2d(attrs, name, node.op_type)
+            x = self._lift(x, name, node.op_type)
+            shape = self.shapes[x]
         if "kernel_shape" not in attrs or len(attrs["kernel_shape"]) != 2:
             raise UnsupportedOpError(f"node '{name}' ({node.op_type}) needs a 2-D kernel_shape, got {attrs.get('kernel_shape')}")
         kernel = tuple(int(k) for k in attrs["kernel_shape"])
         stride = tuple(int(s) for s in attrs.get("strides", (1, 1)))
         hw = tuple(shape[1:]) if len(shape) == 3 else (1, 1)
         pads = pads_of(attrs, name, node.op_type, hw, kernel, stride if len(stride) == 2 else (1, 1))
+        y = self._fresh_tensor_name(f"{node.output[0]}_image") if one_d else node.output[0]
         ir = pool.make_node(
-            name, op, x, node.output[0], shape, kernel, stride, pads,
+            name, op, x, y, shape, kernel, stride, pads,
             count_include_pad=bool(attrs.get("count_include_pad", 0)),
             dilation=tuple(attrs.get("dilations", (1, 1))),
             ceil_mode=bool(attrs.get("ceil_mode", 0)),
         )
         self._add_node(ir, pool.output_shape(ir))
+        if one_d:
+            self._unlift(name, y, node.output[0])
 
     def _onnx_max_pool(self, node: onnx.NodeProto, name: str) -> None:
         self._window(node, name, "maxpool")
@@ -163,8 +192,16 @@ class OnnxConvMixin:
         self._window(node, name, "avgpool")
 
     def _global_average(self, name: str, x: str, shape: tuple[int, ...], y: str) -> None:
+        """A full-window ``avgpool`` of an image, or of a sequence's (C, 1, W) view (then ``y`` is the
+        (C, 1) result: the pooled (C, 1, 1) view given back by an unlift)."""
+        if len(shape) == 2:
+            src = self._lift(x, name, "global average pooling")
+            pooled = self._fresh_tensor_name(f"{y}_image")
+            self._global_average(name, src, self.shapes[src], pooled)
+            self._unlift(name, pooled, y)
+            return
         if len(shape) != 3:
-            raise UnsupportedOpError(f"node '{name}' averages per-sample shape {shape}; global average pooling needs (channels, height, width)")
+            raise UnsupportedOpError(f"node '{name}' averages per-sample shape {shape}; global average pooling needs (channels, height, width) or (channels, length)")
         ir = pool.make_node(name, "avgpool", x, y, shape, shape[1:], shape[1:], (0, 0, 0, 0))
         self._add_node(ir, pool.output_shape(ir))
 
@@ -182,14 +219,84 @@ class OnnxConvMixin:
         else:
             axes = []
         rank = len(shape) + 1
-        if len(shape) != 3 or sorted(a % rank for a in axes) != [2, 3]:
+        spatial = [2, 3] if len(shape) == 3 else [2]
+        if len(shape) not in (2, 3) or sorted(a % rank for a in axes) != spatial:
             raise UnsupportedOpError(
                 f"node '{name}' (ReduceMean) averages axes {axes} of a tensor of rank {rank}; only the two "
-                "spatial axes of an image (global average pooling) are supported"
+                "spatial axes of an image, or the last axis of a [N, C, W] sequence (global average pooling), "
+                "are supported"
             )
         if attrs.get("keepdims", 1):
             self._global_average(name, x, shape, node.output[0])
             return
+        if len(shape) == 2:
+            x = self._lift(x, name, "ReduceMean")
+            shape = self.shapes[x]
         pooled = self._fresh_tensor_name(f"{name}_pooled")
         self._global_average(name, x, shape, pooled)
         self._emit(f"{name}_squeeze", "reshape", pooled, node.output[0], (shape[0],), {"shape": (shape[0],)})
+
+    # -- batch normalisation (folded by batchnorm.fold at the end of the import) -----------------
+
+    def _onnx_batch_norm(self, node: onnx.NodeProto, name: str) -> None:
+        attrs = _attrs(node)
+        export = "export the model in eval mode (model.eval() before torch.onnx.export)"
+        if int(attrs.get("training_mode", 0)) or any(node.output[1:]):
+            raise UnsupportedOpError(f"node '{name}' (BatchNormalization) runs in training mode (batch statistics)",
+                                     hint=export)
+        if not int(attrs.get("spatial", 1)):
+            raise UnsupportedOpError(f"node '{name}' (BatchNormalization) has spatial=0 (statistics per element); only "
+                                     "per-channel statistics fold into the layer before it")
+        if len(node.input) != 5 or not all(node.input[1:]):
+            raise ModelError(f"node '{name}' (BatchNormalization) needs X, scale, B, mean and var inputs")
+        x = self._data_input(node.input[0], name, "BatchNormalization")
+        shape = self.shapes[x]
+        if not shape:
+            raise UnsupportedOpError(f"node '{name}' (BatchNormalization) normalises a scalar per sample")
+        gamma, beta, mean, var = (self._constant_input(node, k, name, what)
+                                  for k, what in ((1, "scale"), (2, "B"), (3, "mean"), (4, "var")))
+        src = self.lifted.get(x, x)
+        y = self._fresh_tensor_name(f"{node.output[0]}_image") if x in self.lifted else node.output[0]
+        self.shapes[y] = self.shapes[src]
+        self.nodes.append(batchnorm.make_node(name, src, y, int(shape[0]), gamma, beta, mean, var,
+                                              float(attrs.get("epsilon", 1e-5))))
+        if x in self.lifted:
+            self._unlift(name, y, node.output[0])
+
+    # -- 1-D layers on a (C, 1, W) view (sequence.py) --------------------------------------------
+
+    def _fresh_node_name(self, base: str) -> str:
+        taken = {n.name for n in self.nodes} | set(self._names)
+        name, k = base, 1
+        while name in taken:
+            name, k = f"{base}_{k}", k + 1
+        return name
+
+    def _lift(self, x: str, name: str, op: str) -> str:
+        """The (C, 1, W) view of (C, W) tensor ``x`` (a reshape, made once per tensor)."""
+        if x in self.lifted:
+            return self.lifted[x]
+        shape = sequence.image_shape(self.shapes[x], name, op)
+        y = self._fresh_tensor_name(f"{x}_image")
+        self._emit(self._fresh_node_name(f"{name}_as_image"), "reshape", x, y, shape, {"shape": shape})
+        self.lifted[x] = y
+        return y
+
+    def _unlift(self, name: str, y3: str, y: str) -> None:
+        """Give the (C, 1, W) result ``y3`` back as ONNX tensor ``y`` at its (C, W) shape."""
+        c, _, w = self.shapes[y3]
+        node = self._fresh_node_name(f"{name}_as_sequence")
+        self._emit(node, "reshape", y3, y, (c, w), {"shape": (c, w)})
+        self.unlifts.add(node)
+        self.lifted[y] = y3
+
+    def elementwise(self, name: str, op: str, x: str, y: str, params=None) -> None:
+        """Relu / Tanh / PRelu: on a 1-D layer's result, computed on its (C, 1, W) view (so the fuse
+        pass folds it into the convolution), else as usual."""
+        if x not in self.lifted:
+            self._emit(name, op, x, y, self.shapes[x], None, params)
+            return
+        x3 = self.lifted[x]
+        y3 = self._fresh_tensor_name(f"{y}_image")
+        self._emit(name, op, x3, y3, self.shapes[x3], None, params)
+        self._unlift(name, y3, y)

@@ -32,6 +32,7 @@ from onnx import numpy_helper
 from ..errors import ConfigError, ModelError, UnsupportedOpError
 from ..ir import Graph, ImportedModel, Node, QuantHints, Tensor, frozen_map
 from ..numerics.types import FixedType, Rounding, Saturation
+from . import batchnorm, sequence
 from .onnx_activation import ACTIVATION_OPS, OnnxActivationMixin, rewrite_patterns
 from .onnx_conv import CONV_OPS, OnnxConvMixin
 from .onnx_recurrent import MOVEMENT_OPS, RECURRENT_OPS, Moved, OnnxRecurrentMixin
@@ -400,6 +401,9 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin):
         self._id_spans: dict[str, int] = {}
         self._movement_batch: int | None = None
         self._static_values: dict[str, np.ndarray | None] = {}
+        # 1-D convolutional layers (sequence.py)
+        self.lifted: dict[str, str] = {}
+        self.unlifts: set[str] = set()
 
     # -- naming ---------------------------------------------------------------------------------
 
@@ -939,7 +943,7 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin):
 
     def _relu(self, node: onnx.NodeProto, name: str) -> None:
         x = self._data_input(node.input[0], name, "Relu")
-        self._emit(name, "relu", x, node.output[0], self.shapes[x])
+        self.elementwise(name, "relu", x, node.output[0])
 
     def _flatten(self, node: onnx.NodeProto, name: str) -> None:
         if node.input[0] in self.moved:
@@ -1282,13 +1286,16 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin):
                 )
             outputs.append(self._data_input(o.name, "<graph output>", "output"))
         self.finish_recurrent()
+        nodes = sequence.simplify(self.nodes, outputs, self.unlifts, self.shapes)
+        nodes = batchnorm.fold(nodes, self.shapes, outputs, quantised_params={n for n, _ in self.hint_params},
+                               quantised_tensors=set(self.hint_tensors))
         tensors = {
             t: Tensor(t, s)
             for t, s in self.shapes.items()
-            if t == graph_input or any(t in n.outputs for n in self.nodes)
+            if t == graph_input or any(t in n.outputs for n in nodes)
         }
         graph = Graph(
-            nodes=tuple(self.nodes),
+            nodes=tuple(nodes),
             tensors=tensors,
             inputs=(graph_input,),
             outputs=tuple(outputs),

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import ConfigError, ModelError, UnsupportedOpError
 from ..ir import Graph, ImportedModel, Node, QuantHints, Tensor, frozen_map
+from . import batchnorm, sequence
 from .torch_activation import SUPPORTED_FUNCTIONS as _ACT_FUNCTIONS
 from .torch_activation import SUPPORTED_MODULES as _ACT_MODULES
 from .torch_activation import ActivationMixin
@@ -133,7 +134,12 @@ def import_torch(module: torch.nn.Module, example_input: Any) -> ImportedModel:
     if x.dim() < 1:
         raise ConfigError("example_input must have a batch dimension (dimension 0)")
 
-    was_training = module.training
+    # the importer traces in eval mode and gives every module its own mode back afterwards; a
+    # BatchNorm the caller left in training mode is refused (torch_conv: call model.eval())
+    modes = [(m, m.training) for m in module.modules()]
+    training_bn = frozenset(
+        path for path, m in module.named_modules() if m.training and isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
+    )
     module.eval()
     try:
         try:
@@ -160,9 +166,10 @@ def import_torch(module: torch.nn.Module, example_input: Any) -> ImportedModel:
             ) from None
         finally:
             torch.set_num_threads(threads)
-        return _Converter(torch, gm, int(x.shape[0]), type(module).__name__).run()
+        return _Converter(torch, gm, int(x.shape[0]), type(module).__name__, training_bn).run()
     finally:
-        module.train(was_training)
+        for m, mode in modes:
+            m.training = mode
 
 
 def _first_line(exc: BaseException) -> str:
@@ -171,7 +178,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 class _Converter(RecurrentMixin, ConvMixin, ActivationMixin):
-    def __init__(self, torch, gm, batch: int, model_name: str):
+    def __init__(self, torch, gm, batch: int, model_name: str, training_bn: frozenset = frozenset()):
         self.torch = torch
         self.F = torch.nn.functional
         self.gm = gm
@@ -185,6 +192,9 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin):
         self.input_name: str | None = None
         self.pending = {}  # fx node name -> recurrent value not yet an IR tensor (torch_recurrent.py)
         self.splits: dict[str, tuple[str, int, list[tuple[int, int]]]] = {}  # fx split -> (x, axis, ranges)
+        self.lifted: dict[str, str] = {}  # (C, W) tensor -> its (C, 1, W) view (sequence.py)
+        self.unlifts: set[str] = set()
+        self.training_bn = training_bn
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -308,7 +318,7 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin):
         if isinstance(mod, nn.Linear):
             self._dense(fx_node, path, x, mod.weight, mod.bias)
         elif isinstance(mod, nn.ReLU):
-            self._emit(fx_node, path, "relu", x)
+            self.elementwise(fx_node, path, "relu", x)
         elif isinstance(mod, nn.Flatten):
             self._flatten_dims(path, x, mod.start_dim, mod.end_dim)
             self._reshape(fx_node, path, x)
@@ -368,7 +378,7 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin):
         if self.conv_function(fx_node, fn, name) or self.activation_function(fx_node, fn, name):
             return
         if fn in (F.relu, torch.relu, torch.relu_):
-            self._emit(fx_node, name, "relu", self._input(fx_node.args[0], name))
+            self.elementwise(fx_node, name, "relu", self._input(fx_node.args[0], name))
         elif fn is F.linear:
             x = self._input(fx_node.args[0], name)
             w_arg = self._arg(fx_node, 1, "weight", None)
@@ -411,7 +421,7 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin):
         if self.conv_method(fx_node, method, name, x) or self.activation_method(fx_node, method, name, x):
             return
         if method in ("relu", "relu_"):
-            self._emit(fx_node, name, "relu", x)
+            self.elementwise(fx_node, name, "relu", x)
         elif method == "flatten":
             self._flatten_dims(name, x, int(self._arg(fx_node, 1, "start_dim", 0)), -1)
             self._reshape(fx_node, name, x)
@@ -557,9 +567,11 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin):
                     f"parameter '{fx_node.target}' is used directly by {users}; only nn.Linear / "
                     "F.linear may read parameters"
                 )
+        nodes = sequence.simplify(self.nodes, outputs, self.unlifts, self.shapes)
+        nodes = batchnorm.fold(nodes, self.shapes, outputs)
         tensors = {t: Tensor(t, s) for t, s in self.shapes.items()}
         graph = Graph(
-            nodes=tuple(self.nodes),
+            nodes=tuple(nodes),
             tensors=tensors,
             inputs=(self.input_name,),
             outputs=tuple(outputs),
