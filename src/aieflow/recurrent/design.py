@@ -67,8 +67,10 @@ def split_layers(graph: Graph) -> tuple[list[Node], list[Node]]:
     names = ", ".join(f"{n.name} ({n.op})" for n in nodes)
     if not rec or nodes[: len(rec)] != rec:
         raise PlanError(
-            f"the recurrent mapping takes GRU / LSTM layers first (one, or a stack), then Dense layers; this model has {names}",
-            hint="put the recurrent layers first and only Dense (+ ReLU) layers after them",
+            f"the recurrent mapping takes GRU / LSTM layers first (one, or a stack), then Dense layers, activations "
+            f"and a softmax; this model has {names}",
+            hint="put the recurrent layers first and only Dense (+ ReLU) layers, activations and a softmax after them "
+            "(a convolution before a GRU is not mapped yet: use aieflow.emulate for bit-exact predictions)",
         )
     for a, b in zip(rec, rec[1:], strict=False):
         if not a.attrs["return_sequences"]:
