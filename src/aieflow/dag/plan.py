@@ -301,6 +301,11 @@ def place_transposes(graph: Graph, compute: list[str], operands: dict[str, tuple
 
 def _plan_rows(node: Node, graph: Graph, batch: int, device: Device) -> RowsPlan:
     t = node.types
+    if node.op == "add" and node.attrs.get("activation"):
+        raise PlanError("a ReLU after this residual add is fused into it; the DAG mapping's ResidualAdd kernel "
+                        "has no activation (the CNN stream mapping runs one)", layer=node.name,
+                        hint="drop the ReLU after the add, or use aieflow.emulate(model, ...) for bit-exact "
+                        "predictions of this model")
     if t is None or t.is_float:
         raise PlanError(f"{node.op} kernels are generated for fixed-point types (int8 / int16) only; this layer is "
                         f"{getattr(t, 'output', t)}", layer=node.name,
