@@ -1,10 +1,11 @@
 """One design protocol and one design.json schema for every design kind (issue 17, item 3).
 
-A design of every kind (Dense chain on AIE1 and AIE-ML, DAG, CNN in both mappings, one recurrent
-layer and a stack, a streamed Dense layer, a chain in segments, GEMM on VCK190 and VEK280)
-implements ``aieflow.protocol``; its design.json validates against ``schema/design.schema.json``
-(checked with the ``jsonschema`` library); its common performance keys agree with its own
-estimate; it saves, loads back (GEMM included) and reports with a placement picture.
+A design of every kind (Dense chain on AIE1 and AIE-ML, DAG, CNN in both mappings and a residual
+CNN, one recurrent layer and a stack, a streamed Dense layer, a chain in segments, GEMM on VCK190
+and VEK280) implements ``aieflow.protocol``; its design.json validates against
+``schema/design.schema.json`` (checked with the ``jsonschema`` library); its common performance
+keys agree with its own estimate; it saves, loads back (GEMM included) and reports with a
+placement picture.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from aieflow.model_zoo import (
     espcn,
     gru_classifier,
     qdq_mlp,
+    residual_cnn,
     residual_mlp,
     torch_mlp,
 )
@@ -50,6 +52,7 @@ def _build(kind):
         "dag": (residual_mlp(), x16, "vek280", {"precision": "int16", "batch": 8}),
         "cnn": (cnn_classifier(), img, "vck190", {"precision": "int8"}),
         "cnn-thesis": (espcn(), frames, "vck190", yaml.safe_load(THESIS_YAML.read_text())),
+        "cnn-residual": (residual_cnn(relu_after_add=True), img[:, :, :8, :8], "vek280", {"precision": "int8"}),
         "recurrent": (gru_classifier(), seq, "vck190", {"precision": "int16"}),
         "recurrent-stack": (gru_classifier(layers=2), seq, "vek280", {"precision": "int16"}),
         "streamed-dense": (torch_mlp([64, 16]), rng.standard_normal((16, 64)).astype(np.float32), "vck190",
@@ -66,7 +69,8 @@ def _build(kind):
 
 KINDS = {  # test name -> (design.json kind, class name)
     "chain-vck190": ("chain", "Design"), "chain-vek280": ("chain", "Design"), "dag": ("dag", "DagDesign"),
-    "cnn": ("cnn", "CnnDesign"), "cnn-thesis": ("cnn", "CnnDesign"), "recurrent": ("recurrent", "RecurrentDesign"),
+    "cnn": ("cnn", "CnnDesign"), "cnn-thesis": ("cnn", "CnnDesign"), "cnn-residual": ("cnn", "CnnDesign"),
+    "recurrent": ("recurrent", "RecurrentDesign"),
     "recurrent-stack": ("recurrent", "RecurrentDesign"), "streamed-dense": ("streamed_dense", "StreamedDenseDesign"),
     "segmented": ("segmented", "SegmentedDesign"), "gemm-vck190": ("gemm", "GemmDesign"),
     "gemm-vek280": ("gemm", "GemmDesign"),

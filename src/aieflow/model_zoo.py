@@ -145,6 +145,30 @@ def cnn_classifier(seed: int = 1):
     return nn.Sequential(OrderedDict(features=features, head=head)).eval()
 
 
+def residual_cnn(relu_after_add: bool = False, seed: int = 0):
+    """One residual block of the CNN stream mapping: ``y = relu(c1(x))``, ``z = relu(c2(y)) + y``
+    (optionally ``relu(...)`` of the sum), global average pooling of the 8 x 8 image, Linear 8 -> 4;
+    input (3, 8, 8) (issue 17, item 4)."""
+    import torch
+    from torch import nn
+
+    class ResidualCNN(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1, self.c2 = nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(8, 8, 3, padding=1)
+            self.p, self.fc = nn.AvgPool2d(8), nn.Linear(8, 4)
+
+        def forward(self, x):
+            y = torch.relu(self.c1(x))
+            z = torch.relu(self.c2(y)) + y
+            if relu_after_add:
+                z = torch.relu(z)
+            return self.fc(self.p(z).flatten(1))
+
+    torch.manual_seed(seed)
+    return ResidualCNN().eval()
+
+
 def residual_mlp(features: int = 16, hidden: int = 24, seed: int = 0):
     """``x + fc2(relu(fc1(x)))``: the smallest DAG (fan-out and a residual Add)."""
     import torch

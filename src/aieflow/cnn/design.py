@@ -114,6 +114,8 @@ class CnnDesign(EmulatedNumerics):
                 shape = (f"{lay.kernels} kernels of {lay.tile_m} x {lay.k_pad} x {lay.tile_n} (K in {lay.k_chunks}), "
                          f"PL {lay.pl_kernel} @ {lay.pl_clock_hz / 1e6:g} MHz")
             borrowed = f", borrows {lay.memory.borrowed:,} B" if lay.memory.borrowed else ""
+            if s.residual is not None:
+                shape += f", + skip from {comment(s.residual.skip_name)} ({s.residual.skip_type.to_string()})"
             lines.append(f"  {comment(s.source)}: {s.kind} {s.in_type.to_string()} -> {s.out_type.to_string()}; {shape}; "
                          f"{lay.memory.bytes:,} B/tile{borrowed}")
         lines.append(f"  modelled: latency {e.latency_s * 1e6:,.1f} us, {e.fps:,.0f} frames/s, "
@@ -142,6 +144,9 @@ class CnnDesign(EmulatedNumerics):
             rects.append(Rect(name, min(cols), min(rows), max(cols) - min(cols) + 1, max(rows) - min(rows) + 1))
             if si:
                 edges.append((self.plan.stages[si - 1].name + (f" #{q}" if q else ""), name))
+            res = self.plan.stages[si].residual
+            if res is not None and res.skip_from >= 0:  # the skip window, producer -> the add's convolution
+                edges.append((self.plan.stages[res.skip_from].name + (f" #{q}" if q else ""), name))
         d = self.device
         placement = Placement(tuple(rects), d.columns, d.rows, method=f"{self.plan.mapping} mapping")
         return placement_svg(placement, edges, d.memory_tile_rows, title=f"{self.graph.name} on {d.board}")

@@ -32,7 +32,9 @@ from .plan import (
     check_fits,
     max_replicas,
     mmul_shape,
+    residual_group_error,
     round_up,
+    skip_groups,
     stream_plan,
 )
 from .stages import Stage
@@ -70,7 +72,8 @@ def design_settings(config: Config) -> dict[str, Any]:
 
 
 def _directives(config: Config, stage: Stage, allowed: set[str], mapping: str) -> dict[str, Any]:
-    names = [stage.name] + ([stage.shuffle_name] if stage.shuffle_name else [])  # the layer's own node(s)
+    names = ([stage.name] + ([stage.shuffle_name] if stage.shuffle_name else [])  # the layer's own node(s)
+             + ([stage.residual.name] if stage.residual else []))
     raw: dict[str, Any] = {}
     for n in names:
         raw.update(dict(config.layer(n).mapping))
@@ -99,7 +102,8 @@ def stream_candidates(device: Device, stages: tuple[Stage, ...], config: Config,
     """Every legal stream mapping: each combination of output-group counts (divisors of each
     convolution's channels, at most one per array row) whose tiles fit their memory, with the
     config's replicas, or for ``auto`` as many as the array and its PLIOs hold (and, when the
-    config has a target, every power of two below that too); the first reason one failed."""
+    config has a target, every power of two below that too); the first reason one failed.  A
+    convolution with a fused residual add takes its skip producer's group count (``skip_groups``)."""
     fixed: dict[str, int | None] = {}
     for s in stages:
         d = _directives(config, s, _STREAM_KEYS, "stream")
@@ -130,6 +134,13 @@ def stream_candidates(device: Device, stages: tuple[Stage, ...], config: Config,
             plans.extend(CnnPlan("stream", device, stages, plan.layers, r, settings["mover_clock_hz"]) for r in reps)
             return
         name, opts = options[i]
+        res = stages[i].residual
+        if res is not None:  # the fused add reads the skip group by group: the same count
+            tied = skip_groups(stages, res.skip_from, chosen)
+            if tied not in opts:
+                first_error = first_error or residual_group_error(stages[i], opts[0], tied)
+                return
+            opts = [tied]
         for g in opts:
             walk(i + 1, {**chosen, name: g} if g else chosen)
 
@@ -196,6 +207,12 @@ def thesis_design(device: Device, stages: tuple[Stage, ...], config: Config, set
     """The thesis's design from the per-layer directives (examples/espcn/thesis.yaml)."""
     layers: list[ThesisLayer] = []
     limit = device.generation.data_memory_bytes
+    for s in stages:
+        if s.residual is not None:
+            raise PlanError(f"the thesis mapping runs chains of fp32 convolutions; the residual add "
+                            f"'{s.residual.name}' (onto '{s.name}', skip from '{s.residual.skip_name}') is mapped "
+                            "by the stream mapping only", layer=s.residual.name,
+                            hint="leave cnn.mapping out (stream) for residual networks")
     for i, s in enumerate(stages):
         if s.kind != "conv" or not s.is_float:
             raise PlanError("the thesis mapping runs fp32 convolutions only (+ a final pixel shuffle)", layer=s.name,

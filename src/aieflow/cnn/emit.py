@@ -69,19 +69,23 @@ def stage_idents(stages: tuple[Stage, ...]) -> list[str]:
 
 
 def roles(lay: StreamLayer) -> list[str]:
-    if lay.kind == "pool":
-        return ["Pool"]
-    if lay.cas_len == 1:
-        return ["ConvSingle"]
-    return ["ConvFirst", *(["ConvMiddle"] if lay.cas_len > 2 else []), "ConvLast"]
+    return list(dict.fromkeys(role_of(lay, j) for j in range(lay.cas_len)))
 
 
 def role_of(lay: StreamLayer, j: int) -> str:
+    """The kernel class of cascade position j; the last position of a stage with a fused residual
+    add is the ``...Skip`` variant (one more input window: the skip)."""
     if lay.kind == "pool":
         return "Pool"
+    skip = "Skip" if lay.skip else ""
     if lay.cas_len == 1:
-        return "ConvSingle"
-    return "ConvFirst" if j == 0 else "ConvLast" if j == lay.cas_len - 1 else "ConvMiddle"
+        return "ConvSingle" + skip
+    return "ConvFirst" if j == 0 else "ConvLast" + skip if j == lay.cas_len - 1 else "ConvMiddle"
+
+
+def skip_port(lay: StreamLayer) -> int:
+    """The skip window's input port of a ``...Skip`` kernel: after the image (and the cascade)."""
+    return 1 if lay.cas_len == 1 else 2
 
 
 def layer_cfg(plan: CnnPlan, s: Stage, lay: StreamLayer, ident: str) -> dict:
@@ -111,9 +115,9 @@ def layer_cfg(plan: CnnPlan, s: Stage, lay: StreamLayer, ident: str) -> dict:
             act_code, lut = 3, s.tanh
         else:
             act_code = 4
-    out_t = core.output if (s.activation in ("tanh", "prelu") and not s.is_float) else s.out_type
+    out_t = core.output if (s.activation in ("tanh", "prelu") and not s.is_float) else s.conv_type
     info.update(
-        tw=ctype(core.weight), tb="float" if s.is_float else "int32", to=ctype(s.out_type), acc=acc_type(plan, s),
+        tw=ctype(core.weight), tb="float" if s.is_float else "int32", to=ctype(s.conv_type), acc=acc_type(plan, s),
         m=m, k=k, n=n, og=lay.out_group,
         casc_lanes=cascade_chunk_lanes(m * n, 32 if s.is_float else core.acc_bits, plan.device.generation.cascade_bits),
         shift=0 if s.is_float else core.shift, bias_shift=0 if s.is_float else core.bias_shift,
@@ -126,8 +130,30 @@ def layer_cfg(plan: CnnPlan, s: Stage, lay: StreamLayer, ident: str) -> dict:
         lut_offset=lut.offset if lut is not None else 0,
         lut_rnd=list(RND).index(lut.index_rounding.value) if lut is not None else 0,
         slope_size=lay.out_group if act_code == 4 else 1,
+        **residual_cfg(s),
     )
     return info
+
+
+def residual_cfg(s: Stage) -> dict:
+    """The fused residual add's constants (ops/add.py numerics); neutral ones without an add."""
+    r = s.residual
+    out = {"res": r is not None, "ts": ctype(r.skip_type if r else s.conv_type), "ty": ctype(s.out_type),
+           "res_shift_a": 0, "res_shift_b": 0, "res_shift": 0, "res_rnd": 0, "res_lo": 0, "res_hi": 0,
+           "res_wrap": False, "res_bits": 32, "res_signed": True, "res_relu": bool(r and r.relu),
+           "res_text": ""}
+    if r is None:
+        return out
+    out["res_text"] = (f"residual add {r.name}: + skip from {r.skip_name}"
+                       + ("" if s.is_float else f" ({r.skip_type}), shifts {r.shift_conv} / {r.shift_skip}, "
+                          f"srs {r.shift}") + (", relu" if r.relu else ""))
+    t = s.out_type
+    if isinstance(t, FixedType):
+        sym = t.saturation.value == "symmetric" and t.signed
+        out.update(res_shift_a=r.shift_conv, res_shift_b=r.shift_skip, res_shift=r.shift,
+                   res_rnd=list(RND).index(t.rounding.value), res_lo=-t.max_code if sym else t.min_code,
+                   res_hi=t.max_code, res_wrap=t.saturation.value == "none", res_bits=t.width, res_signed=t.signed)
+    return out
 
 
 RND = ("floor", "ceil", "symmetric_floor", "symmetric_ceil", "positive_inf", "negative_inf", "symmetric_inf",
@@ -213,6 +239,13 @@ def project_files(plan: CnnPlan, perf_json: dict, summary: str) -> dict[str, str
                         connections.append(f"adf::connect<adf::cascade>({t.var}.out[0], {by[(q, si, r, j + 1)].var}.in[1])")
                 last = by[(q, si, r, lay.cas_len - 1)]
                 oh, ow = s.out_hw
+                if s.residual is not None:  # the skip producer's row r window (or the input PLIO's)
+                    k = s.residual.skip_from
+                    src = (f"{plio_in[q]}.out[0]" if k < 0
+                           else f"{by[(q, k, r, plan.layers[k].cas_len - 1)].var}.out[0]")
+                    port = skip_port(lay)
+                    connections.append(f"adf::connect({src}, {last.var}.in[{port}])")
+                    connections.append(f"adf::dimensions({last.var}.in[{port}]) = {{{lay.out_group * oh * ow}}}")
                 connections.append(f"adf::dimensions({last.var}.out[0]) = {{{lay.out_group * oh * ow}}}")
                 if si == len(plan.layers) - 1:
                     port = f"out{q}_{r}"
@@ -227,12 +260,12 @@ def project_files(plan: CnnPlan, perf_json: dict, summary: str) -> dict[str, str
             continue
         p = tile_params(s, lay, t.r, t.j)
         wt = s.core.weight
-        ot = s.core.output if not s.is_float else s.out_type
+        ot = s.core.output if not s.is_float else s.conv_type
         params[t.sym] = {
             "w": _c_array(p["w"], wt), "b": _c_array(p["b"], s.out_type if s.is_float else FixedType(32, 0)) if "b" in p else "",
             "t": _c_array(p["t"], ot) if "t" in p else "", "l": _c_array(p["l"], s.out_type) if "l" in p else "",
             "s": _c_array(p["s"], s.out_type) if "s" in p else "",
-            "tw": ctype(wt), "tb": "float" if s.is_float else "int32", "to": ctype(s.out_type),
+            "tw": ctype(wt), "tb": "float" if s.is_float else "int32", "to": ctype(s.conv_type),
         }
     ctx = {"version": __version__, "device": plan.device, "layers": layers, "tiles": tiles, "connections": connections,
            "plio_in": plio_in, "plio_out": plio_out, "plio_bits": PLIO_BITS, "graph_class": GRAPH_CLASS,

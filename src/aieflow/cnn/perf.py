@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..perf.movement import dma_transfer
 from .plan import CnnPlan, StreamLayer, ThesisLayer, elem_bytes, kind, round_up
 from .stages import Stage
 
@@ -23,6 +24,8 @@ VECTOR_EPILOGUE_CYCLES = 0.25  # SRS / ReLU / store per output value, vector lan
 PARTIAL_SUM_CYCLES_PER_VALUE = 0.25  # thesis K chunks: write + read back one partial sum (vector)
 PLIO_BYTES_PER_CYCLE = 16  # a 128-bit PLIO moves one word per PL clock cycle
 POOL_CYCLES_PER_ELEMENT = 1.0  # scalar window walk
+RESIDUAL_CYCLES_PER_VALUE = 3.0  # fused residual add, scalar: load the skip, align, add, round, clamp (+ ReLU)
+SKIP_BUFFER_FRAMES = 2  # a skip window is ping-pong: its producer runs at most two frames ahead of the add
 PL_LOOP_II = 1  # thesis PL loops: one element per cycle (spec)
 
 
@@ -72,6 +75,8 @@ def conv_tile_cycles(stage: Stage, lay: StreamLayer, last: bool, macs_per_cycle:
     cycles = KERNEL_CALL_CYCLES + mac + gather
     if last:
         per = SCALAR_EPILOGUE_CYCLES if stage.table is not None else VECTOR_EPILOGUE_CYCLES
+        if stage.residual is not None:
+            per += RESIDUAL_CYCLES_PER_VALUE
         cycles += pixels * lay.out_group * per
     return cycles
 
@@ -105,7 +110,59 @@ def estimate_stream(plan: CnnPlan) -> CnnPerformance:
     slowest = max(parts, key=lambda p: p.seconds)
     latency = sum(p.seconds for p in parts)
     bound = f"{slowest.where}: {slowest.stage}"
-    return CnnPerformance(latency, slowest.seconds, plan.replicas, bound, tuple(parts), sum(s.macs for s in plan.stages))
+    interval = slowest.seconds
+    steps = residual_steps(plan, parts)
+    chain, parts = parts, []
+    for j, part in enumerate(chain):
+        parts.append(part)
+        if j - 1 not in steps:  # chain[j] is stage j - 1
+            continue
+        skip, extra, cycle, what = steps[j - 1]
+        if skip is not None:
+            parts.append(skip)  # listed right after its stage
+            latency += extra
+            if skip.seconds > interval:
+                interval, bound = skip.seconds, f"dma: {skip.stage}"
+        if cycle > interval:
+            interval, bound = cycle, f"aie: {what}"
+    return CnnPerformance(latency, interval, plan.replicas, bound, tuple(parts), sum(s.macs for s in plan.stages))
+
+
+def residual_steps(plan: CnnPlan, parts: list[StagePerf]) -> dict[int, tuple[StagePerf | None, float, float, str]]:
+    """What each fused residual add costs beyond its epilogue (``conv_tile_cycles``), given the
+    chain's steps ``parts`` (input PLIO, one per stage, output PLIO):
+
+    * the skip window's transfer, from the producer's tile to the convolution's last tile of each
+      row (rows in parallel): a tile DMA (``perf.movement.dma_transfer``), a step of the pipeline.
+      It overlaps the stages between the producer and the add, so it adds to the latency only what
+      exceeds them (all of it when the branch is the one convolution: its own input windows are,
+      as everywhere in this model, not costed separately).  A skip from the network input is the
+      input PLIO's window broadcast to the last tiles too: no step of its own;
+    * the skip window is double-buffered, so the producer can run at most two frames ahead of the
+      add: the producer, every stage of the branch and the add's convolution form a cycle that
+      holds two frames, and the interval is at least half its time (no bound beyond the slowest
+      step when the branch is one convolution: half of two steps is at most the larger).
+    Returns {stage index: (skip step, latency added, interval bound, what the bound is)} for the
+    residual stages."""
+    out = {}
+    for i, (s, lay) in enumerate(zip(plan.stages, plan.layers, strict=True)):
+        if s.residual is None:
+            continue
+        k = s.residual.skip_from
+        step, extra = None, 0.0
+        if k >= 0:
+            src = plan.layers[k]
+            hops = max(1, lay.first_col + lay.cas_len - src.first_col - src.cas_len)  # last tile to last tile
+            t = dma_transfer(lay.skip_bytes, plan.device, hops)
+            secs = (t.busy_cycles + t.latency_cycles) / plan.device.clock_hz
+            step = StagePerf(f"{s.name}:skip", "dma", secs,
+                             f"skip window of {s.residual.skip_name}: {lay.cas_num} x {lay.skip_bytes} B, tile DMA")
+            between = sum(p.seconds for p in parts[k + 2:i + 1])  # parts[j + 1] is stage j; parts[0] the input
+            extra = max(0.0, secs - between)
+        cycle = sum(p.seconds for p in parts[k + 1:i + 2]) / SKIP_BUFFER_FRAMES
+        out[i] = (step, extra, cycle,
+                  f"skip buffer {s.residual.skip_name} -> {s.residual.name} ({SKIP_BUFFER_FRAMES} frames)")
+    return out
 
 
 def thesis_kernel_cycles(lay: ThesisLayer) -> float:

@@ -74,16 +74,21 @@ class StreamLayer:
     k_tile: int  # patch elements per cascade position (in_group * kh * kw)
     memory: TileUse
     first_col: int = 0  # placement: first column of the rectangle inside a replica
+    skip: str = ""  # a fused residual add: the stage whose output windows the last tiles also read
+    skip_bytes: int = 0  # that skip window, per row (double-buffered in the last tile: twice this)
 
     @property
     def tiles(self) -> int:
         return self.cas_len * self.cas_num
 
     def to_json(self) -> dict:
-        return {"stage": self.stage, "kind": self.kind, "cas_len": self.cas_len, "cas_num": self.cas_num,
-                "in_group": self.in_group, "out_group": self.out_group, "mmul": list(self.mmul),
-                "k_tile": self.k_tile, "tile_bytes": self.memory.bytes, "borrowed_bytes": self.memory.borrowed,
-                "first_col": self.first_col}
+        out = {"stage": self.stage, "kind": self.kind, "cas_len": self.cas_len, "cas_num": self.cas_num,
+               "in_group": self.in_group, "out_group": self.out_group, "mmul": list(self.mmul),
+               "k_tile": self.k_tile, "tile_bytes": self.memory.bytes, "borrowed_bytes": self.memory.borrowed,
+               "first_col": self.first_col}
+        if self.skip:  # only residual stages carry it, so earlier designs' plans compare equal on load
+            out.update(skip=self.skip, skip_bytes=self.skip_bytes)
+        return out
 
 
 @dataclass(frozen=True)
@@ -186,7 +191,7 @@ def table_bytes(stage: Stage, og: int) -> int:
         return 0
     if stage.is_float:
         return stage.table.size * 4
-    return og * stage.table.shape[1] * elem_bytes(stage.out_type)
+    return og * stage.table.shape[1] * elem_bytes(stage.conv_type)
 
 
 def stream_layer(device: Device, stage: Stage, in_groups: int, in_group: int, out_groups: int) -> StreamLayer:
@@ -210,14 +215,35 @@ def stream_layer(device: Device, stage: Stage, in_groups: int, in_group: int, ou
     kt = in_group * kh * kw
     kt_pad, og_pad = round_up(kt, mm[1]), round_up(og, mm[2])
     eb_w = elem_bytes(stage.core.weight)
+    res = stage.residual
+    skip_bytes = og * oh * ow * elem_bytes(res.skip_type) if res else 0
     mem = (2 * in_group * h * w * eb_in  # input window (double buffered)
            + og_pad * kt_pad * eb_w  # resident weights
            + og_pad * mm[0] * 4  # bias block (repeated per pixel row, as the Dense kernel stores it)
            + mm[0] * kt_pad * eb_in  # gathered patch rows of one pixel block
            + 2 * og * oh * ow * eb_out  # output window (last tile of a row)
+           + 2 * skip_bytes  # a fused residual add's skip window (last tile of a row, double buffered)
            + table_bytes(stage, og)
            + STACK_BYTES)
-    return StreamLayer(stage.name, "conv", in_groups, out_groups, in_group, og, mm, kt, TileUse(mem, limit))
+    return StreamLayer(stage.name, "conv", in_groups, out_groups, in_group, og, mm, kt, TileUse(mem, limit),
+                       skip=(res.skip_name if res else ""), skip_bytes=skip_bytes)
+
+
+def skip_groups(stages: tuple[Stage, ...], k: int, groups: dict[str, int]) -> int:
+    """Output channel groups of stage ``k`` (-1: the network input, one window) under ``groups``: a
+    pooling keeps its input's groups."""
+    while k >= 0 and stages[k].kind == "pool":
+        k -= 1
+    return 1 if k < 0 else groups.get(stages[k].name, 1)
+
+
+def residual_group_error(stage: Stage, got: int, want: int) -> PlanError:
+    r = stage.residual
+    src = f"'{r.skip_name}'" if r.skip_from >= 0 else "the network input"
+    return PlanError(f"the residual add is fused into '{stage.name}', whose {got} output channel group(s) must "
+                     f"each read the matching group of the skip from {src}, which has {want}", layer=r.name,
+                     hint=f"give '{stage.name}' and the skip's producer the same layers.<name>.mapping.groups "
+                     "(or leave them out)")
 
 
 def stream_plan(device: Device, stages: tuple[Stage, ...], groups: dict[str, int], replicas: int) -> CnnPlan:
@@ -227,6 +253,10 @@ def stream_plan(device: Device, stages: tuple[Stage, ...], groups: dict[str, int
     col = 0
     for s in stages:
         out_groups = in_groups if s.kind == "pool" else groups.get(s.name, 1)
+        if s.residual is not None:
+            want = skip_groups(stages, s.residual.skip_from, groups)
+            if want != out_groups:
+                raise residual_group_error(s, out_groups, want)
         lay = stream_layer(device, s, in_groups, in_group, out_groups)
         lay = StreamLayer(**{**lay.__dict__, "first_col": col})
         col += lay.cas_len

@@ -5,12 +5,26 @@ convolution whose window is the whole input), or a pooling window (``pool``).  A
 folded into the convolution before it (a permutation of where the epilogue stores), ReLU / Tanh /
 PReLU into the convolution's epilogue, and flatten reshapes vanish (CHW order is the flatten order).
 Everything a kernel needs is taken from the emulator's own quantised parameters, so the kernels
-compute what :func:`aieflow.ops.conv.emulate` / ``pool`` / ``dense`` do.
+compute what :func:`aieflow.ops.conv.emulate` / ``pool`` / ``dense`` / ``add`` do.
+
+**Residual blocks.**  An element-wise ``add`` (+ a ReLU the fuse pass folded into it) whose one
+operand is the output of the convolution just before it (read by nothing else) and whose other
+operand, the *skip*, is the output of an earlier stage or the network input, is fused into that
+convolution's epilogue (:class:`Residual`): the convolution's last tiles read the skip producer's
+output window as a second input and add it to each requantised output before storing.  Why fused
+rather than an Add kernel of its own: the epilogue already visits every output value (scalar store
+loop), so the add costs no tile, no extra window hop and no extra pipeline step; and when the branch
+is one convolution, the skip and the branch come from the same producer in the same frame, so the
+double-buffered skip window adds no dependency cycle that could slow the frame rate
+(:mod:`aieflow.cnn.perf`).  The chain shape of the stages is kept: a stage reads the one before it,
+plus at most one skip window.  What cannot be fused is a PlanError naming the add and the layer in
+the way (a branch ending in a pooling or a pixel shuffle, a skip read by more than one add, a
+projection on the skip, operands of different shapes).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -21,10 +35,27 @@ from ..numerics.types import FixedType, FloatType, NumericType
 from ..ops import activations as act
 from ..ops import conv as conv_ops
 from ..ops import pool as pool_ops
+from ..ops.add import AddTypes
 from ..ops.conv import ConvGeometry, ConvTypes
 from ..ops.dense import DenseTypes
 
 FIXED_TABLE = 256  # int8 pre-activation codes -> output codes, one table per output channel
+
+
+@dataclass(frozen=True)
+class Residual:
+    """An element-wise add fused into a convolution's epilogue (:mod:`aieflow.ops.add` numerics):
+    ``y = srs((conv << shift_conv) + (skip << shift_skip), shift)`` into ``out_type``, then ReLU."""
+
+    name: str  # the add node (its ReLU, if any, is an alias of it)
+    skip_from: int  # index of the stage whose output is the skip, -1: the network input
+    skip_name: str  # that stage's name, or the graph input's
+    conv_type: NumericType  # the convolution's own output type (after its activation): operand 1
+    skip_type: NumericType  # operand 2
+    shift_conv: int
+    shift_skip: int
+    shift: int
+    relu: bool
 
 
 @dataclass(frozen=True, eq=False)
@@ -47,6 +78,12 @@ class Stage:
     table: np.ndarray | None = field(default=None, repr=False)  # fixed: (O, 256) codes; fp32 tanh LUT: values
     tanh: act.Activation | None = None
     source: str = ""  # the graph node(s) it came from
+    residual: Residual | None = None  # a fused residual add (out_type is then the add's output type)
+
+    @property
+    def conv_type(self) -> NumericType:
+        """What the convolution's epilogue writes before a fused residual add (its output type)."""
+        return self.residual.conv_type if self.residual else self.out_type
 
     @property
     def is_float(self) -> bool:
@@ -73,6 +110,10 @@ class Stage:
 def lower(graph: Graph) -> tuple[Stage, ...]:
     """The graph's stages, in order; a layer the CNN mapping cannot run is a PlanError naming it."""
     shapes = {name: tuple(t.shape) for name, t in graph.tensors.items()}
+    readers: dict[str, list[Node]] = {}
+    for node in graph.nodes:
+        for t in dict.fromkeys(node.inputs):
+            readers.setdefault(t, []).append(node)
     stages: list[Stage] = []
     current = graph.inputs[0]
     first = graph.nodes[0] if graph.nodes else None
@@ -82,11 +123,21 @@ def lower(graph: Graph) -> tuple[Stage, ...]:
     if len(shapes[current]) != 3 and not lifted:
         raise PlanError(f"the CNN mapping needs a (channels, height, width) or (channels, length) input; the model's "
                         f"is {shapes[current]}")
+    produced: dict[str, int] = {current: -1}  # tensor -> index of the stage that writes it (-1: the input)
     pending_flatten: tuple[int, int, int] | None = None
     for node in graph.nodes:
+        if node.op == "add":
+            stages[-1] = _residual(graph, node, current, stages, produced, readers)
+            current = node.outputs[0]
+            produced[current] = len(stages) - 1
+            continue
         if node.inputs[0] != current:
-            raise PlanError("the CNN mapping runs a chain of layers; this layer does not read the previous one",
-                            layer=node.name, hint="branches, residual adds and fan-out are not supported")
+            raise PlanError(f"the CNN mapping runs a chain of layers (with residual skips); this layer reads "
+                            f"{_producer_name(graph, node.inputs[0], stages, produced)}'s output, not the output of "
+                            f"{_producer_name(graph, current, stages, produced)} just before it",
+                            layer=node.name,
+                            hint="residual blocks map (a skip joined by an Add to the convolution before it); other "
+                            "branches and fan-out (a tensor read by two layers that are not a skip's Add) do not")
         if node.op == "conv2d":
             stages.append(_conv(node))
             pending_flatten = None
@@ -105,11 +156,77 @@ def lower(graph: Graph) -> tuple[Stage, ...]:
         else:
             raise PlanError(f"op '{node.op}' has no CNN mapping", layer=node.name,
                             hint="the CNN mapping runs conv2d (+ relu / tanh / prelu), max / average pooling, "
-                            "pixel shuffle and a flatten + dense head")
+                            "pixel shuffle, residual adds (+ relu) onto a convolution's output, and a flatten + "
+                            "dense head")
         current = node.outputs[0]
+        if stages:
+            produced[current] = len(stages) - 1
     if not stages:
         raise PlanError("the model has no layer the CNN mapping can run")
     return tuple(stages)
+
+
+def _producer_name(graph: Graph, tensor: str, stages: list[Stage], produced: dict[str, int]) -> str:
+    k = produced.get(tensor)
+    if k is None:
+        return f"'{tensor}'"
+    return "the network input" if k < 0 else f"'{stages[k].name}'"
+
+
+def _residual(graph: Graph, node: Node, current: str, stages: list[Stage], produced: dict[str, int],
+              readers: dict[str, list[Node]]) -> Stage:
+    """Fuse the add ``node`` into the convolution that computes ``current`` (the last stage); every
+    combination this cannot express is a PlanError naming the add and the layer(s) in the way."""
+    a, b = node.inputs
+    who = lambda t: _producer_name(graph, t, stages, produced)  # noqa: E731
+    if current not in (a, b) or not stages:
+        raise PlanError(f"the residual add joins {who(a)} and {who(b)}; neither is the output of the layer just before "
+                        "it, so it cannot be fused into that layer's epilogue", layer=node.name,
+                        hint="the CNN mapping adds a skip to the output of the convolution right before the add; "
+                        "projections on the skip path and parallel branches are not mapped")
+    if a == b:
+        raise PlanError(f"the add adds {who(a)}'s output to itself; the CNN mapping fuses an add of a skip from an "
+                        "earlier layer", layer=node.name, hint="write 2 * x as a scaled layer instead")
+    skip = b if a == current else a
+    s = stages[-1]
+    conv = f"'{s.name}'"
+    if s.kind != "conv" or s.residual is not None or s.shuffle:
+        why = ("is a pooling" if s.kind == "pool" else "already ends in a residual add" if s.residual
+               else "ends in a pixel shuffle")
+        raise PlanError(f"the residual add is fused into the epilogue of the convolution that computes its branch "
+                        f"operand; that operand comes from {conv}, which {why}", layer=node.name,
+                        hint=f"end the residual branch with a convolution (put {s.name} before it, or after the add)")
+    if len(readers.get(current, ())) != 1 or current in graph.outputs:
+        raise PlanError(f"the output of {conv} is read by the add and by another layer; fused into {conv}'s epilogue "
+                        "the add replaces it", layer=node.name, hint="read the sum, not the convolution's output")
+    k = produced.get(skip)
+    if k is None or k == len(stages) - 1:
+        raise PlanError(f"the skip operand of the add ({skip}) is not the output of an earlier layer", layer=node.name)
+    src = who(skip)
+    skip_shape = stages[k].out_shape if k >= 0 else tuple(graph.tensors[skip].shape)
+    if skip_shape != s.out_shape:
+        pools = [st.name for st in stages[k + 1:] if st.kind == "pool"]
+        via = f" (the pooling '{pools[0]}' between them changes it)" if pools else ""
+        raise PlanError(f"the add joins {conv}'s output {s.out_shape} with the skip from {src} {skip_shape}: the "
+                        f"operands differ in shape{via}", layer=node.name,
+                        hint="the CNN mapping adds tensors of one shape; a projection on the skip is not mapped")
+    others = [r.name for r in readers.get(skip, ()) if r is not node]
+    if len(others) != 1 or skip in graph.outputs:
+        raise PlanError(f"the skip from {src} is read by {', '.join(repr(n) for n in others) or 'no layer'} besides "
+                        "this add; the CNN mapping buffers a skip for the next layer and one add", layer=node.name,
+                        hint="one residual add per skip tensor")
+    t: AddTypes = node.types
+    conv_t, skip_t = (t.a, t.b) if a == current else (t.b, t.a)
+    sh_conv, sh_skip = (t.shift_a, t.shift_b) if a == current else (t.shift_b, t.shift_a)
+    if conv_t != s.out_type:
+        raise PlanError(f"the add reads {conv}'s output as {conv_t}, the convolution writes {s.out_type}",
+                        layer=node.name)
+    if isinstance(t.output, FloatType) != s.is_float:
+        raise PlanError(f"the add's output {t.output} and {conv}'s {s.out_type} mix float and fixed point",
+                        layer=node.name, hint="use one precision for the whole model")
+    res = Residual(node.name, k, stages[k].name if k >= 0 else skip, conv_t, skip_t, sh_conv, sh_skip, t.shift,
+                   node.attrs.get("activation") == "relu")
+    return replace(s, out_type=t.output, residual=res, source=f"{s.source} + {' + '.join((node.name, *node.aliases))}")
 
 
 def _vector_shape(shape: tuple[int, ...], node: Node) -> tuple[int, int, int]:
@@ -182,12 +299,13 @@ def _fold_shuffle(stages: list[Stage], node: Node) -> Stage:
     if not stages or stages[-1].kind != "conv" or stages[-1].shuffle:
         raise PlanError("a pixel shuffle is mapped into the epilogue of the convolution before it; "
                         "here it does not follow a convolution", layer=node.name)
+    if stages[-1].residual is not None:
+        raise PlanError(f"a pixel shuffle after the residual add '{stages[-1].residual.name}' is not mapped (the add "
+                        f"is fused into '{stages[-1].name}''s epilogue, before its store order)", layer=node.name)
     if node.attrs["mode"] != "CRD":
         raise PlanError(f"pixel shuffle mode {node.attrs['mode']} is not mapped yet (CRD is)", layer=node.name,
                         hint="export with PyTorch's PixelShuffle or ONNX DepthToSpace mode=CRD")
     s = stages[-1]
-    from dataclasses import replace
-
     return replace(s, shuffle=int(node.attrs["upscale"]), shuffle_name=node.name, source=f"{s.source} + {node.name}")
 
 

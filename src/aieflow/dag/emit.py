@@ -77,7 +77,7 @@ def rows_infos(plan: DagPlan, ids: dict[str, str]) -> dict[str, list[dict]]:
                   "trans": _transposes(plan, name)}
         if node.op == "add":
             adds.append({**common, "ta": t.a.c_type, "tb": t.b.c_type, "acc": _acc_for_add(t),
-                         "shift_a": t.shift_a, "shift_b": t.shift_b,
+                         "shift_a": t.shift_a, "shift_b": t.shift_b, "relu": node.attrs.get("activation") == "relu",
                          "types_text": f"a {t.a}, b {t.b}, out {t.output}"})
         elif node.op == "layernorm":
             norms.append({**common, "ti": t.input.c_type, "eps": t.eps_code,

@@ -804,8 +804,8 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin):
         a, b = (self._data_input(t, name, "Add") for t in node.input[:2])
         if self.shapes[a] != self.shapes[b]:
             raise UnsupportedOpError(
-                f"node '{name}' (Add) adds per-sample shapes {self.shapes[a]} and {self.shapes[b]}; only equal "
-                "shapes (no broadcasting) are supported"
+                f"node '{name}' (Add) adds per-sample shapes {self.shapes[a]} (tensor '{a}') and {self.shapes[b]} "
+                f"(tensor '{b}'); only equal shapes (no broadcasting) are supported"
             )
         self._emit(name, "add", a, node.output[0], self.shapes[a])
         self.nodes[-1] = self.nodes[-1].evolve(inputs=(a, b))

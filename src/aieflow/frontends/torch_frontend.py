@@ -450,8 +450,8 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin):
         a, b = (self._input(arg, name) for arg in fx_node.args[:2])
         if self.shapes[a] != self.shapes[b]:
             raise UnsupportedOpError(
-                f"'{name}' adds per-sample shapes {self.shapes[a]} and {self.shapes[b]}; only equal shapes "
-                "(no broadcasting) are supported"
+                f"'{name}' adds per-sample shapes {self.shapes[a]} (from '{a}') and {self.shapes[b]} (from '{b}'); "
+                "only equal shapes (no broadcasting) are supported"
             )
         if fx_node.kwargs.get("alpha", 1) != 1:
             raise UnsupportedOpError(f"'{name}' (torch.add) has alpha != 1; only a plain sum is supported")

@@ -13,6 +13,11 @@ Integer numerics (what :func:`emulate` computes; the only definition the tests a
 
 Float numerics: fp32 ``float32(a) + float32(b)`` (one rounding); bf16 the same sum rounded to bf16
 (round to nearest even), as the AIE-ML vector add on bf16 operands accumulated in fp32.
+
+A ReLU right after the add is folded into it by the fuse pass (``attrs["activation"] = "relu"``):
+``max(y, 0)`` after the SRS (fixed point) or after the sum (float), as Dense and Conv2D do.  The
+CNN stream mapping runs it in the epilogue of the convolution the add is fused into
+(:mod:`aieflow.cnn.stages`); the DAG path's ``ResidualAdd`` kernel has no activation and refuses it.
 """
 
 from __future__ import annotations
@@ -55,8 +60,13 @@ def _types_from_json(d: dict) -> AddTypes:
                     int(d["shift_a"]), int(d["shift_b"]), int(d["shift"]))
 
 
+def _relu(node: Node) -> bool:
+    return node.attrs.get("activation") == "relu"
+
+
 def float_forward(node: Node, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.asarray(a, dtype=np.float64) + np.asarray(b, dtype=np.float64)
+    y = np.asarray(a, dtype=np.float64) + np.asarray(b, dtype=np.float64)
+    return np.maximum(y, 0.0) if _relu(node) else y
 
 
 def add_codes(a: np.ndarray, b: np.ndarray, t: AddTypes) -> np.ndarray:
@@ -69,8 +79,10 @@ def emulate(node: Node, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     t: AddTypes = node.types
     if t.is_float:
         y = np.asarray(a, dtype=np.float32) + np.asarray(b, dtype=np.float32)
-        return fixed.to_bf16(y) if t.output.name == "bf16" else y
-    return add_codes(a, b, t)
+        y = fixed.to_bf16(y) if t.output.name == "bf16" else y
+        return np.maximum(y, np.float32(0)) if _relu(node) else y
+    y = add_codes(a, b, t)
+    return np.maximum(y, 0) if _relu(node) else y
 
 
 def quantise(node: Node, ctx: QuantContext) -> Node:

@@ -1,6 +1,6 @@
-"""Fold bias adds and ReLUs into the dense layer before them (one kernel does all three), and a
-ReLU / Tanh / PReLU into the convolution before it; a ReLU / Tanh left standing becomes an
-``activation`` layer."""
+"""Fold bias adds and ReLUs into the dense layer before them (one kernel does all three), a
+ReLU / Tanh / PReLU into the convolution before it, and a ReLU into the residual add before it; a
+ReLU / Tanh left standing becomes an ``activation`` layer."""
 
 from __future__ import annotations
 
@@ -60,6 +60,7 @@ def fuse(graph: Graph, hints: QuantHints) -> tuple[Graph, QuantHints]:
             changed = True
             break
     _fuse_conv_activations(graph, nodes, tensors, tensor_hints)
+    _fuse_add_relu(graph, nodes, tensors, tensor_hints)
     nodes = [standalone_activation(n) for n in nodes]
     out = graph.with_nodes(nodes, tensors)
     out.validate()
@@ -100,6 +101,36 @@ def _fuse_conv_activations(graph: Graph, nodes: list[Node], tensors: dict, tenso
         nodes[i] = node.evolve(
             attrs=dict(node.attrs, activation=nxt.op), params=params, outputs=nxt.outputs, aliases=(*node.aliases, nxt.name)
         )
+        nodes.remove(nxt)
+
+
+def _fuse_add_relu(graph: Graph, nodes: list[Node], tensors: dict, tensor_hints: dict) -> None:
+    """Residual add + the ReLU it alone feeds -> one add node with ``activation = "relu"`` (ResNet's
+    ``relu(x + f(x))``); the ReLU's name becomes an alias.  A ReLU of a quantised value keeps its grid,
+    so a QDQ type on the sum carries over to the fused output, as for Dense + ReLU."""
+    i = 0
+    while i < len(nodes):
+        node = nodes[i]
+        nxt = None
+        if node.op == "add" and node.attrs.get("activation") is None:
+            nxt = _single_consumer(graph, nodes, node.outputs[0])
+        if nxt is None or nxt.op != "relu":
+            i += 1
+            continue
+        inner, outer = node.outputs[0], nxt.outputs[0]
+        if inner in tensor_hints and outer in tensor_hints and tensor_hints[inner] != tensor_hints[outer]:
+            raise UnsupportedOpError(
+                f"the sum is quantised to {tensor_hints[inner]} before the ReLU and to {tensor_hints[outer]} "
+                "after it; the fused add has one output type",
+                layer=node.name,
+                hint="quantise once, after the ReLU (or use the same scale on both sides)",
+            )
+        if inner in tensor_hints and outer not in tensor_hints:
+            tensor_hints[outer] = tensor_hints[inner]
+        tensors.pop(inner, None)
+        tensor_hints.pop(inner, None)
+        nodes[i] = node.evolve(attrs=dict(node.attrs, activation="relu"), outputs=nxt.outputs,
+                               aliases=(*node.aliases, nxt.name))
         nodes.remove(nxt)
 
 

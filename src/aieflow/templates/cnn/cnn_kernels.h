@@ -9,7 +9,11 @@
 // partial sums run in increasing input channel: the emulator's accumulation order.  The last tile
 // applies the epilogue (SRS, ReLU, a per-channel code table for int8 tanh / PReLU, the fp32 tanh
 // lookup table or fp32 PReLU) and stores its OG output channels, through a pixel-shuffle
-// permutation when one follows (SHUF > 1).
+// permutation when one follows (SHUF > 1).  A residual add fused into the stage (RES) makes the
+// last tile read one more window, the skip (OG x OH x OW of type TS, CHW: the same channel group of
+// an earlier stage's output), and store residual(y, skip) of type TY instead of y: both operands
+// aligned to a common grid, added exactly, one shift-round-saturate into TY with the add's own
+// rounding and saturation, then its ReLU (aieflow/ops/add.py); fp32: one float add.
 //
 // Thesis mapping: MatmulTile computes one TILE_M x K_PAD x TILE_N output tile of an im2col product
 // from a patch window the PL prepared (layout [K_PAD/K][TILE_N/M][M*K]), K in K_CHUNKS chunks with
@@ -45,6 +49,8 @@ struct ConvCore {
     using TB = typename C::TB;
     using TO = typename C::TO;
     using ACC = typename C::ACC;
+    using TS = typename C::TS;  // skip operand of a fused residual add (TO without one)
+    using TY = typename C::TY;  // stored output: the add's type (TO without one)
     static constexpr unsigned M = C::M, K = C::K, N = C::N, MN = M * N;
     static constexpr unsigned KT = C::C_IN * C::KH * C::KW;
     static constexpr unsigned KB = (KT + K - 1) / K;        // k blocks
@@ -135,8 +141,32 @@ struct ConvCore {
         }
     }
 
-    static void store(TO* __restrict out, const ACCV& acc, unsigned p0, unsigned cb, const TO* __restrict table,
-                      const float* __restrict lut, const float* __restrict slope) {
+    static_assert(!C::RES || C::SHUF == 1, "a fused residual add stores in CHW order (no pixel shuffle)");
+
+    // The fused residual add of one output value (scalar, exact in 64 bits).
+    static TY residual(TO a, TS s) {
+        if constexpr (is_float) {
+            float y = a + s;
+            if constexpr (C::RES_RELU) y = (y > 0.0f || y != y) ? y : 0.0f;  // numpy's maximum(y, 0)
+            return y;
+        } else {
+            const int64_t sum = int64_t(a) * (int64_t(1) << C::RES_SHIFT_A) + int64_t(s) * (int64_t(1) << C::RES_SHIFT_B);
+            int64_t y = round_divide(sum, int64_t(1) << C::RES_SHIFT, rnd(C::RES_RND));
+            if constexpr (C::RES_WRAP) {
+                const uint64_t mask = C::RES_BITS >= 64 ? ~uint64_t(0) : (uint64_t(1) << C::RES_BITS) - 1;
+                const uint64_t m = uint64_t(y) & mask;
+                y = (C::RES_SIGNED && C::RES_BITS < 64 && ((m >> (C::RES_BITS - 1)) & 1u))
+                        ? int64_t(m) - int64_t(mask) - 1 : int64_t(m);
+            } else {
+                y = y < C::RES_LO ? C::RES_LO : (y > C::RES_HI ? C::RES_HI : y);
+            }
+            if constexpr (C::RES_RELU) y = y < 0 ? 0 : y;
+            return TY(y);
+        }
+    }
+
+    static void store(TY* __restrict out, const ACCV& acc, unsigned p0, unsigned cb, const TO* __restrict table,
+                      const float* __restrict lut, const float* __restrict slope, const TS* __restrict skip) {
         aie::vector<TO, MN> v;
         if constexpr (is_float) {
             v = acc.template to_vector<TO>();
@@ -156,15 +186,19 @@ struct ConvCore {
                 } else if constexpr (C::ACT == int(act::float_prelu)) {
                     y = y >= 0.0f ? y : y * slope[o];
                 }
-                out[out_index(o, p)] = y;
+                if constexpr (C::RES) {
+                    out[out_index(o, p)] = residual(y, skip[o * P + p]);
+                } else {
+                    out[out_index(o, p)] = y;
+                }
             }
     }
 
     template <bool CIN, bool COUT>
     static void compute(const TA* __restrict img, TA* __restrict patch, const TW* __restrict w,
-                        const TB* __restrict bias, TO* __restrict out, input_cascade<ACC>* __restrict cin,
+                        const TB* __restrict bias, TY* __restrict out, input_cascade<ACC>* __restrict cin,
                         output_cascade<ACC>* __restrict cout, const TO* __restrict table,
-                        const float* __restrict lut, const float* __restrict slope) {
+                        const float* __restrict lut, const float* __restrict slope, const TS* __restrict skip) {
         if constexpr (!is_float) {
             aie::set_rounding(C::RND);
             aie::set_saturation(C::SAT);
@@ -182,7 +216,7 @@ struct ConvCore {
                 if constexpr (COUT) {
                     write_cascade(cout, acc);
                 } else {
-                    store(out, acc, pb * M, cb, table, lut, slope);
+                    store(out, acc, pb * M, cb, table, lut, slope, skip);
                 }
             }
         }
@@ -214,9 +248,9 @@ public:                                                                         
 template <class C>
 class ConvSingle {
     AIEFLOW_CNN_TILE_MEMBERS(ConvSingle)
-    void run(adf::input_buffer<typename C::TA>& __restrict in, adf::output_buffer<typename C::TO>& __restrict out) {
+    void run(adf::input_buffer<typename C::TA>& __restrict in, adf::output_buffer<typename C::TY>& __restrict out) {
         ConvCore<C>::template compute<false, false>(in.data(), patch_, weights_, bias_, out.data(),
-                                                    nullptr, nullptr, table_, lut_, slope_);
+                                                    nullptr, nullptr, table_, lut_, slope_, nullptr);
     }
     static void registerKernelClass() {
         REGISTER_FUNCTION(ConvSingle::run);
@@ -234,7 +268,7 @@ class ConvFirst {
     AIEFLOW_CNN_TILE_MEMBERS(ConvFirst)
     void run(adf::input_buffer<typename C::TA>& __restrict in, output_cascade<typename C::ACC>* __restrict cout) {
         ConvCore<C>::template compute<false, true>(in.data(), patch_, weights_, bias_, nullptr,
-                                                   nullptr, cout, table_, lut_, slope_);
+                                                   nullptr, cout, table_, lut_, slope_, nullptr);
     }
     static void registerKernelClass() {
         REGISTER_FUNCTION(ConvFirst::run);
@@ -249,7 +283,7 @@ class ConvMiddle {
     void run(adf::input_buffer<typename C::TA>& __restrict in, input_cascade<typename C::ACC>* __restrict cin,
              output_cascade<typename C::ACC>* __restrict cout) {
         ConvCore<C>::template compute<true, true>(in.data(), patch_, weights_, bias_, nullptr, cin,
-                                                  cout, table_, lut_, slope_);
+                                                  cout, table_, lut_, slope_, nullptr);
     }
     static void registerKernelClass() {
         REGISTER_FUNCTION(ConvMiddle::run);
@@ -261,12 +295,51 @@ template <class C>
 class ConvLast {
     AIEFLOW_CNN_TILE_MEMBERS(ConvLast)
     void run(adf::input_buffer<typename C::TA>& __restrict in, input_cascade<typename C::ACC>* __restrict cin,
-             adf::output_buffer<typename C::TO>& __restrict out) {
+             adf::output_buffer<typename C::TY>& __restrict out) {
         ConvCore<C>::template compute<true, false>(in.data(), patch_, weights_, bias_, out.data(),
-                                                   cin, nullptr, table_, lut_, slope_);
+                                                   cin, nullptr, table_, lut_, slope_, nullptr);
     }
     static void registerKernelClass() {
         REGISTER_FUNCTION(ConvLast::run);
+        REGISTER_PARAMETER(weights_);
+        REGISTER_PARAMETER(table_);
+        REGISTER_PARAMETER(lut_);
+        REGISTER_PARAMETER(slope_);
+    }
+};
+
+// The same two with a fused residual add: the skip window (this row's channel group of an
+// earlier stage's output, or of the input image) is one more input, after the image and cascade.
+template <class C>
+class ConvSingleSkip {
+    static_assert(C::RES, "ConvSingleSkip is the kernel of a stage with a fused residual add");
+    AIEFLOW_CNN_TILE_MEMBERS(ConvSingleSkip)
+    void run(adf::input_buffer<typename C::TA>& __restrict in, adf::input_buffer<typename C::TS>& __restrict skip,
+             adf::output_buffer<typename C::TY>& __restrict out) {
+        ConvCore<C>::template compute<false, false>(in.data(), patch_, weights_, bias_, out.data(),
+                                                    nullptr, nullptr, table_, lut_, slope_, skip.data());
+    }
+    static void registerKernelClass() {
+        REGISTER_FUNCTION(ConvSingleSkip::run);
+        REGISTER_PARAMETER(weights_);
+        REGISTER_PARAMETER(bias_);
+        REGISTER_PARAMETER(table_);
+        REGISTER_PARAMETER(lut_);
+        REGISTER_PARAMETER(slope_);
+    }
+};
+
+template <class C>
+class ConvLastSkip {
+    static_assert(C::RES, "ConvLastSkip is the kernel of a stage with a fused residual add");
+    AIEFLOW_CNN_TILE_MEMBERS(ConvLastSkip)
+    void run(adf::input_buffer<typename C::TA>& __restrict in, input_cascade<typename C::ACC>* __restrict cin,
+             adf::input_buffer<typename C::TS>& __restrict skip, adf::output_buffer<typename C::TY>& __restrict out) {
+        ConvCore<C>::template compute<true, false>(in.data(), patch_, weights_, bias_, out.data(),
+                                                   cin, nullptr, table_, lut_, slope_, skip.data());
+    }
+    static void registerKernelClass() {
+        REGISTER_FUNCTION(ConvLastSkip::run);
         REGISTER_PARAMETER(weights_);
         REGISTER_PARAMETER(table_);
         REGISTER_PARAMETER(lut_);

@@ -5,6 +5,7 @@
 // compute exactly what aieflow's emulator computes (ops/add.py, ops/layernorm.py), bit for bit:
 //
 //   ResidualAdd: y = srs((a << SHIFT_A) + (b << SHIFT_B), SHIFT)   one SRS, output rounding/saturation
+//                (then max(y, 0) when a ReLU is fused into the add)
 //   LayerNorm:   the integer algorithm of ops/layernorm.py per row: S1, S2, V = n S2 - S1^2 (+ eps),
 //                normalised integer square root, 16-bit reciprocal 2^46 / r, z = round_even(D inv / 2^s),
 //                y = srs(z gamma + beta, SHIFT).
@@ -35,7 +36,7 @@ inline void transpose_block(const T* __restrict src, T* __restrict dst) {
 // ---------------------------------------------------------------------------- residual Add
 // Config (generated in layers.h):
 //   struct add_cfg { using TA, TB, TO; using ACC = acc32 | acc64; static constexpr unsigned SIZE;
-//                    static constexpr int SHIFT_A, SHIFT_B, SHIFT; RND; SAT;
+//                    static constexpr int SHIFT_A, SHIFT_B, SHIFT; static constexpr bool RELU; RND; SAT;
 //                    per port P in A, B, OUT: bool P_T (transpose in memory), unsigned P_S, P_A, P_B; };
 template <class C>
 class ResidualAdd {
@@ -55,7 +56,9 @@ class ResidualAdd {
         aie::accum<ACC, L> acb;
         acb.from_vector(vb, C::SHIFT_B);
         acc = aie::add(acc, acb);  // exact: the accumulator is wide enough (chosen by aieflow)
-        return acc.template to_vector<TO>(C::SHIFT);  // one shift-round-saturate
+        const aie::vector<TO, L> v = acc.template to_vector<TO>(C::SHIFT);  // one shift-round-saturate
+        if constexpr (C::RELU) return aie::max(v, aie::zeros<TO, L>());  // a ReLU fused into the add
+        return v;
     }
 
 public:
