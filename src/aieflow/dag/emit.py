@@ -1,5 +1,6 @@
 """Render a DAG design's Vitis project: kernels (Dense from ``templates/kernels/dense.h``, residual
-Add and LayerNorm from ``templates/dag/dag_kernels.h``), resident parameters, the ADF graph with
+Add, LayerNorm, activation and softmax from ``templates/dag/dag_kernels.h``, the last two on
+``templates/kernels/activation_fixed.h``), resident parameters, the ADF graph with
 memory-tile shared buffers and their N-D tilings, PLIO data, Makefile, host stub, x86 harness.
 
 PLIO data: one input PLIO writes the graph input into its links' memory tiles, one output PLIO
@@ -286,6 +287,7 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
     if dense_infos:
         files["src/kernels/dense.h"] = kernels.joinpath("kernels/dense.h").read_text()
     files["src/kernels/dag_kernels.h"] = kernels.joinpath("dag/dag_kernels.h").read_text()
+    files["src/kernels/activation_fixed.h"] = kernels.joinpath("kernels/activation_fixed.h").read_text()
     files[f"data/{PLIO_IN}.txt"] = plio_text(inputs_q, tin)
     files[f"data/golden_{PLIO_OUT}.txt"] = plio_text(outputs_q, tout)
     return files

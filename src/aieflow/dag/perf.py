@@ -3,9 +3,9 @@ steady-state interval is the slowest stage (ping-pong buffers let every stage ov
 others), the first-output latency the longest path through the stage graph.
 
 Dense kernels use the chain's cycle model unchanged (``perf/simulate.kernel_stage``), memory-tile
-and PLIO transfers the chain's movement model (``perf/movement``).  The residual Add and LayerNorm
-kernels (and the activation and softmax kernels) have no published figure: their cycle counts below are **assumed** constants (each says
-why), so their stages are the least certain part of the estimate.
+and PLIO transfers the chain's movement model (``perf/movement``).  The residual Add, LayerNorm,
+activation and softmax kernels have no published figure: their cycle counts below are **assumed**
+constants (each says why), so their stages are the least certain part of the estimate.
 
 Limit of the closed form: a residual's skip path is buffered in its own memory tile with two
 ping-pong slots, so it holds two batches; when the long path's latency exceeds two intervals the

@@ -4,7 +4,8 @@
 (``alpha``, ``beta``, ``min``, ``max``); ``softmax`` nodes normalise over the last axis.  A ReLU /
 Tanh right after a Dense / Conv is still fused into that kernel (``passes/fuse.py``); whatever is
 left becomes one of these nodes and, on AIE-ML / AIE-MLv2, a kernel of its own in the DAG mapping
-(``dag/``, ``templates/dag/dag_kernels.h`` ``Activation`` / ``Softmax``).
+(``dag/``, ``templates/dag/dag_kernels.h`` ``Activation`` / ``Softmax``), and in a recurrent model's
+head; both run the C++ of ``templates/kernels/activation_fixed.h``.
 
 Fixed point: what the kernel computes, bit for bit (the emulation below is the definition; the
 tests check it against an independent float64 reference):
@@ -181,9 +182,7 @@ def activation_table(function: str, attrs, tx: FixedType, out: FixedType, spec=N
     """(int32 entries, SEG): the full table (SEG = 0) or the interpolation knots of a layer."""
     if tx.width <= 8:
         codes = np.arange(tx.min_code, tx.max_code + 1, dtype=np.int64)
-        if spec is None:
-            values = evaluate(function, attrs, fixed.dequantize(codes, tx))
-        elif isinstance(spec, tables.TableSpec):
+        if isinstance(spec, tables.TableSpec):  # hls4ml's (or a custom) table, read at its index
             values = spec.values()[spec.index_of_codes(codes, tx.frac)]
         else:
             values = evaluate(function, attrs, fixed.dequantize(codes, tx))
@@ -266,7 +265,7 @@ def _act_quantise(node: Node, ctx: QuantContext) -> Node:
                 "arithmetic per element); 16-bit inputs use the interpolated variant",
                 layer=node.name, hint=f"remove activations.{function} or use precision int8")
         variant = spec.preset or "table"
-    table, seg = activation_table(function, node.attrs, tx, out, spec if isinstance(spec, tables.TableSpec) else None)
+    table, seg = activation_table(function, node.attrs, tx, out, spec)
     return node.evolve(types=ActivationTypes(tx, out, variant, seg), params=dict(node.params, table=table))
 
 

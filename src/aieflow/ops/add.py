@@ -17,7 +17,8 @@ Float numerics: fp32 ``float32(a) + float32(b)`` (one rounding); bf16 the same s
 A ReLU right after the add is folded into it by the fuse pass (``attrs["activation"] = "relu"``):
 ``max(y, 0)`` after the SRS (fixed point) or after the sum (float), as Dense and Conv2D do.  The
 CNN stream mapping runs it in the epilogue of the convolution the add is fused into
-(:mod:`aieflow.cnn.stages`); the DAG path's ``ResidualAdd`` kernel has no activation and refuses it.
+(:mod:`aieflow.cnn.stages`); the DAG path's ``ResidualAdd`` kernel applies it after its SRS
+(``cfg::RELU``).
 """
 
 from __future__ import annotations

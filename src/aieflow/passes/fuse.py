@@ -38,17 +38,7 @@ def fuse(graph: Graph, hints: QuantHints) -> tuple[Graph, QuantHints]:
                 params = dict(node.params, bias=nxt.params["bias"])
                 fused = node.evolve(params=params, outputs=nxt.outputs, aliases=(*node.aliases, nxt.name))
             elif nxt.op == "relu" and node.attrs.get("activation") is None:
-                inner, outer = node.outputs[0], nxt.outputs[0]
-                if inner in tensor_hints and outer in tensor_hints and tensor_hints[inner] != tensor_hints[outer]:
-                    raise UnsupportedOpError(
-                        f"the output is quantised to {tensor_hints[inner]} before the ReLU and to "
-                        f"{tensor_hints[outer]} after it; a fused kernel has one output type",
-                        layer=node.name,
-                        hint="quantise once, after the ReLU (or use the same scale on both sides)",
-                    )
-                if inner in tensor_hints and outer not in tensor_hints:
-                    # ReLU of a quantised value stays on the same grid: the type carries over.
-                    tensor_hints[outer] = tensor_hints[inner]
+                _carry_relu_hint(node, nxt, tensor_hints, "output", "a fused kernel")
                 attrs = dict(node.attrs, activation="relu")
                 fused = node.evolve(attrs=attrs, outputs=nxt.outputs, aliases=(*node.aliases, nxt.name))
             else:
@@ -65,6 +55,21 @@ def fuse(graph: Graph, hints: QuantHints) -> tuple[Graph, QuantHints]:
     out = graph.with_nodes(nodes, tensors)
     out.validate()
     return out, QuantHints(frozen_map(tensor_hints), hints.params)
+
+
+def _carry_relu_hint(node: Node, relu: Node, tensor_hints: dict, what: str, fused: str) -> None:
+    """A ReLU fused into ``node``: the fused output has one type, so QDQ types before and after the
+    ReLU must agree; a ReLU of a quantised value stays on its grid, so a type before it carries over."""
+    inner, outer = node.outputs[0], relu.outputs[0]
+    if inner in tensor_hints and outer in tensor_hints and tensor_hints[inner] != tensor_hints[outer]:
+        raise UnsupportedOpError(
+            f"the {what} is quantised to {tensor_hints[inner]} before the ReLU and to {tensor_hints[outer]} after it; "
+            f"{fused} has one output type",
+            layer=node.name,
+            hint="quantise once, after the ReLU (or use the same scale on both sides)",
+        )
+    if inner in tensor_hints and outer not in tensor_hints:
+        tensor_hints[outer] = tensor_hints[inner]
 
 
 def standalone_activation(node: Node) -> Node:
@@ -117,18 +122,9 @@ def _fuse_add_relu(graph: Graph, nodes: list[Node], tensors: dict, tensor_hints:
         if nxt is None or nxt.op != "relu":
             i += 1
             continue
-        inner, outer = node.outputs[0], nxt.outputs[0]
-        if inner in tensor_hints and outer in tensor_hints and tensor_hints[inner] != tensor_hints[outer]:
-            raise UnsupportedOpError(
-                f"the sum is quantised to {tensor_hints[inner]} before the ReLU and to {tensor_hints[outer]} "
-                "after it; the fused add has one output type",
-                layer=node.name,
-                hint="quantise once, after the ReLU (or use the same scale on both sides)",
-            )
-        if inner in tensor_hints and outer not in tensor_hints:
-            tensor_hints[outer] = tensor_hints[inner]
-        tensors.pop(inner, None)
-        tensor_hints.pop(inner, None)
+        _carry_relu_hint(node, nxt, tensor_hints, "sum", "the fused add")
+        tensors.pop(node.outputs[0], None)
+        tensor_hints.pop(node.outputs[0], None)
         nodes[i] = node.evolve(attrs=dict(node.attrs, activation="relu"), outputs=nxt.outputs,
                                aliases=(*node.aliases, nxt.name))
         nodes.remove(nxt)

@@ -20,6 +20,7 @@ from .emit import (
     acc_tag,
     cell_header,
     config_header,
+    head_tables,
     layout,
     ns,
     packet_id,
@@ -441,6 +442,8 @@ def project_files(layers: Sequence[Node], head: list[Node], mappings: Sequence[R
     files = {f"src/{name}": (TEMPLATES / name).read_text() for name in STATIC}
     files["src/rnn_config.h"] = config_header(layers, mappings, lays, device)
     files["src/rnn_cell.h"] = cell_header(layers, head, lays)
+    if head_tables(head):
+        files["src/activation_fixed.h"] = (TEMPLATES.parent / "kernels" / "activation_fixed.h").read_text()
     files["src/rnn_weights.h"] = weights_header(layers, lays)
     files["src/graph.h"] = _graph(mappings, lays)
     files["src/graph.cpp"] = '#include "graph.h"\n\nRnnGraph g;\n\n#if defined(__AIESIM__) || defined(__X86SIM__)\nint main() {\n    g.init();\n    g.run(-1);\n    g.end();\n    return 0;\n}\n#endif\n'

@@ -9,10 +9,7 @@
 //   LayerNorm:   the integer algorithm of ops/layernorm.py per row: S1, S2, V = n S2 - S1^2 (+ eps),
 //                normalised integer square root, 16-bit reciprocal 2^46 / r, z = round_even(D inv / 2^s),
 //                y = srs(z gamma + beta, SHIFT).
-//   Activation:  y = T[x - MIN] (a full table, SEG = 0) or the linear interpolation between the
-//                knots T[i], T[i + 1] of 2^SEG-code segments (ops/activation.py).
-//   Softmax:     per row m = max x, e = E[min((m - x) >> SD, TABLE - 1)], S = sum e,
-//                inv = (2^46 + S / 2) / S, y = min(HI, (e inv + 2^(45 - FO)) >> (46 - FO)).
+//   Activation, Softmax: activation_fixed.h (ops/activation.py's table / interpolation and softmax).
 #pragma once
 
 #include <adf.h>
@@ -21,6 +18,8 @@
 
 #include <cstdint>
 #include <vector>
+
+#include "activation_fixed.h"
 
 namespace aieflow {
 
@@ -283,7 +282,8 @@ public:
 // Config (generated in layers.h):
 //   struct act_cfg { using TI, TO; static constexpr unsigned SIZE, TABLE; static constexpr int MIN, SEG,
 //                    LO, HI; per port P in IN, OUT: bool P_T, unsigned P_S, P_A, P_B; };
-// A scalar loop: the table lookup is a data-dependent load (AIE-ML has no vector gather).
+// A scalar loop (activation_fixed.h): the table lookup is a data-dependent load (AIE-ML has no
+// vector gather).
 template <class C>
 class Activation {
     using TI = typename C::TI;
@@ -301,20 +301,9 @@ public:
         if constexpr (C::IN_T) transpose_block<TI, C::IN_S, C::IN_A, C::IN_B>(in.data(), ti_);
         const TI* __restrict x = C::IN_T ? ti_ : in.data();
         TO* __restrict y = C::OUT_T ? to_ : out.data();
-        for (unsigned i = 0; i < C::SIZE; ++i) {
-            const std::int64_t u = static_cast<std::int64_t>(x[i]) - C::MIN;  // 0 .. 2^width - 1
-            if constexpr (C::SEG == 0) {
-                y[i] = static_cast<TO>(table_[u]);  // entries are output codes already
-            } else {
-                const std::int64_t k = u >> C::SEG;
-                const std::int64_t r = u & ((std::int64_t(1) << C::SEG) - 1);
-                const std::int64_t lo = table_[k];
-                const std::int64_t d = static_cast<std::int64_t>(table_[k + 1]) - lo;
-                std::int64_t v = lo + ((d * r + (std::int64_t(1) << (C::SEG - 1))) >> C::SEG);  // floor shift
-                v = v < C::LO ? C::LO : (v > C::HI ? C::HI : v);
-                y[i] = static_cast<TO>(v);
-            }
-        }
+        for (unsigned i = 0; i < C::SIZE; ++i)
+            y[i] = static_cast<TO>(aieflow_act::lookup(table_, static_cast<std::int64_t>(x[i]) - C::MIN, C::SEG, C::LO,
+                                                       C::HI));
         if constexpr (C::OUT_T) transpose_block<TO, C::OUT_S, C::OUT_A, C::OUT_B>(to_, out.data());
     }
     static void registerKernelClass() {
@@ -331,7 +320,6 @@ template <class C>
 class Softmax {
     using TI = typename C::TI;
     using TO = typename C::TO;
-    static constexpr int RECIP = 46;
     alignas(32) int32 exp_[C::TABLE];
     alignas(32) int32 e_[C::N];
     alignas(32) TI ti_[C::IN_T ? C::ROWS * C::N : 1];
@@ -347,22 +335,8 @@ public:
         if constexpr (C::IN_T) transpose_block<TI, C::IN_S, C::IN_A, C::IN_B>(in.data(), ti_);
         const TI* __restrict x = C::IN_T ? ti_ : in.data();
         TO* __restrict y = C::OUT_T ? to_ : out.data();
-        for (unsigned row = 0; row < C::ROWS; ++row, x += C::N, y += C::N) {
-            std::int32_t m = x[0];
-            for (unsigned i = 1; i < C::N; ++i) m = x[i] > m ? static_cast<std::int32_t>(x[i]) : m;
-            std::int64_t s = 0;
-            for (unsigned i = 0; i < C::N; ++i) {
-                std::int32_t k = (m - static_cast<std::int32_t>(x[i])) >> C::SD;
-                k = k < static_cast<std::int32_t>(C::TABLE) - 1 ? k : static_cast<std::int32_t>(C::TABLE) - 1;
-                e_[i] = exp_[k];
-                s += e_[i];
-            }
-            const std::int64_t inv = ((std::int64_t(1) << RECIP) + s / 2) / s;  // s >= E[0] > 0
-            for (unsigned i = 0; i < C::N; ++i) {
-                const std::int64_t v = (e_[i] * inv + (std::int64_t(1) << (RECIP - 1 - C::FO))) >> (RECIP - C::FO);
-                y[i] = static_cast<TO>(v < C::HI ? v : C::HI);
-            }
-        }
+        for (unsigned row = 0; row < C::ROWS; ++row, x += C::N, y += C::N)
+            aieflow_act::softmax_row(x, y, C::N, exp_, C::TABLE, C::SD, C::FO, C::HI, e_);
         if constexpr (C::OUT_T) transpose_block<TO, C::OUT_S, C::OUT_A, C::OUT_B>(to_, out.data());
     }
     static void registerKernelClass() {
