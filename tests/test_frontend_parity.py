@@ -475,3 +475,22 @@ def test_batchnorm_folded_cnns_verify_bit_exact_on_x86(name):
     assert result.ok, result.verdict()
     result = design.verify(samples=3, seed=2)  # type-edge frames (zeros, extremes)
     assert result.ok, result.verdict()
+
+
+def test_cnn_mapping_keys_given_under_a_folded_or_fused_layer_name_apply():
+    """A BatchNorm folded into the convolution, or a ReLU fused into it, keeps its name as an alias:
+    mapping keys given under either name reach the convolution's stage (not ignored)."""
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Conv2d(1, 8, 3), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                          nn.Linear(8 * 7 * 7, 10)).eval()
+    x = np.random.default_rng(3).standard_normal((16, 1, 16, 16)).astype(np.float32)
+    groups = {}
+    for name in ("0", "1", "2"):  # the conv, its BatchNorm, its ReLU
+        for g in (1, 2):
+            d = aieflow.compile(model, device="vek280", example_input=x[:2], calibration=x,
+                                config={"layers": {name: {"mapping": {"groups": g}}}})
+            groups[name, g] = d.plan.layers[0].cas_num
+    assert groups == {(n, g): g for n in ("0", "1", "2") for g in (1, 2)}
+    with pytest.raises(aieflow.errors.ConfigError, match="bogus"):
+        aieflow.compile(model, device="vek280", example_input=x[:2], calibration=x,
+                        config={"layers": {"1": {"mapping": {"bogus": 1}}}})

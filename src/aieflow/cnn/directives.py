@@ -72,7 +72,7 @@ def design_settings(config: Config) -> dict[str, Any]:
 
 
 def _directives(config: Config, stage: Stage, allowed: set[str], mapping: str) -> dict[str, Any]:
-    names = ([stage.name] + ([stage.shuffle_name] if stage.shuffle_name else [])  # the layer's own node(s)
+    names = ([stage.name, *stage.aliases] + ([stage.shuffle_name] if stage.shuffle_name else [])  # its node(s)
              + ([stage.residual.name] if stage.residual else []))
     raw: dict[str, Any] = {}
     for n in names:

@@ -78,6 +78,7 @@ class Stage:
     table: np.ndarray | None = field(default=None, repr=False)  # fixed: (O, 256) codes; fp32 tanh LUT: values
     tanh: act.Activation | None = None
     source: str = ""  # the graph node(s) it came from
+    aliases: tuple[str, ...] = ()  # the names of what was fused into it (ReLU, BatchNorm, the add's ReLU)
     residual: Residual | None = None  # a fused residual add (out_type is then the add's output type)
 
     @property
@@ -226,7 +227,8 @@ def _residual(graph: Graph, node: Node, current: str, stages: list[Stage], produ
                         layer=node.name, hint="use one precision for the whole model")
     res = Residual(node.name, k, stages[k].name if k >= 0 else skip, conv_t, skip_t, sh_conv, sh_skip, t.shift,
                    node.attrs.get("activation") == "relu")
-    return replace(s, out_type=t.output, residual=res, source=f"{s.source} + {' + '.join((node.name, *node.aliases))}")
+    return replace(s, out_type=t.output, residual=res, source=f"{s.source} + {' + '.join((node.name, *node.aliases))}",
+                   aliases=(*s.aliases, *node.aliases))
 
 
 def _vector_shape(shape: tuple[int, ...], node: Node) -> tuple[int, int, int]:
@@ -274,7 +276,8 @@ def _conv(node: Node) -> Stage:
     w = np.asarray(node.params["weight_q"])
     b = node.params.get("bias_q")
     return Stage(node.name, "conv", g, o, t.input, t.output, node.attrs.get("activation"), core=t.core,
-                 weight=w, bias=None if b is None else np.asarray(b), source=node.name, **_epilogue(node, t, o))
+                 weight=w, bias=None if b is None else np.asarray(b), source=node.name, aliases=node.aliases,
+                 **_epilogue(node, t, o))
 
 
 def _dense(node: Node, in_shape: tuple[int, int, int]) -> Stage:
@@ -286,13 +289,14 @@ def _dense(node: Node, in_shape: tuple[int, int, int]) -> Stage:
     wq = np.asarray(node.params["weight_q"])
     b = node.params.get("bias_q")
     return Stage(node.name, "conv", g, int(node.attrs["out_features"]), t.input, t.output, node.attrs.get("activation"),
-                 core=t, weight=wq, bias=None if b is None else np.asarray(b), source=node.name)
+                 core=t, weight=wq, bias=None if b is None else np.asarray(b), source=node.name, aliases=node.aliases)
 
 
 def _pool(node: Node) -> Stage:
     g = pool_ops.geometry(node)
     return Stage(node.name, "pool", g, g.in_shape[0], node.types, node.types, pool=node.op[:3],
-                 count_include_pad=bool(node.attrs.get("count_include_pad", True)), source=node.name)
+                 count_include_pad=bool(node.attrs.get("count_include_pad", True)), source=node.name,
+                 aliases=node.aliases)
 
 
 def _fold_shuffle(stages: list[Stage], node: Node) -> Stage:
