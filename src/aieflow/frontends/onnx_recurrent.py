@@ -348,6 +348,20 @@ class OnnxRecurrentMixin:
         if layout == 0:
             expected = expected.transpose(1, 0, 2)
         size = int(np.prod(self.shapes[source], dtype=np.int64)) if source else -1
+        if source and source not in self.cells and size == steps * feats and not np.array_equal(idx, expected):
+            # A channels-first sequence (a Conv1d's output, [batch, features, steps]) transposed into the
+            # recurrent layer's layout: the IR reads it through an explicit transpose.
+            channels_first = np.arange(b * feats * steps).reshape(b, feats, steps).transpose(0, 2, 1)
+            if layout == 0:
+                channels_first = channels_first.transpose(1, 0, 2)
+            if np.array_equal(idx, channels_first):
+                if tuple(self.shapes[source]) != (feats, steps):
+                    view = self._fresh_tensor_name(f"{name}_channels")
+                    self._emit(f"{name}_channels", "reshape", source, view, (feats, steps), {"shape": (feats, steps)})
+                    source = view
+                seq = self._fresh_tensor_name(f"{name}_x")
+                self._emit(f"{name}_input", "transpose", source, seq, (steps, feats), {"perm": (1, 0)})
+                return seq, steps
         if source in self.cells or size != steps * feats or not np.array_equal(idx, expected):
             batch_major = np.array_equal(idx.reshape(-1), np.arange(idx.size)) and layout == 0
             raise UnsupportedOpError(

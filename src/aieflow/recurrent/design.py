@@ -29,6 +29,7 @@ from ..errors import AieflowError, ConfigError, PlanError
 from ..graph_io import graph_arrays, graph_from_json, graph_to_json, read_weights, write_weights
 from ..integrity import read_project
 from ..ir import Graph, Node
+from .front import SequenceFront, front_dims, split_front
 from .model import RecurrentPerformance, estimate_recurrent
 from .plan import (
     MatvecMapping,
@@ -62,15 +63,17 @@ HEAD_OPS = ("dense", "activation", "softmax")  # what the aggregation epilogue c
 def split_layers(graph: Graph) -> tuple[list[Node], list[Node]]:
     """The recurrent layers (one, or a stack: each inner layer returns its whole sequence, which
     the next reads as its x) and the dense head after them; anything else is a clear PlanError."""
-    nodes = [n for n in graph.nodes if n.op != "reshape"]
+    front = sequence_front(graph)
+    skip = {id(n) for n in front.nodes} if front is not None else set()
+    nodes = [n for n in graph.nodes if n.op != "reshape" and id(n) not in skip]
     rec = [n for n in nodes if n.op in ("gru", "lstm")]
     names = ", ".join(f"{n.name} ({n.op})" for n in nodes)
     if not rec or nodes[: len(rec)] != rec:
         raise PlanError(
-            f"the recurrent mapping takes GRU / LSTM layers first (one, or a stack), then Dense layers, activations "
-            f"and a softmax; this model has {names}",
-            hint="put the recurrent layers first and only Dense (+ ReLU) layers, activations and a softmax after them "
-            "(a convolution before a GRU is not mapped yet: use aieflow.emulate for bit-exact predictions)",
+            f"the recurrent mapping takes GRU / LSTM layers (one, or a stack, after 1-D convolutions), then Dense "
+            f"layers, activations and a softmax; this model has {names}",
+            hint="put the recurrent layers first (1-D convolutions may come before them) and only Dense (+ ReLU) "
+            "layers, activations and a softmax after them",
         )
     for a, b in zip(rec, rec[1:], strict=False):
         if not a.attrs["return_sequences"]:
@@ -97,6 +100,12 @@ def split_layers(graph: Graph) -> tuple[list[Node], list[Node]]:
     return rec, head
 
 
+def sequence_front(graph: Graph) -> SequenceFront | None:
+    """The 1-D convolutions before the first recurrent layer (``front.py``), or None."""
+    first = next((n for n in graph.nodes if n.op in ("gru", "lstm")), None)
+    return split_front(graph, first) if first is not None else None
+
+
 def split_graph(graph: Graph) -> tuple[Node, list[Node]]:
     """The (first) recurrent layer and the dense head after the last one."""
     rec, head = split_layers(graph)
@@ -109,9 +118,12 @@ def with_head(node: Node, head: list[Node], device: Device) -> RecurrentDims:
     return replace(dims_of(node, device), head=tuple(int(d.params["weight_q"].shape[1]) for d in head if d.op == "dense"))
 
 
-def layer_dims(layers: list[Node], head: list[Node], device: Device) -> list[RecurrentDims]:
-    """Every layer's dims; the last carries the head."""
-    return [with_head(n, head if i == len(layers) - 1 else [], device) for i, n in enumerate(layers)]
+def layer_dims(layers: list[Node], head: list[Node], device: Device, front: SequenceFront | None = None) -> list[RecurrentDims]:
+    """Every layer's dims; the first carries the convolution front end, the last the head."""
+    dims = [with_head(n, head if i == len(layers) - 1 else [], device) for i, n in enumerate(layers)]
+    if front is not None:
+        dims[0] = replace(dims[0], front=front_dims(front))
+    return dims
 
 
 def search_options(opts: RecurrentOptions, fp32: bool, layer: str | None = None) -> RecurrentOptions | tuple[RecurrentOptions, ...]:
@@ -240,9 +252,9 @@ class RecurrentDesign:
         return out
 
     def macs_per_sample(self) -> int:
-        """Multiply-accumulates of one sequence: every step's W x and U h products of every layer
-        (3 gates for a GRU, 4 for an LSTM), then the dense head."""
-        macs = 0
+        """Multiply-accumulates of one sequence: the convolution front end's, every step's W x and
+        U h products of every layer (3 gates for a GRU, 4 for an LSTM), then the dense head."""
+        macs = sum(f.c_out * f.kernel * f.c_in * f.t_out for f in self.mapping.dims.front)
         for n in self.layers:
             a = n.attrs
             macs += (3 if n.op == "gru" else 4) * a["hidden_size"] * (a["input_size"] + a["hidden_size"]) * a["seq_len"]
@@ -305,6 +317,10 @@ class RecurrentDesign:
 
         dev = self.device
         rects, x0 = [], 0
+        front = sequence_front(self.graph)
+        if front is not None:  # the convolution front end's kernels: one column before layer 0
+            rects += [Rect(f"{c.name} (Conv1d)", 0, i, 1, 1) for i, c in enumerate(front.convs)]
+            x0 = 1
         for n, m in zip(self.layers, self.mappings, strict=True):
             name = n.name
             rects.append(Rect(f"{name} U h", x0, 0, m.u_columns, m.u_rows))
@@ -313,7 +329,7 @@ class RecurrentDesign:
             if m.aggregator_tiles:
                 col, row = (m.u_columns - 1, m.u_tiles % dev.rows) if not m.agg_columns else (m.u_columns + m.w_columns, 0)
                 rects.append(Rect(f"{name} aggregator", x0 + col, row, 1, 1))
-            x0 += m.columns
+            x0 += m.columns - m.front_columns
         grid = Placement(tuple(rects), max(dev.columns, x0), dev.rows, method="recurrent blocks")
         agg = "AIE aggregator" if self.mappings[-1].aggregation == "aie" else "PL FSM (hybrid)"
         cells = "+".join(m.dims.cell.upper() for m in self.mappings)
@@ -390,7 +406,7 @@ def compile_recurrent(
 
     dev, cfg, emu = _front(model, device, example_input, config, calibration, front)
     layers, head = split_layers(emu.graph)
-    per, dims = layer_choices(cfg, layers, head, dev, options)
+    per, dims = layer_choices(cfg, layers, head, dev, options, sequence_front(emu.graph))
     searched = [search_options(o, n.types.is_float, n.name) for o, n in zip(per, layers, strict=True)]
     planned = [o if isinstance(s, tuple) else s for o, s in zip(per, searched, strict=True)]
     exploration: RecurrentExploration | StackedExploration | None = None
@@ -412,12 +428,13 @@ def compile_recurrent(
         check_emittable(m, node)
     graph = _with_lanes(emu.graph, mappings, dev)
     layers, head = split_layers(graph)
-    files = project_files(layers, head, mappings, dev)
+    files = project_files(layers, head, mappings, dev, sequence_front(graph))
     return RecurrentDesign(graph, dev, cfg, mappings[0], files, exploration, emu.source, stack=stack)
 
 
 def layer_choices(cfg: Config, layers: list[Node], head: list[Node], dev: Device,
-                  options: RecurrentOptions | list[RecurrentOptions] | None) -> tuple[list[RecurrentOptions], list[RecurrentDims]]:
+                  options: RecurrentOptions | list[RecurrentOptions] | None,
+                  front: SequenceFront | None = None) -> tuple[list[RecurrentOptions], list[RecurrentDims]]:
     """Each layer's options and dims: the config's ``layers.<name>.mapping`` keys
     (``directives.py``) or ``compile_recurrent``'s ``options`` (not both), and the row kernels'
     kind (vector where bit-exact, ``recurrent/vector.py``; the config's ``kernel`` key forces one)."""
@@ -439,7 +456,7 @@ def layer_choices(cfg: Config, layers: list[Node], head: list[Node], dev: Device
         per = [options] * len(layers)
     else:
         per = [d.options for d in directives]
-    dims = layer_dims(layers, head, dev)
+    dims = layer_dims(layers, head, dev, front)
     for i, (node, d) in enumerate(zip(layers, directives, strict=True)):
         if d.kernel == "scalar":
             dims[i] = replace(dims[i], kernels=("scalar", "scalar"))
@@ -462,6 +479,7 @@ def mapping_fields(m: RecurrentMapping) -> dict[str, Any]:
     """Every field of the mapping (``RecurrentMapping.to_json`` is the readable summary)."""
     out = {f.name: getattr(m, f.name) for f in fields(m)}
     out["dims"] = {f.name: getattr(m.dims, f.name) for f in fields(m.dims)}
+    out["dims"]["front"] = [f.to_json() for f in m.dims.front]
     out["recurrent"], out["input"] = vars(m.recurrent).copy(), vars(m.input).copy()
     out["notes"] = list(m.notes)
     return out
@@ -521,7 +539,7 @@ def explore_recurrent(model: Any, device: str | Device = "vck190", example_input
     for a stack) and the one the config's target picks (default: fewest tiles)."""
     dev, cfg, emu = _front(model, device, example_input, config, calibration, front)
     layers, head = split_layers(emu.graph)
-    per, dims = layer_choices(cfg, layers, head, dev, None)  # the config's mapping keys constrain the front
+    per, dims = layer_choices(cfg, layers, head, dev, None, sequence_front(emu.graph))  # the config's mapping keys constrain the front
     opts = [search_options(o, n.types.is_float, n.name) for o, n in zip(per, layers, strict=True)]
     if len(layers) == 1:
         return choose_mapping(dims[0], dev, cfg.target, opts[0])

@@ -3,6 +3,8 @@
 Stages (AIE cycles; each built from ``perf/movement.py`` primitives and ``costs.py``):
 
     W x path (outside the loop, runs ahead on the next x):
+      front<i>   a Conv1d front end's kernel i (front.py), per output step: its input steps in,
+                 the scalar loops of its outputs; the window's lookahead is its delay
       w_mac      x over its PLIO, broadcast to the W kernels, their MACs and reductions
       w_route    W results as packets through the merges (to the PL, or the aggregator's ports)
     loop (step t needs h_{t-1}):
@@ -39,8 +41,12 @@ from ..devices import Device, get_device
 from ..passes.transport import PING_PONG
 from ..perf import movement as mv
 from ..perf.simulate import Pipeline, StageSpec, run_pipeline
+from . import front as fr
 from .costs import (
     AGG_PACKET_CYCLES,
+    AIE_HEAD_MAC_CYCLES,
+    AIE_HEAD_OUT_CYCLES,
+    ROW_LOOP_CYCLES,
     KernelTime,
     aie_gate_math_cycles,
     aie_head_cycles,
@@ -133,15 +139,19 @@ def step_stages(mapping: RecurrentMapping, device: Device | str) -> tuple[tuple[
             return mv.plio_stream_transfer(words * WORD_BYTES, device, 0, mapping.plio_bits).busy_cycles
         return mv.stream_transfer(words * WORD_BYTES, device).busy_cycles
 
-    # ---- W path
+    # ---- W path (after the convolution front end, if any)
+    front = front_stages(mapping, device)
     x_bytes = _padded_bytes(dims.n_in, device, pair)
     x_hops = memrows + mapping.w_rows + mapping.w_columns // 2
-    x = mv.plio_stream_transfer(x_bytes, device, x_hops, mapping.plio_bits)
+    if front:  # x comes from the last front kernel over the array's streams
+        x = mv.stream_transfer(x_bytes, device, mapping.w_rows + mapping.w_columns // 2 + 1)
+    else:
+        x = mv.plio_stream_transfer(x_bytes, device, x_hops, mapping.plio_bits)
     wk = _kernel(w, dims.n_in, x.busy_cycles, device, dims, "w")
     w_mac = StepStage(
         "w_mac", "kernel", x.bound, x.busy_cycles + wk.cycles, x.latency_cycles,
         MappingProxyType({"x_in": x.busy_cycles + x.latency_cycles, "mac": wk.mac, "reduction": wk.reduction}),
-        words=x_bytes / WORD_BYTES, rate=plio_words, tiles=mapping.w_tiles,
+        words=x_bytes / WORD_BYTES, rate=stream_words if front else plio_words, tiles=mapping.w_tiles,
     )
     w_pk, w_wpp = w.packets()
     w_words = mv.packet_stream_words(w_wpp, mapping.w_fanin * w_pk)  # per merged stream / port
@@ -214,7 +224,33 @@ def step_stages(mapping: RecurrentMapping, device: Device | str) -> tuple[tuple[
         aggregate = StepStage(
             "aggregate", "kernel", "compute", work, 0.0, MappingProxyType({"aggregation": work}), tiles=1,
         )
-    return (w_mac, w_route), (h_in, u_mac, route, aggregate)
+    return (*front, w_mac, w_route), (h_in, u_mac, route, aggregate)
+
+
+def front_stages(mapping: RecurrentMapping, device: Device) -> tuple[StepStage, ...]:
+    """One stage per convolution of the front end (``front.py``), per output step (= one step of
+    the layer): reading the input steps it consumes (the first from the x PLIO, later ones from the
+    previous kernel's stream), the scalar loops of its outputs (the head's per-product and
+    per-output costs), writing them.  The input steps an output's window reaches ahead (the
+    first output waits for them) are its delay."""
+    out = []
+    for i, d in enumerate(mapping.dims.front):
+        in_bytes = d.c_in * WORD_BYTES
+        if i == 0:
+            read = mv.plio_stream_transfer(in_bytes, device, device.memory_tile_rows + 1, mapping.plio_bits)
+            rate = mv.plio_stream_bytes_per_cycle(device, mapping.plio_bits) / WORD_BYTES
+        else:
+            read = mv.stream_transfer(in_bytes, device, 1)
+            rate = mv.stream_bytes_per_cycle(device) / WORD_BYTES
+        per_output_reads = fr.steps_per_output(d) * read.busy_cycles
+        compute = fr.output_step_cycles(d, AIE_HEAD_MAC_CYCLES["fixed"], AIE_HEAD_OUT_CYCLES["fixed"], ROW_LOOP_CYCLES)
+        ahead = fr.lookahead_steps(d) * read.busy_cycles + read.latency_cycles
+        out.append(StepStage(
+            f"front{i}", "kernel", "compute" if compute >= per_output_reads else read.bound, per_output_reads + compute, ahead,
+            MappingProxyType({"x_in": per_output_reads, "front": compute}), words=d.c_in * fr.steps_per_output(d),
+            rate=rate, tiles=1,
+        ))
+    return tuple(out)
 
 
 def head_stage(mapping: RecurrentMapping, device: Device | str) -> StepStage:

@@ -36,6 +36,8 @@ from ..ops.dense import kind_of
 from ..ops.recurrent import CANONICAL_GATES
 from ..perf.movement import PLIO_BITS
 from .costs import LUT_ENTRIES, element_bits, lanes
+from .front import FrontDims, front_from_json
+from .front import kernel_bytes as front_kernel_bytes
 from .vector import KERNELS
 
 CELLS = tuple(CANONICAL_GATES)  # "gru", "lstm"
@@ -65,8 +67,13 @@ class RecurrentDims:
     # False only for designs saved before fixed-point cascade chains had vector forms: their
     # projects' chains are scalar (design.mapping_from_fields).
     chain_vector: bool = True
+    # The 1-D convolutions before the layer (recurrent/front.py), in order; each is one kernel
+    # in front of the W x kernels (a stack's first layer only).
+    front: tuple[FrontDims, ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "front", front_from_json(self.front) if any(isinstance(f, dict) for f in self.front)
+                           else tuple(self.front))
         if self.cell not in CELLS:
             raise ConfigError(f"recurrent cell {self.cell!r}: use one of {', '.join(CELLS)}")
         object.__setattr__(self, "kernels", tuple(self.kernels))
@@ -245,17 +252,27 @@ class RecurrentMapping:
     notes: tuple[str, ...] = ()
 
     @property
+    def front_tiles(self) -> int:
+        """One tile per convolution of the front end (recurrent/front.py)."""
+        return len(self.dims.front)
+
+    @property
     def tiles(self) -> int:
-        return self.u_tiles + self.w_tiles + self.aggregator_tiles
+        return self.front_tiles + self.u_tiles + self.w_tiles + self.aggregator_tiles
+
+    @property
+    def front_columns(self) -> int:
+        """The front end's kernels stand in one column before the U h block."""
+        return 1 if self.dims.front else 0
 
     @property
     def columns(self) -> int:
         """Width of the placement rectangle (its height is ``rows``)."""
-        return self.u_columns + self.w_columns + self.agg_columns
+        return self.front_columns + self.u_columns + self.w_columns + self.agg_columns
 
     @property
     def rows(self) -> int:
-        return max(self.u_rows, self.w_rows, self.aggregator_tiles)
+        return max(self.u_rows, self.w_rows, self.aggregator_tiles, self.front_tiles)
 
     @property
     def distribution(self) -> str:
@@ -285,8 +302,9 @@ class RecurrentMapping:
         def mv(m: MatvecMapping) -> str:
             return f"row x{m.rows}" if m.distribution == "row" else f"column {m.rows} rows x {m.cas_len} tiles"
 
+        front = "".join(f"Conv1d {f.c_in}->{f.c_out} (k {f.kernel}), " for f in self.dims.front)
         return (
-            f"{self.dims.cell.upper()} {self.dims.n_in}->{self.dims.n_h}: U h {mv(self.recurrent)}, "
+            f"{front}{self.dims.cell.upper()} {self.dims.n_in}->{self.dims.n_h}: U h {mv(self.recurrent)}, "
             f"W x {mv(self.input)}, {self.aggregation} aggregation, {self.tiles} tiles, "
             f"{self.merges} merges (fan-in <= {self.merge_fanin}), {self.interface_tiles} interface tiles"
         )
@@ -299,13 +317,15 @@ class RecurrentMapping:
             "seq_len": self.dims.seq_len,
             "pair": list(self.dims.pair or ()),
             "head": list(self.dims.head),
+            "front": [f.to_json() for f in self.dims.front],
             "device": self.device,
             "recurrent": vars(self.recurrent).copy(),
             "input": vars(self.input).copy(),
             "kernels": {"u": self.dims.kernel("u", self.recurrent.distribution),
                         "w": self.dims.kernel("w", self.input.distribution)},
             "aggregation": self.aggregation,
-            "tiles": {"u": self.u_tiles, "w": self.w_tiles, "aggregator": self.aggregator_tiles, "total": self.tiles},
+            "tiles": {"front": self.front_tiles, "u": self.u_tiles, "w": self.w_tiles, "aggregator": self.aggregator_tiles,
+                      "total": self.tiles},
             "merges": self.merges,
             "merge_fanin": self.merge_fanin,
             "plio": {"in": self.plio_in, "out": self.plio_out, "bits": self.plio_bits},
@@ -426,6 +446,12 @@ def violations(mapping: RecurrentMapping, device: Device | str) -> list[str]:
             out.append(f"aggregator needs {need} B > {gen.data_memory_bytes} B of tile memory")
         if mapping.u_merges > gen.stream_in_ports:
             out.append(f"aggregator reads {mapping.u_merges} streams > {gen.stream_in_ports} input ports")
+    if mapping.front_tiles > device.rows:
+        out.append(f"{mapping.front_tiles} convolutions in front > {device.rows} rows of one column")
+    for i, f in enumerate(dims.front):
+        need = front_kernel_bytes(f)
+        if need > gen.data_memory_bytes:
+            out.append(f"front convolution {i} needs {need} B > {gen.data_memory_bytes} B of tile memory")
     if mapping.merge_fanin > gen.pktmerge_max_inputs:
         out.append(f"a pktmerge of {mapping.merge_fanin} inputs > {gen.pktmerge_max_inputs}")
     if mapping.interface_tiles > device.plio_columns:

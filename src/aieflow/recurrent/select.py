@@ -118,7 +118,7 @@ def _input_side(m: RecurrentMapping, device: Device) -> tuple[float, ...]:
     """Everything the W x spread changes in a mapping, each the smaller the better: its tiles,
     packet sources (merges, fan-in, interface streams), placement block, its stages' occupancy
     and latency, and the aggregator's work on its packets (aie)."""
-    (w_mac, w_route), _ = step_stages(m, device)
+    *_, w_mac, w_route = step_stages(m, device)[0]  # after the convolution front end, if any
     pk, wpp = m.input.packets()
     return (
         m.w_tiles, m.input.sources(m.dims), m.w_columns, m.w_rows,

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..numerics.types import FixedType
 from ..verify import VerifyError, X86Outcome, _tail, build_units, verification_inputs
+from . import front as fr
 
 if TYPE_CHECKING:
     from .design import RecurrentDesign
@@ -54,8 +55,14 @@ def build(files: dict[str, str], arch: int, hybrid: bool, cache_dir: Path | None
 
 def x_file(design: RecurrentDesign, xq: np.ndarray) -> str:
     """What the x PLIO carries: per sample and step, x zero-padded to the W kernels' lanes."""
+    from .design import sequence_front
     from .emit import layout
 
+    front = sequence_front(design.graph)
+    if front is not None:  # the input steps as they come, the Conv1d front end computes layer 0's x
+        d = front.convs[0]
+        x = fr.x_steps(xq, front, int(d.attrs["in_size"][1]), int(d.attrs["in_channels"]))
+        return "\n".join(str(int(v)) for v in x.ravel()) + "\n"
     n = design.layer  # the first layer reads the design's input
     t, f = n.attrs["seq_len"], n.attrs["input_size"]
     lane = layout(design.mapping, design.device).lanes
@@ -70,9 +77,9 @@ def x_file(design: RecurrentDesign, xq: np.ndarray) -> str:
 def verify(design: RecurrentDesign, x: Any = None, samples: int = 16, seed: int = 0,
            cache_dir: str | os.PathLike | None = None, jobs: int | None = None) -> RecurrentVerifyResult:
     """``jobs``: parallel compiler processes (the harness and, hybrid, the PL FSM; default both)."""
-    n = design.layer
-    in_t = n.types.input
-    shape = (n.attrs["seq_len"], n.attrs["input_size"])
+    g = design.graph
+    in_t = g.tensors[g.inputs[0]].dtype  # the design's input type (the first convolution's or layer's)
+    shape = tuple(g.tensors[g.inputs[0]].shape)
     if x is None:
         xq = verification_inputs(in_t, shape, samples, seed)
     else:

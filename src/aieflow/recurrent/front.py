@@ -1,0 +1,301 @@
+"""A 1-D convolution front end before the first recurrent layer (Conv1d -> GRU / LSTM).
+
+The frontends import ``nn.Conv1d`` / an ONNX 1-D Conv as a Conv2d on a one-row image (``C x 1 x T``)
+between two views: the sequence as an image, and the convolution's output as the recurrent layer's
+batch-first sequence (a transpose of ``C x T``).  Here each convolution becomes one free-running
+AI Engine kernel (``SeqConv`` in ``templates/recurrent/rnn_front.h``) in front of the first layer's
+W x kernels:
+
+* every call reads one input step (``CIN`` codes) into a ring of the last ``K`` steps and writes every
+  output step whose window is complete (zero padding on both ends is implicit; the last input
+  step of a sample flushes the outputs the right padding completes);
+* an output step is the Dense arithmetic of ``ops/dense.py`` on the window (int64 products, the
+  bias, one wrap to the accumulator, round-shift and saturate to the output type, the fused
+  ReLU), which is what ``ops/conv.emulate`` computes on im2col patches;
+* the last kernel's output steps are the first layer's x, zero-padded to its W kernels' lanes
+  and broadcast to them exactly as the x PLIO is otherwise.
+
+Convolutions may be chained (each kernel feeds the next one's stream).  What is not mapped here
+(pooling, a standalone activation, a tanh / PReLU convolution, fp32) is refused naming the layer.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import PlanError
+from ..ir import Graph, Node
+from ..names import comment
+from ..numerics.types import FixedType
+from ..ops.conv import geometry
+
+HINT = ("before a GRU / LSTM the mapping takes 1-D convolutions (Conv1d, with or without a ReLU) only; use "
+        "aieflow.emulate for bit-exact predictions of other models")
+
+
+@dataclass(frozen=True)
+class FrontDims:
+    """One convolution of the front as the mapping and the latency model see it."""
+
+    c_in: int
+    c_out: int
+    kernel: int
+    stride: int
+    pad_left: int
+    t_in: int
+    t_out: int
+    weight_bits: int = 8
+
+    def last_input(self, o: int) -> int:
+        """The last input step output step ``o`` reads (clamped to the sequence)."""
+        return min(self.t_in - 1, o * self.stride - self.pad_left + self.kernel - 1)
+
+    def to_json(self) -> dict[str, int]:
+        return {k: getattr(self, k) for k in ("c_in", "c_out", "kernel", "stride", "pad_left", "t_in", "t_out", "weight_bits")}
+
+
+@dataclass(frozen=True)
+class SequenceFront:
+    """The convolutions before the first recurrent layer, in order, and the views around them."""
+
+    convs: tuple[Node, ...]
+    views: tuple[Node, ...]
+    step_major: bool  # the design's input is (steps, channels): a transpose feeds the first convolution
+
+    @property
+    def nodes(self) -> tuple[Node, ...]:
+        return self.convs + self.views
+
+
+def _refuse(n: Node, rec: Node, why: str) -> PlanError:
+    return PlanError(f"layer {n.name} ({n.op}) before {rec.op.upper()} {rec.name}: {why}", layer=n.name, hint=HINT)
+
+
+def split_front(graph: Graph, rec: Node) -> SequenceFront | None:
+    """The convolution front end that feeds ``rec`` (the first recurrent layer), None when ``rec``
+    reads the design's input directly; a PlanError naming the layer when something else is there."""
+    before = graph.nodes[: graph.nodes.index(rec)]
+    if not before:
+        return None
+    convs: list[Node] = []
+    views: list[Node] = []
+    step_major = False
+    tensor = rec.inputs[0]
+    p = graph.producer(tensor)
+    if p is None:
+        raise _refuse(before[0], rec, "is not on the path to the recurrent layer")
+    if p.op != "transpose" or tuple(p.attrs.get("perm", ())) != (1, 0):
+        raise _refuse(p, rec, "is not mapped before a recurrent layer")
+    views.append(p)
+    tensor = p.inputs[0]
+    while True:
+        p = graph.producer(tensor)
+        if p is None:
+            break
+        if p.op == "reshape":
+            views.append(p)
+        elif p.op == "conv2d":
+            convs.append(p)
+        elif p.op == "transpose" and tuple(p.attrs.get("perm", ())) == (1, 0) and p.inputs[0] in graph.inputs and convs:
+            views.append(p)
+            step_major = True
+            tensor = p.inputs[0]
+            break
+        else:
+            raise _refuse(p, rec, "is not mapped before a recurrent layer")
+        tensor = p.inputs[0]
+    if not convs or tensor not in graph.inputs:
+        raise _refuse(before[0], rec, "is not on a chain of 1-D convolutions from the design's input")
+    chain = {id(n) for n in (*convs, *views)}
+    extra = [n for n in before if id(n) not in chain]
+    if extra:
+        raise _refuse(extra[0], rec, "is not on the chain of 1-D convolutions that feeds the recurrent layer")
+    convs.reverse()
+    for c in convs:
+        _check_conv(c, rec)
+    for a, b in zip(convs, convs[1:], strict=False):
+        if a.types.output != b.types.core.input:
+            raise PlanError(f"{b.name} reads {a.name}'s output as {b.types.core.input} but {a.name} writes {a.types.output}",
+                            layer=b.name, hint=f"give {b.name} input type {a.types.output}")
+    last = convs[-1]
+    if rec.types is not None and not rec.types.is_float and last.types.output != rec.types.input:
+        raise PlanError(f"{rec.name} reads {last.name}'s output as {rec.types.input} but {last.name} writes {last.types.output}",
+                        layer=rec.name, hint=f"give {rec.name} input type {last.types.output}")
+    return SequenceFront(tuple(convs), tuple(views), step_major)
+
+
+def _check_conv(c: Node, rec: Node) -> None:
+    g = geometry(c)
+    top, left, bottom, right = c.attrs["padding"]
+    if g.in_shape[1] != 1 or g.kernel[0] != 1 or g.stride[0] != 1 or top or bottom:
+        raise _refuse(c, rec, "is a 2-D convolution; only 1-D convolutions (one-row images) are mapped before a recurrent layer")
+    if c.attrs.get("activation") not in (None, "relu"):
+        raise _refuse(c, rec, f"its fused {c.attrs['activation']} has no kernel in the convolution front end (ReLU or none)")
+    t = c.types
+    if t is None or t.is_float or not isinstance(t.output, FixedType):
+        raise _refuse(c, rec, "a float convolution front end is emulation only; the kernel is fixed point")
+    for what, ft in (("input", t.core.input), ("weight", t.core.weight), ("output", t.output)):
+        if ft.width > 16:
+            raise _refuse(c, rec, f"its {what} type {ft} is wider than 16 bits")
+
+
+def front_dims(front: SequenceFront | None) -> tuple[FrontDims, ...]:
+    if front is None:
+        return ()
+    out = []
+    for c in front.convs:
+        g = geometry(c)
+        out.append(FrontDims(int(c.attrs["in_channels"]), int(c.attrs["out_channels"]), int(g.kernel[1]), int(g.stride[1]),
+                             int(c.attrs["padding"][1]), int(g.in_shape[2]), int(g.out_hw[1]),
+                             8 if c.types.core.weight.width <= 8 else 16))
+    return tuple(out)
+
+
+def front_from_json(items: Any) -> tuple[FrontDims, ...]:
+    return tuple(FrontDims(**dict(d)) for d in items or ())
+
+
+def weight_type(c: Node) -> str:
+    return "int8_t" if c.types.core.weight.width <= 8 else "int16_t"
+
+
+def kernel_bytes(d: FrontDims) -> int:
+    """Data memory of one front kernel: weights, 32-bit bias codes, the ring of K input steps."""
+    return d.c_out * d.kernel * d.c_in * (d.weight_bits // 8) + 4 * d.c_out + 4 * d.kernel * d.c_in
+
+
+# ----------------------------------------------------------------------------- C++
+
+
+def _arr(values: list[str], per_line: int = 16) -> str:
+    lines = [", ".join(values[i : i + per_line]) for i in range(0, len(values), per_line)]
+    return "{\n    " + ",\n    ".join(lines) + "}" if values else "{}"
+
+
+def config_text(front: SequenceFront, first_kp: int, rnd: dict, sat: dict) -> str:
+    """``namespace rnn_front``: one configuration struct per convolution (``F<i>``)."""
+    dims = front_dims(front)
+    out = ["// The 1-D convolution front end before the first recurrent layer (rnn_front.h), one kernel per",
+           "// convolution; the last one's output steps are layer 0's x, zero-padded to its lanes.",
+           "namespace rnn_front {", ""]
+    for i, (c, d) in enumerate(zip(front.convs, dims, strict=True)):
+        t = c.types.core
+        o = c.types.output
+        cinp = d.c_in
+        coutp = first_kp if i == len(dims) - 1 else d.c_out
+        out += [f"// {comment(c.name)}: Conv1d {d.c_in} -> {d.c_out}, kernel {d.kernel}, stride {d.stride}, "
+                f"padding {d.pad_left} left, {d.t_in} -> {d.t_out} steps",
+                f"struct F{i} {{",
+                f"    using W = {weight_type(c)};",
+                f"    static constexpr int CIN = {d.c_in};",
+                f"    static constexpr int CINP = {cinp};  // words per input step",
+                f"    static constexpr int COUT = {d.c_out};",
+                f"    static constexpr int COUTP = {coutp};  // words per output step (zero-padded)",
+                f"    static constexpr int K = {d.kernel};",
+                f"    static constexpr int S = {d.stride};",
+                f"    static constexpr int PL = {d.pad_left};",
+                f"    static constexpr int TIN = {d.t_in};",
+                f"    static constexpr int TOUT = {d.t_out};",
+                f"    static constexpr int ACC_BITS = {t.acc_bits};",
+                f"    static constexpr int SHIFT = {t.shift};",
+                f"    static constexpr int BIAS_SHIFT = {t.bias_shift};",
+                f"    static constexpr bool RELU = {'true' if c.attrs.get('activation') == 'relu' else 'false'};",
+                f"    static constexpr rnn::fxtype OUT = rnn::fxtype{{{o.width}, {o.frac}, {'true' if o.signed else 'false'}, "
+                f"rnn::{rnd[o.rounding]}, rnn::{sat[o.saturation]}}};",
+                "};", ""]
+    out += ["}  // namespace rnn_front", ""]
+    return "\n".join(out)
+
+
+def weights_text(front: SequenceFront) -> list[str]:
+    """Each convolution's weights as [(c, j), o] (the im2col patch order of ops/conv.py) and bias codes."""
+    out = ["namespace rnn_front {"]
+    for i, c in enumerate(front.convs):
+        w = np.asarray(c.params["weight_q"]).astype(np.int64)
+        b = c.params.get("bias_q")
+        b = np.zeros(w.shape[1], dtype=np.int64) if b is None else np.asarray(b).astype(np.int64)
+        out.append(f"static const F{i}::W F{i}_W[{w.size}] = {_arr(list(map(str, w.ravel().tolist())))};")
+        out.append(f"static const int32_t F{i}_B[{b.size}] = {_arr(list(map(str, b.ravel().tolist())))};")
+    out += ["}  // namespace rnn_front", ""]
+    return out
+
+
+def graph_members(front: SequenceFront) -> list[str]:
+    return [f"    adf::kernel front[{len(front.convs)}];  // the Conv1d front end (rnn_front.h)"]
+
+
+def graph_lines(front: SequenceFront, x_plio: str) -> list[str]:
+    """The front kernels from ``x_plio`` on; the W x kernels then read ``front[last].out[0]``."""
+    out = ["        // ---- the Conv1d front end: x PLIO -> front[0] -> ... -> layer 0's W x kernels"]
+    for i in range(len(front.convs)):
+        f = f"rnn_front::F{i}"
+        src = f"{x_plio}.out[0]" if i == 0 else f"front[{i - 1}].out[0]"
+        out += [f"        front[{i}] = adf::kernel::create_object<SeqConv<{f}>>(",
+                f"            std::vector<{f}::W>(rnn_front::F{i}_W, rnn_front::F{i}_W + {f}::COUT * {f}::K * {f}::CIN),",
+                f"            std::vector<int32_t>(rnn_front::F{i}_B, rnn_front::F{i}_B + {f}::COUT));",
+                f'        adf::source(front[{i}]) = "kernels/rnn_kernels.cc";',
+                f"        adf::runtime<adf::ratio>(front[{i}]) = 1.0;",
+                f"        adf::connect<adf::stream>({src}, front[{i}].in[0]);"]
+    return out
+
+
+def last_output(front: SequenceFront) -> str:
+    return f"front[{len(front.convs) - 1}].out[0]"
+
+
+def instances(front: SequenceFront) -> list[str]:
+    return [f"template class SeqConv<rnn_front::F{i}>;" for i in range(len(front.convs))]
+
+
+def harness_decls(front: SequenceFront) -> list[str]:
+    n = len(front.convs)
+    out = [f"    static aieflow_shim::stream<X> s_front[{n + 1}];  // into front[0], ..., out of front[{n - 1}]"]
+    for i in range(n):
+        out.append(f"    auto& k_front{i} = aieflow_shim::freerun::kernel_object<SeqConv<rnn_front::F{i}>>(g.front[{i}]);")
+    return out
+
+
+def harness_sample(front: SequenceFront) -> list[str]:
+    """Run one sample through the front kernels: each kernel is called once per input step it has
+    whole in its stream; layer 0's steps then read the last stream."""
+    out = ["        // ---- the Conv1d front end: one call per input step, each kernel as its stream fills",
+           "        for (int j = 0; j < rnn_front::F0::TIN; ++j) {",
+           "            const std::size_t at = (n * rnn_front::F0::TIN + std::size_t(j)) * rnn_front::F0::CINP;",
+           "            s_front[0].push_all(std::vector<X>(xs.begin() + at, xs.begin() + at + rnn_front::F0::CINP));",
+           "            k_front0.run(s_front[0].in(), s_front[1].out());"]
+    for i in range(1, len(front.convs)):
+        out += [f"            while (s_front[{i}].size() >= std::size_t(rnn_front::F{i}::CINP)) "
+                f"k_front{i}.run(s_front[{i}].in(), s_front[{i + 1}].out());"]
+    out += ["        }"]
+    return out
+
+
+def x_steps(xq: np.ndarray, front: SequenceFront, t_in: int, c_in: int) -> np.ndarray:
+    """The design's input codes as the x PLIO carries them into front[0]: per sample and step,
+    the step's channels."""
+    x = xq.reshape(xq.shape[0], -1)
+    if front.step_major:
+        return x.reshape(xq.shape[0], t_in, c_in)
+    return x.reshape(xq.shape[0], c_in, t_in).transpose(0, 2, 1)
+
+
+# ----------------------------------------------------------------------------- cost
+
+
+def output_step_cycles(d: FrontDims, mac: int, out: int, loop: int) -> float:
+    """AIE cycles of one output step on the scalar unit (the head's per-product and per-output
+    costs, costs.AIE_HEAD_*), and writing its words."""
+    return d.c_out * (d.kernel * d.c_in * mac + out + loop) + d.c_out
+
+
+def lookahead_steps(d: FrontDims) -> int:
+    """Input steps read before the first output step can be written."""
+    return d.last_input(0) + 1
+
+
+def steps_per_output(d: FrontDims) -> float:
+    return d.t_in / d.t_out if d.t_out else math.inf
