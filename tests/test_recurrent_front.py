@@ -142,6 +142,9 @@ def test_conv_gru_sigmoid_compiles_predicts_and_runs_bit_exact_on_x86(conv_gru):
     want = m(torch.tensor(x)).detach().numpy()
     assert np.abs(d.predict(x) - want).max() < 0.02  # 8-bit codes through conv, GRU and head
     assert d.mapping.dims.front and d.mapping.front_tiles == 1
+    f = d.mapping.dims.front[0]
+    assert f.vector and f.lanes == 32  # int8 x int8 on AIE-ML: 32 output channels per aie::mac (16 padded to 32)
+    assert "VECTOR = true" in d.files["src/rnn_config.h"]
     assert "Conv1d 6->16" in d.summary()
     files = d.files
     assert "src/rnn_front.h" in files and "SeqConv<rnn_front::F0>" in files["src/graph.h"]
@@ -165,7 +168,9 @@ def test_the_front_is_costed_and_counted(conv_gru):
     assert names[0] == "front0" and "w_mac" in names
     front = p.stages[0]
     dims = d.mapping.dims.front[0]
-    assert front.tiles == 1 and front.occupancy > dims.c_out * dims.kernel * dims.c_in  # at least a cycle per MAC
+    assert dims.vector and front.tiles == 1
+    # at least one vector MAC per window value and lane group, and one cycle per output word
+    assert front.occupancy > -(-dims.c_out // dims.lanes) * dims.kernel * dims.c_in + dims.c_out
     assert p.tiles == d.mapping.u_tiles + d.mapping.w_tiles + d.mapping.aggregator_tiles + 1
     perf = d.to_json()["performance"]
     assert perf["tiles_used"] == p.tiles
@@ -199,6 +204,11 @@ def test_two_convolutions_step_major_input_and_an_lstm_run_bit_exact(device):
     assert len(d.mapping.dims.front) == 2
     f0, f1 = d.mapping.dims.front
     assert (f0.t_out, f1.stride, f1.pad_left, f1.t_out) == (17, 2, 0, 7)
+    # int16 codes: the vector form only where 2^15 x sum |w| < 2^31 for every channel, else scalar
+    for conv, fd in zip(("c1", "c2"), (f0, f1), strict=True):
+        w = np.abs(np.asarray(d.graph.node(conv).params["weight_q"]).astype(np.int64))
+        assert fd.vector == bool(w.sum(axis=0).max() * 2**15 < 2**31)
+    assert not (f0.vector and f1.vector)  # at least one scalar front kernel is exercised
     assert np.abs(d.predict(x) - m(torch.tensor(x)).detach().numpy()).max() < 0.05
     v = d.verify(samples=12)
     assert v.ok, v.verdict()

@@ -122,7 +122,7 @@ def layer_dims(layers: list[Node], head: list[Node], device: Device, front: Sequ
     """Every layer's dims; the first carries the convolution front end, the last the head."""
     dims = [with_head(n, head if i == len(layers) - 1 else [], device) for i, n in enumerate(layers)]
     if front is not None:
-        dims[0] = replace(dims[0], front=front_dims(front))
+        dims[0] = replace(dims[0], front=front_dims(front, device))
     return dims
 
 

@@ -27,11 +27,14 @@ from typing import Any
 
 import numpy as np
 
+from ..devices import Device
 from ..errors import PlanError
 from ..ir import Graph, Node
 from ..names import comment
 from ..numerics.types import FixedType
 from ..ops.conv import geometry
+from ..ops.dense import kind_of
+from .costs import lanes
 
 HINT = ("before a GRU / LSTM the mapping takes 1-D convolutions (Conv1d, with or without a ReLU) only; use "
         "aieflow.emulate for bit-exact predictions of other models")
@@ -49,13 +52,21 @@ class FrontDims:
     t_in: int
     t_out: int
     weight_bits: int = 8
+    input_bits: int = 8
+    lanes: int = 1  # output channels per vector MAC (1: scalar products)
+    vector: bool = False  # products as aie::mac lanes (exact: vector_exact), else the scalar unit
+
+    @property
+    def c_out_padded(self) -> int:
+        return math.ceil(self.c_out / self.lanes) * self.lanes
 
     def last_input(self, o: int) -> int:
         """The last input step output step ``o`` reads (clamped to the sequence)."""
         return min(self.t_in - 1, o * self.stride - self.pad_left + self.kernel - 1)
 
     def to_json(self) -> dict[str, int]:
-        return {k: getattr(self, k) for k in ("c_in", "c_out", "kernel", "stride", "pad_left", "t_in", "t_out", "weight_bits")}
+        return {k: getattr(self, k) for k in ("c_in", "c_out", "kernel", "stride", "pad_left", "t_in", "t_out", "weight_bits",
+                                          "input_bits", "lanes", "vector")}
 
 
 @dataclass(frozen=True)
@@ -143,15 +154,30 @@ def _check_conv(c: Node, rec: Node) -> None:
             raise _refuse(c, rec, f"its {what} type {ft} is wider than 16 bits")
 
 
-def front_dims(front: SequenceFront | None) -> tuple[FrontDims, ...]:
+def vector_exact(c: Node) -> bool:
+    """Whether int32 accumulator lanes hold every channel's sum of products exactly: the sum of
+    |weight| times the largest input magnitude stays below 2^31 for every output channel (then
+    no order of accumulation and no accumulator width from 32 bits up can change it)."""
+    t = c.types.core.input
+    x_max = max(abs(t.min_code), abs(t.max_code))
+    w = np.abs(np.asarray(c.params["weight_q"]).astype(np.int64))
+    return bool(w.size == 0 or int(w.sum(axis=0).max()) * x_max < 2**31)
+
+
+def front_dims(front: SequenceFront | None, device: Device) -> tuple[FrontDims, ...]:
+    """Each convolution's dims; the vector form where it is exact, with the lanes of its operand
+    pair on ``device`` (the recurrent kernels' lanes, costs.lanes)."""
     if front is None:
         return ()
     out = []
     for c in front.convs:
         g = geometry(c)
+        t = c.types.core
+        vector = vector_exact(c)
+        n_lanes = lanes(device.generation, (kind_of(t.input), kind_of(t.weight))) if vector else 1
         out.append(FrontDims(int(c.attrs["in_channels"]), int(c.attrs["out_channels"]), int(g.kernel[1]), int(g.stride[1]),
                              int(c.attrs["padding"][1]), int(g.in_shape[2]), int(g.out_hw[1]),
-                             8 if c.types.core.weight.width <= 8 else 16))
+                             8 if t.weight.width <= 8 else 16, 8 if t.input.width <= 8 else 16, n_lanes, vector))
     return tuple(out)
 
 
@@ -165,7 +191,7 @@ def weight_type(c: Node) -> str:
 
 def kernel_bytes(d: FrontDims) -> int:
     """Data memory of one front kernel: weights, 32-bit bias codes, the ring of K input steps."""
-    return d.c_out * d.kernel * d.c_in * (d.weight_bits // 8) + 4 * d.c_out + 4 * d.kernel * d.c_in
+    return d.c_out_padded * d.kernel * d.c_in * (d.weight_bits // 8) + 4 * d.c_out + 4 * d.kernel * d.c_in
 
 
 # ----------------------------------------------------------------------------- C++
@@ -176,9 +202,8 @@ def _arr(values: list[str], per_line: int = 16) -> str:
     return "{\n    " + ",\n    ".join(lines) + "}" if values else "{}"
 
 
-def config_text(front: SequenceFront, first_kp: int, rnd: dict, sat: dict) -> str:
+def config_text(front: SequenceFront, dims: tuple[FrontDims, ...], first_kp: int, rnd: dict, sat: dict) -> str:
     """``namespace rnn_front``: one configuration struct per convolution (``F<i>``)."""
-    dims = front_dims(front)
     out = ["// The 1-D convolution front end before the first recurrent layer (rnn_front.h), one kernel per",
            "// convolution; the last one's output steps are layer 0's x, zero-padded to its lanes.",
            "namespace rnn_front {", ""]
@@ -191,6 +216,10 @@ def config_text(front: SequenceFront, first_kp: int, rnd: dict, sat: dict) -> st
                 f"padding {d.pad_left} left, {d.t_in} -> {d.t_out} steps",
                 f"struct F{i} {{",
                 f"    using W = {weight_type(c)};",
+                f"    using V = {'int8_t' if t.input.width <= 8 else 'int16_t'};",
+                f"    static constexpr bool VECTOR = {'true' if d.vector else 'false'};  // front.vector_exact",
+                f"    static constexpr int LANES = {d.lanes};",
+                f"    static constexpr int COUTL = {d.c_out_padded};  // weight columns: COUT padded to the lanes",
                 f"    static constexpr int CIN = {d.c_in};",
                 f"    static constexpr int CINP = {cinp};  // words per input step",
                 f"    static constexpr int COUT = {d.c_out};",
@@ -211,11 +240,14 @@ def config_text(front: SequenceFront, first_kp: int, rnd: dict, sat: dict) -> st
     return "\n".join(out)
 
 
-def weights_text(front: SequenceFront) -> list[str]:
-    """Each convolution's weights as [(c, j), o] (the im2col patch order of ops/conv.py) and bias codes."""
+def weights_text(front: SequenceFront, dims: tuple[FrontDims, ...]) -> list[str]:
+    """Each convolution's weights as [(c, j), o] (the im2col patch order of ops/conv.py, channels
+    zero-padded to the lanes) and bias codes."""
     out = ["namespace rnn_front {"]
-    for i, c in enumerate(front.convs):
-        w = np.asarray(c.params["weight_q"]).astype(np.int64)
+    for i, (c, d) in enumerate(zip(front.convs, dims, strict=True)):
+        raw = np.asarray(c.params["weight_q"]).astype(np.int64)
+        w = np.zeros((raw.shape[0], d.c_out_padded), dtype=np.int64)
+        w[:, : raw.shape[1]] = raw
         b = c.params.get("bias_q")
         b = np.zeros(w.shape[1], dtype=np.int64) if b is None else np.asarray(b).astype(np.int64)
         out.append(f"static const F{i}::W F{i}_W[{w.size}] = {_arr(list(map(str, w.ravel().tolist())))};")
@@ -235,7 +267,7 @@ def graph_lines(front: SequenceFront, x_plio: str) -> list[str]:
         f = f"rnn_front::F{i}"
         src = f"{x_plio}.out[0]" if i == 0 else f"front[{i - 1}].out[0]"
         out += [f"        front[{i}] = adf::kernel::create_object<SeqConv<{f}>>(",
-                f"            std::vector<{f}::W>(rnn_front::F{i}_W, rnn_front::F{i}_W + {f}::COUT * {f}::K * {f}::CIN),",
+                f"            std::vector<{f}::W>(rnn_front::F{i}_W, rnn_front::F{i}_W + {f}::COUTL * {f}::K * {f}::CIN),",
                 f"            std::vector<int32_t>(rnn_front::F{i}_B, rnn_front::F{i}_B + {f}::COUT));",
                 f'        adf::source(front[{i}]) = "kernels/rnn_kernels.cc";',
                 f"        adf::runtime<adf::ratio>(front[{i}]) = 1.0;",
@@ -286,9 +318,15 @@ def x_steps(xq: np.ndarray, front: SequenceFront, t_in: int, c_in: int) -> np.nd
 # ----------------------------------------------------------------------------- cost
 
 
-def output_step_cycles(d: FrontDims, mac: int, out: int, loop: int) -> float:
-    """AIE cycles of one output step on the scalar unit (the head's per-product and per-output
-    costs, costs.AIE_HEAD_*), and writing its words."""
+def output_step_cycles(d: FrontDims, mac: int, out: int, loop: int, chunk: int) -> float:
+    """AIE cycles of one output step: the products (vector: one ``chunk`` of lanes per window
+    value and lane group; scalar: the head's per-product cost ``mac``), each channel's bias,
+    rounding and saturation on the scalar unit (the head's per-output cost ``out``), a loop
+    overhead per row of work, and writing the step's words."""
+    if d.vector:
+        groups = d.c_out_padded // d.lanes
+        products = groups * (d.kernel * d.c_in * chunk + loop)
+        return products + d.c_out * (out + loop) + d.c_out
     return d.c_out * (d.kernel * d.c_in * mac + out + loop) + d.c_out
 
 

@@ -50,6 +50,7 @@ from .costs import (
     KernelTime,
     aie_gate_math_cycles,
     aie_head_cycles,
+    chunk_cycles,
     column_chain,
     element_bits,
     lanes,
@@ -243,7 +244,9 @@ def front_stages(mapping: RecurrentMapping, device: Device) -> tuple[StepStage, 
             read = mv.stream_transfer(in_bytes, device, 1)
             rate = mv.stream_bytes_per_cycle(device) / WORD_BYTES
         per_output_reads = fr.steps_per_output(d) * read.busy_cycles
-        compute = fr.output_step_cycles(d, AIE_HEAD_MAC_CYCLES["fixed"], AIE_HEAD_OUT_CYCLES["fixed"], ROW_LOOP_CYCLES)
+        pair = (f"i{d.input_bits}", f"i{d.weight_bits}")
+        compute = fr.output_step_cycles(d, AIE_HEAD_MAC_CYCLES["fixed"], AIE_HEAD_OUT_CYCLES["fixed"], ROW_LOOP_CYCLES,
+                                        chunk_cycles(device.generation, pair, vector_operand=False))
         ahead = fr.lookahead_steps(d) * read.busy_cycles + read.latency_cycles
         out.append(StepStage(
             f"front{i}", "kernel", "compute" if compute >= per_output_reads else read.bound, per_output_reads + compute, ahead,

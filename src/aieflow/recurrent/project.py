@@ -472,13 +472,14 @@ def project_files(layers: Sequence[Node], head: list[Node], mappings: Sequence[R
     files["src/rnn_config.h"] = config_header(layers, mappings, lays, device)
     if front is not None:
         files["src/rnn_front.h"] = (TEMPLATES / "rnn_front.h").read_text()
-        files["src/rnn_config.h"] += "\n" + fr.config_text(front, padded(layers[0].attrs["input_size"], lays[0].lanes), _RND, _SAT)
+        files["src/rnn_config.h"] += "\n" + fr.config_text(front, mappings[0].dims.front, padded(layers[0].attrs["input_size"], lays[0].lanes),
+                                                           _RND, _SAT)
     files["src/rnn_cell.h"] = cell_header(layers, head, lays)
     if head_tables(head):
         files["src/activation_fixed.h"] = (TEMPLATES.parent / "kernels" / "activation_fixed.h").read_text()
     files["src/rnn_weights.h"] = weights_header(layers, lays)
     if front is not None:
-        files["src/rnn_weights.h"] += "\n".join(fr.weights_text(front))
+        files["src/rnn_weights.h"] += "\n".join(fr.weights_text(front, mappings[0].dims.front))
     files["src/graph.h"] = _graph(mappings, lays, front)
     files["src/graph.cpp"] = '#include "graph.h"\n\nRnnGraph g;\n\n#if defined(__AIESIM__) || defined(__X86SIM__)\nint main() {\n    g.init();\n    g.run(-1);\n    g.end();\n    return 0;\n}\n#endif\n'
     files["src/kernels/rnn_kernels.cc"] = (
@@ -492,7 +493,7 @@ def project_files(layers: Sequence[Node], head: list[Node], mappings: Sequence[R
     files["system.cfg"] = _system_cfg(mappings, lays)
     files["sw/host.cpp"] = _host()
     files["Makefile"] = _makefile(device, mappings)
-    title = " -> ".join([*(f"Conv1d {d.c_in} -> {d.c_out}" for d in fr.front_dims(front))]
+    title = " -> ".join([*(f"Conv1d {d.c_in} -> {d.c_out}" for d in mappings[0].dims.front)]
                         + [f"{n.op.upper()} {m.dims.n_in} -> {m.dims.n_h}" for n, m in zip(layers, mappings, strict=True)])
     files["README.md"] = (f"# {title}, {mappings[0].dims.seq_len} steps on {device.board}\n\n"
                           + "\n".join(f"- layer {li}: {m.describe()}" for li, m in enumerate(mappings))
