@@ -50,3 +50,23 @@ def test_the_cli_counts_only_the_options_the_user_gave(tmp_path, capsys):
     assert main(["compile", str(model), "--device", "vck190", "--out", str(tmp_path / "a"), "--precision", "int8", *cal]) == 0
     assert main(["compile", str(model), "--device", "vck190", "--out", str(tmp_path / "b"), "--batch", "16", *cal]) == 2
     assert "'batch' does not apply to cnn designs" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("key, value", [("target", "latency"), ("target", "tiles <= 2"), ("replicas", 2),
+                                        ("batch", "auto"), ("batch", [8, 16])])
+def test_streamed_dense_designs_refuse_options_they_would_ignore(key, value):
+    from aieflow.model_zoo import qdq_mlp
+
+    one = qdq_mlp([32, 64], seed=1)
+    cfg = {"layers": {"fc0": {"weights": "streamed"}}}
+    assert aieflow.compile(one, device="vck190", config={**cfg, "batch": 16}).to_json()["performance"]["batch"] == 16
+    with pytest.raises(ConfigError, match=f"config option '{key}'.* does not apply to streamed_dense designs"):
+        aieflow.compile(one, device="vck190", config={**cfg, key: value})
+
+
+def test_segmented_designs_refuse_a_searched_batch_by_name():
+    from aieflow.model_zoo import qdq_mlp
+
+    with pytest.raises(ConfigError, match=r"config option 'batch' \(auto\) does not apply to segmented designs"):
+        aieflow.compile(qdq_mlp([32, 64, 16], seed=1), device="vck190",
+                        config={"batch": "auto", "layers": {"fc0": {"weights": "streamed"}}})

@@ -80,7 +80,9 @@ def explore(
     calibration: Any = None,
 ):
     """The Pareto front (tiles, latency, interval) of the plans the search considers for
-    ``model`` and the one the config's ``target`` picks (default target: fewest tiles)."""
+    ``model`` and the one ``compile`` builds for the same config (the target's pick; without a
+    target, the planner's own design).  Every point's figures are the estimate of the design it
+    compiles to (issue 17: one cost model for explore and compile)."""
     state = front_end(_state(model, device, example_input, config, calibration))
     from .recurrent.design import explore_recurrent, is_recurrent
 
@@ -102,7 +104,19 @@ def explore(
 
         return explore_dag(state.graph, state.device, state.config)
     require_mapping(state.graph)
-    return _search(state, force=True).exploration
+    from .gemm.dense_design import wants_streamed
+
+    if wants_streamed(state.config):
+        raise ConfigError("explore lists resident designs; streamed_dense / segmented designs (a layer's "
+                          "'weights: streamed') are not explored",
+                          hint="compile with weights: streamed, or explore without it")
+    try:
+        return _search(state, force=True).exploration
+    except PlanError as e:
+        if e.layer is None:  # about the target, not a layer that does not fit
+            raise
+        raise PlanError(e.message, layer=e.layer, hint=(e.hint + "; " if e.hint else "") + "explore lists resident "
+                        "designs only; compile streams such a layer's weights from DDR (weights: auto)") from None
 
 
 def emulate(

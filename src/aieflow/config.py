@@ -148,9 +148,15 @@ class Config:
     given: frozenset[str] = field(default=frozenset(), compare=False)
 
     @property
+    def targeted(self) -> bool:
+        """Whether the user gave a target (``resources`` too, which then means the fewest tiles the
+        search finds, not the planner's default choice) or budgets."""
+        return "target" in self.given or self.target.searched
+
+    @property
     def searched(self) -> bool:
         """Whether the search pass has anything to choose (a target, or the batch)."""
-        return self.target.searched or self.batch_search is not None
+        return self.targeted or self.batch_search is not None
 
     def layer(self, *names: str) -> LayerConfig:
         for n in names:
@@ -165,7 +171,7 @@ class Config:
             "batch": list(batch) if isinstance(batch, tuple) else batch,
             "layers": {},
         }
-        if self.target.searched:
+        if self.targeted:
             out["target"] = self.target.to_string()
         if self.replicas is not None:
             out["replicas"] = self.replicas

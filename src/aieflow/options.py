@@ -21,6 +21,15 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
         "batch": "a recurrent design streams one sequence at a time through its step loop; leave batch out",
         "replicas": "copies of a recurrent design are not generated; leave replicas out",
     },
+    "streamed_dense": {
+        "target": "a streamed Dense layer is one GEMM design whose blocks the GEMM model picks; nothing is "
+                  "left to search; leave target out",
+        "replicas": "copies of a streamed Dense design are not generated; leave replicas out",
+    },
+}
+# kind -> why a searched batch (``batch: auto`` or a list) does not apply; a fixed batch does
+SEARCHED_BATCH_UNSUPPORTED: dict[str, str] = {
+    "streamed_dense": "the batch of a streamed Dense design is not searched; give one batch (e.g. batch: 8)",
 }
 
 
@@ -29,3 +38,6 @@ def refuse_unsupported(config: Config, kind: str) -> None:
     for key, why in UNSUPPORTED.get(kind, {}).items():
         if key in config.given:
             raise ConfigError(f"config option '{key}' does not apply to {kind} designs: {why}")
+    if kind in SEARCHED_BATCH_UNSUPPORTED and config.batch_search is not None:
+        raise ConfigError(f"config option 'batch' ({config.to_json()['batch']}) does not apply to {kind} designs: "
+                          f"{SEARCHED_BATCH_UNSUPPORTED[kind]}")

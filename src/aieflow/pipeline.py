@@ -14,13 +14,13 @@ import numpy as np
 
 from .config import Config
 from .devices import Device
-from .errors import ConfigError, ModelError, PlanError
+from .errors import ConfigError, ModelError
 from .frontends import import_model
 from .ir import Graph, QuantHints
 from .ops.registry import family
 from .passes.emit import dense_layers, emit_project
 from .passes.fuse import fuse
-from .passes.place import Placement, check_placement, place, placeable
+from .passes.place import Placement, check_placement, place
 from .passes.plan import plan
 from .passes.quantise import quantise
 from .passes.search import apply as apply_point
@@ -92,28 +92,9 @@ def _quantise(s: State) -> State:
 def _search(s: State, force: bool = False) -> State:
     if not (force or s.config.searched):
         return s
-    target = s.config.target
-
-    def acceptable(config: Config) -> bool:
-        """Placeable, and within the latency / interval budgets by the full simulation too."""
-        from .design import Design
-        from .perf import estimate
-
-        try:
-            g = plan(s.graph, s.device, config)
-        except PlanError:
-            return False
-        if not placeable(g, s.device, config):
-            return False
-        if target.max_latency_ns is None and target.max_interval_ns is None:
-            return True
-        placement = place(g, s.device, config)
-        perf = estimate(Design(g, s.device, config, placement))
-        return (target.max_latency_ns is None or perf.latency_ns <= target.max_latency_ns) and (
-            target.max_interval_ns is None or perf.interval_ns <= target.max_interval_ns
-        )
-
-    ex = explore(s.graph, s.device, s.config, acceptable)
+    # every candidate is planned, placed and simulated as compiled (passes/search.design_points),
+    # so the pick is placeable and meets the budgets by the design's own estimate
+    ex = explore(s.graph, s.device, s.config)
     return replace(s, config=apply_point(s.config, ex.chosen, s.graph), exploration=ex)
 
 

@@ -108,6 +108,9 @@ def stream_candidates(device: Device, stages: tuple[Stage, ...], config: Config,
     for s in stages:
         d = _directives(config, s, _STREAM_KEYS, "stream")
         fixed[s.name] = _int(d["groups"], f"layers.{s.name}.mapping.groups") if "groups" in d else None
+        if fixed[s.name] is not None and s.kind != "conv":
+            raise ConfigError(f"layers.{s.name}.mapping.groups: a {s.kind} layer keeps its producer's output groups; "
+                              "groups apply to convolutions", hint="give the groups to the convolution before it")
     options = [(s.name, _group_options(s, fixed[s.name])) for s in stages]
     plans: list[CnnPlan] = []
     first_error: PlanError | None = None
@@ -151,7 +154,7 @@ def stream_candidates(device: Device, stages: tuple[Stage, ...], config: Config,
 def targeted(config: Config) -> bool:
     """Whether the user gave a target (``resources`` too): then it ranks the candidates; without
     one the stream mapping keeps the most frames per second."""
-    return "target" in config.given or config.target.searched
+    return config.targeted
 
 
 def _pick(points: list[Point], config: Config) -> Point:
@@ -289,7 +292,7 @@ def make_plan(device: Device, stages: tuple[Stage, ...], config: Config) -> CnnP
     settings = design_settings(config)
     _check_device(device, stages)
     if settings["mapping"] == "thesis":
-        if config.target.searched:
+        if config.targeted:
             raise ConfigError("config option 'target' does not apply to the thesis mapping: its directives fix the "
                               "design", hint="leave target out, or use cnn.mapping stream")
         return thesis_design(device, stages, config, settings)

@@ -1,8 +1,8 @@
 """The target / batch search of DAG designs.
 
 What it chooses is the batch (samples per graph iteration): every candidate batch is planned
-(``plan.plan_dag``: each Dense node the planner's parallelism for that batch, or the config's) and
-estimated (``perf.estimate_dag``, before placement), and ``passes.search.ranked`` picks by the
+(``plan.plan_dag``: each Dense node the planner's parallelism for that batch, or the config's),
+placed and estimated as compiled (``api.place_dag``, ``perf.estimate_dag``), and ``passes.search.ranked`` picks by the
 target as for chains: fewest tiles, lowest latency, lowest interval per sample, within any budgets.
 A batch whose design is illegal (rows the memory-tile tilers cannot cut, memory, tiles) is left
 out; the error names the first reason when none is legal.  Per-layer parallelism is not searched
@@ -44,6 +44,8 @@ def batch_candidates(config: Config) -> tuple[int, ...]:
 
 
 def search_dag(graph: Graph, device: Device, config: Config) -> DagSearch:
+    from .api import place_dag
+
     check_dag_device(device, config)
     fixed = replace(config, target=Target(), batch_search=None)
     points, plans, first_error = [], {}, None
@@ -53,7 +55,7 @@ def search_dag(graph: Graph, device: Device, config: Config) -> DagSearch:
         except PlanError as e:
             first_error = first_error or (b, e)
             continue
-        perf = estimate_dag(plan, device)
+        perf = estimate_dag(plan, device, place_dag(plan, device, fixed))  # as compiled: placed
         par = tuple((n.name, n.plan.cas_len, n.plan.cas_num) for n in plan.graph.nodes if n.op == "dense")
         points.append(Point(plan.tiles, perf.latency_ns, perf.interval_ns, par, b))
         plans[b] = plan
@@ -67,11 +69,16 @@ def search_dag(graph: Graph, device: Device, config: Config) -> DagSearch:
 
 def explore_dag(graph: Graph, device: Device, config: Config) -> Exploration:
     """``aieflow explore`` for a DAG: the batch is what the search chooses, so the front is over the
-    config's batch list, or every ``auto`` batch when the config fixes one."""
+    config's batch list, or every ``auto`` batch (and the config's) when the config fixes one; the
+    pick is what ``compile`` builds for the config (a fixed batch: that batch)."""
+    wide = config
     if config.batch_search is None:
-        config = replace(config, batch_search="auto")
-    found = search_dag(graph, device, config)
+        auto = batch_candidates(replace(config, batch_search="auto"))
+        wide = replace(config, batch_search=tuple(sorted({*auto, config.batch})))
+    found = search_dag(graph, device, wide)
     key = lambda p: (p.tiles, p.latency_ns, p.sample_interval_ns)  # noqa: E731
     front = tuple(sorted(_prune(list(found.points), key), key=key))
-    chosen = next(p for p in found.points if p.batch == found.plan.batch)
+    # the pick is compile's: with a fixed batch, that batch's design (within the target's budgets)
+    own = found if wide is config else search_dag(graph, device, config)
+    chosen = next(p for p in own.points if p.batch == own.plan.batch)
     return Exploration(config.target, front, chosen, len(found.points), tuple(p.batch for p in found.points))

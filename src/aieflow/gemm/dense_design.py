@@ -511,6 +511,9 @@ def compile_streamed(state: Any, progress: Any = None, failure: PlanError | None
         progress(f"plan streamed weights (GEMM): {', '.join(picked)}")
     if len(compute) > 1:
         return compile_segmented(q, picked, progress, cache)
+    from ..options import refuse_unsupported
+
+    refuse_unsupported(q.config, "streamed_dense")
     ((name, reason),) = picked.items()
     t0 = time.perf_counter()
     plan = plan_streamed(q.graph, q.device, q.config, q.graph.node(name), reason)

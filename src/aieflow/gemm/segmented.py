@@ -613,8 +613,9 @@ def compile_segmented(q: Any, reasons: Mapping[str, str], progress: Any = None,
     from .dense_design import StreamedDenseDesign
 
     if q.config.batch_search is not None:
-        raise ConfigError(f"a batch list ({list(q.config.batch_search)}) with streamed layers inside a chain: every "
-                          f"segment must use the same batch", hint="give one batch (e.g. batch: 8)")
+        raise ConfigError(f"config option 'batch' ({q.config.to_json()['batch']}) does not apply to segmented designs: "
+                          "a searched batch with streamed layers inside a chain; every segment must use the same batch",
+                          hint="give one batch (e.g. batch: 8)")
     specs = partition(q.graph, reasons)
     cache = cache or _FitCache(q)
     t0 = time.perf_counter()

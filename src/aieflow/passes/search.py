@@ -8,8 +8,10 @@ layers with a dynamic programme that keeps, after each layer, only the plans not
 On AIE1 a layer's cas_len is fixed by its producer's cas_num (direct buffers), so the programme's
 state is the previous layer's cas_num; on AIE-ML memory tiles decouple the layers.
 
-The result is the Pareto front over (tiles, latency, interval) and the point the target picks;
-the chosen parallelism becomes per-layer config overrides that the normal plan pass then applies
+The programme's surviving plans are then re-costed as compiled (``design_points``: planned,
+placed and simulated by ``perf.estimate``, the compiled design's own estimate), and the result is
+their Pareto front over (tiles, latency, interval) and the point the target picks, so a point
+compiles to exactly its figures (one cost model for explore and compile); the chosen parallelism becomes per-layer config overrides that the normal plan pass then applies
 (and validates), so a searched design is planned exactly like a hand-configured one.
 """
 
@@ -34,8 +36,8 @@ from ..perf import estimate_plan
 @dataclass(frozen=True)
 class Point:
     tiles: int
-    latency_ns: float  # closed-form sum of the layers' latencies (the design estimate simulates)
-    interval_ns: float  # slowest layer, per graph iteration (one batch)
+    latency_ns: float  # the compiled design's estimate (perf.estimate: placed and simulated)
+    interval_ns: float  # per graph iteration (one batch), the same estimate
     parallelism: tuple[tuple[str, int, int], ...]  # (layer, cas_len, cas_num) in graph order
     batch: int  # samples per graph iteration
     replicas: int = 1  # copies of the design (tiles counts all of them)
@@ -218,8 +220,10 @@ def _front_for_batch(layers: list[Node], device: Device, config: Config) -> tupl
     return _prune([it for v in states.values() for it in v], lambda it: it[:3]), costed
 
 
-def explore(graph: Graph, device: Device, config: Config, fits=None) -> Exploration:
-    """``fits(config) -> bool`` rejects plans that cannot be placed (tried best first).
+def explore(graph: Graph, device: Device, config: Config) -> Exploration:
+    """The dynamic programme's plans (closed form) re-costed as compiled (``design_points``): the
+    front and the pick are over the compiled designs' own estimates, so a point compiles to
+    exactly its figures and a budget holds in the design.
 
     With a searched batch, each batch size gets its own programme; the reported front is then
     Pareto-optimal over (tiles, latency, interval per sample), and the choice is made among every
@@ -242,17 +246,81 @@ def explore(graph: Graph, device: Device, config: Config, fits=None) -> Explorat
         pool += [Point(t, lat, iv, ch, b) for t, lat, iv, ch in finals]
     if not pool:
         raise failure
-    pool = _replicated(pool, device, config)
+    candidates = _replicated(pool, device, config)
+    pool = design_points(candidates, graph, device, config)
+    if not pool:
+        raise PlanError(
+            f"none of the {len(candidates)} Pareto-optimal plans for target '{config.target.to_string()}' can be "
+            f"placed on the {device.columns} x {device.rows} array",
+            hint="relax the target or reduce the batch",
+        )
     key = operator.attrgetter("tiles", "latency_ns", "sample_interval_ns")
     front = tuple(sorted(_prune(pool, key), key=key))
-    for point in ranked(tuple(pool), config.target):
-        if fits is None or fits(apply(config, point, graph)):
-            return Exploration(config.target, front, point, costed, batches)
-    raise PlanError(
-        f"none of the {len(pool)} Pareto-optimal plans for target '{config.target.to_string()}' can be placed "
-        f"on the {device.columns} x {device.rows} array",
-        hint="relax the target or reduce the batch",
-    )
+    chosen = (None if config.searched else _planned_point(graph, device, config)) or ranked(tuple(pool), config.target)[0]
+    return Exploration(config.target, front, chosen, costed, batches)
+
+
+def _planned_point(graph: Graph, device: Device, config: Config) -> Point | None:
+    """What ``compile`` builds when the config leaves nothing to search (no target, a fixed batch):
+    the planner's own parallelism, as compiled; None when it cannot be planned or placed (then
+    the fewest tiles the search finds stand for it)."""
+    from .plan import plan
+
+    try:
+        g = plan(graph, device, config)
+    except PlanError:
+        return None
+    par = tuple((n.name, n.plan.cas_len, n.plan.cas_num) for n in _dense(g))
+    built = design_points([Point(0, 0.0, 0.0, par, config.batch, config.replicas or 1)], graph, device, config)
+    return built[0] if built else None
+
+
+def design_points(points: list[Point], graph: Graph, device: Device, config: Config) -> list[Point]:
+    """Each point as ``compile`` builds it: its config (``apply``) planned, placed and estimated by
+    the design's own simulation (``perf.estimate``, what the compiled design reports), whose
+    tiles, latency and interval replace the closed form's; points that cannot be planned or
+    placed are left out.  Copies of a design whose placement leaves room for them run with that
+    placement (``place.replicate``: the same latency and interval, tiles times the copies);
+    otherwise ``place`` chooses the copies' placement as it does in ``compile``."""
+    from ..design import Design
+    from ..perf import estimate
+    from .place import check_interfaces, check_placement, place, replica_offsets, replicate
+    from .plan import plan
+
+    def build(cfg: Config, g: Graph | None = None, pl=None):
+        try:
+            g = g if g is not None else plan(graph, device, cfg)
+            if pl is None:
+                pl = place(g, device, cfg)
+            check_placement(pl, device)
+        except PlanError:
+            return None
+        return g, pl, estimate(Design(g, device, cfg, pl))
+
+    single: dict[tuple, Any] = {}  # (parallelism, batch) -> (graph, placement, performance) of one copy
+    out = []
+    for p in points:
+        key = (p.parallelism, p.batch)
+        if key not in single:
+            single[key] = build(apply(config, replace(p, replicas=1), graph))
+        if single[key] is None:
+            continue
+        g, pl, perf = single[key]
+        if p.replicas > 1:
+            cfg = apply(config, p, graph)
+            if len(replica_offsets(pl.rects, pl.columns, pl.rows, pl.snake, pl.keep_out)) >= p.replicas:
+                try:  # what ``place`` returns for these copies: the one copy's placement, replicated
+                    check_interfaces([n for n in g.nodes if n.plan is not None], device, p.replicas)
+                    built = build(cfg, g, replicate(pl, p.replicas))
+                except PlanError:
+                    built = None
+            else:
+                built = build(cfg, g)
+            if built is None:
+                continue
+            perf = built[2]
+        out.append(replace(p, tiles=perf.tiles_used, latency_ns=perf.latency_ns, interval_ns=perf.interval_ns))
+    return out
 
 
 def _replicated(pool: list[Point], device: Device, config: Config) -> list[Point]:

@@ -40,7 +40,7 @@ from .plan import (
     plan_recurrent,
     violations,
 )
-from .select import RecurrentExploration, choose_mapping
+from .select import RecurrentExploration, choose_mapping, mapping_point
 from .stack import (
     StackedExploration,
     StackedMapping,
@@ -48,6 +48,7 @@ from .stack import (
     choose_stack,
     estimate_stack,
     plan_stack,
+    stack_point,
     stack_violations,
 )
 
@@ -411,18 +412,15 @@ def compile_recurrent(
     planned = [o if isinstance(s, tuple) else s for o, s in zip(per, searched, strict=True)]
     exploration: RecurrentExploration | StackedExploration | None = None
     stack = None
-    if len(layers) == 1:
-        if cfg.target.searched:
-            exploration = choose_mapping(dims[0], dev, cfg.target, searched[0])
-            mappings = [exploration.chosen.mapping]
-        else:
-            mappings = [plan_recurrent(dims[0], dev, planned[0])]
+    if cfg.targeted:
+        exploration = _search(dims, dev, cfg, searched)
+        chosen = exploration.chosen.mapping
     else:
-        if cfg.target.searched:
-            exploration = choose_stack(dims, dev, cfg.target, searched)
-            stack = exploration.chosen.mapping
-        else:
-            stack = plan_stack(dims, dev, planned)
+        chosen = _planned(dims, dev, planned)
+    if len(layers) == 1:
+        mappings = [chosen]
+    else:
+        stack = chosen
         mappings = list(stack.layers)
     for node, m in zip(layers, mappings, strict=True):
         check_emittable(m, node)
@@ -430,6 +428,17 @@ def compile_recurrent(
     layers, head = split_layers(graph)
     files = project_files(layers, head, mappings, dev, sequence_front(graph))
     return RecurrentDesign(graph, dev, cfg, mappings[0], files, exploration, emu.source, stack=stack)
+
+
+def _search(dims: list[RecurrentDims], dev: Device, cfg: Config, searched: list) -> RecurrentExploration | StackedExploration:
+    if len(dims) == 1:
+        return choose_mapping(dims[0], dev, cfg.target, searched[0])
+    return choose_stack(dims, dev, cfg.target, searched)
+
+
+def _planned(dims: list[RecurrentDims], dev: Device, planned: list) -> RecurrentMapping | StackedMapping:
+    """What compile maps without a target: each layer's ``plan_recurrent`` (a stack: ``plan_stack``)."""
+    return plan_recurrent(dims[0], dev, planned[0]) if len(dims) == 1 else plan_stack(dims, dev, planned)
 
 
 def layer_choices(cfg: Config, layers: list[Node], head: list[Node], dev: Device,
@@ -541,9 +550,15 @@ def explore_recurrent(model: Any, device: str | Device = "vck190", example_input
     layers, head = split_layers(emu.graph)
     per, dims = layer_choices(cfg, layers, head, dev, None, sequence_front(emu.graph))  # the config's mapping keys constrain the front
     opts = [search_options(o, n.types.is_float, n.name) for o, n in zip(per, layers, strict=True)]
-    if len(layers) == 1:
-        return choose_mapping(dims[0], dev, cfg.target, opts[0])
-    return choose_stack(dims, dev, cfg.target, opts)
+    ex = _search(dims, dev, cfg, opts)
+    if cfg.targeted:
+        return ex
+    # without a target compile maps the planner's choice: that is the point explore marks
+    planned = [o if isinstance(s, tuple) else s for o, s in zip(per, opts, strict=True)]
+    m = _planned(dims, dev, planned)
+    if isinstance(m, StackedMapping):
+        return replace(ex, chosen=stack_point(m, dev), performance=estimate_stack(m, dev))
+    return replace(ex, chosen=mapping_point(m, dev), performance=estimate_recurrent(m, dev))
 
 
 def is_recurrent(graph: Graph) -> bool:

@@ -33,7 +33,7 @@ from typing import Any
 from ..config import Config
 from ..errors import ConfigError
 from ..ir import Node
-from .plan import AGGREGATIONS, DISTRIBUTIONS, RecurrentOptions
+from .plan import AGGREGATIONS, DISTRIBUTIONS, RecurrentMapping, RecurrentOptions
 
 KERNEL_CHOICES = ("auto", "vector", "scalar")
 _INT_KEYS = ("row_reuse", "input_row_reuse", "cas_len", "input_cas_len", "merge_fanin", "streams_per_interface_tile")
@@ -142,3 +142,20 @@ def check_head(config: Config, head: list[Node]) -> None:
                               "(AIE aggregator or PL FSM); it takes no mapping keys",
                               hint="move the keys to the GRU / LSTM layer, or remove them")
 
+
+
+def mapping_directives(m: RecurrentMapping) -> dict[str, Any]:
+    """The ``layers.<name>.mapping`` keys that fix the mapping ``m`` (an ``explore`` point's): the
+    config that compiles it without a target (``plan_recurrent`` then has one choice left)."""
+    out: dict[str, Any] = {
+        "distribution": m.recurrent.distribution, "input_distribution": m.input.distribution,
+        "aggregation": m.aggregation, "row_reuse": m.recurrent.rows, "input_row_reuse": m.input.rows,
+        "plio_bits": m.plio_bits,
+    }
+    if m.recurrent.distribution == "column":
+        out["cas_len"] = m.recurrent.cas_len
+    if m.input.distribution == "column":
+        out["input_cas_len"] = m.input.cas_len
+    if m.aggregation == "hybrid":  # build_mapping: each side's fan-in is min(merge_fanin, its sources)
+        out["merge_fanin"] = max(m.u_fanin, m.w_fanin)
+    return out

@@ -103,7 +103,8 @@ def _spread(m: MatvecMapping) -> str:
     return f"row x{m.rows}" if m.distribution == "row" else f"column {m.rows} rows x {m.cas_len} tiles"
 
 
-def _point(m: RecurrentMapping, device: Device) -> RecurrentPoint:
+def mapping_point(m: RecurrentMapping, device: Device) -> RecurrentPoint:
+    """The mapping costed as a point of the search (closed form; the design's simulation equals it)."""
     stages = step_stages(m, device)
     step, interval, seq = closed_cycles(stages, m.dims.seq_len)
     first = closed_cycles(stages, 1)[2]
@@ -164,7 +165,7 @@ def costed_points(node_or_dims: Node | RecurrentDims, device: Device | str,
                     break  # the rest have more tiles still
                 m = build_mapping(dims, device, u, w, agg, options, fanin)
                 if not violations(m, device):
-                    points.append(_point(m, device))
+                    points.append(mapping_point(m, device))
     return points
 
 

@@ -262,6 +262,22 @@ class StackedPoint:
                 "step_latency_ns": self.step_latency_ns, "mapping": self.mapping.describe()}
 
 
+def _stacked_point(stack: StackedMapping, device: Device, first: float, interval: float, step: float) -> StackedPoint:
+    """``first``: every layer's first step plus the head, ``interval`` the slowest layer's, in cycles."""
+    ns = 1e9 / device.clock_hz
+    steps = stack.layers[0].dims.seq_len
+    return StackedPoint(stack, stack.tiles, (first + (steps - 1) * interval) * ns, interval * ns, step * ns)
+
+
+def stack_point(stack: StackedMapping, device: Device | str) -> StackedPoint:
+    """The stack costed as a point of ``choose_stack`` (closed form; the design's simulation equals it)."""
+    device = get_device(device)
+    parts = [first_and_interval(m, device) for m in stack.layers]
+    head = head_stage(stack.layers[-1], device)
+    return _stacked_point(stack, device, sum(p[0] for p in parts) + head.occupancy + head.delay,
+                          max(p[1] for p in parts), max(p[2] for p in parts))
+
+
 @dataclass(frozen=True)
 class StackedExploration:
     target: Target
@@ -357,13 +373,8 @@ def choose_stack(
                             "exceed its tiles, columns or interface tiles)",
                             hint="use fewer or smaller layers, or a larger device")
         partial = _dominated_free(combined)
-    steps = dims[0].seq_len
-    ns = 1e9 / device.clock_hz
-    pool = []
-    for p in partial:
-        stack = StackedMapping(p.layers)
-        step = max(steps_of[m] for m in p.layers)
-        pool.append(StackedPoint(stack, p.tiles, (p.first + (steps - 1) * p.interval) * ns, p.interval * ns, step * ns))
+    pool = [_stacked_point(StackedMapping(p.layers), device, p.first, p.interval, max(steps_of[m] for m in p.layers))
+            for p in partial]
     key = lambda q: (q.tiles, q.latency_ns, q.interval_ns)  # noqa: E731
     front = tuple(sorted(_prune(pool, key), key=key))
     chosen = ranked(tuple(pool), target)[0]
