@@ -118,10 +118,31 @@ def _case(kind, tmp_path):
     if kind == "streamed":
         x = rng.standard_normal((16, 16)).astype(np.float32) * 2
         return _onnx(_mlp([16, 32, 16, 8]), x, tmp_path), x, "vck190", {"precision": "int8"}, "SegmentedDesign"
+    if kind == "dag-softmax":  # an activation and a softmax layer (ops/activation.py)
+        x = rng.standard_normal((16, 16)).astype(np.float32)
+        net = torch.nn.Sequential(torch.nn.Linear(16, 24), torch.nn.Sigmoid(), torch.nn.Linear(24, 8),
+                                  torch.nn.Softmax(dim=-1)).eval()
+        return _onnx(net, x, tmp_path), x, "vek280", {"precision": "int8", "batch": 8}, "DagDesign"
+    if kind == "recurrent-front":  # a Conv1d front end before a GRU (recurrent/front.py)
+        x = rng.standard_normal((8, 3, 6)).astype(np.float32)
+        return _onnx(_ConvGru().eval(), x, tmp_path), x, "vek280", {"precision": "int8"}, "RecurrentDesign"
     raise AssertionError(kind)
 
 
-KINDS = ["dense-vck190", "dense-vek280", "dag", "cnn", "cnn-thesis", "recurrent", "streamed"]
+class _ConvGru(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv1d(3, 4, 3, padding=1)
+        self.gru = torch.nn.GRU(4, 5, batch_first=True)
+        self.fc = torch.nn.Linear(5, 2)
+
+    def forward(self, x):
+        o, _ = self.gru(torch.relu(self.conv(x)).transpose(1, 2))
+        return torch.sigmoid(self.fc(o[:, -1]))
+
+
+KINDS = ["dense-vck190", "dense-vek280", "dag", "dag-softmax", "cnn", "cnn-thesis", "recurrent", "recurrent-front",
+         "streamed"]
 THESIS_YAML = Path(__file__).resolve().parents[1] / "examples" / "espcn" / "thesis.yaml"
 
 
