@@ -114,7 +114,7 @@ def _c_array(values: np.ndarray, t: NumericType, per_line: int = 16) -> Code:
     if isinstance(t, FloatType) and not np.isfinite(values).all():
         # a non-finite value prints as 0.0f (rare: formatted one by one)
         flat = np.asarray(values, dtype=np.float64).reshape(-1).tolist()
-        items = tuple("%.8ef" % v if np.isfinite(v) else "0.0f" for v in flat)
+        items = tuple(f"{v:.8e}f" if np.isfinite(v) else "0.0f" for v in flat)
         return Code(_grid(len(items), per_line, "%s", ", ", "    ", ",") % items)
     # scientific notation always has a '.', so every item is a valid float literal ("0f" is not)
     return Code(_lines(values, t, per_line, ", ", "    ", ",", "%.8ef"))
