@@ -526,8 +526,3 @@ def explore_recurrent(model: Any, device: str | Device = "vck190", example_input
     if len(layers) == 1:
         return choose_mapping(dims[0], dev, cfg.target, opts[0])
     return choose_stack(dims, dev, cfg.target, opts)
-
-
-def is_recurrent(graph: Graph) -> bool:
-    """Whether the (front end's) graph has a GRU / LSTM layer (then this module maps it)."""
-    return any(n.op in ("gru", "lstm") for n in graph.nodes)
