@@ -321,6 +321,7 @@ def test_a_corrupted_design_json_is_a_clear_error(tmp_path, capsys, corrupt, mes
 
 def test_unreadable_design_json_and_missing_weights_are_clear_errors(tmp_path):
     from aieflow.errors import AieflowError
+    from aieflow.graph_io import read_weights
 
     d = _streamed(k=40, n=24)
     d.save(tmp_path / "out")
@@ -328,9 +329,9 @@ def test_unreadable_design_json_and_missing_weights_are_clear_errors(tmp_path):
     with pytest.raises(AieflowError, match="weights.npz is missing"):
         aieflow.load(tmp_path / "out")
     d.save(tmp_path / "out", force=True)
-    arrays = dict(np.load(tmp_path / "out" / "weights.npz"))
+    arrays = read_weights(tmp_path / "out" / "weights.npz")
     arrays["0/weight_q"] = arrays["0/weight_q"][:, :20]
-    np.savez(tmp_path / "out" / "weights.npz", **arrays)
+    np.savez(tmp_path / "out" / "weights.npz", **arrays)  # as an older aieflow wrote it: wide codes
     with pytest.raises(AieflowError, match=r"weights.npz' was changed after aieflow saved"):
         aieflow.load(tmp_path / "out")
     with pytest.raises(AieflowError, match=r"weights of shape \[40, 20\]; the plan .* is 40 x 24"):

@@ -11,6 +11,7 @@ from .devices import get_device
 from .emulation import Emulation
 from .errors import ConfigError, PlanError
 from .inputs import real_array
+from .kinds import is_cnn, is_dag, is_recurrent, wants_streamed
 from .ops.registry import require_mapping
 from .options import refuse_unsupported
 from .pipeline import State, _search, front_end, run_pipeline
@@ -32,21 +33,21 @@ def compile(  # noqa: A001 - the public name the issue asks for
     state = front_end(_state(model, device, example_input, config, calibration), progress)
     graph = state.graph
     # GRU / LSTM: their own row-wise stream mapping (aieflow.recurrent, docs/recurrent.md)
-    from .recurrent.design import compile_recurrent, is_recurrent
-
     if is_recurrent(graph):
+        from .recurrent.design import compile_recurrent
+
         refuse_unsupported(state.config, "recurrent")
         return compile_recurrent(model, front=_emulation(state))  # type: ignore[return-value]
     # Convolutional networks: their own mapping (aieflow.cnn, docs/conv.md)
-    from .cnn.api import compile_cnn, is_cnn
-
     if is_cnn(graph):
+        from .cnn.api import compile_cnn
+
         refuse_unsupported(state.config, "cnn")
         return compile_cnn(state, progress)
     # Graphs beyond chains (fan-out, residual Add, LayerNorm, Transpose views): aieflow.dag, docs/dag.md
-    from .dag.api import compile_dag, is_dag
-
     if is_dag(graph):
+        from .dag.api import compile_dag
+
         return compile_dag(state, progress)  # type: ignore[return-value]
     if state.config.searched:
         # The search treats a layer it cannot plan as one that does not fit ("no plan can be
@@ -54,14 +55,16 @@ def compile(  # noqa: A001 - the public name the issue asks for
         require_mapping(graph)
     # Dense weights that do not fit on chip stream from DDR through a GEMM design (aieflow.gemm.dense):
     # forced by `weights: streamed`, or chosen when a layer's resident plan fails (`weights: auto`).
-    from .gemm.dense_design import compile_streamed, wants_streamed
-
     if wants_streamed(state.config):
+        from .gemm.dense_design import compile_streamed
+
         return compile_streamed(state, progress)
     front = state
     try:
         state = run_pipeline(front, progress)
     except PlanError as e:
+        from .gemm.dense_design import compile_streamed
+
         streamed = compile_streamed(front, progress, failure=e)
         if streamed is None:
             raise
@@ -84,21 +87,17 @@ def explore(
     target, the planner's own design).  Every point's figures are the estimate of the design it
     compiles to (issue 17: one cost model for explore and compile)."""
     state = front_end(_state(model, device, example_input, config, calibration))
-    from .recurrent.design import explore_recurrent, is_recurrent
-
     if is_recurrent(state.graph):  # GRU / LSTM: the front of the recurrent mappings (docs/recurrent.md)
+        from .recurrent.design import explore_recurrent
+
         refuse_unsupported(state.config, "recurrent")
         return explore_recurrent(model, front=_emulation(state))
-    from .cnn.api import is_cnn
-
     if is_cnn(state.graph):  # the stream mappings the CNN search chooses among (cnn/directives.py)
         from .cnn.directives import explore_stream
         from .cnn.stages import lower
 
         refuse_unsupported(state.config, "cnn")
         return explore_stream(state.device, lower(state.graph), state.config)
-    from .dag.api import is_dag
-
     if is_dag(state.graph):  # the DAG search chooses the batch (dag/search.py)
         from .dag.search import explore_dag
 

@@ -114,25 +114,51 @@ class SavedDesign:
     files: dict[str, str]
 
 
+# An int64 array (integer codes) whose values fit a narrower integer is stored narrow, under its key
+# with this suffix, and read back as int64: the 7x512 MLP's weight codes take 1.8 MB instead of 15 MB.
+NARROWED = "@int64"
+_NARROW = (np.int8, np.int16, np.int32)
+
+
+def _stored(key: str, value: np.ndarray) -> tuple[str, np.ndarray]:
+    if value.dtype == np.int64 and value.size:
+        lo, hi = int(value.min()), int(value.max())
+        for narrow in _NARROW:
+            info = np.iinfo(narrow)
+            if info.min <= lo and hi <= info.max:
+                return key + NARROWED, value.astype(narrow)
+    return key, value
+
+
 def write_weights(path: str | os.PathLike, arrays: Mapping[str, np.ndarray]) -> None:
     """``arrays`` as an ``.npz`` archive that ``np.load`` reads, written the same byte for byte
     every time (entries sorted by key, a fixed timestamp: numpy's ``savez`` stamps the current
-    time), deflated at level 1 (most of the size gain for a fraction of the time)."""
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as z:
+    time), stored without compression (deflating the 7x512 MLP's arrays took a quarter of the whole
+    ``aieflow compile``), integer codes in the narrowest integer that holds them (:data:`NARROWED`).
+    Archives saved deflated or with wide codes still load."""
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as z:
         for key, value in sorted(arrays.items()):
+            name, value = _stored(key, np.asarray(value))
             buf = io.BytesIO()
-            np.lib.format.write_array(buf, np.asarray(value), allow_pickle=False)
-            info = zipfile.ZipInfo(f"{key}.npy", date_time=(1980, 1, 1, 0, 0, 0))
-            info.compress_type = zipfile.ZIP_DEFLATED
-            z.writestr(info, buf.getvalue(), compresslevel=1)
+            np.lib.format.write_array(buf, value, allow_pickle=False)
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_STORED
+            z.writestr(info, buf.getbuffer())
 
 
 def read_weights(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    """Every array of a saved design's ``weights.npz``, read now: an empty, truncated or corrupt
-    archive is an :class:`AieflowError` naming the file (FileNotFoundError passes through)."""
+    """Every array of a saved design's ``weights.npz``, read now (narrowed codes widened back to
+    int64): an empty, truncated or corrupt archive is an :class:`AieflowError` naming the file
+    (FileNotFoundError passes through)."""
     try:
         with np.load(path, allow_pickle=False) as archive:
-            return {k: archive[k] for k in archive.files}
+            out = {}
+            for k in archive.files:
+                if k.endswith(NARROWED):
+                    out[k.removesuffix(NARROWED)] = archive[k].astype(np.int64)
+                else:
+                    out[k] = archive[k]
+            return out
     except FileNotFoundError:
         raise
     except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as e:

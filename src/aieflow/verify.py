@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .cache import cache_root
 from .errors import AieflowError, ConfigError
 from .numerics import fixed
 from .numerics.types import FixedType, FloatType, NumericType
@@ -122,14 +123,6 @@ def compiler() -> str:
             hint="install g++ (GCC 11 or newer, for C++20) or set CXX",
         )
     return cxx
-
-
-def cache_root() -> Path:
-    base = os.environ.get("AIEFLOW_CACHE_DIR")
-    if base:
-        return Path(base)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "aieflow"
 
 
 def _build_key(cxx: str, arch: int, sources: dict[str, str]) -> str:

@@ -5,18 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..ir import Graph
+from ..kinds import CNN_OPS, is_cnn
 from ..pipeline import State, run_pipeline
 from .design import CnnDesign
 from .directives import make_plan
 from .stages import lower
 
-CNN_OPS = ("conv2d",)
-
-
-def is_cnn(graph: Graph) -> bool:
-    """Whether the (front end's) graph has a convolution (then the CNN mapping compiles it)."""
-    return any(n.op in CNN_OPS for n in graph.nodes)
+__all__ = ["CNN_OPS", "compile_cnn", "is_cnn"]
 
 
 def compile_cnn(state: State, progress: Callable[[str], None] | None = None) -> CnnDesign:

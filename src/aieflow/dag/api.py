@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..ir import Graph
+from ..kinds import DAG_OPS, is_dag
 from ..numerics.types import FloatType
 from ..passes.place import Block, Grid, Placement, Weights, pack
 from ..pipeline import State, run_pipeline
@@ -16,20 +16,7 @@ from .emit import emit_dag
 from .plan import DagPlan, plan_dag
 from .search import search_dag
 
-DAG_OPS = ("add", "layernorm", "transpose", "concat", "slice", "activation", "softmax")
-
-
-def is_dag(graph: Graph) -> bool:
-    """Whether the (front end's) graph is not a chain of Dense layers: it has an Add, LayerNorm,
-    standalone activation or softmax, or data-movement view, or a tensor that feeds several nodes
-    (then the DAG mapping compiles it)."""
-    if any(n.op in DAG_OPS for n in graph.nodes):
-        return True
-    readers: dict[str, int] = {}
-    for n in graph.nodes:
-        for t in n.inputs:
-            readers[t] = readers.get(t, 0) + 1
-    return any(v > 1 for v in readers.values())
+__all__ = ["DAG_OPS", "compile_dag", "is_dag", "place_dag"]
 
 
 def place_dag(plan: DagPlan, device, config) -> Placement:

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 from onnx import helper
-from onnx.reference import ReferenceEvaluator
 
 from ..errors import ModelError, UnsupportedOpError
 from ..ops.recurrent import GATE_ORDERS, gates, make_node, reorder_gates
@@ -91,6 +90,9 @@ class OnnxRecurrentMixin:
 
     def _run_node(self, node: onnx.NodeProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         """One node through ``onnx.reference`` under the model's opsets."""
+        # imported here: most models never need it, and it takes 20 ms to import
+        from onnx.reference import ReferenceEvaluator
+
         vi = [helper.make_tensor_value_info(k, onnx.TensorProto.UNDEFINED, None) for k in feeds]
         outs = [helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None) for o in node.output if o]
         graph = helper.make_graph([node], "one", vi, outs)

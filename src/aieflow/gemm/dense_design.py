@@ -469,12 +469,6 @@ def load(path: str | os.PathLike) -> StreamedDenseDesign:
     return StreamedDenseDesign(graph, device, config, plan, meta.get("source", ""), files=files)
 
 
-def wants_streamed(config: Config) -> bool:
-    """Whether the config asks for streamed weights on some layer (then the resident pipeline is
-    not tried)."""
-    return any(getattr(lc, "weights", "auto") == "streamed" for lc in config.layers.values())
-
-
 def without_user_constraints(config: Config) -> Config:
     """``config`` without what the user fixed about the resident mapping (parallelism, placement,
     target, batch search, replicas): when the chain fits without them, its failure is theirs to

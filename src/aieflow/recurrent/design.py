@@ -559,8 +559,3 @@ def explore_recurrent(model: Any, device: str | Device = "vck190", example_input
     if isinstance(m, StackedMapping):
         return replace(ex, chosen=stack_point(m, dev), performance=estimate_stack(m, dev))
     return replace(ex, chosen=mapping_point(m, dev), performance=estimate_recurrent(m, dev))
-
-
-def is_recurrent(graph: Graph) -> bool:
-    """Whether the (front end's) graph has a GRU / LSTM layer (then this module maps it)."""
-    return any(n.op in ("gru", "lstm") for n in graph.nodes)
