@@ -155,20 +155,6 @@ def quantize(x: np.ndarray, t: FixedType) -> np.ndarray:
     :class:`ConfigError`.
     """
     x = np.asarray(x, dtype=np.float64)
-    from . import fast  # here: fast builds on this module
-
-    # Finite values scaled below 2^52 (every weight and bias): rounded in floats, the same codes as
-    # quantize_exact (tests/test_fast.py) in a fraction of its passes over memory.
-    codes = fast.quantize_float(x, t)
-    if codes is not None:
-        return codes.astype(np.int64)
-    return quantize_exact(x, t)
-
-
-def quantize_exact(x: np.ndarray, t: FixedType) -> np.ndarray:
-    """:func:`quantize` for any input, by the general path (the reference the fast path is tested
-    against)."""
-    x = np.asarray(x, dtype=np.float64)
     if np.isnan(x).any():
         raise ConfigError(f"cannot quantize to {t}: input contains NaN")
     with np.errstate(over="ignore"):  # overflow to +-inf is handled below
