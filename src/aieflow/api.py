@@ -103,8 +103,6 @@ def explore(
 
         return explore_dag(state.graph, state.device, state.config)
     require_mapping(state.graph)
-    from .gemm.dense_design import wants_streamed
-
     if wants_streamed(state.config):
         raise ConfigError("explore lists resident designs; streamed_dense / segmented designs (a layer's "
                           "'weights: streamed') are not explored",
