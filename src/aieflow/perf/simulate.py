@@ -1,6 +1,8 @@
 """Transaction-level simulation of a design: whole buffers move, kernels fire on full buffers.
 
-A design is a chain of Dense layers.  Each batch (one graph iteration) flows through stages:
+The one simulation engine of every design kind's estimate (:func:`run_pipeline`): a stage graph
+whose edges are ping-pong buffers.  A Dense chain is its simplest case; each batch (one graph
+iteration) flows through stages:
 
     plio_in -> layer 0 -> [link] -> layer 1 -> ... -> layer n-1 -> plio_out
 
@@ -16,6 +18,14 @@ what ADF's lock protocol does at buffer granularity, so back-pressure, pipelinin
 pipeline fill come out of it.  Approximation: a stage stalled on its output slot still releases
 its input slot on time (the stall shows up in its successors' and its own later starts).
 
+Stage graphs (the DAG, the CNN stream mapping, recurrent stacks): a stage may read several buffers
+(an Add, a concat's memory-tile write) and starts batch b only when b is complete in all of them; a
+buffer has one producer and may have several consumers (fan-out: a kernel's output read by several
+memory-tile links), and its slot for batch b is free once every consumer has released batch
+``b - slots``.  So a residual's skip path, which holds as many batches as its buffers have slots,
+stalls its producer when the long path is longer than that: the back-pressure a closed form can
+only flag.
+
 Engine: the rules above make every start time the latest of a few earlier times (the stage's
 previous start plus its occupancy, the producer's finish of the same batch, the consumer freeing the
 slot ``slots`` batches back, the row's tail ``in-flight`` batches back), so the simulation is a
@@ -30,12 +40,15 @@ dependency.
 Steady state: with constant stage times the recurrence becomes periodic, every time of batch ``b``
 equal to that of batch ``b - p`` plus ``p`` intervals.  By default the simulation stops as soon as
 the times of the last few batches (as many as any rule looks back) are such a translate for some
-period ``p <= 4``, because every later batch then repeats them; the interval and the per-batch
-stall times are those of the period.  When no period is found (typically a stage upstream of the
-bottleneck that is only slightly faster, so its buffers take many batches to fill) it runs
-``4 x stages + 8`` batches (capped at ``STEP_BUDGET`` stage-batch steps, at least 64 batches) and
-averages over the second half; the interval is then still exact in practice (the output is
-periodic from the first batches), the stall split of such near-bottleneck stages is approximate.
+period ``p <= 12`` (a chain settles with p <= 4; a stage graph whose skip path back-pressures its
+producer can alternate fast and slow batches with a longer period, 7 in the random graphs of
+tests/test_sim_graph.py), because every later batch then repeats them; the interval and the
+per-batch stall times are those of the period.  When no period is found (typically a stage
+upstream of the bottleneck that is only slightly faster, so its buffers take many batches to fill)
+it runs ``4 x stages + 8`` batches (at least enough to look for every period; capped at
+``STEP_BUDGET`` stage-batch steps, at least 64 batches) and averages over the second half; the
+interval is then still exact in practice (the output is periodic from the first batches), the
+stall split of such near-bottleneck stages is approximate.
 """
 
 from __future__ import annotations
@@ -64,12 +77,19 @@ class StageSpec:
     bound: str  # what limits it: "compute", "memory", "stream", "plio"
     occupancy_ns: float  # the resource is busy this long per batch
     delay_ns: float = 0.0  # the output end starts this much after the input end (latency only)
-    input: str | None = None  # buffer read (None: the host supplies batches at will)
+    input: str | tuple[str, ...] | None = None  # buffer(s) read (None: the host supplies batches at will)
     output: str | None = None  # buffer written (None: the host drains)
     tiles: int = 0
     cycles: float = 0.0  # busy AIE-clock cycles per batch
     macs: int = 0  # real (unpadded) MACs per batch, kernel stages only
     peak_macs_per_cycle: float = 0.0  # per tile
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        """The buffers the stage reads (all of them hold batch b before it starts b)."""
+        if self.input is None:
+            return ()
+        return (self.input,) if isinstance(self.input, str) else tuple(self.input)
 
 
 @dataclass(frozen=True)
@@ -80,6 +100,9 @@ class Pipeline:
     # b + 1 (time step t + 1) before the producer has finished batch b -- e.g. a recurrent layer's
     # next step needs the hidden state its aggregation stage produces.  The producer is downstream.
     recurrences: tuple[tuple[str, str], ...] = ()
+    # The stage whose completions are the design's outputs (None: the last in producer order, the
+    # last stage of a chain).  A stage graph with several outputs names the one that finishes last.
+    sink: str | None = None
 
 
 @dataclass(frozen=True)
@@ -104,7 +127,7 @@ class SimResult:
     bound: str
 
 
-MAX_PERIOD = 4  # steady-state periods (in batches) the default run looks for
+MAX_PERIOD = 12  # steady-state periods (in batches) the default run looks for (stage graphs reach 7)
 # Default run without a period found: 4 batches per stage (+ 8), at most about this many
 # stage-batch steps (~0.3 s) but never fewer than 64 batches.
 STEP_BUDGET = 100_000
@@ -112,22 +135,32 @@ _REL_TOL = 1e-9  # two times are "equal" within this share of the interval
 
 
 def _order(pipe: Pipeline) -> list[int]:
-    """Stages with producers before consumers (the list order when it is already a chain)."""
+    """Stages with producers before consumers: a topological order that keeps the list order
+    where it can (the list order itself when the list is already a chain)."""
     producer = {s.output: i for i, s in enumerate(pipe.stages) if s.output is not None}
-    upstream = [producer.get(s.input) if s.input is not None else None for s in pipe.stages]
-    placed = [False] * len(pipe.stages)
+    upstream = [[producer[b] for b in s.reads if b in producer] for s in pipe.stages]
+    state = [0] * len(pipe.stages)  # 0 new, 1 on the path, 2 placed
     order: list[int] = []
-    for i in range(len(pipe.stages)):
-        chain = []
-        j: int | None = i
-        while j is not None and not placed[j]:
-            if j in chain:
-                raise ValueError("the pipeline's buffers form a cycle")
-            chain.append(j)
-            j = upstream[j]
-        for j in reversed(chain):
-            placed[j] = True
-            order.append(j)
+    for root in range(len(pipe.stages)):
+        stack = [(root, 0)]
+        while stack:
+            j, k = stack.pop()
+            if k == 0:
+                if state[j] == 2:
+                    continue
+                if state[j] == 1:
+                    raise ValueError("the pipeline's buffers form a cycle")
+                state[j] = 1
+            if k < len(upstream[j]):
+                stack.append((j, k + 1))
+                u = upstream[j][k]
+                if state[u] == 1:
+                    raise ValueError("the pipeline's buffers form a cycle")
+                if state[u] == 0:
+                    stack.append((u, 0))
+            else:
+                state[j] = 2
+                order.append(j)
     return order
 
 
@@ -147,28 +180,38 @@ def run_pipeline(pipe: Pipeline, batches: int | None = None) -> SimResult:
     """
     stages = pipe.stages
     n_stages = len(stages)
-    n = batches if batches is not None else min(4 * n_stages + 8, max(64, STEP_BUDGET // n_stages))
-    if n < 2:
+    if batches is not None and batches < 2:
         raise ValueError("need at least two batches to measure an interval")
     order = _order(pipe)
-    producer = {s.output: i for i, s in enumerate(stages) if s.output is not None}
-    consumer = {s.input: i for i, s in enumerate(stages) if s.input is not None}
+    producer: dict[str, int] = {}
+    for i, s in enumerate(stages):
+        if s.output is not None:
+            if s.output in producer:
+                raise ValueError(f"buffer {s.output!r} has two producers")
+            producer[s.output] = i
+    consumers: dict[str, list[int]] = {}
+    for i, s in enumerate(stages):
+        for b in s.reads:
+            consumers.setdefault(b, []).append(i)
     for name, k in pipe.buffers.items():
         if k < 1:
             raise ValueError(f"buffer {name!r} has no slots")
     occ = [s.occupancy_ns for s in stages]
     inflight = [1 + int(s.delay_ns // s.occupancy_ns) if s.delay_ns and s.occupancy_ns > 0 else 1 for s in stages]
-    src = [producer.get(s.input) if s.input is not None else None for s in stages]
-    if any(s.input is not None and p is None for s, p in zip(stages, src, strict=True)):
+    if any(b not in producer for s in stages for b in s.reads):
         raise ValueError("a stage reads a buffer no stage writes")
-    dst = [(consumer.get(s.output), pipe.buffers[s.output]) if s.output is not None else (None, 0) for s in stages]
+    src = [[producer[b] for b in s.reads] for s in stages]
+    dst = [(consumers.get(s.output, []), pipe.buffers[s.output]) if s.output is not None else ([], 0) for s in stages]
     index = {s.name: i for i, s in enumerate(stages)}
     feedback: list[list[int]] = [[] for _ in stages]  # stage -> producers it waits for, one batch back
     for prod, cons in pipe.recurrences:
         if prod not in index or cons not in index:
             raise ValueError(f"recurrence {prod!r} -> {cons!r} names a stage the pipeline does not have")
         feedback[index[cons]].append(index[prod])
+    last = order[-1] if pipe.sink is None else index_of(pipe, pipe.sink)
     lag = max([1, *inflight, *(k for _, k in dst)])  # how far back any rule looks
+    n = batches if batches is not None else min(max(4 * n_stages + 8, 2 * lag + 4 * MAX_PERIOD),
+                                                max(64, STEP_BUDGET // n_stages))
 
     head: list[list[float]] = [[] for _ in stages]  # head (input side) start per batch
     tail: list[list[float]] = [[] for _ in stages]  # tail (output side) start per batch
@@ -179,17 +222,19 @@ def run_pipeline(pipe: Pipeline, batches: int | None = None) -> SimResult:
         for i in order:
             s = stages[i]
             free_prev = head[i][b - 1] + occ[i] if b else 0.0
-            p = src[i]
-            t_ready = 0.0 if p is None else tail[p][b] + occ[p]
+            t_ready = 0.0
+            for p in src[i]:
+                t_ready = max(t_ready, tail[p][b] + occ[p])
             if b:
                 for f in feedback[i]:
                     t_ready = max(t_ready, tail[f][b - 1] + occ[f])
-            c, k = dst[i]
+            cs, k = dst[i]
             t_slot = 0.0
             if s.output is not None and b >= k:
-                if c is None:
+                if not cs:
                     raise RuntimeError(f"pipeline deadlocked: nothing drains buffer {s.output!r}")
-                t_slot = head[c][b - k] + occ[c]
+                for c in cs:
+                    t_slot = max(t_slot, head[c][b - k] + occ[c])
             ready = max(free_prev, t_ready)
             if not s.delay_ns:
                 start = end = max(ready, t_slot)
@@ -203,12 +248,11 @@ def run_pipeline(pipe: Pipeline, batches: int | None = None) -> SimResult:
             tail[i].append(end)
             starved[i].append(max(0.0, min(start, t_ready) - free_prev))
             blocked[i].append(wait)
-        if batches is None and b >= 2 * lag + 2 * MAX_PERIOD:
-            period = _period(head, tail, b, lag, order[-1])
+        if batches is None and b >= 2 * lag + 2:
+            period = _period(head, tail, b, lag, last, min(MAX_PERIOD, (b - 2 * lag) // 2))
             if period:
                 break
 
-    last = order[-1]  # the sink (the last stage of a chain)
     out = [t + occ[last] for t in tail[last]]
     if period:
         interval = (out[-1] - out[-1 - period]) / period
@@ -232,10 +276,17 @@ def run_pipeline(pipe: Pipeline, batches: int | None = None) -> SimResult:
     return SimResult(out[0], interval, len(out), tuple(out), stats, neck.name, neck.bound)
 
 
-def _period(head: list[list[float]], tail: list[list[float]], b: int, lag: int, last: int) -> int:
-    """The smallest p <= MAX_PERIOD for which the last ``lag`` batches' times of every stage are
+def index_of(pipe: Pipeline, name: str) -> int:
+    for i, s in enumerate(pipe.stages):
+        if s.name == name:
+            return i
+    raise ValueError(f"the pipeline has no stage {name!r}")
+
+
+def _period(head: list[list[float]], tail: list[list[float]], b: int, lag: int, last: int, most: int) -> int:
+    """The smallest p <= ``most`` for which the last ``lag`` batches' times of every stage are
     those of ``p`` batches earlier plus one common shift (0 when there is none yet)."""
-    for p in range(1, MAX_PERIOD + 1):
+    for p in range(1, most + 1):
         shift = tail[last][b] - tail[last][b - p]
         if shift <= 0:
             continue
