@@ -179,8 +179,14 @@ def test_estimate_interval_is_slowest_stage_and_latency_the_longest_path():
     plan, st = _plan(MiniMixer(), (16, 32))
     d = DagDesign(plan, st.device, st.config, place_dag(plan, st.device, st.config))
     e = d.estimate()
-    assert e.interval_ns == max(s.occupancy_ns for s in e.stages)
+    # the skip paths hold fewer batches than the long paths need here (slack < 2 intervals): the
+    # simulation shows no back-pressure and the slowest stage sets the pace
+    assert max(e.skip_slack.values()) < 2
+    assert e.interval_ns == pytest.approx(max(s.occupancy_ns for s in e.stages), rel=1e-12)
     by = {s.name: s for s in e.stages}
+    # upstream of the bottleneck (ln1) the stages wait for its slots; downstream they wait for it
+    assert by["plio_in"].blocked_ns > 0 and by["ln2"].blocked_ns == pytest.approx(0.0, abs=1e-6)
+    assert by["ln2"].starved_ns == pytest.approx(by["ln1"].occupancy_ns - by["ln2"].occupancy_ns, rel=1e-9)
     assert e.critical_path[0] == "plio_in" and e.critical_path[-1] == "plio_out"
     assert e.latency_ns == pytest.approx(sum(by[s].occupancy_ns + by[s].delay_ns for s in e.critical_path))
     # every compute node is a stage; the latency covers at least every node on any input->output path
@@ -389,3 +395,27 @@ def test_a_device_without_memory_tiles_is_refused_before_any_batch_is_tried():
     with pytest.raises(PlanError, match=r"^graphs with fan-out.*VCK190"):
         aieflow.compile(Residual().eval(), device="vck190", example_input=x[:1], calibration=x,
                         config={"precision": "int8", "batch": "auto", "target": "latency"})
+
+
+class _LongResidual(nn.Module):
+    def __init__(self, depth: int):
+        super().__init__()
+        self.b = nn.Sequential(*[m for _ in range(depth) for m in (nn.Linear(32, 32), nn.ReLU())])
+
+    def forward(self, x):
+        return self.b(x) + x
+
+
+def test_long_residual_branch_back_pressures_the_skip_path():
+    """The skip path holds as many batches as its ping-pong buffers have slots: a short branch
+    runs at the slowest stage's pace, a long one stalls the input (the simulation's interval is
+    longer than every stage's occupancy and the input PLIO is blocked)."""
+    torch.manual_seed(0)
+    short = aieflow.compile(_LongResidual(2), "vek280", torch.randn(1, 32), config={"batch": 8}).estimate()
+    assert short.interval_ns == pytest.approx(max(s.occupancy_ns for s in short.stages), rel=1e-9)
+    long = aieflow.compile(_LongResidual(6), "vek280", torch.randn(1, 32), config={"batch": 8}).estimate()
+    slowest = max(s.occupancy_ns for s in long.stages)
+    assert long.interval_ns > 1.5 * slowest
+    by = {s.name: s for s in long.stages}
+    assert by["plio_in"].blocked_ns > 0
+    assert long.skip_slack["add"] > short.skip_slack["add"]

@@ -1,27 +1,29 @@
-"""Performance model of a DAG design: every kernel and memory-tile transfer is a stage; the
-steady-state interval is the slowest stage (ping-pong buffers let every stage overlap the
-others), the first-output latency the longest path through the stage graph.
+"""Performance model of a DAG design: every kernel and memory-tile transfer is a stage of a stage
+graph whose edges are ping-pong buffers, run by the one simulation engine of every design kind
+(``perf.simulate.run_pipeline``): the first-output latency is the longest path through the graph,
+the steady-state interval the slowest stage's occupancy unless a residual's skip path, which holds
+only as many batches as its buffers have slots, back-pressures its producer (then the simulation
+shows the longer interval and the producer's stall).
 
 Dense kernels use the chain's cycle model unchanged (``perf/simulate.kernel_stage``), memory-tile
 and PLIO transfers the chain's movement model (``perf/movement``).  The residual Add, LayerNorm,
 activation and softmax kernels have no published figure: their cycle counts below are **assumed**
 constants (each says why), so their stages are the least certain part of the estimate.
 
-Limit of the closed form: a residual's skip path is buffered in its own memory tile with two
-ping-pong slots, so it holds two batches; when the long path's latency exceeds two intervals the
-skip buffer's producer would stall.  :attr:`DagPerformance.skip_slack` reports, per residual Add,
-the long-path latency in intervals, so such a design can be spotted.
+:attr:`DagPerformance.skip_slack` reports, per residual Add, how far its inputs' first arrivals
+are apart in intervals (the skip path's wait), and the stages' ``blocked_ns`` the stall it causes.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from .. import design_schema
 from ..devices import Device
+from ..passes.transport import PING_PONG
 from ..perf import movement as mv
-from ..perf.simulate import kernel_stage
+from ..perf.simulate import Pipeline, StageSpec, kernel_stage, run_pipeline
 from .links import DagLink
 from .plan import DagPlan
 
@@ -84,6 +86,8 @@ class DagStage:
     occupancy_ns: float
     delay_ns: float
     after: tuple[str, ...]  # stages that hand it its input
+    starved_ns: float = 0.0  # steady state, per batch: waiting for an input
+    blocked_ns: float = 0.0  # steady state, per batch: waiting for a free output slot (back-pressure)
 
 
 @dataclass(frozen=True)
@@ -184,7 +188,10 @@ def estimate_dag(plan: DagPlan, device: Device, placement=None) -> DagPerformanc
     path = [end]
     while best_pred[path[-1]] is not None:
         path.append(best_pred[path[-1]])
-    interval = max(s.occupancy_ns for s in stages.values())
+    sim = run_pipeline(stage_graph(stages, end))
+    interval = sim.interval_ns
+    stalls = {st.name: st for st in sim.stages}
+    stages = {k: replace(v, starved_ns=stalls[k].starved_ns, blocked_ns=stalls[k].blocked_ns) for k, v in stages.items()}
     bottleneck = max(stages.values(), key=lambda s: s.occupancy_ns)
     slack = {}
     for name in plan.compute:
@@ -194,11 +201,23 @@ def estimate_dag(plan: DagPlan, device: Device, placement=None) -> DagPerformanc
             slack[name] = spread / interval if interval else 0.0
     memtiles = sum(link.memtiles(device) for link in plan.links)
     return DagPerformance(
-        latency_ns=finish[end], interval_ns=interval, batch=plan.batch,
+        latency_ns=sim.latency_ns, interval_ns=interval, batch=plan.batch,
         throughput_ops_per_s=2 * macs / (interval * 1e-9) if interval else 0.0,
         bound=bottleneck.bound, bottleneck=bottleneck.name, tiles_used=plan.tiles, memory_tiles_used=memtiles,
         critical_path=tuple(reversed(path)), stages=tuple(stages.values()), skip_slack=slack,
     )
+
+
+def stage_graph(stages: dict[str, DagStage], sink: str) -> Pipeline:
+    """The stages as the simulation engine's stage graph: each stage writes one ping-pong buffer
+    (a kernel's output, a memory-tile shared buffer, a consumer's input) that every stage listing
+    it in ``after`` reads."""
+    specs = tuple(
+        StageSpec(st.name, st.kind, st.bound, st.occupancy_ns, st.delay_ns,
+                  tuple(f"out:{p}" for p in st.after) or None, None if st.name == sink else f"out:{st.name}")
+        for st in stages.values()
+    )
+    return Pipeline(specs, {f"out:{k}": PING_PONG for k in stages if k != sink}, sink=sink)
 
 
 def _link_stages(plan: DagPlan, link: DagLink, device: Device, stages: dict, kernel_of: dict, row_of) -> None:
