@@ -84,6 +84,7 @@ class CnnDesign(EmulatedNumerics):
             "model": self.graph.name, "config": self.config.to_json(),
             "stages": [{"name": s.name, "kind": s.kind, "source": s.source, "in_shape": list(s.geometry.in_shape),
                         "out_shape": list(s.out_shape), "activation": s.activation, "shuffle": s.shuffle,
+                        "post": s.post.function if s.post else None,
                         "input": s.in_type.to_string(), "output": s.out_type.to_string(), "macs": s.macs}
                        for s in self.plan.stages],
             "plan": self.plan.to_json(), "tile_usage": self.tile_usage(),
@@ -116,6 +117,8 @@ class CnnDesign(EmulatedNumerics):
             borrowed = f", borrows {lay.memory.borrowed:,} B" if lay.memory.borrowed else ""
             if s.residual is not None:
                 shape += f", + skip from {comment(s.residual.skip_name)} ({s.residual.skip_type.to_string()})"
+            if s.post is not None:
+                shape += f", then {s.post.function} in the last tile"
             lines.append(f"  {comment(s.source)}: {s.kind} {s.in_type.to_string()} -> {s.out_type.to_string()}; {shape}; "
                          f"{lay.memory.bytes:,} B/tile{borrowed}")
         lines.append(f"  modelled: latency {e.latency_s * 1e6:,.1f} us, {e.fps:,.0f} frames/s, "

@@ -14,7 +14,7 @@ from importlib import resources
 import numpy as np
 
 from .. import __version__
-from ..names import c_ident
+from ..names import Code, c_ident
 from ..numerics.types import FixedType, FloatType, NumericType
 from ..ops import activations as act
 from ..ops.dense import cascade_chunk_lanes
@@ -25,7 +25,8 @@ from .stages import Stage
 
 GRAPH_CLASS = "CnnGraph"
 PLIO_BITS = 128
-STATIC = {"src/kernels/cnn_kernels.h": "cnn_kernels.h", "src/kernels/cnn_numerics.h": "cnn_numerics.h"}
+STATIC = {"src/kernels/cnn_kernels.h": "cnn/cnn_kernels.h", "src/kernels/cnn_numerics.h": "cnn/cnn_numerics.h",
+          "src/kernels/activation_fixed.h": "kernels/activation_fixed.h"}
 
 ENV = environment("cnn")
 
@@ -131,8 +132,21 @@ def layer_cfg(plan: CnnPlan, s: Stage, lay: StreamLayer, ident: str) -> dict:
         lut_rnd=list(RND).index(lut.index_rounding.value) if lut is not None else 0,
         slope_size=lay.out_group if act_code == 4 else 1,
         **residual_cfg(s),
+        **post_cfg(s),
     )
     return info
+
+
+def post_cfg(s: Stage) -> dict:
+    """A post layer's constants (ops/activation.py's table and types); neutral ones without one."""
+    p = s.post
+    if p is None:
+        return {"post": 0, "post_seg": 0, "post_sd": 0, "post_fo": 0, "post_min": 0, "post_lo": 0, "post_hi": 0,
+                "post_size": 1, "post_table": "{0}", "post_text": ""}
+    return {"post": 1 if p.op == "activation" else 2, "post_seg": p.seg, "post_sd": p.sd, "post_fo": p.out_type.frac,
+            "post_min": p.in_type.min_code, "post_lo": p.out_type.min_code, "post_hi": p.out_type.max_code,
+            "post_size": int(p.table.size), "post_table": Code("{\n" + str(_c_array(p.table, FixedType(32, 0))) + "}"),
+            "post_text": f"{p.function} {p.in_type} -> {p.out_type}" + (f", {p.seg}-bit segments" if p.seg else "")}
 
 
 def residual_cfg(s: Stage) -> dict:
@@ -282,7 +296,7 @@ def project_files(plan: CnnPlan, perf_json: dict, summary: str) -> dict[str, str
         files[f"src/kernels/{L['ident']}.cc"] = ENV.get_template("layer_kernel.cc.j2").render(L=L, version=__version__)
     for sym, p in params.items():
         files[f"src/weights/{sym}.h"] = ENV.get_template("weights.h.j2").render(sym=sym, p=p, version=__version__)
-    base = resources.files("aieflow").joinpath("templates/cnn")
+    base = resources.files("aieflow").joinpath("templates")
     for rel, name in STATIC.items():
         files[rel] = base.joinpath(name).read_text()
     return files

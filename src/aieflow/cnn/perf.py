@@ -12,6 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..dag.perf import (
+    ACT_INTERP_CYCLES,
+    ACT_TABLE_CYCLES,
+    SM_EXP_CYCLES,
+    SM_MAX_CYCLES,
+    SM_OUT_CYCLES,
+    SM_ROW_CYCLES,
+)
 from ..perf.movement import dma_transfer
 from .plan import CnnPlan, StreamLayer, ThesisLayer, elem_bytes, kind, round_up
 from .stages import Stage
@@ -77,8 +85,20 @@ def conv_tile_cycles(stage: Stage, lay: StreamLayer, last: bool, macs_per_cycle:
         per = SCALAR_EPILOGUE_CYCLES if stage.table is not None else VECTOR_EPILOGUE_CYCLES
         if stage.residual is not None:
             per += RESIDUAL_CYCLES_PER_VALUE
-        cycles += pixels * lay.out_group * per
+        cycles += pixels * lay.out_group * per + post_cycles(stage, lay.out_group)
     return cycles
+
+
+def post_cycles(stage: Stage, og: int) -> float:
+    """A post layer in the last tile (scalar, ``activation_fixed.h``): the DAG's activation and
+    softmax kernel constants (``dag/perf.py``, assumed there, none fitted), per value and per row."""
+    p = stage.post
+    if p is None:
+        return 0.0
+    values = stage.geometry.pixels * og
+    if p.op == "softmax":
+        return values * (SM_MAX_CYCLES + SM_EXP_CYCLES + SM_OUT_CYCLES) + SM_ROW_CYCLES
+    return values * (ACT_INTERP_CYCLES if p.seg else ACT_TABLE_CYCLES)
 
 
 def pool_tile_cycles(stage: Stage, lay: StreamLayer) -> float:

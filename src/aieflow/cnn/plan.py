@@ -194,6 +194,17 @@ def table_bytes(stage: Stage, og: int) -> int:
     return og * stage.table.shape[1] * elem_bytes(stage.conv_type)
 
 
+def post_bytes(stage: Stage, og: int) -> int:
+    """A post layer's tile memory (last tile of a row): the epilogue's codes before it, its table,
+    and a softmax's int32 scratch row."""
+    p = stage.post
+    if p is None:
+        return 0
+    oh, ow = stage.out_hw
+    scratch = og * 4 if p.op == "softmax" else 0
+    return og * oh * ow * elem_bytes(p.in_type) + p.table.size * 4 + scratch
+
+
 def stream_layer(device: Device, stage: Stage, in_groups: int, in_group: int, out_groups: int) -> StreamLayer:
     """Size one stage of the stream mapping; raises a PlanError naming the stage when it cannot fit."""
     limit = device.generation.data_memory_bytes
@@ -206,6 +217,10 @@ def stream_layer(device: Device, stage: Stage, in_groups: int, in_group: int, ou
     o = stage.out_channels
     if o % out_groups:
         raise PlanError(f"{o} output channels do not split into {out_groups} equal groups", layer=stage.name)
+    if stage.post is not None and stage.post.op == "softmax" and out_groups != 1:
+        raise PlanError(f"the softmax '{stage.post.name}' after '{stage.name}' needs all its {o} outputs in one tile; "
+                        f"{out_groups} output groups split them", layer=stage.name,
+                        hint=f"remove layers.{stage.name}.mapping.groups (a softmax head takes 1)")
     og = o // out_groups
     r2 = (stage.shuffle or 1) ** 2
     if og % r2:
@@ -224,6 +239,7 @@ def stream_layer(device: Device, stage: Stage, in_groups: int, in_group: int, ou
            + 2 * og * oh * ow * eb_out  # output window (last tile of a row)
            + 2 * skip_bytes  # a fused residual add's skip window (last tile of a row, double buffered)
            + table_bytes(stage, og)
+           + post_bytes(stage, og)
            + STACK_BYTES)
     return StreamLayer(stage.name, "conv", in_groups, out_groups, in_group, og, mm, kt, TileUse(mem, limit),
                        skip=(res.skip_name if res else ""), skip_bytes=skip_bytes)

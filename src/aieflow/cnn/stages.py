@@ -59,6 +59,23 @@ class Residual:
 
 
 @dataclass(frozen=True, eq=False)
+class Post:
+    """An activation or softmax layer after a convolution / Dense stage, run by the stage's last
+    tile on its stored output (``activation_fixed.h``: ops/activation.py's integer definitions):
+    ``activation``: ``lookup(table, code - in.min_code, seg, out.min_code, out.max_code)`` per value;
+    ``softmax``: ``softmax_row`` over the stage's channels (one pixel: a Dense head)."""
+
+    name: str  # the activation / softmax node
+    op: str  # "activation" | "softmax"
+    function: str  # the activation's function, or "softmax"
+    in_type: FixedType  # what the stage's epilogue writes (the layer's input)
+    out_type: FixedType
+    table: np.ndarray = field(repr=False)  # int32: the activation's table / knots, or the softmax's exp table
+    seg: int = 0  # activation: interpolation segment bits (0: a full table)
+    sd: int = 0  # softmax: index shift
+
+
+@dataclass(frozen=True, eq=False)
 class Stage:
     name: str
     kind: str  # "conv" | "pool"
@@ -80,10 +97,13 @@ class Stage:
     source: str = ""  # the graph node(s) it came from
     aliases: tuple[str, ...] = ()  # the names of what was fused into it (ReLU, BatchNorm, the add's ReLU)
     residual: Residual | None = None  # a fused residual add (out_type is then the add's output type)
+    post: Post | None = None  # an activation / softmax after it (out_type is then the post's output type)
 
     @property
     def conv_type(self) -> NumericType:
-        """What the convolution's epilogue writes before a fused residual add (its output type)."""
+        """What the convolution's epilogue writes before a fused residual add or a post layer."""
+        if self.post is not None:
+            return self.post.in_type
         return self.residual.conv_type if self.residual else self.out_type
 
     @property
@@ -154,6 +174,11 @@ def lower(graph: Graph) -> tuple[Stage, ...]:
             in_shape = pending_flatten or _vector_shape(shapes[node.inputs[0]], node)
             stages.append(_dense(node, in_shape))
             pending_flatten = None
+        elif node.op in ("activation", "softmax"):
+            if pending_flatten is not None:
+                raise PlanError(f"a {node.op} between a flatten and a dense layer is not mapped", layer=node.name,
+                                hint="apply it before the flatten")
+            stages[-1] = _post(node, stages[-1] if stages else None, graph)
         else:
             raise PlanError(f"op '{node.op}' has no CNN mapping", layer=node.name,
                             hint="the CNN mapping runs conv2d (+ relu / tanh / prelu), max / average pooling, "
@@ -290,6 +315,44 @@ def _dense(node: Node, in_shape: tuple[int, int, int]) -> Stage:
     b = node.params.get("bias_q")
     return Stage(node.name, "conv", g, int(node.attrs["out_features"]), t.input, t.output, node.attrs.get("activation"),
                  core=t, weight=wq, bias=None if b is None else np.asarray(b), source=node.name, aliases=node.aliases)
+
+
+def _post(node: Node, s: Stage | None, graph: Graph) -> Stage:
+    """Fold an activation / softmax layer into the stage before it (its last tile runs it)."""
+    what = node.attrs.get("function", "softmax") if node.op == "activation" else "softmax"
+    if s is None or s.kind != "conv":
+        before = "the network input" if s is None else f"the {s.pool} pooling '{s.name}'"
+        raise PlanError(f"a standalone {what} after {before} is not mapped: the CNN mapping runs it in the last tile "
+                        "of the convolution or Dense layer before it", layer=node.name,
+                        hint="move it after a convolution or Dense layer")
+    if s.is_float:
+        raise PlanError(f"{what} after '{s.name}' in floating point has no CNN kernel yet (fixed-point ones have)",
+                        layer=node.name, hint="use precision int8 or int16")
+    why = ("its residual add" if s.residual is not None else "its pixel shuffle" if s.shuffle
+           else f"its {s.activation} table" if s.table is not None else f"the {s.post.function} after it" if s.post
+           else None)
+    if why:
+        raise PlanError(f"a {what} after '{s.name}' is not mapped together with {why} (one epilogue per stage)",
+                        layer=node.name, hint="put a convolution or Dense layer between them")
+    t = node.types
+    if node.op == "softmax":
+        if s.geometry.pixels != 1:
+            raise PlanError(f"softmax over the channels of every pixel of '{s.name}' ({s.out_hw[0]} x {s.out_hw[1]} "
+                            "pixels) is not mapped; a softmax after a Dense head (one pixel) is", layer=node.name,
+                            hint="flatten and add a Dense layer before the softmax")
+        shape = graph.tensors[node.inputs[0]].shape
+        if int(np.prod(shape)) != s.out_channels:
+            raise PlanError(f"softmax over {shape} is not one row of '{s.name}''s {s.out_channels} outputs",
+                            layer=node.name)
+        post = Post(node.name, "softmax", "softmax", t.input, t.output,
+                    np.asarray(node.params["table"], dtype=np.int32), sd=int(t.index_shift))
+    else:
+        post = Post(node.name, "activation", what, t.input, t.output,
+                    np.asarray(node.params["table"], dtype=np.int32), seg=int(t.segment_bits))
+    if post.in_type != s.out_type:
+        raise PlanError(f"{what} reads {post.in_type}, '{s.name}' writes {s.out_type}", layer=node.name)
+    return replace(s, out_type=t.output, post=post, source=f"{s.source} + {' + '.join((node.name, *node.aliases))}",
+                   aliases=(*s.aliases, *node.aliases))
 
 
 def _pool(node: Node) -> Stage:

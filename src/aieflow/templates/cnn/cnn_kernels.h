@@ -9,7 +9,9 @@
 // partial sums run in increasing input channel: the emulator's accumulation order.  The last tile
 // applies the epilogue (SRS, ReLU, a per-channel code table for int8 tanh / PReLU, the fp32 tanh
 // lookup table or fp32 PReLU) and stores its OG output channels, through a pixel-shuffle
-// permutation when one follows (SHUF > 1).  A residual add fused into the stage (RES) makes the
+// permutation when one follows (SHUF > 1).  A post layer (POST: 1 an activation, 2 a softmax
+// over the OG channels of a one-pixel Dense head) makes the last tile keep its codes (TO) in tile
+// memory and then write the layer's output (TY) from them with activation_fixed.h.  A residual add fused into the stage (RES) makes the
 // last tile read one more window, the skip (OG x OH x OW of type TS, CHW: the same channel group of
 // an earlier stage's output), and store residual(y, skip) of type TY instead of y: both operands
 // aligned to a common grid, added exactly, one shift-round-saturate into TY with the add's own
@@ -31,6 +33,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "activation_fixed.h"
 #include "cnn_numerics.h"
 
 namespace aieflow_cnn {
@@ -166,7 +169,8 @@ struct ConvCore {
     }
 
     static void store(TY* __restrict out, const ACCV& acc, unsigned p0, unsigned cb, const TO* __restrict table,
-                      const float* __restrict lut, const float* __restrict slope, const TS* __restrict skip) {
+                      const float* __restrict lut, const float* __restrict slope, const TS* __restrict skip,
+                      TO* __restrict pre) {
         aie::vector<TO, MN> v;
         if constexpr (is_float) {
             v = acc.template to_vector<TO>();
@@ -186,7 +190,9 @@ struct ConvCore {
                 } else if constexpr (C::ACT == int(act::float_prelu)) {
                     y = y >= 0.0f ? y : y * slope[o];
                 }
-                if constexpr (C::RES) {
+                if constexpr (C::POST != 0) {
+                    pre[o * P + p] = y;  // no shuffle, no residual with a post layer (cnn/stages.py)
+                } else if constexpr (C::RES) {
                     out[out_index(o, p)] = residual(y, skip[o * P + p]);
                 } else {
                     out[out_index(o, p)] = y;
@@ -198,7 +204,8 @@ struct ConvCore {
     static void compute(const TA* __restrict img, TA* __restrict patch, const TW* __restrict w,
                         const TB* __restrict bias, TY* __restrict out, input_cascade<ACC>* __restrict cin,
                         output_cascade<ACC>* __restrict cout, const TO* __restrict table,
-                        const float* __restrict lut, const float* __restrict slope, const TS* __restrict skip) {
+                        const float* __restrict lut, const float* __restrict slope, const TS* __restrict skip,
+                        TO* __restrict pre, std::int32_t* __restrict e) {
         if constexpr (!is_float) {
             aie::set_rounding(C::RND);
             aie::set_saturation(C::SAT);
@@ -216,9 +223,23 @@ struct ConvCore {
                 if constexpr (COUT) {
                     write_cascade(cout, acc);
                 } else {
-                    store(out, acc, pb * M, cb, table, lut, slope, skip);
+                    store(out, acc, pb * M, cb, table, lut, slope, skip, pre);
                 }
             }
+        }
+        if constexpr (!COUT && C::POST != 0) post(pre, out, e);
+    }
+
+    // The post layer on the stored codes: ops/activation.py's table / interpolation per value, or
+    // its softmax over the OG outputs (P == 1).
+    static void post(const TO* __restrict pre, TY* __restrict out, std::int32_t* __restrict e) {
+        if constexpr (C::POST == 1) {
+            for (unsigned i = 0; i < C::OG * P; ++i)
+                out[i] = TY(aieflow_act::lookup(C::POST_T, std::int64_t(pre[i]) - C::POST_MIN, C::POST_SEG,
+                                                C::POST_LO, C::POST_HI));
+        } else {
+            static_assert(P == 1, "a softmax post layer follows a one-pixel Dense head");
+            aieflow_act::softmax_row(pre, out, C::OG, C::POST_T, C::POST_SIZE, C::POST_SD, C::POST_FO, C::POST_HI, e);
         }
     }
 };
@@ -233,6 +254,8 @@ struct ConvCore {
     alignas(32) float lut_[C::LUT_ALLOC];                                                                 \
     alignas(32) float slope_[C::SLOPE_SIZE];                                                              \
     alignas(32) typename C::TA patch_[Core::KB * C::M * C::K];                                            \
+    alignas(32) typename C::TO pre_[C::POST != 0 ? C::OG * C::OH * C::OW : 1];                            \
+    alignas(32) std::int32_t post_e_[C::POST == 2 ? C::OG : 1];                                           \
                                                                                                           \
 public:                                                                                                   \
     Cls(const std::vector<typename C::TW>& w, const std::vector<typename C::TB>& b,                       \
@@ -250,7 +273,7 @@ class ConvSingle {
     AIEFLOW_CNN_TILE_MEMBERS(ConvSingle)
     void run(adf::input_buffer<typename C::TA>& __restrict in, adf::output_buffer<typename C::TY>& __restrict out) {
         ConvCore<C>::template compute<false, false>(in.data(), patch_, weights_, bias_, out.data(),
-                                                    nullptr, nullptr, table_, lut_, slope_, nullptr);
+                                                    nullptr, nullptr, table_, lut_, slope_, nullptr, pre_, post_e_);
     }
     static void registerKernelClass() {
         REGISTER_FUNCTION(ConvSingle::run);
@@ -268,7 +291,7 @@ class ConvFirst {
     AIEFLOW_CNN_TILE_MEMBERS(ConvFirst)
     void run(adf::input_buffer<typename C::TA>& __restrict in, output_cascade<typename C::ACC>* __restrict cout) {
         ConvCore<C>::template compute<false, true>(in.data(), patch_, weights_, bias_, nullptr,
-                                                   nullptr, cout, table_, lut_, slope_, nullptr);
+                                                   nullptr, cout, table_, lut_, slope_, nullptr, pre_, post_e_);
     }
     static void registerKernelClass() {
         REGISTER_FUNCTION(ConvFirst::run);
@@ -283,7 +306,7 @@ class ConvMiddle {
     void run(adf::input_buffer<typename C::TA>& __restrict in, input_cascade<typename C::ACC>* __restrict cin,
              output_cascade<typename C::ACC>* __restrict cout) {
         ConvCore<C>::template compute<true, true>(in.data(), patch_, weights_, bias_, nullptr, cin,
-                                                  cout, table_, lut_, slope_, nullptr);
+                                                  cout, table_, lut_, slope_, nullptr, pre_, post_e_);
     }
     static void registerKernelClass() {
         REGISTER_FUNCTION(ConvMiddle::run);
@@ -297,7 +320,7 @@ class ConvLast {
     void run(adf::input_buffer<typename C::TA>& __restrict in, input_cascade<typename C::ACC>* __restrict cin,
              adf::output_buffer<typename C::TY>& __restrict out) {
         ConvCore<C>::template compute<true, false>(in.data(), patch_, weights_, bias_, out.data(),
-                                                   cin, nullptr, table_, lut_, slope_, nullptr);
+                                                   cin, nullptr, table_, lut_, slope_, nullptr, pre_, post_e_);
     }
     static void registerKernelClass() {
         REGISTER_FUNCTION(ConvLast::run);
@@ -317,7 +340,7 @@ class ConvSingleSkip {
     void run(adf::input_buffer<typename C::TA>& __restrict in, adf::input_buffer<typename C::TS>& __restrict skip,
              adf::output_buffer<typename C::TY>& __restrict out) {
         ConvCore<C>::template compute<false, false>(in.data(), patch_, weights_, bias_, out.data(),
-                                                    nullptr, nullptr, table_, lut_, slope_, skip.data());
+                                                    nullptr, nullptr, table_, lut_, slope_, skip.data(), pre_, post_e_);
     }
     static void registerKernelClass() {
         REGISTER_FUNCTION(ConvSingleSkip::run);
@@ -336,7 +359,7 @@ class ConvLastSkip {
     void run(adf::input_buffer<typename C::TA>& __restrict in, input_cascade<typename C::ACC>* __restrict cin,
              adf::input_buffer<typename C::TS>& __restrict skip, adf::output_buffer<typename C::TY>& __restrict out) {
         ConvCore<C>::template compute<true, false>(in.data(), patch_, weights_, bias_, out.data(),
-                                                   cin, nullptr, table_, lut_, slope_, skip.data());
+                                                   cin, nullptr, table_, lut_, slope_, skip.data(), pre_, post_e_);
     }
     static void registerKernelClass() {
         REGISTER_FUNCTION(ConvLastSkip::run);
