@@ -134,33 +134,37 @@ class Stages:
         self.started = 0  # stages begun so far
         self._current: str | None = None
         self._t0 = self._start = time.perf_counter()
-        self.kind = "model"
+        self.kind = ""  # the design kind, once the front end has told it
         self.total(total)
 
     def total(self, n: int | None, kind: str | None = None) -> None:
         """The stages the compile will have in all (None: not known), once the design kind is known."""
         self.kind = kind or self.kind
-        self._bar.update(description=f"compile ({self.kind})", total=n)
+        self._bar.update(description=self._what(), total=n)
+
+    def _what(self) -> str:
+        return f"compile ({self.kind})" if self.kind else "compile"
 
     def __call__(self, stage: str) -> None:
         self._finish()
         self._current = stage
         self.started += 1
-        log.debug("compile (%s): %s ...", self.kind, stage)
+        log.debug("%s: %s ...", self._what(), stage)
         if self._callback is not None:
             self._callback(stage)
 
     def _finish(self) -> None:
         now = time.perf_counter()
         if self._current is not None:
-            log.debug("compile (%s): %s done in %.3f s", self.kind, self._current, now - self._t0)
+            log.debug("%s: %s done in %.3f s", self._what(), self._current, now - self._t0)
             self._bar.advance()
         self._t0 = now
 
     def close(self) -> None:
         self._finish()
         self._current = None
-        log.info("compiled a %s design in %.2f s (%d stages)", self.kind, time.perf_counter() - self._start, self.started)
+        log.info("compiled a %s design in %.2f s (%d stages)", self.kind or "model's", time.perf_counter() - self._start,
+                 self.started)
 
 
 @contextlib.contextmanager
