@@ -84,6 +84,7 @@ def test_top_csv_and_the_ranking(capsys, files, tmp_path):
         assert (int(r["tiles"]), int(r["batch"]), int(r["replicas"])) == (p["tiles"], p["batch"], p["replicas"])
         assert float(r["latency_ns"]) == p["latency_ns"] and float(r["interval_ns"]) == p["interval_ns"]
         assert r["parallelism"] == " ".join(f"{k}:{v['cas_len']}x{v['cas_num']}" for k, v in p["parallelism"].items())
+    assert _explore_json(capsys, model, "--target", "latency", "--top", "4")["top"] == [p["id"] for p in listed]
     # without --top: every point, numbered in order, the pick marked
     assert main(["explore", model, "--target", "latency"]) == 0
     lines = capsys.readouterr().out.splitlines()[3:]
