@@ -2,7 +2,8 @@
 explore supports, the point explore picks is what compile builds for the same config, and any
 front point, given back to compile as config (its parallelism / batch / replicas, CNN groups and
 replicas, recurrent mapping keys), compiles to a design whose own estimate (design.json
-``performance``) is exactly that point's figures.  Kinds explore does not search (streamed Dense
+``performance``) is exactly that point's figures.  The config of a point is
+``aieflow.points.point_config`` (what ``aieflow explore --save-config`` writes).  Kinds explore does not search (streamed Dense
 and segmented designs; GEMM designs have no model to explore) are refused by name."""
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ import numpy as np
 import pytest
 
 import aieflow
+from aieflow.config import parse_config
 from aieflow.errors import AieflowError, ConfigError
 from aieflow.model_zoo import cnn_classifier, gru_classifier, qdq_mlp, residual_mlp
-from aieflow.recurrent.directives import mapping_directives
+from aieflow.points import point_config
 
 MLP = qdq_mlp([32, 64, 48, 16], seed=1)
 REL = 1e-9
@@ -35,11 +37,6 @@ def _picks(ex) -> list:
 
 
 # ------------------------------------------------------------------------------- chain
-
-
-def _chain_config(p, base: dict) -> dict:
-    layers = {name: {"parallelism": {"cas_len": cl, "cas_num": cn}} for name, cl, cn in p.parallelism}
-    return {**base, "batch": p.batch, "replicas": p.replicas, "layers": layers}
 
 
 def _chain_matches(p, d) -> None:
@@ -66,7 +63,10 @@ def test_chain_front_points_compile_to_their_figures(device):
     ex = aieflow.explore(MLP, device=device, config={"target": "throughput", "batch": [8, 32]})
     assert {p.batch for p in ex.front} == {8, 32} and any(p.replicas > 1 for p in ex.front)
     for p in _picks(ex):
-        _chain_matches(p, aieflow.compile(MLP, device=device, config=_chain_config(p, {})))
+        cfg = point_config(ex, p, parse_config({}))
+        assert cfg == {"batch": p.batch, "replicas": p.replicas,
+                       "layers": {n: {"parallelism": {"cas_len": cl, "cas_num": cn}} for n, cl, cn in p.parallelism}}
+        _chain_matches(p, aieflow.compile(MLP, device=device, config=cfg))
 
 
 def test_chain_budgets_are_judged_by_the_compiled_estimate():
@@ -101,8 +101,9 @@ def test_dag_front_points_compile_to_their_figures():
     ex = _dag({"target": "throughput", "batch": [8, 32, 128]}, explore=True)
     assert len(ex.front) >= 2
     for p in _picks(ex):
-        layers = {name: {"parallelism": {"cas_len": cl, "cas_num": cn}} for name, cl, cn in p.parallelism}
-        perf = _perf(_dag({"batch": p.batch, "layers": layers}))
+        cfg = point_config(ex, p, parse_config({"precision": "int8", "target": "throughput", "batch": [8, 32, 128]}))
+        assert "target" not in cfg and cfg["batch"] == p.batch and set(cfg["layers"]) == {n for n, _, _ in p.parallelism}
+        perf = _perf(_dag(cfg))
         assert (perf["tiles_used"], perf["batch"]) == (p.tiles, p.batch)
         assert _close(perf["latency_ns"], p.latency_ns) and _close(perf["interval_ns"], p.interval_ns)
 
@@ -122,9 +123,10 @@ def test_cnn_front_points_compile_to_their_figures():
     ex = _cnn({}, explore=True)
     assert ex.chosen.replicas > 1
     for p in _picks(ex):
+        cfg = point_config(ex, p, parse_config({"precision": "int8"}))
         groups = {name: {"mapping": {"groups": cn}} for name, _, cn in p.parallelism if name in CONVS}
-        assert len(groups) == len(CONVS)
-        d = _cnn({"cnn": {"replicas": p.replicas}, "layers": groups})
+        assert len(groups) == len(CONVS) and cfg == {"precision": "int8", "cnn": {"replicas": p.replicas}, "layers": groups}
+        d = _cnn(cfg)
         perf = _perf(d)
         assert (perf["tiles_used"], perf["replicas"], perf["batch"]) == (p.tiles, p.replicas, p.batch * p.replicas)
         assert _close(perf["latency_ns"], p.latency_ns) and _close(perf["interval_ns"], p.interval_ns)
@@ -170,7 +172,9 @@ def test_recurrent_front_points_compile_to_their_figures():
     ex = _rnn(model, {"target": "latency"}, explore=True)
     assert {p.mapping.recurrent.distribution for p in ex.front} == {"row", "column"}
     for p in _picks(ex):
-        d = _rnn(model, {"layers": {"rnn": {"mapping": mapping_directives(p.mapping)}}})
+        cfg = point_config(ex, p, parse_config({"precision": "int16", "target": "latency"}))
+        assert set(cfg) == {"precision", "layers"} and set(cfg["layers"]) == {"rnn"}
+        d = _rnn(model, cfg)
         assert d.mapping == p.mapping
         _rnn_matches(p, d)
 
@@ -184,8 +188,9 @@ def test_stacked_recurrent_pick_and_front_points_compile_to_their_figures():
         _rnn_matches(ex.chosen, d)
     names = [n.name for n in d.graph.nodes if n.op == "gru"]
     for p in _picks(ex):
-        layers = {name: {"mapping": mapping_directives(m)} for name, m in zip(names, p.mapping.layers, strict=True)}
-        d = _rnn(model, {"layers": layers})
+        cfg = point_config(ex, p, parse_config({"precision": "int16", "target": "latency"}))
+        assert list(cfg["layers"]) == names
+        d = _rnn(model, cfg)
         assert d.stack.layers == p.mapping.layers
         _rnn_matches(p, d)
 

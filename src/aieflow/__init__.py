@@ -8,9 +8,14 @@ the emitters' templates).
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+# The library logs through the "aieflow" logger hierarchy and configures no output: a program that
+# wants the messages adds its own handler (the command line does: aieflow.progress.cli_output).
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 # public name -> the submodule that defines it (None: the name is the submodule itself)
 _LAZY = {

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from .config import Config, parse_config
@@ -14,7 +16,10 @@ from .inputs import real_array
 from .kinds import is_cnn, is_dag, is_recurrent, wants_streamed
 from .ops.registry import require_mapping
 from .options import refuse_unsupported
-from .pipeline import State, _search, front_end, run_pipeline
+from .pipeline import PIPELINE, State, _search, front_end, run_pipeline
+from .progress import Stages, compile_stages
+
+log = logging.getLogger(__name__)
 
 
 def compile(  # noqa: A001 - the public name the issue asks for
@@ -28,27 +33,38 @@ def compile(  # noqa: A001 - the public name the issue asks for
     """Compile ``model`` (an ONNX path / ModelProto, or a torch ``nn.Module``) for ``device``.
 
     ``calibration`` (float samples, shape (N, *input)) drives post-training quantisation; when it
-    is absent the example input is used.  QDQ ONNX models carry their own types.
+    is absent the example input is used.  QDQ ONNX models carry their own types.  ``progress`` is
+    called with each stage's name as it starts; the stages are also logged (``aieflow`` loggers,
+    debug level) and, on the command line, shown as a bar.
     """
-    state = front_end(_state(model, device, example_input, config, calibration), progress)
+    with compile_stages(progress, len(PIPELINE)) as stages:
+        return _compile(_state(model, device, example_input, config, calibration), stages)
+
+
+def _compile(state: State, stages: Stages) -> Design:
+    model = state.model
+    state = front_end(state, stages)
     graph = state.graph
     # GRU / LSTM: their own row-wise stream mapping (aieflow.recurrent, docs/recurrent.md)
     if is_recurrent(graph):
         from .recurrent.design import compile_recurrent
 
+        _kind(stages, "recurrent", 2, graph)
         refuse_unsupported(state.config, "recurrent")
-        return compile_recurrent(model, front=_emulation(state))  # type: ignore[return-value]
+        return compile_recurrent(model, front=_emulation(state), progress=stages)  # type: ignore[return-value]
     # Convolutional networks: their own mapping (aieflow.cnn, docs/conv.md)
     if is_cnn(graph):
         from .cnn.api import compile_cnn
 
+        _kind(stages, "cnn", 3, graph)
         refuse_unsupported(state.config, "cnn")
-        return compile_cnn(state, progress)
+        return compile_cnn(state, stages)
     # Graphs beyond chains (fan-out, residual Add, LayerNorm, Transpose views): aieflow.dag, docs/dag.md
     if is_dag(graph):
         from .dag.api import compile_dag
 
-        return compile_dag(state, progress)  # type: ignore[return-value]
+        _kind(stages, "dag", 3, graph)
+        return compile_dag(state, stages)  # type: ignore[return-value]
     if state.config.searched:
         # The search treats a layer it cannot plan as one that does not fit ("no plan can be
         # placed"); name a layer that has no AI Engine mapping at all instead.
@@ -58,14 +74,18 @@ def compile(  # noqa: A001 - the public name the issue asks for
     if wants_streamed(state.config):
         from .gemm.dense_design import compile_streamed
 
-        return compile_streamed(state, progress)
+        _kind(stages, "streamed", None, graph)
+        return compile_streamed(state, stages)
+    _kind(stages, "chain", len(PIPELINE) - len(state.done), graph)
     front = state
     try:
-        state = run_pipeline(front, progress)
+        state = run_pipeline(front, stages)
     except PlanError as e:
         from .gemm.dense_design import compile_streamed
 
-        streamed = compile_streamed(front, progress, failure=e)
+        log.info("the resident chain does not fit (%s); trying streamed weights", e.message)
+        _kind(stages, "streamed", None, graph)
+        streamed = compile_streamed(front, stages, failure=e)
         if streamed is None:
             raise
         return streamed
@@ -73,6 +93,12 @@ def compile(  # noqa: A001 - the public name the issue asks for
         state.graph, state.device, state.config, state.placement, state.source, dict(state.files), state.timings,
         state.exploration,
     )
+
+
+def _kind(stages: Stages, kind: str, left: int | None, graph) -> None:
+    """The design kind is known after the front end: the bar's total and the log say which."""
+    log.info("%s: %d nodes after import and fusion, compiled as a %s design", graph.name, len(graph.nodes), kind)
+    stages.total(None if left is None else stages.started + left, kind)
 
 
 def explore(
@@ -87,33 +113,46 @@ def explore(
     target, the planner's own design).  Every point's figures are the estimate of the design it
     compiles to (issue 17: one cost model for explore and compile)."""
     state = front_end(_state(model, device, example_input, config, calibration))
-    if is_recurrent(state.graph):  # GRU / LSTM: the front of the recurrent mappings (docs/recurrent.md)
+    graph = state.graph
+    if is_recurrent(graph):  # GRU / LSTM: the front of the recurrent mappings (docs/recurrent.md)
         from .recurrent.design import explore_recurrent
 
         refuse_unsupported(state.config, "recurrent")
-        return explore_recurrent(model, front=_emulation(state))
-    if is_cnn(state.graph):  # the stream mappings the CNN search chooses among (cnn/directives.py)
+        return _explored(explore_recurrent(model, front=_emulation(state)))
+    if is_cnn(graph):  # the stream mappings the CNN search chooses among (cnn/directives.py)
         from .cnn.directives import explore_stream
         from .cnn.stages import lower
 
         refuse_unsupported(state.config, "cnn")
-        return explore_stream(state.device, lower(state.graph), state.config)
-    if is_dag(state.graph):  # the DAG search chooses the batch (dag/search.py)
+        stages = lower(graph)
+        ex = explore_stream(state.device, stages, state.config)
+        return _explored(replace(ex, kind="cnn", config_names=tuple(
+            (s.name, *s.aliases) for s in stages if s.kind == "conv")))
+    dense = tuple((n.name, *n.aliases) for n in graph.nodes if n.op == "dense")
+    if is_dag(graph):  # the DAG search chooses the batch (dag/search.py)
         from .dag.search import explore_dag
 
-        return explore_dag(state.graph, state.device, state.config)
-    require_mapping(state.graph)
+        return _explored(replace(explore_dag(graph, state.device, state.config), kind="dag", config_names=dense))
+    require_mapping(graph)
     if wants_streamed(state.config):
         raise ConfigError("explore lists resident designs; streamed_dense / segmented designs (a layer's "
                           "'weights: streamed') are not explored",
                           hint="compile with weights: streamed, or explore without it")
     try:
-        return _search(state, force=True).exploration
+        ex = _search(state, force=True).exploration
     except PlanError as e:
         if e.layer is None:  # about the target, not a layer that does not fit
             raise
         raise PlanError(e.message, layer=e.layer, hint=(e.hint + "; " if e.hint else "") + "explore lists resident "
                         "designs only; compile streams such a layer's weights from DDR (weights: auto)") from None
+    return _explored(replace(ex, kind="chain", config_names=dense))
+
+
+def _explored(ex):
+    log.info("explored a %s model: %d points on the Pareto front (%d candidates costed); the target '%s' picks "
+             "%d tiles, latency %.0f ns", ex.kind, len(ex.front), ex.candidates, ex.target.to_string(), ex.chosen.tiles,
+             ex.chosen.latency_ns)
+    return ex
 
 
 def emulate(

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import signal
 import sys
 import threading
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,6 +20,8 @@ from .errors import AieflowError, ConfigError
 
 EXIT_USER_ERROR = 2
 EXIT_INTERNAL = 3
+
+log = logging.getLogger("aieflow.cli")  # not __name__: "__main__" under python -m aieflow.cli
 
 
 def _load_npy(path: str, what: str) -> np.ndarray:
@@ -89,36 +91,93 @@ def _check_model(path: str) -> Path:
 
 
 def cmd_explore(args: argparse.Namespace) -> int:
+    from . import points
     from .api import explore
 
+    if args.top is not None and args.top < 1:
+        raise ConfigError(f"--top must be at least 1, got {args.top}", hint="e.g. --top 5")
+    if args.pick is not None and not args.save_config:
+        raise ConfigError("--pick chooses the point that --save-config writes; give --save-config FILE too",
+                          hint="aieflow explore MODEL --save-config point.yaml --pick N (N: the # column)")
     model = _check_model(args.model)
+    config = _config_from_args(args)
     calibration = _load_npy(args.calibration, "calibration") if args.calibration else None
-    ex = explore(str(model), device=args.device, config=_config_from_args(args), calibration=calibration)
-    if getattr(ex, "kind", None) == "recurrent":  # GRU / LSTM: whole-layer mappings (aieflow.recurrent)
-        print(json.dumps(ex.to_json(), indent=2) if args.json else ex.report())
-        return 0
+    ex = explore(str(model), device=args.device, config=config, calibration=calibration)
+    listed = points.numbered(ex)
+    shown = points.ranking(ex, config)[: args.top] if args.top else list(listed)
+    notes = []  # what was written where: after the table, or on stderr when stdout is JSON
+    if args.save_config:
+        point = points.by_id(ex, args.pick)
+        header = (f"aieflow explore point {points.describe(ex, point)}\n"
+                  f"of {model.name} on {args.device}, explored for target '{ex.target.to_string()}'\n"
+                  f"compile it with: aieflow compile {model.name} --device {args.device} --config "
+                  f"{Path(args.save_config).name}{' --calibration ' + args.calibration if args.calibration else ''} "
+                  "--out DIR\n(the device and the calibration data are not part of a config: give the same ones)")
+        points.save_config(args.save_config, ex, point, config, header)
+        notes.append(f"wrote the config of point #{points.point_id(ex, point)} to {args.save_config}")
+    if args.csv:
+        _write_text(Path(args.csv), points.to_csv(ex, shown), "--csv")
+        notes.append(f"wrote {len(shown)} points to {args.csv}")
     if args.json:
-        print(json.dumps(ex.to_json(), indent=2))
+        print(json.dumps(points.to_json(ex, config, args.top), indent=2))
+        if not args.quiet:
+            for note in notes:
+                print(note, file=sys.stderr)
         return 0
-    batches = f" at batch {', '.join(map(str, ex.batches))}" if len(ex.batches) > 1 else ""
-    print(f"Pareto front of {len(ex.front)} plans{batches} ({ex.candidates} layer plans costed, closed-form model); "
-          f"target '{ex.target.to_string()}' picks *")
-    rows = [["", "tiles", "batch", "latency ns", "interval ns", "ns / sample", "parallelism (cas_len x cas_num per layer)"]]
-    shown = ex.front if ex.chosen in ex.front else (*ex.front, ex.chosen)
-    for p in shown:
-        rows.append([
-            "*" if p == ex.chosen else "",
-            str(p.tiles),
-            str(p.batch),
-            f"{p.latency_ns:,.0f}",
-            f"{p.interval_ns:,.0f}",
-            f"{p.sample_interval_ns:,.1f}",
-            " ".join(f"{cl}x{cn}" for _, cl, cn in p.parallelism),
-        ])
+    print(_explore_table(ex, listed, shown, args.top, points.ranking_target(ex, config).to_string()))
+    for note in notes:
+        print(note)
+    return 0
+
+
+def _explore_table(ex, listed: tuple, shown: list, top: int | None, ranked_by: str) -> str:
+    """The listed points as a table, ``#`` their number for ``--pick``, the target's pick marked *."""
+    from .points import _mappings, kind, point_id
     from .report import _table
 
-    print(_table(rows))
-    return 0
+    target = ex.target.to_string()
+    if top:
+        head = (f"the {len(shown)} best of {len(listed)} points by '{ranked_by}', the pick (*) first; "
+                "# numbers them as aieflow explore without --top lists them")
+    elif kind(ex) == "recurrent":
+        layers = _mappings(ex.chosen)
+        what = f"stacks of {len(layers)} recurrent layers" if len(layers) > 1 else "recurrent mappings"
+        head = (f"Pareto front of {len(ex.front)} {what} ({ex.candidates} costed, closed-form model; latency = one "
+                f"sample's {layers[0].dims.seq_len} steps); target '{target}' picks *")
+    else:
+        batches = f" at batch {', '.join(map(str, ex.batches))}" if len(ex.batches) > 1 else ""
+        head = (f"Pareto front of {len(ex.front)} plans{batches} ({ex.candidates} layer plans costed, closed-form "
+                f"model); target '{target}' picks *")
+    if kind(ex) == "recurrent":
+        from .recurrent.select import _spread
+        from .recurrent.stack import _short
+
+        def mapping(p) -> str:
+            m = p.mapping
+            if hasattr(m, "layers"):
+                return " | ".join(_short(x) for x in m.layers)
+            return f"U h {_spread(m.recurrent)}, W x {_spread(m.input)}, {m.aggregation}, fan-in {m.merge_fanin}"
+
+        rows = [["#", "", "tiles", "sequence latency ns", "step ns", "interval ns", "mapping"]]
+        for p in shown:
+            rows.append([str(point_id(ex, p)), "*" if p == ex.chosen else "", str(p.tiles), f"{p.latency_ns:,.0f}",
+                         f"{p.step_latency_ns:,.1f}", f"{p.interval_ns:,.1f}", mapping(p)])
+    else:
+        rows = [["#", "", "tiles", "batch", "replicas", "latency ns", "interval ns", "ns / sample",
+                 "parallelism (cas_len x cas_num per layer)"]]
+        for p in shown:
+            rows.append([str(point_id(ex, p)), "*" if p == ex.chosen else "", str(p.tiles), str(p.batch),
+                         str(p.replicas), f"{p.latency_ns:,.0f}", f"{p.interval_ns:,.0f}",
+                         f"{p.sample_interval_ns:,.1f}", " ".join(f"{cl}x{cn}" for _, cl, cn in p.parallelism)])
+    return head + "\n" + _table(rows)
+
+
+def _write_text(path: Path, text: str, option: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    except OSError as e:
+        raise ConfigError(f"cannot write '{path}': {e.strerror or e}", hint=f"pass another {option} FILE") from None
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -131,19 +190,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
     calibration = _load_npy(args.calibration, "calibration") if args.calibration else None
     example = _load_npy(args.input, "input") if args.input else None
 
-    t0 = time.perf_counter()
-
-    def progress(step: str) -> None:
-        if not args.quiet:
-            print(f"[{time.perf_counter() - t0:6.2f}s] {step}", file=sys.stderr, flush=True)
-
-    design = compile_model(
-        str(model), device=args.device, example_input=example, config=config, calibration=calibration, progress=progress
-    )
+    design = compile_model(str(model), device=args.device, example_input=example, config=config, calibration=calibration)
     design.save(out, force=args.force)
     if not args.quiet:
-        print(design.summary())
-        print(f"\nwrote {out}/design.json and {out}/project/ ({len(design.files)} files)")
+        print(design.summary() + "\n")
+    print(f"wrote {out}/design.json and {out}/project/ ({len(design.files)} files)")
     return 0
 
 
@@ -173,8 +224,8 @@ def _load_design(args: argparse.Namespace):
     from .design import load
 
     if args.no_check:
-        print("integrity check skipped (--no-check): the files' SHA-256 are not compared with design.json's record; "
-              "symbolic links are still refused", file=sys.stderr)
+        log.warning("integrity check skipped (--no-check): the files' SHA-256 are not compared with design.json's "
+                    "record; symbolic links are still refused")
     return load(args.design, check=not args.no_check)
 
 
@@ -232,8 +283,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     samples = 1000 if args.samples is None else args.samples
     if samples < 1:
         raise ConfigError(f"--samples must be at least 1, got {samples}")
-    if not args.quiet:
-        print(f"building the x86 harness of {args.design} against the aieflow shim ...", file=sys.stderr, flush=True)
+    log.info("verifying %s: its x86 harness built against the aieflow shim, compared bit for bit with predict",
+             args.design)
     if gemm:
         operands = _load_operands(args.input) if args.input else (None, None)
         result = design.verify(*operands, seed=args.seed, jobs=args.jobs)
@@ -266,8 +317,9 @@ def cmd_gemm(args: argparse.Namespace) -> int:
     design = gemm(args.m, args.n, args.k, dtype=args.dtype, device=args.device, tiles=args.tiles,
                   design=args.design, blocks=blocks or None, output=args.output, br_transfer=args.br_transfer)
     design.save(out, force=args.force)
-    print(design.summary())
-    print(f"\nwrote {out}/design.json and {out}/project/")
+    if not args.quiet:
+        print(design.summary() + "\n")
+    print(f"wrote {out}/design.json and {out}/project/")
     if args.verify:
         result = design.verify()
         print(result.verdict())
@@ -278,6 +330,7 @@ def cmd_gemm(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="aieflow", description="Compile neural networks to AMD Versal AI Engine designs.")
     p.add_argument("--version", action="version", version=f"aieflow {__version__}")
+    _add_verbosity(p, "global_verbose", "global_quiet")
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("devices", help="list the supported devices and their facts")
@@ -296,7 +349,6 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--target", help="what to optimise: resources (default), latency, throughput, and/or budgets "
                    "like 'latency_ns <= 2000', 'tiles <= 64' (comma-separated)")
     s.add_argument("--force", action="store_true", help="replace DIR if it exists")
-    s.add_argument("--quiet", action="store_true", help="no progress or summary")
     s.set_defaults(func=cmd_compile)
 
     s = sub.add_parser("explore", help="list the Pareto front (tiles, latency, interval) of the plans for a model")
@@ -307,7 +359,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--precision", help="default precision (overrides the config)")
     s.add_argument("--batch", help="samples per graph iteration, or 'auto' to let the search choose (overrides the config)")
     s.add_argument("--target", help="target used to mark the chosen plan (see compile --target)")
-    s.add_argument("--json", action="store_true", help="machine-readable output")
+    s.add_argument("--json", action="store_true", help="machine-readable output: every point with its id and config")
+    s.add_argument("--top", type=int, metavar="N", help="list only the N best points by the target, its pick first")
+    s.add_argument("--csv", metavar="FILE", help="also write the listed points to FILE as CSV")
+    s.add_argument("--save-config", metavar="FILE",
+                   help="write the config (YAML; JSON for .json) that 'aieflow compile' turns into exactly the "
+                   "picked point")
+    s.add_argument("--pick", type=int, metavar="N",
+                   help="the point --save-config writes: N from the # column (default: the target's pick *)")
     s.set_defaults(func=cmd_explore)
 
     s = sub.add_parser("predict", help="bit-exact emulation of a compiled design")
@@ -327,7 +386,6 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0, help="seed of the generated samples")
     s.add_argument("--input", help=".npy float samples to use instead of generated ones")
     s.add_argument("--jobs", type=int, help="parallel compiler processes (default: all cores)")
-    s.add_argument("--quiet", action="store_true", help="only the verdict")
     s.add_argument("--no-check", action="store_true", help=NO_CHECK)
     s.set_defaults(func=cmd_verify)
 
@@ -356,7 +414,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--force", action="store_true", help="replace DIR if it exists")
     s.add_argument("--verify", action="store_true", help="also run the generated C++ on x86 (bit-exact check)")
     s.set_defaults(func=cmd_gemm)
+    for s in sub.choices.values():  # -v / -q after the command as well as before it
+        _add_verbosity(s, "verbose", "quiet_flag")
     return p
+
+
+VERBOSE_HELP = "more messages on stderr: -v what is being done (info), -vv every stage's details (debug)"
+QUIET_HELP = ("only errors and the result: no progress bars, warnings or summary (--quiet: the same; "
+              "progress bars are also off when stderr is not a terminal)")
+
+
+def _add_verbosity(p: argparse.ArgumentParser, verbose: str, quiet: str) -> None:
+    p.add_argument("-v", "--verbose", action="count", default=0, dest=verbose, help=VERBOSE_HELP)
+    p.add_argument("-q", "--quiet", action="store_true", dest=quiet, help=QUIET_HELP)
 
 
 class Terminated(KeyboardInterrupt):
@@ -369,11 +439,19 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .progress import cli_output
+
     args = build_parser().parse_args(argv)
+    args.verbose += args.global_verbose
+    args.quiet = args.quiet_flag or args.global_quiet
+    if args.quiet and args.verbose:
+        print("error: -q (--quiet) and -v (--verbose) contradict each other; give one of them", file=sys.stderr)
+        return EXIT_USER_ERROR
     in_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main else None
     try:
-        return _run(args)
+        with cli_output(args.verbose, args.quiet):
+            return _run(args)
     finally:
         if in_main:
             signal.signal(signal.SIGTERM, previous)

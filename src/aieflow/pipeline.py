@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -26,6 +27,8 @@ from .passes.plan import plan
 from .passes.quantise import quantise
 from .passes.search import apply as apply_point
 from .passes.search import explore
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,7 @@ def _import(s: State) -> State:
     g = imported.graph
     if len(g.inputs) != 1 or len(g.outputs) != 1:
         raise ModelError(f"the model has {len(g.inputs)} inputs and {len(g.outputs)} outputs; aieflow supports one of each")
+    log.debug("imported %s (%s): %d nodes", g.name, imported.source or "model", len(g.nodes))
     return replace(s, graph=g, hints=imported.hints, source=imported.source)
 
 
@@ -96,11 +100,19 @@ def _search(s: State, force: bool = False) -> State:
     # every candidate is planned, placed and simulated as compiled (passes/search.design_points),
     # so the pick is placeable and meets the budgets by the design's own estimate
     ex = explore(s.graph, s.device, s.config)
+    log.debug("search for target '%s' over batch %s: %d layer plans costed, a front of %d; chose %d tiles, batch %d, "
+              "%d replica(s), latency %.0f ns, interval %.0f ns", ex.target.to_string(), ", ".join(map(str, ex.batches)),
+              ex.candidates, len(ex.front), ex.chosen.tiles, ex.chosen.batch, ex.chosen.replicas, ex.chosen.latency_ns,
+              ex.chosen.interval_ns)
     return replace(s, config=apply_point(s.config, ex.chosen, s.graph), exploration=ex)
 
 
 def _plan(s: State) -> State:
-    return replace(s, graph=plan(s.graph, s.device, s.config))
+    g = plan(s.graph, s.device, s.config)
+    for n in dense_layers(g):
+        p = n.plan
+        log.debug("plan %s: cas_len %d x cas_num %d = %d tiles, batch %d", n.name, p.cas_len, p.cas_num, p.tiles, p.batch)
+    return replace(s, graph=g)
 
 
 def _pack(s: State) -> State:
@@ -120,6 +132,8 @@ def _pack(s: State) -> State:
 def _place(s: State) -> State:
     placement = place(s.graph, s.device, s.config)
     check_placement(placement, s.device)
+    log.debug("placement: %s, wire cost %s%s, %d replica(s)", placement.method, placement.cost,
+              " (optimal)" if placement.optimal else "", len(placement.replicas))
     return replace(s, placement=placement)
 
 
@@ -131,6 +145,7 @@ def _emit(s: State) -> State:
     xq = d.quantise_input(x)
     yq = one_blas_thread(d.run)(xq)  # the example batch: products too small for BLAS threads to pay
     files = emit_project(s.graph, s.device, s.placement, xq, yq, graph_name=s.graph.name)
+    log.debug("emitted %d project files", len(files))
     return replace(s, files=files)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import hashlib
+import logging
 import os
 import shutil
 import signal
@@ -41,9 +42,12 @@ from .passes.emit import (
     replica_share,
     tile_var,
 )
+from .progress import task
 
 if TYPE_CHECKING:
     from .design import Design
+
+log = logging.getLogger(__name__)
 
 FLAGS = ("-std=c++20", "-O2", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off")
 DEFAULT_SAMPLES = 1000
@@ -172,9 +176,14 @@ def build_units(
     key = _build_key(cxx, arch, {**sources, "<units>": " ".join(units)})
     binary = (cache_dir or cache_root() / "x86") / key / "harness"
     if binary.is_file():
+        log.info("the %sx86 harness is built already (cache %s)", what, binary.parent)
         return binary, True, 0.0
+    workers = max(1, min(len(units), jobs or os.cpu_count() or 1))
+    log.info("building the %sx86 harness against the aieflow shim: %d translation units, %d parallel %s processes",
+             what, len(units), workers, Path(cxx).name)
     start = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="aieflow-build-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="aieflow-build-") as tmp, \
+            task(f"build the {what}x86 harness", len(units) + 1) as bar:
         root = Path(tmp)
         for rel, text in sources.items():
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -196,9 +205,10 @@ def build_units(
                     _stop(p)
                 out, err = p.communicate()
                 children.discard(p)
+            bar.advance()
+            log.debug("compiled %s (exit %d)", unit, p.returncode)
             return subprocess.CompletedProcess(args, p.returncode, out, err)
 
-        workers = max(1, min(len(units), jobs or os.cpu_count() or 1))
         pool = concurrent.futures.ThreadPoolExecutor(workers)
         try:
             results = list(pool.map(compile_unit, units))
@@ -219,13 +229,26 @@ def build_units(
         out = root / "harness"
         link = subprocess.run([cxx, *sorted(str(p) for p in (root / "obj").glob("*.o")), "-o", str(out)],
                               capture_output=True, text=True)
+        bar.advance()
         if link.returncode != 0:
             raise VerifyError(f"linking the {what}x86 harness failed:\n" + _tail(link.stderr))
         binary.parent.mkdir(parents=True, exist_ok=True)
         staged = binary.with_name(f".harness.{os.getpid()}.tmp")
         shutil.copy2(out, staged)
         os.replace(staged, binary)
+    log.info("built the %sx86 harness in %.1f s", what, time.perf_counter() - start)
     return binary, False, time.perf_counter() - start
+
+
+def run_binary(args: Sequence[str], what: str = "") -> subprocess.CompletedProcess:
+    """Run a built harness (``args``: the binary and its options), its output captured; logged and
+    shown as a (pulsing) bar while it runs, which can be minutes for a large design."""
+    log.info("running the %sx86 harness", what)
+    start = time.perf_counter()
+    with task(f"run the {what}x86 harness"):
+        res = subprocess.run(list(args), capture_output=True, text=True)
+    log.info("the %sx86 harness ran in %.1f s (exit %d)", what, time.perf_counter() - start, res.returncode)
+    return res
 
 
 def _stop(p: subprocess.Popen) -> None:
@@ -341,7 +364,7 @@ def _run(binary: Path, work: Path, iterations: int, trace: bool) -> float:
     if trace:
         args += ["--trace", str(work / "trace")]
     start = time.perf_counter()
-    res = subprocess.run(args, capture_output=True, text=True)
+    res = run_binary(args)
     if res.returncode != 0:
         raise VerifyError(
             f"the x86 harness failed (exit {res.returncode}):\n" + _tail(res.stderr + res.stdout),

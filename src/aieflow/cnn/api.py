@@ -3,6 +3,7 @@ mapping (:mod:`aieflow.cnn.directives`) instead of the Dense planner."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from ..kinds import CNN_OPS, is_cnn
@@ -13,11 +14,29 @@ from .stages import lower
 
 __all__ = ["CNN_OPS", "compile_cnn", "is_cnn"]
 
+log = logging.getLogger(__name__)
+
 
 def compile_cnn(state: State, progress: Callable[[str], None] | None = None) -> CnnDesign:
     state = run_pipeline(state, progress, stop_after="quantise")
     if progress:
-        progress("cnn: lower, plan, estimate, emit")
+        progress("lower")
     stages = lower(state.graph)
+    log.debug("cnn: %d stages: %s", len(stages), ", ".join(f"{s.name} ({s.kind})" for s in stages))
+    if progress:
+        progress("search" if state.config.searched else "plan")
     plan = make_plan(state.device, stages, state.config)
-    return CnnDesign(state.graph, state.device, state.config, plan, state.source)
+    log.debug("cnn %s mapping: %d tiles, %d replica(s); %s", plan.mapping, plan.tiles, plan.replicas,
+              ", ".join(_layer(lay) for lay in plan.layers))
+    if progress:
+        progress("emit")
+    design = CnnDesign(state.graph, state.device, state.config, plan, state.source)
+    log.debug("cnn: emitted %d project files", len(design.files))
+    return design
+
+
+def _layer(lay) -> str:
+    """One layer of a CNN plan for the log: the stream mapping's rectangle, the thesis's kernels."""
+    if hasattr(lay, "cas_len"):
+        return f"{lay.stage} {lay.cas_num}x{lay.cas_len}"
+    return f"{lay.stage} {lay.kernels} kernels"

@@ -24,6 +24,7 @@ from ..config import Config
 from ..devices import Device
 from ..errors import ConfigError, PlanError
 from ..passes.search import Exploration, Point, _prune, ranked
+from ..progress import track
 from .perf import estimate
 from .plan import (
     CnnPlan,
@@ -178,7 +179,7 @@ def stream_design(device: Device, stages: tuple[Stage, ...], config: Config, set
     plans, first_error = stream_candidates(device, stages, config, settings)
     if not plans:
         raise first_error or PlanError("no stream mapping fits")
-    points = [plan_point(p) for p in plans]
+    points = [plan_point(p) for p in track(plans, "cost the CNN stream mappings")]
     return plans[points.index(_pick(points, config))]
 
 
@@ -197,7 +198,7 @@ def explore_stream(device: Device, stages: tuple[Stage, ...], config: Config) ->
     plans, first_error = stream_candidates(device, stages, wide, settings)
     if not plans:
         raise first_error or PlanError("no stream mapping fits")
-    points = [plan_point(p) for p in plans]
+    points = [plan_point(p) for p in track(plans, "cost the CNN stream mappings")]
     key = lambda p: (p.tiles, p.latency_ns, p.sample_interval_ns)  # noqa: E731
     front = tuple(sorted(_prune(list(points), key), key=key))
     return Exploration(config.target, front, _pick(points, config), len(points), (1,))

@@ -10,7 +10,6 @@ Thesis mapping: the harness runs the host's im2col, the graph and the PL kernels
 from __future__ import annotations
 
 import os
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
@@ -21,7 +20,15 @@ import numpy as np
 
 from ..numerics.types import FloatType, NumericType
 from ..passes.emit import format_values
-from ..verify import VerifyError, X86Outcome, _differs, _tail, build_units, verification_inputs
+from ..verify import (
+    VerifyError,
+    X86Outcome,
+    _differs,
+    _tail,
+    build_units,
+    run_binary,
+    verification_inputs,
+)
 
 if TYPE_CHECKING:
     from .design import CnnDesign
@@ -75,7 +82,7 @@ def _run(binary: Path, work: Path, iterations: int | None) -> float:
     if iterations is not None:
         args += ["--iterations", str(iterations)]
     start = time.perf_counter()
-    res = subprocess.run(args, capture_output=True, text=True)
+    res = run_binary(args, "CNN ")
     if res.returncode != 0:
         raise VerifyError(f"the CNN x86 harness failed (exit {res.returncode}):\n" + _tail(res.stderr + res.stdout),
                           hint="this is an aieflow bug; please report it with the design directory")

@@ -3,6 +3,7 @@ mapping (plan, memory-tile links, placement, project) instead of the chain's Den
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 import numpy as np
@@ -17,6 +18,8 @@ from .plan import DagPlan, plan_dag
 from .search import search_dag
 
 __all__ = ["DAG_OPS", "compile_dag", "is_dag", "place_dag"]
+
+log = logging.getLogger(__name__)
 
 
 def place_dag(plan: DagPlan, device, config) -> Placement:
@@ -37,19 +40,29 @@ def place_dag(plan: DagPlan, device, config) -> Placement:
 
 def compile_dag(state: State, progress: Callable[[str], None] | None = None) -> DagDesign:
     state = run_pipeline(state, progress, stop_after="quantise")
-    if progress:
-        progress("dag: plan, links, place, emit")
     config = state.config
+    if progress:
+        progress("search" if config.searched else "plan")
     if config.searched:
         found = search_dag(state.graph, state.device, config)
         plan, config = found.plan, found.config
+        log.debug("dag search for target '%s': %d points costed, batch %d chosen", config.target.to_string(),
+                  len(found.points), plan.batch)
     else:
         plan = plan_dag(state.graph, state.device, config)
+    log.debug("dag plan: batch %d, %d compute nodes (%s)", plan.batch, len(plan.compute), ", ".join(plan.compute))
+    if progress:
+        progress("place")
     placement = place_dag(plan, state.device, config)
+    log.debug("dag placement: %s, wire cost %s%s", placement.method, placement.cost,
+              " (optimal)" if placement.optimal else "")
+    if progress:
+        progress("emit")
     design = DagDesign(plan, state.device, config, placement, state.source)
     x = state.example_input if state.example_input is not None else state.calibration
     xq = _example(design, x)
     design.files = emit_dag(plan, state.device, placement, xq, design.run(xq), state.graph.name)
+    log.debug("dag: emitted %d project files", len(design.files))
     return design
 
 

@@ -18,6 +18,7 @@ from ..devices import Device
 from ..errors import PlanError
 from ..ir import Graph
 from ..passes.search import Exploration, Point, _prune, ranked
+from ..progress import track
 from .perf import estimate_dag
 from .plan import DagPlan, check_dag_device, plan_dag
 
@@ -49,7 +50,7 @@ def search_dag(graph: Graph, device: Device, config: Config) -> DagSearch:
     check_dag_device(device, config)
     fixed = replace(config, target=Target(), batch_search=None)
     points, plans, first_error = [], {}, None
-    for b in batch_candidates(config):
+    for b in track(batch_candidates(config), "cost the DAG batch candidates"):
         try:
             plan = plan_dag(graph, device, replace(fixed, batch=b))
         except PlanError as e:

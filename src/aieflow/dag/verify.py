@@ -8,7 +8,6 @@ the output PLIO file is read back the same way.
 
 from __future__ import annotations
 
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
@@ -18,7 +17,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..numerics.types import FixedType, FloatType
-from ..verify import VerifyError, X86Outcome, _differs, _tail, build_harness, verification_inputs
+from ..verify import (
+    VerifyError,
+    X86Outcome,
+    _differs,
+    _tail,
+    build_harness,
+    run_binary,
+    verification_inputs,
+)
 from .emit import PLIO_IN, PLIO_OUT, plio_text
 
 if TYPE_CHECKING:
@@ -75,7 +82,7 @@ def verify(design: DagDesign, x: Any | None = None, samples: int = 64, seed: int
         (work / "data" / f"{PLIO_IN}.txt").write_text(plio_text(xq, design.input_type))
         args = [str(binary), "--data", str(work), "--out", str(work / "out"), "--iterations", str(iterations)]
         start = time.perf_counter()
-        res = subprocess.run(args, capture_output=True, text=True)
+        res = run_binary(args, "DAG ")
         run_s = time.perf_counter() - start
         if res.returncode != 0:
             raise VerifyError(f"the x86 harness failed (exit {res.returncode}):\n" + _tail(res.stderr + res.stdout),

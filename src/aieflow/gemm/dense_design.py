@@ -10,6 +10,7 @@ and ``verify`` runs the generated GEMM and epilogue C++ on x86 against them.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
 import time
@@ -57,6 +58,8 @@ KIND = "streamed_dense"
 EPILOGUE_UNITS = ("x86/dense_epilogue_harness.cpp", "pl/dense_epilogue.cpp")
 
 _ENV = environment("gemm")
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -501,6 +504,8 @@ def compile_streamed(state: Any, progress: Any = None, failure: PlanError | None
     if not picked:
         return None
     compute = [n for n in q.graph.nodes if not family(n.op, n.name).is_view]
+    for name, reason in picked.items():
+        log.info("layer %s: weights streamed from DDR through a GEMM design (%s)", name, reason)
     if progress:
         progress(f"plan streamed weights (GEMM): {', '.join(picked)}")
     if len(compute) > 1:

@@ -8,7 +8,6 @@ cache; it reads A and B, runs the loops and writes C.
 from __future__ import annotations
 
 import os
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..verify import VerifyError, X86Outcome, _tail, build_units
+from ..verify import VerifyError, X86Outcome, _tail, build_units, run_binary
 from .emit import build_sources
 from .emulate import C_DTYPES, check_operands
 
@@ -61,8 +60,7 @@ def build(files: dict[str, str], arch: int, cache_dir: Path | None = None, jobs:
 
 def run_harness(binary: Path, work: Path) -> float:
     start = time.perf_counter()
-    res = subprocess.run([str(binary), "--data", str(work), "--out", str(work / "out")], capture_output=True,
-                         text=True)
+    res = run_binary([str(binary), "--data", str(work), "--out", str(work / "out")], "GEMM ")
     if res.returncode != 0:
         raise VerifyError(f"the GEMM x86 harness failed (exit {res.returncode}):\n" + _tail(res.stderr + res.stdout),
                           hint="this is an aieflow bug; please report it")

@@ -31,6 +31,7 @@ from ..ops.base import PlanContext
 from ..ops.dense import DenseLayout, with_out_panel
 from ..ops.registry import family
 from ..perf import estimate_plan
+from ..progress import track
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,12 @@ class Exploration:
     chosen: Point
     candidates: int  # layer plans costed
     batches: tuple[int, ...]  # the batch sizes searched (one unless the config's batch is searched)
+    # what ``aieflow.explore`` adds for turning a point back into a config (``aieflow.points``):
+    # the design kind ("chain", "dag", "cnn") and, per layer a point sets, the names the config
+    # may give it (the node's, then its aliases); a CNN lists its convolutions only (the layers
+    # that take ``mapping.groups``)
+    kind: str = "chain"
+    config_names: tuple[tuple[str, ...], ...] = ()
 
     @staticmethod
     def from_json(d: dict[str, Any], batch: int) -> Exploration:
@@ -299,7 +306,7 @@ def design_points(points: list[Point], graph: Graph, device: Device, config: Con
 
     single: dict[tuple, Any] = {}  # (parallelism, batch) -> (graph, placement, performance) of one copy
     out = []
-    for p in points:
+    for p in track(points, "cost the candidate designs as compiled"):
         key = (p.parallelism, p.batch)
         if key not in single:
             single[key] = build(apply(config, replace(p, replicas=1), graph))

@@ -12,7 +12,9 @@ interval, sequence latency), ``verify`` (the generated C++ on x86), ``save`` / `
 from __future__ import annotations
 
 import json
+import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -56,6 +58,8 @@ FORMAT = "aieflow-recurrent-design"
 FORMAT_VERSION = 1
 ROW_ONLY = {"distribution": "row", "input_distribution": "row"}
 COLUMN_ONLY = {"distribution": "column", "input_distribution": "column"}
+
+log = logging.getLogger(__name__)
 
 
 HEAD_OPS = ("dense", "activation", "softmax")  # what the aggregation epilogue computes (recurrent/emit._head)
@@ -396,13 +400,15 @@ def compile_recurrent(
     calibration: Any = None,
     options: RecurrentOptions | list[RecurrentOptions] | None = None,
     front: Emulation | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> RecurrentDesign:
     """Import, quantise, map and emit.  Without a config ``target`` each layer gets
     ``plan_recurrent``'s mapping for the options (default: the published row-wise hybrid one);
     with a target the search picks among row-wise and column-wise mappings (fp32: not mixed
     within a layer), per layer for a stack, with the layers' resources summed.  ``options``: one
     for every layer, or a list with one per recurrent layer.  ``front``: the model already imported
-    and quantised (``aieflow.compile`` passes its front end's result; the model is not read again)."""
+    and quantised (``aieflow.compile`` passes its front end's result; the model is not read again).
+    ``progress``: called with each stage's name (``aieflow.compile``'s stages)."""
     from .project import project_files
 
     dev, cfg, emu = _front(model, device, example_input, config, calibration, front)
@@ -412,9 +418,13 @@ def compile_recurrent(
     planned = [o if isinstance(s, tuple) else s for o, s in zip(per, searched, strict=True)]
     exploration: RecurrentExploration | StackedExploration | None = None
     stack = None
+    if progress:
+        progress("search" if cfg.targeted else "plan")
     if cfg.targeted:
         exploration = _search(dims, dev, cfg, searched)
         chosen = exploration.chosen.mapping
+        log.debug("recurrent search for target '%s': %d mappings costed, front of %d", cfg.target.to_string(),
+                  exploration.candidates, len(exploration.front))
     else:
         chosen = _planned(dims, dev, planned)
     if len(layers) == 1:
@@ -424,6 +434,9 @@ def compile_recurrent(
         mappings = list(stack.layers)
     for node, m in zip(layers, mappings, strict=True):
         check_emittable(m, node)
+        log.debug("recurrent layer %s: %s", node.name, m.describe())
+    if progress:
+        progress("emit")
     graph = _with_lanes(emu.graph, mappings, dev)
     layers, head = split_layers(graph)
     files = project_files(layers, head, mappings, dev, sequence_front(graph))
@@ -550,7 +563,7 @@ def explore_recurrent(model: Any, device: str | Device = "vck190", example_input
     layers, head = split_layers(emu.graph)
     per, dims = layer_choices(cfg, layers, head, dev, None, sequence_front(emu.graph))  # the config's mapping keys constrain the front
     opts = [search_options(o, n.types.is_float, n.name) for o, n in zip(per, layers, strict=True)]
-    ex = _search(dims, dev, cfg, opts)
+    ex = replace(_search(dims, dev, cfg, opts), config_names=tuple((n.name, *n.aliases) for n in layers))
     if cfg.targeted:
         return ex
     # without a target compile maps the planner's choice: that is the point explore marks

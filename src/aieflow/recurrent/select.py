@@ -56,8 +56,11 @@ class RecurrentPoint:
     def to_json(self) -> dict[str, Any]:
         return {
             "tiles": self.tiles,
+            "batch": self.batch,
+            "replicas": 1,
             "latency_ns": self.latency_ns,
-            "interval_ns": self.interval_ns,
+            "interval_ns": self.interval_ns,  # per step
+            "sample_interval_ns": self.sample_interval_ns,  # per sequence: the design's interval_ns
             "step_latency_ns": self.step_latency_ns,
             "mapping": self.mapping.describe(),
         }
@@ -70,6 +73,9 @@ class RecurrentExploration:
     chosen: RecurrentPoint
     performance: RecurrentPerformance  # the chosen mapping, simulated
     candidates: int  # legal mappings costed
+    # the recurrent layers' names (each: the node's, then its aliases), in order: what
+    # ``aieflow.points`` writes a point's ``layers.<name>.mapping`` under (set by ``aieflow.explore``)
+    config_names: tuple[tuple[str, ...], ...] = ()
     kind = "recurrent"  # what the CLI's explore dispatches on (a class constant, not a field)
 
     def report(self) -> str:

@@ -258,7 +258,8 @@ class StackedPoint:
         return self.interval_ns * self.mapping.layers[0].dims.seq_len
 
     def to_json(self) -> dict[str, Any]:
-        return {"tiles": self.tiles, "latency_ns": self.latency_ns, "interval_ns": self.interval_ns,
+        return {"tiles": self.tiles, "batch": self.batch, "replicas": 1, "latency_ns": self.latency_ns,
+                "interval_ns": self.interval_ns, "sample_interval_ns": self.sample_interval_ns,
                 "step_latency_ns": self.step_latency_ns, "mapping": self.mapping.describe()}
 
 
@@ -285,6 +286,9 @@ class StackedExploration:
     chosen: StackedPoint
     performance: StackedPerformance  # the chosen stack, simulated
     candidates: int  # stacks costed (after pruning each layer's and each partial stack's dominated ones)
+    # the recurrent layers' names (each: the node's, then its aliases), in order: what
+    # ``aieflow.points`` writes a point's ``layers.<name>.mapping`` under (set by ``aieflow.explore``)
+    config_names: tuple[tuple[str, ...], ...] = ()
     kind = "recurrent"
 
     def report(self) -> str:

@@ -10,7 +10,6 @@ then random ones, unless given.
 from __future__ import annotations
 
 import os
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..numerics.types import FixedType
-from ..verify import VerifyError, X86Outcome, _tail, build_units, verification_inputs
+from ..verify import VerifyError, X86Outcome, _tail, build_units, run_binary, verification_inputs
 from . import front as fr
 
 if TYPE_CHECKING:
@@ -94,8 +93,7 @@ def verify(design: RecurrentDesign, x: Any = None, samples: int = 16, seed: int 
         (work / "out").mkdir()
         (work / "data" / "x.txt").write_text(x_file(design, xq))
         start = time.perf_counter()
-        res = subprocess.run([str(binary), "--data", str(work / "data"), "--out", str(work / "out")],
-                             capture_output=True, text=True)
+        res = run_binary([str(binary), "--data", str(work / "data"), "--out", str(work / "out")], "recurrent ")
         run_s = time.perf_counter() - start
         if res.returncode != 0:
             raise VerifyError(f"the recurrent x86 harness failed (exit {res.returncode}):\n" + _tail(res.stderr + res.stdout),
