@@ -278,3 +278,23 @@ def test_a_damaged_segmented_design_is_a_clear_error(tmp_path):
     path.write_text(json.dumps(meta))
     with pytest.raises(AieflowError, match="says"):
         aieflow.load(tmp_path / "out")
+
+
+def test_budgets_hold_for_the_whole_segmented_design():
+    """A tiles budget that each resident segment meets alone but the segments together exceed is
+    refused by name (the segments share the array); a budget the whole design meets compiles, and
+    design.json records each segment's replicas."""
+    dims = [40, 48, 32, 16]
+    model = _mlp(dims, seed=1)
+    d, _ = _compile(model, dims, ["2"])
+    e = d.estimate()
+    per = [c.tiles for c in e.segments]
+    assert len(per) == 3 and e.tiles_used == sum(per)
+    assert [c["replicas"] for c in d.to_json()["performance"]["segments"]] == [1, 1, 1]
+    tight = max(per[0], per[2]) + 0  # each resident segment fits alone, the whole design does not
+    assert tight < e.tiles_used
+    with pytest.raises(PlanError, match="tiles <= ") as err:
+        _compile(model, dims, ["2"], target=f"tiles <= {tight}")
+    assert "over all its segments" in str(err.value)
+    ok, _ = _compile(model, dims, ["2"], target=["resources", f"tiles <= {e.tiles_used}"])
+    assert ok.estimate().tiles_used <= e.tiles_used

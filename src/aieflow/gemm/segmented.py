@@ -252,11 +252,12 @@ class SegmentCost:
     boundary_ns: float  # the cut tensors' DDR write / read added to this segment (resident segments)
     tiles: int
     bound: str
+    replicas: int = 1  # copies of a resident segment (each on its own batches; tiles counts them all)
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "kind": self.kind, "layers": list(self.layers), "latency_ns": self.latency_ns,
                 "interval_ns": self.interval_ns, "ddr_ns": self.ddr_ns, "boundary_ns": self.boundary_ns,
-                "tiles": self.tiles, "bound": self.bound}
+                "tiles": self.tiles, "bound": self.bound, "replicas": self.replicas}
 
 
 @dataclass(frozen=True)
@@ -585,7 +586,7 @@ def _estimate(d: SegmentedDesign) -> SegmentedPerformance:
             if not at_edge:  # the PL mover between DDR and the PLIOs: one DDR pass of the cut tensor
                 cut_ns += ddr_cycles(batch * _bytes_per_sample(d.graph, tensor)) / clock * 1e9
         costs.append(SegmentCost(spec.name, spec.kind, layers, p.latency_ns + cut_ns, p.interval_ns / reps + cut_ns,
-                                 cut_ns, cut_ns, p.tiles_used, p.bound))
+                                 cut_ns, cut_ns, p.tiles_used, p.bound, reps))
     latency = sum(c.latency_ns for c in costs)
     ddr = sum(c.ddr_ns for c in costs)
     slowest = max(costs, key=lambda c: c.interval_ns)
@@ -650,8 +651,35 @@ def compile_segmented(q: Any, reasons: Mapping[str, str], progress: Any = None,
             ex = fixed.dequantize(codes, t) if isinstance(t, FixedType) else codes
             state = replace(state, example_input=ex)
         segments.append(_emit_resident(state))
-    return SegmentedDesign(q.graph, q.device, q.config, specs, tuple(segments), dict(reasons), q.source,
-                           (*q.timings, ("segments", time.perf_counter() - t0)))
+    design = SegmentedDesign(q.graph, q.device, q.config, specs, tuple(segments), dict(reasons), q.source,
+                             (*q.timings, ("segments", time.perf_counter() - t0)))
+    check_budgets(design)
+    return design
+
+
+_BUDGET_FIELDS = {"max_tiles": ("tiles", "tiles_used", "tiles"), "max_latency_ns": ("latency_ns", "latency_ns", "ns"),
+                  "max_interval_ns": ("interval_ns", "interval_ns", "ns")}
+
+
+def check_budgets(design: SegmentedDesign) -> None:
+    """The config's budgets hold for the whole segmented design, not only segment by segment (each
+    resident segment's search sees them alone): a PlanError naming the budget and what each segment
+    takes otherwise."""
+    target = design.config.target
+    budgets = {key: getattr(target, key) for key in _BUDGET_FIELDS if getattr(target, key) is not None}
+    if not budgets:
+        return
+    e = design.estimate()
+    for key, limit in budgets.items():
+        name, attr, unit = _BUDGET_FIELDS[key]
+        got = getattr(e, attr)
+        if got > limit:
+            parts = ", ".join(f"{comment(c.name)} {getattr(c, 'tiles' if name == 'tiles' else attr):,.0f}"
+                              for c in e.segments)
+            raise PlanError(f"the segmented design (weights streamed from DDR for {', '.join(map(comment, design.reasons))}) "
+                            f"needs {got:,.0f} {unit} for '{name} <= {limit:,.0f}' over all its segments ({parts}); "
+                            "each resident segment meets the budget alone, the whole design does not",
+                            hint=f"relax the '{name}' budget, or give the resident layers less parallelism")
 
 
 def load(path: str | os.PathLike) -> SegmentedDesign:
