@@ -94,6 +94,13 @@ def cmd_explore(args: argparse.Namespace) -> int:
     model = _check_model(args.model)
     calibration = _load_npy(args.calibration, "calibration") if args.calibration else None
     ex = explore(str(model), device=args.device, config=_config_from_args(args), calibration=calibration)
+    if args.plot:
+        from .html_report import write_text
+        from .pareto_plot import pareto_svg
+
+        write_text(args.plot, pareto_svg(ex.front, ex.chosen, f"{model.name} on {args.device}: target "
+                                         f"'{ex.target.to_string()}'"), "Pareto plot", "--plot")
+        print(f"Pareto plot: {args.plot}", file=sys.stderr)
     if getattr(ex, "kind", None) == "recurrent":  # GRU / LSTM: whole-layer mappings (aieflow.recurrent)
         print(json.dumps(ex.to_json(), indent=2) if args.json else ex.report())
         return 0
@@ -241,11 +248,30 @@ def cmd_verify(args: argparse.Namespace) -> int:
         x = _load_npy(args.input, "input") if args.input else None
         result = design.verify(x, samples=samples, seed=args.seed, jobs=args.jobs)
     print(result.verdict())
+    _record_verify(args, result, None if gemm else samples)
     return 0 if result.ok else EXIT_MISMATCH
 
 
+def _record_verify(args: argparse.Namespace, result, samples: int | None) -> None:
+    """Keep the verdict beside the design (DIR/verify.json) for ``report --html``; a directory
+    that cannot be written is said, not an error (the verdict is printed already)."""
+    from .verify_record import write
+
+    try:
+        write(args.design, result, samples=samples, seed=args.seed, inputs=args.input)
+    except OSError as e:
+        print(f"note: the verify record was not written to {args.design}: {e.strerror or e}", file=sys.stderr)
+
+
 def cmd_report(args: argparse.Namespace) -> int:
+    if args.data and not args.html:
+        raise ConfigError("--data is for the HTML report's accuracy section", hint="add --html FILE, or leave --data out")
     design = _load_design(args)
+    data = _load_npy(args.data, "data") if args.data else None
+    if args.html:  # before the text, so a refused --data leaves nothing half done
+        from .html_report import render, write_text
+
+        write_text(args.html, render(design, data=data, verify=Path(args.design)), "HTML report", "--html")
     print(design.report())
     svg = Path(args.svg) if args.svg else Path(args.design) / "placement.svg"
     try:
@@ -254,6 +280,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     except OSError as e:
         raise ConfigError(f"cannot write the placement picture to '{svg}': {e.strerror}", hint="pass --svg FILE") from None
     print(f"\nplacement picture: {svg}")
+    if args.html:
+        print(f"HTML report: {args.html}")
     return 0
 
 
@@ -307,6 +335,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--precision", help="default precision (overrides the config)")
     s.add_argument("--batch", help="samples per graph iteration, or 'auto' to let the search choose (overrides the config)")
     s.add_argument("--target", help="target used to mark the chosen plan (see compile --target)")
+    s.add_argument("--plot", metavar="FILE.svg", help="draw the Pareto front (latency and interval per sample vs "
+                   "tiles, the pick marked) as an SVG file")
     s.add_argument("--json", action="store_true", help="machine-readable output")
     s.set_defaults(func=cmd_explore)
 
@@ -334,6 +364,9 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("report", help="print a design's summary and draw its placement (DIR/placement.svg)")
     s.add_argument("design", help="design directory")
     s.add_argument("--svg", help="where to write the placement picture (default DIR/placement.svg)")
+    s.add_argument("--html", metavar="FILE", help="also write the report as one self-contained HTML file")
+    s.add_argument("--data", metavar="X.npy", help="float samples: the HTML report compares the design with the float "
+                   "model on them (not for GEMM designs)")
     s.add_argument("--no-check", action="store_true", help=NO_CHECK)
     s.set_defaults(func=cmd_report)
 
