@@ -351,3 +351,15 @@ def test_pareto_svg_marks_a_pick_outside_the_front():
     assert all("pick: 16 tiles, batch 1" in t for t in titles)
     assert any(e.text == '<a "title">' for e in root.iter() if e.tag.endswith("text"))
     assert len([e for e in root.iter() if e.get("class") == "af-point"]) == 2 * 3
+
+
+def test_a_design_compiled_with_a_target_shows_its_search():
+    model, x, _, _ = design_case("chain-vek280")
+    d = aieflow.compile(model, device="vek280", example_input=x[:2], calibration=x,
+                        config={"precision": "int8", "target": "latency", "batch": "auto"})
+    soup = BeautifulSoup(d.report_html(), "html.parser")
+    ex = d.exploration
+    assert len(soup.select("#exploration svg g.af-chosen")) == 2
+    assert len(soup.select("#exploration circle.af-point")) == 2 * (len(ex.front) + (ex.chosen not in ex.front))
+    plain, _ = build_design("chain-vek280")  # no target: no search to show
+    assert BeautifulSoup(plain.report_html(), "html.parser").select_one("#exploration") is None
