@@ -1,7 +1,8 @@
 """The HTML report and the Pareto plot, checked in a real headless browser (issue 23, items 2 and 3).
 
 A report of every design kind (chain, DAG, CNN, recurrent, streamed, segmented, GEMM), reports of
-designs with hostile names, the ``explore --plot`` picture and two control pages (one that logs
+designs with hostile names, the Pareto plot of every kind explore covers (chain through ``explore
+--plot``, DAG, CNN, recurrent and a stack) and two control pages (one that logs
 to the console and fetches from the network, one blank, so the checks are seen to fail) are all
 opened in one batch of ``chromium --headless`` runs (``browser.py``).  Each report must load
 without a console message (the page has a Content-Security-Policy, so a fetch or a script would
@@ -86,8 +87,20 @@ def _mlp_onnx(tmp: Path) -> tuple[Path, Path]:
     return tmp / "mlp.onnx", tmp / "x.npy"
 
 
+EXPLORED = ["dag", "cnn", "recurrent", "recurrent-stack"]  # + the chain, through the CLI
+
+
 @pytest.fixture(scope="module")
-def pages(designs, hostile_designs, tmp_path_factory):
+def explorations():
+    out = {}
+    for kind in EXPLORED:
+        model, x, device, config = design_case(kind)
+        out[kind] = aieflow.explore(model, device=device, example_input=x[:2], calibration=x, config=config)
+    return out
+
+
+@pytest.fixture(scope="module")
+def pages(designs, hostile_designs, explorations, tmp_path_factory):
     """Every page of this file, opened in the browser in one batch."""
     tmp = tmp_path_factory.mktemp("pages")
     paths = []
@@ -101,6 +114,9 @@ def pages(designs, hostile_designs, tmp_path_factory):
     assert main(["explore", str(onnx_path), "--calibration", str(x_path), "--precision", "int8", "--batch", "auto",
                  "--plot", str(tmp / "pareto.svg")]) == 0
     paths.append(tmp / "pareto.svg")
+    for kind, ex in explorations.items():
+        paths.append(tmp / f"pareto-{kind}.svg")
+        paths[-1].write_text(pareto_svg(ex.front, ex.chosen, kind))
     (tmp / "control-noisy.html").write_text(
         '<!DOCTYPE html><html><head><meta charset="utf-8"><meta http-equiv="Content-Security-Policy" '
         "content=\"default-src 'none'\"><title>c</title></head><body><table><tr><th>x</th></tr></table>"
@@ -194,11 +210,15 @@ def test_hostile_names_stay_text_in_the_browser(pages, hostile_designs, kind):
 
 
 @needs_chromium
-def test_the_pareto_plot_shows_the_front_and_the_pick(pages):
-    page = pages["pareto.svg"]
+@pytest.mark.parametrize("kind", ["chain", *EXPLORED])
+def test_the_pareto_plot_shows_the_front_and_the_pick(pages, explorations, kind):
+    page = pages["pareto.svg" if kind == "chain" else f"pareto-{kind}.svg"]
     assert page.returncode == 0 and page.console == (), page.console
     soup = BeautifulSoup(page.dom, "html.parser")
     assert len(soup.select("g.af-chosen")) == 2  # the pick, in both panels
+    if kind in explorations:  # every point of the front in both panels
+        ex = explorations[kind]
+        assert len(soup.select("circle.af-point")) == 2 * (len(ex.front) + (ex.chosen not in ex.front))
     assert len(soup.select("circle.af-point")) > 4
     assert colour_pixels(page.screenshot, hex_rgb(PICK)) > 30
     assert colour_pixels(page.screenshot, hex_rgb(LAYER_BLUE)) > 30
