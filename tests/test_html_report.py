@@ -164,7 +164,11 @@ def test_the_dom_holds_the_tables_and_the_pictures(pages, designs, kind):
         cells = [c.get_text() for c in r.find_all("td")]
         assert float(cells[3].replace(",", "")) == pytest.approx(part["ns"], abs=0.051)
         assert cells[6] == "no band"
-    assert soup.select_one("#figures").get_text().count(f"{j['performance']['latency_ns']:,.1f} ns") == 1
+    figures = {r.th.get_text(): r.td.get_text() for r in soup.select("#figures tr")}
+    value, unit = figures["latency"].split()[:2]
+    scale = {"ns": 1, "\u00b5s": 1e3, "ms": 1e6, "s": 1e9}[unit]
+    assert float(value) * scale == pytest.approx(j["performance"]["latency_ns"], rel=0.005)
+    assert figures["compute tiles"] == f"{j['performance']['tiles_used']} of {j['resources']['compute_tiles_available']}"
     # the pictures, inline: the design's own placement picture and one bar per stage
     own = ET.fromstring(d.placement_svg())
     want = [e.get("data-layer") for e in own.iter() if e.tag.endswith("rect") and e.get("class") == "layer"]

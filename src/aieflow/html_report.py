@@ -84,7 +84,8 @@ def _figures(j: Mapping[str, Any]) -> list[tuple[str, str]]:
     perf, res = j["performance"], j["resources"]
     batch = perf["batch"]
     rows = [
-        ("latency", f"{_ns(perf['latency_ns'])} ({perf['latency_ns']:,.1f} ns) for the first result"),
+        ("latency", _ns(perf["latency_ns"]) + (f" ({perf['latency_ns']:,.1f} ns)" if perf["latency_ns"] >= 1e3 else "")
+         + " for the first result"),
         ("interval", f"{_ns(perf['interval_ns'])} per batch of {batch}"
                      + (f" ({_ns(perf['interval_ns'] / batch)} per sample)" if batch > 1 else "")),
     ]
