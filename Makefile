@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench fuzz clean
+.PHONY: demo test sysdeps lint bench fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,7 +16,19 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) examples/run_examples.py --out out/examples
 
-test: $(STAMP)
+# The headless-browser tests (tests/test_html_report.py) open the HTML reports in Debian's
+# chromium: installed here when it is missing and make runs as root; otherwise they skip, naming it.
+sysdeps:
+	@if ! command -v chromium >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get install -y chromium || (apt-get update && apt-get install -y chromium) \
+	      || echo "note: could not install chromium; the browser tests will skip"; \
+	  else \
+	    echo "note: chromium is not installed (apt-get install chromium, as root); the browser tests will skip"; \
+	  fi; \
+	fi
+
+test: $(STAMP) sysdeps
 	$(PY) -m ruff check src tests benchmarks examples
 	$(PY) -m pytest
 

@@ -3,7 +3,7 @@ projects token by token (independent of aieflow: it imports nothing from it).
 
 ``rename_onnx`` gives every node, tensor and the graph of an ONNX model a new name; the hostile
 names start with the plain name (so files sort in the same order) and go on with text meant to end
-a comment, a string, a Make rule or a shell word and run code.  ``compare_projects`` checks that
+a comment, a string, a Make rule, a shell word or HTML markup and run code.  ``compare_projects`` checks that
 two saved designs differ only in their names: C / C++ / HLS sources, Makefiles, cfg files and
 shell scripts tokenise (comments dropped, line breaks kept) to the same tokens with one consistent
 renaming of identifiers and string literals; Python scripts the same through ``tokenize``; SVG
@@ -18,8 +18,8 @@ import tokenize
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-# each ends something (a // comment, a /* comment, a string, a Make line, a shell word) and then
-# tries to run `touch MARKER`
+# each ends something (a // comment, a /* comment, a string, a Make line, a shell word, HTML) and
+# then tries to run `touch MARKER` (or, in HTML, a script)
 FRAGMENTS = (
     '\nstatic int injected_{i} = std::system("touch {marker}");\n// ',
     "\r#include </dev/random>\r",
@@ -30,6 +30,9 @@ FRAGMENTS = (
     "$(touch {marker})`touch {marker}`'\"",
     "\u00fc\u2028\u202e\U0001f600 \x00 \x7f\t\f\v",
     "??/\n#define int long\n",
+    # HTML (the report): end a table cell and an attribute, then a script, an event handler, a comment
+    '</td></tr></table>"><script>console.error("injected {i}")</script><img src=x onerror="console.error({i})">'
+    "<svg onload=\"console.error({i})\"></svg><!-- ]]>",
 )
 
 

@@ -13,68 +13,20 @@ from __future__ import annotations
 import json
 import pickle
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import jsonschema
 import numpy as np
 import pytest
-import torch
-import yaml
+from cases import DESIGN_KINDS, build_design
 
 import aieflow
 from aieflow.cli import main
 from aieflow.design_schema import COMMON_PERFORMANCE, schema
 from aieflow.graph_io import json_default
-from aieflow.model_zoo import (
-    cnn_classifier,
-    espcn,
-    gru_classifier,
-    qdq_mlp,
-    residual_cnn,
-    residual_mlp,
-    torch_mlp,
-)
 from aieflow.protocol import AnyDesign, ModelDesign
 
-THESIS_YAML = Path(__file__).resolve().parents[1] / "examples" / "espcn" / "thesis.yaml"
-
-
-def _build(kind):
-    rng = np.random.default_rng(0)
-    torch.manual_seed(0)
-    x16 = rng.standard_normal((16, 16)).astype(np.float32)
-    seq = rng.standard_normal((8, 5, 4)).astype(np.float32)
-    img = rng.uniform(-1, 1, (4, 3, 32, 32)).astype(np.float32)
-    frames = rng.uniform(0, 1, (2, 1, 16, 16)).astype(np.float32)
-    models = {
-        "chain-vck190": (qdq_mlp([16, 24, 8]), x16, "vck190", {"batch": 8}),
-        "chain-vek280": (torch_mlp([16, 32, 8]), x16, "vek280", {"precision": "int8", "batch": 8, "replicas": 2}),
-        "dag": (residual_mlp(), x16, "vek280", {"precision": "int16", "batch": 8}),
-        "cnn": (cnn_classifier(), img, "vck190", {"precision": "int8"}),
-        "cnn-thesis": (espcn(), frames, "vck190", yaml.safe_load(THESIS_YAML.read_text())),
-        "cnn-residual": (residual_cnn(relu_after_add=True), img[:, :, :8, :8], "vek280", {"precision": "int8"}),
-        "recurrent": (gru_classifier(), seq, "vck190", {"precision": "int16"}),
-        "recurrent-stack": (gru_classifier(layers=2), seq, "vek280", {"precision": "int16"}),
-        "streamed-dense": (torch_mlp([64, 16]), rng.standard_normal((16, 64)).astype(np.float32), "vck190",
-                           {"precision": "int8", "layers": {"0": {"weights": "streamed"}}}),
-        "segmented": (torch_mlp([16, 32, 8]), x16, "vck190", {"precision": "int8", "layers": {"0": {"weights": "streamed"}}}),
-    }
-    if kind == "gemm-vck190":
-        return aieflow.gemm(256, 64, 128, "int8", "vck190", 4, "best"), None
-    if kind == "gemm-vek280":
-        return aieflow.gemm(256, 64, 128, "int8", "vek280", 2, "best"), None
-    model, x, device, config = models[kind]
-    return aieflow.compile(model, device=device, example_input=x[:2], calibration=x, config=config), x
-
-
-KINDS = {  # test name -> (design.json kind, class name)
-    "chain-vck190": ("chain", "Design"), "chain-vek280": ("chain", "Design"), "dag": ("dag", "DagDesign"),
-    "cnn": ("cnn", "CnnDesign"), "cnn-thesis": ("cnn", "CnnDesign"), "cnn-residual": ("cnn", "CnnDesign"),
-    "recurrent": ("recurrent", "RecurrentDesign"),
-    "recurrent-stack": ("recurrent", "RecurrentDesign"), "streamed-dense": ("streamed_dense", "StreamedDenseDesign"),
-    "segmented": ("segmented", "SegmentedDesign"), "gemm-vck190": ("gemm", "GemmDesign"),
-    "gemm-vek280": ("gemm", "GemmDesign"),
-}
+KINDS = DESIGN_KINDS  # test name -> (design.json kind, class name)
+_build = build_design
 
 
 @pytest.fixture(scope="module", params=list(KINDS))

@@ -115,6 +115,13 @@ def cmd_explore(args: argparse.Namespace) -> int:
                   "--out DIR\n(the device and the calibration data are not part of a config: give the same ones)")
         points.save_config(args.save_config, ex, point, config, header)
         notes.append(f"wrote the config of point #{points.point_id(ex, point)} to {args.save_config}")
+    if args.plot:
+        from .html_report import write_text
+        from .pareto_plot import pareto_svg
+
+        write_text(args.plot, pareto_svg(ex.front, ex.chosen, f"{model.name} on {args.device}: target "
+                                         f"'{ex.target.to_string()}'"), "Pareto plot", "--plot")
+        notes.append(f"wrote the Pareto plot to {args.plot}")
     if args.csv:
         _write_text(Path(args.csv), points.to_csv(ex, shown), "--csv")
         notes.append(f"wrote {len(shown)} points to {args.csv}")
@@ -292,11 +299,30 @@ def cmd_verify(args: argparse.Namespace) -> int:
         x = _load_npy(args.input, "input") if args.input else None
         result = design.verify(x, samples=samples, seed=args.seed, jobs=args.jobs)
     print(result.verdict())
+    _record_verify(args, result, None if gemm else samples)
     return 0 if result.ok else EXIT_MISMATCH
 
 
+def _record_verify(args: argparse.Namespace, result, samples: int | None) -> None:
+    """Keep the verdict beside the design (DIR/verify.json) for ``report --html``; a directory
+    that cannot be written is said, not an error (the verdict is printed already)."""
+    from .verify_record import write
+
+    try:
+        write(args.design, result, samples=samples, seed=args.seed, inputs=args.input)
+    except OSError as e:
+        print(f"note: the verify record was not written to {args.design}: {e.strerror or e}", file=sys.stderr)
+
+
 def cmd_report(args: argparse.Namespace) -> int:
+    if args.data and not args.html:
+        raise ConfigError("--data is for the HTML report's accuracy section", hint="add --html FILE, or leave --data out")
     design = _load_design(args)
+    data = _load_npy(args.data, "data") if args.data else None
+    if args.html:  # before the text, so a refused --data leaves nothing half done
+        from .html_report import render, write_text
+
+        write_text(args.html, render(design, data=data, verify=Path(args.design)), "HTML report", "--html")
     print(design.report())
     svg = Path(args.svg) if args.svg else Path(args.design) / "placement.svg"
     try:
@@ -305,6 +331,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     except OSError as e:
         raise ConfigError(f"cannot write the placement picture to '{svg}': {e.strerror}", hint="pass --svg FILE") from None
     print(f"\nplacement picture: {svg}")
+    if args.html:
+        print(f"HTML report: {args.html}")
     return 0
 
 
@@ -367,6 +395,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "picked point")
     s.add_argument("--pick", type=int, metavar="N",
                    help="the point --save-config writes: N from the # column (default: the target's pick *)")
+    s.add_argument("--plot", metavar="FILE.svg", help="draw the Pareto front (latency and interval per sample vs "
+                   "tiles, the pick marked) as an SVG file")
     s.set_defaults(func=cmd_explore)
 
     s = sub.add_parser("predict", help="bit-exact emulation of a compiled design")
@@ -392,6 +422,9 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("report", help="print a design's summary and draw its placement (DIR/placement.svg)")
     s.add_argument("design", help="design directory")
     s.add_argument("--svg", help="where to write the placement picture (default DIR/placement.svg)")
+    s.add_argument("--html", metavar="FILE", help="also write the report as one self-contained HTML file")
+    s.add_argument("--data", metavar="X.npy", help="float samples: the HTML report compares the design with the float "
+                   "model on them (not for GEMM designs)")
     s.add_argument("--no-check", action="store_true", help=NO_CHECK)
     s.set_defaults(func=cmd_report)
 

@@ -217,6 +217,12 @@ class Design:
         """The summary holds the per-stage table already."""
         return self.summary()
 
+    def report_html(self, path: str | os.PathLike | None = None, data: Any = None, verify: Any = None) -> str:
+        """The self-contained HTML report (``aieflow.html_report.report_html``), written to ``path`` if given."""
+        from .html_report import report_html
+
+        return report_html(self, path, data=data, verify=verify)
+
     def placement_svg(self) -> str:
         from .placement_svg import design_svg
 

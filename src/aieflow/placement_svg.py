@@ -9,12 +9,28 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
-from xml.sax.saxutils import escape, quoteattr
+from xml.sax import saxutils
 
 from .passes.place import Placement, layer_edges
+from .svg_charts import clean
 
 if TYPE_CHECKING:
     from .design import Design
+
+def escape(value: str) -> str:
+    """Text for the picture: XML-escaped, the characters XML cannot hold (NUL, most C0 controls)
+    replaced, so a name from a model leaves a well-formed SVG."""
+    return saxutils.escape(clean(value))
+
+
+def quoteattr(value: str) -> str:
+    return saxutils.quoteattr(clean(value))
+
+
+def _short(name: str, limit: int = 40) -> str:
+    """A label: the name, shortened past ``limit`` characters (the tooltip holds all of it)."""
+    return name if len(name) <= limit else name[: limit - 1] + "\u2026"
+
 
 CELL = 18  # pixels per tile
 LEFT, TOP, BOTTOM = 44, 34, 30
@@ -59,7 +75,7 @@ def _layers(placement: Placement) -> list[str]:
             f"<title>{escape(tip)}</title>",
             f'<rect class="layer" data-layer={quoteattr(r.layer)} x="{x + 1}" y="{y + 1}" width="{w - 2}" '
             f'height="{h - 2}" fill="{PALETTE[i % len(PALETTE)]}"/>',
-            f'<text class="label" x="{x + w / 2:.1f}" y="{y + h / 2 + 4:.1f}" text-anchor="middle">{escape(r.layer)}</text>',
+            f'<text class="label" x="{x + w / 2:.1f}" y="{y + h / 2 + 4:.1f}" text-anchor="middle">{escape(_short(r.layer))}</text>',
             "</g>",
         ]
     return out

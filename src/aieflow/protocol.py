@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from .ir import Graph
 
 
 @runtime_checkable
@@ -37,6 +40,9 @@ class AnyDesign(Protocol):
     def to_json(self) -> dict[str, Any]:
         """design.json (``design_schema``)."""
 
+    def report_html(self, path: str | os.PathLike | None = None, data: Any = None, verify: Any = None) -> str:
+        """The self-contained HTML report (``html_report.report_html``), written to ``path`` if given."""
+
     def save(self, out_dir: str | os.PathLike, force: bool = False) -> Path:
         """Write the design directory atomically (``aieflow.load`` reads it back)."""
 
@@ -44,6 +50,9 @@ class AnyDesign(Protocol):
 @runtime_checkable
 class ModelDesign(AnyDesign, Protocol):
     """A compiled model: float samples in, float (or codes) out."""
+
+    graph: Graph
+    """The quantised model: every tensor's numeric type, the float weights (the float reference)."""
 
     def quantise_input(self, x: Any) -> Any:
         """Float samples -> the codes (or float32 / bf16 values) the graph input carries."""

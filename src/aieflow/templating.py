@@ -57,3 +57,25 @@ def environment(folder: str) -> jinja2.Environment:
         finalize=finalize,
         bytecode_cache=_bytecode_cache(),
     )
+
+
+@cache
+def html_environment(folder: str) -> jinja2.Environment:
+    """The environment of the HTML templates in ``templates/<folder>``: every printed value is
+    HTML-escaped (autoescape), the characters XML cannot hold (NUL, most C0 controls) replaced by
+    U+FFFD, unless it is :class:`markupsafe.Markup` that aieflow built itself (the SVG pictures);
+    strict about undefined variables.  No bytecode cache: its entries are keyed by the template's
+    source, not by the environment's options, and one report does not need it."""
+    from markupsafe import Markup
+
+    from .svg_charts import clean
+
+    def printable(value: object) -> object:
+        return clean(value) if isinstance(value, str) and not isinstance(value, Markup) else value
+
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("aieflow", f"templates/{folder}"),
+        undefined=jinja2.StrictUndefined,
+        autoescape=True,
+        finalize=printable,
+    )

@@ -125,6 +125,12 @@ class CnnDesign(EmulatedNumerics):
                      f"{e.gmacs:,.1f} GMAC/s, bound: {comment(e.bound)}")
         return "\n".join(lines)
 
+    def report_html(self, path: str | os.PathLike | None = None, data: Any = None, verify: Any = None) -> str:
+        """The self-contained HTML report (``aieflow.html_report.report_html``), written to ``path`` if given."""
+        from ..html_report import report_html
+
+        return report_html(self, path, data=data, verify=verify)
+
     def placement_svg(self) -> str:
         """Each layer's tiles (per replica) as the generated graph places them (``cnn.emit.place``),
         arrows from each layer to the next."""

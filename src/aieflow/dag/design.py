@@ -186,6 +186,12 @@ class DagDesign:
         return save_directory(out_dir, force, write)
 
 
+    def report_html(self, path: str | os.PathLike | None = None, data: Any = None, verify: Any = None) -> str:
+        """The self-contained HTML report (``aieflow.html_report.report_html``), written to ``path`` if given."""
+        from ..html_report import report_html
+
+        return report_html(self, path, data=data, verify=verify)
+
     def placement_svg(self) -> str:
         """The placement picture (``aieflow report``): the compute nodes' rectangles on the grid
         with the memory-tile rows, arrows along the DAG's producer -> consumer edges (skip paths

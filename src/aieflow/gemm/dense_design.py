@@ -332,6 +332,12 @@ class StreamedDenseDesign(EmulatedNumerics):
             "graph": graph_to_json(self.graph),  # the quantised graph; its params are in weights.npz
         }
 
+    def report_html(self, path: str | os.PathLike | None = None, data: Any = None, verify: Any = None) -> str:
+        """The self-contained HTML report (``aieflow.html_report.report_html``), written to ``path`` if given."""
+        from ..html_report import report_html
+
+        return report_html(self, path, data=data, verify=verify)
+
     def placement_svg(self) -> str:
         """The GEMM tiles on the array (``aieflow report``): they fill it column by column from
         column 0, as the generated graph's location constraints place them."""

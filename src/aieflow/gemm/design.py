@@ -125,6 +125,12 @@ class GemmDesign:
             rows.append(f"    {k:40s} {v:14,.0f} cycles  {100 * v / e.cycles if e.cycles else 0:5.1f}%")
         return "\n".join(rows)
 
+    def report_html(self, path: str | os.PathLike | None = None, data: Any = None, verify: Any = None) -> str:
+        """The self-contained HTML report (``aieflow.html_report.report_html``), written to ``path`` if given."""
+        from ..html_report import report_html
+
+        return report_html(self, path, data=data, verify=verify)
+
     def placement_svg(self, label: str | None = None) -> str:
         """The GEMM tiles on the array (``aieflow report``): they fill it column by column from
         column 0, as the generated graph's location constraints place them."""

@@ -506,6 +506,12 @@ class SegmentedDesign(EmulatedNumerics):
             "project_files": sorted(self.top_files),
         }
 
+    def report_html(self, path: str | os.PathLike | None = None, data: Any = None, verify: Any = None) -> str:
+        """The self-contained HTML report (``aieflow.html_report.report_html``), written to ``path`` if given."""
+        from ..html_report import report_html
+
+        return report_html(self, path, data=data, verify=verify)
+
     def placement_svg(self) -> str:
         """Every segment's own picture, one under the other (each is a project of its own)."""
         from ..placement_svg import design_svg

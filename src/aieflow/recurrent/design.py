@@ -312,6 +312,12 @@ class RecurrentDesign:
         ]
         return "\n".join(lines)
 
+    def report_html(self, path: str | os.PathLike | None = None, data: Any = None, verify: Any = None) -> str:
+        """The self-contained HTML report (``aieflow.html_report.report_html``), written to ``path`` if given."""
+        from ..html_report import report_html
+
+        return report_html(self, path, data=data, verify=verify)
+
     def placement_svg(self) -> str:
         """The mapping's blocks on the array (``aieflow report``): per layer, U h kernels column by
         column, then the W x kernels, the aggregator in a free slot of the U block or its own
