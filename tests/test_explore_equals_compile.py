@@ -168,8 +168,9 @@ def test_recurrent_the_pick_is_what_compile_builds(target):
 def test_recurrent_front_points_compile_to_their_figures():
     model = gru_classifier()
     ex = _rnn(model, {"target": "latency"}, explore=True)
-    assert {p.mapping.recurrent.distribution for p in ex.front} == {"row", "column"}
-    for p in _picks(ex):
+    assert {p.mapping.recurrent.distribution for p in ex.front} == {"row", "column", "compact"}
+    assert ex.front[0].mapping.compact and ex.front[0].tiles == 1  # the fewest tiles: the whole cell on one tile
+    for p in _picks(ex):  # the compact point among them
         d = _rnn(model, {"layers": {"rnn": {"mapping": mapping_directives(p.mapping)}}})
         assert d.mapping == p.mapping
         _rnn_matches(p, d)
