@@ -5,9 +5,18 @@ model (``costs.compact_product_cycles``) and the emitter (``emit._compact_config
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..devices import Device
 from ..ir import Node
-from ..numerics.types import Saturation
+from ..numerics import fixed
+from ..numerics.types import FixedType, Rounding, Saturation
+from ..ops import activations as act
+from ..ops.recurrent import state_max_code
 from .costs import COMPACT_FINISH_ADD_OPS, COMPACT_FINISH_WRAP_OPS
+from .emit import _RND, _arr, _ints
 
 
 def finish_ops(node: Node, kinds: tuple[str, str]) -> tuple[int, int]:
@@ -31,3 +40,280 @@ def finish_ops(node: Node, kinds: tuple[str, str]) -> tuple[int, int]:
             ops += COMPACT_FINISH_WRAP_OPS
         out.append(ops)
     return out[0], out[1]
+
+
+# ----------------------------------------------------------------------------- vector gate math
+#
+# The gate math of hls4ml's recurrence (ops/recurrent._gru_step_fixed / _lstm_step_fixed, and the
+# scalar rnn_cell.h ``step``) written with AIE API vector ops on int32 lanes, one lane group of the
+# hidden vector at a time, for the compact tile.  Each ap_fixed operation is reproduced exactly:
+#
+# * a sum of two accumulator codes is an int32 vector add (exact when the accumulator is narrower
+#   than 32 bits; modular, which WRAP tolerates, at 32), then the type's overflow: WRAP an upshift
+#   and an arithmetic downshift (modular, so any int32 wrap before it is harmless), SAT / SAT_SYM a
+#   min and a max; a saturating 32-bit accumulator adds in accumulator lanes and saturates into
+#   int32 (its own range);
+# * a product and its cast (r * (U h + c), the state update) is aie::mul / aie::mac of int32 lanes
+#   into exact accumulator lanes (acc64 on AIE-ML, acc80 on AIE), terms aligned to the finest grid
+#   by upshifting an operand (proved to stay within int32), then one to_vector<int32>(shift) under
+#   the target type's rounding mode, saturating to int32 for SAT types (so the clamp after it sees
+#   a value on the right side of the range) or wrapping for WRAP types;
+# * a table index x * N / 2L: the dyadic scale p / 2^m as aie::mul by p and to_vector<int32>(m)
+#   under the index's rounding mode (AIE has no symmetric floor / ceil: both roundings and a select
+#   by sign), + N / 2, clamped to the table; proved never to need hls4ml's 32-bit wraps;
+# * the entry: the table read on the scalar unit for the group's real lanes (pre-cast to the
+#   accumulator type, as rnn_cell.h's act_sigmoid / act_tanh cast it).
+#
+# Where a condition fails (float, exact activations, unsigned or wider types, negative fractional
+# bits, a rounding mode the device lacks, a bound) the tile keeps the scalar rnn_cell.h step.
+
+_INT31 = (1 << 31) - 1
+_ACC63 = 1 << 62  # |exact sums| kept below 2^62: safe in acc64 (and AIE's acc80) lanes
+
+
+@dataclass(frozen=True)
+class VectorGates:
+    """A layer's generated vector gate math: C++ (``VGates`` and its tables in the layer's
+    namespace), its lane count, and what one lane group costs (for costs.compact_gate_cycles)."""
+
+    text: str
+    lanes: int
+    ops: int  # vector ops per lane group (vector_op_cycles each)
+    modes: int  # rounding / saturation mode writes per lane group
+    lookups: int  # table reads per element (one per activation)
+
+
+def gate_lanes(device: Device) -> int:
+    """int32 lanes per gate-math op: the catalog's int32 x int32 MACs per cycle (16 on AIE-ML,
+    8 on AIE), so one aie::mul of a lane group issues in one cycle."""
+    return int(device.generation.macs_per_cycle[("i32", "i32")])
+
+
+class _NotExact(Exception):
+    """A bound the vector form needs does not hold (the layer keeps the scalar step)."""
+
+
+class _Gen:
+    """Straight-line C++ of one lane group, with its op and mode-write counts."""
+
+    def __init__(self, device: Device, n_h: int, lanes: int) -> None:
+        self.device, self.n_h, self.lanes = device, n_h, lanes
+        self.lines: list[str] = []
+        self.ops = self.modes = 0
+        self.rnd: Rounding | None = None
+        self.sat: bool | None = None
+        self.k = 0
+
+    def name(self, stem: str) -> str:
+        self.k += 1
+        return f"{stem}{self.k}"
+
+    def emit(self, expr: str, stem: str = "v", ops: int = 1, kind: str = "vi") -> str:
+        v = self.name(stem)
+        self.lines.append(f"        const {'auto' if kind == 'acc' else 'vi'} {v} = {expr};")
+        self.ops += ops
+        return v
+
+    def load(self, arr: str, gate: int) -> str:
+        off = gate * self.n_h
+        if off % self.lanes == 0:
+            return self.emit(f"aie::load_v<L>({arr} + {off} + j)", "x", 0)
+        return self.emit(f"aie::load_unaligned_v<L>({arr} + {off} + j)", "x", 1)  # + a shuffle of two loads
+
+    def modes_for(self, rnd: Rounding | None, sat: bool) -> None:
+        if rnd is not None and rnd != self.rnd:
+            self.lines.append(f"        aie::set_rounding(rnn_aie_rounding(rnn::{_RND[rnd]}));")
+            self.rnd = rnd
+            self.modes += 1
+        if sat != self.sat:
+            mode = "saturate" if sat else "none"
+            self.lines.append(f"        aie::set_saturation(aie::saturation_mode::{mode});")
+            self.sat = sat
+            self.modes += 1
+
+    def overflow(self, v: str, t: FixedType) -> str:
+        if t.saturation is Saturation.WRAP:
+            return v if t.width >= 32 else self.emit(f"rnnv::wrap<L>({v}, {t.width})", "w", 2)
+        lo = -t.max_code if t.saturation is Saturation.SYMMETRIC else t.min_code
+        if t.width >= 32 and lo == t.min_code:
+            return v  # to_vector<int32> saturated into int32, which is this type's range
+        return self.emit(f"rnnv::clamp<L>({v}, {lo}, {t.max_code})", "s", 2)
+
+    def add_cast(self, a: str, b: str, t: FixedType) -> str:
+        if t.width < 32 or t.saturation is Saturation.WRAP:  # exact in int32 (or modular, which WRAP allows)
+            return self.overflow(self.emit(f"aie::add({a}, {b})", "a"), t)
+        # a saturating 32-bit type: the exact sum in accumulator lanes, saturated into int32 = the type's range
+        s = self.emit(f"aie::add(rnnv::va<L>({a}), {b})", "a", 2, kind="acc")
+        self.modes_for(None, True)
+        v = self.emit(f"{s}.template to_vector<int32>(0)", "r")
+        return v if t.saturation is Saturation.SATURATE else self.overflow(v, t)
+
+    def srs(self, acc: str, shift: int, t: FixedType) -> str:
+        self.modes_for(t.rounding if shift > 0 else None, t.saturation is not Saturation.WRAP)
+        return self.overflow(self.emit(f"{acc}.template to_vector<int32>({shift})", "r"), t)
+
+    def index(self, c: str, frac: int, a: act.TableSpec) -> str:
+        p, q = a.scale.numerator, a.scale.denominator
+        m = (q << frac).bit_length() - 1
+        prod = self.emit(f"aie::mul({c}, int32({p}))", "p", kind="acc")
+        rnd = a.index_rounding
+        if m == 0 or rnd in self.device.generation.rounding_modes:
+            self.modes_for(rnd if m else None, False)
+            raw = self.emit(f"{prod}.template to_vector<int32>({m})", "i")
+        else:  # AIE: no symmetric floor / ceil; the two directed roundings, picked by sign
+            toward, away = (Rounding.CEIL, Rounding.FLOOR) if rnd is Rounding.SYM_FLOOR else (Rounding.FLOOR, Rounding.CEIL)
+            self.modes_for(Rounding.FLOOR, False)
+            down = self.emit(f"{prod}.template to_vector<int32>({m})", "i")
+            self.modes_for(Rounding.CEIL, False)
+            up = self.emit(f"{prod}.template to_vector<int32>({m})", "i")
+            neg, pos = (up, down) if toward is Rounding.CEIL else (down, up)
+            del away
+            raw = self.emit(f"aie::select({pos}, {neg}, aie::lt({c}, int32(0)))", "i", 2)
+        return self.emit(f"rnnv::clamp<L>(aie::add({raw}, int32({a.offset})), 0, {a.size - 1})", "i", 3)
+
+    def lookup(self, idx: str, table: str) -> str:
+        return self.emit(f"rnnv::gather<L>({table}, {idx}, n)", "t", 0)
+
+    def sum_cast(self, terms: list[tuple[str, int, str, int, int]], t: FixedType) -> str:
+        """``(t)(sum of a * b)``: terms (a, |a| bound, b, |b| bound, frac of the product)."""
+        top = max(f for *_, f in terms)
+        acc = None
+        for a, am, b, bm, f in terms:
+            s = top - f
+            if s:  # align the term to the finest grid: upshift the operand that stays within int32
+                if (am << s) <= (bm << s) and (am << s) <= _INT31:
+                    a = self.emit(f"aie::upshift({a}, {s})", "u")
+                elif (bm << s) <= _INT31:
+                    b = self.emit(f"aie::upshift({b}, {s})", "u")
+                else:
+                    raise _NotExact(f"aligning a term by {s} bits leaves the int32 lanes")
+            acc = self.emit(f"aie::mul({a}, {b})" if acc is None else f"aie::mac({acc}, {a}, {b})", "m", kind="acc")
+        return self.srs(acc, top - t.frac, t)
+
+
+def _reasons(node: Node, device: Device) -> list[str]:
+    """Why the vector gate math would not be exact (empty: it is)."""
+    t = node.types
+    if t is None or t.is_float:
+        return ["float gate math (rnn_cell.h's scalar step)"]
+    out = []
+    acc, res = t.accum, t.output
+    for name, ty in (("accumulator", acc), ("result", res)):
+        if not ty.signed or ty.width > 32:
+            out.append(f"the {name} type {ty} is not a signed type of at most 32 bits")
+        if ty.frac < 0 or ty.frac > 30:
+            out.append(f"the {name} type {ty} has {ty.frac} fractional bits (0..30 are vectorised)")
+    for a in (t.sigmoid, t.tanh):
+        if not isinstance(a, act.TableSpec):
+            out.append(f"{a.label} {getattr(a, 'function', '')} activation: no table to read")
+    if out:
+        return out
+    gen = device.generation
+    sig, tanh = t.sigmoid, t.tanh
+    index_inputs = [(sig, acc), (tanh, acc)] + ([(tanh, res)] if node.op == "lstm" else [])
+    for a, ty in index_inputs:
+        p, q = a.scale.numerator, a.scale.denominator
+        den = q << ty.frac
+        m = den.bit_length() - 1
+        if den & (den - 1):
+            out.append(f"the {a.function} index divides by {den}, not a power of two")
+            continue
+        if m > gen.srs_shift_max:
+            out.append(f"the {a.function} index shifts {m} bits > {gen.srs_shift_max}")
+        big = max(-ty.min_code, ty.max_code) * p
+        if (big >> m) + 1 + a.offset > _INT31 or big >= _ACC63:
+            out.append(f"the {a.function} index of {ty} could need hls4ml's 32-bit wraps")
+    shifts = [(acc.frac, acc)]  # r * (U h + c): 2 fa -> fa
+    if node.op == "gru":
+        shifts.append((acc.frac + max(acc.frac, res.frac) - res.frac, res))
+    else:
+        shifts += [(acc.frac + max(acc.frac, res.frac) - res.frac, res), (2 * acc.frac - res.frac, res)]
+    for s, ty in shifts:
+        if s < 0:
+            out.append(f"a cast into {ty} gains bits ({-s}): not a shift-round-saturate")
+        elif s > gen.srs_shift_max:
+            out.append(f"a cast into {ty} shifts {s} bits > {gen.srs_shift_max}")
+        elif s > 0 and ty.rounding not in gen.rounding_modes:
+            out.append(f"{ty.rounding.value} rounding (of {ty}) is not a per-lane mode of {gen.name}")
+    return out
+
+
+def _bounds(node: Node) -> tuple[int, int, int, int]:
+    """(largest |sigmoid entry|, |tanh entry|, |h|, |c|) codes, the entries cast to the accumulator."""
+    t = node.types
+    sig = int(np.abs(fixed.cast(t.sigmoid.codes(), t.sigmoid.entry.frac, t.accum)).max())
+    tanh = int(np.abs(fixed.cast(t.tanh.codes(), t.tanh.entry.frac, t.accum)).max())
+    res = max(-t.output.min_code, t.output.max_code)
+    return sig, tanh, min(res, state_max_code(t, node.op)), res
+
+
+def _generate(g: _Gen, node: Node, ms: int, mt: int, mh: int, mc: int) -> list[int]:
+    """One lane group's gate math into ``g``; returns the state update's term bounds (their sum
+    below 2^62 keeps the accumulator lanes exact)."""
+    t = node.types
+    acc, res = t.accum, t.output
+    fa, fr = acc.frac, res.frac
+    top = max(2 * fa, fr + fa)
+    if node.op == "gru":
+        if (1 << fa) + ms > _INT31:
+            raise _NotExact("1 - z leaves the int32 lanes")
+        z = g.lookup(g.index(g.add_cast(g.load("gx", 0), g.load("gh", 0), acc), fa, t.sigmoid), "SIG_T")
+        r = g.lookup(g.index(g.add_cast(g.load("gx", 1), g.load("gh", 1), acc), fa, t.sigmoid), "SIG_T")
+        rh = g.srs(g.emit(f"aie::mul({r}, {g.load('gh', 2)})", "m", kind="acc"), fa, acc)
+        cand = g.lookup(g.index(g.add_cast(g.load("gx", 2), rh, acc), fa, t.tanh), "TANH_T")
+        omz = g.emit(f"aie::sub(int32({1 << fa}), {z})", "o")
+        hv = g.emit("aie::load_v<L>(h + j)", "h", 0)
+        hn = g.sum_cast([(cand, mt, omz, (1 << fa) + ms, 2 * fa), (hv, mh, z, ms, fr + fa)], res)
+        g.lines.append(f"        aie::store_v(h + j, {hn});")
+        return [(mt * ((1 << fa) + ms)) << (top - 2 * fa), (mh * ms) << (top - fr - fa)]
+    gate = [g.add_cast(g.load("gx", k), g.load("gh", k), acc) for k in range(4)]
+    i, f, o = (g.lookup(g.index(gate[k], fa, t.sigmoid), "SIG_T") for k in (0, 1, 3))
+    cand = g.lookup(g.index(gate[2], fa, t.tanh), "TANH_T")
+    cv = g.emit("aie::load_v<L>(c + j)", "c", 0)
+    cn = g.sum_cast([(cand, mt, i, ms, 2 * fa), (cv, mc, f, ms, fr + fa)], res)
+    g.lines.append(f"        aie::store_v(c + j, {cn});")
+    ca = g.lookup(g.index(cn, fr, t.tanh), "TANH_T")
+    hn = g.sum_cast([(o, ms, ca, mt, 2 * fa)], res)
+    g.lines.append(f"        aie::store_v(h + j, {hn});")
+    return [max((mt * ms) << (top - 2 * fa), 0) + ((mc * ms) << (top - fr - fa)), ms * mt]
+
+
+def vector_gates(node: Node, device: Device, space: str) -> VectorGates | str:
+    """The layer's vector gate math for the compact tile, or why it keeps the scalar step."""
+    bad = _reasons(node, device)
+    if bad:
+        return "; ".join(bad)
+    t = node.types
+    acc = t.accum
+    n = node.attrs["hidden_size"]
+    lanes = gate_lanes(device)
+    g = _Gen(device, n, lanes)
+    try:
+        terms = _generate(g, node, *_bounds(node))
+    except _NotExact as e:
+        return str(e)
+    if node.op == "gru" and sum(terms) >= _ACC63 or node.op == "lstm" and max(terms) >= _ACC63:
+        return "the state update's exact sum could exceed the accumulator lanes"
+    sig_t = fixed.cast(t.sigmoid.codes(), t.sigmoid.entry.frac, acc)
+    tanh_t = fixed.cast(t.tanh.codes(), t.tanh.entry.frac, acc)
+    groups = -(-n // lanes)
+    text = "\n".join([
+        f"namespace {space} {{",
+        f"// The layer's gate math on int32 lanes, {lanes} hidden units per group (recurrent/compact.py); the tables'",
+        "// entries already cast to the accumulator type.",
+        f"alignas(aie::vector_decl_align) static const int32 SIG_T[{sig_t.size}] = {_arr(_ints(sig_t))};",
+        f"alignas(aie::vector_decl_align) static const int32 TANH_T[{tanh_t.size}] = {_arr(_ints(tanh_t))};",
+        "struct VGates {",
+        f"    static constexpr int L = {lanes};",
+        "    using vi = rnnv::vi<L>;",
+        "    static void step(const int32_t* gx, const int32_t* gh, int32_t* h, int32_t* c) {",
+        "        (void)c;",
+        f"        for (int grp = 0; grp < {groups}; ++grp) {{",
+        "        const int j = grp * L;",
+        f"        const int n = grp + 1 < {groups} ? L : {n} - j;  // the group's real hidden units",
+        *g.lines,
+        "        }",
+        "    }",
+        "};",
+        f"}}  // namespace {space}", ""])
+    return VectorGates(text, lanes, g.ops, g.modes, 3 if node.op == "gru" else 5)

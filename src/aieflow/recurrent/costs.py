@@ -327,8 +327,28 @@ def compact_product_cycles(rows: int, k: int, device: Device, pair: tuple[str, s
     return groups * (k * ii + ROW_LOOP_CYCLES), groups * finish_ops * op
 
 
-def compact_gate_cycles(cell: str, n_h: int, pair: tuple[str, str]) -> float:
-    """The scalar gate math of the whole hidden vector (rnn_cell.h ``step``), as counted above."""
+# Assumed: one write of the core's rounding or saturation mode (aie::set_rounding /
+# aie::set_saturation: a move into the mode control register, AM020's special registers), one
+# cycle each; the vector gate math writes them where consecutive casts need different modes.
+COMPACT_MODE_CYCLES = 1
+# Counted from rnnv::gather (rnn_compact.h): one table read of the vector gate math per element,
+# on the scalar unit: the index loaded from where the vector stored it, the entry loaded at the
+# table's base plus the index (the load unit's indexed addressing), the entry stored for the
+# vector reload: 3 operations, one per cycle as the scalar counts above.
+COMPACT_GATHER_CYCLES = 3
+
+
+def compact_gate_cycles(cell: str, n_h: int, pair: tuple[str, str], form: tuple[int, ...] = ()) -> float:
+    """The gate math of the whole hidden vector.  ``form`` (RecurrentDims.gate_form): the vector
+    form's (lanes, vector ops per group, mode writes per group, table reads per element), counted
+    by the generator that emits it (recurrent/compact.py): per lane group its ops and mode writes
+    plus the loop's fill and drain (ROW_LOOP_CYCLES), per element its gathers.  Empty: the scalar
+    step (rnn_cell.h), as counted above."""
+    if form:
+        lanes_, ops, modes, lookups = form
+        groups = math.ceil(n_h / lanes_)
+        per_group = ops * KERNEL_CONSTANTS.vector_op_cycles + modes * COMPACT_MODE_CYCLES + ROW_LOOP_CYCLES
+        return groups * per_group + n_h * lookups * COMPACT_GATHER_CYCLES
     if pair[0] in ("fp32", "bf16"):
         acts = ACTIVATIONS[cell]
         return n_h * (FLOAT_GATE_OPS[cell] * AIE_HEAD_MAC_CYCLES["float"] + acts * FLOAT_ACTIVATION_CYCLES)

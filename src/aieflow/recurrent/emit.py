@@ -510,6 +510,7 @@ def _compact_config(node: Node, mapping: RecurrentMapping, lay: Layout, device: 
     fp32 = t.is_float
     lane = lay.lanes
     gp = padded(d.gates * d.n_h, lane)
+    room = max(lane, d.gate_form[0] if d.gate_form else 1)  # the gate math's last group reads past the rows
     if not fp32 and t.accum.width >= 32 and not t.accum.signed:
         raise PlanError("the compact tile keeps accumulator codes in 32-bit signed lanes; an unsigned 32-bit "
                         "accumulator does not fit", layer=node.name, hint="use a signed accumulator type or distribution: row")
@@ -529,16 +530,18 @@ def _compact_config(node: Node, mapping: RecurrentMapping, lay: Layout, device: 
         _kernel_cfg("CUCfg", node, d.gates * d.n_h, d.n_h, lay, True, False, 1, device, kinds[0], d.pair, extra()),
         _kernel_cfg("CWCfg", node, d.gates * d.n_h, d.n_in, lay, False, False, 1, device, kinds[1], d.pair, extra()),
         "// The compact tile: products, gate math, sizes (rnn_compact.h CompactCell).",
+        "struct VGates;  // the vector gate math (rnn_vgates.h), where it is bit-exact",
         "struct CCfg {",
         f"    using X = {'float' if fp32 else 'int32_t'};",
         f"    using Cell = {space}::Cell;",
-        f"    using Gates = {space}::Cell;  // the gate math and state update (rnn_cell.h)",
+        (f"    using Gates = {space}::VGates;  // the gate math and state update: vector (rnn_vgates.h)" if d.gate_form
+         else f"    using Gates = {space}::Cell;  // the gate math and state update: scalar (rnn_cell.h)"),
         "    using U = CUCfg;",
         "    using Wx = CWCfg;",
         f"    static constexpr int NX = {d.n_in};  // x words per step",
         f"    static constexpr int NH = {d.n_h};",
-        f"    static constexpr int NHP = {padded(d.n_h, lane) + lane};  // h, c with room for the last lane group",
-        f"    static constexpr int GP = {gp + lane};",
+        f"    static constexpr int NHP = {padded(d.n_h, room) + room};  // h, c with room for the last lane group",
+        f"    static constexpr int GP = {gp + room};",
         f"    static constexpr int STEPS = {d.seq_len};",
         f"    static constexpr int VRND = {vrnd};  // the products' per-lane rounding (-1: none)",
         "};", "", f"}}  // namespace {space}", ""])

@@ -145,7 +145,7 @@ def compact_stages(mapping: RecurrentMapping, device: Device) -> tuple[tuple[Ste
     u_mac, u_fin = compact_product_cycles(rows, dims.n_h, device, pair, dims.kernel("u", "compact"), fu)
     w_mac, w_fin = compact_product_cycles(rows, dims.n_in, device, pair, dims.kernel("w", "compact"), fw)
     read = dims.n_in * WORD_BYTES / mv.stream_bytes_per_cycle(device)
-    gates = compact_gate_cycles(dims.cell, dims.n_h, pair) + dims.n_h * COMPACT_STATE_COPY_CYCLES
+    gates = compact_gate_cycles(dims.cell, dims.n_h, pair, dims.gate_form) + dims.n_h * COMPACT_STATE_COPY_CYCLES
     parts = {"broadcast": read, "mac": u_mac + w_mac, "reduction": u_fin + w_fin, "aggregation": gates}
     cell = StepStage("cell", "kernel", "compute", sum(parts.values()), 0.0, MappingProxyType(parts), tiles=mapping.tiles)
     return (x_in,), (cell,)

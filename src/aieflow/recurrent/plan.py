@@ -76,6 +76,10 @@ class RecurrentDims:
     # The compact tile (rnn_compact.h): vector ops per lane group of the (U h, W x) finish (the
     # bias add, the wrap: recurrent/compact.finish_ops; given dims assume the bias add alone).
     finish_ops: tuple[int, int] = (1, 1)
+    # The compact tile's gate math: (int32 lanes, vector ops and mode writes per lane group, table
+    # reads per element) of the vector form recurrent/compact.py generates where it is bit-exact;
+    # () = rnn_cell.h's scalar step (float layers, types the vector form does not cover, given dims).
+    gate_form: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "front", front_from_json(self.front) if any(isinstance(f, dict) for f in self.front)
@@ -84,6 +88,7 @@ class RecurrentDims:
             raise ConfigError(f"recurrent cell {self.cell!r}: use one of {', '.join(CELLS)}")
         object.__setattr__(self, "kernels", tuple(self.kernels))
         object.__setattr__(self, "finish_ops", tuple(int(v) for v in self.finish_ops))
+        object.__setattr__(self, "gate_form", tuple(int(v) for v in self.gate_form))
         if len(self.kernels) != 2 or any(k not in KERNELS for k in self.kernels):
             raise ConfigError(f"recurrent kernels {self.kernels!r}: two of {', '.join(KERNELS)} (U h, W x)")
         for key in ("n_in", "n_h", "seq_len"):
@@ -152,11 +157,13 @@ def dims_of(node_or_dims: Node | RecurrentDims, device: Device) -> RecurrentDims
             hint=f"use {' or '.join('x'.join(p) for p in device.generation.macs_per_cycle)}",
         )
     if layer is not None and node_or_dims.types is not None:
-        from .compact import finish_ops
+        from .compact import VectorGates, finish_ops, vector_gates
         from .vector import kernel_kinds
 
         kinds = kernel_kinds(node_or_dims, device, pair)
-        dims = replace(dims, kernels=kinds, finish_ops=finish_ops(node_or_dims, kinds))
+        vg = vector_gates(node_or_dims, device, "rnn")
+        form = (vg.lanes, vg.ops, vg.modes, vg.lookups) if isinstance(vg, VectorGates) else ()
+        dims = replace(dims, kernels=kinds, finish_ops=finish_ops(node_or_dims, kinds), gate_form=form)
     return replace(dims, pair=pair)
 
 

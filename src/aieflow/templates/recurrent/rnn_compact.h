@@ -6,8 +6,8 @@
 //   2. computes gx = W x_t + b and gh = U h_{t-1} + b' in column form: the gate-stacked rows are the
 //      vector lanes (C::LANES rows per group), and each column k adds w[k][rows] * x_k (aie::mac / aie::mul
 //      of the weight column by the broadcast element), exactly as the cascade chains of rnn_cascade.h;
-//   3. applies the gate math and the state update (the layer's C::Gates: rnn_cell.h's scalar Cell::step,
-//      or the vector form the emitter generated where it is bit-exact);
+//   3. applies the gate math and the state update (the layer's C::Gates: the vector form rnn_vgates.h holds
+//      where recurrent/compact.py proves it bit-exact, else rnn_cell.h's scalar Cell::step);
 //   4. keeps h (and the LSTM's c) in its own memory for the next step: no packets, no PL round trip;
 //   5. after the layer's output steps writes its output on its output stream: h (padded for the next
 //      layer) or, after the last layer, the dense head's output (Cell::output, in this tile).
@@ -33,6 +33,35 @@
 #include "rnn_fixed.h"
 #include "rnn_kernels.h"  // rnn_int_acc, rnn_aie_rounding
 
+// Helpers of the generated vector gate math (rnn_vgates.h, recurrent/compact.py): int32 lanes, exact
+// accumulator lanes for their products (acc64 on AIE-ML, acc80 on AIE).
+namespace rnnv {
+template <int L>
+using vi = aie::vector<int32, L>;
+template <int L>
+using va = aie::accum<rnn_int_acc<int32, int32>, L>;
+// An ap_fixed type's WRAP overflow of int32 lanes holding its value (or that value mod 2^32): keep the
+// low `bits` bits, sign extended.
+template <int L>
+inline vi<L> wrap(const vi<L>& v, int bits) {
+    return aie::downshift(aie::upshift(v, 32 - bits), 32 - bits);
+}
+// SAT / SAT_SYM overflow: clamp to [lo, hi].
+template <int L>
+inline vi<L> clamp(const vi<L>& v, int32 lo, int32 hi) {
+    return aie::max(aie::min(v, hi), lo);
+}
+// Table entries at in-range indices: read on the scalar unit for the group's n real lanes.
+template <int L>
+inline vi<L> gather(const int32* table, const vi<L>& idx, int n) {
+    alignas(aie::vector_decl_align) int32 ib[L];
+    alignas(aie::vector_decl_align) int32 ob[L];
+    aie::store_v(ib, idx);
+    for (int l = 0; l < L; ++l) ob[l] = l < n ? table[ib[l]] : 0;
+    return aie::load_v<L>(ob);
+}
+}  // namespace rnnv
+
 // One gate-stacked product in column form: P::GN rows (P::GP padded to the lanes) over P::K columns.
 template <class P>
 class CompactProduct {
@@ -45,8 +74,8 @@ public:
 
 private:
     static constexpr bool VEC = !P::FP32 && P::VECTOR;
-    alignas(32) W w_[P::K * P::GP];  // column k: rows 0 .. GP - 1
-    alignas(32) X b_[P::GP];         // fp32 / scalar: the bias; vector: the bias cast to the accumulator
+    alignas(aie::vector_decl_align) W w_[P::K * P::GP];  // column k: rows 0 .. GP - 1
+    alignas(aie::vector_decl_align) X b_[P::GP];        // fp32 / scalar: the bias; vector: the bias cast to the accumulator
 
 public:
     CompactProduct(const std::vector<W>& w, const std::vector<X>& b) {
@@ -122,10 +151,10 @@ class CompactCell {
     CompactProduct<WP> w_;
     alignas(32) UV hv_[C::NH];  // h_{t-1} in the U h product's lane type
     alignas(32) WV xv_[C::NX];  // x_t in the W x product's lane type
-    alignas(32) X gx_[C::GP];
-    alignas(32) X gh_[C::GP];
-    alignas(32) X h_[C::NHP];
-    alignas(32) X c_[C::NHP];
+    alignas(aie::vector_decl_align) X gx_[C::GP];
+    alignas(aie::vector_decl_align) X gh_[C::GP];
+    alignas(aie::vector_decl_align) X h_[C::NHP];
+    alignas(aie::vector_decl_align) X c_[C::NHP];
     int step_ = 0;
 
     void reset() {
@@ -150,7 +179,10 @@ public:
     }
 
     void run(input_stream<X>* x_in, output_stream<X>* y_out) {
-        if constexpr (C::VRND >= 0) aie::set_rounding(rnn_aie_rounding(C::VRND));  // the products' per-lane rounding
+        if constexpr (C::VRND >= 0) {  // the products' per-lane rounding (the gate math may have changed the modes)
+            aie::set_rounding(rnn_aie_rounding(C::VRND));
+            aie::set_saturation(aie::saturation_mode::none);
+        }
         for (int k = 0; k < C::NX; ++k) xv_[k] = static_cast<WV>(readincr(x_in));
         w_.compute(xv_, gx_);
         u_.compute(hv_, gh_);  // step 0: h_{-1} = 0, so gh is the cast bias
