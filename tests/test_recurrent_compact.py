@@ -95,9 +95,10 @@ def test_compact_design_is_bit_exact_on_x86(case, tmp_path):
     d, _, _ = _compile(cell, device, precision, types, n_in, n_h, steps, head, scale)
     m = d.mapping
     assert m.compact and m.tiles == 1 and "CompactCell" in d.files["src/graph.h"]
-    if precision != "fp32":  # vector products and vector gate math where recurrent/compact.py proves them exact
+    if precision != "fp32":  # vector products, gate math and head where recurrent/compact.py proves them exact
         assert m.dims.kernels[0] in ("vector", "vector_round") and m.dims.gate_form
         assert "using Gates = rnn_l0::VGates" in d.files["src/rnn_config.h"]
+        assert bool(m.dims.head_form) == head and ("using Head = rnn_l0::VHead" in d.files["src/rnn_config.h"]) == head
     else:
         assert not m.dims.gate_form and d.layer.attrs["fp32_lanes"] == 0  # the compact tile's sequential order
     result = d.verify(samples=12, cache_dir=tmp_path)
@@ -196,6 +197,12 @@ def test_cycle_model_counts_the_kernel_schedule():
     assert p.sequence_latency_ns == pytest.approx(estimate_closed(m, dev).sequence_latency_ns)  # simulated = closed form
     assert sum(p.breakdown_ns.values()) == pytest.approx(p.step_latency_ns)
     assert p.breakdown_ns["return"] == p.breakdown_ns["routing"] == 0.0  # no PL round trip, no packets
+    # the head (20 -> 64 ReLU -> 1) on int32 lanes: per output group one MAC per input, the loop, the finish
+    hl, f0, f1 = dims.head_form
+    head = (math.ceil(64 / hl) * (20 + costs.ROW_LOOP_CYCLES + f0) + math.ceil(1 / hl) * (64 + costs.ROW_LOOP_CYCLES + f1)
+            + 1)  # + the output copied out
+    assert p.head_breakdown_ns["head"] == pytest.approx(head / 1.25)
+    assert p.head_ns < estimate_recurrent(plan_recurrent(dims, dev, RecurrentOptions(aggregation="aie")), dev).head_ns / 10
 
 
 _VECTOR_OP = re.compile(r"aie::(add|sub|mul|mac|upshift|select)\(|aie::load_(unaligned)_v<|to_vector<int32>|rnnv::(wrap|clamp)<")

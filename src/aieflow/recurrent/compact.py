@@ -317,3 +317,104 @@ def vector_gates(node: Node, device: Device, space: str) -> VectorGates | str:
         "};",
         f"}}  // namespace {space}", ""])
     return VectorGates(text, lanes, g.ops, g.modes, 3 if node.op == "gru" else 5)
+
+
+# ----------------------------------------------------------------------------- vector dense head
+#
+# The dense head after the last layer (ops/dense.py's integer arithmetic: exact products summed,
+# + (b << bias_shift), wrapped to the accumulator's width, round-shifted by ``shift`` under the
+# output's rounding, the output's overflow, ReLU) in column form on int32 lanes: outputs are the
+# lanes, each input adds aie::mac of its weight column by the broadcast input into exact
+# accumulator lanes started from the bias (upshifted into the lanes).  The wrap is an identity when
+# the layer's largest |sum| is below 2^(acc_bits - 1), or (32-bit accumulators) a wrapping
+# to_vector<int32>(0); then one to_vector<int32>(shift) under the output's rounding mode, and the
+# output's overflow and ReLU as vector ops.  Activations / softmax in the head, or a layer outside
+# these conditions, keep the scalar head (rnn_cell.h ``head``).
+
+
+@dataclass(frozen=True)
+class VectorHead:
+    """The head's C++ (``VHead`` in the layer's namespace), its lanes and per layer the vector
+    ops and mode writes of one output group's finish (for costs.compact_head_cycles)."""
+
+    text: str
+    lanes: int
+    finish: tuple[int, ...]
+
+
+def vector_head(head: list[Node], n_h: int, h_type: FixedType, device: Device, space: str) -> VectorHead | str:
+    """The head's vector form for the compact tile (``h_type``: the state's type), or why it
+    keeps the scalar loops."""
+    if not head:
+        return "no head"
+    gen = device.generation
+    lanes = gate_lanes(device)
+    decl, body, finish = [], [], []
+    src, width = "h", n_h
+    xmax = max(-h_type.min_code, h_type.max_code)
+    for li, d in enumerate(head):
+        if d.op != "dense":
+            return f"{d.op} in the head (its table / softmax runs on the scalar unit)"
+        t = d.types
+        if t is None or t.is_float:
+            return "a float head"
+        out = t.output
+        w = np.asarray(d.params["weight_q"], dtype=np.int64)
+        k, m = w.shape
+        b = d.params.get("bias_q")
+        b = np.zeros(m, dtype=np.int64) if b is None else np.asarray(b, dtype=np.int64)
+        if k != width:
+            return f"dense layer {d.name} reads {k} features, its input has {width}"
+        if not out.signed or out.width > 32:
+            return f"the head's output type {out} is not a signed type of at most 32 bits"
+        if t.shift < 0 or t.shift > gen.srs_shift_max or t.bias_shift > gen.ups_shift_max:
+            return f"the head's shifts ({t.shift}, bias {t.bias_shift}) are not shift-round-saturates"
+        if t.shift > 0 and out.rounding not in gen.rounding_modes:
+            return f"{out.rounding.value} rounding is not a per-lane mode of {gen.name}"
+        if w.size and int(np.abs(w).max()) > _INT31 or b.size and int(np.abs(b).max()) > _INT31:
+            return "head weights or biases wider than 32 bits"
+        bound = xmax * int(np.abs(w).sum(axis=0).max() if w.size else 0) + (int(np.abs(b).max()) << t.bias_shift)
+        if bound >= _ACC63:
+            return "a head sum could leave the accumulator lanes"
+        wraps = bound >= 1 << (t.acc_bits - 1)
+        if wraps and t.acc_bits != 32:
+            return f"a head sum could wrap its {t.acc_bits}-bit accumulator"
+        mp = -(-m // lanes) * lanes
+        wa = np.zeros((k, mp), dtype=np.int64)
+        wa[:, :m] = w
+        ba = np.zeros(mp, dtype=np.int64)
+        ba[:m] = b
+        decl.append(f"alignas(aie::vector_decl_align) static const int32 VHW{li}[{wa.size}] = {_arr(_ints(wa))};")
+        decl.append(f"alignas(aie::vector_decl_align) static const int32 VHB{li}[{mp}] = {_arr(_ints(ba))};")
+        dst = "yv" if li == len(head) - 1 else f"a{li}"
+        body.append(f"        alignas(aie::vector_decl_align) int32 {dst}[{mp}];")
+        g = _Gen(device, 0, lanes)
+        g.lines.append("        rnnv::va<L> s;")
+        g.lines.append(f"        s.from_vector(aie::load_v<L>(VHB{li} + j), {t.bias_shift});")
+        g.lines.append(f"        for (int q = 0; q < {k}; ++q) s = aie::mac(s, aie::load_v<L>(VHW{li} + q * {mp} + j), {src}[q]);")
+        acc = "s"
+        if wraps:  # the accumulator's 32-bit wrap: keep the low 32 bits, then round from them
+            g.modes_for(None, False)
+            low = g.emit("s.template to_vector<int32>(0)", "w")
+            acc = g.emit(f"rnnv::va<L>({low})", "w", kind="acc")
+        y = g.srs(acc, t.shift, out)
+        if d.attrs.get("activation") == "relu":
+            y = g.emit(f"aie::max({y}, int32(0))", "y")
+        g.lines.append(f"        aie::store_v({dst} + j, {y});")
+        finish.append(g.ops + g.modes + 1)  # + the bias upshift into the lanes
+        body += [f"        for (int j = 0; j < {mp}; j += L) {{", *g.lines, "        }"]
+        src, width, xmax = dst, m, max(-out.min_code, out.max_code)
+    text = "\n".join([
+        f"namespace {space} {{",
+        "// The dense head on int32 lanes, outputs as lanes (recurrent/compact.py).",
+        *decl,
+        "struct VHead {",
+        f"    static constexpr int L = {lanes};",
+        "    using vi = rnnv::vi<L>;",
+        "    static void output(const int32_t* h, int32_t* y) {",
+        *body,
+        f"        for (int i = 0; i < {width}; ++i) y[i] = yv[i];",
+        "    }",
+        "};",
+        f"}}  // namespace {space}", ""])
+    return VectorHead(text, lanes, tuple(finish))

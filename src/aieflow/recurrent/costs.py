@@ -353,3 +353,19 @@ def compact_gate_cycles(cell: str, n_h: int, pair: tuple[str, str], form: tuple[
         acts = ACTIVATIONS[cell]
         return n_h * (FLOAT_GATE_OPS[cell] * AIE_HEAD_MAC_CYCLES["float"] + acts * FLOAT_ACTIVATION_CYCLES)
     return n_h * SCALAR_GATE_CYCLES[cell]
+
+
+def compact_head_cycles(n_h: int, head: tuple[int, ...], form: tuple[int, ...], pair: tuple[str, str]) -> float:
+    """The compact tile's dense head.  ``form`` (RecurrentDims.head_form): the vector head's lanes
+    and, per layer, the vector ops and mode writes of one output group's finish, counted by the
+    generator (recurrent/compact.vector_head): per output group one aie::mac per input (int32
+    lanes at the catalog's int32 x int32 rate: one cycle for a group, recurrent/compact.gate_lanes),
+    the loop's fill and drain, the finish; then the outputs copied out one per cycle.  Empty: the
+    scalar head loops, as the AIE aggregator's (aie_head_cycles)."""
+    if not form:
+        return aie_head_cycles(n_h, head, pair)
+    lanes_, finish = form[0], form[1:]
+    total = 0.0
+    for (k, m), ops in zip(head_layers(n_h, head), finish, strict=True):
+        total += math.ceil(m / lanes_) * (k + ROW_LOOP_CYCLES + ops * KERNEL_CONSTANTS.vector_op_cycles)
+    return total + (head[-1] if head else n_h)

@@ -117,7 +117,14 @@ def split_graph(graph: Graph) -> tuple[Node, list[Node]]:
 def with_head(node: Node, head: list[Node], device: Device) -> RecurrentDims:
     """The layer's dims (checked against the device, errors naming the layer) with the dense
     head's output sizes, so the latency model costs the epilogue too."""
-    return replace(dims_of(node, device), head=tuple(int(d.params["weight_q"].shape[1]) for d in head if d.op == "dense"))
+    dims = replace(dims_of(node, device), head=tuple(int(d.params["weight_q"].shape[1]) for d in head if d.op == "dense"))
+    if head and node.types is not None and not node.types.is_float:
+        from .compact import VectorHead, vector_head
+
+        vh = vector_head(head, dims.n_h, node.types.output, device, "rnn")
+        if isinstance(vh, VectorHead):
+            dims = replace(dims, head_form=(vh.lanes, *vh.finish))
+    return dims
 
 
 def layer_dims(layers: list[Node], head: list[Node], device: Device, front: SequenceFront | None = None) -> list[RecurrentDims]:

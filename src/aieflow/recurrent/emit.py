@@ -531,11 +531,14 @@ def _compact_config(node: Node, mapping: RecurrentMapping, lay: Layout, device: 
         _kernel_cfg("CWCfg", node, d.gates * d.n_h, d.n_in, lay, False, False, 1, device, kinds[1], d.pair, extra()),
         "// The compact tile: products, gate math, sizes (rnn_compact.h CompactCell).",
         "struct VGates;  // the vector gate math (rnn_vgates.h), where it is bit-exact",
+        "struct VHead;  // the vector dense head (rnn_vgates.h), where it is bit-exact",
         "struct CCfg {",
         f"    using X = {'float' if fp32 else 'int32_t'};",
         f"    using Cell = {space}::Cell;",
         (f"    using Gates = {space}::VGates;  // the gate math and state update: vector (rnn_vgates.h)" if d.gate_form
          else f"    using Gates = {space}::Cell;  // the gate math and state update: scalar (rnn_cell.h)"),
+        (f"    using Head = {space}::VHead;  // the layer's output: the dense head on vector lanes (rnn_vgates.h)"
+         if d.head_form else f"    using Head = {space}::Cell;  // the layer's output (h, or the dense head): rnn_cell.h"),
         "    using U = CUCfg;",
         "    using Wx = CWCfg;",
         f"    static constexpr int NX = {d.n_in};  // x words per step",

@@ -54,6 +54,7 @@ from .costs import (
     chunk_cycles,
     column_chain,
     compact_gate_cycles,
+    compact_head_cycles,
     compact_product_cycles,
     element_bits,
     lanes,
@@ -297,8 +298,9 @@ def head_stage(mapping: RecurrentMapping, device: Device | str) -> StepStage:
         ratio = device.clock_hz / device.pl_clock_hz
         compute = math.ceil(pl_head_cycles(dims.n_h, dims.head, pair) * ratio)
         out = math.ceil(math.ceil(n_y / 2) * ratio)
-    else:
-        compute = aie_head_cycles(dims.n_h, dims.head, pair)
+    else:  # the AIE aggregator's core, or the compact tile (its vector head where it has one)
+        compute = (compact_head_cycles(dims.n_h, dims.head, dims.head_form, pair) if mapping.compact
+                   else aie_head_cycles(dims.n_h, dims.head, pair))
         t = mv.plio_stream_transfer(n_y * WORD_BYTES, device, 0, mapping.plio_bits)
         out = t.busy_cycles + t.latency_cycles
     return StepStage("head", "pl" if mapping.aggregation == "hybrid" else "kernel", "compute", compute, out,

@@ -80,6 +80,10 @@ class RecurrentDims:
     # reads per element) of the vector form recurrent/compact.py generates where it is bit-exact;
     # () = rnn_cell.h's scalar step (float layers, types the vector form does not cover, given dims).
     gate_form: tuple[int, ...] = ()
+    # The compact tile's dense head (the last layer's): (int32 lanes, then per head layer the vector
+    # ops and mode writes of one output group's finish) of recurrent/compact.vector_head; () = the
+    # scalar head loops (rnn_cell.h), also for given dims.
+    head_form: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "front", front_from_json(self.front) if any(isinstance(f, dict) for f in self.front)
@@ -89,6 +93,7 @@ class RecurrentDims:
         object.__setattr__(self, "kernels", tuple(self.kernels))
         object.__setattr__(self, "finish_ops", tuple(int(v) for v in self.finish_ops))
         object.__setattr__(self, "gate_form", tuple(int(v) for v in self.gate_form))
+        object.__setattr__(self, "head_form", tuple(int(v) for v in self.head_form))
         if len(self.kernels) != 2 or any(k not in KERNELS for k in self.kernels):
             raise ConfigError(f"recurrent kernels {self.kernels!r}: two of {', '.join(KERNELS)} (U h, W x)")
         for key in ("n_in", "n_h", "seq_len"):

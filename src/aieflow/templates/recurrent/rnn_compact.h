@@ -190,7 +190,7 @@ public:
         for (int j = 0; j < C::NH; ++j) hv_[j] = static_cast<UV>(h_[j]);
         if (Cell::emits(step_)) {
             X y[Cell::NY];
-            Cell::output(h_, y);
+            C::Head::output(h_, y);  // h (padded for the next layer), or the dense head (rnn_vgates.h / rnn_cell.h)
             for (int i = 0; i < Cell::NY; ++i) writeincr(y_out, y[i]);
         }
         if (step_ + 1 == C::STEPS) reset();
