@@ -205,7 +205,7 @@ def test_cycle_model_counts_the_kernel_schedule():
     assert p.head_ns < estimate_recurrent(plan_recurrent(dims, dev, RecurrentOptions(aggregation="aie")), dev).head_ns / 10
 
 
-_VECTOR_OP = re.compile(r"aie::(add|sub|mul|mac|upshift|select)\(|aie::load_(unaligned)_v<|to_vector<int32>|rnnv::(wrap|clamp)<")
+_VECTOR_OP = re.compile(r"aie::(add|sub|mul|mac|upshift|select)\(|aie::load_(unaligned)_v<|to_vector<int32>|rnnv::(wrap|clamp|va)<")
 
 
 def test_gate_op_count_is_the_emitted_code():

@@ -61,8 +61,8 @@ def finish_ops(node: Node, kinds: tuple[str, str]) -> tuple[int, int]:
 # * a table index x * N / 2L: the dyadic scale p / 2^m as aie::mul by p and to_vector<int32>(m)
 #   under the index's rounding mode (AIE has no symmetric floor / ceil: both roundings and a select
 #   by sign), + N / 2, clamped to the table; proved never to need hls4ml's 32-bit wraps;
-# * the entry: the table read on the scalar unit for the group's real lanes (pre-cast to the
-#   accumulator type, as rnn_cell.h's act_sigmoid / act_tanh cast it).
+# * the entry: rnn_cell.h's table read on the scalar unit for the group's real lanes, then cast to
+#   the accumulator type as act_sigmoid / act_tanh cast it (an exact upshift onto its grid).
 #
 # Where a condition fails (float, exact activations, unsigned or wider types, negative fractional
 # bits, a rounding mode the device lacks, a bound) the tile keeps the scalar rnn_cell.h step.
@@ -171,8 +171,22 @@ class _Gen:
             raw = self.emit(f"aie::select({pos}, {neg}, aie::lt({c}, int32(0)))", "i", 2)
         return self.emit(f"rnnv::clamp<L>(aie::add({raw}, int32({a.offset})), 0, {a.size - 1})", "i", 3)
 
-    def lookup(self, idx: str, table: str) -> str:
-        return self.emit(f"rnnv::gather<L>({table}, {idx}, n)", "t", 0)
+    def lookup(self, idx: str, a: act.TableSpec, acc: FixedType) -> str:
+        """The table's entry (rnn_cell.h's own table, entry codes) cast to the accumulator type,
+        as act_sigmoid / act_tanh cast it: an exact upshift (and the overflow, should an entry not
+        fit the accumulator), or a shift-round-saturate when the entries are finer."""
+        table = f"cell::ACT_{a.function.upper()}_T"
+        v = self.emit(f"rnnv::gather<L>({table}, {idx}, n)", "t", 0)
+        s = acc.frac - a.entry.frac
+        big = int(np.abs(a.codes()).max()) if a.size else 0
+        if s < 0:
+            return self.srs(self.emit(f"rnnv::va<L>({v})", "e", kind="acc"), -s, acc)
+        if (big << s) > _INT31:
+            raise _NotExact(f"a {a.function} entry shifted onto the accumulator's grid leaves the int32 lanes")
+        if s:
+            v = self.emit(f"aie::upshift({v}, {s})", "e")
+        fits = -(big << s) >= acc.min_code and (big << s) <= acc.max_code
+        return v if fits else self.overflow(v, acc)
 
     def sum_cast(self, terms: list[tuple[str, int, str, int, int]], t: FixedType) -> str:
         """``(t)(sum of a * b)``: terms (a, |a| bound, b, |b| bound, frac of the product)."""
@@ -257,22 +271,22 @@ def _generate(g: _Gen, node: Node, ms: int, mt: int, mh: int, mc: int) -> list[i
     if node.op == "gru":
         if (1 << fa) + ms > _INT31:
             raise _NotExact("1 - z leaves the int32 lanes")
-        z = g.lookup(g.index(g.add_cast(g.load("gx", 0), g.load("gh", 0), acc), fa, t.sigmoid), "SIG_T")
-        r = g.lookup(g.index(g.add_cast(g.load("gx", 1), g.load("gh", 1), acc), fa, t.sigmoid), "SIG_T")
+        z = g.lookup(g.index(g.add_cast(g.load("gx", 0), g.load("gh", 0), acc), fa, t.sigmoid), t.sigmoid, acc)
+        r = g.lookup(g.index(g.add_cast(g.load("gx", 1), g.load("gh", 1), acc), fa, t.sigmoid), t.sigmoid, acc)
         rh = g.srs(g.emit(f"aie::mul({r}, {g.load('gh', 2)})", "m", kind="acc"), fa, acc)
-        cand = g.lookup(g.index(g.add_cast(g.load("gx", 2), rh, acc), fa, t.tanh), "TANH_T")
+        cand = g.lookup(g.index(g.add_cast(g.load("gx", 2), rh, acc), fa, t.tanh), t.tanh, acc)
         omz = g.emit(f"aie::sub(int32({1 << fa}), {z})", "o")
         hv = g.emit("aie::load_v<L>(h + j)", "h", 0)
         hn = g.sum_cast([(cand, mt, omz, (1 << fa) + ms, 2 * fa), (hv, mh, z, ms, fr + fa)], res)
         g.lines.append(f"        aie::store_v(h + j, {hn});")
         return [(mt * ((1 << fa) + ms)) << (top - 2 * fa), (mh * ms) << (top - fr - fa)]
     gate = [g.add_cast(g.load("gx", k), g.load("gh", k), acc) for k in range(4)]
-    i, f, o = (g.lookup(g.index(gate[k], fa, t.sigmoid), "SIG_T") for k in (0, 1, 3))
-    cand = g.lookup(g.index(gate[2], fa, t.tanh), "TANH_T")
+    i, f, o = (g.lookup(g.index(gate[k], fa, t.sigmoid), t.sigmoid, acc) for k in (0, 1, 3))
+    cand = g.lookup(g.index(gate[2], fa, t.tanh), t.tanh, acc)
     cv = g.emit("aie::load_v<L>(c + j)", "c", 0)
     cn = g.sum_cast([(cand, mt, i, ms, 2 * fa), (cv, mc, f, ms, fr + fa)], res)
     g.lines.append(f"        aie::store_v(c + j, {cn});")
-    ca = g.lookup(g.index(cn, fr, t.tanh), "TANH_T")
+    ca = g.lookup(g.index(cn, fr, t.tanh), t.tanh, acc)
     hn = g.sum_cast([(o, ms, ca, mt, 2 * fa)], res)
     g.lines.append(f"        aie::store_v(h + j, {hn});")
     return [max((mt * ms) << (top - 2 * fa), 0) + ((mc * ms) << (top - fr - fa)), ms * mt]
@@ -283,8 +297,6 @@ def vector_gates(node: Node, device: Device, space: str) -> VectorGates | str:
     bad = _reasons(node, device)
     if bad:
         return "; ".join(bad)
-    t = node.types
-    acc = t.accum
     n = node.attrs["hidden_size"]
     lanes = gate_lanes(device)
     g = _Gen(device, n, lanes)
@@ -294,15 +306,11 @@ def vector_gates(node: Node, device: Device, space: str) -> VectorGates | str:
         return str(e)
     if node.op == "gru" and sum(terms) >= _ACC63 or node.op == "lstm" and max(terms) >= _ACC63:
         return "the state update's exact sum could exceed the accumulator lanes"
-    sig_t = fixed.cast(t.sigmoid.codes(), t.sigmoid.entry.frac, acc)
-    tanh_t = fixed.cast(t.tanh.codes(), t.tanh.entry.frac, acc)
     groups = -(-n // lanes)
     text = "\n".join([
         f"namespace {space} {{",
-        f"// The layer's gate math on int32 lanes, {lanes} hidden units per group (recurrent/compact.py); the tables'",
-        "// entries already cast to the accumulator type.",
-        f"alignas(aie::vector_decl_align) static const int32 SIG_T[{sig_t.size}] = {_arr(_ints(sig_t))};",
-        f"alignas(aie::vector_decl_align) static const int32 TANH_T[{tanh_t.size}] = {_arr(_ints(tanh_t))};",
+        f"// The layer's gate math on int32 lanes, {lanes} hidden units per group (recurrent/compact.py), reading",
+        "// rnn_cell.h's activation tables.",
         "struct VGates {",
         f"    static constexpr int L = {lanes};",
         "    using vi = rnnv::vi<L>;",

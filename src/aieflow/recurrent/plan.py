@@ -405,8 +405,8 @@ def compact_bytes(dims: RecurrentDims, device: Device) -> int:
     """Data memory of the compact tile (``rnn_compact.h``): U and W weight columns (rows
     zero-padded to the lanes, in the products' weight type), the two biases and the two gate
     vectors (32-bit words), h and c, x and h in the MAC's lane type (at most 32 bits each), one
-    table per activation function (hls4ml's 1,024 32-bit entries, as ``aggregator_bytes``; twice
-    with the vector gate math, which keeps its entries pre-cast), the dense head's weights (32-bit)
+    table per activation function (hls4ml's 1,024 32-bit entries, as ``aggregator_bytes``; the
+    vector gate math reads the same tables), the dense head's weights (32-bit)
     and biases (64-bit) with its largest intermediate vector (padded to the vector head's lanes),
     and the stack and heap."""
     gen = device.generation
@@ -421,8 +421,7 @@ def compact_bytes(dims: RecurrentDims, device: Device) -> int:
     for k, m in zip(widths[:-1], widths[1:], strict=True):
         mp = math.ceil(m / pad) * pad
         head += k * mp * RESULT_BYTES + mp * 8 + mp * RESULT_BYTES
-    luts = 2 * LUT_ENTRIES * RESULT_BYTES * (2 if dims.gate_form else 1)  # + the vector gates' pre-cast copies
-    return weights + words * RESULT_BYTES + luts + head + gen.stack_bytes + gen.heap_bytes
+    return weights + words * RESULT_BYTES + 2 * LUT_ENTRIES * RESULT_BYTES + head + gen.stack_bytes + gen.heap_bytes
 
 
 def compact_conflicts(options: RecurrentOptions) -> list[str]:
