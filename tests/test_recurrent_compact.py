@@ -281,7 +281,14 @@ def test_compact_that_does_not_fit_one_tile_is_refused_by_name():
 
 
 def test_saved_compact_design_reloads(tmp_path):
+    import json
+
+    jsonschema = pytest.importorskip("jsonschema")
+    from aieflow.design_schema import schema
+    from aieflow.graph_io import json_default
+
     d, _, x = _compile("GRU", "vek280", types=HLS4ML, n_in=6, n_h=8, steps=5)
+    jsonschema.validate(json.loads(json.dumps(d.to_json(), default=json_default)), schema())
     d.save(tmp_path / "d")
     back = aieflow.load(tmp_path / "d")
     assert back.mapping == d.mapping and back.files == d.files
