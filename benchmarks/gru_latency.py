@@ -1,4 +1,5 @@
-"""Modelled per-step latency of recurrent layers on the VCK190: AIE-only vs hybrid aggregation.
+"""Modelled per-step latency of recurrent layers on the VCK190: AIE-only vs hybrid aggregation,
+and (issue 22) the compact mapping against the spread ones for top tagging on VEK280 and VCK190.
 
     python benchmarks/gru_latency.py
 
@@ -15,6 +16,8 @@ from __future__ import annotations
 import platform
 import time
 
+import torch
+
 from aieflow.recurrent import (
     RecurrentDims,
     RecurrentOptions,
@@ -22,6 +25,7 @@ from aieflow.recurrent import (
     estimate_recurrent,
     plan_recurrent,
 )
+from aieflow.recurrent.design import compile_recurrent
 
 DEVICE = "vck190"
 CONFIGS = [
@@ -35,6 +39,9 @@ PARTS = ("return", "broadcast", "mac", "reduction", "routing", "aggregation")
 
 
 def _mapping(m) -> str:
+    if m.compact:
+        return "compact (1 tile)"
+
     def side(x):
         return f"row x{x.rows}" if x.distribution == "row" else f"col {x.rows}r x {x.cas_len}t"
 
@@ -108,6 +115,67 @@ def variants_table() -> list[str]:
     return out
 
 
+HLS4ML_PUBLISHED_US = 1.7  # rnn-semantics.md: top tagging, hls4ml latency strategy, xcku115 at 200 MHz
+_KEYS = ("input", "weight", "recurrent_weight", "bias", "recurrent_bias", "accum", "output")
+
+
+class _TopTagging(torch.nn.Module):
+    """Top tagging (rnn-semantics.md): 20 steps x 6 -> GRU / LSTM 20 -> Dense 64 ReLU -> 1."""
+
+    def __init__(self, cell: str) -> None:
+        super().__init__()
+        self.rnn = getattr(torch.nn, cell)(6, 20, batch_first=True)
+        self.fc1, self.fc2 = torch.nn.Linear(20, 64), torch.nn.Linear(64, 1)
+
+    def forward(self, x):
+        out, _ = self.rnn(x)
+        return self.fc2(torch.relu(self.fc1(out[:, -1])))
+
+
+def _top_tagging_dims(cell: str, device: str, precision: str):
+    """The layer's dims as compile sees them (types, kernels, the compact tile's vector forms):
+    hls4ml's default ap_fixed<16,6> everywhere in fixed point, as the hls4ml comparison; random
+    seeded weights (no constant depends on their values, only on the types)."""
+    torch.manual_seed(0)
+    x = torch.randn(64, 20, 6)
+    cfg = {"precision": precision}
+    if precision != "fp32":
+        cfg["layers"] = {"rnn": dict.fromkeys(_KEYS, "fixed<16,6>")}
+    d = compile_recurrent(_TopTagging(cell).eval(), device, x[:4], cfg, x, RecurrentOptions(distribution="compact"))
+    return d.mapping.dims
+
+
+def compact_table() -> list[str]:
+    """Issue 22: the compact mapping (the whole cell on one tile) against the best spread mapping
+    of each kind (row-wise, column-wise) and the ``target: latency`` pick among all of them, with
+    the per-step breakdown, the head and one inference's latency, against hls4ml's published 1.7 us."""
+    out = [
+        "| model | device (types) | mapping | tiles | step ns | " + " | ".join(PARTS)
+        + " | head ns | inference us | vs 1.7 us | bound |",
+        "| --- | --- | --- | --- | --- | " + " | ".join("---" for _ in PARTS) + " | --- | --- | --- | --- |",
+    ]
+    for cell in ("GRU", "LSTM"):
+        for device, precision in (("vek280", "int16"), ("vck190", "int16"), ("vck190", "fp32")):
+            dims = _top_tagging_dims(cell, device, precision)
+            fp32 = precision == "fp32"
+            spread = {d_: RecurrentOptions(distribution=d_, input_distribution=d_ if fp32 else None) for d_ in ("row", "column")}
+            pick = choose_mapping(dims, device, "latency", (*spread.values(), RecurrentOptions(distribution="compact")))
+            rows = [("compact", choose_mapping(dims, device, "latency", RecurrentOptions(distribution="compact")).chosen.mapping)]
+            rows += [(f"best {k}-wise", choose_mapping(dims, device, "latency", o).chosen.mapping) for k, o in spread.items()]
+            rows.append(("target: latency picks", pick.chosen.mapping))
+            types = "fp32" if fp32 else "ap_fixed<16,6>"
+            for label, m in rows:
+                p = estimate_recurrent(m, device)
+                parts = " | ".join(f"{p.breakdown_ns[k]:.1f}" for k in PARTS)
+                what = label if m.compact else f"{label}: {m.aggregation}, {_mapping(m)}"
+                us = p.sequence_latency_ns / 1e3
+                out.append(
+                    f"| top tagging {cell} | {device} ({types}) | {what} | {m.tiles} | {p.step_latency_ns:.1f} | {parts} | "
+                    f"{p.head_ns:.1f} | {us:.2f} | {us / HLS4ML_PUBLISHED_US:.1f}x | {p.bound} |"
+                )
+    return out
+
+
 def input_sweep() -> list[str]:
     out = ["| inputs | step ns (loop) | interval ns | bound |", "| --- | --- | --- | --- |"]
     for n_in in (6, 24, 96, 128, 256, 512, 1024, 2048):
@@ -137,6 +205,11 @@ def main() -> None:
         "Input-size sweep, GRU hidden 20, published mapping, hybrid:",
         "",
         *input_sweep(),
+        "",
+        "Issue 22: compact (whole cell on one tile) vs spread mappings, top tagging (6 -> 20, 20 steps, Dense 64 -> 1),",
+        f"one inference against hls4ml's published {HLS4ML_PUBLISHED_US} us:",
+        "",
+        *compact_table(),
         "",
         f"Total time: {time.perf_counter() - t0:.1f} s.",
     ]

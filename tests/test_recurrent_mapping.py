@@ -42,6 +42,8 @@ VCK190 = get_device("vck190")
 def _independent_counts(m, device):
     """Tiles, interface tiles and the largest merge fan-in, recomputed from the mapping's
     spreads without the planner's own counters."""
+    if m.aggregation == "compact":  # the whole cell on one tile: x in and y out through one interface tile
+        return 1, 1, 0
     g, n = m.dims.gates, m.dims.n_h
     u_src = g * math.ceil(n / m.recurrent.rows)
     w_src = g * math.ceil(n / m.input.rows)

@@ -130,10 +130,15 @@ def test_stack_resources_are_summed_against_the_device():
     stack = plan_stack(dims, "vck190")
     assert not stack_violations(stack.layers, "vck190") and stack.tiles <= 400
     assert stack.notes and "do not fit together" in stack.notes[0]
-    tiny = RecurrentDims("gru", 4, 4, 2)  # at least 3 U + 3 W kernels each: 30 layers need > 144 tiles
-    assert min(p.tiles for p in costed_points(tiny, "vek385")) * 30 > 144
+    tiny = RecurrentDims("gru", 4, 4, 2)  # spread: at least 3 U + 3 W kernels each: 30 layers need > 144 tiles
+    spread = (RecurrentOptions(distribution="row"), RecurrentOptions(distribution="column"))
+    assert min(p.tiles for p in costed_points(tiny, "vek385", spread)) * 30 > 144
     with pytest.raises(PlanError, match="do not fit vek385 together|do not fit VEK385 together"):
-        choose_stack([tiny] * 30, "vek385", "resources")
+        choose_stack([tiny] * 30, "vek385", "resources", spread)
+    # compact layers take one tile and one interface tile each: 30 fit, 40 exceed the 36 interface columns
+    assert choose_stack([tiny] * 30, "vek385", "resources").chosen.tiles == 30
+    with pytest.raises(PlanError, match="do not fit"):
+        choose_stack([tiny] * 40, "vek385", "resources")
 
 
 # ----------------------------------------------------------------------------- generated designs on x86

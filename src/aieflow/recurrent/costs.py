@@ -268,3 +268,104 @@ def pl_head_cycles(n_h: int, head: tuple[int, ...], pair: tuple[str, str]) -> in
         post = 0 if kind == "float" else PL_HEAD_OUT_FIXED_CYCLES
         total += m + op["mul"] + adds * op["add"] + post + PL_WRITE_CYCLES
     return total
+
+
+# ----------------------------------------------------------------------------- compact tile
+# The compact mapping's kernel (templates/recurrent/rnn_compact.h, CompactCell) runs one step per
+# call on one core: read x_t, the W x and U h products in column form (rows are the lanes: one
+# aie::mac or aie::mul of a weight column by a broadcast element per lane group and column, as a
+# cascade chain of one tile), a vector finish per lane group, the gate math, h copied into the
+# MAC's lane type for the next step.  Nothing overlaps between these phases (each reads what the
+# previous wrote), so the step is their sum.  Rates and costs reused from the model above:
+# chunk_cycles (catalog MAC rate and load width), ROUND_CHUNK_EXTRA_OPS, ROW_LOOP_CYCLES,
+# SCALAR_PRODUCT_CYCLES and perf/kernel.py's vector_op_cycles.
+
+# Counted from rnn_compact.h: the vector finish of one lane group of a fixed-point vector product
+# is one vector add (the bias, cast when the kernel is built), plus one upshift when the products
+# are coarser than the accumulator (SHIFT < 0), plus an upshift and an arithmetic downshift when
+# the accumulator wraps at fewer than 32 bits; the aie::mac form adds its to_vector<int32>(0).
+COMPACT_FINISH_ADD_OPS = 1
+COMPACT_FINISH_WRAP_OPS = 2
+
+# Counted from the emitted scalar gate math (rnn_cell.h ``step``, the AIE aggregator's code) as
+# scalar operations at one per cycle, the convention of SCALAR_PRODUCT_CYCLES: a 64-bit add 2, a
+# 64-bit multiply 3, an ap_fixed cast 7 (shift about 3, wrap or clamp about 4), a table index 15
+# (64-bit multiply 3, round-shift about 6, two 32-bit wraps 4, clamp 2), a table read 8 (the load
+# and the entry's cast to the accumulator).  GRU per element: two pre-activations (2 + 7 each),
+# three lookups (15 + 8 each), r * (U h + c) (3 + 7), the candidate's pre-activation (2 + 7),
+# 1 - z (2), the update (two multiplies 6, alignment 2, add 2, cast 7), the stores 2: 127.
+# LSTM: four pre-activations (9 each), five lookups (23 each), c (17), h (10), stores 3: 181.
+SCALAR_GATE_CYCLES: Mapping[str, int] = MappingProxyType({"gru": 127, "lstm": 181})
+# Assumed: float gate math on AIE1, which has no scalar floating-point unit: each float add or
+# multiply issues on lane 0 of the vector unit (2 cycles, as AIE_HEAD_MAC_CYCLES["float"]), and
+# an activation (exact: float64 exp / tanh, rounded; or a table index formed in float64) is a
+# software double-precision routine.  No figure in the specs; 150 cycles is an order of magnitude
+# for such a routine on a 32-bit core without a double-precision unit, not a measurement.
+FLOAT_GATE_OPS: Mapping[str, int] = MappingProxyType({"gru": 8, "lstm": 6})
+FLOAT_ACTIVATION_CYCLES = 150
+# Counted: h copied into the U h product's lane type after the gate math, one element per cycle
+# (load, narrow, store co-issued).
+COMPACT_STATE_COPY_CYCLES = 1
+
+
+def compact_product_cycles(rows: int, k: int, device: Device, pair: tuple[str, str], kind: str,
+                           finish_ops: int) -> tuple[float, float]:
+    """(MAC cycles, finish cycles) of one compact product: ``rows`` gate-stacked rows over ``k``
+    columns, as rnn_compact.h's CompactProduct runs it.  Vector forms: per lane group and column
+    one chunk (``chunk_cycles`` without a vector operand: the element is broadcast; vector_round
+    + ROUND_CHUNK_EXTRA_OPS), the loop's fill and drain per group, then ``finish_ops`` vector ops
+    per group (fixed point).  Scalar: every padded row's products one at a time."""
+    gen = device.generation
+    lane = lanes(gen, pair)
+    groups = math.ceil(rows / lane)
+    op = KERNEL_CONSTANTS.vector_op_cycles
+    if kind == "scalar":
+        return groups * lane * (k * SCALAR_PRODUCT_CYCLES + ROW_LOOP_CYCLES), 0.0
+    ii = chunk_cycles(gen, pair, vector_operand=False)
+    if kind == "vector_round":
+        ii += ROUND_CHUNK_EXTRA_OPS * op
+    return groups * (k * ii + ROW_LOOP_CYCLES), groups * finish_ops * op
+
+
+# Assumed: one write of the core's rounding or saturation mode (aie::set_rounding /
+# aie::set_saturation: a move into the mode control register, AM020's special registers), one
+# cycle each; the vector gate math writes them where consecutive casts need different modes.
+COMPACT_MODE_CYCLES = 1
+# Counted from rnnv::gather (rnn_compact.h): one table read of the vector gate math per element,
+# on the scalar unit: the index loaded from where the vector stored it, the entry loaded at the
+# table's base plus the index (the load unit's indexed addressing), the entry stored for the
+# vector reload: 3 operations, one per cycle as the scalar counts above.
+COMPACT_GATHER_CYCLES = 3
+
+
+def compact_gate_cycles(cell: str, n_h: int, pair: tuple[str, str], form: tuple[int, ...] = ()) -> float:
+    """The gate math of the whole hidden vector.  ``form`` (RecurrentDims.gate_form): the vector
+    form's (lanes, vector ops per group, mode writes per group, table reads per element), counted
+    by the generator that emits it (recurrent/compact.py): per lane group its ops and mode writes
+    plus the loop's fill and drain (ROW_LOOP_CYCLES), per element its gathers.  Empty: the scalar
+    step (rnn_cell.h), as counted above."""
+    if form:
+        lanes_, ops, modes, lookups = form
+        groups = math.ceil(n_h / lanes_)
+        per_group = ops * KERNEL_CONSTANTS.vector_op_cycles + modes * COMPACT_MODE_CYCLES + ROW_LOOP_CYCLES
+        return groups * per_group + n_h * lookups * COMPACT_GATHER_CYCLES
+    if pair[0] in ("fp32", "bf16"):
+        acts = ACTIVATIONS[cell]
+        return n_h * (FLOAT_GATE_OPS[cell] * AIE_HEAD_MAC_CYCLES["float"] + acts * FLOAT_ACTIVATION_CYCLES)
+    return n_h * SCALAR_GATE_CYCLES[cell]
+
+
+def compact_head_cycles(n_h: int, head: tuple[int, ...], form: tuple[int, ...], pair: tuple[str, str]) -> float:
+    """The compact tile's dense head.  ``form`` (RecurrentDims.head_form): the vector head's lanes
+    and, per layer, the vector ops and mode writes of one output group's finish, counted by the
+    generator (recurrent/compact.vector_head): per output group one aie::mac per input (int32
+    lanes at the catalog's int32 x int32 rate: one cycle for a group, recurrent/compact.gate_lanes),
+    the loop's fill and drain, the finish; then the outputs copied out one per cycle.  Empty: the
+    scalar head loops, as the AIE aggregator's (aie_head_cycles)."""
+    if not form:
+        return aie_head_cycles(n_h, head, pair)
+    lanes_, finish = form[0], form[1:]
+    total = 0.0
+    for (k, m), ops in zip(head_layers(n_h, head), finish, strict=True):
+        total += math.ceil(m / lanes_) * (k + ROW_LOOP_CYCLES + ops * KERNEL_CONSTANTS.vector_op_cycles)
+    return total + (head[-1] if head else n_h)

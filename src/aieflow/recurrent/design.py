@@ -58,6 +58,7 @@ FORMAT = "aieflow-recurrent-design"
 FORMAT_VERSION = 1
 ROW_ONLY = {"distribution": "row", "input_distribution": "row"}
 COLUMN_ONLY = {"distribution": "column", "input_distribution": "column"}
+COMPACT_ONLY = {"distribution": "compact", "input_distribution": None}
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +121,14 @@ def split_graph(graph: Graph) -> tuple[Node, list[Node]]:
 def with_head(node: Node, head: list[Node], device: Device) -> RecurrentDims:
     """The layer's dims (checked against the device, errors naming the layer) with the dense
     head's output sizes, so the latency model costs the epilogue too."""
-    return replace(dims_of(node, device), head=tuple(int(d.params["weight_q"].shape[1]) for d in head if d.op == "dense"))
+    dims = replace(dims_of(node, device), head=tuple(int(d.params["weight_q"].shape[1]) for d in head if d.op == "dense"))
+    if head and node.types is not None and not node.types.is_float:
+        from .compact import VectorHead, vector_head
+
+        vh = vector_head(head, dims.n_h, node.types.output, device, "rnn")
+        if isinstance(vh, VectorHead):
+            dims = replace(dims, head_form=(vh.lanes, *vh.finish))
+    return dims
 
 
 def layer_dims(layers: list[Node], head: list[Node], device: Device, front: SequenceFront | None = None) -> list[RecurrentDims]:
@@ -133,9 +141,10 @@ def layer_dims(layers: list[Node], head: list[Node], device: Device, front: Sequ
 
 def search_options(opts: RecurrentOptions, fp32: bool, layer: str | None = None) -> RecurrentOptions | tuple[RecurrentOptions, ...]:
     """What a target's search may pick from.  Fixed point: any distribution of U h and W x (the
-    kernels keep hls4ml's order either way).  fp32: row-wise and column-wise, not mixed: the
-    emulator binds one float summation order to both products of a layer (lanes + tree for row
-    kernels, sequential from the bias for cascade chains)."""
+    kernels keep hls4ml's order either way) and the compact tile.  fp32: row-wise, column-wise
+    and compact, not mixed: the emulator binds one float summation order to both products of a
+    layer (lanes + tree for row kernels, sequential from the bias for cascade chains and the
+    compact tile)."""
     if not fp32:
         return opts
     d, wd = opts.distribution, opts.input_distribution
@@ -144,7 +153,7 @@ def search_options(opts: RecurrentOptions, fp32: bool, layer: str | None = None)
                         layer=layer, hint="use the same distribution for both, or fixed point")
     if d or wd:
         return replace(opts, distribution=d or wd, input_distribution=d or wd)
-    return (replace(opts, **ROW_ONLY), replace(opts, **COLUMN_ONLY))
+    return (replace(opts, **ROW_ONLY), replace(opts, **COLUMN_ONLY), replace(opts, **COMPACT_ONLY))
 
 
 def check_emittable(mapping: RecurrentMapping, node: Node) -> None:
@@ -283,7 +292,7 @@ class RecurrentDesign:
     def summary(self) -> str:
         p = self.estimate()
         fixed = "fp32" if self.layer.types.is_float else "fixed point"
-        agg = "PL FSM" if self.mappings[-1].aggregation == "hybrid" else "AIE aggregator"
+        agg = {"hybrid": "PL FSM", "compact": "compact tile"}.get(self.mappings[-1].aggregation, "AIE aggregator")
         if self.stack is None:
             n = self.layer
             parts = ", ".join(f"{k} {v:.1f}" for k, v in p.breakdown_ns.items())
@@ -334,6 +343,10 @@ class RecurrentDesign:
             x0 = 1
         for n, m in zip(self.layers, self.mappings, strict=True):
             name = n.name
+            if m.compact:
+                rects.append(Rect(f"{name} compact cell", x0, 0, 1, 1))
+                x0 += m.columns - m.front_columns
+                continue
             rects.append(Rect(f"{name} U h", x0, 0, m.u_columns, m.u_rows))
             if m.w_tiles:
                 rects.append(Rect(f"{name} W x", x0 + m.u_columns, 0, m.w_columns, m.w_rows))
@@ -342,7 +355,7 @@ class RecurrentDesign:
                 rects.append(Rect(f"{name} aggregator", x0 + col, row, 1, 1))
             x0 += m.columns - m.front_columns
         grid = Placement(tuple(rects), max(dev.columns, x0), dev.rows, method="recurrent blocks")
-        agg = "AIE aggregator" if self.mappings[-1].aggregation == "aie" else "PL FSM (hybrid)"
+        agg = {"aie": "AIE aggregator", "compact": "compact tile"}.get(self.mappings[-1].aggregation, "PL FSM (hybrid)")
         cells = "+".join(m.dims.cell.upper() for m in self.mappings)
         return placement_svg(grid, (), dev.memory_tile_rows, title=f"{self.layer.name} ({cells}) on {dev.board}, {agg}")
 

@@ -5,7 +5,8 @@ target: latency_ns <= 5000     # optional: the search then picks what the keys l
 layers:
   rnn:                         # the torch module path / ONNX node name (a num_layers > 1 module: rnn, or rnn_l1)
     mapping:
-      distribution: row        # U h: row (streamed rows, published) | column (cascade chains)
+      distribution: row        # U h: row (streamed rows, published) | column (cascade chains) | compact (the whole
+                               #   cell on one tile: then only plio_bits and kernel may be given besides)
       input_distribution: row  # W x (default: as distribution when that is given, else searched)
       aggregation: hybrid      # hybrid (PL FSM, published) | aie (aggregator kernel)
       row_reuse: 2             # rows per U h kernel / chain, fixed (default: grown only when needed)
@@ -33,13 +34,13 @@ from typing import Any
 from ..config import Config
 from ..errors import ConfigError
 from ..ir import Node
-from .plan import AGGREGATIONS, DISTRIBUTIONS, RecurrentMapping, RecurrentOptions
+from .plan import AGGREGATIONS, COMPACT, DISTRIBUTIONS, RecurrentMapping, RecurrentOptions
 
 KERNEL_CHOICES = ("auto", "vector", "scalar")
 _INT_KEYS = ("row_reuse", "input_row_reuse", "cas_len", "input_cas_len", "merge_fanin", "streams_per_interface_tile")
 _CHOICES: Mapping[str, tuple[str, ...]] = {
-    "distribution": DISTRIBUTIONS,
-    "input_distribution": DISTRIBUTIONS,
+    "distribution": (*DISTRIBUTIONS, COMPACT),
+    "input_distribution": (*DISTRIBUTIONS, COMPACT),
     "aggregation": AGGREGATIONS,
     "kernel": KERNEL_CHOICES,
 }
@@ -95,6 +96,16 @@ def parse_layer(name: str, raw: Mapping[str, Any], fp32: bool) -> LayerDirective
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{_where(name, key)} must be a positive integer (or auto), got {value!r}")
             values[key] = value
+    if COMPACT in (values.get("distribution"), values.get("input_distribution")):
+        if values.get("distribution") != COMPACT:
+            raise ConfigError(f"{_where(name, 'input_distribution')}: compact computes W x in the tile that holds the "
+                              "whole cell; it goes with distribution: compact (a compact U h with spread W x is not "
+                              "generated)", hint="use distribution: compact, or a row / column input_distribution")
+        extra = [k for k in values if k not in ("distribution", "input_distribution", "plio_bits")]
+        if extra:
+            raise ConfigError(f"{_where(name, extra[0])}: distribution: compact puts the whole cell on one tile, which has "
+                              f"no {', '.join(extra)} to set", hint=f"remove {', '.join(extra)}, or use distribution row / column")
+        values["input_distribution"] = COMPACT
     for chain, dist in (("cas_len", "distribution"), ("input_cas_len", "input_distribution")):
         if chain in values:
             if values.get(dist, "column") != "column":
@@ -147,6 +158,8 @@ def check_head(config: Config, head: list[Node]) -> None:
 def mapping_directives(m: RecurrentMapping) -> dict[str, Any]:
     """The ``layers.<name>.mapping`` keys that fix the mapping ``m`` (an ``explore`` point's): the
     config that compiles it without a target (``plan_recurrent`` then has one choice left)."""
+    if m.compact:
+        return {"distribution": COMPACT, "plio_bits": m.plio_bits}
     out: dict[str, Any] = {
         "distribution": m.recurrent.distribution, "input_distribution": m.input.distribution,
         "aggregation": m.aggregation, "row_reuse": m.recurrent.rows, "input_row_reuse": m.input.rows,

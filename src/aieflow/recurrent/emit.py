@@ -50,7 +50,7 @@ from .costs import lanes
 from .plan import RecurrentMapping
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "recurrent"
-STATIC = ("rnn_kernels.h", "rnn_cascade.h", "rnn_collect.h", "rnn_fixed.h", "rnn_fsm.h")
+STATIC = ("rnn_kernels.h", "rnn_cascade.h", "rnn_collect.h", "rnn_fixed.h", "rnn_fsm.h", "rnn_compact.h")
 _RND = {
     Rounding.FLOOR: "R_FLOOR", Rounding.CEIL: "R_CEIL", Rounding.SYM_FLOOR: "R_SYM_FLOOR",
     Rounding.SYM_CEIL: "R_SYM_CEIL", Rounding.POS_INF: "R_POS_INF", Rounding.NEG_INF: "R_NEG_INF",
@@ -100,10 +100,17 @@ class Layout:
     w_cas: int = 1
     u_column: bool = False
     w_column: bool = False
+    compact: bool = False  # the whole cell on one tile (rnn_compact.h): no sources, no merges
 
     @property
     def sources(self) -> tuple[Source, ...]:
         return self.u + self.w
+
+    @property
+    def in_pad(self) -> int:
+        """What the layer's x is zero-padded to as it arrives: whole lane groups for row kernels
+        and chains (they read it by vectors), nothing for a compact tile (it reads x_k by x_k)."""
+        return 1 if self.compact else self.lanes
 
 
 def _sources(n_h: int, gates: int, rows: int, is_w: bool, column: bool) -> list[Source]:
@@ -121,6 +128,8 @@ def _chunks(idx: list[int], size: int) -> list[list[int]]:
 
 def layout(mapping: RecurrentMapping, device: Device) -> Layout:
     d = mapping.dims
+    if mapping.compact:
+        return Layout((), (), (), lanes(device.generation, d.pair), compact=True)
     uc, wc = mapping.recurrent.distribution == "column", mapping.input.distribution == "column"
     u = _sources(d.n_h, d.gates, mapping.recurrent.rows, False, uc)
     w = _sources(d.n_h, d.gates, mapping.input.rows, True, wc)
@@ -362,7 +371,7 @@ def cell_header(layers: list[Node], head: list[Node], lays: list[Layout]) -> str
              "#define RNN_HEAD_PIPELINE", "#endif", ""]
     for li, (node, lay) in enumerate(zip(layers, lays, strict=True)):
         last = li == len(layers) - 1
-        pad_to = None if last else padded(node.attrs["hidden_size"], lays[li + 1].lanes)
+        pad_to = None if last else padded(node.attrs["hidden_size"], lays[li + 1].in_pad)
         lines.append(_cell_one(node, head if last else [], padded(node.attrs["hidden_size"], lay.lanes), ns(li), pad_to))
     return "\n".join(lines) + "\n"
 
@@ -423,7 +432,7 @@ def _acc_bits(tag: str) -> int:
 
 
 def _kernel_cfg(name: str, node: Node, mapping_rows: int, k: int, lay: Layout, recurrent: bool, column: bool, cas: int,
-                device: Device, kind: str = "scalar", pair: tuple[str, str] = ("i16", "i16")) -> str:
+                device: Device, kind: str = "scalar", pair: tuple[str, str] = ("i16", "i16"), extra: tuple[str, ...] = ()) -> str:
     """One product's kernel configuration; ``kind``: the kernel (row-wise, or each tile of a cascade
     chain) the mapping was costed with (``RecurrentDims.kernel``: vector forms are re-checked
     here, recurrent/vector.py)."""
@@ -439,7 +448,7 @@ def _kernel_cfg(name: str, node: Node, mapping_rows: int, k: int, lay: Layout, r
 
         form = vector_form(node, recurrent, device, pair)
         if not isinstance(form, VectorForm):
-            what = "cascade chain" if column else "row kernel"
+            what = "compact tile's product" if lay.compact else "cascade chain" if column else "row kernel"
             raise PlanError(f"the vector {what} is not bit-exact here: {form}", layer=node.name,
                             hint="use mapping: {kernel: scalar} (hls4ml's order on the scalar unit)")
         wtype, vtype = (f"int{int(p[1:])}_t" for p in (pair[1], pair[0]))
@@ -481,6 +490,7 @@ def _kernel_cfg(name: str, node: Node, mapping_rows: int, k: int, lay: Layout, r
                   f"    static constexpr int KC = {kc};",
                   f"    static constexpr int GROUPS = {math.ceil(mapping_rows / lane)};",
                   f"    static constexpr int CASC_LANES = {cascade_chunk_lanes(lane, _acc_bits(tag), device.generation.cascade_bits)};"]
+    lines += list(extra)
     return "\n".join(lines) + "\n};\n"
 
 
@@ -492,7 +502,57 @@ def config_header(layers: list[Node], mappings: list[RecurrentMapping], lays: li
     return "\n".join(text)
 
 
+def _compact_config(node: Node, mapping: RecurrentMapping, lay: Layout, device: Device, space: str) -> str:
+    """A compact layer's two products (CUCfg: U h, CWCfg: W x, column form, rows padded to the lanes)
+    and the tile's configuration (CCfg), rnn_compact.h."""
+    d = mapping.dims
+    t = node.types
+    fp32 = t.is_float
+    lane = lay.lanes
+    gp = padded(d.gates * d.n_h, lane)
+    room = max(lane, d.gate_form[0] if d.gate_form else 1)  # the gate math's last group reads past the rows
+    if not fp32 and t.accum.width >= 32 and not t.accum.signed:
+        raise PlanError("the compact tile keeps accumulator codes in 32-bit signed lanes; an unsigned 32-bit "
+                        "accumulator does not fit", layer=node.name, hint="use a signed accumulator type or distribution: row")
+    kinds = (d.kernel("u", "compact"), d.kernel("w", "compact"))
+    wrap = 0 if fp32 or t.accum.saturation is not Saturation.WRAP else t.accum.width
+
+    def extra() -> tuple[str, ...]:
+        return (f"    static constexpr int GN = {d.gates * d.n_h};  // real rows (gates x hidden)",
+                f"    static constexpr int GP = {gp};  // rows padded to the lanes",
+                f"    static constexpr int WRAP_BITS = {wrap};  // vector finish: the accumulator's wrap (0: none needed)")
+
+    vrnd = "-1"
+    if not fp32 and "vector_round" in kinds:
+        vrnd = f"rnn::{_RND[t.accum.rounding]}"
+    return "\n".join([
+        f"// ---- layer {comment(node.name)}: {mapping.describe()}", f"namespace {space} {{", "",
+        _kernel_cfg("CUCfg", node, d.gates * d.n_h, d.n_h, lay, True, False, 1, device, kinds[0], d.pair, extra()),
+        _kernel_cfg("CWCfg", node, d.gates * d.n_h, d.n_in, lay, False, False, 1, device, kinds[1], d.pair, extra()),
+        "// The compact tile: products, gate math, sizes (rnn_compact.h CompactCell).",
+        "struct VGates;  // the vector gate math (rnn_vgates.h), where it is bit-exact",
+        "struct VHead;  // the vector dense head (rnn_vgates.h), where it is bit-exact",
+        "struct CCfg {",
+        f"    using X = {'float' if fp32 else 'int32_t'};",
+        f"    using Cell = {space}::Cell;",
+        (f"    using Gates = {space}::VGates;  // the gate math and state update: vector (rnn_vgates.h)" if d.gate_form
+         else f"    using Gates = {space}::Cell;  // the gate math and state update: scalar (rnn_cell.h)"),
+        (f"    using Head = {space}::VHead;  // the layer's output: the dense head on vector lanes (rnn_vgates.h)"
+         if d.head_form else f"    using Head = {space}::Cell;  // the layer's output (h, or the dense head): rnn_cell.h"),
+        "    using U = CUCfg;",
+        "    using Wx = CWCfg;",
+        f"    static constexpr int NX = {d.n_in};  // x words per step",
+        f"    static constexpr int NH = {d.n_h};",
+        f"    static constexpr int NHP = {padded(d.n_h, room) + room};  // h, c with room for the last lane group",
+        f"    static constexpr int GP = {gp + room};",
+        f"    static constexpr int STEPS = {d.seq_len};",
+        f"    static constexpr int VRND = {vrnd};  // the products' per-lane rounding (-1: none)",
+        "};", "", f"}}  // namespace {space}", ""])
+
+
 def _config_one(node: Node, mapping: RecurrentMapping, lay: Layout, device: Device, space: str) -> str:
+    if lay.compact:
+        return _compact_config(node, mapping, lay, device, space)
     d = mapping.dims
     fp32 = node.types.is_float
     n_hp = padded(d.n_h, lay.lanes)
@@ -539,10 +599,33 @@ def weights_header(layers: list[Node], lays: list[Layout]) -> str:
            "#pragma once", "", '#include "rnn_config.h"', ""]
     for li, (node, lay) in enumerate(zip(layers, lays, strict=True)):
         out.append(f"namespace {ns(li)} {{")
-        out += _weights_one(node, lay)
+        out += _compact_weights(node, lay) if lay.compact else _weights_one(node, lay)
         out.append(f"}}  // namespace {ns(li)}")
         out.append("")
     return "\n".join(out)
+
+
+def _compact_weights(node: Node, lay: Layout) -> list[str]:
+    """A compact tile's weight columns ([k][rows], rows padded to the lanes) and biases."""
+    t = node.types
+    p = node.params
+    fp32 = t.is_float
+    fmt = _floats if fp32 else _ints
+    dt = np.float32 if fp32 else np.int64
+    out = []
+    for tag, w, b, cfg in (("CU", p["recurrent_weight_q"], p["recurrent_bias_q"], "CUCfg"),
+                           ("CW", p["weight_q"], p["bias_q"], "CWCfg")):
+        w, b = np.asarray(w), np.asarray(b)
+        k, gn = w.shape
+        gp = padded(gn, lay.lanes)
+        wa = np.zeros((k, gp), dtype=dt)
+        wa[:, :gn] = w
+        ba = np.zeros(gp, dtype=dt)
+        ba[:gn] = b
+        out.append(f"static const {cfg}::W {tag}_W[{wa.size}] = {_arr(fmt(wa))};")
+        out.append(f"static const {cfg}::X {tag}_B[{ba.size}] = {_arr(fmt(ba))};")
+        out.append("")
+    return out
 
 
 def _weights_one(node: Node, lay: Layout) -> list[str]:

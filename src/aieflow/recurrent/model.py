@@ -46,12 +46,16 @@ from .costs import (
     AGG_PACKET_CYCLES,
     AIE_HEAD_MAC_CYCLES,
     AIE_HEAD_OUT_CYCLES,
+    COMPACT_STATE_COPY_CYCLES,
     ROW_LOOP_CYCLES,
     KernelTime,
     aie_gate_math_cycles,
     aie_head_cycles,
     chunk_cycles,
     column_chain,
+    compact_gate_cycles,
+    compact_head_cycles,
+    compact_product_cycles,
     element_bits,
     lanes,
     pl_fsm_depth,
@@ -124,9 +128,35 @@ def _drain(burst: float, total: float, spacing_window: float) -> float:
     return max(burst, total - spacing_window)
 
 
+def compact_stages(mapping: RecurrentMapping, device: Device) -> tuple[tuple[StepStage, ...], tuple[StepStage, ...]]:
+    """The compact tile's step (rnn_compact.h): the W path is x_t arriving, n_in words unpadded,
+    through its PLIO (a stacked layer's x comes by stream from the previous layer: costed as a PLIO
+    too, conservatively, as the spread mappings' stacks are; the stream FIFO holds x_t until the
+    tile reads it); the loop is one stage, the tile's core: x_t read one word per cycle
+    ("broadcast"), the W x and U h MACs ("mac"), their vector finish ("reduction"), the gate math
+    and h copied for the next step ("aggregation").  Its recurrence is itself (h stays in the tile)."""
+    dims, pair = mapping.dims, mapping.dims.pair
+    x_bytes = dims.n_in * WORD_BYTES
+    x = mv.plio_stream_transfer(x_bytes, device, device.memory_tile_rows + mapping.u_rows, mapping.plio_bits)
+    rate = mv.plio_stream_bytes_per_cycle(device, mapping.plio_bits) / WORD_BYTES
+    x_in = StepStage("x_in", "plio", x.bound, x.busy_cycles, x.latency_cycles,
+                     MappingProxyType({"x_in": x.busy_cycles + x.latency_cycles}), words=dims.n_in, rate=rate)
+    rows = dims.gates * dims.n_h
+    fu, fw = dims.finish_ops if dims.fixed else (0, 0)
+    u_mac, u_fin = compact_product_cycles(rows, dims.n_h, device, pair, dims.kernel("u", "compact"), fu)
+    w_mac, w_fin = compact_product_cycles(rows, dims.n_in, device, pair, dims.kernel("w", "compact"), fw)
+    read = dims.n_in * WORD_BYTES / mv.stream_bytes_per_cycle(device)
+    gates = compact_gate_cycles(dims.cell, dims.n_h, pair, dims.gate_form) + dims.n_h * COMPACT_STATE_COPY_CYCLES
+    parts = {"broadcast": read, "mac": u_mac + w_mac, "reduction": u_fin + w_fin, "aggregation": gates}
+    cell = StepStage("cell", "kernel", "compute", sum(parts.values()), 0.0, MappingProxyType(parts), tiles=mapping.tiles)
+    return (x_in,), (cell,)
+
+
 def step_stages(mapping: RecurrentMapping, device: Device | str) -> tuple[tuple[StepStage, ...], tuple[StepStage, ...]]:
     """(W path stages, loop stages) of one time step."""
     device = get_device(device)
+    if mapping.compact:
+        return compact_stages(mapping, device)
     dims, pair, gen = mapping.dims, mapping.dims.pair, device.generation
     hybrid = mapping.aggregation == "hybrid"
     u, w = mapping.recurrent, mapping.input
@@ -268,8 +298,9 @@ def head_stage(mapping: RecurrentMapping, device: Device | str) -> StepStage:
         ratio = device.clock_hz / device.pl_clock_hz
         compute = math.ceil(pl_head_cycles(dims.n_h, dims.head, pair) * ratio)
         out = math.ceil(math.ceil(n_y / 2) * ratio)
-    else:
-        compute = aie_head_cycles(dims.n_h, dims.head, pair)
+    else:  # the AIE aggregator's core, or the compact tile (its vector head where it has one)
+        compute = (compact_head_cycles(dims.n_h, dims.head, dims.head_form, pair) if mapping.compact
+                   else aie_head_cycles(dims.n_h, dims.head, pair))
         t = mv.plio_stream_transfer(n_y * WORD_BYTES, device, 0, mapping.plio_bits)
         out = t.busy_cycles + t.latency_cycles
     return StepStage("head", "pl" if mapping.aggregation == "hybrid" else "kernel", "compute", compute, out,
@@ -297,7 +328,13 @@ def step_pipeline(mapping: RecurrentMapping, device: Device | str) -> Pipeline:
     stages = (*w_path, *loop)
     names = [f"{s.name}:out" for s in stages[:-1]]
     specs = tuple(_spec(s, device, names[i - 1] if i else None, names[i] if i < len(names) else None) for i, s in enumerate(stages))
-    return Pipeline(specs, MappingProxyType({n: PING_PONG for n in names}), recurrences=(("aggregate", "h_in"),))
+    return Pipeline(specs, MappingProxyType({n: PING_PONG for n in names}), recurrences=(recurrence(loop),))
+
+
+def recurrence(loop: tuple[StepStage, ...]) -> tuple[str, str]:
+    """The loop-carried edge: step t + 1 enters the loop (h_in, or the compact tile) only after
+    step t's last loop stage (aggregate, or the compact tile itself) has finished."""
+    return loop[-1].name, loop[0].name
 
 
 def _summary(

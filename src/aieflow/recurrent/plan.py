@@ -41,7 +41,10 @@ from .front import kernel_bytes as front_kernel_bytes
 from .vector import KERNELS
 
 CELLS = tuple(CANONICAL_GATES)  # "gru", "lstm"
-DISTRIBUTIONS = ("row", "column")
+DISTRIBUTIONS = ("row", "column")  # how the spread mappings lay out one product (the search's space)
+# The compact mapping (issue 22): the whole cell (W x, U h, gates, state update, and the dense head
+# after the last layer) on one tile, h kept in its memory between steps; no packets, no PL.
+COMPACT = "compact"
 AGGREGATIONS = ("aie", "hybrid")
 RESULT_BYTES = 4  # every row result / bias / partial sum travels and is stored as one 32-bit word
 
@@ -70,6 +73,17 @@ class RecurrentDims:
     # The 1-D convolutions before the layer (recurrent/front.py), in order; each is one kernel
     # in front of the W x kernels (a stack's first layer only).
     front: tuple[FrontDims, ...] = ()
+    # The compact tile (rnn_compact.h): vector ops per lane group of the (U h, W x) finish (the
+    # bias add, the wrap: recurrent/compact.finish_ops; given dims assume the bias add alone).
+    finish_ops: tuple[int, int] = (1, 1)
+    # The compact tile's gate math: (int32 lanes, vector ops and mode writes per lane group, table
+    # reads per element) of the vector form recurrent/compact.py generates where it is bit-exact;
+    # () = rnn_cell.h's scalar step (float layers, types the vector form does not cover, given dims).
+    gate_form: tuple[int, ...] = ()
+    # The compact tile's dense head (the last layer's): (int32 lanes, then per head layer the vector
+    # ops and mode writes of one output group's finish) of recurrent/compact.vector_head; () = the
+    # scalar head loops (rnn_cell.h), also for given dims.
+    head_form: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "front", front_from_json(self.front) if any(isinstance(f, dict) for f in self.front)
@@ -77,6 +91,9 @@ class RecurrentDims:
         if self.cell not in CELLS:
             raise ConfigError(f"recurrent cell {self.cell!r}: use one of {', '.join(CELLS)}")
         object.__setattr__(self, "kernels", tuple(self.kernels))
+        object.__setattr__(self, "finish_ops", tuple(int(v) for v in self.finish_ops))
+        object.__setattr__(self, "gate_form", tuple(int(v) for v in self.gate_form))
+        object.__setattr__(self, "head_form", tuple(int(v) for v in self.head_form))
         if len(self.kernels) != 2 or any(k not in KERNELS for k in self.kernels):
             raise ConfigError(f"recurrent kernels {self.kernels!r}: two of {', '.join(KERNELS)} (U h, W x)")
         for key in ("n_in", "n_h", "seq_len"):
@@ -145,9 +162,13 @@ def dims_of(node_or_dims: Node | RecurrentDims, device: Device) -> RecurrentDims
             hint=f"use {' or '.join('x'.join(p) for p in device.generation.macs_per_cycle)}",
         )
     if layer is not None and node_or_dims.types is not None:
+        from .compact import VectorGates, finish_ops, vector_gates
         from .vector import kernel_kinds
 
-        dims = replace(dims, kernels=kernel_kinds(node_or_dims, device, pair))
+        kinds = kernel_kinds(node_or_dims, device, pair)
+        vg = vector_gates(node_or_dims, device, "rnn")
+        form = (vg.lanes, vg.ops, vg.modes, vg.lookups) if isinstance(vg, VectorGates) else ()
+        dims = replace(dims, kernels=kinds, finish_ops=finish_ops(node_or_dims, kinds), gate_form=form)
     return replace(dims, pair=pair)
 
 
@@ -210,7 +231,8 @@ class RecurrentOptions:
     input_row_reuse_max: int | None = None
 
     def __post_init__(self) -> None:
-        for key, allowed in (("distribution", DISTRIBUTIONS), ("input_distribution", DISTRIBUTIONS), ("aggregation", AGGREGATIONS)):
+        for key, allowed in (("distribution", (*DISTRIBUTIONS, COMPACT)), ("input_distribution", (*DISTRIBUTIONS, COMPACT)),
+                             ("aggregation", AGGREGATIONS)):
             v = getattr(self, key)
             if v is not None and v not in allowed:
                 raise ConfigError(f"recurrent {key} {v!r}: use one of {', '.join(allowed)}")
@@ -298,11 +320,20 @@ class RecurrentMapping:
             return self.u_fanin + self.w_fanin
         return max(self.u_fanin, self.w_fanin)
 
+    @property
+    def compact(self) -> bool:
+        """The whole cell on one tile (``COMPACT``): no merges, no aggregation stage."""
+        return self.aggregation == COMPACT
+
     def describe(self) -> str:
         def mv(m: MatvecMapping) -> str:
             return f"row x{m.rows}" if m.distribution == "row" else f"column {m.rows} rows x {m.cas_len} tiles"
 
         front = "".join(f"Conv1d {f.c_in}->{f.c_out} (k {f.kernel}), " for f in self.dims.front)
+        if self.compact:
+            return (f"{front}{self.dims.cell.upper()} {self.dims.n_in}->{self.dims.n_h}: compact, the whole cell "
+                    f"(W x, U h, gates, state) on {self.u_tiles} tile{'s' if self.u_tiles > 1 else ''}, {self.tiles} tiles, "
+                    f"{self.interface_tiles} interface tile{'s' if self.interface_tiles > 1 else ''}")
         return (
             f"{front}{self.dims.cell.upper()} {self.dims.n_in}->{self.dims.n_h}: U h {mv(self.recurrent)}, "
             f"W x {mv(self.input)}, {self.aggregation} aggregation, {self.tiles} tiles, "
@@ -370,6 +401,80 @@ def aggregator_bytes(dims: RecurrentDims, device: Device) -> int:
     return data + gen.stack_bytes + gen.heap_bytes
 
 
+def compact_bytes(dims: RecurrentDims, device: Device) -> int:
+    """Data memory of the compact tile (``rnn_compact.h``): U and W weight columns (rows
+    zero-padded to the lanes, in the products' weight type), the two biases and the two gate
+    vectors (32-bit words), h and c, x and h in the MAC's lane type (at most 32 bits each), one
+    table per activation function (hls4ml's 1,024 32-bit entries, as ``aggregator_bytes``; the
+    vector gate math reads the same tables), the dense head's weights (32-bit)
+    and biases (64-bit) with its largest intermediate vector (padded to the vector head's lanes),
+    and the stack and heap."""
+    gen = device.generation
+    wb = RESULT_BYTES if dims.pair[1] in ("fp32", "bf16") else math.ceil(element_bits(dims.pair[1]) / 8)
+    lane = lanes(gen, dims.pair)
+    rows = math.ceil(dims.gates * dims.n_h / lane) * lane + 2 * lane  # + the gate math's last-group overhang
+    weights = (dims.n_h + dims.n_in) * rows * wb
+    words = 4 * rows + 4 * dims.n_h + dims.n_in + dims.n_h
+    head = 0
+    widths = (dims.n_h, *dims.head)
+    pad = dims.head_form[0] if dims.head_form else 1  # the vector head's outputs padded to its lanes
+    for k, m in zip(widths[:-1], widths[1:], strict=True):
+        mp = math.ceil(m / pad) * pad
+        head += k * mp * RESULT_BYTES + mp * 8 + mp * RESULT_BYTES
+    return weights + words * RESULT_BYTES + 2 * LUT_ENTRIES * RESULT_BYTES + head + gen.stack_bytes + gen.heap_bytes
+
+
+def compact_conflicts(options: RecurrentOptions) -> list[str]:
+    """The options a compact mapping cannot honour (it has no row kernels, chains, merges or PL
+    aggregation), by name; empty when ``distribution: compact`` can map with them."""
+    out = []
+    if options.input_distribution not in (None, COMPACT):
+        out.append(f"input_distribution {options.input_distribution} (the compact tile computes W x itself)")
+    if options.aggregation is not None:
+        out.append(f"aggregation {options.aggregation} (the compact tile applies the gates itself)")
+    for key in ("cas_len", "input_cas_len", "merge_fanin", "streams_per_interface_tile", "row_reuse_max",
+                "input_row_reuse_max"):
+        if getattr(options, key) is not None:
+            out.append(f"{key} {getattr(options, key)}")
+    for key in ("row_reuse", "input_row_reuse"):
+        if getattr(options, key) != 1:
+            out.append(f"{key} {getattr(options, key)}")
+    return out
+
+
+def build_compact(dims: RecurrentDims, device: Device, options: RecurrentOptions | None = None) -> RecurrentMapping:
+    """The compact mapping of a layer: one tile holds the whole cell, x comes in through a PLIO (or
+    the previous layer's stream), the output (the dense head's, or h) leaves through a PLIO."""
+    options = options or RecurrentOptions()
+    whole = MatvecMapping(COMPACT, dims.n_h, 1)
+    return RecurrentMapping(
+        dims=dims, device=device.key, recurrent=whole, input=whole, aggregation=COMPACT,
+        u_fanin=0, w_fanin=0, u_merges=0, w_merges=0, u_tiles=1, w_tiles=0, aggregator_tiles=0,
+        plio_in=1, plio_out=1, interface_tiles=1, u_columns=1, w_columns=0, agg_columns=0, u_rows=1, w_rows=0,
+        plio_bits=options.plio_bits,
+    )
+
+
+def _compact_violations(mapping: RecurrentMapping, device: Device) -> list[str]:
+    dims, gen = mapping.dims, device.generation
+    out = []
+    if mapping.tiles > device.compute_tiles:
+        out.append(f"{mapping.tiles} tiles > {device.compute_tiles}")
+    if mapping.columns > device.columns:
+        out.append(f"{mapping.columns} columns > {device.columns}")
+    need = compact_bytes(dims, device)
+    if need > gen.data_memory_bytes:
+        out.append(f"the compact cell needs {need} B > {gen.data_memory_bytes} B of one tile's memory (a short cascade "
+                   "of compact tiles is not generated)")
+    if dims.front:
+        out.append("a Conv1d front end before a compact layer is not generated")
+    for i, f in enumerate(dims.front):
+        need = front_kernel_bytes(f)
+        if need > gen.data_memory_bytes:
+            out.append(f"front convolution {i} needs {need} B > {gen.data_memory_bytes} B of tile memory")
+    return out
+
+
 # ----------------------------------------------------------------------------- building and checking
 
 
@@ -427,6 +532,8 @@ def build_mapping(
 def violations(mapping: RecurrentMapping, device: Device | str) -> list[str]:
     """Every catalog limit the mapping exceeds (empty: legal)."""
     device = get_device(device)
+    if mapping.compact:
+        return _compact_violations(mapping, device)
     gen = device.generation
     dims = mapping.dims
     out = []
@@ -538,7 +645,18 @@ def legal_mappings(node_or_dims: Node | RecurrentDims, device: Device | str, opt
     device = get_device(device)
     dims = dims_of(node_or_dims, device)
     options = options or RecurrentOptions()
-    return [m for m in candidate_mappings(dims, device, options) if not violations(m, device)]
+    out = [] if options.distribution == COMPACT else [m for m in candidate_mappings(dims, device, options)
+                                                      if not violations(m, device)]
+    compact = compact_candidate(dims, device, options)
+    return out + ([compact] if compact is not None else [])
+
+
+def compact_candidate(dims: RecurrentDims, device: Device, options: RecurrentOptions) -> RecurrentMapping | None:
+    """The compact mapping when the options leave it open (or ask for it) and it fits, else None."""
+    if options.distribution not in (None, COMPACT) or compact_conflicts(options):
+        return None
+    mapping = build_compact(dims, device, options)
+    return None if violations(mapping, device) else mapping
 
 
 def plan_recurrent(node_or_dims: Node | RecurrentDims, device: Device | str, options: RecurrentOptions | None = None) -> RecurrentMapping:
@@ -552,6 +670,8 @@ def plan_recurrent(node_or_dims: Node | RecurrentDims, device: Device | str, opt
     device = get_device(device)
     dims = dims_of(node_or_dims, device)
     options = options or RecurrentOptions()
+    if options.distribution == COMPACT:
+        return plan_compact(dims, device, options)
     fixed = published_options(dims, options)
     space = [(agg, m, u, w) for _, agg, m, u_opts, w_opts in search_space(dims, device, fixed) for u in u_opts for w in w_opts]
     if not space:
@@ -591,6 +711,21 @@ def plan_recurrent(node_or_dims: Node | RecurrentDims, device: Device | str, opt
         hint="try the other distribution (column-wise chains split long vectors) or aggregation"
         + (", or allow more rows per kernel (row_reuse)" if _fixed_reuse(options) else ""),
     )
+
+
+def plan_compact(dims: RecurrentDims, device: Device, options: RecurrentOptions) -> RecurrentMapping:
+    """``distribution: compact``: the compact mapping, or a PlanError naming what stops it."""
+    name = f"{dims.cell.upper()} {dims.n_in}->{dims.n_h}"
+    bad = compact_conflicts(options)
+    if bad:
+        raise PlanError(f"distribution compact for {name} cannot honour: {'; '.join(bad)}",
+                        hint="remove those mapping keys, or use distribution row / column")
+    mapping = build_compact(dims, device, options)
+    bad = violations(mapping, device)
+    if bad:
+        raise PlanError(f"distribution compact does not map {name} on {device.board}: {'; '.join(bad)}",
+                        hint="use distribution row or column (the spread mappings), or smaller layers")
+    return mapping
 
 
 def published_options(dims: RecurrentDims, options: RecurrentOptions) -> RecurrentOptions:

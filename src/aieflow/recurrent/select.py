@@ -28,6 +28,7 @@ from .plan import (
     RecurrentMapping,
     RecurrentOptions,
     build_mapping,
+    compact_candidate,
     dims_of,
     plan_recurrent,
     search_space,
@@ -84,9 +85,10 @@ class RecurrentExploration:
         shown = self.front if self.chosen in self.front else (*self.front, self.chosen)
         for p in shown:
             m = p.mapping
+            what = ("compact: the whole cell on one tile" if m.compact else
+                    f"U h {_spread(m.recurrent)}, W x {_spread(m.input)}, {m.aggregation}, fan-in {m.merge_fanin}")
             rows.append(["*" if p == self.chosen else "", str(p.tiles), f"{p.latency_ns:,.0f}", f"{p.step_latency_ns:,.1f}",
-                         f"{p.interval_ns:,.1f}",
-                         f"U h {_spread(m.recurrent)}, W x {_spread(m.input)}, {m.aggregation}, fan-in {m.merge_fanin}"])
+                         f"{p.interval_ns:,.1f}", what])
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         table = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
         head = (f"Pareto front of {len(self.front)} recurrent mappings ({self.candidates} legal mappings costed, "
@@ -106,6 +108,8 @@ class RecurrentExploration:
 
 
 def _spread(m: MatvecMapping) -> str:
+    if m.distribution == "compact":
+        return "compact"
     return f"row x{m.rows}" if m.distribution == "row" else f"column {m.rows} rows x {m.cas_len} tiles"
 
 
@@ -158,6 +162,11 @@ def costed_points(node_or_dims: Node | RecurrentDims, device: Device | str,
         return list(seen.values())
     options = options or RecurrentOptions()
     points = []
+    compact = compact_candidate(dims, device, options)  # the whole cell on one tile, where it fits
+    if compact is not None:
+        points.append(mapping_point(compact, device))
+    if options.distribution == "compact":
+        return points
     for _, agg, fanin, u_opts, w_opts in search_space(dims, device, options):
         if not u_opts or not w_opts:
             continue

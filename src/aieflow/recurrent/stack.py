@@ -40,6 +40,7 @@ from .model import (
     estimate_closed,
     estimate_recurrent,
     head_stage,
+    recurrence,
     sequence_json,
     step_stages,
 )
@@ -158,7 +159,8 @@ def stack_pipeline(layers: Sequence[RecurrentMapping], device: Device) -> Pipeli
         w_path, loop = step_stages(m, device)
         for s in (*w_path, *loop):
             specs.append((f"l{i}.{s.name}", s))
-        recurrences.append((f"l{i}.aggregate", f"l{i}.h_in"))
+        last, first = recurrence(loop)
+        recurrences.append((f"l{i}.{last}", f"l{i}.{first}"))
     names = [f"{n}:out" for n, _ in specs[:-1]]
     out = []
     for k, (n, s) in enumerate(specs):
@@ -311,6 +313,9 @@ class StackedExploration:
 
 
 def _short(m: RecurrentMapping) -> str:
+    if m.compact:
+        return "compact (1 tile)"
+
     def mv_(x) -> str:
         return f"row x{x.rows}" if x.distribution == "row" else f"col {x.rows}x{x.cas_len}"
 

@@ -64,7 +64,7 @@ def x_file(design: RecurrentDesign, xq: np.ndarray) -> str:
         return "\n".join(str(int(v)) for v in x.ravel()) + "\n"
     n = design.layer  # the first layer reads the design's input
     t, f = n.attrs["seq_len"], n.attrs["input_size"]
-    lane = layout(design.mapping, design.device).lanes
+    lane = layout(design.mapping, design.device).in_pad  # row kernels read x by lane groups; a compact tile x_k by x_k
     kp = -(-f // lane) * lane
     x = np.zeros((xq.shape[0], t, kp), dtype=xq.dtype)
     x[:, :, :f] = xq.reshape(xq.shape[0], t, f)

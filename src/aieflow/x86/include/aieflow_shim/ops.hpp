@@ -135,6 +135,68 @@ vector<T, N> neg(const vector<T, N>& a) {
     return sub(zeros<T, N>(), a);
 }
 
+// ---- shifts, comparisons, select (UG1529 "Bits" / "Comparison" / UG1079 "Bitwise Operations") ----
+// aie::upshift: each element shifted left, filled with zeros (bits shifted out are lost: modular);
+// aie::downshift: each element shifted right arithmetically (sign extended).  Integer elements only.
+template <typename T, unsigned N>
+vector<T, N> upshift(const vector<T, N>& a, unsigned shift) {
+    static_assert(aieflow_shim::detail::int_elem<T>, "aie::upshift takes integer vectors");
+    vector<T, N> r;
+    for (unsigned i = 0; i < N; ++i) {
+        const aieflow_shim::detail::i128 v = shift >= 64 ? 0 : static_cast<aieflow_shim::detail::i128>(a[i]) * (aieflow_shim::detail::i128(1) << shift);
+        r[i] = static_cast<T>(aieflow_shim::detail::wrap_bits(v, aieflow_shim::detail::type_bits<T>));
+    }
+    return r;
+}
+template <typename T, unsigned N>
+vector<T, N> downshift(const vector<T, N>& a, unsigned shift) {
+    static_assert(aieflow_shim::detail::int_elem<T>, "aie::downshift takes integer vectors");
+    vector<T, N> r;
+    for (unsigned i = 0; i < N; ++i) {
+        const aieflow_shim::detail::i128 v = static_cast<aieflow_shim::detail::i128>(a[i]);
+        r[i] = static_cast<T>(shift >= 127 ? (v < 0 ? -1 : 0) : (v >> shift));
+    }
+    return r;
+}
+
+// aie::mask<N>: one bit per lane.  aie::lt / aie::ge compare element-wise (a vector and a vector or
+// a scalar); aie::select(a, b, m) takes b[i] where m[i] is set, else a[i].
+template <unsigned N>
+class mask {
+    bool bits_[N] = {};
+
+public:
+    bool test(unsigned i) const { return bits_[i]; }
+    void set(unsigned i, bool v = true) { bits_[i] = v; }
+    static constexpr unsigned size() { return N; }
+};
+template <typename T, unsigned N>
+mask<N> lt(const vector<T, N>& a, const vector<T, N>& b) {
+    mask<N> m;
+    for (unsigned i = 0; i < N; ++i) m.set(i, aieflow_shim::detail::less_elem(a[i], b[i]));
+    return m;
+}
+template <typename T, unsigned N>
+mask<N> lt(const vector<T, N>& a, std::type_identity_t<T> s) {
+    return lt(a, broadcast<T, N>(s));
+}
+template <typename T, unsigned N>
+mask<N> ge(const vector<T, N>& a, const vector<T, N>& b) {
+    mask<N> m;
+    for (unsigned i = 0; i < N; ++i) m.set(i, !aieflow_shim::detail::less_elem(a[i], b[i]));
+    return m;
+}
+template <typename T, unsigned N>
+mask<N> ge(const vector<T, N>& a, std::type_identity_t<T> s) {
+    return ge(a, broadcast<T, N>(s));
+}
+template <typename T, unsigned N>
+vector<T, N> select(const vector<T, N>& a, const vector<T, N>& b, const mask<N>& m) {
+    vector<T, N> r;
+    for (unsigned i = 0; i < N; ++i) r[i] = m.test(i) ? b[i] : a[i];
+    return r;
+}
+
 // ---- accumulator add / sub ---------------------------------------------------------------------
 template <typename Tag, unsigned N>
 accum<Tag, N> add(const accum<Tag, N>& a, const accum<Tag, N>& b) {

@@ -1,0 +1,428 @@
+"""The compact mapping's per-layer facts (issue 22): what the compact tile's vector finish does per
+lane group, from the layer's types (``rnn_compact.h`` ``CompactProduct::finish``), for the cycle
+model (``costs.compact_product_cycles``) and the emitter (``emit._compact_config``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..devices import Device
+from ..ir import Node
+from ..numerics import fixed
+from ..numerics.types import FixedType, Rounding, Saturation
+from ..ops import activations as act
+from ..ops.recurrent import state_max_code
+from .costs import COMPACT_FINISH_ADD_OPS, COMPACT_FINISH_WRAP_OPS
+from .emit import _RND, _arr, _ints
+
+
+def finish_ops(node: Node, kinds: tuple[str, str]) -> tuple[int, int]:
+    """Vector ops per lane group of the (U h, W x) finish: the bias add, the aie::mac form's
+    conversion to int32 lanes, the upshift of coarse products (SHIFT < 0) and the wrap of an
+    accumulator narrower than 32 bits.  fp32 and scalar products have none (the bias is the
+    lanes' start value, or part of hls4ml's scalar order)."""
+    t = node.types
+    if t is None or t.is_float:
+        return (0, 0)
+    out = []
+    for recurrent, kind in zip((True, False), kinds, strict=True):
+        if kind == "scalar":
+            out.append(0)
+            continue
+        xt = t.output if recurrent else t.input
+        wt = t.recurrent_weight if recurrent else t.weight
+        shift = xt.frac + wt.frac - t.accum.frac
+        ops = COMPACT_FINISH_ADD_OPS + (kind == "vector") + (shift < 0)
+        if t.accum.saturation is Saturation.WRAP and t.accum.width < 32:
+            ops += COMPACT_FINISH_WRAP_OPS
+        out.append(ops)
+    return out[0], out[1]
+
+
+# ----------------------------------------------------------------------------- vector gate math
+#
+# The gate math of hls4ml's recurrence (ops/recurrent._gru_step_fixed / _lstm_step_fixed, and the
+# scalar rnn_cell.h ``step``) written with AIE API vector ops on int32 lanes, one lane group of the
+# hidden vector at a time, for the compact tile.  Each ap_fixed operation is reproduced exactly:
+#
+# * a sum of two accumulator codes is an int32 vector add (exact when the accumulator is narrower
+#   than 32 bits; modular, which WRAP tolerates, at 32), then the type's overflow: WRAP an upshift
+#   and an arithmetic downshift (modular, so any int32 wrap before it is harmless), SAT / SAT_SYM a
+#   min and a max; a saturating 32-bit accumulator adds in accumulator lanes and saturates into
+#   int32 (its own range);
+# * a product and its cast (r * (U h + c), the state update) is aie::mul / aie::mac of int32 lanes
+#   into exact accumulator lanes (acc64 on AIE-ML, acc80 on AIE), terms aligned to the finest grid
+#   by upshifting an operand (proved to stay within int32), then one to_vector<int32>(shift) under
+#   the target type's rounding mode, saturating to int32 for SAT types (so the clamp after it sees
+#   a value on the right side of the range) or wrapping for WRAP types;
+# * a table index x * N / 2L: the dyadic scale p / 2^m as aie::mul by p and to_vector<int32>(m)
+#   under the index's rounding mode (AIE has no symmetric floor / ceil: both roundings and a select
+#   by sign), + N / 2, clamped to the table; proved never to need hls4ml's 32-bit wraps;
+# * the entry: rnn_cell.h's table read on the scalar unit for the group's real lanes, then cast to
+#   the accumulator type as act_sigmoid / act_tanh cast it (an exact upshift onto its grid).
+#
+# Where a condition fails (float, exact activations, unsigned or wider types, negative fractional
+# bits, a rounding mode the device lacks, a bound) the tile keeps the scalar rnn_cell.h step.
+
+_INT31 = (1 << 31) - 1
+_ACC63 = 1 << 62  # |exact sums| kept below 2^62: safe in acc64 (and AIE's acc80) lanes
+
+
+@dataclass(frozen=True)
+class VectorGates:
+    """A layer's generated vector gate math: C++ (``VGates`` and its tables in the layer's
+    namespace), its lane count, and what one lane group costs (for costs.compact_gate_cycles)."""
+
+    text: str
+    lanes: int
+    ops: int  # vector ops per lane group (vector_op_cycles each)
+    modes: int  # rounding / saturation mode writes per lane group
+    lookups: int  # table reads per element (one per activation)
+
+
+def gate_lanes(device: Device) -> int:
+    """int32 lanes per gate-math op: the catalog's int32 x int32 MACs per cycle (16 on AIE-ML,
+    8 on AIE), so one aie::mul of a lane group issues in one cycle."""
+    return int(device.generation.macs_per_cycle[("i32", "i32")])
+
+
+class _NotExact(Exception):
+    """A bound the vector form needs does not hold (the layer keeps the scalar step)."""
+
+
+class _Gen:
+    """Straight-line C++ of one lane group, with its op and mode-write counts."""
+
+    def __init__(self, device: Device, n_h: int, lanes: int) -> None:
+        self.device, self.n_h, self.lanes = device, n_h, lanes
+        self.lines: list[str] = []
+        self.ops = self.modes = 0
+        self.rnd: Rounding | None = None
+        self.sat: bool | None = None
+        self.k = 0
+
+    def name(self, stem: str) -> str:
+        self.k += 1
+        return f"{stem}{self.k}"
+
+    def emit(self, expr: str, stem: str = "v", ops: int = 1, kind: str = "vi") -> str:
+        v = self.name(stem)
+        self.lines.append(f"        const {'auto' if kind == 'acc' else 'vi'} {v} = {expr};")
+        self.ops += ops
+        return v
+
+    def load(self, arr: str, gate: int) -> str:
+        off = gate * self.n_h
+        if off % self.lanes == 0:
+            return self.emit(f"aie::load_v<L>({arr} + {off} + j)", "x", 0)
+        return self.emit(f"aie::load_unaligned_v<L>({arr} + {off} + j)", "x", 1)  # + a shuffle of two loads
+
+    def modes_for(self, rnd: Rounding | None, sat: bool) -> None:
+        if rnd is not None and rnd != self.rnd:
+            self.lines.append(f"        aie::set_rounding(rnn_aie_rounding(rnn::{_RND[rnd]}));")
+            self.rnd = rnd
+            self.modes += 1
+        if sat != self.sat:
+            mode = "saturate" if sat else "none"
+            self.lines.append(f"        aie::set_saturation(aie::saturation_mode::{mode});")
+            self.sat = sat
+            self.modes += 1
+
+    def overflow(self, v: str, t: FixedType) -> str:
+        if t.saturation is Saturation.WRAP:
+            return v if t.width >= 32 else self.emit(f"rnnv::wrap<L>({v}, {t.width})", "w", 2)
+        lo = -t.max_code if t.saturation is Saturation.SYMMETRIC else t.min_code
+        if t.width >= 32 and lo == t.min_code:
+            return v  # to_vector<int32> saturated into int32, which is this type's range
+        return self.emit(f"rnnv::clamp<L>({v}, {lo}, {t.max_code})", "s", 2)
+
+    def add_cast(self, a: str, b: str, t: FixedType) -> str:
+        if t.width < 32 or t.saturation is Saturation.WRAP:  # exact in int32 (or modular, which WRAP allows)
+            return self.overflow(self.emit(f"aie::add({a}, {b})", "a"), t)
+        # a saturating 32-bit type: the exact sum in accumulator lanes, saturated into int32 = the type's range
+        s = self.emit(f"aie::add(rnnv::va<L>({a}), {b})", "a", 2, kind="acc")
+        self.modes_for(None, True)
+        v = self.emit(f"{s}.template to_vector<int32>(0)", "r")
+        return v if t.saturation is Saturation.SATURATE else self.overflow(v, t)
+
+    def srs(self, acc: str, shift: int, t: FixedType) -> str:
+        self.modes_for(t.rounding if shift > 0 else None, t.saturation is not Saturation.WRAP)
+        return self.overflow(self.emit(f"{acc}.template to_vector<int32>({shift})", "r"), t)
+
+    def index(self, c: str, frac: int, a: act.TableSpec) -> str:
+        p, q = a.scale.numerator, a.scale.denominator
+        m = (q << frac).bit_length() - 1
+        prod = self.emit(f"aie::mul({c}, int32({p}))", "p", kind="acc")
+        rnd = a.index_rounding
+        if m == 0 or rnd in self.device.generation.rounding_modes:
+            self.modes_for(rnd if m else None, False)
+            raw = self.emit(f"{prod}.template to_vector<int32>({m})", "i")
+        else:  # AIE: no symmetric floor / ceil; the two directed roundings, picked by sign
+            toward, away = (Rounding.CEIL, Rounding.FLOOR) if rnd is Rounding.SYM_FLOOR else (Rounding.FLOOR, Rounding.CEIL)
+            self.modes_for(Rounding.FLOOR, False)
+            down = self.emit(f"{prod}.template to_vector<int32>({m})", "i")
+            self.modes_for(Rounding.CEIL, False)
+            up = self.emit(f"{prod}.template to_vector<int32>({m})", "i")
+            neg, pos = (up, down) if toward is Rounding.CEIL else (down, up)
+            del away
+            raw = self.emit(f"aie::select({pos}, {neg}, aie::lt({c}, int32(0)))", "i", 2)
+        return self.emit(f"rnnv::clamp<L>(aie::add({raw}, int32({a.offset})), 0, {a.size - 1})", "i", 3)
+
+    def lookup(self, idx: str, a: act.TableSpec, acc: FixedType) -> str:
+        """The table's entry (rnn_cell.h's own table, entry codes) cast to the accumulator type,
+        as act_sigmoid / act_tanh cast it: an exact upshift (and the overflow, should an entry not
+        fit the accumulator), or a shift-round-saturate when the entries are finer."""
+        table = f"cell::ACT_{a.function.upper()}_T"
+        v = self.emit(f"rnnv::gather<L>({table}, {idx}, n)", "t", 0)
+        s = acc.frac - a.entry.frac
+        big = int(np.abs(a.codes()).max()) if a.size else 0
+        if s < 0:
+            return self.srs(self.emit(f"rnnv::va<L>({v})", "e", kind="acc"), -s, acc)
+        if (big << s) > _INT31:
+            raise _NotExact(f"a {a.function} entry shifted onto the accumulator's grid leaves the int32 lanes")
+        if s:
+            v = self.emit(f"aie::upshift({v}, {s})", "e")
+        fits = -(big << s) >= acc.min_code and (big << s) <= acc.max_code
+        return v if fits else self.overflow(v, acc)
+
+    def sum_cast(self, terms: list[tuple[str, int, str, int, int]], t: FixedType) -> str:
+        """``(t)(sum of a * b)``: terms (a, |a| bound, b, |b| bound, frac of the product)."""
+        top = max(f for *_, f in terms)
+        acc = None
+        for a, am, b, bm, f in terms:
+            s = top - f
+            if s:  # align the term to the finest grid: upshift the operand that stays within int32
+                if (am << s) <= (bm << s) and (am << s) <= _INT31:
+                    a = self.emit(f"aie::upshift({a}, {s})", "u")
+                elif (bm << s) <= _INT31:
+                    b = self.emit(f"aie::upshift({b}, {s})", "u")
+                else:
+                    raise _NotExact(f"aligning a term by {s} bits leaves the int32 lanes")
+            acc = self.emit(f"aie::mul({a}, {b})" if acc is None else f"aie::mac({acc}, {a}, {b})", "m", kind="acc")
+        return self.srs(acc, top - t.frac, t)
+
+
+def _reasons(node: Node, device: Device) -> list[str]:
+    """Why the vector gate math would not be exact (empty: it is)."""
+    t = node.types
+    if t is None or t.is_float:
+        return ["float gate math (rnn_cell.h's scalar step)"]
+    out = []
+    acc, res = t.accum, t.output
+    for name, ty in (("accumulator", acc), ("result", res)):
+        if not ty.signed or ty.width > 32:
+            out.append(f"the {name} type {ty} is not a signed type of at most 32 bits")
+        if ty.frac < 0 or ty.frac > 30:
+            out.append(f"the {name} type {ty} has {ty.frac} fractional bits (0..30 are vectorised)")
+    for a in (t.sigmoid, t.tanh):
+        if not isinstance(a, act.TableSpec):
+            out.append(f"{a.label} {getattr(a, 'function', '')} activation: no table to read")
+    if out:
+        return out
+    gen = device.generation
+    sig, tanh = t.sigmoid, t.tanh
+    index_inputs = [(sig, acc), (tanh, acc)] + ([(tanh, res)] if node.op == "lstm" else [])
+    for a, ty in index_inputs:
+        p, q = a.scale.numerator, a.scale.denominator
+        den = q << ty.frac
+        m = den.bit_length() - 1
+        if den & (den - 1):
+            out.append(f"the {a.function} index divides by {den}, not a power of two")
+            continue
+        if m > gen.srs_shift_max:
+            out.append(f"the {a.function} index shifts {m} bits > {gen.srs_shift_max}")
+        big = max(-ty.min_code, ty.max_code) * p
+        if (big >> m) + 1 + a.offset > _INT31 or big >= _ACC63:
+            out.append(f"the {a.function} index of {ty} could need hls4ml's 32-bit wraps")
+    shifts = [(acc.frac, acc)]  # r * (U h + c): 2 fa -> fa
+    if node.op == "gru":
+        shifts.append((acc.frac + max(acc.frac, res.frac) - res.frac, res))
+    else:
+        shifts += [(acc.frac + max(acc.frac, res.frac) - res.frac, res), (2 * acc.frac - res.frac, res)]
+    for s, ty in shifts:
+        if s < 0:
+            out.append(f"a cast into {ty} gains bits ({-s}): not a shift-round-saturate")
+        elif s > gen.srs_shift_max:
+            out.append(f"a cast into {ty} shifts {s} bits > {gen.srs_shift_max}")
+        elif s > 0 and ty.rounding not in gen.rounding_modes:
+            out.append(f"{ty.rounding.value} rounding (of {ty}) is not a per-lane mode of {gen.name}")
+    return out
+
+
+def _bounds(node: Node) -> tuple[int, int, int, int]:
+    """(largest |sigmoid entry|, |tanh entry|, |h|, |c|) codes, the entries cast to the accumulator."""
+    t = node.types
+    sig = int(np.abs(fixed.cast(t.sigmoid.codes(), t.sigmoid.entry.frac, t.accum)).max())
+    tanh = int(np.abs(fixed.cast(t.tanh.codes(), t.tanh.entry.frac, t.accum)).max())
+    res = max(-t.output.min_code, t.output.max_code)
+    return sig, tanh, min(res, state_max_code(t, node.op)), res
+
+
+def _generate(g: _Gen, node: Node, ms: int, mt: int, mh: int, mc: int) -> list[int]:
+    """One lane group's gate math into ``g``; returns the state update's term bounds (their sum
+    below 2^62 keeps the accumulator lanes exact)."""
+    t = node.types
+    acc, res = t.accum, t.output
+    fa, fr = acc.frac, res.frac
+    top = max(2 * fa, fr + fa)
+    if node.op == "gru":
+        if (1 << fa) + ms > _INT31:
+            raise _NotExact("1 - z leaves the int32 lanes")
+        z = g.lookup(g.index(g.add_cast(g.load("gx", 0), g.load("gh", 0), acc), fa, t.sigmoid), t.sigmoid, acc)
+        r = g.lookup(g.index(g.add_cast(g.load("gx", 1), g.load("gh", 1), acc), fa, t.sigmoid), t.sigmoid, acc)
+        rh = g.srs(g.emit(f"aie::mul({r}, {g.load('gh', 2)})", "m", kind="acc"), fa, acc)
+        cand = g.lookup(g.index(g.add_cast(g.load("gx", 2), rh, acc), fa, t.tanh), t.tanh, acc)
+        omz = g.emit(f"aie::sub(int32({1 << fa}), {z})", "o")
+        hv = g.emit("aie::load_v<L>(h + j)", "h", 0)
+        hn = g.sum_cast([(cand, mt, omz, (1 << fa) + ms, 2 * fa), (hv, mh, z, ms, fr + fa)], res)
+        g.lines.append(f"        aie::store_v(h + j, {hn});")
+        return [(mt * ((1 << fa) + ms)) << (top - 2 * fa), (mh * ms) << (top - fr - fa)]
+    gate = [g.add_cast(g.load("gx", k), g.load("gh", k), acc) for k in range(4)]
+    i, f, o = (g.lookup(g.index(gate[k], fa, t.sigmoid), t.sigmoid, acc) for k in (0, 1, 3))
+    cand = g.lookup(g.index(gate[2], fa, t.tanh), t.tanh, acc)
+    cv = g.emit("aie::load_v<L>(c + j)", "c", 0)
+    cn = g.sum_cast([(cand, mt, i, ms, 2 * fa), (cv, mc, f, ms, fr + fa)], res)
+    g.lines.append(f"        aie::store_v(c + j, {cn});")
+    ca = g.lookup(g.index(cn, fr, t.tanh), t.tanh, acc)
+    hn = g.sum_cast([(o, ms, ca, mt, 2 * fa)], res)
+    g.lines.append(f"        aie::store_v(h + j, {hn});")
+    return [max((mt * ms) << (top - 2 * fa), 0) + ((mc * ms) << (top - fr - fa)), ms * mt]
+
+
+def vector_gates(node: Node, device: Device, space: str) -> VectorGates | str:
+    """The layer's vector gate math for the compact tile, or why it keeps the scalar step."""
+    bad = _reasons(node, device)
+    if bad:
+        return "; ".join(bad)
+    n = node.attrs["hidden_size"]
+    lanes = gate_lanes(device)
+    g = _Gen(device, n, lanes)
+    try:
+        terms = _generate(g, node, *_bounds(node))
+    except _NotExact as e:
+        return str(e)
+    if node.op == "gru" and sum(terms) >= _ACC63 or node.op == "lstm" and max(terms) >= _ACC63:
+        return "the state update's exact sum could exceed the accumulator lanes"
+    groups = -(-n // lanes)
+    text = "\n".join([
+        f"namespace {space} {{",
+        f"// The layer's gate math on int32 lanes, {lanes} hidden units per group (recurrent/compact.py), reading",
+        "// rnn_cell.h's activation tables.",
+        "struct VGates {",
+        f"    static constexpr int L = {lanes};",
+        "    using vi = rnnv::vi<L>;",
+        "    static void step(const int32_t* gx, const int32_t* gh, int32_t* h, int32_t* c) {",
+        "        (void)c;",
+        f"        for (int grp = 0; grp < {groups}; ++grp) {{",
+        "        const int j = grp * L;",
+        f"        const int n = grp + 1 < {groups} ? L : {n} - j;  // the group's real hidden units",
+        *g.lines,
+        "        }",
+        "    }",
+        "};",
+        f"}}  // namespace {space}", ""])
+    return VectorGates(text, lanes, g.ops, g.modes, 3 if node.op == "gru" else 5)
+
+
+# ----------------------------------------------------------------------------- vector dense head
+#
+# The dense head after the last layer (ops/dense.py's integer arithmetic: exact products summed,
+# + (b << bias_shift), wrapped to the accumulator's width, round-shifted by ``shift`` under the
+# output's rounding, the output's overflow, ReLU) in column form on int32 lanes: outputs are the
+# lanes, each input adds aie::mac of its weight column by the broadcast input into exact
+# accumulator lanes started from the bias (upshifted into the lanes).  The wrap is an identity when
+# the layer's largest |sum| is below 2^(acc_bits - 1), or (32-bit accumulators) a wrapping
+# to_vector<int32>(0); then one to_vector<int32>(shift) under the output's rounding mode, and the
+# output's overflow and ReLU as vector ops.  Activations / softmax in the head, or a layer outside
+# these conditions, keep the scalar head (rnn_cell.h ``head``).
+
+
+@dataclass(frozen=True)
+class VectorHead:
+    """The head's C++ (``VHead`` in the layer's namespace), its lanes and per layer the vector
+    ops and mode writes of one output group's finish (for costs.compact_head_cycles)."""
+
+    text: str
+    lanes: int
+    finish: tuple[int, ...]
+
+
+def vector_head(head: list[Node], n_h: int, h_type: FixedType, device: Device, space: str) -> VectorHead | str:
+    """The head's vector form for the compact tile (``h_type``: the state's type), or why it
+    keeps the scalar loops."""
+    if not head:
+        return "no head"
+    gen = device.generation
+    lanes = gate_lanes(device)
+    decl, body, finish = [], [], []
+    src, width = "h", n_h
+    xmax = max(-h_type.min_code, h_type.max_code)
+    for li, d in enumerate(head):
+        if d.op != "dense":
+            return f"{d.op} in the head (its table / softmax runs on the scalar unit)"
+        t = d.types
+        if t is None or t.is_float:
+            return "a float head"
+        out = t.output
+        w = np.asarray(d.params["weight_q"], dtype=np.int64)
+        k, m = w.shape
+        b = d.params.get("bias_q")
+        b = np.zeros(m, dtype=np.int64) if b is None else np.asarray(b, dtype=np.int64)
+        if k != width:
+            return f"dense layer {d.name} reads {k} features, its input has {width}"
+        if not out.signed or out.width > 32:
+            return f"the head's output type {out} is not a signed type of at most 32 bits"
+        if t.shift < 0 or t.shift > gen.srs_shift_max or t.bias_shift > gen.ups_shift_max:
+            return f"the head's shifts ({t.shift}, bias {t.bias_shift}) are not shift-round-saturates"
+        if t.shift > 0 and out.rounding not in gen.rounding_modes:
+            return f"{out.rounding.value} rounding is not a per-lane mode of {gen.name}"
+        if w.size and int(np.abs(w).max()) > _INT31 or b.size and int(np.abs(b).max()) > _INT31:
+            return "head weights or biases wider than 32 bits"
+        bound = xmax * int(np.abs(w).sum(axis=0).max() if w.size else 0) + (int(np.abs(b).max()) << t.bias_shift)
+        if bound >= _ACC63:
+            return "a head sum could leave the accumulator lanes"
+        wraps = bound >= 1 << (t.acc_bits - 1)
+        if wraps and t.acc_bits != 32:
+            return f"a head sum could wrap its {t.acc_bits}-bit accumulator"
+        mp = -(-m // lanes) * lanes
+        wa = np.zeros((k, mp), dtype=np.int64)
+        wa[:, :m] = w
+        ba = np.zeros(mp, dtype=np.int64)
+        ba[:m] = b
+        decl.append(f"alignas(aie::vector_decl_align) static const int32 VHW{li}[{wa.size}] = {_arr(_ints(wa))};")
+        decl.append(f"alignas(aie::vector_decl_align) static const int32 VHB{li}[{mp}] = {_arr(_ints(ba))};")
+        dst = "yv" if li == len(head) - 1 else f"a{li}"
+        body.append(f"        alignas(aie::vector_decl_align) int32 {dst}[{mp}];")
+        g = _Gen(device, 0, lanes)
+        g.lines.append("        rnnv::va<L> s;")
+        g.lines.append(f"        s.from_vector(aie::load_v<L>(VHB{li} + j), {t.bias_shift});")
+        g.lines.append(f"        for (int q = 0; q < {k}; ++q) s = aie::mac(s, aie::load_v<L>(VHW{li} + q * {mp} + j), {src}[q]);")
+        acc = "s"
+        if wraps:  # the accumulator's 32-bit wrap: keep the low 32 bits, then round from them
+            g.modes_for(None, False)
+            low = g.emit("s.template to_vector<int32>(0)", "w")
+            acc = g.emit(f"rnnv::va<L>({low})", "w", kind="acc")
+        y = g.srs(acc, t.shift, out)
+        if d.attrs.get("activation") == "relu":
+            y = g.emit(f"aie::max({y}, int32(0))", "y")
+        g.lines.append(f"        aie::store_v({dst} + j, {y});")
+        finish.append(g.ops + g.modes + 1)  # + the bias upshift into the lanes
+        body += [f"        for (int j = 0; j < {mp}; j += L) {{", *g.lines, "        }"]
+        src, width, xmax = dst, m, max(-out.min_code, out.max_code)
+    text = "\n".join([
+        f"namespace {space} {{",
+        "// The dense head on int32 lanes, outputs as lanes (recurrent/compact.py).",
+        *decl,
+        "struct VHead {",
+        f"    static constexpr int L = {lanes};",
+        "    using vi = rnnv::vi<L>;",
+        "    static void output(const int32_t* h, int32_t* y) {",
+        *body,
+        f"        for (int i = 0; i < {width}; ++i) y[i] = yv[i];",
+        "    }",
+        "};",
+        f"}}  // namespace {space}", ""])
+    return VectorHead(text, lanes, tuple(finish))

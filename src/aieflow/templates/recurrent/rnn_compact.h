@@ -1,0 +1,201 @@
+// The compact mapping of a recurrent layer (GRU / LSTM; docs/recurrent.md "Compact mapping"): the whole
+// cell on ONE tile.  Per call (one time step, free-running) the kernel
+//
+//   1. reads x_t from its input stream (C::NX words, one per cycle: the design's x PLIO, or the previous
+//      layer's output stream), narrowed to the W x product's lane type;
+//   2. computes gx = W x_t + b and gh = U h_{t-1} + b' in column form: the gate-stacked rows are the
+//      vector lanes (C::LANES rows per group), and each column k adds w[k][rows] * x_k (aie::mac / aie::mul
+//      of the weight column by the broadcast element), exactly as the cascade chains of rnn_cascade.h;
+//   3. applies the gate math and the state update (the layer's C::Gates: the vector form rnn_vgates.h holds
+//      where recurrent/compact.py proves it bit-exact, else rnn_cell.h's scalar Cell::step);
+//   4. keeps h (and the LSTM's c) in its own memory for the next step: no packets, no PL round trip;
+//   5. after the layer's output steps writes its output on its output stream: h (padded for the next
+//      layer) or, after the last layer, the dense head's output (Cell::output, in this tile).
+//
+// Numerics, per product (P = CUCfg / CWCfg, generated per layer in rnn_config.h):
+//   fp32: each lane starts from its bias and accumulates k = 0, 1, ... (aie::mac rounds each product and
+//     sum: the emulator's sequential float32 order, as a cascade chain of one tile);
+//   fixed point, P::VECTOR (recurrent/vector.py proves the lane-parallel sum exact): the terms' exact sum
+//     in int32 lanes (aie::mac on the accumulator grid, P::SHIFT <= 0; or aie::mul and a per-lane
+//     to_vector<int32>(P::SHIFT) under the accumulator's rounding mode, then int32 adds), then per lane
+//     group with vector ops: the products moved onto the accumulator's grid (upshift, P::SHIFT < 0), the
+//     bias already cast to the accumulator added, and the accumulator's overflow (WRAP narrower than 32
+//     bits: upshift then arithmetic downshift; SAT needs none: vector.py proves no sum saturates);
+//   fixed point, scalar: hls4ml's order per row (rnn_fixed.h), each product and partial sum cast.
+#pragma once
+
+#include <adf.h>
+
+#include <type_traits>
+#include <vector>
+
+#include "aie_api/aie.hpp"
+#include "rnn_fixed.h"
+#include "rnn_kernels.h"  // rnn_int_acc, rnn_aie_rounding
+
+// Helpers of the generated vector gate math (rnn_vgates.h, recurrent/compact.py): int32 lanes, exact
+// accumulator lanes for their products (acc64 on AIE-ML, acc80 on AIE).
+namespace rnnv {
+template <int L>
+using vi = aie::vector<int32, L>;
+template <int L>
+using va = aie::accum<rnn_int_acc<int32, int32>, L>;
+// An ap_fixed type's WRAP overflow of int32 lanes holding its value (or that value mod 2^32): keep the
+// low `bits` bits, sign extended.
+template <int L>
+inline vi<L> wrap(const vi<L>& v, int bits) {
+    return aie::downshift(aie::upshift(v, 32 - bits), 32 - bits);
+}
+// SAT / SAT_SYM overflow: clamp to [lo, hi].
+template <int L>
+inline vi<L> clamp(const vi<L>& v, int32 lo, int32 hi) {
+    return aie::max(aie::min(v, hi), lo);
+}
+// Table entries at in-range indices: read on the scalar unit for the group's n real lanes.
+template <int L>
+inline vi<L> gather(const int32* table, const vi<L>& idx, int n) {
+    alignas(aie::vector_decl_align) int32 ib[L];
+    alignas(aie::vector_decl_align) int32 ob[L];
+    aie::store_v(ib, idx);
+    for (int l = 0; l < L; ++l) ob[l] = l < n ? table[ib[l]] : 0;
+    return aie::load_v<L>(ob);
+}
+}  // namespace rnnv
+
+// One gate-stacked product in column form: P::GN rows (P::GP padded to the lanes) over P::K columns.
+template <class P>
+class CompactProduct {
+public:
+    using W = typename P::W;
+    using X = typename P::X;
+    using V = typename P::V;
+    static constexpr int L = P::LANES;
+    static constexpr int GROUPS = P::GP / L;
+
+private:
+    static constexpr bool VEC = !P::FP32 && P::VECTOR;
+    alignas(aie::vector_decl_align) W w_[P::K * P::GP];  // column k: rows 0 .. GP - 1
+    alignas(aie::vector_decl_align) X b_[P::GP];        // fp32 / scalar: the bias; vector: the bias cast to the accumulator
+
+public:
+    CompactProduct(const std::vector<W>& w, const std::vector<X>& b) {
+        for (int i = 0; i < P::K * P::GP; ++i) w_[i] = i < static_cast<int>(w.size()) ? w[i] : W(0);
+        for (int i = 0; i < P::GP; ++i) {
+            b_[i] = i < static_cast<int>(b.size()) ? b[i] : X(0);
+            if constexpr (VEC) b_[i] = static_cast<X>(rnn::cast(b_[i], P::BFRAC, P::ACC));  // once, not per step
+        }
+    }
+
+    // out[r] = row r of the product of the vector v (P::K elements), for r < GP.
+    void compute(const V* v, X* out) const {
+        if constexpr (P::FP32) {
+            for (int g = 0; g < GROUPS; ++g) {
+                aie::accum<accfloat, L> acc;
+                acc.from_vector(aie::load_v<L>(b_ + g * L), 0);
+                for (int k = 0; k < P::K; ++k)
+                    chess_prepare_for_pipelining { acc = aie::mac(acc, aie::load_v<L>(w_ + k * P::GP + g * L), v[k]); }
+                aie::store_v(out + g * L, acc.template to_vector<float>());
+            }
+        } else if constexpr (VEC) {
+            for (int g = 0; g < GROUPS; ++g) aie::store_v(out + g * L, finish(terms(v, g), g));
+        } else {
+            for (int r = 0; r < P::GP; ++r) {
+                int64_t acc = rnn::cast(b_[r], P::BFRAC, P::ACC);
+                for (int k = 0; k < P::K; ++k) {
+                    const int64_t p = static_cast<int64_t>(v[k]) * static_cast<int64_t>(w_[k * P::GP + r]);
+                    acc = rnn::cast(acc + rnn::cast(p, P::PFRAC, P::ACC), P::ACC.frac, P::ACC);
+                }
+                out[r] = static_cast<X>(acc);
+            }
+        }
+    }
+
+private:
+    // The exact sum of lane group g's terms (int32 lanes: vector.py bounds every row's sum below 2^31).
+    aie::vector<int32, L> terms(const V* v, int g) const {
+        if constexpr (P::SHIFT > 0) {
+            aie::vector<int32, L> s = aie::zeros<int32, L>();
+            for (int k = 0; k < P::K; ++k)
+                chess_prepare_for_pipelining {
+                    const auto prod = aie::mul(aie::broadcast<V, L>(v[k]), aie::load_v<L>(w_ + k * P::GP + g * L));
+                    s = aie::add(s, prod.template to_vector<int32>(P::SHIFT));
+                }
+            return s;
+        } else {
+            aie::accum<rnn_int_acc<V, W>, L> s = aie::zeros<rnn_int_acc<V, W>, L>();
+            for (int k = 0; k < P::K; ++k)
+                chess_prepare_for_pipelining { s = aie::mac(s, aie::broadcast<V, L>(v[k]), aie::load_v<L>(w_ + k * P::GP + g * L)); }
+            return s.template to_vector<int32>(0);
+        }
+    }
+
+    // Terms onto the accumulator's grid, + the cast bias, the accumulator's overflow: vector ops per group.
+    aie::vector<int32, L> finish(aie::vector<int32, L> t, int g) const {
+        if constexpr (P::SHIFT < 0) t = aie::upshift(t, -P::SHIFT);
+        t = aie::add(t, aie::load_v<L>(b_ + g * L));
+        if constexpr (P::WRAP_BITS > 0 && P::WRAP_BITS < 32)
+            t = aie::downshift(aie::upshift(t, 32 - P::WRAP_BITS), 32 - P::WRAP_BITS);
+        return t;
+    }
+};
+
+template <class C>
+class CompactCell {
+    using X = typename C::X;
+    using UP = typename C::U;
+    using WP = typename C::Wx;
+    using Cell = typename C::Cell;
+    using UV = typename UP::V;
+    using WV = typename WP::V;
+    CompactProduct<UP> u_;
+    CompactProduct<WP> w_;
+    alignas(32) UV hv_[C::NH];  // h_{t-1} in the U h product's lane type
+    alignas(32) WV xv_[C::NX];  // x_t in the W x product's lane type
+    alignas(aie::vector_decl_align) X gx_[C::GP];
+    alignas(aie::vector_decl_align) X gh_[C::GP];
+    alignas(aie::vector_decl_align) X h_[C::NHP];
+    alignas(aie::vector_decl_align) X c_[C::NHP];
+    int step_ = 0;
+
+    void reset() {
+        for (int i = 0; i < C::NHP; ++i) {
+            h_[i] = X(0);
+            c_[i] = X(0);
+        }
+        for (int i = 0; i < C::NH; ++i) hv_[i] = UV(0);
+        step_ = 0;
+    }
+
+public:
+    CompactCell(const std::vector<typename UP::W>& wu, const std::vector<X>& bu, const std::vector<typename WP::W>& ww,
+                const std::vector<X>& bw)
+        : u_(wu, bu), w_(ww, bw) {
+        for (int i = 0; i < C::NX; ++i) xv_[i] = WV(0);
+        for (int i = 0; i < C::GP; ++i) {
+            gx_[i] = X(0);
+            gh_[i] = X(0);
+        }
+        reset();
+    }
+
+    void run(input_stream<X>* x_in, output_stream<X>* y_out) {
+        if constexpr (C::VRND >= 0) {  // the products' per-lane rounding (the gate math may have changed the modes)
+            aie::set_rounding(rnn_aie_rounding(C::VRND));
+            aie::set_saturation(aie::saturation_mode::none);
+        }
+        for (int k = 0; k < C::NX; ++k) xv_[k] = static_cast<WV>(readincr(x_in));
+        w_.compute(xv_, gx_);
+        u_.compute(hv_, gh_);  // step 0: h_{-1} = 0, so gh is the cast bias
+        C::Gates::step(gx_, gh_, h_, c_);
+        for (int j = 0; j < C::NH; ++j) hv_[j] = static_cast<UV>(h_[j]);
+        if (Cell::emits(step_)) {
+            X y[Cell::NY];
+            C::Head::output(h_, y);  // h (padded for the next layer), or the dense head (rnn_vgates.h / rnn_cell.h)
+            for (int i = 0; i < Cell::NY; ++i) writeincr(y_out, y[i]);
+        }
+        if (step_ + 1 == C::STEPS) reset();
+        else ++step_;
+    }
+
+    static void registerKernelClass() { REGISTER_FUNCTION(CompactCell::run); }
+};
