@@ -355,7 +355,9 @@ class RecurrentDesign:
                 rects.append(Rect(f"{name} aggregator", x0 + col, row, 1, 1))
             x0 += m.columns - m.front_columns
         grid = Placement(tuple(rects), max(dev.columns, x0), dev.rows, method="recurrent blocks")
-        agg = {"aie": "AIE aggregator", "compact": "compact tile"}.get(self.mappings[-1].aggregation, "PL FSM (hybrid)")
+        aggregation = self.mappings[-1].aggregation
+        agg = ("compact tile" if aggregation == "compact" else
+               "AIE aggregator" if aggregation == "aie" else "PL FSM (hybrid)")
         cells = "+".join(m.dims.cell.upper() for m in self.mappings)
         return placement_svg(grid, (), dev.memory_tile_rows, title=f"{self.layer.name} ({cells}) on {dev.board}, {agg}")
 
