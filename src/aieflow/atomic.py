@@ -135,3 +135,22 @@ def write_files(root: Path, files: dict[str, str | bytes]) -> None:
             path.write_bytes(content)
         else:
             path.write_text(content)
+
+
+def write_text(path: str | os.PathLike, content: str, what: str, option: str) -> Path:
+    """Write ``content`` to ``path`` (a temporary file beside it renamed into place); an error
+    names the file and the option that gave it."""
+    p = Path(path)
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if p.is_dir():
+            raise ConfigError(f"cannot write the {what} to '{p}': it is a directory", hint=f"pass a file name to {option}")
+        tmp.write_text(content, encoding="utf-8")
+        os.replace(tmp, p)
+    except OSError as e:
+        raise ConfigError(f"cannot write the {what} to '{p}': {e.strerror or e}", hint=f"pass another {option}") from None
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+    return p

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__
-from .atomic import check_replaceable, output_path
+from .atomic import check_replaceable, output_path, write_text
 from .errors import AieflowError, ConfigError
 
 EXIT_USER_ERROR = 2
@@ -116,14 +116,13 @@ def cmd_explore(args: argparse.Namespace) -> int:
         points.save_config(args.save_config, ex, point, config, header)
         notes.append(f"wrote the config of point #{points.point_id(ex, point)} to {args.save_config}")
     if args.plot:
-        from .html_report import write_text
         from .pareto_plot import pareto_svg
 
         write_text(args.plot, pareto_svg(ex.front, ex.chosen, f"{model.name} on {args.device}: target "
                                          f"'{ex.target.to_string()}'"), "Pareto plot", "--plot")
         notes.append(f"wrote the Pareto plot to {args.plot}")
     if args.csv:
-        _write_text(Path(args.csv), points.to_csv(ex, shown), "--csv")
+        write_text(args.csv, points.to_csv(ex, shown), "CSV", "--csv")
         notes.append(f"wrote {len(shown)} points to {args.csv}")
     if args.json:
         print(json.dumps(points.to_json(ex, config, args.top), indent=2))
@@ -177,14 +176,6 @@ def _explore_table(ex, listed: tuple, shown: list, top: int | None, ranked_by: s
                          str(p.replicas), f"{p.latency_ns:,.0f}", f"{p.interval_ns:,.0f}",
                          f"{p.sample_interval_ns:,.1f}", " ".join(f"{cl}x{cn}" for _, cl, cn in p.parallelism)])
     return head + "\n" + _table(rows)
-
-
-def _write_text(path: Path, text: str, option: str) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    except OSError as e:
-        raise ConfigError(f"cannot write '{path}': {e.strerror or e}", hint=f"pass another {option} FILE") from None
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -320,7 +311,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     design = _load_design(args)
     data = _load_npy(args.data, "data") if args.data else None
     if args.html:  # before the text, so a refused --data leaves nothing half done
-        from .html_report import render, write_text
+        from .html_report import render
 
         write_text(args.html, render(design, data=data, verify=Path(args.design)), "HTML report", "--html")
     print(design.report())

@@ -16,16 +16,15 @@ before they are inlined.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .atomic import write_text
 from .errors import AieflowError, ConfigError
 
 KIND_NAMES = {
@@ -300,25 +299,6 @@ def render(design: Any, data: Any = None, verify: Any = None) -> str:
     from .templating import html_environment
 
     return html_environment("report").get_template("report.html.j2").render(**context(design, data, verify))
-
-
-def write_text(path: str | os.PathLike, content: str, what: str, option: str) -> Path:
-    """Write ``content`` to ``path`` (a temporary file beside it renamed into place); an error
-    names the file and the option that gave it."""
-    p = Path(path)
-    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
-    try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        if p.is_dir():
-            raise ConfigError(f"cannot write the {what} to '{p}': it is a directory", hint=f"pass a file name to {option}")
-        tmp.write_text(content, encoding="utf-8")
-        os.replace(tmp, p)
-    except OSError as e:
-        raise ConfigError(f"cannot write the {what} to '{p}': {e.strerror or e}", hint=f"pass another {option}") from None
-    finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
-    return p
 
 
 def report_html(design: Any, path: str | os.PathLike | None = None, data: Any = None, verify: Any = None) -> str:

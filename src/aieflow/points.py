@@ -18,6 +18,7 @@ import io
 from pathlib import Path
 from typing import Any
 
+from .atomic import write_text
 from .config import Config, Target
 from .errors import ConfigError, PlanError
 from .passes.search import ranked
@@ -183,12 +184,7 @@ def save_config(path: str | Path, ex: Any, point: Any, base: Config, header: str
     else:
         comments = "".join(f"# {line}\n".replace("# \n", "#\n") for line in header.splitlines())
         text = comments + yaml.safe_dump(raw, sort_keys=False)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    except OSError as e:
-        raise ConfigError(f"cannot write the config to '{path}': {e.strerror or e}",
-                          hint="pass another --save-config FILE") from None
+    write_text(path, text, "config", "--save-config")
     return raw
 
 

@@ -663,8 +663,10 @@ def compile_segmented(q: Any, reasons: Mapping[str, str], progress: Any = None,
     return design
 
 
-_BUDGET_FIELDS = {"max_tiles": ("tiles", "tiles_used", "tiles"), "max_latency_ns": ("latency_ns", "latency_ns", "ns"),
-                  "max_interval_ns": ("interval_ns", "interval_ns", "ns")}
+# Target budget -> (its name in a config, the design's figure, each segment's figure, unit)
+_BUDGET_FIELDS = {"max_tiles": ("tiles", "tiles_used", "tiles", "tiles"),
+                  "max_latency_ns": ("latency_ns", "latency_ns", "latency_ns", "ns"),
+                  "max_interval_ns": ("interval_ns", "interval_ns", "interval_ns", "ns")}
 
 
 def check_budgets(design: SegmentedDesign) -> None:
@@ -677,11 +679,10 @@ def check_budgets(design: SegmentedDesign) -> None:
         return
     e = design.estimate()
     for key, limit in budgets.items():
-        name, attr, unit = _BUDGET_FIELDS[key]
+        name, attr, per_segment, unit = _BUDGET_FIELDS[key]
         got = getattr(e, attr)
         if got > limit:
-            parts = ", ".join(f"{comment(c.name)} {getattr(c, 'tiles' if name == 'tiles' else attr):,.0f}"
-                              for c in e.segments)
+            parts = ", ".join(f"{comment(c.name)} {getattr(c, per_segment):,.0f}" for c in e.segments)
             raise PlanError(f"the segmented design (weights streamed from DDR for {', '.join(map(comment, design.reasons))}) "
                             f"needs {got:,.0f} {unit} for '{name} <= {limit:,.0f}' over all its segments ({parts}); "
                             "each resident segment meets the budget alone, the whole design does not",

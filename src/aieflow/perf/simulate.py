@@ -208,7 +208,9 @@ def run_pipeline(pipe: Pipeline, batches: int | None = None) -> SimResult:
         if prod not in index or cons not in index:
             raise ValueError(f"recurrence {prod!r} -> {cons!r} names a stage the pipeline does not have")
         feedback[index[cons]].append(index[prod])
-    last = order[-1] if pipe.sink is None else index_of(pipe, pipe.sink)
+    if pipe.sink is not None and pipe.sink not in index:
+        raise ValueError(f"the pipeline has no stage {pipe.sink!r}")
+    last = order[-1] if pipe.sink is None else index[pipe.sink]
     lag = max([1, *inflight, *(k for _, k in dst)])  # how far back any rule looks
     n = batches if batches is not None else min(max(4 * n_stages + 8, 2 * lag + 4 * MAX_PERIOD),
                                                 max(64, STEP_BUDGET // n_stages))
@@ -274,13 +276,6 @@ def run_pipeline(pipe: Pipeline, batches: int | None = None) -> SimResult:
     )
     neck = max(stages, key=lambda s: s.occupancy_ns)
     return SimResult(out[0], interval, len(out), tuple(out), stats, neck.name, neck.bound)
-
-
-def index_of(pipe: Pipeline, name: str) -> int:
-    for i, s in enumerate(pipe.stages):
-        if s.name == name:
-            return i
-    raise ValueError(f"the pipeline has no stage {name!r}")
 
 
 def _period(head: list[list[float]], tail: list[list[float]], b: int, lag: int, last: int, most: int) -> int:

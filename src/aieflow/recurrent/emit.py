@@ -607,11 +607,8 @@ def weights_header(layers: list[Node], lays: list[Layout]) -> str:
 
 def _compact_weights(node: Node, lay: Layout) -> list[str]:
     """A compact tile's weight columns ([k][rows], rows padded to the lanes) and biases."""
-    t = node.types
     p = node.params
-    fp32 = t.is_float
-    fmt = _floats if fp32 else _ints
-    dt = np.float32 if fp32 else np.int64
+    fmt, dt = _number_format(node)
     out = []
     for tag, w, b, cfg in (("CU", p["recurrent_weight_q"], p["recurrent_bias_q"], "CUCfg"),
                            ("CW", p["weight_q"], p["bias_q"], "CWCfg")):
@@ -628,12 +625,14 @@ def _compact_weights(node: Node, lay: Layout) -> list[str]:
     return out
 
 
+def _number_format(node: Node):
+    """(formatter, numpy dtype) of a layer's weight arrays: floats for fp32, integer codes else."""
+    return (_floats, np.float32) if node.types.is_float else (_ints, np.int64)
+
+
 def _weights_one(node: Node, lay: Layout) -> list[str]:
-    t = node.types
     p = node.params
-    fp32 = t.is_float
-    fmt = _floats if fp32 else _ints
-    dt = np.float32 if fp32 else np.int64
+    fmt, dt = _number_format(node)
     out = []
     for tag, sources, w, b, cfg, k, column, cas in (
         ("U", lay.u, p["recurrent_weight_q"], p["recurrent_bias_q"], "UCfg", node.attrs["hidden_size"], lay.u_column, lay.u_cas),

@@ -290,6 +290,14 @@ def _product_run(li: int, tag: str, lay: Layout) -> list[str]:
             "        }"]
 
 
+def _layer_output(li: int, n: int) -> str:
+    """The harness line after layer ``li``'s step: the last layer's outputs are the model's, an
+    earlier layer must have sent its h to the next."""
+    if li == n - 1:
+        return f"        ys.insert(ys.end(), yv{li}.begin(), yv{li}.end());"
+    return f'        check(yv{li}.size() == std::size_t({ns(li)}::cell::NY), "layer {li} did not send its h to layer {li + 1}");'
+
+
 def _harness(mappings: Sequence[RecurrentMapping], lays: Sequence[Layout], device: Device, fp32: bool, seed: int = 1,
              front: fr.SequenceFront | None = None) -> str:
     n = len(mappings)
@@ -311,11 +319,7 @@ def _harness(mappings: Sequence[RecurrentMapping], lays: Sequence[Layout], devic
                   f"        for (X v : {x_in}) cx{li}.push(v);",
                   f"        cell{li}.run(cx{li}.in(), cy{li}.out());",
                   f"        while (!cy{li}.empty()) yv{li}.push_back(cy{li}.pop());"]
-            if li == n - 1:
-                st.append(f"        ys.insert(ys.end(), yv{li}.begin(), yv{li}.end());")
-            else:
-                st.append(f'        check(yv{li}.size() == std::size_t({ns(li)}::cell::NY), "layer {li} did not send its h to layer {li + 1}");')
-            steps += st
+            steps += st + [_layer_output(li, n)]
             checks.append(f'    check(cx{li}.empty(), "layer {li}: x left unread at the end");')
             continue
         decls.append(f"    // ---- layer {li}")
@@ -356,11 +360,7 @@ def _harness(mappings: Sequence[RecurrentMapping], lays: Sequence[Layout], devic
             st += [f"        agg{li}.run({ins}, hbus{li}.out(), ybus{li}.out());",
                    f"        aieflow_shim::freerun::broadcast(hbus{li}, sp_u{li});",
                    f"        while (!ybus{li}.empty()) yv{li}.push_back(ybus{li}.pop());"]
-        if li == n - 1:
-            st.append(f"        ys.insert(ys.end(), yv{li}.begin(), yv{li}.end());")
-        else:
-            st.append(f'        check(yv{li}.size() == std::size_t({ns(li)}::cell::NY), "layer {li} did not send its h to layer {li + 1}");')
-        steps += st
+        steps += st + [_layer_output(li, n)]
         checks += [f'    for (auto& s : s_u{li}) check(s.empty(), "layer {li}: h left unread at the end");',
                    f'    for (auto& s : s_w{li}) check(s.empty(), "layer {li}: x left unread at the end");',
                    f'    for (auto& s : merged{li}) check(s.empty(), "layer {li}: packets left unread at the end");']
