@@ -118,15 +118,27 @@ def _case(kind, tmp_path):
     if kind == "streamed":
         x = rng.standard_normal((16, 16)).astype(np.float32) * 2
         return _onnx(_mlp([16, 32, 16, 8]), x, tmp_path), x, "vck190", {"precision": "int8"}, "SegmentedDesign"
-    if kind == "dag-softmax":  # an activation and a softmax layer (ops/activation.py)
+    if kind == "dag-softmax":  # standalone activation and softmax kernels (ops/activation.py) in a graph
+        x = rng.standard_normal((16, 16)).astype(np.float32)
+        return _onnx(_ActResidual().eval(), x, tmp_path), x, "vek280", {"precision": "int8", "batch": 8}, "DagDesign"
+    if kind == "dense-softmax":  # an activation and a softmax fused into the Dense kernels (ops/post.py)
         x = rng.standard_normal((16, 16)).astype(np.float32)
         net = torch.nn.Sequential(torch.nn.Linear(16, 24), torch.nn.Sigmoid(), torch.nn.Linear(24, 8),
                                   torch.nn.Softmax(dim=-1)).eval()
-        return _onnx(net, x, tmp_path), x, "vek280", {"precision": "int8", "batch": 8}, "DagDesign"
+        return _onnx(net, x, tmp_path), x, "vck190", {"precision": "int8", "batch": 8}, "Design"
     if kind == "recurrent-front":  # a Conv1d front end before a GRU (recurrent/front.py)
         x = rng.standard_normal((8, 3, 6)).astype(np.float32)
         return _onnx(_ConvGru().eval(), x, tmp_path), x, "vek280", {"precision": "int8"}, "RecurrentDesign"
     raise AssertionError(kind)
+
+
+class _ActResidual(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(16, 16), torch.nn.Linear(16, 8)
+
+    def forward(self, x):
+        return torch.softmax(self.b(torch.sigmoid(self.a(x)) + x), dim=-1)
 
 
 class _ConvGru(torch.nn.Module):
@@ -141,7 +153,7 @@ class _ConvGru(torch.nn.Module):
         return torch.sigmoid(self.fc(o[:, -1]))
 
 
-KINDS = ["dense-vck190", "dense-vek280", "dag", "dag-softmax", "cnn", "cnn-thesis", "recurrent", "recurrent-front",
+KINDS = ["dense-vck190", "dense-vek280", "dag", "dag-softmax", "dense-softmax", "cnn", "cnn-thesis", "recurrent", "recurrent-front",
          "streamed"]
 THESIS_YAML = Path(__file__).resolve().parents[1] / "examples" / "espcn" / "thesis.yaml"
 

@@ -24,8 +24,11 @@ def is_cnn(graph: Graph) -> bool:
 def is_dag(graph: Graph) -> bool:
     """Whether the (front end's) graph is not a chain of Dense layers: it has an Add, LayerNorm,
     standalone activation or softmax, or data-movement view, or a tensor that feeds several nodes
-    (then the DAG mapping compiles it)."""
-    if any(n.op in DAG_OPS for n in graph.nodes):
+    (then the DAG mapping compiles it).  An activation or softmax that runs in the Dense kernel
+    before it (``ops/post.py``) keeps a chain a chain."""
+    from .ops.post import is_fused_post
+
+    if any(n.op in DAG_OPS and not is_fused_post(graph, n) for n in graph.nodes):
         return True
     readers: dict[str, int] = {}
     for n in graph.nodes:

@@ -33,6 +33,7 @@ from .errors import AieflowError, ConfigError
 from .numerics import fixed
 from .numerics.types import FixedType, FloatType, NumericType
 from .ops.dense import DensePlan, from_panels
+from .ops.post import written
 from .passes.emit import (
     dense_layers,
     layer_idents,
@@ -415,7 +416,7 @@ def verify(
         for rep in range(reps):
             texts = [(work / "out" / port["file"]).read_text() for port in plio_ports(layers, rep)[1]]
             what = "output PLIO" + (f" of replica {rep}" if reps > 1 else "")
-            parts.append(_layer_output(final.plan, final.types.output, texts, runs, what))
+            parts.append(_layer_output(final.plan, written(design.graph, final)[1], texts, runs, what))
         got = replica_merge(parts, batch)
         bad = int(_differs(expected[:n], got[:n]).sum())
         mismatch = None
@@ -440,8 +441,9 @@ def _locate(design: Design, layers, xq: np.ndarray, trace: Path, iterations: int
             if not f.is_file():
                 return None
             texts.append(f.read_text())
-        got = _layer_output(p, node.types.output, texts, iterations, f"layer {node.name}")
-        want = values[node.outputs[0]].reshape(iterations * p.batch, -1)
+        tensor, t = written(design.graph, node)
+        got = _layer_output(p, t, texts, iterations, f"layer {node.name}")
+        want = values[tensor].reshape(iterations * p.batch, -1)
         m = _first(node, want, got, n)
         if m is not None:
             return m

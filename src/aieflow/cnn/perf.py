@@ -12,14 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..dag.perf import (
-    ACT_INTERP_CYCLES,
-    ACT_TABLE_CYCLES,
-    SM_EXP_CYCLES,
-    SM_MAX_CYCLES,
-    SM_OUT_CYCLES,
-    SM_ROW_CYCLES,
-)
+from ..perf.activation import activation_cycles, softmax_cycles
 from ..perf.movement import dma_transfer
 from .plan import CnnPlan, StreamLayer, ThesisLayer, elem_bytes, kind, round_up
 from .stages import Stage
@@ -90,15 +83,14 @@ def conv_tile_cycles(stage: Stage, lay: StreamLayer, last: bool, macs_per_cycle:
 
 
 def post_cycles(stage: Stage, og: int) -> float:
-    """A post layer in the last tile (scalar, ``activation_fixed.h``): the DAG's activation and
-    softmax kernel constants (``dag/perf.py``, assumed there, none fitted), per value and per row."""
+    """A post layer in the last tile (scalar, ``activation_fixed.h``): the activation and softmax
+    constants of ``perf/activation.py`` (assumed there, none fitted), per value and per row."""
     p = stage.post
     if p is None:
         return 0.0
-    values = stage.geometry.pixels * og
     if p.op == "softmax":
-        return values * (SM_MAX_CYCLES + SM_EXP_CYCLES + SM_OUT_CYCLES) + SM_ROW_CYCLES
-    return values * (ACT_INTERP_CYCLES if p.seg else ACT_TABLE_CYCLES)
+        return softmax_cycles(stage.geometry.pixels, og)
+    return activation_cycles(stage.geometry.pixels * og, bool(p.seg))
 
 
 def pool_tile_cycles(stage: Stage, lay: StreamLayer) -> float:

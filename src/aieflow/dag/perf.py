@@ -23,6 +23,17 @@ from .. import design_schema
 from ..devices import Device
 from ..passes.transport import PING_PONG
 from ..perf import movement as mv
+from ..perf.activation import (  # noqa: F401 - cnn/perf.py reads the constants here
+    ACT_INTERP_CYCLES,
+    ACT_TABLE_CYCLES,
+    COPY_CYCLES,
+    SM_EXP_CYCLES,
+    SM_MAX_CYCLES,
+    SM_OUT_CYCLES,
+    SM_ROW_CYCLES,
+    activation_cycles,
+    softmax_cycles,
+)
 from ..perf.simulate import Pipeline, StageSpec, kernel_stage, run_pipeline
 from .links import DagLink
 from .plan import DagPlan
@@ -58,24 +69,10 @@ def layernorm_vectorised(features: int, in_bytes: int, out_bytes: int) -> bool:
     """Whether ``dag_kernels.h`` LayerNorm takes its vector path (its ``VEC`` condition)."""
     return features % 16 == 0 and (features * in_bytes) % 32 == 0 and (features * out_bytes) % 32 == 0 \
         and features < 32768
-# Activation (dag_kernels.h Activation), scalar: per element a load, the index arithmetic, a
-# data-dependent table load and a store.  Assumed (no published figure): 4 cycles per element for
-# a full table, 12 for the interpolation (a 64-bit multiply, emulated with 32-bit scalar
-# multiplies, a shift and the clamp on top).
-ACT_TABLE_CYCLES = 4
-ACT_INTERP_CYCLES = 12
-# Softmax (dag_kernels.h Softmax), scalar: per element 2 cycles for the row maximum, 4 for the
-# table lookup and the sum, 8 for the 64-bit multiply, shift, clamp and store; per row 300 for the
-# 64-bit software divide.  Assumed (no published figure).
-SM_MAX_CYCLES = 2
-SM_EXP_CYCLES = 4
-SM_OUT_CYCLES = 8
-SM_ROW_CYCLES = 300
+# Activation and softmax (dag_kernels.h Activation, Softmax on activation_fixed.h): perf/activation.py.
 CALL_CYCLES = 16  # as perf/kernel.py's call_cycles (assumed there)
-# An in-memory transpose of a port's block (dag_kernels.h transpose_block: a scalar load and a
-# scalar store per element, on separate slots, plus address arithmetic).  Assumed: 2 cycles per
-# element.
-TRANSPOSE_CYCLES = 2
+# An in-memory transpose of a port's block (dag_kernels.h transpose_block): a scalar copy per element.
+TRANSPOSE_CYCLES = COPY_CYCLES
 
 
 @dataclass(frozen=True)
@@ -127,9 +124,9 @@ def rows_kernel_cycles(plan: DagPlan, name: str) -> float:
     if rp.op == "add":
         body = math.ceil(elems / 16) * ADD_CYCLES_PER_VECTOR
     elif rp.op == "activation":
-        body = elems * (ACT_INTERP_CYCLES if plan.node(name).types.segment_bits else ACT_TABLE_CYCLES)
+        body = activation_cycles(elems, bool(plan.node(name).types.segment_bits))
     elif rp.op == "softmax":
-        body = elems * (SM_MAX_CYCLES + SM_EXP_CYCLES + SM_OUT_CYCLES) + rp.rows_per_part * SM_ROW_CYCLES
+        body = softmax_cycles(rp.rows_per_part, rp.features)
     else:
         vectors = math.ceil(rp.features / 16) * rp.rows_per_part
         t = plan.node(name).types

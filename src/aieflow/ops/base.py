@@ -47,6 +47,7 @@ class PlanContext:
     graph: Graph
     input_layout: Any = None
     min_cas_num: int = 1  # raised by the plan pass when a consumer cannot read this layer's slices
+    post: Any = None  # the activation / softmax fused into this layer's last tiles (ops/post.py)
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from ..ir import Node
 from ..numerics import fast, fixed
 from ..numerics.types import FixedType, FloatType, NumericType, Rounding, Saturation, parse_type
 from .base import OpFamily, PlanContext, QuantContext, require_shift
+from .post import post_kind
 
 ALIGN = 32  # bytes: AIE vector loads want 32-byte aligned buffers (dense-on-aie-ml.md)
 
@@ -363,10 +364,11 @@ class TileMemory:
     input: int  # both ping-pong buffers
     output: int  # both ping-pong buffers (last tile of a cascade row only)
     reserved: int  # stack + heap
+    post: int = 0  # a fused activation / softmax (ops/post.py): its table and scratch (last tile only)
 
     @property
     def total(self) -> int:
-        return self.weights + self.bias + self.input + self.output + self.reserved
+        return self.weights + self.bias + self.input + self.output + self.reserved + self.post
 
 
 @dataclass(frozen=True)
@@ -385,6 +387,7 @@ class DensePlan:
     memory: TileMemory
     banks: int  # banks used on the most loaded tile
     link: str  # how the input arrives: "plio", "buffer" (AIE1 direct), "memtile" (AIE-ML)
+    post: str = ""  # a fused activation / softmax in the last tiles (ops/post.post_kind): "", "table", "interp", "softmax"
 
     @property
     def tiles(self) -> int:
@@ -431,19 +434,32 @@ def _aligned(n: int) -> int:
     return _round_up(n, ALIGN)
 
 
-def tile_memory(t: DenseTypes, batch_pad: int, k_slice: int, n_slice: int, mmul, reserved: int) -> TileMemory:
+def tile_memory(t: DenseTypes, batch_pad: int, k_slice: int, n_slice: int, mmul, reserved: int,
+                post: Node | None = None) -> TileMemory:
     m, _, n = mmul
     weights = _aligned(k_slice * n_slice * _nbytes(t.weight))
     bias = _aligned((n_slice // n) * m * n * (4 if t.bias is not None else 0))
     inp = 2 * _aligned(batch_pad * k_slice * _nbytes(t.input))
     out = 2 * _aligned(batch_pad * n_slice * _nbytes(t.output))
-    return TileMemory(weights, bias, inp, out, reserved)
+    return TileMemory(weights, bias, inp, out, reserved, post_memory(post, batch_pad, n_slice, _nbytes(t.output)))
+
+
+def post_memory(post: Node | None, batch_pad: int, n_slice: int, elem: int) -> int:
+    """A fused post's bytes in the last tile (dense.h ``DensePost``): its int32 table and the SRS
+    codes before it (one output buffer's worth); a softmax adds one sample's row in and out and its
+    int32 exponentials."""
+    if post is None:
+        return 0
+    table = _aligned(4 * int(post.params["table"].size))
+    pre = _aligned(batch_pad * n_slice * elem)
+    row = 2 * _aligned(n_slice * elem) + _aligned(4 * n_slice) if post.op == "softmax" else 0
+    return table + pre + row
 
 
 def banks_needed(mem: TileMemory, bank_bytes: int) -> int:
     """Weights in banks of their own, so weight and activation loads never conflict; the rest
     (activations, bias, stack, heap) packed into the remaining banks."""
-    rest = mem.bias + mem.input + mem.output + mem.reserved
+    rest = mem.bias + mem.input + mem.output + mem.reserved + mem.post
     return -(-mem.weights // bank_bytes) + -(-rest // bank_bytes)
 
 
@@ -471,7 +487,7 @@ def plan(node: Node, ctx: PlanContext) -> Node:
         if k_slice is None:
             k_slice = _round_up(-(-k_total // cas_len), kk)
         n_slice = _round_up(-(-n_total // cas_num), n_align)
-        mem = tile_memory(t, batch_pad, k_slice, n_slice, mmul, reserved)
+        mem = tile_memory(t, batch_pad, k_slice, n_slice, mmul, reserved, post)
         return k_slice, n_slice, mem
 
     def fits(mem: TileMemory) -> bool:
@@ -513,8 +529,21 @@ def plan(node: Node, ctx: PlanContext) -> Node:
             hint=f"use cas_num <= {-(-n_total // nn)}",
         )
 
+    post = ctx.post
+    if post is not None and post.op == "softmax":
+        # one tile holds every output of a sample (ops/post.py)
+        if (lc.cas_num or 1) > 1:
+            raise ConfigError(
+                f"parallelism.cas_num={lc.cas_num}: the softmax '{post.name}' after this layer runs in its last "
+                "tile, which must hold every output of a sample", layer=name,
+                hint="use cas_num: 1 for this layer (cas_len still spreads it over columns)")
+        if ctx.min_cas_num > 1:
+            raise PlanError(f"the softmax '{post.name}' needs this layer's outputs in one cascade row, but the next "
+                            f"layer needs at least {ctx.min_cas_num} rows", layer=name)
     lens = [forced_len] if forced_len else ([lc.cas_len] if lc.cas_len else range(1, min(max_len, -(-k_total // kk)) + 1))
     nums = [lc.cas_num] if lc.cas_num else range(min(ctx.min_cas_num, max_num), min(max_num, -(-n_total // nn)) + 1)
+    if post is not None and post.op == "softmax":
+        nums = [1]
     best = None
     smallest = None
     for cl in lens:
@@ -556,6 +585,7 @@ def plan(node: Node, ctx: PlanContext) -> Node:
         memory=mem,
         banks=banks_needed(mem, gen.bank_bytes),
         link=link,
+        post=post_kind(post),
     )
     return node.evolve(plan=p)
 

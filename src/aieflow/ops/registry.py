@@ -65,6 +65,8 @@ def require_mapping(graph: Graph) -> None:
 
     For callers that would otherwise only see a planner's "nothing fits" (the search pass treats a
     layer it cannot plan as one that does not fit)."""
+    from .post import is_fused_post
+
     for node in graph.nodes:
-        if node.op in EMULATION_ONLY:
+        if node.op in EMULATION_ONLY and not is_fused_post(graph, node):
             family(node.op, node.name).plan(node, None)

@@ -21,6 +21,7 @@ from ..mapped.tiling import NdTiling, Traversal
 from ..names import Code, c_ident, comment, unique_idents
 from ..numerics.types import FixedType, FloatType, NumericType
 from ..ops.dense import DensePlan, DenseTypes, cascade_chunk_lanes, pack_tile, to_panels
+from ..ops.post import fused_post, is_fused_post, post_constants, written
 from ..ops.registry import family
 from ..templating import environment
 from .place import Placement
@@ -36,10 +37,11 @@ def acc_tag(t: DenseTypes) -> str:
 
 
 def dense_layers(graph: Graph) -> list[Node]:
+    """The chain's Dense layers (views and activations / softmax fused into them left out)."""
     layers = []
     for n in graph.nodes:
         fam = family(n.op, n.name)
-        if fam.is_view:
+        if fam.is_view or is_fused_post(graph, n):
             continue
         if n.op != "dense":
             raise UnsupportedOpError(f"op '{n.op}' cannot be emitted yet", layer=n.name)
@@ -168,7 +170,20 @@ def plio_ports(layers: list[Node], replica: int = 0) -> tuple[list[dict[str, Any
     return plio_in, plio_out
 
 
-def layer_info(node: Node, ident: str, device: Device) -> dict[str, Any]:
+def post_info(post: Node | None, plan: DensePlan) -> dict[str, Any]:
+    """A fused activation / softmax's ``POST_*`` constants in a layer's config (``dense.h``
+    DensePost); neutral ones without one."""
+    if post is None:
+        return {"op": 0, "seg": 0, "sd": 0, "fo": 0, "min": 0, "lo": 0, "hi": 0, "size": 1, "rows": 1, "n": 1,
+                "table": Code("0"), "text": ""}
+    c = post_constants(post)
+    return {**{k: c[k] for k in ("op", "seg", "sd", "fo", "min", "lo", "hi", "size")}, "rows": plan.batch,
+            "n": plan.out_features, "table": _c_array(c["table"], FixedType(32, 0)), "text": c["text"], "name": post.name}
+
+
+def layer_info(node: Node, ident: str, device: Device, post: Node | None = None) -> dict[str, Any]:
+    """A Dense layer's config (``layers.h``) and what the templates say of it; ``post``: the
+    activation / softmax fused into its last tiles (``ops/post.py``)."""
     t: DenseTypes = node.types
     p: DensePlan = node.plan
     m, k, n = p.mmul
@@ -185,6 +200,8 @@ def layer_info(node: Node, ident: str, device: Device) -> dict[str, Any]:
         "tw": t.weight.c_type,
         "tb": "float" if t.is_float else bias_type.c_type,
         "to": t.output.c_type,
+        "ty": (post.types.output if post is not None else t.output).c_type,
+        "post": post_info(post, p),
         "acc": acc_tag(t),
         "m": m,
         "k": k,
@@ -215,8 +232,10 @@ def _tiling(t, dims) -> NdTiling:
     return NdTiling(tuple(dims), tuple(t.tile), tuple(t.offset), (Traversal(0, t.stride, t.wrap),), t.boundary)
 
 
-def _replica_graph(layers: list[Node], idents: dict[str, str], device: Device, placement: Placement, rep: int):
-    """Kernels, links, memory-tile buffers and PLIOs of one copy of the design."""
+def _replica_graph(layers: list[Node], idents: dict[str, str], device: Device, placement: Placement, rep: int,
+                   types: dict[str, NumericType]):
+    """Kernels, links, memory-tile buffers and PLIOs of one copy of the design (``types``: what
+    each layer's kernels write)."""
     cascade_east = not device.generation.cascade_serpentine
     x = replica_suffix(rep)
     kernels: list[Kernel] = []
@@ -264,7 +283,7 @@ def _replica_graph(layers: list[Node], idents: dict[str, str], device: Device, p
                 names = [(f"mt_{ident}" if len(link.shards) == 1 else f"mt_{ident}_{j}") + x for j in range(len(link.shards))]
                 for j, sh in enumerate(link.shards):
                     memtiles.append(SharedBuffer(
-                        names[j], prev.types.output.c_type, tuple(sh.dims),
+                        names[j], types[prev.name].c_type, tuple(sh.dims),
                         tuple(_tiling(t, sh.dims) for _, t in sh.writes), tuple(_tiling(t, sh.dims) for _, t in sh.reads),
                         comment(f"{prev.name} -> {node.name}, features {sh.base}..{sh.base + sh.dims[0] - 1}: "
                                 f"{len(sh.writes)} writers in {pp.out_panel}-wide panels, {len(sh.reads)} readers "
@@ -287,12 +306,13 @@ def lower_chain(graph: Graph, device: Device, placement: Placement) -> MappedGra
     direct tile-to-tile buffers, memory-tile shared buffers), its PLIOs, the weight headers."""
     layers = dense_layers(graph)
     idents = layer_idents(layers)
+    types = {n.name: written(graph, n)[1] for n in layers}
     kernels: list[Kernel] = []
     links: list[Link] = []
     buffers: list[SharedBuffer] = []
     plios: list[Plio] = []
     for rep in range(len(placement.replicas)):
-        k, c, m, pi, po = _replica_graph(layers, idents, device, placement, rep)
+        k, c, m, pi, po = _replica_graph(layers, idents, device, placement, rep, types)
         kernels += k
         links += c
         buffers += m
@@ -319,7 +339,7 @@ def emit_project(
     version = __version__
     graph_class = c_ident(graph_name).capitalize() + "Graph"
     idents = layer_idents(layers)
-    infos = {n.name: layer_info(n, idents[n.name], device) for n in layers}
+    infos = {n.name: layer_info(n, idents[n.name], device, fused_post(graph, n)) for n in layers}
 
     files: dict[str, str] = {}
     for node in layers:
@@ -368,19 +388,22 @@ def emit_project(
     files["x86/harness.cpp"] = _ENV.get_template("x86_harness.cpp.j2").render(**ctx)
     files["scripts/compare.py"] = _ENV.get_template("compare.py.j2").render(**ctx)
     files["README.md"] = _ENV.get_template("README.md.j2").render(**ctx)
-    files["src/kernels/dense.h"] = resources.files("aieflow").joinpath("templates/kernels/dense.h").read_text()
+    kernels = resources.files("aieflow").joinpath("templates/kernels")
+    files["src/kernels/dense.h"] = kernels.joinpath("dense.h").read_text()
+    files["src/kernels/activation_fixed.h"] = kernels.joinpath("activation_fixed.h").read_text()
     for rep in range(replicas):
         share = [replica_share(a, first.plan.batch, replicas, rep) for a in (inputs_q, outputs_q)]
-        files.update(plio_files(first, final, *share, *plio_ports(layers, rep)))
+        files.update(plio_files(first, final, *share, *plio_ports(layers, rep), written(graph, final)[1]))
     return files
 
 
-def plio_files(first: Node, final: Node, inputs_q: np.ndarray, outputs_q: np.ndarray, plio_in, plio_out) -> dict[str, str]:
-    """PLIO text files: the inputs, and the emulator's outputs as golden files."""
+def plio_files(first: Node, final: Node, inputs_q: np.ndarray, outputs_q: np.ndarray, plio_in, plio_out,
+               out_type: NumericType) -> dict[str, str]:
+    """PLIO text files: the inputs, and the emulator's outputs (of type ``out_type``) as golden
+    files."""
     out = plio_input_files(first, inputs_q, plio_in)
-    out.update(
-        {f"data/golden_{port['var']}.txt": text for port, text in zip(plio_out, plio_output_texts(final, outputs_q, plio_out), strict=True)}
-    )
+    texts = plio_output_texts(final, outputs_q, plio_out, out_type)
+    out.update({f"data/golden_{port['var']}.txt": text for port, text in zip(plio_out, texts, strict=True)})
     return out
 
 
@@ -407,9 +430,8 @@ def plio_input_files(first: Node, inputs_q: np.ndarray, plio_in) -> dict[str, st
     }
 
 
-def plio_output_texts(final: Node, outputs_q: np.ndarray, plio_out) -> list[str]:
+def plio_output_texts(final: Node, outputs_q: np.ndarray, plio_out, tout: NumericType) -> list[str]:
     q: DensePlan = final.plan
-    tout = final.types.output
     return [
         format_values(
             _port_stream(outputs_q, q.batch, q.batch_pad, q.n_slice, q.out_panel, *q.n_range(port["r"])),

@@ -15,14 +15,20 @@ from ..errors import PlanError, UnsupportedOpError
 from ..ir import Graph, Node
 from ..ops.base import PlanContext
 from ..ops.dense import DenseLayout, with_out_panel
+from ..ops.post import fused_post, is_fused_post
 from ..ops.registry import family
 from .transport import check_direct_link, check_link, direct_link_possible, memtile_link
 
 
+def _passes_through(graph: Graph, node: Node) -> bool:
+    """A view (no kernel) or an activation / softmax fused into the Dense before it."""
+    return family(node.op).is_view or is_fused_post(graph, node)
+
+
 def _dense_producer(graph: Graph, by_name: dict[str, Node], tensor: str) -> Node | None:
-    """The dense node whose output reaches ``tensor`` through views only."""
+    """The dense node whose output reaches ``tensor`` through views and fused posts only."""
     node = graph.producer(tensor)
-    while node is not None and family(node.op).is_view:
+    while node is not None and _passes_through(graph, node):
         node = graph.producer(node.inputs[0])
     return by_name.get(node.name) if node is not None else None
 
@@ -65,7 +71,7 @@ def _plan_layers(graph, device, config, min_rows, stop_before=None) -> dict[str,
         if node.name == stop_before:
             break
         fam = family(node.op, node.name)
-        if fam.plan is None:
+        if fam.plan is None or is_fused_post(graph, node):
             planned[node.name] = node
             continue
         consumers = [n for n in graph.consumers(node.outputs[0])]
@@ -77,7 +83,8 @@ def _plan_layers(graph, device, config, min_rows, stop_before=None) -> dict[str,
             )
         producer = _dense_producer(graph, planned, node.inputs[0])
         layout: DenseLayout | None = producer.plan.output_layout if producer is not None else None
-        ctx = PlanContext(device, config, config.layer(node.name, *node.aliases), graph, layout, min_rows.get(node.name, 1))
+        ctx = PlanContext(device, config, config.layer(node.name, *node.aliases), graph, layout, min_rows.get(node.name, 1),
+                          fused_post(graph, node))
         planned[node.name] = fam.plan(node, ctx)
     return planned
 
@@ -133,7 +140,7 @@ def _next_dense(graph: Graph, planned: dict[str, Node], node: Node) -> Node | No
         if not users:
             return None
         user = users[0]
-        if family(user.op).is_view:
+        if _passes_through(graph, user):
             tensor = user.outputs[0]
             continue
         return planned.get(user.name)

@@ -29,6 +29,7 @@ from ..errors import AieflowError, PlanError
 from ..ir import Graph, Node, frozen_map
 from ..ops.base import PlanContext
 from ..ops.dense import DenseLayout, with_out_panel
+from ..ops.post import fused_post
 from ..ops.registry import family
 from ..perf import estimate_plan
 from ..progress import track
@@ -116,7 +117,8 @@ def _dense(graph: Graph) -> list[Node]:
 
 
 def _options(
-    node: Node, device: Device, config: Config, layout: DenseLayout | None, last: bool, out_panel: int
+    node: Node, device: Device, config: Config, layout: DenseLayout | None, last: bool, out_panel: int,
+    post: Node | None = None,
 ) -> list[_Option]:
     """Every legal rectangle for ``node`` (the user's fixed values kept), costed."""
     fam = family(node.op, node.name)
@@ -131,7 +133,7 @@ def _options(
     for cl in lens:
         for cn in nums:
             lc = replace(user, cas_len=cl, cas_num=cn)
-            ctx = PlanContext(device, config, lc, None, layout, 1)
+            ctx = PlanContext(device, config, lc, None, layout, 1, post)
             try:
                 planned = fam.plan(node, ctx)
             except AieflowError:
@@ -186,9 +188,11 @@ def batch_candidates(graph: Graph, device: Device, config: Config) -> tuple[int,
     return tuple(out)
 
 
-def _front_for_batch(layers: list[Node], device: Device, config: Config) -> tuple[list[tuple], int]:
+def _front_for_batch(layers: list[Node], device: Device, config: Config,
+                     posts: dict[str, Node | None]) -> tuple[list[tuple], int]:
     """Dynamic programme over the layers at ``config.batch``: the Pareto-optimal
-    (tiles, latency, interval, choices) and the number of layer plans costed."""
+    (tiles, latency, interval, choices) and the number of layer plans costed (``posts``: each
+    layer's fused activation / softmax)."""
     # state -> partial solutions (tiles, latency, interval, choices); state = previous cas_num
     # (and its layout) on AIE1, nothing on AIE-ML.
     states: dict[Any, list[tuple]] = {None: [(0, 0.0, 0.0, ())]}
@@ -204,7 +208,7 @@ def _front_for_batch(layers: list[Node], device: Device, config: Config) -> tupl
         nxt: dict[Any, list[tuple]] = {}
         nxt_layouts: dict[Any, DenseLayout | None] = {}
         for state, partials in states.items():
-            opts = _options(node, device, config, layouts[state], last, panel)
+            opts = _options(node, device, config, layouts[state], last, panel, posts.get(node.name))
             costed += len(opts)
             for o in opts:
                 key = (o.cas_num, o.layout.slice) if device.memory_tile_rows == 0 else None
@@ -240,12 +244,13 @@ def explore(graph: Graph, device: Device, config: Config) -> Exploration:
     if not layers:
         raise PlanError("the model has no dense layer to plan")
     batches = batch_candidates(graph, device, config)
+    posts = {n.name: fused_post(graph, n) for n in layers}
     pool: list[Point] = []
     costed = 0
     failure: PlanError | None = None
     for b in batches:
         try:
-            finals, n = _front_for_batch(layers, device, replace(config, batch=b))
+            finals, n = _front_for_batch(layers, device, replace(config, batch=b), posts)
         except PlanError as e:
             failure = failure or e
             continue

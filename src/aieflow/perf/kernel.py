@@ -30,11 +30,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from ..devices import Device, Generation
 from ..ops.dense import DensePlan, DenseTypes, cascade_chunk_lanes
+from .activation import COPY_CYCLES, activation_cycles, softmax_cycles
 
 SPEC_DENSE = "shared/spec/dense-on-aie-ml.md"
 SPEC_DEVICES = "shared/spec/versal-devices.md"
@@ -176,7 +177,7 @@ class KernelCycles:
     store: float
     cascade: float
     overhead: float  # call + per-block fill/drain + prologue/epilogue vector ops
-    bound: str  # the largest part: "compute", "load", "store", "cascade" or "overhead"
+    bound: str  # the largest part: "compute", "load", "store", "cascade", "overhead" or "post"
     blocks: int
     block_cycles: float
     ii: int  # inner-loop initiation interval
@@ -184,6 +185,7 @@ class KernelCycles:
     load_ii: int  # vector-load cycles per inner iteration
     macs: int
     peak_macs_per_cycle: float
+    post: float = 0.0  # a fused activation / softmax after the stores (last tiles only)
 
     @property
     def efficiency(self) -> float:
@@ -321,6 +323,30 @@ def role_shapes(plan: DensePlan, types: DenseTypes, relu: bool) -> dict[str, Ker
 
 
 def layer_kernel_cycles(plan: DensePlan, types: DenseTypes, relu: bool, device: Device) -> dict[str, KernelCycles]:
-    """Cycle model of every distinct tile role of a planned Dense layer."""
+    """Cycle model of every distinct tile role of a planned Dense layer (a fused activation /
+    softmax on the roles that store the output: :func:`post_cycles`)."""
     gen = device.generation
-    return {role: dense_kernel_cycles(s, gen, types.pair) for role, s in role_shapes(plan, types, relu).items()}
+    out = {role: dense_kernel_cycles(s, gen, types.pair) for role, s in role_shapes(plan, types, relu).items()}
+    extra = post_cycles(plan)
+    if extra:
+        for role in ("single", "last"):
+            if role in out:
+                k = out[role]
+                post = extra
+                bound = "post" if post > max(k.compute, k.load, k.store, k.cascade, k.overhead) else k.bound
+                out[role] = replace(k, cycles=k.cycles + post, post=post, bound=bound)
+    return out
+
+
+def post_cycles(plan: DensePlan) -> int:
+    """The activation / softmax fused into the layer's last tiles (``dense.h`` DensePost, scalar,
+    ``activation_fixed.h``; constants in ``perf/activation.py``, assumed): an activation over every
+    code of the real batch rows; a softmax per real batch row over the real outputs, each row
+    gathered out of the output panels and scattered back (the padded rows' zeros: vector stores,
+    not counted)."""
+    if not plan.post:
+        return 0
+    if plan.post == "softmax":
+        copies = plan.batch * (plan.out_features + plan.n_slice)
+        return softmax_cycles(plan.batch, plan.out_features) + copies * COPY_CYCLES
+    return activation_cycles(plan.batch * plan.n_slice, plan.post == "interp")

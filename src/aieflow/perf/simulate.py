@@ -65,7 +65,8 @@ from . import movement as mv
 from .kernel import KernelCycles, layer_kernel_cycles
 
 # Kernel bound -> design bound.  Local-memory loads/stores are "memory", the cascade is a stream.
-_KERNEL_BOUND = {"compute": "compute", "overhead": "compute", "load": "memory", "store": "memory", "cascade": "stream"}
+_KERNEL_BOUND = {"compute": "compute", "overhead": "compute", "load": "memory", "store": "memory", "cascade": "stream",
+                 "post": "compute"}
 
 
 @dataclass(frozen=True)

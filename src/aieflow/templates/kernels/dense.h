@@ -5,7 +5,8 @@
 // depending on its place in the cascade row.  Every tile holds a KS x NS weight block resident in
 // its data memory (registered as a parameter), computes BATCH x NS partial sums with aie::mmul in
 // 2 x 2 blocks (two A blocks x two W blocks -> four accumulators per iteration), and either passes
-// the accumulators down the cascade or applies SRS (+ ReLU) and stores.
+// the accumulators down the cascade or applies SRS (+ ReLU) and stores (then, when the layer has a
+// fused activation / softmax, applies it: DensePost).
 //
 // Layouts (all row-major inside a block):
 //   input : panels [KS/K][BATCH][K]  - each M x K block of A is contiguous
@@ -18,8 +19,11 @@
 #include <aie_api/aie.hpp>
 #include <aie_api/aie_adf.hpp>
 
+#include <cstdint>
 #include <type_traits>
 #include <vector>
+
+#include "activation_fixed.h"
 
 namespace aieflow {
 
@@ -150,6 +154,77 @@ struct DenseCore {
     }
 };
 
+// A fused activation / softmax (aieflow ops/post.py) in the tiles that store the output: the SRS
+// codes go to a scratch buffer, then activation_fixed.h's table / interpolation (POST == 1) or
+// integer softmax over each batch row's POST_N real outputs (POST == 2; the layer has one cascade
+// row, so the tile holds them all) writes the output buffer, in the same panel layout, for the
+// POST_ROWS real batch rows.  A config without POST has none (PostOf's defaults), and its output
+// type is TO.
+//   static constexpr int POST, POST_SEG, POST_SD, POST_FO; static constexpr unsigned POST_N, POST_ROWS;
+//   static constexpr long long POST_MIN, POST_LO, POST_HI, POST_SIZE;
+//   static constexpr std::int32_t POST_T[POST_SIZE]; using TY = ...;  (the post's output type)
+template <class C, class = void>
+struct PostOf {
+    static constexpr int POST = 0;
+    using TY = typename C::TO;
+};
+template <class C>
+struct PostOf<C, std::void_t<decltype(C::POST)>> {
+    static constexpr int POST = C::POST;
+    using TY = typename C::TY;
+};
+
+template <class C>
+struct DensePost {
+    using TO = typename C::TO;
+    using TY = typename PostOf<C>::TY;
+    static constexpr int POST = PostOf<C>::POST;
+    static constexpr unsigned SIZE = C::BATCH * C::NS;
+    static constexpr unsigned PRE = POST != 0 ? SIZE : 1;     // scratch: the SRS codes
+    static constexpr unsigned ROW = POST == 2 ? C::NS : 1;    // scratch: one softmax row in, out, exp
+
+    // element (b, n) of a [NS/OUT_P][BATCH][OUT_P] panel buffer
+    static constexpr unsigned at(unsigned b, unsigned n) {
+        return ((n / C::OUT_P) * C::BATCH + b) * C::OUT_P + n % C::OUT_P;
+    }
+
+    // The POST_ROWS real batch rows; the padded rows' outputs are written as zeros.
+    static void apply(const TO* __restrict pre, TY* __restrict out, TO* __restrict xrow, TY* __restrict yrow,
+                      std::int32_t* __restrict e) {
+        for (unsigned b = C::POST_ROWS; b < C::BATCH; ++b)
+            for (unsigned n = 0; n < C::NS; ++n) out[at(b, n)] = TY(0);
+        if constexpr (POST == 1) {
+            for (unsigned p = 0; p < C::NS / C::OUT_P; ++p)
+                for (unsigned b = 0; b < C::POST_ROWS; ++b)
+                    for (unsigned l = 0; l < C::OUT_P; ++l) {
+                        const unsigned i = (p * C::BATCH + b) * C::OUT_P + l;
+                        out[i] = TY(aieflow_act::lookup(C::POST_T, std::int64_t(pre[i]) - C::POST_MIN, C::POST_SEG,
+                                                        C::POST_LO, C::POST_HI));
+                    }
+        } else if constexpr (POST == 2) {
+            static_assert(C::POST_N <= C::NS, "a softmax row is the layer's outputs");
+            for (unsigned b = 0; b < C::POST_ROWS; ++b) {
+                for (unsigned n = 0; n < C::POST_N; ++n) xrow[n] = pre[at(b, n)];
+                aieflow_act::softmax_row(xrow, yrow, C::POST_N, C::POST_T, C::POST_SIZE, C::POST_SD, C::POST_FO,
+                                         C::POST_HI, e);
+                for (unsigned n = 0; n < C::NS; ++n) out[at(b, n)] = n < C::POST_N ? yrow[n] : TY(0);
+            }
+        }
+    }
+};
+
+// The scratch of a tile that stores the output and applies a post (a base class: nothing at all
+// without one).
+template <class C, bool = (PostOf<C>::POST != 0)>
+struct PostScratch {};
+template <class C>
+struct PostScratch<C, true> {
+    alignas(32) typename C::TO pre_[DensePost<C>::PRE];
+    alignas(32) typename C::TO xrow_[DensePost<C>::ROW];
+    alignas(32) typename DensePost<C>::TY yrow_[DensePost<C>::ROW];
+    alignas(32) std::int32_t e_[DensePost<C>::ROW];
+};
+
 // Each kernel class owns its resident parameters (REGISTER_PARAMETER needs them as its own members):
 // the weight block on every tile, the bias on the tile that starts a cascade row.
 template <class T, unsigned N>
@@ -159,7 +234,7 @@ inline void load_params(T (&dst)[N], const std::vector<T>& src) {
 
 // CAS_LEN == 1: input buffer in, output buffer out.
 template <class C>
-class DenseSingle {
+class DenseSingle : PostScratch<C> {
     alignas(32) typename C::TW weights_[C::KS * C::NS];
     alignas(32) typename C::TB bias_[DenseCore<C>::BIAS_SIZE];
 
@@ -169,8 +244,13 @@ public:
         load_params(bias_, b);
     }
     void run(adf::input_buffer<typename C::TA>& __restrict in,
-             adf::output_buffer<typename C::TO>& __restrict out) {
-        DenseCore<C>::template compute<false, false>(in.data(), weights_, bias_, out.data(), nullptr, nullptr);
+             adf::output_buffer<typename DensePost<C>::TY>& __restrict out) {
+        if constexpr (DensePost<C>::POST == 0) {
+            DenseCore<C>::template compute<false, false>(in.data(), weights_, bias_, out.data(), nullptr, nullptr);
+        } else {
+            DenseCore<C>::template compute<false, false>(in.data(), weights_, bias_, this->pre_, nullptr, nullptr);
+            DensePost<C>::apply(this->pre_, out.data(), this->xrow_, this->yrow_, this->e_);
+        }
     }
     static void registerKernelClass() {
         REGISTER_FUNCTION(DenseSingle::run);
@@ -223,7 +303,7 @@ public:
 
 // Last tile: finishes the sums, applies SRS (+ ReLU) and writes the output buffer (no bias).
 template <class C>
-class DenseLast {
+class DenseLast : PostScratch<C> {
     alignas(32) typename C::TW weights_[C::KS * C::NS];
 
 public:
@@ -232,8 +312,13 @@ public:
     }
     void run(adf::input_buffer<typename C::TA>& __restrict in,
              input_cascade<typename C::ACC>* __restrict cin,
-             adf::output_buffer<typename C::TO>& __restrict out) {
-        DenseCore<C>::template compute<true, false>(in.data(), weights_, nullptr, out.data(), cin, nullptr);
+             adf::output_buffer<typename DensePost<C>::TY>& __restrict out) {
+        if constexpr (DensePost<C>::POST == 0) {
+            DenseCore<C>::template compute<true, false>(in.data(), weights_, nullptr, out.data(), cin, nullptr);
+        } else {
+            DenseCore<C>::template compute<true, false>(in.data(), weights_, nullptr, this->pre_, cin, nullptr);
+            DensePost<C>::apply(this->pre_, out.data(), this->xrow_, this->yrow_, this->e_);
+        }
     }
     static void registerKernelClass() {
         REGISTER_FUNCTION(DenseLast::run);
