@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .pareto import undominated
 from .svg_charts import PALETTE, PICK, Axis, axes, document, duration, text
 
 
@@ -21,15 +22,6 @@ def _tip(p: Any) -> str:
             + f": latency {p.latency_ns:,.0f} ns, interval {p.sample_interval_ns:,.1f} ns per sample")
 
 
-def _staircase(pts: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """The points no other beats on both coordinates (fewer tiles, lower value), by tiles."""
-    out: list[tuple[float, float]] = []
-    for x, y in sorted(set(pts)):
-        if not out or y < out[-1][1]:
-            out.append((x, y))
-    return out
-
-
 def _panel(points: Sequence[Any], chosen: Any, value: str, x0: float, y0: float, w: float, h: float,
            ylabel: str) -> list[str]:
     xs = [float(p.tiles) for p in points]
@@ -37,7 +29,7 @@ def _panel(points: Sequence[Any], chosen: Any, value: str, x0: float, y0: float,
     x = Axis.fit(xs, x0, x0 + w)
     y = Axis.fit(ys, y0 + h, y0)
     out = axes(x, y, "compute tiles", ylabel)
-    steps = _staircase(list(zip(xs, ys, strict=True)))
+    steps = undominated(zip(xs, ys, strict=True), lambda xy: xy)  # no other has fewer tiles and a lower value
     if len(steps) > 1:
         path = [f"M {x(steps[0][0]):.1f} {y(steps[0][1]):.1f}"]
         for qx, qy in steps[1:]:

@@ -17,7 +17,6 @@ compiles to exactly its figures (one cost model for explore and compile); the ch
 
 from __future__ import annotations
 
-import bisect
 import math
 import operator
 from dataclasses import dataclass, replace
@@ -30,6 +29,7 @@ from ..ir import Graph, Node, frozen_map
 from ..ops.base import PlanContext
 from ..ops.dense import DenseLayout, with_out_panel
 from ..ops.registry import family
+from ..pareto import undominated
 from ..perf import estimate_plan
 from ..progress import track
 
@@ -143,32 +143,6 @@ def _options(
     return out
 
 
-def _prune(items: list, key) -> list:
-    """Keep the items whose (tiles, latency, interval) no other item beats or equals everywhere.
-
-    Sorted by tiles, an item survives when no earlier survivor has both a latency and an interval
-    at most its own; the earlier survivors' (latency, interval) minima form a staircase (latency
-    ascending, interval descending) searched by bisection, so this is O(n log n) in practice.
-    """
-    items = sorted(items, key=key)
-    lats: list[float] = []  # staircase: latency ascending
-    ivs: list[float] = []  # interval descending along it
-    kept: list[tuple] = []
-    for it in items:
-        _, lat, iv = key(it)
-        j = bisect.bisect_right(lats, lat)
-        if j and ivs[j - 1] <= iv:
-            continue  # an item with fewer-or-equal tiles is at least as good on both
-        kept.append(it)
-        # drop staircase points this one dominates (latency >= lat and interval >= iv)
-        k = j
-        while k < len(lats) and ivs[k] >= iv:
-            k += 1
-        lats[j:k] = [lat]
-        ivs[j:k] = [iv]
-    return kept
-
-
 def batch_candidates(graph: Graph, device: Device, config: Config) -> tuple[int, ...]:
     """The batch sizes to search: the config's list, or for ``auto`` every power-of-two multiple
     of the smallest batch that fills every layer's 2 x M row blocks (smaller batches are padded to
@@ -215,7 +189,7 @@ def _front_for_batch(layers: list[Node], device: Device, config: Config) -> tupl
                     if tiles > device.compute_tiles:
                         continue
                     bucket.append((tiles, lat + o.latency_ns, max(iv, o.interval_ns), (*ch, (node.name, o.cas_len, o.cas_num))))
-        states = {k: _prune(v, lambda it: it[:3]) for k, v in nxt.items() if v}
+        states = {k: undominated(v, lambda it: it[:3]) for k, v in nxt.items() if v}
         layouts = nxt_layouts
         if not states:
             raise PlanError(
@@ -224,7 +198,7 @@ def _front_for_batch(layers: list[Node], device: Device, config: Config) -> tupl
                 layer=node.name,
                 hint="use a smaller batch or a narrower precision",
             )
-    return _prune([it for v in states.values() for it in v], lambda it: it[:3]), costed
+    return undominated([it for v in states.values() for it in v], lambda it: it[:3]), costed
 
 
 def explore(graph: Graph, device: Device, config: Config) -> Exploration:
@@ -262,7 +236,7 @@ def explore(graph: Graph, device: Device, config: Config) -> Exploration:
             hint="relax the target or reduce the batch",
         )
     key = operator.attrgetter("tiles", "latency_ns", "sample_interval_ns")
-    front = tuple(sorted(_prune(pool, key), key=key))
+    front = tuple(undominated(pool, key))
     chosen = (None if config.searched else _planned_point(graph, device, config)) or ranked(tuple(pool), config.target)[0]
     return Exploration(config.target, front, chosen, costed, batches)
 
@@ -351,7 +325,7 @@ def _replicated(pool: list[Point], device: Device, config: Config) -> list[Point
     groups: dict[tuple[int, int], list[Point]] = {}
     for p in out:
         groups.setdefault((p.replicas, p.batch), []).append(p)
-    return [p for pts in groups.values() for p in _prune(pts, key)]
+    return [p for pts in groups.values() for p in undominated(pts, key)]
 
 
 def ranked(front: tuple[Point, ...], target: Target) -> list[Point]:

@@ -29,7 +29,8 @@ from typing import Any
 from ..config import Target, parse_target
 from ..devices import Device, get_device
 from ..errors import PlanError
-from ..passes.search import _prune, ranked
+from ..pareto import undominated
+from ..passes.search import ranked
 from ..passes.transport import PING_PONG
 from ..perf import movement as mv
 from ..perf.simulate import Pipeline, run_pipeline
@@ -338,7 +339,7 @@ def _dominated_free(items: list[_Partial]) -> list[_Partial]:
     combination but not used to prune (approximation: a stack that fits only through a dominated
     layer mapping with fewer columns is not found; the device's 50 / 38 columns are far from what
     the tested stacks need)."""
-    return _prune(items, lambda p: (p.tiles, p.first, p.interval))
+    return undominated(items, lambda p: (p.tiles, p.first, p.interval))
 
 
 def choose_stack(
@@ -385,7 +386,7 @@ def choose_stack(
     pool = [_stacked_point(StackedMapping(p.layers), device, p.first, p.interval, max(steps_of[m] for m in p.layers))
             for p in partial]
     key = lambda q: (q.tiles, q.latency_ns, q.interval_ns)  # noqa: E731
-    front = tuple(sorted(_prune(pool, key), key=key))
+    front = tuple(undominated(pool, key))
     chosen = ranked(tuple(pool), target)[0]
     return StackedExploration(target, front, chosen, estimate_stack(chosen.mapping, device), len(pool))
 
