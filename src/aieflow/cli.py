@@ -139,7 +139,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
 def _explore_table(ex, listed: tuple, shown: list, top: int | None, ranked_by: str) -> str:
     """The listed points as a table, ``#`` their number for ``--pick``, the target's pick marked *."""
     from .points import _mappings, kind, point_id
-    from .report import _table
+    from .tables import render
 
     target = ex.target.to_string()
     if top:
@@ -148,12 +148,12 @@ def _explore_table(ex, listed: tuple, shown: list, top: int | None, ranked_by: s
     elif kind(ex) == "recurrent":
         layers = _mappings(ex.chosen)
         what = f"stacks of {len(layers)} recurrent layers" if len(layers) > 1 else "recurrent mappings"
-        head = (f"Pareto front of {len(ex.front)} {what} ({ex.candidates} costed, closed-form model; latency = one "
-                f"sample's {layers[0].dims.seq_len} steps); target '{target}' picks *")
+        head = (f"Pareto front of {len(ex.front)} {what} ({ex.candidates} costed, each point's figures the estimate "
+                f"compile gives it; latency = one sample's {layers[0].dims.seq_len} steps); target '{target}' picks *")
     else:
         batches = f" at batch {', '.join(map(str, ex.batches))}" if len(ex.batches) > 1 else ""
-        head = (f"Pareto front of {len(ex.front)} plans{batches} ({ex.candidates} layer plans costed, closed-form "
-                f"model); target '{target}' picks *")
+        head = (f"Pareto front of {len(ex.front)} plans{batches} ({ex.candidates} layer plans costed, each point's "
+                f"figures the estimate compile gives it); target '{target}' picks *")
     if kind(ex) == "recurrent":
         from .recurrent.select import _spread
         from .recurrent.stack import _short
@@ -175,7 +175,7 @@ def _explore_table(ex, listed: tuple, shown: list, top: int | None, ranked_by: s
             rows.append([str(point_id(ex, p)), "*" if p == ex.chosen else "", str(p.tiles), str(p.batch),
                          str(p.replicas), f"{p.latency_ns:,.0f}", f"{p.interval_ns:,.0f}",
                          f"{p.sample_interval_ns:,.1f}", " ".join(f"{cl}x{cn}" for _, cl, cn in p.parallelism)])
-    return head + "\n" + _table(rows)
+    return head + "\n" + render(rows)
 
 
 def cmd_compile(args: argparse.Namespace) -> int:

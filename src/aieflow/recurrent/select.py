@@ -21,6 +21,7 @@ from ..errors import PlanError
 from ..ir import Node
 from ..pareto import undominated
 from ..passes.search import ranked
+from ..tables import plain
 from .costs import AGG_PACKET_CYCLES
 from .model import RecurrentPerformance, closed_cycles, estimate_recurrent, head_stage, step_stages
 from .plan import (
@@ -90,12 +91,10 @@ class RecurrentExploration:
                     f"U h {_spread(m.recurrent)}, W x {_spread(m.input)}, {m.aggregation}, fan-in {m.merge_fanin}")
             rows.append(["*" if p == self.chosen else "", str(p.tiles), f"{p.latency_ns:,.0f}", f"{p.step_latency_ns:,.1f}",
                          f"{p.interval_ns:,.1f}", what])
-        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        table = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
         head = (f"Pareto front of {len(self.front)} recurrent mappings ({self.candidates} legal mappings costed, "
-                f"closed-form model; latency = one sample's {self.chosen.mapping.dims.seq_len} steps); "
+                f"each point's figures the estimate compile gives it; latency = one sample's {self.chosen.mapping.dims.seq_len} steps); "
                 f"target '{self.target.to_string()}' picks *")
-        return "\n".join([head, *table])
+        return head + "\n" + plain(rows, rule=False)
 
     def to_json(self) -> dict[str, Any]:
         return {

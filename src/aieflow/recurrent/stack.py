@@ -34,6 +34,7 @@ from ..passes.search import ranked
 from ..passes.transport import PING_PONG
 from ..perf import movement as mv
 from ..perf.simulate import Pipeline, run_pipeline
+from ..tables import plain
 from .model import (
     RecurrentPerformance,
     _spec,
@@ -301,11 +302,9 @@ class StackedExploration:
             desc = " | ".join(_short(m) for m in p.mapping.layers)
             rows.append(["*" if p == self.chosen else "", str(p.tiles), f"{p.latency_ns:,.0f}", f"{p.step_latency_ns:,.1f}",
                          f"{p.interval_ns:,.1f}", desc])
-        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        table = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
         head = (f"Pareto front of {len(self.front)} stacks of {len(self.chosen.mapping.layers)} recurrent layers "
-                f"({self.candidates} stacks costed, closed-form model); target '{self.target.to_string()}' picks *")
-        return "\n".join([head, *table])
+                f"({self.candidates} stacks costed, each point's figures the estimate compile gives it); target '{self.target.to_string()}' picks *")
+        return head + "\n" + plain(rows, rule=False)
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": "recurrent", "target": self.target.to_string(), "candidates_costed": self.candidates,
