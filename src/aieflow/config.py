@@ -349,33 +349,37 @@ def _yaml_loader():
 
 
 def load_config_file(path: str | os.PathLike) -> Config:
+    return parse_config(read_mapping_file(path))
+
+
+def read_mapping_file(path: str | os.PathLike, what: str = "config file") -> Any:
+    """The contents of a YAML (JSON for ``.json``) file of at most :data:`MAX_CONFIG_BYTES`, UTF-8,
+    without YAML anchors or aliases; every problem an error naming the file (``what``: its role)."""
     p = Path(path)
     try:
         size = p.stat().st_size
         if size > MAX_CONFIG_BYTES:
             raise ConfigError(
-                f"config file '{p}' is {size:,} bytes; a config is at most {MAX_CONFIG_BYTES:,} bytes",
+                f"{what} '{p}' is {size:,} bytes; a {what} is at most {MAX_CONFIG_BYTES:,} bytes",
                 hint="is this the right file?",
             )
         data = p.read_bytes()
     except OSError as e:
-        raise ConfigError(f"cannot read config file '{p}': {e.strerror}") from None
+        raise ConfigError(f"cannot read {what} '{p}': {e.strerror}") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ConfigError(
-            f"config file '{p}' is not UTF-8 text (byte {e.start}: {data[e.start:e.start + 1]!r})",
+            f"{what} '{p}' is not UTF-8 text (byte {e.start}: {data[e.start:e.start + 1]!r})",
             hint="save the file as UTF-8",
         ) from None
     try:
         if p.suffix.lower() == ".json":
-            raw = json.loads(text)
-        else:
-            import yaml
+            return json.loads(text)
+        import yaml
 
-            raw = yaml.load(text, Loader=_yaml_loader())  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_yaml_loader())  # noqa: S506 - a SafeLoader subclass
     except ConfigError as e:
-        raise ConfigError(f"config file '{p}' {e.message}", hint=e.hint) from None
+        raise ConfigError(f"{what} '{p}' {e.message}", hint=e.hint) from None
     except Exception as e:  # noqa: BLE001 - any parser error is the user's file
-        raise ConfigError(f"cannot parse config file '{p}': {e}") from None
-    return parse_config(raw)
+        raise ConfigError(f"cannot parse {what} '{p}': {e}") from None
