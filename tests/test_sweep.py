@@ -197,9 +197,12 @@ def test_an_existing_scheduler_and_saved_designs(tmp_path):
     spec = tmp_path / "spec.yaml"
     spec.write_text("models:\n  mlp: {zoo: qdq_mlp, args: {widths: [16, 32, 8]}}\ndevices: [vek280, vck190]\n"
                     "save_designs: true\n")
-    with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster:
+    # a worker process of its own: the designs come back pickled
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         result = sweep.run(spec, tmp_path / "s", scheduler=cluster.scheduler_address)
     assert result.ran == 2 and result.count("ok") == 2
+    workers = {json.loads(p.read_text())["worker"] for p in (tmp_path / "s" / "points").glob("*.json")}
+    assert len(workers) == 1 and not workers.pop().endswith(f":{os.getpid()}")
     x = np.random.default_rng(0).standard_normal((5, 16)).astype(np.float32)
     for r in result.rows:  # the designs came back from the workers (pickled) and were saved
         d = aieflow.load(tmp_path / "s" / "designs" / r["point"])
