@@ -214,3 +214,15 @@ def test_auto_batch_design_json_round_trip_and_cli(tmp_path, capsys):
     assert main(["compile", str(path), "--batch", "auto", "--target", "throughput", "--out", str(tmp_path / "c"), "--quiet"]) == 0
     assert main(["report", str(tmp_path / "c")]) == 0
     assert "and batch" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("target", ["latency", "resources"])
+def test_the_search_keeps_a_users_cas_len_on_aie1(target):
+    # on AIE1 a layer's cas_len is its producer's cas_num: the search must pick the producer's
+    # cas_num to match the user's cas_len (it used to take the producer's and drop the user's)
+    d = aieflow.compile(MODEL, device="vck190", config={"target": target, "layers": {"fc1": {"parallelism": {"cas_len": 2}}}})
+    plans = {n.name: n.plan for n in d.layers()}
+    assert plans["fc1"].cas_len == 2 and plans["fc0"].cas_num == 2
+    # and a cas_len no producer can give is an error, not ignored
+    with pytest.raises(PlanError):
+        aieflow.compile(MODEL, device="vck190", config={"target": target, "layers": {"fc1": {"parallelism": {"cas_len": 999}}}})

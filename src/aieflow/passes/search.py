@@ -125,7 +125,10 @@ def _options(
     m, kk, nn = gen.mmul_shapes[node.types.pair]
     k_total, n_total = int(node.attrs["in_features"]), int(node.attrs["out_features"])
     direct = device.memory_tile_rows == 0 and layout is not None
-    lens = [layout.parts] if direct else ([user.cas_len] if user.cas_len else range(1, min(device.columns, -(-k_total // kk)) + 1))
+    if direct:  # AIE1: the producer's output slices fix cas_len; a user's other cas_len rules this state out
+        lens = [layout.parts] if user.cas_len in (None, layout.parts) else []
+    else:
+        lens = [user.cas_len] if user.cas_len else range(1, min(device.columns, -(-k_total // kk)) + 1)
     nums = [user.cas_num] if user.cas_num else range(1, min(device.rows, -(-n_total // nn)) + 1)
     out = []
     for cl in lens:
