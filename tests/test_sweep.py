@@ -279,3 +279,12 @@ def test_the_key_is_the_point_s_contents_not_its_labels(tmp_path):
                  "configs:\n  x: {batch: 16, precision: int8}\n")
     (ka,), (kb,), (kc,) = ([p.key for p in sweep.load_spec(s).points] for s in (a, b, c))
     assert ka == kb != kc
+
+
+def test_the_example_spec_is_a_valid_sweep_of_72_points():
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "sweep" / "dense.yaml"
+    s = sweep.load_spec(example)
+    assert len(s.points) == 72 == len({p.key for p in s.points})
+    assert {p.device for p in s.points} == {"vek280", "vck190"} and s.grid_keys == ("batch", "layers.fc0.parallelism.cas_len")
