@@ -15,7 +15,7 @@ from aieflow.config import parse_target
 from aieflow.devices import DEVICES, LIMIT_SOURCES, get_device
 from aieflow.errors import ConfigError, PlanError
 from aieflow.ops.recurrent import make_node
-from aieflow.passes.search import _prune
+from aieflow.pareto import undominated
 from aieflow.perf import movement as mv
 from aieflow.perf.simulate import Pipeline, run_pipeline
 from aieflow.recurrent import (
@@ -226,8 +226,8 @@ def test_pruned_search_keeps_the_brute_force_front():
         pts = [(p.tiles, p.latency_ns, p.interval_ns) for p in costed_points(dims, device)]
         assert len(pts) < len(brute)  # the pruning removed something
         key = operator.itemgetter(0, 1, 2)
-        want = sorted(_prune(brute, key))
-        got = sorted(_prune(pts, key))
+        want = sorted(undominated(brute, key))
+        got = sorted(undominated(pts, key))
         assert [(t, round(lat, 6), round(iv, 6)) for t, lat, iv in got] == [(t, round(lat, 6), round(iv, 6)) for t, lat, iv in want]
 
 

@@ -13,7 +13,6 @@ from aieflow.cli import main
 from aieflow.config import Target, parse_config, parse_target
 from aieflow.errors import ConfigError, PlanError
 from aieflow.model_zoo import qdq_mlp
-from aieflow.passes.search import _prune
 
 MODEL = qdq_mlp([128, 256, 64, 10], seed=1)
 
@@ -39,19 +38,6 @@ def test_parse_target(raw, want):
 def test_bad_targets_are_config_errors(raw):
     with pytest.raises(ConfigError, match="target"):
         parse_config({"target": raw})
-
-
-def test_prune_keeps_exactly_the_non_dominated_points():
-    pts = [(t, lat, iv, i) for i, (t, lat, iv) in enumerate(itertools.product(range(1, 6), range(5), range(4, 0, -1)))]
-    pts += [(3, 1.5, 2.5, "x"), (2, 4, 1, "y"), (2, 4, 1, "dup")]
-    kept = _prune(pts, lambda p: p[:3])
-
-    def dominated(p):
-        return any(q is not p and q[:3] != p[:3] and all(a <= b for a, b in zip(q[:3], p[:3], strict=True)) for q in pts)
-
-    brute = {p[:3] for p in pts if not dominated(p)}
-    assert {p[:3] for p in kept} == brute
-    assert len(kept) == len(brute)  # equal duplicates kept once
 
 
 def _front(device):
@@ -228,3 +214,15 @@ def test_auto_batch_design_json_round_trip_and_cli(tmp_path, capsys):
     assert main(["compile", str(path), "--batch", "auto", "--target", "throughput", "--out", str(tmp_path / "c"), "--quiet"]) == 0
     assert main(["report", str(tmp_path / "c")]) == 0
     assert "and batch" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("target", ["latency", "resources"])
+def test_the_search_keeps_a_users_cas_len_on_aie1(target):
+    # on AIE1 a layer's cas_len is its producer's cas_num: the search must pick the producer's
+    # cas_num to match the user's cas_len (it used to take the producer's and drop the user's)
+    d = aieflow.compile(MODEL, device="vck190", config={"target": target, "layers": {"fc1": {"parallelism": {"cas_len": 2}}}})
+    plans = {n.name: n.plan for n in d.layers()}
+    assert plans["fc1"].cas_len == 2 and plans["fc0"].cas_num == 2
+    # and a cas_len no producer can give is an error, not ignored
+    with pytest.raises(PlanError):
+        aieflow.compile(MODEL, device="vck190", config={"target": target, "layers": {"fc1": {"parallelism": {"cas_len": 999}}}})

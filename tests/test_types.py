@@ -61,6 +61,17 @@ def test_parse_examples():
     }  # fmt: skip
     for name, mode in names.items():
         assert parse_type(f"fixed<8,4,{name}>").rounding is mode
+        assert parse_type(f"ap_fixed<8,4,AP_{name}>").rounding is mode  # hls4ml's spelling
+
+
+def test_hls4ml_spells_the_modes_with_ap():
+    assert parse_type("ap_fixed<16,6,AP_RND_CONV,AP_SAT>") == parse_type("fixed<16,6,RND_CONV,SAT>")
+    assert parse_type("ap_ufixed<8,0,AP_RND,AP_SAT_SYM>") == FixedType(8, 8, False, Rounding.POS_INF,
+                                                                       Saturation.SYMMETRIC)
+    with pytest.raises(ConfigError, match="SAT_ZERO .* no AI Engine equivalent"):
+        parse_type("ap_fixed<8,3,AP_RND,AP_SAT_ZERO>")
+    with pytest.raises(ConfigError, match="unknown rounding 'AP_FOO'"):
+        parse_type("ap_fixed<8,3,AP_FOO>")
 
 
 def test_type_properties():

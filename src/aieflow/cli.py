@@ -1,4 +1,4 @@
-"""Command line: ``aieflow devices | compile | explore | predict | verify | report``."""
+"""Command line: ``aieflow devices | compile | explore | predict | verify | report | gemm | sweep``."""
 
 from __future__ import annotations
 
@@ -139,7 +139,7 @@ def cmd_explore(args: argparse.Namespace) -> int:
 def _explore_table(ex, listed: tuple, shown: list, top: int | None, ranked_by: str) -> str:
     """The listed points as a table, ``#`` their number for ``--pick``, the target's pick marked *."""
     from .points import _mappings, kind, point_id
-    from .report import _table
+    from .tables import render
 
     target = ex.target.to_string()
     if top:
@@ -148,12 +148,12 @@ def _explore_table(ex, listed: tuple, shown: list, top: int | None, ranked_by: s
     elif kind(ex) == "recurrent":
         layers = _mappings(ex.chosen)
         what = f"stacks of {len(layers)} recurrent layers" if len(layers) > 1 else "recurrent mappings"
-        head = (f"Pareto front of {len(ex.front)} {what} ({ex.candidates} costed, closed-form model; latency = one "
-                f"sample's {layers[0].dims.seq_len} steps); target '{target}' picks *")
+        head = (f"Pareto front of {len(ex.front)} {what} ({ex.candidates} costed, each point's figures the estimate "
+                f"compile gives it; latency = one sample's {layers[0].dims.seq_len} steps); target '{target}' picks *")
     else:
         batches = f" at batch {', '.join(map(str, ex.batches))}" if len(ex.batches) > 1 else ""
-        head = (f"Pareto front of {len(ex.front)} plans{batches} ({ex.candidates} layer plans costed, closed-form "
-                f"model); target '{target}' picks *")
+        head = (f"Pareto front of {len(ex.front)} plans{batches} ({ex.candidates} layer plans costed, each point's "
+                f"figures the estimate compile gives it); target '{target}' picks *")
     if kind(ex) == "recurrent":
         from .recurrent.select import _spread
         from .recurrent.stack import _short
@@ -175,7 +175,7 @@ def _explore_table(ex, listed: tuple, shown: list, top: int | None, ranked_by: s
             rows.append([str(point_id(ex, p)), "*" if p == ex.chosen else "", str(p.tiles), str(p.batch),
                          str(p.replicas), f"{p.latency_ns:,.0f}", f"{p.interval_ns:,.0f}",
                          f"{p.sample_interval_ns:,.1f}", " ".join(f"{cl}x{cn}" for _, cl, cn in p.parallelism)])
-    return head + "\n" + _table(rows)
+    return head + "\n" + render(rows)
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -346,6 +346,42 @@ def cmd_gemm(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from . import sweep
+    from .tables import render
+
+    spec = sweep.load_spec(args.spec, verify=args.verify or None, cache_dir=args.cache_dir)
+    result = sweep.run(spec, args.out, workers=args.workers, scheduler=args.scheduler, limit=args.limit,
+                       retry_errors=args.retry_errors)
+    distinct = len({p.key for p in spec.points})
+    statuses = ", ".join(f"{result.count(s)} {s}" for s in ("ok", "refused", "error", "pending") if result.count(s))
+    print(f"sweep {args.spec}: {len(spec.points)} points ({distinct} distinct): {result.done_before} done before, "
+          f"{result.ran} run now; {statuses}")
+    front = [r for r in result.rows if r["pareto"]]
+    if front and not args.quiet:
+        verified = any(r["verify"] for r in front)
+        rows = [["model", "device", "config", "target", *spec.grid_keys, "tiles", "latency ns", "ns / sample",
+                 *(["verify"] if verified else [])]]
+        for r in sorted(front, key=lambda r: (r["model"], r["device"], r["tiles_used"], r["latency_ns"])):
+            grid = [r[f"grid.{k}"] if isinstance(r[f"grid.{k}"], str) else json.dumps(r[f"grid.{k}"])
+                    for k in spec.grid_keys]
+            rows.append([r["model"], r["device"], r["config"], r["target"] or "-", *grid, str(r["tiles_used"]),
+                         f"{r['latency_ns']:,.0f}", f"{r['sample_interval_ns']:,.1f}",
+                         *([r["verify"] or "-"] if verified else [])])
+        print("\nthe Pareto points of each model and device (tiles, latency, interval per sample):")
+        print(render(rows))
+    failed = [r for r in result.rows if r["status"] in ("refused", "error")]
+    for r in failed[:10]:
+        log.warning("point %s (%s on %s, config %s%s): %s: %s", r["point"], r["model"], r["device"], r["config"],
+                    f", target {r['target']}" if r["target"] else "", r["status"], r["error"].splitlines()[0])
+    if len(failed) > 10:
+        log.warning("... and %d more points refused or in error: their messages are in results.csv", len(failed) - 10)
+    tables = [str(f) for f in result.files if f.suffix != ".svg"]
+    plots = sum(f.suffix == ".svg" for f in result.files)
+    print("\nwrote " + ", ".join(tables) + (f" and {plots} Pareto plot(s) in {Path(args.out) / 'pareto'}" if plots else ""))
+    return EXIT_MISMATCH if any(r["verify"] == "fail" for r in result.rows) else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="aieflow", description="Compile neural networks to AMD Versal AI Engine designs.")
     p.add_argument("--version", action="version", version=f"aieflow {__version__}")
@@ -438,6 +474,24 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--force", action="store_true", help="replace DIR if it exists")
     s.add_argument("--verify", action="store_true", help="also run the generated C++ on x86 (bit-exact check)")
     s.set_defaults(func=cmd_gemm)
+    s = sub.add_parser("sweep", help="compile (and verify) every point of a sweep spec (models x devices x configs "
+                       "x grid x targets), each a task on Dask; resumable (docs/sweeps.md)")
+    s.add_argument("spec", help="sweep spec (YAML, or JSON for .json): models, devices, configs, grid, targets, verify")
+    s.add_argument("--out", required=True, help="the sweep's directory: results.csv / .parquet, pareto/*.svg, one "
+                   "result file per point (a rerun runs only the points without one)")
+    s.add_argument("--workers", type=int, metavar="N", help="local Dask worker processes (default: one per core, at "
+                   "most one per point); 0: run the points one after the other in this process, without Dask")
+    s.add_argument("--scheduler", metavar="ADDRESS", help="run on the Dask cluster whose scheduler is at ADDRESS "
+                   "(e.g. tcp://host:8786) instead of a local one; its workers need aieflow installed")
+    s.add_argument("--verify", action="store_true", help="also verify every point (its x86 build bit-exact with "
+                   "predict), with the spec's verify settings if any")
+    s.add_argument("--cache-dir", metavar="DIR", help="the x86 build cache of verify (default: the spec's cache_dir, "
+                   "else $AIEFLOW_CACHE_DIR or ~/.cache/aieflow); a directory all workers see shares the builds")
+    s.add_argument("--limit", type=int, metavar="N", help="run at most N of the points not done yet (a later run "
+                   "does the rest)")
+    s.add_argument("--retry-errors", action="store_true", help="run again the points that ended in an internal "
+                   "error (status 'error'); refused points are not retried (the same compile refuses them again)")
+    s.set_defaults(func=cmd_sweep)
     for s in sub.choices.values():  # -v / -q after the command as well as before it
         _add_verbosity(s, "verbose", "quiet_flag")
     return p

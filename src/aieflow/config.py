@@ -1,7 +1,11 @@
 """User configuration: one schema for the Python dict, YAML and JSON forms.
 
-Unknown keys are errors (a typo must not silently fall back to a default), and every value is
-checked here so that later passes can trust it.
+The shape of a config (its keys, the types of their values) is the JSON Schema
+``schema/config.schema.json``, checked with ``jsonschema`` (:func:`check_schema`): an unknown key
+is an error with a "did you mean" suggestion (a typo must not silently fall back to a default), a
+wrong type names the key's path (``layers.fc0.parallelism.cas_len must be a positive integer, got
+0``).  What a schema cannot say (precision names, numeric type strings, targets, batch limits) is
+checked by the parsers below, so that later passes can trust every value.
 """
 
 from __future__ import annotations
@@ -10,10 +14,12 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
+from .errors import ConfigError, did_you_mean
 from .ir import frozen_map
 from .numerics.types import MAX_FRAC_BITS, MAX_INT_BITS, FixedType, NumericType, parse_type
 from .ops.activations import activation_to_json, parse_activations
@@ -31,12 +37,7 @@ PRECISIONS: Mapping[str, tuple[str, str]] = frozen_map(
 _PRECISION_ALIASES = {"i8": "int8", "i16": "int16", "int16x8": "a16w8", "i16xi8": "a16w8", "float32": "fp32"}
 TYPE_KEYS = ("input", "weight", "bias", "output")
 RECURRENT_TYPE_KEYS = ("recurrent_weight", "recurrent_bias", "accum")  # GRU / LSTM only
-_LAYER_KEYS = {"precision", "parallelism", "placement", "activations", *TYPE_KEYS, *RECURRENT_TYPE_KEYS}
-_LAYER_KEYS.add("mapping")  # CNN directives (aieflow.cnn.directives) or GRU / LSTM mapping keys (aieflow.recurrent.directives)
-_LAYER_KEYS.add("weights")  # Dense weights: resident | streamed | auto (aieflow.gemm.dense)
 WEIGHTS_MODES = ("auto", "resident", "streamed")
-_TOP_KEYS = {"precision", "batch", "layers", "target", "activations", "replicas"}
-_TOP_KEYS.add("cnn")  # design-wide CNN mapping settings, checked by aieflow.cnn.directives
 OBJECTIVES = ("resources", "latency", "throughput")
 MAX_BATCH = 4096  # samples per graph iteration
 MAX_AUTO_BATCH = 1024  # largest batch ``batch: auto`` tries
@@ -205,15 +206,9 @@ def _positive_int(value: Any, where: str) -> int:
     return value
 
 
-def _parse_layer(name: str, raw: Any) -> LayerConfig:
+def _parse_layer(name: str, raw: Mapping[str, Any]) -> LayerConfig:
+    """One layer's settings, their shape checked by the schema already."""
     where = f"layers.{name}"
-    if not isinstance(raw, Mapping):
-        raise ConfigError(f"{where} must be a mapping of settings, got {raw!r}")
-    unknown = set(raw) - _LAYER_KEYS
-    if unknown:
-        raise ConfigError(
-            f"{where}: unknown key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(_LAYER_KEYS))}"
-        )
     precision = normalise_precision(raw["precision"], where) if "precision" in raw else None
     types: dict[str, NumericType] = {}
     for key in (*TYPE_KEYS, *RECURRENT_TYPE_KEYS):
@@ -234,8 +229,6 @@ def _parse_layer(name: str, raw: Any) -> LayerConfig:
     cas_len = cas_num = None
     if "parallelism" in raw:
         par = raw["parallelism"]
-        if not isinstance(par, Mapping) or set(par) - {"cas_len", "cas_num"}:
-            raise ConfigError(f"{where}.parallelism must be {{cas_len: L, cas_num: N}}, got {par!r}")
         if "cas_len" in par:
             cas_len = _positive_int(par["cas_len"], f"{where}.parallelism.cas_len")
         if "cas_num" in par:
@@ -245,17 +238,9 @@ def _parse_layer(name: str, raw: Any) -> LayerConfig:
         p = raw["placement"]
         if isinstance(p, Mapping):
             p = (p.get("column", p.get("col")), p.get("row"))
-        if (
-            not isinstance(p, list | tuple)
-            or len(p) != 2
-            or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in p)
-        ):
-            raise ConfigError(f"{where}.placement must be [column, row] of non-negative integers, got {raw['placement']!r}")
         placement = (int(p[0]), int(p[1]))
     acts = parse_activations(raw["activations"], f"{where}.activations") if "activations" in raw else {}
     mapping = raw.get("mapping") or {}
-    if not isinstance(mapping, Mapping):
-        raise ConfigError(f"{where}.mapping must be a mapping of directives (CNN or recurrent), got {mapping!r}")
     weights = str(raw.get("weights", "auto")).lower()
     if weights not in WEIGHTS_MODES:
         raise ConfigError(f"{where}.weights: {raw['weights']!r}; choose one of {', '.join(WEIGHTS_MODES)}")
@@ -279,16 +264,10 @@ def parse_config(raw: Mapping[str, Any] | Config | None) -> Config:
         return raw
     if not isinstance(raw, Mapping):
         raise ConfigError(f"config must be a mapping (dict / YAML / JSON object), got {type(raw).__name__}")
-    unknown = set(raw) - _TOP_KEYS
-    if unknown:
-        raise ConfigError(
-            f"unknown config key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(_TOP_KEYS))}"
-        )
+    check_schema(raw)
     precision = normalise_precision(raw.get("precision", "int8"), "precision")
     batch, batch_search = _parse_batch(raw.get("batch", 8))
     layers_raw = raw.get("layers") or {}
-    if not isinstance(layers_raw, Mapping):
-        raise ConfigError("layers must be a mapping from layer name to settings")
     layers = {str(k): _parse_layer(str(k), v) for k, v in layers_raw.items()}
     target = parse_target(raw["target"]) if raw.get("target") is not None else Target()
     acts = parse_activations(raw["activations"]) if raw.get("activations") is not None else {}
@@ -298,10 +277,49 @@ def parse_config(raw: Mapping[str, Any] | Config | None) -> Config:
     elif replicas is not None:
         replicas = _positive_int(replicas, "replicas")
     cnn = raw.get("cnn") or {}
-    if not isinstance(cnn, Mapping):
-        raise ConfigError(f"cnn must be a mapping of CNN design settings, got {cnn!r}")
     return Config(precision, batch, frozen_map(layers), target, batch_search, frozen_map(acts), replicas,
                   cnn=frozen_map(dict(cnn)), given=frozenset(k for k, v in raw.items() if v is not None))
+
+
+def config_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of a config: ``schema/config.schema.json``."""
+    return json.loads(resources.files("aieflow").joinpath("schema/config.schema.json").read_text())
+
+
+@cache
+def _validator() -> Any:
+    """The schema's validator, with JSON's integers only (Python's ``True`` and ``2.0`` are not
+    layer counts; jsonschema would take ``2.0`` for an integer)."""
+    import jsonschema
+
+    base = jsonschema.Draft202012Validator
+    checker = base.TYPE_CHECKER.redefine("integer", lambda _, v: isinstance(v, int) and not isinstance(v, bool))
+    return jsonschema.validators.extend(base, type_checker=checker)(config_schema())
+
+
+def check_schema(raw: Mapping[str, Any]) -> None:
+    """Raise the :class:`ConfigError` of the first problem the schema finds in ``raw`` (the one
+    nearest the top: an unknown top-level key before a wrong value deeper down): an unknown key
+    with the allowed ones and a "did you mean" hint, a wrong value with its key's path, what it
+    must be and what it is."""
+    errors = list(_validator().iter_errors(_plain(raw)))
+    if not errors:
+        return
+    e = min(errors, key=lambda e: (len(e.absolute_path), [str(k) for k in e.absolute_path],
+                                   e.validator != "additionalProperties"))
+    path = ".".join(str(k) for k in e.absolute_path)
+    if e.validator == "additionalProperties":
+        allowed = sorted(e.schema.get("properties", {}))
+        unknown = [k for k in e.instance if k not in allowed]
+        text = f"unknown key(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}"
+        raise ConfigError(f"{path}: {text}" if path else f"unknown config key(s) {text[len('unknown key(s) '):]}",
+                          hint=did_you_mean(unknown, allowed))
+    what = e.schema.get("description") if isinstance(e.schema, Mapping) else None
+    got = repr(e.instance)
+    got = got if len(got) <= 80 else got[:77] + "..."
+    if what is None:
+        raise ConfigError(f"{path or 'config'}: {e.message}")
+    raise ConfigError(f"{path or 'config'} must be {what}, got {got}")
 
 
 def _one_batch(value: Any, where: str = "batch") -> int:
@@ -349,33 +367,37 @@ def _yaml_loader():
 
 
 def load_config_file(path: str | os.PathLike) -> Config:
+    return parse_config(read_mapping_file(path))
+
+
+def read_mapping_file(path: str | os.PathLike, what: str = "config file") -> Any:
+    """The contents of a YAML (JSON for ``.json``) file of at most :data:`MAX_CONFIG_BYTES`, UTF-8,
+    without YAML anchors or aliases; every problem an error naming the file (``what``: its role)."""
     p = Path(path)
     try:
         size = p.stat().st_size
         if size > MAX_CONFIG_BYTES:
             raise ConfigError(
-                f"config file '{p}' is {size:,} bytes; a config is at most {MAX_CONFIG_BYTES:,} bytes",
+                f"{what} '{p}' is {size:,} bytes; a {what} is at most {MAX_CONFIG_BYTES:,} bytes",
                 hint="is this the right file?",
             )
         data = p.read_bytes()
     except OSError as e:
-        raise ConfigError(f"cannot read config file '{p}': {e.strerror}") from None
+        raise ConfigError(f"cannot read {what} '{p}': {e.strerror}") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ConfigError(
-            f"config file '{p}' is not UTF-8 text (byte {e.start}: {data[e.start:e.start + 1]!r})",
+            f"{what} '{p}' is not UTF-8 text (byte {e.start}: {data[e.start:e.start + 1]!r})",
             hint="save the file as UTF-8",
         ) from None
     try:
         if p.suffix.lower() == ".json":
-            raw = json.loads(text)
-        else:
-            import yaml
+            return json.loads(text)
+        import yaml
 
-            raw = yaml.load(text, Loader=_yaml_loader())  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_yaml_loader())  # noqa: S506 - a SafeLoader subclass
     except ConfigError as e:
-        raise ConfigError(f"config file '{p}' {e.message}", hint=e.hint) from None
+        raise ConfigError(f"{what} '{p}' {e.message}", hint=e.hint) from None
     except Exception as e:  # noqa: BLE001 - any parser error is the user's file
-        raise ConfigError(f"cannot parse config file '{p}': {e}") from None
-    return parse_config(raw)
+        raise ConfigError(f"cannot parse {what} '{p}': {e}") from None

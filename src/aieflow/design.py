@@ -95,7 +95,7 @@ class Design:
         t = self.output_type
         if isinstance(t, FloatType):
             return y.astype(np.float32)
-        return fixed.dequantize(y, t)
+        return fixed.to_real(y, t)
 
     def run(self, xq: np.ndarray) -> np.ndarray:
         """Emulate the design on graph-input codes; returns graph-output codes (integer-exact)."""
@@ -129,7 +129,10 @@ class Design:
     def predict(self, x: Any, raw: bool = False, chunk: int = DEFAULT_CHUNK) -> np.ndarray:
         """Bit-exact emulation: quantise at the input, integer-exact layers, dequantise at the output.
 
-        ``raw=True`` returns the output codes (integers) instead of real values.
+        Real values come back as float32, like the float model's own outputs (every int8 / int16 /
+        fp32 / bf16 output is a float32 exactly), or as float64 for an output type wider than 24
+        bits, which float32 would round (``numerics.fixed.to_real``).  ``raw=True`` returns the
+        output codes (int64; fp32 / bf16 outputs: their float32 values) instead.
         """
         x = self._check_input(x)
         if np.issubdtype(x.dtype, np.floating) and np.isnan(x).any():
@@ -139,8 +142,8 @@ class Design:
             y = self.run(self.quantise_input(part))
             outs.append(y if raw else self.dequantise_output(y))
         if not outs:
-            shape = (0, *self.output_tensor.shape)
-            return np.zeros(shape, dtype=np.int64 if raw else np.float64)
+            codes = np.zeros((0, *self.output_tensor.shape), dtype=np.int64)
+            return codes if raw else self.dequantise_output(codes)
         return np.concatenate(outs, axis=0)
 
     @property

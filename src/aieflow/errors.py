@@ -6,6 +6,8 @@ layer, what is wrong and what to change; the CLI prints it without a traceback a
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 
 class AieflowError(Exception):
     """Base class: the message is written for the user."""
@@ -38,3 +40,21 @@ class PlanError(AieflowError):
 
 class OutputExistsError(AieflowError):
     """The output directory exists and --force was not given."""
+
+
+def did_you_mean(words: str | Iterable[object], choices: Iterable[object]) -> str | None:
+    """``"did you mean 'precision'?"`` for the unknown key(s) ``words`` (one or an iterable) that
+    are close to one of ``choices`` (difflib's similarity), else None: the hint of an unknown-key
+    error."""
+    import difflib
+
+    names = [str(c) for c in choices]
+    unknown = [words] if isinstance(words, str) else list(words)
+    found = []
+    for word in unknown:
+        close = difflib.get_close_matches(str(word), names, n=1, cutoff=0.6)
+        if close:
+            found.append(f"'{close[0]}'" + (f" for '{word}'" if len(unknown) > 1 else ""))
+    if not found:
+        return None
+    return "did you mean " + ", ".join(found) + "?"

@@ -1,10 +1,12 @@
 """The Pareto plot of ``aieflow explore --plot FILE.svg`` (and of the HTML report when a design
-carries its exploration): latency vs tiles and interval per sample vs tiles, the pick marked.
+carries its exploration, and of ``aieflow sweep`` for each model and device): latency vs tiles and
+interval per sample vs tiles, the pick marked (a sweep has none).
 
 :func:`pareto_svg` takes explore's points as they are: anything with ``tiles``, ``latency_ns`` and
 ``sample_interval_ns`` (``passes.search.Point``, the recurrent and stacked points; ``batch`` is
 shown when there is one).  In each panel the points that no other point beats on both of its axes
-are joined by a step line; the others belong to the front through the third figure.
+are joined by a step line; the others belong to the front through the third figure (a sweep's:
+or are dominated).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .pareto import undominated
 from .svg_charts import PALETTE, PICK, Axis, axes, document, duration, text
 
 
@@ -21,15 +24,6 @@ def _tip(p: Any) -> str:
             + f": latency {p.latency_ns:,.0f} ns, interval {p.sample_interval_ns:,.1f} ns per sample")
 
 
-def _staircase(pts: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """The points no other beats on both coordinates (fewer tiles, lower value), by tiles."""
-    out: list[tuple[float, float]] = []
-    for x, y in sorted(set(pts)):
-        if not out or y < out[-1][1]:
-            out.append((x, y))
-    return out
-
-
 def _panel(points: Sequence[Any], chosen: Any, value: str, x0: float, y0: float, w: float, h: float,
            ylabel: str) -> list[str]:
     xs = [float(p.tiles) for p in points]
@@ -37,7 +31,7 @@ def _panel(points: Sequence[Any], chosen: Any, value: str, x0: float, y0: float,
     x = Axis.fit(xs, x0, x0 + w)
     y = Axis.fit(ys, y0 + h, y0)
     out = axes(x, y, "compute tiles", ylabel)
-    steps = _staircase(list(zip(xs, ys, strict=True)))
+    steps = undominated(zip(xs, ys, strict=True), lambda xy: xy)  # no other has fewer tiles and a lower value
     if len(steps) > 1:
         path = [f"M {x(steps[0][0]):.1f} {y(steps[0][1]):.1f}"]
         for qx, qy in steps[1:]:
@@ -48,6 +42,8 @@ def _panel(points: Sequence[Any], chosen: Any, value: str, x0: float, y0: float,
             continue
         out.append(f'<circle class="af-point" cx="{x(px):.1f}" cy="{y(py):.1f}" r="3.5" fill="{PALETTE[0]}">'
                    f"<title>{text(_tip(p))}</title></circle>")
+    if chosen is None:
+        return out
     cx, cy = x(float(chosen.tiles)), y(float(getattr(chosen, value)))
     out += [
         f'<g class="af-chosen"><title>{text("pick: " + _tip(chosen))}</title>',
@@ -60,20 +56,24 @@ def _panel(points: Sequence[Any], chosen: Any, value: str, x0: float, y0: float,
     return out
 
 
-def pareto_svg(front: Sequence[Any], chosen: Any, title: str = "") -> str:
+def pareto_svg(front: Sequence[Any], chosen: Any, title: str = "", what: str = "points on the front") -> str:
     """The SVG document (a string): two panels, latency vs tiles and interval per sample vs tiles,
     every point of ``front`` (and ``chosen``, when the target picked a point outside it), the pick
-    ringed in red."""
+    ringed in red.  ``chosen`` None: no pick (a sweep's points); ``what`` says what the points are."""
     points = list(front)
-    if not any(p is chosen or p == chosen for p in points):
+    if chosen is None:
+        pass
+    elif not any(p is chosen or p == chosen for p in points):
         points.append(chosen)
     else:  # the very object, so the panel draws it once, as the pick
         points = [chosen if p == chosen else p for p in points]
     w, h, left, top, gap = 380, 260, 70, 48, 100
     width, height = left + 2 * w + gap + 20, top + h + 80
     head = title or "Pareto front"
-    note = (f"{len(front)} points on the front; pick: {chosen.tiles} tiles, latency {duration(chosen.latency_ns)}, "
-            f"{duration(chosen.sample_interval_ns)} per sample")
+    note = f"{len(front)} {what}"
+    if chosen is not None:
+        note += (f"; pick: {chosen.tiles} tiles, latency {duration(chosen.latency_ns)}, "
+                 f"{duration(chosen.sample_interval_ns)} per sample")
     body = [
         f'<text class="af-title" x="{left}" y="18">{text(head, 140)}</text>',
         f'<text class="af-note" x="{left}" y="34">{text(note)}</text>',
@@ -81,10 +81,14 @@ def pareto_svg(front: Sequence[Any], chosen: Any, title: str = "") -> str:
         *_panel(points, chosen, "sample_interval_ns", left + w + gap, top, w, h, "interval per sample (ns)"),
     ]
     y = top + h + 56
+    legend = "a point of the front" if chosen is not None else "a point; the step line joins the undominated ones"
     body += [
         f'<circle cx="{left + 6}" cy="{y - 4}" r="3.5" fill="{PALETTE[0]}"/>',
-        f'<text class="af-note" x="{left + 16}" y="{y}">a point of the front (hover for its figures)</text>',
-        f'<circle class="af-pick" cx="{left + 306}" cy="{y - 4}" r="7" stroke="{PICK}"/>',
-        f'<text class="af-note" x="{left + 318}" y="{y}">the pick (what compile builds for this config)</text>',
+        f'<text class="af-note" x="{left + 16}" y="{y}">{legend} (hover for its figures)</text>',
     ]
+    if chosen is not None:
+        body += [
+            f'<circle class="af-pick" cx="{left + 306}" cy="{y - 4}" r="7" stroke="{PICK}"/>',
+            f'<text class="af-note" x="{left + 318}" y="{y}">the pick (what compile builds for this config)</text>',
+        ]
     return document(width, height, body, head)

@@ -4,18 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .tables import plain
+
 if TYPE_CHECKING:
     from .design import Design
-
-
-def _table(rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = []
-    for k, r in enumerate(rows):
-        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
-        if k == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    return "\n".join(lines)
 
 
 def text_summary(d: Design) -> str:
@@ -67,7 +59,7 @@ def text_summary(d: Design) -> str:
     if d.timings:
         total = sum(t for _, t in d.timings)
         tail.append("compile " + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in d.timings) + f" (total {total:.2f} s)")
-    return "\n".join(head) + _table(rows) + "\n" + "\n".join(tail)
+    return "\n".join(head) + plain(rows) + "\n" + "\n".join(tail)
 
 
 def placement_text(d: Design) -> str:
@@ -109,4 +101,4 @@ def performance_text(d: Design) -> str:
                 st.bound,
             ]
         )
-    return head + "\n" + _table(rows)
+    return head + "\n" + plain(rows)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import fcntl
 import hashlib
 import logging
 import os
@@ -20,7 +21,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -169,7 +170,8 @@ def build_units(
 
     Every design kind builds through here so they share one compiler, flag set and build cache:
     the binary is keyed by a hash of the compiler, flags, shim headers, sources and unit list, and
-    is staged into the cache atomically so concurrent builds of the same design do not collide.
+    is staged into the cache atomically, and a lock file beside it makes a concurrent build of the
+    same design (a sweep's workers sharing the cache) wait for the first and reuse its binary.
     ``what`` names the design kind in errors ("GEMM ", "recurrent ", ...).  Returns (binary, was
     cached, seconds spent building).
     """
@@ -179,6 +181,36 @@ def build_units(
     if binary.is_file():
         log.info("the %sx86 harness is built already (cache %s)", what, binary.parent)
         return binary, True, 0.0
+    with _build_lock(binary.parent):
+        if binary.is_file():  # another process (a sweep's worker) built it while we waited
+            log.info("the %sx86 harness was built by another process meanwhile (cache %s)", what, binary.parent)
+            return binary, True, 0.0
+        return _build(sources, units, arch, what, cxx, binary, jobs)
+
+
+@contextlib.contextmanager
+def _build_lock(folder: Path) -> Iterator[None]:
+    """Hold ``folder/.lock`` (exclusive, waiting): one build of a key at a time, across processes
+    and, on a file system with working locks, machines sharing the cache.  A cache folder that
+    cannot be created or locked is built into without it (staging keeps that safe, only slower)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError:
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            pass
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _build(sources: dict[str, str], units: Sequence[str], arch: int, what: str, cxx: str, binary: Path,
+           jobs: int | None) -> tuple[Path, bool, float]:
     workers = max(1, min(len(units), jobs or os.cpu_count() or 1))
     log.info("building the %sx86 harness against the aieflow shim: %d translation units, %d parallel %s processes",
              what, len(units), workers, Path(cxx).name)

@@ -23,7 +23,8 @@ from typing import Any
 from ..config import Config
 from ..devices import Device
 from ..errors import ConfigError, PlanError
-from ..passes.search import Exploration, Point, _prune, ranked
+from ..pareto import undominated
+from ..passes.search import Exploration, Point, ranked
 from ..progress import track
 from .perf import estimate
 from .plan import (
@@ -200,7 +201,7 @@ def explore_stream(device: Device, stages: tuple[Stage, ...], config: Config) ->
         raise first_error or PlanError("no stream mapping fits")
     points = [plan_point(p) for p in track(plans, "cost the CNN stream mappings")]
     key = lambda p: (p.tiles, p.latency_ns, p.sample_interval_ns)  # noqa: E731
-    front = tuple(sorted(_prune(list(points), key), key=key))
+    front = tuple(undominated(list(points), key))
     return Exploration(config.target, front, _pick(points, config), len(points), (1,))
 
 

@@ -17,7 +17,8 @@ from ..config import MAX_AUTO_BATCH, Config, Target
 from ..devices import Device
 from ..errors import PlanError
 from ..ir import Graph
-from ..passes.search import Exploration, Point, _prune, ranked
+from ..pareto import undominated
+from ..passes.search import Exploration, Point, ranked
 from ..progress import track
 from .perf import estimate_dag
 from .plan import DagPlan, check_dag_device, plan_dag
@@ -78,7 +79,7 @@ def explore_dag(graph: Graph, device: Device, config: Config) -> Exploration:
         wide = replace(config, batch_search=tuple(sorted({*auto, config.batch})))
     found = search_dag(graph, device, wide)
     key = lambda p: (p.tiles, p.latency_ns, p.sample_interval_ns)  # noqa: E731
-    front = tuple(sorted(_prune(list(found.points), key), key=key))
+    front = tuple(undominated(list(found.points), key))
     # the pick is compile's: with a fixed batch, that batch's design (within the target's budgets)
     own = found if wide is config else search_dag(graph, device, config)
     chosen = next(p for p in own.points if p.batch == own.plan.batch)

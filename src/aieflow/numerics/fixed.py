@@ -200,6 +200,20 @@ def dequantize(codes: np.ndarray, t: FixedType) -> np.ndarray:
     return np.ldexp(np.asarray(codes).astype(np.float64), -t.frac)
 
 
+def float32_exact(t: FixedType) -> bool:
+    """Whether every value of ``t`` is a float32: at most 24 significant bits (float32's
+    mantissa), the largest below 2^128 and the step at least 2^-149 (the smallest subnormal)."""
+    return t.width <= 24 and t.int_bits <= 128 and t.frac <= 149
+
+
+def to_real(codes: np.ndarray, t: FixedType) -> np.ndarray:
+    """Output codes as the real values ``predict`` returns: float32, the dtype of a float model's own
+    outputs, when every value of ``t`` is one (int8 / int16 / 24-bit outputs); else float64, exact
+    while |codes| < 2**53 (wider outputs, e.g. 32-bit accumulators, which float32 would round)."""
+    values = dequantize(codes, t)
+    return values.astype(np.float32) if float32_exact(t) else values
+
+
 def _matmul_path(k: int, max_a: int, max_b: int) -> str:
     """Which exact method handles a K-term dot product of codes bounded by max_a and max_b."""
     bound = k * max_a * max_b

@@ -167,7 +167,8 @@ _PLAIN_INT_RE = re.compile(r"^\s*(?P<u>u?)int(?P<w>8|16|32|64)\s*$")
 
 
 def parse_type(text: str) -> NumericType:
-    """Parse ``fixed<W,I[,Q[,O]]>``, ``ap_fixed<...>``, ``ufixed``, ``int<W>``, ``int8``, ``fp32``, ``bf16``.
+    """Parse ``fixed<W,I[,Q[,O]]>``, ``ap_fixed<...>``, ``ufixed``, ``int<W>``, ``int8``, ``fp32``, ``bf16``;
+    the modes as ap_fixed names them (``RND_CONV``, ``SAT``) or as hls4ml writes them (``AP_RND_CONV``).
 
     Defaults for omitted modes follow ap_fixed (TRN, WRAP), because that is what a user writing an
     ap_fixed string means.
@@ -208,15 +209,17 @@ def parse_type(text: str) -> NumericType:
             f"cannot parse numeric type {text!r}: expected <width,integer_bits[,rounding[,overflow]]>"
         ) from None
     rounding, saturation = Rounding.FLOOR, Saturation.WRAP
+    # hls4ml / Vivado HLS spell the modes with an AP_ prefix (AP_RND_CONV, AP_SAT): the same modes
+    modes = [r.upper().removeprefix("AP_") for r in rest]
     if rest:
-        key = rest[0].upper()
+        key = modes[0]
         if key not in _ROUNDING_BY_NAME:
             raise ConfigError(
                 f"unknown rounding {rest[0]!r} in {text!r}; use one of {', '.join(_ROUNDING_BY_NAME)}"
             )
         rounding = _ROUNDING_BY_NAME[key]
     if len(rest) > 1:
-        key = rest[1].upper()
+        key = modes[1]
         if key == "SAT_ZERO":
             raise ConfigError(
                 f"overflow mode SAT_ZERO in {text!r} has no AI Engine equivalent; use SAT, SAT_SYM or WRAP"

@@ -17,7 +17,6 @@ compiles to exactly its figures (one cost model for explore and compile); the ch
 
 from __future__ import annotations
 
-import bisect
 import math
 import operator
 from dataclasses import dataclass, replace
@@ -31,6 +30,7 @@ from ..ops.base import PlanContext
 from ..ops.dense import DenseLayout, with_out_panel
 from ..ops.post import fused_post
 from ..ops.registry import family
+from ..pareto import undominated
 from ..perf import estimate_plan
 from ..progress import track
 
@@ -127,7 +127,10 @@ def _options(
     m, kk, nn = gen.mmul_shapes[node.types.pair]
     k_total, n_total = int(node.attrs["in_features"]), int(node.attrs["out_features"])
     direct = device.memory_tile_rows == 0 and layout is not None
-    lens = [layout.parts] if direct else ([user.cas_len] if user.cas_len else range(1, min(device.columns, -(-k_total // kk)) + 1))
+    if direct:  # AIE1: the producer's output slices fix cas_len; a user's other cas_len rules this state out
+        lens = [layout.parts] if user.cas_len in (None, layout.parts) else []
+    else:
+        lens = [user.cas_len] if user.cas_len else range(1, min(device.columns, -(-k_total // kk)) + 1)
     nums = [user.cas_num] if user.cas_num else range(1, min(device.rows, -(-n_total // nn)) + 1)
     out = []
     for cl in lens:
@@ -143,32 +146,6 @@ def _options(
             est = estimate_plan(planned, device, output="plio" if last else None)
             out.append(_Option(cl, cn, p.tiles, est.latency_ns, est.interval_ns, p.output_layout))
     return out
-
-
-def _prune(items: list, key) -> list:
-    """Keep the items whose (tiles, latency, interval) no other item beats or equals everywhere.
-
-    Sorted by tiles, an item survives when no earlier survivor has both a latency and an interval
-    at most its own; the earlier survivors' (latency, interval) minima form a staircase (latency
-    ascending, interval descending) searched by bisection, so this is O(n log n) in practice.
-    """
-    items = sorted(items, key=key)
-    lats: list[float] = []  # staircase: latency ascending
-    ivs: list[float] = []  # interval descending along it
-    kept: list[tuple] = []
-    for it in items:
-        _, lat, iv = key(it)
-        j = bisect.bisect_right(lats, lat)
-        if j and ivs[j - 1] <= iv:
-            continue  # an item with fewer-or-equal tiles is at least as good on both
-        kept.append(it)
-        # drop staircase points this one dominates (latency >= lat and interval >= iv)
-        k = j
-        while k < len(lats) and ivs[k] >= iv:
-            k += 1
-        lats[j:k] = [lat]
-        ivs[j:k] = [iv]
-    return kept
 
 
 def batch_candidates(graph: Graph, device: Device, config: Config) -> tuple[int, ...]:
@@ -219,7 +196,7 @@ def _front_for_batch(layers: list[Node], device: Device, config: Config,
                     if tiles > device.compute_tiles:
                         continue
                     bucket.append((tiles, lat + o.latency_ns, max(iv, o.interval_ns), (*ch, (node.name, o.cas_len, o.cas_num))))
-        states = {k: _prune(v, lambda it: it[:3]) for k, v in nxt.items() if v}
+        states = {k: undominated(v, lambda it: it[:3]) for k, v in nxt.items() if v}
         layouts = nxt_layouts
         if not states:
             raise PlanError(
@@ -228,7 +205,7 @@ def _front_for_batch(layers: list[Node], device: Device, config: Config,
                 layer=node.name,
                 hint="use a smaller batch or a narrower precision",
             )
-    return _prune([it for v in states.values() for it in v], lambda it: it[:3]), costed
+    return undominated([it for v in states.values() for it in v], lambda it: it[:3]), costed
 
 
 def explore(graph: Graph, device: Device, config: Config) -> Exploration:
@@ -267,7 +244,7 @@ def explore(graph: Graph, device: Device, config: Config) -> Exploration:
             hint="relax the target or reduce the batch",
         )
     key = operator.attrgetter("tiles", "latency_ns", "sample_interval_ns")
-    front = tuple(sorted(_prune(pool, key), key=key))
+    front = tuple(undominated(pool, key))
     chosen = (None if config.searched else _planned_point(graph, device, config)) or ranked(tuple(pool), config.target)[0]
     return Exploration(config.target, front, chosen, costed, batches)
 
@@ -356,7 +333,7 @@ def _replicated(pool: list[Point], device: Device, config: Config) -> list[Point
     groups: dict[tuple[int, int], list[Point]] = {}
     for p in out:
         groups.setdefault((p.replicas, p.batch), []).append(p)
-    return [p for pts in groups.values() for p in _prune(pts, key)]
+    return [p for pts in groups.values() for p in undominated(pts, key)]
 
 
 def ranked(front: tuple[Point, ...], target: Target) -> list[Point]:

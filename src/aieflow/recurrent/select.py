@@ -1,7 +1,7 @@
 """Choosing a recurrent mapping for a target: every legal mapping costed in closed form, the
 Pareto front over (tiles, latency, interval), and the pick of the config's ``Target``.
 
-Ranking and pruning are the Dense search's own (``passes/search.ranked`` and ``_prune``), so a
+Ranking and pruning are the Dense search's own (``passes/search.ranked`` and ``pareto.undominated``), so a
 target means the same thing for both: ``latency_ns`` budgets one sample's latency through the
 layer (``seq_len`` steps, fill included), ``interval_ns`` the per-step interval, ``tiles`` the
 compute tiles; ``resources`` takes the fewest tiles meeting the budgets, ``latency`` the lowest
@@ -19,7 +19,9 @@ from ..config import Target, parse_target
 from ..devices import Device, get_device
 from ..errors import PlanError
 from ..ir import Node
-from ..passes.search import _prune, ranked
+from ..pareto import undominated
+from ..passes.search import ranked
+from ..tables import plain
 from .costs import AGG_PACKET_CYCLES
 from .model import RecurrentPerformance, closed_cycles, estimate_recurrent, head_stage, step_stages
 from .plan import (
@@ -89,12 +91,10 @@ class RecurrentExploration:
                     f"U h {_spread(m.recurrent)}, W x {_spread(m.input)}, {m.aggregation}, fan-in {m.merge_fanin}")
             rows.append(["*" if p == self.chosen else "", str(p.tiles), f"{p.latency_ns:,.0f}", f"{p.step_latency_ns:,.1f}",
                          f"{p.interval_ns:,.1f}", what])
-        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        table = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
         head = (f"Pareto front of {len(self.front)} recurrent mappings ({self.candidates} legal mappings costed, "
-                f"closed-form model; latency = one sample's {self.chosen.mapping.dims.seq_len} steps); "
+                f"each point's figures the estimate compile gives it; latency = one sample's {self.chosen.mapping.dims.seq_len} steps); "
                 f"target '{self.target.to_string()}' picks *")
-        return "\n".join([head, *table])
+        return head + "\n" + plain(rows, rule=False)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -138,14 +138,6 @@ def _input_side(m: RecurrentMapping, device: Device) -> tuple[float, ...]:
     )
 
 
-def _undominated(keyed: list[tuple[tuple[float, ...], MatvecMapping]]) -> list[MatvecMapping]:
-    keep: list[tuple[tuple[float, ...], MatvecMapping]] = []
-    for key, w in sorted(keyed, key=lambda kw: kw[0]):
-        if not any(all(a <= b for a, b in zip(k, key, strict=True)) for k, _ in keep):
-            keep.append((key, w))
-    return [w for _, w in keep]
-
-
 def costed_points(node_or_dims: Node | RecurrentDims, device: Device | str,
                   options: RecurrentOptions | Sequence[RecurrentOptions] | None = None) -> list[RecurrentPoint]:
     """Every legal mapping the options allow, costed in closed form, except those whose W x
@@ -171,7 +163,8 @@ def costed_points(node_or_dims: Node | RecurrentDims, device: Device | str,
         if not u_opts or not w_opts:
             continue
         ref = u_opts[0]
-        w_kept = _undominated([(_input_side(build_mapping(dims, device, ref, w, agg, options, fanin), device), w) for w in w_opts])
+        sides = [(_input_side(build_mapping(dims, device, ref, w, agg, options, fanin), device), w) for w in w_opts]
+        w_kept = [w for _, w in undominated(sides, key=lambda side_w: side_w[0])]
         w_kept.sort(key=lambda w: w.tiles(dims))
         spare = device.compute_tiles - (agg == "aie")
         for u in u_opts:
@@ -214,6 +207,6 @@ def choose_mapping(
     if not pool:
         dims = dims_of(node_or_dims, device)
         raise no_mapping_error(dims, device, options, f"{dims.cell.upper()} {dims.n_in}->{dims.n_h}")
-    front = tuple(sorted(_prune(pool, _KEY), key=_KEY))
+    front = tuple(undominated(pool, _KEY))
     chosen = ranked(tuple(pool), target)[0]
     return RecurrentExploration(target, front, chosen, estimate_recurrent(chosen.mapping, device), len(pool))

@@ -29,10 +29,12 @@ from typing import Any
 from ..config import Target, parse_target
 from ..devices import Device, get_device
 from ..errors import PlanError
-from ..passes.search import _prune, ranked
+from ..pareto import undominated
+from ..passes.search import ranked
 from ..passes.transport import PING_PONG
 from ..perf import movement as mv
 from ..perf.simulate import Pipeline, run_pipeline
+from ..tables import plain
 from .model import (
     RecurrentPerformance,
     _spec,
@@ -300,11 +302,9 @@ class StackedExploration:
             desc = " | ".join(_short(m) for m in p.mapping.layers)
             rows.append(["*" if p == self.chosen else "", str(p.tiles), f"{p.latency_ns:,.0f}", f"{p.step_latency_ns:,.1f}",
                          f"{p.interval_ns:,.1f}", desc])
-        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        table = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
         head = (f"Pareto front of {len(self.front)} stacks of {len(self.chosen.mapping.layers)} recurrent layers "
-                f"({self.candidates} stacks costed, closed-form model); target '{self.target.to_string()}' picks *")
-        return "\n".join([head, *table])
+                f"({self.candidates} stacks costed, each point's figures the estimate compile gives it); target '{self.target.to_string()}' picks *")
+        return head + "\n" + plain(rows, rule=False)
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": "recurrent", "target": self.target.to_string(), "candidates_costed": self.candidates,
@@ -338,7 +338,7 @@ def _dominated_free(items: list[_Partial]) -> list[_Partial]:
     combination but not used to prune (approximation: a stack that fits only through a dominated
     layer mapping with fewer columns is not found; the device's 50 / 38 columns are far from what
     the tested stacks need)."""
-    return _prune(items, lambda p: (p.tiles, p.first, p.interval))
+    return undominated(items, lambda p: (p.tiles, p.first, p.interval))
 
 
 def choose_stack(
@@ -385,7 +385,7 @@ def choose_stack(
     pool = [_stacked_point(StackedMapping(p.layers), device, p.first, p.interval, max(steps_of[m] for m in p.layers))
             for p in partial]
     key = lambda q: (q.tiles, q.latency_ns, q.interval_ns)  # noqa: E731
-    front = tuple(sorted(_prune(pool, key), key=key))
+    front = tuple(undominated(pool, key))
     chosen = ranked(tuple(pool), target)[0]
     return StackedExploration(target, front, chosen, estimate_stack(chosen.mapping, device), len(pool))
 
