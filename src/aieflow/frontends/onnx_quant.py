@@ -10,9 +10,10 @@ What is mapped, and how (``docs/quantisation.md``; semantics from
 
   - on a constant (a weight or a bias) it is folded at import: the codes are computed exactly (the
     rounding mode decided on the exact value, then the clip), and the value is carried in the
-    narrowest signed 8 / 16 / 32-bit type that holds the declared range (a 4-bit or unsigned
-    weight is its value set inside int8 / int16: exact).  Per-channel power-of-two scales share the
-    finest one when the rescaled codes still fit;
+    narrowest signed 8 / 16 / 32-bit type that holds the declared range and the codes (a 4-bit or
+    unsigned weight is its value set inside int8 / int16: exact).  Per-channel power-of-two scales
+    share the finest one, the codes of coarser channels scaled up to it (int16 when they outgrow
+    int8; refused beyond 32 bits);
   - on an activation it becomes the tensor's type (a :class:`~aieflow.ir.QuantHints` entry, as a
     QuantizeLinear -> DequantizeLinear pair): 8 or 16 bits, signed or unsigned, the rounding mode
     as the SRS writing the tensor rounds, ``narrow`` on a signed type as the symmetric saturation.
@@ -268,7 +269,8 @@ class OnnxQuantMixin:
 
     def _carried(self, spec: QuantSpec, codes: np.ndarray, shape: tuple) -> tuple[np.ndarray, FixedType]:
         """Codes on per-element exponents as one fixed-point type: the finest exponent, codes scaled up
-        to it, in the narrowest signed container that holds the declared range (so scaled too)."""
+        to it, in the narrowest signed container that holds the declared range (the quantiser's intent:
+        a 4-bit weight in int8, a 16-bit bias in int16) and the scaled codes themselves."""
         try:
             f = np.broadcast_to(spec.fracs, shape)
         except ValueError:
@@ -276,17 +278,17 @@ class OnnxQuantMixin:
                              f"broadcast to the tensor's shape {tuple(shape)}") from None
         value = np.ldexp(codes.astype(np.float64), -f)
         frac = int(f.max()) if f.size else spec.frac
-        lift = int(frac - f.min()) if f.size else 0
-        lo, hi = spec.lo << lift, spec.hi << lift
-        bits = container(lo, hi)
-        if not bits:
+        lifted = np.ldexp(codes.astype(np.float64), frac - f)  # exact: |codes| <= 2^32, any exponent gap
+        actual = container(int(lifted.min()), int(lifted.max())) if lifted.size else 8
+        if not actual:
             raise UnsupportedOpError(
                 f"node '{spec.node}' ({spec.op}) quantises to {spec.bits} bits"
-                + (f" with per-channel scales 2^-{int(f.max())} .. 2^-{int(f.min())}" if lift else "")
-                + "; aieflow carries constants in at most 32 bits",
+                + (f" with per-channel scales 2^-{int(f.max())} .. 2^-{int(f.min())}" if f.size and f.min() != frac else "")
+                + "; its codes do not fit the 32 bits aieflow carries constants in",
                 hint="use per-tensor scales (or per-channel scales within a factor of a few) and weights of at most "
                 "16 bits; " + POW2_ADVICE)
-        return value, FixedType(bits, frac, True, Rounding.CONV_EVEN, Saturation.SATURATE)
+        return value, FixedType(max(container(spec.lo, spec.hi), actual), frac, True, Rounding.CONV_EVEN,
+                                Saturation.SATURATE)
 
     # -- activations -----------------------------------------------------------------------------
 
