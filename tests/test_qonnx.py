@@ -442,6 +442,20 @@ def test_unsupported_qonnx_patterns_are_refused(base):
     _refusal(g, "node 'mul' (Mul) scales a computed tensor by a constant that is not a scalar positive power of two")
 
 
+def test_malformed_constants_are_model_errors_not_crashes():
+    from aieflow.errors import ModelError
+
+    b = np.zeros(4, np.float32)
+    with pytest.raises(ModelError, match=r"node 'bq' \(Quant\): its scale of shape \(3,\) does not broadcast to the "
+                       r"tensor's shape \(4,\)"):
+        import_onnx(bias_model(b, np.full(3, 0.5, np.float32), 8, True, False, "ROUND", 4))
+    with pytest.raises(ModelError, match="quantises a constant that holds inf or NaN"):
+        import_onnx(bias_model(np.array([1.0, np.nan], np.float32), 0.5, 8, True, False, "ROUND", 2))
+    nodes = [helper.make_node("Mul", ["a", "c"], ["ac"], name="mul"), helper.make_node("Add", ["x", "ac"], ["y"], name="add")]
+    with pytest.raises(ModelError, match=r"node 'mul' \(Mul\) combines constants of shapes \(2,\) and \(3,\)"):
+        import_onnx(_model(nodes, [_init("a", np.ones(2, np.float32)), _init("c", np.ones(3, np.float32))], 2, 2))
+
+
 def test_computed_quantisation_parameters_are_refused(base):
     m = onnx.ModelProto()
     m.CopyFrom(base)

@@ -122,6 +122,15 @@ def pow2_fracs(node: str, op: str, scale: np.ndarray, what: str = "scale") -> np
     return np.asarray(fracs, dtype=np.int64).reshape(s.shape)
 
 
+def broadcast(fracs: np.ndarray, shape: tuple, node: str, op: str, what: str = "scale") -> np.ndarray:
+    """``fracs`` (a scale's exponents) broadcast to the tensor's shape, or a ModelError."""
+    try:
+        return np.broadcast_to(fracs, shape)
+    except ValueError:
+        raise ModelError(f"node '{node}' ({op}): its {what} of shape {tuple(np.shape(fracs))} does not broadcast to "
+                         f"the tensor's shape {tuple(shape)}") from None
+
+
 def exact_codes(x: np.ndarray, fracs: np.ndarray, rounding: Rounding, lo: int, hi: int) -> np.ndarray:
     """clip(round(x * 2^frac), lo, hi) with the rounding decided on the exact product (clipping
     before or after the rounding is the same: [lo, hi] has integer ends and rounding is monotone)."""
@@ -247,6 +256,9 @@ class OnnxQuantMixin:
         x = np.asarray(ins[0].value, dtype=np.float64)
         if not np.all(np.isfinite(x)):
             raise ModelError(f"node '{name}' ({node.op_type}) quantises a constant that holds inf or NaN")
+        if len(node.input) > 1 and node.input[1]:
+            broadcast(pow2_fracs(name, node.op_type, self._scalar_input(node, 1, name, "scale")), x.shape, name,
+                      node.op_type)
         if node.op_type == "BipolarQuant":
             if len(node.input) < 2:
                 raise ModelError(f"node '{name}' (BipolarQuant) has no scale input")
@@ -255,6 +267,7 @@ class OnnxQuantMixin:
             codes = np.where(x >= 0, 1, -1).astype(np.int64)
         elif node.op_type == "Trunc":
             spec, in_fracs = self.trunc_spec(node, name)
+            broadcast(spec.fracs, x.shape, name, "Trunc", "output scale")
             # round to the input grid (half to even, as QONNX), then the truncation's own rounding and clip
             on_grid = exact_codes(x, in_fracs, Rounding.CONV_EVEN, -(1 << 62), 1 << 62)
             value = np.ldexp(on_grid.astype(np.float64), -np.broadcast_to(in_fracs, x.shape))
@@ -271,11 +284,7 @@ class OnnxQuantMixin:
         """Codes on per-element exponents as one fixed-point type: the finest exponent, codes scaled up
         to it, in the narrowest signed container that holds the declared range (the quantiser's intent:
         a 4-bit weight in int8, a 16-bit bias in int16) and the scaled codes themselves."""
-        try:
-            f = np.broadcast_to(spec.fracs, shape)
-        except ValueError:
-            raise ModelError(f"node '{spec.node}' ({spec.op}): its scale of shape {tuple(spec.fracs.shape)} does not "
-                             f"broadcast to the tensor's shape {tuple(shape)}") from None
+        f = broadcast(spec.fracs, shape, spec.node, spec.op, "output scale" if spec.op == "Trunc" else "scale")
         value = np.ldexp(codes.astype(np.float64), -f)
         frac = int(f.max()) if f.size else spec.frac
         lifted = np.ldexp(codes.astype(np.float64), frac - f)  # exact: |codes| <= 2^32, any exponent gap
@@ -442,6 +451,11 @@ class OnnxQuantMixin:
         exact integer arithmetic, as ONNX defines it."""
         a, b = ins[0], ins[1]
         op = node.op_type
+        try:
+            np.broadcast_shapes(np.shape(a.value), np.shape(b.value))
+        except ValueError:
+            raise ModelError(f"node '{name}' ({op}) combines constants of shapes {tuple(np.shape(a.value))} and "
+                             f"{tuple(np.shape(b.value))}, which do not broadcast") from None
         ints = all(np.asarray(c.value).dtype.kind in "iu" for c in (a, b))
         if ints and a.qtype is None and b.qtype is None and a.codes is None and b.codes is None:
             x, y = np.asarray(a.value), np.asarray(b.value)
