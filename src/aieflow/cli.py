@@ -1,4 +1,4 @@
-"""Command line: ``aieflow devices | compile | explore | predict | verify | report | gemm | sweep``."""
+"""Command line: ``aieflow devices | config | compile | explore | predict | verify | report | gemm | sweep``."""
 
 from __future__ import annotations
 
@@ -176,6 +176,36 @@ def _explore_table(ex, listed: tuple, shown: list, top: int | None, ranked_by: s
                          str(p.replicas), f"{p.latency_ns:,.0f}", f"{p.interval_ns:,.0f}",
                          f"{p.sample_interval_ns:,.1f}", " ".join(f"{cl}x{cn}" for _, cl, cn in p.parallelism)])
     return head + "\n" + render(rows)
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    from .skeleton import config_skeleton
+
+    model = _check_model(args.model)
+    config = _config_from_args(args)
+    calibration = _load_npy(args.calibration, "calibration") if args.calibration else None
+    sk = config_skeleton(str(model), device=args.device, config=config, calibration=calibration,
+                         granularity=args.granularity)
+    as_json = bool(args.output) and Path(args.output).suffix.lower() == ".json"
+    if as_json:
+        text = sk.to_json()
+    else:
+        name = json.dumps(model.name)  # quoted: a file name cannot end the comment line
+        header = "\n".join([
+            f"aieflow config skeleton of {name} for {args.device} (granularity {args.granularity}): the design "
+            "'aieflow compile' builds without a config.",
+            "Edit any key, then: aieflow compile MODEL --device DEVICE --config THIS_FILE"
+            + (" --calibration X.npy" if args.calibration else ""),
+            "Commented types are what each layer gets now; uncomment one to fix it (hls4ml's "
+            "ap_fixed<W,I,AP_RND_CONV,AP_SAT> spelling is accepted).",
+        ])
+        text = sk.to_yaml(header)
+    if args.output:
+        write_text(args.output, text, "config skeleton", "--output")
+        print(f"wrote the config skeleton ({len(sk.config.get('layers', {}))} layers) to {args.output}")
+    else:
+        sys.stdout.write(text)
+    return 0
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -391,6 +421,20 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("devices", help="list the supported devices and their facts")
     s.add_argument("--json", action="store_true", help="machine-readable output")
     s.set_defaults(func=cmd_devices)
+
+    s = sub.add_parser("config", help="write a config skeleton: every layer under the name the compiler uses, "
+                       "its precision and mapping keys (edit it, then compile with --config)")
+    s.add_argument("model", help="model file (.onnx)")
+    s.add_argument("--device", default="vek280", help="vck190, vek280 or vek385 (default vek280)")
+    s.add_argument("--granularity", choices=["name", "model"], default="name",
+                   help="name: one entry per layer (default); model: the model-wide keys only")
+    s.add_argument("-o", "--output", metavar="FILE", help="write the skeleton to FILE (YAML; JSON for .json) "
+                   "instead of standard output")
+    s.add_argument("--config", help="a config to start from (its keys are kept)")
+    s.add_argument("--calibration", help=".npy float samples for post-training quantisation (float models)")
+    s.add_argument("--precision", help="default precision: int8, int16, a16w8, fp32, bf16")
+    s.add_argument("--batch", help="samples per graph iteration")
+    s.set_defaults(func=cmd_config, target=None)
 
     s = sub.add_parser("compile", help="compile an ONNX model into DIR/design.json and DIR/project/")
     s.add_argument("model", help="model file (.onnx)")

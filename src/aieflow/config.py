@@ -47,6 +47,12 @@ _BUDGETS = {"tiles": "max_tiles", "latency_ns": "max_latency_ns", "interval_ns":
 def normalise_precision(value: Any, where: str) -> str:
     name = str(value).lower()
     name = _PRECISION_ALIASES.get(name, name)
+    if name not in PRECISIONS and "<" in name:  # a type, as hls4ml's Precision is written
+        raise ConfigError(
+            f"{where}: {value!r} is a numeric type; 'precision' takes a preset ({', '.join(PRECISIONS)})",
+            hint="give types per tensor instead: layers.<name>.input / .weight / .bias / .output (hls4ml's "
+            "'ap_fixed<16,6,AP_RND_CONV,AP_SAT>' spelling is accepted there)",
+        )
     if name not in PRECISIONS:
         raise ConfigError(
             f"{where}: unknown precision {value!r}; choose one of {', '.join(PRECISIONS)}"

@@ -35,6 +35,7 @@ from ..numerics.types import FixedType, Rounding, Saturation
 from . import batchnorm, sequence
 from .onnx_activation import ACTIVATION_OPS, OnnxActivationMixin, rewrite_patterns
 from .onnx_conv import CONV_OPS, OnnxConvMixin
+from .onnx_quant import QONNX_DOMAINS, QONNX_OPS, OnnxQuantMixin
 from .onnx_recurrent import MOVEMENT_OPS, RECURRENT_OPS, Moved, OnnxRecurrentMixin
 
 SUPPORTED_ONNX_OPS: tuple[str, ...] = (
@@ -56,13 +57,16 @@ SUPPORTED_ONNX_OPS: tuple[str, ...] = (
     "Concat / Split / Transpose of computed tensors (feature concat, split, transpose of the per-sample axes)",
     "MatMul with a constant on [rows, features] per sample (token / channel mixing)",
     "LayerNormalization (last axis)",
+    "QONNX Quant / BipolarQuant / Trunc (power-of-two scales, zero point 0)",
+    "Clip of QuantizeLinear codes (QCDQ narrow range); Mul / Div by a power of two (folded)",
     *CONV_OPS,
     *ACTIVATION_OPS,
 )
 
 # Domains whose QuantizeLinear / DequantizeLinear have the standard semantics.
 _QDQ_DOMAINS = ("", "ai.onnx", "com.microsoft")
-_FOLDABLE = ("Constant", "Identity", "Transpose", "QuantizeLinear", "DequantizeLinear")
+_FOLDABLE = ("Constant", "Identity", "Transpose", "QuantizeLinear", "DequantizeLinear", "Clip", "Mul", "Div",
+             *QONNX_OPS)
 
 # ONNX integer element types usable as quantised codes: (width, signed).
 _ONNX_INT_BITS: dict[int, tuple[int, bool]] = {
@@ -109,6 +113,7 @@ class _Const:
     value: np.ndarray
     codes: tuple[int, bool] | None = None
     qtype: FixedType | None = None
+    origin: str | None = None  # the node that quantised it (QONNX), for messages
 
 
 @dataclass(frozen=True)
@@ -127,6 +132,11 @@ class _PendingQ:
 def _load(model: str | os.PathLike | onnx.ModelProto) -> tuple[onnx.ModelProto, str]:
     if isinstance(model, onnx.ModelProto):
         label = "<ModelProto>"
+        if _missing_qonnx_opsets(model):
+            copy = onnx.ModelProto()
+            copy.CopyFrom(model)
+            model = copy
+            _add_qonnx_opsets(model)
         try:
             onnx.checker.check_model(model)
         except Exception as exc:  # noqa: BLE001 - any checker failure is a model error
@@ -148,8 +158,12 @@ def _load(model: str | os.PathLike | onnx.ModelProto) -> tuple[onnx.ModelProto, 
         ) from None
     _load_external_data(proto, path)
     try:
-        # The path form also copes with models over 2 GB and external data.
-        onnx.checker.check_model(path)
+        if _missing_qonnx_opsets(proto):
+            _add_qonnx_opsets(proto)  # the checker needs them; the file is not changed
+            onnx.checker.check_model(proto)
+        else:
+            # The path form also copes with models over 2 GB and external data.
+            onnx.checker.check_model(path)
     except Exception as exc:  # noqa: BLE001
         raise ModelError(f"cannot read ONNX model '{path}': {_first_line(exc)}") from None
     return proto, path
@@ -224,6 +238,57 @@ def _load_external_data(proto: onnx.ModelProto, path: str) -> None:
         onnx.external_data_helper.load_external_data_for_model(proto, base)
     except Exception as exc:  # noqa: BLE001 - onnx refuses unsafe locations with several types
         raise ModelError(f"cannot read the external data of ONNX model '{path}': {_first_line(exc)}") from None
+
+
+def module_path(node: onnx.NodeProto) -> str | None:
+    """The PyTorch module an exported node came from (``fc1``, ``blk.0``), or None: read from the
+    dynamo exporter's ``namespace`` metadata (``": M/fc1: Linear/linear: aten.linear"``, the module
+    segments carrying full paths) or the TorchScript exporter's scoped name (``/blk/blk.0/Gemm``, a
+    segment repeating its parent's path or adding one name to it).  A module path is a config key
+    for the layer, so a config written for a torch module also fits its ONNX export."""
+    meta = {m.key: m.value for m in node.metadata_props}
+    if "namespace" in meta:
+        parts = [seg.split(":", 1)[0].strip() for seg in meta["namespace"].split("/")]
+        modules = [p for p in parts[1:-1] if p]
+        return modules[-1] if modules else None
+    if node.name.startswith("/") and node.name.count("/") >= 2:
+        path = ""
+        for seg in node.name.split("/")[1:-1]:
+            if not seg:
+                return None
+            path = seg if not path or seg.startswith(path + ".") else f"{path}.{seg}"
+        return path
+    return None
+
+
+def module_paths(proto: onnx.ModelProto) -> dict[str, str]:
+    """:func:`module_path` of every named node that has one (node name -> module path)."""
+    return {n.name: p for n in proto.graph.node if n.name and (p := module_path(n)) is not None}
+
+
+def _with_module_aliases(nodes: list[Node], paths: dict[str, str]) -> list[Node]:
+    """Each layer answers to the module path of the ONNX node it came from as well (an alias), unless
+    that is another layer's name."""
+    names = {n.name for n in nodes}
+    out = []
+    for n in nodes:
+        path = paths.get(n.name)
+        if path and path not in names and path not in n.aliases:
+            n = n.evolve(aliases=(path, *n.aliases))
+        out.append(n)
+    return out
+
+
+def _missing_qonnx_opsets(proto: onnx.ModelProto) -> set[str]:
+    """QONNX custom domains the graph uses without an opset import (qonnx's own tools and older
+    exporters write such models; the ONNX checker refuses them)."""
+    imported = {o.domain for o in proto.opset_import}
+    return {n.domain for n in proto.graph.node if n.domain in QONNX_DOMAINS} - imported
+
+
+def _add_qonnx_opsets(proto: onnx.ModelProto) -> None:
+    for domain in sorted(_missing_qonnx_opsets(proto)):
+        proto.opset_import.append(onnx.helper.make_opsetid(domain, 1))
 
 
 def _first_line(exc: BaseException) -> str:
@@ -371,7 +436,7 @@ def _prod(shape: Sequence[int]) -> int:
 # ------------------------------------------------------------------------------------- importer
 
 
-class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin):
+class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, OnnxQuantMixin):
     def __init__(
         self, proto: onnx.ModelProto, label: str, example_input_shape: tuple[int, ...] | None
     ):
@@ -404,6 +469,8 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin):
         # 1-D convolutional layers (sequence.py)
         self.lifted: dict[str, str] = {}
         self.unlifts: set[str] = set()
+        # QONNX Trunc nodes on activations: (tensor, frac of its input scale, node), checked at the end
+        self._truncs: list[tuple[str, int, str]] = []
 
     # -- naming ---------------------------------------------------------------------------------
 
@@ -539,12 +606,22 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin):
             perm = _attrs(node).get("perm")
             src = ins[0]
             self.consts[node.output[0]] = _Const(
-                np.transpose(src.value, perm), src.codes, src.qtype
+                np.transpose(src.value, perm), src.codes, src.qtype, src.origin
             )
         elif op == "DequantizeLinear":
             self.consts[node.output[0]] = self._fold_dq(node, name, ins)
         elif op == "QuantizeLinear":
             self.consts[node.output[0]] = self._fold_q(node, name, ins)
+        elif op in QONNX_OPS:
+            value, qtype = self.fold_quant_op(node, name, ins)
+            self.consts[node.output[0]] = _Const(value, None, qtype, origin=name)
+        elif op == "Clip":
+            value, codes, qtype = self.fold_clip(node, name, ins)
+            self.consts[node.output[0]] = _Const(value, codes, qtype, ins[0].origin)
+        elif op in ("Mul", "Div"):
+            value, codes, qtype = self.fold_mul(node, name, ins)
+            origin = next((c.origin for c in ins if c.origin), None)
+            self.consts[node.output[0]] = _Const(value, codes, qtype, origin)
         else:  # pragma: no cover - guarded by _FOLDABLE
             raise AssertionError(op)
 
@@ -751,6 +828,12 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin):
             raise UnsupportedOpError(
                 f"node '{name}' ({op}) weight has rank {wc.value.ndim}; only a 2-D weight is supported"
             )
+        if wc.qtype is not None and wc.qtype.width > 16:
+            by = f" by '{wc.origin}'" if wc.origin else ""
+            raise UnsupportedOpError(
+                f"node '{name}' ({op}) has a weight quantised{by} to {wc.qtype.width}-bit codes; the AI Engine "
+                "multiplies 8- or 16-bit weights",
+                hint="quantise the weights to at most 16 bits (e.g. Brevitas Int8WeightPerTensorFixedPoint)")
         w = np.asarray(wc.value).T if transpose else np.asarray(wc.value)
         if w.shape[0] != k:
             raise ModelError(
@@ -1223,7 +1306,13 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin):
         todo: list[int] = []
         for i, node in enumerate(self.g.node):
             name = self._names[i]
-            if node.domain not in _QDQ_DOMAINS or (
+            if node.domain in QONNX_DOMAINS and node.op_type not in QONNX_OPS:
+                raise UnsupportedOpError(
+                    f"node '{name}' has op type '{node.op_type}' from the QONNX domain '{node.domain}', which "
+                    f"aieflow does not support; it reads the QONNX ops {', '.join(QONNX_OPS)}",
+                    hint="export the model from Brevitas with export_qonnx (FINN's streamlined ops such as "
+                    "MultiThreshold are not read)")
+            if node.domain not in (*_QDQ_DOMAINS, *QONNX_DOMAINS) or (
                 node.domain == "com.microsoft"
                 and node.op_type not in ("QuantizeLinear", "DequantizeLinear")
             ):
@@ -1255,6 +1344,7 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin):
             **dict.fromkeys(RECURRENT_OPS, self.recurrent),
             **self.conv_converters(),
             **self.activation_converters(),
+            **self.quant_converters(),  # Clip of QuantizeLinear codes first, then as an activation
         }
         for i in todo:  # control flow first: what feeds a Loop would otherwise be reported instead
             node = self.g.node[i]
@@ -1286,9 +1376,11 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin):
                 )
             outputs.append(self._data_input(o.name, "<graph output>", "output"))
         self.finish_recurrent()
+        self.check_truncs()
         nodes = sequence.simplify(self.nodes, outputs, self.unlifts, self.shapes)
         nodes = batchnorm.fold(nodes, self.shapes, outputs, quantised_params={n for n, _ in self.hint_params},
                                quantised_tensors=set(self.hint_tensors))
+        nodes = _with_module_aliases(nodes, module_paths(self.proto))
         tensors = {
             t: Tensor(t, s)
             for t, s in self.shapes.items()

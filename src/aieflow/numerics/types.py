@@ -166,12 +166,24 @@ _TYPE_RE = re.compile(
 _PLAIN_INT_RE = re.compile(r"^\s*(?P<u>u?)int(?P<w>8|16|32|64)\s*$")
 
 
+def _mode_key(field: str) -> str:
+    """A rounding / overflow field as aieflow names it: hls4ml and Vitis HLS write ``AP_RND_CONV`` /
+    ``AP_SAT``, aieflow ``RND_CONV`` / ``SAT``; both are accepted."""
+    key = field.strip().upper()
+    return key[3:] if key.startswith("AP_") else key
+
+
 def parse_type(text: str) -> NumericType:
     """Parse ``fixed<W,I[,Q[,O]]>``, ``ap_fixed<...>``, ``ufixed``, ``int<W>``, ``int8``, ``fp32``, ``bf16``;
     the modes as ap_fixed names them (``RND_CONV``, ``SAT``) or as hls4ml writes them (``AP_RND_CONV``).
 
-    Defaults for omitted modes follow ap_fixed (TRN, WRAP), because that is what a user writing an
-    ap_fixed string means.
+    hls4ml's spelling is accepted as it writes it: ``ap_fixed<18,7,AP_RND_CONV,AP_SAT>``,
+    ``ap_fixed<8,3>``, ``ap_int<8>``, ``ap_uint<4>``; the modes map to the SRS modes of the same
+    name (``AP_TRN`` floor, ``AP_TRN_ZERO`` towards zero, ``AP_RND`` half up, ``AP_RND_ZERO`` half
+    towards zero, ``AP_RND_MIN_INF`` half down, ``AP_RND_INF`` half away from zero, ``AP_RND_CONV``
+    half to even; ``AP_WRAP``, ``AP_SAT``, ``AP_SAT_SYM``) and ``AP_SAT_ZERO`` (no SRS equivalent)
+    is refused by name.  Defaults for omitted modes follow ap_fixed (TRN, WRAP), because that is what
+    a user writing an ap_fixed string means.
     """
     if not isinstance(text, str):
         raise ConfigError(f"numeric type must be a string, got {text!r}")
@@ -209,24 +221,25 @@ def parse_type(text: str) -> NumericType:
             f"cannot parse numeric type {text!r}: expected <width,integer_bits[,rounding[,overflow]]>"
         ) from None
     rounding, saturation = Rounding.FLOOR, Saturation.WRAP
-    # hls4ml / Vivado HLS spell the modes with an AP_ prefix (AP_RND_CONV, AP_SAT): the same modes
-    modes = [r.upper().removeprefix("AP_") for r in rest]
     if rest:
-        key = modes[0]
+        key = _mode_key(rest[0])
         if key not in _ROUNDING_BY_NAME:
             raise ConfigError(
-                f"unknown rounding {rest[0]!r} in {text!r}; use one of {', '.join(_ROUNDING_BY_NAME)}"
+                f"unknown rounding {rest[0]!r} in {text!r}; use one of {', '.join(_ROUNDING_BY_NAME)} "
+                "(hls4ml's AP_ prefix, e.g. AP_RND_CONV, is accepted too)"
             )
         rounding = _ROUNDING_BY_NAME[key]
     if len(rest) > 1:
-        key = modes[1]
+        key = _mode_key(rest[1])
         if key == "SAT_ZERO":
             raise ConfigError(
-                f"overflow mode SAT_ZERO in {text!r} has no AI Engine equivalent; use SAT, SAT_SYM or WRAP"
+                f"overflow mode {rest[1].strip()} in {text!r} (overflow to zero) has no AI Engine equivalent; the SRS "
+                "saturates or wraps: use SAT (AP_SAT), SAT_SYM (AP_SAT_SYM) or WRAP (AP_WRAP)"
             )
         if key not in _AP_SATURATION:
             raise ConfigError(
-                f"unknown overflow {rest[1]!r} in {text!r}; use one of {', '.join(_AP_SATURATION)}"
+                f"unknown overflow {rest[1]!r} in {text!r}; use one of {', '.join(_AP_SATURATION)} "
+                "(or AP_SAT, AP_SAT_SYM, AP_WRAP)"
             )
         saturation = _AP_SATURATION[key]
     if len(rest) > 2:
