@@ -177,7 +177,9 @@ CALIBRATION_SET = {
     "aie4ml_i8", "aie4ml_i16i8", "aie4ml_i16", "aie4ml_i8_br", "aie4ml_i16i8_br", "aie4ml_i16_br",
     "tutorial_first", "tutorial_opt16", "tutorial_opt32",
     "gemm_stream", "gemm_mac", "gemm_full", "gemm_multicast", "gemm_br_copy",
-    *(f"gemm_copy_cr_{t}" for t in (1, 2, 4, 8, 16, 32)),
+    "gemm_full_32", *(f"gemm_copy_cr_{t}" for t in (1, 2, 4, 8, 16, 32)),
+    *(f"mmul_{s}_{w}" for s in ("4x16x8", "4x4x4", "4x8x4") for w in ("load_A", "load_B", "compute")),
+    "mmul_ceiling_i8i8", "mmul_ceiling_i16i8", "mmul_ceiling_i16i16",
 }
 # gemm-gotoblas-versal.md § Calibration: `Copy Cr` per micro-kernel; issue 21: within 10% each
 COPY_CR = {"gemm_copy_cr_1": 40, "gemm_copy_cr_2": 58, "gemm_copy_cr_4": 63, "gemm_copy_cr_8": 84,
