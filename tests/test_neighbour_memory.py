@@ -116,6 +116,7 @@ def test_lenders_are_the_rows_next_to_the_kernel_and_kept_free():
     assert (r.height, r.period, r.offset) == (3, 3, 1)
     assert r.lender_cells() == {(kernel[0], kernel[1] - 1), (kernel[0], kernel[1] + 1)}  # south, north
     check_placement(d.placement, d.device)
+    assert d.placement_svg().count('class="lender"') == 2  # the picture hatches both
 
 
 def test_a_second_layer_is_never_placed_on_a_lender():
