@@ -107,6 +107,7 @@ def test_published_single_kernel_compiles_and_estimates_within_5_percent(pair, s
     assert abs(modelled - gops) / gops <= 0.05, (modelled, gops)
     res = d.resources()
     assert res["compute_tiles"] == 1 and res["lender_tiles"] == len(borrows)
+    assert d.estimate().tiles_used == 1 + len(borrows)  # the tiles the design occupies
 
 
 def test_lenders_are_the_rows_next_to_the_kernel_and_kept_free():
@@ -190,3 +191,14 @@ def test_lenders_must_fit_the_rows():
     # 8 cascade rows of the i8 128-wide kernel with a north lender each would need 16 rows
     with pytest.raises(PlanError):
         _compile(_model(128, 1024), layers={"0": {"parallelism": {"cas_len": 1, "cas_num": 8}}})
+
+
+def test_explore_with_a_pinned_borrowing_layer_counts_its_lenders():
+    # the search plans a fixed rectangle as the plan pass does, so the point it reports is the
+    # compiled design, its tiles the kernel and the lender
+    model = _model(128, 128)
+    d = _compile(model, layers={"0": PIN})
+    ex = aieflow.explore(model, device="vek280", example_input=torch.randn(128, 128),
+                         config={"precision": "int8", "batch": 128, "layers": {"0": PIN}})
+    assert [p.tiles for p in ex.front] == [2] == [d.estimate().tiles_used]
+    assert ex.chosen.latency_ns == pytest.approx(d.estimate().latency_ns)
