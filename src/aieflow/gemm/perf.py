@@ -14,15 +14,16 @@ Every term, per (jc, pc, ic) block of ``l4_steps`` steps of ``rounds`` micro-ker
   adds, and stores it back through its own port (GMIO in the paper); the transfers overlap the
   next micro-kernel and what a tile waits for is the spec's measured `Copy Cr` per micro-kernel,
   which grows with the number of ports as DDR serialises them (:func:`copy_cr_cycles`, fitted to
-  that calibration series).  The round cannot be shorter than the DDR traffic of all tiles' Cr
-  (read + write) at DDR_BYTES_PER_CYCLE.  ``overlapped`` (ours): the tile writes Cr to its stream
-  (one 32-bit word per cycle) and goes on; the round cannot be shorter than the DDR traffic of all
-  tiles' Cr through the PL write-back (write, plus read when pc > 0).
+  that calibration series).  ``overlapped`` (ours): the tile writes Cr to its stream (one 32-bit
+  word per cycle) and goes on.  Either way the round cannot be shorter than the DDR traffic of all
+  tiles' Cr in it (:func:`cr_ddr_cycles`: read + write for ``serial``; write, plus read when
+  pc > 0, for ``overlapped``).
 - Packing (Bc per (jc, pc), Ac per (jc, pc, ic)) reads DDR at DDR_BYTES_PER_CYCLE.  It is
   reported separately and excluded from ``cycles``, as the spec's experiments exclude it; it is in
   ``total_cycles`` and the latency.
 
-Costs are in AIE cycles.  Nothing here was measured; see docs/gemm.md for every constant.
+Costs are in AIE cycles.  Nothing here was measured by aieflow; the fitted constants name the
+published figures they come from, and docs/gemm.md lists every constant.
 """
 
 from __future__ import annotations
