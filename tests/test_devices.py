@@ -91,7 +91,7 @@ def test_no_generation_decisions_outside_the_catalog():
 
 # ------------------------------------------------------------------ the fields and their sources
 
-GENERATION_FIELDS = ("cascade_serpentine", "srs_shift_max", "ups_shift_max")
+GENERATION_FIELDS = ("cascade_serpentine", "srs_shift_max", "ups_shift_max", "neighbour_memories")
 DEVICE_FIELDS = ("vitis_platform", "gemm_design")
 
 

@@ -177,7 +177,13 @@ CALIBRATION_SET = {
     "aie4ml_i8", "aie4ml_i16i8", "aie4ml_i16", "aie4ml_i8_br", "aie4ml_i16i8_br", "aie4ml_i16_br",
     "tutorial_first", "tutorial_opt16", "tutorial_opt32",
     "gemm_stream", "gemm_mac", "gemm_full", "gemm_multicast", "gemm_br_copy",
+    "gemm_full_32", *(f"gemm_copy_cr_{t}" for t in (1, 2, 4, 8, 16, 32)),
+    *(f"mmul_{s}_{w}" for s in ("4x16x8", "4x4x4", "4x8x4") for w in ("load_A", "load_B", "compute")),
+    "mmul_ceiling_i8i8", "mmul_ceiling_i16i8", "mmul_ceiling_i16i16",
 }
+# gemm-gotoblas-versal.md § Calibration: `Copy Cr` per micro-kernel; issue 21: within 10% each
+COPY_CR = {"gemm_copy_cr_1": 40, "gemm_copy_cr_2": 58, "gemm_copy_cr_4": 63, "gemm_copy_cr_8": 84,
+           "gemm_copy_cr_16": 157, "gemm_copy_cr_32": 282}
 
 
 def test_figure_table_is_complete_and_labelled():
@@ -186,6 +192,11 @@ def test_figure_table_is_complete_and_labelled():
     for f in FIGURES:
         assert f.role in published.ROLES
         assert f.source.split(" ")[0].endswith(".md")
+        if f.key in COPY_CR:  # one least-squares fit of 3 constants over the 6 figures: 10% (issue 21)
+            assert f.published == COPY_CR[f.key] and f.calibration_set and f.role == "fitted"
+            assert f.tolerance is not None and f.tolerance <= 0.10 and "least squares" in f.note
+            assert set(f.fits) == {"CR_COPY_CYCLES", "CR_CONTENTION_CYCLES", "CR_SERIAL_CYCLES"}
+            continue
         if f.calibration_set and f.model is not None:  # the issue's target: every one within 5%
             assert f.tolerance is not None and f.tolerance <= published.CALIBRATION_SET_TOLERANCE
         if f.role == "fitted":

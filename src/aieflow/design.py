@@ -190,6 +190,7 @@ class Design:
         layers = self.layers()
         k = self.replicas
         tiles = sum(n.plan.tiles for n in layers) * k
+        lenders = sum(n.plan.footprint - n.plan.tiles for n in layers) * k
         memtile_links = sum(1 for n in layers if n.plan.link == "memtile") * k
         mt_bytes = 0
         for n in layers:
@@ -201,6 +202,8 @@ class Design:
         return {
             "compute_tiles": tiles,
             "compute_tiles_available": self.device.compute_tiles,
+            # tiles whose data memory holds another tile's buffers (ops/dense.py memory_homes): no kernel
+            "lender_tiles": lenders,
             "memory_tiles": memtile_links,
             "memory_tile_bytes_max": mt_bytes,
             "plio_in": first.plan.cas_len * k,
@@ -243,7 +246,8 @@ class Design:
                 "activation": n.attrs.get("activation"),
                 "types": fam.types_to_json(n.types),
                 "plan": fam.plan_to_json(n.plan),
-                "placement": {"column": r.column, "row": r.row, "width": r.width, "height": r.height},
+                "placement": {"column": r.column, "row": r.row, "width": r.width, "height": r.height}
+                | ({"period": r.period, "offset": r.offset} if r.period != 1 else {}),
             }
         return {
             **design_schema.header(FORMAT, FORMAT_VERSION, "chain"),

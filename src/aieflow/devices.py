@@ -64,10 +64,19 @@ class Generation:
     # Packet switching: a pktmerge joins at most this many packet streams (UG1079); see
     # LIMIT_SOURCES.  Added for the recurrent mapping; the same on every generation.
     pktmerge_max_inputs: int = 32
+    # The neighbours whose data memories a tile's core addresses besides its own ("north", "south",
+    # "west", or "horizontal": west or east depending on the row, AIE1's mirrored rows).  The Dense
+    # planner borrows the vertical ones (ops/dense.py); ``neighbour_memory_bytes`` is own + these.
+    neighbour_memories: tuple[str, ...] = ()
 
     @property
     def bank_bytes(self) -> int:
         return self.data_memory_bytes // self.memory_banks
+
+    @property
+    def vertical_lenders(self) -> tuple[str, ...]:
+        """The neighbours above and below whose memories a tile can borrow, south first."""
+        return tuple(d for d in ("south", "north") if d in self.neighbour_memories)
 
     @property
     def widest_accumulator_bits(self) -> int:
@@ -205,8 +214,13 @@ AIE1 = Generation(
             "rounding modes": "AIE intrinsics guide: rnd_floor..rnd_conv_odd (no symmetric floor/ceil)",
             "cascade_serpentine": f"AM009 cascade stream: horizontal only, east on even rows and west on odd "
             f"ones, so a chain snakes through the array; {SPEC} (cascade: horizontal only)",
+            "neighbour_memories": f"{SPEC}: 'own + 3 neighbours (128 KB)' (AM009).  Which three is aieflow's "
+            "reading of AM009, not in the spec: north, south, and the horizontal neighbour on the core's side "
+            "away from its own memory module, west or east by row because AIE1 rows are mirrored (the mirroring "
+            "that makes the cascade serpentine)",
         }
     ),
+    neighbour_memories=("north", "south", "horizontal"),
 )
 
 AIE_ML = Generation(
@@ -261,8 +275,10 @@ AIE_ML = Generation(
             "rounding modes": "AIE-ML intrinsics guide UG1583: adds rnd_sym_floor / rnd_sym_ceil",
             "cascade_serpentine": f"AM020 cascade: horizontal west to east on every row, plus vertical; {SPEC} "
             "(cascade: horizontal and vertical)",
+            "neighbour_memories": f"{SPEC}: 'own + N/S/W (256 KB)' (AM020)",
         }
     ),
+    neighbour_memories=("north", "south", "west"),
 )
 
 # AIE-MLv2: the spec lists 64 KB data memory, 512-bit loads/stores and a 512-bit cascade; per-type
@@ -298,8 +314,10 @@ AIE_MLV2 = Generation(
             "memory, loads, cascade": f"{SPEC} (AM027)",
             "MACs, mmul shapes, accumulators": "assumed equal to AIE-ML (not yet in the spec)",
             "cascade_serpentine": f"assumed as AIE-ML (AM027; {SPEC} gives only the 512-bit width)",
+            "neighbour_memories": f"assumed as AIE-ML ({SPEC} leaves the AIE-MLv2 cell empty; AM027)",
         }
     ),
+    neighbour_memories=("north", "south", "west"),
 )
 
 VCK190 = Device(

@@ -69,12 +69,16 @@ def _layers(placement: Placement) -> list[str]:
     for i, r in enumerate(placement.rects):
         x, y = LEFT + r.column * CELL, TOP + (placement.rows - r.row - r.height) * CELL
         w, h = r.width * CELL, r.height * CELL
-        tip = f"{r.layer}: {r.height} x {r.width} tiles (cas_num x cas_len) at column {r.column}, row {r.row}"
+        lenders = sorted(r.lender_cells())
+        tip = (f"{r.layer}: {r.height // r.period} x {r.width} tiles (cas_num x cas_len) at column {r.column}, "
+               f"row {r.kernel_row}") + (f"; {len(lenders)} tiles lend it their data memory (hatched)" if lenders else "")
         out += [
             f'<g class="layer" data-layer={quoteattr(r.layer)}>',
             f"<title>{escape(tip)}</title>",
             f'<rect class="layer" data-layer={quoteattr(r.layer)} x="{x + 1}" y="{y + 1}" width="{w - 2}" '
             f'height="{h - 2}" fill="{PALETTE[i % len(PALETTE)]}"/>',
+            *(f'<rect class="lender" x="{LEFT + c * CELL + 1}" y="{TOP + (placement.rows - 1 - rr) * CELL + 1}" '
+              f'width="{CELL - 2}" height="{CELL - 2}" fill="url(#lender)"/>' for c, rr in lenders),
             f'<text class="label" x="{x + w / 2:.1f}" y="{y + h / 2 + 4:.1f}" text-anchor="middle">{escape(_short(r.layer))}</text>',
             "</g>",
         ]
@@ -109,7 +113,9 @@ def placement_svg(
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
         'font-family="sans-serif" font-size="10">',
         "<defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"6\" markerHeight=\"6\" "
-        "orient=\"auto-start-reverse\"><path d=\"M 0 0 L 10 5 L 0 10 z\" fill=\"#222\"/></marker></defs>",
+        "orient=\"auto-start-reverse\"><path d=\"M 0 0 L 10 5 L 0 10 z\" fill=\"#222\"/></marker>"
+        "<pattern id=\"lender\" width=\"4\" height=\"4\" patternUnits=\"userSpaceOnUse\">"
+        "<path d=\"M 0 4 L 4 0\" stroke=\"#fff\" stroke-width=\"1\"/></pattern></defs>",
         "<style>.tile{fill:#f4f4f4;stroke:#ccc;stroke-width:0.5}.memory-tile{fill:#dde6f0;stroke:#9ab}"
         ".interface{fill:#e8e0d0;stroke:#b9a}.keep-out{fill:#555;opacity:0.6}.layer rect{stroke:#222;"
         "stroke-width:1;opacity:0.85}.label{fill:#000;font-weight:bold}.axis{fill:#666}"

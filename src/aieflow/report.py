@@ -35,8 +35,9 @@ def text_summary(d: Design) -> str:
                 str(t.shift),
                 f"{p.cas_len} x {p.cas_num}",
                 "x".join(map(str, p.mmul)),
-                str(p.tiles),
-                f"{p.memory.total}/{dev.generation.data_memory_bytes}",
+                str(p.tiles) + (f" + {p.footprint - p.tiles} lending" if p.borrows else ""),
+                f"{p.memory.total}/{dev.generation.data_memory_bytes}"
+                + (f" (+{'/'.join(p.borrows)} memory)" if p.borrows else ""),
                 f"({r.column},{r.row})",
             ]
         )
@@ -44,7 +45,8 @@ def text_summary(d: Design) -> str:
         "",
         (f"{res['replicas']} copies of the design: " if res["replicas"] > 1 else "")
         + f"compute tiles {res['compute_tiles']}/{res['compute_tiles_available']}, "
-        f"memory-tile buffers {res['memory_tiles']}, PLIO in {res['plio_in']} / out {res['plio_out']}",
+        f"memory-tile buffers {res['memory_tiles']}, PLIO in {res['plio_in']} / out {res['plio_out']}"
+        + (f", {res['lender_tiles']} tile{'s' if res['lender_tiles'] > 1 else ''} lending its data memory (no kernel)" if res["lender_tiles"] else ""),
         placement_text(d),
     ]
     tail += ["", performance_text(d)]

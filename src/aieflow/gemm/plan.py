@@ -30,9 +30,10 @@ class GemmConfig:
     ``tiles_j`` tiles parallelise L4 (each its own Br), ``tiles_i`` groups parallelise L5 (each
     group its own Ar multicast); ``ar_streams`` input streams per tile carry Ar; ``br_buffers`` 1
     (copy, then compute) or 2 (ping-pong: the next Br loads while this one is used);
-    ``writeback`` ``serial`` (the published epilogue: every tile's Cr is read from and written to
-    DDR in turn while all tiles wait) or ``overlapped`` (Cr leaves through a stream FIFO, the PL
-    reads C only when pc > 0).  ``mr`` x ``nr``: the micro-tile (8 x 8 on AIE1; wider on AIE-ML,
+    ``writeback`` ``serial`` (the published epilogue: after every micro-kernel each tile's Cr is
+    read from DDR, added and written back through its own port, DDR serialising the ports; costed
+    with the paper's measured GMIO `Copy Cr`, carried out by the PL write-back in the generated
+    project) or ``overlapped`` (Cr leaves through a stream FIFO, the PL reads C only when pc > 0).  ``mr`` x ``nr``: the micro-tile (8 x 8 on AIE1; wider on AIE-ML,
     where Ar's one stream needs more reuse, see gemm/aieml.py)."""
 
     tiles_j: int = 1

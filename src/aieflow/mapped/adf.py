@@ -13,7 +13,7 @@ _ENV = environment("mapped")
 
 def statements(g: MappedGraph) -> list[Code]:
     """Each kernel buffer port's ``adf::dimensions``, then every link's ``adf::connect`` (a cascade
-    as ``adf::connect<adf::cascade>``), in the graph's order."""
+    as ``adf::connect<adf::cascade>``), in the graph's order, then the buffers' location constraints."""
     out = []
     for k in g.kernels:
         for side, sizes in (("in", k.in_sizes), ("out", k.out_sizes)):
@@ -21,6 +21,10 @@ def statements(g: MappedGraph) -> list[Code]:
     for link in g.links:
         how = "<adf::cascade>" if link.kind == "cascade" else ""
         out.append(Code(f"adf::connect{how}({link.src.ref()}, {link.dst.ref()})"))
+    for k in g.kernels:  # UG1079 buffer location constraints: ping and pong at their addresses
+        for side, i, where in k.locations:
+            at = ", ".join(f"adf::address({c}, {r}, 0x{off:04x})" for c, r, off in where)
+            out.append(Code(f"adf::location<adf::buffer>({k.var}.{side}[{i}]) = {{{at}}}"))
     return out
 
 

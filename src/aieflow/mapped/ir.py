@@ -49,6 +49,10 @@ class Kernel:
     in_sizes: tuple[int | None, ...]
     out_sizes: tuple[int | None, ...]
     replica: int = 0
+    # Buffer location constraints: (side, port index, ((column, row, byte offset) of the ping,
+    # (...) of the pong)), the tile being whichever tile's data memory holds the buffer (its own or
+    # a neighbour's, ops/dense.py memory_homes).
+    locations: tuple[tuple[str, int, tuple[tuple[int, int, int], ...]], ...] = ()
 
 
 @dataclass(frozen=True)

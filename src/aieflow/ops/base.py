@@ -48,6 +48,10 @@ class PlanContext:
     input_layout: Any = None
     min_cas_num: int = 1  # raised by the plan pass when a consumer cannot read this layer's slices
     post: Any = None  # the activation / softmax fused into this layer's last tiles (ops/post.py)
+    # The Dense chain's plan pass: a fixed rectangle may keep buffers in neighbouring tiles' data
+    # memories (ops/dense.py memory_homes); the placer reserves those tiles.  Other callers (the
+    # search, the DAG planner, the streamed-weights check) plan within each tile's own memory.
+    neighbour_memory: bool = False
 
 
 @dataclass(frozen=True)

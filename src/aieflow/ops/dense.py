@@ -388,10 +388,30 @@ class DensePlan:
     banks: int  # banks used on the most loaded tile
     link: str  # how the input arrives: "plio", "buffer" (AIE1 direct), "memtile" (AIE-ML)
     post: str = ""  # a fused activation / softmax in the last tiles (ops/post.post_kind): "", "table", "interp", "softmax"
+    # Neighbours ("south", "north") whose data memories every kernel tile of the layer borrows for
+    # its activation buffers (empty: everything in its own memory).  The lenders run no kernel: the
+    # layer's rectangle is ``period`` array rows per cascade row (``memory_homes``, docs/performance.md).
+    borrows: tuple[str, ...] = ()
 
     @property
     def tiles(self) -> int:
+        """Compute tiles (kernels)."""
         return self.cas_len * self.cas_num
+
+    @property
+    def period(self) -> int:
+        """Array rows per cascade row: the kernel's row and its lenders' rows."""
+        return 1 + len(self.borrows)
+
+    @property
+    def kernel_offset(self) -> int:
+        """The kernel's row within its period: 1 when the south neighbour lends (below it)."""
+        return 1 if "south" in self.borrows else 0
+
+    @property
+    def footprint(self) -> int:
+        """Tiles the layer occupies: its kernels and the lenders, which run nothing."""
+        return self.tiles * self.period
 
     @property
     def output_layout(self) -> DenseLayout:
@@ -419,6 +439,7 @@ def _plan_from_json(d: dict) -> DensePlan:
     d = {k: v for k, v in d.items() if k not in ("tiles", "bytes_per_tile")}
     d["mmul"] = tuple(d["mmul"])
     d["memory"] = TileMemory(**d["memory"])
+    d["borrows"] = tuple(d.get("borrows", ()))  # designs saved before neighbour memory: none
     return DensePlan(**d)
 
 
@@ -463,6 +484,63 @@ def banks_needed(mem: TileMemory, bank_bytes: int) -> int:
     return -(-mem.weights // bank_bytes) + -(-rest // bank_bytes)
 
 
+@dataclass(frozen=True)
+class BufferHome:
+    """Where one buffer of a kernel tile lives: its own memory or a neighbour's, from which bank,
+    over how many whole banks."""
+
+    buffer: str  # "weights", "bias + stack/heap", "input ping", "input pong", "output ping", "output pong"
+    memory: str  # "own" or the neighbour's direction ("south", "north")
+    bank: int  # first bank
+    banks: int
+    bytes: int
+
+
+def memory_homes(mem: TileMemory, borrows: tuple[str, ...], bank_bytes: int, banks: int) -> tuple[BufferHome, ...] | None:
+    """Buffers of a kernel tile placed in its own memory and the ``borrows`` neighbours' memories,
+    whole banks each, or None when they do not fit.
+
+    The resident data stays in the tile's own memory: the weights in banks of their own, the bias
+    with the stack and heap.  The activation buffers (input and output, ping and pong: separate
+    ADF buffers) go, largest first, to the first memory with enough free banks: own, then the
+    neighbours in ``borrows`` order.  No two buffers share a bank, so the kernel's two loads per
+    cycle (an input block and a weight block) and the DMA filling the other half of a ping-pong
+    never meet in one bank: the arrangement the published kernel uses ("buffers placed on distinct
+    banks so parallel loads do not conflict", dense-on-aie-ml.md), and the one the cycle model
+    (perf/kernel.py, fitted to that kernel) assumes.  A tile's core addresses a neighbour's memory
+    as it does its own (versal-devices.md: own + neighbours reachable), so where a buffer lives does
+    not change the kernel's cycles."""
+    free = {"own": banks, **dict.fromkeys(borrows, banks)}
+    homes: list[BufferHome] = []
+
+    def take(name: str, nbytes: int, where: tuple[str, ...]) -> bool:
+        need = -(-nbytes // bank_bytes)
+        for m in where:
+            if free[m] >= need:
+                homes.append(BufferHome(name, m, banks - free[m], need, nbytes))
+                free[m] -= need
+                return True
+        return False
+
+    if not take("weights", mem.weights, ("own",)) or not take("bias + stack/heap", mem.bias + mem.reserved, ("own",)):
+        return None
+    acts = [("input ping", mem.input // 2), ("input pong", mem.input // 2),
+            ("output ping", mem.output // 2), ("output pong", mem.output // 2)]
+    for name, nbytes in sorted((a for a in acts if a[1]), key=lambda a: -a[1]):
+        if not take(name, nbytes, ("own", *borrows)):
+            return None
+    return tuple(homes)
+
+
+def lender_directions(gen, count: int) -> tuple[str, ...]:
+    """The neighbours ``count`` borrowed memories come from: the north one first (the kernel stays
+    nearest the interface row and the memory tiles below row 0), then north and south."""
+    vertical = gen.vertical_lenders
+    if count == 1:
+        return ("north",) if "north" in vertical else vertical[:1]
+    return vertical[:count]
+
+
 def plan(node: Node, ctx: PlanContext) -> Node:
     t: DenseTypes = node.types
     dev = ctx.device
@@ -492,6 +570,15 @@ def plan(node: Node, ctx: PlanContext) -> Node:
 
     def fits(mem: TileMemory) -> bool:
         return mem.total <= gen.data_memory_bytes and banks_needed(mem, gen.bank_bytes) <= gen.memory_banks
+
+    def borrowed(mem: TileMemory, cas_num: int) -> tuple[str, ...] | None:
+        """The fewest neighbour memories (of the vertical ones) whose banks hold the buffers, the
+        layer's rows with their lenders still within the array; None when none do."""
+        for count in range(1, len(gen.vertical_lenders) + 1):
+            dirs = lender_directions(gen, count)
+            if cas_num * (1 + count) <= dev.rows and memory_homes(mem, dirs, gen.bank_bytes, gen.memory_banks):
+                return dirs
+        return None
 
     max_len = dev.columns
     max_num = dev.rows
@@ -544,6 +631,12 @@ def plan(node: Node, ctx: PlanContext) -> Node:
     nums = [lc.cas_num] if lc.cas_num else range(min(ctx.min_cas_num, max_num), min(max_num, -(-n_total // nn)) + 1)
     if post is not None and post.op == "softmax":
         nums = [1]
+    # A rectangle fixed by the config (or, on AIE1, its cascade length by the producer) whose
+    # buffers exceed a tile's own memory may borrow the neighbours' memories: only then, and only
+    # where the plan pass allows it (ctx.neighbour_memory), so a layer the planner sizes itself
+    # keeps its buffers in its own tiles.
+    pinned = len(lens) == 1 and len(nums) == 1
+    borrow = ctx.neighbour_memory and pinned and bool(gen.vertical_lenders)
     best = None
     smallest = None
     for cl in lens:
@@ -551,24 +644,33 @@ def plan(node: Node, ctx: PlanContext) -> Node:
             k_slice, n_slice, mem = candidate(cl, cn, forced_k)
             if smallest is None or mem.total < smallest[2].total:
                 smallest = (cl, cn, mem)
+            borrows: tuple[str, ...] | None = ()
             if not fits(mem):
-                continue
+                borrows = borrowed(mem, cn) if borrow else None
+                if borrows is None:
+                    continue
             # Fewest tiles; then the most balanced rectangle (shorter cascades, less padding).
             key = (cl * cn, abs(cl - cn), k_slice * cl + n_slice * cn)
             if best is None or key < best[0]:
-                best = (key, cl, cn, k_slice, n_slice, mem)
+                best = (key, cl, cn, k_slice, n_slice, mem, borrows)
     if best is None:
         cl, cn, mem = smallest
         what = "the requested parallelism" if (lc.cas_len or lc.cas_num) else f"any cas_len <= {max_len} x cas_num <= {max_num}"
+        reach = (f", or {gen.data_memory_bytes * (1 + len(gen.vertical_lenders))} with the "
+                 f"{' and '.join(gen.vertical_lenders)} neighbours' memories within {dev.rows} rows") if borrow else ""
+        hint = "reduce the batch, use a narrower precision, raise parallelism, or split the layer"
+        if not borrow and gen.vertical_lenders and ctx.neighbour_memory:
+            hint += ("; or fix the rectangle (parallelism cas_len and cas_num) to let its tiles keep buffers in "
+                     "their neighbours' data memories")
         raise PlanError(
             f"{k_total} x {n_total} weights do not fit {what} on {dev.board}: the smallest tile footprint "
             f"is {mem.total} bytes ({mem.weights} weights, {mem.input} input buffers, {mem.output} output "
             f"buffers) at cas_len={cl}, cas_num={cn}; a tile has {gen.data_memory_bytes} bytes in "
-            f"{gen.memory_banks} banks",
+            f"{gen.memory_banks} banks{reach}",
             layer=name,
-            hint="reduce the batch, use a narrower precision, raise parallelism, or split the layer",
+            hint=hint,
         )
-    _, cl, cn, k_slice, n_slice, mem = best
+    _, cl, cn, k_slice, n_slice, mem, borrows = best
     link = "plio" if producer is None else ("buffer" if direct else "memtile")
     p = DensePlan(
         cas_len=cl,
@@ -586,6 +688,7 @@ def plan(node: Node, ctx: PlanContext) -> Node:
         banks=banks_needed(mem, gen.bank_bytes),
         link=link,
         post=post_kind(post),
+        borrows=borrows,
     )
     return node.evolve(plan=p)
 

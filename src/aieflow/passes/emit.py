@@ -20,7 +20,14 @@ from ..mapped.ir import Kernel, Link, MappedGraph, Plio, Port, SharedBuffer
 from ..mapped.tiling import NdTiling, Traversal
 from ..names import Code, c_ident, comment, unique_idents
 from ..numerics.types import FixedType, FloatType, NumericType
-from ..ops.dense import DensePlan, DenseTypes, cascade_chunk_lanes, pack_tile, to_panels
+from ..ops.dense import (
+    DensePlan,
+    DenseTypes,
+    cascade_chunk_lanes,
+    memory_homes,
+    pack_tile,
+    to_panels,
+)
 from ..ops.post import fused_post, is_fused_post, post_constants, written
 from ..ops.registry import family
 from ..templating import environment
@@ -232,6 +239,41 @@ def _tiling(t, dims) -> NdTiling:
     return NdTiling(tuple(dims), tuple(t.tile), tuple(t.offset), (Traversal(0, t.stride, t.wrap),), t.boundary)
 
 
+_NEIGHBOUR = {"own": (0, 0), "north": (0, 1), "south": (0, -1)}
+
+
+def _own_buffer_ports(layers: list[Node], i: int, device: Device) -> tuple[bool, bool]:
+    """Whether layer ``i``'s input and output buffers are its own (a PLIO or a memory-tile port
+    at the other end), not shared with the neighbouring layer's kernels (a direct buffer link,
+    whose place aiecompiler chooses for both ends)."""
+    direct = device.memory_tile_rows == 0
+    inp = i == 0 or not (direct or layers[i].plan.link == "buffer")
+    out = i == len(layers) - 1 or not (direct or layers[i + 1].plan.link == "buffer")
+    return inp, out
+
+
+def buffer_locations(p: DensePlan, device: Device, tile: tuple[int, int], inp: bool, out: bool):
+    """Location constraints of a borrowing layer's own activation buffers (``Kernel.locations``):
+    each ping and pong at the first bank ``memory_homes`` gave it, in the memory of the tile
+    itself or of the neighbour lending it.  Nothing for a layer that borrows nothing."""
+    if not p.borrows:
+        return ()
+    gen = device.generation
+    homes = {h.buffer: h for h in memory_homes(p.memory, p.borrows, gen.bank_bytes, gen.memory_banks) or ()}
+
+    def where(name: str) -> tuple[int, int, int]:
+        h = homes[name]
+        dc, dr = _NEIGHBOUR[h.memory]
+        return tile[0] + dc, tile[1] + dr, h.bank * gen.bank_bytes
+
+    out_ports = []
+    if inp:
+        out_ports.append(("in", 0, (where("input ping"), where("input pong"))))
+    if out:
+        out_ports.append(("out", 0, (where("output ping"), where("output pong"))))
+    return tuple(out_ports)
+
+
 def _replica_graph(layers: list[Node], idents: dict[str, str], device: Device, placement: Placement, rep: int,
                    types: dict[str, NumericType]):
     """Kernels, links, memory-tile buffers and PLIOs of one copy of the design (``types``: what
@@ -239,18 +281,21 @@ def _replica_graph(layers: list[Node], idents: dict[str, str], device: Device, p
     cascade_east = not device.generation.cascade_serpentine
     x = replica_suffix(rep)
     kernels: list[Kernel] = []
-    for node in layers:
+    for i, node in enumerate(layers):
         p: DensePlan = node.plan
         ident = idents[node.name]
+        own_in, own_out = _own_buffer_ports(layers, i, device)
         for r in range(p.cas_num):
             for c in range(p.cas_len):
                 sym = tile_var(ident, r, c)[2:]
                 last = c == p.cas_len - 1
+                at = placement.tile(node.name, r, c, cascade_east, rep)
                 kernels.append(Kernel(
                     f"k_{sym}{x}", node.name, f"aieflow::{tile_role(p, c)}<aieflow_design::{ident}_cfg>",
                     (f"aieflow_design::{sym}_w", f"aieflow_design::{sym}_b"), f"kernels/{ident}.cc",
-                    placement.tile(node.name, r, c, cascade_east, rep), (p.batch_pad * p.k_slice,) + ((None,) if c else ()),
-                    (p.batch_pad * p.n_slice if last else None,), rep))
+                    at, (p.batch_pad * p.k_slice,) + ((None,) if c else ()),
+                    (p.batch_pad * p.n_slice if last else None,), rep,
+                    buffer_locations(p, device, at, own_in, own_out and last)))
 
     def kin(layer: Node, r: int, c: int, index: int = 0) -> Port:
         return Port(tile_var(idents[layer.name], r, c, rep), "in", index)

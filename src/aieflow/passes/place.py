@@ -11,6 +11,9 @@ where, for our layers,
 
 - ``c_in, r_in``: the tile where the layer's input enters: cascade position 0 of its bottom cascade
   row (the first cascade column; every column gets its own slice, the first one is the anchor);
+  a layer whose kernels borrow their neighbours' data memories (``DensePlan.borrows``) is a taller
+  rectangle: each cascade row with its lenders' rows above (north) and below (south), which run
+  no kernel and are kept free of other layers like any other tile of the rectangle;
 - ``c_out, r_out``: the tile where its output leaves: the last cascade position of the bottom row;
 - ``r_top``: its top row (higher rows are further from the interface row and the memory tiles);
 - ``(c0, r0)``: the start position, by default column 0 row 0 (next to the PLIO interface).
@@ -62,25 +65,44 @@ class Rect:
     column: int
     row: int
     width: int  # cas_len
-    height: int  # cas_num
+    height: int  # array rows: cas_num x period
+    # Array rows per cascade row (1 + the neighbour memories each kernel borrows: the lenders' rows
+    # run no kernel, ops/dense.py memory_homes) and the kernel's row within its period.
+    period: int = 1
+    offset: int = 0
 
     def cells(self) -> set[Cell]:
+        """Every tile the layer occupies, the lenders' included."""
         return {(self.column + c, self.row + r) for c in range(self.width) for r in range(self.height)}
 
     @property
     def top(self) -> int:
         return self.row + self.height - 1
 
+    @property
+    def kernel_row(self) -> int:
+        """The array row of the bottom cascade row."""
+        return self.row + self.offset
+
+    def cascade_row(self, row: int) -> int:
+        """The array row of cascade row ``row``."""
+        return self.row + self.offset + row * self.period
+
     def _east(self, snake: bool) -> bool:
-        return not snake or self.row % 2 == 0
+        return not snake or self.kernel_row % 2 == 0
 
     def in_tile(self, snake: bool = False) -> Cell:
         """Where the layer's input enters: cascade position 0 of its bottom cascade row."""
-        return (self.column if self._east(snake) else self.column + self.width - 1), self.row
+        return (self.column if self._east(snake) else self.column + self.width - 1), self.kernel_row
 
     def out_tile(self, snake: bool = False) -> Cell:
         """Where the layer's output leaves: the last cascade position of its bottom row."""
-        return (self.column + self.width - 1 if self._east(snake) else self.column), self.row
+        return (self.column + self.width - 1 if self._east(snake) else self.column), self.kernel_row
+
+    def lender_cells(self) -> set[Cell]:
+        """The tiles that lend their data memory (no kernel)."""
+        kernels = {self.cascade_row(r) for r in range(self.height // self.period)}
+        return {(c, r) for c, r in self.cells() if r not in kernels}
 
 
 @dataclass(frozen=True)
@@ -110,6 +132,11 @@ class Block:
     width: int
     height: int
     fixed: Cell | None = None
+    period: int = 1  # see Rect
+    offset: int = 0
+
+    def rect(self, column: int, row: int) -> Rect:
+        return Rect(self.name, column, row, self.width, self.height, self.period, self.offset)
 
 
 @dataclass(frozen=True)
@@ -159,7 +186,7 @@ class Placement:
         """
         r = self.rect(layer)
         dc, dr = self.replicas[replica]
-        array_row = r.row + row
+        array_row = r.cascade_row(row)
         east = cascade_east or array_row % 2 == 0
         col = r.column + pos if east else r.column + r.width - 1 - pos
         return col + dc, array_row + dr
@@ -167,7 +194,8 @@ class Placement:
     def to_json(self) -> dict:
         return {
             "grid": [self.columns, self.rows],
-            "layers": {r.layer: {"column": r.column, "row": r.row, "width": r.width, "height": r.height} for r in self.rects},
+            "layers": {r.layer: {"column": r.column, "row": r.row, "width": r.width, "height": r.height}
+                       | ({"period": r.period, "offset": r.offset} if r.period != 1 else {}) for r in self.rects},
             "method": self.method,
             "cost": self.cost,
             "optimal": self.optimal,
@@ -180,7 +208,8 @@ class Placement:
     def from_json(d: dict, graph: Graph, snake: bool) -> Placement:
         """Inverse of :meth:`to_json`.  Files from before branch and bound have no method, cost or
         weights: they were placed first-fit, and their cost is recomputed with the default weights."""
-        rects = tuple(Rect(name, v["column"], v["row"], v["width"], v["height"]) for name, v in d["layers"].items())
+        rects = tuple(Rect(name, v["column"], v["row"], v["width"], v["height"], v.get("period", 1), v.get("offset", 0))
+                      for name, v in d["layers"].items())
         p = Placement(
             rects,
             d["grid"][0],
@@ -270,7 +299,7 @@ def _validate(blocks: Sequence[Block], grid: Grid) -> None:
             )
         if b.fixed is None:
             continue
-        r = Rect(b.name, b.fixed[0], b.fixed[1], b.width, b.height)
+        r = b.rect(*b.fixed)
         if r.column < 0 or r.row < 0 or r.column + r.width > grid.columns or r.row + r.height > grid.rows:
             raise ConfigError(
                 f"placement ({r.column}, {r.row}) puts the {r.height} x {r.width} layer outside the "
@@ -332,7 +361,7 @@ def _greedy(blocks: Sequence[Block], grid: Grid, method: str, start: Cell | None
     gives up where another order might still fit).  Fixed layers are placed first and do not move
     the cursor the baselines advance from ``start``."""
     occ = _Occupancy(grid)
-    fixed = [Rect(b.name, *b.fixed, b.width, b.height) for b in blocks if b.fixed is not None]
+    fixed = [b.rect(*b.fixed) for b in blocks if b.fixed is not None]
     for r in fixed:
         occ.take(r)
     step = {"greedy-right": _next_right, "greedy-up": _next_up, "first-fit": _next_first_fit}[method]
@@ -357,7 +386,7 @@ def _next_right(b: Block, occ: _Occupancy, cursor: tuple[int, int, int]):
     while row + b.height <= occ.grid.rows:
         for cc in range(c, occ.grid.columns - b.width + 1):
             if occ.fits(cc, row, b.width, b.height):
-                return Rect(b.name, cc, row, b.width, b.height), (cc + b.width, row, max(top, row + b.height))
+                return b.rect(cc, row), (cc + b.width, row, max(top, row + b.height))
         c, row, top = 0, max(top, row + 1), max(top, row + 1)
     return None
 
@@ -369,7 +398,7 @@ def _next_up(b: Block, occ: _Occupancy, cursor: tuple[int, int, int]):
     while col + b.width <= occ.grid.columns:
         for rr in range(r, occ.grid.rows - b.height + 1):
             if occ.fits(col, rr, b.width, b.height):
-                return Rect(b.name, col, rr, b.width, b.height), (col, rr + b.height, max(right, col + b.width))
+                return b.rect(col, rr), (col, rr + b.height, max(right, col + b.width))
         col, r, right = max(right, col + 1), 0, max(right, col + 1)
     return None
 
@@ -379,7 +408,7 @@ def _next_first_fit(b: Block, occ: _Occupancy, cursor: tuple[int, int, int]):
     for r in range(occ.grid.rows - b.height + 1):
         for c in range(occ.grid.columns - b.width + 1):
             if occ.fits(c, r, b.width, b.height):
-                return Rect(b.name, c, r, b.width, b.height), cursor
+                return b.rect(c, r), cursor
     return None
 
 
@@ -415,13 +444,14 @@ def _candidates(b: Block, grid: Grid, blocked: np.ndarray, preds: tuple[int, ...
         s = _integral(blocked)
         ok = _window(s, cols, rows, b.width, b.height) == 0
         rows, cols = rows[ok], cols[ok]
-    east = np.ones(len(rows), dtype=bool) if not grid.snake else rows % 2 == 0
+    krows = rows + b.offset  # the bottom cascade row (above a south lender)
+    east = np.ones(len(rows), dtype=bool) if not grid.snake else krows % 2 == 0
     cin = np.where(east, cols, cols + b.width - 1)
     cout = np.where(east, cols + b.width - 1, cols)
     base = w.mu * (rows + b.height - 1)
     if not preds and w.start is not None:
-        base = base + np.abs(w.start[0] - cin) + w.lam * np.abs(w.start[1] - rows)
-    return _Layer(b.width, b.height, cols, rows, cin, rows, cout, rows, base.astype(float), preds)
+        base = base + np.abs(w.start[0] - cin) + w.lam * np.abs(w.start[1] - krows)
+    return _Layer(b.width, b.height, cols, rows, cin, krows, cout, krows, base.astype(float), preds)
 
 
 def _integral(occ: np.ndarray) -> np.ndarray:
@@ -508,8 +538,7 @@ class _Search:
         if self.best is None:
             return None
         return tuple(
-            Rect(b.name, int(L.col[j]), int(L.row[j]), b.width, b.height)
-            for b, L, j in zip(self.blocks, self.layers, self.best, strict=True)
+            b.rect(int(L.col[j]), int(L.row[j])) for b, L, j in zip(self.blocks, self.layers, self.best, strict=True)
         )
 
 
@@ -620,7 +649,9 @@ def place(
     weights = weights or Weights()
     layers = [n for n in graph.nodes if n.plan is not None]
     blocks = [
-        Block(n.name, n.plan.cas_len, n.plan.cas_num, config.layer(n.name, *n.aliases).placement) for n in layers
+        Block(n.name, n.plan.cas_len, n.plan.cas_num * _period(n), config.layer(n.name, *n.aliases).placement,
+              _period(n), getattr(n.plan, "kernel_offset", 0))
+        for n in layers
     ]
     index = {n.name: i for i, n in enumerate(layers)}
     edges = [(index[p], index[q]) for p, q in layer_edges(graph)]
@@ -640,6 +671,11 @@ def place(
         result.rects, device.columns, device.rows, result.cost, result.method, result.optimal, weights, grid.snake, keep
     )
     return replicate(placement, copies)
+
+
+def _period(node: Node) -> int:
+    """Array rows per cascade row of a planned layer (Dense plans with borrowed neighbour memory)."""
+    return getattr(node.plan, "period", 1)
 
 
 def _baselines(blocks, edges, grid: Grid, weights: Weights) -> list[Packing]:

@@ -84,7 +84,7 @@ def _plan_layers(graph, device, config, min_rows, stop_before=None) -> dict[str,
         producer = _dense_producer(graph, planned, node.inputs[0])
         layout: DenseLayout | None = producer.plan.output_layout if producer is not None else None
         ctx = PlanContext(device, config, config.layer(node.name, *node.aliases), graph, layout, min_rows.get(node.name, 1),
-                          fused_post(graph, node))
+                          fused_post(graph, node), neighbour_memory=True)
         planned[node.name] = fam.plan(node, ctx)
     return planned
 
@@ -124,10 +124,12 @@ def _finish(graph: Graph, device: Device, planned: dict[str, Node]) -> Graph:
             elif consumer is not None:
                 check_link(memtile_link(n, consumer, device.memtile_channels), n, consumer,
                            device.memtile_channels, device.memory_tile_bytes)
-    total = sum(n.plan.tiles for n in nodes if n.plan is not None)
+    total = sum(n.plan.footprint for n in nodes if n.plan is not None)
     if total > device.compute_tiles:
+        lent = total - sum(n.plan.tiles for n in nodes if n.plan is not None)
         raise PlanError(
-            f"the design needs {total} compute tiles but {device.board} has {device.compute_tiles}",
+            f"the design needs {total} compute tiles" + (f" ({lent} of them lending their data memory)" if lent else "")
+            + f" but {device.board} has {device.compute_tiles}",
             hint="use a smaller batch or a narrower precision, or choose a larger device",
         )
     return graph.with_nodes(nodes)

@@ -132,11 +132,13 @@ def _options(
     else:
         lens = [user.cas_len] if user.cas_len else range(1, min(device.columns, -(-k_total // kk)) + 1)
     nums = [user.cas_num] if user.cas_num else range(1, min(device.rows, -(-n_total // nn)) + 1)
+    # a rectangle the config fixes may borrow neighbour memory, as the plan pass lets it
+    pinned = (user.cas_len is not None or direct) and user.cas_num is not None
     out = []
     for cl in lens:
         for cn in nums:
             lc = replace(user, cas_len=cl, cas_num=cn)
-            ctx = PlanContext(device, config, lc, None, layout, 1, post)
+            ctx = PlanContext(device, config, lc, None, layout, 1, post, neighbour_memory=pinned)
             try:
                 planned = fam.plan(node, ctx)
             except AieflowError:
@@ -144,7 +146,7 @@ def _options(
             planned = with_out_panel(planned, out_panel)  # as the plan pass will set it
             p = planned.plan
             est = estimate_plan(planned, device, output="plio" if last else None)
-            out.append(_Option(cl, cn, p.tiles, est.latency_ns, est.interval_ns, p.output_layout))
+            out.append(_Option(cl, cn, p.footprint, est.latency_ns, est.interval_ns, p.output_layout))
     return out
 
 

@@ -50,7 +50,7 @@ class Performance:
     batch: int  # samples per batch (graph iteration of one replica)
     throughput_ops_per_s: float  # 2 * MACs per sample * batch * replicas / interval
     bound: str  # "compute", "memory", "stream", "plio" or "pl": the bottleneck stage's limit
-    tiles_used: int  # all replicas
+    tiles_used: int  # tiles the layer rectangles occupy (kernels and neighbour-memory lenders), all replicas
     memory_tiles_used: int  # all replicas
     stages: tuple[StagePerformance, ...]  # one replica (they are identical and independent)
     replicas: int = 1
@@ -84,7 +84,7 @@ def estimate(design, batches: int | None = None) -> Performance:
         batch=batch,
         throughput_ops_per_s=2.0 * macs * batch * replicas / (sim.interval_ns * 1e-9),
         bound=sim.bound,
-        tiles_used=sum(n.plan.tiles for n in layers) * replicas,
+        tiles_used=sum(n.plan.footprint for n in layers) * replicas,  # the rectangles: kernels and lenders
         memory_tiles_used=memory_tiles_used(design) * replicas,
         stages=stages,
         replicas=replicas,

@@ -203,6 +203,18 @@ def mac_cycles(macs: float, gen: Generation, pair: tuple[str, str]) -> float:
     return macs / gen.macs_per_cycle[pair]
 
 
+def mmul_step_cycles(mmul: tuple[int, int, int], in_bits: int, weight_bits: int, gen: Generation,
+                     pair: tuple[str, str]) -> tuple[int, int, float]:
+    """(cycles to load one A tile, to load one B tile, to compute) of one ``aie::mmul<M, K, N>``
+    step: A (M x K) on one of the two load units, B (K x N) on the other, the MACs at the
+    catalog's rate (versal-devices.md: a shape is limited by "the slowest of loading A, loading B,
+    computing")."""
+    m, k, n = mmul
+    unit_bits = gen.load_bits_per_cycle // 2  # two load units (versal-devices.md)
+    return (math.ceil(m * k * in_bits / unit_bits), math.ceil(k * n * weight_bits / unit_bits),
+            mac_cycles(m * k * n, gen, pair))
+
+
 def dense_kernel_cycles(shape: KernelShape, gen: Generation, pair: tuple[str, str]) -> KernelCycles:
     """Cycle model of one call (see the module docstring for the formula)."""
     c = KERNEL_CONSTANTS
@@ -220,8 +232,8 @@ def dense_kernel_cycles(shape: KernelShape, gen: Generation, pair: tuple[str, st
     # A-side operands on one load unit, W-side on the other (versal-devices.md: a shape is limited
     # by "the slowest of loading A, loading B, computing"; dense-on-aie-ml.md: A and W from
     # different banks, two loads per cycle).
-    a_loads = bm * math.ceil(m * k * shape.in_bits / unit_bits)
-    w_loads = bn * math.ceil(k * n * shape.weight_bits / unit_bits)
+    a_step, w_step, _ = mmul_step_cycles(shape.mmul, shape.in_bits, shape.weight_bits, gen, pair)
+    a_loads, w_loads = bm * a_step, bn * w_step
     load_iter = max(a_loads, w_loads)
     ii = max(math.ceil(mac_iter), load_iter, 1)
 
