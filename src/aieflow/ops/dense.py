@@ -501,7 +501,7 @@ def memory_homes(mem: TileMemory, borrows: tuple[str, ...], bank_bytes: int, ban
     whole banks each, or None when they do not fit.
 
     The resident data stays in the tile's own memory: the weights in banks of their own, the bias
-    with the stack and heap.  The activation buffers (input and output, ping and pong: separate
+    with the stack and heap (and a fused post's table and scratch, ``TileMemory.post``).  The activation buffers (input and output, ping and pong: separate
     ADF buffers) go, largest first, to the first memory with enough free banks: own, then the
     neighbours in ``borrows`` order.  No two buffers share a bank, so the kernel's two loads per
     cycle (an input block and a weight block) and the DMA filling the other half of a ping-pong
@@ -522,7 +522,8 @@ def memory_homes(mem: TileMemory, borrows: tuple[str, ...], bank_bytes: int, ban
                 return True
         return False
 
-    if not take("weights", mem.weights, ("own",)) or not take("bias + stack/heap", mem.bias + mem.reserved, ("own",)):
+    own_rest = mem.bias + mem.reserved + mem.post  # a fused post's table and scratch: kernel members
+    if not take("weights", mem.weights, ("own",)) or not take("bias + stack/heap", own_rest, ("own",)):
         return None
     acts = [("input ping", mem.input // 2), ("input pong", mem.input // 2),
             ("output ping", mem.output // 2), ("output pong", mem.output // 2)]
