@@ -24,8 +24,8 @@ def test_the_schema_is_a_valid_json_schema():
 
 
 @pytest.mark.parametrize("raw, message, hint", [
-    ({"precison": "int8"}, "unknown config key(s) precison; allowed: activations, batch, cnn, layers, precision, "
-     "replicas, target", "did you mean 'precision'?"),
+    ({"precison": "int8"}, "unknown config key(s) precison; allowed: activations, batch, cnn, layers, posts, "
+     "precision, replicas, target", "did you mean 'precision'?"),
     ({"bacth": 8, "trget": "latency"}, "unknown config key(s) bacth, trget;",
      "did you mean 'batch' for 'bacth', 'target' for 'trget'?"),
     ({"layers": {"fc0": {"paralelism": {"cas_len": 2}}}}, "layers.fc0: unknown key(s) paralelism; allowed: accum,",

@@ -16,6 +16,7 @@ from .inputs import real_array
 from .kinds import is_cnn, is_dag, is_recurrent, wants_streamed
 from .ops.registry import require_mapping
 from .options import refuse_unsupported
+from .passes.posts import choose, explores_both, fixed_mapping, merged
 from .pipeline import PIPELINE, State, _search, front_end, run_pipeline
 from .progress import Stages, compile_stages
 
@@ -64,6 +65,7 @@ def _compile(state: State, stages: Stages) -> Design:
         from .dag.api import compile_dag
 
         _kind(stages, "dag", 3, graph)
+        _refuse_fused(state.config)
         return compile_dag(state, stages)  # type: ignore[return-value]
     if state.config.searched:
         # The search treats a layer it cannot plan as one that does not fit ("no plan can be
@@ -76,10 +78,19 @@ def _compile(state: State, stages: Stages) -> Design:
 
         _kind(stages, "streamed", None, graph)
         return compile_streamed(state, stages)
-    _kind(stages, "chain", len(PIPELINE) - len(state.done), graph)
     front = state
+    # an activation / softmax after a Dense layer: in its kernel (the chain) or its own (the DAG
+    # mapping), as the config says or the target ranks them (passes/posts.py)
+    choice = choose(state, stages)
+    if choice.mapping == "standalone":
+        from .dag.api import compile_dag
+
+        _kind(stages, "dag", 3, graph)
+        return compile_dag(state, stages, found=choice.dag)  # type: ignore[return-value]
+    state = choice.chain or state
+    _kind(stages, "chain", len(PIPELINE) - len(state.done), graph)
     try:
-        state = run_pipeline(front, stages)
+        state = run_pipeline(state, stages)
     except PlanError as e:
         from .gemm.dense_design import compile_streamed
 
@@ -93,6 +104,13 @@ def _compile(state: State, stages: Stages) -> Design:
         state.graph, state.device, state.config, state.placement, state.source, dict(state.files), state.timings,
         state.exploration,
     )
+
+
+def _refuse_fused(config: Config) -> None:
+    if config.posts == "fused":
+        raise ConfigError("config option 'posts: fused' applies to chains of Dense layers; this graph (fan-out, "
+                          "residual Add, LayerNorm, views) maps through the DAG path, where every activation and "
+                          "softmax is its own kernel", hint="leave posts out (or write posts: standalone)")
 
 
 def _kind(stages: Stages, kind: str, left: int | None, graph) -> None:
@@ -132,19 +150,37 @@ def explore(
     if is_dag(graph):  # the DAG search chooses the batch (dag/search.py)
         from .dag.search import explore_dag
 
+        _refuse_fused(state.config)
         return _explored(replace(explore_dag(graph, state.device, state.config), kind="dag", config_names=dense))
     require_mapping(graph)
+    mapping = fixed_mapping(graph, state.device, state.config)
+    if mapping == "standalone":
+        from .dag.search import explore_dag
+
+        return _explored(replace(explore_dag(graph, state.device, state.config), kind="dag", config_names=dense))
     if wants_streamed(state.config):
         raise ConfigError("explore lists resident designs; streamed_dense / segmented designs (a layer's "
                           "'weights: streamed') are not explored",
                           hint="compile with weights: streamed, or explore without it")
+    chain = dag = failure = None
     try:
-        ex = _search(state, force=True).exploration
+        chain = _search(state, force=True).exploration
     except PlanError as e:
-        if e.layer is None:  # about the target, not a layer that does not fit
-            raise
-        raise PlanError(e.message, layer=e.layer, hint=(e.hint + "; " if e.hint else "") + "explore lists resident "
-                        "designs only; compile streams such a layer's weights from DDR (weights: auto)") from None
+        failure = e
+    if explores_both(graph, state.device, state.config):  # fused (the chain's) and standalone (the DAG's) points
+        from .dag.search import explore_dag
+
+        try:
+            dag = explore_dag(graph, state.device, state.config)
+        except PlanError:
+            dag = None  # no DAG design meets the target
+    if chain is None and (dag is None or mapping == "fused"):
+        if failure.layer is None:  # about the target, not a layer that does not fit
+            raise failure
+        raise PlanError(failure.message, layer=failure.layer, hint=(failure.hint + "; " if failure.hint else "")
+                        + "explore lists resident designs only; compile streams such a layer's weights from DDR "
+                        "(weights: auto)") from None
+    ex = chain if dag is None else merged(chain, dag, state.config, mapping)
     return _explored(replace(ex, kind="chain", config_names=dense))
 
 

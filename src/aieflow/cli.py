@@ -169,12 +169,14 @@ def _explore_table(ex, listed: tuple, shown: list, top: int | None, ranked_by: s
             rows.append([str(point_id(ex, p)), "*" if p == ex.chosen else "", str(p.tiles), f"{p.latency_ns:,.0f}",
                          f"{p.step_latency_ns:,.1f}", f"{p.interval_ns:,.1f}", mapping(p)])
     else:
+        posts = any(getattr(p, "posts", "") for p in shown)  # both mappings of a chain's posts (passes/posts.py)
         rows = [["#", "", "tiles", "batch", "replicas", "latency ns", "interval ns", "ns / sample",
-                 "parallelism (cas_len x cas_num per layer)"]]
+                 *(["posts"] if posts else []), "parallelism (cas_len x cas_num per layer)"]]
         for p in shown:
             rows.append([str(point_id(ex, p)), "*" if p == ex.chosen else "", str(p.tiles), str(p.batch),
                          str(p.replicas), f"{p.latency_ns:,.0f}", f"{p.interval_ns:,.0f}",
-                         f"{p.sample_interval_ns:,.1f}", " ".join(f"{cl}x{cn}" for _, cl, cn in p.parallelism)])
+                         f"{p.sample_interval_ns:,.1f}", *([p.posts] if posts else []),
+                         " ".join(f"{cl}x{cn}" for _, cl, cn in p.parallelism)])
     return head + "\n" + render(rows)
 
 

@@ -38,6 +38,8 @@ _PRECISION_ALIASES = {"i8": "int8", "i16": "int16", "int16x8": "a16w8", "i16xi8"
 TYPE_KEYS = ("input", "weight", "bias", "output")
 RECURRENT_TYPE_KEYS = ("recurrent_weight", "recurrent_bias", "accum")  # GRU / LSTM only
 WEIGHTS_MODES = ("auto", "resident", "streamed")
+# where an activation / softmax right after a Dense layer runs (passes/posts.py)
+POSTS_MODES = ("auto", "fused", "standalone")
 OBJECTIVES = ("resources", "latency", "throughput")
 MAX_BATCH = 4096  # samples per graph iteration
 MAX_AUTO_BATCH = 1024  # largest batch ``batch: auto`` tries
@@ -151,6 +153,9 @@ class Config:
     # search decides (more than one only for a throughput objective); a number fixes it.
     replicas: int | None = None
     cnn: Mapping[str, Any] = field(default_factory=frozen_map)  # CNN design settings (aieflow.cnn)
+    # an activation / softmax right after a Dense layer: in its kernel ("fused"), its own kernel
+    # ("standalone", the DAG mapping) or chosen by the target ("auto"; passes/posts.py)
+    posts: str = "auto"
     # the top-level keys the user wrote (options.refuse_unsupported names those a design kind ignores)
     given: frozenset[str] = field(default=frozenset(), compare=False)
 
@@ -203,6 +208,8 @@ class Config:
             out["layers"][name] = d
         if self.cnn:
             out["cnn"] = _plain(self.cnn)
+        if self.posts != "auto":
+            out["posts"] = self.posts
         return out
 
 
@@ -283,8 +290,9 @@ def parse_config(raw: Mapping[str, Any] | Config | None) -> Config:
     elif replicas is not None:
         replicas = _positive_int(replicas, "replicas")
     cnn = raw.get("cnn") or {}
+    posts = str(raw.get("posts") or "auto")
     return Config(precision, batch, frozen_map(layers), target, batch_search, frozen_map(acts), replicas,
-                  cnn=frozen_map(dict(cnn)), given=frozenset(k for k, v in raw.items() if v is not None))
+                  cnn=frozen_map(dict(cnn)), posts=posts, given=frozenset(k for k, v in raw.items() if v is not None))
 
 
 def config_schema() -> dict[str, Any]:

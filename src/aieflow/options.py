@@ -10,21 +10,26 @@ from __future__ import annotations
 from .config import Config
 from .errors import ConfigError
 
+_POSTS = ("it places an activation / softmax after a chain's Dense layer (in its kernel or its own); this kind "
+          "maps its activations itself; leave posts out")
 # kind -> option -> why it does not apply and what to do instead
 UNSUPPORTED: dict[str, dict[str, str]] = {
     "cnn": {
         "batch": "a CNN design runs one frame per graph iteration on each replica; leave batch out "
                  "(copies of the design: cnn.replicas)",
         "replicas": "CNN designs take their copies from cnn.replicas; write cnn: {replicas: N}",
+        "posts": _POSTS,
     },
     "recurrent": {
         "batch": "a recurrent design streams one sequence at a time through its step loop; leave batch out",
         "replicas": "copies of a recurrent design are not generated; leave replicas out",
+        "posts": _POSTS,
     },
     "streamed_dense": {
         "target": "a streamed Dense layer is one GEMM design whose blocks the GEMM model picks; nothing is "
                   "left to search; leave target out",
         "replicas": "copies of a streamed Dense design are not generated; leave replicas out",
+        "posts": _POSTS,
     },
 }
 # kind -> why a searched batch (``batch: auto`` or a list) does not apply; a fixed batch does

@@ -7,6 +7,9 @@ taken out and the point's choices fixed (``tests/test_explore_equals_compile.py`
 
 - chain: ``batch``, ``replicas`` and every Dense layer's ``parallelism: {cas_len, cas_num}``;
 - DAG: ``batch`` and every Dense node's ``parallelism``;
+- a chain whose activations / softmax may run in the Dense kernel or on their own
+  (``passes/posts.py``): its points also set ``posts`` (``fused``: the chain's keys;
+  ``standalone``: the DAG's);
 - CNN: every convolution's ``mapping: {groups: N}`` (a point's ``cas_num``) and ``cnn.replicas``;
 - recurrent: every GRU / LSTM layer's ``mapping`` keys (``recurrent.directives.mapping_directives``).
 """
@@ -91,6 +94,8 @@ def record(ex: Any, p: Any) -> dict[str, Any]:
         rec["mapping"] = _shape(ex, p)
     else:
         rec["parallelism"] = _shape(ex, p)  # layer:cas_len x cas_num (CNN: x output groups)
+    if getattr(p, "posts", ""):
+        rec["posts"] = p.posts
     return rec
 
 
@@ -141,7 +146,10 @@ def point_config(ex: Any, point: Any, base: Config) -> dict[str, Any]:
             key = _key(_names(ex, name), layers)
             layers[key] = {**layers.get(key, {}), "parallelism": {"cas_len": cl, "cas_num": cn}}
         raw["batch"] = point.batch
-        if k == "chain":
+        posts = getattr(point, "posts", "")
+        if posts:  # explore listed both mappings of the chain's posts (passes/posts.py)
+            raw["posts"] = posts
+        if k == "chain" and posts != "standalone":
             raw["replicas"] = point.replicas
     elif k == "cnn":
         if not ex.config_names:
@@ -192,5 +200,6 @@ def describe(ex: Any, point: Any) -> str:
     """``#3: 12 tiles, batch 8, 1 replica(s), latency 1,234 ns, interval 567 ns``."""
     interval = (f"step interval {point.interval_ns:,.1f} ns, sequence interval {point.sample_interval_ns:,.0f} ns"
                 if kind(ex) == "recurrent" else f"interval {point.interval_ns:,.0f} ns")
+    posts = f", posts {point.posts}" if getattr(point, "posts", "") else ""
     return (f"#{point_id(ex, point)}: {point.tiles} tiles, batch {point.batch}, {getattr(point, 'replicas', 1)} "
-            f"replica(s), latency {point.latency_ns:,.0f} ns, {interval}")
+            f"replica(s), latency {point.latency_ns:,.0f} ns, {interval}{posts}")

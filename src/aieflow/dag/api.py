@@ -15,7 +15,7 @@ from ..pipeline import State, run_pipeline
 from .design import DagDesign
 from .emit import emit_dag
 from .plan import DagPlan, plan_dag
-from .search import search_dag
+from .search import DagSearch, search_dag
 
 __all__ = ["DAG_OPS", "compile_dag", "is_dag", "place_dag"]
 
@@ -38,13 +38,16 @@ def place_dag(plan: DagPlan, device, config) -> Placement:
     return Placement(result.rects, device.columns, device.rows, result.cost, result.method, result.optimal, weights)
 
 
-def compile_dag(state: State, progress: Callable[[str], None] | None = None) -> DagDesign:
+def compile_dag(state: State, progress: Callable[[str], None] | None = None, found: DagSearch | None = None
+                ) -> DagDesign:
+    """``found``: the search's result for ``state`` when the caller searched already
+    (``passes.posts.choose``)."""
     state = run_pipeline(state, progress, stop_after="quantise")
     config = state.config
     if progress:
         progress("search" if config.searched else "plan")
     if config.searched:
-        found = search_dag(state.graph, state.device, config)
+        found = found or search_dag(state.graph, state.device, config)
         plan, config = found.plan, found.config
         log.debug("dag search for target '%s': %d points costed, batch %d chosen", config.target.to_string(),
                   len(found.points), plan.batch)

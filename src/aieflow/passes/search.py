@@ -43,6 +43,9 @@ class Point:
     parallelism: tuple[tuple[str, int, int], ...]  # (layer, cas_len, cas_num) in graph order
     batch: int  # samples per graph iteration
     replicas: int = 1  # copies of the design (tiles counts all of them)
+    # where a chain's activation / softmax after a Dense layer runs when explore lists both
+    # mappings (passes/posts.py): "fused" or "standalone"; "" otherwise
+    posts: str = ""
 
     @property
     def sample_interval_ns(self) -> float:
@@ -52,7 +55,8 @@ class Point:
     @staticmethod
     def from_json(d: dict[str, Any], batch: int) -> Point:
         par = tuple((name, v["cas_len"], v["cas_num"]) for name, v in d["parallelism"].items())
-        return Point(d["tiles"], d["latency_ns"], d["interval_ns"], par, d.get("batch", batch), d.get("replicas", 1))
+        return Point(d["tiles"], d["latency_ns"], d["interval_ns"], par, d.get("batch", batch), d.get("replicas", 1),
+                     d.get("posts", ""))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -63,6 +67,7 @@ class Point:
             "interval_ns": self.interval_ns,
             "sample_interval_ns": self.sample_interval_ns,
             "parallelism": {name: {"cas_len": cl, "cas_num": cn} for name, cl, cn in self.parallelism},
+            **({"posts": self.posts} if self.posts else {}),
         }
 
 
