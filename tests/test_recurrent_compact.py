@@ -85,6 +85,8 @@ X86_CASES = [
     ("gru-vck190-trunc-satsym", "GRU", "vck190", "int16",
      {**HLS4ML, "accum": "fixed<31,8,RND_MIN_INF,SAT_SYM>", "output": "fixed<12,2,TRN,SAT>"}, 1, 5, 5, False, 3.0),
     ("lstm-vck190-fp32", "LSTM", "vck190", "fp32", None, 6, 20, 20, True, 1.0),
+    # 80 gate rows = five 16-lane groups: two blocks of the products' column loop (4 + 1 groups)
+    ("lstm-vek280-hls4ml-two-blocks", "LSTM", "vek280", "int16", HLS4ML, 6, 20, 6, True, 3.0),
 ]
 
 
@@ -180,13 +182,22 @@ def test_cycle_model_counts_the_kernel_schedule():
     dims = m.dims
     assert dims.kernels == ("vector_round", "vector_round") and dims.finish_ops == (3, 3)  # bias add + 16-bit wrap
     lane = 256 // 16  # one 256-bit load of int16 weights
-    groups = math.ceil(60 / lane)
-    chunk = max(math.ceil(lane / gen.macs_per_cycle[("i16", "i16")]), 1) + costs.ROUND_CHUNK_EXTRA_OPS
-    mac = groups * (20 * chunk + costs.ROW_LOOP_CYCLES) + groups * (6 * chunk + costs.ROW_LOOP_CYCLES)
+    groups = math.ceil(60 / lane)  # 4: one block of lane groups per pass over the columns
+    assert groups <= costs.COMPACT_GROUP_BLOCK
+    # per column: one broadcast + per group a MAC-rate mul and an int32 add on the one vector slot; the
+    # srs on the two move slots, the weight loads and x_k's on the two load units: the vector slot binds
+    mac_rate = max(math.ceil(lane / gen.macs_per_cycle[("i16", "i16")]), 1)
+    ii = max(1 + groups * (mac_rate + 1), math.ceil(groups / 2), math.ceil((groups + 1) / 2))
+    assert ii == 9
+    mac = (20 * ii + costs.ROW_LOOP_CYCLES) + (6 * ii + costs.ROW_LOOP_CYCLES)
     finish = 2 * groups * 3 * KERNEL_CONSTANTS.vector_op_cycles
-    glanes, ops, modes, lookups = dims.gate_form
-    gates = (math.ceil(20 / glanes) * (ops + modes * costs.COMPACT_MODE_CYCLES + costs.ROW_LOOP_CYCLES)
-             + 20 * lookups * costs.COMPACT_GATHER_CYCLES + 20 * costs.COMPACT_STATE_COPY_CYCLES)
+    glanes, ops, modes, lookups, full, last = dims.gate_form
+    gates = (math.ceil(20 / glanes) * costs.ROW_LOOP_CYCLES + (math.ceil(20 / glanes) - 1) * full + last
+             + 20 * costs.COMPACT_STATE_COPY_CYCLES)
+    # the list schedule lies between the vector slot's own work (every vector op, one slot; the gathers'
+    # element loops on the one store unit) and issuing everything one after another
+    seq = ops + modes + lookups * (glanes + costs.COMPACT_GATHER_FILL_CYCLES + 2)
+    assert lookups * glanes < full <= seq and last <= full
     (x_in,), (cell,) = step_stages(m, dev)
     assert cell.parts["mac"] == mac and cell.parts["reduction"] == finish and cell.parts["broadcast"] == 6
     assert cell.parts["aggregation"] == pytest.approx(gates)
@@ -216,7 +227,7 @@ def test_gate_op_count_is_the_emitted_code():
                                head=False)
             text = d.files["src/rnn_vgates.h"]
             body = text[text.index("static void step"):]
-            lanes, ops, modes, lookups = d.mapping.dims.gate_form
+            lanes, ops, modes, lookups, full, last = d.mapping.dims.gate_form
             counted = 0
             for line in body.splitlines():
                 for mt in _VECTOR_OP.finditer(line):
@@ -226,6 +237,29 @@ def test_gate_op_count_is_the_emitted_code():
             assert body.count("aie::set_rounding") + body.count("aie::set_saturation") == modes
             assert body.count("rnnv::gather") == lookups == (3 if cell == "GRU" else 5)
             assert lanes == get_device(device).generation.macs_per_cycle[("i32", "i32")]
+            # the schedule: no shorter than the one vector slot's work (every counted op but the shift-round-
+            # saturates and upshifts to accumulators, which take the move slots) nor the gathers' element loops
+            # on the one store unit; no longer than issuing every op, mode write and gather one after another
+            srs = body.count("to_vector<int32>") + body.count("rnnv::va<")
+            assert max(counted - srs, lookups * lanes) <= full <= counted + modes + lookups * (lanes + 4), (cell, device)
+
+
+def test_list_schedule_follows_the_vliw_slots():
+    v, mv, ld, st = ({"vector": 1}, {"move": 1}, {"load": 1}, {"store": 1})
+    sched = costs.list_schedule
+    assert costs.VLIW_SLOTS == {"scalar": 1, "move": 2, "load": 2, "store": 1, "vector": 1}  # WP552's 7-way word
+    assert sched([((), ((v, 1),)), ((), ((v, 1),))]) == 2  # one vector slot
+    assert sched([((), ((mv, 1),)), ((), ((mv, 1),)), ((), ((v, 1),)), ((), ((ld, 1),)), ((), ((ld, 1),))]) == 1
+    assert sched([((), ((mv, 1),)), ((), ((mv, 1),)), ((), ((mv, 1),))]) == 2  # two move slots
+    assert sched([((), ((v, 1),)), ((0,), ((mv, 1),)), ((1,), ((v, 1),))]) == 3  # a dependent chain issues back to back
+    assert sched([((), ((v, 2),)), ((), ((v, 1),))]) == 3
+    # a gather of 5 lanes: index store, 5 element cycles (2 loads + 1 store each), the fill, the vector reload
+    g = costs.gather_segments(5)
+    assert sched([((), g)]) == 1 + 5 + costs.COMPACT_GATHER_FILL_CYCLES + 1
+    # a store-slot op beside it waits for the store unit, a vector op does not
+    assert sched([((), g), ((), ((v, 1),))]) == sched([((), g)])
+    assert sched([((), g), ((), ((st, 1),))]) == sched([((), g)])  # it fits into the fill
+    assert sched([((), g), ((), ((st, 4),))]) == 1 + 5 + 4  # its stores after the gather's six
 
 
 # ----------------------------------------------------------------------------- search, config, refusals

@@ -5,6 +5,7 @@ model (``costs.compact_product_cycles``) and the emitter (``emit._compact_config
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,7 +16,13 @@ from ..numerics import fixed
 from ..numerics.types import FixedType, Rounding, Saturation
 from ..ops import activations as act
 from ..ops.recurrent import state_max_code
-from .costs import COMPACT_FINISH_ADD_OPS, COMPACT_FINISH_WRAP_OPS
+from .costs import (
+    COMPACT_FINISH_ADD_OPS,
+    COMPACT_FINISH_WRAP_OPS,
+    COMPACT_MODE_SEGMENT,
+    gather_segments,
+    list_schedule,
+)
 from .emit import _RND, _arr, _ints
 
 
@@ -68,6 +75,8 @@ def finish_ops(node: Node, kinds: tuple[str, str]) -> tuple[int, int]:
 # bits, a rounding mode the device lacks, a bound) the tile keeps the scalar rnn_cell.h step.
 
 _INT31 = (1 << 31) - 1
+_NAME = re.compile(r"\b[a-z]+[0-9]+\b")  # the generated values' names (stem + number)
+_VEC, _MOVE, _LOAD, _LOAD2, _STORE = ({"vector": 1}, {"move": 1}, {"load": 1}, {"load": 2}, {"store": 1})
 _ACC63 = 1 << 62  # |exact sums| kept below 2^62: safe in acc64 (and AIE's acc80) lanes
 
 
@@ -81,6 +90,13 @@ class VectorGates:
     ops: int  # vector ops per lane group (vector_op_cycles each)
     modes: int  # rounding / saturation mode writes per lane group
     lookups: int  # table reads per element (one per activation)
+    cycles: int = 0  # a full lane group, list-scheduled (costs.list_schedule)
+    cycles_last: int = 0  # the last lane group (its real lanes: the gathers read fewer entries)
+
+    @property
+    def form(self) -> tuple[int, ...]:
+        """RecurrentDims.gate_form."""
+        return (self.lanes, self.ops, self.modes, self.lookups, self.cycles, self.cycles_last)
 
 
 def gate_lanes(device: Device) -> int:
@@ -103,33 +119,76 @@ class _Gen:
         self.rnd: Rounding | None = None
         self.sat: bool | None = None
         self.k = 0
+        # the schedule (costs.list_schedule): per operation its dependencies and segments; a gather's
+        # segments depend on the group's real lanes, so they are kept as None and filled in later
+        self.sched: list[tuple[tuple[int, ...], tuple | None]] = []
+        self.names: dict[str, int] = {}  # value name -> its operation
+        self.srs_since: list[int] = []  # shift-round-saturates since the last mode write
+        self.mode_op: int | None = None
+
+    def op(self, name: str | None, expr: str, segs: tuple | None, srs: bool = False, mode: bool = False) -> None:
+        """Record one operation for the schedule: it depends on the values its expression reads, a
+        shift-round-saturate also on the last mode write, a mode write on the shift-round-saturates
+        issued under the previous mode."""
+        deps = {self.names[v] for v in _NAME.findall(expr) if v in self.names}
+        if (srs or mode) and self.mode_op is not None:
+            deps.add(self.mode_op)
+        if mode:
+            deps.update(self.srs_since)
+            self.srs_since = []
+            self.mode_op = len(self.sched)
+        elif srs:
+            self.srs_since.append(len(self.sched))
+        if name is not None:
+            self.names[name] = len(self.sched)
+        self.sched.append((tuple(sorted(deps)), segs))
+
+    def cycles(self, n: int) -> int:
+        """The group's list-scheduled cycles with ``n`` real lanes (its gathers read n entries)."""
+        return list_schedule([(d, gather_segments(n) if segs is None else segs) for d, segs in self.sched])
 
     def name(self, stem: str) -> str:
         self.k += 1
         return f"{stem}{self.k}"
 
-    def emit(self, expr: str, stem: str = "v", ops: int = 1, kind: str = "vi") -> str:
+    def emit(self, expr: str, stem: str = "v", ops: int = 1, kind: str = "vi", segs: tuple | None = ()) -> str:
+        """One value; ``ops`` counts its vector ops (the recount test), ``segs`` its schedule: ()
+        derives it from the expression (a to_vector is a shift-round-saturate on a move slot, an
+        rnnv::va an upshift on a move slot, the rest ``ops`` vector-slot cycles)."""
         v = self.name(stem)
         self.lines.append(f"        const {'auto' if kind == 'acc' else 'vi'} {v} = {expr};")
         self.ops += ops
+        srs = "to_vector" in expr
+        if segs == ():
+            moves = srs + expr.count("rnnv::va<")
+            vec = max(ops - moves, 0)
+            segs = tuple(x for x in ((_MOVE, moves), (_VEC, vec)) if x[1]) or ((_VEC, 1),)
+        self.op(v, expr, segs, srs=srs)
         return v
+
+    def store(self, arr: str, v: str) -> None:
+        self.lines.append(f"        aie::store_v({arr} + j, {v});")
+        self.op(None, v, ((_STORE, 1),))
 
     def load(self, arr: str, gate: int) -> str:
         off = gate * self.n_h
         if off % self.lanes == 0:
-            return self.emit(f"aie::load_v<L>({arr} + {off} + j)", "x", 0)
-        return self.emit(f"aie::load_unaligned_v<L>({arr} + {off} + j)", "x", 1)  # + a shuffle of two loads
+            return self.emit(f"aie::load_v<L>({arr} + {off} + j)", "x", 0, segs=((_LOAD, 1),))
+        # two aligned loads and a shuffle
+        return self.emit(f"aie::load_unaligned_v<L>({arr} + {off} + j)", "x", 1, segs=((_LOAD2, 1), (_VEC, 1)))
 
     def modes_for(self, rnd: Rounding | None, sat: bool) -> None:
         if rnd is not None and rnd != self.rnd:
             self.lines.append(f"        aie::set_rounding(rnn_aie_rounding(rnn::{_RND[rnd]}));")
             self.rnd = rnd
             self.modes += 1
+            self.op(None, "", (COMPACT_MODE_SEGMENT,), mode=True)
         if sat != self.sat:
             mode = "saturate" if sat else "none"
             self.lines.append(f"        aie::set_saturation(aie::saturation_mode::{mode});")
             self.sat = sat
             self.modes += 1
+            self.op(None, "", (COMPACT_MODE_SEGMENT,), mode=True)
 
     def overflow(self, v: str, t: FixedType) -> str:
         if t.saturation is Saturation.WRAP:
@@ -176,7 +235,7 @@ class _Gen:
         as act_sigmoid / act_tanh cast it: an exact upshift (and the overflow, should an entry not
         fit the accumulator), or a shift-round-saturate when the entries are finer."""
         table = f"cell::ACT_{a.function.upper()}_T"
-        v = self.emit(f"rnnv::gather<L>({table}, {idx}, n)", "t", 0)
+        v = self.emit(f"rnnv::gather<L>({table}, {idx}, n)", "t", 0, segs=None)  # costs.gather_segments(n)
         s = acc.frac - a.entry.frac
         big = int(np.abs(a.codes()).max()) if a.size else 0
         if s < 0:
@@ -276,19 +335,19 @@ def _generate(g: _Gen, node: Node, ms: int, mt: int, mh: int, mc: int) -> list[i
         rh = g.srs(g.emit(f"aie::mul({r}, {g.load('gh', 2)})", "m", kind="acc"), fa, acc)
         cand = g.lookup(g.index(g.add_cast(g.load("gx", 2), rh, acc), fa, t.tanh), t.tanh, acc)
         omz = g.emit(f"aie::sub(int32({1 << fa}), {z})", "o")
-        hv = g.emit("aie::load_v<L>(h + j)", "h", 0)
+        hv = g.emit("aie::load_v<L>(h + j)", "h", 0, segs=((_LOAD, 1),))
         hn = g.sum_cast([(cand, mt, omz, (1 << fa) + ms, 2 * fa), (hv, mh, z, ms, fr + fa)], res)
-        g.lines.append(f"        aie::store_v(h + j, {hn});")
+        g.store("h", hn)
         return [(mt * ((1 << fa) + ms)) << (top - 2 * fa), (mh * ms) << (top - fr - fa)]
     gate = [g.add_cast(g.load("gx", k), g.load("gh", k), acc) for k in range(4)]
     i, f, o = (g.lookup(g.index(gate[k], fa, t.sigmoid), t.sigmoid, acc) for k in (0, 1, 3))
     cand = g.lookup(g.index(gate[2], fa, t.tanh), t.tanh, acc)
-    cv = g.emit("aie::load_v<L>(c + j)", "c", 0)
+    cv = g.emit("aie::load_v<L>(c + j)", "c", 0, segs=((_LOAD, 1),))
     cn = g.sum_cast([(cand, mt, i, ms, 2 * fa), (cv, mc, f, ms, fr + fa)], res)
-    g.lines.append(f"        aie::store_v(c + j, {cn});")
+    g.store("c", cn)
     ca = g.lookup(g.index(cn, fr, t.tanh), t.tanh, acc)
     hn = g.sum_cast([(o, ms, ca, mt, 2 * fa)], res)
-    g.lines.append(f"        aie::store_v(h + j, {hn});")
+    g.store("h", hn)
     return [max((mt * ms) << (top - 2 * fa), 0) + ((mc * ms) << (top - fr - fa)), ms * mt]
 
 
@@ -324,7 +383,8 @@ def vector_gates(node: Node, device: Device, space: str) -> VectorGates | str:
         "    }",
         "};",
         f"}}  // namespace {space}", ""])
-    return VectorGates(text, lanes, g.ops, g.modes, 3 if node.op == "gru" else 5)
+    last = n - (groups - 1) * lanes
+    return VectorGates(text, lanes, g.ops, g.modes, 3 if node.op == "gru" else 5, g.cycles(lanes), g.cycles(last))
 
 
 # ----------------------------------------------------------------------------- vector dense head

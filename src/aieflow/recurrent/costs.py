@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -276,9 +276,30 @@ def pl_head_cycles(n_h: int, head: tuple[int, ...], pair: tuple[str, str]) -> in
 # aie::mac or aie::mul of a weight column by a broadcast element per lane group and column, as a
 # cascade chain of one tile), a vector finish per lane group, the gate math, h copied into the
 # MAC's lane type for the next step.  Nothing overlaps between these phases (each reads what the
-# previous wrote), so the step is their sum.  Rates and costs reused from the model above:
-# chunk_cycles (catalog MAC rate and load width), ROUND_CHUNK_EXTRA_OPS, ROW_LOOP_CYCLES,
+# previous wrote), so the step is their sum.  Within a phase the model follows the VLIW schedule:
+# each operation takes an issue slot of the core's instruction word (VLIW_SLOTS), the products'
+# pipelined column loop runs at the initiation interval its busiest slot sets, and the gate math's
+# straight-line code is list-scheduled (list_schedule).  Rates and costs reused from the model
+# above: chunk_cycles / mac_cycles (catalog MAC rate and load width), ROW_LOOP_CYCLES,
 # SCALAR_PRODUCT_CYCLES and perf/kernel.py's vector_op_cycles.
+
+# Public: the core's VLIW instruction word issues, per cycle, one scalar operation, up to two
+# moves, two vector loads, one vector store and one vector instruction (AMD WP552, "AI Engine
+# Architecture": "a 7-way very long instruction word"; AM020 / AM027 list the same units on AIE-ML
+# and AIE-MLv2: two load units, one store unit, one vector unit, the scalar unit).  The register
+# moves (AM009 / AM020 / AM027 "Register Move Functionality") include the shift-round-saturate
+# path from an accumulator to a vector register (to_vector, srs) and the upshift path from a
+# vector to an accumulator (from_vector, ups), and moves into special registers (the mode control
+# register that aie::set_rounding / set_saturation write).  Everything else the compact kernel
+# issues on vectors (add, sub, mul, mac, shifts, min, max, select, compare, broadcast) takes the
+# vector slot: the model puts a broadcast there too, no public source places it on a move.
+VLIW_SLOTS: Mapping[str, int] = MappingProxyType({"scalar": 1, "move": 2, "load": 2, "store": 1, "vector": 1})
+
+# Assumed: the products' column loop keeps at most this many lane groups' sums in registers per
+# pass over the columns (rnn_compact.h BLOCK): one broadcast of x_k serves the block.  Four, as the
+# Dense kernel's 2 x 2 accumulator blocking (perf/kernel.py), which keeps its accumulators and
+# operands within the twelve 512-bit vector registers; not measured for this kernel.
+COMPACT_GROUP_BLOCK = 4
 
 # Counted from rnn_compact.h: the vector finish of one lane group of a fixed-point vector product
 # is one vector add (the bias, cast when the kernel is built), plus one upshift when the products
@@ -307,48 +328,95 @@ FLOAT_ACTIVATION_CYCLES = 150
 # (load, narrow, store co-issued).
 COMPACT_STATE_COPY_CYCLES = 1
 
+# A schedule segment: (slots one cycle of it takes, cycles); an empty dict is a wait (a dependent
+# operation's latency with nothing issued for it).
+Segment = tuple[Mapping[str, int], int]
+
+
+def list_schedule(ops: Sequence[tuple[Sequence[int], Sequence[Segment]]]) -> int:
+    """Cycles of straight-line code on the VLIW core: operations in program order, each after the
+    operations it depends on (indices into ``ops``) have finished, its segments one after another,
+    each cycle of a segment in the first cycle from then on where all its slots are free
+    (VLIW_SLOTS); a dependent operation may issue in the cycle after the one it reads from (unit
+    latency: the model counts issue slots, not the vector pipeline's depth, which no public figure
+    gives).  Greedy and in order, as a compiler's list scheduler of one basic block."""
+    used: dict[str, dict[int, int]] = {k: {} for k in VLIW_SLOTS}
+    finish: list[int] = []
+    for deps, segs in ops:
+        t = max((finish[d] for d in deps), default=0)
+        for need, n in segs:
+            for _ in range(n):
+                while any(used[k].get(t, 0) + c > VLIW_SLOTS[k] for k, c in need.items()):
+                    t += 1
+                for k, c in need.items():
+                    used[k][t] = used[k].get(t, 0) + c
+                t += 1
+        finish.append(t)
+    return max(finish, default=0)
+
 
 def compact_product_cycles(rows: int, k: int, device: Device, pair: tuple[str, str], kind: str,
                            finish_ops: int) -> tuple[float, float]:
     """(MAC cycles, finish cycles) of one compact product: ``rows`` gate-stacked rows over ``k``
-    columns, as rnn_compact.h's CompactProduct runs it.  Vector forms: per lane group and column
-    one chunk (``chunk_cycles`` without a vector operand: the element is broadcast; vector_round
-    + ROUND_CHUNK_EXTRA_OPS), the loop's fill and drain per group, then ``finish_ops`` vector ops
-    per group (fixed point).  Scalar: every padded row's products one at a time."""
+    columns, as rnn_compact.h's CompactProduct runs it.  Vector forms: per block of up to
+    COMPACT_GROUP_BLOCK lane groups a software-pipelined loop over the columns whose iteration
+    issues one broadcast of x_k (vector slot) and per group the weight column's loads (the two
+    load units), the MAC (``mac_cycles`` at the catalog's rate, vector slot) and for vector_round
+    the product's shift-round-saturate (a move) and an int32 add (vector slot); its initiation
+    interval is the busiest slot's, plus the loop's fill and drain (ROW_LOOP_CYCLES) per block;
+    then ``finish_ops`` vector ops per group (fixed point).  Scalar: every padded row's products
+    one at a time."""
     gen = device.generation
     lane = lanes(gen, pair)
     groups = math.ceil(rows / lane)
     op = KERNEL_CONSTANTS.vector_op_cycles
     if kind == "scalar":
         return groups * lane * (k * SCALAR_PRODUCT_CYCLES + ROW_LOOP_CYCLES), 0.0
-    ii = chunk_cycles(gen, pair, vector_operand=False)
-    if kind == "vector_round":
-        ii += ROUND_CHUNK_EXTRA_OPS * op
-    return groups * (k * ii + ROW_LOOP_CYCLES), groups * finish_ops * op
+    mac = max(math.ceil(mac_cycles(lane, gen, pair)), 1)
+    w_loads = math.ceil(lane * element_bits(pair[1]) / (gen.load_bits_per_cycle // 2))
+    rnd = kind == "vector_round"
+    total = 0.0
+    for b in range(0, groups, COMPACT_GROUP_BLOCK):
+        g = min(COMPACT_GROUP_BLOCK, groups - b)
+        slots = {"vector": op * (1 + g * (mac + rnd)), "move": g * rnd, "load": g * w_loads + 1}  # + x_k's load
+        ii = max(math.ceil(v / VLIW_SLOTS[s]) for s, v in slots.items())
+        total += k * ii + ROW_LOOP_CYCLES
+    return total, groups * finish_ops * op
 
 
-# Assumed: one write of the core's rounding or saturation mode (aie::set_rounding /
-# aie::set_saturation: a move into the mode control register, AM020's special registers), one
-# cycle each; the vector gate math writes them where consecutive casts need different modes.
-COMPACT_MODE_CYCLES = 1
-# Counted from rnnv::gather (rnn_compact.h): one table read of the vector gate math per element,
-# on the scalar unit: the index loaded from where the vector stored it, the entry loaded at the
-# table's base plus the index (the load unit's indexed addressing), the entry stored for the
-# vector reload: 3 operations, one per cycle as the scalar counts above.
-COMPACT_GATHER_CYCLES = 3
+# Public (the register moves above): one write of the core's rounding or saturation mode
+# (aie::set_rounding / aie::set_saturation) is a move into the mode control register, one move
+# slot for a cycle; the vector gate math writes them where consecutive casts need different modes,
+# and the schedule keeps every shift-round-saturate after the write it depends on and before the
+# next one.
+COMPACT_MODE_SEGMENT: Segment = (MappingProxyType({"move": 1}), 1)
+# Counted from rnnv::gather (rnn_compact.h), the table read of the vector gate math for the n real
+# lanes of a group, on the scalar side: the index vector stored (one store), then per element the
+# index loaded, the entry loaded at the table's base plus the index (the load unit's indexed
+# addressing) and stored for the vector reload: two loads and a store, which the element loop,
+# software pipelined, issues one element per cycle (the two load units, the store unit); the first
+# element's chain (index load, entry load, store) leaves COMPACT_GATHER_FILL_CYCLES before the
+# loop's steady state, assumed one cycle per dependent load (no public load-to-use figure); then
+# the entries reloaded as a vector (one load).
+COMPACT_GATHER_FILL_CYCLES = 2
+
+
+def gather_segments(n: int) -> tuple[Segment, ...]:
+    """The schedule segments of one rnnv::gather of ``n`` real lanes (COMPACT_GATHER_FILL_CYCLES)."""
+    return ((MappingProxyType({"store": 1}), 1), (MappingProxyType({"load": 2, "store": 1}), n),
+            (MappingProxyType({}), COMPACT_GATHER_FILL_CYCLES), (MappingProxyType({"load": 1}), 1))
 
 
 def compact_gate_cycles(cell: str, n_h: int, pair: tuple[str, str], form: tuple[int, ...] = ()) -> float:
     """The gate math of the whole hidden vector.  ``form`` (RecurrentDims.gate_form): the vector
-    form's (lanes, vector ops per group, mode writes per group, table reads per element), counted
-    by the generator that emits it (recurrent/compact.py): per lane group its ops and mode writes
-    plus the loop's fill and drain (ROW_LOOP_CYCLES), per element its gathers.  Empty: the scalar
-    step (rnn_cell.h), as counted above."""
+    form's (lanes, vector ops per group, mode writes per group, table reads per element, cycles of
+    a full group, cycles of the last group), the cycles list-scheduled (list_schedule) by the
+    generator that emits the code (recurrent/compact.py); per group plus the loop's fill and
+    drain (ROW_LOOP_CYCLES).  Empty: the scalar step (rnn_cell.h), as counted above."""
     if form:
-        lanes_, ops, modes, lookups = form
+        lanes_, _ops, _modes, _lookups, full, last = form
         groups = math.ceil(n_h / lanes_)
-        per_group = ops * KERNEL_CONSTANTS.vector_op_cycles + modes * COMPACT_MODE_CYCLES + ROW_LOOP_CYCLES
-        return groups * per_group + n_h * lookups * COMPACT_GATHER_CYCLES
+        return (groups - 1) * full + last + groups * ROW_LOOP_CYCLES
     if pair[0] in ("fp32", "bf16"):
         acts = ACTIVATIONS[cell]
         return n_h * (FLOAT_GATE_OPS[cell] * AIE_HEAD_MAC_CYCLES["float"] + acts * FLOAT_ACTIVATION_CYCLES)

@@ -46,7 +46,7 @@ from ..ir import Node
 from ..names import comment
 from ..numerics.types import FixedType, Rounding, Saturation
 from ..ops import activations as act
-from .costs import lanes
+from .costs import COMPACT_GROUP_BLOCK, lanes
 from .plan import RecurrentMapping
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "recurrent"
@@ -520,7 +520,8 @@ def _compact_config(node: Node, mapping: RecurrentMapping, lay: Layout, device: 
     def extra() -> tuple[str, ...]:
         return (f"    static constexpr int GN = {d.gates * d.n_h};  // real rows (gates x hidden)",
                 f"    static constexpr int GP = {gp};  // rows padded to the lanes",
-                f"    static constexpr int WRAP_BITS = {wrap};  // vector finish: the accumulator's wrap (0: none needed)")
+                f"    static constexpr int WRAP_BITS = {wrap};  // vector finish: the accumulator's wrap (0: none needed)",
+                f"    static constexpr int BLOCK = {COMPACT_GROUP_BLOCK};  // lane groups per pass over the columns")
 
     vrnd = "-1"
     if not fp32 and "vector_round" in kinds:

@@ -77,7 +77,8 @@ class RecurrentDims:
     # bias add, the wrap: recurrent/compact.finish_ops; given dims assume the bias add alone).
     finish_ops: tuple[int, int] = (1, 1)
     # The compact tile's gate math: (int32 lanes, vector ops and mode writes per lane group, table
-    # reads per element) of the vector form recurrent/compact.py generates where it is bit-exact;
+    # reads per element, list-scheduled cycles of a full and of the last lane group) of the vector
+    # form recurrent/compact.py generates where it is bit-exact;
     # () = rnn_cell.h's scalar step (float layers, types the vector form does not cover, given dims).
     gate_form: tuple[int, ...] = ()
     # The compact tile's dense head (the last layer's): (int32 lanes, then per head layer the vector
@@ -167,7 +168,7 @@ def dims_of(node_or_dims: Node | RecurrentDims, device: Device) -> RecurrentDims
 
         kinds = kernel_kinds(node_or_dims, device, pair)
         vg = vector_gates(node_or_dims, device, "rnn")
-        form = (vg.lanes, vg.ops, vg.modes, vg.lookups) if isinstance(vg, VectorGates) else ()
+        form = vg.form if isinstance(vg, VectorGates) else ()
         dims = replace(dims, kernels=kinds, finish_ops=finish_ops(node_or_dims, kinds), gate_form=form)
     return replace(dims, pair=pair)
 

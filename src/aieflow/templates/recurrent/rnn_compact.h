@@ -71,6 +71,7 @@ public:
     using V = typename P::V;
     static constexpr int L = P::LANES;
     static constexpr int GROUPS = P::GP / L;
+    static constexpr int BLOCK = P::BLOCK;  // lane groups per pass over the columns (costs.COMPACT_GROUP_BLOCK)
 
 private:
     static constexpr bool VEC = !P::FP32 && P::VECTOR;
@@ -89,15 +90,19 @@ public:
     // out[r] = row r of the product of the vector v (P::K elements), for r < GP.
     void compute(const V* v, X* out) const {
         if constexpr (P::FP32) {
-            for (int g = 0; g < GROUPS; ++g) {
-                aie::accum<accfloat, L> acc;
-                acc.from_vector(aie::load_v<L>(b_ + g * L), 0);
+            for (int g0 = 0; g0 < GROUPS; g0 += BLOCK) {  // as terms(): columns outer, a block of groups inner
+                const int nb = GROUPS - g0 < BLOCK ? GROUPS - g0 : BLOCK;
+                aie::accum<accfloat, L> acc[BLOCK];
+                for (int g = 0; g < nb; ++g) acc[g].from_vector(aie::load_v<L>(b_ + (g0 + g) * L), 0);
                 for (int k = 0; k < P::K; ++k)
-                    chess_prepare_for_pipelining { acc = aie::mac(acc, aie::load_v<L>(w_ + k * P::GP + g * L), v[k]); }
-                aie::store_v(out + g * L, acc.template to_vector<float>());
+                    chess_prepare_for_pipelining {
+                        const aie::vector<float, L> xk = aie::broadcast<float, L>(v[k]);
+                        for (int g = 0; g < nb; ++g) acc[g] = aie::mac(acc[g], xk, aie::load_v<L>(w_ + k * P::GP + (g0 + g) * L));
+                    }
+                for (int g = 0; g < nb; ++g) aie::store_v(out + (g0 + g) * L, acc[g].template to_vector<float>());
             }
         } else if constexpr (VEC) {
-            for (int g = 0; g < GROUPS; ++g) aie::store_v(out + g * L, finish(terms(v, g), g));
+            for (int g0 = 0; g0 < GROUPS; g0 += BLOCK) terms(v, g0, out);
         } else {
             for (int r = 0; r < P::GP; ++r) {
                 int64_t acc = rnn::cast(b_[r], P::BFRAC, P::ACC);
@@ -111,21 +116,35 @@ public:
     }
 
 private:
-    // The exact sum of lane group g's terms (int32 lanes: vector.py bounds every row's sum below 2^31).
-    aie::vector<int32, L> terms(const V* v, int g) const {
+    // The exact sums of lane groups g0 .. g0 + BLOCK - 1 (int32 lanes: vector.py bounds every row's sum below
+    // 2^31), finished and stored.  Columns outer, the block's groups inner: one broadcast of v[k] serves
+    // every group of the block, and the block's sums stay in registers (at most BLOCK, 4 as dense.h's 2 x 2
+    // accumulator blocking); each lane still adds its terms in k order.
+    void terms(const V* v, int g0, X* out) const {
+        constexpr int B = BLOCK;
+        const int nb = GROUPS - g0 < B ? GROUPS - g0 : B;
         if constexpr (P::SHIFT > 0) {
-            aie::vector<int32, L> s = aie::zeros<int32, L>();
+            aie::vector<int32, L> s[B];
+            for (int g = 0; g < B; ++g) s[g] = aie::zeros<int32, L>();
             for (int k = 0; k < P::K; ++k)
                 chess_prepare_for_pipelining {
-                    const auto prod = aie::mul(aie::broadcast<V, L>(v[k]), aie::load_v<L>(w_ + k * P::GP + g * L));
-                    s = aie::add(s, prod.template to_vector<int32>(P::SHIFT));
+                    const aie::vector<V, L> xk = aie::broadcast<V, L>(v[k]);
+                    for (int g = 0; g < nb; ++g) {
+                        const auto prod = aie::mul(xk, aie::load_v<L>(w_ + k * P::GP + (g0 + g) * L));
+                        s[g] = aie::add(s[g], prod.template to_vector<int32>(P::SHIFT));
+                    }
                 }
-            return s;
+            for (int g = 0; g < nb; ++g) aie::store_v(out + (g0 + g) * L, finish(s[g], g0 + g));
         } else {
-            aie::accum<rnn_int_acc<V, W>, L> s = aie::zeros<rnn_int_acc<V, W>, L>();
+            aie::accum<rnn_int_acc<V, W>, L> s[B];
+            for (int g = 0; g < B; ++g) s[g] = aie::zeros<rnn_int_acc<V, W>, L>();
             for (int k = 0; k < P::K; ++k)
-                chess_prepare_for_pipelining { s = aie::mac(s, aie::broadcast<V, L>(v[k]), aie::load_v<L>(w_ + k * P::GP + g * L)); }
-            return s.template to_vector<int32>(0);
+                chess_prepare_for_pipelining {
+                    const aie::vector<V, L> xk = aie::broadcast<V, L>(v[k]);
+                    for (int g = 0; g < nb; ++g) s[g] = aie::mac(s[g], xk, aie::load_v<L>(w_ + k * P::GP + (g0 + g) * L));
+                }
+            for (int g = 0; g < nb; ++g)
+                aie::store_v(out + (g0 + g) * L, finish(s[g].template to_vector<int32>(0), g0 + g));
         }
     }
 
