@@ -4,6 +4,9 @@ Published values are typed in from the spec files (``src/aieflow/perf/published.
 every modelled value is computed by the model when this script runs.
 
     python benchmarks/validate.py [--out docs/validation.md] [--no-write]
+
+It also writes ``src/aieflow/perf/bands.json``: each figure class's error band (``perf/bands.py``),
+which ``summary``, ``report``, ``explore`` and design.json print next to the model's figures.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from aieflow.perf.bands import WHAT, from_results
+from aieflow.perf.bands import to_json as bands_json
 from aieflow.perf.published import (
     CALIBRATION_SET_TOLERANCE,
     CLAIM_TOLERANCE,
@@ -21,6 +26,7 @@ from aieflow.perf.published import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
+BANDS = ROOT / "src" / "aieflow" / "perf" / "bands.json"
 
 
 def _num(x: float | None, unit: str) -> str:
@@ -58,6 +64,15 @@ def summary(results: list[FigureResult]) -> str:
     )
 
 
+def band_table(results: list[FigureResult]) -> str:
+    """The error band of each figure class (``perf/bands.py``): what the tools print next to a figure."""
+    lines = ["| class | what | published figures | band (min .. max error) |", "| --- | --- | ---: | --- |"]
+    for b in from_results(results).values():
+        band = f"{100 * b.low:+.1f}% .. {100 * b.high:+.1f}%" if b.known else "none (not modelled / not checked)"
+        lines.append(f"| {b.cls} | {WHAT[b.cls]} | {b.figures} | {band} |")
+    return "\n".join(lines)
+
+
 def markdown(table: list[list[str]]) -> str:
     lines = ["| " + " | ".join(table[0]) + " |", "| " + " | ".join("---" for _ in table[0]) + " |"]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in table[1:]]
@@ -92,6 +107,16 @@ The AIE4ML single-kernel rows are the estimates of the configurations as aieflow
 (`perf.published.aie4ml_design`: one Dense layer pinned to one VEK280 tile, B = 128, its buffers
 partly in the neighbours' data memories, placed and emitted like any design), not of a kernel
 shape built by hand.
+
+## Error bands
+
+What `summary`, `report`, `explore` and design.json (`performance.error_band`) print next to a
+modelled figure (`src/aieflow/perf/bands.py`; this script writes `src/aieflow/perf/bands.json`
+from the same evaluation as the table below): each class's range of errors over its published
+figures with a number.  A design's latency and interval are `array` figures; nothing DDR to DDR
+is modelled or checked yet, so `system` has no band.
+
+{band_table(results)}
 
 {summary(results)}
 
@@ -153,9 +178,13 @@ def main() -> None:
     print(text)
     print()
     print(summary(results))
+    print()
+    print(band_table(results))
     if not args.no_write:
         Path(args.out).write_text(document(table, results))
         print(f"\nwrote {args.out}")
+        BANDS.write_text(bands_json(from_results(results)))
+        print(f"wrote {BANDS.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

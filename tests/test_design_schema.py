@@ -50,6 +50,9 @@ def test_every_kind_follows_the_protocol_and_the_schema(built):
     assert j["kind"] == kind and j["schema"] == 2
     perf = j["performance"]
     assert set(COMMON_PERFORMANCE) <= set(perf)
+    # the model's error band of these (array-only) figures, and the summary says it (perf/bands.py)
+    assert perf["error_band"]["class"] == "array" and perf["error_band"]["figures"] >= 1
+    assert "model error band of these figures" in d.summary()
     # the common figures are the design's own ones, in the common units
     e = d.estimate()
     if kind == "cnn":

@@ -88,6 +88,7 @@ def test_top_csv_and_the_ranking(capsys, files, tmp_path):
     # without --top: every point, numbered in order, the pick marked
     assert main(["explore", model, "--target", "latency"]) == 0
     lines = capsys.readouterr().out.splitlines()[3:]
+    assert lines.pop().startswith("model error band of these figures: ")  # perf/bands.py
     assert [int(line.split()[0]) for line in lines] == sorted(by_id)
     assert [line.split()[1] == "*" for line in lines].count(True) == 1
 

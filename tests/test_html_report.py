@@ -34,6 +34,8 @@ from aieflow.graph_io import json_default
 from aieflow.pareto_plot import pareto_svg
 from aieflow.protocol import ModelDesign
 
+BANDS = Path(__file__).resolve().parent.parent / "src" / "aieflow" / "perf" / "bands.json"
+
 # one design of every kind
 KINDS = ["chain-vek280", "dag", "cnn", "recurrent", "streamed-dense", "segmented", "gemm-vck190"]
 HOSTILE = ["chain-vck190", "dag", "cnn", "recurrent", "segmented"]
@@ -156,14 +158,21 @@ def test_the_dom_holds_the_tables_and_the_pictures(pages, designs, kind):
     j = _json(d)
     soup = BeautifulSoup(pages[f"{kind}.html"].dom, "html.parser")
     assert not soup.find_all(["script", "img", "link", "iframe", "object", "embed"])
-    # the stage table: one row per stage of design.json's breakdown, its time, "no band"
+    # the stage table: one row per stage of design.json's breakdown, its time, and for a kernel
+    # stage the range the kernel band (bands.json, read here as a file) puts its published time in
+    kernel = next(b for b in json.loads(BANDS.read_text())["bands"] if b["class"] == "kernel")
     breakdown = j["performance"]["breakdown"]
     rows = soup.select("#stage-table tbody tr")
     assert [r.find_all("td")[0].get_text() for r in rows] == list(breakdown)
     for r, part in zip(rows, breakdown.values(), strict=True):
         cells = [c.get_text() for c in r.find_all("td")]
         assert float(cells[3].replace(",", "")) == pytest.approx(part["ns"], abs=0.051)
-        assert cells[6] == "no band"
+        if part.get("kind") == "kernel":
+            lo, hi = (float(v.replace(",", "")) for v in cells[6].removesuffix(" ns").split(" .. "))
+            assert lo == pytest.approx(part["ns"] / (1 + kernel["high"]), abs=0.051) and lo <= part["ns"]
+            assert hi == pytest.approx(part["ns"] / (1 + kernel["low"]), abs=0.051) and hi >= part["ns"]
+        else:
+            assert cells[6] == "no band"
     figures = {r.th.get_text(): r.td.get_text() for r in soup.select("#figures tr")}
     value, unit = figures["latency"].split()[:2]
     scale = {"ns": 1, "\u00b5s": 1e3, "ms": 1e6, "s": 1e9}[unit]
@@ -265,7 +274,9 @@ def test_a_band_the_design_carries_is_shown(designs, monkeypatch):
     monkeypatch.setattr(d, "to_json", lambda: j)
     soup = BeautifulSoup(d.report_html(), "html.parser")
     bands = [r.find_all("td")[6].get_text() for r in soup.select("#stage-table tbody tr")]
-    assert bands[0] == "100.0 .. 140.5 ns" and set(bands[1:]) == {"no band"}
+    kinds = [p.get("kind") for p in j["performance"]["breakdown"].values()]
+    assert bands[0] == "100.0 .. 140.5 ns"
+    assert all((b == "no band") == (k != "kernel") for b, k in zip(bands[1:], kinds[1:], strict=True))
 
 
 class _Result:  # what every kind's verify result has: ok and verdict()

@@ -408,7 +408,7 @@ def test_estimate_is_deterministic_and_json_has_exactly_the_issue_keys():
     ja, jb = performance_to_json(a, d.device.clock_hz), performance_to_json(b, d.device.clock_hz)
     assert json.dumps(ja, sort_keys=True) == json.dumps(jb, sort_keys=True)
     assert set(ja) == {"latency_ns", "interval_ns", "batch", "throughput_ops_per_s", "bound", "tiles_used", "memory_tiles_used",
-                       "breakdown", "replicas", "stages"}
+                       "breakdown", "replicas", "stages", "error_band"}
     # breakdown: each stage's busy cycles per batch at the AIE clock
     assert [k.split("#")[0] for k in ja["breakdown"]] == [s.name for s in a.stages]
     first = a.stages[0]

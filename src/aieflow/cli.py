@@ -177,7 +177,9 @@ def _explore_table(ex, listed: tuple, shown: list, top: int | None, ranked_by: s
                          str(p.replicas), f"{p.latency_ns:,.0f}", f"{p.interval_ns:,.0f}",
                          f"{p.sample_interval_ns:,.1f}", *([p.posts] if posts else []),
                          " ".join(f"{cl}x{cn}" for _, cl, cn in p.parallelism)])
-    return head + "\n" + render(rows)
+    from .perf.bands import summary_line
+
+    return head + "\n" + render(rows) + "\n" + summary_line()
 
 
 def cmd_config(args: argparse.Namespace) -> int:

@@ -43,9 +43,13 @@ def performance(*, latency_ns: float, interval_ns: float, batch: int, throughput
     """The common ``performance`` keys (``parts``: each stage's name, ns per batch and extra fields
     for ``breakdown``), then the kind's own ``extra`` ones, which cannot replace them (an extra key
     that repeats a common one with the same value is dropped)."""
+    from .perf.bands import band
+
     common = {"latency_ns": float(latency_ns), "interval_ns": float(interval_ns), "batch": int(batch),
               "throughput_ops_per_s": float(throughput_ops_per_s), "bound": str(bound), "tiles_used": int(tiles_used),
-              "memory_tiles_used": int(memory_tiles_used), "breakdown": breakdown(parts)}
+              "memory_tiles_used": int(memory_tiles_used), "breakdown": breakdown(parts),
+              # the model's validation band of these figures (array-only designs: perf/bands.py)
+              "error_band": band("array").to_json()}
     extra = extra or {}
     clash = sorted(k for k in set(extra) & set(common) if extra[k] != common[k])
     if clash:
@@ -73,4 +77,7 @@ def breakdown_text(perf: Mapping[str, Any]) -> str:
     for name, part in perf["breakdown"].items():
         share = 100 * part["ns"] / perf["interval_ns"] if perf["interval_ns"] else 0.0
         rows.append(f"    {name:44s} {part['ns']:12,.1f} ns  {share:5.1f}%")
+    from .perf.bands import band
+
+    rows.append(f"    (a stage's kernel time: {band('kernel').text()})")
     return "\n".join(rows)

@@ -105,10 +105,19 @@ def _figures(j: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def _band(part: Mapping[str, Any]) -> str:
-    """A stage's error band, where the design carries one (``band_ns``: [low, high]), else "no band"."""
+    """A stage's error band: the one the design carries (``band_ns``: [low, high]); for a kernel
+    stage, the range its time's published value lies in by the model's kernel band (an error e =
+    model / published - 1 in [low, high] puts the published time in [ns / (1 + high), ns / (1 + low)];
+    ``perf/bands.py``); else "no band"."""
     band = part.get("band_ns")
     if isinstance(band, (list, tuple)) and len(band) == 2 and all(isinstance(v, (int, float)) for v in band):
         return f"{band[0]:,.1f} .. {band[1]:,.1f} ns"
+    if part.get("kind") == "kernel":
+        from .perf.bands import band as model_band
+
+        k = model_band("kernel")
+        if k.known:
+            return f"{part['ns'] / (1 + k.high):,.1f} .. {part['ns'] / (1 + k.low):,.1f} ns"
     return "no band"
 
 
@@ -266,6 +275,7 @@ def _accuracy_rows(a: Mapping[str, Any]) -> list[tuple[str, str]]:
 def context(design: Any, data: Any = None, verify: Any = None) -> dict[str, Any]:
     """What the template prints (every value plain text, but the pictures)."""
     from . import __version__
+    from .perf.bands import band as model_band
     from .verify_record import status
 
     j = _json(design)
@@ -285,6 +295,8 @@ def context(design: Any, data: Any = None, verify: Any = None) -> dict[str, Any]
         "figures": _figures(j),
         "stages": _stages(perf),
         "any_band": any(_band(p) != "no band" for p in perf["breakdown"].values()),
+        "kernel_band": model_band("kernel").text(),
+        "array_band": model_band("array").text(),
         "chart": _chart(perf, headline),
         "placement": _svg(design.placement_svg(), "placement picture"),
         "numerics": _numerics(design, j),

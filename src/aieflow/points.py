@@ -118,6 +118,9 @@ def to_json(ex: Any, config: Config, top: int | None = None) -> dict[str, Any]:
                            for p, d in zip(ex.front, out["pareto_front"], strict=True)]
     if top is not None:
         out["top"] = [point_id(ex, p) for p in ranking(ex, config)[:top]]
+    from .perf.bands import band
+
+    out["error_band"] = band("array").to_json()  # of every point's latency and interval (perf/bands.py)
     return out
 
 

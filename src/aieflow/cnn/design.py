@@ -19,6 +19,7 @@ from ..errors import AieflowError
 from ..graph_io import REDO, graph_arrays, graph_to_json, read_saved_design, write_weights
 from ..ir import Graph
 from ..names import comment
+from ..perf.bands import summary_line
 from .perf import CnnPerformance, estimate
 from .plan import CnnPlan, StreamLayer
 
@@ -123,6 +124,7 @@ class CnnDesign(EmulatedNumerics):
                          f"{lay.memory.bytes:,} B/tile{borrowed}")
         lines.append(f"  modelled: latency {e.latency_s * 1e6:,.1f} us, {e.fps:,.0f} frames/s, "
                      f"{e.gmacs:,.1f} GMAC/s, bound: {comment(e.bound)}")
+        lines.append("  " + summary_line())
         return "\n".join(lines)
 
     def report_html(self, path: str | os.PathLike | None = None, data: Any = None, verify: Any = None) -> str:

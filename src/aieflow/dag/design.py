@@ -29,6 +29,7 @@ from ..graph_io import (
 )
 from ..ops.registry import family
 from ..passes.place import Placement
+from ..perf.bands import summary_line
 from .perf import DagPerformance, estimate_dag
 from .plan import DagPlan
 
@@ -136,6 +137,7 @@ class DagDesign:
         lines.append(f"  modelled: latency {e.latency_ns / 1e3:,.2f} us, interval {e.interval_ns / 1e3:,.2f} us per "
                      f"batch ({e.sample_ns:,.1f} ns per sample), {e.throughput_ops_per_s / 1e12:.2f} TOPS, "
                      f"bound: {e.bound} ({e.bottleneck})")
+        lines.append("  " + summary_line())
         return "\n".join(lines)
 
     def report(self) -> str:

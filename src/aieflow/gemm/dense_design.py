@@ -35,6 +35,7 @@ from ..names import comment, text
 from ..numerics.types import FloatType
 from ..ops.dense import _types_to_json
 from ..ops.registry import family
+from ..perf.bands import summary_line
 from ..templating import environment
 from ..verify import VerifyError
 from .dense import (
@@ -366,6 +367,7 @@ class StreamedDenseDesign(EmulatedNumerics):
             f"  modelled per call of {p.batch} samples: {e.cycles:,.0f} cycles = weights from DDR "
             f"{g.packing_cycles:,.0f} + AIE {g.cycles:,.0f} + epilogue {e.epilogue_cycles:,.0f}; latency "
             f"{e.latency_ns / 1e3:,.1f} us, {e.throughput_ops_per_s / 1e9:,.1f} GOPS, bound: {e.bound}",
+            "  " + summary_line(),
         ])
 
     def data_files(self) -> dict[str, bytes]:

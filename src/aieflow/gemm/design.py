@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import design_schema
 from ..atomic import save_directory, write_files
+from ..perf.bands import summary_line
 from . import emulate
 from .emit import project_files
 from .perf import GemmPerformance, estimate
@@ -114,6 +115,7 @@ class GemmDesign:
             f"  modelled: {e.cycles:,.0f} cycles (+ {e.packing_cycles:,.0f} packing), latency {e.latency_ns / 1e3:,.1f} us, "
             f"{e.throughput_ops_per_s / 1e9:,.1f} GOPS, {e.macs_per_cycle_per_tile:.1f} MACs/cycle/tile "
             f"({100 * e.efficiency:.1f}% of peak), bound: {e.bound}",
+            "  " + summary_line(),
         ]
         return "\n".join(lines)
 

@@ -42,6 +42,7 @@ from ..names import c_ident, comment, text
 from ..numerics import fixed
 from ..numerics.types import FixedType, FloatType
 from ..ops.registry import family
+from ..perf.bands import summary_line
 from .dense import dense_nodes, resident_error, weights_mode
 from .perf import ddr_cycles
 from .streamed_float import GemmOrderEmulation, float_plans, same_values
@@ -488,6 +489,7 @@ class SegmentedDesign(EmulatedNumerics):
                      f"{e.interval_ns / 1e3:,.2f} us ({e.schedule}), {e.throughput_ops_per_s / 1e9:,.1f} GOPS, "
                      f"bound: {e.bound}; {e.tiles_used} tiles"
                      + ("" if e.fits_one_array else f" (more than the {self.device.compute_tiles} of the device)"))
+        lines.append("  " + summary_line())
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from ..errors import AieflowError, ConfigError, PlanError
 from ..graph_io import graph_arrays, graph_from_json, graph_to_json, read_weights, write_weights
 from ..integrity import read_project
 from ..ir import Graph, Node
+from ..perf.bands import summary_line
 from .front import SequenceFront, front_dims, split_front
 from .model import RecurrentPerformance, estimate_recurrent
 from .plan import (
@@ -318,6 +319,7 @@ class RecurrentDesign:
             f"  sequence latency: {p.sequence_latency_ns / 1000:.2f} us (head {p.head_ns:.1f} ns); tiles {p.tiles},"
             f" interface tiles {p.interface_tiles}",
             f"  head: {', '.join(h.name for h in self.head) or 'none'} (in the {agg} epilogue)",
+            "  " + summary_line(),
         ]
         return "\n".join(lines)
 
