@@ -591,7 +591,10 @@ def tile_memory(t: DenseTypes, batch_pad: int, k_slice: int, n_slice: int, mmul,
                 post: Node | None = None) -> TileMemory:
     m, _, n = mmul
     weights = _aligned(k_slice * n_slice * _nbytes(t.weight))
-    bias = _aligned((n_slice // n) * m * n * (4 if t.bias is not None else 0))
+    # a requantising layer (float scales: quantise_affine gives it an affine bias) also holds its
+    # int32 multipliers in the storing tile, laid out like the bias
+    blocks = (t.bias is not None) + isinstance(t.bias, AffineType)
+    bias = _aligned((n_slice // n) * m * n * 4 * blocks)
     inp = 2 * _aligned(batch_pad * k_slice * _nbytes(t.input))
     out = 2 * _aligned(batch_pad * n_slice * _nbytes(t.output))
     return TileMemory(weights, bias, inp, out, reserved, post_memory(post, batch_pad, n_slice, _nbytes(t.output)))
@@ -858,6 +861,11 @@ def pack_tile(node: Node, row: int, col: int) -> dict[str, np.ndarray]:
         bias = np.zeros(p.n_slice, dtype=bq.dtype if bq.dtype.kind == "f" else np.int64)
         bias[: n1 - n0] = bq[n0:n1]
         out["bias"] = np.repeat(bias.reshape(-1, 1, nn), m, axis=1).reshape(-1)
+    if col == p.cas_len - 1 and "rq_mult" in node.params:  # the storing tile's multipliers, after its bias
+        mult = np.zeros(p.n_slice, dtype=np.int64)
+        mult[: n1 - n0] = node.params["rq_mult"][n0:n1]
+        blocks = np.repeat(mult.reshape(-1, 1, nn), m, axis=1).reshape(-1)
+        out["bias"] = np.concatenate([out.get("bias", np.zeros(0, dtype=np.int64)), blocks])
     return out
 
 
