@@ -11,9 +11,10 @@ from .config import Config, parse_config
 from .design import Design
 from .devices import get_device
 from .emulation import Emulation
-from .errors import ConfigError, PlanError
+from .errors import ConfigError, ModelError, PlanError
 from .inputs import real_array
 from .kinds import is_cnn, is_dag, is_recurrent, wants_streamed
+from .numerics.types import AffineType
 from .ops.registry import require_mapping
 from .options import refuse_unsupported
 from .pipeline import PIPELINE, State, _search, front_end, run_pipeline
@@ -51,6 +52,7 @@ def _compile(state: State, stages: Stages) -> Design:
 
         _kind(stages, "recurrent", 2, graph)
         refuse_unsupported(state.config, "recurrent")
+        refuse_affine(graph, "recurrent")
         return compile_recurrent(model, front=_emulation(state), progress=stages)  # type: ignore[return-value]
     # Convolutional networks: their own mapping (aieflow.cnn, docs/conv.md)
     if is_cnn(graph):
@@ -58,12 +60,14 @@ def _compile(state: State, stages: Stages) -> Design:
 
         _kind(stages, "cnn", 3, graph)
         refuse_unsupported(state.config, "cnn")
+        refuse_affine(graph, "CNN")
         return compile_cnn(state, stages)
     # Graphs beyond chains (fan-out, residual Add, LayerNorm, Transpose views): aieflow.dag, docs/dag.md
     if is_dag(graph):
         from .dag.api import compile_dag
 
         _kind(stages, "dag", 3, graph)
+        refuse_affine(graph, "DAG")
         return compile_dag(state, stages)  # type: ignore[return-value]
     if state.config.searched:
         # The search treats a layer it cannot plan as one that does not fit ("no plan can be
@@ -75,6 +79,7 @@ def _compile(state: State, stages: Stages) -> Design:
         from .gemm.dense_design import compile_streamed
 
         _kind(stages, "streamed", None, graph)
+        refuse_affine(graph, "streamed-weight")
         return compile_streamed(state, stages)
     _kind(stages, "chain", len(PIPELINE) - len(state.done), graph)
     front = state
@@ -84,6 +89,8 @@ def _compile(state: State, stages: Stages) -> Design:
         from .gemm.dense_design import compile_streamed
 
         log.info("the resident chain does not fit (%s); trying streamed weights", e.message)
+        if any(isinstance(t.dtype, AffineType) for t in graph.tensors.values()):
+            raise
         _kind(stages, "streamed", None, graph)
         streamed = compile_streamed(front, stages, failure=e)
         if streamed is None:
@@ -93,6 +100,17 @@ def _compile(state: State, stages: Stages) -> Design:
         state.graph, state.device, state.config, state.placement, state.source, dict(state.files), state.timings,
         state.exploration,
     )
+
+
+def refuse_affine(graph, kind: str) -> None:
+    """Float-scale (affine) quantisation maps onto the Dense chain's requantising kernels only."""
+    for t in graph.tensors.values():
+        if isinstance(t.dtype, AffineType):
+            raise ModelError(
+                f"tensor '{t.name}' is quantised with a float scale / zero point ({t.dtype}); aieflow maps such "
+                f"models as Dense chains (Gemm / MatMul layers, ReLU) only, not as a {kind} design",
+                hint="quantise with power-of-two scales (aieflow's own PTQ: precision + calibration data) for this "
+                "model, or give onnxruntime quantize_static an MLP")
 
 
 def _kind(stages: Stages, kind: str, left: int | None, graph) -> None:
