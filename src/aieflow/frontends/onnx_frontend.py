@@ -937,8 +937,8 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
         """An affine (float-scale) weight: zero points 0, scales per tensor or per output feature."""
         if np.any(wc.azp != 0):
             raise UnsupportedOpError(
-                f"node '{name}' ({op}) has weights with a non-zero zero point ({int(wc.azp[wc.azp != 0][0])}); "
-                "aieflow takes symmetric weights",
+                f"node '{name}' ({op}) has weights with a non-zero zero point ({int(wc.azp[wc.azp != 0][0])}, "
+                f"DequantizeLinear '{wc.origin}'); aieflow takes symmetric weights (zero point 0)",
                 hint="quantise weights as QInt8 with symmetric ranges (onnxruntime quantize_static's default for "
                 "weight_type=QuantType.QInt8; extra_options WeightSymmetric=True)")
         out_axis = 0 if transpose else 1
@@ -1401,7 +1401,9 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
         scale = self._const(node.input[1])
         zp = self._const(node.input[2]) if len(node.input) > 2 and node.input[2] else None
         dtype = _activation_qtype(name, "DequantizeLinear", scale.value, zp, q.zero_dtype)
-        if dtype != q.qtype:
+        same = (dtype.frac == q.qtype.frac if isinstance(dtype, FixedType) and isinstance(q.qtype, FixedType)
+                else dtype == q.qtype)  # a QCDQ Clip may have narrowed the Q's saturation: compare the grid
+        if not same:
             raise UnsupportedOpError(
                 f"node '{name}' (DequantizeLinear) uses {dtype} but its QuantizeLinear "
                 f"'{q.node}' uses {q.qtype}; the pair must share one scale and zero point"
