@@ -11,7 +11,8 @@ import torch.nn.functional as F
 from onnx import TensorProto, helper, numpy_helper
 from torch import nn
 
-from aieflow.errors import ConfigError, ModelError, UnsupportedOpError
+import aieflow
+from aieflow.errors import AieflowError, ConfigError, ModelError, UnsupportedOpError
 from aieflow.frontends import import_model, import_onnx, import_torch
 from aieflow.numerics.types import FixedType, Rounding, Saturation
 
@@ -468,14 +469,12 @@ def test_gemm_non_power_of_two_alpha_on_quantised_weight_rejected():
 
 
 @pytest.mark.parametrize(
-    ("scale", "zero_point", "axis_scale", "match"),
-    [
-        (0.1, 0, False, "not a power of two"),
-        (0.125, 3, False, "zero point 3"),
-        (0.125, 0, True, "per-axis"),
-    ],
+    ("scale", "zero_point", "axis_scale"),
+    [(0.1, 0, False), (0.125, 3, False), (0.125, 0, True), (0.1, 3, True)],
 )
-def test_unsupported_weight_quantisation(scale, zero_point, axis_scale, match):
+def test_float_scale_weight_quantisation(scale, zero_point, axis_scale):
+    """Float and per-axis weight scales are taken (issue 18 item 3, tests/test_qdq_affine.py);
+    a weight zero point is refused, naming the node and the quantiser to use."""
     w = np.ones((3, 2), dtype=np.int8)
     s = np.full(2, scale, np.float32) if axis_scale else np.array(scale, np.float32)
     zp = np.full(2, zero_point, np.int8) if axis_scale else np.array(zero_point, np.int8)
@@ -486,22 +485,30 @@ def test_unsupported_weight_quantisation(scale, zero_point, axis_scale, match):
     ]
     inits = [_init("w_q", w), _init("s", s), _init("zp", zp)]
     model = _model(nodes, inits, ["N", 3], out_shape=["N", 2])
-    with pytest.raises(UnsupportedOpError, match=match) as info:
-        import_onnx(model)
-    assert "w_deq" in str(info.value)
-    assert "powers of two" in str(info.value)
+    if zero_point:
+        with pytest.raises(UnsupportedOpError, match=f"zero point \\({zero_point}") as info:
+            import_onnx(model)
+        assert "w_deq" in str(info.value) and "'mm'" in str(info.value) and "WeightSymmetric" in str(info.value)
+    else:
+        imported = import_onnx(model)
+        (node,) = imported.graph.nodes
+        np.testing.assert_array_equal(node.params["weight_codes"], w)
+        assert imported.hints.params[("mm", "weight")].scale == tuple(float(np.float32(scale)) for _ in s.reshape(-1))
 
 
-def test_uint8_activation_with_nonzero_zero_point_is_rejected():
+def test_uint8_activation_with_nonzero_zero_point_outside_a_dense_layer_is_refused():
+    """An affine activation (zero point 128) is imported; a layer other than Dense reading it is
+    refused at quantisation, naming the layer and what is supported."""
     nodes = [
         helper.make_node("QuantizeLinear", ["x", "s", "zp"], ["x_q"], name="xq"),
         helper.make_node("DequantizeLinear", ["x_q", "s", "zp"], ["x_dq"], name="xdq"),
-        helper.make_node("Relu", ["x_dq"], ["y"], name="relu"),
+        helper.make_node("Sigmoid", ["x_dq"], ["y"], name="sig"),
     ]
     inits = [_init("s", np.float32(0.25)), _init("zp", np.array(128, np.uint8))]
     model = _model(nodes, inits, ["N", 3], out_shape=["N", 3])
-    with pytest.raises(UnsupportedOpError, match=r"'xq'.*zero point 128"):
-        import_onnx(model)
+    assert import_onnx(model).hints.tensors["x"].zero_point == 128
+    with pytest.raises(AieflowError, match=r"sig.*float scale / zero point.*Dense"):
+        aieflow.emulate(model, device="vek280")
 
 
 def test_activation_q_and_dq_with_different_scales_rejected():

@@ -11,9 +11,10 @@ from .config import Config, parse_config
 from .design import Design
 from .devices import get_device
 from .emulation import Emulation
-from .errors import ConfigError, PlanError
+from .errors import ConfigError, ModelError, PlanError
 from .inputs import real_array
 from .kinds import is_cnn, is_dag, is_recurrent, wants_streamed
+from .numerics.types import AffineType
 from .ops.registry import require_mapping
 from .options import refuse_unsupported
 from .passes.posts import choose, explores_both, fixed_mapping, merged
@@ -52,6 +53,7 @@ def _compile(state: State, stages: Stages) -> Design:
 
         _kind(stages, "recurrent", 2, graph)
         refuse_unsupported(state.config, "recurrent")
+        refuse_affine(graph, "recurrent")
         return compile_recurrent(model, front=_emulation(state), progress=stages)  # type: ignore[return-value]
     # Convolutional networks: their own mapping (aieflow.cnn, docs/conv.md)
     if is_cnn(graph):
@@ -59,6 +61,7 @@ def _compile(state: State, stages: Stages) -> Design:
 
         _kind(stages, "cnn", 3, graph)
         refuse_unsupported(state.config, "cnn")
+        refuse_affine(graph, "CNN")
         return compile_cnn(state, stages)
     # Graphs beyond chains (fan-out, residual Add, LayerNorm, Transpose views): aieflow.dag, docs/dag.md
     if is_dag(graph):
@@ -66,6 +69,7 @@ def _compile(state: State, stages: Stages) -> Design:
 
         _kind(stages, "dag", 3, graph)
         _refuse_fused(state.config)
+        refuse_affine(graph, "DAG")
         return compile_dag(state, stages)  # type: ignore[return-value]
     if state.config.searched:
         # The search treats a layer it cannot plan as one that does not fit ("no plan can be
@@ -77,6 +81,7 @@ def _compile(state: State, stages: Stages) -> Design:
         from .gemm.dense_design import compile_streamed
 
         _kind(stages, "streamed", None, graph)
+        refuse_affine(graph, "streamed-weight")
         return compile_streamed(state, stages)
     front = state
     # an activation / softmax after a Dense layer: in its kernel (the chain) or its own (the DAG
@@ -86,6 +91,7 @@ def _compile(state: State, stages: Stages) -> Design:
         from .dag.api import compile_dag
 
         _kind(stages, "dag", 3, graph)
+        refuse_affine(graph, "DAG")
         return compile_dag(state, stages, found=choice.dag)  # type: ignore[return-value]
     state = choice.chain or state
     _kind(stages, "chain", len(PIPELINE) - len(state.done), graph)
@@ -95,6 +101,8 @@ def _compile(state: State, stages: Stages) -> Design:
         from .gemm.dense_design import compile_streamed
 
         log.info("the resident chain does not fit (%s); trying streamed weights", e.message)
+        if any(isinstance(t.dtype, AffineType) for t in graph.tensors.values()):
+            raise
         _kind(stages, "streamed", None, graph)
         streamed = compile_streamed(front, stages, failure=e)
         if streamed is None:
@@ -111,6 +119,17 @@ def _refuse_fused(config: Config) -> None:
         raise ConfigError("config option 'posts: fused' applies to chains of Dense layers; this graph (fan-out, "
                           "residual Add, LayerNorm, views) maps through the DAG path, where every activation and "
                           "softmax is its own kernel", hint="leave posts out (or write posts: standalone)")
+
+
+def refuse_affine(graph, kind: str) -> None:
+    """Float-scale (affine) quantisation maps onto the Dense chain's requantising kernels only."""
+    for t in graph.tensors.values():
+        if isinstance(t.dtype, AffineType):
+            raise ModelError(
+                f"tensor '{t.name}' is quantised with a float scale / zero point ({t.dtype}); aieflow maps such "
+                f"models as Dense chains (Gemm / MatMul layers, ReLU) only, not as a {kind} design",
+                hint="quantise with power-of-two scales (aieflow's own PTQ: precision + calibration data) for this "
+                "model, or give onnxruntime quantize_static an MLP")
 
 
 def _kind(stages: Stages, kind: str, left: int | None, graph) -> None:

@@ -29,7 +29,8 @@ from .graph_io import (
 from .inputs import real_array
 from .ir import Graph, Node, Tensor
 from .numerics import fast, fixed
-from .numerics.types import FixedType, FloatType, NumericType
+from .numerics.requant import affine_dequantize, affine_quantize
+from .numerics.types import AffineType, FixedType, FloatType, NumericType
 from .ops.registry import family
 from .passes.place import Placement
 from .perf import performance_to_json
@@ -88,6 +89,8 @@ class Design:
             return fixed.to_bf16(x32) if t.name == "bf16" else x32
         if np.issubdtype(x.dtype, np.floating) and np.isnan(x).any():
             raise ConfigError("input contains NaN")
+        if isinstance(t, AffineType):
+            return affine_quantize(x, t)
         codes = fast.quantize_float(x, t)
         return codes if codes is not None else fixed.quantize(x.astype(np.float64), t)
 
@@ -95,12 +98,14 @@ class Design:
         t = self.output_type
         if isinstance(t, FloatType):
             return y.astype(np.float32)
+        if isinstance(t, AffineType):
+            return affine_dequantize(y, t)
         return fixed.to_real(y, t)
 
     def run(self, xq: np.ndarray) -> np.ndarray:
         """Emulate the design on graph-input codes; returns graph-output codes (integer-exact)."""
         y = self.trace(xq, keep=False)[self.graph.outputs[0]]
-        return y.astype(np.int64) if isinstance(self.output_type, FixedType) else y
+        return y.astype(np.int64) if isinstance(self.output_type, FixedType | AffineType) else y
 
     def trace(self, xq: np.ndarray, keep: bool = True) -> dict[str, np.ndarray]:
         """Emulated value of every tensor (``keep=False``: only the graph output survives)."""
@@ -167,6 +172,8 @@ class Design:
         t = self.input_type
         if isinstance(t, FixedType):
             return rng.integers(t.min_code, t.max_code + 1, size=shape) * t.scale
+        if isinstance(t, AffineType):
+            return affine_dequantize(rng.integers(t.min_code, t.max_code + 1, size=shape), t)
         return rng.standard_normal(shape).astype(np.float32)
 
     # ------------------------------------------------------------------ performance

@@ -23,7 +23,7 @@ import numpy as np
 
 from .errors import AieflowError
 from .ir import Graph, Node, Tensor, frozen_map
-from .numerics.types import parse_type
+from .numerics.types import type_from_json
 from .ops.registry import family
 
 
@@ -80,7 +80,7 @@ def _param(weights: Mapping[str, Any], i: int, name: str, key: str) -> Any:
 def graph_from_json(g: Mapping[str, Any], weights: Mapping[str, Any]) -> Graph:
     """The inverse of :func:`graph_to_json` with the arrays of :func:`graph_arrays`; plans are read
     back where they were saved.  A missing array raises ``KeyError`` with its key."""
-    tensors = {k: Tensor(k, tuple(v["shape"]), parse_type(v["type"]) if v["type"] else None)
+    tensors = {k: Tensor(k, tuple(v["shape"]), type_from_json(v["type"]) if v["type"] else None)
                for k, v in g["tensors"].items()}
     nodes = []
     for i, nd in enumerate(g["nodes"]):

@@ -102,6 +102,12 @@ class OnnxConvMixin:
         c = self._const(node.input[k])
         if c is None:
             raise UnsupportedOpError(f"node '{name}' ({node.op_type}) takes its {what} from a computed tensor; it must be a constant")
+        if c.affine is not None:
+            raise UnsupportedOpError(
+                f"node '{name}' ({node.op_type}) has a {what} quantised with float scales (onnxruntime "
+                "quantize_static); aieflow takes such models as Dense chains (Gemm / MatMul + ReLU) only, not "
+                "convolutions", hint="quantise the float model with power-of-two scales: aieflow's own PTQ "
+                "(precision + calibration data)")
         if c.qtype is not None or c.codes is not None:
             raise UnsupportedOpError(f"node '{name}' ({node.op_type}) has a quantised {what}; QDQ-quantised convolutions are not supported yet", hint=_QDQ_ADVICE)
         return np.asarray(c.value, dtype=np.float32)

@@ -31,7 +31,7 @@ from onnx import numpy_helper
 
 from ..errors import ConfigError, ModelError, UnsupportedOpError
 from ..ir import Graph, ImportedModel, Node, QuantHints, Tensor, frozen_map
-from ..numerics.types import FixedType, Rounding, Saturation
+from ..numerics.types import AffineType, FixedType, Rounding, Saturation
 from . import batchnorm, sequence
 from .onnx_activation import ACTIVATION_OPS, OnnxActivationMixin, rewrite_patterns
 from .onnx_conv import CONV_OPS, OnnxConvMixin
@@ -114,6 +114,12 @@ class _Const:
     codes: tuple[int, bool] | None = None
     qtype: FixedType | None = None
     origin: str | None = None  # the node that quantised it (QONNX), for messages
+    # A DequantizeLinear with float (or per-axis) scales or zero points: its integer codes, the
+    # affine type, the per-channel axis of ``acodes`` (None: per tensor) and the zero points.
+    affine: AffineType | None = None
+    acodes: np.ndarray | None = None
+    axis: int | None = None
+    azp: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -122,7 +128,7 @@ class _PendingQ:
 
     node: str
     source: str  # canonical name of the float tensor being quantised
-    qtype: FixedType
+    qtype: FixedType | AffineType
     zero_dtype: tuple[int, bool]
 
 
@@ -346,6 +352,41 @@ def _pow2_frac(node_name: str, op: str, scale: np.ndarray) -> int:
             f"node '{node_name}' ({op}) has scale {s!r}, which is not a power of two; {_QUANT_ADVICE}"
         )
     return -(exponent - 1)
+
+
+def _is_pow2_symmetric(scale: np.ndarray, zp: _Const | None) -> bool:
+    """A per-tensor power-of-two scale with zero point 0: a fixed-point type, taken exactly."""
+    if scale.size != 1:
+        return False
+    s = float(np.asarray(scale, dtype=np.float64).reshape(-1)[0])
+    if not (math.isfinite(s) and s > 0) or math.frexp(s)[0] != 0.5:
+        return False
+    return zp is None or not np.any(np.asarray(zp.value, dtype=np.float64) != 0)
+
+
+def _activation_qtype(node_name: str, op: str, scale: np.ndarray, zp: _Const | None,
+                      bits: tuple[int, bool]) -> FixedType | AffineType:
+    """An activation's type: fixed point for a power-of-two scale and zero point 0, else affine
+    (float scale, zero point: onnxruntime ``quantize_static``), per tensor only."""
+    if _is_pow2_symmetric(scale, zp):
+        return _fixed(bits, _pow2_frac(node_name, op, scale))
+    if scale.size != 1 or (zp is not None and zp.value.size != 1):
+        raise UnsupportedOpError(
+            f"node '{node_name}' ({op}) quantises an activation per axis; aieflow takes per-tensor activation "
+            "scales (per-channel scales on weights only)",
+            hint="quantise activations per tensor (onnxruntime quantize_static does by default)")
+    s = float(np.asarray(scale, dtype=np.float32).reshape(-1)[0])
+    if not (math.isfinite(s) and s > 0):
+        raise UnsupportedOpError(f"node '{node_name}' ({op}) has scale {s!r}; scales must be positive")
+    if bits[0] not in (8, 16):
+        raise UnsupportedOpError(
+            f"node '{node_name}' ({op}) quantises an activation to {bits[0]} bits with a float scale; the AI "
+            "Engine's activations are 8 or 16 bits", hint="quantise activations to (u)int8 or (u)int16")
+    z = int(np.asarray(zp.value).reshape(-1)[0]) if zp is not None else 0
+    try:
+        return AffineType(bits[0], bits[1], (s,), z)
+    except ConfigError as e:
+        raise UnsupportedOpError(f"node '{node_name}' ({op}): {e.message}") from None
 
 
 def _check_zero_point(node_name: str, op: str, zp: _Const | None) -> None:
@@ -605,9 +646,16 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
         elif op == "Transpose":
             perm = _attrs(node).get("perm")
             src = ins[0]
-            self.consts[node.output[0]] = _Const(
-                np.transpose(src.value, perm), src.codes, src.qtype, src.origin
-            )
+            if src.affine is not None:
+                order = list(perm) if perm is not None else list(range(src.value.ndim))[::-1]
+                self.consts[node.output[0]] = _Const(
+                    np.transpose(src.value, perm), None, None, src.origin, src.affine,
+                    np.transpose(src.acodes, perm), None if src.axis is None else order.index(src.axis),
+                    src.azp)
+            else:
+                self.consts[node.output[0]] = _Const(
+                    np.transpose(src.value, perm), src.codes, src.qtype, src.origin
+                )
         elif op == "DequantizeLinear":
             self.consts[node.output[0]] = self._fold_dq(node, name, ins)
         elif op == "QuantizeLinear":
@@ -634,10 +682,41 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
                 f"node '{name}' (DequantizeLinear) dequantises a {x.value.dtype} constant; "
                 "expected integer codes"
             )
+        if not _is_pow2_symmetric(scale.value, zp):
+            return self._fold_affine_dq(node, name, x, scale, zp)
         frac = _pow2_frac(name, "DequantizeLinear", scale.value)
         _check_zero_point(name, "DequantizeLinear", zp)
         value = np.asarray(x.value, dtype=np.float64) * (2.0**-frac)
         return _Const(value, None, _fixed(x.codes, frac))
+
+    def _fold_affine_dq(self, node: onnx.NodeProto, name: str, x: _Const, scale: _Const, zp: _Const | None) -> _Const:
+        """A constant (weight, bias) dequantised with float or per-axis scales / zero points
+        (onnxruntime ``quantize_static``): its codes and affine type, the value for the float
+        reference.  Whether a Dense layer can take it is decided where it is used."""
+        codes = np.asarray(x.value).astype(np.int64)
+        s = np.asarray(scale.value, dtype=np.float32).reshape(-1)
+        z = np.zeros_like(s, dtype=np.int64) if zp is None else np.asarray(zp.value).astype(np.int64).reshape(-1)
+        axis = None
+        if s.size > 1 or z.size > 1:
+            axis = int(_attrs(node).get("axis", 1))
+            axis = axis + codes.ndim if axis < 0 else axis
+            if not 0 <= axis < codes.ndim or codes.shape[axis] not in (s.size,) or z.size not in (1, s.size):
+                raise UnsupportedOpError(
+                    f"node '{name}' (DequantizeLinear) has {s.size} scales for axis {axis} of a constant of shape "
+                    f"{list(codes.shape)}")
+        if not (np.all(np.isfinite(s)) and np.all(s > 0)):
+            raise UnsupportedOpError(f"node '{name}' (DequantizeLinear) has a scale that is not positive and finite")
+        shape = [1] * codes.ndim
+        if axis is not None:
+            shape[axis] = -1
+        value = (codes - z.reshape(shape)).astype(np.float64) * s.astype(np.float64).reshape(shape)
+        width, signed = x.codes
+        if width not in (8, 16, 32):
+            raise UnsupportedOpError(
+                f"node '{name}' (DequantizeLinear) dequantises {width}-bit codes with float scales; aieflow takes "
+                "8- and 16-bit weights and 32-bit biases")
+        affine = AffineType(width, signed, tuple(float(v) for v in s), int(z.reshape(-1)[0]) if z.size == 1 else 0)
+        return _Const(value, None, None, name, affine, codes, axis, z)
 
     def _fold_q(self, node: onnx.NodeProto, name: str, ins: list[_Const | None]) -> _Const:
         attrs = _check_qdq_attrs(node, name)
@@ -786,14 +865,22 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
             )
         x, k, wc, w = self._weight_operand(a, b, name, "Gemm", transpose=bool(attrs.get("transB", 0)))
         n = int(w.shape[1])
+        cc = self._const(c_name) if c_name else None
+        if (wc.affine is not None or (cc is not None and cc.affine is not None)) and (alpha != 1.0 or beta != 1.0):
+            raise UnsupportedOpError(f"node '{name}' (Gemm) scales a float-scale quantised operand by alpha / beta; "
+                                     "re-export with alpha=1 and beta=1")
         wq = _scale_qtype(wc.qtype, alpha, name, "alpha")
         if alpha != 1.0:
             w = np.asarray(w, dtype=np.float64) * alpha
         params = {"weight": _float_param(_Const(w, None, wq))}
         if wq is not None:
             self.hint_params[(name, "weight")] = wq
-        if c_name:
-            cc = self._const(c_name)
+        if wc.affine is not None:
+            self._affine_params(name, "Gemm", wc, bool(attrs.get("transB", 0)), params)
+        if cc is not None and cc.affine is not None:
+            self._affine_bias(name, "Gemm", cc, n, params)
+            params["bias"] = np.asarray(self._bias_vector(cc.value, n, name, "Gemm", full_rank=2), dtype=np.float64)
+        elif c_name:
             bias = self._bias_vector(cc.value, n, name, "Gemm", full_rank=2)
             bq = _scale_qtype(cc.qtype, beta, name, "beta")
             if beta != 1.0:
@@ -812,7 +899,10 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
             self.hint_params[(name, "weight")] = wc.qtype
         attrs_out = {"in_features": int(k), "out_features": n, "activation": None}
         shape = (*self.shapes[x][:-1], n)  # every row of a [rows, features] sample alike
-        self._emit(name, "dense", x, node.output[0], shape, attrs_out, {"weight": _float_param(wc)})
+        params = {"weight": _float_param(wc)}
+        if wc.affine is not None:
+            self._affine_params(name, "MatMul", wc, False, params)
+        self._emit(name, "dense", x, node.output[0], shape, attrs_out, params)
 
     def _weight_operand(self, a: str, b: str, name: str, op: str, transpose: bool = False, rows: bool = False):
         """Check ``a @ b`` is activation x constant 2-D weight; return (x, k, constant, weight)."""
@@ -835,11 +925,45 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
                 "multiplies 8- or 16-bit weights",
                 hint="quantise the weights to at most 16 bits (e.g. Brevitas Int8WeightPerTensorFixedPoint)")
         w = np.asarray(wc.value).T if transpose else np.asarray(wc.value)
+        if wc.affine is not None:
+            self._check_affine_weight(wc, name, op, transpose)
         if w.shape[0] != k:
             raise ModelError(
                 f"node '{name}' ({op}): input has {k} features but the weight has {w.shape[0]} rows"
             )
         return x, k, wc, w
+
+    def _check_affine_weight(self, wc: _Const, name: str, op: str, transpose: bool) -> None:
+        """An affine (float-scale) weight: zero points 0, scales per tensor or per output feature."""
+        if np.any(wc.azp != 0):
+            raise UnsupportedOpError(
+                f"node '{name}' ({op}) has weights with a non-zero zero point ({int(wc.azp[wc.azp != 0][0])}, "
+                f"DequantizeLinear '{wc.origin}'); aieflow takes symmetric weights (zero point 0)",
+                hint="quantise weights as QInt8 with symmetric ranges (onnxruntime quantize_static's default for "
+                "weight_type=QuantType.QInt8; extra_options WeightSymmetric=True)")
+        out_axis = 0 if transpose else 1
+        if wc.axis is not None and wc.axis != out_axis:
+            raise UnsupportedOpError(
+                f"node '{name}' ({op}) has per-channel weight scales along the input features; aieflow takes them "
+                "per output feature", hint="quantise per channel along the output axis (quantize_static's default)")
+        if wc.affine.width > 16:
+            raise UnsupportedOpError(f"node '{name}' ({op}) has {wc.affine.width}-bit weights; the AI Engine "
+                                     "multiplies 8- or 16-bit weights")
+
+    def _affine_params(self, name: str, op: str, wc: _Const, transpose: bool, params: dict) -> None:
+        """Codes and type hint of an affine weight (the float ``weight`` param is for calibration)."""
+        codes = wc.acodes.T if transpose else wc.acodes
+        params["weight_codes"] = np.ascontiguousarray(codes.astype(np.int64))
+        self.hint_params[(name, "weight")] = wc.affine
+
+    def _affine_bias(self, name: str, op: str, cc: _Const, n: int, params: dict) -> None:
+        if np.any(cc.azp != 0):
+            raise UnsupportedOpError(f"node '{name}' ({op}) has a bias with a non-zero zero point; biases are "
+                                     "int32 codes with zero point 0 (scale = input scale x weight scale)")
+        codes = self._bias_vector(cc.acodes, n, name, op, full_rank=2)
+        params["bias_codes"] = codes.astype(np.int64)
+        scales = cc.affine.scale if len(cc.affine.scale) == n else cc.affine.scale * n
+        self.hint_params[(name, "bias")] = AffineType(cc.affine.width, cc.affine.signed, tuple(scales), 0)
 
     def _bias_vector(
         self, value: np.ndarray, n: int, name: str, op: str, full_rank: int
@@ -871,15 +995,11 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
         bias = self._bias_vector(c.value, n, name, "Add", full_rank=len(shape) + 1)
         if c.qtype is not None:
             self.hint_params[(name, "bias")] = c.qtype
-        self._emit(
-            name,
-            "bias_add",
-            x,
-            node.output[0],
-            shape,
-            None,
-            {"bias": _float_param(_Const(bias, None, c.qtype))},
-        )
+        params = {"bias": _float_param(_Const(bias, None, c.qtype))}
+        if c.affine is not None:
+            self._affine_bias(name, "Add", c, n, params)
+            params["bias"] = np.asarray(bias, dtype=np.float64)
+        self._emit(name, "bias_add", x, node.output[0], shape, None, params)
 
     # -- graphs beyond chains (issue 7) ----------------------------------------------------------
 
@@ -1260,10 +1380,9 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
         x = self._data_input(node.input[0], name, "QuantizeLinear")
         scale = self._const(node.input[1])
         zp = self._const(node.input[2]) if len(node.input) > 2 and node.input[2] else None
-        frac = _pow2_frac(name, "QuantizeLinear", scale.value)
-        _check_zero_point(name, "QuantizeLinear", zp)
         bits = _q_output_bits(node, name, zp, attrs)
-        self.pending_q[node.output[0]] = _PendingQ(name, x, _fixed(bits, frac), bits)
+        qtype = _activation_qtype(name, "QuantizeLinear", scale.value, zp, bits)
+        self.pending_q[node.output[0]] = _PendingQ(name, x, qtype, bits)
 
     def _dequantize(self, node: onnx.NodeProto, name: str) -> None:
         _check_qdq_attrs(node, name)
@@ -1281,12 +1400,13 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
             )
         scale = self._const(node.input[1])
         zp = self._const(node.input[2]) if len(node.input) > 2 and node.input[2] else None
-        frac = _pow2_frac(name, "DequantizeLinear", scale.value)
-        _check_zero_point(name, "DequantizeLinear", zp)
-        if frac != q.qtype.frac:
+        dtype = _activation_qtype(name, "DequantizeLinear", scale.value, zp, q.zero_dtype)
+        same = (dtype.frac == q.qtype.frac if isinstance(dtype, FixedType) and isinstance(q.qtype, FixedType)
+                else dtype == q.qtype)  # a QCDQ Clip may have narrowed the Q's saturation: compare the grid
+        if not same:
             raise UnsupportedOpError(
-                f"node '{name}' (DequantizeLinear) uses scale 2^{-frac} but its QuantizeLinear "
-                f"'{q.node}' uses 2^{-q.qtype.frac}; the pair must share one scale"
+                f"node '{name}' (DequantizeLinear) uses {dtype} but its QuantizeLinear "
+                f"'{q.node}' uses {q.qtype}; the pair must share one scale and zero point"
             )
         previous = self.hint_tensors.get(q.source)
         if previous is not None and previous != q.qtype:

@@ -9,8 +9,11 @@ reproduce them exactly.
 from __future__ import annotations
 
 import enum
+import math
 import re
 from dataclasses import dataclass
+
+import numpy as np
 
 from ..errors import ConfigError
 
@@ -151,7 +154,71 @@ class FloatType:
         return self.name
 
 
-NumericType = FixedType | FloatType
+@dataclass(frozen=True)
+class AffineType:
+    """Affine integer quantisation (ONNX ``QuantizeLinear`` / ``DequantizeLinear``, onnxruntime
+    ``quantize_static``): codes ``q`` with real value ``scale * (q - zero_point)``.
+
+    ``scale`` holds float32 values: one (per tensor) or one per channel of the last axis (a Dense
+    weight's output features).  Values are produced into the type by rounding half to even and
+    saturating to the code range, as ``QuantizeLinear`` does (``rounding`` / ``saturation``, fixed).
+    Real values of the scale are exact binary fractions, so the requantisation between two such
+    types is an exact rational the compiler approximates by an integer multiplier and a shift
+    (:mod:`aieflow.numerics.requant`).
+    """
+
+    width: int
+    signed: bool
+    scale: tuple[float, ...]
+    zero_point: int = 0
+
+    def __post_init__(self) -> None:
+        if self.width not in (8, 16, 32):
+            raise ConfigError(f"affine quantisation to {self.width} bits; aieflow takes 8-, 16- and 32-bit codes")
+        object.__setattr__(self, "scale", tuple(float(np.float32(s)) for s in self.scale))
+        if not self.scale or not all(math.isfinite(s) and s > 0 for s in self.scale):
+            raise ConfigError(f"affine scales must be positive finite float32 numbers, got {self.scale[:4]}")
+        if not self.min_code <= self.zero_point <= self.max_code:
+            raise ConfigError(f"zero point {self.zero_point} outside the {self.c_type} range")
+
+    rounding = Rounding.CONV_EVEN
+    saturation = Saturation.SATURATE
+
+    @property
+    def per_channel(self) -> bool:
+        return len(self.scale) > 1
+
+    @property
+    def min_code(self) -> int:
+        return -(1 << (self.width - 1)) if self.signed else 0
+
+    @property
+    def max_code(self) -> int:
+        return (1 << (self.width - 1)) - 1 if self.signed else (1 << self.width) - 1
+
+    @property
+    def container_bits(self) -> int:
+        return self.width
+
+    @property
+    def c_type(self) -> str:
+        return f"{'' if self.signed else 'u'}int{self.width}"
+
+    def to_string(self) -> str:
+        """``affine<width,s|u,zero_point,scale[;scale...]>`` with hexadecimal floats (exact);
+        round-trips through :func:`type_from_json`."""
+        scales = ";".join(float(s).hex() for s in self.scale)
+        return f"affine<{self.width},{'s' if self.signed else 'u'},{self.zero_point},{scales}>"
+
+    def __str__(self) -> str:
+        if self.per_channel:
+            return f"{self.c_type} (zero point {self.zero_point}, {len(self.scale)} per-channel scales)"
+        return f"{self.c_type} (scale {self.scale[0]:.8g}, zero point {self.zero_point})"
+
+
+NumericType = FixedType | FloatType | AffineType
+
+_AFFINE_RE = re.compile(r"^affine<(?P<w>\d+),(?P<s>[su]),(?P<z>-?\d+),(?P<scales>[^>]+)>$")
 
 # Range of a fixed-point type a config gives (config.py checks it): its values must be normal
 # float32 numbers (the format of the models' tensors and of the samples the host converts), so the
@@ -256,4 +323,13 @@ def parse_type(text: str) -> NumericType:
 
 
 def type_from_json(obj: str) -> NumericType:
+    """A type as design.json / the saved graph write it: :func:`parse_type`'s spellings and
+    :class:`AffineType` (which only a model's own quantisation gives, never a config)."""
+    m = _AFFINE_RE.match(obj.strip()) if isinstance(obj, str) else None
+    if m:
+        try:
+            scales = tuple(float.fromhex(v) for v in m["scales"].split(";"))
+        except ValueError:
+            raise ConfigError(f"cannot parse affine type {obj!r}") from None
+        return AffineType(int(m["w"]), m["s"] == "s", scales, int(m["z"]))
     return parse_type(obj)

@@ -23,14 +23,23 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, replace
+from fractions import Fraction
 
 import numpy as np
 
 from ..config import PRECISIONS
 from ..errors import ConfigError, ModelError, PlanError
 from ..ir import Node
-from ..numerics import fast, fixed
-from ..numerics.types import FixedType, FloatType, NumericType, Rounding, Saturation, parse_type
+from ..numerics import fast, fixed, requant
+from ..numerics.types import (
+    AffineType,
+    FixedType,
+    FloatType,
+    NumericType,
+    Rounding,
+    Saturation,
+    type_from_json,
+)
 from .base import OpFamily, PlanContext, QuantContext, require_shift
 from .post import post_kind
 
@@ -84,10 +93,10 @@ def _types_to_json(t: DenseTypes) -> dict:
 
 def _types_from_json(d: dict) -> DenseTypes:
     return DenseTypes(
-        parse_type(d["input"]),
-        parse_type(d["weight"]),
-        parse_type(d["bias"]) if d.get("bias") else None,
-        parse_type(d["output"]),
+        type_from_json(d["input"]),
+        type_from_json(d["weight"]),
+        type_from_json(d["bias"]) if d.get("bias") else None,
+        type_from_json(d["output"]),
         int(d["acc_bits"]),
         int(d["shift"]),
         int(d["bias_shift"]),
@@ -172,6 +181,8 @@ def quantise(node: Node, ctx: QuantContext) -> Node:
             params["bias_q"] = bq
         return node.evolve(types=types, params=params)
 
+    if _affine_layer(node, ctx, in_type):
+        return quantise_affine(node, ctx, in_type)
     if not isinstance(in_type, FixedType):
         raise ConfigError(
             f"input is {in_type} but the layer's precision is {precision}",
@@ -299,6 +310,139 @@ def quantise(node: Node, ctx: QuantContext) -> Node:
     return node.evolve(types=types, params=params)
 
 
+def _hint(node: Node, ctx: QuantContext, key: str) -> NumericType | None:
+    for n in (node.name, *node.aliases):
+        if (n, key) in ctx.hints.params:
+            return ctx.hints.params[(n, key)]
+    return None
+
+
+def _affine_layer(node: Node, ctx: QuantContext, in_type: NumericType) -> bool:
+    """Whether the model quantises this layer with float scales / zero points (onnxruntime
+    ``quantize_static``): its input, weight, bias or output carries an :class:`AffineType`."""
+    out = ctx.hints.tensors.get(node.outputs[0])
+    return any(isinstance(t, AffineType) for t in (in_type, out, _hint(node, ctx, "weight"), _hint(node, ctx, "bias")))
+
+
+def _as_affine(t: NumericType | None) -> AffineType | None:
+    """A power-of-two fixed-point type (zero point 0, half-to-even, saturating) as an affine one."""
+    if isinstance(t, AffineType):
+        return t
+    if (isinstance(t, FixedType) and t.width in (8, 16, 32) and t.rounding is Rounding.CONV_EVEN
+            and t.saturation is Saturation.SATURATE and -126 <= -t.frac <= 127):
+        return AffineType(t.width, t.signed, (2.0 ** -t.frac,), 0)
+    return None
+
+
+def quantise_affine(node: Node, ctx: QuantContext, in_type: NumericType) -> Node:
+    """A layer with float scales and zero points, as the model gives them (numerics/requant.py):
+    integer codes, the input zero point folded into the bias, requantisation by a per-channel
+    integer multiplier and one shift (``rq_mult``, ``DenseTypes.shift``)."""
+    name = node.name
+    gen = ctx.device.generation
+    hint = "quantise the whole model with onnxruntime quantize_static (QDQ, per tensor or per channel)"
+    if ctx.layer.types:
+        raise ConfigError(f"layers.{name} gives types ({', '.join(sorted(ctx.layer.types))}) for a layer the model "
+                          "quantises with float scales; the model's quantisation is taken as it is",
+                          layer=name, hint=f"remove layers.{name}.{next(iter(sorted(ctx.layer.types)))}")
+    x_t = _as_affine(in_type)
+    w_t = _as_affine(_hint(node, ctx, "weight"))
+    out_hint = ctx.hints.tensors.get(node.outputs[0])
+    y_t = _as_affine(out_hint)
+    for what, t, given in (("input", x_t, in_type), ("weight", w_t, _hint(node, ctx, "weight")), ("output", y_t, out_hint)):
+        if t is None:
+            raise ModelError(f"the layer is quantised with float scales but its {what} is "
+                             f"{'not quantised' if given is None else given}; every input, weight and output of "
+                             "such a layer needs a QuantizeLinear / DequantizeLinear pair", layer=name, hint=hint)
+    if x_t.per_channel or y_t.per_channel:  # pragma: no cover - the importer refuses them
+        raise ModelError("per-channel activation scales", layer=name)
+    w = node.params["weight"]
+    n_out = w.shape[1]
+    if "weight_codes" in node.params:
+        wq = np.asarray(node.params["weight_codes"], dtype=np.int64)
+    else:  # a power-of-two weight next to float-scale activations: its exact codes
+        wq = fixed.quantize(w, _hint(node, ctx, "weight"))
+    s_w = w_t.scale if w_t.per_channel else w_t.scale * n_out
+    pair = (kind_of(in_type), kind_of(w_t))
+    if pair not in gen.mmul_shapes:
+        raise ModelError(f"activation x weight codes {x_t.c_type} x {w_t.c_type} have no matrix-multiply mode on "
+                         f"{gen.name}", layer=name, hint="quantise activations and weights to 8 or 16 bits")
+    acc_bits = gen.accumulators[pair]
+    ratio = requant.ratios(x_t.scale[0], s_w, y_t.scale[0])
+
+    b_t = _hint(node, ctx, "bias")
+    if "bias_codes" in node.params:
+        bq = np.asarray(node.params["bias_codes"], dtype=np.int64)
+        for n, (sb, sw) in enumerate(zip(b_t.scale, s_w, strict=True)):
+            exact = Fraction(x_t.scale[0]) * Fraction(sw)
+            if abs(Fraction(sb) - exact) > Fraction(sb) / (1 << 23):
+                raise ModelError(f"bias scale {sb!r} of output {n} is not input scale x weight scale "
+                                 f"({float(exact)!r}); the bias cannot be added to the exact accumulator",
+                                 layer=name, hint=hint)
+    elif "bias" in node.params:
+        raise ModelError("the layer's bias is not quantised; with float scales it must be int32 codes at scale "
+                         "input scale x weight scale (a DequantizeLinear)", layer=name, hint=hint)
+    else:
+        bq = np.zeros(n_out, dtype=np.int64)
+    # The input zero point, folded: sum_k (x_k - z_x) w_kn = sum_k x_k w_kn - z_x sum_k w_kn.
+    bq = bq - x_t.zero_point * wq.sum(axis=0)
+    if bq.size and int(np.max(np.abs(bq))) >= 1 << 31:
+        raise ModelError("the bias with the input zero point folded in does not fit int32", layer=name, hint=hint)
+    x_max = max(abs(x_t.min_code), abs(x_t.max_code))
+    acc_max = int(np.max(x_max * np.abs(wq).sum(axis=0) + np.abs(bq))) if bq.size else 0
+    if acc_max >= 1 << 31:
+        raise ModelError(f"the accumulator can reach {acc_max}, beyond the 32 bits the requantisation multiplies",
+                         layer=name, hint="use fewer input features or 8-bit codes")
+    try:
+        mult, shift = requant.choose(ratio, gen.srs_shift_max)
+    except ValueError as e:
+        raise ModelError(f"{e}: the output scale is too fine for the input and weight scales", layer=name,
+                         hint=hint) from None
+    bias_t = AffineType(32, True, tuple(float(np.float32(Fraction(x_t.scale[0]) * Fraction(sw))) for sw in s_w), 0)
+    types = DenseTypes(in_type, w_t, bias_t, y_t if isinstance(out_hint, AffineType) else out_hint, acc_bits, shift, 0)
+    params = dict(node.params, weight_q=wq, bias_q=bq, rq_mult=mult)
+    return node.evolve(types=types, params=params)
+
+
+def requant_window(node: Node) -> Fraction:
+    """The layer's tie window (numerics/requant.tie_window): where its result may differ from the
+    correctly rounded rational."""
+    wq, bq = node.params["weight_q"], node.params["bias_q"]
+    t = node.types.input
+    x_max = max(abs(t.min_code), abs(t.max_code))
+    acc_max = int(np.max(x_max * np.abs(wq).sum(axis=0) + np.abs(bq)))
+    return requant.tie_window(acc_max, node.types.shift)
+
+
+def _emulate_requant(node: Node, x: np.ndarray) -> np.ndarray:
+    """An affine layer (quantise_affine): exact accumulation, then numerics/requant.apply."""
+    t: DenseTypes = node.types
+    wq, bq = node.params["weight_q"], node.params["bias_q"]
+    mult = node.params["rq_mult"]
+    out = t.output
+    zp = out.zero_point if isinstance(out, AffineType) else 0
+    relu = node.attrs.get("activation") == "relu"
+    x_max = int(np.max(np.abs(x))) if x.size else 0
+    bound = wq.shape[0] * x_max * (int(np.max(np.abs(wq))) if wq.size else 0)
+    acc_max = bound + (int(np.max(np.abs(bq))) if bq.size else 0)
+    m_max = int(np.max(mult)) if mult.size else 0
+    if acc_max < min(fast.F32_EXACT, 1 << 31) and acc_max * max(m_max, 1) < fast.F64_EXACT:
+        # Fast path, exact: the accumulator is an integer float32 holds (no wrap, no int32
+        # saturation), acc * m below 2^53 is exact in float64 and so is its scaling by 2^-shift
+        # (m * 2^-shift is one float64); rint rounds half to even, as the SRS; |r| < 2^31.
+        acc = x.astype(np.float32, copy=False) @ wq.astype(np.float32)
+        acc += bq.astype(np.float32)
+        y = acc * np.ldexp(mult.astype(np.float64), -t.shift)
+        np.rint(y, out=y)
+        y += zp
+        np.clip(y, max(out.min_code, zp) if relu else out.min_code, out.max_code, out=y)
+        return y
+    acc = fast.matmul_exact(x, wq, bound) if bound < fast.F64_EXACT else None
+    acc = acc.astype(np.int64) if acc is not None else fixed.exact_matmul(x.astype(np.int64), wq.astype(np.int64))
+    acc = fixed.wrap(acc + bq, t.acc_bits)
+    return requant.apply(acc, mult, t.shift, zp, out.min_code, out.max_code, relu=relu)
+
+
 # ----------------------------------------------------------------------------- emulate
 
 
@@ -310,6 +454,8 @@ def emulate(node: Node, x: np.ndarray) -> np.ndarray:
     """
     t: DenseTypes = node.types
     relu = node.attrs.get("activation") == "relu"
+    if "rq_mult" in node.params:
+        return _emulate_requant(node, x)
     if isinstance(t.weight, FloatType):
         init = node.params.get("bias_q")
         xin = x.astype(np.float32)
@@ -459,7 +605,10 @@ def tile_memory(t: DenseTypes, batch_pad: int, k_slice: int, n_slice: int, mmul,
                 post: Node | None = None) -> TileMemory:
     m, _, n = mmul
     weights = _aligned(k_slice * n_slice * _nbytes(t.weight))
-    bias = _aligned((n_slice // n) * m * n * (4 if t.bias is not None else 0))
+    # a requantising layer (float scales: quantise_affine gives it an affine bias) also holds its
+    # int32 multipliers in the storing tile, laid out like the bias
+    blocks = (t.bias is not None) + isinstance(t.bias, AffineType)
+    bias = _aligned((n_slice // n) * m * n * 4 * blocks)
     inp = 2 * _aligned(batch_pad * k_slice * _nbytes(t.input))
     out = 2 * _aligned(batch_pad * n_slice * _nbytes(t.output))
     return TileMemory(weights, bias, inp, out, reserved, post_memory(post, batch_pad, n_slice, _nbytes(t.output)))
@@ -726,6 +875,11 @@ def pack_tile(node: Node, row: int, col: int) -> dict[str, np.ndarray]:
         bias = np.zeros(p.n_slice, dtype=bq.dtype if bq.dtype.kind == "f" else np.int64)
         bias[: n1 - n0] = bq[n0:n1]
         out["bias"] = np.repeat(bias.reshape(-1, 1, nn), m, axis=1).reshape(-1)
+    if col == p.cas_len - 1 and "rq_mult" in node.params:  # the storing tile's multipliers, after its bias
+        mult = np.zeros(p.n_slice, dtype=np.int64)
+        mult[: n1 - n0] = node.params["rq_mult"][n0:n1]
+        blocks = np.repeat(mult.reshape(-1, 1, nn), m, axis=1).reshape(-1)
+        out["bias"] = np.concatenate([out.get("bias", np.zeros(0, dtype=np.int64)), blocks])
     return out
 
 

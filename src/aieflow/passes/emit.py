@@ -56,16 +56,24 @@ def dense_layers(graph: Graph) -> list[Node]:
     return layers
 
 
-def tile_role(p: DensePlan, c: int) -> str:
+def tile_role(p: DensePlan, c: int, requant: bool = False) -> str:
+    """The dense.h kernel class of cascade position ``c``; a requantising layer's storing tiles
+    (``requant``: float scales, ops/dense.quantise_affine) hold its multipliers: ``...Rq``."""
     if p.cas_len == 1:
-        return "DenseSingle"
+        return "DenseSingleRq" if requant else "DenseSingle"
     if c == 0:
         return "DenseFirst"
-    return "DenseLast" if c == p.cas_len - 1 else "DenseMiddle"
+    if c == p.cas_len - 1:
+        return "DenseLastRq" if requant else "DenseLast"
+    return "DenseMiddle"
 
 
-def roles_of(p: DensePlan) -> list[str]:
-    return sorted({tile_role(p, c) for c in range(p.cas_len)})
+def is_requant(node: Node) -> bool:
+    return "rq_mult" in node.params
+
+
+def roles_of(p: DensePlan, requant: bool = False) -> list[str]:
+    return sorted({tile_role(p, c, requant) for c in range(p.cas_len)})
 
 
 def values_per_word(t: NumericType) -> int:
@@ -228,7 +236,9 @@ def layer_info(node: Node, ident: str, device: Device, post: Node | None = None)
         "out_features": p.out_features,
         "cas_len": p.cas_len,
         "cas_num": p.cas_num,
-        "roles": roles_of(p),
+        "roles": roles_of(p, is_requant(node)),
+        "rq": is_requant(node),
+        "rq_zp": getattr(t.output, "zero_point", 0),
         "types_text": f"in {t.input}, w {t.weight}, b {t.bias}, out {t.output}, acc {acc_tag(t)}",
         "bias_type": bias_type,
     }
@@ -291,7 +301,7 @@ def _replica_graph(layers: list[Node], idents: dict[str, str], device: Device, p
                 last = c == p.cas_len - 1
                 at = placement.tile(node.name, r, c, cascade_east, rep)
                 kernels.append(Kernel(
-                    f"k_{sym}{x}", node.name, f"aieflow::{tile_role(p, c)}<aieflow_design::{ident}_cfg>",
+                    f"k_{sym}{x}", node.name, f"aieflow::{tile_role(p, c, is_requant(node))}<aieflow_design::{ident}_cfg>",
                     (f"aieflow_design::{sym}_w", f"aieflow_design::{sym}_b"), f"kernels/{ident}.cc",
                     at, (p.batch_pad * p.k_slice,) + ((None,) if c else ()),
                     (p.batch_pad * p.n_slice if last else None,), rep,

@@ -36,6 +36,8 @@ def fuse(graph: Graph, hints: QuantHints) -> tuple[Graph, QuantHints]:
                 if nxt.params["bias"].shape != (node.attrs["out_features"],):
                     continue
                 params = dict(node.params, bias=nxt.params["bias"])
+                if "bias_codes" in nxt.params:  # an affine (float-scale) bias: its int32 codes
+                    params["bias_codes"] = nxt.params["bias_codes"]
                 fused = node.evolve(params=params, outputs=nxt.outputs, aliases=(*node.aliases, nxt.name))
             elif nxt.op == "relu" and node.attrs.get("activation") is None:
                 _carry_relu_hint(node, nxt, tensor_hints, "output", "a fused kernel")

@@ -13,9 +13,9 @@ import numpy as np
 
 from ..config import PRECISIONS, Config
 from ..devices import Device
-from ..errors import ConfigError
+from ..errors import ConfigError, ModelError
 from ..ir import Graph, QuantHints
-from ..numerics.types import FloatType, NumericType, Rounding, Saturation
+from ..numerics.types import AffineType, FloatType, NumericType, Rounding, Saturation
 from ..ops.base import QuantContext
 from ..ops.dense import power_of_two_type
 from ..ops.registry import family
@@ -102,6 +102,12 @@ def quantise(graph: Graph, device: Device, config: Config, hints: QuantHints, ca
             input_types=tuple(types[t] for t in node.inputs),
             calibration=calib,
         )
+        if node.op != "dense" and not fam.is_view and any(isinstance(t, AffineType) for t in ctx.input_types):
+            raise ModelError(
+                f"the layer ({node.op}) reads a tensor quantised with a float scale / zero point; aieflow takes such "
+                "quantisation (onnxruntime quantize_static) on Dense layers (Gemm / MatMul, + ReLU) of a chain only",
+                layer=node.name,
+                hint="quantise this model with power-of-two scales (aieflow's own PTQ: precision + calibration data)")
         qnode = fam.quantise(node, ctx)
         out_type = qnode.types.output if hasattr(qnode.types, "output") else qnode.types
         types[node.outputs[0]] = out_type

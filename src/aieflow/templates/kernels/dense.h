@@ -35,6 +35,20 @@ namespace aieflow {
 //     static constexpr aie::rounding_mode RND; static constexpr aie::saturation_mode SAT;
 //   };
 
+// Requantisation of a layer with float scales and zero points (aieflow numerics/requant.py): a
+// config with RQ = true stores through requant() below with per-channel int32 multipliers (laid out
+// like the bias: one M x N block per n-block) and its output zero point RQ_ZP; one without has none.
+template <class C, class = void>
+struct RqOf {
+    static constexpr bool RQ = false;
+    static constexpr int ZP = 0;
+};
+template <class C>
+struct RqOf<C, std::void_t<decltype(C::RQ)>> {
+    static constexpr bool RQ = C::RQ;
+    static constexpr int ZP = C::RQ_ZP;
+};
+
 template <class C>
 struct DenseCore {
     using TA = typename C::TA;
@@ -78,14 +92,33 @@ struct DenseCore {
             writeincr(cout, acc.template extract<C::CASC_LANES>(p));
     }
 
-    static void store(TO* __restrict out, const MMUL& c, unsigned zb, unsigned jb) {
+    // q = saturate(round_half_even(acc * m / 2^SHIFT) + RQ_ZP): the accumulator (|acc| < 2^31, checked
+    // at compile time) as int32 lanes, times the channel's multiplier into a wide accumulator (int32 x
+    // int32: acc64 on AIE-ML, acc80 on AIE), SRS to int32, the zero point added in an accumulator
+    // (no wrap), SRS by 0 into TO with saturation.  Rounding and saturation are the kernel's modes.
+    static aie::vector<TO, MN> requant(const ACCV& acc, const TB* __restrict mult) {
+        const aie::vector<int32, MN> a = acc.template to_vector<int32>(0);
+        const auto p = aie::mul(a, aie::load_v<MN>(mult));
+        std::remove_const_t<decltype(p)> q;
+        q.from_vector(p.template to_vector<int32>(C::SHIFT));
+        q = aie::add(q, aie::broadcast<int32, MN>(RqOf<C>::ZP));
+        return q.template to_vector<TO>(0);
+    }
+
+    static void store(TO* __restrict out, const MMUL& c, unsigned zb, unsigned jb, const TB* __restrict rq) {
         aie::vector<TO, MN> v;
         if constexpr (is_float) {
             v = c.template to_vector<TO>();
+        } else if constexpr (RqOf<C>::RQ) {
+            v = requant(c.to_accum(), rq + jb * MN);
         } else {
             v = c.template to_vector<TO>(C::SHIFT);
         }
-        if constexpr (C::RELU) v = aie::max(v, aie::zeros<TO, MN>());
+        if constexpr (C::RELU && RqOf<C>::RQ) {
+            v = aie::max(v, aie::broadcast<TO, MN>(TO(RqOf<C>::ZP)));  // real 0 is the zero point's code
+        } else if constexpr (C::RELU) {
+            v = aie::max(v, aie::zeros<TO, MN>());
+        }
         if constexpr (C::OUT_P == N) {
             // The M x N block is contiguous in a panel of width N.
             aie::store_v(out + (jb * C::BATCH + zb * M) * N, v);
@@ -102,7 +135,7 @@ struct DenseCore {
     template <bool CIN, bool COUT>
     static void compute(const TA* __restrict a, const TW* __restrict w, const TB* __restrict bias,
                         TO* __restrict out, input_cascade<ACC>* __restrict cin,
-                        output_cascade<ACC>* __restrict cout) {
+                        output_cascade<ACC>* __restrict cout, const TB* __restrict rq = nullptr) {
         if constexpr (!is_float) {
             aie::set_rounding(C::RND);
             aie::set_saturation(C::SAT);
@@ -144,10 +177,10 @@ struct DenseCore {
                     write_cascade(cout, c10.to_accum());
                     write_cascade(cout, c11.to_accum());
                 } else {
-                    store(out, c00, z, j);
-                    store(out, c01, z, j + 1);
-                    store(out, c10, z + 1, j);
-                    store(out, c11, z + 1, j + 1);
+                    store(out, c00, z, j, rq);
+                    store(out, c01, z, j + 1, rq);
+                    store(out, c10, z + 1, j, rq);
+                    store(out, c11, z + 1, j + 1, rq);
                 }
             }
         }
@@ -323,6 +356,59 @@ public:
     static void registerKernelClass() {
         REGISTER_FUNCTION(DenseLast::run);
         REGISTER_PARAMETER(weights_);
+    }
+};
+
+// The storing roles of a layer that requantises (RQ): as DenseSingle / DenseLast, with the
+// per-channel multipliers as one more resident parameter.  The constructor's second vector is the
+// bias blocks (DenseSingleRq only) followed by the multiplier blocks.
+template <class C>
+class DenseSingleRq {
+    static_assert(RqOf<C>::RQ && C::HAS_BIAS, "DenseSingleRq is for requantising layers (their bias is always set)");
+    alignas(32) typename C::TW weights_[C::KS * C::NS];
+    alignas(32) typename C::TB bias_[DenseCore<C>::BIAS_SIZE];
+    alignas(32) typename C::TB rq_[DenseCore<C>::BIAS_SIZE];
+
+public:
+    DenseSingleRq(const std::vector<typename C::TW>& w, const std::vector<typename C::TB>& b) {
+        load_params(weights_, w);
+        for (unsigned i = 0; i < DenseCore<C>::BIAS_SIZE; ++i) {
+            bias_[i] = i < b.size() ? b[i] : typename C::TB(0);
+            const unsigned j = DenseCore<C>::BIAS_SIZE + i;
+            rq_[i] = j < b.size() ? b[j] : typename C::TB(0);
+        }
+    }
+    void run(adf::input_buffer<typename C::TA>& __restrict in, adf::output_buffer<typename C::TO>& __restrict out) {
+        DenseCore<C>::template compute<false, false>(in.data(), weights_, bias_, out.data(), nullptr, nullptr, rq_);
+    }
+    static void registerKernelClass() {
+        REGISTER_FUNCTION(DenseSingleRq::run);
+        REGISTER_PARAMETER(weights_);
+        REGISTER_PARAMETER(bias_);
+        REGISTER_PARAMETER(rq_);
+    }
+};
+
+template <class C>
+class DenseLastRq {
+    static_assert(RqOf<C>::RQ && C::HAS_BIAS, "DenseLastRq is for requantising layers (their bias is always set)");
+    alignas(32) typename C::TW weights_[C::KS * C::NS];
+    alignas(32) typename C::TB rq_[DenseCore<C>::BIAS_SIZE];
+
+public:
+    DenseLastRq(const std::vector<typename C::TW>& w, const std::vector<typename C::TB>& b) {
+        load_params(weights_, w);
+        load_params(rq_, b);
+    }
+    void run(adf::input_buffer<typename C::TA>& __restrict in,
+             input_cascade<typename C::ACC>* __restrict cin,
+             adf::output_buffer<typename C::TO>& __restrict out) {
+        DenseCore<C>::template compute<true, false>(in.data(), weights_, nullptr, out.data(), cin, nullptr, rq_);
+    }
+    static void registerKernelClass() {
+        REGISTER_FUNCTION(DenseLastRq::run);
+        REGISTER_PARAMETER(weights_);
+        REGISTER_PARAMETER(rq_);
     }
 };
 

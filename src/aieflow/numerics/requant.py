@@ -1,0 +1,88 @@
+"""Requantisation between affine types (float scales, zero points) as the AI Engine computes it.
+
+A Dense layer with affine input ``x`` (scale ``s_x``, zero point ``z_x``), per-channel weights
+(scales ``s_w[n]``, zero point 0) and affine output ``y`` (``s_y``, ``z_y``) computes
+
+    acc[n] = sum_k x_k w_kn + b'_n,    b'_n = b_n - z_x * sum_k w_kn      (bias folded at compile time)
+    y_n    = saturate(round_half_even(acc[n] * s_x s_w[n] / s_y) + z_y)   (the exact rational result)
+
+The accumulation is exact (integer MACs).  The ratio ``M_n = s_x s_w[n] / s_y`` is an exact
+rational (the scales are float32 numbers); the kernel applies it as an integer multiplier ``m_n``
+(below 2^31) and one right shift ``shift`` shared by the layer:
+
+    a = sat_int32(acc)                          acc.to_vector<int32>(0)           (|acc| < 2^31: checked)
+    r = sat_int32(round_half_even(a m_n / 2^shift))   aie::mul (int32 x int32) + to_vector<int32>(shift)
+    q = sat_out(r + z_y)                        accumulator add + to_vector<T>(0)
+    q = max(q, z_y)                             only for a ReLU the model keeps (real 0 is code z_y)
+
+``m_n = round(M_n 2^shift)`` with the largest shift (at most the SRS limit) that keeps every
+``m_n`` below 2^31, so ``|a m_n / 2^shift - a M_n| <= |a| 2^-(shift+1)``: the result is the
+correctly rounded value of the rational ``a M_n`` unless that value lies within this distance of a
+rounding tie (:func:`tie_window`).  The zero point is added after rounding, as ``QuantizeLinear``
+does (adding it before would move ties to even by the zero point's parity).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from . import fixed
+from .types import Rounding
+
+MULT_BITS = 31  # the multiplier is a positive int32
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+
+def ratios(s_in: float, s_w: tuple[float, ...], s_out: float) -> list[Fraction]:
+    """The exact rationals ``s_in * s_w[n] / s_out`` of float32 scales."""
+    return [Fraction(s_in) * Fraction(w) / Fraction(s_out) for w in s_w]
+
+
+def choose(ratio: list[Fraction], shift_max: int) -> tuple[np.ndarray, int]:
+    """Per-channel multipliers (int64 array) and the shared shift: the largest shift at most
+    ``shift_max`` with every ``round(M_n 2^shift) < 2^31``.  Raises ValueError when even shift 0
+    overflows (a ratio of 2^31 or more)."""
+    top = max(ratio)
+    shift = shift_max
+    while shift >= 0 and round(top * (1 << shift)) > INT32_MAX:
+        shift -= 1
+    if shift < 0:
+        raise ValueError(f"requantisation ratio {float(top):.6g} is 2^31 or more")
+    mult = np.array([round(r * (1 << shift)) for r in ratio], dtype=np.int64)  # round: half to even
+    return mult, shift
+
+
+def tie_window(acc_max: int, shift: int) -> Fraction:
+    """How far from a rounding tie the rational ``acc * M_n`` must lie for the kernel's result to
+    be the correctly rounded one: ``acc_max * 2^-(shift + 1)`` (in output steps)."""
+    return Fraction(acc_max, 1 << (shift + 1))
+
+
+def apply(acc: np.ndarray, mult: np.ndarray, shift: int, zero_point: int, lo: int, hi: int,
+          relu: bool = False) -> np.ndarray:
+    """The kernel's integer requantisation of accumulators ``acc`` (``[..., N]``) into codes
+    ``[lo, hi]``; ``mult`` has one multiplier per channel (last axis).  int64 in, int64 out."""
+    a = np.clip(np.asarray(acc, dtype=np.int64), INT32_MIN, INT32_MAX)
+    p = a * np.asarray(mult, dtype=np.int64)  # |p| < 2^62: exact in int64 (and in acc64 / acc80)
+    r = np.clip(fixed.round_shift(p, shift, Rounding.CONV_EVEN), INT32_MIN, INT32_MAX)
+    q = np.clip(r + zero_point, lo, hi)
+    return np.maximum(q, zero_point) if relu else q
+
+
+def affine_quantize(x: np.ndarray, t) -> np.ndarray:
+    """Float samples to codes of a per-tensor :class:`~aieflow.numerics.types.AffineType` as ONNX
+    ``QuantizeLinear`` defines it for float32 data: ``saturate(round_half_even(x / scale) + zero_point)``
+    with the division in float32 (the host quantiser; onnxruntime computes the same)."""
+    x32 = np.asarray(x, dtype=np.float32)
+    with np.errstate(over="ignore", divide="ignore"):
+        q = np.rint(x32 / np.float32(t.scale[0])).astype(np.float64)
+    return np.clip(q + t.zero_point, t.min_code, t.max_code).astype(np.int64)
+
+
+def affine_dequantize(codes: np.ndarray, t) -> np.ndarray:
+    """Codes to float32 values as ONNX ``DequantizeLinear``: ``float32(q - zero_point) * scale``,
+    one float32 rounding (what onnxruntime returns)."""
+    d = (np.asarray(codes, dtype=np.int64) - t.zero_point).astype(np.float32)
+    return d * np.float32(t.scale[0])

@@ -1,0 +1,280 @@
+"""Float scales and zero points (issue 18 item 3): onnxruntime ``quantize_static`` models.
+
+The models are built here with onnxruntime's own ``quantize_static`` (a calibration data reader,
+QDQ format; per tensor and per channel; uint8 and int8 activations) and onnxruntime is the oracle.
+The requantisation is checked against two references written here, which import nothing from
+aieflow: the exact rational result (``fractions.Fraction``) and the integer multiplier + shift.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import aieflow
+from aieflow.errors import AieflowError
+
+ort = pytest.importorskip("onnxruntime")
+quant = pytest.importorskip("onnxruntime.quantization")
+
+
+# ----------------------------------------------------------------------------- references
+
+
+def ref_round_half_even(num: int, den: int) -> int:
+    """round(num / den), ties to even, for Python ints (den > 0)."""
+    q, r = divmod(num, den)
+    if 2 * r > den or (2 * r == den and q % 2):
+        q += 1
+    return q
+
+
+def ref_exact(acc: int, s_in: float, s_w: float, s_out: float, zp: int, lo: int, hi: int) -> tuple[int, Fraction]:
+    """The correctly rounded requantisation (QuantizeLinear of the exact real value) and the
+    distance of the rational value from the nearest rounding tie."""
+    v = acc * Fraction(s_in) * Fraction(s_w) / Fraction(s_out)
+    q = ref_round_half_even(v.numerator, v.denominator)
+    tie_dist = abs(v - (v.numerator // v.denominator) - Fraction(1, 2))
+    return min(max(q + zp, lo), hi), tie_dist
+
+
+def ref_integer(acc: int, m: int, shift: int, zp: int, lo: int, hi: int) -> int:
+    """The kernel's integer arithmetic: int32 lanes, product, SRS (half to even) to int32, + zp, saturate."""
+    a = min(max(acc, -(1 << 31)), (1 << 31) - 1)
+    r = ref_round_half_even(a * m, 1 << shift)
+    r = min(max(r, -(1 << 31)), (1 << 31) - 1)
+    return min(max(r + zp, lo), hi)
+
+
+# ----------------------------------------------------------------------------- models
+
+
+def float_mlp(dims, seed: int, path) -> str:
+    rng = np.random.default_rng(seed)
+    nodes, inits, x = [], [], "x"
+    for i, (a, b) in enumerate(zip(dims[:-1], dims[1:], strict=True)):
+        w = rng.normal(0, 1 / np.sqrt(a), (a, b)).astype(np.float32)
+        bias = rng.normal(0, 0.1, b).astype(np.float32)
+        inits += [numpy_helper.from_array(w, f"W{i}"), numpy_helper.from_array(bias, f"B{i}")]
+        nodes.append(helper.make_node("Gemm", [x, f"W{i}", f"B{i}"], [f"g{i}"], name=f"fc{i}"))
+        x = f"g{i}"
+        if i < len(dims) - 2:
+            nodes.append(helper.make_node("Relu", [x], [f"r{i}"], name=f"relu{i}"))
+            x = f"r{i}"
+    g = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", dims[0]])],
+                          [helper.make_tensor_value_info(x, TensorProto.FLOAT, ["N", dims[-1]])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, str(path))
+    return str(path)
+
+
+class Reader(quant.CalibrationDataReader):
+    def __init__(self, shape, seed: int):
+        rng = np.random.default_rng(seed)
+        self.batches = iter([{"x": rng.normal(size=(16, *shape)).astype(np.float32)} for _ in range(8)])
+
+    def get_next(self):
+        return next(self.batches, None)
+
+
+def quantised(float_path: str, out, shape, per_channel: bool, act: str) -> str:
+    quant.quantize_static(
+        float_path, str(out), Reader(shape, 1), quant_format=quant.QuantFormat.QDQ, per_channel=per_channel,
+        activation_type=quant.QuantType.QUInt8 if act == "uint8" else quant.QuantType.QInt8,
+        weight_type=quant.QuantType.QInt8)
+    return str(out)
+
+
+def ort_run(path: str, x: np.ndarray) -> np.ndarray:
+    return ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+
+
+def out_scale_zp(path: str) -> tuple[float, int]:
+    m = onnx.load(path)
+    out = m.graph.output[0].name
+    dq = next(n for n in m.graph.node if n.output[0] == out and n.op_type == "DequantizeLinear")
+    init = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
+    return float(init[dq.input[1]]), int(init[dq.input[2]])
+
+
+def sample_inputs(path: str, n: int, features: int, seed: int) -> np.ndarray:
+    """Gaussian samples, far-out values, zeros, and exact ties of the input quantiser."""
+    rng = np.random.default_rng(seed)
+    m = onnx.load(path)
+    init = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
+    s = float(init["x_scale"])
+    ties = ((rng.integers(-140, 140, size=(n // 4, features)) + 0.5) * np.float64(s)).astype(np.float32)
+    return np.concatenate([rng.normal(size=(n // 2, features)).astype(np.float32) * 1.5, ties,
+                           np.zeros((4, features), np.float32), np.full((4, features), 1e4, np.float32),
+                           np.full((4, features), -1e4, np.float32)])
+
+
+# ----------------------------------------------------------------------------- requantisation
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_requant_equals_references(seed):
+    """numerics/requant: equal to the integer reference everywhere; equal to the exact rational
+    result wherever that lies farther than the tie window from a tie; random, tie and edge accs."""
+    from aieflow.numerics import requant
+
+    rng = np.random.default_rng(seed)
+    n = 8
+    s_in = float(np.float32(rng.uniform(1e-3, 5e-2)))
+    s_w = [float(np.float32(v)) for v in rng.uniform(1e-3, 1e-2, n)]
+    s_out = float(np.float32(rng.uniform(1e-3, 5e-2)))
+    zp, lo, hi = int(rng.integers(0, 256)), 0, 255
+    ratios = [Fraction(s_in) * Fraction(w) / Fraction(s_out) for w in s_w]
+    mult, shift = requant.choose(requant.ratios(s_in, tuple(s_w), s_out), 59)
+    assert all(0 < int(m) < 1 << 31 for m in mult) and 0 <= shift <= 59
+    for m, r in zip(mult, ratios, strict=True):
+        assert abs(Fraction(int(m), 1 << shift) - r) <= Fraction(1, 1 << (shift + 1))  # correctly rounded
+    accs = [int(v) for v in rng.integers(-(1 << 24), 1 << 24, size=400)]
+    accs += [0, 1, -1, (1 << 31) - 1, -(1 << 31), 1 << 33, -(1 << 33)]
+    # values whose rational result is a tie or next to one: acc = (k + 1/2) / M rounded
+    for c in range(n):
+        for k in rng.integers(-300, 300, size=20):
+            a = round((Fraction(int(k)) + Fraction(1, 2)) / ratios[c])
+            accs += [a - 1, a, a + 1]
+    acc = np.array(accs, dtype=np.int64)
+    got = requant.apply(np.repeat(acc[:, None], n, axis=1), mult, shift, zp, lo, hi)
+    small = 1 << 25  # accumulators of real layers; beyond, only the integer reference is compared
+    window = Fraction(int(np.max(np.abs(acc[np.abs(acc) < small]))), 1 << (shift + 1))
+    assert window < Fraction(1, 1 << 6)
+    checked = 0
+    for i, a in enumerate(accs):
+        for c in range(n):
+            assert got[i, c] == ref_integer(a, int(mult[c]), shift, zp, lo, hi), (a, c)
+            exact, dist = ref_exact(a, s_in, s_w[c], s_out, zp, lo, hi)
+            if abs(a) < small and dist > window:
+                assert got[i, c] == exact, (a, c)
+                checked += 1
+    assert checked > 0.9 * len(accs) * n
+
+
+def test_requant_rounds_exact_ties_to_even_after_zero_point():
+    """The zero point is added after rounding (QuantizeLinear): with an odd zero point a tie still
+    goes to the even integer before it, then the zero point is added."""
+    from aieflow.numerics import requant
+
+    # M = 1/2 exactly: acc 1 -> 0.5 -> 0 (even), acc 3 -> 1.5 -> 2
+    mult, shift = requant.choose([Fraction(1, 2)], 59)
+    got = requant.apply(np.array([[1], [3], [-1], [-3], [5]]), mult, shift, 3, 0, 255)
+    assert got.ravel().tolist() == [3 + 0, 3 + 2, 3 + 0, 3 - 2, 3 + 2]
+    relu = requant.apply(np.array([[-9]]), mult, shift, 3, 0, 255, relu=True)
+    assert relu.item() == 3
+
+
+# ----------------------------------------------------------------------------- end to end
+
+
+@pytest.fixture(scope="module")
+def mlp_float(tmp_path_factory):
+    return float_mlp([16, 64, 32, 5], 0, tmp_path_factory.mktemp("mlp") / "f.onnx")
+
+
+@pytest.mark.parametrize("per_channel", [False, True], ids=["per_tensor", "per_channel"])
+@pytest.mark.parametrize("act", ["uint8", "int8"])
+def test_mlp_matches_onnxruntime(mlp_float, tmp_path, per_channel, act):
+    path = quantised(mlp_float, tmp_path / "q.onnx", (16,), per_channel, act)
+    x = sample_inputs(path, 4000, 16, 2)
+    y = aieflow.emulate(path, device="vek280").predict(x)
+    r = ort_run(path, x)
+    s, zp = out_scale_zp(path)
+    lsb = np.abs(np.rint((y.astype(np.float64) - r) / s))
+    assert y.dtype == np.float32 and y.shape == r.shape
+    assert lsb.max() <= 1
+    assert (lsb == 0).mean() >= 0.99
+    # the graph input quantiser is QuantizeLinear's own (float32 division, half to even)
+    d = aieflow.emulate(path, device="vek280")
+    init = {i.name: numpy_helper.to_array(i) for i in onnx.load(path).graph.initializer}
+    sx, zx = np.float32(init["x_scale"]), int(init["x_zero_point"])
+    lo, hi = (0, 255) if act == "uint8" else (-128, 127)
+    want = np.clip(np.rint(x / sx).astype(np.int64) + zx, lo, hi)
+    assert np.array_equal(d.quantise_input(x), want)
+
+
+def test_input_quantiser_equals_onnxruntime(tmp_path):
+    """quantise_input against onnxruntime's QuantizeLinear node itself, ties included."""
+    rng = np.random.default_rng(5)
+    s, z = np.float32(0.0237), np.uint8(119)
+    g = helper.make_graph(
+        [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"])], "q",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("q", TensorProto.UINT8, ["N", 4])],
+        [numpy_helper.from_array(np.array(s), "s"), numpy_helper.from_array(np.array(z), "z")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    x = np.concatenate([rng.normal(size=(500, 4)) * 3, (rng.integers(-200, 200, (500, 4)) + 0.5) * float(s)])
+    x = x.astype(np.float32)
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    from aieflow.numerics.requant import affine_quantize
+    from aieflow.numerics.types import AffineType
+
+    assert np.array_equal(affine_quantize(x, AffineType(8, False, (float(s),), int(z))), want.astype(np.int64))
+
+
+@pytest.mark.parametrize(("device", "per_channel", "act", "config"), [
+    ("vek280", True, "uint8", None),
+    ("vek280", False, "int8", {"layers": {"fc1": {"parallelism": {"cas_len": 2, "cas_num": 2}}}}),
+    ("vck190", True, "int8", None),
+    ("vek385", False, "uint8", None),
+])
+def test_mlp_verify_bit_exact(mlp_float, tmp_path, device, per_channel, act, config):
+    """The generated kernels (DenseSingleRq / DenseLastRq) run on x86 bit-exactly to predict."""
+    path = quantised(mlp_float, tmp_path / "q.onnx", (16,), per_channel, act)
+    x = sample_inputs(path, 64, 16, 3)
+    d = aieflow.compile(path, device=device, example_input=x, config=config)
+    graph_h = d.files["src/graph.h"]
+    assert "DenseSingleRq" in graph_h or "DenseLastRq" in graph_h
+    if config:
+        assert "DenseLastRq" in graph_h and "DenseFirst" in graph_h
+    r = d.verify(x)
+    assert r.mismatches == 0 and r.values == x.shape[0] * 5
+    np.testing.assert_array_equal(d.predict(x), aieflow.emulate(path, device=device).predict(x))
+
+
+def test_affine_design_saves_and_loads(mlp_float, tmp_path):
+    path = quantised(mlp_float, tmp_path / "q.onnx", (16,), True, "uint8")
+    x = sample_inputs(path, 64, 16, 4)
+    d = aieflow.compile(path, device="vek280", example_input=x)
+    back = aieflow.design.load(d.save(tmp_path / "design"))
+    assert back.input_type == d.input_type and back.output_type == d.output_type
+    np.testing.assert_array_equal(back.predict(x), d.predict(x))
+
+
+def test_cnn_with_float_scales_is_refused_by_name(tmp_path):
+    """A quantize_static CNN: refused, saying what is supported (Dense chains) and what to do."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.normal(0, 0.3, (4, 1, 3, 3)).astype(np.float32), "cw"),
+             numpy_helper.from_array(np.zeros(4, np.float32), "cb"),
+             numpy_helper.from_array(rng.normal(0, 0.2, (64, 3)).astype(np.float32), "dw"),
+             numpy_helper.from_array(np.zeros(3, np.float32), "db")]
+    nodes = [helper.make_node("Conv", ["x", "cw", "cb"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2], name="pool"),
+             helper.make_node("Flatten", ["p"], ["f"], name="flat"),
+             helper.make_node("Gemm", ["f", "dw", "db"], ["y"], name="fc")]
+    g = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, str(tmp_path / "f.onnx"))
+    path = quantised(str(tmp_path / "f.onnx"), tmp_path / "q.onnx", (1, 8, 8), True, "uint8")
+    with pytest.raises(AieflowError) as e:
+        aieflow.compile(path, device="vek280", example_input=np.zeros((8, 1, 8, 8), np.float32))
+    text = str(e.value)
+    assert "conv" in text and "Dense" in text and "power-of-two" in text
+
+
+def test_weight_zero_point_is_refused(mlp_float, tmp_path):
+    """uint8 (asymmetric) weights would need a data-dependent correction: refused with the fix."""
+    quant.quantize_static(mlp_float, str(tmp_path / "q.onnx"), Reader((16,), 1), quant_format=quant.QuantFormat.QDQ,
+                          activation_type=quant.QuantType.QUInt8, weight_type=quant.QuantType.QUInt8)
+    with pytest.raises(AieflowError, match="zero point.*symmetric|symmetric"):
+        aieflow.emulate(str(tmp_path / "q.onnx"), device="vek280")
