@@ -1,6 +1,6 @@
-"""The AIE4ML evaluation workloads on VEK280: compile, verify on x86, estimate.
+"""The AIE4ML evaluation workloads on VEK280 (or VEK385): compile, verify on x86, estimate.
 
-    python benchmarks/mixer.py [--samples N]
+    python benchmarks/mixer.py [--samples N] [--device vek280|vek385]
 
 `dense-on-aie-ml.md` lists MLP-Mixer blocks as matrices: token mixing runs an MLP over the rows of
 X reshaped to [B*C, T], channel mixing over [B*T, C]; with those rows as samples each workload is a
@@ -29,10 +29,10 @@ WORKLOADS = {
 }
 
 
-def run(name: str, rows: int, widths: list[int], samples: int) -> dict:
+def run(name: str, rows: int, widths: list[int], samples: int, device: str = "vek280") -> dict:
     model = qdq_mlp(widths, seed=1, relu_last=True, name=name.replace(" ", "_").replace("/", "_"))
     t0 = time.perf_counter()
-    d = aieflow.compile(model, device="vek280", config={"batch": "auto", "target": "throughput"})
+    d = aieflow.compile(model, device=device, config={"batch": "auto", "target": "throughput"})
     compile_s = time.perf_counter() - t0
     v = d.verify(samples=samples)
     perf = d.estimate()
@@ -124,6 +124,7 @@ def run_real_mixer(samples: int = 64, verify_samples: int = 8, batch: int = 2) -
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", type=int, default=1000, help="samples verified on x86 per workload")
+    ap.add_argument("--device", default="vek280", help="board of the workload table (vek280 or vek385)")
     ap.add_argument("--real-mixer", action="store_true",
                     help="only the real 2-block MLP-Mixer (LayerNorm, transposes, residual adds): "
                     "emulation error, DAG compile, x86 verify, estimate")
@@ -131,13 +132,14 @@ def main() -> None:
     if args.real_mixer:
         run_real_mixer()
         return
-    out = [run(name, rows, widths, args.samples) for name, (rows, widths) in WORKLOADS.items()]
+    out = [run(name, rows, widths, args.samples, args.device) for name, (rows, widths) in WORKLOADS.items()]
+    dev = aieflow.devices.get_device(args.device)
     print("| workload | layers | tiles | copies | batch | interval / row | whole input | TOPS | of peak | bound | x86 verify |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
     for r, (rows, _) in zip(out, WORKLOADS.values(), strict=True):
         print(f"| {r['name']} | {r['layers']} | {r['tiles']} | {r['replicas']} | {r['batch']} | {r['sample_ns']:.2f} ns | "
               f"{r['workload_us']:.2f} us ({rows} rows) | {r['tops']:.1f} | {r['efficiency']:.1%} | {r['bound']} | {r['verify']} |")
-    print("\n(modelled on VEK280 at 1.25 GHz; verified with the x86 shim; compile "
+    print(f"\n(modelled on {dev.board} at {dev.clock_hz / 1e9:g} GHz; verified with the x86 shim; compile "
           + ", ".join(f"{r['compile_s']:.1f} s" for r in out) + ")")
 
 

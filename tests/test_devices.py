@@ -146,7 +146,7 @@ def test_generated_makefile_asks_for_the_board_platform():
 
 
 def test_gemm_design_follows_the_board_memories():
-    assert (VCK190.gemm_design, VEK280.gemm_design, VEK385.gemm_design) == ("pl-memory", "memtile", None)
+    assert (VCK190.gemm_design, VEK280.gemm_design, VEK385.gemm_design) == ("pl-memory", "memtile", "memtile")
     for d in DEVICES.values():
         if d.gemm_design == "memtile":
             assert d.memory_tiles > 0
@@ -154,5 +154,6 @@ def test_gemm_design_follows_the_board_memories():
             assert d.key in PL_MEMORY  # the PL capacities the VCK190 design blocks for
     assert aieflow.gemm(64, 64, 64, dtype="int8", device="vek280", design="best").plan.memtile
     assert not aieflow.gemm(64, 64, 64, dtype="int8", device="vck190").plan.memtile
-    with pytest.raises(ConfigError, match="vek385"):
+    assert aieflow.gemm(64, 64, 64, dtype="int8", device="vek385", design="best").plan.memtile
+    with pytest.raises(ConfigError, match="vek385"):  # the published design is VCK190's
         aieflow.gemm(64, 64, 64, dtype="int8", device="vek385")

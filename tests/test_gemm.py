@@ -202,7 +202,7 @@ def test_output_width_follows_the_int32_bound():
 
 @pytest.mark.parametrize("kwargs,error,match", [
     ({"dtype": "int4"}, ConfigError, "unsupported GEMM dtype"),
-    ({"device": "vek385"}, ConfigError, "not supported"),
+    ({"device": "vek385"}, ConfigError, "published design is the paper's VCK190"),
     ({"device": "vek280"}, ConfigError, "published design is the paper's VCK190"),
     ({"tiles": 401, "design": "best"}, PlanError, "400 compute tiles"),
     ({"tiles": 0}, PlanError, "positive"),
@@ -309,7 +309,7 @@ def test_cli_writes_design_json_and_project(tmp_path):
     (["--tiles", "64"], "micro-panels of B"),
     (["--dtype", "int4"], "unsupported GEMM dtype"),
     (["--kc", "8192"], "local memory"),
-    (["--device", "vek385"], "not supported"),
+    (["--device", "vek385"], "--design best"),
     (["--device", "vek280"], "--design best"),
 ])
 def test_cli_errors_exit_2_and_write_nothing(tmp_path, args, match):

@@ -114,7 +114,6 @@ def test_best_records_its_alternatives():
 @pytest.mark.parametrize("kwargs,error,match", [
     ({"dtype": "fp32", "design": "best"}, ConfigError, "no native fp32"),
     ({"design": "published"}, ConfigError, "published design is the paper's VCK190"),
-    ({"device": "vek385", "design": "best"}, ConfigError, "not supported"),
     ({"tiles": 305, "design": "best"}, PlanError, "304 compute tiles"),
     ({"design": "best", "blocks": {"kc": 8192}}, PlanError, "local memory"),
     ({"design": "best", "blocks": {"kc": 12}}, ConfigError, "multiple of 8"),

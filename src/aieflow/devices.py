@@ -68,6 +68,17 @@ class Generation:
     # "west", or "horizontal": west or east depending on the row, AIE1's mirrored rows).  The Dense
     # planner borrows the vertical ones (ops/dense.py); ``neighbour_memory_bytes`` is own + these.
     neighbour_memories: tuple[str, ...] = ()
+    # The core's own stream ports (readincr / writeincr in a kernel) move this many bits per cycle,
+    # whatever the switch width: on AIE-MLv2 the 64-bit switch reaches the core through a 32 <-> 64
+    # bit adapter (AM027).  DMA channels run at ``stream_bits``.
+    core_stream_bits: int = 32
+    # Memory tiles (none on AIE1): physical banks and their width, the read / write interfaces that
+    # reach the banks, and the width of one DMA channel's memory interface.
+    memtile_banks: int = 0
+    memtile_bank_bits: int = 0
+    memtile_read_ports: int = 0
+    memtile_write_ports: int = 0
+    memtile_dma_memory_bits: int = 0
 
     @property
     def bank_bytes(self) -> int:
@@ -132,12 +143,15 @@ class Device:
             "part": self.part,
             "generation": g.name,
             "grid": f"{self.columns} x {self.rows} = {self.compute_tiles} compute tiles",
-            "memory_tiles": f"{self.memory_tiles} x {self.memory_tile_bytes // 1024} KB"
+            "memory_tiles": f"{self.memory_tiles} x {self.memory_tile_bytes // 1024} KB "
+            f"({g.memtile_banks} banks x {g.memtile_bank_bits}-bit, {g.memtile_read_ports} read / "
+            f"{g.memtile_write_ports} write interfaces)"
             if self.memory_tiles
             else "none",
             "clock": f"{self.clock_hz / 1e9:.2f} GHz (PL {self.pl_clock_hz / 1e6:.1f} MHz)",
             "tile_memory": f"{g.data_memory_bytes // 1024} KB in {g.memory_banks} banks",
-            "streams": f"{g.stream_in_ports} in / {g.stream_out_ports} out x {g.stream_bits}-bit",
+            "streams": f"{g.stream_in_ports} in / {g.stream_out_ports} out x {g.core_stream_bits}-bit core ports, "
+            f"{g.stream_bits}-bit switch and DMA",
             "cascade": f"{g.cascade_bits}-bit" + (", horizontal and vertical" if g.cascade_vertical else ", horizontal"),
             "macs_per_cycle": {f"{a}x{b}": v for (a, b), v in g.macs_per_cycle.items()},
             "mmul": {f"{a}x{b}": "x".join(map(str, s)) for (a, b), s in g.mmul_shapes.items()},
@@ -212,6 +226,9 @@ AIE1 = Generation(
             "mmul shapes": "UG1529 Matrix Multiplication table (AIE); ESPCN thesis for float <4,2,4>",
             "accumulators": "AM009: 48-bit lanes for 8/16-bit operands",
             "rounding modes": "AIE intrinsics guide: rnd_floor..rnd_conv_odd (no symmetric floor/ceil)",
+            "core_stream_bits": f"AM009 AXI4-Stream Interconnect: a 32-bit stream switch; {SPEC}: 2 x 32-bit in, 2 x 32-bit "
+            "out per tile",
+            "memtile": "AM009: AIE1 has no memory tiles",
             "cascade_serpentine": f"AM009 cascade stream: horizontal only, east on even rows and west on odd "
             f"ones, so a chain snakes through the array; {SPEC} (cascade: horizontal only)",
             "neighbour_memories": f"{SPEC}: 'own + 3 neighbours (128 KB)' (AM009).  Which three is aieflow's "
@@ -276,13 +293,27 @@ AIE_ML = Generation(
             "cascade_serpentine": f"AM020 cascade: horizontal west to east on every row, plus vertical; {SPEC} "
             "(cascade: horizontal and vertical)",
             "neighbour_memories": f"{SPEC}: 'own + N/S/W (256 KB)' (AM020)",
+            "stream_bits": "AM020 AXI4-Stream Interconnect: 'a fully programmable, 32-bit, AXI4-Stream crossbar'; "
+            "UG1603 Architecture Overview: 'The AXI4-Stream crossbar is 32-bit for AIE-ML and 64-bit for AIE-ML v2'",
+            "core_stream_bits": "AM020 Summary of key differences: tile stream interface 1 x 32-bit in and 1 x 32-bit out",
+            "memtile": "AM020 AIE-ML Memory Tile Memory: 512 KB as 16 banks, each 128 bits wide and 2k words deep, "
+            "nine read and nine write interfaces of 128 bits; UG1603 'AIE-ML / AIE-ML v2 Memory Tile' table (16 banks, "
+            "128-bit x 2k, 9 read / 9 write interfaces)",
+            "memtile_dma_memory_bits": "AM020 AIE-ML Memory Tile Overview and Features: MM2S / S2MM six channels, "
+            "6 x 32-bit stream interfaces and 6 x 128-bit memory interfaces each way",
         }
     ),
     neighbour_memories=("north", "south", "west"),
+    memtile_banks=16,
+    memtile_bank_bits=128,
+    memtile_read_ports=9,
+    memtile_write_ports=9,
+    memtile_dma_memory_bits=128,
 )
 
-# AIE-MLv2: the spec lists 64 KB data memory, 512-bit loads/stores and a 512-bit cascade; per-type
-# MAC rates and mmul shapes are taken as AIE-ML's (documented assumption until AM027 figures land).
+# AIE-MLv2 (AM027, UG1603): every field below that differs from AIE-ML has its public source under its
+# own name in ``sources``; the fields still marked "assumed" are those no searchable public source
+# gave a figure for (docs/devices.md lists both).
 AIE_MLV2 = Generation(
     name="aie-mlv2",
     arch_macro=21,
@@ -300,6 +331,8 @@ AIE_MLV2 = Generation(
     cascade_bits=512,
     cascade_vertical=True,
     cascade_serpentine=False,
+    # ASSUMED equal to AIE-ML: UG1603 says only that "devices with AIE-ML v2 have wider SIMDs than
+    # devices with AIE-ML"; no per-type figure was found (sources["MACs, mmul shapes, accumulators"]).
     macs_per_cycle=AIE_ML.macs_per_cycle,
     mmul_shapes=AIE_ML.mmul_shapes,
     accumulators=AIE_ML.accumulators,
@@ -309,15 +342,40 @@ AIE_MLV2 = Generation(
     ups_shift_max=AIE_ML.ups_shift_max,
     sources=_frozen(
         {
-            "srs_shift_max": "assumed equal to AIE-ML (UG1583); AM027 figures not in the spec",
-            "ups_shift_max": "assumed equal to AIE-ML (UG1583); AM027 figures not in the spec",
-            "memory, loads, cascade": f"{SPEC} (AM027)",
-            "MACs, mmul shapes, accumulators": "assumed equal to AIE-ML (not yet in the spec)",
+            "srs_shift_max": "assumed equal to AIE-ML (UG1583); no AIE-MLv2 intrinsics figure found",
+            "ups_shift_max": "assumed equal to AIE-ML (UG1583); no AIE-MLv2 intrinsics figure found",
+            "memory, loads, cascade": f"{SPEC} (AM027): 64 KB data memory, 2 x 512-bit loads + 1 x 512-bit "
+            "store, 512-bit cascade",
+            "data memory and neighbours": "AM027 Load and Store Unit: the core addresses four 64 KB data memory "
+            "blocks as one 256 KB unit (own + three neighbours)",
+            "program_memory_bytes": "AM027 AIE-ML v2 Tile Program Memory: 16 KB, 128-bit wide",
+            "MACs, mmul shapes, accumulators": "assumed equal to AIE-ML.  UG1603 Architecture Overview says only "
+            "'Devices with AIE-ML v2 have wider SIMDs than devices with AIE-ML'; AM027's per-type performance "
+            "table and UG1529's AIE-MLv2 mmul row were not in the searchable sources.  AIE4ML (the published "
+            "compiler of dense-on-aie-ml.md) tiles AIE-MLv2 with i8 8x8x8 / 4x8x8, i16xi8 4x4x8 / 8x2x8, i16xi16 "
+            "8x2x8 and bf16 4x8x8: a tiling choice, not a rate, so it is recorded in docs/devices.md and not used",
+            "stream_bits": "AM027 AXI4-Stream Interconnect: 'a 64-bit AXI4-Stream crossbar ... All elements of the "
+            "switch data-path are 64-bit, which supports the transport of two 32-bit-words in parallel per cycle'; "
+            "DMA sources and destinations run at 64 bits per cycle; UG1603 Architecture Overview (32-bit on AIE-ML, "
+            "64-bit on AIE-ML v2)",
+            "core_stream_bits": "AM027 AXI4-Stream Interconnect: 'Core, trace, and control-packet blocks have a "
+            "32-bit stream interface, so an adapter is placed for 32 <-> 64-bit conversion'",
+            "memtile": "UG1603 'AIE-ML / AIE-ML v2 Memory Tile' table: 8 banks of 256-bit x 2k words, 10 read and 10 "
+            "write interfaces (AIE-ML: 16 x 128-bit, 9 / 9); AM027 AIE-ML v2 Memory Tile Overview and Features: "
+            "512 KB in eight physical banks, 256 bits wide and 2K words deep",
+            "memtile_dma_memory_bits": "AM027 AIE-ML v2 Memory Tile Features: six MM2S and S2MM channels with 64-bit "
+            "stream interfaces and 256-bit memory interfaces",
             "cascade_serpentine": f"assumed as AIE-ML (AM027; {SPEC} gives only the 512-bit width)",
-            "neighbour_memories": f"assumed as AIE-ML ({SPEC} leaves the AIE-MLv2 cell empty; AM027)",
+            "neighbour_memories": "UG1603 Architecture Overview (AIE-ML / AIE-ML v2): 'The AI Engine can access the "
+            "memory module to the north, south, and west, in addition to its own memory module (always on east)'",
         }
     ),
     neighbour_memories=("north", "south", "west"),
+    memtile_banks=8,
+    memtile_bank_bits=256,
+    memtile_read_ports=10,
+    memtile_write_ports=10,
+    memtile_dma_memory_bits=256,
 )
 
 VCK190 = Device(
@@ -394,18 +452,25 @@ VEK385 = Device(
     plio_in_per_column=2,
     plio_out_per_column=2,
     vitis_platform="xilinx_vek385_base",
-    gemm_design=None,
+    gemm_design="memtile",
     memtile_channels=6,
     memtile_bds=48,
     notes="36 x 4 compute tiles as used by one published compiler; see AM027 for the full part",
     sources=_frozen(
         {
-            "36 x 4 compute tiles, memory tiles of 512 KB": f"{SPEC} (AM027; one published compiler)",
-            "~1.0 GHz, PL 500 MHz": SPEC,
-            "memory tile DMA 6 + 6 channels, 48 BDs": f"{SPEC} (assumed as AIE-ML; AM027)",
+            "36 x 4 compute tiles, memory tiles of 512 KB": f"{SPEC} (AM027; one published compiler).  The "
+            "2VE3858 array size is not in AM027 or UG1603; no Versal AI Edge Gen 2 data sheet figure was found, "
+            "so the grid stays the published compiler's",
+            "~1.0 GHz, PL 500 MHz": f"{SPEC}.  AMD's Vitis Libraries L2 benchmarks run xc2ve3858-ssva2112-2LP at "
+            "1.05 GHz with 64-bit PLIOs at 625 MHz (recorded in docs/devices.md, not used)",
+            "memory tile DMA 6 + 6 channels, 48 BDs": "UG1603 'AIE-ML / AIE-ML v2 Memory Tile': six MM2S and six "
+            "S2MM DMAs, buffer descriptors (48); AM027 AIE-ML v2 Memory Tile DMA: 12 independent channels",
+            "interface DMA / PLIO 64-bit streams": "AM027 AIE-ML v2 Array Interface: each PL stream has a 64-bit "
+            "interface (32 / 64-bit, or two as one 128-bit)",
             "vitis_platform": f"placeholder without a release suffix: no VEK385 platform name in {SPEC}",
-            "gemm_design": f"none: the stream width and MAC rates the GEMM search needs are assumed (AM027 "
-            f"figures not in {SPEC})",
+            "gemm_design": "aieflow's AIE-ML GEMM (gemm/aieml.py) on the memory tiles and DMA channels above, with "
+            "AIE-MLv2's 64-bit DMA streams and 32-bit core ports (AM027); its MAC rates and mmul shapes are "
+            "AIE-ML's (assumed, see AIE_MLV2.sources)",
         }
     ),
 )

@@ -54,9 +54,9 @@ def check_device(device: Device) -> None:
     if device.gemm_design is not None:
         return
     raise ConfigError(
-        f"GEMM designs are implemented for vck190 (AIE) and vek280 (AIE-ML); {device.key} "
-        f"({device.generation.name}) is not supported: its stream width and MAC rates are assumed, not in the catalog",
-        hint="use --device vck190 or --device vek280",
+        f"GEMM designs are implemented for boards with a catalog gemm_design (vck190, vek280, vek385); {device.key} "
+        f"({device.generation.name}) is not supported: the catalog gives it no GEMM design",
+        hint="use --device vck190, vek280 or vek385",
     )
 
 
@@ -66,10 +66,10 @@ def ml_type(t: GemmType, device: Device) -> GemmType:
     gen = device.generation
     if t.is_float:
         raise ConfigError(
-            f"dtype {t.name} on {device.key}: AIE-ML has no native fp32 multiply-accumulate (UG1529 lists float x "
+            f"dtype {t.name} on {device.key}: {device.generation.name} has no native fp32 multiply-accumulate (UG1529 lists float x "
             "float mmul on AIE-ML as emulated with bfloat16 operations, in an undocumented order), so aieflow does "
             "not generate a bit-exact fp32 GEMM for it",
-            hint="use --device vck190 for fp32, or an integer dtype (uint8, int8, int16) on vek280",
+            hint=f"use --device vck190 for fp32, or an integer dtype (uint8, int8, int16) on {device.key}",
         )
     shape = gen.mmul_shapes[t.pair]
     bits = gen.accumulators[t.pair]

@@ -90,9 +90,17 @@ def copy_cr_cycles(ports: int, cr_bytes: int = CR_COPY_BYTES) -> float:
 
 
 def stream_bytes_per_cycle(device: Device) -> float:
-    """One Ar stream: the slower of the PLIO (128 bits at the PL clock) and the AIE stream port."""
+    """One Ar stream into the tiles: the slower of the PLIO (128 bits at the PL clock) and the
+    kernel's stream port (``core_stream_bits``)."""
     plio = PLIO_BITS / 8 * device.pl_clock_hz / device.clock_hz
-    return min(plio, device.generation.stream_bits / 8)
+    return min(plio, mv.core_stream_bytes_per_cycle(device))
+
+
+def plio_dma_bytes_per_cycle(device: Device) -> float:
+    """A PLIO into a DMA channel (a memory tile's S2MM): the slower of the PLIO and the switch /
+    DMA stream (``stream_bits``: 64 on AIE-MLv2)."""
+    plio = PLIO_BITS / 8 * device.pl_clock_hz / device.clock_hz
+    return min(plio, mv.stream_bytes_per_cycle(device))
 
 
 def multicast_cycles(nbytes: int, device: Device, ar_streams: int = 1) -> float:
@@ -211,7 +219,7 @@ def round_parts(plan: GemmPlan, mk: MicroKernelCycles, later_pc: bool) -> tuple[
     cfg, nbytes = plan.config, cr_bytes(plan)
     if cfg.writeback == "serial":  # load Cr, add, store Cr, every micro-kernel (spec's epilogue)
         return mk.cycles + copy_cr_cycles(plan.tiles, nbytes), cr_ddr_cycles(plan.tiles * 2, nbytes)
-    words_per_cycle = plan.device.generation.stream_bits / 32
+    words_per_cycle = plan.device.generation.core_stream_bits / 32  # Cr leaves through the kernel's port
     epilogue = plan.cr_words / words_per_cycle
     return mk.cycles + epilogue, cr_ddr_cycles(plan.tiles * (2 if later_pc else 1), nbytes)
 

@@ -5,10 +5,11 @@ memory tiles' ping-pong buffers and the Cr stream FIFOs, so a block takes the sl
 
 - **AIE**: per tile, ``l4_steps`` x ``rounds`` micro-kernels, each max(Ar stream, MACs, Br loads)
   (the AIE1 model's micro-kernel: software-pipelined L6, different VLIW slots) plus its Cr epilogue
-  (one 32-bit output stream word per cycle); with a single Br buffer, plus the Br DMA from the Bc
-  memory tile (with two, that DMA overlaps the previous block).
+  (one ``core_stream_bits`` output word per cycle); with a single Br buffer, plus the Br DMA from
+  the Bc memory tile (with two, that DMA overlaps the previous block).
   Ar stream = ceil(mr x kc x bytes / 4 B) + STREAM_FIXED_CYCLES: a memory-tile MM2S channel into
-  the tile's 32-bit stream port, multicast to the group (catalog: 32-bit streams at the AIE clock).
+  the tile's 32-bit stream port (catalog ``core_stream_bits``: 32 on AIE-ML and AIE-MLv2, whose
+  64-bit switch meets the core through an adapter, AM027), multicast to the group.
 - **A from DDR**: the PL mover reads the block's Ac (mc x kc) on its own AXI port at
   DDR_BYTES_PER_CYCLE; each group's PLIO into its Ac memory tile at the PLIO rate (in parallel).
 - **B from DDR**: the Br panels of every L4 lane (tiles_j x l4_steps x kc x nr, idle lanes' zeros
@@ -21,8 +22,10 @@ and ``cycles`` is the whole run, unlike the VCK190 designs' ``cycles`` (the pape
 exclude packing there; compare ``total_cycles``).
 
 Constants: the DDR rate and access cost are perf.py's (ASSUMED there); the memory-tile -> tile DMA
-moves one 32-bit word per AIE cycle per channel (ASSUMED: the stream width of the catalog; AM020
-gives no DMA figure in the specs).  Nothing here was measured.
+moves one switch word per AIE cycle per channel (catalog ``stream_bits`` capped by the channel's
+memory interface ``memtile_dma_memory_bits``: 32 bits on AIE-ML, 64 on AIE-MLv2 (AM020 / AM027 give
+the widths; that a channel sustains one word per cycle is ASSUMED)); the PLIO into a memory tile's
+S2MM is the slower of the PLIO and that stream.  Nothing here was measured.
 """
 
 from __future__ import annotations
@@ -31,19 +34,19 @@ import math
 
 from ..perf import movement as mv
 from ..perf.kernel import mac_cycles
-from .perf import GemmPerformance, MicroKernelCycles, ddr_cycles, stream_bytes_per_cycle
+from .perf import GemmPerformance, MicroKernelCycles, ddr_cycles, plio_dma_bytes_per_cycle
 from .plan import GemmPlan
 
 
 def dma_bytes_per_cycle(plan: GemmPlan) -> float:
     """Memory tile -> tile DMA (one MM2S channel): one stream word per AIE cycle (assumed)."""
-    return plan.device.generation.stream_bits / 8
+    return mv.memtile_channel_bytes_per_cycle(plan.device)
 
 
 def microkernel(plan: GemmPlan) -> MicroKernelCycles:
     t, b, gen = plan.dtype, plan.blocks, plan.device.generation
     ks = t.mmul[1]
-    stream = math.ceil(b.mr * b.kc * t.bytes / (gen.stream_bits / 8)) + mv.STREAM_FIXED_CYCLES
+    stream = math.ceil(b.mr * b.kc * t.bytes / mv.core_stream_bytes_per_cycle(plan.device)) + mv.STREAM_FIXED_CYCLES
     mac = mac_cycles(b.kc * b.mr * b.nr, gen, t.pair)
     load = (b.kc // ks) * ks * b.nr * t.bits / gen.load_bits_per_cycle
     return MicroKernelCycles(float(stream), float(mac), float(load))
@@ -53,13 +56,13 @@ def estimate_memtile(plan: GemmPlan) -> GemmPerformance:
     t, b, cfg, dev, lay = plan.dtype, plan.blocks, plan.config, plan.device, plan.memtiles
     assert lay is not None
     mk = microkernel(plan)
-    epilogue = plan.cr_words / (dev.generation.stream_bits / 32)
+    epilogue = plan.cr_words / (dev.generation.core_stream_bits / 32)
     round_c = mk.cycles + epilogue
     step = plan.rounds * round_c
     compute = plan.l4_steps * step
     br_dma = lay.lane_bytes / dma_bytes_per_cycle(plan)
     aie = compute + (br_dma if cfg.br_buffers == 1 else 0.0)
-    plio = stream_bytes_per_cycle(dev)
+    plio = plio_dma_bytes_per_cycle(dev)
     a_in = max(ddr_cycles(b.mc * b.kc * t.bytes), lay.ac_bytes / plio)
     b_in = max(ddr_cycles(cfg.tiles_j * lay.lane_bytes), lay.bc_bytes / plio)
     c_bytes = b.mc * b.nc * (8 if plan.output.name == "int64" else 4)

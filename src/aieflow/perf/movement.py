@@ -57,7 +57,21 @@ def lock_handoff_cycles(ports: int) -> int:
 
 
 def stream_bytes_per_cycle(device: Device) -> float:
+    """The stream switch and the DMA channels on it: ``stream_bits`` per cycle (64 on AIE-MLv2)."""
     return device.generation.stream_bits / 8
+
+
+def core_stream_bytes_per_cycle(device: Device) -> float:
+    """A kernel's own stream port (readincr / writeincr): ``core_stream_bits`` per cycle, 32 on every
+    generation (AIE-MLv2's 64-bit switch meets the core through a 32 <-> 64-bit adapter, AM027)."""
+    return min(device.generation.core_stream_bits, device.generation.stream_bits) / 8
+
+
+def memtile_channel_bytes_per_cycle(device: Device) -> float:
+    """One memory-tile DMA channel: the slower of its stream (``stream_bits``) and its memory
+    interface (``memtile_dma_memory_bits``: 128 on AIE-ML, 256 on AIE-MLv2)."""
+    gen = device.generation
+    return min(gen.stream_bits, gen.memtile_dma_memory_bits or gen.stream_bits) / 8
 
 
 def plio_bytes_per_cycle(device: Device) -> float:
@@ -72,8 +86,9 @@ def stream_cycles(nbytes: float, device: Device, hops: int = 0) -> float:
 
 
 def stream_transfer(nbytes: float, device: Device, hops: int = 0) -> Transfer:
-    """A stream transfer inside the array: one stream word per cycle."""
-    busy = math.ceil(nbytes / stream_bytes_per_cycle(device))
+    """A stream transfer inside the array from one kernel's stream port to another's: the core
+    port's rate (``core_stream_bits``), which the switch (``stream_bits``) never undercuts."""
+    busy = math.ceil(nbytes / core_stream_bytes_per_cycle(device))
     return Transfer(busy, STREAM_FIXED_CYCLES + hops * SWITCH_HOP_CYCLES, "stream")
 
 
@@ -95,9 +110,9 @@ def dma_transfer(nbytes: float, device: Device, hops: int) -> Transfer:
 
 def memtile_transfer(nbytes_per_port: float, ports: int, device: Device, hops: int, memtiles: int = 1) -> Transfer:
     """``ports`` equal buffers into (or out of) memory tiles: channels run in parallel, in rounds of
-    ``device.memtile_channels`` per memory tile (each one stream word per cycle)."""
+    ``device.memtile_channels`` per memory tile (each at :func:`memtile_channel_bytes_per_cycle`)."""
     rounds = math.ceil(ports / (device.memtile_channels * max(1, memtiles)))
-    per = math.ceil(nbytes_per_port / stream_bytes_per_cycle(device)) + DMA_START_CYCLES + lock_handoff_cycles(2)
+    per = math.ceil(nbytes_per_port / memtile_channel_bytes_per_cycle(device)) + DMA_START_CYCLES + lock_handoff_cycles(2)
     return Transfer(rounds * per, STREAM_FIXED_CYCLES + hops * SWITCH_HOP_CYCLES, "memory")
 
 
@@ -146,8 +161,8 @@ def packet_stream_words(words_per_packet: int, packets: int) -> int:
 
 def plio_stream_bytes_per_cycle(device: Device, plio_bits: int = PLIO_BITS) -> float:
     """Bytes per AIE cycle through a PLIO port ``plio_bits`` wide at the device's PL clock, capped
-    by the array stream it feeds (the slower of the two sets the rate)."""
-    return min(plio_bits / 8 * device.pl_clock_hz / device.clock_hz, stream_bytes_per_cycle(device))
+    by the kernel stream port it feeds (the slower of the two sets the rate)."""
+    return min(plio_bits / 8 * device.pl_clock_hz / device.clock_hz, core_stream_bytes_per_cycle(device))
 
 
 def plio_stream_transfer(nbytes: float, device: Device, hops: int = 0, plio_bits: int = PLIO_BITS) -> Transfer:
@@ -155,6 +170,6 @@ def plio_stream_transfer(nbytes: float, device: Device, hops: int = 0, plio_bits
     no DMA or lock, the slower of the PLIO and the stream sets the rate; the crossing and ``hops``
     switch hops add latency."""
     plio = plio_bits / 8 * device.pl_clock_hz / device.clock_hz
-    stream = stream_bytes_per_cycle(device)
+    stream = core_stream_bytes_per_cycle(device)
     busy = math.ceil(nbytes / min(plio, stream))
     return Transfer(busy, STREAM_FIXED_CYCLES + hops * SWITCH_HOP_CYCLES, "plio" if plio < stream else "stream")

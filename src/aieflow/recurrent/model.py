@@ -145,7 +145,7 @@ def compact_stages(mapping: RecurrentMapping, device: Device) -> tuple[tuple[Ste
     fu, fw = dims.finish_ops if dims.fixed else (0, 0)
     u_mac, u_fin = compact_product_cycles(rows, dims.n_h, device, pair, dims.kernel("u", "compact"), fu)
     w_mac, w_fin = compact_product_cycles(rows, dims.n_in, device, pair, dims.kernel("w", "compact"), fw)
-    read = dims.n_in * WORD_BYTES / mv.stream_bytes_per_cycle(device)
+    read = dims.n_in * WORD_BYTES / mv.core_stream_bytes_per_cycle(device)
     gates = compact_gate_cycles(dims.cell, dims.n_h, pair, dims.gate_form) + dims.n_h * COMPACT_STATE_COPY_CYCLES
     parts = {"broadcast": read, "mac": u_mac + w_mac, "reduction": u_fin + w_fin, "aggregation": gates}
     cell = StepStage("cell", "kernel", "compute", sum(parts.values()), 0.0, MappingProxyType(parts), tiles=mapping.tiles)
@@ -161,7 +161,7 @@ def step_stages(mapping: RecurrentMapping, device: Device | str) -> tuple[tuple[
     hybrid = mapping.aggregation == "hybrid"
     u, w = mapping.recurrent, mapping.input
     memrows = device.memory_tile_rows
-    stream_words = mv.stream_bytes_per_cycle(device) / WORD_BYTES
+    stream_words = mv.core_stream_bytes_per_cycle(device) / WORD_BYTES
     plio_words = mv.plio_stream_bytes_per_cycle(device, mapping.plio_bits) / WORD_BYTES
     link_words = plio_words if hybrid else stream_words  # merged streams end at the PL or the aggregator
 
@@ -272,7 +272,7 @@ def front_stages(mapping: RecurrentMapping, device: Device) -> tuple[StepStage, 
             rate = mv.plio_stream_bytes_per_cycle(device, mapping.plio_bits) / WORD_BYTES
         else:
             read = mv.stream_transfer(in_bytes, device, 1)
-            rate = mv.stream_bytes_per_cycle(device) / WORD_BYTES
+            rate = mv.core_stream_bytes_per_cycle(device) / WORD_BYTES
         per_output_reads = fr.steps_per_output(d) * read.busy_cycles
         pair = (f"i{d.input_bits}", f"i{d.weight_bits}")
         compute = fr.output_step_cycles(d, AIE_HEAD_MAC_CYCLES["fixed"], AIE_HEAD_OUT_CYCLES["fixed"], ROW_LOOP_CYCLES,

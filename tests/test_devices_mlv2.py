@@ -1,0 +1,111 @@
+"""AIE-MLv2 is a generation of its own (issue 24 item 1): the catalog differs from AIE-ML exactly
+where AMD's public documents say it does, and every such field names its source.  Expected values
+are typed here from the sources (quoted next to them), never read from the catalog."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from aieflow.devices import AIE1, AIE_ML, AIE_MLV2, VEK280, VEK385
+from aieflow.perf import movement as mv
+
+# Generation fields and the values the sources give, AIE-ML -> AIE-MLv2, where they differ.
+DIFFERENCES = {
+    # UG1603 Architecture Overview: "The AXI4-Stream crossbar is 32-bit for AIE-ML and 64-bit for AIE-ML v2";
+    # AM027 AXI4-Stream Interconnect: "All elements of the switch data-path are 64-bit".
+    "stream_bits": (32, 64),
+    # versal-devices.md (AM020 / AM027): 2 x 256-bit loads + 1 x 256-bit store; 2 x 512 + 1 x 512.
+    "load_bits_per_cycle": (512, 1024),
+    "store_bits_per_cycle": (256, 512),
+    # UG1603 "AIE-ML / AIE-ML v2 Memory Tile" table: banks 16 / 8, bank 128-bit / 256-bit x 2k words,
+    # read interfaces 9 / 10, write interfaces 9 / 10.
+    "memtile_banks": (16, 8),
+    "memtile_bank_bits": (128, 256),
+    "memtile_read_ports": (9, 10),
+    "memtile_write_ports": (9, 10),
+    # AM020: memory-tile DMA "6 x 128-bit memory interfaces"; AM027: "256-bit memory interfaces".
+    "memtile_dma_memory_bits": (128, 256),
+    # __AIE_ARCH__ 20 / 21 (UG1529 Architecture helpers: generation = __AIE_ARCH__ / 10).
+    "arch_macro": (20, 21),
+}
+
+# Fields the sources give the same on both: AM027 / UG1603 / versal-devices.md.
+SAME = {
+    "data_memory_bytes": 64 * 1024,  # versal-devices.md: 64 KB on both
+    "program_memory_bytes": 16 * 1024,  # AM027 Tile Program Memory: 16 KB
+    "neighbour_memory_bytes": 256 * 1024,  # AM027 Load and Store Unit: four 64 KB blocks as one 256 KB unit
+    "neighbour_memories": ("north", "south", "west"),  # UG1603 Architecture Overview (AIE-ML / AIE-ML v2)
+    "cascade_bits": 512,  # versal-devices.md
+    "stream_in_ports": 1,
+    "stream_out_ports": 1,
+    "core_stream_bits": 32,  # AM027: "Core ... have a 32-bit stream interface, so an adapter is placed"
+}
+
+# Fields no searchable public source gave an AIE-MLv2 figure for: equal to AIE-ML and said so.
+ASSUMED = ("macs_per_cycle", "mmul_shapes", "accumulators", "srs_shift_max", "ups_shift_max", "cascade_serpentine")
+
+# Every field not listed above is the same by construction (rounding, float types, stack, heap, ...).
+COVERED = set(DIFFERENCES) | set(SAME) | set(ASSUMED) | {"name", "sources"}
+
+
+@pytest.mark.parametrize("field", sorted(DIFFERENCES))
+def test_the_catalog_differs_where_the_sources_say(field):
+    ml, v2 = DIFFERENCES[field]
+    assert getattr(AIE_ML, field) == ml and getattr(AIE_MLV2, field) == v2
+
+
+def test_the_catalog_is_equal_where_the_sources_say():
+    for field, value in SAME.items():
+        assert getattr(AIE_ML, field) == value and getattr(AIE_MLV2, field) == value, field
+
+
+def test_no_other_field_differs_from_aie_ml():
+    differing = {f.name for f in dataclasses.fields(AIE_MLV2) if getattr(AIE_MLV2, f.name) != getattr(AIE_ML, f.name)}
+    assert differing == set(DIFFERENCES) | {"name", "sources"}
+    uncovered = {f.name for f in dataclasses.fields(AIE_MLV2)} - COVERED
+    assert all(getattr(AIE_MLV2, f) == getattr(AIE_ML, f) for f in uncovered)
+
+
+def test_memory_tile_bank_arithmetic_gives_512_kb_on_both():
+    # UG1603: 16 x 128-bit x 2k words and 8 x 256-bit x 2k words are both 512 KB.
+    for gen in (AIE_ML, AIE_MLV2):
+        assert gen.memtile_banks * gen.memtile_bank_bits // 8 * 2048 == 512 * 1024
+    assert (AIE1.memtile_banks, AIE1.memtile_read_ports) == (0, 0)  # AM009: no memory tiles
+
+
+@pytest.mark.parametrize("field", ["stream_bits", "core_stream_bits", "memtile", "memtile_dma_memory_bits",
+                                   "neighbour_memories", "program_memory_bytes"])
+def test_each_v2_fact_names_its_public_source(field):
+    src = AIE_MLV2.sources[field]
+    assert any(doc in src for doc in ("AM027", "UG1603")) and "assumed" not in src.lower(), src
+
+
+def test_assumed_fields_say_so():
+    assert "assumed" in AIE_MLV2.sources["MACs, mmul shapes, accumulators"]
+    for f in ("srs_shift_max", "ups_shift_max", "cascade_serpentine"):
+        assert "assumed" in AIE_MLV2.sources[f], f
+    for f in ASSUMED:
+        assert getattr(AIE_MLV2, f) == getattr(AIE_ML, f), f
+
+
+def test_vek385_memory_tile_dma_is_sourced():
+    # UG1603 "AIE-ML / AIE-ML v2 Memory Tile": six MM2S, six S2MM, 48 buffer descriptors.
+    assert (VEK385.memtile_channels, VEK385.memtile_bds) == (6, 48)
+    src = VEK385.sources["memory tile DMA 6 + 6 channels, 48 BDs"]
+    assert "UG1603" in src and "assumed" not in src
+    assert VEK385.gemm_design == "memtile"
+
+
+def test_the_movement_model_uses_the_v2_widths():
+    # 4 KB over a DMA (64-bit on v2, 32-bit on AIE-ML), between kernel streams (32-bit core ports on both),
+    # and over a memory-tile channel (stream-bound: 8 B/cycle on v2, 4 B/cycle on AIE-ML).
+    n = 4096
+    assert mv.dma_transfer(n, VEK385, 0).busy_cycles - mv.dma_transfer(n, VEK280, 0).busy_cycles == n / 8 - n / 4
+    assert mv.stream_transfer(n, VEK385).busy_cycles == mv.stream_transfer(n, VEK280).busy_cycles == n / 4
+    fixed = mv.DMA_START_CYCLES + mv.lock_handoff_cycles(2)
+    assert mv.memtile_transfer(n, 6, VEK385, 0).busy_cycles == n / 8 + fixed
+    assert mv.memtile_transfer(n, 6, VEK280, 0).busy_cycles == n / 4 + fixed
+    # a 128-bit PLIO at 500 MHz into a 1 GHz kernel port: 8 B/cycle offered, the 32-bit port takes 4
+    assert mv.plio_stream_bytes_per_cycle(VEK385) == 4
