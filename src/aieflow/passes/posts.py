@@ -71,12 +71,12 @@ def choose(state: Any, progress: Any = None) -> Choice:
     """Search both mappings for ``state``'s target (``auto`` with a target) and keep the search
     results, so the compile that follows does not search again.  When neither has a design for
     the target, "fused": the chain's compile then says why (or streams the weights from DDR)."""
-    from ..dag.search import search_dag
-    from ..pipeline import run_pipeline
-
     fixed = fixed_mapping(state.graph, state.device, state.config)
     if fixed is not None:
         return Choice(fixed)
+    from ..dag.search import search_dag  # only here: a chain without posts imports no DAG code
+    from ..pipeline import run_pipeline
+
     chain = dag = None
     try:
         chain = run_pipeline(state, progress, stop_after="search")
