@@ -104,6 +104,11 @@ def test_make_n_hw_shows_compile_link_and_package(project):
     # without PLATFORM: a clear error naming the variable and the board's platform
     r = _make(proj, "-n", "hw")
     assert r.returncode != 0 and "set PLATFORM=/path/to/" in r.stdout + r.stderr and ".xpfm" in r.stdout + r.stderr
+    readme = (proj / "README.md").read_text()
+    for command in ("make x86sim PLATFORM=", "make aiesim PLATFORM=", "make hw_emu PLATFORM=", "make hw PLATFORM=",
+                    "make package PLATFORM=", "make run", "make shim-run", "make system-run", "make clean"):
+        assert f"`{command}" in readme, command
+    assert "Not checked:" in readme
     for target in ("x86sim", "aiesim"):
         r = _make(proj, "-n", target, "PLATFORM=/p.xpfm", "ITERATIONS=7")
         assert r.returncode == 0 and "-DAIEFLOW_ITERATIONS=7" in r.stdout, r.stdout + r.stderr

@@ -101,6 +101,8 @@ def system_files(files: dict[str, str], *, device: Device, graph_class: str, gra
         "host/plio_io.h": static.joinpath("plio_io.h").read_text(),
         "x86/pl_csim.cpp": static.joinpath("pl_csim.cpp").read_text(),
     }
+    if "README.md" in files:  # the kind's README, then the build and run commands of every target
+        out["README.md"] = files["README.md"] + _ENV.get_template("README.md.j2").render(**ctx)
     for rel in PL_SOURCES:
         out[rel] = static.joinpath(posixpath.basename(rel)).read_text()
     return out
