@@ -17,8 +17,18 @@ demo: $(STAMP)
 	$(PY) examples/run_examples.py --out out/examples
 
 # The headless-browser tests (tests/test_html_report.py) open the HTML reports in Debian's
-# chromium: installed here when it is missing and make runs as root; otherwise they skip, naming it.
+# chromium, and tests/test_hw_project.py compiles and links the generated XRT hosts against Debian's
+# libxrt-dev: both installed here when missing and make runs as root; otherwise those tests skip,
+# naming the package.
 sysdeps:
+	@if [ ! -f /usr/include/xrt/xrt/xrt_device.h ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get install -y libxrt-dev || (apt-get update && apt-get install -y libxrt-dev) \
+	      || echo "note: could not install libxrt-dev; the XRT host compile tests will skip"; \
+	  else \
+	    echo "note: libxrt-dev is not installed (apt-get install libxrt-dev, as root); the XRT host compile tests will skip"; \
+	  fi; \
+	fi
 	@if ! command -v chromium >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    apt-get install -y chromium || (apt-get update && apt-get install -y chromium) \

@@ -156,19 +156,23 @@ class Design:
         """Copies of the design on the array (each runs its own batches)."""
         return len(self.placement.replicas)
 
-    def example_batch(self, x: Any | None, batches: int = 2) -> np.ndarray:
+    def example_batch(self, x: Any | None, batches: int | None = 2) -> np.ndarray:
         """Inputs written to the project's PLIO files: the user's, else seeded random in range;
-        ``batches`` graph iterations' worth (each feeds every replica one batch)."""
+        ``batches`` graph iterations' worth (each feeds every replica one batch), or with
+        ``batches=None`` every sample of ``x``, zero-padded to whole graph iterations."""
         batch = self.config.batch * self.replicas
         if x is not None:
             x = self._check_input(x)
-            n = min(x.shape[0], batches * batch)
-            n = max(batch, n - n % batch)
+            if batches is None:
+                n = max(1, -(-x.shape[0] // batch)) * batch
+            else:
+                n = min(x.shape[0], batches * batch)
+                n = max(batch, n - n % batch)
             if x.shape[0] < n:
                 x = np.concatenate([x, np.zeros((n - x.shape[0], *x.shape[1:]), dtype=x.dtype)])
             return x[:n]
         rng = np.random.default_rng(0)
-        shape = (batches * batch, *self.input_tensor.shape)
+        shape = ((batches or 2) * batch, *self.input_tensor.shape)
         t = self.input_type
         if isinstance(t, FixedType):
             return rng.integers(t.min_code, t.max_code + 1, size=shape) * t.scale

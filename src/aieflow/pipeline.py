@@ -141,7 +141,11 @@ def _emit(s: State) -> State:
     from .design import Design
 
     d = Design(s.graph, s.device, s.config, s.placement, source=s.source, exploration=s.exploration)
-    x = d.example_batch(s.example_input if s.example_input is not None else s.calibration)
+    # the user's example input is written whole (``aieflow compile --input``); calibration data, two batches
+    if s.example_input is not None:
+        x = d.example_batch(s.example_input, batches=None)
+    else:
+        x = d.example_batch(s.calibration)
     xq = d.quantise_input(x)
     yq = one_blas_thread(d.run)(xq)  # the example batch: products too small for BLAS threads to pay
     files = emit_project(s.graph, s.device, s.placement, xq, yq, graph_name=s.graph.name)

@@ -62,19 +62,24 @@ def compile_dag(state: State, progress: Callable[[str], None] | None = None, fou
     if progress:
         progress("emit")
     design = DagDesign(plan, state.device, config, placement, state.source)
-    x = state.example_input if state.example_input is not None else state.calibration
-    xq = _example(design, x)
+    # the user's example input is written whole (``aieflow compile --input``); calibration data, two batches
+    if state.example_input is not None:
+        xq = _example(design, state.example_input, whole=True)
+    else:
+        xq = _example(design, state.calibration)
     design.files = emit_dag(plan, state.device, placement, xq, design.run(xq), state.graph.name)
     log.debug("dag: emitted %d project files", len(design.files))
     return design
 
 
-def _example(design: DagDesign, x) -> np.ndarray:
-    """Two graph iterations of example inputs for the project's data files (the user's, padded, or
-    seeded random codes)."""
+def _example(design: DagDesign, x, whole: bool = False) -> np.ndarray:
+    """Example inputs for the project's data files: two graph iterations (the first samples of
+    ``x``, or seeded random codes) or, ``whole``, every sample of ``x``; zero-padded to whole
+    iterations."""
     b = design.plan.batch
     if x is not None:
-        xq = design.quantise_input(np.asarray(x))[: 2 * b]
+        xq = design.quantise_input(np.asarray(x))
+        xq = xq if whole else xq[: 2 * b]
         n = -(-xq.shape[0] // b) * b
         return np.concatenate([xq, np.zeros((n - xq.shape[0], *xq.shape[1:]), dtype=xq.dtype)])
     t = design.input_type

@@ -1,7 +1,8 @@
 """Render a DAG design's Vitis project: kernels (Dense from ``templates/kernels/dense.h``, residual
 Add, LayerNorm, activation and softmax from ``templates/dag/dag_kernels.h``, the last two on
 ``templates/kernels/activation_fixed.h``), resident parameters, the ADF graph with
-memory-tile shared buffers and their N-D tilings, PLIO data, Makefile, host stub, x86 harness.
+memory-tile shared buffers and their N-D tilings, PLIO data, x86 harness; the Vitis system around
+the graph (Makefile, PL movers, system.cfg, XRT host, x86 system run) comes from :mod:`aieflow.vitis`.
 
 PLIO data: one input PLIO writes the graph input into its links' memory tiles, one output PLIO
 reads the graph output from its memory tile; both carry each iteration's ``batch`` samples
@@ -34,6 +35,7 @@ from ..passes.emit import (
 )
 from ..passes.place import Placement
 from ..templating import environment
+from ..vitis import system_files
 from .links import DagLink, Endpoint
 from .plan import DagPlan, matrix_shape
 
@@ -280,8 +282,7 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
                                               "PLIOs, locations.")
     files["x86/harness.cpp"] = _ENV.get_template("x86_harness.cpp.j2").render(**ctx)
     files["README.md"] = _ENV.get_template("README.md.j2").render(**ctx)
-    for chain_file, rel in (("graph.cpp.j2", "src/graph.cpp"), ("aie.cfg.j2", "aie.cfg"), ("Makefile.j2", "Makefile"),
-                            ("host.cpp.j2", "host/host.cpp"), ("compare.py.j2", "scripts/compare.py")):
+    for chain_file, rel in (("graph.cpp.j2", "src/graph.cpp"), ("aie.cfg.j2", "aie.cfg")):
         files[rel] = CHAIN_ENV.get_template(chain_file).render(**ctx)
     kernels = resources.files("aieflow").joinpath("templates")
     if dense_infos:
@@ -290,4 +291,8 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
     files["src/kernels/activation_fixed.h"] = kernels.joinpath("kernels/activation_fixed.h").read_text()
     files[f"data/{PLIO_IN}.txt"] = plio_text(inputs_q, tin)
     files[f"data/golden_{PLIO_OUT}.txt"] = plio_text(outputs_q, tout)
+    files.update(system_files(
+        files, device=device, graph_class=graph_class, graph_var="g",
+        plio_in=[{**p, "ctype": tin.c_type} for p in plio_in], plio_out=[{**p, "ctype": tout.c_type} for p in plio_out],
+        iterations=iterations, samples_per_iteration=plan.batch, classes=classes, tiles=mapped.kernels))
     return files

@@ -31,6 +31,7 @@ from ..ops.dense import (
 from ..ops.post import fused_post, is_fused_post, post_constants, written
 from ..ops.registry import family
 from ..templating import environment
+from ..vitis import system_files
 from .place import Placement
 from .transport import memtile_link
 
@@ -438,10 +439,7 @@ def emit_project(
               + (", memory-tile shared buffers" if memtiles else "") + ", PLIOs, locations.")
     files["src/graph.cpp"] = _ENV.get_template("graph.cpp.j2").render(**ctx)
     files["aie.cfg"] = _ENV.get_template("aie.cfg.j2").render(**ctx)
-    files["Makefile"] = _ENV.get_template("Makefile.j2").render(**ctx)
-    files["host/host.cpp"] = _ENV.get_template("host.cpp.j2").render(**ctx)
     files["x86/harness.cpp"] = _ENV.get_template("x86_harness.cpp.j2").render(**ctx)
-    files["scripts/compare.py"] = _ENV.get_template("compare.py.j2").render(**ctx)
     files["README.md"] = _ENV.get_template("README.md.j2").render(**ctx)
     kernels = resources.files("aieflow").joinpath("templates/kernels")
     files["src/kernels/dense.h"] = kernels.joinpath("dense.h").read_text()
@@ -449,6 +447,16 @@ def emit_project(
     for rep in range(replicas):
         share = [replica_share(a, first.plan.batch, replicas, rep) for a in (inputs_q, outputs_q)]
         files.update(plio_files(first, final, *share, *plio_ports(layers, rep), written(graph, final)[1]))
+    tin, tout = first.types.input.c_type, written(graph, final)[1].c_type
+    files.update(system_files(
+        files, device=device, graph_class=graph_class, graph_var=graph_var,
+        plio_in=[{**p, "ctype": tin} for p in plio_in],
+        # output panels [features / panel][batch_pad][panel]: rows batch.. are padding
+        plio_out=[{**p, "ctype": tout, "period": final.plan.batch_pad * final.plan.out_panel,
+                   "real": final.plan.batch * final.plan.out_panel} for p in plio_out],
+        iterations=ctx["iterations"], samples_per_iteration=first.plan.batch * replicas,
+        classes=[f"aieflow::{role}<aieflow_design::{L['cfg']}>" for L in infos.values() for role in L["roles"]],
+        tiles=tiles))
     return files
 
 

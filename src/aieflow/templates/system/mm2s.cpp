@@ -1,0 +1,15 @@
+// aieflow PL data mover: DDR -> AXI4-Stream into an input PLIO (Vitis HLS kernel, UG1399).
+// `words` 64-bit words are read from `mem` (m_axi) and written to `s` (axis), one per cycle.
+#include "movers.h"
+
+extern "C" void mm2s(const aieflow_pl::word_t* mem, hls::stream<aieflow_pl::word_t>& s, int words) {
+#pragma HLS INTERFACE m_axi port = mem offset = slave bundle = gmem
+#pragma HLS INTERFACE axis port = s
+#pragma HLS INTERFACE s_axilite port = mem bundle = control
+#pragma HLS INTERFACE s_axilite port = words bundle = control
+#pragma HLS INTERFACE s_axilite port = return bundle = control
+    for (int i = 0; i < words; ++i) {
+#pragma HLS PIPELINE II = 1
+        s.write(mem[i]);
+    }
+}

@@ -1,0 +1,108 @@
+"""The Vitis system around a project's ADF graph, shared by the design kinds (issue 20).
+
+One Makefile contract (``templates/system/Makefile.j2``: ``x86sim``, ``aiesim``, ``hw_emu``, ``hw``,
+``package``, ``run``, ``shim-run``, ``system-run``, ``clean``; ``PLATFORM``, ``TARGET``,
+``ITERATIONS``), the PL data movers (HLS ``mm2s`` / ``s2mm``, one instance per PLIO), the
+``v++ --link`` configuration connecting them (``system.cfg``), the XRT host program and the x86
+system run (host data -> mm2s C simulation -> graph on the shim -> s2mm -> golden comparison).
+
+A kind gives its PLIOs (name, data file, AIE element type) and the files already rendered (the
+PLIO input and golden files, from which each port's values per graph iteration follow).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import posixpath
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .devices import Device
+from .errors import UnsupportedOpError
+from .templating import environment
+
+_ENV = environment("system")
+
+# the host-side C++ type of each AIE scalar type a PLIO carries (host/plio_io.h)
+HOST_TYPES = {
+    "int8": "std::int8_t", "uint8": "std::uint8_t", "int16": "std::int16_t", "uint16": "std::uint16_t",
+    "int32": "std::int32_t", "uint32": "std::uint32_t", "int64": "std::int64_t", "uint64": "std::uint64_t",
+    "float": "float", "bfloat16": "aieflow_io::bf16",
+}
+
+# Every file this module writes into a project (the tests check each one).
+PL_SOURCES = ("pl/mm2s.cpp", "pl/s2mm.cpp")
+
+
+def ap_types_include() -> Path | None:
+    """The folder of Xilinx's open ``ap_int.h`` / ``ap_fixed.h`` / ``hls_stream.h`` as the hls4ml
+    package ships them (``templates/vivado/ap_types``), or None without hls4ml.  hls4ml is not
+    imported (only located)."""
+    spec = importlib.util.find_spec("hls4ml")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for root in spec.submodule_search_locations:
+        folder = Path(root) / "templates" / "vivado" / "ap_types"
+        if (folder / "ap_int.h").is_file() and (folder / "hls_stream.h").is_file():
+            return folder
+    return None
+
+
+def _shim_include() -> Path:
+    return Path(str(resources.files("aieflow").joinpath("x86/include")))
+
+
+def _ports(plios: list[dict[str, Any]], files: dict[str, str], iterations: int, kind: str) -> list[dict[str, Any]]:
+    out = []
+    for i, p in enumerate(plios):
+        ctype = p["ctype"]
+        if ctype not in HOST_TYPES:
+            raise UnsupportedOpError(f"a PLIO carrying '{ctype}' values has no host-side type",
+                                     hint="PLIO elements are integers of 8 to 64 bits, float or bfloat16")
+        name = posixpath.basename(p["file"])
+        golden = f"golden_{name}"
+        data = files[p["file"]] if kind == "mm2s" else files[f"data/{golden}"]
+        values = len(data.split())
+        if values % iterations:
+            raise UnsupportedOpError(f"PLIO '{p['var']}': {values} values are not {iterations} whole graph iterations")
+        out.append({"period": 1, "real": 1, **p, "cu": f"{kind}_{i}", "host_type": HOST_TYPES[ctype],
+                    "file_name": name, "golden_name": golden, "per_iteration": values // iterations})
+    return out
+
+
+def system_files(files: dict[str, str], *, device: Device, graph_class: str, graph_var: str,
+                 plio_in: list[dict[str, Any]], plio_out: list[dict[str, Any]], iterations: int,
+                 samples_per_iteration: int, classes: list[str], tiles) -> dict[str, str]:
+    """Makefile, system.cfg, PL movers, XRT host, x86 system run and the compare script of a project
+    whose graph reads ``plio_in`` and writes ``plio_out`` (dicts with ``var``, ``file`` (``data/...``)
+    and ``ctype``; an output's ``period`` / ``real``: value i is a sample's when ``i % period < real``,
+    the others are rows a kernel pads its batch with); ``files`` holds the PLIO input and golden files already; ``classes``: the kernel
+    classes the project's ``src/kernels/*.cc`` instantiate; ``tiles``: its kernels (``var``)."""
+    ins = _ports(plio_in, files, iterations, "mm2s")
+    outs = _ports(plio_out, files, iterations, "s2mm")
+    ap = ap_types_include()
+    ctx = dict(
+        version=__version__, device=device, graph_class=graph_class, graph_var=graph_var, plio_in=ins,
+        plio_out=outs, iterations=iterations, samples_per_iteration=samples_per_iteration, plio_bits=64,
+        classes=classes, tiles=tiles, platform_hint=device.vitis_platform, shim_dir=str(_shim_include()),
+        ap_types_dir=str(ap) if ap else "",
+    )
+    static = resources.files("aieflow").joinpath("templates/system")
+    out = {
+        "Makefile": _ENV.get_template("Makefile.j2").render(**ctx),
+        "system.cfg": _ENV.get_template("system.cfg.j2").render(**ctx),
+        "pl/movers.h": _ENV.get_template("movers.h.j2").render(**ctx),
+        "host/host.cpp": _ENV.get_template("host.cpp.j2").render(**ctx),
+        "host/plio_ports.h": _ENV.get_template("plio_ports.h.j2").render(**ctx),
+        "x86/system.cpp": _ENV.get_template("x86_system.cpp.j2").render(**ctx),
+        "scripts/compare.py": _ENV.get_template("compare.py.j2").render(**ctx),
+        "host/plio_io.h": static.joinpath("plio_io.h").read_text(),
+        "x86/pl_csim.cpp": static.joinpath("pl_csim.cpp").read_text(),
+    }
+    if "README.md" in files:  # the kind's README, then the build and run commands of every target
+        out["README.md"] = files["README.md"] + _ENV.get_template("README.md.j2").render(**ctx)
+    for rel in PL_SOURCES:
+        out[rel] = static.joinpath(posixpath.basename(rel)).read_text()
+    return out
