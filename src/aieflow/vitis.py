@@ -74,18 +74,21 @@ def _ports(plios: list[dict[str, Any]], files: dict[str, str], iterations: int, 
 
 def system_files(files: dict[str, str], *, device: Device, graph_class: str, graph_var: str,
                  plio_in: list[dict[str, Any]], plio_out: list[dict[str, Any]], iterations: int,
-                 samples_per_iteration: int, classes: list[str], tiles) -> dict[str, str]:
+                 samples_per_iteration: int, classes: list[str], tiles, plio_bits: int = 64) -> dict[str, str]:
     """Makefile, system.cfg, PL movers, XRT host, x86 system run and the compare script of a project
     whose graph reads ``plio_in`` and writes ``plio_out`` (dicts with ``var``, ``file`` (``data/...``)
     and ``ctype``; an output's ``period`` / ``real``: value i is a sample's when ``i % period < real``,
     the others are rows a kernel pads its batch with); ``files`` holds the PLIO input and golden files already; ``classes``: the kernel
-    classes the project's ``src/kernels/*.cc`` instantiate; ``tiles``: its kernels (``var``)."""
+    classes the project's ``src/kernels/*.cc`` instantiate; ``tiles``: its kernels (``var``);
+    ``plio_bits``: the width of every PLIO of the graph (the movers' stream word: 32, 64 or 128)."""
+    if plio_bits not in (32, 64, 128):
+        raise UnsupportedOpError(f"a PLIO of {plio_bits} bits has no data mover", hint="PLIOs are 32, 64 or 128 bits wide")
     ins = _ports(plio_in, files, iterations, "mm2s")
     outs = _ports(plio_out, files, iterations, "s2mm")
     ap = ap_types_include()
     ctx = dict(
         version=__version__, device=device, graph_class=graph_class, graph_var=graph_var, plio_in=ins,
-        plio_out=outs, iterations=iterations, samples_per_iteration=samples_per_iteration, plio_bits=64,
+        plio_out=outs, iterations=iterations, samples_per_iteration=samples_per_iteration, plio_bits=plio_bits,
         classes=classes, tiles=tiles, platform_hint=device.vitis_platform, shim_dir=str(_shim_include()),
         ap_types_dir=str(ap) if ap else "",
     )

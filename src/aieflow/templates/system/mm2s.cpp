@@ -1,5 +1,5 @@
 // aieflow PL data mover: DDR -> AXI4-Stream into an input PLIO (Vitis HLS kernel, UG1399).
-// `words` 64-bit words are read from `mem` (m_axi) and written to `s` (axis), one per cycle.
+// `words` stream words (PLIO_BITS wide, movers.h) are read from `mem` (m_axi) and written to `s` (axis), one per cycle.
 #include "movers.h"
 
 extern "C" void mm2s(const aieflow_pl::word_t* mem, hls::stream<aieflow_pl::word_t>& s, int words) {

@@ -68,6 +68,13 @@ struct lane_traits<bf16> {
     static std::string text(std::uint64_t b) { return lane_traits<float>::text((b & 0xffffu) << 16); }
 };
 
+// The stream beats (words of the PLIO's `plio_bits`) carrying `values` elements of `bits` bits, and
+// the 64-bit DDR words holding those beats (the host's buffers; the last beat's unused lanes are zero).
+inline std::size_t beats(std::size_t values, unsigned bits, unsigned plio_bits) {
+    return (values * bits + plio_bits - 1) / plio_bits;
+}
+inline std::size_t ddr_words(std::size_t beats, unsigned plio_bits) { return (beats * plio_bits + 63) / 64; }
+
 inline std::vector<std::string> read_tokens(const std::string& path) {
     std::ifstream f(path);
     if (!f) throw std::runtime_error("cannot read " + path);

@@ -1,5 +1,5 @@
 // aieflow PL data mover: AXI4-Stream from an output PLIO -> DDR (Vitis HLS kernel, UG1399).
-// `words` 64-bit words are read from `s` (axis) and written to `mem` (m_axi), one per cycle.
+// `words` stream words (PLIO_BITS wide, movers.h) are read from `s` (axis) and written to `mem` (m_axi), one per cycle.
 #include "movers.h"
 
 extern "C" void s2mm(aieflow_pl::word_t* mem, hls::stream<aieflow_pl::word_t>& s, int words) {
