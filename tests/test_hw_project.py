@@ -1,4 +1,4 @@
-"""Hardware-ready Vitis projects (issue 20) of the Dense chain and DAG kinds: the one Makefile
+"""Hardware-ready Vitis projects (issue 20) of the Dense chain, DAG and CNN (stream mapping) kinds: the one Makefile
 contract (``make -n hw`` shows v++ compile, link with system.cfg and package), system.cfg naming
 only the project's PL kernels and connecting every PLIO, every data file the graph reads present,
 the XRT host compiled and linked against the real XRT (Debian's libxrt-dev), the PL movers compiled
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import aieflow
-from aieflow.model_zoo import qdq_mlp, residual_mlp, torch_mlp
+from aieflow.model_zoo import qdq_mlp, residual_cnn, residual_mlp, torch_mlp
 from aieflow.vitis import PL_SOURCES, ap_types_include
 
 pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"),
@@ -54,7 +54,28 @@ def _dag():
     return aieflow.compile(residual_mlp(), device="vek280", example_input=x, config={"batch": 8}), x
 
 
-CASES = {"chain_vck190_int8": _chain_multi_plio, "chain_vek280_bf16": _chain_float, "dag_vek280": _dag}
+CNN_FRAMES = 5  # two replicas: three graph iterations, the last one padded with a zero frame
+
+
+def _cnn():
+    # 128-bit PLIOs: one input PLIO per replica, one output PLIO per replica and last-stage row
+    x = np.random.default_rng(4).standard_normal((CNN_FRAMES, 3, 8, 8)).astype(np.float32)
+    return aieflow.compile(residual_cnn(), device="vck190", example_input=x, calibration=x,
+                           config={"precision": "int8", "cnn": {"replicas": 2}}), x
+
+
+CASES = {"chain_vck190_int8": _chain_multi_plio, "chain_vek280_bf16": _chain_float, "dag_vek280": _dag,
+         "cnn_vck190_int8": _cnn}
+
+
+def _samples(design) -> int:
+    return CNN_FRAMES if _is_cnn(design) else SAMPLES
+
+
+def _is_cnn(design) -> bool:
+    from aieflow.cnn.design import CnnDesign
+
+    return isinstance(design, CnnDesign)
 
 
 @pytest.fixture(scope="module", params=list(CASES))
@@ -151,8 +172,9 @@ def test_every_data_file_the_graph_reads_exists_with_every_sample(project):
     for f in plio_out.values():
         assert (proj / Path(f).parent / f"golden_{Path(f).name}").is_file(), f
     # every sample given is written: the inputs hold whole iterations covering all SAMPLES
-    batch = design.plan.batch if hasattr(design, "plan") else design.config.batch
-    iterations = -(-SAMPLES // batch)
+    batch = (design.plan.replicas if _is_cnn(design) else design.plan.batch) if hasattr(design, "plan") \
+        else design.config.batch
+    iterations = -(-_samples(design) // batch)
     ports = (proj / "host/plio_ports.h").read_text()
     per_iteration = dict(re.findall(r'file = "([\w.]+)";\n\s+static constexpr unsigned long per_iteration = (\d+);', ports))
     assert set(per_iteration) == {Path(f).name for f in plio_in.values()}
@@ -198,6 +220,17 @@ def _outputs(design, proj: Path, folder: str, n: int) -> np.ndarray:
     from aieflow.passes.emit import dense_layers, plio_ports
     from aieflow.verify import _layer_output
 
+    if _is_cnn(design):  # frame f: replica f mod R, iteration f div R; out{q}_{r}: row r's channels
+        plan = design.plan
+        reps, rows = plan.replicas, plan.layers[-1].cas_num
+        c, h, w = plan.stages[-1].out_shape
+        iterations = -(-n // reps)
+        got = np.zeros((iterations * reps, c, h, w))
+        for q in range(reps):
+            for r in range(rows):
+                vals = np.array((proj / folder / f"data/out{q}_{r}.txt").read_text().split(), dtype=np.float64)
+                got[q::reps, r * c // rows:(r + 1) * c // rows] = vals.reshape(iterations, c // rows, h, w)
+        return got[:n]
     if isinstance(design, DagDesign):
         t = design.graph.tensors[design.graph.outputs[0]].dtype
         text = (proj / folder / "data/out_y.txt").read_text().split()
@@ -220,13 +253,14 @@ def test_system_run_without_a_venv_is_bit_exact_with_predict(project):
     r = _make(proj, "system-run", env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "0 mismatching values" in r.stdout and "bit-exact" in r.stdout
-    want = design.predict(x, raw=True).reshape(SAMPLES, -1)
-    got = _outputs(design, proj, "system_output", SAMPLES).reshape(SAMPLES, -1)
+    n = _samples(design)
+    want = design.predict(x, raw=True).reshape(n, -1)
+    got = _outputs(design, proj, "system_output", n).reshape(n, -1)
     assert np.array_equal(got.astype(np.float64), want.astype(np.float64))
     # the shim-only run too, without a venv
     r = _make(proj, "shim-run", env=env)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert np.array_equal(_outputs(design, proj, "shim_output", SAMPLES).reshape(SAMPLES, -1).astype(np.float64),
+    assert np.array_equal(_outputs(design, proj, "shim_output", n).reshape(n, -1).astype(np.float64),
                           want.astype(np.float64))
 
 

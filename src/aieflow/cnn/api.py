@@ -30,9 +30,20 @@ def compile_cnn(state: State, progress: Callable[[str], None] | None = None) -> 
               ", ".join(_layer(lay) for lay in plan.layers))
     if progress:
         progress("emit")
-    design = CnnDesign(state.graph, state.device, state.config, plan, state.source)
+    design = CnnDesign(state.graph, state.device, state.config, plan, state.source,
+                       example_input=_example(state, plan.replicas))
     log.debug("cnn: emitted %d project files", len(design.files))
     return design
+
+
+def _example(state: State, replicas: int):
+    """The frames written into the project's data/: all of the example input (``compile --input``),
+    else two graph iterations of the calibration data, else None (verification frames)."""
+    if state.example_input is not None:
+        return state.example_input
+    if state.calibration is not None:
+        return state.calibration[: 2 * replicas]
+    return None
 
 
 def _layer(lay) -> str:

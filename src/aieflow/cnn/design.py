@@ -10,6 +10,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .. import design_schema
 from ..atomic import save_directory, write_files
 from ..config import Config, parse_config
@@ -35,12 +37,30 @@ class CnnDesign(EmulatedNumerics):
     plan: CnnPlan
     source: str = ""
     files: dict[str, str] = field(default_factory=dict)
+    # float frames written into the project's data/ (``aieflow compile --input``: all of them);
+    # without them, verification frames (edge values, then random ones) for two graph iterations
+    example_input: Any = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.files:
             from .emit import project_files
 
-            self.files = project_files(self.plan, self.estimate().to_json(), self.summary())
+            xq, yq = self._example_frames()
+            self.files = project_files(self.plan, self.estimate().to_json(), self.summary(), xq, yq)
+        self.example_input = None  # written into data/; not kept
+
+    def _example_frames(self) -> tuple[np.ndarray, np.ndarray]:
+        """The quantised example frames, zero frames appended to whole graph iterations (one frame
+        per replica), and their emulated outputs (N, C, H, W)."""
+        from .verify import inputs
+
+        reps = self.plan.replicas
+        xq = inputs(self, self.example_input, 2 * reps, 0)
+        pad = -xq.shape[0] % reps
+        if pad:
+            xq = np.concatenate([xq, np.zeros((pad, *xq.shape[1:]), dtype=xq.dtype)])
+        yq = np.asarray(self._emulation._design().run(xq)).reshape(xq.shape[0], *self.plan.stages[-1].out_shape)
+        return xq, yq
 
     # ------------------------------------------------------------------ numerics
 

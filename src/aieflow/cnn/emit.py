@@ -2,8 +2,10 @@
 
 Stream mapping: ``src/layers.h`` (one configuration struct per stage), ``src/kernels/<stage>.cc``
 (the kernel classes each stage instantiates), ``src/weights/<tile>.h`` (resident parameters),
-``src/graph.h`` (kernels, cascades, windows, PLIOs, locations), ``x86/harness.cpp``, host stub,
-``aie.cfg``, Makefile.  Thesis mapping: see :mod:`aieflow.cnn.emit_thesis`.
+``src/graph.h`` (kernels, cascades, windows, PLIOs, locations), ``x86/harness.cpp``, ``aie.cfg``,
+``data/`` (the example frames on the input PLIOs, the emulator's outputs as golden files) and the
+Vitis system of :mod:`aieflow.vitis` (Makefile, system.cfg, PL movers, XRT host, x86 system run).
+Thesis mapping: see :mod:`aieflow.cnn.emit_thesis`.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from ..names import Code, c_ident
 from ..numerics.types import FixedType, FloatType, NumericType
 from ..ops import activations as act
 from ..ops.dense import cascade_chunk_lanes
-from ..passes.emit import _c_array
+from ..passes.emit import _c_array, format_values
 from ..templating import environment
+from ..vitis import system_files
 from .plan import CnnPlan, StreamLayer, round_up
 from .stages import Stage
 
@@ -223,7 +226,29 @@ def place(plan: CnnPlan) -> list[Tile]:
     return tiles
 
 
-def project_files(plan: CnnPlan, perf_json: dict, summary: str) -> dict[str, str]:
+def data_files(plan: CnnPlan, xq: np.ndarray, yq: np.ndarray) -> dict[str, str]:
+    """The PLIO files of the stream mapping: frame f goes to replica f mod R in graph iteration
+    f div R (``xq`` / ``yq``: whole iterations of frames and their emulated outputs, (N, C, H, W));
+    output PLIO ``out{q}_{r}`` carries the channels of the last stage's cascade row r."""
+    reps = plan.replicas
+    in_t, out_t = plan.stages[0].in_type, plan.stages[-1].out_type
+    last = plan.layers[-1]
+    c = yq.shape[1]
+    per_row = c // last.cas_num
+    files = {}
+    for q in range(reps):
+        files[f"data/in{q}.txt"] = format_values(xq[q::reps].reshape(-1), in_t, PLIO_BITS // in_t.container_bits
+                                                 if isinstance(in_t, FixedType) else 4)
+        for r in range(last.cas_num):
+            files[f"data/golden_out{q}_{r}.txt"] = format_values(
+                yq[q::reps, r * per_row:(r + 1) * per_row].reshape(-1), out_t,
+                PLIO_BITS // out_t.container_bits if isinstance(out_t, FixedType) else 4)
+    return files
+
+
+def project_files(plan: CnnPlan, perf_json: dict, summary: str, xq: np.ndarray, yq: np.ndarray) -> dict[str, str]:
+    """All project files; ``xq`` / ``yq``: the example frames (quantised, a whole number of graph
+    iterations: a multiple of the replicas) and their emulated outputs, written into ``data/``."""
     if plan.mapping == "thesis":
         from .emit_thesis import thesis_files
 
@@ -281,7 +306,9 @@ def project_files(plan: CnnPlan, perf_json: dict, summary: str) -> dict[str, str
             "s": _c_array(p["s"], s.out_type) if "s" in p else "",
             "tw": ctype(wt), "tb": "float" if s.is_float else "int32", "to": ctype(s.conv_type),
         }
+    iterations = max(1, xq.shape[0] // plan.replicas)
     ctx = {"version": __version__, "device": plan.device, "layers": layers, "tiles": tiles, "connections": connections,
+           "iterations": iterations, "graph_var": "cnn_graph",
            "plio_in": plio_in, "plio_out": plio_out, "plio_bits": PLIO_BITS, "graph_class": GRAPH_CLASS,
            "perf": perf_json, "summary": summary, "params": params, "plan": plan}
     files = {
@@ -299,6 +326,15 @@ def project_files(plan: CnnPlan, perf_json: dict, summary: str) -> dict[str, str
     base = resources.files("aieflow").joinpath("templates")
     for rel, name in STATIC.items():
         files[rel] = base.joinpath(name).read_text()
+    files.update(data_files(plan, xq, yq))
+    tin, tout = ctype(plan.stages[0].in_type), ctype(plan.stages[-1].out_type)
+    files.update(system_files(
+        files, device=plan.device, graph_class=GRAPH_CLASS, graph_var="cnn_graph",
+        plio_in=[{"var": p, "file": f"data/{p}.txt", "ctype": tin} for p in plio_in],
+        plio_out=[{"var": p, "file": f"data/{p}.txt", "ctype": tout} for p in plio_out],
+        iterations=iterations, samples_per_iteration=plan.replicas,
+        classes=[f"aieflow_cnn::{role}<aieflow_design::{L['cfg']}>" for L in layers for role in L["roles"]],
+        tiles=tiles, plio_bits=PLIO_BITS))
     return files
 
 

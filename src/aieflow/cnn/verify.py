@@ -64,10 +64,13 @@ class CnnVerifyResult(X86Outcome):
 
 def build(files: dict[str, str], arch: int, cache_dir: Path | None = None, jobs: int | None = None
           ) -> tuple[Path, bool, float]:
-    """The harness, the AI Engine kernels (src/kernels/*.cc) and the PL kernels (pl/*.cpp)."""
+    """The harness, the AI Engine kernels (src/kernels/*.cc) and the thesis mapping's PL kernels
+    (pl/*.cpp); not the Vitis system's data movers (HLS C on Xilinx's ap_types: ``make system-run``)."""
+    from ..vitis import PL_SOURCES
+
     sources = {rel: text for rel, text in files.items() if rel.startswith(("src/", "x86/", "pl/"))}
     units = ["x86/harness.cpp", *sorted(r for r in sources if r.startswith("src/kernels/") and r.endswith(".cc")),
-             *sorted(r for r in sources if r.startswith("pl/") and r.endswith(".cpp"))]
+             *sorted(r for r in sources if r.startswith("pl/") and r.endswith(".cpp") and r not in PL_SOURCES)]
     return build_units(sources, units, arch, "CNN ", cache_dir, jobs)
 
 def _parse(text: str, t: NumericType) -> np.ndarray:
