@@ -74,7 +74,7 @@ def rows_class(node) -> str:
 
 
 def _float_lit(v: float) -> str:
-    return "%.9ef" % float(np.float32(v)) if v != 0 or not np.signbit(v) else "-0.0f"
+    return f"{float(np.float32(v)):.9e}f" if v != 0 or not np.signbit(v) else "-0.0f"
 
 
 def _bf16_info(node) -> dict:
