@@ -218,7 +218,7 @@ def test_bf16_mixer_block_runs_bit_exact_on_x86():
     _within_tolerance(d, model, x[:16])
 
 
-def test_bf16_activations_and_softmax_run_bit_exact_on_x86_on_vek385():
+def test_bf16_activations_and_softmax_run_bit_exact_on_x86_on_vek385(tmp_path):
     model = Heads()
     d, x = _compile(model, (32,), "vek385", 8)
     for cls in ("ActivationBf16", "SoftmaxBf16", "ResidualAddBf16"):
@@ -230,3 +230,7 @@ def test_bf16_activations_and_softmax_run_bit_exact_on_x86_on_vek385():
     v2 = d.verify(samples=24)
     assert v2.ok, v2.verdict()
     _within_tolerance(d, model, x[:32])
+    # the tables, windows and rules travel with a saved design
+    d.save(tmp_path / "d")
+    again = aieflow.load(tmp_path / "d")
+    assert (bits(again.predict(x[:16])) == bits(d.predict(x[:16]))).all()
