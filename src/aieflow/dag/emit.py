@@ -61,8 +61,32 @@ def _acc_for_add(t) -> str:
     return "acc32" if bits <= 32 else "acc64"
 
 
-# the kernel class of each rows op (templates/dag/dag_kernels.h)
+# the kernel class of each rows op (templates/dag/dag_kernels.h; bf16: dag_kernels_bf16.h)
 ROWS_CLASS = {"add": "ResidualAdd", "layernorm": "LayerNorm", "activation": "Activation", "softmax": "Softmax"}
+
+
+def _is_bf16(node) -> bool:
+    return node.types is not None and node.types.is_float and node.types.output.name == "bf16"
+
+
+def rows_class(node) -> str:
+    return ROWS_CLASS[node.op] + ("Bf16" if _is_bf16(node) else "")
+
+
+def _float_lit(v: float) -> str:
+    return f"{float(np.float32(v)):.9e}f" if v != 0 or not np.signbit(v) else "-0.0f"
+
+
+def _bf16_info(node) -> dict:
+    """The bf16 kernels' table window and rules (ops/activation.bf16_table)."""
+    if node.op == "add":
+        return {"bf16": True}
+    if node.op == "layernorm":
+        return {"bf16": True, "eps_text": _float_lit(float(np.float32(node.attrs["eps"])))}
+    rules = np.asarray(node.params["rules"], dtype=np.float32)
+    w = np.asarray(node.params["window"])
+    return {"bf16": True, "e_lo": int(w[0]), "e_hi": int(w[1]), "c1": ", ".join(_float_lit(v) for v in rules[:, 0]),
+            "c0": ", ".join(_float_lit(v) for v in rules[:, 1])}
 
 
 def rows_infos(plan: DagPlan, ids: dict[str, str]) -> dict[str, list[dict]]:
@@ -76,8 +100,16 @@ def rows_infos(plan: DagPlan, ids: dict[str, str]) -> dict[str, list[dict]]:
         t = node.types
         rnd, sat = _modes(t.output)
         common = {"name": name, "cfg": f"{ids[name]}_cfg", "rows": rp.rows_per_part, "features": rp.features,
-                  "parts": rp.parts, "to": t.output.c_type, "rounding": rnd, "saturation": sat, "shift": t.shift,
-                  "trans": _transposes(plan, name)}
+                  "parts": rp.parts, "to": t.output.c_type, "rounding": rnd, "saturation": sat,
+                  "shift": getattr(t, "shift", 0), "trans": _transposes(plan, name), "bf16": False}
+        if _is_bf16(node):
+            common["types_text"] = "bf16"
+            common.update(_bf16_info(node))
+            common.update(relu=node.attrs.get("activation") == "relu", table=int(np.asarray(
+                node.params["table"]).size) if node.op in ("activation", "softmax") else 0,
+                function=node.attrs.get("function", ""), variant="bf16 table")
+            {"add": adds, "layernorm": norms, "activation": acts, "softmax": softmaxes}[node.op].append(common)
+            continue
         if node.op == "add":
             adds.append({**common, "ta": t.a.c_type, "tb": t.b.c_type, "acc": _acc_for_add(t),
                          "shift_a": t.shift_a, "shift_b": t.shift_b, "relu": node.attrs.get("activation") == "relu",
@@ -164,7 +196,7 @@ def lower(plan: DagPlan, placement: Placement, ids: dict[str, str], headers: lis
                         links.append(Link("cascade", Port(var, "out", 0), Port(tile_var(ident, r, c + 1), "in", 1)))
         else:
             rp = plan.rows[name]
-            cls = ROWS_CLASS[node.op]
+            cls = rows_class(node)
             args = {"add": (), "layernorm": (f"aieflow_design::{ident}_gamma", f"aieflow_design::{ident}_beta")}.get(
                 node.op, (f"aieflow_design::{ident}_table",))
             size = rp.rows_per_part * rp.features
@@ -233,24 +265,32 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
             files[f"src/kernels/{ident}.cc"] = CHAIN_ENV.get_template("layer_kernel.cc.j2").render(version=version, L=L)
             classes += [f"aieflow::{role}<aieflow_design::{L['cfg']}>" for role in L["roles"]]
         else:
-            cls = ROWS_CLASS[node.op]
+            cls = rows_class(node)
             files[f"src/kernels/{ident}.cc"] = _ENV.get_template("rows_kernel.cc.j2").render(
                 version=version, name=name, cls=cls, cfg=f"{ident}_cfg")
             classes.append(f"aieflow::{cls}<aieflow_design::{ident}_cfg>")
             if node.op == "layernorm":
                 t = node.types
                 g, b = node.params["gamma_q"], node.params["beta_q"]
+                pt = ("bfloat16", "bfloat16") if _is_bf16(node) else ("int16", "std::int64_t")
                 files[f"src/weights/{ident}_ln.h"] = _ENV.get_template("ln_params.h.j2").render(
                     version=version, name=name, ident=ident, n=len(g), gamma_type=t.gamma, beta_type=t.beta,
+                    gamma_ctype=pt[0], beta_ctype=pt[1],
                     gamma_text=_c_array(np.asarray(g), t.gamma), beta_text=_c_array(np.asarray(b), t.beta))
                 headers.append(f"weights/{ident}_ln.h")
             elif node.op in ("activation", "softmax"):
                 table = np.asarray(node.params["table"])
-                what = (f"{node.attrs['function']} ({node.types.variant}) table" if node.op == "activation"
-                        else "softmax exp table (2^15 = 1)")
+                if _is_bf16(node):
+                    what = (f"{node.attrs['function']} bf16 results" if node.op == "activation"
+                            else "softmax exp bf16 results") + " as bit patterns, [sign][exponent - E_LO][mantissa]"
+                    ctype, tt = "std::uint16_t", FixedType(16, 0, False)
+                else:
+                    what = (f"{node.attrs['function']} ({node.types.variant}) table" if node.op == "activation"
+                            else "softmax exp table (2^15 = 1)")
+                    ctype, tt = "int32", FixedType(32, 0, True)
                 files[f"src/weights/{ident}_table.h"] = _ENV.get_template("table_params.h.j2").render(
-                    version=version, name=name, ident=ident, n=len(table), what=what,
-                    table_text=_c_array(table, FixedType(32, 0, True)))
+                    version=version, name=name, ident=ident, n=len(table), what=what, ctype=ctype,
+                    table_text=_c_array(table.astype(np.int64), tt))
                 headers.append(f"weights/{ident}_table.h")
     rows = rows_infos(plan, ids)
     mapped = lower(plan, placement, ids, headers)
@@ -272,7 +312,7 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
     ctx = dict(
         version=version, device=device, graph_class=graph_class, graph_var="g", tiles=mapped.kernels,
         memtiles=mapped.buffers, plio_in=plio_in, plio_out=plio_out, dense=dense_infos, **rows,
-        headers=headers, classes=classes, plio_bits=PLIO_BITS, iterations=iterations, batch=plan.batch, nodes=nodes,
+        headers=headers, classes=classes, bf16=any(_is_bf16(plan.node(n)) for n in plan.rows), plio_bits=PLIO_BITS, iterations=iterations, batch=plan.batch, nodes=nodes,
         platform_hint=device.vitis_platform,
     )
     files["src/layers.h"] = _ENV.get_template("layers.h.j2").render(**ctx)
@@ -289,6 +329,8 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
         files["src/kernels/dense.h"] = kernels.joinpath("kernels/dense.h").read_text()
     files["src/kernels/dag_kernels.h"] = kernels.joinpath("dag/dag_kernels.h").read_text()
     files["src/kernels/activation_fixed.h"] = kernels.joinpath("kernels/activation_fixed.h").read_text()
+    if ctx["bf16"]:
+        files["src/kernels/dag_kernels_bf16.h"] = kernels.joinpath("dag/dag_kernels_bf16.h").read_text()
     files[f"data/{PLIO_IN}.txt"] = plio_text(inputs_q, tin)
     files[f"data/golden_{PLIO_OUT}.txt"] = plio_text(outputs_q, tout)
     files.update(system_files(

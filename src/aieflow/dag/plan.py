@@ -223,6 +223,11 @@ def rows_memory(node: Node, rows_per_part: int, features: int, device: Device) -
         return io + reserved
     t = node.types
     io = 2 * _aligned(rows_per_part * features * _bytes(t.input)) + 2 * _aligned(rows_per_part * features * _bytes(t.output))
+    if t.is_float:  # bf16 kernels: a uint16 table (+ softmax: a bf16 row), or gamma, beta and a float row
+        if node.op in ("activation", "softmax"):
+            table = _aligned(2 * int(node.params["table"].size))
+            return io + table + (_aligned(2 * features) if node.op == "softmax" else 0) + reserved
+        return io + 2 * _aligned(2 * features) + _aligned(4 * features) + reserved
     if node.op in ("activation", "softmax"):  # the int32 table (+ softmax: one row of exp values)
         table = _aligned(4 * int(node.params["table"].size))
         return io + table + (_aligned(4 * features) if node.op == "softmax" else 0) + reserved
@@ -304,15 +309,36 @@ def place_transposes(graph: Graph, compute: list[str], operands: dict[str, tuple
     return {k: tuple(v) for k, v in operands.items()}, rows, out
 
 
-def _plan_rows(node: Node, graph: Graph, batch: int, device: Device) -> RowsPlan:
+# rows ops with a bf16 kernel (dag_kernels_bf16.h)
+BF16_ROWS = ("add", "layernorm", "activation", "softmax")
+
+
+def _check_row_types(node: Node, device: Device) -> None:
     t = node.types
-    if t is None or t.is_float:
-        raise PlanError(f"{node.op} kernels are generated for fixed-point types (int8 / int16) only; this layer is "
-                        f"{getattr(t, 'output', t)}", layer=node.name,
-                        hint="use precision int8 or int16, or aieflow.emulate(model, ...) for float models")
-    for x in ((t.a, t.b, t.output) if node.op == "add" else (t.input, t.output)):
+    ports = (t.a, t.b, t.output) if node.op == "add" else (t.input, t.output)
+    if t is not None and t.is_float:
+        gen = device.generation
+        name = t.output.name
+        if name != "bf16" or node.op not in BF16_ROWS or "bf16" not in gen.float_types:
+            raise PlanError(
+                f"{node.op} kernels are generated for int8 / int16 and, on generations whose vector unit has "
+                f"bf16 ({', '.join(sorted(gen.float_types)) or 'none'} on {gen.name}), for bf16; this layer is {name}",
+                layer=node.name, hint="use precision int8, int16 or bf16 (AIE-ML / AIE-MLv2), or "
+                "aieflow.emulate(model, ...) for fp32 models")
+        if any(getattr(x, "name", None) != "bf16" for x in ports):
+            raise PlanError(f"a bf16 {node.op} kernel needs bf16 on every port, got "
+                            f"{', '.join(str(x) for x in ports)}", layer=node.name,
+                            hint="use one precision (bf16) for the whole model")
+        return
+    if t is None:
+        raise PlanError(f"{node.op} layer has no numeric types", layer=node.name, hint="please report this as a bug")
+    for x in ports:
         if not isinstance(x, FixedType) or x.container_bits not in (8, 16, 32):
-            raise PlanError(f"type {x} has no kernel (8-, 16- or 32-bit fixed point)", layer=node.name)
+            raise PlanError(f"type {x} has no kernel (8-, 16- or 32-bit fixed point, or bf16)", layer=node.name)
+
+
+def _plan_rows(node: Node, graph: Graph, batch: int, device: Device) -> RowsPlan:
+    _check_row_types(node, device)
     r, f = matrix_shape(graph, node.outputs[0], node.name)
     rows = batch * r
     gen = device.generation

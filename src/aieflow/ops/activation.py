@@ -28,8 +28,21 @@ tests check it against an independent float64 reference):
   overflow (``e <= 2^15``, ``S < 2^28``, ``inv < 2^32``).  The output type defaults to
   ``frac = width - 1`` (1.0 saturates to the largest code), whatever the calibration data.
 
-Float precisions (fp32 / bf16) compute ``f`` in float64 and round to float32 (then bf16): an
-emulation only; the DAG mapping generates fixed-point kernels.
+Float precisions: fp32 computes ``f`` in float64 and rounds to float32 (an emulation only, no
+kernel).  bf16 (AIE-ML / AIE-MLv2, ``dag_kernels_bf16.h`` ``ActivationBf16`` / ``SoftmaxBf16``) is
+what the kernel computes, bit for bit:
+
+* **activation**: a bf16 value is sign ``s``, exponent field ``e`` and 7 mantissa bits ``m``.
+  Exponents ``E_LO <= e <= E_HI`` read a table of bf16 results, ``T[s][e - E_LO][m]``; below the
+  window (zero, subnormals, tiny values) and above it (large values, +-inf) a rule per side and
+  sign, ``y = c0`` (when ``c1 = 0``) or ``y = bf16(float32(float32(c1 x) + c0))``; NaN passes
+  through unchanged.  :func:`bf16_table` chooses the rules and the narrowest window with which
+  this equals ``bf16(float32(f(x)))`` (``f`` in float64, round to nearest even twice) on every
+  finite bf16 input, checked bit for bit on all 65 280 finite inputs when the layer is quantised.
+* **softmax** (last axis): ``m = max x``; ``d_i = bf16(float32(x_i - m))``; ``e_i = E(d_i)``, the
+  activation scheme above for ``exp`` on ``d <= 0``; ``S = sum e_i`` in float32 in increasing
+  ``i``; ``inv = float32(1 / S)``; ``y_i = bf16(float32(e_i inv))``.  Inputs are finite (or -inf);
+  a NaN or +inf gives NaN outputs in that row.
 """
 
 from __future__ import annotations
@@ -78,7 +91,8 @@ def float32(params) -> dict[str, float]:
 def evaluate(function: str, attrs, x: np.ndarray) -> np.ndarray:
     """``f(x)`` in float64 (the reference every variant rounds)."""
     x = np.asarray(x, dtype=np.float64)
-    a = {**FUNCTIONS[function][0], **{k: float(v) for k, v in attrs.items() if k in FUNCTIONS[function][0]}}
+    known = FUNCTIONS.get(function, ({}, ""))[0]
+    a = {**known, **{k: float(v) for k, v in attrs.items() if k in known}}
     with np.errstate(over="ignore"):
         if function == "relu":
             return np.maximum(x, 0.0)
@@ -102,6 +116,8 @@ def evaluate(function: str, attrs, x: np.ndarray) -> np.ndarray:
             return x / (1.0 + np.exp(-x))
         if function == "clip":
             return np.clip(x, a["min"], a["max"])
+        if function == "exp":  # softmax's bf16 exp table (not a layer function)
+            return np.exp(x)
     raise ConfigError(f"unknown activation function {function!r}; known: {', '.join(FUNCTIONS)}")
 
 
@@ -195,6 +211,118 @@ def activation_table(function: str, attrs, tx: FixedType, out: FixedType, spec=N
     return v.astype(np.int32), seg
 
 
+# ----------------------------------------------------------------------------- bf16 tables
+
+BF16_MANTISSA = 128  # 7 stored mantissa bits
+BF16_TABLE_LIMIT = 16384  # entries (32 KiB): half a tile's data memory at most
+_F32_ALPHA = ("alpha",)
+
+
+def _bf16_bits_of(x32: np.ndarray) -> np.ndarray:
+    return (np.asarray(x32, dtype=np.float32).view(np.uint32) >> np.uint32(16)).astype(np.uint16)
+
+
+def _rule(x32: np.ndarray, c1: float, c0: float) -> np.ndarray:
+    """The kernel's rule outside the table window, as bf16 bit patterns."""
+    if c1 == 0.0:
+        return np.full(x32.shape, _bf16_bits_of(np.float32(c0)), dtype=np.uint16)
+    with np.errstate(over="ignore", invalid="ignore"):
+        y = (np.float32(c1) * x32).astype(np.float32) + np.float32(c0)
+    return _bf16_bits_of(fixed.to_bf16(y.astype(np.float32)))
+
+
+def bf16_table(function: str, attrs, negative_only: bool = False) -> tuple[np.ndarray, tuple[int, int], np.ndarray]:
+    """(table of bf16 bit patterns as uint16, (E_LO, E_HI), rules float32 [4, 2]) of a bf16
+    activation (module docstring).  Rules, in order: tiny negative, tiny positive, large negative,
+    large positive (``c1``, ``c0``).  ``negative_only`` (softmax's exp): positive inputs never
+    occur, they read the tiny positive rule."""
+    u = np.arange(1 << 16, dtype=np.uint32)
+    x32 = (u << np.uint32(16)).view(np.float32)
+    e = ((u >> 7) & 0xFF).astype(np.int64)
+    sign = (u >> 15).astype(np.int64)
+    with np.errstate(all="ignore"):
+        ref = _bf16_bits_of(fixed.to_bf16(evaluate(function, attrs, x32.astype(np.float64)).astype(np.float32)))
+    if negative_only:
+        ref = np.where(sign == 0, ref[0], ref)
+    finite = e < 255
+    zero = (u & 0x7FFF) == 0
+    known = {**FUNCTIONS.get(function, ({}, ""))[0], **{k: v for k, v in attrs.items()}}
+    slopes = [0.0, 1.0, 0.5] + [float(np.float32(known[k])) for k in _F32_ALPHA if k in known]
+    rules = np.zeros((6, 2), dtype=np.float32)
+    lo_of, hi_of = [], []
+
+    def value(bits: int) -> float:
+        return float(np.uint32(int(bits) << 16).view(np.float32))
+
+    for s in (1, 0):
+        sel = (sign == s) & finite & ~zero
+        xs, rs, es = x32[sel], ref[sel], e[sel]
+        best_lo, best_hi = (-1, None), (256, None)
+        for side in ("tiny", "large"):
+            probes = (0x0001, 0x0080, 0x0100) if side == "tiny" else (0x7F7F, 0x7F00, 0x6000)
+            c0s = {value(ref[(s << 15) | p]) for p in probes}
+            for c1 in slopes:
+                for c0 in (sorted(c0s) if c1 == 0.0 else [-0.0]):
+                    if not np.isfinite(c0):
+                        continue
+                    bad = np.zeros(256, dtype=bool)
+                    bad[np.unique(es[_rule(xs, c1, c0) != rs])] = True
+                    if side == "tiny":
+                        lo = int(np.argmax(bad)) if bad.any() else 255  # exponents below all match
+                        if lo > best_lo[0]:
+                            best_lo = (lo, (c1, c0))
+                    else:
+                        hi = int(np.flatnonzero(bad).max()) if bad.any() else -1  # exponents above all match
+                        if hi < best_hi[0]:
+                            best_hi = (hi, (c1, c0))
+        rules[1 - s] = best_lo[1]
+        rules[3 - s] = best_hi[1]
+        rules[5 - s] = (0.0, value(ref[s << 15]))  # +-0: their own result (signed zeros)
+        lo_of.append(best_lo[0])
+        hi_of.append(best_hi[0])
+    e_lo = min(lo_of)
+    e_hi = max(max(hi_of), e_lo)  # at least one exponent in the window
+    idx = np.concatenate([(s << 15) | (np.arange(e_lo, e_hi + 1)[:, None] << 7) | np.arange(BF16_MANTISSA)[None, :]
+                          for s in (0, 1)], axis=None)
+    table = ref[idx.astype(np.int64)].astype(np.uint16)
+    return table, (e_lo, e_hi), rules
+
+
+def apply_bf16_table(x: np.ndarray, table: np.ndarray, window, rules: np.ndarray) -> np.ndarray:
+    """The bf16 activation kernel (module docstring) on float32 values (rounded to bf16 first)."""
+    x32 = fixed.to_bf16(np.asarray(x, dtype=np.float32))
+    u = x32.view(np.uint32) >> np.uint32(16)
+    e = ((u >> 7) & 0xFF).astype(np.int64)
+    sign = (u >> 15).astype(np.int64)
+    e_lo, e_hi = int(window[0]), int(window[1])
+    ne = e_hi - e_lo + 1
+    out = np.empty(x32.shape, dtype=np.uint16)
+    inside = (e >= e_lo) & (e <= e_hi) & ((u & 0x7FFF) != 0)
+    pos = sign * ne * BF16_MANTISSA + (np.clip(e, e_lo, e_hi) - e_lo) * BF16_MANTISSA + (u & 0x7F).astype(np.int64)
+    out[inside] = np.asarray(table)[pos[inside]]
+    zero = (u & 0x7FFF) == 0
+    for r, sel in enumerate(((e < e_lo) & (sign == 1) & ~zero, (e < e_lo) & (sign == 0) & ~zero,
+                             (e > e_hi) & (sign == 1), (e > e_hi) & (sign == 0), zero & (sign == 1),
+                             zero & (sign == 0))):
+        out[sel] = _rule(x32[sel], float(rules[r][0]), float(rules[r][1]))
+    y = (out.astype(np.uint32) << np.uint32(16)).view(np.float32)
+    return np.where(np.isnan(x32), x32, y).astype(np.float32)
+
+
+def softmax_bf16(x: np.ndarray, table: np.ndarray, window, rules: np.ndarray) -> np.ndarray:
+    """The bf16 softmax kernel (module docstring), last axis, sequential float32 sum."""
+    x32 = fixed.to_bf16(np.asarray(x, dtype=np.float32))
+    with np.errstate(invalid="ignore", over="ignore"):
+        m = x32.max(axis=-1, keepdims=True)
+        d = fixed.to_bf16((x32 - m).astype(np.float32))
+        ev = apply_bf16_table(d, table, window, rules)
+        s = np.zeros(ev.shape[:-1], dtype=np.float32)
+        for j in range(ev.shape[-1]):
+            s = (s + ev[..., j]).astype(np.float32)
+        inv = (np.float32(1.0) / s).astype(np.float32)[..., None]
+        return fixed.to_bf16((ev * inv).astype(np.float32))
+
+
 def apply_table(codes: np.ndarray, table: np.ndarray, seg: int, tx: FixedType, out: FixedType) -> np.ndarray:
     u = np.asarray(codes).astype(np.int64) - tx.min_code
     t = np.asarray(table).astype(np.int64)
@@ -211,9 +339,10 @@ def _act_forward(node: Node, x: np.ndarray) -> np.ndarray:
 
 def _act_emulate(node: Node, x: np.ndarray) -> np.ndarray:
     t: ActivationTypes = node.types
+    if t.is_float and t.output.name == "bf16":
+        return apply_bf16_table(x, node.params["table"], node.params["window"], node.params["rules"])
     if t.is_float:
-        y = evaluate(node.attrs["function"], node.attrs, np.asarray(x, dtype=np.float64)).astype(np.float32)
-        return fixed.to_bf16(y) if t.output.name == "bf16" else y
+        return evaluate(node.attrs["function"], node.attrs, np.asarray(x, dtype=np.float64)).astype(np.float32)
     return apply_table(x, node.params["table"], t.segment_bits, t.input, t.output)
 
 
@@ -251,6 +380,14 @@ def _act_quantise(node: Node, ctx: QuantContext) -> Node:
     (tx,) = ctx.input_types
     function = node.attrs["function"]
     check_function(function, node.attrs, node.name)
+    if isinstance(tx, FloatType) and tx.name == "bf16":
+        table, window, rules = bf16_table(function, node.attrs)
+        if table.size > BF16_TABLE_LIMIT:
+            raise ConfigError(f"a bf16 {function} needs a table of {table.size} entries (exponents {window[0]}.."
+                              f"{window[1]}), more than the {BF16_TABLE_LIMIT} a tile holds", layer=node.name,
+                              hint="use precision int8 / int16 for this layer")
+        return node.evolve(types=ActivationTypes(tx, tx, "bf16_table"),
+                           params=dict(node.params, table=table, window=np.array(window, dtype=np.int64), rules=rules))
     if isinstance(tx, FloatType):
         return node.evolve(types=ActivationTypes(tx, tx, "float"))
     tx = _fixed_input(node, tx, f"a {function} layer")
@@ -308,6 +445,8 @@ def _softmax_forward(node: Node, x: np.ndarray) -> np.ndarray:
 
 def _softmax_emulate(node: Node, x: np.ndarray) -> np.ndarray:
     t: SoftmaxTypes = node.types
+    if t.is_float and t.output.name == "bf16":
+        return softmax_bf16(x, node.params["table"], node.params["window"], node.params["rules"])
     if t.is_float:
         xf = np.asarray(x, dtype=np.float32)
         e = np.exp((xf - xf.max(axis=-1, keepdims=True)).astype(np.float64)).astype(np.float32)
@@ -318,6 +457,10 @@ def _softmax_emulate(node: Node, x: np.ndarray) -> np.ndarray:
 
 def _softmax_quantise(node: Node, ctx: QuantContext) -> Node:
     (tx,) = ctx.input_types
+    if isinstance(tx, FloatType) and tx.name == "bf16":
+        table, window, rules = bf16_table("exp", {}, negative_only=True)
+        return node.evolve(types=SoftmaxTypes(tx, tx, 0, int(table.size)),
+                           params=dict(node.params, table=table, window=np.array(window, dtype=np.int64), rules=rules))
     if isinstance(tx, FloatType):
         return node.evolve(types=SoftmaxTypes(tx, tx))
     tx = _fixed_input(node, tx, "softmax")

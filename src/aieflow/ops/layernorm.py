@@ -19,8 +19,9 @@ Per row of ``n`` codes ``x`` (``frac_x`` fractional bits):
    ``beta`` as codes on the product's grid (``Z + frac_g``), output rounding / saturation.
 
 Relative error of the normalisation against exact arithmetic: below 2^-14 (the reciprocal), plus
-the rounding of z (2^-21) and of the output.  Float precisions (fp32 / bf16) compute the formula
-in float32 in the order written (bf16 rounds the output).
+the rounding of z (2^-21) and of the output.  fp32 computes the formula
+in float32 in the order written (an emulation only); bf16 is the AIE-ML / AIE-MLv2 kernel's
+float32 sequence, :func:`layernorm_bf16`.
 """
 
 from __future__ import annotations
@@ -111,8 +112,33 @@ def normalise_codes(x: np.ndarray, eps_code: int) -> np.ndarray:
     return fixed.round_divide(num << left, np.broadcast_to(den, num.shape), Rounding.CONV_EVEN)
 
 
+def layernorm_bf16(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: np.float32) -> np.ndarray:
+    """The bf16 kernel (``dag_kernels_bf16.h`` ``LayerNormBf16``), every step one float32 operation
+    in this order: ``S = sum x_i`` (increasing i), ``mu = S / n``, ``c_i = x_i - mu``,
+    ``V = sum c_i c_i`` (increasing i), ``var = V / n``, ``r = 1 / sqrt(var + eps)``,
+    ``y_i = bf16((c_i r) gamma_i + beta_i)``."""
+    xf = fixed.to_bf16(np.asarray(x, dtype=np.float32))
+    n = xf.shape[-1]
+    f32 = np.float32
+    with np.errstate(all="ignore"):
+        s = np.zeros(xf.shape[:-1], dtype=f32)
+        for i in range(n):
+            s = (s + xf[..., i]).astype(f32)
+        mu = (s / f32(n)).astype(f32)[..., None]
+        c = (xf - mu).astype(f32)
+        v = np.zeros(xf.shape[:-1], dtype=f32)
+        for i in range(n):
+            v = (v + (c[..., i] * c[..., i]).astype(f32)).astype(f32)
+        var = (v / f32(n)).astype(f32)
+        r = (f32(1) / np.sqrt((var + eps).astype(f32)).astype(f32)).astype(f32)[..., None]
+        y = (((c * r).astype(f32) * np.asarray(gamma, f32)).astype(f32) + np.asarray(beta, f32)).astype(f32)
+    return fixed.to_bf16(y)
+
+
 def emulate(node: Node, x: np.ndarray) -> np.ndarray:
     t: LayerNormTypes = node.types
+    if t.is_float and t.output.name == "bf16":
+        return layernorm_bf16(x, node.params["gamma_q"], node.params["beta_q"], np.float32(node.attrs["eps"]))
     if t.is_float:
         eps = np.float32(node.attrs["eps"])
         xf = np.asarray(x, dtype=np.float32)

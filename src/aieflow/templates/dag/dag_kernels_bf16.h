@@ -1,0 +1,228 @@
+// aieflow DAG kernels in bf16 (AIE-ML / AIE-MLv2): residual Add, LayerNorm, activations and softmax,
+// written against the public AIE API (UG1529) and the ADF kernel-class interface (UG1603).
+//
+// Each computes exactly what aieflow's emulator computes (ops/add.py, ops/layernorm.py
+// layernorm_bf16, ops/activation.py apply_bf16_table / softmax_bf16), bit for bit:
+//
+//   ResidualAddBf16: y = bf16(float32(a) + float32(b)), then max(y, 0) with a fused ReLU: bf16
+//                    operands into an accfloat accumulator, one float add, to_vector<bfloat16>.
+//   LayerNormBf16:   per row, one float32 operation per step in a fixed order (sums in increasing i).
+//   ActivationBf16:  a table of bf16 results over a window of exponents, a rule outside it.
+//   SoftmaxBf16:     max, d = bf16(x - max), exp(d) by the activation scheme, sequential float sum,
+//                    one reciprocal, y = bf16(e inv).
+// Float -> bf16 conversions round to nearest, ties to even (docs/numerics.md "bf16").
+#pragma once
+
+#include <adf.h>
+#include <aie_api/aie.hpp>
+#include <aie_api/aie_adf.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "dag_kernels.h"
+
+namespace aieflow {
+
+namespace bf16_detail {
+inline std::uint16_t bits(bfloat16 v) {
+    std::uint16_t u;
+    std::memcpy(&u, &v, sizeof(u));
+    return u;
+}
+inline bfloat16 from_bits(std::uint16_t u) {
+    bfloat16 v;
+    std::memcpy(static_cast<void*>(&v), &u, sizeof(u));  // bfloat16 is 16 bits of storage
+    return v;
+}
+
+// The activation scheme of ops/activation.py: NaN passes; +-0 their own result; exponents
+// E_LO..E_HI read the table T[sign][e - E_LO][mantissa]; below / above the window a rule
+// y = C0 (C1 == 0) or bf16((C1 x) + C0) per side and sign.
+template <class C>
+inline bfloat16 lookup(const std::uint16_t* table, bfloat16 x) {
+    constexpr unsigned NE = C::E_HI - C::E_LO + 1;
+    const std::uint16_t u = bits(x);
+    const unsigned e = (u >> 7) & 0xFFu, s = u >> 15, m = u & 0x7Fu;
+    if (e == 0xFFu && m != 0) return x;  // NaN
+    unsigned r;
+    if ((u & 0x7FFFu) == 0) {
+        r = 5 - s;  // +-0
+    } else if (e < C::E_LO) {
+        r = 1 - s;
+    } else if (e > C::E_HI) {
+        r = 3 - s;
+    } else {
+        return from_bits(table[(s * NE + (e - C::E_LO)) * 128u + m]);
+    }
+    if (C::C1[r] == 0.0f) return bfloat16(C::C0[r]);
+    const float p = C::C1[r] * static_cast<float>(x);
+    return bfloat16(p + C::C0[r]);
+}
+}  // namespace bf16_detail
+
+// ---------------------------------------------------------------------------- residual Add
+// Config: struct { static constexpr unsigned SIZE; static constexpr bool RELU; per port P in A, B, OUT:
+//                  bool P_T, unsigned P_S, P_A, P_B; };
+template <class C>
+class ResidualAddBf16 {
+    static constexpr unsigned L = 16;  // 16 accfloat lanes
+    static constexpr unsigned FULL = C::SIZE / L * L;
+    alignas(32) bfloat16 ta_[C::A_T ? C::SIZE : 1];
+    alignas(32) bfloat16 tb_[C::B_T ? C::SIZE : 1];
+    alignas(32) bfloat16 to_[C::OUT_T ? C::SIZE : 1];
+
+    static aie::vector<bfloat16, L> step(const aie::vector<bfloat16, L>& va, const aie::vector<bfloat16, L>& vb) {
+        aie::accum<accfloat, L> acc;
+        acc.from_vector(va);       // exact: bf16 -> float
+        acc = aie::add(acc, vb);   // one float32 add per lane
+        const aie::vector<bfloat16, L> v = acc.template to_vector<bfloat16>();  // round to bf16
+        if constexpr (C::RELU) return aie::max(v, aie::zeros<bfloat16, L>());
+        return v;
+    }
+
+public:
+    void run(adf::input_buffer<bfloat16>& __restrict a, adf::input_buffer<bfloat16>& __restrict b,
+             adf::output_buffer<bfloat16>& __restrict out) {
+        if constexpr (C::A_T) transpose_block<bfloat16, C::A_S, C::A_A, C::A_B>(a.data(), ta_);
+        if constexpr (C::B_T) transpose_block<bfloat16, C::B_S, C::B_A, C::B_B>(b.data(), tb_);
+        const bfloat16* __restrict pa = C::A_T ? ta_ : a.data();
+        const bfloat16* __restrict pb = C::B_T ? tb_ : b.data();
+        bfloat16* __restrict po = C::OUT_T ? to_ : out.data();
+        for (unsigned i = 0; i < FULL; i += L)
+            aie::store_v(po + i, step(aie::load_v<L>(pa + i), aie::load_v<L>(pb + i)));
+        if constexpr (C::SIZE % L != 0) {
+            aie::vector<bfloat16, L> va = aie::zeros<bfloat16, L>();
+            aie::vector<bfloat16, L> vb = aie::zeros<bfloat16, L>();
+            for (unsigned j = 0; j < C::SIZE - FULL; ++j) {
+                va.set(pa[FULL + j], j);
+                vb.set(pb[FULL + j], j);
+            }
+            const aie::vector<bfloat16, L> vo = step(va, vb);
+            for (unsigned j = 0; j < C::SIZE - FULL; ++j) po[FULL + j] = vo.get(j);
+        }
+        if constexpr (C::OUT_T) transpose_block<bfloat16, C::OUT_S, C::OUT_A, C::OUT_B>(to_, out.data());
+    }
+    static void registerKernelClass() { REGISTER_FUNCTION(ResidualAddBf16::run); }
+};
+
+// ---------------------------------------------------------------------------- LayerNorm
+// Config: struct { static constexpr unsigned ROWS, N; static constexpr float EPS; ports IN, OUT; };
+template <class C>
+class LayerNormBf16 {
+    alignas(32) bfloat16 gamma_[C::N];
+    alignas(32) bfloat16 beta_[C::N];
+    alignas(32) float c_[C::N];  // x - mean of the current row
+    alignas(32) bfloat16 ti_[C::IN_T ? C::ROWS * C::N : 1];
+    alignas(32) bfloat16 to_[C::OUT_T ? C::ROWS * C::N : 1];
+
+public:
+    LayerNormBf16(const std::vector<bfloat16>& g, const std::vector<bfloat16>& b) {
+        for (unsigned i = 0; i < C::N; ++i) {
+            gamma_[i] = i < g.size() ? g[i] : bfloat16(0.0f);
+            beta_[i] = i < b.size() ? b[i] : bfloat16(0.0f);
+            c_[i] = 0.0f;
+        }
+    }
+
+    void run(adf::input_buffer<bfloat16>& __restrict in, adf::output_buffer<bfloat16>& __restrict out) {
+        if constexpr (C::IN_T) transpose_block<bfloat16, C::IN_S, C::IN_A, C::IN_B>(in.data(), ti_);
+        const bfloat16* __restrict x = C::IN_T ? ti_ : in.data();
+        bfloat16* __restrict y = C::OUT_T ? to_ : out.data();
+        const float n = static_cast<float>(C::N);
+        for (unsigned row = 0; row < C::ROWS; ++row, x += C::N, y += C::N) {
+            float s = 0.0f;
+            for (unsigned i = 0; i < C::N; ++i) s = s + static_cast<float>(x[i]);
+            const float mu = s / n;
+            float v = 0.0f;
+            for (unsigned i = 0; i < C::N; ++i) {
+                c_[i] = static_cast<float>(x[i]) - mu;
+                const float sq = c_[i] * c_[i];
+                v = v + sq;
+            }
+            const float var = v / n;
+            const float r = 1.0f / std::sqrt(var + C::EPS);
+            for (unsigned i = 0; i < C::N; ++i) {
+                const float z = c_[i] * r;
+                const float zg = z * static_cast<float>(gamma_[i]);
+                y[i] = bfloat16(zg + static_cast<float>(beta_[i]));
+            }
+        }
+        if constexpr (C::OUT_T) transpose_block<bfloat16, C::OUT_S, C::OUT_A, C::OUT_B>(to_, out.data());
+    }
+    static void registerKernelClass() {
+        REGISTER_FUNCTION(LayerNormBf16::run);
+        REGISTER_PARAMETER(gamma_);
+        REGISTER_PARAMETER(beta_);
+    }
+};
+
+// ---------------------------------------------------------------------------- Activation
+// Config: struct { static constexpr unsigned SIZE, TABLE, E_LO, E_HI; static constexpr float C1[6], C0[6];
+//                  ports IN, OUT; };  a scalar loop (the table read is data dependent).
+template <class C>
+class ActivationBf16 {
+    alignas(32) std::uint16_t table_[C::TABLE];
+    alignas(32) bfloat16 ti_[C::IN_T ? C::SIZE : 1];
+    alignas(32) bfloat16 to_[C::OUT_T ? C::SIZE : 1];
+
+public:
+    explicit ActivationBf16(const std::vector<std::uint16_t>& t) {
+        for (unsigned i = 0; i < C::TABLE; ++i) table_[i] = i < t.size() ? t[i] : std::uint16_t(0);
+    }
+
+    void run(adf::input_buffer<bfloat16>& __restrict in, adf::output_buffer<bfloat16>& __restrict out) {
+        if constexpr (C::IN_T) transpose_block<bfloat16, C::IN_S, C::IN_A, C::IN_B>(in.data(), ti_);
+        const bfloat16* __restrict x = C::IN_T ? ti_ : in.data();
+        bfloat16* __restrict y = C::OUT_T ? to_ : out.data();
+        for (unsigned i = 0; i < C::SIZE; ++i) y[i] = bf16_detail::lookup<C>(table_, x[i]);
+        if constexpr (C::OUT_T) transpose_block<bfloat16, C::OUT_S, C::OUT_A, C::OUT_B>(to_, out.data());
+    }
+    static void registerKernelClass() {
+        REGISTER_FUNCTION(ActivationBf16::run);
+        REGISTER_PARAMETER(table_);
+    }
+};
+
+// ---------------------------------------------------------------------------- Softmax
+// Config: struct { static constexpr unsigned ROWS, N, TABLE, E_LO, E_HI; static constexpr float C1[6], C0[6];
+//                  ports IN, OUT; };  the table and rules are exp's on d <= 0.
+template <class C>
+class SoftmaxBf16 {
+    alignas(32) std::uint16_t table_[C::TABLE];
+    alignas(32) bfloat16 e_[C::N];
+    alignas(32) bfloat16 ti_[C::IN_T ? C::ROWS * C::N : 1];
+    alignas(32) bfloat16 to_[C::OUT_T ? C::ROWS * C::N : 1];
+
+public:
+    explicit SoftmaxBf16(const std::vector<std::uint16_t>& t) {
+        for (unsigned i = 0; i < C::TABLE; ++i) table_[i] = i < t.size() ? t[i] : std::uint16_t(0);
+        for (unsigned i = 0; i < C::N; ++i) e_[i] = bfloat16(0.0f);
+    }
+
+    void run(adf::input_buffer<bfloat16>& __restrict in, adf::output_buffer<bfloat16>& __restrict out) {
+        if constexpr (C::IN_T) transpose_block<bfloat16, C::IN_S, C::IN_A, C::IN_B>(in.data(), ti_);
+        const bfloat16* __restrict x = C::IN_T ? ti_ : in.data();
+        bfloat16* __restrict y = C::OUT_T ? to_ : out.data();
+        for (unsigned row = 0; row < C::ROWS; ++row, x += C::N, y += C::N) {
+            float m = static_cast<float>(x[0]);
+            for (unsigned i = 1; i < C::N; ++i) m = std::fmax(m, static_cast<float>(x[i]));
+            float s = 0.0f;
+            for (unsigned i = 0; i < C::N; ++i) {
+                e_[i] = bf16_detail::lookup<C>(table_, bfloat16(static_cast<float>(x[i]) - m));
+                s = s + static_cast<float>(e_[i]);
+            }
+            const float inv = 1.0f / s;
+            for (unsigned i = 0; i < C::N; ++i) y[i] = bfloat16(static_cast<float>(e_[i]) * inv);
+        }
+        if constexpr (C::OUT_T) transpose_block<bfloat16, C::OUT_S, C::OUT_A, C::OUT_B>(to_, out.data());
+    }
+    static void registerKernelClass() {
+        REGISTER_FUNCTION(SoftmaxBf16::run);
+        REGISTER_PARAMETER(table_);
+    }
+};
+
+}  // namespace aieflow
