@@ -97,7 +97,8 @@ def thesis_files(plan: CnnPlan, perf_json: dict, summary: str) -> dict[str, str]
     ctx = {"version": __version__, "device": plan.device, "layers": layers, "tiles": tiles, "plio_in": plio_in,
            "plio_out": plio_out, "graph_class": GRAPH_CLASS, "pl": pl, "mover_mhz": f"{plan.mover_clock_hz / 1e6:g}",
            "frame_in": int(np.prod(plan.stages[0].geometry.in_shape)), "frame_out": frame_out, "summary": summary,
-           "plan": plan, "perf": perf_json}
+           "plan": plan, "perf": perf_json,
+           "iterations": 1}  # graph.cpp's default run count in the simulators (the thesis flow runs one)
     files = {
         "src/thesis_config.h": ENV.get_template("thesis_config.h.j2").render(**ctx),
         "src/graph.h": ENV.get_template("thesis_graph.h.j2").render(**ctx),
