@@ -27,7 +27,7 @@ from ..ops import conv, pool, shuffle
 from . import batchnorm, sequence
 
 CONV_OPS: tuple[str, ...] = (
-    "Conv (2-D or 1-D, dilations 1, group 1)",
+    "Conv (2-D or 1-D, any dilations and group: grouped, depthwise)",
     "BatchNormalization (inference, directly after a Conv / Gemm / MatMul (+ Add): folded into it)",
     "Tanh",
     "PRelu (after a Conv)",
@@ -132,7 +132,9 @@ class OnnxConvMixin:
         stride = tuple(attrs.get("strides", (1, 1)))
         dilation = tuple(attrs.get("dilations", (1, 1)))
         hw = tuple(in_shape[1:]) if len(in_shape) == 3 else (1, 1)
-        pads = pads_of(attrs, name, "Conv", hw, tuple(w.shape[2:]), stride if len(stride) == 2 else (1, 1))
+        dil2 = dilation if len(dilation) == 2 else (1, 1)
+        reach = tuple(d * (k - 1) + 1 for d, k in zip(dil2, w.shape[2:], strict=True))  # the dilated kernel's extent
+        pads = pads_of(attrs, name, "Conv", hw, reach, stride if len(stride) == 2 else (1, 1))
         y = self._fresh_tensor_name(f"{node.output[0]}_image") if one_d else node.output[0]
         ir = conv.make_node(name, x, y, in_shape, w, b, stride=stride, padding=pads, dilation=dilation, groups=int(attrs.get("group", 1)))
         self._add_node(ir, conv.output_shape(ir))

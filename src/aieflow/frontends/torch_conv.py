@@ -10,7 +10,8 @@ either way) a full-window ``avgpool`` (+ a reshape without ``keepdim``), as the 
 mean over a sequence's length run as their 2-D forms on a ``(C, 1, W)`` view (``sequence.py``).
 Eval-mode ``nn.BatchNorm1d`` / ``nn.BatchNorm2d`` become ``batchnorm`` placeholders that
 ``batchnorm.fold`` folds into the convolution or linear layer before them.
-Everything the IR cannot express (dilation, groups, non-zero padding modes, ceil_mode, ...) is
+Grouped, depthwise and dilated convolutions are taken (``ops/conv.py``); everything the IR cannot
+express (non-zero padding modes, ceil_mode, ...) is
 rejected with the module's name and what to change (``ops/conv.py``, ``ops/pool.py``).
 """
 
@@ -26,7 +27,7 @@ from ..ops import conv, pool, shuffle
 from . import batchnorm, sequence
 
 SUPPORTED_MODULES: tuple[str, ...] = (
-    "nn.Conv2d / nn.Conv1d (dilation 1, groups 1, zero padding)",
+    "nn.Conv2d / nn.Conv1d (any dilation and groups: grouped, depthwise; zero padding)",
     "nn.BatchNorm2d / nn.BatchNorm1d (eval mode, directly after a Conv / Linear: folded into it)",
     "nn.Tanh",
     "nn.PReLU (after a convolution)",
@@ -273,15 +274,12 @@ class ConvMixin:
             raise UnsupportedOpError(
                 f"padding_mode={mod.padding_mode!r} is not supported", layer=path, hint="use padding_mode='zeros'"
             )
-        if tuple(mod.dilation) != (1,):
-            raise UnsupportedOpError(f"Conv1d dilation {mod.dilation[0]} is not supported: aieflow's convolutions have "
-                                     "dilation 1", layer=path, hint="use dilation=1")
         x3 = self._lift(x, path, "Conv1d")
         left, right = (int(p) for p in mod._reversed_padding_repeated_twice)
         node = conv.make_node(
             path, x3, self._fresh_tensor(f"{fx_node.name}_image"), self.shapes[x3], sequence.lift_weight(self._numpy(mod.weight)),
             None if mod.bias is None else self._numpy(mod.bias), stride=(1, int(mod.stride[0])), padding=(0, left, 0, right),
-            groups=mod.groups,
+            dilation=(1, int(mod.dilation[0])), groups=mod.groups,
         )
         self._add_lifted(fx_node, node)
 
