@@ -215,3 +215,19 @@ def test_fp32_activation_after_conv_is_refused_by_name():
     with pytest.raises(PlanError, match="elu") as e:
         _compile(model, "vck190", "fp32")
     assert e.value.layer is not None and "int8 or int16" in str(e.value)
+
+
+def test_grouped_and_dilated_stages_report_what_runs():
+    """The kernels run the dense equivalent: design.json and the summary say so, with both counts."""
+    d = _compile(Separable(nn.ReLU(), nn.ReLU()).eval(), "vek280", "int8")
+    stages = {s["name"]: s for s in d.to_json()["stages"]}
+    # by hand: dw1 3 x 3 depthwise on 3 channels, 8 x 8 pixels: 64 * 9 * 3 MACs in the model, 3x run
+    assert stages["dw1"]["groups"] == 3 and stages["dw1"]["model_macs"] == 64 * 9 * 3
+    assert stages["dw1"]["macs"] == 3 * 64 * 9 * 3
+    # dw2: depthwise (8 groups) 3 x 3 dilated 2 (a 5 x 5 extent): 64 * 9 * 8 in the model
+    assert stages["dw2"]["dilation"] == [2, 2] and stages["dw2"]["model_macs"] == 64 * 9 * 8
+    assert stages["dw2"]["macs"] == 64 * 25 * 8 * 8
+    assert stages["pw1"]["macs"] == stages["pw1"]["model_macs"] == 64 * 3 * 8
+    text = d.summary()
+    assert "3 groups run as the dense layer (3x the model's MACs)" in text
+    assert "8 groups and dilation (2, 2) run as the dense layer" in text

@@ -98,6 +98,8 @@ class Stage:
     aliases: tuple[str, ...] = ()  # the names of what was fused into it (ReLU, BatchNorm, the add's ReLU)
     residual: Residual | None = None  # a fused residual add (out_type is then the add's output type)
     post: Post | None = None  # an activation / softmax after it (out_type is then the post's output type)
+    groups: int = 1  # a grouped / depthwise convolution's groups: it runs as the dense one (weights zero between groups)
+    dilation: tuple[int, int] = (1, 1)  # the model's dilation: it runs as the dense kernel with zero taps
 
     @property
     def conv_type(self) -> NumericType:
@@ -123,9 +125,20 @@ class Stage:
 
     @property
     def macs(self) -> int:
+        """Multiply-accumulates the kernels run (a grouped or dilated layer's zero weights included)."""
         if self.kind != "conv":
             return 0
         return self.geometry.pixels * self.geometry.patch * self.out_channels
+
+    @property
+    def model_macs(self) -> int:
+        """The model's own multiply-accumulates: without the zero weights between groups and taps."""
+        if self.kind != "conv":
+            return 0
+        kh, kw = self.geometry.kernel
+        dh, dw = self.dilation
+        taps = ((kh - 1) // dh + 1) * ((kw - 1) // dw + 1)
+        return self.geometry.pixels * self.geometry.in_shape[0] // self.groups * taps * self.out_channels
 
 
 def lower(graph: Graph) -> tuple[Stage, ...]:
@@ -302,6 +315,7 @@ def _conv(node: Node) -> Stage:
     b = node.params.get("bias_q")
     return Stage(node.name, "conv", g, o, t.input, t.output, node.attrs.get("activation"), core=t.core,
                  weight=w, bias=None if b is None else np.asarray(b), source=node.name, aliases=node.aliases,
+                 groups=int(node.attrs.get("groups", 1)), dilation=tuple(node.attrs.get("dilation", (1, 1))),
                  **_epilogue(node, t, o))
 
 
