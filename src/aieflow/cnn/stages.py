@@ -192,6 +192,10 @@ def lower(graph: Graph) -> tuple[Stage, ...]:
                 raise PlanError(f"a {node.op} between a flatten and a dense layer is not mapped", layer=node.name,
                                 hint="apply it before the flatten")
             stages[-1] = _post(node, stages[-1] if stages else None, graph)
+        elif node.op == "resize":
+            raise PlanError(f"nearest upsampling by {tuple(node.attrs['scale'])} has no CNN kernel yet", layer=node.name,
+                            hint="aieflow.emulate(model, ...) runs it bit-exactly; the CNN mapping runs conv2d, pooling, "
+                            "pixel shuffle (a learned upsampling that maps), residual adds and a dense head")
         else:
             raise PlanError(f"op '{node.op}' has no CNN mapping", layer=node.name,
                             hint="the CNN mapping runs conv2d (+ relu / tanh / prelu), max / average pooling, "
