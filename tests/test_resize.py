@@ -5,6 +5,7 @@ against PyTorch's and onnxruntime's own nearest resize; what does not map is ref
 from __future__ import annotations
 
 import io
+import shutil
 
 import numpy as np
 import onnx
@@ -137,8 +138,53 @@ def test_pytorch_bilinear_and_fractional_scales_are_refused_by_name():
         assert e.value.layer is not None
 
 
-def test_cnn_mapping_refuses_resize_by_name():
+needs_cxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not found: verify builds C++20 with g++")
+
+
+@needs_cxx
+@pytest.mark.parametrize("device, precision, scale", [("vek280", "int8", (2, 3)), ("vek280", "int16", 2),
+                                                      ("vck190", "fp32", 2)])
+def test_upsampling_fused_into_the_convolution_verifies_bit_exact(device, precision, scale):
+    model = Up(nn.Upsample(scale_factor=scale)).eval()
+    x = _x(16)
+    d = aieflow.compile(model, device, x[:1], calibration=x, config={"precision": precision})
+    first = d.plan.stages[0]
+    s = (scale, scale) if isinstance(scale, int) else scale
+    assert first.up == s and first.up_name == "up" and first.out_shape == (4, 6 * s[0], 5 * s[1])
+    assert f"nearest upsampling {s[0]} x {s[1]} in the store" in d.summary()
+    assert d.to_json()["stages"][0]["upsample"] == list(s)
+    with torch.no_grad():
+        ref = model(torch.from_numpy(x)).numpy()
+    tol = {"int8": 0.05, "int16": 1e-3, "fp32": 1e-4}[precision] * max(1.0, float(np.abs(ref).max()))
+    assert np.abs(d.predict(x) - ref).max() < tol
+    v = d.verify(samples=3)
+    assert v.ok and v.mismatches == 0 and v.values == 3 * 3 * 6 * s[0] * 5 * s[1]
+
+
+def test_upsampling_costs_its_stores():
     x = _x(8)
-    with pytest.raises(PlanError, match=r"nearest upsampling by \(2, 2\) has no CNN kernel yet") as e:
-        aieflow.compile(Up(nn.Upsample(scale_factor=2)).eval(), "vek280", x[:1], calibration=x, config={"precision": "int8"})
+    up = aieflow.compile(Up(nn.Upsample(scale_factor=2)).eval(), "vek280", x[:1], calibration=x,
+                         config={"precision": "int8"})
+    plain = aieflow.compile(Up(nn.Identity()).eval(), "vek280", x[:1], calibration=x, config={"precision": "int8"})
+    a = {p.stage: p.seconds for p in up.estimate().stages}
+    b = {p.stage: p.seconds for p in plain.estimate().stages}
+    assert a["a"] > b["a"]  # three extra stores per value in the first convolution's last tile
+
+
+class PoolUp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(2, 4, 3, padding=1)
+        self.pool = nn.MaxPool2d(2)
+        self.up = nn.Upsample(scale_factor=2)
+        self.b = nn.Conv2d(4, 3, 3, padding=1)
+
+    def forward(self, x):
+        return self.b(self.up(self.pool(self.a(x))))
+
+
+def test_upsampling_the_cnn_mapping_cannot_fuse_is_refused_by_name():
+    x = np.random.default_rng(0).standard_normal((8, 2, 8, 8)).astype(np.float32)
+    with pytest.raises(PlanError, match=r"nearest upsampling is mapped into the epilogue.*follows the max pooling") as e:
+        aieflow.compile(PoolUp().eval(), "vek280", x[:1], calibration=x, config={"precision": "int8"})
     assert e.value.layer == "up" and "aieflow.emulate" in str(e.value)

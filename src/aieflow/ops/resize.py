@@ -11,7 +11,8 @@ coordinate transforms that give the same index at integer scales (``asymmetric``
 are refused by name.
 
 It copies values without changing them, so the output keeps the input's type and emulation is the
-same copy on codes.  No AI Engine mapping yet: the CNN stream mapping refuses it by name.
+same copy on codes.  The CNN stream mapping folds it into the store of the convolution before it
+(``cnn/stages.py``); the chain planner does not map it.
 """
 
 from __future__ import annotations
