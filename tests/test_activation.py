@@ -32,6 +32,8 @@ _REF = {
     "gelu_tanh": lambda x, a: 0.5 * x * (1.0 + math.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3))),
     "leaky_relu": lambda x, a: x if x >= 0 else a.get("alpha", 0.01) * x,
     "elu": lambda x, a: x if x > 0 else a.get("alpha", 1.0) * math.expm1(x),
+    # SELU as Klambauer et al. (2017) define it, with their constants (PyTorch / ONNX use the same)
+    "selu": lambda x, a: a.get("gamma", 1.0507009873554805) * (x if x > 0 else a.get("alpha", 1.6732632423543772) * math.expm1(x)),
     "hard_sigmoid": lambda x, a: min(1.0, max(0.0, a.get("alpha", 1 / 6) * x + a.get("beta", 0.5))),
     "hard_swish": lambda x, a: x * min(1.0, max(0.0, x / 6.0 + 0.5)),
     "silu": lambda x, a: x / (1.0 + math.exp(-x)) if x > -700 else 0.0,
@@ -92,7 +94,7 @@ def ref_softmax_row(codes, width_in, frac_in, frac_out, width_out):
 
 ACTS = {
     "sigmoid": nn.Sigmoid(), "tanh": nn.Tanh(), "gelu": nn.GELU(), "gelu_tanh": nn.GELU(approximate="tanh"),
-    "leaky_relu": nn.LeakyReLU(0.1), "elu": nn.ELU(0.7), "hard_sigmoid": nn.Hardsigmoid(), "hard_swish": nn.Hardswish(),
+    "leaky_relu": nn.LeakyReLU(0.1), "elu": nn.ELU(0.7), "selu": nn.SELU(), "hard_sigmoid": nn.Hardsigmoid(), "hard_swish": nn.Hardswish(),
     "silu": nn.SiLU(), "clip": nn.Hardtanh(-1.5, 2.0), "relu6": nn.ReLU6(),
 }
 
@@ -134,16 +136,18 @@ def test_int8_activation_is_the_exactly_rounded_function_on_every_code(name):
     want = ref_table_codes(node.attrs["function"], dict(node.attrs), codes.tolist(), t.input.frac, t.output.frac, 8)
     assert got.tolist() == want
     # and the float model agrees within the roundings: the output step, and the Dense output's
-    # step (its own rounding, and the input's) through a slope of at most 1.1
+    # step (its own rounding, and the input's) through a slope of at most 1.1 (SELU's reaches
+    # gamma alpha = 1.76 just below 0)
     y = emu.predict(x)
     torch.manual_seed(1)
     ref = nn.Sequential(nn.Linear(8, 12), ACTS[name]).eval()
     with torch.no_grad():
         yt = ref(torch.from_numpy(x)).numpy()
-    assert np.max(np.abs(y - yt)) <= 2.0**-t.output.frac / 2 + 1.1 * 2.0**-t.input.frac
+    slope = 1.76 if name == "selu" else 1.1
+    assert np.max(np.abs(y - yt)) <= 2.0**-t.output.frac / 2 + slope * 2.0**-t.input.frac
 
 
-@pytest.mark.parametrize("name", ["sigmoid", "gelu", "silu", "leaky_relu", "elu", "clip"])
+@pytest.mark.parametrize("name", ["sigmoid", "gelu", "silu", "leaky_relu", "elu", "selu", "clip"])
 def test_int16_activation_interpolates_as_documented(name):
     torch.manual_seed(2)
     x = _data(seed=2)

@@ -106,7 +106,9 @@ class CnnDesign(EmulatedNumerics):
             "stages": [{"name": s.name, "kind": s.kind, "source": s.source, "in_shape": list(s.geometry.in_shape),
                         "out_shape": list(s.out_shape), "activation": s.activation, "shuffle": s.shuffle,
                         "post": s.post.function if s.post else None,
-                        "input": s.in_type.to_string(), "output": s.out_type.to_string(), "macs": s.macs}
+                        "input": s.in_type.to_string(), "output": s.out_type.to_string(), "macs": s.macs,
+                        "groups": s.groups, "dilation": list(s.dilation), "model_macs": s.model_macs,
+                        "upsample": list(s.up)}
                        for s in self.plan.stages],
             "plan": self.plan.to_json(), "tile_usage": self.tile_usage(),
             "performance": self._performance_json(), "project_files": sorted(self.files),
@@ -140,6 +142,12 @@ class CnnDesign(EmulatedNumerics):
                 shape += f", + skip from {comment(s.residual.skip_name)} ({s.residual.skip_type.to_string()})"
             if s.post is not None:
                 shape += f", then {s.post.function} in the last tile"
+            if s.up != (1, 1):
+                shape += f", nearest upsampling {s.up[0]} x {s.up[1]} in the store"
+            if s.macs != s.model_macs:
+                what = " and ".join(w for w in (f"{s.groups} groups" if s.groups > 1 else "",
+                                                f"dilation {s.dilation}" if s.dilation != (1, 1) else "") if w)
+                shape += f", {what} run as the dense layer ({s.macs / s.model_macs:.3g}x the model's MACs)"
             lines.append(f"  {comment(s.source)}: {s.kind} {s.in_type.to_string()} -> {s.out_type.to_string()}; {shape}; "
                          f"{lay.memory.bytes:,} B/tile{borrowed}")
         lines.append(f"  modelled: latency {e.latency_s * 1e6:,.1f} us, {e.fps:,.0f} frames/s, "

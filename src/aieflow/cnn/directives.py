@@ -222,6 +222,10 @@ def thesis_design(device: Device, stages: tuple[Stage, ...], config: Config, set
         if s.kind != "conv" or not s.is_float:
             raise PlanError("the thesis mapping runs fp32 convolutions only (+ a final pixel shuffle)", layer=s.name,
                             hint="use precision fp32 and cnn.mapping stream for other layers")
+        if s.up != (1, 1) or s.groups > 1 or s.dilation != (1, 1):
+            what = "a nearest upsampling" if s.up != (1, 1) else "grouped / dilated convolutions"
+            raise PlanError(f"the thesis mapping does not run {what}", layer=s.name,
+                            hint="leave cnn.mapping out (stream)")
         d = _directives(config, s, _THESIS_KEYS, "thesis")
         where = f"layers.{s.name}.mapping"
         missing = {"tile", "kernels"} - set(d)

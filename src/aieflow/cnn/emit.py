@@ -125,7 +125,7 @@ def layer_cfg(plan: CnnPlan, s: Stage, lay: StreamLayer, ident: str) -> dict:
         m=m, k=k, n=n, og=lay.out_group,
         casc_lanes=cascade_chunk_lanes(m * n, 32 if s.is_float else core.acc_bits, plan.device.generation.cascade_bits),
         shift=0 if s.is_float else core.shift, bias_shift=0 if s.is_float else core.bias_shift,
-        has_bias=s.bias is not None, act=act_code, shuf=s.shuffle or 1,
+        has_bias=s.bias is not None, act=act_code, shuf=s.shuffle or 1, up_h=s.up[0], up_w=s.up[1],
         rounding="conv_even" if s.is_float else out_t.rounding.value,
         saturation="saturate" if s.is_float else out_t.saturation.value,
         table_size=table_size, table_codes=s.table.shape[1] if act_code == 2 else 1, table_min=table_min,
@@ -285,7 +285,7 @@ def project_files(plan: CnnPlan, perf_json: dict, summary: str, xq: np.ndarray, 
                     port = skip_port(lay)
                     connections.append(f"adf::connect({src}, {last.var}.in[{port}])")
                     connections.append(f"adf::dimensions({last.var}.in[{port}]) = {{{lay.out_group * oh * ow}}}")
-                connections.append(f"adf::dimensions({last.var}.out[0]) = {{{lay.out_group * oh * ow}}}")
+                connections.append(f"adf::dimensions({last.var}.out[0]) = {{{lay.out_group * oh * ow * s.up[0] * s.up[1]}}}")
                 if si == len(plan.layers) - 1:
                     port = f"out{q}_{r}"
                     plio_out.append(port)

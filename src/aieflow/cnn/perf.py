@@ -28,6 +28,7 @@ POOL_CYCLES_PER_ELEMENT = 1.0  # scalar window walk
 RESIDUAL_CYCLES_PER_VALUE = 3.0  # fused residual add, scalar: load the skip, align, add, round, clamp (+ ReLU)
 SKIP_BUFFER_FRAMES = 2  # a skip window is ping-pong: its producer runs at most two frames ahead of the add
 PL_LOOP_II = 1  # thesis PL loops: one element per cycle (spec)
+UPSAMPLE_STORE_CYCLES = 1.0  # fused nearest upsampling: one scalar store per extra copy of a value
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,9 @@ def conv_tile_cycles(stage: Stage, lay: StreamLayer, last: bool, macs_per_cycle:
         per = SCALAR_EPILOGUE_CYCLES if stage.table is not None else VECTOR_EPILOGUE_CYCLES
         if stage.residual is not None:
             per += RESIDUAL_CYCLES_PER_VALUE
-        cycles += pixels * lay.out_group * per + post_cycles(stage, lay.out_group)
+        # a fused upsampling stores each value up[0] x up[1] times: the extra copies are scalar stores
+        copies = stage.up[0] * stage.up[1] - 1
+        cycles += pixels * lay.out_group * (per + copies * UPSAMPLE_STORE_CYCLES) + post_cycles(stage, lay.out_group)
     return cycles
 
 

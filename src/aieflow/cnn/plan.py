@@ -236,7 +236,7 @@ def stream_layer(device: Device, stage: Stage, in_groups: int, in_group: int, ou
            + og_pad * kt_pad * eb_w  # resident weights
            + og_pad * mm[0] * 4  # bias block (repeated per pixel row, as the Dense kernel stores it)
            + mm[0] * kt_pad * eb_in  # gathered patch rows of one pixel block
-           + 2 * og * oh * ow * eb_out  # output window (last tile of a row)
+           + 2 * og * oh * ow * stage.up[0] * stage.up[1] * eb_out  # output window (last tile of a row; upsampled)
            + 2 * skip_bytes  # a fused residual add's skip window (last tile of a row, double buffered)
            + table_bytes(stage, og)
            + post_bytes(stage, og)

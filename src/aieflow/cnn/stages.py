@@ -2,7 +2,8 @@
 
 A stage is a convolution (``conv``: a Conv2D, or a Dense layer after a flatten, seen as a
 convolution whose window is the whole input), or a pooling window (``pool``).  A pixel shuffle is
-folded into the convolution before it (a permutation of where the epilogue stores), ReLU / Tanh /
+folded into the convolution before it (a permutation of where the epilogue stores), as is a
+nearest upsampling (each value stored ``up[0] x up[1]`` times, ``ops/resize.py``), ReLU / Tanh /
 PReLU into the convolution's epilogue, and flatten reshapes vanish (CHW order is the flatten order).
 Everything a kernel needs is taken from the emulator's own quantised parameters, so the kernels
 compute what :func:`aieflow.ops.conv.emulate` / ``pool`` / ``dense`` / ``add`` do.
@@ -98,6 +99,10 @@ class Stage:
     aliases: tuple[str, ...] = ()  # the names of what was fused into it (ReLU, BatchNorm, the add's ReLU)
     residual: Residual | None = None  # a fused residual add (out_type is then the add's output type)
     post: Post | None = None  # an activation / softmax after it (out_type is then the post's output type)
+    up: tuple[int, int] = (1, 1)  # a fused nearest upsampling (ops/resize.py): each value stored up[0] x up[1] times
+    up_name: str = ""
+    groups: int = 1  # a grouped / depthwise convolution's groups: it runs as the dense one (weights zero between groups)
+    dilation: tuple[int, int] = (1, 1)  # the model's dilation: it runs as the dense kernel with zero taps
 
     @property
     def conv_type(self) -> NumericType:
@@ -119,13 +124,24 @@ class Stage:
         """(C, H, W) after the fused shuffle."""
         oh, ow = self.out_hw
         r = self.shuffle or 1
-        return (self.out_channels // (r * r), oh * r, ow * r)
+        return (self.out_channels // (r * r), oh * r * self.up[0], ow * r * self.up[1])
 
     @property
     def macs(self) -> int:
+        """Multiply-accumulates the kernels run (a grouped or dilated layer's zero weights included)."""
         if self.kind != "conv":
             return 0
         return self.geometry.pixels * self.geometry.patch * self.out_channels
+
+    @property
+    def model_macs(self) -> int:
+        """The model's own multiply-accumulates: without the zero weights between groups and taps."""
+        if self.kind != "conv":
+            return 0
+        kh, kw = self.geometry.kernel
+        dh, dw = self.dilation
+        taps = ((kh - 1) // dh + 1) * ((kw - 1) // dw + 1)
+        return self.geometry.pixels * self.geometry.in_shape[0] // self.groups * taps * self.out_channels
 
 
 def lower(graph: Graph) -> tuple[Stage, ...]:
@@ -179,6 +195,8 @@ def lower(graph: Graph) -> tuple[Stage, ...]:
                 raise PlanError(f"a {node.op} between a flatten and a dense layer is not mapped", layer=node.name,
                                 hint="apply it before the flatten")
             stages[-1] = _post(node, stages[-1] if stages else None, graph)
+        elif node.op == "resize":
+            stages[-1:] = [_fold_resize(stages, node)]
         else:
             raise PlanError(f"op '{node.op}' has no CNN mapping", layer=node.name,
                             hint="the CNN mapping runs conv2d (+ relu / tanh / prelu), max / average pooling, "
@@ -216,9 +234,9 @@ def _residual(graph: Graph, node: Node, current: str, stages: list[Stage], produ
     skip = b if a == current else a
     s = stages[-1]
     conv = f"'{s.name}'"
-    if s.kind != "conv" or s.residual is not None or s.shuffle:
+    if s.kind != "conv" or s.residual is not None or s.shuffle or s.up != (1, 1):
         why = ("is a pooling" if s.kind == "pool" else "already ends in a residual add" if s.residual
-               else "ends in a pixel shuffle")
+               else "ends in a pixel shuffle" if s.shuffle else "ends in an upsampling")
         raise PlanError(f"the residual add is fused into the epilogue of the convolution that computes its branch "
                         f"operand; that operand comes from {conv}, which {why}", layer=node.name,
                         hint=f"end the residual branch with a convolution (put {s.name} before it, or after the add)")
@@ -302,6 +320,7 @@ def _conv(node: Node) -> Stage:
     b = node.params.get("bias_q")
     return Stage(node.name, "conv", g, o, t.input, t.output, node.attrs.get("activation"), core=t.core,
                  weight=w, bias=None if b is None else np.asarray(b), source=node.name, aliases=node.aliases,
+                 groups=int(node.attrs.get("groups", 1)), dilation=tuple(node.attrs.get("dilation", (1, 1))),
                  **_epilogue(node, t, o))
 
 
@@ -329,6 +348,7 @@ def _post(node: Node, s: Stage | None, graph: Graph) -> Stage:
         raise PlanError(f"{what} after '{s.name}' in floating point has no CNN kernel yet (fixed-point ones have)",
                         layer=node.name, hint="use precision int8 or int16")
     why = ("its residual add" if s.residual is not None else "its pixel shuffle" if s.shuffle
+           else f"the upsampling '{s.up_name}'" if s.up != (1, 1)
            else f"its {s.activation} table" if s.table is not None else f"the {s.post.function} after it" if s.post
            else None)
     if why:
@@ -362,7 +382,25 @@ def _pool(node: Node) -> Stage:
                  aliases=node.aliases)
 
 
+def _fold_resize(stages: list[Stage], node: Node) -> Stage:
+    """A nearest upsampling after a convolution: its epilogue stores each value up[0] x up[1] times."""
+    s = stages[-1] if stages else None
+    why = ("follows the network input" if s is None else f"follows the {s.pool} pooling '{s.name}'" if s.kind == "pool"
+           else f"follows '{s.name}''s residual add" if s.residual is not None
+           else f"follows '{s.name}''s pixel shuffle" if s.shuffle
+           else f"follows the {s.post.function} after '{s.name}'" if s.post is not None
+           else f"follows another upsampling of '{s.name}'" if s.up != (1, 1) else None)
+    if why:
+        raise PlanError(f"nearest upsampling is mapped into the epilogue of the convolution before it; this one {why}",
+                        layer=node.name, hint="put the upsampling right after a convolution (+ its ReLU / tanh / "
+                        "PReLU); aieflow.emulate(model, ...) runs any placement bit-exactly")
+    return replace(s, up=tuple(int(v) for v in node.attrs["scale"]), up_name=node.name, source=f"{s.source} + {node.name}")
+
+
 def _fold_shuffle(stages: list[Stage], node: Node) -> Stage:
+    if stages and stages[-1].up != (1, 1):
+        raise PlanError(f"a pixel shuffle after the upsampling '{stages[-1].up_name}' is not mapped", layer=node.name,
+                        hint="put a convolution between them")
     if not stages or stages[-1].kind != "conv" or stages[-1].shuffle:
         raise PlanError("a pixel shuffle is mapped into the epilogue of the convolution before it; "
                         "here it does not follow a convolution", layer=node.name)

@@ -1,5 +1,5 @@
 """ONNX activations and softmax, for the ONNX importer: ``Sigmoid``, ``Softmax`` (last axis),
-``LeakyRelu``, ``Elu``, ``HardSigmoid``, ``HardSwish``, ``Clip`` (constant bounds), ``Gelu``
+``LeakyRelu``, ``Elu``, ``Selu``, ``HardSigmoid``, ``HardSwish``, ``Clip`` (constant bounds), ``Gelu``
 (opset 20) become ``activation`` / ``softmax`` nodes (``ops/activation.py``).
 
 Exporters decompose some activations; :func:`rewrite_patterns` folds those back first (small
@@ -28,7 +28,7 @@ from ..ops.activation import float32
 ACTIVATION_OPS: tuple[str, ...] = (
     "Sigmoid",
     "Softmax (last axis)",
-    "LeakyRelu / Elu / HardSigmoid / HardSwish",
+    "LeakyRelu / Elu / Selu / HardSigmoid / HardSwish",
     "Clip (constant bounds)",
     "Gelu (and PyTorch's erf decomposition)",
     "Mul(x, Sigmoid(x)) (SiLU)",
@@ -133,7 +133,7 @@ class OnnxActivationMixin:
 
     def activation_converters(self) -> dict[str, Callable[[onnx.NodeProto, str], None]]:
         return {"Sigmoid": self._onnx_sigmoid, "Softmax": self._onnx_softmax, "LeakyRelu": self._onnx_leaky_relu,
-                "Elu": self._onnx_elu, "HardSigmoid": self._onnx_hard_sigmoid, "HardSwish": self._onnx_hard_swish,
+                "Elu": self._onnx_elu, "Selu": self._onnx_selu, "HardSigmoid": self._onnx_hard_sigmoid, "HardSwish": self._onnx_hard_swish,
                 "Clip": self._onnx_clip, "Gelu": self._onnx_gelu, "Swish": self._onnx_swish}
 
     def _onnx_act(self, node: onnx.NodeProto, name: str, function: str, **params: float) -> None:
@@ -148,6 +148,11 @@ class OnnxActivationMixin:
 
     def _onnx_elu(self, node, name):
         self._onnx_act(node, name, "elu", alpha=float(_attrs(node).get("alpha", 1.0)))
+
+    def _onnx_selu(self, node, name):
+        a = _attrs(node)
+        self._onnx_act(node, name, "selu", alpha=float(a.get("alpha", 1.67326319217681884765625)),
+                       gamma=float(a.get("gamma", 1.05070102214813232421875)))
 
     def _onnx_hard_sigmoid(self, node, name):
         a = _attrs(node)

@@ -23,15 +23,16 @@ import onnx
 
 from ..errors import ModelError, UnsupportedOpError
 from ..ir import Node
-from ..ops import conv, pool, shuffle
+from ..ops import conv, pool, resize, shuffle
 from . import batchnorm, sequence
 
 CONV_OPS: tuple[str, ...] = (
-    "Conv (2-D or 1-D, dilations 1, group 1)",
+    "Conv (2-D or 1-D, any dilations and group: grouped, depthwise)",
     "BatchNormalization (inference, directly after a Conv / Gemm / MatMul (+ Add): folded into it)",
     "Tanh",
     "PRelu (after a Conv)",
     "DepthToSpace (CRD, DCR)",
+    "Resize (nearest, whole factors; scales or sizes)",
     "MaxPool / AveragePool (2-D or 1-D, ceil_mode 0)",
     "GlobalAveragePool",
     "ReduceMean (over the spatial axes, or the length of a 1-D sequence)",
@@ -41,6 +42,7 @@ _CONVERTERS = {
     "Tanh": "_onnx_tanh",
     "PRelu": "_onnx_prelu",
     "DepthToSpace": "_onnx_depth_to_space",
+    "Resize": "_onnx_resize",
     "MaxPool": "_onnx_max_pool",
     "AveragePool": "_onnx_average_pool",
     "GlobalAveragePool": "_onnx_global_average_pool",
@@ -132,7 +134,9 @@ class OnnxConvMixin:
         stride = tuple(attrs.get("strides", (1, 1)))
         dilation = tuple(attrs.get("dilations", (1, 1)))
         hw = tuple(in_shape[1:]) if len(in_shape) == 3 else (1, 1)
-        pads = pads_of(attrs, name, "Conv", hw, tuple(w.shape[2:]), stride if len(stride) == 2 else (1, 1))
+        dil2 = dilation if len(dilation) == 2 else (1, 1)
+        reach = tuple(d * (k - 1) + 1 for d, k in zip(dil2, w.shape[2:], strict=True))  # the dilated kernel's extent
+        pads = pads_of(attrs, name, "Conv", hw, reach, stride if len(stride) == 2 else (1, 1))
         y = self._fresh_tensor_name(f"{node.output[0]}_image") if one_d else node.output[0]
         ir = conv.make_node(name, x, y, in_shape, w, b, stride=stride, padding=pads, dilation=dilation, groups=int(attrs.get("group", 1)))
         self._add_node(ir, conv.output_shape(ir))
@@ -163,6 +167,36 @@ class OnnxConvMixin:
         r = int(attrs.get("blocksize", 0))
         ir = shuffle.make_node(name, x, node.output[0], shape, r, _text(attrs.get("mode", "DCR")))
         self._add_node(ir, shuffle.output_shape(shape, r))
+
+    def _onnx_resize(self, node: onnx.NodeProto, name: str) -> None:
+        """Nearest ``Resize`` by whole factors (ops/resize.py says which coordinate transforms agree)."""
+        attrs = _attrs(node)
+        x, shape = self._image(node, name)
+        mode = _text(attrs.get("mode", "nearest"))
+        coord = _text(attrs.get("coordinate_transformation_mode", "half_pixel"))
+        nearest_mode = _text(attrs.get("nearest_mode", "round_prefer_floor"))
+        fine = ((coord == "asymmetric" and nearest_mode == "floor")
+                or (coord in ("half_pixel", "pytorch_half_pixel") and nearest_mode in ("round_prefer_floor", "round_prefer_ceil")))
+        if mode == "nearest" and not fine:
+            raise UnsupportedOpError(
+                f"node '{name}' (Resize) has coordinate_transformation_mode={coord} with nearest_mode={nearest_mode}",
+                hint=f"{resize.ADVICE}: asymmetric + floor (PyTorch's export), or half_pixel + round_prefer_floor / ceil")
+        if "axes" in attrs or int(attrs.get("antialias", 0)):
+            raise UnsupportedOpError(f"node '{name}' (Resize) with axes or antialias is not supported", hint=resize.ADVICE)
+        given = [k for k in (1, 2, 3) if len(node.input) > k and node.input[k]]
+        scales_at = 1 if len(node.input) == 2 else 2  # opset 10: (X, scales); 11+: (X, roi, scales, sizes)
+        if scales_at in given and self._constant_input(node, scales_at, name, "scales").size:
+            full = self._constant_input(node, scales_at, name, "scales").astype(np.float64).reshape(-1)
+        elif 3 in given:
+            sizes = self._constant_input(node, 3, name, "sizes").astype(np.float64).reshape(-1)
+            full = sizes / np.array([sizes[0], shape[0], shape[1], shape[2]], dtype=np.float64)
+        else:
+            raise UnsupportedOpError(f"node '{name}' (Resize) has neither constant scales nor sizes", hint=resize.ADVICE)
+        if full.size != 4 or full[0] != 1 or full[1] != 1:
+            raise UnsupportedOpError(f"node '{name}' (Resize) scales {full.tolist()} resize more than the image's "
+                                     "height and width", hint=resize.ADVICE)
+        ir = resize.make_node(name, x, node.output[0], shape, (full[2], full[3]), mode)
+        self._add_node(ir, resize.output_shape(shape, ir.attrs["scale"]))
 
     def _window(self, node: onnx.NodeProto, name: str, op: str) -> None:
         attrs = _attrs(node)

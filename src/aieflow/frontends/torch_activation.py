@@ -10,12 +10,16 @@ from typing import Any
 from ..errors import UnsupportedOpError
 from ..ops.activation import float32
 
+# PyTorch's SELU constants (torch.nn.functional.selu); float32() rounds them as the model computes
+_SELU_ALPHA, _SELU_GAMMA = 1.6732632423543772, 1.0507009873554805
+
 SUPPORTED_MODULES: tuple[str, ...] = (
     "nn.Sigmoid",
     "nn.Softmax (last dimension)",
     "nn.GELU",
     "nn.LeakyReLU",
     "nn.ELU",
+    "nn.SELU",
     "nn.Hardsigmoid",
     "nn.Hardswish",
     "nn.SiLU",
@@ -24,7 +28,7 @@ SUPPORTED_MODULES: tuple[str, ...] = (
 SUPPORTED_FUNCTIONS: tuple[str, ...] = (
     "torch.sigmoid / F.sigmoid / Tensor.sigmoid",
     "torch.softmax / F.softmax / Tensor.softmax (last dimension)",
-    "F.gelu / F.leaky_relu / F.elu / F.hardsigmoid / F.hardswish / F.silu / F.relu6 / F.hardtanh",
+    "F.gelu / F.leaky_relu / F.elu / F.selu / F.hardsigmoid / F.hardswish / F.silu / F.relu6 / F.hardtanh",
     "torch.clamp / torch.clip / Tensor.clamp / Tensor.clip (constant bounds)",
 )
 
@@ -48,6 +52,8 @@ class ActivationMixin:
             self._act(fx_node, path, x, "leaky_relu", alpha=float(mod.negative_slope))
         elif isinstance(mod, nn.ELU):
             self._act(fx_node, path, x, "elu", alpha=float(mod.alpha))
+        elif isinstance(mod, nn.SELU):
+            self._act(fx_node, path, x, "selu", alpha=_SELU_ALPHA, gamma=_SELU_GAMMA)
         elif isinstance(mod, nn.Hardsigmoid):
             self._act(fx_node, path, x, "hard_sigmoid", alpha=1 / 6, beta=0.5)
         elif isinstance(mod, nn.Hardswish):
@@ -76,6 +82,8 @@ class ActivationMixin:
                       alpha=float(arg(1, "negative_slope", 0.01)))
         elif fn is F.elu:
             self._act(fx_node, name, self._input(fx_node.args[0], name), "elu", alpha=float(arg(1, "alpha", 1.0)))
+        elif fn is F.selu:
+            self._act(fx_node, name, self._input(fx_node.args[0], name), "selu", alpha=_SELU_ALPHA, gamma=_SELU_GAMMA)
         elif fn is F.hardsigmoid:
             self._act(fx_node, name, self._input(fx_node.args[0], name), "hard_sigmoid", alpha=1 / 6, beta=0.5)
         elif fn is F.relu6:

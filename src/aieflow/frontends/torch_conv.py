@@ -10,7 +10,8 @@ either way) a full-window ``avgpool`` (+ a reshape without ``keepdim``), as the 
 mean over a sequence's length run as their 2-D forms on a ``(C, 1, W)`` view (``sequence.py``).
 Eval-mode ``nn.BatchNorm1d`` / ``nn.BatchNorm2d`` become ``batchnorm`` placeholders that
 ``batchnorm.fold`` folds into the convolution or linear layer before them.
-Everything the IR cannot express (dilation, groups, non-zero padding modes, ceil_mode, ...) is
+Grouped, depthwise and dilated convolutions are taken (``ops/conv.py``); everything the IR cannot
+express (non-zero padding modes, ceil_mode, ...) is
 rejected with the module's name and what to change (``ops/conv.py``, ``ops/pool.py``).
 """
 
@@ -22,21 +23,23 @@ import numpy as np
 
 from ..errors import ModelError, UnsupportedOpError
 from ..ir import Node
-from ..ops import conv, pool, shuffle
+from ..ops import conv, pool, resize, shuffle
 from . import batchnorm, sequence
 
 SUPPORTED_MODULES: tuple[str, ...] = (
-    "nn.Conv2d / nn.Conv1d (dilation 1, groups 1, zero padding)",
+    "nn.Conv2d / nn.Conv1d (any dilation and groups: grouped, depthwise; zero padding)",
     "nn.BatchNorm2d / nn.BatchNorm1d (eval mode, directly after a Conv / Linear: folded into it)",
     "nn.Tanh",
     "nn.PReLU (after a convolution)",
     "nn.PixelShuffle",
+    "nn.Upsample / nn.UpsamplingNearest2d (nearest, whole factors)",
     "nn.MaxPool2d / nn.AvgPool2d / nn.MaxPool1d / nn.AvgPool1d (ceil_mode=False)",
     "nn.AdaptiveAvgPool2d(1) / nn.AdaptiveAvgPool1d(1)",
 )
 SUPPORTED_FUNCTIONS: tuple[str, ...] = (
     "torch.tanh / F.tanh / Tensor.tanh",
     "F.pixel_shuffle",
+    "F.interpolate (nearest, whole factors)",
     "F.max_pool2d / F.avg_pool2d / F.max_pool1d / F.avg_pool1d",
     "F.adaptive_avg_pool2d(x, 1) / F.adaptive_avg_pool1d(x, 1)",
     "Tensor.mean / torch.mean over an image's spatial dims (dim=(2, 3)) or a sequence's length (dim=2): "
@@ -77,6 +80,8 @@ class ConvMixin:
             self.elementwise(fx_node, path, "prelu", x, params={"slope": self._numpy(mod.weight).reshape(-1)})
         elif isinstance(mod, nn.PixelShuffle):
             self._add(fx_node, shuffle.make_node(path, x, fx_node.name, self.shapes[x], mod.upscale_factor, "CRD"))
+        elif isinstance(mod, nn.Upsample):
+            self._upsample(fx_node, path, x, mod.size, mod.scale_factor, mod.mode)
         elif isinstance(mod, nn.MaxPool2d):
             if mod.return_indices:
                 raise UnsupportedOpError("MaxPool2d with return_indices=True is not supported", layer=path)
@@ -99,7 +104,7 @@ class ConvMixin:
 
     def conv_function(self, fx_node, fn, name: str) -> bool:
         torch, F = self.torch, self.F
-        if fn not in (torch.tanh, F.pixel_shuffle, F.max_pool2d, F.avg_pool2d, F.adaptive_avg_pool2d, F.max_pool1d,
+        if fn not in (torch.tanh, F.pixel_shuffle, F.interpolate, F.max_pool2d, F.avg_pool2d, F.adaptive_avg_pool2d, F.max_pool1d,
                       F.avg_pool1d, F.adaptive_avg_pool1d, torch.mean):
             return False
         x = self._input(fx_node.args[0], name)
@@ -108,6 +113,11 @@ class ConvMixin:
             self.elementwise(fx_node, name, "tanh", x)
         elif fn is F.pixel_shuffle:
             self._add(fx_node, shuffle.make_node(name, x, fx_node.name, self.shapes[x], int(arg(1, "upscale_factor", 0)), "CRD"))
+        elif fn is F.interpolate:
+            if arg(6, "antialias", False):
+                raise UnsupportedOpError("F.interpolate with antialias=True is not supported", layer=name,
+                                         hint=resize.ADVICE)
+            self._upsample(fx_node, name, x, arg(1, "size", None), arg(2, "scale_factor", None), arg(3, "mode", "nearest"))
         elif fn is F.max_pool2d:
             if arg(6, "return_indices", False):
                 raise UnsupportedOpError("F.max_pool2d with return_indices=True is not supported", layer=name)
@@ -176,6 +186,19 @@ class ConvMixin:
             stride=mod.stride, padding=(top, left, bottom, right), dilation=mod.dilation, groups=mod.groups,
         )
         self._add(fx_node, node)
+
+    def _upsample(self, fx_node, name, x, size, scale_factor, mode) -> None:
+        """Nearest upsampling by whole factors, from ``scale_factor`` or from ``size`` (ops/resize.py)."""
+        shape = self.shapes[x]
+        if len(shape) != 3:
+            raise UnsupportedOpError(f"upsampling of per-sample shape {tuple(shape)}; only images (C, H, W) are "
+                                     "supported", layer=name, hint=resize.ADVICE)
+        if size is not None:
+            hw = (size, size) if isinstance(size, int) else tuple(size)
+            scale = tuple(o / i for o, i in zip(hw, shape[1:], strict=True))
+        else:
+            scale = scale_factor
+        self._add(fx_node, resize.make_node(name, x, fx_node.name, shape, scale, str(mode)))
 
     def _pool(self, fx_node, name, x, op, kernel, stride, padding, *, dilation=1, ceil_mode=False, count_include_pad=True) -> None:
         if kernel is None:
@@ -273,15 +296,12 @@ class ConvMixin:
             raise UnsupportedOpError(
                 f"padding_mode={mod.padding_mode!r} is not supported", layer=path, hint="use padding_mode='zeros'"
             )
-        if tuple(mod.dilation) != (1,):
-            raise UnsupportedOpError(f"Conv1d dilation {mod.dilation[0]} is not supported: aieflow's convolutions have "
-                                     "dilation 1", layer=path, hint="use dilation=1")
         x3 = self._lift(x, path, "Conv1d")
         left, right = (int(p) for p in mod._reversed_padding_repeated_twice)
         node = conv.make_node(
             path, x3, self._fresh_tensor(f"{fx_node.name}_image"), self.shapes[x3], sequence.lift_weight(self._numpy(mod.weight)),
             None if mod.bias is None else self._numpy(mod.bias), stride=(1, int(mod.stride[0])), padding=(0, left, 0, right),
-            groups=mod.groups,
+            dilation=(1, int(mod.dilation[0])), groups=mod.groups,
         )
         self._add_lifted(fx_node, node)
 
@@ -356,5 +376,7 @@ def _output_shape(node: Node, in_shape: tuple[int, ...]) -> tuple[int, ...]:
         return conv.output_shape(node)
     if node.op == "pixel_shuffle":
         return shuffle.output_shape(in_shape, node.attrs["upscale"])
+    if node.op == "resize":
+        return resize.output_shape(in_shape, node.attrs["scale"])
     return pool.output_shape(node)
 

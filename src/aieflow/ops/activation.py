@@ -69,6 +69,8 @@ FUNCTIONS: dict[str, tuple[dict[str, float], str]] = {
     "gelu_tanh": ({}, "GELU, tanh approximation"),
     "leaky_relu": ({"alpha": 0.01}, "x if x >= 0 else alpha x"),
     "elu": ({"alpha": 1.0}, "x if x > 0 else alpha (exp(x) - 1)"),
+    # SELU's constants as PyTorch (nn.SELU) and ONNX (Selu defaults) define them
+    "selu": ({"alpha": 1.6732632423543772, "gamma": 1.0507009873554805}, "gamma (x if x > 0 else alpha (exp(x) - 1))"),
     "hard_sigmoid": ({"alpha": 1 / 6, "beta": 0.5}, "clip(alpha x + beta, 0, 1)"),
     "hard_swish": ({}, "x clip(x / 6 + 1 / 2, 0, 1)"),
     "silu": ({}, "x sigmoid(x)"),
@@ -108,6 +110,8 @@ def evaluate(function: str, attrs, x: np.ndarray) -> np.ndarray:
             return np.where(x >= 0, x, a["alpha"] * x)
         if function == "elu":
             return np.where(x > 0, x, a["alpha"] * np.expm1(np.minimum(x, 0.0)))
+        if function == "selu":
+            return a["gamma"] * np.where(x > 0, x, a["alpha"] * np.expm1(np.minimum(x, 0.0)))
         if function == "hard_sigmoid":
             return np.clip(a["alpha"] * x + a["beta"], 0.0, 1.0)
         if function == "hard_swish":

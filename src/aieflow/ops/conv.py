@@ -4,7 +4,11 @@ IR (shapes exclude the batch; images are CHW): op ``conv2d``; attrs ``in_channel
 ``out_channels``, ``in_size`` (H, W), ``kernel`` (kh, kw), ``stride`` (sh, sw), ``padding`` (top,
 left, bottom, right) and ``activation`` (None, "relu", "tanh" or "prelu", folded in by the fuse
 pass); params ``weight`` (O, C, kh, kw) as PyTorch and ONNX store it, ``bias`` (O,) and, for PReLU,
-``slope`` (O,).  Dilation and groups are 1: :func:`make_node` rejects anything else.
+``slope`` (O,).  Grouped and depthwise convolutions (``groups`` > 1, weight (O, C / groups, kh,
+kw)) compute as the dense convolution whose weight is block diagonal (:func:`full_weight`: zero
+between groups), and a dilated one as the dense kernel with zero taps between the model's
+(:func:`make_node`); both are exact (a zero weight adds an exact zero) and cost the dense layer's
+multiply-accumulates on the AI Engine.
 
 Numerics.  A convolution is a Dense layer applied to the im2col patches: row p = (y, x) of the
 patch matrix holds input elements k = (c, i, j) (PyTorch ``unfold`` order, zero where the window
@@ -120,28 +124,41 @@ def make_node(
     dilation=1,
     groups: int = 1,
 ) -> Node:
-    """A ``conv2d`` node, after checking everything the IR does not support (named errors)."""
+    """A ``conv2d`` node, after checking everything the IR does not support (named errors).
+
+    ``groups`` > 1 (grouped / depthwise): ``weight`` is (O, C / groups, kh, kw) as PyTorch and ONNX
+    store it; the node keeps it so and records ``attrs["groups"]`` (:func:`_weight_matrix` expands
+    it).  ``dilation`` d: the kernel becomes the equivalent dense one of size d (k - 1) + 1 with zero
+    taps between the model's (recorded as ``attrs["dilation"]``), so everything after the import
+    sees an ordinary convolution."""
     dil = pair(dilation, "dilation", name)
-    if dil != (1, 1):
-        raise UnsupportedOpError(
-            f"dilation {dil} is not supported: aieflow's convolutions have dilation 1",
-            layer=name,
-            hint="use dilation=1 (a dilated kernel can be rewritten as a larger kernel with zero taps)",
-        )
-    if int(groups) != 1:
-        raise UnsupportedOpError(
-            f"groups={groups} (a grouped or depthwise convolution) is not supported yet",
-            layer=name,
-            hint="use groups=1, or split the layer into separate convolutions",
-        )
+    if min(dil) < 1:
+        raise ModelError(f"dilation {dil} must be >= 1", layer=name)
     if len(in_shape) != 3:
         raise UnsupportedOpError(
             f"the convolution receives per-sample shape {tuple(in_shape)}; Conv2D needs (channels, height, width)",
             layer=name,
         )
+    groups = int(groups)
+    c_in = int(in_shape[0])
     w = np.ascontiguousarray(weight, dtype=np.float32)
-    if w.ndim != 4 or w.shape[1] != in_shape[0]:
-        raise ModelError(f"weight shape {w.shape} does not match an input with {in_shape[0]} channels (O, C, kh, kw)", layer=name)
+    if w.ndim != 4:
+        raise ModelError(f"weight shape {w.shape} is not (O, C, kh, kw)", layer=name)
+    if groups < 1 or c_in % groups or w.shape[0] % groups:
+        raise ModelError(
+            f"groups={groups} must divide the {c_in} input channels and the {w.shape[0]} output channels",
+            layer=name,
+            hint="use a groups value that divides both channel counts (groups = in_channels for depthwise)",
+        )
+    if w.shape[1] * groups != c_in:
+        what = f" in {groups} groups" if groups > 1 else ""
+        raise ModelError(f"weight shape {w.shape} does not match an input with {c_in} channels{what} (O, C / groups, kh, kw)",
+                         layer=name)
+    if dil != (1, 1):
+        o, cg, kh, kw = w.shape
+        wide = np.zeros((o, cg, dil[0] * (kh - 1) + 1, dil[1] * (kw - 1) + 1), dtype=np.float32)
+        wide[:, :, :: dil[0], :: dil[1]] = w
+        w = wide
     g = ConvGeometry(tuple(int(d) for d in in_shape), (int(w.shape[2]), int(w.shape[3])), pair(stride, "stride", name), tuple(int(p) for p in padding))
     check_geometry(g, name)
     params = {"weight": w}
@@ -159,6 +176,10 @@ def make_node(
         "padding": g.padding,
         "activation": None,
     }
+    if groups > 1:
+        attrs["groups"] = groups
+    if dil != (1, 1):
+        attrs["dilation"] = dil
     return Node(name, "conv2d", (x,), (y,), attrs, params)
 
 
@@ -277,8 +298,22 @@ def _types_from_json(d: dict) -> ConvTypes:
 # ----------------------------------------------------------------------------- float reference
 
 
+def full_weight(w: np.ndarray, groups: int) -> np.ndarray:
+    """A grouped weight (O, C / groups, kh, kw) as the dense one (O, C, kh, kw) it equals: output
+    channel o of group q = o // (O / groups) reads input channels q C / groups .. (q + 1) C / groups - 1,
+    every other weight is zero (block diagonal)."""
+    if groups == 1:
+        return w
+    o, cg, kh, kw = w.shape
+    og = o // groups
+    full = np.zeros((o, cg * groups, kh, kw), dtype=w.dtype)
+    for q in range(groups):
+        full[q * og : (q + 1) * og, q * cg : (q + 1) * cg] = w[q * og : (q + 1) * og]
+    return full
+
+
 def _weight_matrix(node: Node) -> np.ndarray:
-    w = node.params["weight"]
+    w = full_weight(node.params["weight"], int(node.attrs.get("groups", 1)))
     return w.reshape(w.shape[0], -1).T  # (K, O), rows in patch order (c, i, j)
 
 

@@ -16,6 +16,7 @@ from .elementwise import BIAS_ADD, RELU
 from .layernorm import LAYERNORM
 from .pool import AVGPOOL, MAXPOOL
 from .recurrent import GRU, LSTM
+from .resize import RESIZE
 from .shuffle import PIXEL_SHUFFLE
 from .views import CONCAT, RESHAPE, SLICE, TRANSPOSE
 
@@ -31,6 +32,7 @@ OP_FAMILIES: Mapping[str, OpFamily] = MappingProxyType(
         "tanh": TANH,
         "prelu": PRELU,
         "pixel_shuffle": PIXEL_SHUFFLE,
+        "resize": RESIZE,
         "maxpool": MAXPOOL,
         "avgpool": AVGPOOL,
         "add": ADD,
@@ -46,7 +48,7 @@ OP_FAMILIES: Mapping[str, OpFamily] = MappingProxyType(
 # Families that import and emulate but have no AI Engine mapping yet: their ``plan`` raises a
 # PlanError naming the layer (aieflow.emulate runs models that contain them).
 EMULATION_ONLY: frozenset[str] = frozenset(
-    {"gru", "lstm", "conv2d", "pixel_shuffle", "maxpool", "avgpool", "add", "layernorm", "transpose", "concat", "slice",
+    {"gru", "lstm", "conv2d", "pixel_shuffle", "resize", "maxpool", "avgpool", "add", "layernorm", "transpose", "concat", "slice",
      "activation", "softmax"}
 )
 

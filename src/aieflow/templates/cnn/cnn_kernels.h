@@ -145,6 +145,17 @@ struct ConvCore {
     }
 
     static_assert(!C::RES || C::SHUF == 1, "a fused residual add stores in CHW order (no pixel shuffle)");
+    static_assert(C::UP_H * C::UP_W == 1 || (C::SHUF == 1 && !C::RES && C::POST == 0),
+                  "a fused nearest upsampling stores plain CHW values (cnn/stages.py refuses the rest)");
+
+    // A fused nearest upsampling (ops/resize.py): output pixel p = (y, x) fills the UP_H x UP_W block
+    // at (y UP_H, x UP_W) of the upsampled channel o.
+    static void store_up(TY* __restrict out, unsigned o, unsigned p, TY y) {
+        const unsigned yy = (p / C::OW) * C::UP_H, xx = (p % C::OW) * C::UP_W, row = C::OW * C::UP_W;
+        TY* __restrict base = out + (o * C::OH * C::UP_H + yy) * row + xx;
+        for (unsigned i = 0; i < C::UP_H; ++i)
+            for (unsigned j = 0; j < C::UP_W; ++j) base[i * row + j] = y;
+    }
 
     // The fused residual add of one output value (scalar, exact in 64 bits).
     static TY residual(TO a, TS s) {
@@ -192,6 +203,8 @@ struct ConvCore {
                 }
                 if constexpr (C::POST != 0) {
                     pre[o * P + p] = y;  // no shuffle, no residual with a post layer (cnn/stages.py)
+                } else if constexpr (C::UP_H * C::UP_W > 1) {
+                    store_up(out, o, p, y);
                 } else if constexpr (C::RES) {
                     out[out_index(o, p)] = residual(y, skip[o * P + p]);
                 } else {

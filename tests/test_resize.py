@@ -1,0 +1,190 @@
+"""Nearest upsampling by whole factors (``ops/resize.py``; issue 25, item 1): PyTorch ``nn.Upsample``
+/ ``F.interpolate`` and ONNX ``Resize`` import to one ``resize`` op that copies codes, checked
+against PyTorch's and onnxruntime's own nearest resize; what does not map is refused by name."""
+
+from __future__ import annotations
+
+import io
+import shutil
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import aieflow
+from aieflow.errors import PlanError, UnsupportedOpError
+from aieflow.ops.registry import family
+
+torch = pytest.importorskip("torch")
+ort = pytest.importorskip("onnxruntime")
+nn = torch.nn
+F = torch.nn.functional
+FP32 = {"precision": "fp32"}
+
+
+class Up(nn.Module):
+    def __init__(self, up: nn.Module | None = None, **interp):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a = nn.Conv2d(2, 4, 3, padding=1)
+        self.up = up
+        self.interp = interp
+        self.b = nn.Conv2d(4, 3, 3, padding=1)
+
+    def forward(self, x):
+        h = torch.relu(self.a(x))
+        h = self.up(h) if self.up is not None else F.interpolate(h, **self.interp)
+        return self.b(h)
+
+
+def _x(n=4, seed=0, hw=(6, 5)):
+    return np.random.default_rng(seed).standard_normal((n, 2, *hw)).astype(np.float32)
+
+
+FORMS = {
+    "Upsample-2": lambda: Up(nn.Upsample(scale_factor=2)),
+    "Upsample-2x3": lambda: Up(nn.Upsample(scale_factor=(2, 3), mode="nearest")),
+    "UpsamplingNearest2d-size": lambda: Up(nn.UpsamplingNearest2d(size=(12, 15))),
+    "interpolate-3": lambda: Up(scale_factor=3, mode="nearest"),
+    "interpolate-size": lambda: Up(size=(18, 10)),
+}
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_resize_copies_codes_as_pytorch_does(form):
+    model = FORMS[form]().eval()
+    x = _x()
+    emu = aieflow.emulate(model, device="vek280", example_input=x, calibration=x, config={"precision": "int8"})
+    assert [n.op for n in emu.graph.nodes] == ["conv2d", "resize", "conv2d"]
+    r = emu.graph.nodes[1]
+    # codes (edges included) through PyTorch's own nearest resize
+    codes = np.random.default_rng(1).integers(-128, 128, size=(3, 4, 6, 5))
+    codes[0, 0, 0, :] = [-128, 127, -128, 127, 0]
+    want = F.interpolate(torch.from_numpy(codes.astype(np.float64)), scale_factor=tuple(float(v) for v in r.attrs["scale"]),
+                         mode="nearest").numpy().astype(np.int64)
+    got = family("resize").emulate(r, codes)
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == codes.dtype and r.types == emu.graph.nodes[0].types.output
+    with torch.no_grad():
+        ref = model(torch.from_numpy(x)).numpy()
+    assert np.abs(emu.predict(x) - ref).max() < 0.05 * max(1.0, float(np.abs(ref).max()))
+    f32 = aieflow.emulate(model, device="vck190", example_input=x, config=FP32)
+    np.testing.assert_allclose(f32.predict(x), ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dynamo", [False, True])
+def test_onnx_export_imports_the_same_resize(dynamo):
+    pytest.importorskip("onnxscript")
+    model = Up(nn.Upsample(scale_factor=(2, 3))).eval()
+    x = _x()
+    f = io.BytesIO()
+    torch.onnx.export(model, (torch.from_numpy(x[:1]),), f, dynamo=dynamo, input_names=["x"], output_names=["y"])
+    proto = onnx.load_from_string(f.getvalue())
+    cfg = {"precision": "int8"}
+    a = aieflow.emulate(model, device="vek280", example_input=x, calibration=x, config=cfg)
+    b = aieflow.emulate(proto, device="vek280", example_input=x, calibration=x, config=cfg)
+    np.testing.assert_array_equal(a.predict(x, raw=True), b.predict(x, raw=True))
+
+
+def _resize_model(attrs, scales=None, sizes=None, shape=(3, 4, 5)):
+    inits = [numpy_helper.from_array(np.zeros(0, np.float32), "roi")]
+    inputs = ["x", "roi", "", ""]
+    if scales is not None:
+        inits.append(numpy_helper.from_array(np.asarray(scales, np.float32), "scales"))
+        inputs[2] = "scales"
+    if sizes is not None:
+        inits.append(numpy_helper.from_array(np.asarray(sizes, np.int64), "sizes"))
+        inputs[3] = "sizes"
+    node = helper.make_node("Resize", inputs, ["y"], name="up", **attrs)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", *shape])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", "c", "h", "w"])], initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+@pytest.mark.parametrize("attrs, scales, sizes", [
+    ({"mode": "nearest"}, [1, 1, 2, 3], None),  # half_pixel + round_prefer_floor (the defaults)
+    ({"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}, [1, 1, 3, 2], None),
+    ({"mode": "nearest", "coordinate_transformation_mode": "pytorch_half_pixel", "nearest_mode": "round_prefer_ceil"},
+     None, [2, 3, 16, 20]),  # sizes fix the batch too: the sample batch is 2
+])
+def test_onnx_resize_matches_onnxruntime(attrs, scales, sizes):
+    model = _resize_model(attrs, scales, sizes)
+    x = np.random.default_rng(2).standard_normal((2, 3, 4, 5)).astype(np.float32)
+    emu = aieflow.emulate(model, device="vck190", example_input=x, config=FP32)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_array_equal(emu.predict(x), sess.run(None, {"x": x})[0])
+
+
+@pytest.mark.parametrize("attrs, scales, match", [
+    ({"mode": "linear"}, [1, 1, 2, 2], "mode 'linear' is not supported"),
+    ({"mode": "nearest"}, [1, 1, 1.5, 2], r"not by whole factors"),
+    ({"mode": "nearest", "coordinate_transformation_mode": "asymmetric"}, [1, 1, 2, 2],
+     "asymmetric with nearest_mode=round_prefer_floor"),
+    ({"mode": "nearest"}, [1, 2, 2, 2], "more than the image's height and width"),
+])
+def test_onnx_resize_variants_that_do_not_map_are_named(attrs, scales, match):
+    with pytest.raises(UnsupportedOpError, match=match) as e:
+        aieflow.emulate(_resize_model(attrs, scales), device="vck190", example_input=np.zeros((1, 3, 4, 5), np.float32),
+                        config=FP32)
+    assert "up" in str(e.value) and "whole factors" in str(e.value)
+
+
+def test_pytorch_bilinear_and_fractional_scales_are_refused_by_name():
+    for model, match in ((Up(nn.Upsample(scale_factor=2, mode="bilinear")), "mode 'bilinear'"),
+                         (Up(scale_factor=1.5), r"not by whole factors")):
+        with pytest.raises(UnsupportedOpError, match=match) as e:
+            aieflow.emulate(model.eval(), device="vck190", example_input=_x(1), config=FP32)
+        assert e.value.layer is not None
+
+
+needs_cxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not found: verify builds C++20 with g++")
+
+
+@needs_cxx
+@pytest.mark.parametrize("device, precision, scale", [("vek280", "int8", (2, 3)), ("vek280", "int16", 2),
+                                                      ("vck190", "fp32", 2)])
+def test_upsampling_fused_into_the_convolution_verifies_bit_exact(device, precision, scale):
+    model = Up(nn.Upsample(scale_factor=scale)).eval()
+    x = _x(16)
+    d = aieflow.compile(model, device, x[:1], calibration=x, config={"precision": precision})
+    first = d.plan.stages[0]
+    s = (scale, scale) if isinstance(scale, int) else scale
+    assert first.up == s and first.up_name == "up" and first.out_shape == (4, 6 * s[0], 5 * s[1])
+    assert f"nearest upsampling {s[0]} x {s[1]} in the store" in d.summary()
+    assert d.to_json()["stages"][0]["upsample"] == list(s)
+    with torch.no_grad():
+        ref = model(torch.from_numpy(x)).numpy()
+    tol = {"int8": 0.05, "int16": 1e-3, "fp32": 1e-4}[precision] * max(1.0, float(np.abs(ref).max()))
+    assert np.abs(d.predict(x) - ref).max() < tol
+    v = d.verify(samples=3)
+    assert v.ok and v.mismatches == 0 and v.values == 3 * 3 * 6 * s[0] * 5 * s[1]
+
+
+def test_upsampling_costs_its_stores():
+    x = _x(8)
+    up = aieflow.compile(Up(nn.Upsample(scale_factor=2)).eval(), "vek280", x[:1], calibration=x,
+                         config={"precision": "int8"})
+    plain = aieflow.compile(Up(nn.Identity()).eval(), "vek280", x[:1], calibration=x, config={"precision": "int8"})
+    a = {p.stage: p.seconds for p in up.estimate().stages}
+    b = {p.stage: p.seconds for p in plain.estimate().stages}
+    assert a["a"] > b["a"]  # three extra stores per value in the first convolution's last tile
+
+
+class PoolUp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(2, 4, 3, padding=1)
+        self.pool = nn.MaxPool2d(2)
+        self.up = nn.Upsample(scale_factor=2)
+        self.b = nn.Conv2d(4, 3, 3, padding=1)
+
+    def forward(self, x):
+        return self.b(self.up(self.pool(self.a(x))))
+
+
+def test_upsampling_the_cnn_mapping_cannot_fuse_is_refused_by_name():
+    x = np.random.default_rng(0).standard_normal((8, 2, 8, 8)).astype(np.float32)
+    with pytest.raises(PlanError, match=r"nearest upsampling is mapped into the epilogue.*follows the max pooling") as e:
+        aieflow.compile(PoolUp().eval(), "vek280", x[:1], calibration=x, config={"precision": "int8"})
+    assert e.value.layer == "up" and "aieflow.emulate" in str(e.value)
