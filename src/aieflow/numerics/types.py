@@ -67,8 +67,23 @@ _AP_ROUNDING_NAME.update({v: k for k, v in _EXTRA_ROUNDING.items()})
 _AP_SATURATION_NAME = {v: k for k, v in _AP_SATURATION.items()}
 
 
+class IntegerCodes:
+    """The code range of a ``width``-bit integer container, signed (two's complement) or not."""
+
+    width: int
+    signed: bool
+
+    @property
+    def min_code(self) -> int:
+        return -(1 << (self.width - 1)) if self.signed else 0
+
+    @property
+    def max_code(self) -> int:
+        return (1 << (self.width - 1)) - 1 if self.signed else (1 << self.width) - 1
+
+
 @dataclass(frozen=True)
-class FixedType:
+class FixedType(IntegerCodes):
     """Two's-complement (or unsigned) fixed point: ``width`` bits, ``frac`` fractional bits.
 
     ``frac`` may be negative or exceed ``width`` (power-of-two scales of any size).
@@ -88,14 +103,6 @@ class FixedType:
     def int_bits(self) -> int:
         """Integer bits including the sign bit (ap_fixed's I)."""
         return self.width - self.frac
-
-    @property
-    def min_code(self) -> int:
-        return -(1 << (self.width - 1)) if self.signed else 0
-
-    @property
-    def max_code(self) -> int:
-        return (1 << (self.width - 1)) - 1 if self.signed else (1 << self.width) - 1
 
     @property
     def scale(self) -> float:
@@ -155,7 +162,7 @@ class FloatType:
 
 
 @dataclass(frozen=True)
-class AffineType:
+class AffineType(IntegerCodes):
     """Affine integer quantisation (ONNX ``QuantizeLinear`` / ``DequantizeLinear``, onnxruntime
     ``quantize_static``): codes ``q`` with real value ``scale * (q - zero_point)``.
 
@@ -187,14 +194,6 @@ class AffineType:
     @property
     def per_channel(self) -> bool:
         return len(self.scale) > 1
-
-    @property
-    def min_code(self) -> int:
-        return -(1 << (self.width - 1)) if self.signed else 0
-
-    @property
-    def max_code(self) -> int:
-        return (1 << (self.width - 1)) - 1 if self.signed else (1 << self.width) - 1
 
     @property
     def container_bits(self) -> int:

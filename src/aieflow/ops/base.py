@@ -89,6 +89,24 @@ _OWN_PATH = {
 }
 
 
+def keeps_input_type(node, ctx: QuantContext):
+    """The ``quantise`` of an op that moves or copies values without changing them: the output
+    keeps its (first) input's type."""
+    return node.evolve(types=ctx.input_types[0])
+
+
+def one_type_family(name: str, forward: Callable, emulate: Callable | None = None,
+                    quantise: Callable = keeps_input_type, plan: Callable | None = None,
+                    is_view: bool = False) -> OpFamily:
+    """An op family whose layer carries one numeric type (pooling, shuffles, copies, views):
+    design.json holds it as ``{"type": ...}``."""
+    from ..numerics.types import parse_type
+
+    return OpFamily(name=name, float_forward=forward, emulate=emulate or forward, quantise=quantise, plan=plan,
+                    types_to_json=lambda t: {"type": t.to_string()}, types_from_json=lambda d: parse_type(d["type"]),
+                    is_view=is_view)
+
+
 def not_mapped(node, ctx: PlanContext):
     """The ``plan`` of a family the chain planner does not map: a clear error naming the layer and
     the path that does map it."""

@@ -24,8 +24,8 @@ from numpy.lib.stride_tricks import sliding_window_view
 from ..errors import ConfigError, UnsupportedOpError
 from ..ir import Node
 from ..numerics import fixed
-from ..numerics.types import FixedType, FloatType, parse_type
-from .base import OpFamily, QuantContext, not_mapped
+from ..numerics.types import FixedType, FloatType
+from .base import QuantContext, not_mapped, one_type_family
 from .conv import ConvGeometry, check_geometry, pair
 
 OPS = {"maxpool": "MaxPool", "avgpool": "AvgPool"}
@@ -130,17 +130,5 @@ def _quantise(node: Node, ctx: QuantContext) -> Node:
     return node.evolve(types=t)
 
 
-def _family(op: str, float_forward, emulate) -> OpFamily:
-    return OpFamily(
-        name=op,
-        float_forward=float_forward,
-        emulate=emulate,
-        quantise=_quantise,
-        plan=not_mapped,
-        types_to_json=lambda t: {"type": t.to_string()},
-        types_from_json=lambda d: parse_type(d["type"]),
-    )
-
-
-MAXPOOL = _family("maxpool", _max, _max)
-AVGPOOL = _family("avgpool", _avg_float64, _avg_emulate)
+MAXPOOL = one_type_family("maxpool", _max, quantise=_quantise, plan=not_mapped)
+AVGPOOL = one_type_family("avgpool", _avg_float64, _avg_emulate, quantise=_quantise, plan=not_mapped)

@@ -21,8 +21,7 @@ import numpy as np
 
 from ..errors import UnsupportedOpError
 from ..ir import Node
-from ..numerics.types import parse_type
-from .base import OpFamily, QuantContext, not_mapped
+from .base import not_mapped, one_type_family
 
 ADVICE = "aieflow maps nearest upsampling by whole factors (scale_factor=2, (2, 3), ...)"
 
@@ -56,16 +55,4 @@ def _forward(node: Node, x: np.ndarray) -> np.ndarray:
     return nearest(x, tuple(node.attrs["scale"]))
 
 
-def _quantise(node: Node, ctx: QuantContext) -> Node:
-    return node.evolve(types=ctx.input_types[0])  # a copy keeps the type
-
-
-RESIZE = OpFamily(
-    name="resize",
-    float_forward=_forward,
-    emulate=_forward,
-    quantise=_quantise,
-    plan=not_mapped,
-    types_to_json=lambda t: {"type": t.to_string()},
-    types_from_json=lambda d: parse_type(d["type"]),
-)
+RESIZE = one_type_family("resize", _forward, plan=not_mapped)  # a copy keeps the type

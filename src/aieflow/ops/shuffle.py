@@ -17,8 +17,7 @@ import numpy as np
 
 from ..errors import UnsupportedOpError
 from ..ir import Node
-from ..numerics.types import parse_type
-from .base import OpFamily, QuantContext, not_mapped
+from .base import not_mapped, one_type_family
 
 MODES = ("CRD", "DCR")
 
@@ -59,16 +58,4 @@ def _forward(node: Node, x: np.ndarray) -> np.ndarray:
     return shuffle(np.asarray(x), int(node.attrs["upscale"]), node.attrs["mode"])
 
 
-def _quantise(node: Node, ctx: QuantContext) -> Node:
-    return node.evolve(types=ctx.input_types[0])  # a permutation keeps the type
-
-
-PIXEL_SHUFFLE = OpFamily(
-    name="pixel_shuffle",
-    float_forward=_forward,
-    emulate=_forward,
-    quantise=_quantise,
-    plan=not_mapped,
-    types_to_json=lambda t: {"type": t.to_string()},
-    types_from_json=lambda d: parse_type(d["type"]),
-)
+PIXEL_SHUFFLE = one_type_family("pixel_shuffle", _forward, plan=not_mapped)  # a permutation keeps the type

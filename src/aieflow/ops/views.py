@@ -5,28 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Node
-from ..numerics.types import parse_type
-from .base import OpFamily, QuantContext
+from .base import OpFamily, QuantContext, keeps_input_type, one_type_family
 
 
 def _forward(node: Node, x: np.ndarray) -> np.ndarray:
     return x.reshape((x.shape[0], *node.attrs["shape"]))
 
 
-def _quantise(node: Node, ctx: QuantContext) -> Node:
-    # A view keeps its input's type; nothing to choose.
-    return node.evolve(types=ctx.input_types[0])
-
-
-RESHAPE = OpFamily(
-    name="reshape",
-    float_forward=_forward,
-    emulate=_forward,
-    quantise=_quantise,
-    types_to_json=lambda t: {"type": t.to_string()},
-    types_from_json=lambda d: parse_type(d["type"]),
-    is_view=True,
-)
+RESHAPE = one_type_family("reshape", _forward, is_view=True)  # a view keeps its input's type
 
 
 # ----------------------------------------------------------------------------- data-movement views
@@ -63,7 +49,7 @@ def _quantise_concat(node: Node, ctx: QuantContext) -> Node:
             layer=node.name,
             hint="give the layers that produce them the same output type (config layers.<name>.output)",
         )
-    return node.evolve(types=ctx.input_types[0])
+    return keeps_input_type(node, ctx)
 
 
 def _not_emitted(node: Node, ctx) -> Node:
@@ -76,17 +62,8 @@ def _not_emitted(node: Node, ctx) -> Node:
     )
 
 
-def _view(name: str, fn, quantise=_quantise) -> OpFamily:
-    return OpFamily(
-        name=name,
-        float_forward=fn,
-        emulate=fn,
-        quantise=quantise,
-        plan=_not_emitted,
-        types_to_json=lambda t: {"type": t.to_string()},
-        types_from_json=lambda d: parse_type(d["type"]),
-        is_view=True,
-    )
+def _view(name: str, fn, quantise=keeps_input_type) -> OpFamily:
+    return one_type_family(name, fn, quantise=quantise, plan=_not_emitted, is_view=True)
 
 
 TRANSPOSE = _view("transpose", _transpose)
