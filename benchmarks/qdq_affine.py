@@ -21,29 +21,15 @@ import time
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import TensorProto, helper, numpy_helper
 from onnxruntime import quantization as quant
 
 import aieflow
+from aieflow.model_zoo import onnx_float_mlp
 from aieflow.ops.recurrent import one_blas_thread
 
 
 def float_mlp(path: str, dims=(16, 64, 32, 5), seed: int = 0) -> None:
-    rng = np.random.default_rng(seed)
-    nodes, inits, x = [], [], "x"
-    for i, (a, b) in enumerate(zip(dims[:-1], dims[1:], strict=True)):
-        inits += [numpy_helper.from_array(rng.normal(0, 1 / np.sqrt(a), (a, b)).astype(np.float32), f"W{i}"),
-                  numpy_helper.from_array(rng.normal(0, 0.1, b).astype(np.float32), f"B{i}")]
-        nodes.append(helper.make_node("Gemm", [x, f"W{i}", f"B{i}"], [f"g{i}"], name=f"fc{i}"))
-        x = f"g{i}"
-        if i < len(dims) - 2:
-            nodes.append(helper.make_node("Relu", [x], [f"r{i}"], name=f"relu{i}"))
-            x = f"r{i}"
-    g = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", dims[0]])],
-                          [helper.make_tensor_value_info(x, TensorProto.FLOAT, ["N", dims[-1]])], inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    onnx.save(m, path)
+    onnx.save(onnx_float_mlp(dims, seed), path)
 
 
 class Reader(quant.CalibrationDataReader):

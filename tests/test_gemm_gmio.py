@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from gemm_cases import reference
 
 import aieflow
 from aieflow.devices import get_device
@@ -59,10 +60,6 @@ def test_gmio_project_reads_br_through_gmio():
 def test_gmio_requests_that_are_refused(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         aieflow.gemm(64, 64, 256, "uint8", "vck190", 2, **kwargs)
-
-
-def reference(a, b) -> np.ndarray:
-    return np.asarray(a, dtype=np.int64) @ np.asarray(b, dtype=np.int64)
 
 
 @needs_gxx

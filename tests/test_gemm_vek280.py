@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from gemm_cases import operands, reference
 
 import aieflow
 from aieflow.devices import get_device
@@ -137,21 +138,6 @@ def test_too_many_l4_tiles_for_the_panels():
 
 
 # ----------------------------------------------------------------------------- x86
-
-
-def reference(a, b) -> np.ndarray:
-    return np.asarray(a, dtype=np.int64) @ np.asarray(b, dtype=np.int64)
-
-
-def operands(dtype, m, n, k, kind, seed=0):
-    t = TYPES[dtype]
-    rng = np.random.default_rng(seed)
-    if kind == "random":
-        return rng.integers(t.lo, t.hi + 1, (m, k)), rng.integers(t.lo, t.hi + 1, (k, n))
-    if kind in ("max", "min"):
-        v = t.hi if kind == "max" else t.lo
-        return np.full((m, k), v), np.full((k, n), v)
-    return rng.choice([t.lo, t.hi], (m, k)), rng.choice([t.lo, t.hi], (k, n))
 
 
 SHAPES = [(37, 29, 70), (5, 3, 1), (40, 200, 100)]  # edges in m, n, k; more than one block in each

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from gemm_cases import operands, reference
 
 import aieflow
 from aieflow.devices import get_device
@@ -82,21 +83,6 @@ def test_best_blocks_fit_the_vek385_memories(dtype, tiles):
 def test_too_many_tiles_for_the_vek385_array():
     with pytest.raises(aieflow.errors.PlanError, match="144 compute tiles"):
         aieflow.gemm(*BENCH, "uint8", "vek385", 145, "best")
-
-
-def reference(a, b) -> np.ndarray:
-    return np.asarray(a, dtype=np.int64) @ np.asarray(b, dtype=np.int64)
-
-
-def operands(dtype, m, n, k, kind, seed=0):
-    t = TYPES[dtype]
-    rng = np.random.default_rng(seed)
-    if kind == "random":
-        return rng.integers(t.lo, t.hi + 1, (m, k)), rng.integers(t.lo, t.hi + 1, (k, n))
-    if kind in ("max", "min"):
-        v = t.hi if kind == "max" else t.lo
-        return np.full((m, k), v), np.full((k, n), v)
-    return rng.choice([t.lo, t.hi], (m, k)), rng.choice([t.lo, t.hi], (k, n))
 
 
 @needs_gxx

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from gemm_cases import operands, reference
 
 import aieflow
 from aieflow.gemm.design import GemmDesign
@@ -30,22 +31,6 @@ pytestmark = pytest.mark.skipif(GXX is None, reason="g++ not found: the x86 harn
 CACHE = Path(tempfile.gettempdir()) / "aieflow-test-gemm-cache" / "x86"  # = $AIEFLOW_CACHE_DIR/x86
 BLOCKS = {"mc": 16, "nc": 16, "kc": 32}
 SHAPES = [(37, 29, 70), (16, 16, 32), (5, 3, 1), (8, 40, 100)]  # edges in m, n, k; one exact block
-
-
-def reference(a, b) -> np.ndarray:
-    return np.asarray(a, dtype=np.int64) @ np.asarray(b, dtype=np.int64)
-
-
-def operands(dtype: str, m: int, n: int, k: int, kind: str, seed: int = 0):
-    t = TYPES[dtype]
-    rng = np.random.default_rng(seed)
-    if kind == "random":
-        return rng.integers(t.lo, t.hi + 1, (m, k)), rng.integers(t.lo, t.hi + 1, (k, n))
-    if kind == "max":
-        return np.full((m, k), t.hi), np.full((k, n), t.hi)
-    if kind == "min":  # largest positive products: lo x lo
-        return np.full((m, k), t.lo), np.full((k, n), t.lo)
-    return rng.choice([t.lo, t.hi], (m, k)), rng.choice([t.lo, t.hi], (k, n))  # "mixed" extremes
 
 
 def check(d, a, b) -> None:

@@ -17,6 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import aieflow
 from aieflow.errors import AieflowError
+from aieflow.model_zoo import onnx_float_mlp
 
 ort = pytest.importorskip("onnxruntime")
 quant = pytest.importorskip("onnxruntime.quantization")
@@ -54,22 +55,7 @@ def ref_integer(acc: int, m: int, shift: int, zp: int, lo: int, hi: int) -> int:
 
 
 def float_mlp(dims, seed: int, path) -> str:
-    rng = np.random.default_rng(seed)
-    nodes, inits, x = [], [], "x"
-    for i, (a, b) in enumerate(zip(dims[:-1], dims[1:], strict=True)):
-        w = rng.normal(0, 1 / np.sqrt(a), (a, b)).astype(np.float32)
-        bias = rng.normal(0, 0.1, b).astype(np.float32)
-        inits += [numpy_helper.from_array(w, f"W{i}"), numpy_helper.from_array(bias, f"B{i}")]
-        nodes.append(helper.make_node("Gemm", [x, f"W{i}", f"B{i}"], [f"g{i}"], name=f"fc{i}"))
-        x = f"g{i}"
-        if i < len(dims) - 2:
-            nodes.append(helper.make_node("Relu", [x], [f"r{i}"], name=f"relu{i}"))
-            x = f"r{i}"
-    g = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", dims[0]])],
-                          [helper.make_tensor_value_info(x, TensorProto.FLOAT, ["N", dims[-1]])], inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 8
-    onnx.save(m, str(path))
+    onnx.save(onnx_float_mlp(dims, seed), str(path))
     return str(path)
 
 

@@ -88,6 +88,29 @@ def qdq_mlp(
     return model
 
 
+def onnx_float_mlp(widths: Sequence[int], seed: int = 0):
+    """A float ONNX MLP of ``Gemm`` layers (seeded normal weights, 1 / sqrt(fan-in), biases 0.1) with
+    ReLU between them: what onnxruntime's ``quantize_static`` takes (its input ``x``, batch ``N``)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    nodes, inits, x = [], [], "x"
+    for i, (a, b) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
+        w = rng.normal(0, 1 / np.sqrt(a), (a, b)).astype(np.float32)
+        bias = rng.normal(0, 0.1, b).astype(np.float32)
+        inits += [numpy_helper.from_array(w, f"W{i}"), numpy_helper.from_array(bias, f"B{i}")]
+        nodes.append(helper.make_node("Gemm", [x, f"W{i}", f"B{i}"], [f"g{i}"], name=f"fc{i}"))
+        x = f"g{i}"
+        if i < len(widths) - 2:
+            nodes.append(helper.make_node("Relu", [x], [f"r{i}"], name=f"relu{i}"))
+            x = f"r{i}"
+    g = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", widths[0]])],
+                          [helper.make_tensor_value_info(x, TensorProto.FLOAT, ["N", widths[-1]])], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
 def torch_mlp(widths: Sequence[int], seed: int = 0):
     """A float PyTorch MLP (Linear + ReLU, no ReLU after the last layer)."""
     import torch

@@ -47,9 +47,8 @@ def fixed_mapping(graph: Graph, device: Device, config: Config) -> str | None:
         return "fused"
     if mode != "auto":
         return mode
-    if device.memory_tile_rows == 0 or not config.searched or (config.replicas or 1) > 1:
-        return "fused"  # the DAG mapping needs memory tiles and takes no copies; no target: fewest tiles
-    return None
+    # the DAG mapping needs memory tiles and takes no copies; no target: fewest tiles
+    return None if explores_both(graph, device, config) and config.searched else "fused"
 
 
 @dataclass(frozen=True)
