@@ -301,7 +301,10 @@ def test_quantize_exact_ties(ks, frac, t):
 def test_quantize_special_values(mode):
     t = FixedType(8, 0, True, mode, Saturation.SATURATE)
     xs = [-0.0, 0.0, -0.5, -1.5, -2.5, 0.5, 1.5, 2.5, 1e300, -1e300]
+    # just below / above a half: floor(y + 0.5) would round 0.5 - 2**-54 up
+    xs += [0.5 - 2.0**-54, -0.5 + 2.0**-54, 2.5 - 2.0**-51, -2.5 + 2.0**-51, 127.5, -128.5, 126.5]
     assert as_ints(quantize(np.array(xs), t)) == [ref_quantize(x, t) for x in xs]
+    assert int(quantize(np.float64(2.5), t)) == ref_quantize(2.5, t)  # a 0-d input
     assert as_ints(quantize(np.array([np.inf, -np.inf]), t)) == [127, -128]
     # subnormals: scaling underflows, the sign must still decide CEIL/FLOOR
     tiny = np.array([5e-324, -5e-324, 2.2e-308, -2.2e-308])

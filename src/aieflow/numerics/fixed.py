@@ -148,7 +148,8 @@ def quantize(x: np.ndarray, t: FixedType) -> np.ndarray:
     """Float to codes of ``t``, with the exact rounding of ``x * 2**t.frac``.
 
     Scaling by a power of two is exact (up to overflow/underflow, handled below), floor is exact,
-    and the fractional part ``y - floor(y)`` is exact, so every mode rounds the true value.
+    and the value is compared with its floor plus a half (exact where it matters), so every mode
+    rounds the true value.
     Overflow: SATURATE/SYMMETRIC clamp (infinities included).  WRAP reduces the exact integer
     modulo ``2**width`` (``fmod`` is exact), even for values far beyond int64; for widths >= 64
     the wrap is at 64 bits (int64 storage), and an infinity cannot be wrapped, so it raises
@@ -157,6 +158,8 @@ def quantize(x: np.ndarray, t: FixedType) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     if np.isnan(x).any():
         raise ConfigError(f"cannot quantize to {t}: input contains NaN")
+    if t.saturation is not Saturation.WRAP and t.width <= 48 and t.rounding in _NEAREST:
+        return _quantize_nearest(x, t)
     with np.errstate(over="ignore"):  # overflow to +-inf is handled below
         y = np.ldexp(x, t.frac)
     # Underflow may round a tiny scaled value to a subnormal or zero.  The true |value| is then
@@ -166,9 +169,13 @@ def quantize(x: np.ndarray, t: FixedType) -> np.ndarray:
 
     q = np.floor(y)
     finite = np.isfinite(y)
-    with np.errstate(invalid="ignore"):  # inf - inf and fmod(inf, 2) for infinities: masked
-        d = np.where(finite, y - q, 0.0)
-        r = _round_from_floor(q, d != 0, d > 0.5, d == 0.5, t.rounding)
+    # Where the value lies against its floor's half, by comparison with q + 1/2 (exact while
+    # |q| < 2**52; beyond, y is an integer, so inexact is false there).  Not by the fraction
+    # y - q: for y in (-1, 0) that is 1 + y, which rounds (-0.5 + 2**-54 gave a false tie).
+    inexact = y != q  # false for infinities (floor(inf) == inf)
+    half = q + 0.5
+    with np.errstate(invalid="ignore"):  # fmod(inf, 2) for infinities: masked by inexact
+        r = _round_from_floor(q, inexact, inexact & (y > half), inexact & (y == half), t.rounding)
     r = r + 0.0  # -0.0 -> 0.0
 
     if t.saturation is Saturation.WRAP:
@@ -193,6 +200,34 @@ def quantize(x: np.ndarray, t: FixedType) -> np.ndarray:
     codes = np.where(over, _INT64_MAX, codes)
     codes = np.where(under, _INT64_MIN, codes)
     return saturate(codes, t)
+
+
+_NEAREST = (Rounding.CONV_EVEN, Rounding.POS_INF)
+
+
+def _quantize_nearest(x: np.ndarray, t: FixedType) -> np.ndarray:
+    """:func:`quantize` for a saturating type of at most 48 bits rounding to nearest, ties to even
+    or up (every weight and bias type aieflow picks): the same codes in fewer passes.
+
+    The scaled value is first clamped to one code beyond the type's range, which changes no result
+    (a value past that bound rounds past the range and saturates to its end, as the bound does) and
+    keeps every value below 2**49 in magnitude.  Ties to even is ``rint`` (IEEE round to integral,
+    exact for every float64); ties up is the floor plus one where the value is at least the floor plus
+    a half (no ``floor(y + 0.5)``, which rounds ``0.5 - 2**-54`` up).  Infinities clamp
+    like any value beyond the range.  A scaled value that underflowed to a subnormal or zero stood
+    for a true value of magnitude below a quarter, which rounds to 0 in both modes, as it does here.
+    """
+    hi = t.max_code
+    lo = -hi if (t.saturation is Saturation.SYMMETRIC and t.signed) else t.min_code
+    with np.errstate(over="ignore"):
+        y = np.asarray(np.ldexp(x, t.frac))  # an array also for a 0-d x (ldexp gives a scalar)
+    np.clip(y, lo - 1, hi + 1, out=y)
+    if t.rounding is Rounding.CONV_EVEN:
+        np.rint(y, out=y)
+    else:
+        q = np.floor(y)
+        y = q + (y >= q + 0.5)  # q + 0.5 is exact: |q| <= 2**48
+    return np.clip(y, lo, hi).astype(np.int64)
 
 
 def dequantize(codes: np.ndarray, t: FixedType) -> np.ndarray:
