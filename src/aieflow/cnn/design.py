@@ -22,6 +22,8 @@ from ..graph_io import REDO, graph_arrays, graph_to_json, read_saved_design, wri
 from ..ir import Graph
 from ..names import comment
 from ..perf.bands import summary_line
+from ..perf.system import attach as system_attach
+from ..perf.system import design_lines as system_lines
 from .perf import CnnPerformance, estimate
 from .plan import CnnPlan, StreamLayer
 
@@ -111,7 +113,7 @@ class CnnDesign(EmulatedNumerics):
                         "upsample": list(s.up)}
                        for s in self.plan.stages],
             "plan": self.plan.to_json(), "tile_usage": self.tile_usage(),
-            "performance": self._performance_json(), "project_files": sorted(self.files),
+            "performance": system_attach(self._performance_json(), self, "cnn"), "project_files": sorted(self.files),
             "graph": graph_to_json(self.graph), "source": self.source,  # params in weights.npz
         }
 
@@ -152,6 +154,7 @@ class CnnDesign(EmulatedNumerics):
                          f"{lay.memory.bytes:,} B/tile{borrowed}")
         lines.append(f"  modelled: latency {e.latency_s * 1e6:,.1f} us, {e.fps:,.0f} frames/s, "
                      f"{e.gmacs:,.1f} GMAC/s, bound: {comment(e.bound)}")
+        lines += system_lines(self)
         lines.append("  " + summary_line())
         return "\n".join(lines)
 
