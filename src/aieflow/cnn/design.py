@@ -153,7 +153,7 @@ class CnnDesign(EmulatedNumerics):
             lines.append(f"  {comment(s.source)}: {s.kind} {s.in_type.to_string()} -> {s.out_type.to_string()}; {shape}; "
                          f"{lay.memory.bytes:,} B/tile{borrowed}")
         lines.append(f"  modelled: latency {e.latency_s * 1e6:,.1f} us, {e.fps:,.0f} frames/s, "
-                     f"{e.gmacs:,.1f} GMAC/s, bound: {comment(e.bound)}")
+                     f"{e.gmacs:,.1f} GMAC/s, bound: {e.bound}")  # names in it sanitised by cnn/perf.py
         lines += system_lines(self)
         lines.append("  " + summary_line())
         return "\n".join(lines)
