@@ -22,7 +22,7 @@ import aieflow
 from aieflow.design_schema import schema
 from aieflow.graph_io import json_default
 
-SYSTEM_KINDS = [k for k in DESIGN_KINDS if k not in ("streamed-dense", "segmented")]
+SYSTEM_KINDS = [k for k in DESIGN_KINDS if k != "segmented"]
 BITS = {"std::int8_t": 8, "std::uint8_t": 8, "std::int16_t": 16, "std::int32_t": 32, "float": 32}
 UG1399_M_AXI_LATENCY = 64  # Vitis HLS default m_axi latency, kernel cycles
 
@@ -59,9 +59,10 @@ def test_system_figures_validate_and_bound_the_array(built):
     sysj = perf["system"]
     assert sysj["error_band"]["class"] == "system" and sysj["error_band"]["figures"] == 0
     pl_clock = d.device.pl_clock_hz if hasattr(d, "device") else d.plan.device.pl_clock_hz
-    round_trips = 2 * UG1399_M_AXI_LATENCY / pl_clock * 1e9
     # DDR to DDR, the host's control aside, is never faster than the array plus the first read's and
-    # the last write's memory round trips (every kind has at least one mover each way)
+    # the last write's memory round trips (the kinds with data movers: one each way at least; the
+    # GEMM flows' movers are inside their model)
+    round_trips = 2 * UG1399_M_AXI_LATENCY / pl_clock * 1e9 if sysj["movers"] else 0.0
     assert sysj["control_ns"] >= 17_000
     assert sysj["latency_ns"] - sysj["control_ns"] >= perf["latency_ns"] + round_trips - 1e-6
     assert sysj["interval_ns"] >= perf["interval_ns"] * (1 - 1e-12)
@@ -74,6 +75,13 @@ def test_system_figures_validate_and_bound_the_array(built):
     latency_terms = sum(s["ns"] for s in sysj["breakdown"].values() if s["on"] == "latency")
     assert latency_terms == pytest.approx(sysj["latency_ns"])
     assert "system (DDR to DDR" in d.summary()
+    # report(): every kind prints the system stage table once, one row per stage of design.json
+    report = d.report()
+    assert report.count("system stages (DDR to DDR") == 1
+    rows = [line.strip() for line in report.splitlines()[report.splitlines().index(next(
+        x for x in report.splitlines() if "system stages (DDR to DDR" in x)) + 1:]]
+    for (stage, part), row in zip(sysj["breakdown"].items(), rows, strict=False):
+        assert row.startswith(stage) and f"{part['ns']:,.1f} ns" in row, (stage, row)
     bad = json.loads(json.dumps(j))
     del bad["performance"]["system"]["interval_ns"]
     with pytest.raises(jsonschema.ValidationError):
@@ -83,6 +91,44 @@ def test_system_figures_validate_and_bound_the_array(built):
 def test_kinds_without_a_system_model_say_so():
     d, _ = build_design("segmented")
     assert "system" not in _json(d)["performance"]
+    assert "system: not modelled for segmented: each segment is a project and a device image" in d.summary()
+    assert "system stages" not in d.report()
+
+
+XRT_START_US, XRT_WAIT_US = 17, 28  # Xilinx/XRT #6601 and #9018 (docs/performance.md section 7)
+
+
+@pytest.mark.parametrize("kind", ["gemm-vck190", "gemm-vek280", "streamed-dense"])
+def test_the_gemm_host_control_is_every_run_its_loops_start(kind):
+    """The host runs of one call, counted here from the generated host's text and the plan's loop
+    counts: a pack run that waits is one start and one wake-up, a block three starts and one
+    wake-up, the streamed layer's epilogue one more run."""
+    from aieflow.perf import system
+
+    d, _ = build_design(kind)
+    gp = d.plan.gemm if kind == "streamed-dense" else d.plan
+    host = d.files["host/dense_host.cpp" if kind == "streamed-dense" else "host/host.cpp"]
+    outer, blocks = gp.n_jc * gp.n_pc, gp.n_jc * gp.n_pc * gp.n_ic
+    pack_b = re.search(r"void pack_b\(int jc, int pc\) \{ run_mover\([^}]*\.wait\(\); \}", host) is not None
+    pack_a = re.search(r"void pack_a\(int ic, int pc\) \{ run_mover\([^}]*\.wait\(\); \}", host) is not None
+    assert pack_a == (not gp.memtile)  # the memory-tile design packs in the memory tiles
+    runs_us = blocks * (3 * XRT_START_US + XRT_WAIT_US) + (XRT_START_US + XRT_WAIT_US) * (
+        outer * pack_b + blocks * pack_a + (kind == "streamed-dense"))
+    sysj = _json(d)["performance"]["system"]
+    assert sysj["control_ns"] == pytest.approx(1e3 * runs_us)
+    assert sysj["orchestration"] == "per-run" and sysj["interval_ns"] == pytest.approx(sysj["latency_ns"])
+    assert sysj["latency_ns"] >= _json(d)["performance"]["latency_ns"] + sysj["control_ns"] - 1e-6
+    # one pack run less in the host's code, one round trip less in the model
+    if pack_a:
+        files = dict(d.files)
+        key = "host/dense_host.cpp" if kind == "streamed-dense" else "host/host.cpp"
+        files[key] = re.sub(r"void pack_a\(int ic, int pc\) \{[^}]*\}", "void pack_a(int, int) {}", host)
+        perf = _json(d)["performance"]
+        info = {"plan": gp}
+        if kind == "streamed-dense":
+            info.update(epilogue_bytes=1, samples=d.plan.batch)
+        fewer = system.for_project(_json(d)["kind"], files, perf, gp.device, info)
+        assert sysj["control_ns"] - fewer.control_ns == pytest.approx(1e3 * blocks * (XRT_START_US + XRT_WAIT_US))
 
 
 def test_doubling_the_batch_doubles_the_mover_stage():

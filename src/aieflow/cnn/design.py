@@ -24,6 +24,7 @@ from ..names import comment
 from ..perf.bands import summary_line
 from ..perf.system import attach as system_attach
 from ..perf.system import design_lines as system_lines
+from ..perf.system import report_lines as system_report_lines
 from .perf import CnnPerformance, estimate
 from .plan import CnnPlan, StreamLayer
 
@@ -198,7 +199,7 @@ class CnnDesign(EmulatedNumerics):
         rows = [self.summary(), "  per step:"]
         for s in e.stages:
             rows.append(f"    {s.stage:24s} {s.where:4s} {s.seconds * 1e6:10.2f} us  {s.detail}")
-        return "\n".join(rows)
+        return "\n".join(rows + system_report_lines(self))
 
     # ------------------------------------------------------------------ persistence
 

@@ -32,6 +32,7 @@ from ..passes.place import Placement
 from ..perf.bands import summary_line
 from ..perf.system import attach as system_attach
 from ..perf.system import design_lines as system_lines
+from ..perf.system import report_lines as system_report_lines
 from .perf import DagPerformance, estimate_dag
 from .plan import DagPlan
 
@@ -149,7 +150,7 @@ class DagDesign:
         for s in sorted(e.stages, key=lambda s: -s.occupancy_ns):
             rows.append(f"    {s.name:48s} {s.kind:7s} {s.occupancy_ns / 1e3:10.3f} us  {s.bound}")
         rows.append("  critical path: " + " -> ".join(e.critical_path))
-        return "\n".join(rows)
+        return "\n".join(rows + system_report_lines(self))
 
     def to_json(self) -> dict[str, Any]:
         p = self.plan

@@ -16,6 +16,7 @@ from ..atomic import save_directory, write_files
 from ..perf.bands import summary_line
 from ..perf.system import attach as system_attach
 from ..perf.system import design_lines as system_lines
+from ..perf.system import report_lines as system_report_lines
 from . import emulate
 from .emit import project_files
 from .perf import GemmPerformance, estimate
@@ -128,7 +129,7 @@ class GemmDesign:
         rows = [self.summary(), "  breakdown (AIE cycles):"]
         for k, v in e.breakdown.items():
             rows.append(f"    {k:40s} {v:14,.0f} cycles  {100 * v / e.cycles if e.cycles else 0:5.1f}%")
-        return "\n".join(rows)
+        return "\n".join(rows + system_report_lines(self))
 
     def report_html(self, path: str | os.PathLike | None = None, data: Any = None, verify: Any = None) -> str:
         """The self-contained HTML report (``aieflow.html_report.report_html``), written to ``path`` if given."""

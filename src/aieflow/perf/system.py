@@ -277,6 +277,78 @@ def combine(*, array_latency_ns: float, array_interval_ns: float, samples_per_it
                              tuple(stages), tuple(movers), tuple(pl_kernels))
 
 
+_RUN_PACK = re.compile(r"void (pack_[ab])\(int \w+, int \w+\) \{ run_mover\(")
+
+
+def gemm_host_runs(host: str, plan: Any, epilogue_runs: int = 0) -> dict[str, tuple[int, int, int]]:
+    """The ``xrt::run``s of one call of the generated GEMM host (``host/gemm_loops.h`` around
+    ``host/host.cpp`` or ``host/dense_host.cpp``), read from the host's code and the plan's loop
+    counts: {what: (host round trips, starts per round trip, waits per round trip)}.
+
+    ``pack_b`` / ``pack_a`` are one mover run each, started and waited for (``run_mover(..).wait()``)
+    where the host's code says so (not for the memory-tile design, nor ``pack_b`` when Br reaches
+    the tiles by GMIO: the host packs Bc itself); every (jc, pc, ic) block starts the write-back,
+    the mover and the graph and waits for all three (their completions overlap: one wake-up);
+    the streamed Dense layer's epilogue is one more run after the loops."""
+    runs = set(_RUN_PACK.findall(host))
+    outer = plan.n_jc * plan.n_pc
+    blocks = outer * plan.n_ic
+    out = {"block runs": (blocks, 3, 1)}  # the write-back, the mover and the graph
+    if "pack_b" in runs:
+        out["pack_b runs"] = (outer, 1, 1)
+    if "pack_a" in runs:
+        out["pack_a runs"] = (blocks, 1, 1)
+    if epilogue_runs:
+        out["epilogue run"] = (epilogue_runs, 1, 1)
+    return out
+
+
+def gemm_ddr_bytes(plan: Any, host_runs: Mapping[str, Any]) -> int:
+    """Bytes one call moves through DDR by the five loops: the packing runs read a block and write
+    it packed, every block streams its Ac and Bc and reads and writes its C block (the write-back
+    adds into C)."""
+    b, t = plan.blocks, plan.dtype.bytes
+    c = {"int32": 4, "int64": 8, "float32": 4}[plan.output.name]
+    outer, blocks = plan.n_jc * plan.n_pc, plan.n_jc * plan.n_pc * plan.n_ic
+    total = blocks * ((b.mc * b.kc + b.kc * b.nc) * t + 2 * b.mc * b.nc * c)
+    if "pack_b runs" in host_runs:
+        total += outer * 2 * b.kc * b.nc * t
+    if "pack_a runs" in host_runs:
+        total += blocks * 2 * b.mc * b.kc * t
+    return total
+
+
+def gemm_flow(files: Mapping[str, str], plan: Any, array_latency_ns: float, ops: float, epilogue_bytes: int,
+              note: str, samples: int = 1) -> SystemPerformance:
+    """One call of a GEMM (or streamed Dense layer) as its generated host runs it: the array
+    model's time (its PL movers, GMIO and DDR traffic already in it) plus what the host adds, the
+    control of every ``xrt::run`` the five loops start and wait for, one after the other; the DDR
+    interface the call's traffic shares bounds it too (a stage only where it is slower)."""
+    host = files.get("host/dense_host.cpp") or files.get("host/host.cpp", "")
+    runs = gemm_host_runs(host, plan, 1 if epilogue_bytes else 0)
+    stages = []
+    control = 0.0
+    for what, (n, starts, waits) in runs.items():
+        ns = n * (starts * XRT_START_NS + waits * XRT_WAIT_NS)
+        control += ns
+        stages.append(SystemStage(f"host: {what}", "host", ns, "latency",
+                                  f"{n} x ({starts} start{'s' if starts > 1 else ''}"
+                                  f"{' (write-back, mover, graph)' if starts > 1 else ''} x {XRT_START_NS / 1e3:g} us + "
+                                  f"{waits} wake-up x {XRT_WAIT_NS / 1e3:g} us), one after the other"))
+    ddr_bytes = gemm_ddr_bytes(plan, runs) + epilogue_bytes
+    ddr_ns = 1e9 * ddr_bytes / DDR_BYTES_PER_S
+    stages.append(SystemStage("array", "array", array_latency_ns, "latency", note))
+    if ddr_ns > array_latency_ns:
+        stages.append(SystemStage("ddr: beyond the model", "ddr", ddr_ns - array_latency_ns, "latency",
+                                  "the shared DDR interface is slower than the model's own DDR figures"))
+    latency = sum(s.ns for s in stages)
+    stages.append(SystemStage("ddr: shared", "ddr", ddr_ns, "interval",
+                              f"{ddr_bytes:,} B per call at {DDR_BYTES_PER_S / 1e9:g} GB/s (packing, Ac / Bc "
+                              f"streams, C read and written per block{', the epilogue' if epilogue_bytes else ''})"))
+    bound = f"host-orchestrated runs ({100 * control / latency:.0f}% control)"
+    return SystemPerformance(latency, latency, control, samples, ops, bound, "per-run", tuple(stages), (), ())
+
+
 # ----------------------------------------------------------------------------- per kind, from the project
 
 
@@ -309,7 +381,7 @@ def for_project(kind: str, files: Mapping[str, str], perf: Mapping[str, Any], de
     """The system figures of a design of ``kind`` from its project ``files`` and its array
     ``perf`` (design.json's common keys); ``info``: what a kind's project does not spell out
     (recurrent: bytes per sequence in and out; thesis: PL kernels' trip counts and clocks).
-    None for the kinds without a system model (streamed_dense, segmented)."""
+    None for the kinds without a system model (segmented: :data:`NOT_MODELLED`)."""
     info = info or {}
     ops = _ops_per_iteration(perf)
     lat, itv = float(perf["latency_ns"]), float(perf["interval_ns"])
@@ -335,14 +407,11 @@ def for_project(kind: str, files: Mapping[str, str], perf: Mapping[str, Any], de
         return combine(array_latency_ns=lat, array_interval_ns=itv, samples_per_iteration=1, ops_per_iteration=ops,
                        movers=movers, pl_kernels=pls, orchestration="per-run",
                        array_note="the thesis flow's steps: PLIOs, AIE kernels, PL loops, one after the other")
-    if kind == "gemm":
-        # its PL kernels are the movers (m_axi in, m_axi out): their streaming and DDR traffic are in
-        # the GEMM model already, so here they add their starts and memory round trips only
-        cfg = instances(files.get("system.cfg", ""))
-        movers = [Mover(k, "s2mm" if "collect" in k else "mm2s", 0, 128, 1, device.pl_clock_hz) for k in cfg]
-        return combine(array_latency_ns=lat, array_interval_ns=itv, samples_per_iteration=1, ops_per_iteration=ops,
-                       movers=movers, pl_kernels=[], orchestration="per-run",
-                       array_note="the GEMM model: PL movers, GMIO / DDR and the array (one call)")
+    if kind in ("gemm", "streamed_dense"):
+        return gemm_flow(files, info["plan"], lat, ops, info.get("epilogue_bytes", 0),
+                         "the streamed Dense model: weights from DDR (packing), the GEMM, the epilogue's DDR pass"
+                         if kind == "streamed_dense" else "the GEMM model: PL movers, GMIO / DDR and the array (one call)",
+                         info.get("samples", 1))
     return None
 
 
@@ -357,6 +426,13 @@ def of_design(design: Any, kind: str, perf: Mapping[str, Any]) -> SystemPerforma
         g = design.graph
         info = {"in_bytes": 4 * sum(g.tensors[t].size for t in g.inputs),
                 "out_bytes": 4 * sum(g.tensors[t].size for t in g.outputs)}
+    elif kind == "gemm":
+        info = {"plan": design.plan}
+    elif kind == "streamed_dense":
+        p = design.plan  # the epilogue kernel's DDR traffic: C read, bias read, Y written (gemm/dense.py)
+        c_bytes = {"int32": 4, "int64": 8, "float32": 4}[p.gemm.output.name]
+        info = {"plan": p.gemm, "epilogue_bytes": p.batch * p.out_features * (c_bytes + p.epilogue.y_bytes)
+                + 4 * p.out_features, "samples": p.batch}
     elif kind == "cnn" and "pl/thesis_pl.cpp" in files:
         from ..cnn.emit import stage_idents
 
@@ -368,7 +444,8 @@ def of_design(design: Any, kind: str, perf: Mapping[str, Any]) -> SystemPerforma
         info = {"pl_clock_hz": {f"{lay.pl_kernel}_{idents[i]}": lay.pl_clock_hz for i, lay in enumerate(plan.layers)},
                 "mover_clock_hz": plan.mover_clock_hz, "plio_in": first.plio_in,
                 "in_words": math.ceil(in_bytes / 16), "out_words": math.ceil(out_values * 4 / 16)}
-    return for_project(kind, files, perf, design.device if hasattr(design, "device") else design.plan.device, info)
+    device = design.device if hasattr(design, "device") else design.plan.device
+    return for_project(kind, files, perf, device, info)
 
 
 def attach(perf: dict[str, Any], design: Any, kind: str) -> dict[str, Any]:
@@ -379,13 +456,35 @@ def attach(perf: dict[str, Any], design: Any, kind: str) -> dict[str, Any]:
     return perf
 
 
+NOT_MODELLED: Mapping[str, str] = {
+    "segmented": "each segment is a project and a device image of its own (host/run_segments.sh runs them one "
+                 "after the other, loading each xclbin; the resident segments' hosts have no PL data movers for "
+                 "the cut tensors), so there is no one board flow to model",
+}
+
+
+def _system_json(design: Any) -> tuple[str, Mapping[str, Any] | None]:
+    j = design.to_json()
+    return str(j.get("kind", "?")), j["performance"].get("system")
+
+
 def design_lines(design: Any, breakdown: bool = False) -> list[str]:
     """Summary (and with ``breakdown`` report) lines of a design's system figures, or the line that
-    its kind has none."""
+    its kind has none ("system: not modelled for <kind>" and why)."""
     if not getattr(design, "files", None):
         return []
-    sj = design.to_json()["performance"].get("system")
+    kind, sj = _system_json(design)
     if sj is None:
-        return ["  system (DDR to DDR): not modelled for this kind"]
+        why = NOT_MODELLED.get(kind)
+        return [f"  system: not modelled for {kind}" + (f": {why}" if why else "")]
     lines = ["  " + line for line in text_lines(sj)]
     return lines + (breakdown_lines(sj) if breakdown else [])
+
+
+def report_lines(design: Any) -> list[str]:
+    """What every kind's ``report()`` adds to its summary: the system stage table (the summary has
+    the figures already); nothing for a kind without a system model (its summary says so)."""
+    if not getattr(design, "files", None):
+        return []
+    _, sj = _system_json(design)
+    return breakdown_lines(sj) if sj is not None else []

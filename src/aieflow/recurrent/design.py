@@ -34,6 +34,7 @@ from ..ir import Graph, Node
 from ..perf.bands import summary_line
 from ..perf.system import attach as system_attach
 from ..perf.system import design_lines as system_lines
+from ..perf.system import report_lines as system_report_lines
 from .front import SequenceFront, front_dims, split_front
 from .model import RecurrentPerformance, estimate_recurrent
 from .plan import (
@@ -230,7 +231,8 @@ class RecurrentDesign:
         return self._design().trace(xq)
 
     def report(self) -> str:
-        return self.summary() + "\n" + design_schema.breakdown_text(self.to_json()["performance"])
+        return "\n".join([self.summary(), design_schema.breakdown_text(self.to_json()["performance"]),
+                          *system_report_lines(self)])
 
     def estimate(self) -> RecurrentPerformance | StackedPerformance:
         """One layer: its step model (``model.py``); a stack: the layers chained (``stack.py``)."""
