@@ -1,6 +1,6 @@
 """System-level (DDR to DDR) figures next to the array-only ones (issue 21, item 1; perf/system.py).
 
-Prints, for the ESPCN thesis design, GRU designs (one layer and a stack) and a GEMM, the array
+Prints, for the ESPCN thesis design, GRU designs (one layer and a stack), a GEMM and a streamed Dense layer, the array
 figures and the system stages.  No published DDR-to-DDR figure is compared (the specs hold them
 back): the system class has no band.  Run: PYTHONPATH=src python benchmarks/system_level.py
 """
@@ -23,7 +23,8 @@ def main() -> None:
     for name, what in (("cnn-thesis", "ESPCN x2, thesis mapping, VCK190"),
                        ("recurrent", "GRU 4 -> 8, 5 steps, hybrid (PL FSM), VCK190"),
                        ("recurrent-stack", "2 stacked GRU layers, VEK280"),
-                       ("gemm-vck190", "GEMM 256 x 64 x 128 int8, VCK190")):
+                       ("gemm-vck190", "GEMM 256 x 64 x 128 int8, VCK190"),
+                       ("streamed-dense", "Dense 64 -> 16 int8, weights streamed from DDR, batch 8, VCK190")):
         d, _ = build_design(name)
         perf = d.to_json()["performance"]
         sysj = perf["system"]
