@@ -78,6 +78,21 @@ def test_thesis_model_is_bound_by_the_sequential_pl_loops(espcn_designs):
     assert act1.seconds == pytest.approx((2 * 64 * 256 + 576 * 256) / 260e6)
 
 
+
+def test_the_summary_prints_the_bound_share_as_a_percentage(espcn_designs):
+    """The thesis bound's share of the frame reads "NN% of the frame" in the summary (it once went
+    through the name sanitiser, which writes '%' as '%25')."""
+    _, thesis, ours, _ = espcn_designs
+    e = thesis.estimate()
+    pl = sum(s.seconds for s in e.stages if s.where == "pl")
+    line = next(x for x in thesis.summary().splitlines() if "modelled:" in x)
+    assert f"bound: pl ({100 * pl / e.latency_s:.0f}% of the frame)" in line, line
+    assert "%25" not in thesis.summary() and "%25" not in thesis.report()
+    # a stream design's bound names a stage, printed as the model named it (plain names stay plain)
+    stream_bound = ours.estimate().bound
+    assert f"bound: {stream_bound}" in ours.summary() and stream_bound.split(": ", 1)[1] in {
+        s.name for s in ours.plan.stages} | {"output", "input"}
+
 def test_ours_is_at_least_five_times_the_thesis_at_equal_output(espcn_designs):
     x, thesis, ours, ours8 = espcn_designs
     assert ours.plan.mapping == "stream"

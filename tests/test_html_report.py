@@ -162,7 +162,7 @@ def test_the_dom_holds_the_tables_and_the_pictures(pages, designs, kind):
     # stage the range the kernel band (bands.json, read here as a file) puts its published time in
     kernel = next(b for b in json.loads(BANDS.read_text())["bands"] if b["class"] == "kernel")
     breakdown = j["performance"]["breakdown"]
-    rows = soup.select("#stage-table tbody tr")
+    rows = soup.select("#stage-table tbody.af-array tr")
     assert [r.find_all("td")[0].get_text() for r in rows] == list(breakdown)
     for r, part in zip(rows, breakdown.values(), strict=True):
         cells = [c.get_text() for c in r.find_all("td")]
@@ -173,6 +173,21 @@ def test_the_dom_holds_the_tables_and_the_pictures(pages, designs, kind):
             assert hi == pytest.approx(part["ns"] / (1 + kernel["low"]), abs=0.051) and hi >= part["ns"]
         else:
             assert cells[6] == "no band"
+    # the system block (DDR to DDR): one row per stage of design.json's performance.system, its
+    # time, its term and the system band's wording (bands.json: no published figure of the class)
+    system = next(b for b in json.loads(BANDS.read_text())["bands"] if b["class"] == "system")
+    sysj = j["performance"].get("system")
+    if sysj is None:
+        assert soup.select_one("#system-stages") is None
+        assert f"not modelled for {j['kind']}" in soup.select_one("#system-none").get_text()
+    else:
+        srows = [[c.get_text() for c in r.find_all("td")] for r in soup.select("#system-stages tr") if r.find("td")]
+        assert [r[0] for r in srows] == [f"system: {k}" for k in sysj["breakdown"]]
+        for r, part in zip(srows, sysj["breakdown"].values(), strict=True):
+            assert float(r[3].replace(",", "")) == pytest.approx(part["ns"], abs=0.051)
+            assert r[2] == part["on"] and r[5] == part["note"]
+            assert system["figures"] == 0 and r[6].startswith("no band (system: no published figure checked")
+        assert sysj["bound"] in soup.select_one("#system-stages th").get_text()
     figures = {r.th.get_text(): r.td.get_text() for r in soup.select("#figures tr")}
     value, unit = figures["latency"].split()[:2]
     scale = {"ns": 1, "\u00b5s": 1e3, "ms": 1e6, "s": 1e9}[unit]
@@ -214,7 +229,7 @@ def test_hostile_names_stay_text_in_the_browser(pages, hostile_designs, kind):
     assert not soup.find_all(["script", "img", "iframe", "object", "embed"])
     assert not [a for e in soup.find_all(True) for a in e.attrs if a.lower().startswith("on")]
     # the names come back as the same text, markup included
-    names = [_html_text(r.find_all("td")[0].get_text()) for r in soup.select("#stage-table tbody tr")]
+    names = [_html_text(r.find_all("td")[0].get_text()) for r in soup.select("#stage-table tbody.af-array tr")]
     assert names == [_html_text(n) for n in _json(d)["performance"]["breakdown"]]
     tensors = [_html_text(r.find("td").get_text()) for r in soup.select("#tensor-table tbody tr")]
     assert tensors == [_html_text(n) for n in d.graph.tensors]
@@ -273,7 +288,7 @@ def test_a_band_the_design_carries_is_shown(designs, monkeypatch):
     j["performance"]["breakdown"][first]["band_ns"] = [100.0, 140.5]
     monkeypatch.setattr(d, "to_json", lambda: j)
     soup = BeautifulSoup(d.report_html(), "html.parser")
-    bands = [r.find_all("td")[6].get_text() for r in soup.select("#stage-table tbody tr")]
+    bands = [r.find_all("td")[6].get_text() for r in soup.select("#stage-table tbody.af-array tr")]
     kinds = [p.get("kind") for p in j["performance"]["breakdown"].values()]
     assert bands[0] == "100.0 .. 140.5 ns"
     assert all((b == "no band") == (k != "kernel") for b, k in zip(bands[1:], kinds[1:], strict=True))

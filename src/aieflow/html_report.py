@@ -139,6 +139,25 @@ def _stages(perf: Mapping[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def _system_stages(perf: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The rows of design.json's ``performance.system`` (DDR to DDR: host, data movers, DDR around
+    the array), each with the system band's wording (``perf/bands.py``: no published figure checked)."""
+    from .perf.bands import band as model_band
+
+    sj = perf.get("system")
+    if not isinstance(sj, Mapping):
+        return []
+    text = model_band("system").text()
+    interval = float(sj["interval_ns"])
+    rows = []
+    for name, part in sj["breakdown"].items():
+        rows.append({"name": f"system: {name}", "kind": str(part.get("kind", "-")), "per": str(part.get("on", "-")),
+                     "ns": f"{part['ns']:,.1f}",
+                     "share": f"{100 * part['ns'] / interval:.1f}%" if interval else "-",
+                     "bound": str(part.get("note", "-")), "band": text})
+    return rows
+
+
 def _chart(perf: Mapping[str, Any], headline: str) -> Any:
     from .svg_charts import Bar, breakdown_svg
 
@@ -294,6 +313,10 @@ def context(design: Any, data: Any = None, verify: Any = None) -> dict[str, Any]
         "version": __version__,
         "figures": _figures(j),
         "stages": _stages(perf),
+        "system_stages": _system_stages(perf),
+        "system_figures": (f"{_ns(perf['system']['latency_ns'])} per run, {_ns(perf['system']['interval_ns'])} interval; "
+                           f"bound: {perf['system']['bound']}") if "system" in perf else None,
+        "system_band": model_band("system").text(),
         "any_band": any(_band(p) != "no band" for p in perf["breakdown"].values()),
         "kernel_band": model_band("kernel").text(),
         "array_band": model_band("array").text(),

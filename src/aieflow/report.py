@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .perf.bands import summary_line
+from .perf.system import design_lines
 from .tables import plain
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ def text_summary(d: Design) -> str:
         + (f", {res['lender_tiles']} tile{'s' if res['lender_tiles'] > 1 else ''} lending its data memory (no kernel)" if res["lender_tiles"] else ""),
         placement_text(d),
     ]
-    tail += ["", performance_text(d), "  " + summary_line()]
+    tail += ["", performance_text(d), *design_lines(d, breakdown=True), "  " + summary_line()]
     if d.exploration is not None:
         ex = d.exploration
         tail.append(

@@ -22,6 +22,9 @@ from ..graph_io import REDO, graph_arrays, graph_to_json, read_saved_design, wri
 from ..ir import Graph
 from ..names import comment
 from ..perf.bands import summary_line
+from ..perf.system import attach as system_attach
+from ..perf.system import design_lines as system_lines
+from ..perf.system import report_lines as system_report_lines
 from .perf import CnnPerformance, estimate
 from .plan import CnnPlan, StreamLayer
 
@@ -111,7 +114,7 @@ class CnnDesign(EmulatedNumerics):
                         "upsample": list(s.up)}
                        for s in self.plan.stages],
             "plan": self.plan.to_json(), "tile_usage": self.tile_usage(),
-            "performance": self._performance_json(), "project_files": sorted(self.files),
+            "performance": system_attach(self._performance_json(), self, "cnn"), "project_files": sorted(self.files),
             "graph": graph_to_json(self.graph), "source": self.source,  # params in weights.npz
         }
 
@@ -151,7 +154,8 @@ class CnnDesign(EmulatedNumerics):
             lines.append(f"  {comment(s.source)}: {s.kind} {s.in_type.to_string()} -> {s.out_type.to_string()}; {shape}; "
                          f"{lay.memory.bytes:,} B/tile{borrowed}")
         lines.append(f"  modelled: latency {e.latency_s * 1e6:,.1f} us, {e.fps:,.0f} frames/s, "
-                     f"{e.gmacs:,.1f} GMAC/s, bound: {comment(e.bound)}")
+                     f"{e.gmacs:,.1f} GMAC/s, bound: {e.bound}")  # names in it sanitised by cnn/perf.py
+        lines += system_lines(self)
         lines.append("  " + summary_line())
         return "\n".join(lines)
 
@@ -195,7 +199,7 @@ class CnnDesign(EmulatedNumerics):
         rows = [self.summary(), "  per step:"]
         for s in e.stages:
             rows.append(f"    {s.stage:24s} {s.where:4s} {s.seconds * 1e6:10.2f} us  {s.detail}")
-        return "\n".join(rows)
+        return "\n".join(rows + system_report_lines(self))
 
     # ------------------------------------------------------------------ persistence
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..names import comment
 from ..perf.activation import activation_cycles, softmax_cycles
 from ..perf.movement import dma_transfer
 from .plan import CnnPlan, StreamLayer, ThesisLayer, elem_bytes, kind, round_up
@@ -47,7 +48,7 @@ class CnnPerformance:
     latency_s: float
     interval_s: float  # between frames of one replica
     replicas: int
-    bound: str
+    bound: str  # text; the model's names in it already sanitised (names.comment)
     stages: tuple[StagePerf, ...]
     macs_per_frame: int
 
@@ -124,7 +125,7 @@ def estimate_stream(plan: CnnPlan) -> CnnPerformance:
                            f"{plan.layers[-1].cas_num} PLIO(s) of {out_bytes:.0f} B"))
     slowest = max(parts, key=lambda p: p.seconds)
     latency = sum(p.seconds for p in parts)
-    bound = f"{slowest.where}: {slowest.stage}"
+    bound = f"{slowest.where}: {comment(slowest.stage)}"  # the model's names, sanitised once here
     interval = slowest.seconds
     steps = residual_steps(plan, parts)
     chain, parts = parts, []
@@ -137,7 +138,7 @@ def estimate_stream(plan: CnnPlan) -> CnnPerformance:
             parts.append(skip)  # listed right after its stage
             latency += extra
             if skip.seconds > interval:
-                interval, bound = skip.seconds, f"dma: {skip.stage}"
+                interval, bound = skip.seconds, f"dma: {comment(skip.stage)}"
         if cycle > interval:
             interval, bound = cycle, f"aie: {what}"
     return CnnPerformance(latency, interval, plan.replicas, bound, tuple(parts), sum(s.macs for s in plan.stages))
@@ -176,7 +177,7 @@ def residual_steps(plan: CnnPlan, parts: list[StagePerf]) -> dict[int, tuple[Sta
             extra = max(0.0, secs - between)
         cycle = sum(p.seconds for p in parts[k + 1:i + 2]) / SKIP_BUFFER_FRAMES
         out[i] = (step, extra, cycle,
-                  f"skip buffer {s.residual.skip_name} -> {s.residual.name} ({SKIP_BUFFER_FRAMES} frames)")
+                  f"skip buffer {comment(s.residual.skip_name)} -> {comment(s.residual.name)} ({SKIP_BUFFER_FRAMES} frames)")
     return out
 
 

@@ -30,6 +30,9 @@ from ..graph_io import (
 from ..ops.registry import family
 from ..passes.place import Placement
 from ..perf.bands import summary_line
+from ..perf.system import attach as system_attach
+from ..perf.system import design_lines as system_lines
+from ..perf.system import report_lines as system_report_lines
 from .perf import DagPerformance, estimate_dag
 from .plan import DagPlan
 
@@ -137,6 +140,7 @@ class DagDesign:
         lines.append(f"  modelled: latency {e.latency_ns / 1e3:,.2f} us, interval {e.interval_ns / 1e3:,.2f} us per "
                      f"batch ({e.sample_ns:,.1f} ns per sample), {e.throughput_ops_per_s / 1e12:.2f} TOPS, "
                      f"bound: {e.bound} ({e.bottleneck})")
+        lines += system_lines(self)
         lines.append("  " + summary_line())
         return "\n".join(lines)
 
@@ -146,7 +150,7 @@ class DagDesign:
         for s in sorted(e.stages, key=lambda s: -s.occupancy_ns):
             rows.append(f"    {s.name:48s} {s.kind:7s} {s.occupancy_ns / 1e3:10.3f} us  {s.bound}")
         rows.append("  critical path: " + " -> ".join(e.critical_path))
-        return "\n".join(rows)
+        return "\n".join(rows + system_report_lines(self))
 
     def to_json(self) -> dict[str, Any]:
         p = self.plan
@@ -173,7 +177,7 @@ class DagDesign:
             "config": self.config.to_json(), "batch": p.batch, "nodes": nodes,
             "graph": graph_to_json(self.graph),  # the quantised graph; its parameters are in weights.npz
             "links": [k.to_json(self.device) for k in p.links], "placement": self.placement.to_json(),
-            "resources": self.resources(), "performance": self.estimate().to_json(),
+            "resources": self.resources(), "performance": system_attach(self.estimate().to_json(), self, "dag"),
             "project_files": sorted(self.files),
         }
 

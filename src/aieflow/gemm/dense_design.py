@@ -36,6 +36,9 @@ from ..numerics.types import FloatType
 from ..ops.dense import _types_to_json
 from ..ops.registry import family
 from ..perf.bands import summary_line
+from ..perf.system import attach as system_attach
+from ..perf.system import design_lines as system_lines
+from ..perf.system import report_lines as system_report_lines
 from ..templating import environment
 from ..verify import VerifyError
 from .dense import (
@@ -327,7 +330,8 @@ class StreamedDenseDesign(EmulatedNumerics):
                           "uram_bytes": p.gemm.uram_bytes, "bram_bytes": p.gemm.bram_bytes,
                           "bytes_per_tile_max": p.gemm.local_bytes,
                           "tile_memory_bytes": self.device.generation.data_memory_bytes},
-            "performance": self.estimate().to_json(p.batch, self.device.clock_hz, memory_tiles(p.gemm)),
+            "performance": system_attach(self.estimate().to_json(p.batch, self.device.clock_hz, memory_tiles(p.gemm)),
+                                         self, KIND),
             "project_files": sorted(self.files),
             "plan": _plan_json(p),  # what :func:`load` rebuilds the plan from
             "graph": graph_to_json(self.graph),  # the quantised graph; its params are in weights.npz
@@ -345,7 +349,8 @@ class StreamedDenseDesign(EmulatedNumerics):
         return self.gemm.placement_svg(f"{self.plan.layer} (GEMM)")
 
     def report(self) -> str:
-        return self.summary() + "\n" + design_schema.breakdown_text(self.to_json()["performance"])
+        return "\n".join([self.summary(), design_schema.breakdown_text(self.to_json()["performance"]),
+                          *system_report_lines(self)])
 
     def summary(self) -> str:
         p, e = self.plan, self.estimate()
@@ -367,6 +372,7 @@ class StreamedDenseDesign(EmulatedNumerics):
             f"  modelled per call of {p.batch} samples: {e.cycles:,.0f} cycles = weights from DDR "
             f"{g.packing_cycles:,.0f} + AIE {g.cycles:,.0f} + epilogue {e.epilogue_cycles:,.0f}; latency "
             f"{e.latency_ns / 1e3:,.1f} us, {e.throughput_ops_per_s / 1e9:,.1f} GOPS, bound: {e.bound}",
+            *system_lines(self),
             "  " + summary_line(),
         ])
 

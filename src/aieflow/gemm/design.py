@@ -14,6 +14,9 @@ import numpy as np
 from .. import design_schema
 from ..atomic import save_directory, write_files
 from ..perf.bands import summary_line
+from ..perf.system import attach as system_attach
+from ..perf.system import design_lines as system_lines
+from ..perf.system import report_lines as system_report_lines
 from . import emulate
 from .emit import project_files
 from .perf import GemmPerformance, estimate
@@ -94,7 +97,7 @@ class GemmDesign:
                 "limits": {"kc": p.limits.kc, "mc": p.limits.mc, "nc": p.limits.nc},
             },
             "plio": {"in": p.plio_in, "out": p.plio_out, "bits": 128},
-            "performance": self.estimate().to_json(p.device.clock_hz, memory_tiles(p)),
+            "performance": system_attach(self.estimate().to_json(p.device.clock_hz, memory_tiles(p)), self, "gemm"),
             "alternatives": [a.to_json() for a in self.alternatives],
             "project_files": sorted(self.files),
         }
@@ -115,6 +118,7 @@ class GemmDesign:
             f"  modelled: {e.cycles:,.0f} cycles (+ {e.packing_cycles:,.0f} packing), latency {e.latency_ns / 1e3:,.1f} us, "
             f"{e.throughput_ops_per_s / 1e9:,.1f} GOPS, {e.macs_per_cycle_per_tile:.1f} MACs/cycle/tile "
             f"({100 * e.efficiency:.1f}% of peak), bound: {e.bound}",
+            *system_lines(self),
             "  " + summary_line(),
         ]
         return "\n".join(lines)
@@ -125,7 +129,7 @@ class GemmDesign:
         rows = [self.summary(), "  breakdown (AIE cycles):"]
         for k, v in e.breakdown.items():
             rows.append(f"    {k:40s} {v:14,.0f} cycles  {100 * v / e.cycles if e.cycles else 0:5.1f}%")
-        return "\n".join(rows)
+        return "\n".join(rows + system_report_lines(self))
 
     def report_html(self, path: str | os.PathLike | None = None, data: Any = None, verify: Any = None) -> str:
         """The self-contained HTML report (``aieflow.html_report.report_html``), written to ``path`` if given."""

@@ -43,6 +43,8 @@ from ..numerics import fixed
 from ..numerics.types import FixedType, FloatType
 from ..ops.registry import family
 from ..perf.bands import summary_line
+from ..perf.system import design_lines as system_lines
+from ..perf.system import report_lines as system_report_lines
 from .dense import dense_nodes, resident_error, weights_mode
 from .perf import ddr_cycles
 from .streamed_float import GemmOrderEmulation, float_plans, same_values
@@ -470,7 +472,8 @@ class SegmentedDesign(EmulatedNumerics):
     # ------------------------------------------------------------------ reports
 
     def report(self) -> str:
-        return self.summary() + "\n" + design_schema.breakdown_text(self.to_json()["performance"])
+        return "\n".join([self.summary(), design_schema.breakdown_text(self.to_json()["performance"]),
+                          *system_report_lines(self)])
 
     def summary(self) -> str:
         e = self.estimate()
@@ -489,6 +492,7 @@ class SegmentedDesign(EmulatedNumerics):
                      f"{e.interval_ns / 1e3:,.2f} us ({e.schedule}), {e.throughput_ops_per_s / 1e9:,.1f} GOPS, "
                      f"bound: {e.bound}; {e.tiles_used} tiles"
                      + ("" if e.fits_one_array else f" (more than the {self.device.compute_tiles} of the device)"))
+        lines += system_lines(self)
         lines.append("  " + summary_line())
         return "\n".join(lines)
 

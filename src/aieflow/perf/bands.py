@@ -10,8 +10,9 @@ what the model gives today):
   aiesimulator GOPS, cycle counts, ``Copy Cr``), fitted and held-out alike;
 - ``array``: a whole design on the array, from its first input on the PLIOs to its last output
   (the published claims with a number: today one figure);
-- ``system``: DDR to DDR on the board with the host, XRT and PL data movers around the array: the
-  model does not compute it yet and no published figure is checked, so it has no band.
+- ``system``: DDR to DDR on the board with the host, XRT and PL data movers around the array
+  (``perf/system.py``, design.json ``performance.system``): no published figure is checked, so it
+  has no band.
 
 A design's latency and interval (``estimate``, ``summary``, ``report``, ``explore``, design.json)
 are ``array`` figures; the per-stage kernel times in a report are ``kernel`` figures.
@@ -92,6 +93,6 @@ def summary_line() -> str:
     """The line a design's summary ends with: the band of its figures (array), and that nothing DDR
     to DDR (system) is modelled."""
     system = band("system")
-    tail = ("figures DDR to DDR on the board (host, XRT, data movers) are not modelled (no band)" if not system.known
-            else f"DDR to DDR: {system.text()}")
+    tail = ("the system figures (DDR to DDR on the board: host, XRT, data movers; perf/system.py) have no "
+            "published figure checked (no band)" if not system.known else f"DDR to DDR: {system.text()}")
     return f"model error band of these figures: {band('array').text()}; {tail}"

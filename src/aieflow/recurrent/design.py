@@ -32,6 +32,9 @@ from ..graph_io import graph_arrays, graph_from_json, graph_to_json, read_weight
 from ..integrity import read_project
 from ..ir import Graph, Node
 from ..perf.bands import summary_line
+from ..perf.system import attach as system_attach
+from ..perf.system import design_lines as system_lines
+from ..perf.system import report_lines as system_report_lines
 from .front import SequenceFront, front_dims, split_front
 from .model import RecurrentPerformance, estimate_recurrent
 from .plan import (
@@ -228,7 +231,8 @@ class RecurrentDesign:
         return self._design().trace(xq)
 
     def report(self) -> str:
-        return self.summary() + "\n" + design_schema.breakdown_text(self.to_json()["performance"])
+        return "\n".join([self.summary(), design_schema.breakdown_text(self.to_json()["performance"]),
+                          *system_report_lines(self)])
 
     def estimate(self) -> RecurrentPerformance | StackedPerformance:
         """One layer: its step model (``model.py``); a stack: the layers chained (``stack.py``)."""
@@ -253,7 +257,7 @@ class RecurrentDesign:
             "mapping": self.mapping.to_json() if self.stack is None else self.stack.to_json(),
             "resources": {"compute_tiles": perf.tiles, "compute_tiles_available": self.device.compute_tiles,
                           "memory_tiles": 0, "interface_tiles": perf.interface_tiles},
-            "performance": self._performance_json(perf),
+            "performance": system_attach(self._performance_json(perf), self, "recurrent"),
             "exploration": self.exploration.to_json() if self.exploration else self.saved_exploration,
         }
         if self.stack is not None:  # every layer: its attributes, mapping and tiles
@@ -319,6 +323,7 @@ class RecurrentDesign:
             f"  sequence latency: {p.sequence_latency_ns / 1000:.2f} us (head {p.head_ns:.1f} ns); tiles {p.tiles},"
             f" interface tiles {p.interface_tiles}",
             f"  head: {', '.join(h.name for h in self.head) or 'none'} (in the {agg} epilogue)",
+            *system_lines(self),
             "  " + summary_line(),
         ]
         return "\n".join(lines)
