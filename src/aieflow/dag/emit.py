@@ -23,6 +23,7 @@ from ..mapped.ir import Kernel, Link, MappedGraph, Plio, Port, SharedBuffer
 from ..names import c_ident, comment, unique_idents
 from ..numerics.types import FixedType
 from ..ops.dense import pack_tile
+from ..ops.matmul import transpose_b
 from ..passes.emit import _ENV as CHAIN_ENV
 from ..passes.emit import (
     PLIO_BITS,
@@ -37,7 +38,6 @@ from ..passes.place import Placement
 from ..templating import environment
 from ..vitis import system_files
 from .links import DagLink, Endpoint
-from ..ops.matmul import transpose_b
 from .plan import DagPlan, matmul_dims, matrix_shape
 
 _ENV = environment("dag")

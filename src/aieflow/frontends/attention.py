@@ -161,15 +161,24 @@ def split_heads(nodes: list[Node], shapes: dict[str, tuple[int, ...]], outputs) 
             users = [(j, m) for j, m in enumerate(nodes) if n.outputs[0] in m.inputs]
             t, big = shapes[ins[0]]
             tt, h, d = shapes[n.outputs[0]]
-            if (len(users) == 1 and users[0][1].op == "transpose" and tuple(users[0][1].attrs["perm"]) == (1, 0, 2)
-                    and tt == t and h * d == big):
+            # [H, T, d] (perm (1, 0, 2)), or [H, d, T] (perm (1, 2, 0): K^T as an exporter writes it)
+            perms = ((1, 0, 2), (1, 2, 0))
+            if (len(users) == 1 and users[0][1].op == "transpose"
+                    and tuple(int(v) for v in users[0][1].attrs["perm"]) in perms and tt == t and h * d == big):
                 j, tr = users[0]
+                flip = tuple(int(v) for v in tr.attrs["perm"]) == (1, 2, 0)
                 parts = []
                 for k in range(h):
                     y = fresh(f"{tr.outputs[0]}_h{k}")
                     shapes[y] = (t, d)
                     out.append(Node(fresh(f"{tr.name}_h{k}"), "slice", (ins[0],), (y,),
                                     frozen_map({"axis": 1, "start": k * d, "stop": (k + 1) * d})))
+                    if flip:
+                        z = fresh(f"{tr.outputs[0]}_h{k}_t")
+                        shapes[z] = (d, t)
+                        out.append(Node(fresh(f"{tr.name}_h{k}_t"), "transpose", (y,), (z,),
+                                        frozen_map({"perm": (1, 0)})))
+                        y = z
                     parts.append(y)
                 heads[tr.outputs[0]] = _Heads(parts)
                 skip.add(j)
