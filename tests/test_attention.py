@@ -316,3 +316,20 @@ def test_matmul_on_aie1_and_in_a_chain_is_refused_by_name():
     m, x = _model(SingleHead), _data()
     with pytest.raises(AieflowError, match="memory tiles"):
         aieflow.compile(m, device="vck190", example_input=x[:1], calibration=x, config={"precision": "int8"})
+
+
+def test_attention_design_saves_loads_and_fits_the_schema(tmp_path):
+    import json
+    from importlib import resources
+
+    import jsonschema
+
+    m, x = _model(TwoHead, seed=5), _data(5)
+    d = _compile(m, x, "int8", "vek280")
+    d.save(tmp_path / "att")
+    d2 = aieflow.load(tmp_path / "att")
+    assert isinstance(d2, DagDesign)
+    assert np.array_equal(d2.predict(x[:4]), d.predict(x[:4]))
+    assert [d2.plan.node(n).types for n in d2.plan.compute] == [d.plan.node(n).types for n in d.plan.compute]
+    schema = json.loads(resources.files("aieflow").joinpath("schema/design.schema.json").read_text())
+    jsonschema.validate(d.to_json(), schema)
