@@ -333,3 +333,17 @@ def test_attention_design_saves_loads_and_fits_the_schema(tmp_path):
     assert [d2.plan.node(n).types for n in d2.plan.compute] == [d.plan.node(n).types for n in d.plan.compute]
     schema = json.loads(resources.files("aieflow").joinpath("schema/design.schema.json").read_text())
     jsonschema.validate(d.to_json(), schema)
+
+
+def test_rows_of_partial_vectors_verify_bit_exact():
+    # 12 tokens x 24 features: Q K^T has N = 12, A V has N = 24, neither a whole number of 16 lanes
+    # (the kernel's element-store path and zero padding lanes of B)
+    torch.manual_seed(7)
+    m = SingleHead(24).eval()
+    x = np.random.default_rng(7).standard_normal((64, 12, 24)).astype(np.float32)
+    d = _compile(m, x, "int16", "vek280")
+    assert {d.plan.node(n).attrs["transpose_b"]: n for n in d.plan.compute if d.plan.node(n).op == "matmul"}
+    ref = m(torch.from_numpy(x[:16])).detach().numpy()
+    assert np.abs(d.predict(x[:16]) - ref).max() <= TOLERANCE["int16"] * np.abs(ref).max()
+    v = d.verify(samples=4)
+    assert v.ok, v.verdict()
