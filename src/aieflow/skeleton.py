@@ -26,7 +26,7 @@ from .errors import ConfigError
 
 GRANULARITIES = ("name", "model")
 # layer ops whose quantiser reads the layer's 'precision' (ops/*.py quantise)
-PRECISION_OPS = ("dense", "conv2d", "gru", "lstm", "add", "activation", "layernorm")
+PRECISION_OPS = ("dense", "conv2d", "gru", "lstm", "add", "activation", "layernorm", "matmul")
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from ..mapped.ir import Kernel, Link, MappedGraph, Plio, Port, SharedBuffer
 from ..names import c_ident, comment, unique_idents
 from ..numerics.types import FixedType
 from ..ops.dense import pack_tile
+from ..ops.matmul import transpose_b
 from ..passes.emit import _ENV as CHAIN_ENV
 from ..passes.emit import (
     PLIO_BITS,
@@ -37,7 +38,7 @@ from ..passes.place import Placement
 from ..templating import environment
 from ..vitis import system_files
 from .links import DagLink, Endpoint
-from .plan import DagPlan, matrix_shape
+from .plan import DagPlan, matmul_dims, matrix_shape
 
 _ENV = environment("dag")
 PLIO_IN = "in_x"
@@ -62,7 +63,8 @@ def _acc_for_add(t) -> str:
 
 
 # the kernel class of each rows op (templates/dag/dag_kernels.h; bf16: dag_kernels_bf16.h)
-ROWS_CLASS = {"add": "ResidualAdd", "layernorm": "LayerNorm", "activation": "Activation", "softmax": "Softmax"}
+ROWS_CLASS = {"add": "ResidualAdd", "layernorm": "LayerNorm", "activation": "Activation", "softmax": "Softmax",
+              "matmul": "MatMul"}
 
 
 def _is_bf16(node) -> bool:
@@ -91,7 +93,7 @@ def _bf16_info(node) -> dict:
 
 def rows_infos(plan: DagPlan, ids: dict[str, str]) -> dict[str, list[dict]]:
     """Each rows kernel's layers.h configuration, by kind: adds, norms, acts, softmaxes."""
-    adds, norms, acts, softmaxes = [], [], [], []
+    adds, norms, acts, softmaxes, matmuls = [], [], [], [], []
     for name in plan.compute:
         node = plan.node(name)
         if node.op not in ROWS_CLASS:
@@ -110,7 +112,12 @@ def rows_infos(plan: DagPlan, ids: dict[str, str]) -> dict[str, list[dict]]:
                 function=node.attrs.get("function", ""), variant="bf16 table")
             {"add": adds, "layernorm": norms, "activation": acts, "softmax": softmaxes}[node.op].append(common)
             continue
-        if node.op == "add":
+        if node.op == "matmul":
+            m, k, n = matmul_dims(plan.graph, node, plan.operands[name])
+            matmuls.append({**common, "ta": t.a.c_type, "tb": t.b.c_type, "samples": rp.rows_per_part // rp.per_sample,
+                            "m": m, "k": k, "n": n, "trans_b": transpose_b(node),
+                            "types_text": f"a {t.a}, b {t.b}, out {t.output}"})
+        elif node.op == "add":
             adds.append({**common, "ta": t.a.c_type, "tb": t.b.c_type, "acc": _acc_for_add(t),
                          "shift_a": t.shift_a, "shift_b": t.shift_b, "relu": node.attrs.get("activation") == "relu",
                          "types_text": f"a {t.a}, b {t.b}, out {t.output}"})
@@ -126,7 +133,7 @@ def rows_infos(plan: DagPlan, ids: dict[str, str]) -> dict[str, list[dict]]:
             softmaxes.append({**common, "ti": t.input.c_type, "table": t.table_size, "sd": t.index_shift,
                               "fo": t.output.frac, "hi": t.output.max_code,
                               "types_text": f"in {t.input}, out {t.output}"})
-    return {"adds": adds, "norms": norms, "acts": acts, "softmaxes": softmaxes}
+    return {"adds": adds, "norms": norms, "acts": acts, "softmaxes": softmaxes, "matmuls": matmuls}
 
 
 def _transposes(plan: DagPlan, name: str) -> list[dict[str, Any]]:
@@ -197,13 +204,17 @@ def lower(plan: DagPlan, placement: Placement, ids: dict[str, str], headers: lis
         else:
             rp = plan.rows[name]
             cls = rows_class(node)
-            args = {"add": (), "layernorm": (f"aieflow_design::{ident}_gamma", f"aieflow_design::{ident}_beta")}.get(
+            args = {"add": (), "matmul": (),
+                    "layernorm": (f"aieflow_design::{ident}_gamma", f"aieflow_design::{ident}_beta")}.get(
                 node.op, (f"aieflow_design::{ident}_table",))
             size = rp.rows_per_part * rp.features
+            ins = (size,) * len(node.inputs)
+            if node.op == "matmul":  # A: the part's rows; B: its samples' whole B
+                m, k, n = matmul_dims(plan.graph, node, plan.operands[name])
+                ins = (rp.rows_per_part * k, rp.rows_per_part // rp.per_sample * k * n)
             for i in range(rp.parts):
                 kernels.append(Kernel(part_var(ident, i), name, f"aieflow::{cls}<aieflow_design::{ident}_cfg>", args,
-                                      f"kernels/{ident}.cc", (rect.column + i, rect.row),
-                                      (size,) * len(node.inputs), (size,)))
+                                      f"kernels/{ident}.cc", (rect.column + i, rect.row), ins, (size,)))
     buffers: list[SharedBuffer] = []
     for link in plan.links:
         buffers += _link_buffers(plan, link, ids, len(buffers), links)

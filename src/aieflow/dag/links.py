@@ -243,7 +243,18 @@ def _block_read(g: Geometry, rp: RowsPlan, i: int) -> NdTiling:
     return NdTiling(g.dims, (n, g.rows, samples), (first, 0, lo // g.features))
 
 
-def consumer_ports(plan: DagPlan, consumer: str | None, src: Operand, g: Geometry) -> list[tuple[Endpoint, NdTiling]]:
+def part_rows(plan: DagPlan, name: str, operand: int, i: int, g: Geometry) -> tuple[int, int]:
+    """The source rows part ``i`` of rows kernel ``name`` reads of its ``operand``: its own rows, or,
+    for a matmul's B, all rows of the part's samples."""
+    rp = plan.rows[name]
+    lo, hi = rp.part_rows(i)
+    if rp.op == "matmul" and operand == 1:
+        return lo // rp.per_sample * g.rows, hi // rp.per_sample * g.rows
+    return lo, hi
+
+
+def consumer_ports(plan: DagPlan, consumer: str | None, src: Operand, g: Geometry,
+                   operand: int = 0) -> list[tuple[Endpoint, NdTiling]]:
     src = effective(src)
     nf = view_features(g, src)
     if consumer is None:
@@ -256,7 +267,8 @@ def consumer_ports(plan: DagPlan, consumer: str | None, src: Operand, g: Geometr
     rp = plan.rows[consumer]
     if src.transpose_at == "consumer":
         return [(Endpoint("part", consumer, i), _block_read(g, rp, i)) for i in range(rp.parts)]
-    return [(Endpoint("part", consumer, i), _rows_tiling(g, *rp.part_rows(i), src.transposed, consumer, src.start, nf))
+    return [(Endpoint("part", consumer, i),
+             _rows_tiling(g, *part_rows(plan, consumer, operand, i, g), src.transposed, consumer, src.start, nf))
             for i in range(rp.parts)]
 
 
@@ -272,7 +284,7 @@ def make_links(plan: DagPlan, device: Device) -> tuple[DagLink, ...]:
             raise PlanError(f"{len(writes)} producer ports would write one memory-tile buffer of '{src.tensor}'; a "
                             f"memory tile has {ch} DMA channels per direction", layer=src.producer,
                             hint=f"use at most {ch} cascade rows (parallelism.cas_num) for this layer")
-        reads = consumer_ports(plan, consumer, src, g)
+        reads = consumer_ports(plan, consumer, src, g, i)
         shards = tuple(DagShard(g.dims, tuple(writes), tuple(reads[j:j + ch])) for j in range(0, len(reads), ch))
         t = plan.graph.tensors[src.tensor].dtype
         link = DagLink(src, consumer, i, t.container_bits // 8, shards)
@@ -333,7 +345,7 @@ def _expected_write(plan: DagPlan, ep: Endpoint, g: Geometry, src: Operand) -> n
     return np.where(f < fw, _ids(r, ep.offset + f, g), 0)
 
 
-def _expected_read(plan: DagPlan, ep: Endpoint, g: Geometry, src: Operand) -> np.ndarray:
+def _expected_read(plan: DagPlan, ep: Endpoint, g: Geometry, src: Operand, operand: int = 0) -> np.ndarray:
     src = effective(src)
     if src.transpose_at == "consumer":  # the kernel's input block: source layout [samples][R][f run]
         lo, hi = plan.rows[ep.node].part_rows(ep.index)
@@ -347,7 +359,7 @@ def _expected_read(plan: DagPlan, ep: Endpoint, g: Geometry, src: Operand) -> np
         f, r = _panel_order(ep.index * p.k_slice, p.k_slice, p.in_panel, p.batch_pad)
         f = np.where(f < feats_c, f, 1 << 40)
     else:
-        lo, hi = (0, rows_c * g.batch) if ep.kind == "out" else plan.rows[ep.node].part_rows(ep.index)
+        lo, hi = (0, rows_c * g.batch) if ep.kind == "out" else part_rows(plan, ep.node, operand, ep.index, g)
         r, f = np.divmod(np.arange(lo * feats_c, hi * feats_c), feats_c)
     rs, fs = _source_of(r, f, g, src)
     return _ids(rs, fs, g)
@@ -396,12 +408,12 @@ def check_dag_link(plan: DagPlan, link: DagLink, device: Device) -> None:
             vals = np.where(addr >= 0, buf[np.maximum(addr, 0)], 0)
             if (vals == -1).any():
                 fail(f"shard {i}: the read for {ep} meets elements nobody wrote")
-            want = _expected_read(plan, ep, g, link.source)
+            want = _expected_read(plan, ep, g, link.source, link.operand)
             if vals.size != want.size or not np.array_equal(vals, want):
                 fail(f"{ep} reads the wrong elements ({vals.size} moved, its port holds {want.size})")
             if ep in fed:
                 fail(f"{ep} is fed twice")
             fed[ep] = i
-    expected = {ep for ep, _ in consumer_ports(plan, link.consumer, link.source, g)}
+    expected = {ep for ep, _ in consumer_ports(plan, link.consumer, link.source, g, link.operand)}
     if set(fed) != expected:
         fail(f"ports {sorted(map(str, expected - set(fed)))} are fed by no shard")

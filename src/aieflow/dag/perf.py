@@ -36,7 +36,7 @@ from ..perf.activation import (  # noqa: F401 - cnn/perf.py reads the constants 
 )
 from ..perf.simulate import Pipeline, StageSpec, kernel_stage, run_pipeline
 from .links import DagLink
-from .plan import DagPlan
+from .plan import DagPlan, matmul_dims
 
 # Residual Add (dag_kernels.h ResidualAdd): per 16 lanes two vector loads (one per load unit,
 # one cycle), two upshifts, one accumulator add and one SRS issued in the vector slots, one
@@ -69,6 +69,13 @@ def layernorm_vectorised(features: int, in_bytes: int, out_bytes: int) -> bool:
     """Whether ``dag_kernels.h`` LayerNorm takes its vector path (its ``VEC`` condition)."""
     return features % 16 == 0 and (features * in_bytes) % 32 == 0 and (features * out_bytes) % 32 == 0 \
         and features < 32768
+# MatMul (dag_kernels.h MatMul), assumed (no published figure isolates them): per output vector of 16
+# lanes and per k one aie::mac of a broadcast int16 by a 16-lane int16 row into acc64 lanes, issued one
+# per cycle (MM_MAC_CYCLES; a load and a broadcast in other slots of the same VLIW bundle), then 4
+# cycles for the SRS and the store (MM_OUT_CYCLES); per sample the copy of B into its int16 [K][NV]
+# form, COPY_CYCLES (2) per element (scalar, transposed when TRANS_B).
+MM_MAC_CYCLES = 1
+MM_OUT_CYCLES = 4
 # Activation and softmax (dag_kernels.h Activation, Softmax on activation_fixed.h): perf/activation.py.
 CALL_CYCLES = 16  # as perf/kernel.py's call_cycles (assumed there)
 # An in-memory transpose of a port's block (dag_kernels.h transpose_block): a scalar copy per element.
@@ -120,7 +127,9 @@ class DagPerformance:
 def rows_kernel_cycles(plan: DagPlan, name: str) -> float:
     rp = plan.rows[name]
     elems = rp.rows_per_part * rp.features
-    ports = 3 if rp.op == "add" else 2
+    ports = 3 if rp.op in ("add", "matmul") else 2
+    if rp.op == "matmul":
+        return CALL_CYCLES + matmul_cycles(plan, name) + mv.lock_handoff_cycles(ports)
     if rp.op == "add":
         body = math.ceil(elems / 16) * ADD_CYCLES_PER_VECTOR
     elif rp.op == "activation":
@@ -138,6 +147,15 @@ def rows_kernel_cycles(plan: DagPlan, name: str) -> float:
                     + rp.rows_per_part * LN_ROW_CYCLES)
     transposes = sum(rp.in_transposed) + int(rp.out_transposed)
     return CALL_CYCLES + body + transposes * elems * TRANSPOSE_CYCLES + mv.lock_handoff_cycles(ports)
+
+
+def matmul_cycles(plan: DagPlan, name: str) -> int:
+    """The MatMul kernel body of one part (the assumed constants above)."""
+    rp = plan.rows[name]
+    m, k, n = matmul_dims(plan.graph, plan.node(name), plan.operands[name])
+    samples = rp.rows_per_part // rp.per_sample
+    vectors = math.ceil(n / 16)
+    return samples * (k * n * COPY_CYCLES + m * vectors * (k * MM_MAC_CYCLES + MM_OUT_CYCLES))
 
 
 def _hops(device: Device, row: int) -> int:
@@ -165,6 +183,9 @@ def estimate_dag(plan: DagPlan, device: Device, placement=None) -> DagPerformanc
             macs += spec.macs
         else:
             stages[name] = DagStage(name, "kernel", "compute", ns(rows_kernel_cycles(plan, name)), 0.0, ())
+            if node.op == "matmul":  # the dynamic products count as MACs too
+                m, k, n = matmul_dims(plan.graph, node, plan.operands[name])
+                macs += plan.batch * m * k * n
         kernel_of[name] = name
     for link in plan.links:
         _link_stages(plan, link, device, stages, kernel_of, row_of)

@@ -35,8 +35,8 @@ from ..ops.base import PlanContext
 from ..ops.dense import DensePlan, with_out_panel
 from ..ops.registry import family
 
-COMPUTE_OPS = ("dense", "add", "layernorm", "activation", "softmax")
-ROWS_OPS = ("add", "layernorm", "activation", "softmax")
+COMPUTE_OPS = ("dense", "add", "layernorm", "activation", "softmax", "matmul")
+ROWS_OPS = ("add", "layernorm", "activation", "softmax", "matmul")
 ALIGN = 32
 
 
@@ -214,6 +214,30 @@ def _aligned(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
 
 
+def operand_features(graph: Graph, o: Operand, reader: str) -> int:
+    """Features per row a consumer reads of an operand (a slice's width, or the whole tensor's)."""
+    return o.stop - o.start if o.sliced else matrix_shape(graph, o.tensor, reader)[1]
+
+
+def matmul_dims(graph: Graph, node: Node, operands: tuple[Operand, ...]) -> tuple[int, int, int]:
+    """(M, K, N) of a matmul node's per-sample product: A [M, K] by B [K, N] (B stored [N, K] when
+    ``transpose_b``)."""
+    m, n = matrix_shape(graph, node.outputs[0], node.name)
+    return m, operand_features(graph, operands[0], node.name), n
+
+
+def matmul_memory(node: Node, rows_per_part: int, per_sample: int, k: int, n: int, device: Device) -> int:
+    """A matmul part: ping-pong A rows, its samples' B, output rows; B widened to int16 [K][N
+    rounded up to 16 lanes] in the kernel's memory; stack and heap."""
+    gen = device.generation
+    t = node.types
+    samples = rows_per_part // per_sample
+    lanes = -(-n // 16) * 16
+    io = (2 * _aligned(rows_per_part * k * _bytes(t.a)) + 2 * _aligned(samples * k * n * _bytes(t.b))
+          + 2 * _aligned(rows_per_part * n * _bytes(t.output)))
+    return io + _aligned(2 * k * lanes) + gen.stack_bytes + gen.heap_bytes
+
+
 def rows_memory(node: Node, rows_per_part: int, features: int, device: Device) -> int:
     gen = device.generation
     reserved = gen.stack_bytes + gen.heap_bytes
@@ -266,7 +290,7 @@ def place_transposes(graph: Graph, compute: list[str], operands: dict[str, tuple
     operands = {k: list(v) for k, v in operands.items()}
     gen = device.generation
     for name in compute:
-        if name not in rows:
+        if name not in rows or rows[name].op == "matmul":  # the matmul reads its operands as they are
             continue
         rp, node = rows[name], graph.node(name)
         flags = []
@@ -291,7 +315,7 @@ def place_transposes(graph: Graph, compute: list[str], operands: dict[str, tuple
         ops = [out if c is None else operands[c][k] for c, k in rd]
         p = ops[0].producer
         w = _words(graph, tensor)
-        if p not in rows or w == 1 or not all(o.transposed and o.transpose_at == "dma" and not o.parts for o in ops):
+        if p not in rows or rows[p].op == "matmul" or w == 1 or not all(o.transposed and o.transpose_at == "dma" and not o.parts for o in ops):
             continue
         rp = rows[p]
         if not _runs_fit(rp, rp.per_sample, w):
@@ -315,7 +339,7 @@ BF16_ROWS = ("add", "layernorm", "activation", "softmax")
 
 def _check_row_types(node: Node, device: Device) -> None:
     t = node.types
-    ports = (t.a, t.b, t.output) if node.op == "add" else (t.input, t.output)
+    ports = (t.a, t.b, t.output) if node.op in ("add", "matmul") else (t.input, t.output)
     if t is not None and t.is_float:
         gen = device.generation
         name = t.output.name
@@ -337,8 +361,22 @@ def _check_row_types(node: Node, device: Device) -> None:
             raise PlanError(f"type {x} has no kernel (8-, 16- or 32-bit fixed point, or bf16)", layer=node.name)
 
 
-def _plan_rows(node: Node, graph: Graph, batch: int, device: Device) -> RowsPlan:
+def _check_matmul_operands(node: Node, operands: tuple[Operand, ...]) -> None:
+    for k, o in enumerate(operands):
+        if o.transposed or o.parts:
+            what = "a transposed view" if o.transposed else "a concat"
+            raise PlanError(
+                f"operand {'AB'[k]} of the matmul is {what} of '{o.tensor}'; the matmul kernel reads its operands "
+                "row-major (a transpose of B's last two axes is its transpose_b, folded at import)", layer=node.name,
+                hint="multiply by the tensor itself (x @ y.transpose(-2, -1) is folded), or use aieflow.emulate")
+
+
+def _plan_rows(node: Node, graph: Graph, batch: int, device: Device,
+               operands: tuple[Operand, ...] = ()) -> RowsPlan:
     _check_row_types(node, device)
+    if node.op == "matmul":
+        _check_matmul_operands(node, operands)
+        m, k, n = matmul_dims(graph, node, operands)
     r, f = matrix_shape(graph, node.outputs[0], node.name)
     rows = batch * r
     gen = device.generation
@@ -350,7 +388,9 @@ def _plan_rows(node: Node, graph: Graph, batch: int, device: Device) -> RowsPlan
         rp = rows // parts
         if rp % r and r % rp:  # a part is whole samples or a whole fraction of one (tilers)
             continue
-        mem = rows_memory(node, rp, f, device)
+        if node.op == "matmul" and rp % r:  # each part multiplies whole samples (all of B's rows)
+            continue
+        mem = matmul_memory(node, rp, r, k, n, device) if node.op == "matmul" else rows_memory(node, rp, f, device)
         if mem <= gen.data_memory_bytes:
             best = RowsPlan(node.op, parts, rows, r, f, mem)
             # Add, activation: the fewest tiles that fit (rarely the slowest stage); LayerNorm,
@@ -358,6 +398,12 @@ def _plan_rows(node: Node, graph: Graph, batch: int, device: Device) -> RowsPlan
             # divide are scalar)
             if node.op in ("add", "activation"):
                 break
+            # matmul: as many parts as allowed (its work per row is K x N multiply-adds)
+    if best is None and node.op == "matmul":
+        raise PlanError(
+            f"one sample's matmul ({m} x {k} by {k} x {n}) needs {matmul_memory(node, r, r, k, n, device)} bytes on "
+            f"a tile, which has {gen.data_memory_bytes}", layer=node.name,
+            hint="use fewer tokens or narrower heads (more heads), or aieflow.emulate(model, ...)")
     if best is None:
         rp = rows // min(rows, channels)
         raise PlanError(
@@ -410,7 +456,7 @@ def plan_dag(graph: Graph, device: Device, config: Config) -> DagPlan:
         if node.op == "dense":
             nodes.append(_plan_dense(node, graph, batch, device, config))
         else:
-            rows[node.name] = _plan_rows(node, graph, batch, device)
+            rows[node.name] = _plan_rows(node, graph, batch, device, operands[node.name])
             nodes.append(node)
     planned = graph.with_nodes(nodes)
     out = source(graph, graph.outputs[0], "output")

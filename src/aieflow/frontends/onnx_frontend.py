@@ -32,7 +32,7 @@ from onnx import numpy_helper
 from ..errors import ConfigError, ModelError, UnsupportedOpError
 from ..ir import Graph, ImportedModel, Node, QuantHints, Tensor, frozen_map
 from ..numerics.types import AffineType, FixedType, Rounding, Saturation
-from . import batchnorm, sequence
+from . import attention, batchnorm, sequence
 from .onnx_activation import ACTIVATION_OPS, OnnxActivationMixin, rewrite_patterns
 from .onnx_conv import CONV_OPS, OnnxConvMixin
 from .onnx_quant import QONNX_DOMAINS, QONNX_OPS, OnnxQuantMixin
@@ -56,6 +56,8 @@ SUPPORTED_ONNX_OPS: tuple[str, ...] = (
     "Add of two computed tensors (residual add)",
     "Concat / Split / Transpose of computed tensors (feature concat, split, transpose of the per-sample axes)",
     "MatMul with a constant on [rows, features] per sample (token / channel mixing)",
+    "MatMul of two computed tensors (attention: Q K^T, A V; batched over heads)",
+    "Mul / Div of a float model's tensor by a scalar constant, folded into the Gemm / MatMul before it (attention's 1 / sqrt(d))",
     "LayerNormalization (last axis)",
     "QONNX Quant / BipolarQuant / Trunc (power-of-two scales, zero point 0)",
     "Clip of QuantizeLinear codes (QCDQ narrow range); Mul / Div by a power of two (folded)",
@@ -893,6 +895,9 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
 
     def _matmul(self, node: onnx.NodeProto, name: str) -> None:
         a, b = node.input[0], node.input[1]
+        if self._const(a) is None and self._const(b) is None:
+            self._dynamic_matmul(node, name)
+            return
         x, k, wc, _ = self._weight_operand(a, b, name, "MatMul", rows=True)
         n = int(wc.value.shape[1])
         if wc.qtype is not None:
@@ -903,6 +908,21 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
         if wc.affine is not None:
             self._affine_params(name, "MatMul", wc, False, params)
         self._emit(name, "dense", x, node.output[0], shape, attrs_out, params)
+
+    def _dynamic_matmul(self, node: onnx.NodeProto, name: str) -> None:
+        """MatMul of two computed tensors (attention's Q K^T, A V): a ``matmul`` node; a Transpose of
+        the second operand's last two axes becomes its ``transpose_b`` (``frontends/attention.py``)."""
+        xa = self._data_input(node.input[0], name, "MatMul")
+        xb = self._data_input(node.input[1], name, "MatMul")
+        sa, sb = self.shapes[xa], self.shapes[xb]
+        if len(sa) < 2 or len(sa) != len(sb) or sa[:-2] != sb[:-2] or sa[-1] != sb[-2]:
+            raise UnsupportedOpError(
+                f"node '{name}' (MatMul) multiplies computed tensors of per-sample shapes {sa} and {sb}; aieflow maps "
+                "[..., M, K] by [..., K, N] with equal leading (head) dimensions", hint="no broadcasting")
+        y = node.output[0]
+        self.shapes[y] = (*sa[:-1], sb[-1])
+        self.nodes.append(Node(name=name, op="matmul", inputs=(xa, xb), outputs=(y,),
+                               attrs=frozen_map({"transpose_b": False}), params=frozen_map({})))
 
     def _weight_operand(self, a: str, b: str, name: str, op: str, transpose: bool = False, rows: bool = False):
         """Check ``a @ b`` is activation x constant 2-D weight; return (x, k, constant, weight)."""
@@ -1056,7 +1076,10 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
         except UnsupportedOpError:
             view = self._data_view(self.moved[t].index)
             if view is None:
-                raise
+                heads = self._head_view(self.moved[t].index)
+                if heads is None:
+                    raise
+                return self._emit_head_view(t, *heads)
         kind, sources, attrs = view
         base = self.moved[t].producer
 
@@ -1081,6 +1104,64 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
             inputs.append(src)
         self.shapes[t] = tuple(int(d) for d in self.moved[t].index.shape[1:])
         self.nodes.append(Node(name=fresh(base), op=kind, inputs=tuple(inputs), outputs=(t,), attrs=frozen_map(attrs)))
+        del self.moved[t]
+        return t
+
+    def _head_view(self, ids: np.ndarray):
+        """Attention's head split and merge as exporters write them: ``[T, H d]`` reshaped to ``[T, H, d]``
+        and permuted (``[H, T, d]``, or ``[H, d, T]`` for K^T), or ``[H, T, d]`` permuted and reshaped to
+        ``[T, H d]``: (source, reshape before or None, perm, reshape after or None), for
+        ``frontends/attention.split_heads``."""
+        b = self.movement_batch
+        found = self._whole(ids)
+        if found is None or ids.ndim < 3 or ids.shape[0] != b:
+            return None
+        src, pos = found
+        shape = self.shapes[src]
+        size = b * int(np.prod(shape, dtype=np.int64))
+        if pos.size != size:
+            return None
+        ref = np.arange(size).reshape(b, *shape)
+        if len(shape) == 2 and ids.ndim == 4:  # split: [T, D] -> [T, H, d] -> permuted
+            t, dd = shape
+            for h in range(2, dd + 1):
+                if dd % h:
+                    continue
+                split = (t, h, dd // h)
+                r2 = ref.reshape(b, *split)
+                for perm in itertools.permutations(range(3)):
+                    if np.transpose(r2, (0, *(p + 1 for p in perm))).shape == pos.shape and np.array_equal(
+                            np.transpose(r2, (0, *(p + 1 for p in perm))), pos):
+                        return src, split, perm, None
+        if len(shape) == 3 and ids.ndim == 3:  # merge: [H, T, d] permuted -> [T, H d]
+            for perm in itertools.permutations(range(3)):
+                moved = np.transpose(ref, (0, *(p + 1 for p in perm)))
+                if moved.size == pos.size and np.array_equal(moved.reshape(pos.shape), pos):
+                    return src, None, perm, tuple(int(d) for d in pos.shape[1:])
+        return None
+
+    def _emit_head_view(self, t: str, src: str, before, perm, after) -> str:
+        base = self.moved[t].producer
+        names = {n.name for n in self.nodes}
+
+        def fresh(stem: str) -> str:
+            name, k = stem, 1
+            while name in names:
+                name, k = f"{stem}_{k}", k + 1
+            names.add(name)
+            return name
+
+        x = src
+        steps = ([("reshape", {"shape": before})] if before else []) + (
+            [("transpose", {"perm": tuple(perm)})] if tuple(perm) != tuple(range(len(perm))) else []) + (
+            [("reshape", {"shape": after})] if after else [])
+        for k, (op, attrs) in enumerate(steps):
+            y = t if k == len(steps) - 1 else fresh(f"{t}_{op}")
+            shape = attrs["shape"] if op == "reshape" else tuple(self.shapes[x][p] for p in attrs["perm"])
+            self.shapes[y] = tuple(int(d) for d in shape)
+            self.nodes.append(Node(name=fresh(f"{base}_{op}"), op=op, inputs=(x,), outputs=(y,),
+                                   attrs=frozen_map(attrs)))
+            x = y
         del self.moved[t]
         return t
 
@@ -1500,6 +1581,7 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
         nodes = sequence.simplify(self.nodes, outputs, self.unlifts, self.shapes)
         nodes = batchnorm.fold(nodes, self.shapes, outputs, quantised_params={n for n, _ in self.hint_params},
                                quantised_tensors=set(self.hint_tensors))
+        nodes = attention.prepare(nodes, self.shapes, outputs)
         nodes = _with_module_aliases(nodes, module_paths(self.proto))
         tensors = {
             t: Tensor(t, s)

@@ -487,11 +487,22 @@ class OnnxQuantMixin:
         factor = self._pow2_factor(c, op) if (op == "Mul" or t == node.input[0]) else None
         advice = ("aieflow folds a Mul / Div by a scalar positive power of two into the Gemm / MatMul (+ Add) that "
                   "computes its operand, or into a constant")
+        x = self._data_input(t, name, op)
+        chain = self._linear_chain(x)
+        v = np.asarray(c.value, dtype=np.float64).reshape(-1)
+        plain = not self.hint_params and not self.hint_tensors and c.codes is None and v.size == 1
+        if plain and (factor is None or chain is None or not self._only_reader(t, node)):
+            # a float model (no quantisation hints): any scalar goes to the Dense that computes its operand,
+            # through views and a matmul's first operand (attention's 1 / sqrt(d)): frontends/attention.py
+            f = 1.0 / float(v[0]) if op == "Div" and t == node.input[0] else float(v[0])
+            if op == "Div" and t != node.input[0] or not math.isfinite(f) or f == 0:
+                raise UnsupportedOpError(f"node '{name}' ({op}) divides a constant by a computed tensor, or scales by "
+                                         f"{f}", hint=advice)
+            self._emit(name, "scale", x, node.output[0], self.shapes[x], {"factor": f})
+            return
         if factor is None:
             raise UnsupportedOpError(f"node '{name}' ({op}) scales a computed tensor by a constant that is not a "
                                      "scalar positive power of two", hint=advice)
-        x = self._data_input(t, name, op)
-        chain = self._linear_chain(x)
         if chain is None or not self._only_reader(t, node):
             raise UnsupportedOpError(f"node '{name}' ({op}) scales tensor '{x}', which is not the result of a Gemm / "
                                      "MatMul (+ Add) read by this node alone", hint=advice)

@@ -15,10 +15,13 @@ import numpy as np
 
 from ..errors import ConfigError, ModelError, UnsupportedOpError
 from ..ir import Graph, ImportedModel, Node, QuantHints, Tensor, frozen_map
-from . import batchnorm, sequence
+from . import attention, batchnorm, sequence
 from .torch_activation import SUPPORTED_FUNCTIONS as _ACT_FUNCTIONS
 from .torch_activation import SUPPORTED_MODULES as _ACT_MODULES
 from .torch_activation import ActivationMixin
+from .torch_attention import SUPPORTED_FUNCTIONS as _ATT_FUNCTIONS
+from .torch_attention import SUPPORTED_MODULES as _ATT_MODULES
+from .torch_attention import AttentionMixin
 from .torch_conv import SUPPORTED_FUNCTIONS as _CONV_FUNCTIONS
 from .torch_conv import SUPPORTED_MODULES as _CONV_MODULES
 from .torch_conv import ConvMixin
@@ -38,6 +41,7 @@ SUPPORTED_TORCH_MODULES: tuple[str, ...] = (
     "nn.LayerNorm (over the last dimension)",
     *_CONV_MODULES,
     *_ACT_MODULES,
+    *_ATT_MODULES,
 )
 SUPPORTED_TORCH_FUNCTIONS: tuple[str, ...] = (
     "F.relu / torch.relu / Tensor.relu",
@@ -53,6 +57,7 @@ SUPPORTED_TORCH_FUNCTIONS: tuple[str, ...] = (
     "F.layer_norm (over the last dimension, parameter weight and bias)",
     *_CONV_FUNCTIONS,
     *_ACT_FUNCTIONS,
+    *_ATT_FUNCTIONS,
 )
 
 _SUPPORTED_TEXT = (
@@ -177,7 +182,7 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0]
 
 
-class _Converter(RecurrentMixin, ConvMixin, ActivationMixin):
+class _Converter(RecurrentMixin, ConvMixin, ActivationMixin, AttentionMixin):
     def __init__(self, torch, gm, batch: int, model_name: str, training_bn: frozenset = frozenset()):
         self.torch = torch
         self.F = torch.nn.functional
@@ -195,6 +200,7 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin):
         self.lifted: dict[str, str] = {}  # (C, W) tensor -> its (C, 1, W) view (sequence.py)
         self.unlifts: set[str] = set()
         self.training_bn = training_bn
+        self.mha_outputs: dict[str, tuple[str, str]] = {}  # fx node of an nn.MultiheadAttention -> (path, output)
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -308,6 +314,9 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin):
         if isinstance(mod, nn.GRU | nn.LSTM):
             self.recurrent_module(fx_node, path, mod)
             return
+        if isinstance(mod, nn.MultiheadAttention):
+            self.mha_module(fx_node, path, mod)
+            return
         x = self._input(fx_node.args[0], path) if fx_node.args else None
         if x is None or len(fx_node.args) != 1 or fx_node.kwargs:
             raise UnsupportedOpError(
@@ -344,6 +353,10 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin):
         src = fx_node.args[0] if fx_node.args else None
         if fn is operator.getitem and isinstance(src, torch.fx.Node) and src.name in self.pending:
             self.pending_getitem(fx_node)
+            return
+        if fn is operator.getitem and self.mha_getitem(fx_node):
+            return
+        if self.attention_function(fx_node, fn, name):
             return
         if fn is torch.transpose and isinstance(src, torch.fx.Node):
             self._call_method(fx_node, "transpose")
@@ -414,6 +427,8 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin):
             if self.pending_method(fx_node, method):
                 return
         if method in _SHAPE_METHODS and self._shape(fx_node) is None:
+            return
+        if self.attention_method(fx_node, method, name):
             return
         x = self._input(fx_node.args[0], name)
         if method in ("transpose", "swapaxes", "swapdims", "permute") and self.maybe_time_major_view(fx_node, method, x):
@@ -569,6 +584,7 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin):
                 )
         nodes = sequence.simplify(self.nodes, outputs, self.unlifts, self.shapes)
         nodes = batchnorm.fold(nodes, self.shapes, outputs)
+        nodes = attention.prepare(nodes, self.shapes, outputs)
         tensors = {t: Tensor(t, s) for t, s in self.shapes.items()}
         graph = Graph(
             nodes=tuple(nodes),

@@ -14,6 +14,7 @@ from .conv import CONV2D, PRELU, TANH
 from .dense import DENSE
 from .elementwise import BIAS_ADD, RELU
 from .layernorm import LAYERNORM
+from .matmul import MATMUL
 from .pool import AVGPOOL, MAXPOOL
 from .recurrent import GRU, LSTM
 from .resize import RESIZE
@@ -42,6 +43,7 @@ OP_FAMILIES: Mapping[str, OpFamily] = MappingProxyType(
         "slice": SLICE,
         "activation": ACTIVATION,
         "softmax": SOFTMAX,
+        "matmul": MATMUL,
     }
 )
 
@@ -49,7 +51,7 @@ OP_FAMILIES: Mapping[str, OpFamily] = MappingProxyType(
 # PlanError naming the layer (aieflow.emulate runs models that contain them).
 EMULATION_ONLY: frozenset[str] = frozenset(
     {"gru", "lstm", "conv2d", "pixel_shuffle", "resize", "maxpool", "avgpool", "add", "layernorm", "transpose", "concat", "slice",
-     "activation", "softmax"}
+     "activation", "softmax", "matmul"}
 )
 
 

@@ -10,6 +10,8 @@
 //                normalised integer square root, 16-bit reciprocal 2^46 / r, z = round_even(D inv / 2^s),
 //                y = srs(z gamma + beta, SHIFT).
 //   Activation, Softmax: activation_fixed.h (ops/activation.py's table / interpolation and softmax).
+//   MatMul:      y = srs(sum_k a_ik b_kj, SHIFT) per sample (ops/matmul.py): exact products summed in 64-bit
+//                accumulator lanes, one SRS with the output's rounding / saturation.
 #pragma once
 
 #include <adf.h>
@@ -343,6 +345,60 @@ public:
         REGISTER_FUNCTION(Softmax::run);
         REGISTER_PARAMETER(exp_);
     }
+};
+
+// ---------------------------------------------------------------------------- MatMul
+// Config (generated in layers.h):
+//   struct mm_cfg { using TA, TB, TO; static constexpr unsigned S, M, K, N; static constexpr bool TRANS_B;
+//                   static constexpr int SHIFT; RND; SAT; };
+// Per part: S samples, each A [M][K] (row-major) times B [K][N] (or B stored [N][K] when TRANS_B: Q K^T
+// reads K as the projection wrote it) into y [M][N].  Per sample B is first copied into tile memory as
+// int16 [K][NV] (NV = N rounded up to 16 lanes, zero padded; transposed there when TRANS_B; int8 codes
+// widened exactly).  Then per output row and 16 columns: K aie::mac steps of the broadcast a_ik (int16)
+// by the row k of B into 16 lanes of acc64 (exact: |a b| < 2^30, K < 2^33), and one to_vector<TO>(SHIFT)
+// (shift-round-saturate by the rounding / saturation mode registers).
+template <class C>
+class MatMul {
+    using TA = typename C::TA;
+    using TB = typename C::TB;
+    using TO = typename C::TO;
+    static constexpr unsigned L = 16;
+    static constexpr unsigned NV = (C::N + L - 1) / L * L;
+    alignas(32) int16 bt_[C::K * NV];
+
+public:
+    MatMul() {
+        for (unsigned i = 0; i < C::K * NV; ++i) bt_[i] = 0;
+    }
+
+    void run(adf::input_buffer<TA>& __restrict a, adf::input_buffer<TB>& __restrict b,
+             adf::output_buffer<TO>& __restrict out) {
+        aie::set_rounding(C::RND);
+        aie::set_saturation(C::SAT);
+        const TA* __restrict pa = a.data();
+        const TB* __restrict pb = b.data();
+        TO* __restrict po = out.data();
+        for (unsigned s = 0; s < C::S; ++s, pb += C::K * C::N) {
+            for (unsigned k = 0; k < C::K; ++k)
+                for (unsigned n = 0; n < C::N; ++n)
+                    bt_[k * NV + n] = static_cast<int16>(C::TRANS_B ? pb[n * C::K + k] : pb[k * C::N + n]);
+            for (unsigned m = 0; m < C::M; ++m, pa += C::K, po += C::N) {
+                for (unsigned j = 0; j < NV; j += L) {
+                    aie::accum<acc64, L> acc = aie::zeros<acc64, L>();
+                    for (unsigned k = 0; k < C::K; ++k)
+                        acc = aie::mac(acc, aie::broadcast<int16, L>(static_cast<int16>(pa[k])),
+                                       aie::load_v<L>(bt_ + k * NV + j));
+                    const aie::vector<TO, L> v = acc.template to_vector<TO>(C::SHIFT);
+                    if constexpr (C::N % L == 0) {
+                        aie::store_v(po + j, v);  // rows of whole vectors: aligned stores
+                    } else {
+                        for (unsigned q = 0; q < L && j + q < C::N; ++q) po[j + q] = v.get(q);
+                    }
+                }
+            }
+        }
+    }
+    static void registerKernelClass() { REGISTER_FUNCTION(MatMul::run); }
 };
 
 }  // namespace aieflow
