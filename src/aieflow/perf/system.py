@@ -390,7 +390,8 @@ def for_project(kind: str, files: Mapping[str, str], perf: Mapping[str, Any], de
         return combine(array_latency_ns=lat, array_interval_ns=itv, samples_per_iteration=samples,
                        ops_per_iteration=ops, movers=movers, pl_kernels=[])
     if kind == "recurrent":
-        fsm_src = "\n".join(t for p, t in files.items() if p.endswith((".h", ".cpp")) and "RNN_HEAD_PIPELINE" in t)
+        fsm_src = "\n".join(t for p, t in files.items()  # the head (rnn_cell.h) and the merge loop (rnn_fsm.h)
+                           if p.endswith((".h", ".cpp")) and ("RNN_HEAD_PIPELINE" in t or "fsm_step" in t))
         cfg = instances(files.get("system.cfg", ""))
         fsms = [PLKernel(k, max(pipeline_iis(fsm_src), default=1), None, device.pl_clock_hz, False)
                 for k in cfg if k.startswith("rnn_fsm")]

@@ -87,6 +87,11 @@ PL_OP_CYCLES: Mapping[str, Mapping[str, int]] = MappingProxyType(
 PL_DECODE_CYCLES = 2
 PL_LUT_CYCLES = 2
 PL_WRITE_CYCLES = 1
+# Initiation interval of the FSM's packet-merge loop (rnn_fsm.h, ``fsm_step``): one 64-bit beat per
+# PL cycle.  What the generated HLS requests: the flattened loop reads one beat per iteration, holds
+# no loop of its own and carries ``#pragma HLS PIPELINE II=1`` (tests/test_recurrent_fsm.py reads it
+# back).  Whether synthesis meets it is Vitis HLS's report; none was run here.
+PL_MERGE_II = 1
 
 # hls4ml's default table size (rnn-semantics.md): the AIE aggregator keeps one table per function.
 LUT_ENTRIES = 1024

@@ -47,6 +47,7 @@ from .costs import (
     AIE_HEAD_MAC_CYCLES,
     AIE_HEAD_OUT_CYCLES,
     COMPACT_STATE_COPY_CYCLES,
+    PL_MERGE_II,
     ROW_LOOP_CYCLES,
     KernelTime,
     aie_gate_math_cycles,
@@ -240,7 +241,7 @@ def step_stages(mapping: RecurrentMapping, device: Device | str) -> tuple[tuple[
     if hybrid:
         rows_last = 1 if u.distribution == "row" else u.rows  # rows each source's last packet completes
         items = math.ceil(mapping.u_fanin / dims.gates) * rows_last
-        fsm = mv.pl_kernel_transfer(items, 1, pl_fsm_depth(dims.cell, pair), device)
+        fsm = mv.pl_kernel_transfer(items, PL_MERGE_II, pl_fsm_depth(dims.cell, pair), device)
         aggregate = StepStage(
             "aggregate", "pl", "pl", fsm.busy_cycles, fsm.latency_cycles,
             MappingProxyType({"aggregation": fsm.busy_cycles + fsm.latency_cycles}),

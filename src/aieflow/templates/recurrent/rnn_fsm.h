@@ -20,11 +20,13 @@
 
 namespace rnn {
 
+// Sources of port p whose rows of the current step are not all in yet (outside the merge loop).
 template <class A>
-bool fsm_port_done(const collector<A>& col, int p) {
+int fsm_port_open(const collector<A>& col, int p) {
+    int open = 0;
     for (int j = 0; j < A::PORT_N[p]; ++j)
-        if (!col.done(A::PORT_SRC[p][j])) return false;
-    return true;
+        if (!col.done(A::PORT_SRC[p][j])) ++open;
+    return open;
 }
 
 template <class X>
@@ -44,18 +46,41 @@ void fsm_step(hls::stream<ap_uint<64>>* merged, hls::stream<ap_uint<64>>& h_out,
     static X h[A::NHP];
     static X c[A::NH];
     static int step = 0;
+    // The packet-merge loop, flattened: one iteration reads exactly one beat (UG1399 "Pipelining
+    // Loops": a pipelined loop unrolls the loops inside it, and a packet's word count, read from the
+    // ID table at run time, is no unrollable bound).  State per beat: the words of the current packet
+    // still to come (left; <= 0: the next beat is a header), its source (src, -1 for an unknown ID),
+    // and the port's sources still short of rows this step (open, replacing the done check over the
+    // port's sources).  It ends after the last beat of the packet that completes the port's last
+    // open source, as the per-packet loop did.  PIPELINE under __SYNTHESIS__ only (g++ -Wall would
+    // flag the unknown pragma); the collector's calls hold only constant-bound loops (SLOTS), which
+    // the pipeline unrolls.
     for (int p = 0; p < A::NPORTS; ++p) {
-        while (!fsm_port_done(col, p)) {
-            ap_uint<64> beat = merged[p].read();
-            const int header = beat.range(31, 0).to_int();
-            const int src = A::ID_SRC[p][header & 31];
-            const int words = src >= 0 ? A::SRC_WORDS[src] : 1;
-            if (src >= 0) col.accept(src, from_word<X>(beat.range(63, 32).to_int()));
-            for (int w = 1; w < words; w += 2) {
-                beat = merged[p].read();
-                if (src >= 0) col.accept(src, from_word<X>(beat.range(31, 0).to_int()));
-                if (src >= 0 && w + 1 < words) col.accept(src, from_word<X>(beat.range(63, 32).to_int()));
+        int open = fsm_port_open(col, p);
+        int left = 0;
+        int src = -1;
+        while (left > 0 || open > 0) {
+#ifdef __SYNTHESIS__
+#pragma HLS PIPELINE II=1
+#endif
+            const ap_uint<64> beat = merged[p].read();
+            const int lo = beat.range(31, 0).to_int();
+            const int hi = beat.range(63, 32).to_int();
+            const bool header = left <= 0;
+            if (header) {
+                src = A::ID_SRC[p][lo & 31];
+                left = src >= 0 ? A::SRC_WORDS[src] : 1;
             }
+            // a header beat carries word 0 in bits 63..32; a payload beat one word in bits 31..0 and
+            // a second in bits 63..32 while the packet has more than one left (else zero fill)
+            const bool second = !header && left > 1;
+            if (src >= 0) {
+                const bool was_done = col.done(src);
+                col.accept(src, from_word<X>(header ? hi : lo));
+                if (second) col.accept(src, from_word<X>(hi));
+                if (!was_done && col.done(src)) --open;
+            }
+            left -= second ? 2 : 1;
         }
     }
     Cell::step(col.gx_now(), col.gh, h, c);
