@@ -1,7 +1,8 @@
 """Modelled per-step latency of recurrent layers on the VCK190: AIE-only vs hybrid aggregation,
 and (issue 22) the compact mapping against the spread ones for top tagging on VEK280 and VCK190.
 
-    python benchmarks/gru_latency.py
+    python benchmarks/gru_latency.py            # every table
+    python benchmarks/gru_latency.py split      # the split-mapping tables only (issue 22)
 
 Workloads: the top-tagging GRU / LSTM of ``shared/spec/rnn-semantics.md`` (6 inputs, hidden 20,
 20 steps), the hidden sizes over which ``shared/spec/gru-on-aie.md`` reports its trends (8-32, and
@@ -18,6 +19,7 @@ import time
 
 import torch
 
+from aieflow.devices import get_device
 from aieflow.recurrent import (
     RecurrentDims,
     RecurrentOptions,
@@ -25,7 +27,10 @@ from aieflow.recurrent import (
     estimate_recurrent,
     plan_recurrent,
 )
+from aieflow.recurrent.compact import split_gate_cycles
+from aieflow.recurrent.costs import SPLIT_EXCHANGES
 from aieflow.recurrent.design import compile_recurrent
+from aieflow.recurrent.model import split_step
 
 DEVICE = "vck190"
 CONFIGS = [
@@ -132,8 +137,8 @@ class _TopTagging(torch.nn.Module):
         return self.fc2(torch.relu(self.fc1(out[:, -1])))
 
 
-def _top_tagging_dims(cell: str, device: str, precision: str):
-    """The layer's dims as compile sees them (types, kernels, the compact tile's vector forms):
+def _top_tagging_design(cell: str, device: str, precision: str):
+    """The compact design as compile makes it (types, kernels, the compact tile's vector forms):
     hls4ml's default ap_fixed<16,6> everywhere in fixed point, as the hls4ml comparison; random
     seeded weights (no constant depends on their values, only on the types)."""
     torch.manual_seed(0)
@@ -141,8 +146,12 @@ def _top_tagging_dims(cell: str, device: str, precision: str):
     cfg = {"precision": precision}
     if precision != "fp32":
         cfg["layers"] = {"rnn": dict.fromkeys(_KEYS, "fixed<16,6>")}
-    d = compile_recurrent(_TopTagging(cell).eval(), device, x[:4], cfg, x, RecurrentOptions(distribution="compact"))
-    return d.mapping.dims
+    return compile_recurrent(_TopTagging(cell).eval(), device, x[:4], cfg, x, RecurrentOptions(distribution="compact"))
+
+
+def _top_tagging_dims(cell: str, device: str, precision: str):
+    """The layer's dims as compile sees them (``_top_tagging_design``)."""
+    return _top_tagging_design(cell, device, precision).mapping.dims
 
 
 def compact_table() -> list[str]:
@@ -174,6 +183,51 @@ def compact_table() -> list[str]:
                     f"{p.head_ns:.1f} | {us:.2f} | {us / HLS4ML_PUBLISHED_US:.1f}x | {p.bound} |"
                 )
     return out
+
+
+SPLITS = range(2, 7)
+
+
+def _split(design, device: str, tiles: int, exchange: str, w_ahead: bool):
+    dims = design.mapping.dims
+    units = -(-dims.n_h // tiles)
+    return split_step(dims, device, tiles, exchange, w_ahead, split_gate_cycles(design.layer, get_device(device), units))
+
+
+def split_table() -> list[str]:
+    """Issue 22, the split mapping (modelled, not generated): the top-tagging cell's hidden units
+    over T = 2..6 tiles, h all-gathered every step through neighbouring data memories, a cascade
+    chain + stream back, or packet streams, with W x on the tile or on a partner tile ahead; per
+    (cell, device, T) every exchange and W x placement, then the fastest's breakdown; and the
+    floor (u = 1 unit per tile, no exchange, W x ahead) against the per-step budget that 1.7 us
+    leaves after the fill and the head."""
+    out = [
+        "| model | device | T | units / tile | W x | exchange | tiles | step ns | " + " | ".join(PARTS)
+        + " (cycles) | inference us | vs 1.7 us |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | " + " | ".join("---" for _ in PARTS) + " | --- | --- |",
+    ]
+    floors = ["| model | device | budget per step: 1.7 us - fill - head, / 20 (cycles) | fastest split (T, cycles) "
+              "| floor: 1 unit / tile, W x ahead, no exchange (cycles: mac + reduction + aggregation) |",
+              "| --- | --- | --- | --- | --- |"]
+    for cell in ("GRU", "LSTM"):
+        for device in ("vek280", "vck190"):
+            design = _top_tagging_design(cell, device, "int16")
+            clock = get_device(device).clock_hz
+            best = None
+            for tiles in SPLITS:
+                steps = [_split(design, device, tiles, ex, wa) for ex in SPLIT_EXCHANGES for wa in (False, True)]
+                s = min(steps, key=lambda s: (s.sequence_ns, s.tiles))
+                best = s if best is None or s.sequence_ns < best.sequence_ns else best
+                parts = " | ".join(f"{s.parts[k]:.0f}" for k in PARTS)
+                us = s.sequence_ns / 1e3
+                out.append(f"| top tagging {cell} | {device} | {tiles} | {s.units} | {'partner tile' if s.w_ahead else 'on tile'} | "
+                           f"{s.exchange} | {s.tiles} | {s.step_ns:.1f} | {parts} | {us:.2f} | {us / HLS4ML_PUBLISHED_US:.2f}x |")
+            budget = (HLS4ML_PUBLISHED_US * 1e3 - best.fill_ns - best.head_ns) / design.mapping.dims.seq_len * clock / 1e9
+            f = _split(design, device, design.mapping.dims.n_h, "stream", True)
+            floor = f.cycles - f.parts["routing"]
+            floors.append(f"| top tagging {cell} | {device} | {budget:.0f} | T = {best.split}: {best.cycles:.0f} | "
+                          f"{floor:.0f} ({f.parts['mac']:.0f} + {f.parts['reduction']:.0f} + {f.parts['aggregation']:.0f}) |")
+    return [*out, "", *floors]
 
 
 def input_sweep() -> list[str]:
@@ -211,10 +265,20 @@ def main() -> None:
         "",
         *compact_table(),
         "",
+        "Issue 22: split mapping (hidden units over T tiles, h all-gathered every step; modelled, not generated), top tagging,",
+        "hls4ml's ap_fixed<16,6> types; per T the fastest exchange and W x placement (cycles per step in the parts):",
+        "",
+        *split_table(),
+        "",
         f"Total time: {time.perf_counter() - t0:.1f} s.",
     ]
     print("\n".join(lines))
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    if sys.argv[1:] == ["split"]:
+        print("\n".join(split_table()))
+    else:
+        main()

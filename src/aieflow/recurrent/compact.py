@@ -486,3 +486,24 @@ def vector_head(head: list[Node], n_h: int, h_type: FixedType, device: Device, s
         "};",
         f"}}  // namespace {space}", ""])
     return VectorHead(text, lanes, tuple(finish))
+
+
+def split_gate_cycles(node: Node, device: Device, units: int) -> int | None:
+    """The vector gate math of one split tile (costs.split_exchange_cycles: ``units`` hidden units
+    per tile, gate-stacked rows ``gate * units``), list-scheduled as ``vector_gates`` schedules the
+    compact tile's: the same generator with ``units`` in place of n_h (its gate-row offsets, so
+    aligned or unaligned loads, follow), per lane group its real lanes' gathers, + ROW_LOOP_CYCLES
+    per group (costs.compact_gate_cycles).  None where the layer has no vector gate math."""
+    from .costs import ROW_LOOP_CYCLES
+
+    if _reasons(node, device):
+        return None
+    lanes = gate_lanes(device)
+    g = _Gen(device, units, lanes)
+    try:
+        _generate(g, node, *_bounds(node))
+    except _NotExact:
+        return None
+    groups = -(-units // lanes)
+    last = units - (groups - 1) * lanes
+    return (groups - 1) * g.cycles(lanes) + g.cycles(last) + groups * ROW_LOOP_CYCLES

@@ -442,3 +442,78 @@ def compact_head_cycles(n_h: int, head: tuple[int, ...], form: tuple[int, ...], 
     for (k, m), ops in zip(head_layers(n_h, head), finish, strict=True):
         total += math.ceil(m / lanes_) * (k + ROW_LOOP_CYCLES + ops * KERNEL_CONSTANTS.vector_op_cycles)
     return total + (head[-1] if head else n_h)
+
+
+# ----------------------------------------------------------------------------- split (issue 22)
+# The "split" mapping (modelled, not generated): the compact cell's hidden units partitioned over
+# T tiles.  Tile i owns u = ceil(n_h / T) units: its z / r / n (GRU) or i / f / c / o (LSTM) rows
+# of U and W, gate-stacked (G u rows, the compact tile's column form with u in place of n_h), its
+# units' gate math and new h; every step the T slices of h are all-gathered, so each tile's U h
+# reads the whole h.  The tiles run in lockstep (all equal but the last, which owns fewer units),
+# so a step is the slowest tile's: the compact tile's phases for u units plus the exchange.
+# Exchanges (the ways h can move between tiles without leaving the array):
+#   memory  - neighbouring data memories with locks (UG1079 / UG1603 "Data Communication via AI
+#             Engine Data Memory"; AM009 / AM020 / AM027: a core addresses its own data memory and
+#             three neighbours', catalog ``neighbour_memories``); each producer stores its slice
+#             into the shared module(s) and releases a lock, each consumer acquires one lock per
+#             producer (binary locks on AIE1; AIE-ML's counting locks could take them with one
+#             acquire: counted per producer anyway, conservative) and reads the slices inside its
+#             U h column loop (the x_k loads the product already counts);
+#   cascade - the accumulator cascade runs one way (east, and on AIE-ML also vertically): the
+#             slices collect down a chain of T tiles (hop i carries i slices as int32 lanes at
+#             ``cascade_bits`` per cycle, + CASCADE_HOP_CYCLES), and the last tile streams the
+#             whole h back to every tile (a broadcast stream, one 32-bit word per cycle);
+#   stream  - each tile writes its slice as one packet (header + u words) onto a stream broadcast
+#             to the others; each reads the other T - 1 packets through its one input port
+#             (pktmerge), one word per cycle, as the AIE aggregator's port.
+# Lock costs are perf/movement.py's (LOCK_ACQUIRE_CYCLES 3, LOCK_RELEASE_CYCLES 1, assumed there);
+# stream start and hops its STREAM_FIXED_CYCLES and SWITCH_HOP_CYCLES.
+SPLIT_EXCHANGES = ("memory", "cascade", "stream")
+
+
+def split_memory_modules(tiles: int, gen: Generation) -> int:
+    """Data-memory modules every producer writes its slice into so that each of ``tiles`` tiles
+    can read every slice: one module is addressed by 1 + len(neighbour_memories) cores (own and
+    the neighbours', by symmetry: 4 on every generation), so up to that many tiles share one;
+    beyond, the tiles sit around two modules (a 2 x 3 block reaches both) and each slice is stored
+    in both.  More than two modules' reach is not modelled (ValueError)."""
+    reach = 1 + len(gen.neighbour_memories)
+    if tiles <= reach:
+        return 1
+    if tiles <= 2 * reach:
+        return 2
+    raise ValueError(f"{tiles} tiles: more than two shared data memories' reach ({2 * reach} cores)")
+
+
+def split_exchange_cycles(exchange: str, tiles: int, units: int, n_h: int, device: Device,
+                          pair: tuple[str, str]) -> float:
+    """Cycles of one step's all-gather of h over ``tiles`` tiles (``units`` per tile, the slowest
+    tile's), from its last unit's new h (in the U h product's lane type) to the moment every tile
+    may start its next U h.  memory: the producer's stores (``store_bits_per_cycle``, one per
+    module it writes), one lock release per module, then the consumer's lock acquire per other
+    producer (``movement.LOCK_ACQUIRE_CYCLES`` each, back to back on the scalar unit: the last
+    producer's release is seen by the first acquire that follows it) and, after its U h, the
+    releases of the slices it read (``LOCK_RELEASE_CYCLES`` each; the ping-pong pair keeps the
+    producer's next acquire of a free buffer off the path).  cascade, stream: as described above,
+    with ``movement.STREAM_FIXED_CYCLES`` and one switch hop (the tiles are neighbours)."""
+    from ..perf import movement as mv
+
+    gen = device.generation
+    if tiles < 2:
+        return 0.0
+    if exchange == "memory":
+        modules = split_memory_modules(tiles, gen)
+        bits = units * element_bits(pair[0])
+        stores = modules * math.ceil(bits / gen.store_bits_per_cycle)
+        return (stores + modules * mv.LOCK_RELEASE_CYCLES + (tiles - 1) * mv.LOCK_ACQUIRE_CYCLES
+                + (tiles - 1) * mv.LOCK_RELEASE_CYCLES)
+    word = mv.core_stream_bytes_per_cycle(device) / 4  # 32-bit words per cycle on a core port
+    if exchange == "cascade":
+        hops = sum(math.ceil(i * units * 32 / gen.cascade_bits) + CASCADE_HOP_CYCLES for i in range(1, tiles))
+        back = mv.stream_transfer(n_h * 4, device, 1)
+        return hops + back.busy_cycles + back.latency_cycles + n_h / word  # the last tile writes, all read
+    if exchange == "stream":
+        write = mv.packet_stream_words(units, 1) / word
+        read = mv.packet_stream_words(units, tiles - 1) / word
+        return write + mv.STREAM_FIXED_CYCLES + mv.SWITCH_HOP_CYCLES + read
+    raise ValueError(f"exchange {exchange!r}: one of {', '.join(SPLIT_EXCHANGES)}")

@@ -49,6 +49,7 @@ from .costs import (
     COMPACT_STATE_COPY_CYCLES,
     PL_MERGE_II,
     ROW_LOOP_CYCLES,
+    SPLIT_EXCHANGES,
     KernelTime,
     aie_gate_math_cycles,
     aie_head_cycles,
@@ -62,6 +63,7 @@ from .costs import (
     pl_fsm_depth,
     pl_head_cycles,
     row_kernel,
+    split_exchange_cycles,
 )
 from .plan import MatvecMapping, RecurrentDims, RecurrentMapping
 
@@ -151,6 +153,70 @@ def compact_stages(mapping: RecurrentMapping, device: Device) -> tuple[tuple[Ste
     parts = {"broadcast": read, "mac": u_mac + w_mac, "reduction": u_fin + w_fin, "aggregation": gates}
     cell = StepStage("cell", "kernel", "compute", sum(parts.values()), 0.0, MappingProxyType(parts), tiles=mapping.tiles)
     return (x_in,), (cell,)
+
+
+@dataclass(frozen=True)
+class SplitStep:
+    """One time step of the split mapping (issue 22; modelled, **not generated**): the compact
+    cell's hidden units over ``split`` tiles with h all-gathered every step (costs.py, "split").
+    ``parts`` are PARTS in AIE cycles of the slowest tile: broadcast = x_t read, mac = its U h
+    (and W x unless ``w_ahead``), reduction = their vector finish, aggregation = its units' gate
+    math + h copied to lane type (+ the W partner's lock hand-off), routing = the exchange."""
+
+    split: int
+    exchange: str
+    w_ahead: bool  # W x on a partner tile per split tile (T more tiles), written ahead into memory
+    units: int  # hidden units of the slowest tile
+    tiles: int
+    parts: Mapping[str, float]
+    cycles: float  # one step: the sum of parts
+    step_ns: float
+    fill_ns: float  # x_0's arrival (and, w_ahead, the partner's first W x)
+    head_ns: float  # the dense head on one tile after the last step, as the compact tile's, + output
+    sequence_ns: float  # fill + seq_len x step + head
+
+
+def split_step(dims: RecurrentDims, device: Device | str, split: int, exchange: str = "memory",
+               w_ahead: bool = False, gate_cycles: float | None = None, plio_bits: int = mv.PLIO_BITS) -> SplitStep:
+    """The split mapping's step, from the compact tile's counts (compact_product_cycles for G u
+    rows, the finish's counted ops) and the exchange (split_exchange_cycles).  ``gate_cycles``:
+    the gate math of u units (compact.split_gate_cycles, the generator's schedule); needed where
+    the layer has a vector gate form, else the scalar / float count of compact_gate_cycles."""
+    device = get_device(device)
+    if exchange not in SPLIT_EXCHANGES:
+        raise ValueError(f"exchange {exchange!r}: one of {', '.join(SPLIT_EXCHANGES)}")
+    if not 1 <= split <= dims.n_h:
+        raise ValueError(f"split {split}: 1..{dims.n_h} tiles (hidden {dims.n_h})")
+    pair = dims.pair
+    units = math.ceil(dims.n_h / split)
+    if gate_cycles is None:
+        if dims.gate_form:
+            raise ValueError("a vector gate form: give gate_cycles (compact.split_gate_cycles)")
+        gate_cycles = compact_gate_cycles(dims.cell, units, pair, ())
+    rows = dims.gates * units
+    fu, fw = dims.finish_ops if dims.fixed else (0, 0)
+    u_mac, u_fin = compact_product_cycles(rows, dims.n_h, device, pair, dims.kernel("u", "compact"), fu)
+    w_mac, w_fin = compact_product_cycles(rows, dims.n_in, device, pair, dims.kernel("w", "compact"), fw)
+    read = dims.n_in * WORD_BYTES / mv.core_stream_bytes_per_cycle(device)
+    handoff = mv.LOCK_ACQUIRE_CYCLES + mv.LOCK_RELEASE_CYCLES
+    parts = {
+        "return": 0.0,
+        "broadcast": 0.0 if w_ahead else read,
+        "mac": u_mac + (0.0 if w_ahead else w_mac),
+        "reduction": u_fin + (0.0 if w_ahead else w_fin),
+        "routing": split_exchange_cycles(exchange, split, units, dims.n_h, device, pair),
+        "aggregation": gate_cycles + units * COMPACT_STATE_COPY_CYCLES + (handoff if w_ahead else 0.0),
+    }
+    parts = {k: float(parts[k]) for k in PARTS}
+    cycles = sum(parts.values())
+    x = mv.plio_stream_transfer(dims.n_in * WORD_BYTES, device, device.memory_tile_rows + 1, plio_bits)
+    fill = x.busy_cycles + x.latency_cycles + ((read + w_mac + w_fin + handoff) if w_ahead else 0.0)
+    n_y = dims.head[-1] if dims.head else dims.n_h
+    out = mv.plio_stream_transfer(n_y * WORD_BYTES, device, 0, plio_bits)
+    head = compact_head_cycles(dims.n_h, dims.head, dims.head_form, pair) + out.busy_cycles + out.latency_cycles
+    ns = 1e9 / device.clock_hz
+    return SplitStep(split, exchange, w_ahead, units, split * (2 if w_ahead else 1), MappingProxyType(parts), cycles,
+                     cycles * ns, fill * ns, head * ns, (fill + dims.seq_len * cycles + head) * ns)
 
 
 def step_stages(mapping: RecurrentMapping, device: Device | str) -> tuple[tuple[StepStage, ...], tuple[StepStage, ...]]:
