@@ -234,8 +234,9 @@ def test_affine_design_saves_and_loads(mlp_float, tmp_path):
     np.testing.assert_array_equal(back.predict(x), d.predict(x))
 
 
-def test_cnn_with_float_scales_is_refused_by_name(tmp_path):
-    """A quantize_static CNN: refused, saying what is supported (Dense chains) and what to do."""
+def test_padded_average_pool_with_float_scales_is_refused_by_name(tmp_path):
+    """A quantize_static CNN maps (tests/test_qdq_affine_cnn.py); a padded AveragePool on float-scale
+    codes does not: refused, naming the layer and what to change."""
     rng = np.random.default_rng(0)
     inits = [numpy_helper.from_array(rng.normal(0, 0.3, (4, 1, 3, 3)).astype(np.float32), "cw"),
              numpy_helper.from_array(np.zeros(4, np.float32), "cb"),
@@ -243,7 +244,8 @@ def test_cnn_with_float_scales_is_refused_by_name(tmp_path):
              numpy_helper.from_array(np.zeros(3, np.float32), "db")]
     nodes = [helper.make_node("Conv", ["x", "cw", "cb"], ["c"], pads=[1, 1, 1, 1], name="conv"),
              helper.make_node("Relu", ["c"], ["r"], name="relu"),
-             helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2], name="pool"),
+             helper.make_node("AveragePool", ["r"], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
+                              name="pool"),
              helper.make_node("Flatten", ["p"], ["f"], name="flat"),
              helper.make_node("Gemm", ["f", "dw", "db"], ["y"], name="fc")]
     g = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 8, 8])],
@@ -255,7 +257,7 @@ def test_cnn_with_float_scales_is_refused_by_name(tmp_path):
     with pytest.raises(AieflowError) as e:
         aieflow.compile(path, device="vek280", example_input=np.zeros((8, 1, 8, 8), np.float32))
     text = str(e.value)
-    assert "conv" in text and "Dense" in text and "power-of-two" in text
+    assert "pool" in text and "padding" in text
 
 
 def test_weight_zero_point_is_refused(mlp_float, tmp_path):

@@ -60,8 +60,7 @@ def _compile(state: State, stages: Stages) -> Design:
         from .cnn.api import compile_cnn
 
         _kind(stages, "cnn", 3, graph)
-        refuse_unsupported(state.config, "cnn")
-        refuse_affine(graph, "CNN")
+        refuse_unsupported(state.config, "cnn")  # float scales: the stream mapping (ops/conv.py, ops/pool.py)
         return compile_cnn(state, stages)
     # Graphs beyond chains (fan-out, residual Add, LayerNorm, Transpose views): aieflow.dag, docs/dag.md
     if is_dag(graph):
@@ -122,14 +121,16 @@ def _refuse_fused(config: Config) -> None:
 
 
 def refuse_affine(graph, kind: str) -> None:
-    """Float-scale (affine) quantisation maps onto the Dense chain's requantising kernels only."""
+    """Float-scale (affine) quantisation maps onto the Dense chain's and the CNN stream mapping's
+    requantising kernels only."""
     for t in graph.tensors.values():
         if isinstance(t.dtype, AffineType):
             raise ModelError(
                 f"tensor '{t.name}' is quantised with a float scale / zero point ({t.dtype}); aieflow maps such "
-                f"models as Dense chains (Gemm / MatMul layers, ReLU) only, not as a {kind} design",
+                f"models as Dense chains (Gemm / MatMul layers, ReLU) and CNNs (Conv + ReLU, max / average "
+                f"pooling, a Flatten + Dense head) only, not as a {kind} design",
                 hint="quantise with power-of-two scales (aieflow's own PTQ: precision + calibration data) for this "
-                "model, or give onnxruntime quantize_static an MLP")
+                "model, or give onnxruntime quantize_static an MLP or a chain CNN")
 
 
 def _kind(stages: Stages, kind: str, left: int | None, graph) -> None:

@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import __version__
 from ..names import Code, c_ident
-from ..numerics.types import FixedType, FloatType, NumericType
+from ..numerics.types import AffineType, FixedType, FloatType, NumericType
 from ..ops import activations as act
 from ..ops.dense import cascade_chunk_lanes
 from ..passes.emit import _c_array, format_values
@@ -39,7 +39,23 @@ ACT_CODES = {None: 0, "relu": 1}
 def ctype(t: NumericType) -> str:
     if isinstance(t, FloatType):
         return "float"
+    if isinstance(t, AffineType):
+        return t.c_type  # uint8 activations of onnxruntime quantize_static
     return f"int{t.container_bits}"
+
+
+def words(t: NumericType) -> int:
+    """Values per 128-bit PLIO word in the data files."""
+    return 4 if isinstance(t, FloatType) else PLIO_BITS // t.container_bits
+
+
+def rq_cfg(s: Stage) -> dict:
+    """Float-scale requantisation constants (numerics/requant.py); neutral ones without."""
+    out = s.out_type if s.post is None and s.residual is None else s.conv_type
+    if s.rq is None:
+        return {"rq": False, "rq_zp": 0, "rq_shift": 0, "rq_mult": 0, "rq_bias": 0, "pad": 0}
+    return {"rq": True, "rq_zp": out.zero_point, "rq_shift": s.rq_shift, "rq_mult": int(s.rq[0]),
+            "rq_bias": s.rq_bias, "pad": s.in_type.zero_point if isinstance(s.in_type, AffineType) else 0}
 
 
 def acc_type(plan: CnnPlan, s: Stage) -> str:
@@ -106,7 +122,7 @@ def layer_cfg(plan: CnnPlan, s: Stage, lay: StreamLayer, ident: str) -> dict:
         info.update(max=s.pool == "max", count_pad=s.count_include_pad,
                     rnd=0 if isinstance(t, FloatType) else list(RND).index(t.rounding.value),
                     min_code=0 if isinstance(t, FloatType) else (-t.max_code if t.saturation.value == "symmetric" else t.min_code),
-                    max_code=0 if isinstance(t, FloatType) else t.max_code)
+                    max_code=0 if isinstance(t, FloatType) else t.max_code, **rq_cfg(s))
         return info
     core = s.core
     m, k, n = lay.mmul
@@ -136,6 +152,7 @@ def layer_cfg(plan: CnnPlan, s: Stage, lay: StreamLayer, ident: str) -> dict:
         slope_size=lay.out_group if act_code == 4 else 1,
         **residual_cfg(s),
         **post_cfg(s),
+        **rq_cfg(s),
     )
     return info
 
@@ -188,10 +205,15 @@ def tile_params(s: Stage, lay: StreamLayer, r: int, j: int) -> dict[str, np.ndar
     wsub[:kt, :og] = s.weight[j * kt:(j + 1) * kt, r * og:(r + 1) * og]
     blocks = wsub.reshape(kt_pad // k, k, og_pad // n, n).transpose(2, 0, 1, 3).reshape(-1)
     out = {"w": blocks}
-    if s.bias is not None and j == 0:
+    def blocks_of(v: np.ndarray) -> np.ndarray:  # (O,) -> one M x N block per channel block (rows repeated)
         b = np.zeros(og_pad, dtype=wdt)
-        b[:og] = s.bias[r * og:(r + 1) * og]
-        out["b"] = np.tile(b.reshape(og_pad // n, 1, n), (1, m, 1)).reshape(-1)
+        b[:og] = v[r * og:(r + 1) * og]
+        return np.tile(b.reshape(og_pad // n, 1, n), (1, m, 1)).reshape(-1)
+
+    if s.bias is not None and j == 0:
+        out["b"] = blocks_of(s.bias)
+    if s.rq is not None and j == lay.cas_len - 1:  # the multipliers follow the bias blocks (cnn_kernels.h)
+        out["b"] = np.concatenate([out.get("b", np.zeros(0, dtype=wdt)), blocks_of(s.rq)])
     if s.table is not None and j == lay.cas_len - 1:
         if s.is_float:
             out["l"] = s.table.astype(np.float32)
@@ -237,12 +259,10 @@ def data_files(plan: CnnPlan, xq: np.ndarray, yq: np.ndarray) -> dict[str, str]:
     per_row = c // last.cas_num
     files = {}
     for q in range(reps):
-        files[f"data/in{q}.txt"] = format_values(xq[q::reps].reshape(-1), in_t, PLIO_BITS // in_t.container_bits
-                                                 if isinstance(in_t, FixedType) else 4)
+        files[f"data/in{q}.txt"] = format_values(xq[q::reps].reshape(-1), in_t, words(in_t))
         for r in range(last.cas_num):
             files[f"data/golden_out{q}_{r}.txt"] = format_values(
-                yq[q::reps, r * per_row:(r + 1) * per_row].reshape(-1), out_t,
-                PLIO_BITS // out_t.container_bits if isinstance(out_t, FixedType) else 4)
+                yq[q::reps, r * per_row:(r + 1) * per_row].reshape(-1), out_t, words(out_t))
     return files
 
 

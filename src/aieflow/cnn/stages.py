@@ -103,6 +103,12 @@ class Stage:
     up_name: str = ""
     groups: int = 1  # a grouped / depthwise convolution's groups: it runs as the dense one (weights zero between groups)
     dilation: tuple[int, int] = (1, 1)  # the model's dilation: it runs as the dense kernel with zero taps
+    # float scales (onnxruntime quantize_static; numerics/requant.py): the per-channel multipliers
+    # (conv: rq_mult of dense.quantise_affine, shift core.shift; pool: one multiplier, rq_shift, and
+    # rq_bias = n z_in subtracted from each window's sum)
+    rq: np.ndarray | None = field(default=None, repr=False)
+    rq_shift: int = 0
+    rq_bias: int = 0
 
     @property
     def conv_type(self) -> NumericType:
@@ -179,7 +185,7 @@ def lower(graph: Graph) -> tuple[Stage, ...]:
             stages.append(_conv(node))
             pending_flatten = None
         elif node.op in ("maxpool", "avgpool"):
-            stages.append(_pool(node))
+            stages.append(_pool(node, graph.tensors[node.inputs[0]].dtype or node.types))
             pending_flatten = None
         elif node.op == "pixel_shuffle":
             stages[-1:] = [_fold_shuffle(stages, node)]
@@ -321,7 +327,12 @@ def _conv(node: Node) -> Stage:
     return Stage(node.name, "conv", g, o, t.input, t.output, node.attrs.get("activation"), core=t.core,
                  weight=w, bias=None if b is None else np.asarray(b), source=node.name, aliases=node.aliases,
                  groups=int(node.attrs.get("groups", 1)), dilation=tuple(node.attrs.get("dilation", (1, 1))),
-                 **_epilogue(node, t, o))
+                 rq=_rq(node), rq_shift=t.core.shift, **_epilogue(node, t, o))
+
+
+def _rq(node: Node) -> np.ndarray | None:
+    m = node.params.get("rq_mult")
+    return None if m is None else np.asarray(m, dtype=np.int64)
 
 
 def _dense(node: Node, in_shape: tuple[int, int, int]) -> Stage:
@@ -333,7 +344,8 @@ def _dense(node: Node, in_shape: tuple[int, int, int]) -> Stage:
     wq = np.asarray(node.params["weight_q"])
     b = node.params.get("bias_q")
     return Stage(node.name, "conv", g, int(node.attrs["out_features"]), t.input, t.output, node.attrs.get("activation"),
-                 core=t, weight=wq, bias=None if b is None else np.asarray(b), source=node.name, aliases=node.aliases)
+                 core=t, weight=wq, bias=None if b is None else np.asarray(b), source=node.name, aliases=node.aliases,
+                 rq=_rq(node), rq_shift=t.shift)
 
 
 def _post(node: Node, s: Stage | None, graph: Graph) -> Stage:
@@ -375,11 +387,14 @@ def _post(node: Node, s: Stage | None, graph: Graph) -> Stage:
                    aliases=(*s.aliases, *node.aliases))
 
 
-def _pool(node: Node) -> Stage:
+def _pool(node: Node, in_type: NumericType) -> Stage:
     g = pool_ops.geometry(node)
-    return Stage(node.name, "pool", g, g.in_shape[0], node.types, node.types, pool=node.op[:3],
+    rq = {}
+    if "rq_mult" in node.params:  # a float-scale average (ops/pool.py)
+        rq = {"rq": _rq(node), "rq_shift": int(node.params["rq_shift"]), "rq_bias": int(node.params["rq_bias"])}
+    return Stage(node.name, "pool", g, g.in_shape[0], in_type, node.types, pool=node.op[:3],
                  count_include_pad=bool(node.attrs.get("count_include_pad", True)), source=node.name,
-                 aliases=node.aliases)
+                 aliases=node.aliases, **rq)
 
 
 def _fold_resize(stages: list[Stage], node: Node) -> Stage:

@@ -114,23 +114,45 @@ class OnnxConvMixin:
             raise UnsupportedOpError(f"node '{name}' ({node.op_type}) has a quantised {what}; QDQ-quantised convolutions are not supported yet", hint=_QDQ_ADVICE)
         return np.asarray(c.value, dtype=np.float32)
 
+    def _conv_weight(self, node: onnx.NodeProto, name: str, affine: dict) -> np.ndarray:
+        """A Conv's weight; one dequantised with float scales (onnxruntime ``quantize_static``, per
+        tensor or per output channel, zero point 0) also gives its integer codes (``weight_codes``,
+        same layout) and its type hint, as a Gemm's does (the requantisation: numerics/requant.py)."""
+        c = self._const(node.input[1])
+        if c is None or c.affine is None:
+            return self._constant_input(node, 1, name, "weight")
+        self._check_affine_weight(c, name, "Conv", True)  # output channels: axis 0, as a transposed Gemm weight
+        affine["weight_codes"] = np.ascontiguousarray(np.asarray(c.acodes, dtype=np.int64))
+        self.hint_params[(name, "weight")] = c.affine
+        return np.asarray(c.value, dtype=np.float32)
+
+    def _conv_bias(self, node: onnx.NodeProto, name: str, n: int, affine: dict) -> np.ndarray:
+        c = self._const(node.input[2])
+        if c is None or c.affine is None:
+            return self._constant_input(node, 2, name, "bias")
+        self._affine_bias(name, "Conv", c, n, affine)
+        return np.asarray(c.value, dtype=np.float32).reshape(-1)
+
     # -- converters -------------------------------------------------------------------------------
 
     def _onnx_conv(self, node: onnx.NodeProto, name: str) -> None:
         attrs = _attrs(node)
         x, in_shape = self._image(node, name)
-        w = self._constant_input(node, 1, name, "weight")
+        affine: dict = {}
+        w = self._conv_weight(node, name, affine)
         one_d = w.ndim == 3
         if one_d:  # [N, C, W]: a 1 x k convolution of the (C, 1, W) view
             attrs = sequence.attrs_2d(attrs, name, "Conv")
             x = self._lift(x, name, "Conv")
             in_shape = self.shapes[x]
             w = sequence.lift_weight(w)
+            if "weight_codes" in affine:
+                affine["weight_codes"] = affine["weight_codes"][:, :, None, :]
         if w.ndim != 4:
             raise UnsupportedOpError(f"node '{name}' (Conv) has a {w.ndim - 2}-D kernel; only 1-D and 2-D convolutions are supported")
         if "kernel_shape" in attrs and tuple(attrs["kernel_shape"]) != tuple(w.shape[2:]):
             raise UnsupportedOpError(f"node '{name}' (Conv) has kernel_shape {attrs['kernel_shape']} but weights of shape {w.shape}")
-        b = self._constant_input(node, 2, name, "bias") if len(node.input) > 2 and node.input[2] else None
+        b = self._conv_bias(node, name, int(w.shape[0]), affine) if len(node.input) > 2 and node.input[2] else None
         stride = tuple(attrs.get("strides", (1, 1)))
         dilation = tuple(attrs.get("dilations", (1, 1)))
         hw = tuple(in_shape[1:]) if len(in_shape) == 3 else (1, 1)
@@ -139,6 +161,8 @@ class OnnxConvMixin:
         pads = pads_of(attrs, name, "Conv", hw, reach, stride if len(stride) == 2 else (1, 1))
         y = self._fresh_tensor_name(f"{node.output[0]}_image") if one_d else node.output[0]
         ir = conv.make_node(name, x, y, in_shape, w, b, stride=stride, padding=pads, dilation=dilation, groups=int(attrs.get("group", 1)))
+        if affine:
+            ir = ir.evolve(params=dict(ir.params, **affine))
         self._add_node(ir, conv.output_shape(ir))
         if one_d:
             self._unlift(name, y, node.output[0])

@@ -44,7 +44,7 @@ from ..config import PRECISIONS
 from ..errors import ConfigError, ModelError, UnsupportedOpError
 from ..ir import Node, frozen_map
 from ..numerics import fast, fixed
-from ..numerics.types import FixedType, NumericType, Rounding, Saturation, parse_type
+from ..numerics.types import AffineType, FixedType, NumericType, Rounding, Saturation, parse_type
 from . import activations as act
 from . import dense
 from .base import OpFamily, QuantContext, not_mapped
@@ -208,10 +208,11 @@ def im2col_index(g: ConvGeometry) -> np.ndarray:
     return idx
 
 
-def im2col(x: np.ndarray, g: ConvGeometry) -> np.ndarray:
-    """(N, C, H, W) -> (N, P, K) patch matrices, zero (code 0) where a window covers padding."""
+def im2col(x: np.ndarray, g: ConvGeometry, fill=0) -> np.ndarray:
+    """(N, C, H, W) -> (N, P, K) patch matrices, ``fill`` where a window covers padding: code 0, or
+    the zero point of float-scale codes (real 0, as ``QLinearConv`` pads)."""
     n = x.shape[0]
-    flat = np.concatenate([x.reshape(n, -1), np.zeros((n, 1), dtype=x.dtype)], axis=1)
+    flat = np.concatenate([x.reshape(n, -1), np.full((n, 1), fill, dtype=x.dtype)], axis=1)
     idx = im2col_index(g)
     return np.take(flat, np.where(idx < 0, flat.shape[1] - 1, idx), axis=1)  # contiguous, unlike flat[:, idx]
 
@@ -312,8 +313,8 @@ def full_weight(w: np.ndarray, groups: int) -> np.ndarray:
     return full
 
 
-def _weight_matrix(node: Node) -> np.ndarray:
-    w = full_weight(node.params["weight"], int(node.attrs.get("groups", 1)))
+def _weight_matrix(node: Node, key: str = "weight") -> np.ndarray:
+    w = full_weight(node.params[key], int(node.attrs.get("groups", 1)))
     return w.reshape(w.shape[0], -1).T  # (K, O), rows in patch order (c, i, j)
 
 
@@ -362,9 +363,11 @@ def float_forward(node: Node, x: np.ndarray) -> np.ndarray:
 def _dense_view(node: Node, output: str | None = None) -> Node:
     """The Dense layer the convolution is on its patches (what dense.quantise / emulate read)."""
     params = {"weight": _weight_matrix(node)}
-    for key in ("bias", "weight_q", "bias_q"):
+    for key in ("bias", "weight_q", "bias_q", "rq_mult", "bias_codes"):
         if key in node.params:
             params[key] = node.params[key]
+    if "weight_codes" in node.params:  # float-scale codes (onnxruntime quantize_static): as the matrix
+        params["weight_codes"] = _weight_matrix(node, "weight_codes")
     relu = "relu" if node.attrs.get("activation") == "relu" else None
     attrs = {"in_features": geometry(node).patch, "out_features": int(node.attrs["out_channels"]), "activation": relu}
     types = node.types.core if isinstance(node.types, ConvTypes) else None
@@ -372,6 +375,8 @@ def _dense_view(node: Node, output: str | None = None) -> Node:
 
 
 def _reject_qdq(node: Node, ctx: QuantContext) -> None:
+    if "weight_codes" in node.params:
+        return  # float scales (onnxruntime quantize_static): dense.quantise_affine on the patches
     names = (node.name, *node.aliases)
     if any((n, k) in ctx.hints.params for n in names for k in ("weight", "bias")) or node.outputs[0] in ctx.hints.tensors:
         raise UnsupportedOpError(
@@ -398,6 +403,10 @@ def quantise(node: Node, ctx: QuantContext) -> Node:
             hint="use fp32 (on vck190) or int8 / int16 / a16w8",
         )
     activation = node.attrs.get("activation")
+    if "weight_codes" in node.params and activation in _TWO_STAGE:
+        raise UnsupportedOpError(f"a {activation} after a convolution with float scales (onnxruntime "
+                                 "quantize_static) is not supported; ReLU is", layer=node.name,
+                                 hint="use ReLU, or quantise with power-of-two scales (precision + calibration data)")
     if activation not in _TWO_STAGE:
         core = dense.quantise(_dense_view(node), ctx)
         return node.evolve(types=ConvTypes(core.types, core.types.output), params=_with_codes(node, core))
@@ -425,8 +434,9 @@ def quantise(node: Node, ctx: QuantContext) -> Node:
 
 def _with_codes(node: Node, core: Node) -> dict:
     params = dict(node.params, weight_q=core.params["weight_q"])
-    if "bias_q" in core.params:
-        params["bias_q"] = core.params["bias_q"]
+    for key in ("bias_q", "rq_mult"):
+        if key in core.params:
+            params[key] = core.params[key]
     return params
 
 
@@ -464,14 +474,21 @@ def emulate(node: Node, x: np.ndarray) -> np.ndarray:
     if not t.is_float and x.dtype != np.float32 and (x.size == 0 or np.abs(x).max() < fast.F32_EXACT):
         x = x.astype(np.float32)  # integer codes, exact in float32: half the im2col traffic of int64
     lin = _dense_view(node)
+    fill = pad_code(t.input)
     parts = []
     for chunk in _chunks(x, g):
         n = chunk.shape[0]
-        y = dense.emulate(lin, im2col(chunk, g).reshape(n * g.pixels, g.patch))
+        y = dense.emulate(lin, im2col(chunk, g, fill).reshape(n * g.pixels, g.patch))
         parts.append(_activate(node, t, rows_to_image(y.reshape(n, g.pixels, -1), g.out_hw)))
     if not parts:
         return np.zeros((0, *output_shape(node)), dtype=np.float32 if t.is_float else np.int64)
     return np.ascontiguousarray(np.concatenate(parts))
+
+
+def pad_code(t: NumericType) -> int:
+    """The code padding holds: real 0, which is the zero point of a float-scale (affine) type (the
+    input zero point folded into the bias counts every tap, padding included)."""
+    return t.zero_point if isinstance(t, AffineType) else 0
 
 
 def _activate(node: Node, t: ConvTypes, y: np.ndarray) -> np.ndarray:

@@ -13,18 +13,29 @@ Numerics (the output keeps the input's type: neither a maximum nor an average le
 * average, fp32: the window summed in row-major order, each addition rounded to float32, then
   divided by the count in float32.
 
+Float scales and zero points (onnxruntime ``quantize_static``; input and output :class:`AffineType`):
+
+* max: on the codes (the output has the input's scale and zero point, as ``quantize_static`` writes
+  it: a maximum of codes is the code of the maximum).  A different output quantiser is refused.
+* average: ``acc = sum(codes) - n z_in`` exact (n the window's size; windows without padding only),
+  then the requantisation of :mod:`aieflow.numerics.requant` with the one ratio
+  ``s_in / (n s_out)`` (``rq_mult`` / ``rq_shift``): the correctly rounded average up to the tie
+  window, its zero point added after rounding, saturated.
+
 Not mapped to the AI Engine yet: :func:`aieflow.ops.conv.plan` raises the PlanError.
 """
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from ..errors import ConfigError, UnsupportedOpError
+from ..errors import ConfigError, ModelError, UnsupportedOpError
 from ..ir import Node
-from ..numerics import fixed
-from ..numerics.types import FixedType, FloatType
+from ..numerics import fixed, requant
+from ..numerics.types import AffineType, FixedType, FloatType
 from .base import QuantContext, not_mapped, one_type_family
 from .conv import ConvGeometry, check_geometry, pair
 
@@ -111,6 +122,10 @@ def _avg_float64(node: Node, x: np.ndarray) -> np.ndarray:
 def _avg_emulate(node: Node, x: np.ndarray) -> np.ndarray:
     t = node.types
     g = geometry(node)
+    if "rq_mult" in node.params:
+        acc = windows(np.asarray(x).astype(np.int64), g, 0).sum(axis=-1) - int(node.params["rq_bias"])
+        return requant.apply(acc, node.params["rq_mult"], int(node.params["rq_shift"]), t.zero_point, t.min_code,
+                             t.max_code)
     if isinstance(t, FloatType):
         w = windows(np.asarray(x, dtype=np.float32), g, np.float32(0))
         acc = w[..., 0].copy()
@@ -121,8 +136,39 @@ def _avg_emulate(node: Node, x: np.ndarray) -> np.ndarray:
     return fixed.saturate(fixed.round_divide(sums, counts(node), t.rounding), t)
 
 
+_AFFINE_HINT = "quantise the whole model with onnxruntime quantize_static (QDQ), or with power-of-two scales"
+
+
+def _quantise_affine(node: Node, ctx: QuantContext, t: AffineType) -> Node:
+    """Pooling of float-scale codes (module docstring)."""
+    out = ctx.hints.tensors.get(node.outputs[0]) or t
+    if not isinstance(out, AffineType) or out.signed != t.signed or out.width != t.width:
+        raise ModelError(f"{OPS[node.op]} reads {t} but its output is quantised as {out}; aieflow pools codes into "
+                         "the same code type", layer=node.name, hint=_AFFINE_HINT)
+    if node.op == "maxpool":
+        if out != t:
+            raise ModelError(f"MaxPool reads {t} and writes {out}: a maximum of codes needs one scale and zero "
+                             "point on both sides (as quantize_static writes it)", layer=node.name, hint=_AFFINE_HINT)
+        return node.evolve(types=t)
+    g = geometry(node)
+    if any(g.padding):
+        raise UnsupportedOpError(f"AveragePool with padding {g.padding} on float-scale codes is not supported (the "
+                                 "padded values' zero point would change the count per window)", layer=node.name,
+                                 hint="pool without padding, or use global average pooling")
+    n = g.kernel[0] * g.kernel[1]
+    ratio = [Fraction(t.scale[0]) / (n * Fraction(out.scale[0]))]
+    try:
+        mult, shift = requant.choose(ratio, ctx.device.generation.srs_shift_max)
+    except ValueError as e:
+        raise ModelError(f"{e}: the output scale is too fine for the input's", layer=node.name, hint=_AFFINE_HINT) from None
+    params = dict(node.params, rq_mult=mult, rq_shift=np.int64(shift), rq_bias=np.int64(n * t.zero_point))
+    return node.evolve(types=out, params=params)
+
+
 def _quantise(node: Node, ctx: QuantContext) -> Node:
     t = ctx.input_types[0]
+    if isinstance(t, AffineType):
+        return _quantise_affine(node, ctx, t)
     if isinstance(t, FloatType) and t.name != "fp32":
         raise ConfigError(f"{OPS[node.op]} on {t} values is not supported yet", layer=node.name, hint="use fp32 or a fixed-point precision")
     if not isinstance(t, FixedType | FloatType):  # pragma: no cover - the quantise pass types every tensor

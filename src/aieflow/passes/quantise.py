@@ -20,6 +20,8 @@ from ..ops.base import QuantContext
 from ..ops.dense import power_of_two_type
 from ..ops.registry import family
 
+AFFINE_OPS = ("dense", "conv2d", "maxpool", "avgpool")  # the families that take float-scale (affine) inputs
+
 
 def float_activations(graph: Graph, x: np.ndarray) -> dict[str, np.ndarray]:
     """Float64 forward pass of the (float) graph, keeping every tensor (for calibration)."""
@@ -102,10 +104,11 @@ def quantise(graph: Graph, device: Device, config: Config, hints: QuantHints, ca
             input_types=tuple(types[t] for t in node.inputs),
             calibration=calib,
         )
-        if node.op != "dense" and not fam.is_view and any(isinstance(t, AffineType) for t in ctx.input_types):
+        if node.op not in AFFINE_OPS and not fam.is_view and any(isinstance(t, AffineType) for t in ctx.input_types):
             raise ModelError(
                 f"the layer ({node.op}) reads a tensor quantised with a float scale / zero point; aieflow takes such "
-                "quantisation (onnxruntime quantize_static) on Dense layers (Gemm / MatMul, + ReLU) of a chain only",
+                "quantisation (onnxruntime quantize_static) on Dense layers (Gemm / MatMul, + ReLU), "
+                "convolutions (+ ReLU) and max / average pooling only",
                 layer=node.name,
                 hint="quantise this model with power-of-two scales (aieflow's own PTQ: precision + calibration data)")
         qnode = fam.quantise(node, ctx)

@@ -24,6 +24,11 @@
 //
 // Layouts: weights [OG_PAD/N][KT_PAD/K][K*N] (each K x N block row-major), bias [OG_PAD/N][M*N]
 // (the bias row repeated for the M pixel rows of a block), patch scratch [KT_PAD/K][M*K].
+//
+// Float scales and zero points (RQ, onnxruntime quantize_static; aieflow numerics/requant.py): the
+// input zero point is folded into the bias at compile time and padding holds it (PAD: real 0); the
+// storing tile requantises each accumulator with its channel's int32 multiplier (laid out like the
+// bias, after the bias blocks in the tile's bias parameter) and the shared SHIFT, then adds RQ_ZP.
 #pragma once
 
 #include <adf.h>
@@ -62,7 +67,7 @@ struct ConvCore {
     static constexpr unsigned P = C::OH * C::OW;
     static constexpr unsigned PB = (P + M - 1) / M;          // pixel blocks
     static constexpr unsigned W_SIZE = CB * KB * K * N;
-    static constexpr unsigned B_SIZE = C::HAS_BIAS ? CB * MN : 1;
+    static constexpr unsigned B_SIZE = C::HAS_BIAS ? CB * MN * (C::RQ ? 2 : 1) : 1;  // bias, then multipliers
     static constexpr bool is_float = std::is_floating_point_v<TA>;
     static constexpr bool exact_tail = is_float && (KT % K != 0);
 
@@ -77,6 +82,7 @@ struct ConvCore {
                     const unsigned k = kb * K + kk, p = p0 + i;
                     TA v = TA(0);
                     if (k < KT && p < P) {
+                        v = TA(C::PAD);  // padding: code 0, or the input zero point (float scales)
                         const unsigned c = k / (C::KH * C::KW), ij = k % (C::KH * C::KW);
                         const int y = int((p / C::OW) * C::SH + ij / C::KW) - int(C::PT);
                         const int x = int((p % C::OW) * C::SW + ij % C::KW) - int(C::PL);
@@ -179,16 +185,34 @@ struct ConvCore {
         }
     }
 
+    // q = saturate(round_half_even(acc * m / 2^SHIFT) + RQ_ZP) (numerics/requant.py), as dense.h's
+    // DenseCore::requant: int32 lanes, int32 x int32 multiply into a wide accumulator, SRS to int32,
+    // the zero point added in an accumulator, SRS by 0 into TO with saturation.
+    static aie::vector<TO, MN> requant(const ACCV& acc, const TB* __restrict mult) {
+        const aie::vector<int32, MN> a = acc.template to_vector<int32>(0);
+        const auto p = aie::mul(a, aie::load_v<MN>(mult));
+        std::remove_const_t<decltype(p)> q;
+        q.from_vector(p.template to_vector<int32>(C::SHIFT));
+        q = aie::add(q, aie::broadcast<int32, MN>(C::RQ_ZP));
+        return q.template to_vector<TO>(0);
+    }
+
     static void store(TY* __restrict out, const ACCV& acc, unsigned p0, unsigned cb, const TO* __restrict table,
                       const float* __restrict lut, const float* __restrict slope, const TS* __restrict skip,
-                      TO* __restrict pre) {
+                      TO* __restrict pre, const TB* __restrict rq) {
         aie::vector<TO, MN> v;
         if constexpr (is_float) {
             v = acc.template to_vector<TO>();
+        } else if constexpr (C::RQ) {
+            v = requant(acc, rq + cb * MN);
         } else {
             v = acc.template to_vector<TO>(C::SHIFT);
         }
-        if constexpr (C::ACT == int(act::relu)) v = aie::max(v, aie::zeros<TO, MN>());
+        if constexpr (C::ACT == int(act::relu) && C::RQ) {
+            v = aie::max(v, aie::broadcast<TO, MN>(TO(C::RQ_ZP)));  // real 0 is the zero point's code
+        } else if constexpr (C::ACT == int(act::relu)) {
+            v = aie::max(v, aie::zeros<TO, MN>());
+        }
         for (unsigned i = 0; i < M; ++i)
             for (unsigned n = 0; n < N; ++n) {
                 const unsigned p = p0 + i, o = cb * N + n;
@@ -236,7 +260,7 @@ struct ConvCore {
                 if constexpr (COUT) {
                     write_cascade(cout, acc);
                 } else {
-                    store(out, acc, pb * M, cb, table, lut, slope, skip, pre);
+                    store(out, acc, pb * M, cb, table, lut, slope, skip, pre, bias + (CIN ? 0 : CB * MN));
                 }
             }
         }
@@ -338,6 +362,7 @@ class ConvLast {
     static void registerKernelClass() {
         REGISTER_FUNCTION(ConvLast::run);
         REGISTER_PARAMETER(weights_);
+        REGISTER_PARAMETER(bias_);  // the requantisation multipliers (RQ); one unused word otherwise
         REGISTER_PARAMETER(table_);
         REGISTER_PARAMETER(lut_);
         REGISTER_PARAMETER(slope_);
@@ -377,6 +402,7 @@ class ConvLastSkip {
     static void registerKernelClass() {
         REGISTER_FUNCTION(ConvLastSkip::run);
         REGISTER_PARAMETER(weights_);
+        REGISTER_PARAMETER(bias_);  // the requantisation multipliers (RQ); one unused word otherwise
         REGISTER_PARAMETER(table_);
         REGISTER_PARAMETER(lut_);
         REGISTER_PARAMETER(slope_);
@@ -433,6 +459,8 @@ public:
             if constexpr (is_float) {
                 return fsum / float(count);
             } else {
+                if constexpr (C::RQ)  // float scales (ops/pool.py): (sum - n z_in) requantised
+                    return T(requant(isum - C::RQ_BIAS, C::RQ_MULT, C::RQ_SHIFT, C::RQ_ZP, C::MIN_CODE, C::MAX_CODE));
                 int64_t q = round_divide(isum, int64_t(count), rnd(C::RND_CODE));
                 if (q > C::MAX_CODE) q = C::MAX_CODE;
                 if (q < C::MIN_CODE) q = C::MIN_CODE;

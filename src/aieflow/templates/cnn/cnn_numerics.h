@@ -46,6 +46,18 @@ inline int64_t round_divide(int64_t num, int64_t den, rnd mode) {
     return round_from_floor(q, r != 0, 2 * r > den, 2 * r == den, mode);
 }
 
+// Float-scale requantisation (aieflow numerics/requant.py apply()): the accumulator saturated to int32,
+// times the channel's multiplier (exact: |a m| < 2^62), rounded half to even by 2^shift and saturated to
+// int32, the zero point added after rounding, saturated to the codes [lo, hi].
+inline int64_t requant(int64_t acc, int64_t mult, int shift, int64_t zp, int64_t lo, int64_t hi) {
+    const int64_t i32_lo = -2147483647LL - 1, i32_hi = 2147483647LL;
+    const int64_t a = acc < i32_lo ? i32_lo : (acc > i32_hi ? i32_hi : acc);
+    int64_t r = round_divide(a * mult, int64_t(1) << shift, rnd::conv_even);
+    r = r < i32_lo ? i32_lo : (r > i32_hi ? i32_hi : r);
+    const int64_t q = r + zp;
+    return q < lo ? lo : (q > hi ? hi : q);
+}
+
 // Index of a float input into a lookup table over [-limit, limit): clamp(round(x * scale) + offset),
 // with x * scale evaluated exactly in double (scale is a power of two) after clamping |x| to 2^40.
 inline int lut_index(float x, double scale, int offset, int size, rnd mode) {
