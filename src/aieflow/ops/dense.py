@@ -320,6 +320,9 @@ def quantise(node: Node, ctx: QuantContext) -> Node:
             fit = power_of_two_type(m, 32, Rounding.CONV_EVEN, Saturation.SATURATE)
             default_bias = fit if fit.frac < acc_frac else default_bias
         bias_type = pick("bias", default_bias)
+        bias_codes_type = bias_type
+        if bias_type.width < 8:  # a 4-bit bias (QONNX): its codes are exact in the int8 bias blocks
+            bias_type = FixedType(8, bias_type.frac, bias_type.signed, bias_type.rounding, bias_type.saturation)
         bias_shift = acc_frac - bias_type.frac
         if bias_shift < 0:
             raise ConfigError(
@@ -335,7 +338,7 @@ def quantise(node: Node, ctx: QuantContext) -> Node:
             why=f"accumulator {acc_frac} fractional bits, bias {bias_type} {bias_type.frac}",
             hint=f"the bias needs at least {acc_frac - gen.ups_shift_max} fractional bits; {change}",
         )
-        bq = fixed.quantize(b, bias_type)
+        bq = fixed.quantize(b, bias_codes_type)
     if acc_bits == 32 and pair == ("i16", "i8"):
         bound = fixed.max_abs_accumulation(w.shape[0], in_type, w_type)
         if bq is not None:

@@ -100,7 +100,7 @@ constexpr auto default_acc_for() {
                       "aieflow shim: bfloat16 arithmetic does not exist on AIE (__AIE_ARCH__ == 10)");
         return accfloat{};
     } else if constexpr (int_elem<TA> && int4_elem<TB>) {
-        static_assert(is_aie_ml, "aieflow shim: int4 does not exist on AIE (__AIE_ARCH__ == 10)");
+        static_assert(is_aie_ml && !dependent_false<TA>, "aieflow shim: int4 does not exist on AIE (__AIE_ARCH__ == 10)");
         static_assert(type_bits<TA> == 8, "aieflow shim: int4 multiplies 8-bit operands only (UG1529 8b x 4b)");
         return acc32{};  // 8b x 4b: as 8b x 8b
     } else if constexpr (int_elem<TA> && int_elem<TB>) {
