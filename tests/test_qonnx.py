@@ -192,7 +192,9 @@ def test_constant_quant_equals_the_oracle(mode, bits, signed, narrow):
     want = ref_quant(b, 2.0**-frac, 0, bits, signed, narrow, mode)
     np.testing.assert_array_equal(np.asarray(node.params["bias"], np.float64), want)
     t = imported.hints.params[("add", "bias")]
-    assert t.signed and t.frac == frac and t.width == (8 if bits <= 7 or (bits == 8 and signed) else 16 if bits <= 16 else 32)
+    # signed codes of at most 4 bits keep a 4-bit type (int4 weights on AIE-ML / AIE-MLv2)
+    assert t.signed and t.frac == frac and t.width == (4 if signed and bits <= 4 else 8 if bits <= 7 or (bits == 8 and signed)
+                                                       else 16 if bits <= 16 else 32)
     codes = want * 2.0**frac
     assert np.array_equal(codes, np.round(codes)) and codes.min() >= t.min_code and codes.max() <= t.max_code
 
@@ -271,14 +273,17 @@ def test_activation_widths_signedness_and_narrow_range_are_exact(y_bits, y_signe
     assert want.min() == lo * 2.0**-y_frac and want.max() == hi * 2.0**-y_frac  # both bounds were reached
 
 
-def test_four_bit_weights_are_carried_in_int8_exactly():
+@pytest.mark.parametrize("device, weight_bits", [("vek280", 4), ("vek385", 4), ("vck190", 8)])
+def test_four_bit_weights_run_as_int4_where_the_generation_has_it(device, weight_bits):
     rng = np.random.default_rng(9)
     model, r = mlp(rng, w_bits=4, w_frac=2)
     imported = import_onnx(model)
-    assert imported.hints.params[("fc", "weight")].width == 8
+    assert imported.hints.params[("fc", "weight")].width == 4
     x = _inputs(rng, 6, r["x_frac"])
-    em = aieflow.emulate(model, device="vek280", example_input=x[:2])
+    em = aieflow.emulate(model, device=device, example_input=x[:2])
     np.testing.assert_array_equal(em.predict(x), ref_mlp(x, r))
+    # AIE-ML / AIE-MLv2: int8 x int4 (the input is 8-bit); AIE: the same codes held in int8
+    assert em.graph.node("fc").types.weight.width == weight_bits
     w = np.asarray(imported.graph.node("fc").params["weight"]) * 4
     assert w.min() >= -7 and w.max() <= 7 and len(np.unique(w)) > 5
 
@@ -544,7 +549,7 @@ def test_brevitas_qonnx_and_qcdq_exports_import_to_the_same_types():
     assert [n.op for n in a.graph.nodes] == [n.op for n in b.graph.nodes] == ["dense", "relu", "dense"]
     assert list(a.hints.params.items())[::2] == list(b.hints.params.items())[::2]  # the weights (biases: int16 vs int32)
     assert sorted(map(str, a.hints.tensors.values())) == sorted(map(str, b.hints.tensors.values()))
-    assert a.hints.params[("/fc2/Gemm", "weight")].width == 8  # the 4-bit weights, carried in int8
+    assert a.hints.params[("/fc2/Gemm", "weight")].width == 4  # the 4-bit weights (int4 on AIE-ML / AIE-MLv2)
     assert [n.aliases[:1] for n in a.graph.nodes] == [("fc1",), ("act.act_quant.activation_impl",), ("fc2",)]
 
 

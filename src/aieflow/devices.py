@@ -23,7 +23,8 @@ from .numerics.types import Rounding
 SPEC = "shared/spec/versal-devices.md"
 GEMM_SPEC = "shared/spec/gemm-gotoblas-versal.md"
 
-# Operand kinds used as keys: "i8", "i16", "i32", "fp32", "bf16".
+# Operand kinds used as keys: "i4", "i8", "i16", "i32", "fp32", "bf16" ("i4": signed 4-bit codes
+# packed two per byte, AIE-ML / AIE-MLv2 weights only).
 TypePair = tuple[str, str]
 
 
@@ -260,6 +261,7 @@ AIE_ML = Generation(
     macs_per_cycle=_frozen(
         {
             ("i8", "i8"): 256,
+            ("i8", "i4"): 512,
             ("i16", "i8"): 128,
             ("i16", "i16"): 64,
             ("i32", "i16"): 32,
@@ -267,16 +269,18 @@ AIE_ML = Generation(
             ("bf16", "bf16"): 128,
         }
     ),
-    # AIE4ML's tilings (dense-on-aie-ml.md), all native per UG1529.
+    # AIE4ML's tilings (dense-on-aie-ml.md), all native per UG1529; int8 x int4: UG1529's AIE-ML
+    # 8b x 4b column (4x16x8, 8x16x8, 4x32x8), the smallest, one 512-MAC step.
     mmul_shapes=_frozen(
         {
             ("i8", "i8"): (4, 8, 8),
+            ("i8", "i4"): (4, 16, 8),
             ("i16", "i8"): (4, 4, 8),
             ("i16", "i16"): (4, 4, 4),
             ("bf16", "bf16"): (4, 8, 4),
         }
     ),
-    accumulators=_frozen({("i8", "i8"): 32, ("i16", "i8"): 32, ("i16", "i16"): 64}),
+    accumulators=_frozen({("i8", "i8"): 32, ("i8", "i4"): 32, ("i16", "i8"): 32, ("i16", "i16"): 64}),
     rounding_modes=_ALL_ROUNDING,
     float_types=frozenset({"bf16"}),
     srs_shift_max=59,
@@ -289,6 +293,10 @@ AIE_ML = Generation(
             "memory, banks, ports, cascade, MACs": f"{SPEC} (AM020, UG1603)",
             "mmul shapes": "shared/spec/dense-on-aie-ml.md kernel tilings; UG1529",
             "accumulators": "shared/spec/dense-on-aie-ml.md: i8 acc32, i16xi16 acc64; AM020",
+            "int8 x int4": f"{SPEC} 'Peak MACs per cycle per tile': int8 x int4 512 on AIE-ML, none on AIE; "
+            "UG1529 Matrix Multiplication table and AMD's AI Engine-ML Matrix Multiplication Instruction Set "
+            "tutorial (XD100): 8b x 4b modes 4x16x8, 8x16x8, 4x32x8 (no 8b x 4b column for AIE); accumulator "
+            "acc32 as for 8b x 8b (UG1529 default accumulation for 8-bit operands)",
             "rounding modes": "AIE-ML intrinsics guide UG1583: adds rnd_sym_floor / rnd_sym_ceil",
             "cascade_serpentine": f"AM020 cascade: horizontal west to east on every row, plus vertical; {SPEC} "
             "(cascade: horizontal and vertical)",
@@ -331,7 +339,7 @@ AIE_MLV2 = Generation(
     cascade_bits=512,
     cascade_vertical=True,
     cascade_serpentine=False,
-    # ASSUMED equal to AIE-ML: UG1603 says only that "devices with AIE-ML v2 have wider SIMDs than
+    # ASSUMED equal to AIE-ML (int8 x int4 included): UG1603 says only that "devices with AIE-ML v2 have wider SIMDs than
     # devices with AIE-ML"; no per-type figure was found (sources["MACs, mmul shapes, accumulators"]).
     macs_per_cycle=AIE_ML.macs_per_cycle,
     mmul_shapes=AIE_ML.mmul_shapes,

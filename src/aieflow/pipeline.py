@@ -118,14 +118,15 @@ def _plan(s: State) -> State:
 def _pack(s: State) -> State:
     # Packing is a pure function of the plan (ops.dense.pack_tile); here we only prove every
     # tile's parameters fit its declared buffers before anything is emitted.
-    from .ops.dense import pack_tile
+    from .ops.dense import kind_of, pack_tile
 
     for node in dense_layers(s.graph):
         p = node.plan
+        per_item = 2 if kind_of(node.types.weight) == "i4" else 1  # int4 codes: two per byte
         for r in range(p.cas_num):
             for c in range(p.cas_len):
                 packed = pack_tile(node, r, c)
-                assert packed["weights"].size == p.k_slice * p.n_slice
+                assert packed["weights"].size * per_item == p.k_slice * p.n_slice
     return replace(s, packed=True)
 
 

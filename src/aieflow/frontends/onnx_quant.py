@@ -10,8 +10,9 @@ What is mapped, and how (``docs/quantisation.md``; semantics from
 
   - on a constant (a weight or a bias) it is folded at import: the codes are computed exactly (the
     rounding mode decided on the exact value, then the clip), and the value is carried in the
-    narrowest signed 8 / 16 / 32-bit type that holds the declared range and the codes (a 4-bit or
-    unsigned weight is its value set inside int8 / int16: exact).  Per-channel power-of-two scales
+    narrowest signed 8 / 16 / 32-bit type that holds the declared range and the codes (an unsigned
+    weight is its value set inside int8 / int16: exact), or a signed 4-bit type for signed codes of
+    at most 4 bits (int4 weights on AIE-ML / AIE-MLv2, int8 on AIE).  Per-channel power-of-two scales
     share the finest one, the codes of coarser channels scaled up to it (int16 when they outgrow
     int8; refused beyond 32 bits);
   - on an activation it becomes the tensor's type (a :class:`~aieflow.ir.QuantHints` entry, as a
@@ -296,6 +297,10 @@ class OnnxQuantMixin:
                 + "; its codes do not fit the 32 bits aieflow carries constants in",
                 hint="use per-tensor scales (or per-channel scales within a factor of a few) and weights of at most "
                 "16 bits; " + POW2_ADVICE)
+        if spec.signed and spec.bits <= 4 and (not lifted.size or (lifted.min() >= -8 and lifted.max() <= 7)):
+            # signed codes of at most 4 bits: a 4-bit type, which a Dense layer runs as int4 weights on
+            # AIE-ML / AIE-MLv2 and holds in int8 elsewhere (ops/dense.py)
+            return value, FixedType(4, frac, True, Rounding.CONV_EVEN, Saturation.SATURATE)
         return value, FixedType(max(container(spec.lo, spec.hi), actual), frac, True, Rounding.CONV_EVEN,
                                 Saturation.SATURATE)
 
@@ -427,7 +432,10 @@ class OnnxQuantMixin:
         if qtype is not None and not all(math.isinf(b) or b * 2.0**qtype.frac == int(b * 2.0**qtype.frac)
                                          for b in (lo, hi)):
             qtype = None  # a bound off the grid: the clipped constant is a plain float
-        return value, x.codes, qtype
+        codes = x.codes
+        if codes is not None and codes[1] and codes[0] > 4 and -8 <= lo and hi <= 7:
+            codes = (4, True)  # signed codes clipped to 4 bits (QCDQ int4 weights): as QONNX's 4-bit Quant
+        return value, codes, qtype
 
     # -- Mul / Div by constants ------------------------------------------------------------------
 

@@ -396,6 +396,12 @@ def quantise(node: Node, ctx: QuantContext) -> Node:
     _reject_qdq(node, ctx)
     precision = ctx.layer.precision or ctx.config.precision
     act_kind, w_kind = PRECISIONS[precision]
+    if w_kind == "i4":
+        raise ConfigError(
+            f"precision {precision} (4-bit weights) is for Dense layers; convolutions take 8- or 16-bit weights",
+            layer=node.name,
+            hint=f"give layers.{node.name}.precision: int8 (or int16 / a16w8) and keep a8w4 for the Dense layers",
+        )
     if act_kind == "bf16":
         raise ConfigError(
             "bf16 convolutions are not supported yet",

@@ -74,9 +74,34 @@ class DenseTypes:
 
 
 def kind_of(t: NumericType) -> str:
+    """The operand kind the device catalog keys its MAC rates and mmul shapes by: ``i4`` for signed
+    codes of at most 4 bits (held packed two per byte), else the container (``i8``, ``i16`` ...)."""
     if isinstance(t, FloatType):
         return t.name
+    if isinstance(t, FixedType) and t.signed and t.width <= 4:
+        return "i4"
     return f"i{t.container_bits}"
+
+
+ELEMENT_BITS = {"i4": 4}  # bits a weight code takes in memory, where not its container's
+
+
+def element_bits(t: NumericType) -> int:
+    """Bits one code of ``t`` takes in a kernel's memory (4 for packed int4 weights)."""
+    return ELEMENT_BITS.get(kind_of(t), t.container_bits)
+
+
+def pack_int4(codes: np.ndarray) -> np.ndarray:
+    """Signed 4-bit codes, two per byte as the AIE API's ``int4`` vectors hold them (element 2i in
+    the low nibble of byte i, 2i + 1 in the high one), returned as the bytes' int8 values."""
+    c = np.asarray(codes, dtype=np.int64).reshape(-1)
+    if c.size % 2:
+        raise ValueError("int4 packing needs an even number of codes")
+    if c.size and (c.min() < -8 or c.max() > 7):
+        raise ValueError("int4 codes must lie in -8..7")
+    lo, hi = c[0::2] & 0xF, c[1::2] & 0xF
+    b = lo | (hi << 4)
+    return np.where(b >= 128, b - 256, b).astype(np.int64)
 
 
 def _types_to_json(t: DenseTypes) -> dict:
@@ -138,7 +163,7 @@ def power_of_two_type(max_abs: float, width: int, rounding: Rounding, saturation
     return FixedType(width, frac, True, rounding, saturation)
 
 
-_WIDTH = {"i8": 8, "i16": 16}
+_WIDTH = {"i4": 4, "i8": 8, "i16": 16}
 
 
 def quantise(node: Node, ctx: QuantContext) -> Node:
@@ -204,8 +229,22 @@ def quantise(node: Node, ctx: QuantContext) -> Node:
         return t
 
     w_type = pick("weight", power_of_two_type(float(np.max(np.abs(w))) if w.size else 0.0, width_w, Rounding.CONV_EVEN, Saturation.SATURATE))
-    if w_type.width not in (8, 16):
-        raise ConfigError(f"weight type {w_type} must be 8 or 16 bits wide on the AI Engine", layer=name)
+    q_type = w_type  # the codes are made in the type given; a 4-bit type may be held in 8 bits below
+    narrow = kind_of(w_type) == "i4"
+    if not narrow and w_type.width not in (8, 16):
+        raise ConfigError(f"weight type {w_type} must be 8 or 16 bits wide on the AI Engine (or signed, at most "
+                          "4 bits, with 8-bit activations on AIE-ML / AIE-MLv2)", layer=name)
+    if narrow and (kind_of(in_type), "i4") not in gen.mmul_shapes:
+        if w_kind == "i4":
+            raise ConfigError(
+                f"precision {precision} (4-bit weights) needs an int8 x int4 matrix multiply, which {gen.name} "
+                f"({ctx.device.board}) does not have" + ("" if kind_of(in_type) == "i8" else
+                                                        f" for this layer's {kind_of(in_type)} input"),
+                layer=name,
+                hint="use precision int8 (4-bit weights run on AIE-ML / AIE-MLv2: vek280, vek385)",
+            )
+        # a 4-bit weight type from the model or config: its codes are exact in 8 bits
+        w_type = FixedType(8, w_type.frac, True, w_type.rounding, w_type.saturation)
     pair = (kind_of(in_type), kind_of(w_type))
     if pair not in gen.mmul_shapes:
         supported = ", ".join(f"{a}x{b}" for a, b in gen.mmul_shapes if not a.startswith(("fp", "bf")))
@@ -267,8 +306,8 @@ def quantise(node: Node, ctx: QuantContext) -> Node:
         f"or fewer integer bits); {change}",
     )
 
-    wq = fixed.quantize(w, w_type)
-    if hinted("weight") is not None and not np.array_equal(fixed.dequantize(wq, w_type), w):
+    wq = fixed.quantize(w, q_type)
+    if hinted("weight") is not None and not np.array_equal(fixed.dequantize(wq, q_type), w):
         raise ConfigError("weights do not lie on the grid of their QDQ type", layer=name)
 
     bias_type = None
@@ -281,6 +320,9 @@ def quantise(node: Node, ctx: QuantContext) -> Node:
             fit = power_of_two_type(m, 32, Rounding.CONV_EVEN, Saturation.SATURATE)
             default_bias = fit if fit.frac < acc_frac else default_bias
         bias_type = pick("bias", default_bias)
+        bias_codes_type = bias_type
+        if bias_type.width < 8:  # a 4-bit bias (QONNX): its codes are exact in the int8 bias blocks
+            bias_type = FixedType(8, bias_type.frac, bias_type.signed, bias_type.rounding, bias_type.saturation)
         bias_shift = acc_frac - bias_type.frac
         if bias_shift < 0:
             raise ConfigError(
@@ -296,7 +338,7 @@ def quantise(node: Node, ctx: QuantContext) -> Node:
             why=f"accumulator {acc_frac} fractional bits, bias {bias_type} {bias_type.frac}",
             hint=f"the bias needs at least {acc_frac - gen.ups_shift_max} fractional bits; {change}",
         )
-        bq = fixed.quantize(b, bias_type)
+        bq = fixed.quantize(b, bias_codes_type)
     if acc_bits == 32 and pair == ("i16", "i8"):
         bound = fixed.max_abs_accumulation(w.shape[0], in_type, w_type)
         if bq is not None:
@@ -597,6 +639,11 @@ def _nbytes(t: NumericType) -> int:
     return t.container_bits // 8
 
 
+def weight_bytes(t: NumericType, count: int) -> int:
+    """Bytes of ``count`` weight codes of type ``t`` in tile memory (int4: two per byte)."""
+    return count * element_bits(t) // 8
+
+
 def _aligned(n: int) -> int:
     return _round_up(n, ALIGN)
 
@@ -604,7 +651,7 @@ def _aligned(n: int) -> int:
 def tile_memory(t: DenseTypes, batch_pad: int, k_slice: int, n_slice: int, mmul, reserved: int,
                 post: Node | None = None) -> TileMemory:
     m, _, n = mmul
-    weights = _aligned(k_slice * n_slice * _nbytes(t.weight))
+    weights = _aligned(weight_bytes(t.weight, k_slice * n_slice))
     # a requantising layer (float scales: quantise_affine gives it an affine bias) also holds its
     # int32 multipliers in the storing tile, laid out like the bias
     blocks = (t.bias is not None) + isinstance(t.bias, AffineType)
@@ -868,8 +915,9 @@ def pack_tile(node: Node, row: int, col: int) -> dict[str, np.ndarray]:
     dtype = wq.dtype if wq.dtype.kind == "f" else np.int64
     block = np.zeros((p.k_slice, p.n_slice), dtype=dtype)
     block[: k1 - k0, : n1 - n0] = wq[k0:k1, n0:n1]
-    tiles = block.reshape(p.k_slice // kk, kk, p.n_slice // nn, nn).transpose(0, 2, 1, 3)
-    out = {"weights": tiles.reshape(-1)}
+    tiles = block.reshape(p.k_slice // kk, kk, p.n_slice // nn, nn).transpose(0, 2, 1, 3).reshape(-1)
+    # int4 weights: each K x N block's codes packed two per byte (K * N is even)
+    out = {"weights": pack_int4(tiles) if kind_of(node.types.weight) == "i4" else tiles}
     if col == 0 and "bias_q" in node.params:
         bq = node.params["bias_q"]
         bias = np.zeros(p.n_slice, dtype=bq.dtype if bq.dtype.kind == "f" else np.int64)

@@ -245,6 +245,12 @@ def quantise(node: Node, ctx: QuantContext) -> Node:
                 hint="export the float model and give the types in the config (layers.<name>.weight, ...)",
             )
     in_type = ctx.input_types[0]
+    if w_kind == "i4":
+        raise ConfigError(
+            f"precision {precision} (4-bit weights) is for Dense layers; recurrent layers take 8- or 16-bit weights",
+            layer=name,
+            hint=f"give layers.{name}.precision: int8 (or int16 / a16w8) and keep a8w4 for the Dense layers",
+        )
     if act_kind == "bf16":
         raise ConfigError(
             "bf16 recurrent layers are not supported yet",

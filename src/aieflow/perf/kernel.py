@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from ..devices import Device, Generation
-from ..ops.dense import DensePlan, DenseTypes, cascade_chunk_lanes
+from ..ops.dense import DensePlan, DenseTypes, cascade_chunk_lanes, element_bits
 from .activation import COPY_CYCLES, activation_cycles, softmax_cycles
 
 SPEC_DENSE = "shared/spec/dense-on-aie-ml.md"
@@ -313,7 +313,7 @@ def role_shapes(plan: DensePlan, types: DenseTypes, relu: bool) -> dict[str, Ker
         ks=plan.k_slice,
         ns=plan.n_slice,
         in_bits=types.input.container_bits,
-        weight_bits=types.weight.container_bits,
+        weight_bits=element_bits(types.weight),  # 4 for packed int4 weights
         out_bits=types.output.container_bits,
         acc_bits=acc_bits,
         out_panel=plan.out_panel,

@@ -30,6 +30,7 @@ namespace aieflow {
 // Compile-time description of one layer; generated per layer in layers.h.
 //   struct fc1_cfg {
 //     using TA = int8; using TW = int8; using TB = int32; using TO = int8; using ACC = acc32;
+//     (int4 weights add: using TWS = int8; static constexpr unsigned W_PACK = 2;  see WeightOf)
 //     static constexpr unsigned M, K, N, BATCH, KS, NS, OUT_P, CASC_LANES;
 //     static constexpr int SHIFT, BIAS_SHIFT; static constexpr bool RELU, HAS_BIAS;
 //     static constexpr aie::rounding_mode RND; static constexpr aie::saturation_mode SAT;
@@ -49,14 +50,32 @@ struct RqOf<C, std::void_t<decltype(C::RQ)>> {
     static constexpr int ZP = C::RQ_ZP;
 };
 
+// Weight storage.  A config with W_PACK (int4 weights on AIE-ML / AIE-MLv2) keeps W_PACK codes per
+// TWS element (two int4 per int8 byte, element 2i in the low nibble of byte i) and loads a K x N
+// block as K*N/W_PACK bytes reinterpreted as a vector of TW (aie::vector::cast_to, UG1529); one
+// without stores TW itself.
+template <class C, class = void>
+struct WeightOf {
+    using T = typename C::TW;
+    static constexpr unsigned PACK = 1;
+};
+template <class C>
+struct WeightOf<C, std::void_t<decltype(C::W_PACK)>> {
+    using T = typename C::TWS;
+    static constexpr unsigned PACK = C::W_PACK;
+};
+
 template <class C>
 struct DenseCore {
     using TA = typename C::TA;
     using TW = typename C::TW;
+    using TWS = typename WeightOf<C>::T;
+    static constexpr unsigned W_PACK = WeightOf<C>::PACK;
     using TB = typename C::TB;
     using TO = typename C::TO;
     using ACC = typename C::ACC;
     static constexpr unsigned M = C::M, K = C::K, N = C::N;
+    static constexpr unsigned KN_S = K * N / W_PACK;  // storage elements of one K x N weight block
     static constexpr unsigned MN = M * N;
     static constexpr unsigned RB = C::BATCH / M;  // row blocks (BATCH is padded to 2M)
     static constexpr unsigned KB = C::KS / K;     // k blocks
@@ -69,6 +88,15 @@ struct DenseCore {
     using ACCV = aie::accum<ACC, MN>;
 
     static constexpr bool is_float = std::is_floating_point_v<TO> || !std::is_integral_v<TO>;
+
+    // One K x N weight block as the mmul's B operand.
+    static aie::vector<TW, K * N> load_w(const TWS* __restrict p) {
+        if constexpr (W_PACK == 1) {
+            return aie::load_v<K * N>(p);
+        } else {
+            return aie::load_v<KN_S>(p).template cast_to<TW>();
+        }
+    }
 
     static ACCV init_acc(const TB* __restrict bias, unsigned j) {
         if constexpr (C::HAS_BIAS) {
@@ -133,7 +161,7 @@ struct DenseCore {
 
     // CIN: partial sums arrive on the cascade; COUT: they leave on it (else SRS and store).
     template <bool CIN, bool COUT>
-    static void compute(const TA* __restrict a, const TW* __restrict w, const TB* __restrict bias,
+    static void compute(const TA* __restrict a, const TWS* __restrict w, const TB* __restrict bias,
                         TO* __restrict out, input_cascade<ACC>* __restrict cin,
                         output_cascade<ACC>* __restrict cout, const TB* __restrict rq = nullptr) {
         if constexpr (!is_float) {
@@ -157,19 +185,19 @@ struct DenseCore {
                 MMUL c00(i00), c01(i01), c10(i10), c11(i11);
                 const TA* __restrict pa0 = a + z * M * K;
                 const TA* __restrict pa1 = pa0 + M * K;
-                const TW* __restrict pw = w + j * K * N;
+                const TWS* __restrict pw = w + j * KN_S;
                 for (unsigned kb = 0; kb < KB; ++kb) {
                     const auto a0 = aie::load_v<M * K>(pa0);
                     const auto a1 = aie::load_v<M * K>(pa1);
-                    const auto b0 = aie::load_v<K * N>(pw);
-                    const auto b1 = aie::load_v<K * N>(pw + K * N);
+                    const auto b0 = load_w(pw);
+                    const auto b1 = load_w(pw + KN_S);
                     c00.mac(a0, b0);
                     c01.mac(a0, b1);
                     c10.mac(a1, b0);
                     c11.mac(a1, b1);
                     pa0 += C::BATCH * K;
                     pa1 += C::BATCH * K;
-                    pw += NB * K * N;
+                    pw += NB * KN_S;
                 }
                 if constexpr (COUT) {
                     write_cascade(cout, c00.to_accum());
@@ -268,11 +296,11 @@ inline void load_params(T (&dst)[N], const std::vector<T>& src) {
 // CAS_LEN == 1: input buffer in, output buffer out.
 template <class C>
 class DenseSingle : PostScratch<C> {
-    alignas(32) typename C::TW weights_[C::KS * C::NS];
+    alignas(32) typename WeightOf<C>::T weights_[C::KS * C::NS / WeightOf<C>::PACK];
     alignas(32) typename C::TB bias_[DenseCore<C>::BIAS_SIZE];
 
 public:
-    DenseSingle(const std::vector<typename C::TW>& w, const std::vector<typename C::TB>& b) {
+    DenseSingle(const std::vector<typename WeightOf<C>::T>& w, const std::vector<typename C::TB>& b) {
         load_params(weights_, w);
         load_params(bias_, b);
     }
@@ -295,11 +323,11 @@ public:
 // First tile of a cascade row: starts from the bias, sends partial sums east.
 template <class C>
 class DenseFirst {
-    alignas(32) typename C::TW weights_[C::KS * C::NS];
+    alignas(32) typename WeightOf<C>::T weights_[C::KS * C::NS / WeightOf<C>::PACK];
     alignas(32) typename C::TB bias_[DenseCore<C>::BIAS_SIZE];
 
 public:
-    DenseFirst(const std::vector<typename C::TW>& w, const std::vector<typename C::TB>& b) {
+    DenseFirst(const std::vector<typename WeightOf<C>::T>& w, const std::vector<typename C::TB>& b) {
         load_params(weights_, w);
         load_params(bias_, b);
     }
@@ -317,10 +345,10 @@ public:
 // Middle tile: adds its slice to the partial sums and passes them on (no bias).
 template <class C>
 class DenseMiddle {
-    alignas(32) typename C::TW weights_[C::KS * C::NS];
+    alignas(32) typename WeightOf<C>::T weights_[C::KS * C::NS / WeightOf<C>::PACK];
 
 public:
-    DenseMiddle(const std::vector<typename C::TW>& w, const std::vector<typename C::TB>&) {
+    DenseMiddle(const std::vector<typename WeightOf<C>::T>& w, const std::vector<typename C::TB>&) {
         load_params(weights_, w);
     }
     void run(adf::input_buffer<typename C::TA>& __restrict in,
@@ -337,10 +365,10 @@ public:
 // Last tile: finishes the sums, applies SRS (+ ReLU) and writes the output buffer (no bias).
 template <class C>
 class DenseLast : PostScratch<C> {
-    alignas(32) typename C::TW weights_[C::KS * C::NS];
+    alignas(32) typename WeightOf<C>::T weights_[C::KS * C::NS / WeightOf<C>::PACK];
 
 public:
-    DenseLast(const std::vector<typename C::TW>& w, const std::vector<typename C::TB>&) {
+    DenseLast(const std::vector<typename WeightOf<C>::T>& w, const std::vector<typename C::TB>&) {
         load_params(weights_, w);
     }
     void run(adf::input_buffer<typename C::TA>& __restrict in,
@@ -365,12 +393,12 @@ public:
 template <class C>
 class DenseSingleRq {
     static_assert(RqOf<C>::RQ && C::HAS_BIAS, "DenseSingleRq is for requantising layers (their bias is always set)");
-    alignas(32) typename C::TW weights_[C::KS * C::NS];
+    alignas(32) typename WeightOf<C>::T weights_[C::KS * C::NS / WeightOf<C>::PACK];
     alignas(32) typename C::TB bias_[DenseCore<C>::BIAS_SIZE];
     alignas(32) typename C::TB rq_[DenseCore<C>::BIAS_SIZE];
 
 public:
-    DenseSingleRq(const std::vector<typename C::TW>& w, const std::vector<typename C::TB>& b) {
+    DenseSingleRq(const std::vector<typename WeightOf<C>::T>& w, const std::vector<typename C::TB>& b) {
         load_params(weights_, w);
         for (unsigned i = 0; i < DenseCore<C>::BIAS_SIZE; ++i) {
             bias_[i] = i < b.size() ? b[i] : typename C::TB(0);
@@ -392,11 +420,11 @@ public:
 template <class C>
 class DenseLastRq {
     static_assert(RqOf<C>::RQ && C::HAS_BIAS, "DenseLastRq is for requantising layers (their bias is always set)");
-    alignas(32) typename C::TW weights_[C::KS * C::NS];
+    alignas(32) typename WeightOf<C>::T weights_[C::KS * C::NS / WeightOf<C>::PACK];
     alignas(32) typename C::TB rq_[DenseCore<C>::BIAS_SIZE];
 
 public:
-    DenseLastRq(const std::vector<typename C::TW>& w, const std::vector<typename C::TB>& b) {
+    DenseLastRq(const std::vector<typename WeightOf<C>::T>& w, const std::vector<typename C::TB>& b) {
         load_params(weights_, w);
         load_params(rq_, b);
     }

@@ -40,6 +40,19 @@ using uint32 = std::uint32_t;
 using int64 = std::int64_t;
 using uint64 = std::uint64_t;
 
+// int4: the AIE-ML family's signed 4-bit element (UG1529 lists 8b x 4b matrix multiplication for
+// AIE-ML / AIE-MLv2 only).  The shim holds one code per object, in -8..7 (construction from an
+// integer keeps its low four bits, two's complement); in memory the device packs two per byte,
+// element 2i in the low nibble of byte i, which the shim reaches only through
+// aie::vector<int8, N>::cast_to<int4>() (and back): there is no int4 pointer arithmetic here, and
+// load_v / store_v / vector iterators refuse int4 at compile time.
+struct int4 {
+    std::int8_t v = 0;
+    constexpr int4() = default;
+    constexpr int4(int x) : v(static_cast<std::int8_t>(((x & 0xF) ^ 0x8) - 0x8)) {}  // NOLINT(google-explicit-constructor)
+    constexpr operator int() const { return v; }  // NOLINT(google-explicit-constructor)
+};
+
 // Chess compiler loop pragmas / keywords that appear in kernel source.  They only steer
 // scheduling on the real compiler and have no effect on results, so they expand to nothing.
 #ifndef chess_prepare_for_pipelining

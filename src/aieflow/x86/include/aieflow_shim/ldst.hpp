@@ -17,8 +17,14 @@ namespace aie {
 // width; shim value, only affects placement).
 inline constexpr unsigned vector_decl_align = aieflow_shim::is_aie_ml ? 64 : 32;
 
+// int4 memory (two codes per byte) has no pointer type here: load the bytes as int8 and
+// cast_to<int4>() (see config.hpp).
+template <typename T>
+inline constexpr bool no_int4_memory = !aieflow_shim::detail::int4_elem<std::remove_const_t<T>>;
+
 template <unsigned Elems, typename T>
 vector<std::remove_const_t<T>, Elems> load_v(T* ptr) {
+    static_assert(no_int4_memory<T>, "aieflow shim: load int4 as int8 bytes and cast_to<int4>()");
     vector<std::remove_const_t<T>, Elems> r;
     for (unsigned i = 0; i < Elems; ++i) r[i] = ptr[i];
     return r;
@@ -30,6 +36,7 @@ vector<std::remove_const_t<T>, Elems> load_unaligned_v(T* ptr, unsigned /*aligne
 
 template <typename T, unsigned Elems>
 T* store_v(T* ptr, const vector<T, Elems>& v) {
+    static_assert(no_int4_memory<T>, "aieflow shim: store int4 as int8 bytes (cast_to<int8>())");
     for (unsigned i = 0; i < Elems; ++i) ptr[i] = v[i];
     return ptr;
 }
@@ -45,6 +52,7 @@ template <typename T, unsigned Elems>
 class vector_iterator {
     using elem = std::remove_const_t<T>;
     using vec = vector<elem, Elems>;
+    static_assert(no_int4_memory<T>, "aieflow shim: no vector iterator over int4 memory");
     static_assert(sizeof(vec) == sizeof(elem) * Elems && alignof(vec) == alignof(elem),
                   "aieflow shim: vector layout must match the element array");
 

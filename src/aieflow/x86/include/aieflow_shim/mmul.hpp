@@ -28,12 +28,13 @@ struct mmul_shape {
     unsigned m, k, n;
 };
 
-enum class operand_class { i8, i16, i32, bf16, f32, other };
+enum class operand_class { i4, i8, i16, i32, bf16, f32, other };
 
 template <typename T>
 constexpr operand_class operand_class_of() {
     if constexpr (std::is_same_v<T, float>) return operand_class::f32;
     else if constexpr (is_bfloat16_v<T>) return operand_class::bf16;
+    else if constexpr (int4_elem<T>) return operand_class::i4;
     else if constexpr (int_elem<T> && sizeof(T) == 1) return operand_class::i8;
     else if constexpr (int_elem<T> && sizeof(T) == 2) return operand_class::i16;
     else if constexpr (int_elem<T> && sizeof(T) == 4) return operand_class::i32;
@@ -62,6 +63,7 @@ inline constexpr mmul_shape aie1_32x32[] = {{4,2,4},{2,2,2},{2,4,2},{2,8,2},{4,2
 inline constexpr mmul_shape aie1_f32[]   = {{4,2,4},{2,2,2},{2,4,2},  // (f) documented start of the row
                                             {4,4,4},{2,4,8},{4,2,8},{4,4,2},{2,8,2},{4,2,2},{2,4,4},{4,4,1}};  // (f) (*)
 
+inline constexpr mmul_shape aieml_8x4[]   = {{4,16,8},{8,16,8},{4,32,8}};  // UG1529 / XD100 8b x 4b
 inline constexpr mmul_shape aieml_8x8[]   = {{4,8,4},{4,16,4},{8,8,4},{2,8,8},{4,8,8},{8,8,8},{2,16,8},{4,16,8}};
 inline constexpr mmul_shape aieml_16x8[]  = {{4,4,4},{8,4,4},{4,8,4},{4,4,8},{8,4,8},{4,8,8} /* (*) */};
 inline constexpr mmul_shape aieml_8x16[]  = {{4,4,8},{4,4,4}};
@@ -91,7 +93,8 @@ constexpr bool mmul_shape_supported(unsigned m, unsigned k, unsigned n) {
         else if constexpr (a == oc::f32 && b == oc::f32) return shape_in(aie1_f32, m, k, n);
         else return false;
     } else {
-        if constexpr (a == oc::i8 && b == oc::i8) return shape_in(aieml_8x8, m, k, n);
+        if constexpr (a == oc::i8 && b == oc::i4) return shape_in(aieml_8x4, m, k, n);
+        else if constexpr (a == oc::i8 && b == oc::i8) return shape_in(aieml_8x8, m, k, n);
         else if constexpr (a == oc::i16 && b == oc::i8) return shape_in(aieml_16x8, m, k, n);
         else if constexpr (a == oc::i8 && b == oc::i16) return shape_in(aieml_8x16, m, k, n);
         else if constexpr (a == oc::i16 && b == oc::i16) return shape_in(aieml_16x16, m, k, n);

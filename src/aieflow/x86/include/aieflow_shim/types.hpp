@@ -77,18 +77,21 @@ template <typename T>
 concept int_elem = std::is_integral_v<T> && !std::is_same_v<T, bool> && sizeof(T) <= 8;
 template <typename T>
 concept float_elem = std::is_same_v<T, float> || is_bfloat16_v<T>;
+// int4 (AIE-ML family): a vector element and an mmul operand, nothing else (no vector arithmetic).
 template <typename T>
-concept elem_type = int_elem<T> || float_elem<T>;
+concept int4_elem = std::is_same_v<T, ::int4>;
+template <typename T>
+concept elem_type = int_elem<T> || float_elem<T> || int4_elem<T>;
 
 template <typename T>
-inline constexpr unsigned type_bits = sizeof(T) * 8;
+inline constexpr unsigned type_bits = int4_elem<T> ? 4 : sizeof(T) * 8;
 
 template <typename T>
 inline constexpr bool dependent_false = false;
 
 // Default accumulator for a product of TA x TB (UG1529 defaults as used by aieflow):
 //   AIE:    8/16-bit x 8/16-bit -> acc48, any 32-bit operand -> acc80, float -> accfloat
-//   AIE-ML: 8x8, 16x8, 8x16 -> acc32, 16x16 -> acc64, any 32-bit operand -> acc64,
+//   AIE-ML: 8x4, 8x8, 16x8, 8x16 -> acc32, 16x16 -> acc64, any 32-bit operand -> acc64,
 //           bfloat16 x bfloat16 and float x float -> accfloat
 template <typename TA, typename TB>
 constexpr auto default_acc_for() {
@@ -96,6 +99,10 @@ constexpr auto default_acc_for() {
         static_assert(is_aie_ml || (!is_bfloat16_v<TA> && !is_bfloat16_v<TB>),
                       "aieflow shim: bfloat16 arithmetic does not exist on AIE (__AIE_ARCH__ == 10)");
         return accfloat{};
+    } else if constexpr (int_elem<TA> && int4_elem<TB>) {
+        static_assert(is_aie_ml && !dependent_false<TA>, "aieflow shim: int4 does not exist on AIE (__AIE_ARCH__ == 10)");
+        static_assert(type_bits<TA> == 8, "aieflow shim: int4 multiplies 8-bit operands only (UG1529 8b x 4b)");
+        return acc32{};  // 8b x 4b: as 8b x 8b
     } else if constexpr (int_elem<TA> && int_elem<TB>) {
         constexpr unsigned a = type_bits<TA>, b = type_bits<TB>;
         static_assert(a <= 32 && b <= 32, "aieflow shim: 64-bit multiplication operands are not supported");

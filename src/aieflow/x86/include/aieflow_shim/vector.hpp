@@ -20,6 +20,8 @@ class __attribute__((may_alias)) vector {
     static_assert(Elems > 0, "aie::vector needs at least one element");
     static_assert(aieflow_shim::detail::elem_type<T>,
                   "aieflow shim: aie::vector element type must be an integer, float or bfloat16");
+    static_assert(!aieflow_shim::detail::int4_elem<T> || aieflow_shim::is_aie_ml,
+                  "aieflow shim: int4 does not exist on AIE (__AIE_ARCH__ == 10)");
 
 public:
     using value_type = T;
@@ -79,6 +81,34 @@ public:
         static_assert(M >= Elems && M % Elems == 0, "grow: target size must be a multiple of the size");
         vector<T, M> r;
         r.insert(idx, *this);
+        return r;
+    }
+
+    // The same bits seen as elements of U (UG1529 vector::cast_to): integer element types only,
+    // elements little-endian, int4 two per byte with element 2i in the low nibble of byte i.
+    template <typename U>
+    auto cast_to() const {
+        using namespace aieflow_shim::detail;
+        static_assert((int_elem<T> || int4_elem<T>) && (int_elem<U> || int4_elem<U>),
+                      "aieflow shim: cast_to is implemented for integer and int4 elements");
+        constexpr unsigned bits = Elems * type_bits<T>;
+        static_assert(bits % type_bits<U> == 0, "cast_to: the vector's bits must be whole elements of the target");
+        vector<U, bits / type_bits<U>> r;
+        constexpr unsigned tb = type_bits<T>, ub = type_bits<U>;
+        for (unsigned i = 0; i < bits / ub; ++i) {
+            unsigned long long u = 0;  // element i of the result: bits i*ub .. i*ub+ub-1
+            for (unsigned b = 0; b < ub; ++b) {
+                const unsigned at = i * ub + b;
+                const auto src = static_cast<unsigned long long>(static_cast<long long>(data_[at / tb]));
+                u |= ((src >> (at % tb)) & 1ULL) << b;
+            }
+            if constexpr (int4_elem<U>) {
+                r[i] = U(static_cast<int>(u));
+            } else {
+                using UU = std::make_unsigned_t<U>;
+                r[i] = static_cast<U>(static_cast<UU>(u));
+            }
+        }
         return r;
     }
 
