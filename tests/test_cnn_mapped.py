@@ -2,22 +2,28 @@
 step 3): checked against the plan, with counts and sizes derived here from the plan's layers and
 stages (not from the lowering): kernels per stage and replica, every stage fed by its producer's
 windows (sizes agreeing on both ends), cascades, residual skip windows, PLIOs, distinct tiles on
-the device, and the project's graph.h is the rendering of that graph."""
+the device, and the project's graph.h is the rendering of that graph.  The thesis mapping
+(``cnn.emit_thesis.lower``) against the published per-layer kernels and PLIOs."""
 
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 import aieflow  # noqa: E402
 from aieflow.cnn.emit import lower  # noqa: E402
+from aieflow.cnn.emit_thesis import layer_info  # noqa: E402
+from aieflow.cnn.emit_thesis import lower as lower_thesis  # noqa: E402
 from aieflow.mapped.adf import statements  # noqa: E402
-from aieflow.model_zoo import cnn_classifier, residual_cnn  # noqa: E402
+from aieflow.model_zoo import cnn_classifier, espcn, residual_cnn  # noqa: E402
+from aieflow.names import c_ident  # noqa: E402
 
 
 class Separable(nn.Module):
@@ -176,3 +182,55 @@ def test_the_project_graph_is_the_rendered_mapped_graph(design):
     assert all(f'#include "{h}"' in text for h in g.headers)
     assert len(g.headers) == sum(lay.cas_len * lay.cas_num for lay in design.plan.layers if lay.kind != "pool")
 
+
+# ------------------------------------------------------------------ the thesis mapping
+
+THESIS_YAML = Path(__file__).resolve().parents[1] / "examples" / "espcn" / "thesis.yaml"
+# the published per-layer tiles (examples/espcn/thesis.yaml, shared/spec/espcn-super-resolution.md):
+# layer: (kernels, input PLIOs, tile M x K(padded) x N)
+THESIS = {"conv1": (16, 4, (16, 32, 64)), "conv3": (128, 32, (8, 576, 8)), "conv4": (16, 16, (4, 288, 16))}
+
+
+@pytest.fixture(scope="module")
+def thesis():
+    x = np.random.default_rng(0).uniform(0, 1, (2, 1, 16, 16)).astype(np.float32)
+    d = aieflow.compile(espcn(), device="vck190", example_input=x, calibration=x,
+                        config=yaml.safe_load(THESIS_YAML.read_text()))
+    assert d.plan.mapping == "thesis"
+    return d
+
+
+def test_the_thesis_mapping_lowers_to_the_published_kernels(thesis):
+    layers = [layer_info(s, lay, c_ident(s.name)) for s, lay in zip(thesis.plan.stages, thesis.plan.layers, strict=True)]
+    g, _, _ = lower_thesis(thesis.plan, layers)
+    g.check()
+    assert len(g.kernels) == sum(n for n, _, _ in THESIS.values())
+    per = Counter(k.node for k in g.kernels)
+    assert dict(per) == {name: n for name, (n, _, _) in THESIS.items()}
+    tiles = [k.tile for k in g.kernels]
+    assert len(set(tiles)) == len(tiles)
+    assert all(0 <= c < thesis.device.columns and 0 <= r < thesis.device.rows for c, r in tiles)
+    # no kernel-to-kernel edge: every link joins a PLIO and a kernel, each window single-buffered
+    kern = {k.var: k for k in g.kernels}
+    plios = {p.var: p for p in g.plios}
+    assert all((link.src.owner in plios) != (link.dst.owner in plios) and link.kind == "plio" for link in g.links)
+    assert all(set(k.single) == {("in", 0), ("out", 0)} for k in g.kernels)
+    # PLIOs: the published input PLIOs per layer (each broadcast to its N block), one output per kernel
+    ins = Counter(kern[link.dst.owner].node for link in g.links if link.src.owner in plios)
+    assert ins == Counter({name: n for name, (n, _, _) in THESIS.items()})
+    assert len([p for p in g.plios if p.direction == "in"]) == sum(p for _, p, _ in THESIS.values())
+    assert len([p for p in g.plios if p.direction == "out"]) == len(g.kernels)
+    assert {p.freq_mhz for p in g.plios} == {312.5}
+    feeders = {}
+    for link in g.links:
+        if link.src.owner in plios:
+            feeders.setdefault(kern[link.dst.owner].node, set()).add(link.src.owner)
+    assert {k: len(v) for k, v in feeders.items()} == {name: p for name, (_, p, _) in THESIS.items()}
+    # windows: K(padded) x N patches in, M x N products out
+    for k in g.kernels:
+        m, kp, n = THESIS[k.node][2]
+        assert k.in_sizes == (kp * n,) and k.out_sizes == (m * n,)
+    text = thesis.files["src/graph.h"]
+    assert all(f"        {s};" in text for s in statements(g))
+    assert 'adf::plio_128_bits, "data/conv1_in0.txt", 312.5);' in text
+    assert text.count("adf::single_buffer(") == 2 * len(g.kernels)
