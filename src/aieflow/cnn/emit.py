@@ -2,7 +2,8 @@
 
 Stream mapping: ``src/layers.h`` (one configuration struct per stage), ``src/kernels/<stage>.cc``
 (the kernel classes each stage instantiates), ``src/weights/<tile>.h`` (resident parameters),
-``src/graph.h`` (kernels, cascades, windows, PLIOs, locations), ``x86/harness.cpp``, ``aie.cfg``,
+``src/graph.h`` (kernels, cascades, windows, PLIOs, locations: the stream mapping lowered into the
+mapped graph by :func:`lower` and written by :mod:`aieflow.mapped.adf`), ``x86/harness.cpp``, ``aie.cfg``,
 ``data/`` (the example frames on the input PLIOs, the emulator's outputs as golden files) and the
 Vitis system of :mod:`aieflow.vitis` (Makefile, system.cfg, PL movers, XRT host, x86 system run).
 Thesis mapping: see :mod:`aieflow.cnn.emit_thesis`.
@@ -16,6 +17,8 @@ from importlib import resources
 import numpy as np
 
 from .. import __version__
+from ..mapped.adf import graph_header
+from ..mapped.ir import Kernel, Link, MappedGraph, Plio, Port
 from ..names import Code, c_ident
 from ..numerics.types import AffineType, FixedType, FloatType, NumericType
 from ..ops import activations as act
@@ -248,6 +251,68 @@ def place(plan: CnnPlan) -> list[Tile]:
     return tiles
 
 
+def graph_title(plan: CnnPlan) -> str:
+    """The header comment of the stream mapping's ``graph.h`` (lines)."""
+    return "\n".join((
+        f"ADF graph (UG1079): the stream CNN mapping, {plan.replicas} replica(s) of {plan.tiles_per_replica} kernels.",
+        "Windows between stages (each producer row broadcast to the cascade positions that read it), cascades",
+        "inside the rows of a convolution, one input PLIO and one output PLIO per last-stage row per replica.",
+        "A convolution with a fused residual add: the last tile of row r also reads row r of the skip",
+        "producer (or the window of the input PLIO) as one more input window."))
+
+
+def lower(plan: CnnPlan, tiles: list[Tile] | None = None) -> MappedGraph:
+    """The stream mapping as a mapped graph: one kernel per stage tile and replica (``place``), a
+    ``buffer`` link (an ADF window) from each producer row's last tile to every tile of the
+    consumer row that reads it (a pooling row reads the producer row of its own index, a
+    convolution's cascade position j reads producer row j), ``cascade`` links along a convolution
+    row, a fused residual add's skip window into its row's last tile, and per replica one input
+    PLIO (``in{q}``) and one output PLIO per last-stage row (``out{q}_{r}``).  No memory tiles."""
+    tiles = place(plan) if tiles is None else tiles
+    by = {(t.replica, t.stage, t.r, t.j): t for t in tiles}
+    idents = stage_idents(plan.stages)
+    kernels: list[Kernel] = []
+    links: list[Link] = []
+    plios: list[Plio] = [Plio(f"in{q}", "in", PLIO_BITS, f"data/in{q}.txt") for q in range(plan.replicas)]
+    n_stages = len(plan.layers)
+
+    def producer(q: int, stage: int, row: int) -> Port:
+        """The window of row ``row`` of ``stage`` in replica q: its last tile's output (stage -1:
+        the replica's input PLIO)."""
+        if stage < 0:
+            return Port(f"in{q}", "out", 0)
+        return Port(by[(q, stage, row, plan.layers[stage].cas_len - 1)].var, "out", 0)
+
+    for t in tiles:
+        s, lay = plan.stages[t.stage], plan.layers[t.stage]
+        _, h, w = s.geometry.in_shape
+        oh, ow = s.out_hw
+        last = t.j == lay.cas_len - 1
+        window = lay.out_group * oh * ow
+        ins: list[int | None] = [lay.in_group * h * w] + ([None] if t.j else [])  # image, cascade
+        if last and s.residual is not None:
+            assert len(ins) == skip_port(lay), (s.name, len(ins))
+            ins.append(window)
+        outs = (window * s.up[0] * s.up[1] if last else None,)  # a window, or the cascade
+        args = () if lay.kind == "pool" else tuple(f"aieflow_design::{t.sym}_{b}" for b in "wbtls")
+        kernels.append(Kernel(t.var, s.name, f"aieflow_cnn::{t.role}<aieflow_design::{t.cfg}>", args,
+                              f"kernels/{idents[t.stage]}.cc", (t.col, t.row), tuple(ins), outs, t.replica))
+        q = t.replica
+        src = producer(q, t.stage - 1, t.r if lay.kind == "pool" else t.j)
+        links.append(Link("plio" if t.stage == 0 else "buffer", src, Port(t.var, "in", 0)))
+        if not last:
+            links.append(Link("cascade", Port(t.var, "out", 0), Port(by[(q, t.stage, t.r, t.j + 1)].var, "in", 1)))
+        if last and s.residual is not None:  # the skip producer's row r window (or the input PLIO's)
+            k = s.residual.skip_from
+            links.append(Link("plio" if k < 0 else "buffer", producer(q, k, t.r), Port(t.var, "in", skip_port(lay))))
+        if last and t.stage == n_stages - 1:
+            port = f"out{q}_{t.r}"
+            plios.append(Plio(port, "out", PLIO_BITS, f"data/{port}.txt"))
+            links.append(Link("plio", Port(t.var, "out", 0), Port(port, "in", 0)))
+    headers = tuple(f"weights/{t.sym}.h" for t in tiles if not t.replica and plan.layers[t.stage].kind != "pool")
+    return MappedGraph(tuple(kernels), (), tuple(plios), tuple(links), headers)
+
+
 def data_files(plan: CnnPlan, xq: np.ndarray, yq: np.ndarray) -> dict[str, str]:
     """The PLIO files of the stream mapping: frame f goes to replica f mod R in graph iteration
     f div R (``xq`` / ``yq``: whole iterations of frames and their emulated outputs, (N, C, H, W));
@@ -276,40 +341,9 @@ def project_files(plan: CnnPlan, perf_json: dict, summary: str, xq: np.ndarray, 
     idents = stage_idents(plan.stages)
     layers = [layer_cfg(plan, s, lay, idents[i]) for i, (s, lay) in enumerate(zip(plan.stages, plan.layers, strict=True))]
     tiles = place(plan)
-    by = {(t.replica, t.stage, t.r, t.j): t for t in tiles}
-    connections: list[str] = []
-    plio_in = [f"in{q}" for q in range(plan.replicas)]
-    plio_out: list[str] = []
-    for q in range(plan.replicas):
-        for si, (s, lay) in enumerate(zip(plan.stages, plan.layers, strict=True)):
-            c, h, w = s.geometry.in_shape
-            for r in range(lay.cas_num):
-                for j in range(lay.cas_len):
-                    t = by[(q, si, r, j)]
-                    src_j = r if lay.kind == "pool" else j
-                    if si == 0:
-                        src = f"{plio_in[q]}.out[0]"
-                    else:
-                        prev = plan.layers[si - 1]
-                        src = f"{by[(q, si - 1, src_j, prev.cas_len - 1)].var}.out[0]"
-                    connections.append(f"adf::connect({src}, {t.var}.in[0])")
-                    connections.append(f"adf::dimensions({t.var}.in[0]) = {{{lay.in_group * h * w}}}")
-                    if j + 1 < lay.cas_len:
-                        connections.append(f"adf::connect<adf::cascade>({t.var}.out[0], {by[(q, si, r, j + 1)].var}.in[1])")
-                last = by[(q, si, r, lay.cas_len - 1)]
-                oh, ow = s.out_hw
-                if s.residual is not None:  # the skip producer's row r window (or the input PLIO's)
-                    k = s.residual.skip_from
-                    src = (f"{plio_in[q]}.out[0]" if k < 0
-                           else f"{by[(q, k, r, plan.layers[k].cas_len - 1)].var}.out[0]")
-                    port = skip_port(lay)
-                    connections.append(f"adf::connect({src}, {last.var}.in[{port}])")
-                    connections.append(f"adf::dimensions({last.var}.in[{port}]) = {{{lay.out_group * oh * ow}}}")
-                connections.append(f"adf::dimensions({last.var}.out[0]) = {{{lay.out_group * oh * ow * s.up[0] * s.up[1]}}}")
-                if si == len(plan.layers) - 1:
-                    port = f"out{q}_{r}"
-                    plio_out.append(port)
-                    connections.append(f"adf::connect({last.var}.out[0], {port}.in[0])")
+    mapped = lower(plan, tiles)
+    plio_in = [p for p in mapped.plios if p.direction == "in"]
+    plio_out = [p for p in mapped.plios if p.direction == "out"]
     params = {}
     for t in tiles:
         if t.replica:
@@ -327,13 +361,12 @@ def project_files(plan: CnnPlan, perf_json: dict, summary: str, xq: np.ndarray, 
             "tw": ctype(wt), "tb": "float" if s.is_float else "int32", "to": ctype(s.conv_type),
         }
     iterations = max(1, xq.shape[0] // plan.replicas)
-    ctx = {"version": __version__, "device": plan.device, "layers": layers, "tiles": tiles, "connections": connections,
-           "iterations": iterations, "graph_var": "cnn_graph",
-           "plio_in": plio_in, "plio_out": plio_out, "plio_bits": PLIO_BITS, "graph_class": GRAPH_CLASS,
+    ctx = {"version": __version__, "device": plan.device, "layers": layers, "iterations": iterations, "graph_var": "cnn_graph",
+           "plio_bits": PLIO_BITS, "graph_class": GRAPH_CLASS,
            "perf": perf_json, "summary": summary, "params": params, "plan": plan}
     files = {
         "src/layers.h": ENV.get_template("layers.h.j2").render(**ctx),
-        "src/graph.h": ENV.get_template("graph.h.j2").render(**ctx),
+        "src/graph.h": graph_header(mapped, GRAPH_CLASS, version=__version__, device=plan.device, title=graph_title(plan)),
         "src/graph.cpp": ENV.get_template("graph.cpp.j2").render(**ctx),
         "x86/harness.cpp": ENV.get_template("x86_harness.cpp.j2").render(**ctx),
         "aie.cfg": ENV.get_template("aie.cfg.j2").render(**ctx),
@@ -350,11 +383,11 @@ def project_files(plan: CnnPlan, perf_json: dict, summary: str, xq: np.ndarray, 
     tin, tout = ctype(plan.stages[0].in_type), ctype(plan.stages[-1].out_type)
     files.update(system_files(
         files, device=plan.device, graph_class=GRAPH_CLASS, graph_var="cnn_graph",
-        plio_in=[{"var": p, "file": f"data/{p}.txt", "ctype": tin} for p in plio_in],
-        plio_out=[{"var": p, "file": f"data/{p}.txt", "ctype": tout} for p in plio_out],
+        plio_in=[{"var": p.var, "file": p.file, "ctype": tin} for p in plio_in],
+        plio_out=[{"var": p.var, "file": p.file, "ctype": tout} for p in plio_out],
         iterations=iterations, samples_per_iteration=plan.replicas,
         classes=[f"aieflow_cnn::{role}<aieflow_design::{L['cfg']}>" for L in layers for role in L["roles"]],
-        tiles=tiles, plio_bits=PLIO_BITS))
+        tiles=mapped.kernels, plio_bits=PLIO_BITS))
     return files
 
 

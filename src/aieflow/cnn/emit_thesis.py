@@ -10,12 +10,16 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
+from ..mapped.adf import graph_header
+from ..mapped.ir import Kernel, Link, MappedGraph, Plio, Port
 from ..passes.emit import _c_array
 from .emit import ENV, RND, stage_idents
 from .plan import CnnPlan, ThesisLayer, round_up
 from .stages import Stage
 
 GRAPH_CLASS = "ThesisGraph"
+PLIO_BITS = 128
+INCLUDES = ("thesis_config.h", "kernels/thesis_kernels.h")  # the kernel class and its configurations
 STATIC = {"src/kernels/thesis_kernels.h": "thesis_kernels.h", "src/kernels/cnn_numerics.h": "cnn_numerics.h",
           "pl/thesis_pl.h": "thesis_pl.h"}
 
@@ -59,29 +63,56 @@ def kernel_cells(plan: CnnPlan) -> list[tuple[int, int, int]]:
     return cells
 
 
-def thesis_files(plan: CnnPlan, perf_json: dict, summary: str) -> dict[str, str]:
-    idents = stage_idents(plan.stages)
-    layers = [layer_info(s, lay, idents[i]) for i, (s, lay) in enumerate(zip(plan.stages, plan.layers, strict=True))]
-    f32 = plan.stages[0].in_type
-    tiles, plio_in, plio_out, params = [], [], [], {}
+def graph_title(kernels: int) -> str:
+    """The header comment of the thesis mapping's ``graph.h`` (lines)."""
+    return "\n".join((
+        f"ADF graph (UG1079) of the thesis mapping: {kernels} im2col matrix-multiply kernels, no",
+        "kernel-to-kernel edges; every kernel exchanges single-buffered windows with the PL over 128-bit PLIOs",
+        "(one input PLIO per N block, broadcast to that block of kernels; one output PLIO per kernel).",
+        "Placement is fixed by location constraints (the thesis placed its kernels by hand)."))
+
+
+def lower(plan: CnnPlan, layers: list[dict]) -> tuple[MappedGraph, list[dict], list[dict]]:
+    """The thesis mapping as a mapped graph: per convolution one input PLIO per N block
+    (``<layer>_in<b>``, broadcast by ``plio`` links to the kernels of that block), grid_m x grid_n
+    matmul kernels at :func:`kernel_cells` with single-buffered windows, one output PLIO per
+    kernel (``<layer>_out<t>``); no kernel-to-kernel link.  Also the PLIOs as the PL side names
+    them (``layer``, ``block`` / ``tile``, the PL kernel ``pl`` on the other end), for
+    system.cfg and the x86 harness.  ``layers``: :func:`layer_info` of each stage."""
+    kernels, links, plios, plio_in, plio_out = [], [], [], [], []
+    mhz = plan.mover_clock_hz / 1e6
     cells = iter(kernel_cells(plan))
-    for li, (s, lay, L) in enumerate(zip(plan.stages, plan.layers, layers, strict=True)):
+    for li, (lay, L) in enumerate(zip(plan.layers, layers, strict=True)):
         gm, gn = lay.grid
+        ident = L["ident"]
         for b in range(gn):
-            plio_in.append({"var": f"{L['ident']}_in{b}", "layer": li, "block": b, "pl": layers[li - 1]["pl_name"] if li else ""})
-        for mi in range(gm):
-            p = kernel_params(s, lay, mi)
-            sym = f"{L['ident']}_m{mi}"
-            params[sym] = p
+            plio_in.append({"var": f"{ident}_in{b}", "layer": li, "block": b, "pl": layers[li - 1]["pl_name"] if li else ""})
         for mi in range(gm):
             for ni in range(gn):
                 t = mi * gn + ni
                 _, col, row = next(cells)
-                out = {"var": f"{L['ident']}_out{t}", "layer": li, "tile": t, "pl": L["pl_name"]}
+                out = {"var": f"{ident}_out{t}", "layer": li, "tile": t, "pl": L["pl_name"]}
                 plio_out.append(out)
-                tiles.append({"var": f"k_{L['ident']}_{mi}_{ni}", "cfg": L["cfg"], "sym": f"{L['ident']}_m{mi}",
-                              "file": L["ident"], "col": col, "row": row, "src": f"{L['ident']}_in{ni}",
-                              "dst": out["var"], "in_size": lay.k_pad * lay.tile_n, "out_size": lay.tile_m * lay.tile_n})
+                var, sym = f"k_{ident}_{mi}_{ni}", f"{ident}_m{mi}"
+                kernels.append(Kernel(
+                    var, plan.stages[li].name, f"aieflow_thesis::MatmulTile<aieflow_design::{L['cfg']}>",
+                    (f"aieflow_design::{sym}_w", f"aieflow_design::{sym}_b"), f"kernels/{ident}.cc", (col, row),
+                    (lay.k_pad * lay.tile_n,), (lay.tile_m * lay.tile_n,), single=(("in", 0), ("out", 0))))
+                links.append(Link("plio", Port(f"{ident}_in{ni}", "out", 0), Port(var, "in", 0)))
+                links.append(Link("plio", Port(var, "out", 0), Port(out["var"], "in", 0)))
+    plios = [Plio(p["var"], "in", PLIO_BITS, f"data/{p['var']}.txt", mhz) for p in plio_in]
+    plios += [Plio(p["var"], "out", PLIO_BITS, f"data/{p['var']}.txt", mhz) for p in plio_out]
+    headers = tuple(dict.fromkeys(f"weights/{k.args[0].removeprefix('aieflow_design::')[:-2]}.h" for k in kernels))
+    return MappedGraph(tuple(kernels), (), tuple(plios), tuple(links), headers), plio_in, plio_out
+
+
+def thesis_files(plan: CnnPlan, perf_json: dict, summary: str) -> dict[str, str]:
+    idents = stage_idents(plan.stages)
+    layers = [layer_info(s, lay, idents[i]) for i, (s, lay) in enumerate(zip(plan.stages, plan.layers, strict=True))]
+    f32 = plan.stages[0].in_type
+    mapped, plio_in, plio_out = lower(plan, layers)
+    params = {f"{L['ident']}_m{mi}": kernel_params(s, lay, mi)
+              for s, lay, L in zip(plan.stages, plan.layers, layers, strict=True) for mi in range(lay.grid[0])}
     last = plan.stages[-1]
     frame_out = int(np.prod(last.out_shape))
     pl = []
@@ -94,14 +125,15 @@ def thesis_files(plan: CnnPlan, perf_json: dict, summary: str) -> dict[str, str]
                    "next": layers[li + 1]["cfg"] if lay.pl_kernel == "activation" else "",
                    "lut": _c_array(lut.values().astype(np.float32), f32) if lut else "", "lut_size": lut.size if lut else 0,
                    "clock_mhz": f"{lay.pl_clock_hz / 1e6:g}", "clock_hz": int(lay.pl_clock_hz), "what": what})
-    ctx = {"version": __version__, "device": plan.device, "layers": layers, "tiles": tiles, "plio_in": plio_in,
+    ctx = {"version": __version__, "device": plan.device, "layers": layers, "plio_in": plio_in,
            "plio_out": plio_out, "graph_class": GRAPH_CLASS, "pl": pl, "mover_mhz": f"{plan.mover_clock_hz / 1e6:g}",
            "frame_in": int(np.prod(plan.stages[0].geometry.in_shape)), "frame_out": frame_out, "summary": summary,
            "plan": plan, "perf": perf_json,
            "iterations": 1}  # graph.cpp's default run count in the simulators (the thesis flow runs one)
     files = {
         "src/thesis_config.h": ENV.get_template("thesis_config.h.j2").render(**ctx),
-        "src/graph.h": ENV.get_template("thesis_graph.h.j2").render(**ctx),
+        "src/graph.h": graph_header(mapped, GRAPH_CLASS, includes=INCLUDES, version=__version__, device=plan.device,
+                                    title=graph_title(len(mapped.kernels))),
         "src/graph.cpp": ENV.get_template("graph.cpp.j2").render(**ctx),
         "pl/thesis_pl_top.h": ENV.get_template("thesis_pl_top.h.j2").render(**ctx),
         "pl/thesis_pl.cpp": ENV.get_template("thesis_pl.cpp.j2").render(**ctx),

@@ -13,7 +13,8 @@ _ENV = environment("mapped")
 
 def statements(g: MappedGraph) -> list[Code]:
     """Each kernel buffer port's ``adf::dimensions``, then every link's ``adf::connect`` (a cascade
-    as ``adf::connect<adf::cascade>``), in the graph's order, then the buffers' location constraints."""
+    as ``adf::connect<adf::cascade>``), in the graph's order, then the buffers' location constraints
+    and single-buffer ports."""
     out = []
     for k in g.kernels:
         for side, sizes in (("in", k.in_sizes), ("out", k.out_sizes)):
@@ -25,13 +26,17 @@ def statements(g: MappedGraph) -> list[Code]:
         for side, i, where in k.locations:
             at = ", ".join(f"adf::address({c}, {r}, 0x{off:04x})" for c, r, off in where)
             out.append(Code(f"adf::location<adf::buffer>({k.var}.{side}[{i}]) = {{{at}}}"))
+        out += [Code(f"adf::single_buffer({k.var}.{side}[{i}])") for side, i in k.single]
     return out
 
 
-def graph_header(g: MappedGraph, graph_class: str, **context) -> str:
+def graph_header(g: MappedGraph, graph_class: str, includes: tuple[str, ...] = ("layers.h",), **context) -> str:
     """``src/graph.h``: PLIOs, shared buffers with their tilings, kernels with their sources and
-    locations, connections.  ``context``: ``version``, ``device``, ``title`` (the header comment)."""
+    locations, connections.  ``includes``: the headers declaring the kernel classes and their
+    configurations (relative to src/); ``context``: ``version``, ``device``, ``title`` (the header
+    comment, one comment line per line of it)."""
     g.check()
+    title = context.pop("title")
     buffers = [{"var": b.var, "ctype": b.ctype, "dims": b.dims, "comment": b.comment,
                 "writes": [Code(render(t)) for t in b.writes], "reads": [Code(render(t)) for t in b.reads]}
                for b in g.buffers]
@@ -40,4 +45,4 @@ def graph_header(g: MappedGraph, graph_class: str, **context) -> str:
     return _ENV.get_template("graph.h.j2").render(
         graph_class=graph_class, headers=g.headers, plio_in=[p for p in g.plios if p.direction == "in"],
         plio_out=[p for p in g.plios if p.direction == "out"], buffers=buffers, kernels=kernels,
-        statements=statements(g), **context)
+        includes=includes, statements=statements(g), title_lines=title.split("\n"), **context)

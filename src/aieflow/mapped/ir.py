@@ -1,10 +1,11 @@
 """The mapped-graph IR: below the quantised graph, what runs where and how data moves.
 
-Migration step 1 (docs/ARCHITECTURE.md): the Dense chain and the DAG path lower their plans and
-placements into a :class:`MappedGraph`, and one renderer (:mod:`aieflow.mapped.adf`,
-``templates/mapped/graph.h.j2``) writes the ADF graph of both from it.  Placement, the transport
-checks and the performance model still read each path's own plan; they move onto this graph in the
-next steps, and the CNN, recurrent and streamed paths lower into it after them.
+Migration steps 1 and 3 (docs/ARCHITECTURE.md): the Dense chain, the DAG path and both CNN
+mappings (stream, thesis) lower their plans and placements into a :class:`MappedGraph`, and one
+renderer (:mod:`aieflow.mapped.adf`, ``templates/mapped/graph.h.j2``) writes the ADF graph of all of
+them from it.  Placement, the transport checks and the performance model still read each path's own
+plan; they move onto this graph in the next steps, and the recurrent and streamed paths lower into
+it after them.
 
 Everything here is frozen; names are identifiers made by :func:`aieflow.names.c_ident` (a model's
 names never reach this graph raw).
@@ -53,6 +54,9 @@ class Kernel:
     # (...) of the pong)), the tile being whichever tile's data memory holds the buffer (its own or
     # a neighbour's, ops/dense.py memory_homes).
     locations: tuple[tuple[str, int, tuple[tuple[int, int, int], ...]], ...] = ()
+    # Buffer ports with one buffer instead of ping-pong (``adf::single_buffer``, UG1079): (side, port
+    # index) each (the thesis CNN mapping's windows to and from the PL).
+    single: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,7 @@ class Plio:
     direction: str  # "in" | "out"
     bits: int
     file: str  # the data file the simulators read or write
+    freq_mhz: float = 0.0  # the PL-side clock of the PLIO (the 4th argument of ``create``); 0: the default
 
 
 @dataclass(frozen=True)

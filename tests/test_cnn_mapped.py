@@ -1,0 +1,236 @@
+"""The CNN stream mapping lowered into the mapped graph (``cnn.emit.lower``, issue 17 migration
+step 3): checked against the plan, with counts and sizes derived here from the plan's layers and
+stages (not from the lowering): kernels per stage and replica, every stage fed by its producer's
+windows (sizes agreeing on both ends), cascades, residual skip windows, PLIOs, distinct tiles on
+the device, and the project's graph.h is the rendering of that graph.  The thesis mapping
+(``cnn.emit_thesis.lower``) against the published per-layer kernels and PLIOs."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+
+import aieflow  # noqa: E402
+from aieflow.cnn.emit import lower  # noqa: E402
+from aieflow.cnn.emit_thesis import layer_info  # noqa: E402
+from aieflow.cnn.emit_thesis import lower as lower_thesis  # noqa: E402
+from aieflow.mapped.adf import statements  # noqa: E402
+from aieflow.model_zoo import cnn_classifier, espcn, residual_cnn  # noqa: E402
+from aieflow.names import c_ident  # noqa: E402
+
+
+class Separable(nn.Module):
+    """Depthwise + pointwise twice (grouped stages), ReLU after each pointwise."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.dw1, self.pw1 = nn.Conv2d(3, 3, 3, padding=1, groups=3), nn.Conv2d(3, 8, 1)
+        self.dw2, self.pw2 = nn.Conv2d(8, 8, 3, padding=2, dilation=2, groups=8), nn.Conv2d(8, 6, 1)
+
+    def forward(self, x):
+        return torch.relu(self.pw2(self.dw2(torch.relu(self.pw1(self.dw1(x))))))
+
+
+class Up(nn.Module):
+    """A convolution with nearest upsampling fused into its stage, then another convolution."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a, self.b = nn.Conv2d(2, 4, 3, padding=1), nn.Conv2d(4, 3, 3, padding=1)
+
+    def forward(self, x):
+        return self.b(nn.functional.interpolate(torch.relu(self.a(x)), scale_factor=2))
+
+
+def _x(shape, seed=0):
+    return np.random.default_rng(seed).standard_normal((4, *shape)).astype(np.float32)
+
+
+CASES = {
+    "residual-aie1-2-replicas": lambda: (residual_cnn(), "vck190", _x((3, 8, 8)), {"precision": "int8", "cnn": {"replicas": 2}}),
+    "residual-relu-aieml": lambda: (residual_cnn(relu_after_add=True), "vek280", _x((3, 8, 8)), {"precision": "int16"}),
+    "classifier-pooling-fp32-aie1": lambda: (cnn_classifier(), "vck190", _x((3, 32, 32)), {"precision": "fp32"}),
+    "classifier-pooling-aieml": lambda: (cnn_classifier(), "vek280", _x((3, 32, 32)), {"precision": "int8", "cnn": {"replicas": 3}}),
+    "grouped-aieml": lambda: (Separable().eval(), "vek280", _x((3, 8, 8)), {"precision": "int8", "cnn": {"replicas": 2}}),
+    "upsample-aieml": lambda: (Up().eval(), "vek280", _x((2, 6, 5)), {"precision": "int8", "cnn": {"replicas": 1}}),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def design(request):
+    model, device, x, config = CASES[request.param]()
+    d = aieflow.compile(model, device=device, example_input=x[:1], calibration=x, config=config)
+    assert d.plan.mapping == "stream"
+    return d
+
+
+def test_kernels_are_the_plans_tiles_per_stage_and_replica(design):
+    plan = design.plan
+    g = lower(plan)
+    g.check()
+    reps = plan.replicas
+    assert len(g.kernels) == reps * sum(lay.cas_len * lay.cas_num for lay in plan.layers)
+    per = Counter((k.replica, k.node) for k in g.kernels)
+    for q in range(reps):
+        for s, lay in zip(plan.stages, plan.layers, strict=True):
+            assert per[(q, s.name)] == lay.cas_len * lay.cas_num, (q, s.name)
+    # one tile each, all on the device's AI Engine array
+    tiles = [k.tile for k in g.kernels]
+    assert len(set(tiles)) == len(tiles)
+    assert all(0 <= c < design.device.columns and 0 <= r < design.device.rows for c, r in tiles)
+    assert not g.buffers  # the stream mapping moves windows tile to tile, no memory tile
+
+
+def test_every_stage_is_fed_by_its_producers_windows(design):
+    plan = design.plan
+    g = lower(plan)
+    stage_of = {s.name: i for i, s in enumerate(plan.stages)}
+    kern = {k.var: k for k in g.kernels}
+    into = {(link.dst.owner, link.dst.index): link for link in g.links}
+    for k in g.kernels:
+        si = stage_of[k.node]
+        s, lay = plan.stages[si], plan.layers[si]
+        _, h, w = s.geometry.in_shape
+        src = into[(k.var, 0)]
+        if si == 0:
+            assert src.kind == "plio" and src.src.owner == f"in{k.replica}"
+        else:
+            p = kern[src.src.owner]
+            assert src.kind == "buffer" and p.node == plan.stages[si - 1].name and p.replica == k.replica
+            assert p.out_sizes[0] is not None  # the producer row's last tile, not a cascade port
+        # the image window: this stage's channel group over the input image, as the producer writes it
+        assert k.in_sizes[0] == lay.in_group * h * w
+        if src.kind == "buffer":
+            assert kern[src.src.owner].out_sizes[src.src.index] == k.in_sizes[0]
+    # which producer rows: a convolution row's cascade positions read every producer row once (the
+    # producer's output channel groups are its input channel groups); a pooling stage's rows read
+    # every producer row once between them (row r pools channel group r)
+    cascades = [link for link in g.links if link.kind == "cascade"]
+    nxt = {link.src.owner: link.dst.owner for link in cascades}
+    heads = {k.var for k in g.kernels} - set(nxt.values())
+    for q in range(plan.replicas):
+        for si in range(1, len(plan.stages)):
+            lasts = sorted(k.var for k in g.kernels if k.replica == q and k.node == plan.stages[si - 1].name
+                           and k.out_sizes[0] is not None)
+            assert len(lasts) == plan.layers[si - 1].cas_num
+            rows = []
+            for head in sorted(h for h in heads if kern[h].replica == q and kern[h].node == plan.stages[si].name):
+                chain = [head]
+                while chain[-1] in nxt:
+                    chain.append(nxt[chain[-1]])
+                assert len(chain) == plan.layers[si].cas_len
+                rows.append(sorted(into[(v, 0)].src.owner for v in chain))
+            assert len(rows) == plan.layers[si].cas_num
+            if plan.layers[si].kind == "pool":
+                assert sorted(r for row in rows for r in row) == lasts
+            else:
+                assert all(row == lasts for row in rows), plan.stages[si].name
+    # cascades: cas_len - 1 per convolution row
+    assert len(cascades) == plan.replicas * sum(lay.cas_num * (lay.cas_len - 1) for lay in plan.layers)
+    for link in cascades:
+        a, b = kern[link.src.owner], kern[link.dst.owner]
+        assert a.node == b.node and a.replica == b.replica and link.dst.index == 1
+
+
+def test_plios_and_residual_skips(design):
+    plan = design.plan
+    g = lower(plan)
+    reps, last = plan.replicas, plan.layers[-1]
+    assert len([p for p in g.plios if p.direction == "in"]) == reps
+    assert len([p for p in g.plios if p.direction == "out"]) == reps * last.cas_num
+    out_links = [link for link in g.links if link.dst.owner.startswith("out")]
+    assert {k.node for k in g.kernels if k.var in {link.src.owner for link in out_links}} == {plan.stages[-1].name}
+    kern = {k.var: k for k in g.kernels}
+    for si, s in enumerate(plan.stages):
+        if s.residual is None:
+            continue
+        lay = plan.layers[si]
+        oh, ow = s.out_hw
+        lasts = [k for k in g.kernels if k.node == s.name and len(k.in_sizes) == (3 if lay.cas_len > 1 else 2)]
+        assert len(lasts) == reps * lay.cas_num
+        for k in lasts:
+            skip = next(link for link in g.links if (link.dst.owner, link.dst.index) == (k.var, len(k.in_sizes) - 1))
+            assert k.in_sizes[-1] == lay.out_group * oh * ow
+            if s.residual.skip_from < 0:
+                assert skip.src.owner == f"in{k.replica}"
+            else:
+                p = kern[skip.src.owner]
+                assert p.node == plan.stages[s.residual.skip_from].name and p.replica == k.replica
+
+def test_the_residual_cases_have_fused_adds():
+    for name in ("residual-aie1-2-replicas", "residual-relu-aieml"):
+        model, device, x, config = CASES[name]()
+        d = aieflow.compile(model, device=device, example_input=x[:1], calibration=x, config=config)
+        assert [s.residual.skip_from for s in d.plan.stages if s.residual is not None] == [0]
+
+
+def test_the_project_graph_is_the_rendered_mapped_graph(design):
+    g = lower(design.plan)
+    text = design.files["src/graph.h"]
+    assert all(f"        {s};" in text for s in statements(g))
+    assert text.count("adf::connect") == len(g.links)
+    assert text.count("adf::kernel::create_object") == len(g.kernels)
+    assert all(f'#include "{h}"' in text for h in g.headers)
+    assert len(g.headers) == sum(lay.cas_len * lay.cas_num for lay in design.plan.layers if lay.kind != "pool")
+
+
+# ------------------------------------------------------------------ the thesis mapping
+
+THESIS_YAML = Path(__file__).resolve().parents[1] / "examples" / "espcn" / "thesis.yaml"
+# the published per-layer tiles (examples/espcn/thesis.yaml, shared/spec/espcn-super-resolution.md):
+# layer: (kernels, input PLIOs, tile M x K(padded) x N)
+THESIS = {"conv1": (16, 4, (16, 32, 64)), "conv3": (128, 32, (8, 576, 8)), "conv4": (16, 16, (4, 288, 16))}
+
+
+@pytest.fixture(scope="module")
+def thesis():
+    x = np.random.default_rng(0).uniform(0, 1, (2, 1, 16, 16)).astype(np.float32)
+    d = aieflow.compile(espcn(), device="vck190", example_input=x, calibration=x,
+                        config=yaml.safe_load(THESIS_YAML.read_text()))
+    assert d.plan.mapping == "thesis"
+    return d
+
+
+def test_the_thesis_mapping_lowers_to_the_published_kernels(thesis):
+    layers = [layer_info(s, lay, c_ident(s.name)) for s, lay in zip(thesis.plan.stages, thesis.plan.layers, strict=True)]
+    g, _, _ = lower_thesis(thesis.plan, layers)
+    g.check()
+    assert len(g.kernels) == sum(n for n, _, _ in THESIS.values())
+    per = Counter(k.node for k in g.kernels)
+    assert dict(per) == {name: n for name, (n, _, _) in THESIS.items()}
+    tiles = [k.tile for k in g.kernels]
+    assert len(set(tiles)) == len(tiles)
+    assert all(0 <= c < thesis.device.columns and 0 <= r < thesis.device.rows for c, r in tiles)
+    # no kernel-to-kernel edge: every link joins a PLIO and a kernel, each window single-buffered
+    kern = {k.var: k for k in g.kernels}
+    plios = {p.var: p for p in g.plios}
+    assert all((link.src.owner in plios) != (link.dst.owner in plios) and link.kind == "plio" for link in g.links)
+    assert all(set(k.single) == {("in", 0), ("out", 0)} for k in g.kernels)
+    # PLIOs: the published input PLIOs per layer (each broadcast to its N block), one output per kernel
+    ins = Counter(kern[link.dst.owner].node for link in g.links if link.src.owner in plios)
+    assert ins == Counter({name: n for name, (n, _, _) in THESIS.items()})
+    assert len([p for p in g.plios if p.direction == "in"]) == sum(p for _, p, _ in THESIS.values())
+    assert len([p for p in g.plios if p.direction == "out"]) == len(g.kernels)
+    assert {p.freq_mhz for p in g.plios} == {312.5}
+    feeders = {}
+    for link in g.links:
+        if link.src.owner in plios:
+            feeders.setdefault(kern[link.dst.owner].node, set()).add(link.src.owner)
+    assert {k: len(v) for k, v in feeders.items()} == {name: p for name, (_, p, _) in THESIS.items()}
+    # windows: K(padded) x N patches in, M x N products out
+    for k in g.kernels:
+        m, kp, n = THESIS[k.node][2]
+        assert k.in_sizes == (kp * n,) and k.out_sizes == (m * n,)
+    text = thesis.files["src/graph.h"]
+    assert all(f"        {s};" in text for s in statements(g))
+    assert 'adf::plio_128_bits, "data/conv1_in0.txt", 312.5);' in text
+    assert text.count("adf::single_buffer(") == 2 * len(g.kernels)
