@@ -166,6 +166,52 @@ def test_cnn_verify_bit_exact(floats, tmp_path, head, per_channel, act, config):
     np.testing.assert_array_equal(d.predict(x), aieflow.emulate(path, device="vek280").predict(x))
 
 
+def test_cnn_verify_cascaded_conv_bit_exact(floats, tmp_path):
+    """conv1 in 2 output groups makes conv2 read 2 input-channel groups: its partial sums go down a
+    cascade of 2 tiles and the last (ConvLast) requantises them (the RQ epilogue after a cascade);
+    generated C++ on x86 bit-exact to predict (vek280, per-channel uint8, Flatten head)."""
+    path = quantised(floats["flatten"], tmp_path / "q.onnx", True, "uint8")
+    x = sample_inputs(path, 12, 4)
+    d = aieflow.compile(path, device="vek280", example_input=x,
+                        config={"layers": {"conv1": {"mapping": {"groups": 2}}}})
+    conv2 = next(lay for lay in d.plan.layers if lay.stage == "conv2")
+    assert conv2.cas_len == 2
+    kernels = "".join(v for k, v in d.files.items() if k.startswith("src/kernels/") and k.endswith(".cc"))
+    assert "ConvLast<" in kernels and "ConvFirst<" in kernels
+    r = d.verify(x)
+    assert r.mismatches == 0 and r.values == x.shape[0] * 5
+    np.testing.assert_array_equal(d.predict(x), aieflow.emulate(path, device="vek280").predict(x))
+
+
+# ----------------------------------------------------------------------------- performance model
+
+
+def test_float_scale_conv_stages_cost_the_requantisation(floats, tmp_path):
+    """The same CNN compiled from onnxruntime's per-tensor int8 model (float scales) and by aieflow's
+    own int8 PTQ (power-of-two types, zero points 0): same mapping and mmul shapes, and each conv
+    stage costs more by exactly the requantisation term (cnn/perf.py REQUANT_CYCLES_PER_VALUE per
+    output value: conv1 8 x 8 pixels x 6 channels, conv2 4 x 4 x 8, the Dense head 1 x 5); the max
+    pooling in between costs the same."""
+    from aieflow.cnn import perf
+
+    path = quantised(floats["flatten"], tmp_path / "q.onnx", False, "int8")
+    x = sample_inputs(path, 12, 4)
+    affine = aieflow.compile(path, device="vek280", example_input=x)
+    cal = np.random.default_rng(1).normal(size=(64, *SHAPE)).astype(np.float32)
+    pow2 = aieflow.compile(floats["flatten"], device="vek280", example_input=cal, config={"precision": "int8"})
+    assert [s.rq is not None for s in affine.plan.stages] == [True, False, True, True]
+    assert all(s.rq is None for s in pow2.plan.stages)
+    assert [(lay.mmul, lay.cas_len, lay.cas_num) for lay in affine.plan.layers] == \
+        [(lay.mmul, lay.cas_len, lay.cas_num) for lay in pow2.plan.layers]
+    clock = affine.device.clock_hz
+    a = {st.stage: st.seconds * clock for st in affine.estimate().stages}
+    b = {st.stage: st.seconds * clock for st in pow2.estimate().stages}
+    assert perf.REQUANT_CYCLES_PER_VALUE == 10 / 16
+    for stage, values in (("conv1", 64 * 6), ("pool1", 0), ("conv2", 16 * 8), ("fc", 5)):
+        assert a[stage] - b[stage] == pytest.approx(values * 10 / 16, abs=1e-6), stage
+    assert a["conv1"] > b["conv1"]
+
+
 # ----------------------------------------------------------------------------- refusals
 
 
