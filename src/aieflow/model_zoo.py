@@ -225,3 +225,38 @@ def gru_classifier(n_in: int = 4, n_h: int = 8, outputs: int = 3, layers: int = 
 
     torch.manual_seed(seed)
     return GruClassifier().eval()
+
+
+def onnx_float_cnn(head: str = "gap", seed: int = 0):
+    """A small float ONNX CNN for onnxruntime's ``quantize_static`` (input ``x`` ``[N, 2, 8, 8]``,
+    output ``y`` ``[N, 5]``): Conv 2->6 3x3 pad 1 + ReLU, MaxPool 2, Conv 6->8 3x3 pad 1 + ReLU, then
+    ``head`` "gap" (GlobalAveragePool + Flatten) or "flatten" (Flatten), and a Gemm to 5; seeded
+    normal weights."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    if head not in ("gap", "flatten"):
+        raise ValueError(f"head must be 'gap' or 'flatten', not {head!r}")
+    rng = np.random.default_rng(seed)
+    feat = 8 if head == "gap" else 8 * 4 * 4
+    inits = [numpy_helper.from_array(rng.normal(0, 0.3, (6, 2, 3, 3)).astype(np.float32), "w1"),
+             numpy_helper.from_array(rng.normal(0, 0.1, 6).astype(np.float32), "b1"),
+             numpy_helper.from_array(rng.normal(0, 0.2, (8, 6, 3, 3)).astype(np.float32), "w2"),
+             numpy_helper.from_array(rng.normal(0, 0.1, 8).astype(np.float32), "b2"),
+             numpy_helper.from_array(rng.normal(0, 0.3, (feat, 5)).astype(np.float32), "dw"),
+             numpy_helper.from_array(rng.normal(0, 0.1, 5).astype(np.float32), "db")]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], name="conv1"),
+             helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+             helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2], name="pool1"),
+             helper.make_node("Conv", ["p1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], name="conv2"),
+             helper.make_node("Relu", ["c2"], ["r2"], name="relu2")]
+    if head == "gap":
+        nodes += [helper.make_node("GlobalAveragePool", ["r2"], ["p2"], name="gap"),
+                  helper.make_node("Flatten", ["p2"], ["f"], name="flat")]
+    else:
+        nodes += [helper.make_node("Flatten", ["r2"], ["f"], name="flat")]
+    nodes.append(helper.make_node("Gemm", ["f", "dw", "db"], ["y"], name="fc"))
+    g = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 5])], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model

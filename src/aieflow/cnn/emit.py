@@ -32,7 +32,7 @@ from .stages import Stage
 GRAPH_CLASS = "CnnGraph"
 PLIO_BITS = 128
 STATIC = {"src/kernels/cnn_kernels.h": "cnn/cnn_kernels.h", "src/kernels/cnn_numerics.h": "cnn/cnn_numerics.h",
-          "src/kernels/activation_fixed.h": "kernels/activation_fixed.h"}
+          "src/kernels/activation_fixed.h": "kernels/activation_fixed.h", "src/kernels/requant.h": "kernels/requant.h"}
 
 ENV = environment("cnn")
 

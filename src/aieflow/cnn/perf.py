@@ -30,6 +30,16 @@ RESIDUAL_CYCLES_PER_VALUE = 3.0  # fused residual add, scalar: load the skip, al
 SKIP_BUFFER_FRAMES = 2  # a skip window is ping-pong: its producer runs at most two frames ahead of the add
 PL_LOOP_II = 1  # thesis PL loops: one element per cycle (spec)
 UPSAMPLE_STORE_CYCLES = 1.0  # fused nearest upsampling: one scalar store per extra copy of a value
+# Float-scale requantisation of a conv's output (templates/kernels/requant.h, per block of M x N
+# values): counted vector operations: 1 multiplier load, 3 SRS (to int32, by SHIFT, into the output
+# type), 1 UPS (from_vector), 1 add of the zero point, and the int32 x int32 multiply counted as
+# 4 passes (a 32 x 32-bit product built from 16-bit partial products: an assumption, no published
+# per-instruction figure for aie::mul on int32 x int32 is used) = 10; each operation assumed to
+# take one cycle for 16 values (one 512-bit vector of int32 lanes).  Charged on top of
+# VECTOR_EPILOGUE_CYCLES (the SRS / ReLU / store every conv pays) by the storing tile only.
+REQUANT_VECTOR_OPS = 1 + 3 + 1 + 1 + 4
+REQUANT_LANES = 16
+REQUANT_CYCLES_PER_VALUE = REQUANT_VECTOR_OPS / REQUANT_LANES
 
 
 @dataclass(frozen=True)
@@ -78,6 +88,8 @@ def conv_tile_cycles(stage: Stage, lay: StreamLayer, last: bool, macs_per_cycle:
     cycles = KERNEL_CALL_CYCLES + mac + gather
     if last:
         per = SCALAR_EPILOGUE_CYCLES if stage.table is not None else VECTOR_EPILOGUE_CYCLES
+        if stage.rq is not None:  # float scales: the requantisation before the store
+            per += REQUANT_CYCLES_PER_VALUE
         if stage.residual is not None:
             per += RESIDUAL_CYCLES_PER_VALUE
         # a fused upsampling stores each value up[0] x up[1] times: the extra copies are scalar stores

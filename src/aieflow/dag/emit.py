@@ -338,6 +338,7 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
     kernels = resources.files("aieflow").joinpath("templates")
     if dense_infos:
         files["src/kernels/dense.h"] = kernels.joinpath("kernels/dense.h").read_text()
+        files["src/kernels/requant.h"] = kernels.joinpath("kernels/requant.h").read_text()
     files["src/kernels/dag_kernels.h"] = kernels.joinpath("dag/dag_kernels.h").read_text()
     files["src/kernels/activation_fixed.h"] = kernels.joinpath("kernels/activation_fixed.h").read_text()
     if ctx["bf16"]:

@@ -374,6 +374,14 @@ def _dense_view(node: Node, output: str | None = None) -> Node:
     return Node(node.name, "dense", node.inputs, (output or node.outputs[0],), attrs, params, types, aliases=node.aliases)
 
 
+def refuse_float_scale_activation(layer: str, activation: str) -> None:
+    """The refusal of a Tanh / PReLU after a float-scale convolution (here, and in passes/fuse.py,
+    where onnxruntime's quantiser between the Conv and the Tanh is met first)."""
+    raise UnsupportedOpError(f"a {activation} after a convolution with float scales (onnxruntime "
+                             "quantize_static) is not supported; ReLU is", layer=layer,
+                             hint="use ReLU, or quantise with power-of-two scales (precision + calibration data)")
+
+
 def _reject_qdq(node: Node, ctx: QuantContext) -> None:
     if "weight_codes" in node.params:
         return  # float scales (onnxruntime quantize_static): dense.quantise_affine on the patches
@@ -410,9 +418,7 @@ def quantise(node: Node, ctx: QuantContext) -> Node:
         )
     activation = node.attrs.get("activation")
     if "weight_codes" in node.params and activation in _TWO_STAGE:
-        raise UnsupportedOpError(f"a {activation} after a convolution with float scales (onnxruntime "
-                                 "quantize_static) is not supported; ReLU is", layer=node.name,
-                                 hint="use ReLU, or quantise with power-of-two scales (precision + calibration data)")
+        refuse_float_scale_activation(node.name, activation)
     if activation not in _TWO_STAGE:
         core = dense.quantise(_dense_view(node), ctx)
         return node.evolve(types=ConvTypes(core.types, core.types.output), params=_with_codes(node, core))

@@ -447,6 +447,7 @@ def emit_project(
     files["README.md"] = _ENV.get_template("README.md.j2").render(**ctx)
     kernels = resources.files("aieflow").joinpath("templates/kernels")
     files["src/kernels/dense.h"] = kernels.joinpath("dense.h").read_text()
+    files["src/kernels/requant.h"] = kernels.joinpath("requant.h").read_text()
     files["src/kernels/activation_fixed.h"] = kernels.joinpath("activation_fixed.h").read_text()
     for rep in range(replicas):
         share = [replica_share(a, first.plan.batch, replicas, rep) for a in (inputs_q, outputs_q)]

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..errors import ModelError, UnsupportedOpError
 from ..ir import Graph, Node, QuantHints, frozen_map
+from ..ops.conv import refuse_float_scale_activation
 
 CONV_ACTIVATIONS = ("relu", "tanh", "prelu")
 
@@ -94,6 +95,8 @@ def _fuse_conv_activations(graph: Graph, nodes: list[Node], tensors: dict, tenso
         if nxt is None or nxt.op not in CONV_ACTIVATIONS:
             i += 1
             continue
+        if node.outputs[0] in tensor_hints and "weight_codes" in node.params and nxt.op != "relu":
+            refuse_float_scale_activation(node.name, nxt.op)  # float scales: say what is and is not mapped
         if node.outputs[0] in tensor_hints:
             raise UnsupportedOpError(
                 "the convolution's output is quantised (QDQ) before its activation; QDQ-quantised "

@@ -40,6 +40,7 @@
 
 #include "activation_fixed.h"
 #include "cnn_numerics.h"
+#include "requant.h"
 
 namespace aieflow_cnn {
 
@@ -185,16 +186,10 @@ struct ConvCore {
         }
     }
 
-    // q = saturate(round_half_even(acc * m / 2^SHIFT) + RQ_ZP) (numerics/requant.py), as dense.h's
-    // DenseCore::requant: int32 lanes, int32 x int32 multiply into a wide accumulator, SRS to int32,
-    // the zero point added in an accumulator, SRS by 0 into TO with saturation.
+    // q = saturate(round_half_even(acc * m / 2^SHIFT) + RQ_ZP) (numerics/requant.py): requant.h,
+    // the one definition dense.h's DenseCore::requant also runs.
     static aie::vector<TO, MN> requant(const ACCV& acc, const TB* __restrict mult) {
-        const aie::vector<int32, MN> a = acc.template to_vector<int32>(0);
-        const auto p = aie::mul(a, aie::load_v<MN>(mult));
-        std::remove_const_t<decltype(p)> q;
-        q.from_vector(p.template to_vector<int32>(C::SHIFT));
-        q = aie::add(q, aie::broadcast<int32, MN>(C::RQ_ZP));
-        return q.template to_vector<TO>(0);
+        return aieflow_rq::requant<TO, C::SHIFT, C::RQ_ZP, MN>(acc, mult);
     }
 
     static void store(TY* __restrict out, const ACCV& acc, unsigned p0, unsigned cb, const TO* __restrict table,

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "activation_fixed.h"
+#include "requant.h"
 
 namespace aieflow {
 
@@ -120,17 +121,9 @@ struct DenseCore {
             writeincr(cout, acc.template extract<C::CASC_LANES>(p));
     }
 
-    // q = saturate(round_half_even(acc * m / 2^SHIFT) + RQ_ZP): the accumulator (|acc| < 2^31, checked
-    // at compile time) as int32 lanes, times the channel's multiplier into a wide accumulator (int32 x
-    // int32: acc64 on AIE-ML, acc80 on AIE), SRS to int32, the zero point added in an accumulator
-    // (no wrap), SRS by 0 into TO with saturation.  Rounding and saturation are the kernel's modes.
+    // q = saturate(round_half_even(acc * m / 2^SHIFT) + RQ_ZP): requant.h (shared with cnn_kernels.h).
     static aie::vector<TO, MN> requant(const ACCV& acc, const TB* __restrict mult) {
-        const aie::vector<int32, MN> a = acc.template to_vector<int32>(0);
-        const auto p = aie::mul(a, aie::load_v<MN>(mult));
-        std::remove_const_t<decltype(p)> q;
-        q.from_vector(p.template to_vector<int32>(C::SHIFT));
-        q = aie::add(q, aie::broadcast<int32, MN>(RqOf<C>::ZP));
-        return q.template to_vector<TO>(0);
+        return aieflow_rq::requant<TO, C::SHIFT, RqOf<C>::ZP, MN>(acc, mult);
     }
 
     static void store(TO* __restrict out, const MMUL& c, unsigned zb, unsigned jb, const TB* __restrict rq) {
