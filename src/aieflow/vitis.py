@@ -21,6 +21,7 @@ from typing import Any
 from . import __version__
 from .devices import Device
 from .errors import PlanError, UnsupportedOpError
+from .names import Code
 from .templating import environment
 
 _ENV = environment("system")
@@ -121,11 +122,14 @@ def system_files(files: dict[str, str], *, device: Device, graph_class: str, gra
     runs = {"template": "x86_system.cpp.j2", "shim_units": ["x86/harness.cpp", "$(KERNEL_SRCS)"],
             "shim_args": "--data . --out shim_output --iterations $(ITERATIONS)", "shim_out": "shim_output",
             "system_units": ["x86/system.cpp", "$(KERNEL_SRCS)"], "csim_units": ["x86/pl_csim.cpp"], **(x86 or {})}
+    # Makefile text given by the kind (never from a model): printed as it is, `$(...)` included
+    make_runs = {key: Code(" ".join(v) if isinstance(v, list) else v) for key, v in runs.items() if key != "csim_units"}
+    make_runs["csim_units"] = [{"src": Code(u), "obj": Code(posixpath.splitext(u)[0] + ".o")} for u in runs["csim_units"]]
     ctx = dict(
         version=__version__, device=device, graph_class=graph_class, graph_var=graph_var, plio_in=ins,
         plio_out=outs, iterations=iterations, samples_per_iteration=samples_per_iteration, plio_bits=plio_bits,
         classes=classes, tiles=tiles, platform_hint=device.vitis_platform, pl_kernels=list(pl_kernels),
-        connects=list(connects), free_running=free_running, runs=runs, shim_dir=SHIM_DIR,
+        connects=list(connects), free_running=free_running, runs=make_runs, shim_dir=SHIM_DIR,
     )
     static = resources.files("aieflow").joinpath("templates/system")
     out = {
@@ -134,7 +138,7 @@ def system_files(files: dict[str, str], *, device: Device, graph_class: str, gra
         "pl/movers.h": _ENV.get_template("movers.h.j2").render(**ctx),
         "host/host.cpp": _ENV.get_template("host.cpp.j2").render(**ctx),
         "host/plio_ports.h": _ENV.get_template("plio_ports.h.j2").render(**ctx),
-        "x86/system.cpp": _ENV.get_template(runs["template"]).render(**ctx),
+        "x86/system.cpp": _ENV.get_template(str(runs["template"])).render(**ctx),
         "scripts/compare.py": _ENV.get_template("compare.py.j2").render(**ctx),
         "host/plio_io.h": static.joinpath("plio_io.h").read_text(),
         "x86/pl_csim.cpp": static.joinpath("pl_csim.cpp").read_text(),
