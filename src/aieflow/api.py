@@ -54,7 +54,7 @@ def _compile(state: State, stages: Stages) -> Design:
         _kind(stages, "recurrent", 2, graph)
         refuse_unsupported(state.config, "recurrent")
         refuse_affine(graph, "recurrent")
-        return compile_recurrent(model, front=_emulation(state), progress=stages)  # type: ignore[return-value]
+        return compile_recurrent(model, example_input=state.example_input, front=_emulation(state), progress=stages)  # type: ignore[return-value]
     # Convolutional networks: their own mapping (aieflow.cnn, docs/conv.md)
     if is_cnn(graph):
         from .cnn.api import compile_cnn

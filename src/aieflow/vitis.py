@@ -20,7 +20,8 @@ from typing import Any
 
 from . import __version__
 from .devices import Device
-from .errors import UnsupportedOpError
+from .errors import PlanError, UnsupportedOpError
+from .names import Code
 from .templating import environment
 
 _ENV = environment("system")
@@ -50,8 +51,15 @@ def ap_types_include() -> Path | None:
     return None
 
 
-def _shim_include() -> Path:
-    return Path(str(resources.files("aieflow").joinpath("x86/include")))
+SHIM_DIR = "x86/shim"  # the project's copy of aieflow's open AIE API / ADF shim (make shim-run, system-run)
+
+
+def shim_files() -> dict[str, str]:
+    """aieflow's x86 shim headers as project files under ``SHIM_DIR``: the project's x86 runs need
+    nothing outside it (no aieflow installation, no absolute path)."""
+    root = Path(str(resources.files("aieflow").joinpath("x86/include")))
+    return {f"{SHIM_DIR}/{f.relative_to(root).as_posix()}": f.read_text()
+            for f in sorted(root.rglob("*")) if f.is_file() and f.suffix in (".h", ".hpp", ".md")}
 
 
 def _ports(plios: list[dict[str, Any]], files: dict[str, str], iterations: int, kind: str) -> list[dict[str, Any]]:
@@ -67,30 +75,61 @@ def _ports(plios: list[dict[str, Any]], files: dict[str, str], iterations: int, 
         values = len(data.split())
         if values % iterations:
             raise UnsupportedOpError(f"PLIO '{p['var']}': {values} values are not {iterations} whole graph iterations")
-        out.append({"period": 1, "real": 1, **p, "cu": f"{kind}_{i}", "host_type": HOST_TYPES[ctype],
+        out.append({"period": 1, "real": 1, "src": None, **p, "cu": f"{kind}_{i}", "host_type": HOST_TYPES[ctype],
                     "file_name": name, "golden_name": golden, "per_iteration": values // iterations})
     return out
 
 
+def check_stream_count(device: Device, ins: list[dict[str, Any]], outs: list[dict[str, Any]], connects,
+                       hint: str = "") -> None:
+    """Every stream system.cfg connects to the AI Engine array is one of the device's PLIO streams
+    (catalog: ``plio_columns`` interface tiles x ``plio_in_per_column`` PL->AIE /
+    ``plio_out_per_column`` AIE->PL streams).  One mover per PLIO cannot exceed them; more are
+    refused by name with the numbers (there is no sourced NoC / PL limit in the catalog to apply)."""
+    into = len(ins) + sum(1 for c in connects if c.split(":")[1].startswith("ai_engine_0."))
+    out_of = sum(1 for p in outs if not p.get("src")) + sum(1 for c in connects if c.startswith("ai_engine_0."))
+    for what, used, per in (("PL->AIE", into, device.plio_in_per_column), ("AIE->PL", out_of, device.plio_out_per_column)):
+        have = device.plio_columns * per
+        if used > have:
+            raise PlanError(f"the project needs {used} {what} streams (one data mover or PL kernel port each); "
+                            f"{device.board} has {have} ({device.plio_columns} interface tiles x {per})",
+                            hint=hint or "fewer parallel PLIOs: fewer replicas, or fewer cascade rows (cas_num)")
+
+
 def system_files(files: dict[str, str], *, device: Device, graph_class: str, graph_var: str,
                  plio_in: list[dict[str, Any]], plio_out: list[dict[str, Any]], iterations: int,
-                 samples_per_iteration: int, classes: list[str], tiles, plio_bits: int = 64) -> dict[str, str]:
+                 samples_per_iteration: int, classes: list[str], tiles, plio_bits: int = 64,
+                 pl_kernels: list[dict[str, Any]] = (), connects: list[str] = (), free_running: bool = False,
+                 x86: dict[str, Any] | None = None, refuse_hint: str = "") -> dict[str, str]:
     """Makefile, system.cfg, PL movers, XRT host, x86 system run and the compare script of a project
     whose graph reads ``plio_in`` and writes ``plio_out`` (dicts with ``var``, ``file`` (``data/...``)
     and ``ctype``; an output's ``period`` / ``real``: value i is a sample's when ``i % period < real``,
-    the others are rows a kernel pads its batch with); ``files`` holds the PLIO input and golden files already; ``classes``: the kernel
+    the others are rows a kernel pads its batch with; an output's ``src``: the stream it drains when
+    that is a PL kernel's, not the graph's PLIO ``var``); ``files`` holds the PLIO input and golden files already; ``classes``: the kernel
     classes the project's ``src/kernels/*.cc`` instantiate; ``tiles``: its kernels (``var``);
-    ``plio_bits``: the width of every PLIO of the graph (the movers' stream word: 32, 64 or 128)."""
+    ``plio_bits``: the width of every PLIO of the graph (the movers' stream word: 32, 64 or 128).
+    ``pl_kernels``: the kind's own PL kernels (``name``, ``cu``, ``source``, ``deps``: HLS tops
+    built by ``v++ -c -k`` next to the movers), ``connects``: their ``stream_connect`` lines;
+    ``free_running``: the graph runs forever (``graph.run(-1)``: the host waits for the s2mm
+    movers only); ``x86``: the kind's own x86 runs (``template`` of x86/system.cpp, ``shim_units``,
+    ``shim_args``, ``system_units``, ``csim_units``; defaults: the Dense / DAG / CNN harness);
+    ``refuse_hint``: what the kind's user changes when its streams exceed the device's PLIOs."""
     if plio_bits not in (32, 64, 128):
         raise UnsupportedOpError(f"a PLIO of {plio_bits} bits has no data mover", hint="PLIOs are 32, 64 or 128 bits wide")
     ins = _ports(plio_in, files, iterations, "mm2s")
     outs = _ports(plio_out, files, iterations, "s2mm")
-    ap = ap_types_include()
+    check_stream_count(device, ins, outs, connects, refuse_hint)
+    runs = {"template": "x86_system.cpp.j2", "shim_units": ["x86/harness.cpp", "$(KERNEL_SRCS)"],
+            "shim_args": "--data . --out shim_output --iterations $(ITERATIONS)", "shim_out": "shim_output",
+            "system_units": ["x86/system.cpp", "$(KERNEL_SRCS)"], "csim_units": ["x86/pl_csim.cpp"], **(x86 or {})}
+    # Makefile text given by the kind (never from a model): printed as it is, `$(...)` included
+    make_runs = {key: Code(" ".join(v) if isinstance(v, list) else v) for key, v in runs.items() if key != "csim_units"}
+    make_runs["csim_units"] = [{"src": Code(u), "obj": Code(posixpath.splitext(u)[0] + ".o")} for u in runs["csim_units"]]
     ctx = dict(
         version=__version__, device=device, graph_class=graph_class, graph_var=graph_var, plio_in=ins,
         plio_out=outs, iterations=iterations, samples_per_iteration=samples_per_iteration, plio_bits=plio_bits,
-        classes=classes, tiles=tiles, platform_hint=device.vitis_platform, shim_dir=str(_shim_include()),
-        ap_types_dir=str(ap) if ap else "",
+        classes=classes, tiles=tiles, platform_hint=device.vitis_platform, pl_kernels=list(pl_kernels),
+        connects=list(connects), free_running=free_running, runs=make_runs, shim_dir=SHIM_DIR,
     )
     static = resources.files("aieflow").joinpath("templates/system")
     out = {
@@ -99,13 +138,15 @@ def system_files(files: dict[str, str], *, device: Device, graph_class: str, gra
         "pl/movers.h": _ENV.get_template("movers.h.j2").render(**ctx),
         "host/host.cpp": _ENV.get_template("host.cpp.j2").render(**ctx),
         "host/plio_ports.h": _ENV.get_template("plio_ports.h.j2").render(**ctx),
-        "x86/system.cpp": _ENV.get_template("x86_system.cpp.j2").render(**ctx),
+        "x86/system.cpp": _ENV.get_template(str(runs["template"])).render(**ctx),
         "scripts/compare.py": _ENV.get_template("compare.py.j2").render(**ctx),
         "host/plio_io.h": static.joinpath("plio_io.h").read_text(),
         "x86/pl_csim.cpp": static.joinpath("pl_csim.cpp").read_text(),
+        "scripts/find_ap_types.py": static.joinpath("find_ap_types.py").read_text(),
     }
     if "README.md" in files:  # the kind's README, then the build and run commands of every target
         out["README.md"] = files["README.md"] + _ENV.get_template("README.md.j2").render(**ctx)
     for rel in PL_SOURCES:
         out[rel] = static.joinpath(posixpath.basename(rel)).read_text()
+    out.update(shim_files())
     return out

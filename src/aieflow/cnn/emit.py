@@ -387,7 +387,7 @@ def project_files(plan: CnnPlan, perf_json: dict, summary: str, xq: np.ndarray, 
         plio_out=[{"var": p.var, "file": p.file, "ctype": tout} for p in plio_out],
         iterations=iterations, samples_per_iteration=plan.replicas,
         classes=[f"aieflow_cnn::{role}<aieflow_design::{L['cfg']}>" for L in layers for role in L["roles"]],
-        tiles=mapped.kernels, plio_bits=PLIO_BITS))
+        tiles=mapped.kernels, plio_bits=PLIO_BITS, refuse_hint=f"fewer replicas (cnn: replicas: below {plan.replicas})"))
     return files
 
 

@@ -14,6 +14,7 @@ from importlib import resources
 
 from .. import __version__
 from ..templating import environment
+from ..vitis import SHIM_DIR, shim_files
 from .perf import GemmPerformance
 from .plan import GemmPlan
 
@@ -121,17 +122,18 @@ def project_files(plan: GemmPlan, perf: GemmPerformance, data: bool) -> dict[str
         "tiles": tiles, "graph_class": GRAPH_CLASS, "graph_var": GRAPH_VAR, "perf": perf, "data": data,
         "br_bytes": plan.br_bytes, "pl_clock_hz": int(plan.device.pl_clock_hz),
         "platform_hint": plan.device.vitis_platform,
-        "memtile": plan.memtile, "lay": plan.memtiles,
+        "memtile": plan.memtile, "lay": plan.memtiles, "shim_dir": SHIM_DIR,
     }
     templates = {**RENDERED, **MEMTILE} if plan.memtile else RENDERED
     files = {rel: _ENV.get_template(tpl).render(**ctx) for rel, tpl in templates.items()}
     base = resources.files("aieflow").joinpath("templates/gemm")
     for rel, name in STATIC.items():
         files[rel] = base.joinpath(name).read_text()
+    files.update(shim_files())  # make shim-run needs nothing outside the project
     return files
 
 
 def build_sources(files: dict[str, str]) -> dict[str, str]:
     """The files the x86 harness is built from (no README, host or problem-dependent data)."""
     keep = ("src/", "pl/", "x86/", "host/gemm_loops.h")
-    return {rel: text for rel, text in files.items() if rel.startswith(keep)}
+    return {rel: text for rel, text in files.items() if rel.startswith(keep) and not rel.startswith(f"{SHIM_DIR}/")}

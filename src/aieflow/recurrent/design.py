@@ -468,7 +468,26 @@ def compile_recurrent(
     graph = _with_lanes(emu.graph, mappings, dev)
     layers, head = split_layers(graph)
     files = project_files(layers, head, mappings, dev, sequence_front(graph))
-    return RecurrentDesign(graph, dev, cfg, mappings[0], files, exploration, emu.source, stack=stack)
+    design = RecurrentDesign(graph, dev, cfg, mappings[0], files, exploration, emu.source, stack=stack)
+    return replace(design, files=system_data(design, example_input))
+
+
+def system_data(design: RecurrentDesign, example_input: Any = None) -> dict[str, str]:
+    """The design's files with its Vitis system (recurrent/project.py ``system_project``) and data:
+    every sample of ``example_input`` or, without one, two of aieflow's verification inputs (the
+    input type's edge values, then random ones)."""
+    from ..verify import verification_inputs
+    from .project import system_project
+    from .verify import x_file
+
+    g = design.graph
+    if example_input is not None:
+        xq = design.quantise_input(example_input)
+    else:
+        xq = verification_inputs(g.tensors[g.inputs[0]].dtype, tuple(g.tensors[g.inputs[0]].shape), 2, 0)
+    layers, _ = split_layers(g)
+    return system_project(design.files, list(design.stack.layers) if design.stack else [design.mapping], design.device,
+                          x_file(design, xq), np.asarray(design.run(xq)), layers[-1])
 
 
 def _search(dims: list[RecurrentDims], dev: Device, cfg: Config, searched: list) -> RecurrentExploration | StackedExploration:

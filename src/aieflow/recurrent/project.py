@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from ..devices import Device
 from ..errors import PlanError
 from ..ir import Node
@@ -228,8 +230,8 @@ def _fsm(mappings: Sequence[RecurrentMapping]) -> str:
         if m.aggregation != "hybrid":
             continue
         a = f"{ns(li)}::AggCfg"
-        tops.append(f"""// Layer {li}'s FSM (rnn_fsm.h): one call = one time step.
-void rnn_fsm_l{li}(hls::stream<ap_uint<64>> merged[{a}::NPORTS], hls::stream<ap_uint<64>>& h_out,
+        tops.append(f"""// Layer {li}'s FSM (rnn_fsm.h): one call = one time step; a Vitis kernel (v++ -c -k rnn_fsm_l{li}).
+extern "C" void rnn_fsm_l{li}(hls::stream<ap_uint<64>> merged[{a}::NPORTS], hls::stream<ap_uint<64>>& h_out,
                    hls::stream<ap_uint<64>>& y_out) {{
 #ifdef __SYNTHESIS__  // Vitis HLS; g++ (x86 verification) does not know these pragmas
 #pragma HLS INTERFACE mode=axis port=merged
@@ -294,7 +296,7 @@ def _layer_output(li: int, n: int) -> str:
     """The harness line after layer ``li``'s step: the last layer's outputs are the model's, an
     earlier layer must have sent its h to the next."""
     if li == n - 1:
-        return f"        ys.insert(ys.end(), yv{li}.begin(), yv{li}.end());"
+        return f"        out.ys.insert(out.ys.end(), yv{li}.begin(), yv{li}.end());"
     return f'        check(yv{li}.size() == std::size_t({ns(li)}::cell::NY), "layer {li} did not send its h to layer {li + 1}");'
 
 
@@ -330,10 +332,9 @@ def _harness(mappings: Sequence[RecurrentMapping], lays: Sequence[Layout], devic
                 p = f"p_u{li}[{s}]" if s < nu else f"p_w{li}[{s - nu}]"
                 decls.append(f"    {p}.set_packet_ids({{{packet_id(j)}u}});")
             decls.append(f"    merged{li}[{i}].set_packet_ids({{{', '.join(f'{packet_id(j)}u' for j in range(len(mg)))}}});")
-        if hybrid:
-            protos.append(f"void rnn_fsm_l{li}(hls::stream<ap_uint<64>> merged[{a}::NPORTS], hls::stream<ap_uint<64>>& h_out, "
-                          "hls::stream<ap_uint<64>>& y_out);")
-            decls += [f"    static hls::stream<ap_uint<64>> fsm_in{li}[{nm}];", f"    hls::stream<ap_uint<64>> h64_{li}, y64_{li};"]
+        if hybrid:  # the FSM runs in its own translation unit (x86/fsm_csim.cpp): 64-bit beats in and out
+            protos.append(f"void rnn_fsm_call_l{li}(const std::vector<std::uint64_t>* merged, std::vector<std::uint64_t>& h, "
+                          "std::vector<std::uint64_t>& y);")
         else:
             decls += [f"    auto& agg{li} = aieflow_shim::freerun::kernel_object<Aggregator{nm}<{a}>>(g.agg{li});",
                       f'    aieflow_shim::stream<X> hbus{li}("agg{li}_h"), ybus{li}("agg{li}_y");']
@@ -347,13 +348,15 @@ def _harness(mappings: Sequence[RecurrentMapping], lays: Sequence[Layout], devic
             ids = ", ".join(str(packet_id(j)) for j in range(len(mg)))
             st.append(f"        aieflow_shim::freerun::merge_packets({{{srcs}}}, {{{ids}}}, merged{li}[{i}], rng);")
         if hybrid:
-            st += [f"        for (int m = 0; m < {nm}; ++m) pack_beats(merged{li}[m], fsm_in{li}[m]);",
-                   f"        rnn_fsm_l{li}(fsm_in{li}, h64_{li}, y64_{li});",
-                   f'        for (int m = 0; m < {nm}; ++m) check(fsm_in{li}[m].empty(), "FSM {li} left packets unread");',
+            st += [f"        std::vector<std::uint64_t> fsm_in{li}[{nm}], h64_{li}, y64_{li};",
+                   f"        for (int m = 0; m < {nm}; ++m) fsm_in{li}[m] = pack_beats(merged{li}[m]);",
+                   f"        rnn_fsm_call_l{li}(fsm_in{li}, h64_{li}, y64_{li});",
                    f"        std::vector<X> hv{li} = unpack_beats(h64_{li});",
                    f"        hv{li}.resize(hv{li}.empty() ? 0 : {a}::NHP);",
                    f"        aieflow_shim::freerun::broadcast(hv{li}, sp_u{li});",
                    f"        yv{li} = unpack_beats(y64_{li});",
+                   *([f"        out.wire.insert(out.wire.end(), yv{li}.begin(), yv{li}.end());  // as the FSM's y_out carries it"]
+                     if li == n - 1 else []),
                    f"        if ({ns(li)}::cell::emits(t)) yv{li}.resize({ns(li)}::cell::NY);"]
         else:
             ins = ", ".join(f"merged{li}[{p}].in()" for p in range(nm))
@@ -365,33 +368,37 @@ def _harness(mappings: Sequence[RecurrentMapping], lays: Sequence[Layout], devic
                    f'    for (auto& s : s_w{li}) check(s.empty(), "layer {li}: x left unread at the end");',
                    f'    for (auto& s : merged{li}) check(s.empty(), "layer {li}: packets left unread at the end");']
     any_hybrid = any(m.aggregation == "hybrid" for m in mappings)
-    hls = "#include <ap_int.h>\n#include <hls_stream.h>\n" if any_hybrid else ""
+    last_hybrid = mappings[-1].aggregation == "hybrid"
     beats = """
 // One packet (header ... TLAST) per run of 64-bit beats, two words a beat, the first in bits 31..0;
 // an odd packet's last beat is zero-filled (as the FSMs read it, rnn_fsm.h).
-static void pack_beats(aieflow_shim::pktstream& m, hls::stream<ap_uint<64>>& out) {
+static std::vector<std::uint64_t> pack_beats(aieflow_shim::pktstream& m) {
+    std::vector<std::uint64_t> out;
     while (!m.empty()) {
-        std::vector<uint64_t> words;
+        std::vector<std::uint64_t> words;
         bool last = false;
         while (!last) words.push_back(m.pop(last));
         for (std::size_t i = 0; i < words.size(); i += 2)
-            out.write(ap_uint<64>(words[i] | ((i + 1 < words.size() ? words[i + 1] : 0u) << 32)));
+            out.push_back(words[i] | ((i + 1 < words.size() ? words[i + 1] : 0u) << 32));
     }
+    return out;
 }
-static std::vector<X> unpack_beats(hls::stream<ap_uint<64>>& s) {
+static std::vector<X> unpack_beats(const std::vector<std::uint64_t>& s) {
     std::vector<X> v;
-    while (!s.empty()) {
-        const uint64_t b = s.read().to_uint64();
-        v.push_back(rnn::from_word<X>(int(uint32_t(b))));
-        v.push_back(rnn::from_word<X>(int(uint32_t(b >> 32))));
+    for (std::uint64_t b : s) {
+        v.push_back(rnn::from_word<X>(int(std::uint32_t(b))));
+        v.push_back(rnn::from_word<X>(int(std::uint32_t(b >> 32))));
     }
     return v;
 }
 """ if any_hybrid else ""
+    wire = ("the last FSM's y_out words, a zero after an odd NY" if last_hybrid else "the same values")
     return f"""// x86 harness: runs the graph's own kernel objects (graph.h) step by step, layer by layer (layer
 // l + 1 takes layer l's h of the same step), with the shim's stream broadcast, cascades and pktmerge
-// (random arbitration, seed {seed}) between them{' and the PL FSMs (pl/rnn_fsm.cpp)' if any_hybrid else ''}.
-// Reads data/x.txt (per sample and step, {"the input step as the Conv1d front end reads it" if front else "the zero-padded x as layer 0's x PLIO carries it"}), writes out/y.txt.
+// (random arbitration, seed {seed}) between them{' and the PL FSMs (pl/rnn_fsm.cpp, through x86/fsm_csim.cpp)' if any_hybrid else ''}.
+// run_samples() is shared with the x86 system run (x86/system.cpp defines AIEFLOW_SYSTEM_RUN).
+// main reads DATA/l0_x.txt (per sample and step, {"the input step as the Conv1d front end reads it" if front else "the zero-padded x as layer 0's x PLIO carries it"})
+// and writes OUT/y.txt: what the output stream carries ({wire}).
 #include <adf.h>
 
 #include <cstdint>
@@ -402,7 +409,7 @@ static std::vector<X> unpack_beats(hls::stream<ap_uint<64>>& s) {
 #include <vector>
 
 #include "graph.h"
-{hls}{chr(10).join(protos)}
+{chr(10).join(protos)}
 using X = {ns(0)}::cell::X;
 RnnGraph g;
 
@@ -410,26 +417,23 @@ static void check(bool ok, const char* what) {{
     if (!ok) aieflow_shim::fatal("%s", what);
 }}
 {beats}
-int main(int argc, char** argv) {{
-    std::string data = "data", out = "out";
-    for (int i = 1; i + 1 < argc; i += 2) {{
-        if (std::string(argv[i]) == "--data") data = argv[i + 1];
-        else if (std::string(argv[i]) == "--out") out = argv[i + 1];
-    }}
+struct RunOut {{
+    std::vector<X> ys;    // the model's outputs, sample-major
+    std::vector<X> wire;  // what the output stream carries: {wire}
+}};
+
+static RunOut run_samples(const std::vector<X>& xs) {{
     check(aieflow_shim::freerun::count_nodes(aieflow_shim::net::node_kind::packet_switch, "pktmerge") == RnnGraph::NM,
           "graph.h declares another number of pktmerges");
-    std::ifstream xf(data + "/x.txt");
-    std::vector<X> xs;
-    for (double v; xf >> v;) xs.push_back(static_cast<X>(v));
     const std::size_t per_step = {padded(mappings[0].dims.n_in, lays[0].in_pad)};
     const int steps = {ns(0)}::cell::STEPS;
     const std::size_t per_sample = {"std::size_t(rnn_front::F0::CINP) * rnn_front::F0::TIN" if front else "per_step * steps"};
-    check(xs.size() % per_sample == 0, "x.txt does not hold whole sequences");
+    check(xs.size() % per_sample == 0, "the x file does not hold whole sequences");
     const std::size_t samples = xs.size() / per_sample;
 
 {chr(10).join(decls)}
     std::mt19937 rng({seed});
-    std::vector<X> ys;
+    RunOut out;
     for (std::size_t n = 0; n < samples; ++n) {{
 {chr(10).join(fr.harness_sample(front)) if front else ""}
       for (int t = 0; t < steps; ++t) {{
@@ -438,15 +442,32 @@ int main(int argc, char** argv) {{
       }}
     }}
 {chr(10).join(checks)}
+{"" if last_hybrid else "    out.wire = out.ys;"}
+    return out;
+}}
+
+#ifndef AIEFLOW_SYSTEM_RUN
+int main(int argc, char** argv) {{
+    std::string data = "data", out = "out";
+    for (int i = 1; i + 1 < argc; i += 2) {{
+        if (std::string(argv[i]) == "--data") data = argv[i + 1];
+        else if (std::string(argv[i]) == "--out") out = argv[i + 1];
+    }}
+    std::ifstream xf(data + "/l0_x.txt");
+    check(xf.good(), "cannot read the x file (DATA/l0_x.txt)");
+    std::vector<X> xs;
+    for (double v; xf >> v;) xs.push_back(static_cast<X>(v));
+    const RunOut r = run_samples(xs);
     std::ofstream yf(out + "/y.txt");
-    for (X v : ys) {{
+    for (X v : r.wire) {{  // the PLIO text format: integers, or floats with 9 significant digits (exact)
         char buf[64];
-        if constexpr ({'true' if fp32 else 'false'}) std::snprintf(buf, sizeof buf, "%a\\n", static_cast<double>(v));
+        if constexpr ({'true' if fp32 else 'false'}) std::snprintf(buf, sizeof buf, "%.9g\\n", static_cast<double>(v));
         else std::snprintf(buf, sizeof buf, "%lld\\n", static_cast<long long>(v));
         yf << buf;
     }}
     return yf.good() ? 0 : 1;
 }}
+#endif
 """
 
 
@@ -461,66 +482,34 @@ def _x_step(front: fr.SequenceFront | None) -> str:
             f"        for (auto& v : xv) v = s_front[{last}].pop();")
 
 
-def _system_cfg(mappings: Sequence[RecurrentMapping], lays: Sequence[Layout]) -> str:
-    lines = ["# v++ --link configuration: PL kernels and the AIE graph's PLIOs.  Generated by aieflow.",
-             "[connectivity]", "nk=mm2s:1:mm2s_x", "nk=s2mm:1:s2mm_y", "stream_connect=mm2s_x.s:ai_engine_0.rnn_l0_x"]
-    last = len(mappings) - 1
-    for li, (m, lay) in enumerate(zip(mappings, lays, strict=True)):
+def _fsm_csim(mappings: Sequence[RecurrentMapping]) -> str:
+    """x86/fsm_csim.cpp: each hybrid layer's FSM (pl/rnn_fsm.cpp) called on plain 64-bit words, so
+    the shim's translation unit never sees the ap types; compiled against the shim's ap_int.h
+    (``aieflow verify``, ``make shim-run``) or Xilinx's (``make system-run``: HLS C simulation)."""
+    out = ["// Generated by aieflow: the hybrid layers' PL FSMs (pl/rnn_fsm.cpp) called with 64-bit beats as",
+           "// std::vectors (the x86 harness's side) and run as C++ on hls::stream (HLS C simulation).",
+           "#include <cstdint>", "#include <cstdio>", "#include <cstdlib>", "#include <vector>", "",
+           '#include "pl/rnn_fsm.cpp"', ""]
+    for li, m in enumerate(mappings):
         if m.aggregation != "hybrid":
             continue
-        fsm = f"rnn_fsm_l{li}_0"
-        lines.append(f"nk=rnn_fsm_l{li}:1:{fsm}")
-        for i in range(len(lay.merges)):
-            lines.append(f"stream_connect=ai_engine_0.rnn_l{li}_m{i}:{fsm}.merged_{i}")
-        lines.append(f"stream_connect={fsm}.h_out:ai_engine_0.rnn_l{li}_h")
-        lines.append(f"stream_connect={fsm}.y_out:" + ("s2mm_y.s" if li == last else f"ai_engine_0.rnn_l{li + 1}_x"))
-    if mappings[-1].aggregation != "hybrid":
-        lines.append("stream_connect=ai_engine_0.rnn_y:s2mm_y.s")
-    return "\n".join(lines) + "\n"
-
-
-def _host() -> str:
-    return """// Host (XRT native API): loads the xclbin, runs the free-running graph and moves x in, y out.
-// Generated by aieflow; the data movers mm2s / s2mm are the usual Vitis data-mover kernels.
-#include <cstdio>
-#include <string>
-
-#include "xrt/xrt_bo.h"
-#include "xrt/xrt_device.h"
-#include "xrt/xrt_graph.h"
-#include "xrt/xrt_kernel.h"
-
-int main(int argc, char** argv) {
-    if (argc < 2) {
-        std::fprintf(stderr, "usage: %s <xclbin>\\n", argv[0]);
-        return 2;
-    }
-    auto device = xrt::device(0);
-    auto uuid = device.load_xclbin(std::string(argv[1]));
-    auto graph = xrt::graph(device, uuid, "g");
-    graph.run(-1);  // free-running kernels: started once, never stopped between samples
-    // enqueue x with mm2s_x / read y with s2mm_y (sizes in data/x.txt, data/y.txt)
-    return 0;
-}
-"""
-
-
-def _makefile(device: Device, mappings: Sequence[RecurrentMapping]) -> str:
-    tops = [f"rnn_fsm_l{li}" for li, m in enumerate(mappings) if m.aggregation == "hybrid"]
-    pl = "".join(f"\tv++ -c --mode hls --platform $(PLATFORM) --hls.syn.top {t} --hls.syn.file pl/rnn_fsm.cpp -I src -o {t}.xo\n"
-                 for t in tops) or "\t@echo no PL kernels\n"
-    return f"""# Build with the AMD Vitis tools (not run by aieflow).  Generated by aieflow.
-PLATFORM ?= {device.board}
-aie: libadf.a
-libadf.a: src/graph.cpp src/graph.h src/kernels/rnn_kernels.cc
-\tv++ -c --mode aie --target hw --platform $(PLATFORM) --include src src/graph.cpp
-pl:
-{pl}link: libadf.a
-\tv++ -l --platform $(PLATFORM) --config system.cfg libadf.a *.xo -o rnn.xsa
-x86sim:
-\tv++ -c --mode aie --target x86sim --platform $(PLATFORM) --include src src/graph.cpp
-.PHONY: aie pl link x86sim
-"""
+        a = f"{ns(li)}::AggCfg"
+        out += [f"void rnn_fsm_call_l{li}(const std::vector<std::uint64_t>* merged, std::vector<std::uint64_t>& h,",
+                "                    std::vector<std::uint64_t>& y) {",
+                f"    static hls::stream<ap_uint<64>> in[{a}::NPORTS];",
+                "    hls::stream<ap_uint<64>> h_out, y_out;",
+                f"    for (int p = 0; p < {a}::NPORTS; ++p)",
+                "        for (std::uint64_t w : merged[p]) in[p].write(ap_uint<64>(w));",
+                f"    rnn_fsm_l{li}(in, h_out, y_out);",
+                f"    for (int p = 0; p < {a}::NPORTS; ++p)",
+                "        if (!in[p].empty()) {",
+                f'            std::fprintf(stderr, "FSM {li} left packets unread\\n");',
+                "            std::exit(1);",
+                "        }",
+                "    while (!h_out.empty()) h.push_back(h_out.read().to_uint64());",
+                "    while (!y_out.empty()) y.push_back(y_out.read().to_uint64());",
+                "}", ""]
+    return "\n".join(out)
 
 
 def _instances(mappings: Sequence[RecurrentMapping], lays: Sequence[Layout]) -> str:
@@ -570,15 +559,74 @@ def project_files(layers: Sequence[Node], head: list[Node], mappings: Sequence[R
         + ("".join(line + "\n" for line in fr.instances(front)) if front else ""))
     if any(m.aggregation == "hybrid" for m in mappings):
         files["pl/rnn_fsm.cpp"] = _fsm(mappings)
+        files["x86/fsm_csim.cpp"] = _fsm_csim(mappings)
     files["x86/harness.cpp"] = _harness(mappings, lays, device, fp32, front=front)
-    files["system.cfg"] = _system_cfg(mappings, lays)
-    files["sw/host.cpp"] = _host()
-    files["Makefile"] = _makefile(device, mappings)
     title = " -> ".join([*(f"Conv1d {d.c_in} -> {d.c_out}" for d in mappings[0].dims.front)]
                         + [f"{n.op.upper()} {m.dims.n_in} -> {m.dims.n_h}" for n, m in zip(layers, mappings, strict=True)])
     files["README.md"] = (f"# {title}, {mappings[0].dims.seq_len} steps on {device.board}\n\n"
                           + "\n".join(f"- layer {li}: {m.describe()}" for li, m in enumerate(mappings))
-                          + "\n\nGenerated by aieflow (docs/recurrent.md). `make aie pl link` with the AMD tools;"
-                          " the packet IDs in src/rnn_config.h (ID_SRC) are the ones aieflow chose: compare them with"
-                          " aiecompiler's packet-switching report before running the hybrid FSMs on hardware.\n")
+                          + "\n\nGenerated by aieflow (docs/recurrent.md).  The packet IDs in src/rnn_config.h (ID_SRC)"
+                          " are the ones aieflow chose: compare them with aiecompiler's packet-switching report before"
+                          " running the hybrid FSMs on hardware.  The graph is free-running (`g.run(-1)`): the host"
+                          " starts it once and waits for the s2mm mover to have every output.  The Makefile's"
+                          " ITERATIONS does not bound the simulators' run here (src/graph.cpp runs the free-running"
+                          " graph with `g.run(-1)`); a hybrid design's FSMs are PL kernels the simulators do not run"
+                          " (use hw_emu or `make system-run`).\n")
+    return files
+
+
+def system_project(files: dict[str, str], mappings: Sequence[RecurrentMapping], device: Device, x_text: str,
+                   y: np.ndarray, last: Node) -> dict[str, str]:
+    """The project with the Vitis system around the recurrent graph (aieflow.vitis):
+    ``data/l0_x.txt`` (``x_text``, what the x PLIO carries), ``data/golden_y.txt`` (``y``: the
+    emulator's outputs [samples, ...] as the output stream carries them), the mm2s / s2mm movers,
+    the hybrid layers' FSMs as PL kernels connected in system.cfg, the XRT host and the x86 system
+    run.  ``last``: the last recurrent layer."""
+    from .. import __version__
+    from ..templating import environment
+    from ..vitis import system_files
+
+    n = len(mappings)
+    last_hybrid = mappings[-1].aggregation == "hybrid"
+    in_bits = mappings[0].plio_bits
+    out_bits = 64 if last_hybrid else mappings[-1].plio_bits  # the FSM's y_out is 64 bits wide (rnn_fsm.h)
+    if in_bits != out_bits:
+        raise PlanError(f"the input PLIO is {in_bits} bits wide and the output stream {out_bits}: the project's data "
+                        "movers share one width", layer=last.name,
+                        hint=f"set plio_bits: {out_bits} on the first layer's mapping (or one width on every layer)")
+    fp32 = last.types.is_float
+    samples = y.shape[0]
+    emissions = last.attrs["seq_len"] if last.attrs["return_sequences"] else 1
+    flat = y.reshape(samples, emissions, -1)
+    ny = flat.shape[2]
+    period = ny + (ny % 2 if last_hybrid else 0)  # the FSM writes two values a 64-bit beat, a zero after an odd NY
+    wire = np.zeros((samples, emissions, period), dtype=flat.dtype)
+    wire[:, :, :ny] = flat
+    text = ([f"{float(v):.9g}" for v in wire.astype(np.float32).ravel()] if fp32  # as C's %.9g: exact for float
+            else [str(int(v)) for v in wire.ravel()])
+    files = {**files, "data/l0_x.txt": x_text, "data/golden_y.txt": "\n".join(text) + "\n",
+             "aie.cfg": environment("project").get_template("aie.cfg.j2").render(version=__version__, device=device)}
+    ctype = "float" if fp32 else "int32"
+    pl, connects = [], []
+    for li, m in enumerate(mappings):
+        if m.aggregation != "hybrid":
+            continue
+        cu = f"rnn_fsm_l{li}_0"
+        pl.append({"name": f"rnn_fsm_l{li}", "cu": cu, "source": "pl/rnn_fsm.cpp",
+                   "deps": ["src/rnn_config.h", "src/rnn_fsm.h"]})
+        connects += [f"ai_engine_0.rnn_l{li}_m{i}:{cu}.merged_{i}" for i in range(len(layout(m, device).merges))]
+        connects.append(f"{cu}.h_out:ai_engine_0.rnn_l{li}_h")
+        if li + 1 < n:
+            connects.append(f"{cu}.y_out:ai_engine_0.rnn_l{li + 1}_x")
+    out = {"var": "rnn_y", "file": "data/y.txt", "ctype": ctype, "period": period, "real": ny,
+           "src": f"rnn_fsm_l{n - 1}_0.y_out" if last_hybrid else None}
+    fsm = ["x86/fsm_csim.cpp"] if pl else []
+    x86 = {"template": "x86_system_stepped.cpp.j2", "shim_units": ["x86/harness.cpp", *fsm],
+           "shim_args": "--data data --out shim_output/data", "shim_out": "shim_output/data",
+           "system_units": ["x86/system.cpp"], "csim_units": ["x86/pl_csim.cpp", *fsm]}
+    files.update(system_files(
+        files, device=device, graph_class="RnnGraph", graph_var="g",
+        plio_in=[{"var": "rnn_l0_x", "file": "data/l0_x.txt", "ctype": ctype}], plio_out=[out],
+        iterations=samples, samples_per_iteration=1, classes=[], tiles=[], plio_bits=in_bits,
+        pl_kernels=pl, connects=connects, free_running=True, x86=x86))
     return files

@@ -47,8 +47,9 @@ class RecurrentVerifyResult(X86Outcome):
 
 def build(files: dict[str, str], arch: int, hybrid: bool, cache_dir: Path | None = None,
           jobs: int | None = None) -> tuple[Path, bool, float]:
-    """The harness, and for the hybrid aggregation the PL FSM compiled as C++ against the shim."""
-    units = ["x86/harness.cpp"] + (["pl/rnn_fsm.cpp"] if hybrid else [])
+    """The harness, and for the hybrid aggregation the PL FSM (through x86/fsm_csim.cpp) compiled as C++
+    against the shim's ap_int / hls_stream."""
+    units = ["x86/harness.cpp"] + (["x86/fsm_csim.cpp"] if hybrid else [])  # fsm_csim.cpp includes pl/rnn_fsm.cpp
     sources = {rel: text for rel, text in files.items() if rel.startswith(("src/", "x86/", "pl/"))}
     return build_units(sources, units, arch, "recurrent ", cache_dir, jobs)
 
@@ -91,7 +92,7 @@ def verify(design: RecurrentDesign, x: Any = None, samples: int = 16, seed: int 
         work = Path(tmp)
         (work / "data").mkdir()
         (work / "out").mkdir()
-        (work / "data" / "x.txt").write_text(x_file(design, xq))
+        (work / "data" / "l0_x.txt").write_text(x_file(design, xq))
         start = time.perf_counter()
         res = run_binary([str(binary), "--data", str(work / "data"), "--out", str(work / "out")], "recurrent ")
         run_s = time.perf_counter() - start
@@ -100,11 +101,9 @@ def verify(design: RecurrentDesign, x: Any = None, samples: int = 16, seed: int 
                               hint="this is an aieflow bug; please report it")
         tokens = (work / "out" / "y.txt").read_text().split()
     fp = not isinstance(design.layer.types.input, FixedType)
-    got = np.array([float.fromhex(t) for t in tokens], dtype=np.float32) if fp else np.array([int(t) for t in tokens], dtype=np.int64)
+    got = np.array([float(t) for t in tokens], dtype=np.float32) if fp else np.array([int(t) for t in tokens], dtype=np.int64)
     flat = want.reshape(want.shape[0], -1)
-    if got.size != flat.size:
-        raise VerifyError(f"the harness wrote {got.size} output values; {flat.size} were expected")
-    got = got.reshape(flat.shape)
+    got = _model_outputs(design, got, flat.shape)
     if fp:
         w32 = flat.astype(np.float32)
         bad = (w32.view(np.uint32) != got.view(np.uint32)) & ~(np.isnan(w32) & np.isnan(got))
@@ -115,3 +114,20 @@ def verify(design: RecurrentDesign, x: Any = None, samples: int = 16, seed: int 
         s, i = (int(v) for v in np.argwhere(bad)[0])
         first = (s, i, flat[s, i].item(), got[s, i].item())
     return RecurrentVerifyResult(int(xq.shape[0]), int(flat.size), int(bad.sum()), first, build_s, run_s, cached)
+
+
+def _model_outputs(design: RecurrentDesign, wire: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """The model's outputs [samples, values] from what the output stream carried (y.txt): the
+    last hybrid layer's FSM writes two values a 64-bit beat, so a zero follows each odd-sized
+    output (rnn_fsm.h); the AIE aggregator and the compact tile write the values alone."""
+    from .design import split_layers
+
+    last = split_layers(design.graph)[0][-1]
+    emissions = last.attrs["seq_len"] if last.attrs["return_sequences"] else 1
+    samples, per_sample = shape
+    ny = per_sample // emissions
+    mappings = design.stack.layers if design.stack else (design.mapping,)
+    period = ny + (ny % 2 if mappings[-1].aggregation == "hybrid" else 0)
+    if wire.size != samples * emissions * period:
+        raise VerifyError(f"the harness wrote {wire.size} output values; {samples * emissions * period} were expected")
+    return wire.reshape(samples, emissions, period)[:, :, :ny].reshape(shape)

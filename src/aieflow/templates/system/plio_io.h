@@ -114,6 +114,24 @@ void write_file(const std::string& path, const std::vector<std::string>& tokens)
     for (std::size_t i = 0; i < tokens.size(); ++i) f << tokens[i] << ((i + 1) % lanes == 0 || i + 1 == tokens.size() ? "\n" : " ");
 }
 
+// The stream's words as the element type the PLIO carries (lane i = bits [w i, w i + w)), and back.
+template <typename T>
+std::vector<T> lanes_of(const std::vector<std::uint64_t>& words, std::size_t count) {
+    static_assert(64 % (8 * sizeof(T)) == 0, "a PLIO element divides the 64-bit word");
+    static_assert(std::is_trivially_copyable<T>::value, "PLIO elements are copied as bytes");
+    if (count * sizeof(T) > words.size() * 8) throw std::runtime_error("fewer words than values");
+    std::vector<T> out(count);
+    std::memcpy(static_cast<void*>(out.data()), words.data(), count * sizeof(T));  // little-endian: lane 0 low
+    return out;
+}
+
+template <typename T>
+std::vector<std::uint64_t> words_of(const std::vector<T>& values) {
+    std::vector<std::uint64_t> out((values.size() * sizeof(T) + 7) / 8, 0);
+    std::memcpy(out.data(), values.data(), values.size() * sizeof(T));
+    return out;
+}
+
 // Bit-exact comparison of two PLIO files' values (as the words they pack into); returns the number
 // of differing values and prints the first.  Only value i with i % period < real is compared: the
 // others are the rows a kernel pads its batch with (their golden values are placeholders).

@@ -1,0 +1,120 @@
+"""GEMM projects on the one Makefile contract (issue 20): `make -n hw` shows the AIE compile, the two
+PL kernels (the GEMM's own movers), the link with system.cfg and the package step; system.cfg names
+only kernels the project's PL sources define and connects every PLIO of graph.h; the XRT host
+compiles and links against the real XRT (Debian's libxrt-dev); `make shim-run` in a copy of the
+project moved elsewhere, without a virtual environment, is bit-exact with the emulator's C."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import aieflow
+
+pytestmark = [pytest.mark.skipif(shutil.which("g++") is None or shutil.which("make") is None, reason="needs g++ and make")]
+
+XRT_HEADER = Path("/usr/include/xrt/xrt/xrt_device.h")
+BLOCKS = {"mc": 16, "nc": 16, "kc": 32}
+CASES = {
+    "vck190_published": lambda: aieflow.gemm(37, 29, 70, "uint8", "vck190", 2, "published", blocks=BLOCKS),
+    "vck190_gmio": lambda: aieflow.gemm(64, 64, 256, "uint8", "vck190", 4, "best", br_transfer="gmio"),
+    "vek280_memtile": lambda: aieflow.gemm(37, 29, 70, "int8", "vek280", 2, "best"),
+}
+
+
+@pytest.fixture(scope="module", params=list(CASES))
+def project(request, tmp_path_factory):
+    design = CASES[request.param]()
+    out = tmp_path_factory.mktemp(request.param) / "design"
+    design.save(out)
+    return design, out / "project"
+
+
+def _make(proj: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(["make", "-C", str(proj), *args], capture_output=True, text=True, env=env)
+
+
+def test_make_n_hw_shows_compile_link_and_package(project):
+    _, proj = project
+    r = _make(proj, "-n", "hw", "PLATFORM=/some/x.xpfm")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.replace("\\\n", " ").splitlines()
+
+    def line(*parts):
+        found = [s for s in lines if all(p in s for p in parts)]
+        assert found, f"no line with {parts} in:\n{r.stdout}"
+        return found[0]
+
+    line("v++ -c --mode aie", "--target hw", "--platform /some/x.xpfm", "--config aie.cfg", "-o libadf.a")
+    link = line("v++ -l", "--target hw", "--config system.cfg", "libadf.a")
+    for k in ("gemm_mover", "gemm_collect"):
+        line("v++ -c", "--target hw", f"-k {k}", f"pl/{k}.cpp", f"build.hw/{k}.xo")
+        assert f"build.hw/{k}.xo" in link
+    package = line("v++ -p", "--target hw", "build.hw/design.xsa", "libadf.a", "--package.sd_file host.exe")
+    assert lines.index(link) < lines.index(package)
+    r = _make(proj, "-n", "hw")
+    assert r.returncode != 0 and "set PLATFORM=/path/to/" in r.stdout + r.stderr
+    for target in ("x86sim", "aiesim"):
+        r = _make(proj, "-n", target, "PLATFORM=/p.xpfm", "ITERATIONS=7")
+        assert r.returncode == 0 and "-DAIEFLOW_ITERATIONS=7" in r.stdout, r.stdout + r.stderr
+    assert "run(AIEFLOW_ITERATIONS)" in (proj / "src/graph.cpp").read_text()
+
+
+def test_system_cfg_defines_its_kernels_and_connects_every_plio(project):
+    _, proj = project
+    graph = (proj / "src/graph.h").read_text()
+    ins = set(re.findall(r'adf::input_plio::create\("(\w+)"', graph))
+    outs = set(re.findall(r'adf::output_plio::create\("(\w+)"', graph))
+    assert ins and outs
+    cfg = (proj / "system.cfg").read_text().splitlines()
+    instances = {}
+    for entry in (s[3:] for s in cfg if s.startswith("nk=")):
+        kernel, count, cus = entry.split(":")
+        assert int(count) == len(cus.split("."))
+        instances.update(dict.fromkeys(cus.split("."), kernel))
+    assert set(instances.values()) == {"gemm_mover", "gemm_collect"}
+    sources = {k: (proj / f"pl/{k}.cpp").read_text() for k in ("gemm_mover", "gemm_collect")}
+    for k, text in sources.items():
+        assert re.search(rf'extern "C" void {k}\(', text), k
+    connects = [c.split("=", 1)[1].split(":") for c in cfg if c.startswith("stream_connect=")]
+    into = [b.split(".")[1] for a, b in connects if b.startswith("ai_engine_0.")]
+    out_of = [a.split(".")[1] for a, b in connects if a.startswith("ai_engine_0.")]
+    assert sorted(into) == sorted(ins) and sorted(out_of) == sorted(outs)
+    for a, b in connects:  # the other end: a stream argument of the instance's kernel
+        cu, port = (b if a.startswith("ai_engine_0.") else a).split(".")
+        assert re.search(rf"\b{port}\b", sources[instances[cu]]), (cu, port)
+
+
+@pytest.mark.skipif(not XRT_HEADER.is_file(), reason="the XRT headers are missing: install Debian's libxrt-dev")
+def test_host_compiles_and_links_against_xrt(project):
+    _, proj = project
+    libdir = next((str(p.parent) for p in Path("/usr/lib").rglob("libxrt_coreutil.so")), None)
+    assert libdir, "libxrt-dev installs libxrt_coreutil.so"
+    r = _make(proj, "host", "HOST_CXX=g++ -Werror", "XRT_INCLUDE=/usr/include/xrt", f"XRT_LIB={libdir}")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (proj / "host.exe").is_file()
+    host = (proj / "host/host.cpp").read_text()
+    for name in ("xrt::device", "xrt::kernel", "xrt::bo", "xrt::graph"):
+        assert name in host
+
+
+def test_shim_run_in_a_moved_copy_without_a_venv_is_bit_exact(project, tmp_path):
+    _, proj = project
+    work = tmp_path / "elsewhere" / "p"
+    shutil.copytree(proj, work, ignore=shutil.ignore_patterns("shim_output", "x86/harness", "host.exe"))
+    assert str(proj) not in (work / "Makefile").read_text() and "import aieflow" not in (work / "Makefile").read_text()
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp"}
+    r = _make(work, "shim-run", env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "C bit-exact" in r.stdout.splitlines()  # cmp's echo, not make's echo of the command
+    # a wrong golden C is caught
+    golden = work / "data/C_golden.bin"
+    data = bytearray(golden.read_bytes())
+    data[0] ^= 1
+    golden.write_bytes(bytes(data))
+    r = _make(work, "shim-run", env=env)
+    assert r.returncode != 0 and "C bit-exact" not in r.stdout.splitlines() and "differ" in r.stdout + r.stderr
