@@ -348,3 +348,26 @@ def test_rows_of_partial_vectors_verify_bit_exact():
     assert np.abs(d.predict(x[:16]) - ref).max() <= TOLERANCE["int16"] * np.abs(ref).max()
     v = d.verify(samples=4)
     assert v.ok, v.verdict()
+
+
+# ----------------------------------------------------------------------------- ONNX exports of SDPA and MHA
+
+
+def test_sdpa_onnx_export_folds_the_shape_computed_scale_and_verifies_bit_exact(tmp_path):
+    # torch.onnx.export (TorchScript exporter, opset 17) writes SDPA's scale as
+    # Shape -> Slice -> Cast -> Sqrt -> Div -> Cast -> Sqrt, multiplied into both Q and K^T
+    import onnx
+
+    from aieflow.passes.quantise import float_activations
+
+    m, x = _model(Sdpa, seed=6), _data(6)
+    path = _onnx(m, x, tmp_path / "sdpa.onnx")
+    assert "Shape" in {n.op_type for n in onnx.load(path).graph.node}
+    g = import_onnx(path).graph
+    ref = m(torch.from_numpy(x[:4])).detach().numpy()
+    assert np.abs(float_activations(g, x[:4])[g.outputs[0]] - ref).max() < 1e-5
+    assert [n.op for n in g.nodes].count("matmul") == 2 and "scale" not in [n.op for n in g.nodes]
+    d = _compile(path, x, "int16", "vek280")
+    _close_to_pytorch(d, m, x, "int16")
+    v = d.verify(samples=4)
+    assert v.ok, v.verdict()

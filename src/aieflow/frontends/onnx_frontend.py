@@ -754,6 +754,38 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
             needed.update(t for t in data_inputs if t)
         return live
 
+    def _shape_only(self, todo: list[int]) -> set[int]:
+        """Nodes whose values depend on tensor shapes alone (``Shape`` and arithmetic on it and on
+        constants), e.g. the ``1 / sqrt(d)`` exporters write for ``F.scaled_dot_product_attention`` as
+        ``Shape -> Slice -> Cast -> Sqrt -> Div``: not converted, but evaluated on demand
+        (:meth:`_fold_shape_inputs`) once the shapes are known."""
+        out: set[int] = set()
+        produced_by = {o: i for i in todo for o in self.g.node[i].output if o}
+        for i in todo:  # graph order: producers first
+            node = self.g.node[i]
+            if node.domain not in ("", "ai.onnx") or node.op_type in ("Loop", "Scan", "If"):
+                continue
+            if node.op_type == "Shape" or (node.op_type != "Size" and all(
+                    not t or self._is_const(t) or produced_by.get(t) in out for t in node.input)
+                    and any(produced_by.get(t) in out for t in node.input if t)):
+                out.add(i)
+        return out
+
+    def _fold_shape_inputs(self, node: onnx.NodeProto, name: str, shape_only: set[int]) -> None:
+        """Turn the inputs of ``node`` that come from shape-only nodes into constants (static shapes).
+        Reshape and the movement ops evaluate their shape operands themselves (with the batch)."""
+        if node.op_type in ("Reshape", *MOVEMENT_OPS):
+            return
+        for t in node.input:
+            if not t or t in self.consts or self._producer.get(t) not in shape_only:
+                continue
+            v = self.static(t)
+            if v is None:
+                raise UnsupportedOpError(
+                    f"node '{name}' ({node.op_type}) reads '{t}', computed from tensor shapes that aieflow could "
+                    "not evaluate", hint="export with static shapes (a fixed batch and sequence length)")
+            self.consts[t] = _Const(np.asarray(v), None)
+
     # -- shape inference for run-time reshape targets -------------------------------------------
 
     @property
@@ -1528,6 +1560,7 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
             else:
                 todo.append(i)
         live = self._live_nodes(todo)
+        shape_only = self._shape_only(todo)
         converters = {
             "Gemm": self._gemm,
             "MatMul": self._matmul,
@@ -1558,10 +1591,11 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
                     "Keras' default reset_after=True) holding the layer's weights",
                 )
         for i in todo:
-            if i not in live:
+            if i not in live or i in shape_only:
                 continue
             node = self.g.node[i]
             name = self._names[i]
+            self._fold_shape_inputs(node, name, shape_only)
             conv = converters.get(node.op_type)
             if conv is None:
                 raise UnsupportedOpError(
