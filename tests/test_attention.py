@@ -444,3 +444,14 @@ def test_unmapped_multihead_attention_export_is_refused_by_name(kw, word, tmp_pa
     with pytest.raises(AieflowError) as e:
         import_onnx(_onnx(m, x, tmp_path / "bad.onnx"))
     assert "MultiheadAttention" in str(e.value) and word in str(e.value)
+
+
+def test_heads_writing_one_concat_share_the_memory_tile_channels():
+    # at batch 8 each head's A V would take 4 parts (8 samples, at most 6 channels): 2 heads x 4 writers
+    # into the heads' concat buffer exceed a memory tile's 6 channels; the plan caps each at 6 // 2
+    m, x = _model(TwoHead, seed=10), _data(10)
+    d = _compile(m, x, "int8", "vek280", batch=8)
+    concat = next(n for n in d.plan.graph.nodes if n.op == "concat")
+    parts = [d.plan.rows[n].parts for n in d.plan.compute if d.plan.node(n).outputs[0] in concat.inputs]
+    assert len(parts) == 2 and sum(parts) <= d.device.memtile_channels
+    assert max(d.plan.rows[n].parts for n in d.plan.compute if d.plan.node(n).op == "softmax") == 4
