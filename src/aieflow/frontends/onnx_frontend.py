@@ -787,7 +787,10 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
 
     def _fold_shape_inputs(self, node: onnx.NodeProto, name: str, shape_only: set[int]) -> None:
         """Turn the inputs of ``node`` that come from shape-only nodes into constants (static shapes).
-        Reshape and the movement ops evaluate their shape operands themselves (with the batch)."""
+        Reshape and the movement ops evaluate their shape operands themselves (with the batch).  A
+        value that reads the batch dimension itself gets the model's batch, or the stand-in batch of
+        :attr:`movement_batch` when the export leaves it dynamic (not checked: attention's scales read
+        the head width only)."""
         if node.op_type in ("Reshape", *MOVEMENT_OPS):
             return
         for t in node.input:
