@@ -68,6 +68,20 @@ class Sdpa(nn.Module):
         return F.scaled_dot_product_attention(self.q(x), self.k(x), self.v(x), **self.kw)
 
 
+class SdpaHeads(nn.Module):
+    """F.scaled_dot_product_attention on [B, H, T, d] heads (the dynamo exporter takes 4-D SDPA only)."""
+
+    def __init__(self, d=FEATURES, h=2):
+        super().__init__()
+        self.q, self.k, self.v, self.o = (nn.Linear(d, d) for _ in range(4))
+        self.d, self.h = d, h
+
+    def forward(self, x):
+        t, dh = x.shape[1], self.d // self.h
+        q, k, v = (f(x).view(-1, t, self.h, dh).transpose(1, 2) for f in (self.q, self.k, self.v))
+        return self.o(F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(-1, t, self.d))
+
+
 class Mha(nn.Module):
     def __init__(self, d=FEATURES, h=2, batch_first=True, mask=False):
         super().__init__()
@@ -88,10 +102,20 @@ def _model(cls, seed=0, **kw):
     return cls(**kw).eval()
 
 
-def _onnx(model, x, path):
+def _onnx(model, x, path, dynamo=False):
     torch.onnx.export(model, (torch.from_numpy(x[:4]),), str(path), opset_version=17, input_names=["x"],
-                      output_names=["y"], dynamo=False)
+                      output_names=["y"], dynamo=dynamo)
     return str(path)
+
+
+def _mha(seed, **kw):
+    """nn.MultiheadAttention with random (not the initial zero) in_proj and out_proj biases, so that the
+    packed bias's split into Q / K / V is checked."""
+    m = _model(Mha, seed=seed, **kw)
+    with torch.no_grad():
+        m.att.in_proj_bias.normal_(0, 0.5)
+        m.att.out_proj.bias.normal_(0, 0.5)
+    return m
 
 
 # ----------------------------------------------------------------------------- emulation vs an integer reference
@@ -348,3 +372,86 @@ def test_rows_of_partial_vectors_verify_bit_exact():
     assert np.abs(d.predict(x[:16]) - ref).max() <= TOLERANCE["int16"] * np.abs(ref).max()
     v = d.verify(samples=4)
     assert v.ok, v.verdict()
+
+
+# ----------------------------------------------------------------------------- ONNX exports of SDPA and MHA
+
+
+def test_sdpa_onnx_export_folds_the_shape_computed_scale_and_verifies_bit_exact(tmp_path):
+    # torch.onnx.export (TorchScript exporter, opset 17) writes SDPA's scale as
+    # Shape -> Slice -> Cast -> Sqrt -> Div -> Cast -> Sqrt, multiplied into both Q and K^T
+    import onnx
+
+    from aieflow.passes.quantise import float_activations
+
+    m, x = _model(Sdpa, seed=6), _data(6)
+    path = _onnx(m, x, tmp_path / "sdpa.onnx")
+    assert "Shape" in {n.op_type for n in onnx.load(path).graph.node}
+    g = import_onnx(path).graph
+    ref = m(torch.from_numpy(x[:4])).detach().numpy()
+    assert np.abs(float_activations(g, x[:4])[g.outputs[0]] - ref).max() < 1e-5
+    assert [n.op for n in g.nodes].count("matmul") == 2 and "scale" not in [n.op for n in g.nodes]
+    d = _compile(path, x, "int16", "vek280")
+    _close_to_pytorch(d, m, x, "int16")
+    v = d.verify(samples=4)
+    assert v.ok, v.verdict()
+
+
+@pytest.mark.parametrize("cls, dynamo", [
+    (Sdpa, False),  # the dynamo exporter refuses 3-D SDPA ("only 4D query, key, and value are supported")
+    (SdpaHeads, False), (SdpaHeads, True), (Mha, False), (Mha, True)])
+def test_sdpa_and_multihead_attention_onnx_exports_import_as_pytorch_computes(cls, dynamo, tmp_path):
+    from aieflow.passes.quantise import float_activations
+
+    m = _mha(8) if cls is Mha else _model(cls, seed=8)
+    x = _data(8, n=4)
+    g = import_onnx(_onnx(m, x, tmp_path / "att.onnx", dynamo=dynamo)).graph
+    y = float_activations(g, x)[g.outputs[0]]
+    assert np.abs(y - m(torch.from_numpy(x)).detach().numpy()).max() < 1e-5
+    ops = [n.op for n in g.nodes]
+    heads = 1 if cls is Sdpa else 2
+    assert ops.count("matmul") == 2 * heads and ops.count("softmax") == heads
+    assert "scale" not in ops and "reshape" not in ops and "transpose" not in ops
+    # Q, K, V (and the output) projections are separate Dense layers; for nn.MultiheadAttention they are
+    # cut from the packed in_proj; the exports scale Q and K^T by d_head^(-1/4) each: folded into both
+    dense = [n for n in g.nodes if n.op == "dense"]
+    assert len(dense) == (3 if cls is Sdpa else 4)
+    if cls is Mha:
+        w = m.att.in_proj_weight.detach().numpy().T
+        factors = []
+        for part in range(3):  # q, k, v columns of the packed weight
+            block = w[:, part * FEATURES:(part + 1) * FEATURES]
+            found = [n.params["weight"] / block for n in dense if n.params["weight"].shape == block.shape]
+            c = [r.flat[0] for r in found if np.allclose(r, r.flat[0], rtol=1e-5)]
+            assert len(c) == 1, part
+            factors.append(c[0])
+        assert factors[0] * factors[1] == pytest.approx(1 / math.sqrt(FEATURES // 2)) and factors[2] == 1.0
+
+
+def test_multihead_attention_onnx_export_verifies_bit_exact(tmp_path):
+    # TorchScript exporter: tokens as [T, B, E], heads as [T, B H, d], in_proj packed
+    m, x = _mha(9), _data(9)
+    d = _compile(_onnx(m, x, tmp_path / "mha.onnx"), x, "int16", "vek280")
+    _close_to_pytorch(d, m, x, "int16")
+    assert sum(d.plan.node(n).op == "matmul" for n in d.plan.compute) == 4
+    v = d.verify(samples=4)
+    assert v.ok, v.verdict()
+
+
+@pytest.mark.parametrize("kw, word", [({"mask": True}, "attn_mask"), ({"batch_first": False}, "batch_first")])
+def test_unmapped_multihead_attention_export_is_refused_by_name(kw, word, tmp_path):
+    m, x = _model(Mha, **kw), _data(n=4)
+    with pytest.raises(AieflowError) as e:
+        import_onnx(_onnx(m, x, tmp_path / "bad.onnx"))
+    assert "MultiheadAttention" in str(e.value) and word in str(e.value)
+
+
+def test_heads_writing_one_concat_share_the_memory_tile_channels():
+    # at batch 8 each head's A V would take 4 parts (8 samples, at most 6 channels): 2 heads x 4 writers
+    # into the heads' concat buffer exceed a memory tile's 6 channels; the plan caps each at 6 // 2
+    m, x = _model(TwoHead, seed=10), _data(10)
+    d = _compile(m, x, "int8", "vek280", batch=8)
+    concat = next(n for n in d.plan.graph.nodes if n.op == "concat")
+    parts = [d.plan.rows[n].parts for n in d.plan.compute if d.plan.node(n).outputs[0] in concat.inputs]
+    assert len(parts) == 2 and sum(parts) <= d.device.memtile_channels
+    assert max(d.plan.rows[n].parts for n in d.plan.compute if d.plan.node(n).op == "softmax") == 4

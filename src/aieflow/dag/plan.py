@@ -372,7 +372,10 @@ def _check_matmul_operands(node: Node, operands: tuple[Operand, ...]) -> None:
 
 
 def _plan_rows(node: Node, graph: Graph, batch: int, device: Device,
-               operands: tuple[Operand, ...] = ()) -> RowsPlan:
+               operands: tuple[Operand, ...] = (), writers: int = 1) -> RowsPlan:
+    """``writers``: how many layers write the buffer this one's output lands in (the inputs of a
+    feature concat that reads it, e.g. attention heads): together their parts share the memory
+    tile's channels."""
     _check_row_types(node, device)
     if node.op == "matmul":
         _check_matmul_operands(node, operands)
@@ -382,7 +385,7 @@ def _plan_rows(node: Node, graph: Graph, batch: int, device: Device,
     gen = device.generation
     channels = device.memtile_channels
     best = None
-    for parts in range(1, min(rows, channels) + 1):
+    for parts in range(1, min(rows, max(1, channels // writers)) + 1):
         if rows % parts:
             continue
         rp = rows // parts
@@ -437,6 +440,7 @@ def plan_dag(graph: Graph, device: Device, config: Config) -> DagPlan:
     operands: dict[str, tuple[Operand, ...]] = {}
     rows: dict[str, RowsPlan] = {}
     nodes = []
+    writers = {t: len(n.inputs) for n in graph.nodes if n.op == "concat" for t in n.inputs}
     for node in graph.nodes:
         fam = family(node.op, node.name)
         if node.op in ("transpose", "slice", "concat"):
@@ -456,7 +460,8 @@ def plan_dag(graph: Graph, device: Device, config: Config) -> DagPlan:
         if node.op == "dense":
             nodes.append(_plan_dense(node, graph, batch, device, config))
         else:
-            rows[node.name] = _plan_rows(node, graph, batch, device, operands[node.name])
+            rows[node.name] = _plan_rows(node, graph, batch, device, operands[node.name],
+                                         writers.get(node.outputs[0], 1))
             nodes.append(node)
     planned = graph.with_nodes(nodes)
     out = source(graph, graph.outputs[0], "output")

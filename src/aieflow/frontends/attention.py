@@ -228,11 +228,61 @@ def split_heads(nodes: list[Node], shapes: dict[str, tuple[int, ...]], outputs) 
     return out
 
 
+def split_sliced_dense(nodes: list[Node], shapes: dict[str, tuple[int, ...]], outputs) -> list[Node]:
+    """A Dense layer (and its bias add) read only by feature slices, as ``nn.MultiheadAttention``'s
+    packed ``in_proj`` (``[T, 3 E]`` cut into Q, K, V) is exported, becomes one Dense layer (+ bias add)
+    per slice holding that slice's weight columns and bias entries: each projection then has one
+    reader, and a scale after it can fold into it (``fold_scales``)."""
+    nodes = list(nodes)
+    changed = True
+    while changed:
+        changed = False
+        prod, readers = _producers(nodes), _readers(nodes, outputs)
+        for i, d in enumerate(nodes):
+            if d.op != "dense":
+                continue
+            chain = [i]
+            t = d.outputs[0]
+            users = [j for j, n in enumerate(nodes) if t in n.inputs]
+            if len(users) == 1 and nodes[users[0]].op == "bias_add" and readers[t] == 1:
+                chain.append(users[0])
+                t = nodes[users[0]].outputs[0]
+                users = [j for j, n in enumerate(nodes) if t in n.inputs]
+            last = len(shapes[t]) - 1
+            if (t in outputs or len(users) < 2 or readers[t] != len(users)
+                    or any(nodes[j].op != "slice" or int(nodes[j].attrs["axis"]) % (last + 1) != last for j in users)):
+                continue
+            new: list[Node] = []
+            for j in users:
+                sl = nodes[j]
+                lo, hi = int(sl.attrs["start"]), int(sl.attrs["stop"])
+                x = d.inputs[0]
+                for k in chain:
+                    n = nodes[k]
+                    cut = {key: np.ascontiguousarray(np.asarray(v)[..., lo:hi]) for key, v in n.params.items()}
+                    attrs = dict(n.attrs)
+                    if n.op == "dense":
+                        attrs["out_features"] = hi - lo
+                    y = sl.outputs[0] if k == chain[-1] else f"{n.outputs[0]}_f{lo}"
+                    shapes[y] = (*shapes[n.outputs[0]][:-1], hi - lo)
+                    new.append(n.evolve(name=f"{n.name}_f{lo}", inputs=(x, *n.inputs[1:]), outputs=(y,),
+                                        attrs=frozen_map(attrs), params=frozen_map(cut)))
+                    x = y
+            drop = set(chain) | set(users)
+            nodes = [n for j, n in enumerate(nodes[:i]) if j not in drop] + new + [
+                n for j, n in enumerate(nodes[i:], start=i) if j not in drop]
+            del prod
+            changed = True
+            break
+    return nodes
+
+
 def prepare(nodes: list[Node], shapes: dict[str, tuple[int, ...]], outputs) -> list[Node]:
     """Every attention rewrite, in order (a no-op for graphs without matmuls or scales)."""
     if not any(n.op in ("matmul", "scale") for n in nodes):
         return list(nodes)
-    nodes = fold_transposes(list(nodes), outputs)
+    nodes = split_sliced_dense(list(nodes), shapes, outputs)
+    nodes = fold_transposes(nodes, outputs)
     nodes = fold_scales(nodes, outputs)
     nodes = split_heads(nodes, shapes, outputs)
     return fold_transposes(nodes, outputs)

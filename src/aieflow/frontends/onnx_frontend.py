@@ -754,6 +754,55 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
             needed.update(t for t in data_inputs if t)
         return live
 
+    def _mha_refusal(self, exc: UnsupportedOpError) -> UnsupportedOpError:
+        """An export of ``nn.MultiheadAttention`` (its packed ``in_proj_weight`` / ``in_proj_bias``) that
+        does not map: say so, and what maps, beside the node that failed."""
+        packed = next((i.name for i in self.g.initializer if i.name.rsplit(".", 1)[-1] in (
+            "in_proj_weight", "in_proj_bias")), None)
+        if packed is None:
+            return exc
+        return UnsupportedOpError(
+            f"the model holds an nn.MultiheadAttention ('{packed}') whose ONNX export aieflow cannot map: "
+            f"{exc.message}", layer=getattr(exc, "layer", None),
+            hint="aieflow maps nn.MultiheadAttention(batch_first=True) called as attn(x, x, x, need_weights=False) "
+                 "without attn_mask / key_padding_mask / is_causal, add_bias_kv, add_zero_attn or separate kdim / vdim"
+                 + (f"; {exc.hint}" if exc.hint else ""))
+
+    def _shape_only(self, todo: list[int]) -> set[int]:
+        """Nodes whose values depend on tensor shapes alone (``Shape`` and arithmetic on it and on
+        constants), e.g. the ``1 / sqrt(d)`` exporters write for ``F.scaled_dot_product_attention`` as
+        ``Shape -> Slice -> Cast -> Sqrt -> Div``: not converted, but evaluated on demand
+        (:meth:`_fold_shape_inputs`) once the shapes are known."""
+        out: set[int] = set()
+        produced_by = {o: i for i in todo for o in self.g.node[i].output if o}
+        for i in todo:  # graph order: producers first
+            node = self.g.node[i]
+            if node.domain not in ("", "ai.onnx") or node.op_type in ("Loop", "Scan", "If"):
+                continue
+            if node.op_type == "Shape" or (node.op_type != "Size" and all(
+                    not t or self._is_const(t) or produced_by.get(t) in out for t in node.input)
+                    and any(produced_by.get(t) in out for t in node.input if t)):
+                out.add(i)
+        return out
+
+    def _fold_shape_inputs(self, node: onnx.NodeProto, name: str, shape_only: set[int]) -> None:
+        """Turn the inputs of ``node`` that come from shape-only nodes into constants (static shapes).
+        Reshape and the movement ops evaluate their shape operands themselves (with the batch).  A
+        value that reads the batch dimension itself gets the model's batch, or the stand-in batch of
+        :attr:`movement_batch` when the export leaves it dynamic (not checked: attention's scales read
+        the head width only)."""
+        if node.op_type in ("Reshape", *MOVEMENT_OPS):
+            return
+        for t in node.input:
+            if not t or t in self.consts or self._producer.get(t) not in shape_only:
+                continue
+            v = self.static(t)
+            if v is None:
+                raise UnsupportedOpError(
+                    f"node '{name}' ({node.op_type}) reads '{t}', computed from tensor shapes that aieflow could "
+                    "not evaluate", hint="export with static shapes (a fixed batch and sequence length)")
+            self.consts[t] = _Const(np.asarray(v), None)
+
     # -- shape inference for run-time reshape targets -------------------------------------------
 
     @property
@@ -850,7 +899,9 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
 
     # -- converters -----------------------------------------------------------------------------
 
-    def _gemm(self, node: onnx.NodeProto, name: str) -> None:
+    def _gemm(self, node: onnx.NodeProto, name: str, rows: bool = False) -> None:
+        if not rows and self._row_wise(node, name, self._gemm, rows=True):
+            return
         attrs = _attrs(node)
         if attrs.get("transA", 0):
             raise UnsupportedOpError(
@@ -865,7 +916,7 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
             raise UnsupportedOpError(
                 f"node '{name}' (Gemm) has a computed bias (input C); only a constant bias is supported"
             )
-        x, k, wc, w = self._weight_operand(a, b, name, "Gemm", transpose=bool(attrs.get("transB", 0)))
+        x, k, wc, w = self._weight_operand(a, b, name, "Gemm", transpose=bool(attrs.get("transB", 0)), rows=rows)
         n = int(w.shape[1])
         cc = self._const(c_name) if c_name else None
         if (wc.affine is not None or (cc is not None and cc.affine is not None)) and (alpha != 1.0 or beta != 1.0):
@@ -891,12 +942,14 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
             if bq is not None:
                 self.hint_params[(name, "bias")] = bq
         attrs_out = {"in_features": int(k), "out_features": n, "activation": None}
-        self._emit(name, "dense", x, node.output[0], (n,), attrs_out, params)
+        self._emit(name, "dense", x, node.output[0], (*self.shapes[x][:-1], n) if rows else (n,), attrs_out, params)
 
     def _matmul(self, node: onnx.NodeProto, name: str) -> None:
         a, b = node.input[0], node.input[1]
         if self._const(a) is None and self._const(b) is None:
             self._dynamic_matmul(node, name)
+            return
+        if self._row_wise(node, name, self._matmul):
             return
         x, k, wc, _ = self._weight_operand(a, b, name, "MatMul", rows=True)
         n = int(wc.value.shape[1])
@@ -1003,6 +1056,8 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
     def _add(self, node: onnx.NodeProto, name: str) -> None:
         if self._const(node.input[0]) is None and self._const(node.input[1]) is None:
             self._residual_add(node, name)
+            return
+        if self._row_wise(node, name, self._add):
             return
         t, c = self._split_const_operand(node, name)
         x = self._data_input(t, name, "Add")
@@ -1119,6 +1174,20 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
         src, pos = found
         shape = self.shapes[src]
         size = b * int(np.prod(shape, dtype=np.int64))
+        cut = None
+        if len(shape) == 2 and ids.ndim == 4 and pos.size < size and pos.size % (b * shape[0]) == 0:
+            # a feature slice of a [T, D'] projection first (nn.MultiheadAttention's packed in_proj: q, k, v)
+            width = pos.size // (b * shape[0])
+            lo = int(pos.min()) % shape[1]
+            if lo + width > shape[1]:
+                return None
+            ref = np.arange(size).reshape(b, *shape)[:, :, lo:lo + width]
+            cut = {"axis": 1, "start": lo, "stop": lo + width}
+            shape = (shape[0], width)
+            size = pos.size
+            pos = np.searchsorted(ref.reshape(-1), pos)  # positions within the slice (ref is sorted)
+            if not np.array_equal(ref.reshape(-1)[np.clip(pos, 0, size - 1)], found[1]):
+                return None
         if pos.size != size:
             return None
         ref = np.arange(size).reshape(b, *shape)
@@ -1132,15 +1201,15 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
                 for perm in itertools.permutations(range(3)):
                     if np.transpose(r2, (0, *(p + 1 for p in perm))).shape == pos.shape and np.array_equal(
                             np.transpose(r2, (0, *(p + 1 for p in perm))), pos):
-                        return src, split, perm, None
+                        return src, cut, split, perm, None
         if len(shape) == 3 and ids.ndim == 3:  # merge: [H, T, d] permuted -> [T, H d]
             for perm in itertools.permutations(range(3)):
                 moved = np.transpose(ref, (0, *(p + 1 for p in perm)))
                 if moved.size == pos.size and np.array_equal(moved.reshape(pos.shape), pos):
-                    return src, None, perm, tuple(int(d) for d in pos.shape[1:])
+                    return src, None, None, perm, tuple(int(d) for d in pos.shape[1:])
         return None
 
-    def _emit_head_view(self, t: str, src: str, before, perm, after) -> str:
+    def _emit_head_view(self, t: str, src: str, cut, before, perm, after) -> str:
         base = self.moved[t].producer
         names = {n.name for n in self.nodes}
 
@@ -1152,18 +1221,68 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
             return name
 
         x = src
-        steps = ([("reshape", {"shape": before})] if before else []) + (
+        steps = ([("slice", cut)] if cut else []) + ([("reshape", {"shape": before})] if before else []) + (
             [("transpose", {"perm": tuple(perm)})] if tuple(perm) != tuple(range(len(perm))) else []) + (
             [("reshape", {"shape": after})] if after else [])
         for k, (op, attrs) in enumerate(steps):
             y = t if k == len(steps) - 1 else fresh(f"{t}_{op}")
-            shape = attrs["shape"] if op == "reshape" else tuple(self.shapes[x][p] for p in attrs["perm"])
+            if op == "slice":
+                shape = (self.shapes[x][0], attrs["stop"] - attrs["start"])
+            else:
+                shape = attrs["shape"] if op == "reshape" else tuple(self.shapes[x][p] for p in attrs["perm"])
             self.shapes[y] = tuple(int(d) for d in shape)
             self.nodes.append(Node(name=fresh(f"{base}_{op}"), op=op, inputs=(x,), outputs=(y,),
                                    attrs=frozen_map(attrs)))
             x = y
         del self.moved[t]
         return t
+
+    def _row_wise(self, node: onnx.NodeProto, name: str, convert, **kw) -> bool:
+        """A row-wise op (MatMul / Gemm by a constant weight, Add of a per-feature constant) on a moved
+        tensor whose rows mix the batch with other axes, as ``nn.MultiheadAttention``'s export holds its
+        tokens (``[T, B, E]``, ``[T B, E]``): the op commutes with any permutation of whole rows, so it
+        runs on the rows gathered batch first (``[B, R, n]``, in source order: the source itself, or a
+        head merge) and its output is again a moved tensor, the rows put back where the export has them.
+        False when ``node`` reads no such tensor (the ordinary path converts it)."""
+        k = next((i for i, t in enumerate(node.input[:2]) if t and self._const(t) is None), None)
+        if k is None or node.input[k] not in self.moved:
+            return False
+        t = node.input[k]
+        ids, b = self.moved[t].index, self.movement_batch
+        found = self._source_of(ids)
+        if found is None or ids.ndim < 2:
+            return False
+        src, pos = found
+        per = self._id_spans[src] // b
+        lead = np.arange(b).reshape(b, *([1] * (ids.ndim - 1)))
+        if ids.shape[0] == b and np.array_equal(pos // per, np.broadcast_to(lead, ids.shape)):
+            return False  # batch first: an ordinary view
+        n = ids.shape[-1]
+        rows = ids.reshape(-1, n)
+        order = np.argsort(rows[:, 0], kind="stable")
+        canon = rows[order]
+        if canon.shape[0] % b or not np.array_equal(
+                pos.reshape(-1, n)[order] // per,
+                np.broadcast_to(np.repeat(np.arange(b), canon.shape[0] // b)[:, None], canon.shape)):
+            return False  # rows that mix samples: the ordinary path refuses them
+        canon = canon.reshape(b, -1, n)
+        names = set(self.shapes) | set(self.moved)
+        tmp, y = f"{t}_rows", f"{node.output[0]}_rows"
+        while tmp in names:
+            tmp += "_"
+        while y in names:
+            y += "_"
+        self.moved[tmp] = Moved(canon, self.moved[t].producer)
+        x = self.materialise(tmp, name, node.op_type)
+        copy = onnx.NodeProto()
+        copy.CopyFrom(node)
+        copy.input[k], copy.output[0] = x, y
+        convert(copy, name, **kw)
+        n_out = self.shapes[y][-1]
+        out = np.empty((rows.shape[0], n_out), dtype=np.int64)
+        out[order] = self._ids(y, self.shapes[y]).reshape(-1, n_out)
+        self.moved[node.output[0]] = Moved(out.reshape(*ids.shape[:-1], n_out), name)
+        return True
 
     def _whole(self, ids: np.ndarray) -> tuple[str, np.ndarray] | None:
         """(IR tensor, positions) when ``ids`` all come from one ordinary IR tensor."""
@@ -1528,6 +1647,7 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
             else:
                 todo.append(i)
         live = self._live_nodes(todo)
+        shape_only = self._shape_only(todo)
         converters = {
             "Gemm": self._gemm,
             "MatMul": self._matmul,
@@ -1557,18 +1677,22 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
                     "the model from PyTorch, or replace the loop by an ONNX GRU node (linear_before_reset=1 for "
                     "Keras' default reset_after=True) holding the layer's weights",
                 )
-        for i in todo:
-            if i not in live:
-                continue
-            node = self.g.node[i]
-            name = self._names[i]
-            conv = converters.get(node.op_type)
-            if conv is None:
-                raise UnsupportedOpError(
-                    f"node '{name}' has op type '{node.op_type}', which aieflow does not support; "
-                    f"supported ONNX ops: {', '.join(SUPPORTED_ONNX_OPS)}"
-                )
-            conv(node, name)
+        try:
+            for i in todo:
+                if i not in live or i in shape_only:
+                    continue
+                node = self.g.node[i]
+                name = self._names[i]
+                self._fold_shape_inputs(node, name, shape_only)
+                conv = converters.get(node.op_type)
+                if conv is None:
+                    raise UnsupportedOpError(
+                        f"node '{name}' has op type '{node.op_type}', which aieflow does not support; "
+                        f"supported ONNX ops: {', '.join(SUPPORTED_ONNX_OPS)}"
+                    )
+                conv(node, name)
+        except UnsupportedOpError as exc:
+            raise self._mha_refusal(exc) from None
         outputs = []
         for o in self.g.output:
             if o.name in self.consts:

@@ -1,0 +1,182 @@
+"""A transformer jet tagger on VEK280 / VEK385 (issue 19): compile, predict vs PyTorch, x86 verify,
+modelled latency / throughput with the per-stage breakdown, PyTorch CPU timings in the same run.
+
+    python benchmarks/attention.py [--verify-samples N] [--configs vek280:int8,vek280:int16,...]
+
+The model (written by hand from what maps today; docs/attention.md): 16 particles x 16 features,
+a ReLU embedding to 32, two pre-norm encoder blocks (LayerNorm, two-head self-attention with the
+heads split by view / transpose, residual Add, LayerNorm, a 32 -> 64 -> 32 ReLU MLP, residual Add),
+mean pooling over the particles, a 5-class Linear head and softmax.  Two stand-ins, said here and in
+the table: the MLP uses ReLU (GELU is imported but has no DAG kernel: the DAG path refuses it), and
+the mean over the particles is written as a fixed ``Linear(16, 1)`` with weights 1/16 over the
+transposed tokens (``x.mean(dim=1)`` is refused: the DAG path maps no reduction over tokens); the
+result is the mean, computed as a token-mixing Dense layer.  Weights are random (seeded): the
+benchmark measures mapping and timing, not tagging accuracy.
+
+Every number printed comes from this run: ``estimate()`` (the documented model, docs/performance.md;
+the matmul stage's constants are assumed, docs/attention.md), ``predict`` against PyTorch float,
+``verify`` on x86 against ``predict``, and PyTorch on this machine's CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import statistics
+import time
+
+import numpy as np
+import torch
+from torch import nn
+
+import aieflow
+
+PARTICLES, FEATURES, EMBED, HEADS, CLASSES, BLOCKS = 16, 16, 32, 2, 5, 2
+BATCH = 8  # per graph iteration: the pooled [1, 32] rows need a multiple of 8 rows (memory-tile tilers)
+
+
+class Attention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.q, self.k, self.v, self.o = (nn.Linear(EMBED, EMBED) for _ in range(4))
+
+    def forward(self, x):
+        t, dh = x.shape[1], EMBED // HEADS
+        q, k, v = (f(x).view(-1, t, HEADS, dh).transpose(1, 2) for f in (self.q, self.k, self.v))
+        a = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(dh), dim=-1)
+        return self.o((a @ v).transpose(1, 2).reshape(-1, t, EMBED))
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(EMBED), nn.LayerNorm(EMBED)
+        self.att = Attention()
+        self.fc1, self.fc2 = nn.Linear(EMBED, 2 * EMBED), nn.Linear(2 * EMBED, EMBED)
+
+    def forward(self, x):
+        x = x + self.att(self.ln1(x))
+        return x + self.fc2(torch.relu(self.fc1(self.ln2(x))))
+
+
+class JetTagger(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Linear(FEATURES, EMBED)
+        self.blocks = nn.Sequential(*[Block() for _ in range(BLOCKS)])
+        self.pool = nn.Linear(PARTICLES, 1, bias=False)  # the mean over particles (weights 1/16, fixed)
+        nn.init.constant_(self.pool.weight, 1.0 / PARTICLES)
+        self.head = nn.Linear(EMBED, CLASSES)
+
+    def forward(self, x):
+        x = self.blocks(torch.relu(self.embed(x)))
+        pooled = self.pool(x.transpose(1, 2)).transpose(1, 2)  # [N, 1, 32] = x.mean(dim=1, keepdim=True)
+        return torch.softmax(self.head(pooled), dim=-1)  # [N, 1, 5]
+
+
+def model() -> JetTagger:
+    torch.manual_seed(0)
+    return JetTagger().eval()
+
+
+def data(n: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((n, PARTICLES, FEATURES)).astype(np.float32)
+
+
+def torch_timing(m: nn.Module, batch: int, threads: int | None, repeats: int) -> float:
+    """Median wall time of one forward pass (seconds) at ``batch``, under ``torch.no_grad``."""
+    old = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        x = torch.from_numpy(data(batch, seed=1))
+        with torch.no_grad():
+            for _ in range(3):
+                m(x)
+            times = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                m(x)
+                times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+    finally:
+        torch.set_num_threads(old)
+
+
+def run(device: str, precision: str, verify_samples: int, m: nn.Module, x: np.ndarray) -> dict:
+    t0 = time.perf_counter()
+    d = aieflow.compile(m, device=device, example_input=x[:1], calibration=x,
+                        config={"precision": precision, "batch": BATCH})
+    compile_s = time.perf_counter() - t0
+    with torch.no_grad():
+        ref = m(torch.from_numpy(x[:64])).numpy()
+    err = float(np.abs(d.predict(x[:64]) - ref).max())
+    agree = float(np.mean(d.predict(x[:64]).argmax(-1) == ref.argmax(-1)))
+    e = d.estimate()
+    verdict = "not run (--verify)"
+    if verify_samples:
+        v = d.verify(samples=verify_samples)
+        verdict = f"{v.values:,} values bit-exact" if v.ok else f"MISMATCH ({v.mismatches})"
+    kinds: dict[str, list[float]] = {}
+    for s in e.stages:
+        kind = d.plan.node(s.name).op if s.kind == "kernel" else s.kind
+        kinds.setdefault(kind, []).append(s.occupancy_ns)
+    return {"device": device, "precision": precision, "design": d, "perf": e, "err": err, "agree": agree,
+            "verify": verdict, "compile_s": compile_s, "kinds": kinds}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--verify-samples", type=int, default=4, help="samples verified on x86 (0: skip)")
+    ap.add_argument("--configs", default="vek280:int8,vek280:int16,vek385:int8,vek385:int16")
+    ap.add_argument("--verify", default="vek280:int8",
+                    help="configs verified on x86 ('all', or a list; one build takes minutes on a 2-core machine)")
+    ap.add_argument("--repeats", type=int, default=50, help="PyTorch timing repeats (median)")
+    args = ap.parse_args()
+    m, x = model(), data(512)
+    configs = args.configs.split(",")
+    checked = set(configs) if args.verify == "all" else set(args.verify.split(","))
+    rows = [run(*c.split(":"), args.verify_samples if c in checked else 0, m, x) for c in configs]
+    try:
+        aieflow.compile(m, device="vek280", example_input=x[:1], calibration=x,
+                        config={"precision": "bf16", "batch": BATCH})
+        bf16 = "compiles"
+    except aieflow.AieflowError as exc:
+        bf16 = f"refused ({type(exc).__name__}: {exc.message[:120]})"
+
+    print("| device | precision | compute tiles | memory tiles | latency | interval (batch 8) | samples / s | "
+          "bound (stage) | max err vs PyTorch | argmax agrees | x86 verify |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | --- |")
+    for r in rows:
+        e = r["perf"]
+        print(f"| {r['device']} | {r['precision']} | {e.tiles_used} | {e.memory_tiles_used} | "
+              f"{e.latency_ns / 1e3:,.1f} us | {e.interval_ns / 1e3:,.2f} us | {e.batch / (e.interval_ns * 1e-9):,.0f} | "
+              f"{e.bound} ({e.bottleneck}) | {r['err']:.4f} | {r['agree']:.0%} | {r['verify']} |")
+    print(f"\nbf16 on VEK280: {bf16}")
+
+    print("\nPer-stage breakdown (occupancy per batch of 8, each stage's kind: count, slowest, sum):\n")
+    kinds = sorted({k for r in rows for k in r["kinds"]})
+    print("| stage kind | " + " | ".join(f"{r['device']} {r['precision']}" for r in rows) + " |")
+    print("| --- |" + " ---: |" * len(rows))
+    for k in kinds:
+        cells = []
+        for r in rows:
+            v = r["kinds"].get(k)
+            cells.append(f"{len(v)}: {max(v) / 1e3:,.2f} / {sum(v) / 1e3:,.2f} us" if v else "-")
+        print(f"| {k} | " + " | ".join(cells) + " |")
+
+    print("\nPyTorch CPU (float32, torch.no_grad, median of "
+          f"{args.repeats}; {platform.processor() or platform.machine()}, {os.cpu_count()} logical CPUs):\n")
+    print("| threads | batch 1 | batch 1,024 | samples / s at 1,024 |")
+    print("| --- | ---: | ---: | ---: |")
+    for threads, label in ((1, "1 (torch.set_num_threads(1))"), (None, f"default ({torch.get_num_threads()})")):
+        t1 = torch_timing(m, 1, threads, args.repeats)
+        tk = torch_timing(m, 1024, threads, max(5, args.repeats // 10))
+        print(f"| {label} | {t1 * 1e6:,.0f} us | {tk * 1e3:,.2f} ms | {1024 / tk:,.0f} |")
+    print("\n(compile " + ", ".join(f"{r['compile_s']:.1f} s" for r in rows) + f"; torch {torch.__version__})")
+
+
+if __name__ == "__main__":
+    main()
