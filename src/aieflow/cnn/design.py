@@ -22,6 +22,7 @@ from ..graph_io import REDO, graph_arrays, graph_to_json, read_saved_design, wri
 from ..ir import Graph
 from ..names import comment
 from ..perf.bands import summary_line
+from ..tables import plain
 from .perf import CnnPerformance, estimate
 from .plan import CnnPlan, StreamLayer
 
@@ -193,8 +194,9 @@ class CnnDesign(EmulatedNumerics):
     def report(self) -> str:
         e = self.estimate()
         rows = [self.summary(), "  per step:"]
-        for s in e.stages:
-            rows.append(f"    {s.stage:24s} {s.where:4s} {s.seconds * 1e6:10.2f} us  {s.detail}")
+        table = [[s.stage, s.where, f"{s.seconds * 1e6:,.2f} us", s.detail] for s in e.stages]
+        if table:
+            rows.append(plain(table, rule=False, indent="    ", right=(2,)))
         return "\n".join(rows)
 
     # ------------------------------------------------------------------ persistence

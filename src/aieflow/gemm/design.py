@@ -14,6 +14,7 @@ import numpy as np
 from .. import design_schema
 from ..atomic import save_directory, write_files
 from ..perf.bands import summary_line
+from ..tables import plain
 from . import emulate
 from .emit import project_files
 from .perf import GemmPerformance, estimate
@@ -123,8 +124,9 @@ class GemmDesign:
         """The summary and where the AIE cycles go."""
         e = self.estimate()
         rows = [self.summary(), "  breakdown (AIE cycles):"]
-        for k, v in e.breakdown.items():
-            rows.append(f"    {k:40s} {v:14,.0f} cycles  {100 * v / e.cycles if e.cycles else 0:5.1f}%")
+        table = [[k, f"{v:,.0f} cycles", f"{100 * v / e.cycles if e.cycles else 0:.1f}%"] for k, v in e.breakdown.items()]
+        if table:
+            rows.append(plain(table, rule=False, indent="    ", right=(1, 2)))
         return "\n".join(rows)
 
     def report_html(self, path: str | os.PathLike | None = None, data: Any = None, verify: Any = None) -> str:
