@@ -337,3 +337,27 @@ def test_the_float_path_next_to_2_pow_53_and_beyond():
     np.testing.assert_array_equal(got.astype(np.int64), ref_layer(x, w, b, mult, shift, 0, lo, hi, False))
     assert requant.apply_float(np.array([[limit + 1]]), ops, 0, lo, hi) is None
     assert requant.apply_float(np.array([[1 << 24]]), ops, 0, lo, hi, acc_bits=32) is None  # acc >= 2^31
+
+
+def test_the_float_path_with_accumulators_beyond_float32():
+    """A small shift limit keeps the multipliers small: accumulators between 2^24 and 2^31 stay
+    on the float path (float64 holds them and their products exactly) and equal the reference;
+    2^31 and beyond (int32 saturation in the kernel) go to the integer path."""
+    from aieflow.numerics import requant
+
+    mult, shift = requant.choose([Fraction(1, 1000), Fraction(1, 3), Fraction(7, 5)], 20)
+    assert shift == 20 and int(mult.max()) < 1 << 21
+    rng = np.random.default_rng(5)
+    w = np.array([[127, -127, 3], [-128, 1, 127]])
+    b = np.array([1 << 20, -(1 << 20), 12345])
+    x = rng.integers(-(1 << 22), 1 << 22, size=(500, 2))
+    x[:3] = [[(1 << 22) - 1, -(1 << 22)], [1 << 20, 1 << 20], [0, 0]]
+    owner = type("Layer", (), {})()
+    ops = requant.float_operands(owner, w, b, mult, shift)
+    lo, hi = -(1 << 31), (1 << 31) - 1
+    acc = x.astype(object) @ w.astype(object) + b.astype(object)
+    assert max(abs(int(a)) for a in acc.ravel()) > 1 << 29  # well beyond float32's 2^24
+    got = requant.apply_float(x, ops, -7, lo, hi)
+    assert got is not None
+    np.testing.assert_array_equal(got.astype(np.int64), ref_layer(x, w, b, mult, shift, -7, lo, hi, False))
+    assert requant.apply_float(np.array([[1 << 23, 0]]), ops, 0, lo, hi) is None  # 2 x 127 x 2^23 + b >= 2^31
