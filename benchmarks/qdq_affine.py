@@ -22,10 +22,10 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from onnxruntime import quantization as quant
+from threadpoolctl import threadpool_limits
 
 import aieflow
 from aieflow.model_zoo import onnx_float_mlp
-from aieflow.ops.recurrent import one_blas_thread
 
 
 def float_mlp(path: str, dims=(16, 64, 32, 5), seed: int = 0) -> None:
@@ -78,8 +78,11 @@ def main() -> int:
                 r = sess.run(None, {"x": x})[0]
                 scale = em.output_type.scale[0]
                 lsb = np.abs(np.rint((y.astype(np.float64) - r) / scale))
-                # one BLAS thread, as onnxruntime's one intra-op thread (and as compile runs the emulator)
-                t_em = timed(one_blas_thread(lambda em=em: em.predict(x1024)), args.repeats)
+                # one BLAS thread, as onnxruntime's one intra-op thread (and as compile runs the
+                # emulator), set once around the timing as the session's threads are set once: setting
+                # it per call (threadpoolctl scans the loaded libraries) cost as much as the emulation
+                with threadpool_limits(limits=1, user_api="blas"):
+                    t_em = timed(lambda em=em: em.predict(x1024), args.repeats)
                 t_ort = timed(lambda sess=sess: sess.run(None, {"x": x1024}), args.repeats)
                 label = f"{'per-channel' if per_channel else 'per-tensor '} {act:5s}"
                 print(f"{label}: {y.size} outputs, differ from onnxruntime: {(lsb != 0).mean() * 100:.4f}% "

@@ -201,3 +201,48 @@ def test_a_compile_bar_and_the_log_above_it(mlp, tmp_path):
     assert "compiled a chain design in" in text  # the log, printed through the bar's console
     meta = json.loads((tmp_path / "d" / "design.json").read_text())
     assert meta["kind"] == "chain"
+
+
+class _Bars:
+    """Stands in for rich's Progress (``progress._start``): records each bar's description, total
+    and advances."""
+
+    def __init__(self):
+        self.bars = {}
+
+    def add_task(self, description, total=None):
+        self.bars[len(self.bars)] = {"description": description, "total": total, "done": 0}
+        return len(self.bars) - 1
+
+    def advance(self, task_id, n=1):
+        self.bars[task_id]["done"] += n
+
+    def update(self, task_id, description=None, total=None):
+        self.bars[task_id].update({"total": total, **({"description": description} if description else {})})
+
+    def remove_task(self, task_id):
+        self.bars[task_id]["removed"] = True
+
+
+def test_verify_builds_and_runs_and_sweeps_advance_their_bars(monkeypatch, tmp_path):
+    from aieflow import progress, sweep
+
+    fake = _Bars()
+    monkeypatch.setattr(progress, "_bars", True)  # as cli_output sets it on a terminal
+    monkeypatch.setattr(progress, "_start", lambda: fake)
+    monkeypatch.setattr(progress, "_stop", lambda: None)
+    monkeypatch.setenv("AIEFLOW_CACHE_DIR", str(tmp_path / "cache"))  # a build of its own: the build bar runs
+    d = aieflow.compile(qdq_mlp([20, 16, 5], seed=0), device="vek280")
+    assert d.verify(samples=8).ok
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("models:\n  mlp: {zoo: qdq_mlp, args: {widths: [16, 8]}}\ndevices: [vek280]\n"
+                    "configs: {plain: {}}\ngrid: {batch: [8, 16, 32]}\n")
+    assert sweep.run(spec, tmp_path / "s", workers=0).ran == 3
+    bars = {b["description"]: b for b in fake.bars.values()}
+    assert all(b.get("removed") for b in bars.values())
+    build = next(b for name, b in bars.items() if name.startswith("build the") and name.endswith("x86 harness"))
+    assert build["total"] >= 2 and build["done"] == build["total"]  # every unit, then the link
+    assert any(name.startswith("run the") and name.endswith("x86 harness") for name in bars)
+    assert bars["sweep"]["total"] == 3 and bars["sweep"]["done"] == 3
+    compiles = [b for name, b in bars.items() if name.startswith("compile (")]
+    assert compiles and all(b["done"] == b["total"] for b in compiles)

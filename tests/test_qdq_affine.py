@@ -266,3 +266,100 @@ def test_weight_zero_point_is_refused(mlp_float, tmp_path):
                           activation_type=quant.QuantType.QUInt8, weight_type=quant.QuantType.QUInt8)
     with pytest.raises(AieflowError, match="zero point.*symmetric|symmetric"):
         aieflow.emulate(str(tmp_path / "q.onnx"), device="vek280")
+
+
+# ----------------------------------------------------------------------------- the emulator's float path
+
+
+def ref_layer(x, w, b, mult, shift, zp, lo, hi, relu):
+    """The layer in Python integers: exact accumulation, then the kernel's requantisation
+    (ref_integer) per element, then the ReLU the model keeps (real 0 is code zp)."""
+    acc = x.astype(object) @ w.astype(object) + b.astype(object)
+    out = np.empty(acc.shape, dtype=np.int64)
+    for (i, n), a in np.ndenumerate(acc):
+        q = ref_integer(int(a), int(mult[n]), shift, zp, lo, hi)
+        out[i, n] = max(q, zp) if relu else q
+    return out
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("relu", [False, True])
+def test_the_float_path_equals_the_integer_reference(seed, relu):
+    """numerics/requant.apply_float (the emulator's path for affine Dense layers) against the
+    reference in Python integers: random codes with their edge values, and accumulators on and
+    next to rounding ties (ratios 1/2 and 3/8 give exact ties: to even, then the odd zero point;
+    the others ties of their rational ratio, one step either side)."""
+    from aieflow.numerics import requant
+
+    rng = np.random.default_rng(seed)
+    k, n = 24, 6
+    ratios = [Fraction(1, 2), Fraction(3, 8)] + [Fraction(float(np.float32(v))) for v in rng.uniform(1e-3, 5e-3, n - 2)]
+    mult, shift = requant.choose(ratios, 59)
+    w = rng.integers(-128, 128, size=(k, n))
+    w[0] = 1  # the tie rows below: acc = x[0] + b
+    b = rng.integers(-200, 200, size=n)
+    x = rng.integers(0, 256, size=(200, k))
+    x[:4] = [[0], [255], [1], [128]]
+    ties = []
+    for c, r in enumerate(ratios):  # accumulators whose rational result is a tie, and their neighbours
+        for j in range(-3, 130):
+            a = round((Fraction(j) + Fraction(1, 2)) / r) - int(b[c])
+            ties += [a + d for d in (-1, 0, 1) if 0 <= a + d < 256]
+    tie_rows = np.zeros((len(ties), k), dtype=np.int64)
+    tie_rows[:, 0] = ties
+    x = np.concatenate([x, tie_rows])
+    zp = int(rng.integers(0, 128)) | 1  # odd: adding it before rounding would move the ties
+    owner = type("Layer", (), {})()
+    ops = requant.float_operands(owner, w, b, mult, shift)
+    got = requant.apply_float(x, ops, zp, 0, 255, relu=relu)
+    assert got is not None and got.dtype == np.float64
+    want = ref_layer(x, w, b, mult, shift, zp, 0, 255, relu)
+    np.testing.assert_array_equal(got.astype(np.int64), want)
+    assert 0 < np.mean((want > 0) & (want < 255)) and len(ties) > 100  # not all saturated
+    assert requant.float_operands(owner, w, b, mult, shift) is ops  # kept for the layer
+    assert requant.float_operands(owner, w.copy(), b, mult, shift) is not ops  # other weights: rebuilt
+
+
+def test_the_float_path_next_to_2_pow_53_and_beyond():
+    """A multiplier near 2^31 and accumulators near 2^22: acc * m just below 2^53 stays on the
+    float path and exact; a larger input is left to the integer path (None)."""
+    from aieflow.numerics import requant
+
+    mult, shift = requant.choose([Fraction(2**31 - 3, 2**31), Fraction(5, 7)], 59)
+    assert int(mult.max()) > 1 << 30
+    w = np.array([[127, -127]])
+    b = np.array([0, 3])
+    limit = ((1 << 53) // int(mult.max())) // 127  # the largest |x| whose acc * m stays below 2^53
+    x = np.array([[limit - 1], [-(limit - 1)], [limit // 2], [1], [0]])
+    owner = type("Layer", (), {})()
+    ops = requant.float_operands(owner, w, b, mult, shift)
+    lo, hi = -(1 << 31), (1 << 31) - 1
+    got = requant.apply_float(x, ops, 0, lo, hi)
+    assert got is not None
+    np.testing.assert_array_equal(got.astype(np.int64), ref_layer(x, w, b, mult, shift, 0, lo, hi, False))
+    assert requant.apply_float(np.array([[limit + 1]]), ops, 0, lo, hi) is None
+    assert requant.apply_float(np.array([[1 << 24]]), ops, 0, lo, hi, acc_bits=32) is None  # acc >= 2^31
+
+
+def test_the_float_path_with_accumulators_beyond_float32():
+    """A small shift limit keeps the multipliers small: accumulators between 2^24 and 2^31 stay
+    on the float path (float64 holds them and their products exactly) and equal the reference;
+    2^31 and beyond (int32 saturation in the kernel) go to the integer path."""
+    from aieflow.numerics import requant
+
+    mult, shift = requant.choose([Fraction(1, 1000), Fraction(1, 3), Fraction(7, 5)], 20)
+    assert shift == 20 and int(mult.max()) < 1 << 21
+    rng = np.random.default_rng(5)
+    w = np.array([[127, -127, 3], [-128, 1, 127]])
+    b = np.array([1 << 20, -(1 << 20), 12345])
+    x = rng.integers(-(1 << 22), 1 << 22, size=(500, 2))
+    x[:3] = [[(1 << 22) - 1, -(1 << 22)], [1 << 20, 1 << 20], [0, 0]]
+    owner = type("Layer", (), {})()
+    ops = requant.float_operands(owner, w, b, mult, shift)
+    lo, hi = -(1 << 31), (1 << 31) - 1
+    acc = x.astype(object) @ w.astype(object) + b.astype(object)
+    assert max(abs(int(a)) for a in acc.ravel()) > 1 << 29  # well beyond float32's 2^24
+    got = requant.apply_float(x, ops, -7, lo, hi)
+    assert got is not None
+    np.testing.assert_array_equal(got.astype(np.int64), ref_layer(x, w, b, mult, shift, -7, lo, hi, False))
+    assert requant.apply_float(np.array([[1 << 23, 0]]), ops, 0, lo, hi) is None  # 2 x 127 x 2^23 + b >= 2^31

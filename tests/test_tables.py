@@ -65,3 +65,40 @@ def test_explore_prints_a_rich_table_on_a_terminal_and_plain_text_into_a_pipe(mo
     for line in piped.splitlines()[3:]:
         for cell in line.split():
             assert cell in term
+
+
+def test_plain_indents_and_right_aligns_the_columns_asked():
+    rows = [["a", "1.5 ns", "x"], ["longer name", "1,234.0 ns", "yz"]]
+    assert plain(rows, rule=False, indent="    ", right=(1,)) == (
+        "    a                1.5 ns  x\n"
+        "    longer name  1,234.0 ns  yz"
+    )
+
+
+def test_a_report_table_stays_aligned_whatever_the_names():
+    # the reports' breakdowns were f-strings padded to 44 / 48 columns: a longer stage name pushed
+    # its row's figures out of line; they are tables.plain now
+    from aieflow.design_schema import breakdown_text
+
+    long = "memtile_relay:" + "a_very_long_layer_name_from_a_model_file" * 2
+    perf = {"batch": 4, "interval_ns": 1000.0,
+            "breakdown": {"kernel:fc1": {"ns": 1000.0}, long: {"ns": 12.5}}}
+    lines = breakdown_text(perf).splitlines()
+    rows = [line for line in lines if line.rstrip().endswith("%")]
+    assert len(rows) == 2 and rows[1].lstrip().startswith(long)
+    assert rows[0].endswith("1,000.0 ns  100.0%") and rows[1].endswith("12.5 ns    1.2%")
+    assert len(rows[0]) == len(rows[1])  # the figures end in the same columns
+
+
+def test_devices_lists_each_device_as_an_aligned_table(capsys):
+    assert main(["devices"]) == 0
+    blocks: list[list[str]] = []
+    for line in capsys.readouterr().out.splitlines():
+        if line.startswith("    "):
+            blocks[-1].append(line)
+        else:
+            blocks.append([])  # a device's heading
+    assert len(blocks) >= 3 and all(len(b) >= 8 for b in blocks)
+    for block in blocks:  # within a device, every value starts in the same column
+        starts = {re.match(r"    \S+(?: \S+)*?\s{2,}", line).end() for line in block}
+        assert len(starts) == 1, block

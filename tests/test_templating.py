@@ -78,7 +78,35 @@ def test_the_emitters_and_the_html_report_have_different_keys(cache_dir):
         code = templating.environment("project")
         html = templating.html_environment("report")
         assert code.bytecode_cache is not None and html.bytecode_cache is not None
-        assert code.bytecode_cache.options != html.bytecode_cache.options
+        assert templating._options_key(code) != templating._options_key(html)
     finally:
         templating.environment.cache_clear()
         templating.html_environment.cache_clear()
+
+
+def test_one_cache_shared_by_two_environments_keeps_their_code_apart(cache_dir):
+    # the key is taken from the environment asking, not from the one the cache was made for
+    shared = templating._bytecode_cache()
+    plain = jinja2.Environment(loader=jinja2.DictLoader(SOURCE), bytecode_cache=shared)
+    escaping = jinja2.Environment(loader=jinja2.DictLoader(SOURCE), autoescape=True, bytecode_cache=shared)
+    assert render(plain) == "<b>|" and render(escaping) == "&lt;b&gt;|"
+    assert len(entries(cache_dir)) == 2
+
+
+def test_an_option_set_after_the_environment_was_made_counts(cache_dir):
+    render(templating.cached_environment(loader=jinja2.DictLoader(SOURCE)))
+    later = templating.cached_environment(loader=jinja2.DictLoader(SOURCE))
+    later.autoescape = True  # before its first template: Jinja compiles with it
+    assert render(later) == "&lt;b&gt;|"
+
+
+def test_a_parse_time_policy_is_in_the_key(cache_dir):
+    source = {"t.j2": "{% trans %}  a\n  b  {% endtrans %}"}
+    trimmed = templating.cached_environment(loader=jinja2.DictLoader(source), extensions=["jinja2.ext.i18n"])
+    trimmed.policies["ext.i18n.trimmed"] = True
+    trimmed.install_null_translations()
+    assert trimmed.get_template("t.j2").render() == "a b"
+    kept = templating.cached_environment(loader=jinja2.DictLoader(source), extensions=["jinja2.ext.i18n"])
+    kept.install_null_translations()
+    assert kept.get_template("t.j2").render() == "  a\n  b  "
+    assert len(entries(cache_dir)) == 2

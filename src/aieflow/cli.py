@@ -46,17 +46,17 @@ def cmd_devices(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({k: d.describe() for k, d in DEVICES.items()}, indent=2))
         return 0
+    from .tables import plain
+
     for d in DEVICES.values():
         info = d.describe()
-        print(f"{d.key:8s} {d.board} ({d.part}), {d.generation.name}")
-        for key in ("grid", "memory_tiles", "clock", "tile_memory", "streams", "cascade"):
-            print(f"    {key:13s} {info[key]}")
-        macs = ", ".join(f"{k} {v:g}" for k, v in info["macs_per_cycle"].items())
-        print(f"    {'MACs/cycle':13s} {macs}")
-        mm = ", ".join(f"{k} <{v}>" for k, v in info["mmul"].items())
-        print(f"    {'mmul':13s} {mm}")
+        print(f"{d.key} {d.board} ({d.part}), {d.generation.name}")
+        rows = [[key, str(info[key])] for key in ("grid", "memory_tiles", "clock", "tile_memory", "streams", "cascade")]
+        rows.append(["MACs/cycle", ", ".join(f"{k} {v:g}" for k, v in info["macs_per_cycle"].items())])
+        rows.append(["mmul", ", ".join(f"{k} <{v}>" for k, v in info["mmul"].items())])
         if d.notes:
-            print(f"    {'note':13s} {d.notes}")
+            rows.append(["note", d.notes])
+        print(plain(rows, rule=False, indent="    "))
     return 0
 
 

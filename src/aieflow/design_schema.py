@@ -74,10 +74,13 @@ def breakdown_text(perf: Mapping[str, Any]) -> str:
     """``performance["breakdown"]`` as report lines: each stage's time per batch and its share of
     the interval."""
     rows = [f"  breakdown per batch of {perf['batch']} (interval {perf['interval_ns']:,.1f} ns):"]
-    for name, part in perf["breakdown"].items():
-        share = 100 * part["ns"] / perf["interval_ns"] if perf["interval_ns"] else 0.0
-        rows.append(f"    {name:44s} {part['ns']:12,.1f} ns  {share:5.1f}%")
     from .perf.bands import band
+    from .tables import plain
+
+    table = [[name, f"{part['ns']:,.1f} ns", f"{100 * part['ns'] / perf['interval_ns'] if perf['interval_ns'] else 0.0:.1f}%"]
+             for name, part in perf["breakdown"].items()]
+    if table:
+        rows.append(plain(table, rule=False, indent="    ", right=(1, 2)))
 
     rows.append(f"    (a stage's kernel time: {band('kernel').text()})")
     return "\n".join(rows)

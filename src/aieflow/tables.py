@@ -9,18 +9,21 @@ from __future__ import annotations
 import io
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 
-def plain(rows: Sequence[Sequence[str]], rule: bool = True) -> str:
+def plain(rows: Sequence[Sequence[str]], rule: bool = True, indent: str = "", right: Collection[int] = ()) -> str:
     """The header row, a rule of dashes (unless not ``rule``), then the rows; columns two spaces
-    apart, left-aligned, no trailing spaces."""
+    apart, left-aligned except the columns numbered in ``right``, each line after ``indent``, no
+    trailing spaces.  With neither header nor rule wanted, pass ``rule=False`` and no header row
+    is special: every row is printed alike."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = []
     for k, r in enumerate(rows):
-        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+        cells = (c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+        lines.append((indent + "  ".join(cells)).rstrip())
         if k == 0 and rule:
-            lines.append("  ".join("-" * w for w in widths))
+            lines.append(indent + "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
 

@@ -5,7 +5,8 @@ Compiled templates are kept in the cache directory (:func:`aieflow.cache.cache_r
 Jinja compiling the templates of a project anew took a tenth of a whole ``aieflow compile``.  An
 entry is keyed by the template's name and file, Jinja's version and every environment option that
 changes the code Jinja generates (delimiters, whitespace handling, autoescape, ``finalize``,
-``undefined``, extensions: :func:`_options_key`), and checked by Jinja against the template's source
+``undefined``, extensions, the parse-time policies: :func:`_options_key`), taken from the
+environment that asks for the template, and checked by Jinja against the template's source
 (a checksum) and Python's version; so a template compiled under other options or another Jinja is
 never reused, only recompiled.  A cache that cannot be read or written is simply not used.
 ``AIEFLOW_TEMPLATE_CACHE=0`` turns it off.
@@ -26,12 +27,16 @@ from .names import finalize
 
 class _TemplateCache(jinja2.FileSystemBytecodeCache):
     """Jinja's file cache, minus its errors (a compile never fails because of its cache), with the
-    environment's options in every key (:attr:`options`, set once the environment exists)."""
+    options of the environment asking (:func:`_options_key`, taken when it asks, so one cache can
+    serve environments with different options, and an option set after the environment was made
+    counts) in every key."""
 
-    options = ""
-
-    def get_cache_key(self, name: str, filename: str | None = None) -> str:
-        return f"{super().get_cache_key(name, filename)}-{self.options}"
+    def get_bucket(self, environment: jinja2.Environment, name: str, filename: str | None,
+                   source: str) -> jinja2.bccache.Bucket:
+        key = f"{self.get_cache_key(name, filename)}-{_options_key(environment)}"
+        bucket = jinja2.bccache.Bucket(environment, key, self.get_source_checksum(source))
+        self.load_bytecode(bucket)
+        return bucket
 
     def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
         try:
@@ -62,6 +67,8 @@ def _options_key(env: jinja2.Environment) -> str:
         env.line_comment_prefix, env.trim_blocks, env.lstrip_blocks, env.newline_sequence,
         env.keep_trailing_newline, env.optimized, env.is_async, _name(env.autoescape), _name(env.finalize),
         _name(env.undefined), *sorted(env.extensions),
+        # the policies read while parsing or compiling (ext.i18n.trimmed); the others are read at render time
+        *sorted((k, _name(v)) for k, v in env.policies.items() if k.startswith(("compiler.", "ext."))),
     ]
     return hashlib.sha256(repr(options).encode()).hexdigest()[:16]
 
@@ -79,11 +86,7 @@ def _bytecode_cache() -> _TemplateCache | None:
 
 def cached_environment(**options: Any) -> jinja2.Environment:
     """``jinja2.Environment(**options)`` with the template cache, keyed by these options."""
-    bytecode = _bytecode_cache()
-    env = jinja2.Environment(**options, bytecode_cache=bytecode)
-    if bytecode is not None:
-        bytecode.options = _options_key(env)
-    return env
+    return jinja2.Environment(**options, bytecode_cache=_bytecode_cache())
 
 
 @cache

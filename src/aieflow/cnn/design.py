@@ -25,6 +25,7 @@ from ..perf.bands import summary_line
 from ..perf.system import attach as system_attach
 from ..perf.system import design_lines as system_lines
 from ..perf.system import report_lines as system_report_lines
+from ..tables import plain
 from .perf import CnnPerformance, estimate
 from .plan import CnnPlan, StreamLayer
 
@@ -197,8 +198,9 @@ class CnnDesign(EmulatedNumerics):
     def report(self) -> str:
         e = self.estimate()
         rows = [self.summary(), "  per step:"]
-        for s in e.stages:
-            rows.append(f"    {s.stage:24s} {s.where:4s} {s.seconds * 1e6:10.2f} us  {s.detail}")
+        table = [[s.stage, s.where, f"{s.seconds * 1e6:,.2f} us", s.detail] for s in e.stages]
+        if table:
+            rows.append(plain(table, rule=False, indent="    ", right=(2,)))
         return "\n".join(rows + system_report_lines(self))
 
     # ------------------------------------------------------------------ persistence

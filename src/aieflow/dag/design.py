@@ -33,6 +33,7 @@ from ..perf.bands import summary_line
 from ..perf.system import attach as system_attach
 from ..perf.system import design_lines as system_lines
 from ..perf.system import report_lines as system_report_lines
+from ..tables import plain
 from .perf import DagPerformance, estimate_dag
 from .plan import DagPlan
 
@@ -147,8 +148,10 @@ class DagDesign:
     def report(self) -> str:
         e = self.estimate()
         rows = [self.summary(), "  stages (occupancy per batch):"]
-        for s in sorted(e.stages, key=lambda s: -s.occupancy_ns):
-            rows.append(f"    {s.name:48s} {s.kind:7s} {s.occupancy_ns / 1e3:10.3f} us  {s.bound}")
+        table = [[s.name, s.kind, f"{s.occupancy_ns / 1e3:,.3f} us", s.bound]
+                 for s in sorted(e.stages, key=lambda s: -s.occupancy_ns)]
+        if table:
+            rows.append(plain(table, rule=False, indent="    ", right=(2,)))
         rows.append("  critical path: " + " -> ".join(e.critical_path))
         return "\n".join(rows + system_report_lines(self))
 

@@ -17,6 +17,7 @@ from ..perf.bands import summary_line
 from ..perf.system import attach as system_attach
 from ..perf.system import design_lines as system_lines
 from ..perf.system import report_lines as system_report_lines
+from ..tables import plain
 from . import emulate
 from .emit import project_files
 from .perf import GemmPerformance, estimate
@@ -127,8 +128,9 @@ class GemmDesign:
         """The summary and where the AIE cycles go."""
         e = self.estimate()
         rows = [self.summary(), "  breakdown (AIE cycles):"]
-        for k, v in e.breakdown.items():
-            rows.append(f"    {k:40s} {v:14,.0f} cycles  {100 * v / e.cycles if e.cycles else 0:5.1f}%")
+        table = [[k, f"{v:,.0f} cycles", f"{100 * v / e.cycles if e.cycles else 0:.1f}%"] for k, v in e.breakdown.items()]
+        if table:
+            rows.append(plain(table, rule=False, indent="    ", right=(1, 2)))
         return "\n".join(rows + system_report_lines(self))
 
     def report_html(self, path: str | os.PathLike | None = None, data: Any = None, verify: Any = None) -> str:

@@ -24,7 +24,10 @@ does (adding it before would move ties to even by the zero point's parity).
 
 from __future__ import annotations
 
+import weakref
+from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -69,6 +72,69 @@ def apply(acc: np.ndarray, mult: np.ndarray, shift: int, zero_point: int, lo: in
     r = np.clip(fixed.round_shift(p, shift, Rounding.CONV_EVEN), INT32_MIN, INT32_MAX)
     q = np.clip(r + zero_point, lo, hi)
     return np.maximum(q, zero_point) if relu else q
+
+
+@dataclass(frozen=True, eq=False)
+class FloatOperands:
+    """A requantising layer's constants as :func:`apply_float` uses them, derived once per layer:
+    the weights and the bias (as one more row) each multiplied by its channel's ``m_n 2^-shift``
+    in float64, and the bounds that decide whether the float path is exact."""
+
+    sources: tuple[np.ndarray, np.ndarray, np.ndarray, int]  # (weights, bias, multipliers, shift) it came from
+    scaled: np.ndarray  # float64 [K + 1, N]: w_kn m_n 2^-shift, then the row b_n m_n 2^-shift
+    w_max: int
+    b_max: int
+    m_max: int
+
+
+_OPERANDS: weakref.WeakKeyDictionary[Any, FloatOperands] = weakref.WeakKeyDictionary()
+
+
+def float_operands(owner: Any, weight: np.ndarray, bias: np.ndarray, mult: np.ndarray, shift: int) -> FloatOperands:
+    """:class:`FloatOperands` of ``owner`` (the layer's IR node), kept while it lives and rebuilt
+    whenever it is asked with other arrays (compared by identity) or another shift."""
+    ops = _OPERANDS.get(owner)
+    if ops is not None and all(a is b for a, b in zip(ops.sources[:3], (weight, bias, mult), strict=True)) \
+            and ops.sources[3] == shift:
+        return ops
+    scale = np.ldexp(np.asarray(mult, dtype=np.float64), -shift)
+    ops = FloatOperands(
+        (weight, bias, mult, shift),
+        np.vstack([np.asarray(weight, dtype=np.float64), np.asarray(bias, dtype=np.float64)[None, :]]) * scale,
+        int(np.max(np.abs(weight))) if weight.size else 0, int(np.max(np.abs(bias))) if bias.size else 0,
+        int(np.max(mult)) if mult.size else 0,
+    )
+    _OPERANDS[owner] = ops
+    return ops
+
+
+def apply_float(x: np.ndarray, ops: FloatOperands, zero_point: int, lo: int, hi: int, relu: bool = False,
+                acc_bits: int = 32) -> np.ndarray | None:
+    """The layer (exact accumulation ``acc = x @ w + b``, then :func:`apply`) in float64 with the
+    multipliers folded into the operands, or None where that is not proven exact for this ``x``
+    (integer codes ``[..., K]``, any numeric dtype).
+
+    Proof: let ``A`` (the bound) be at least every |partial sum| of ``x @ w + b``; require ``A`` below
+    2^31 and 2^(acc_bits-1) (no wrap of the accumulator, no int32 saturation: :func:`apply` is then
+    ``rint(acc m_n / 2^shift)``) and ``A m_max`` below 2^53.  Every operand ``w_kn m_n 2^-shift`` and
+    ``b_n m_n 2^-shift`` is exact (< 2^53 times a power of two), every product with a code is an
+    integer times ``m_n 2^-shift`` below 2^53 of them, and so is every partial sum in whatever order
+    (and with whatever fused multiply-adds) BLAS adds them: each is exact, so the product with
+    ``[x, 1]`` is ``acc m_n 2^-shift`` exactly.  ``rint`` rounds half to even as the SRS does; the
+    zero point is added after rounding.  One product and three in-place passes; integer-valued
+    float64 out, equal to :func:`apply`'s codes."""
+    k = ops.scaled.shape[0] - 1
+    x_max = max(int(x.max()), -int(x.min())) if x.size else 0
+    acc_max = k * x_max * ops.w_max + ops.b_max
+    if acc_max >= 1 << min(31, acc_bits - 1) or acc_max * max(ops.m_max, 1) >= 1 << 53:
+        return None
+    ones = np.empty((*x.shape[:-1], k + 1))  # [x, 1]: the bias row joins the product
+    ones[..., :k] = x
+    ones[..., k] = 1.0
+    y = ones @ ops.scaled
+    np.rint(y, out=y)
+    y += zero_point
+    return np.clip(y, max(lo, zero_point) if relu else lo, hi, out=y)
 
 
 def affine_quantize(x: np.ndarray, t) -> np.ndarray:

@@ -464,21 +464,12 @@ def _emulate_requant(node: Node, x: np.ndarray) -> np.ndarray:
     out = t.output
     zp = out.zero_point if isinstance(out, AffineType) else 0
     relu = node.attrs.get("activation") == "relu"
+    y = requant.apply_float(x, requant.float_operands(node, wq, bq, mult, t.shift), zp, out.min_code, out.max_code,
+                            relu=relu, acc_bits=t.acc_bits)
+    if y is not None:  # exact in float64 (proved there)
+        return y
     x_max = int(np.max(np.abs(x))) if x.size else 0
     bound = wq.shape[0] * x_max * (int(np.max(np.abs(wq))) if wq.size else 0)
-    acc_max = bound + (int(np.max(np.abs(bq))) if bq.size else 0)
-    m_max = int(np.max(mult)) if mult.size else 0
-    if acc_max < min(fast.F32_EXACT, 1 << 31) and acc_max * max(m_max, 1) < fast.F64_EXACT:
-        # Fast path, exact: the accumulator is an integer float32 holds (no wrap, no int32
-        # saturation), acc * m below 2^53 is exact in float64 and so is its scaling by 2^-shift
-        # (m * 2^-shift is one float64); rint rounds half to even, as the SRS; |r| < 2^31.
-        acc = x.astype(np.float32, copy=False) @ wq.astype(np.float32)
-        acc += bq.astype(np.float32)
-        y = acc * np.ldexp(mult.astype(np.float64), -t.shift)
-        np.rint(y, out=y)
-        y += zp
-        np.clip(y, max(out.min_code, zp) if relu else out.min_code, out.max_code, out=y)
-        return y
     acc = fast.matmul_exact(x, wq, bound) if bound < fast.F64_EXACT else None
     acc = acc.astype(np.int64) if acc is not None else fixed.exact_matmul(x.astype(np.int64), wq.astype(np.int64))
     acc = fixed.wrap(acc + bq, t.acc_bits)
