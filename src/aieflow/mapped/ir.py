@@ -8,6 +8,13 @@ next steps, and the CNN, recurrent and streamed paths lower into it after them.
 
 Everything here is frozen; names are identifiers made by :func:`aieflow.names.c_ident` (a model's
 names never reach this graph raw).
+
+Cost annotations (the ``estimate`` pass, :mod:`aieflow.mapped.estimate`): a lowering may give each
+kernel, each shared buffer's write and read side, each PLIO and each link that moves data through
+a tile DMA a :class:`Cost`, computed by the variant's own cost code (``perf/kernel.py``,
+``perf/movement.py``, ``dag/perf.py``).  Entities carrying a cost of one name form one pipeline
+stage (a Dense layer's tiles, a link's shards); the stage graph is built from these costs and the
+links alone.
 """
 
 from __future__ import annotations
@@ -20,6 +27,26 @@ LINK_KINDS = ("cascade", "buffer", "memtile", "plio")
 """How a link moves data: a cascade (accumulator to the next tile), a buffer (tile to tile, or tile
 to a memory tile's port: ``adf::connect`` of two buffer ports), a memory-tile shared buffer port
 (its tiling says which elements), a PLIO (to or from the PL / the data file)."""
+
+
+@dataclass(frozen=True)
+class Cost:
+    """One pipeline stage's cost, per graph iteration (batch): what occupies the resource, for how
+    long, and how much later its output end starts (switch hops, a cascade row's lag).  Every
+    entity carrying a cost of the same ``name`` belongs to that one stage (they carry equal costs).
+    ``tiles``, ``cycles``, ``macs`` and ``peak_macs_per_cycle`` describe a kernel stage (its
+    compute tiles, busy AIE-clock cycles, real MACs per batch, peak MACs per cycle per tile);
+    transfers give their busy cycles only."""
+
+    name: str
+    kind: str  # "plio", "kernel", "memtile", "dma"
+    bound: str  # "compute", "memory", "stream", "plio"
+    occupancy_ns: float
+    delay_ns: float = 0.0
+    tiles: int = 0
+    cycles: float = 0.0
+    macs: int = 0
+    peak_macs_per_cycle: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -53,6 +80,7 @@ class Kernel:
     # (...) of the pong)), the tile being whichever tile's data memory holds the buffer (its own or
     # a neighbour's, ops/dense.py memory_homes).
     locations: tuple[tuple[str, int, tuple[tuple[int, int, int], ...]], ...] = ()
+    cost: Cost | None = None  # the kernel group's stage (every tile of a Dense layer carries it)
 
 
 @dataclass(frozen=True)
@@ -66,6 +94,10 @@ class SharedBuffer:
     writes: tuple[NdTiling, ...]
     reads: tuple[NdTiling, ...]
     comment: str
+    # The stage that fills the buffer (its write ports) and the one that drains it (its read ports);
+    # no read cost: whatever reads it (an output PLIO, another shard) drains it in its own stage.
+    write_cost: Cost | None = None
+    read_cost: Cost | None = None
 
 
 @dataclass(frozen=True)
@@ -74,6 +106,7 @@ class Plio:
     direction: str  # "in" | "out"
     bits: int
     file: str  # the data file the simulators read or write
+    cost: Cost | None = None  # its transfer stage (the PLIOs of one layer share one)
 
 
 @dataclass(frozen=True)
@@ -81,6 +114,7 @@ class Link:
     kind: str  # one of LINK_KINDS
     src: Port
     dst: Port
+    cost: Cost | None = None  # a transfer on the link itself (an AIE1 tile DMA between non-neighbours)
 
 
 @dataclass(frozen=True)
