@@ -15,6 +15,7 @@ from aieflow.mapped import Kernel, Link, MappedGraph, Plio, Port
 from aieflow.mapped.adf import statements
 from aieflow.model_zoo import residual_mlp, torch_mlp
 from aieflow.passes.emit import lower_chain
+from aieflow.perf.simulate import design_pipeline
 
 
 def _two_kernels(**links):
@@ -186,9 +187,11 @@ def test_the_chain_stage_graph_is_a_path_through_its_layers(device, dims, config
                        for rr in range(node.plan.cas_num)
                        for x1, y1 in [d.placement.tile(node.name, rr, r, east)])
             assert between == ([] if near else [f"dma:{prev.name}->{node.name}"])
-    # every replica's kernels carry copy 0's stages: one stage per layer whatever the copies
+    # every replica's kernels carry copy 0's stages: one stage per layer whatever the copies, and
+    # the estimate's graph (copy 0 lowered alone) is the whole design's
     assert sum(s.kind == "kernel" for s in pipe.stages) == len(layers)
     assert [s.name for s in d.estimate().stages] == names
+    assert design_pipeline(d) == pipe
 
 
 def _costed(slow_reader_ns: float):

@@ -364,9 +364,12 @@ def _replica_graph(layers: list[Node], idents: dict[str, str], device: Device, p
     return kernels, links, memtiles, plio_in, plio_out
 
 
-def lower_chain(graph: Graph, device: Device, placement: Placement) -> MappedGraph:
+def lower_chain(graph: Graph, device: Device, placement: Placement, copies: int | None = None) -> MappedGraph:
     """The Dense chain as a mapped graph: every replica's cascade tiles, its links (cascades, AIE1 /
-    direct tile-to-tile buffers, memory-tile shared buffers), its PLIOs, the weight headers."""
+    direct tile-to-tile buffers, memory-tile shared buffers), its PLIOs, the weight headers; each
+    kernel, shard, PLIO and DMA link with its stage cost (:func:`aieflow.perf.simulate.chain_costs`,
+    copy 0's for every copy).  ``copies``: lower only the first that many replicas (the estimate
+    lowers copy 0 alone: every copy carries its costs, so the stage graph is the same)."""
     layers = dense_layers(graph)
     idents = layer_idents(layers)
     from ..perf.simulate import chain_costs  # perf/movement reads this module's PLIO width
@@ -377,7 +380,7 @@ def lower_chain(graph: Graph, device: Device, placement: Placement) -> MappedGra
     links: list[Link] = []
     buffers: list[SharedBuffer] = []
     plios: list[Plio] = []
-    for rep in range(len(placement.replicas)):
+    for rep in range(len(placement.replicas) if copies is None else copies):
         k, c, m, pi, po = _replica_graph(layers, idents, device, placement, rep, types, costs)
         kernels += k
         links += c

@@ -468,11 +468,13 @@ def chain_costs(layers: list[Node], device: Device, placement) -> ChainCosts:
 
 def design_pipeline(design) -> Pipeline:
     """The chain's stage graph: the design lowered into its costed mapped graph
-    (``passes/emit.lower_chain`` with :func:`chain_costs`) and built by ``mapped.estimate``."""
+    (``passes/emit.lower_chain`` with :func:`chain_costs`) and built by ``mapped.estimate``.  Copy 0
+    alone is lowered: every replica carries copy 0's costs, so the others add no stage or edge (and
+    would cost the search's re-costing a lowering per copy)."""
     from ..mapped.estimate import pipeline
     from ..passes.emit import lower_chain
 
-    return pipeline(lower_chain(design.graph, design.device, design.placement))
+    return pipeline(lower_chain(design.graph, design.device, design.placement, copies=1))
 
 
 def memory_tiles_used(design) -> int:
