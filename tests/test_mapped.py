@@ -15,6 +15,7 @@ from aieflow.mapped import Kernel, Link, MappedGraph, Plio, Port
 from aieflow.mapped.adf import statements
 from aieflow.model_zoo import residual_mlp, torch_mlp
 from aieflow.passes.emit import lower_chain
+from aieflow.perf.simulate import design_pipeline
 
 
 def _two_kernels(**links):
@@ -99,3 +100,143 @@ def test_the_dag_lowers_to_its_plan():
     assert len(g.buffers) == sum(len(k.shards) for k in d.plan.links)
     assert {k.node for k in g.kernels} == set(d.plan.compute)
     assert all(str(s) in d.files["src/graph.h"] for s in statements(g))
+
+
+# ----------------------------------------------------------------------------- the stage graph (estimate pass)
+# Expected stages and edges are derived here from the plans (the DAG's links, the chain's layer
+# order and link kinds), not from the stage builder.
+
+
+def _edges(pipe):
+    producer = {s.output: s.name for s in pipe.stages if s.output is not None}
+    return {(producer[b], s.name) for s in pipe.stages for b in s.reads}
+
+
+def _residual(device="vek280"):
+    torch.manual_seed(0)
+    x = np.random.default_rng(0).standard_normal((32, 32)).astype(np.float32)
+    return aieflow.compile(residual_mlp(32, 48), device=device, example_input=x[:4], calibration=x,
+                           config={"precision": "int8", "batch": 8})
+
+
+def test_the_dag_stage_graph_is_its_plan():
+    from aieflow.mapped.estimate import pipeline
+
+    d = _residual()
+    g = lower(d.plan, d.placement, idents(d.plan), [], d.device)
+    pipe = pipeline(g)
+    names = [s.name for s in pipe.stages]
+    assert len(names) == len(set(names))
+    # one stage per compute node (its kernel group), a write and a read (or the output PLIO) per link
+    expected: set[tuple[str, str]] = set()
+    for link in d.plan.links:
+        w = f"write:{link.name}"
+        expected |= {(p, w) for p in link.source.producers} | ({("plio_in", w)} if link.source.reads_input else set())
+        if link.consumer is None:
+            expected.add((w, "plio_out"))
+        else:
+            expected |= {(w, f"read:{link.name}"), (f"read:{link.name}", link.consumer)}
+    assert _edges(pipe) == expected
+    assert set(names) == {s for e in expected for s in e}
+    assert {k.node for k in g.kernels} <= set(names)
+    # the sink is the output PLIO's stage, which writes no buffer; every other stage writes one
+    # ping-pong buffer that all its successors read (so each of them gates its slots)
+    assert pipe.sink == "plio_out"
+    for s in pipe.stages:
+        succ = {b for a, b in expected if a == s.name}
+        assert (s.output is None) == (s.name == "plio_out")
+        if s.output is not None:
+            assert {t.name for t in pipe.stages if s.output in t.reads} == succ and pipe.buffers[s.output] == 2
+    # a fan-out exists in this design (the residual's input is read by the Dense path and the add)
+    assert any(len({b for a, b in expected if a == s}) > 1 for s in names)
+    # the estimate is that stage graph's: the stages it reports are these, with the kernels' costs
+    e = d.estimate()
+    assert {s.name for s in e.stages} == set(names)
+    by = {s.name: s for s in e.stages}
+    for k in g.kernels:
+        assert by[k.node].occupancy_ns == k.cost.occupancy_ns > 0
+
+
+@pytest.mark.parametrize("device, dims, config", [
+    ("vck190", [256, 128, 10], {"batch": 8}),
+    ("vek280", [512, 256, 10], {"batch": 8}),
+    ("vek280", [64, 32, 8], {"batch": 8, "replicas": 2}),
+])
+def test_the_chain_stage_graph_is_a_path_through_its_layers(device, dims, config):
+    from aieflow.mapped.estimate import pipeline
+
+    d = _chain(device, dims, **config)
+    g = lower_chain(d.graph, d.device, d.placement)
+    pipe = pipeline(g)
+    layers = d.layers()
+    names = [s.name for s in pipe.stages]
+    # a path: each stage reads exactly the one before it, from the first layer's PLIOs to the last's
+    assert _edges(pipe) == set(zip(names, names[1:], strict=False))
+    assert names[0] == f"plio_in:{layers[0].name}" and names[-1] == f"plio_out:{layers[-1].name}" == pipe.sink
+    kernel_at = [names.index(n.name) for n in layers]
+    assert kernel_at == sorted(kernel_at)
+    for prev, node, a, b in zip(layers, layers[1:], kernel_at, kernel_at[1:], strict=False):
+        between = names[a + 1:b]
+        if node.plan.link == "memtile":
+            assert between == [f"memtile_write:{prev.name}->{node.name}", f"memtile_read:{prev.name}->{node.name}"]
+        else:  # AIE1: a tile DMA unless every consumer tile is a memory neighbour of its producer row
+            east = not d.device.generation.cascade_serpentine
+            near = all(abs(x0 - x1) + abs(y0 - y1) <= 1
+                       for r in range(prev.plan.cas_num)
+                       for x0, y0 in [d.placement.tile(prev.name, r, prev.plan.cas_len - 1, east)]
+                       for rr in range(node.plan.cas_num)
+                       for x1, y1 in [d.placement.tile(node.name, rr, r, east)])
+            assert between == ([] if near else [f"dma:{prev.name}->{node.name}"])
+    # every replica's kernels carry copy 0's stages: one stage per layer whatever the copies, and
+    # the estimate's graph (copy 0 lowered alone) is the whole design's
+    assert sum(s.kind == "kernel" for s in pipe.stages) == len(layers)
+    assert [s.name for s in d.estimate().stages] == names
+    assert design_pipeline(d) == pipe
+
+
+def _costed(slow_reader_ns: float):
+    """plio -> k0 -> {k1, k2} -> k3 (an add) -> plio, k2 ``slow_reader_ns`` per batch."""
+    from aieflow.mapped import Cost
+
+    def c(name, ns, kind="kernel"):
+        return Cost(name, kind, "compute", ns)
+
+    ks = [Kernel(f"k{i}", f"n{i}", "C", (), "kernels/n.cc", (i, 0), (8,) * (2 if i == 3 else 1), (8,),
+                 cost=c(f"n{i}", ns)) for i, ns in enumerate((10.0, 10.0, slow_reader_ns, 10.0))]
+    plios = (Plio("pin", "in", 64, "data/in.txt", c("pin", 5.0, "plio")),
+             Plio("pout", "out", 64, "data/out.txt", c("pout", 5.0, "plio")))
+    links = [Link("plio", Port("pin", "out", 0), Port("k0", "in", 0)),
+             Link("buffer", Port("k0", "out", 0), Port("k1", "in", 0)),
+             Link("buffer", Port("k0", "out", 0), Port("k2", "in", 0)),
+             Link("buffer", Port("k1", "out", 0), Port("k3", "in", 0)),
+             Link("buffer", Port("k2", "out", 0), Port("k3", "in", 1)),
+             Link("plio", Port("k3", "out", 0), Port("pout", "in", 0))]
+    return MappedGraph(tuple(ks), (), plios, tuple(links))
+
+
+def test_every_reader_of_a_buffer_gates_its_slot():
+    from aieflow.mapped.estimate import pipeline
+    from aieflow.perf.simulate import run_pipeline
+
+    fast, slow = run_pipeline(pipeline(_costed(10.0))), run_pipeline(pipeline(_costed(40.0)))
+    assert fast.interval_ns == pytest.approx(10.0)
+    # the slow reader holds k0's buffer 40 ns per batch: k0 (10 ns) waits for the slot, the fast
+    # reader only for its input
+    assert slow.interval_ns == pytest.approx(40.0)
+    st = {s.name: s for s in slow.stages}
+    assert st["n0"].blocked_ns == pytest.approx(30.0) and st["n1"].blocked_ns < st["n0"].blocked_ns
+    # latency: the longest path, plio + k0 + k2 + k3 + plio
+    assert slow.latency_ns == pytest.approx(5 + 10 + 40 + 10 + 5)
+
+
+def test_the_stage_graph_refuses_uncosted_and_inconsistent_graphs():
+    from dataclasses import replace
+
+    from aieflow.mapped.estimate import pipeline
+
+    g = _costed(10.0)
+    with pytest.raises(ValueError, match="kernel k2 carries no cost"):
+        pipeline(replace(g, kernels=(*g.kernels[:2], replace(g.kernels[2], cost=None), g.kernels[3])))
+    clash = replace(g.kernels[2], cost=replace(g.kernels[1].cost, occupancy_ns=99.0))
+    with pytest.raises(ValueError, match="two different costs"):
+        pipeline(replace(g, kernels=(*g.kernels[:2], clash, g.kernels[3])))

@@ -100,8 +100,8 @@ def lower(plan: CnnPlan, layers: list[dict]) -> tuple[MappedGraph, list[dict], l
                     (lay.k_pad * lay.tile_n,), (lay.tile_m * lay.tile_n,), single=(("in", 0), ("out", 0))))
                 links.append(Link("plio", Port(f"{ident}_in{ni}", "out", 0), Port(var, "in", 0)))
                 links.append(Link("plio", Port(var, "out", 0), Port(out["var"], "in", 0)))
-    plios = [Plio(p["var"], "in", PLIO_BITS, f"data/{p['var']}.txt", mhz) for p in plio_in]
-    plios += [Plio(p["var"], "out", PLIO_BITS, f"data/{p['var']}.txt", mhz) for p in plio_out]
+    plios = [Plio(p["var"], "in", PLIO_BITS, f"data/{p['var']}.txt", freq_mhz=mhz) for p in plio_in]
+    plios += [Plio(p["var"], "out", PLIO_BITS, f"data/{p['var']}.txt", freq_mhz=mhz) for p in plio_out]
     headers = tuple(dict.fromkeys(f"weights/{k.args[0].removeprefix('aieflow_design::')[:-2]}.h" for k in kernels))
     return MappedGraph(tuple(kernels), (), tuple(plios), tuple(links), headers), plio_in, plio_out
 

@@ -38,6 +38,7 @@ from ..passes.place import Placement
 from ..templating import environment
 from ..vitis import system_files
 from .links import DagLink, Endpoint
+from .perf import kernel_cost, link_costs, plio_in_cost
 from .plan import DagPlan, matmul_dims, matrix_shape
 
 _ENV = environment("dag")
@@ -178,9 +179,13 @@ def _port_dsts(plan: DagPlan, ep: Endpoint, operand: int, ids: dict[str, str]) -
     return [Port(part_var(ids[ep.node], ep.index), "in", operand)]
 
 
-def lower(plan: DagPlan, placement: Placement, ids: dict[str, str], headers: list[str]) -> MappedGraph:
+def lower(plan: DagPlan, placement: Placement, ids: dict[str, str], headers: list[str],
+          device: Device | None = None) -> MappedGraph:
     """The DAG design as a mapped graph: Dense cascades and Add / LayerNorm parts on their tiles,
-    one memory-tile shared buffer per link shard, the two PLIOs."""
+    one memory-tile shared buffer per link shard, the two PLIOs.  With ``device``, every kernel,
+    shard and PLIO carries its cost (``dag/perf.py``: one stage per node, a write and a read stage
+    per link, the PLIOs')."""
+    costs = {name: kernel_cost(plan, name, device) for name in plan.compute} if device is not None else {}
     kernels: list[Kernel] = []
     links: list[Link] = []
     for name in plan.compute:
@@ -198,7 +203,7 @@ def lower(plan: DagPlan, placement: Placement, ids: dict[str, str], headers: lis
                         var, name, f"aieflow::{tile_role(p, c)}<aieflow_design::{ident}_cfg>",
                         (f"aieflow_design::{sym}_w", f"aieflow_design::{sym}_b"), f"kernels/{ident}.cc",
                         (rect.column + c, rect.row + r), (p.batch_pad * p.k_slice,) + ((None,) if c else ()),
-                        (p.batch_pad * p.n_slice if last else None,)))
+                        (p.batch_pad * p.n_slice if last else None,), cost=costs.get(name)))
                     if not last:
                         links.append(Link("cascade", Port(var, "out", 0), Port(tile_var(ident, r, c + 1), "in", 1)))
         else:
@@ -214,15 +219,24 @@ def lower(plan: DagPlan, placement: Placement, ids: dict[str, str], headers: lis
                 ins = (rp.rows_per_part * k, rp.rows_per_part // rp.per_sample * k * n)
             for i in range(rp.parts):
                 kernels.append(Kernel(part_var(ident, i), name, f"aieflow::{cls}<aieflow_design::{ident}_cfg>", args,
-                                      f"kernels/{ident}.cc", (rect.column + i, rect.row), ins, (size,)))
+                                      f"kernels/{ident}.cc", (rect.column + i, rect.row), ins, (size,),
+                                      cost=costs.get(name)))
     buffers: list[SharedBuffer] = []
+    out_cost = None
     for link in plan.links:
-        buffers += _link_buffers(plan, link, ids, len(buffers), links)
-    plios = (Plio(PLIO_IN, "in", PLIO_BITS, f"data/{PLIO_IN}.txt"), Plio(PLIO_OUT, "out", PLIO_BITS, f"data/{PLIO_OUT}.txt"))
+        write = read = None
+        if device is not None:
+            write, read = link_costs(plan, link, device, lambda n: placement.rect(n).row)
+            if link.consumer is None:
+                out_cost, read = read, None
+        buffers += _link_buffers(plan, link, ids, len(buffers), links, write, read)
+    plios = (Plio(PLIO_IN, "in", PLIO_BITS, f"data/{PLIO_IN}.txt", cost=plio_in_cost(plan, device) if device else None),
+             Plio(PLIO_OUT, "out", PLIO_BITS, f"data/{PLIO_OUT}.txt", cost=out_cost))
     return MappedGraph(tuple(kernels), tuple(buffers), plios, tuple(links), tuple(headers))
 
 
-def _link_buffers(plan: DagPlan, link: DagLink, ids, first: int, links: list[Link]) -> list[SharedBuffer]:
+def _link_buffers(plan: DagPlan, link: DagLink, ids, first: int, links: list[Link], write=None,
+                  read=None) -> list[SharedBuffer]:
     out = []
     t = plan.graph.tensors[link.source.tensor].dtype
     for j, sh in enumerate(link.shards):
@@ -233,7 +247,7 @@ def _link_buffers(plan: DagPlan, link: DagLink, ids, first: int, links: list[Lin
         out.append(SharedBuffer(
             var, t.c_type, tuple(sh.dims), tuple(tl for _, tl in sh.writes), tuple(tl for _, tl in sh.reads),
             comment(f"{link.name} ({how}), buffer [features {sh.dims[0]}, rows {sh.dims[1]}, samples {sh.dims[2]}]: "
-                    f"{len(sh.writes)} writer(s), {len(sh.reads)} reader(s)")))
+                    f"{len(sh.writes)} writer(s), {len(sh.reads)} reader(s)"), write, read))
         for w, (ep, _) in enumerate(sh.writes):
             src = _port_src(plan, ep, ids)
             links.append(Link("plio" if src.owner == PLIO_IN else "memtile", src, Port(var, "in", w)))
@@ -304,7 +318,7 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
                     table_text=_c_array(table.astype(np.int64), tt))
                 headers.append(f"weights/{ident}_table.h")
     rows = rows_infos(plan, ids)
-    mapped = lower(plan, placement, ids, headers)
+    mapped = lower(plan, placement, ids, headers, device)
     tin = plan.graph.tensors[plan.graph.inputs[0]].dtype
     tout = plan.graph.tensors[plan.graph.outputs[0]].dtype
     plio_in = [{"var": PLIO_IN, "file": f"data/{PLIO_IN}.txt"}]

@@ -1,5 +1,7 @@
-"""Performance model of a DAG design: every kernel and memory-tile transfer is a stage of a stage
-graph whose edges are ping-pong buffers, run by the one simulation engine of every design kind
+"""Performance model of a DAG design: the costs its lowering attaches to the mapped graph
+(:func:`kernel_cost`, :func:`link_costs`, :func:`plio_in_cost`: every node's kernels one stage,
+every link a memory-tile write and read stage), the stage graph ``mapped.estimate`` builds from
+that graph alone, run by the one simulation engine of every design kind
 (``perf.simulate.run_pipeline``): the first-output latency is the longest path through the graph,
 the steady-state interval the slowest stage's occupancy unless a residual's skip path, which holds
 only as many batches as its buffers have slots, back-pressures its producer (then the simulation
@@ -17,11 +19,14 @@ are apart in intervals (the skip path's wait), and the stages' ``blocked_ns`` th
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 
 from .. import design_schema
 from ..devices import Device
-from ..passes.transport import PING_PONG
+from ..mapped.estimate import stage_graph as mapped_stages
+from ..mapped.estimate import to_pipeline
+from ..mapped.ir import Cost, MappedGraph
+from ..passes.place import Placement, Rect
 from ..perf import movement as mv
 from ..perf.activation import (  # noqa: F401 - cnn/perf.py reads the constants here
     ACT_INTERP_CYCLES,
@@ -34,7 +39,7 @@ from ..perf.activation import (  # noqa: F401 - cnn/perf.py reads the constants 
     activation_cycles,
     softmax_cycles,
 )
-from ..perf.simulate import Pipeline, StageSpec, kernel_stage, run_pipeline
+from ..perf.simulate import kernel_stage, run_pipeline
 from .links import DagLink
 from .plan import DagPlan, matmul_dims
 
@@ -162,107 +167,108 @@ def _hops(device: Device, row: int) -> int:
     return device.memory_tile_rows + row + 1
 
 
-def estimate_dag(plan: DagPlan, device: Device, placement=None) -> DagPerformance:
-    stages: dict[str, DagStage] = {}
-    ns = lambda c: mv.cycles_to_ns(c, device)  # noqa: E731
+# ----------------------------------------------------------------------------- costs of the mapped graph
 
-    def row_of(name: str | None) -> int:
-        return placement.rect(name).row if (placement is not None and name) else 0
 
-    kernel_of: dict[str | None, str] = {None: "plio_in"}
-    first_bytes = plan.batch * math.prod(plan.graph.tensors[plan.graph.inputs[0]].shape) * (
-        plan.graph.tensors[plan.graph.inputs[0]].dtype.container_bits // 8)
-    t = mv.plio_transfer(first_bytes, device, _hops(device, 0))
-    stages["plio_in"] = DagStage("plio_in", "plio", t.bound, ns(t.busy_cycles), ns(t.latency_cycles), ())
+def _cost(name: str, kind: str, t: mv.Transfer, device: Device) -> Cost:
+    return Cost(name, kind, t.bound, mv.cycles_to_ns(t.busy_cycles, device), mv.cycles_to_ns(t.latency_cycles, device),
+                cycles=t.busy_cycles)
+
+
+def plio_in_cost(plan: DagPlan, device: Device) -> Cost:
+    """The input PLIO: the whole batch of the graph input, into the links that read it."""
+    x = plan.graph.tensors[plan.graph.inputs[0]]
+    nbytes = plan.batch * math.prod(x.shape) * (x.dtype.container_bits // 8)
+    return _cost("plio_in", "plio", mv.plio_transfer(nbytes, device, _hops(device, 0)), device)
+
+
+def kernel_cost(plan: DagPlan, name: str, device: Device) -> Cost:
+    """A compute node's kernels as one stage: a Dense cascade rectangle as in the chain
+    (``perf/simulate.kernel_stage``), the parts of a rows op in parallel."""
+    node = plan.node(name)
+    if node.op == "dense":
+        spec, _ = kernel_stage(node, device)
+        return Cost(name, "kernel", spec.bound, spec.occupancy_ns, spec.delay_ns, spec.tiles, spec.cycles, spec.macs,
+                    spec.peak_macs_per_cycle)
+    cycles = rows_kernel_cycles(plan, name)
     macs = 0
-    for name in plan.compute:
-        node = plan.node(name)
-        if node.op == "dense":
-            spec, _ = kernel_stage(node, device)
-            stages[name] = DagStage(name, "kernel", spec.bound, spec.occupancy_ns, spec.delay_ns, ())
-            macs += spec.macs
-        else:
-            stages[name] = DagStage(name, "kernel", "compute", ns(rows_kernel_cycles(plan, name)), 0.0, ())
-            if node.op == "matmul":  # the dynamic products count as MACs too
-                m, k, n = matmul_dims(plan.graph, node, plan.operands[name])
-                macs += plan.batch * m * k * n
-        kernel_of[name] = name
-    for link in plan.links:
-        _link_stages(plan, link, device, stages, kernel_of, row_of)
-    finish: dict[str, float] = {}
-    best_pred: dict[str, str | None] = {}
-
-    def done(s: str) -> float:  # finish time of the first batch at stage s (longest path)
-        if s not in finish:
-            st = stages[s]
-            ends = {p: done(p) for p in st.after}
-            best_pred[s] = max(ends, key=lambda p: ends[p]) if ends else None
-            finish[s] = max(ends.values(), default=0.0) + st.occupancy_ns + st.delay_ns
-        return finish[s]
-
-    for s in stages:
-        done(s)
-    end = "plio_out"
-    path = [end]
-    while best_pred[path[-1]] is not None:
-        path.append(best_pred[path[-1]])
-    sim = run_pipeline(stage_graph(stages, end))
-    interval = sim.interval_ns
-    stalls = {st.name: st for st in sim.stages}
-    stages = {k: replace(v, starved_ns=stalls[k].starved_ns, blocked_ns=stalls[k].blocked_ns) for k, v in stages.items()}
-    bottleneck = max(stages.values(), key=lambda s: s.occupancy_ns)
-    slack = {}
-    for name in plan.compute:
-        if plan.node(name).op == "add":
-            ins = stages[name].after
-            spread = max(finish[p] for p in ins) - min(finish[p] for p in ins)
-            slack[name] = spread / interval if interval else 0.0
-    memtiles = sum(link.memtiles(device) for link in plan.links)
-    return DagPerformance(
-        latency_ns=sim.latency_ns, interval_ns=interval, batch=plan.batch,
-        throughput_ops_per_s=2 * macs / (interval * 1e-9) if interval else 0.0,
-        bound=bottleneck.bound, bottleneck=bottleneck.name, tiles_used=plan.tiles, memory_tiles_used=memtiles,
-        critical_path=tuple(reversed(path)), stages=tuple(stages.values()), skip_slack=slack,
-    )
+    if node.op == "matmul":  # the dynamic products count as MACs too
+        m, k, n = matmul_dims(plan.graph, node, plan.operands[name])
+        macs = plan.batch * m * k * n
+    return Cost(name, "kernel", "compute", mv.cycles_to_ns(cycles, device), tiles=plan.tiles_of(name), cycles=cycles,
+                macs=macs)
 
 
-def stage_graph(stages: dict[str, DagStage], sink: str) -> Pipeline:
-    """The stages as the simulation engine's stage graph: each stage writes one ping-pong buffer
-    (a kernel's output, a memory-tile shared buffer, a consumer's input) that every stage listing
-    it in ``after`` reads."""
-    specs = tuple(
-        StageSpec(st.name, st.kind, st.bound, st.occupancy_ns, st.delay_ns,
-                  tuple(f"out:{p}" for p in st.after) or None, None if st.name == sink else f"out:{st.name}")
-        for st in stages.values()
-    )
-    return Pipeline(specs, {f"out:{k}": PING_PONG for k in stages if k != sink}, sink=sink)
-
-
-def _link_stages(plan: DagPlan, link: DagLink, device: Device, stages: dict, kernel_of: dict, row_of) -> None:
-    """A link's memory-tile write (all producer ports in parallel, one buffer each) and read (its
-    ports in parallel; a Dense column's read is broadcast up the column)."""
-    ns = lambda c: mv.cycles_to_ns(c, device)  # noqa: E731
+def link_costs(plan: DagPlan, link: DagLink, device: Device, row_of) -> tuple[Cost, Cost]:
+    """A link's memory-tile write (all producer ports in parallel, one buffer each) and its read
+    (its ports in parallel; a Dense column's read is broadcast up the column), or for the graph
+    output the output PLIO that drains it.  ``row_of(node)``: the node's bottom array row."""
     eb = link.element_bytes
     sh = link.shards[0]
-    w_ports = len(sh.writes)
     w_bytes = max(tl.elements for _, tl in sh.writes) * eb
     r_ports = sum(len(s.reads) for s in link.shards)
     r_bytes = max(tl.elements for s in link.shards for _, tl in s.reads) * eb
-    src = link.source
-    producers = tuple(kernel_of[p] for p in src.producers) + (("plio_in",) if src.reads_input else ())
-    tag = link.name
-    row = max((row_of(p) for p in src.producers), default=0)
-    tw = mv.memtile_transfer(w_bytes, w_ports, device, _hops(device, row))
-    stages[f"write:{tag}"] = DagStage(f"write:{tag}", "memtile", tw.bound, ns(tw.busy_cycles), ns(tw.latency_cycles),
-                                      producers)
+    row = max((row_of(p) for p in link.source.producers), default=0)
+    write = _cost(f"write:{link.name}", "memtile",
+                  mv.memtile_transfer(w_bytes, len(sh.writes), device, _hops(device, row)), device)
     if link.consumer is None:
-        tr = mv.plio_transfer(r_bytes, device, _hops(device, 0))
-        stages["plio_out"] = DagStage("plio_out", "plio", tr.bound, ns(tr.busy_cycles), ns(tr.latency_cycles),
-                                      (f"write:{tag}",))
-        return
+        return write, _cost("plio_out", "plio", mv.plio_transfer(r_bytes, device, _hops(device, 0)), device)
     tr = mv.memtile_transfer(r_bytes, r_ports, device, _hops(device, row_of(link.consumer)), len(link.shards))
-    stages[f"read:{tag}"] = DagStage(f"read:{tag}", "memtile", tr.bound, ns(tr.busy_cycles), ns(tr.latency_cycles),
-                                     (f"write:{tag}",))
-    old = stages[link.consumer]
-    stages[link.consumer] = DagStage(old.name, old.kind, old.bound, old.occupancy_ns, old.delay_ns,
-                                     (*old.after, f"read:{tag}"))
+    return write, _cost(f"read:{link.name}", "memtile", tr, device)
+
+
+def _unplaced(plan: DagPlan) -> Placement:
+    """Every node's rectangle on row 0, side by side: the stand-in of an unplaced plan (its costs
+    see every node on the bottom row)."""
+    rects, col = [], 0
+    for name in plan.compute:
+        p = plan.node(name).plan
+        w, h = (p.cas_len, p.cas_num) if plan.node(name).op == "dense" else (plan.rows[name].parts, 1)
+        rects.append(Rect(name, col, 0, w, h))
+        col += w
+    return Placement(tuple(rects), col, max((r.height for r in rects), default=1))
+
+
+def estimate_dag(plan: DagPlan, device: Device, placement=None) -> DagPerformance:
+    """The DAG design lowered into the mapped graph with its costs, and that graph's stage graph
+    simulated (``mapped.estimate``); without a placement every node is costed on row 0."""
+    from .emit import idents, lower
+
+    mg = lower(plan, placement if placement is not None else _unplaced(plan), idents(plan), [], device)
+    return mapped_performance(mg, plan, device)
+
+
+def mapped_performance(mg: MappedGraph, plan: DagPlan, device: Device) -> DagPerformance:
+    """The DAG's performance from its costed mapped graph: the simulation of its stage graph, the
+    first batch's longest path through it (the critical path) and each residual Add's skip slack."""
+    sg = mapped_stages(mg)
+    sim = run_pipeline(to_pipeline(sg))
+    interval = sim.interval_ns
+    cost = {c.name: c for c in sg.stages}
+    finish: dict[str, float] = {}
+    best_pred: dict[str, str | None] = {}
+    for c in sg.stages:  # producers first: the first batch's finish times along the longest path
+        ends = {p: finish[p] for p in sg.after[c.name]}
+        best_pred[c.name] = max(ends, key=lambda p: ends[p]) if ends else None
+        finish[c.name] = max(ends.values(), default=0.0) + c.occupancy_ns + c.delay_ns
+    path = [sg.sink]
+    while best_pred[path[-1]] is not None:
+        path.append(best_pred[path[-1]])
+    stalls = {st.name: st for st in sim.stages}
+    stages = tuple(DagStage(c.name, c.kind, c.bound, c.occupancy_ns, c.delay_ns, sg.after[c.name],
+                            stalls[c.name].starved_ns, stalls[c.name].blocked_ns) for c in sg.stages)
+    bottleneck = max(stages, key=lambda s: s.occupancy_ns)
+    slack = {}
+    for name in plan.compute:
+        if plan.node(name).op == "add":
+            ins = sg.after[cost[name].name]
+            spread = max(finish[p] for p in ins) - min(finish[p] for p in ins)
+            slack[name] = spread / interval if interval else 0.0
+    macs = sum(c.macs for c in sg.stages)
+    return DagPerformance(
+        latency_ns=sim.latency_ns, interval_ns=interval, batch=plan.batch,
+        throughput_ops_per_s=2 * macs / (interval * 1e-9) if interval else 0.0,
+        bound=bottleneck.bound, bottleneck=bottleneck.name, tiles_used=len(mg.kernels),
+        memory_tiles_used=sum(link.memtiles(device) for link in plan.links),
+        critical_path=tuple(reversed(path)), stages=stages, skip_slack=slack,
+    )

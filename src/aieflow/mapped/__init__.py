@@ -2,6 +2,6 @@
 them (docs/ARCHITECTURE.md, "Direction: one compiler").  ``ir`` holds the types, ``adf`` writes the
 ADF graph from them."""
 
-from .ir import Kernel, Link, MappedGraph, Plio, Port, SharedBuffer
+from .ir import Cost, Kernel, Link, MappedGraph, Plio, Port, SharedBuffer
 
-__all__ = ["Kernel", "Link", "MappedGraph", "Plio", "Port", "SharedBuffer"]
+__all__ = ["Cost", "Kernel", "Link", "MappedGraph", "Plio", "Port", "SharedBuffer"]

@@ -9,6 +9,13 @@ it after them.
 
 Everything here is frozen; names are identifiers made by :func:`aieflow.names.c_ident` (a model's
 names never reach this graph raw).
+
+Cost annotations (the ``estimate`` pass, :mod:`aieflow.mapped.estimate`): a lowering may give each
+kernel, each shared buffer's write and read side, each PLIO and each link that moves data through
+a tile DMA a :class:`Cost`, computed by the variant's own cost code (``perf/kernel.py``,
+``perf/movement.py``, ``dag/perf.py``).  Entities carrying a cost of one name form one pipeline
+stage (a Dense layer's tiles, a link's shards); the stage graph is built from these costs and the
+links alone.
 """
 
 from __future__ import annotations
@@ -21,6 +28,26 @@ LINK_KINDS = ("cascade", "buffer", "memtile", "plio")
 """How a link moves data: a cascade (accumulator to the next tile), a buffer (tile to tile, or tile
 to a memory tile's port: ``adf::connect`` of two buffer ports), a memory-tile shared buffer port
 (its tiling says which elements), a PLIO (to or from the PL / the data file)."""
+
+
+@dataclass(frozen=True)
+class Cost:
+    """One pipeline stage's cost, per graph iteration (batch): what occupies the resource, for how
+    long, and how much later its output end starts (switch hops, a cascade row's lag).  Every
+    entity carrying a cost of the same ``name`` belongs to that one stage (they carry equal costs).
+    ``tiles``, ``cycles``, ``macs`` and ``peak_macs_per_cycle`` describe a kernel stage (its
+    compute tiles, busy AIE-clock cycles, real MACs per batch, peak MACs per cycle per tile);
+    transfers give their busy cycles only."""
+
+    name: str
+    kind: str  # "plio", "kernel", "memtile", "dma"
+    bound: str  # "compute", "memory", "stream", "plio"
+    occupancy_ns: float
+    delay_ns: float = 0.0
+    tiles: int = 0
+    cycles: float = 0.0
+    macs: int = 0
+    peak_macs_per_cycle: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -57,6 +84,7 @@ class Kernel:
     # Buffer ports with one buffer instead of ping-pong (``adf::single_buffer``, UG1079): (side, port
     # index) each (the thesis CNN mapping's windows to and from the PL).
     single: tuple[tuple[str, int], ...] = ()
+    cost: Cost | None = None  # the kernel group's stage (every tile of a Dense layer carries it)
 
 
 @dataclass(frozen=True)
@@ -70,6 +98,10 @@ class SharedBuffer:
     writes: tuple[NdTiling, ...]
     reads: tuple[NdTiling, ...]
     comment: str
+    # The stage that fills the buffer (its write ports) and the one that drains it (its read ports);
+    # no read cost: whatever reads it (an output PLIO, another shard) drains it in its own stage.
+    write_cost: Cost | None = None
+    read_cost: Cost | None = None
 
 
 @dataclass(frozen=True)
@@ -79,6 +111,7 @@ class Plio:
     bits: int
     file: str  # the data file the simulators read or write
     freq_mhz: float = 0.0  # the PL-side clock of the PLIO (the 4th argument of ``create``); 0: the default
+    cost: Cost | None = None  # its transfer stage (the PLIOs of one layer share one)
 
 
 @dataclass(frozen=True)
@@ -86,6 +119,7 @@ class Link:
     kind: str  # one of LINK_KINDS
     src: Port
     dst: Port
+    cost: Cost | None = None  # a transfer on the link itself (an AIE1 tile DMA between non-neighbours)
 
 
 @dataclass(frozen=True)

@@ -290,9 +290,9 @@ def buffer_locations(p: DensePlan, device: Device, tile: tuple[int, int], inp: b
 
 
 def _replica_graph(layers: list[Node], idents: dict[str, str], device: Device, placement: Placement, rep: int,
-                   types: dict[str, NumericType]):
+                   types: dict[str, NumericType], costs):
     """Kernels, links, memory-tile buffers and PLIOs of one copy of the design (``types``: what
-    each layer's kernels write)."""
+    each layer's kernels write; ``costs``: copy 0's stage costs, which every copy carries)."""
     cascade_east = not device.generation.cascade_serpentine
     x = replica_suffix(rep)
     kernels: list[Kernel] = []
@@ -310,7 +310,7 @@ def _replica_graph(layers: list[Node], idents: dict[str, str], device: Device, p
                     (f"aieflow_design::{sym}_w", f"aieflow_design::{sym}_b"), f"kernels/{ident}.cc",
                     at, (p.batch_pad * p.k_slice,) + ((None,) if c else ()),
                     (p.batch_pad * p.n_slice if last else None,), rep,
-                    buffer_locations(p, device, at, own_in, own_out and last)))
+                    buffer_locations(p, device, at, own_in, own_out and last), cost=costs.kernel[node.name]))
 
     def kin(layer: Node, r: int, c: int, index: int = 0) -> Port:
         return Port(tile_var(idents[layer.name], r, c, rep), "in", index)
@@ -335,22 +335,29 @@ def _replica_graph(layers: list[Node], idents: dict[str, str], device: Device, p
             prev = layers[i - 1]
             pp: DensePlan = prev.plan
             if device.memory_tile_rows == 0 or p.link == "buffer":  # AIE1, or an AIE-ML direct link
+                dma = costs.dma.get(node.name)  # None: the tiles share the buffer
                 for r in range(pp.cas_num):
                     for rr in range(p.cas_num):
-                        links.append(Link("buffer", kout(prev, r, pp.cas_len - 1), kin(node, rr, r)))
+                        links.append(Link("buffer", kout(prev, r, pp.cas_len - 1), kin(node, rr, r), dma))
             else:
                 link = memtile_link(prev, node, device.memtile_channels)  # checked by the plan pass
                 names = [(f"mt_{ident}" if len(link.shards) == 1 else f"mt_{ident}_{j}") + x for j in range(len(link.shards))]
+                relay = costs.relay.get(node.name)
                 for j, sh in enumerate(link.shards):
+                    # a relay shard is filled by the write stage and drained by the relay (a cost on
+                    # its link); a shard of a relayed link is filled in the relay stage
+                    is_relay = sh.reads[0][0].kind == "shard"
                     memtiles.append(SharedBuffer(
                         names[j], types[prev.name].c_type, tuple(sh.dims),
                         tuple(_tiling(t, sh.dims) for _, t in sh.writes), tuple(_tiling(t, sh.dims) for _, t in sh.reads),
                         comment(f"{prev.name} -> {node.name}, features {sh.base}..{sh.base + sh.dims[0] - 1}: "
                                 f"{len(sh.writes)} writers in {pp.out_panel}-wide panels, {len(sh.reads)} readers "
-                                f"in {p.in_panel}-wide panels")))
+                                f"in {p.in_panel}-wide panels"),
+                        costs.write[node.name] if is_relay or relay is None else relay,
+                        None if is_relay else costs.read[node.name]))
                     for w, (ep, _) in enumerate(sh.writes):
                         src = kout(prev, ep.index, pp.cas_len - 1) if ep.kind == "row" else Port(names[ep.index], "out", 0)
-                        links.append(Link("memtile", src, Port(names[j], "in", w)))
+                        links.append(Link("memtile", src, Port(names[j], "in", w), relay if ep.kind == "shard" else None))
                     for rix, (ep, _) in enumerate(sh.reads):
                         if ep.kind == "column":
                             for rr in range(p.cas_num):
@@ -361,23 +368,29 @@ def _replica_graph(layers: list[Node], idents: dict[str, str], device: Device, p
     return kernels, links, memtiles, plio_in, plio_out
 
 
-def lower_chain(graph: Graph, device: Device, placement: Placement) -> MappedGraph:
+def lower_chain(graph: Graph, device: Device, placement: Placement, copies: int | None = None) -> MappedGraph:
     """The Dense chain as a mapped graph: every replica's cascade tiles, its links (cascades, AIE1 /
-    direct tile-to-tile buffers, memory-tile shared buffers), its PLIOs, the weight headers."""
+    direct tile-to-tile buffers, memory-tile shared buffers), its PLIOs, the weight headers; each
+    kernel, shard, PLIO and DMA link with its stage cost (:func:`aieflow.perf.simulate.chain_costs`,
+    copy 0's for every copy).  ``copies``: lower only the first that many replicas (the estimate
+    lowers copy 0 alone: every copy carries its costs, so the stage graph is the same)."""
     layers = dense_layers(graph)
     idents = layer_idents(layers)
+    from ..perf.simulate import chain_costs  # perf/movement reads this module's PLIO width
+
     types = {n.name: written(graph, n)[1] for n in layers}
+    costs = chain_costs(layers, device, placement)
     kernels: list[Kernel] = []
     links: list[Link] = []
     buffers: list[SharedBuffer] = []
     plios: list[Plio] = []
-    for rep in range(len(placement.replicas)):
-        k, c, m, pi, po = _replica_graph(layers, idents, device, placement, rep, types)
+    for rep in range(len(placement.replicas) if copies is None else copies):
+        k, c, m, pi, po = _replica_graph(layers, idents, device, placement, rep, types, costs)
         kernels += k
         links += c
         buffers += m
-        plios += [Plio(p["var"], "in", PLIO_BITS, p["file"]) for p in pi]
-        plios += [Plio(p["var"], "out", PLIO_BITS, p["file"]) for p in po]
+        plios += [Plio(p["var"], "in", PLIO_BITS, p["file"], cost=costs.plio_in) for p in pi]
+        plios += [Plio(p["var"], "out", PLIO_BITS, p["file"], cost=costs.plio_out) for p in po]
     headers = tuple(f"weights/{tile_var(idents[n.name], r, c)[2:]}.h"
                     for n in layers for r in range(n.plan.cas_num) for c in range(n.plan.cas_len))
     return MappedGraph(tuple(kernels), tuple(buffers), tuple(plios), tuple(links), headers)

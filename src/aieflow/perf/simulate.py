@@ -55,12 +55,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 
 from ..devices import Device
 from ..ir import Node
+from ..mapped.ir import Cost
 from ..ops.dense import DensePlan, DenseTypes
-from ..passes.transport import PING_PONG, memtile_link
+from ..passes.transport import memtile_link
 from . import movement as mv
 from .kernel import KernelCycles, layer_kernel_cycles
 
@@ -135,14 +135,13 @@ STEP_BUDGET = 100_000
 _REL_TOL = 1e-9  # two times are "equal" within this share of the interval
 
 
-def _order(pipe: Pipeline) -> list[int]:
-    """Stages with producers before consumers: a topological order that keeps the list order
-    where it can (the list order itself when the list is already a chain)."""
-    producer = {s.output: i for i, s in enumerate(pipe.stages) if s.output is not None}
-    upstream = [[producer[b] for b in s.reads if b in producer] for s in pipe.stages]
-    state = [0] * len(pipe.stages)  # 0 new, 1 on the path, 2 placed
+def stage_order(upstream: list[list[int]]) -> list[int]:
+    """Stages with producers before consumers, ``upstream[j]`` listing the stages ``j`` reads
+    from: a topological order that keeps the list order where it can (the list order itself when
+    the list is already a chain)."""
+    state = [0] * len(upstream)  # 0 new, 1 on the path, 2 placed
     order: list[int] = []
-    for root in range(len(pipe.stages)):
+    for root in range(len(upstream)):
         stack = [(root, 0)]
         while stack:
             j, k = stack.pop()
@@ -163,6 +162,11 @@ def _order(pipe: Pipeline) -> list[int]:
                 state[j] = 2
                 order.append(j)
     return order
+
+
+def _order(pipe: Pipeline) -> list[int]:
+    producer = {s.output: i for i, s in enumerate(pipe.stages) if s.output is not None}
+    return stage_order([[producer[b] for b in s.reads if b in producer] for s in pipe.stages])
 
 
 def run_pipeline(pipe: Pipeline, batches: int | None = None) -> SimResult:
@@ -397,11 +401,10 @@ def dma_stage(prev: Node, node: Node, device: Device, hops: int, inp: str, out: 
     return transfer_stage(f"dma:{prev.name}->{node.name}", "dma", t, device, inp, out)
 
 
-def _aie1_link_hops(design, prev: Node, node: Node, cascade_east: bool = False) -> int | None:
+def _aie1_link_hops(pl, prev: Node, node: Node, cascade_east: bool = False) -> int | None:
     """Largest switch-hop distance of a direct buffer link (AIE1, or AIE-ML without a memory
     tile), or None when every consumer tile is a memory neighbour of its producer's last tile (the
     buffer is shared, nothing moves)."""
-    pl = design.placement
     worst = 0
     shared = True
     for r in range(prev.plan.cas_num):
@@ -414,50 +417,64 @@ def _aie1_link_hops(design, prev: Node, node: Node, cascade_east: bool = False) 
     return None if shared else worst
 
 
-def design_pipeline(design) -> Pipeline:
-    """Translate a compiled design into its stages and ping-pong buffers."""
-    device: Device = design.device
-    layers = design.layers()
+@dataclass(frozen=True)
+class ChainCosts:
+    """The cost annotations of a Dense chain's mapped graph (``passes/emit.lower_chain``), by layer:
+    its kernel stage, and the stages of the link into it (memory-tile write, relay and read, or an
+    AIE1 / direct tile DMA; none when the tiles share the buffer)."""
+
+    plio_in: Cost
+    plio_out: Cost
+    kernel: Mapping[str, Cost]
+    write: Mapping[str, Cost]
+    relay: Mapping[str, Cost]
+    read: Mapping[str, Cost]
+    dma: Mapping[str, Cost]
+
+
+def cost_of(spec: StageSpec) -> Cost:
+    return Cost(spec.name, spec.kind, spec.bound, spec.occupancy_ns, spec.delay_ns, spec.tiles, spec.cycles,
+                spec.macs, spec.peak_macs_per_cycle)
+
+
+def chain_costs(layers: list[Node], device: Device, placement) -> ChainCosts:
+    """Each stage of the chain as copy 0 is placed: the PLIOs broadcast up the first layer's
+    columns / out of the last layer's rows, each layer's cascade rectangle, each link's transfers
+    with the switch hops between the rectangles."""
     if not layers:
         raise ValueError("the design has no planned layers")
-    stages: list[StageSpec] = []
-    buffers: dict[str, int] = {}
-
-    def buf(name: str) -> str:
-        buffers[name] = PING_PONG
-        return name
-
-    def rect(node: Node):
-        return design.placement.rect(node.name)
-
-    first = layers[0]
-    cur = buf(f"in:{first.name}")
-    stages.append(plio_in_stage(first, device, rect(first).row + rect(first).height - 1, cur))
+    kernel, write, relay, read, dma = {}, {}, {}, {}, {}
     for i, node in enumerate(layers):
-        if i:
-            prev = layers[i - 1]
-            if node.plan.link == "memtile":
-                rp, rn = rect(prev), rect(node)
-                hops_in = abs(rp.column + rp.width - 1 - rn.column) + rp.row + rp.height
-                hops_out = rn.row + rn.height
-                mid = buf(f"memtile:{prev.name}->{node.name}")
-                nxt = buf(f"in:{node.name}")
-                for st in memtile_stages(prev, node, device, hops_in, hops_out, cur, mid, nxt):
-                    buf(st.output)
-                    stages.append(st)
-                cur = nxt
-            else:
-                hops = _aie1_link_hops(design, prev, node, not device.generation.cascade_serpentine)
-                if hops is not None:
-                    nxt = buf(f"in:{node.name}")
-                    stages.append(dma_stage(prev, node, device, hops, cur, nxt))
-                    cur = nxt
-        out = buf(f"out:{node.name}")
-        stages.append(kernel_stage(node, device, cur, out)[0])
-        cur = out
-    last = layers[-1]
-    stages.append(plio_out_stage(last, device, rect(last).row + rect(last).height - 1, cur))
-    return Pipeline(tuple(stages), MappingProxyType(buffers))
+        kernel[node.name] = cost_of(kernel_stage(node, device)[0])
+        if not i:
+            continue
+        prev = layers[i - 1]
+        rp, rn = placement.rect(prev.name), placement.rect(node.name)
+        if node.plan.link == "memtile":
+            hops_in = abs(rp.column + rp.width - 1 - rn.column) + rp.row + rp.height
+            sts = memtile_stages(prev, node, device, hops_in, rn.row + rn.height, "", "", "")
+            write[node.name], read[node.name] = cost_of(sts[0]), cost_of(sts[-1])
+            if len(sts) == 3:
+                relay[node.name] = cost_of(sts[1])
+        else:
+            hops = _aie1_link_hops(placement, prev, node, not device.generation.cascade_serpentine)
+            if hops is not None:
+                dma[node.name] = cost_of(dma_stage(prev, node, device, hops, "", ""))
+    first, last = layers[0], layers[-1]
+    top = lambda n: placement.rect(n.name).row + placement.rect(n.name).height - 1  # noqa: E731
+    return ChainCosts(cost_of(plio_in_stage(first, device, top(first), None)),
+                      cost_of(plio_out_stage(last, device, top(last), None)), kernel, write, relay, read, dma)
+
+
+def design_pipeline(design) -> Pipeline:
+    """The chain's stage graph: the design lowered into its costed mapped graph
+    (``passes/emit.lower_chain`` with :func:`chain_costs`) and built by ``mapped.estimate``.  Copy 0
+    alone is lowered: every replica carries copy 0's costs, so the others add no stage or edge (and
+    would cost the search's re-costing a lowering per copy)."""
+    from ..mapped.estimate import pipeline
+    from ..passes.emit import lower_chain
+
+    return pipeline(lower_chain(design.graph, design.device, design.placement, copies=1))
 
 
 def memory_tiles_used(design) -> int:

@@ -1,0 +1,113 @@
+"""The ``estimate`` pass: the stage graph of a mapped graph, run by the one simulation engine.
+
+:func:`pipeline` reads only the mapped graph: its kernels, shared buffers, PLIOs and links, and the
+:class:`~aieflow.mapped.ir.Cost` each lowering attached to them.  The rules:
+
+- a **stage** is every entity carrying a cost of one name (a Dense layer's tiles; a memory-tile
+  link's shards, whose write ports form one stage and read ports another; the PLIOs of one layer;
+  the links of one tile-DMA transfer);
+- a kernel and a PLIO belong wholly to their stage; a shared buffer's write ports belong to its
+  write stage and its read ports to its read stage (its write stage when it has none: an output
+  PLIO or another shard drains it in their own stage);
+- an **edge** joins the stage of a link's source to the stage of its destination (through the
+  link's own stage when the link carries a cost), and a buffer's write stage to its read stage;
+  edges inside one stage (a cascade, a broadcast to a column's rows) are dropped;
+- every stage writes one ping-pong buffer that its successors read (a buffer's slot is free once
+  all of them have released it), except the **sink**: the stage of the output PLIO(s);
+- stages are listed producers first (:func:`aieflow.perf.simulate.stage_order`, which keeps the
+  graph's own order where it can).
+
+Replicas: a lowering gives every copy's entities the costs of copy 0 (same names), so the copies
+merge into one stage graph (they are identical and independent; the caller multiplies throughput
+and resources).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..passes.transport import PING_PONG
+from ..perf.simulate import Pipeline, StageSpec, stage_order
+from .ir import Cost, MappedGraph
+
+
+@dataclass(frozen=True)
+class StageGraph:
+    """The stages in producer order and, per stage, the stages it reads from (in stage order)."""
+
+    stages: tuple[Cost, ...]
+    after: dict[str, tuple[str, ...]]
+    sink: str
+
+
+def _need(cost: Cost | None, what: str) -> Cost:
+    if cost is None:
+        raise ValueError(f"{what} carries no cost: the lowering did not cost it")
+    return cost
+
+
+def stage_graph(mg: MappedGraph) -> StageGraph:
+    """The stages of ``mg`` and their edges (see the module docstring)."""
+    costs: dict[str, Cost] = {}
+    listed: list[str] = []
+
+    def touch(c: Cost) -> Cost:
+        if c.name not in costs:
+            costs[c.name] = c
+            listed.append(c.name)
+        elif costs[c.name] != c:
+            raise ValueError(f"stage {c.name!r} carries two different costs")
+        return c
+
+    in_side: dict[str, Cost] = {}  # entity -> the stage its input ports belong to
+    out_side: dict[str, Cost] = {}
+    for p in mg.plios:
+        if p.direction == "in":
+            out_side[p.var] = touch(_need(p.cost, f"PLIO {p.var}"))
+    for k in mg.kernels:
+        in_side[k.var] = out_side[k.var] = touch(_need(k.cost, f"kernel {k.var}"))
+    edges: set[tuple[str, str]] = set()
+    for b in mg.buffers:
+        w = _need(b.write_cost, f"shared buffer {b.var}")
+        in_side[b.var], out_side[b.var] = w, b.read_cost or w
+        if b.read_cost is not None:
+            edges.add((w.name, b.read_cost.name))
+    sinks = set()
+    for p in mg.plios:
+        if p.direction == "out":
+            in_side[p.var] = _need(p.cost, f"PLIO {p.var}")
+            sinks.add(p.cost.name)
+    for link in mg.links:
+        chain = [out_side[link.src.owner], *([link.cost] if link.cost else []), in_side[link.dst.owner]]
+        for a, b in zip(chain, chain[1:], strict=False):
+            touch(a), touch(b)
+            if a.name != b.name:
+                edges.add((a.name, b.name))
+    for c in (*in_side.values(), *out_side.values()):
+        touch(c)
+    if len(sinks) != 1:
+        raise ValueError(f"the mapped graph needs one output stage, not {sorted(sinks)}")
+    preds: dict[str, list[str]] = {n: [] for n in listed}
+    for a, b in edges:
+        preds[b].append(a)
+    pos = {n: i for i, n in enumerate(listed)}
+    names = [listed[i] for i in stage_order([sorted(pos[p] for p in preds[n]) for n in listed])]
+    rank = {n: i for i, n in enumerate(names)}
+    after = {n: tuple(sorted(preds[n], key=rank.__getitem__)) for n in names}
+    return StageGraph(tuple(costs[n] for n in names), after, next(iter(sinks)))
+
+
+def pipeline(mg: MappedGraph) -> Pipeline:
+    """The simulation engine's stage graph of ``mg``."""
+    return to_pipeline(stage_graph(mg))
+
+
+def to_pipeline(sg: StageGraph) -> Pipeline:
+    specs = tuple(
+        StageSpec(c.name, c.kind, c.bound, c.occupancy_ns, c.delay_ns,
+                  (tuple(f"out:{p}" for p in sg.after[c.name]) or None),
+                  None if c.name == sg.sink else f"out:{c.name}",
+                  c.tiles, c.cycles, c.macs, c.peak_macs_per_cycle)
+        for c in sg.stages
+    )
+    return Pipeline(specs, {f"out:{c.name}": PING_PONG for c in sg.stages if c.name != sg.sink}, sink=sg.sink)
