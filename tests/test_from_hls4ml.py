@@ -241,3 +241,13 @@ def test_narrow_output_range_in_the_kernel_config(out, lo, hi, wrap):
     layer["output"] = "ap_fixed<16,6,AP_RND_CONV,AP_SAT>"
     d = aieflow.compile(m, example_input=x, config={"precision": "int16", "layers": {"0": layer}})
     assert "OUT_LO" not in next(v for k, v in d.files.items() if k.endswith("layers.h"))
+
+
+def test_the_design_saves_and_loads_with_hls4ml_types(designs, tmp_path):
+    _, texted = designs
+    texted.save(tmp_path / "prj")
+    back = aieflow.load(tmp_path / "prj")
+    x = _inputs()
+    np.testing.assert_array_equal(back.predict(x), texted.predict(x))
+    assert back.config.weights_rounding == "hls4ml"
+    assert back.config.to_json()["layers"]["_0"]["output"] == "fixed<12,4,RND_CONV,SAT>"

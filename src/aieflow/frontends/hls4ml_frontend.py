@@ -7,8 +7,7 @@ and compiles them with aieflow's own pipeline: the layers become a float IR grap
 the precisions become per-layer types of the config (``layers.<name>.input / weight / bias /
 output``), under hls4ml's layer names.  Nothing is calibrated; every type is hls4ml's.
 
-Mapped: ``Input``, ``Dense`` (io_parallel / io_stream alike: the numerics do not depend on them)
-and ``Activation`` ``relu`` (fused into the Dense before it, whose result type it must share) and
+Mapped: ``Input``, ``Dense`` (checked against hls4ml's io_parallel C simulation) and ``Activation`` ``relu`` (fused into the Dense before it, whose result type it must share) and
 ``linear`` (an identity when its type is its input's).  A Dense layer's ``accum_t`` must hold every
 product and partial sum exactly (hls4ml's ``auto`` inference gives such a type): the AI Engine
 accumulates exactly, so a narrower ``accum_t`` (which truncates or wraps in hls4ml) has no
@@ -174,7 +173,10 @@ def import_hls4ml(hls_model: Any) -> tuple[ImportedModel, dict[str, dict[str, st
                 f"hls4ml layer of class {what} has no mapping in from_hls4ml, which maps Input, Dense and ReLU "
                 "(and linear activations of their input's type)",
                 layer=layer.name,
-                hint="compile the PyTorch / ONNX model with aieflow.compile (its types written as layers.<name>.* "
+                hint=("compile the PyTorch model with aieflow.compile and hls4ml's types as layers.<name>.weight / "
+                      "bias / recurrent_weight / recurrent_bias / accum / output: its GRU / LSTM layers are bit-exact "
+                      "with hls4ml's C simulation (docs/recurrent.md)") if cls in ("GRU", "LSTM") else
+                "compile the PyTorch / ONNX model with aieflow.compile (its types written as layers.<name>.* "
                 "in the config) for the layers aieflow maps there")
         tensor_of[layer.name] = layer.name
         type_of[layer.name] = out_t
