@@ -22,6 +22,7 @@ _LAZY = {
     "compile": "api",
     "emulate": "api",
     "explore": "api",
+    "from_hls4ml": "frontends.hls4ml_frontend",
     "Design": "design",
     "load": "design",
     "AieflowError": "errors",
@@ -33,8 +34,9 @@ if TYPE_CHECKING:  # the names as a type checker and an IDE see them
     from .api import compile, emulate, explore  # noqa: A004
     from .design import Design, load
     from .errors import AieflowError
+    from .frontends.hls4ml_frontend import from_hls4ml
 
-__all__ = ["AieflowError", "Design", "__version__", "compile", "emulate", "explore", "gemm", "load"]
+__all__ = ["AieflowError", "Design", "__version__", "compile", "emulate", "explore", "from_hls4ml", "gemm", "load"]
 
 
 def __getattr__(name: str) -> Any:

@@ -158,6 +158,10 @@ class Config:
     # an activation / softmax right after a Dense layer: in its kernel ("fused"), its own kernel
     # ("standalone", the DAG mapping) or chosen by the target ("auto"; passes/posts.py)
     posts: str = "auto"
+    # how float Dense weights / biases become codes: "exact" (the float value rounded by the type's
+    # mode) or "hls4ml" (decimal text with the type's fractional bits of decimals, then rounded, as
+    # hls4ml's C simulation reads its weight files: numerics/fixed.hls4ml_text_values)
+    weights_rounding: str = "exact"
     # the top-level keys the user wrote (options.refuse_unsupported names those a design kind ignores)
     given: frozenset[str] = field(default=frozenset(), compare=False)
 
@@ -212,6 +216,8 @@ class Config:
             out["cnn"] = _plain(self.cnn)
         if self.posts != "auto":
             out["posts"] = self.posts
+        if self.weights_rounding != "exact":
+            out["weights_rounding"] = self.weights_rounding
         return out
 
 
@@ -293,8 +299,9 @@ def parse_config(raw: Mapping[str, Any] | Config | None) -> Config:
         replicas = _positive_int(replicas, "replicas")
     cnn = raw.get("cnn") or {}
     posts = str(raw.get("posts") or "auto")
+    weights_rounding = str(raw.get("weights_rounding") or "exact")
     return Config(precision, batch, frozen_map(layers), target, batch_search, frozen_map(acts), replicas,
-                  cnn=frozen_map(dict(cnn)), posts=posts, given=frozenset(k for k, v in raw.items() if v is not None))
+                  cnn=frozen_map(dict(cnn)), posts=posts, weights_rounding=weights_rounding, given=frozenset(k for k, v in raw.items() if v is not None))
 
 
 def config_schema() -> dict[str, Any]:

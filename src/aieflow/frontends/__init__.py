@@ -81,6 +81,8 @@ def import_model(model: Any, example_input: Any = None) -> ImportedModel:
     ``example_input`` (a sample input batch or its shape, batch included) is required for PyTorch
     models and optional for ONNX models, where it fixes dimensions the model leaves dynamic.
     """
+    if isinstance(model, ImportedModel):  # already imported (frontends/hls4ml_frontend.py)
+        return check_imported(model)
     if isinstance(model, str | os.PathLike):
         path = os.fspath(model)
         if str(path).lower().endswith(".onnx"):

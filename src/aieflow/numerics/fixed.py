@@ -144,6 +144,20 @@ def srs(acc: np.ndarray, shift: int, out: FixedType) -> np.ndarray:
     return saturate(round_shift(acc, shift, out.rounding), out)
 
 
+def hls4ml_text_values(x: np.ndarray, t: FixedType) -> np.ndarray:
+    """The values hls4ml's C simulation holds for float weights ``x`` of type ``t`` before the
+    type's rounding: hls4ml writes each weight as decimal text with ``max(0, frac)`` decimals
+    (``WeightVariable.precision_fmt``, Python's correctly rounded ``'{:.Nf}'`` of the exact float
+    value) and its C++ reads the text back into a double (``std::istream >> double``, correctly
+    rounded) that ``ap_fixed``'s constructor then rounds; ``quantize`` of the result is that code.
+    A float32 weight on a rounding tie of ``t`` (or just below a grid point, for truncation) can
+    therefore get another code than ``quantize(x, t)`` gives it."""
+    arr = np.asarray(x)
+    fmt = f"{{:.{max(0, t.frac)}f}}"
+    values = [float(fmt.format(float(v))) for v in arr.ravel()]
+    return np.asarray(values, dtype=np.float64).reshape(arr.shape)
+
+
 def quantize(x: np.ndarray, t: FixedType) -> np.ndarray:
     """Float to codes of ``t``, with the exact rounding of ``x * 2**t.frac``.
 

@@ -180,6 +180,11 @@ def quantise(node: Node, ctx: QuantContext) -> Node:
     w = node.params["weight"]
     b = node.params.get("bias")
 
+    hls_text = ctx.config.weights_rounding == "hls4ml"
+    if hls_text and act_kind in ("fp32", "bf16"):
+        raise ConfigError(f"config option 'weights_rounding: hls4ml' rounds weights into fixed-point types; this "
+                          f"layer's precision is {precision}", layer=name,
+                          hint="leave weights_rounding out, or use a fixed-point precision (int8, int16, a16w8)")
     if act_kind in ("fp32", "bf16"):
         if act_kind not in gen.float_types:
             raise ConfigError(
@@ -207,6 +212,10 @@ def quantise(node: Node, ctx: QuantContext) -> Node:
         return node.evolve(types=types, params=params)
 
     if _affine_layer(node, ctx, in_type):
+        if hls_text:
+            raise ConfigError("config option 'weights_rounding: hls4ml' applies to float weights rounded into "
+                              "fixed-point types; this layer's weights are float-scale (affine) codes the model carries",
+                              layer=name, hint="leave weights_rounding out for this model")
         return quantise_affine(node, ctx, in_type)
     if not isinstance(in_type, FixedType):
         raise ConfigError(
@@ -306,7 +315,12 @@ def quantise(node: Node, ctx: QuantContext) -> Node:
         f"or fewer integer bits); {change}",
     )
 
-    wq = fixed.quantize(w, q_type)
+    if hls_text and (hinted("weight") is not None or hinted("bias") is not None):
+        raise ConfigError("config option 'weights_rounding: hls4ml' applies to float weights rounded into "
+                          "fixed-point types; this layer's weights carry their own quantised (QDQ / QONNX) codes",
+                          layer=name, hint="leave weights_rounding out for this model")
+    # hls4ml's C simulation reads its weights from decimal text (numerics/fixed.hls4ml_text_values)
+    wq = fixed.quantize(fixed.hls4ml_text_values(w, q_type) if hls_text else w, q_type)
     if hinted("weight") is not None and not np.array_equal(fixed.dequantize(wq, q_type), w):
         raise ConfigError("weights do not lie on the grid of their QDQ type", layer=name)
 
@@ -338,7 +352,7 @@ def quantise(node: Node, ctx: QuantContext) -> Node:
             why=f"accumulator {acc_frac} fractional bits, bias {bias_type} {bias_type.frac}",
             hint=f"the bias needs at least {acc_frac - gen.ups_shift_max} fractional bits; {change}",
         )
-        bq = fixed.quantize(b, bias_codes_type)
+        bq = fixed.quantize(fixed.hls4ml_text_values(b, bias_codes_type) if hls_text else b, bias_codes_type)
     if acc_bits == 32 and pair == ("i16", "i8"):
         bound = fixed.max_abs_accumulation(w.shape[0], in_type, w_type)
         if bq is not None:

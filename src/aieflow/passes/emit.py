@@ -19,7 +19,7 @@ from ..mapped.adf import graph_header
 from ..mapped.ir import Kernel, Link, MappedGraph, Plio, Port, SharedBuffer
 from ..mapped.tiling import NdTiling, Traversal
 from ..names import Code, c_ident, comment, unique_idents
-from ..numerics.types import FixedType, FloatType, NumericType
+from ..numerics.types import FixedType, FloatType, NumericType, Saturation
 from ..ops.dense import (
     DensePlan,
     DenseTypes,
@@ -198,6 +198,16 @@ def post_info(post: Node | None, plan: DensePlan) -> dict[str, Any]:
             "n": plan.out_features, "table": _c_array(c["table"], FixedType(32, 0)), "text": c["text"], "name": post.name}
 
 
+def narrow_output(t) -> dict[str, Any] | None:
+    """A fixed-point output type narrower than its container (``fixed<12,4>`` in int16): the range
+    the kernel applies after the SRS (``dense.h`` ``NarrowOf``); None when the container is the type."""
+    if not isinstance(t, FixedType) or t.width >= t.container_bits:
+        return None
+    wrap = t.container_bits - t.width if t.saturation is Saturation.WRAP else 0
+    lo = -t.max_code if (t.saturation is Saturation.SYMMETRIC and t.signed) else t.min_code
+    return {"type": t.to_string(), "lo": lo, "hi": t.max_code, "wrap": wrap}
+
+
 def layer_info(node: Node, ident: str, device: Device, post: Node | None = None) -> dict[str, Any]:
     """A Dense layer's config (``layers.h``) and what the templates say of it; ``post``: the
     activation / softmax fused into its last tiles (``ops/post.py``)."""
@@ -237,6 +247,7 @@ def layer_info(node: Node, ident: str, device: Device, post: Node | None = None)
         "has_bias": t.bias is not None,
         "rounding": rounding,
         "saturation": saturation,
+        "narrow": narrow_output(t.output),
         "in_features": p.in_features,
         "out_features": p.out_features,
         "cas_len": p.cas_len,

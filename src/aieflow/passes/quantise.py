@@ -111,6 +111,10 @@ def quantise(graph: Graph, device: Device, config: Config, hints: QuantHints, ca
                 "convolutions (+ ReLU) and max / average pooling only",
                 layer=node.name,
                 hint="quantise this model with power-of-two scales (aieflow's own PTQ: precision + calibration data)")
+        if config.weights_rounding == "hls4ml" and node.params and node.op != "dense":
+            raise ConfigError(f"config option 'weights_rounding: hls4ml' applies to Dense layers' weights; this "
+                              f"layer ({node.op}) rounds its parameters exactly", layer=node.name,
+                              hint="leave weights_rounding out for this model")
         qnode = fam.quantise(node, ctx)
         out_type = qnode.types.output if hasattr(qnode.types, "output") else qnode.types
         types[node.outputs[0]] = out_type

@@ -51,6 +51,28 @@ struct RqOf<C, std::void_t<decltype(C::RQ)>> {
     static constexpr int ZP = C::RQ_ZP;
 };
 
+// Output types narrower than their container (ap_fixed<12,4> held in int16): the SRS rounds and
+// saturates (or wraps) at the container's width, then the type's own range applies: a clamp to
+// [OUT_LO, OUT_HI] (saturating and symmetric modes) or, with OUT_WRAP > 0, a wrap at the type's
+// width (aie::upshift by OUT_WRAP bits, then aie::downshift, which sign-extends signed elements).
+// Either equals saturating / wrapping the rounded value at the type's width at once.
+template <class C, class = void>
+struct NarrowOf {
+    static constexpr bool NARROW = false;
+};
+template <class C>
+struct NarrowOf<C, std::void_t<decltype(C::OUT_LO)>> {
+    static constexpr bool NARROW = true;
+    template <class T, unsigned E>
+    static aie::vector<T, E> apply(const aie::vector<T, E>& v) {
+        if constexpr (C::OUT_WRAP > 0) {
+            return aie::downshift(aie::upshift(v, C::OUT_WRAP), C::OUT_WRAP);
+        } else {
+            return aie::max(aie::min(v, aie::broadcast<T, E>(T(C::OUT_HI))), aie::broadcast<T, E>(T(C::OUT_LO)));
+        }
+    }
+};
+
 // Weight storage.  A config with W_PACK (int4 weights on AIE-ML / AIE-MLv2) keeps W_PACK codes per
 // TWS element (two int4 per int8 byte, element 2i in the low nibble of byte i) and loads a K x N
 // block as K*N/W_PACK bytes reinterpreted as a vector of TW (aie::vector::cast_to, UG1529); one
@@ -134,6 +156,9 @@ struct DenseCore {
             v = requant(c.to_accum(), rq + jb * MN);
         } else {
             v = c.template to_vector<TO>(C::SHIFT);
+        }
+        if constexpr (NarrowOf<C>::NARROW) {
+            v = NarrowOf<C>::apply(v);
         }
         if constexpr (C::RELU && RqOf<C>::RQ) {
             v = aie::max(v, aie::broadcast<TO, MN>(TO(RqOf<C>::ZP)));  // real 0 is the zero point's code

@@ -1,0 +1,224 @@
+"""hls4ml models in: ``aieflow.from_hls4ml(hls_model, device=..., config=...)``.
+
+An hls4ml ``ModelGraph`` (what ``hls4ml.converters.convert_from_*`` returns) already holds what
+aieflow's import and quantisation would otherwise decide: each layer's weights (float arrays, as
+hls4ml holds them after its own optimisers) and each variable's precision.  This module reads both
+and compiles them with aieflow's own pipeline: the layers become a float IR graph (Dense, ReLU),
+the precisions become per-layer types of the config (``layers.<name>.input / weight / bias /
+output``), under hls4ml's layer names.  Nothing is calibrated; every type is hls4ml's.
+
+Mapped: ``Input``, ``Dense`` (checked against hls4ml's io_parallel C simulation) and ``Activation`` ``relu`` (fused into the Dense before it, whose result type it must share) and
+``linear`` (an identity when its type is its input's).  A Dense layer's ``accum_t`` must hold every
+product and partial sum exactly (hls4ml's ``auto`` inference gives such a type): the AI Engine
+accumulates exactly, so a narrower ``accum_t`` (which truncates or wraps in hls4ml) has no
+equivalent.  Everything else is refused, naming the hls4ml layer and what to change.
+
+hls4ml's C simulation reads weights from decimal text; ``config={"weights_rounding": "hls4ml"}``
+reproduces that (``numerics.fixed.hls4ml_text_values``), see docs/hls4ml.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError, ModelError
+from ..ir import Graph, ImportedModel, Node, Tensor
+from ..numerics.types import FixedType, parse_type
+
+# hls4ml precision classes whose C++ type is an ap_fixed (their rounding / overflow modes are
+# aieflow's FixedType modes); integer, xnor, exponent and float types are refused by name
+_FIXED_CLASSES = ("FixedPrecisionType",)
+_HINT_PRECISION = "set it in the hls4ml config (LayerName.{layer}.Precision.{key}) to an ap_fixed<W,I[,Q[,O]]> type"
+
+
+def _class_names(obj: Any) -> tuple[str, ...]:
+    return tuple(c.__name__ for c in type(obj).__mro__)
+
+
+def fixed_type(precision: Any, layer: str, key: str) -> FixedType:
+    """hls4ml's precision object as aieflow's :class:`FixedType` (modes included), or a ModelError
+    naming the layer and the precision key."""
+    names = _class_names(precision)
+    text = str(precision)
+    if not any(n in names for n in _FIXED_CLASSES):
+        what = ("an integer type: ap_int's conversion from a float weight truncates towards zero, which aieflow "
+                "does not reproduce" if "IntegerPrecisionType" in names else f"a {type(precision).__name__}")
+        raise ModelError(f"hls4ml precision '{key}' is {text} ({what}); aieflow maps ap_fixed / ap_ufixed types",
+                         layer=layer, hint=_HINT_PRECISION.format(layer=layer, key=key)
+                         + (" (ap_fixed<W,W> for integers)" if "IntegerPrecisionType" in names else ""))
+    try:
+        t = parse_type(text)
+    except ConfigError as e:
+        raise ModelError(f"hls4ml precision '{key}' {text}: {e.message}", layer=layer,
+                         hint=_HINT_PRECISION.format(layer=layer, key=key)) from None
+    if not isinstance(t, FixedType):  # pragma: no cover - parse_type of a fixed spelling
+        raise ModelError(f"hls4ml precision '{key}' {text} is not fixed point", layer=layer)
+    return t
+
+
+def _output_type(layer: Any) -> FixedType:
+    return fixed_type(layer.get_output_variable().type.precision, layer.name, "result")
+
+
+def _input_layer(layer: Any, by_output: Mapping[str, Any]) -> Any:
+    inputs = list(layer.inputs)
+    if len(inputs) != 1 or inputs[0] not in by_output:
+        raise ModelError(f"hls4ml layer reads {inputs}; from_hls4ml maps chains (each layer reading the one before)",
+                         layer=layer.name)
+    return by_output[inputs[0]]
+
+
+def _check_accum(layer: Any, in_t: FixedType, w_t: FixedType, b_t: FixedType | None, k: int) -> None:
+    """``accum_t`` holds every product and partial sum exactly, as the AI Engine's accumulator does."""
+    acc_p = layer.get_attr("accum_t")
+    if acc_p is None:
+        return
+    acc = fixed_type(getattr(acc_p, "precision", acc_p), layer.name, "accum")
+    frac = in_t.frac + w_t.frac
+    fracs_ok = acc.frac >= frac and (b_t is None or acc.frac >= b_t.frac)
+    # worst case over the types: k products at their largest magnitude plus the largest bias
+    x_max = max(abs(in_t.min_code), in_t.max_code)
+    w_max = max(abs(w_t.min_code), w_t.max_code)
+    bound = k * x_max * w_max << max(0, acc.frac - frac)
+    if b_t is not None:
+        bound += max(abs(b_t.min_code), b_t.max_code) << max(0, acc.frac - b_t.frac)
+    range_ok = bound <= acc.max_code and -bound >= acc.min_code
+    if not (fracs_ok and range_ok):
+        need_frac = max(frac, b_t.frac if b_t is not None else 0)
+        need_int = (bound >> max(0, acc.frac - need_frac)).bit_length() + 1 - need_frac
+        raise ModelError(
+            f"accum_t {acc.to_string()} does not hold every product and partial sum exactly (input {in_t.to_string()} "
+            f"x weight {w_t.to_string()} over {k} inputs, bias {b_t.to_string() if b_t else 'none'}); the AI Engine "
+            "accumulates exactly, so hls4ml's rounding or wrapping of the sums has no equivalent",
+            layer=layer.name,
+            hint=f"set LayerName.{layer.name}.Precision.accum to 'auto' (or to a signed ap_fixed with at least "
+            f"{need_frac} fractional and {need_int} integer bits) in the hls4ml config")
+
+
+def import_hls4ml(hls_model: Any) -> tuple[ImportedModel, dict[str, dict[str, str]]]:
+    """The float IR graph of ``hls_model`` and the per-layer types (config ``layers`` entries)."""
+    if not hasattr(hls_model, "get_layers"):
+        raise ConfigError(f"from_hls4ml takes an hls4ml ModelGraph (hls4ml.converters.convert_from_*), got "
+                          f"{type(hls_model).__name__}")
+    layers = list(hls_model.get_layers())
+    by_output: dict[str, Any] = {}
+    nodes: list[Node] = []
+    tensors: dict[str, Tensor] = {}
+    types: dict[str, dict[str, str]] = {}
+    tensor_of: dict[str, str] = {}  # hls4ml layer name -> the IR tensor holding its output
+    type_of: dict[str, FixedType] = {}  # hls4ml layer name -> its result type
+    dense_of: dict[str, str] = {}  # IR tensor -> the Dense layer whose output (after fusion) it is
+    graph_input = None
+    for layer in layers:
+        cls = layer.class_name
+        for out in layer.outputs:
+            by_output[out] = layer
+        if cls == "Input":
+            if graph_input is not None:
+                raise ModelError("the hls4ml model has more than one input; aieflow supports one", layer=layer.name)
+            shape = tuple(int(d) for d in layer.get_output_variable().shape)
+            graph_input = layer.name
+            tensors[layer.name] = Tensor(layer.name, shape)
+            tensor_of[layer.name] = layer.name
+            type_of[layer.name] = _output_type(layer)
+            continue
+        src = _input_layer(layer, by_output)
+        x = tensor_of[src.name]
+        in_t = type_of[src.name]
+        out_t = _output_type(layer)
+        if cls == "Dense":
+            w = np.asarray(layer.weights["weight"].data)
+            w_t = fixed_type(layer.weights["weight"].type.precision, layer.name, "weight")
+            params = {"weight": w.reshape(w.shape[0], -1) if w.ndim != 2 else w}
+            b_t = None
+            if "bias" in layer.weights and layer.weights["bias"].data is not None:
+                params["bias"] = np.asarray(layer.weights["bias"].data).reshape(-1)
+                b_t = fixed_type(layer.weights["bias"].type.precision, layer.name, "bias")
+            k, n = params["weight"].shape
+            _check_accum(layer, in_t, w_t, b_t, k)
+            nodes.append(Node(layer.name, "dense", (x,), (layer.name,),
+                              attrs={"in_features": k, "out_features": n, "activation": None}, params=params))
+            tensors[layer.name] = Tensor(layer.name, (n,))
+            entry = {"weight": w_t.to_string(), "output": out_t.to_string()}
+            if x == graph_input:  # later layers read the type the layer before writes
+                entry = {"input": in_t.to_string(), **entry}
+            if b_t is not None:
+                entry["bias"] = b_t.to_string()
+            types[layer.name] = entry
+            dense_of[layer.name] = layer.name
+        elif cls == "Activation" and str(layer.get_attr("activation")).lower() == "relu":
+            if x not in dense_of or types[dense_of[x]]["output"] != out_t.to_string():
+                raise ModelError(
+                    f"ReLU with result {out_t.to_string()} after '{src.name}' ({in_t.to_string()}): aieflow runs a "
+                    "ReLU in the Dense layer before it, whose one output type both must share",
+                    layer=layer.name,
+                    hint=f"give LayerName.{layer.name}.Precision.result the Dense layer's result type "
+                    f"({in_t.to_string()}) in the hls4ml config" if x in dense_of else
+                    "a ReLU is mapped after a Dense layer only")
+            nodes.append(Node(layer.name, "relu", (x,), (layer.name,)))
+            tensors[layer.name] = Tensor(layer.name, tensors[x].shape)
+            dense_of[layer.name] = dense_of[x]
+        elif cls == "Activation" and str(layer.get_attr("activation")).lower() == "linear" and out_t == in_t:
+            tensor_of[layer.name] = x  # an identity: hls4ml casts to the same type
+            type_of[layer.name] = in_t
+            if x in dense_of:
+                dense_of[layer.name] = dense_of[x]
+            continue
+        else:
+            what = f"{cls} '{layer.get_attr('activation')}'" if cls == "Activation" else cls
+            raise ModelError(
+                f"hls4ml layer of class {what} has no mapping in from_hls4ml, which maps Input, Dense and ReLU "
+                "(and linear activations of their input's type)",
+                layer=layer.name,
+                hint=("compile the PyTorch model with aieflow.compile and hls4ml's types as layers.<name>.weight / "
+                      "bias / recurrent_weight / recurrent_bias / accum / output: its GRU / LSTM layers are bit-exact "
+                      "with hls4ml's C simulation (docs/recurrent.md)") if cls in ("GRU", "LSTM") else
+                "compile the PyTorch / ONNX model with aieflow.compile (its types written as layers.<name>.* "
+                "in the config) for the layers aieflow maps there")
+        tensor_of[layer.name] = layer.name
+        type_of[layer.name] = out_t
+    if graph_input is None or not nodes:
+        raise ModelError("the hls4ml model has no Input layer or no Dense layer to compile")
+    last = layers[-1].name
+    graph = Graph(tuple(nodes), tensors, (graph_input,), (tensor_of[last],), name=str(getattr(
+        getattr(hls_model, "config", None), "get_project_name", lambda: "hls4ml_model")()))
+    graph.validate()
+    return ImportedModel(graph, source="hls4ml"), types
+
+
+def from_hls4ml(
+    hls_model: Any,
+    device: str = "vek280",
+    config: Mapping[str, Any] | None = None,
+    example_input: Any = None,
+    progress: Callable[[str], None] | None = None,
+):
+    """Compile an hls4ml ``ModelGraph`` with its weights and per-layer precisions.
+
+    ``config`` takes aieflow's keys (``target``, ``batch``, ``layers.<name>.parallelism``,
+    ``weights_rounding: hls4ml`` ...); the types come from ``hls_model`` and a config type for the
+    same layer and key is refused.  ``example_input`` (float samples) fills the project's PLIO data.
+    """
+    from ..api import compile as compile_model  # noqa: A004
+
+    if config is not None and not isinstance(config, Mapping):
+        raise ConfigError(f"from_hls4ml: config must be a mapping of aieflow keys, got {type(config).__name__}")
+    imported, types = import_hls4ml(hls_model)
+    raw = dict(config or {})
+    if str(raw.get("precision") or "int16").lower() in ("fp32", "bf16", "float32", "bfloat16"):
+        raise ConfigError(f"from_hls4ml: precision {raw['precision']} would replace the hls4ml model's fixed-point "
+                          "types", hint="leave precision out; the types are the hls4ml model's")
+    raw.setdefault("precision", "int16")
+    layers = {str(k): dict(v or {}) for k, v in (raw.get("layers") or {}).items()}
+    for name, entry in types.items():
+        mine = layers.setdefault(name, {})
+        clash = sorted(k for k in entry if k in mine)
+        if clash:
+            raise ConfigError(f"layers.{name}: {', '.join(clash)} given in the config and by the hls4ml model",
+                              layer=name, hint=f"change LayerName.{name}.Precision in the hls4ml config instead")
+        mine.update(entry)
+    raw["layers"] = layers
+    return compile_model(imported, device=device, example_input=example_input, config=raw, progress=progress)
