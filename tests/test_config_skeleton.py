@@ -151,7 +151,8 @@ def test_uncommenting_a_type_of_a_qonnx_skeleton_fixes_it(tmp_path):
     model = str(BREVITAS / "brevitas_mlp_qonnx.onnx")
     sk = config_skeleton(model)
     assert sk.types["fc1"]["output"] == "ufixed<8,3,RND_CONV,SAT>"  # the model's own QONNX types, no calibration
-    assert sk.types["fc2"]["weight"] == "fixed<8,3,RND_CONV,SAT>"
+    # fc2's weights are a 4-bit Quant (scale 2^-5): a 4-bit type (int4 on AIE-ML; was held as fixed<8,3>)
+    assert sk.types["fc2"]["weight"] == "fixed<4,-1,RND_CONV,SAT>"
     text = sk.to_yaml().replace("    # output: fixed<8,2,RND_CONV,SAT>", "    output: ap_fixed<12,4,AP_TRN,AP_SAT>")
     file = tmp_path / "c.yaml"
     file.write_text(text)
