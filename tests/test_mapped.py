@@ -203,8 +203,8 @@ def _costed(slow_reader_ns: float):
 
     ks = [Kernel(f"k{i}", f"n{i}", "C", (), "kernels/n.cc", (i, 0), (8,) * (2 if i == 3 else 1), (8,),
                  cost=c(f"n{i}", ns)) for i, ns in enumerate((10.0, 10.0, slow_reader_ns, 10.0))]
-    plios = (Plio("pin", "in", 64, "data/in.txt", c("pin", 5.0, "plio")),
-             Plio("pout", "out", 64, "data/out.txt", c("pout", 5.0, "plio")))
+    plios = (Plio("pin", "in", 64, "data/in.txt", cost=c("pin", 5.0, "plio")),
+             Plio("pout", "out", 64, "data/out.txt", cost=c("pout", 5.0, "plio")))
     links = [Link("plio", Port("pin", "out", 0), Port("k0", "in", 0)),
              Link("buffer", Port("k0", "out", 0), Port("k1", "in", 0)),
              Link("buffer", Port("k0", "out", 0), Port("k2", "in", 0)),

@@ -20,7 +20,7 @@ links alone.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 
 from .tiling import NdTiling
 
@@ -81,6 +81,7 @@ class Kernel:
     # (...) of the pong)), the tile being whichever tile's data memory holds the buffer (its own or
     # a neighbour's, ops/dense.py memory_homes).
     locations: tuple[tuple[str, int, tuple[tuple[int, int, int], ...]], ...] = ()
+    _: KW_ONLY  # the fields below by keyword only (added by later steps; no positional mix-ups)
     # Buffer ports with one buffer instead of ping-pong (``adf::single_buffer``, UG1079): (side, port
     # index) each (the thesis CNN mapping's windows to and from the PL).
     single: tuple[tuple[str, int], ...] = ()
@@ -110,6 +111,7 @@ class Plio:
     direction: str  # "in" | "out"
     bits: int
     file: str  # the data file the simulators read or write
+    _: KW_ONLY
     freq_mhz: float = 0.0  # the PL-side clock of the PLIO (the 4th argument of ``create``); 0: the default
     cost: Cost | None = None  # its transfer stage (the PLIOs of one layer share one)
 
