@@ -5,12 +5,10 @@ modelled latency / throughput with the per-stage breakdown, PyTorch CPU timings 
 
 The model (written by hand from what maps today; docs/attention.md): 16 particles x 16 features,
 a ReLU embedding to 32, two pre-norm encoder blocks (LayerNorm, two-head self-attention with the
-heads split by view / transpose, residual Add, LayerNorm, a 32 -> 64 -> 32 ReLU MLP, residual Add),
-mean pooling over the particles, a 5-class Linear head and softmax.  Two stand-ins, said here and in
-the table: the MLP uses ReLU (GELU is imported but has no DAG kernel: the DAG path refuses it), and
-the mean over the particles is written as a fixed ``Linear(16, 1)`` with weights 1/16 over the
-transposed tokens (``x.mean(dim=1)`` is refused: the DAG path maps no reduction over tokens); the
-result is the mean, computed as a token-mixing Dense layer.  Weights are random (seeded): the
+heads split by view / transpose, residual Add, LayerNorm, a 32 -> 64 -> 32 GELU MLP, residual Add),
+mean pooling over the particles (``x.mean(dim=1, keepdim=True)``: exact, frontends/pooling.py), a
+5-class Linear head and softmax; the MLP's activation is ``F.gelu`` (the DAG Activation kernel's
+table / interpolation).  Weights are random (seeded): the
 benchmark measures mapping and timing, not tagging accuracy.
 
 Every number printed comes from this run: ``estimate()`` (the documented model, docs/performance.md;
@@ -58,7 +56,7 @@ class Block(nn.Module):
 
     def forward(self, x):
         x = x + self.att(self.ln1(x))
-        return x + self.fc2(torch.relu(self.fc1(self.ln2(x))))
+        return x + self.fc2(nn.functional.gelu(self.fc1(self.ln2(x))))
 
 
 class JetTagger(nn.Module):
@@ -66,13 +64,11 @@ class JetTagger(nn.Module):
         super().__init__()
         self.embed = nn.Linear(FEATURES, EMBED)
         self.blocks = nn.Sequential(*[Block() for _ in range(BLOCKS)])
-        self.pool = nn.Linear(PARTICLES, 1, bias=False)  # the mean over particles (weights 1/16, fixed)
-        nn.init.constant_(self.pool.weight, 1.0 / PARTICLES)
         self.head = nn.Linear(EMBED, CLASSES)
 
     def forward(self, x):
         x = self.blocks(torch.relu(self.embed(x)))
-        pooled = self.pool(x.transpose(1, 2)).transpose(1, 2)  # [N, 1, 32] = x.mean(dim=1, keepdim=True)
+        pooled = x.mean(dim=1, keepdim=True)  # [N, 1, 32]
         return torch.softmax(self.head(pooled), dim=-1)  # [N, 1, 5]
 
 

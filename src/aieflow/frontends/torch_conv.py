@@ -333,7 +333,7 @@ class ConvMixin:
         shape = self.shapes[x]
         rank = len(shape) + 1
         advice = ("only a mean over an image's spatial dims (dim=(2, 3)) or a sequence's length (dim=2), i.e. global "
-                  "average pooling, is supported")
+                  "average pooling, or over the tokens of [B, T, E] (dim=1) is supported")
         if dtype is not None:
             raise UnsupportedOpError(f"mean with dtype={dtype} is not supported", layer=name, hint="omit dtype")
         if dim is None or (isinstance(dim, list | tuple) and not dim):
@@ -343,6 +343,9 @@ class ConvMixin:
         if not all(isinstance(d, int) for d in dims):
             raise UnsupportedOpError(f"mean over dims {dim!r}; {advice}", layer=name)
         axes = sorted(d % rank for d in dims)
+        if rank == 3 and axes == [1]:  # the tokens of [B, T, E] (transformer pooling)
+            self._token_mean(fx_node, name, x, bool(keepdim))
+            return
         if not ((rank == 4 and axes == [2, 3]) or (rank == 3 and axes == [2])):
             raise UnsupportedOpError(f"mean over dims {tuple(dims)} of a tensor of shape (N, {', '.join(map(str, shape))}); "
                                      f"{advice}", layer=name)

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import ConfigError, ModelError, UnsupportedOpError
 from ..ir import Graph, ImportedModel, Node, QuantHints, Tensor, frozen_map
-from . import attention, batchnorm, sequence
+from . import attention, batchnorm, pooling, sequence
 from .torch_activation import SUPPORTED_FUNCTIONS as _ACT_FUNCTIONS
 from .torch_activation import SUPPORTED_MODULES as _ACT_MODULES
 from .torch_activation import ActivationMixin
@@ -52,6 +52,7 @@ SUPPORTED_TORCH_FUNCTIONS: tuple[str, ...] = (
     "Tensor.contiguous",
     "a + b / torch.add of two computed tensors (residual add)",
     "torch.cat / torch.concat (same-typed tensors)",
+    "torch.mean / Tensor.mean over the tokens of [B, T, E] (dim 1 or -2, a power-of-two T)",
     "torch.split / torch.chunk / Tensor.split / Tensor.chunk (then indexing)",
     "Tensor.transpose / Tensor.permute / torch.transpose (batch kept as dimension 0)",
     "F.layer_norm (over the last dimension, parameter weight and bias)",
@@ -448,6 +449,7 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin, AttentionMixin):
             self._transpose(fx_node, name, method, x)
         elif method in ("split", "chunk", "tensor_split"):
             self._split(fx_node, name, method, x)
+
         else:
             raise UnsupportedOpError(
                 f"method call '{name}' (Tensor.{method}) is not supported by aieflow; {_SUPPORTED_TEXT}"
@@ -496,6 +498,12 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin, AttentionMixin):
         if dims[0] != 0:
             raise UnsupportedOpError(f"'{name}' ({method}) moves the batch dimension; keep dimension 0 in place")
         self._emit(fx_node, name, "transpose", x, {"perm": tuple(d - 1 for d in dims[1:])})
+
+    def _token_mean(self, fx_node, name: str, x: str, keepdim: bool) -> None:
+        """``mean(dim=1)`` of ``[B, T, E]`` (torch_conv._mean sends it here): frontends/pooling.py."""
+        nodes, shapes = pooling.token_mean_nodes(name, x, fx_node.name, self.shapes[x], keepdim, self._unique)
+        self.nodes.extend(nodes)
+        self.shapes.update(shapes)
 
     def _split(self, fx_node, name: str, method: str, x: str) -> None:
         shape = self.shapes[x]
