@@ -143,6 +143,9 @@ class CnnDesign(EmulatedNumerics):
             borrowed = f", borrows {lay.memory.borrowed:,} B" if lay.memory.borrowed else ""
             if s.residual is not None:
                 shape += f", + skip from {comment(s.residual.skip_name)} ({s.residual.skip_type.to_string()})"
+            if s.concat is not None:
+                shape += (f", reads the concat {comment(s.concat.name)} of "
+                          + " + ".join(f"{comment(n)} ({c} ch)" for _, n, c in s.concat.parts))
             if s.post is not None:
                 shape += f", then {s.post.function} in the last tile"
             if s.up != (1, 1):
@@ -187,6 +190,10 @@ class CnnDesign(EmulatedNumerics):
             rects.append(Rect(name, min(cols), min(rows), max(cols) - min(cols) + 1, max(rows) - min(rows) + 1))
             if si:
                 edges.append((self.plan.stages[si - 1].name + (f" #{q}" if q else ""), name))
+            cat = self.plan.stages[si].concat
+            for k, _, _ in cat.parts if cat is not None else ():
+                if 0 <= k < si - 1:  # a concat part's windows, producer -> the convolution that reads them
+                    edges.append((self.plan.stages[k].name + (f" #{q}" if q else ""), name))
             res = self.plan.stages[si].residual
             if res is not None and res.skip_from >= 0:  # the skip window, producer -> the add's convolution
                 edges.append((self.plan.stages[res.skip_from].name + (f" #{q}" if q else ""), name))

@@ -266,7 +266,9 @@ def lower(plan: CnnPlan, tiles: list[Tile] | None = None) -> MappedGraph:
     ``buffer`` link (an ADF window) from each producer row's last tile to every tile of the
     consumer row that reads it (a pooling row reads the producer row of its own index, a
     convolution's cascade position j reads producer row j), ``cascade`` links along a convolution
-    row, a fused residual add's skip window into its row's last tile, and per replica one input
+    row, a fused residual add's skip window into its row's last tile, a folded channel concat's
+    windows (cascade position j reads ``lay.sources[j]``: a row of the part's producer, or the input
+    PLIO), and per replica one input
     PLIO (``in{q}``) and one output PLIO per last-stage row (``out{q}_{r}``).  No memory tiles."""
     tiles = place(plan) if tiles is None else tiles
     by = {(t.replica, t.stage, t.r, t.j): t for t in tiles}
@@ -298,8 +300,8 @@ def lower(plan: CnnPlan, tiles: list[Tile] | None = None) -> MappedGraph:
         kernels.append(Kernel(t.var, s.name, f"aieflow_cnn::{t.role}<aieflow_design::{t.cfg}>", args,
                               f"kernels/{idents[t.stage]}.cc", (t.col, t.row), tuple(ins), outs, t.replica))
         q = t.replica
-        src = producer(q, t.stage - 1, t.r if lay.kind == "pool" else t.j)
-        links.append(Link("plio" if t.stage == 0 else "buffer", src, Port(t.var, "in", 0)))
+        k, row = lay.sources[t.j] if lay.sources else (t.stage - 1, t.r if lay.kind == "pool" else t.j)
+        links.append(Link("plio" if k < 0 else "buffer", producer(q, k, row), Port(t.var, "in", 0)))
         if not last:
             links.append(Link("cascade", Port(t.var, "out", 0), Port(by[(q, t.stage, t.r, t.j + 1)].var, "in", 1)))
         if last and s.residual is not None:  # the skip producer's row r window (or the input PLIO's)
