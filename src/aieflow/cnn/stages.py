@@ -464,6 +464,11 @@ def _pool(node: Node, in_type: NumericType) -> Stage:
 
 def _fold_resize(stages: list[Stage], node: Node) -> Stage:
     """A nearest upsampling after a convolution: its epilogue stores each value up[0] x up[1] times."""
+    if node.attrs.get("mode", "nearest") != "nearest":
+        raise PlanError(f"{node.attrs['mode']} upsampling has no CNN kernel yet (nearest upsampling is fused into the "
+                        "store of the convolution before it)", layer=node.name,
+                        hint="use mode='nearest' for the AI Engine mapping; aieflow.emulate(model, ...) runs bilinear "
+                        "upsampling bit-exactly")
     s = stages[-1] if stages else None
     why = ("follows the network input" if s is None else f"follows the {s.pool} pooling '{s.name}'" if s.kind == "pool"
            else f"follows '{s.name}''s residual add" if s.residual is not None
