@@ -236,12 +236,18 @@ def test_bilinear_codes_are_the_exact_value_rounded_half_to_even(coord, hw, scal
     rng = np.random.default_rng(sum(hw) * 7 + scale[0])
     codes = rng.integers(-128, 128, size=(2, 2, *hw)).astype(np.int8)
     codes[0, 0] = np.where(np.indices(hw).sum(0) % 2, 127, -128)  # extremes side by side: the largest steps
-    node = resize.make_node("up", "x", "y", (2, *hw), scale, "bilinear", coord)
+    from dataclasses import replace
+
+    from aieflow.numerics.types import FixedType
+
+    node = replace(resize.make_node("up", "x", "y", (2, *hw), scale, "bilinear", coord), types=FixedType(8, 4))
     got = family("resize").emulate(node, codes)
     assert got.dtype == np.int8
     np.testing.assert_array_equal(got.astype(np.int64), _ref_bilinear(codes, scale, coord))
     wide = rng.integers(-32768, 32768, size=(1, 1, *hw)).astype(np.int16)
     np.testing.assert_array_equal(family("resize").emulate(node, wide).astype(np.int64), _ref_bilinear(wide, scale, coord))
+    # the emulator holds codes in float64 too: the same codes
+    np.testing.assert_array_equal(family("resize").emulate(node, codes.astype(np.float64)), got.astype(np.float64))
 
 
 def test_bilinear_ties_round_to_even():
@@ -266,6 +272,11 @@ def test_pytorch_bilinear_imports_and_matches_pytorch(align):
     np.testing.assert_allclose(f32.predict(x), ref, rtol=1e-5, atol=1e-5)
     emu = aieflow.emulate(model, device="vek280", example_input=x, calibration=x, config={"precision": "int8"})
     assert np.abs(emu.predict(x) - ref).max() < 0.05 * max(1.0, float(np.abs(ref).max()))
+    # in the emulator's own run (codes as it holds them) the resize is the exact rounded value
+    tr = emu.trace(emu.quantise_input(x[:2]))
+    r = emu.graph.nodes[1]
+    codes = tr[r.inputs[0]]
+    np.testing.assert_array_equal(tr[r.outputs[0]], _ref_bilinear(codes.astype(np.int64), (2, 2), r.attrs["coord"]))
     mod = Up(nn.UpsamplingBilinear2d(scale_factor=2)).eval()  # align_corners=True
     assert aieflow.emulate(mod, device="vck190", example_input=x, config=FP32).graph.nodes[1].attrs["coord"] == "align_corners"
 
@@ -291,9 +302,46 @@ def test_bilinear_onnx_export_imports_the_same_codes():
     np.testing.assert_array_equal(a.predict(x, raw=True), b.predict(x, raw=True))
 
 
-def test_bilinear_upsampling_has_no_cnn_kernel_and_says_so():
+@needs_cxx
+@pytest.mark.parametrize("precision, scale, align", [("int8", (2, 3), False), ("int16", 2, True)])
+def test_bilinear_upsampling_fused_into_the_convolution_verifies_bit_exact(precision, scale, align):
+    model = Up(scale_factor=scale, mode="bilinear", align_corners=align).eval()
+    x = _x(16)
+    x[0, :, 0, :] = 30.0  # saturating input codes on one row: extreme neighbours in the interpolation
+    d = aieflow.compile(model, "vek280", x[:1], calibration=x[1:], config={"precision": precision})
+    first = d.plan.stages[0]
+    s = (scale, scale) if isinstance(scale, int) else scale
+    assert first.up == s and first.up_mode == ("align_corners" if align else "half_pixel")
+    assert first.out_shape == (4, 6 * s[0], 5 * s[1])
+    assert d.to_json()["stages"][0]["upsample_mode"] == first.up_mode
+    assert f"bilinear upsampling ({first.up_mode}) {s[0]} x {s[1]} in the last tile" in d.summary()
+    with torch.no_grad():
+        ref = model(torch.from_numpy(x[1:])).numpy()  # frame 0 saturates: outside the calibrated range
+    tol = {"int8": 0.05, "int16": 1e-3}[precision] * max(1.0, float(np.abs(ref).max()))
+    assert np.abs(d.predict(x[1:]) - ref).max() < tol
+    v = d.verify(samples=3)
+    assert v.ok and v.mismatches == 0 and v.values == 3 * 3 * 6 * s[0] * 5 * s[1]
+
+
+def test_bilinear_upsampling_costs_its_interpolation_by_hand():
+    from aieflow.cnn.perf import BILINEAR_CYCLES_PER_VALUE, UPSAMPLE_STORE_CYCLES
+
     x = _x(8)
-    with pytest.raises(PlanError, match="bilinear upsampling has no CNN kernel") as e:
-        aieflow.compile(Up(scale_factor=2, mode="bilinear").eval(), "vek280", x[:1], calibration=x,
-                        config={"precision": "int8"})
-    assert e.value.layer is not None and "aieflow.emulate" in str(e.value)
+    cfg = {"precision": "int8", "layers": {"a": {"mapping": {"groups": 1}}, "b": {"mapping": {"groups": 1}}}}
+    near = aieflow.compile(Up(scale_factor=2).eval(), "vek280", x[:1], calibration=x, config=cfg)
+    bil = aieflow.compile(Up(scale_factor=2, mode="bilinear").eval(), "vek280", x[:1], calibration=x, config=cfg)
+    a = {p.stage: p.seconds for p in bil.estimate().stages}["a"]
+    b = {p.stage: p.seconds for p in near.estimate().stages}["a"]
+    # by hand: 6 x 5 pixels x 4 channels; bilinear stores each once (+1) and interpolates 4 values
+    # each, nearest stores 3 extra copies
+    per = 1 + 4 * BILINEAR_CYCLES_PER_VALUE - 3 * UPSAMPLE_STORE_CYCLES
+    assert (a - b) * near.device.clock_hz == pytest.approx(30 * 4 * per)
+    # and the tile holds the window before upsampling (4 x 6 x 5 int8 values) besides
+    assert bil.plan.layers[0].memory.bytes - near.plan.layers[0].memory.bytes == 4 * 6 * 5
+
+
+def test_fp32_bilinear_upsampling_is_refused_by_name():
+    x = _x(8)
+    with pytest.raises(PlanError, match="bilinear upsampling after 'a' in floating point") as e:
+        aieflow.compile(Up(scale_factor=2, mode="bilinear").eval(), "vck190", x[:1], config=FP32)
+    assert e.value.layer == "interpolate"  # the F.interpolate call

@@ -111,7 +111,7 @@ class CnnDesign(EmulatedNumerics):
                         "post": s.post.function if s.post else None,
                         "input": s.in_type.to_string(), "output": s.out_type.to_string(), "macs": s.macs,
                         "groups": s.groups, "dilation": list(s.dilation), "model_macs": s.model_macs,
-                        "upsample": list(s.up)}
+                        "upsample": list(s.up), "upsample_mode": s.up_mode}
                        for s in self.plan.stages],
             "plan": self.plan.to_json(), "tile_usage": self.tile_usage(),
             "performance": system_attach(self._performance_json(), self, "cnn"), "project_files": sorted(self.files),
@@ -148,8 +148,10 @@ class CnnDesign(EmulatedNumerics):
                           + " + ".join(f"{comment(n)} ({c} ch)" for _, n, c in s.concat.parts))
             if s.post is not None:
                 shape += f", then {s.post.function} in the last tile"
-            if s.up != (1, 1):
+            if s.up != (1, 1) and s.up_mode == "nearest":
                 shape += f", nearest upsampling {s.up[0]} x {s.up[1]} in the store"
+            elif s.up != (1, 1):
+                shape += f", bilinear upsampling ({s.up_mode}) {s.up[0]} x {s.up[1]} in the last tile"
             if s.macs != s.model_macs:
                 what = " and ".join(w for w in (f"{s.groups} groups" if s.groups > 1 else "",
                                                 f"dilation {s.dilation}" if s.dilation != (1, 1) else "") if w)

@@ -37,6 +37,7 @@ STATIC = {"src/kernels/cnn_kernels.h": "cnn/cnn_kernels.h", "src/kernels/cnn_num
 ENV = environment("cnn")
 
 ACT_CODES = {None: 0, "relu": 1}
+UP_MODES = {"nearest": 0, "half_pixel": 1, "align_corners": 2, "asymmetric": 3}  # cnn_kernels.h UP_MODE
 
 
 def ctype(t: NumericType) -> str:
@@ -145,6 +146,7 @@ def layer_cfg(plan: CnnPlan, s: Stage, lay: StreamLayer, ident: str) -> dict:
         casc_lanes=cascade_chunk_lanes(m * n, 32 if s.is_float else core.acc_bits, plan.device.generation.cascade_bits),
         shift=0 if s.is_float else core.shift, bias_shift=0 if s.is_float else core.bias_shift,
         has_bias=s.bias is not None, act=act_code, shuf=s.shuffle or 1, up_h=s.up[0], up_w=s.up[1],
+        up_mode=UP_MODES[s.up_mode],
         rounding="conv_even" if s.is_float else out_t.rounding.value,
         saturation="saturate" if s.is_float else out_t.saturation.value,
         table_size=table_size, table_codes=s.table.shape[1] if act_code == 2 else 1, table_min=table_min,

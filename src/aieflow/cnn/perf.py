@@ -30,6 +30,10 @@ RESIDUAL_CYCLES_PER_VALUE = 3.0  # fused residual add, scalar: load the skip, al
 SKIP_BUFFER_FRAMES = 2  # a skip window is ping-pong: its producer runs at most two frames ahead of the add
 PL_LOOP_II = 1  # thesis PL loops: one element per cycle (spec)
 UPSAMPLE_STORE_CYCLES = 1.0  # fused nearest upsampling: one scalar store per extra copy of a value
+# a fused bilinear upsampling, scalar per output value (cnn_kernels.h bilinear): two tap computations
+# (a division each), four loads, eight 64-bit multiplies, three adds, a division and the rounding
+# test, a store: about 24 scalar operations, taken as 24 cycles (an assumption, not measured)
+BILINEAR_CYCLES_PER_VALUE = 24.0
 # Float-scale requantisation of a conv's output (templates/kernels/requant.h, per block of M x N
 # values): counted vector operations: 1 multiplier load, 3 SRS (to int32, by SHIFT, into the output
 # type), 1 UPS (from_vector), 1 add of the zero point, and the int32 x int32 multiply counted as
@@ -94,7 +98,11 @@ def conv_tile_cycles(stage: Stage, lay: StreamLayer, last: bool, macs_per_cycle:
             per += RESIDUAL_CYCLES_PER_VALUE
         # a fused upsampling stores each value up[0] x up[1] times: the extra copies are scalar stores
         copies = stage.up[0] * stage.up[1] - 1
-        cycles += pixels * lay.out_group * (per + copies * UPSAMPLE_STORE_CYCLES) + post_cycles(stage, lay.out_group)
+        if stage.up_mode != "nearest":  # bilinear: each value stored once, then every upsampled value interpolated
+            cycles += pixels * lay.out_group * (per + 1 + (copies + 1) * BILINEAR_CYCLES_PER_VALUE)
+        else:
+            cycles += pixels * lay.out_group * (per + copies * UPSAMPLE_STORE_CYCLES)
+        cycles += post_cycles(stage, lay.out_group)
     return cycles
 
 

@@ -242,6 +242,7 @@ def stream_layer(device: Device, stage: Stage, in_groups: int, in_group: int, ou
            + mm[0] * kt_pad * eb_in  # gathered patch rows of one pixel block
            + 2 * og * oh * ow * stage.up[0] * stage.up[1] * eb_out  # output window (last tile of a row; upsampled)
            + 2 * skip_bytes  # a fused residual add's skip window (last tile of a row, double buffered)
+           + (og * oh * ow * eb_out if stage.up_mode != "nearest" else 0)  # bilinear: the window before upsampling
            + table_bytes(stage, og)
            + post_bytes(stage, og)
            + STACK_BYTES)

@@ -118,6 +118,7 @@ class Stage:
     post: Post | None = None  # an activation / softmax after it (out_type is then the post's output type)
     up: tuple[int, int] = (1, 1)  # a fused nearest upsampling (ops/resize.py): each value stored up[0] x up[1] times
     up_name: str = ""
+    up_mode: str = "nearest"  # or a bilinear upsampling's coordinate transform (ops/resize.py COORDS)
     concat: Concat | None = None  # a channel concat the convolution reads (its cascade reads the parts' windows)
     groups: int = 1  # a grouped / depthwise convolution's groups: it runs as the dense one (weights zero between groups)
     dilation: tuple[int, int] = (1, 1)  # the model's dilation: it runs as the dense kernel with zero taps
@@ -463,12 +464,8 @@ def _pool(node: Node, in_type: NumericType) -> Stage:
 
 
 def _fold_resize(stages: list[Stage], node: Node) -> Stage:
-    """A nearest upsampling after a convolution: its epilogue stores each value up[0] x up[1] times."""
-    if node.attrs.get("mode", "nearest") != "nearest":
-        raise PlanError(f"{node.attrs['mode']} upsampling has no CNN kernel yet (nearest upsampling is fused into the "
-                        "store of the convolution before it)", layer=node.name,
-                        hint="use mode='nearest' for the AI Engine mapping; aieflow.emulate(model, ...) runs bilinear "
-                        "upsampling bit-exactly")
+    """An upsampling after a convolution: nearest, its epilogue stores each value up[0] x up[1]
+    times; bilinear (fixed point), its last tile interpolates the stored window (cnn_kernels.h)."""
     s = stages[-1] if stages else None
     why = ("follows the network input" if s is None else f"follows the {s.pool} pooling '{s.name}'" if s.kind == "pool"
            else f"follows '{s.name}''s residual add" if s.residual is not None
@@ -476,10 +473,16 @@ def _fold_resize(stages: list[Stage], node: Node) -> Stage:
            else f"follows the {s.post.function} after '{s.name}'" if s.post is not None
            else f"follows another upsampling of '{s.name}'" if s.up != (1, 1) else None)
     if why:
-        raise PlanError(f"nearest upsampling is mapped into the epilogue of the convolution before it; this one {why}",
+        raise PlanError(f"{node.attrs.get('mode', 'nearest')} upsampling is mapped into the epilogue of the "
+                        f"convolution before it; this one {why}",
                         layer=node.name, hint="put the upsampling right after a convolution (+ its ReLU / tanh / "
                         "PReLU); aieflow.emulate(model, ...) runs any placement bit-exactly")
-    return replace(s, up=tuple(int(v) for v in node.attrs["scale"]), up_name=node.name, source=f"{s.source} + {node.name}")
+    mode = node.attrs.get("coord", "nearest") if node.attrs.get("mode") == "bilinear" else "nearest"
+    if mode != "nearest" and s.is_float:
+        raise PlanError(f"bilinear upsampling after '{s.name}' in floating point has no CNN kernel yet (fixed-point "
+                        "ones have)", layer=node.name, hint="use precision int8 or int16, or mode='nearest'")
+    return replace(s, up=tuple(int(v) for v in node.attrs["scale"]), up_name=node.name, up_mode=mode,
+                   source=f"{s.source} + {node.name}")
 
 
 def _fold_shuffle(stages: list[Stage], node: Node) -> Stage:

@@ -39,6 +39,7 @@ import numpy as np
 
 from ..errors import UnsupportedOpError
 from ..ir import Node
+from ..numerics.types import FloatType
 from .base import not_mapped, one_type_family
 
 ADVICE = "aieflow maps nearest upsampling by whole factors (scale_factor=2, (2, 3), ...)"
@@ -98,19 +99,22 @@ def axis_weights(n: int, s: int, coord: str) -> tuple[np.ndarray, np.ndarray, np
     return i0, i1, p, d
 
 
-def bilinear(x: np.ndarray, scale: tuple[int, int], coord: str) -> np.ndarray:
-    """(N, C, H, W) -> (N, C, H sh, W sw).  Integer codes: the exact rational rounded half to even;
-    floats: float64 weights and sum, stored as float32."""
+def bilinear(x: np.ndarray, scale: tuple[int, int], coord: str, codes: bool | None = None) -> np.ndarray:
+    """(N, C, H, W) -> (N, C, H sh, W sw), in ``x``'s dtype.  ``codes`` (default: an integer dtype):
+    integer codes (the emulator may hold them in float64), the exact rational rounded half to even;
+    else real values: float64 weights and sum."""
     x = np.asarray(x)
     _, _, h, w = x.shape
     r0, r1, pr, dr = axis_weights(h, scale[0], coord)
     c0, c1, pc, dc = axis_weights(w, scale[1], coord)
-    if np.issubdtype(x.dtype, np.floating):
+    if codes is None:
+        codes = not np.issubdtype(x.dtype, np.floating)
+    if not codes:
         v = x.astype(np.float64)
         fr, fc = (pr / dr)[:, None], (pc / dc)[None, :]
         rows = lambda c: v[:, :, r0][..., c] * (1 - fr) + v[:, :, r1][..., c] * fr  # noqa: E731
         return (rows(c0) * (1 - fc) + rows(c1) * fc).astype(x.dtype)
-    v = x.astype(np.int64)
+    v = np.rint(x).astype(np.int64) if np.issubdtype(x.dtype, np.floating) else x.astype(np.int64)
     qr, qc = (dr - pr)[:, None], (dc - pc)[None, :]
     num = (v[:, :, r0][..., c0] * qr * qc + v[:, :, r0][..., c1] * qr * pc[None, :]
            + v[:, :, r1][..., c0] * pr[:, None] * qc + v[:, :, r1][..., c1] * pr[:, None] * pc[None, :])
@@ -121,8 +125,9 @@ def bilinear(x: np.ndarray, scale: tuple[int, int], coord: str) -> np.ndarray:
 
 
 def _forward(node: Node, x: np.ndarray) -> np.ndarray:
-    if node.attrs.get("mode", "nearest") == "bilinear":
-        return bilinear(x, tuple(node.attrs["scale"]), node.attrs["coord"])
+    if node.attrs.get("mode", "nearest") == "bilinear":  # codes once quantised to a fixed / affine type
+        codes = node.types is not None and not isinstance(node.types, FloatType)
+        return bilinear(x, tuple(node.attrs["scale"]), node.attrs["coord"], codes)
     return nearest(x, tuple(node.attrs["scale"]))
 
 
