@@ -32,13 +32,13 @@ class UNet(nn.Module):
     """One U-Net level: encoder conv a, 2 x 2 max pooling, conv b, nearest 2 x upsampling, and the
     decoder conv c on the concat of the upsampled b (6 ch), the skip a (3 ch) and the input (3 ch)."""
 
-    def __init__(self):
+    def __init__(self, mode="nearest"):
         super().__init__()
         torch.manual_seed(0)
         self.a = nn.Conv2d(3, 3, 3, padding=1)
         self.pool = nn.MaxPool2d(2)
         self.b = nn.Conv2d(3, 6, 3, padding=1)
-        self.up = nn.Upsample(scale_factor=2)
+        self.up = nn.Upsample(scale_factor=2, mode=mode)
         self.c = nn.Conv2d(12, 4, 3, padding=1)
 
     def forward(self, x):
@@ -137,6 +137,20 @@ def test_onnx_export_imports_the_same_concat(tmp_path, unet):
 @needs_cxx
 def test_unet_verifies_bit_exact_on_x86(unet):
     v = unet.verify(samples=3)
+    assert v.ok and v.mismatches == 0 and v.values == 3 * 4 * 8 * 8
+
+
+@needs_cxx
+def test_bilinear_unet_on_aie1_verifies_bit_exact():
+    """The decoder's upsampling bilinear (fused into b's last tiles), on VCK190 int16."""
+    model = UNet("bilinear").eval()
+    d = _compile(model, device="vck190", precision="int16", cnn={"replicas": 1})
+    assert d.plan.stages[2].up_mode == "half_pixel" and d.plan.layers[3].sources[-1] == (-1, 0)
+    x = _data(8, 3)
+    with torch.no_grad():
+        want = model(torch.from_numpy(x)).numpy()
+    assert np.abs(d.predict(x) - want).max() < 2e-3 * max(1.0, float(np.abs(want).max()))
+    v = d.verify(samples=3)
     assert v.ok and v.mismatches == 0 and v.values == 3 * 4 * 8 * 8
 
 
