@@ -267,7 +267,7 @@ def test_onnx_pooling_prelu_and_reduce_mean_match_onnxruntime():
     [
         (nn.Conv2d(2, 4, 3, padding=1, padding_mode="reflect"), r"layer '0': padding_mode='reflect'.*\n  hint: use padding_mode='zeros'"),
         (nn.ConvTranspose2d(2, 4, 3), r"module '0' has type .*ConvTranspose2d, which aieflow does not support; supported modules: .*nn.Conv2d"),
-        (nn.Upsample(scale_factor=2, mode="bilinear"), r"layer '0': resize mode 'bilinear' is not supported.*\n  hint: aieflow maps nearest"),
+        (nn.Upsample(scale_factor=2, mode="bicubic"), r"layer '0': resize mode 'bicubic' is not supported.*\n  hint: aieflow maps nearest"),
     ],
 )
 def test_pytorch_errors_name_the_layer_and_what_to_change(layer, match):

@@ -1,11 +1,14 @@
-"""Nearest upsampling by whole factors (``ops/resize.py``; issue 25, item 1): PyTorch ``nn.Upsample``
-/ ``F.interpolate`` and ONNX ``Resize`` import to one ``resize`` op that copies codes, checked
-against PyTorch's and onnxruntime's own nearest resize; what does not map is refused by name."""
+"""Upsampling by whole factors (``ops/resize.py``; issue 25, item 1): PyTorch ``nn.Upsample``
+/ ``F.interpolate`` and ONNX ``Resize`` import to one ``resize`` op.  Nearest copies codes, checked
+against PyTorch's and onnxruntime's own nearest resize; bilinear's fixed-point definition (the exact
+rational rounded half to even) against an exact Fraction reference written from the coordinate
+formulas, and its float form against PyTorch and onnxruntime; what does not map is refused by name."""
 
 from __future__ import annotations
 
 import io
 import shutil
+from fractions import Fraction
 
 import numpy as np
 import onnx
@@ -117,7 +120,9 @@ def test_onnx_resize_matches_onnxruntime(attrs, scales, sizes):
 
 
 @pytest.mark.parametrize("attrs, scales, match", [
-    ({"mode": "linear"}, [1, 1, 2, 2], "mode 'linear' is not supported"),
+    ({"mode": "cubic"}, [1, 1, 2, 2], "mode 'cubic' is not supported"),
+    ({"mode": "linear", "coordinate_transformation_mode": "tf_crop_and_resize"}, [1, 1, 2, 2],
+     "linear with coordinate_transformation_mode=tf_crop_and_resize"),
     ({"mode": "nearest"}, [1, 1, 1.5, 2], r"not by whole factors"),
     ({"mode": "nearest", "coordinate_transformation_mode": "asymmetric"}, [1, 1, 2, 2],
      "asymmetric with nearest_mode=round_prefer_floor"),
@@ -130,8 +135,8 @@ def test_onnx_resize_variants_that_do_not_map_are_named(attrs, scales, match):
     assert "up" in str(e.value) and "whole factors" in str(e.value)
 
 
-def test_pytorch_bilinear_and_fractional_scales_are_refused_by_name():
-    for model, match in ((Up(nn.Upsample(scale_factor=2, mode="bilinear")), "mode 'bilinear'"),
+def test_pytorch_bicubic_and_fractional_scales_are_refused_by_name():
+    for model, match in ((Up(nn.Upsample(scale_factor=2, mode="bicubic")), "mode 'bicubic'"),
                          (Up(scale_factor=1.5), r"not by whole factors")):
         with pytest.raises(UnsupportedOpError, match=match) as e:
             aieflow.emulate(model.eval(), device="vck190", example_input=_x(1), config=FP32)
@@ -188,3 +193,155 @@ def test_upsampling_the_cnn_mapping_cannot_fuse_is_refused_by_name():
     with pytest.raises(PlanError, match=r"nearest upsampling is mapped into the epilogue.*follows the max pooling") as e:
         aieflow.compile(PoolUp().eval(), "vek280", x[:1], calibration=x, config={"precision": "int8"})
     assert e.value.layer == "up" and "aieflow.emulate" in str(e.value)
+
+
+# ----------------------------------------------------------------------------- bilinear
+
+
+def _ref_coord(y: int, n: int, s: int, coord: str) -> Fraction:
+    """The source coordinate of output y (PyTorch's area_pixel_compute_source_index / the ONNX
+    Resize spec), exactly."""
+    if coord == "half_pixel":
+        return max(Fraction(0), (y + Fraction(1, 2)) / s - Fraction(1, 2))
+    if coord == "align_corners":
+        return Fraction(0) if n * s == 1 else Fraction(y * (n - 1), n * s - 1)
+    return Fraction(y, s)
+
+
+def _ref_bilinear(codes: np.ndarray, scale, coord: str) -> np.ndarray:
+    """Python Fractions: the exact interpolated value of every output, rounded half to even."""
+    n_, c_, h, w = codes.shape
+    sh, sw = scale
+    out = np.zeros((n_, c_, h * sh, w * sw), dtype=np.int64)
+
+    def taps(y, n, s):
+        src = _ref_coord(y, n, s, coord)
+        i0 = int(src)  # src >= 0: floor
+        return [(min(i0, n - 1), 1 - (src - i0)), (min(i0 + 1, n - 1), src - i0)]
+
+    for b in range(n_):
+        for c in range(c_):
+            for y in range(h * sh):
+                for x in range(w * sw):
+                    v = sum(wy * wx * int(codes[b, c, iy, ix]) for iy, wy in taps(y, h, sh) for ix, wx in taps(x, w, sw))
+                    out[b, c, y, x] = round(v)  # Fraction.__round__: to nearest, ties to even
+    return out
+
+
+@pytest.mark.parametrize("coord", ["half_pixel", "align_corners", "asymmetric"])
+@pytest.mark.parametrize("hw, scale", [((3, 4), (2, 2)), ((1, 5), (3, 2)), ((4, 2), (4, 3)), ((2, 3), (1, 2))])
+def test_bilinear_codes_are_the_exact_value_rounded_half_to_even(coord, hw, scale):
+    from aieflow.ops import resize
+
+    rng = np.random.default_rng(sum(hw) * 7 + scale[0])
+    codes = rng.integers(-128, 128, size=(2, 2, *hw)).astype(np.int8)
+    codes[0, 0] = np.where(np.indices(hw).sum(0) % 2, 127, -128)  # extremes side by side: the largest steps
+    from dataclasses import replace
+
+    from aieflow.numerics.types import FixedType
+
+    node = replace(resize.make_node("up", "x", "y", (2, *hw), scale, "bilinear", coord), types=FixedType(8, 4))
+    got = family("resize").emulate(node, codes)
+    assert got.dtype == np.int8
+    np.testing.assert_array_equal(got.astype(np.int64), _ref_bilinear(codes, scale, coord))
+    wide = rng.integers(-32768, 32768, size=(1, 1, *hw)).astype(np.int16)
+    np.testing.assert_array_equal(family("resize").emulate(node, wide).astype(np.int64), _ref_bilinear(wide, scale, coord))
+    # the emulator holds codes in float64 too: the same codes
+    np.testing.assert_array_equal(family("resize").emulate(node, codes.astype(np.float64)), got.astype(np.float64))
+
+
+def test_bilinear_ties_round_to_even():
+    from aieflow.ops import resize
+
+    # half_pixel by 2: output 1 of [0, 1] is 3/4 * 0 + 1/4 * 1; of [1, 3] ... choose pairs whose
+    # quarter-weighted sums are exact halves: 1/4 * a + 3/4 * b = k + 1/2
+    codes = np.array([[[[2, 0], [2, 0]]]], dtype=np.int8)  # row 0: 2, 0 -> outputs 2, 1.5, 0.5, 0
+    got = resize.bilinear(codes, (1, 2), "half_pixel")
+    np.testing.assert_array_equal(got[0, 0, 0], [2, 2, 0, 0])  # 1.5 -> 2, 0.5 -> 0 (even)
+
+
+@pytest.mark.parametrize("align", [False, True])
+def test_pytorch_bilinear_imports_and_matches_pytorch(align):
+    model = Up(scale_factor=2, mode="bilinear", align_corners=align).eval()
+    x = _x()
+    f32 = aieflow.emulate(model, device="vck190", example_input=x, config=FP32)
+    r = f32.graph.nodes[1]
+    assert r.attrs["mode"] == "bilinear" and r.attrs["coord"] == ("align_corners" if align else "half_pixel")
+    with torch.no_grad():
+        ref = model(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(f32.predict(x), ref, rtol=1e-5, atol=1e-5)
+    emu = aieflow.emulate(model, device="vek280", example_input=x, calibration=x, config={"precision": "int8"})
+    assert np.abs(emu.predict(x) - ref).max() < 0.05 * max(1.0, float(np.abs(ref).max()))
+    # in the emulator's own run (codes as it holds them) the resize is the exact rounded value
+    tr = emu.trace(emu.quantise_input(x[:2]))
+    r = emu.graph.nodes[1]
+    codes = tr[r.inputs[0]]
+    np.testing.assert_array_equal(tr[r.outputs[0]], _ref_bilinear(codes.astype(np.int64), (2, 2), r.attrs["coord"]))
+    mod = Up(nn.UpsamplingBilinear2d(scale_factor=2)).eval()  # align_corners=True
+    assert aieflow.emulate(mod, device="vck190", example_input=x, config=FP32).graph.nodes[1].attrs["coord"] == "align_corners"
+
+
+@pytest.mark.parametrize("coord", ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"])
+def test_onnx_linear_resize_matches_onnxruntime(coord):
+    model = _resize_model({"mode": "linear", "coordinate_transformation_mode": coord}, [1, 1, 2, 3])
+    x = np.random.default_rng(3).standard_normal((2, 3, 4, 5)).astype(np.float32)
+    emu = aieflow.emulate(model, device="vck190", example_input=x, config=FP32)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(emu.predict(x), sess.run(None, {"x": x})[0], rtol=1e-6, atol=1e-6)
+
+
+def test_bilinear_onnx_export_imports_the_same_codes():
+    model = Up(scale_factor=2, mode="bilinear").eval()
+    x = _x()
+    f = io.BytesIO()
+    torch.onnx.export(model, (torch.from_numpy(x[:1]),), f, dynamo=False, input_names=["x"], output_names=["y"])
+    cfg = {"precision": "int8"}
+    a = aieflow.emulate(model, device="vek280", example_input=x, calibration=x, config=cfg)
+    b = aieflow.emulate(onnx.load_from_string(f.getvalue()), device="vek280", example_input=x, calibration=x, config=cfg)
+    assert [n.attrs.get("coord") for n in b.graph.nodes if n.op == "resize"] == ["half_pixel"]
+    np.testing.assert_array_equal(a.predict(x, raw=True), b.predict(x, raw=True))
+
+
+@needs_cxx
+@pytest.mark.parametrize("precision, scale, align", [("int8", (2, 3), False), ("int16", 2, True)])
+def test_bilinear_upsampling_fused_into_the_convolution_verifies_bit_exact(precision, scale, align):
+    model = Up(scale_factor=scale, mode="bilinear", align_corners=align).eval()
+    x = _x(16)
+    x[0, :, 0, :] = 30.0  # saturating input codes on one row: extreme neighbours in the interpolation
+    d = aieflow.compile(model, "vek280", x[:1], calibration=x[1:], config={"precision": precision})
+    first = d.plan.stages[0]
+    s = (scale, scale) if isinstance(scale, int) else scale
+    assert first.up == s and first.up_mode == ("align_corners" if align else "half_pixel")
+    assert first.out_shape == (4, 6 * s[0], 5 * s[1])
+    assert d.to_json()["stages"][0]["upsample_mode"] == first.up_mode
+    assert f"bilinear upsampling ({first.up_mode}) {s[0]} x {s[1]} in the last tile" in d.summary()
+    with torch.no_grad():
+        ref = model(torch.from_numpy(x[1:])).numpy()  # frame 0 saturates: outside the calibrated range
+    tol = {"int8": 0.05, "int16": 1e-3}[precision] * max(1.0, float(np.abs(ref).max()))
+    assert np.abs(d.predict(x[1:]) - ref).max() < tol
+    v = d.verify(samples=3)
+    assert v.ok and v.mismatches == 0 and v.values == 3 * 3 * 6 * s[0] * 5 * s[1]
+
+
+def test_bilinear_upsampling_costs_its_interpolation_by_hand():
+    from aieflow.cnn.perf import BILINEAR_CYCLES_PER_VALUE, UPSAMPLE_STORE_CYCLES
+
+    x = _x(8)
+    cfg = {"precision": "int8", "layers": {"a": {"mapping": {"groups": 1}}, "b": {"mapping": {"groups": 1}}}}
+    near = aieflow.compile(Up(scale_factor=2).eval(), "vek280", x[:1], calibration=x, config=cfg)
+    bil = aieflow.compile(Up(scale_factor=2, mode="bilinear").eval(), "vek280", x[:1], calibration=x, config=cfg)
+    a = {p.stage: p.seconds for p in bil.estimate().stages}["a"]
+    b = {p.stage: p.seconds for p in near.estimate().stages}["a"]
+    # by hand: 6 x 5 pixels x 4 channels; bilinear stores each once (+1) and interpolates 4 values
+    # each, nearest stores 3 extra copies
+    per = 1 + 4 * BILINEAR_CYCLES_PER_VALUE - 3 * UPSAMPLE_STORE_CYCLES
+    assert (a - b) * near.device.clock_hz == pytest.approx(30 * 4 * per)
+    # and the tile holds the window before upsampling (4 x 6 x 5 int8 values) besides
+    assert bil.plan.layers[0].memory.bytes - near.plan.layers[0].memory.bytes == 4 * 6 * 5
+
+
+def test_fp32_bilinear_upsampling_is_refused_by_name():
+    x = _x(8)
+    with pytest.raises(PlanError, match="bilinear upsampling after 'a' in floating point") as e:
+        aieflow.compile(Up(scale_factor=2, mode="bilinear").eval(), "vck190", x[:1], config=FP32)
+    assert e.value.layer == "interpolate"  # the F.interpolate call

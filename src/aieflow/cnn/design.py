@@ -112,7 +112,7 @@ class CnnDesign(EmulatedNumerics):
                         "post": s.post.function if s.post else None,
                         "input": s.in_type.to_string(), "output": s.out_type.to_string(), "macs": s.macs,
                         "groups": s.groups, "dilation": list(s.dilation), "model_macs": s.model_macs,
-                        "upsample": list(s.up)}
+                        "upsample": list(s.up), "upsample_mode": s.up_mode}
                        for s in self.plan.stages],
             "plan": self.plan.to_json(), "tile_usage": self.tile_usage(),
             "performance": system_attach(self._performance_json(), self, "cnn"), "project_files": sorted(self.files),
@@ -144,10 +144,15 @@ class CnnDesign(EmulatedNumerics):
             borrowed = f", borrows {lay.memory.borrowed:,} B" if lay.memory.borrowed else ""
             if s.residual is not None:
                 shape += f", + skip from {comment(s.residual.skip_name)} ({s.residual.skip_type.to_string()})"
+            if s.concat is not None:
+                shape += (f", reads the concat {comment(s.concat.name)} of "
+                          + " + ".join(f"{comment(n)} ({c} ch)" for _, n, c in s.concat.parts))
             if s.post is not None:
                 shape += f", then {s.post.function} in the last tile"
-            if s.up != (1, 1):
+            if s.up != (1, 1) and s.up_mode == "nearest":
                 shape += f", nearest upsampling {s.up[0]} x {s.up[1]} in the store"
+            elif s.up != (1, 1):
+                shape += f", bilinear upsampling ({s.up_mode}) {s.up[0]} x {s.up[1]} in the last tile"
             if s.macs != s.model_macs:
                 what = " and ".join(w for w in (f"{s.groups} groups" if s.groups > 1 else "",
                                                 f"dilation {s.dilation}" if s.dilation != (1, 1) else "") if w)
@@ -188,6 +193,10 @@ class CnnDesign(EmulatedNumerics):
             rects.append(Rect(name, min(cols), min(rows), max(cols) - min(cols) + 1, max(rows) - min(rows) + 1))
             if si:
                 edges.append((self.plan.stages[si - 1].name + (f" #{q}" if q else ""), name))
+            cat = self.plan.stages[si].concat
+            for k, _, _ in cat.parts if cat is not None else ():
+                if 0 <= k < si - 1:  # a concat part's windows, producer -> the convolution that reads them
+                    edges.append((self.plan.stages[k].name + (f" #{q}" if q else ""), name))
             res = self.plan.stages[si].residual
             if res is not None and res.skip_from >= 0:  # the skip window, producer -> the add's convolution
                 edges.append((self.plan.stages[res.skip_from].name + (f" #{q}" if q else ""), name))

@@ -218,6 +218,10 @@ def thesis_design(device: Device, stages: tuple[Stage, ...], config: Config, set
                             f"'{s.residual.name}' (onto '{s.name}', skip from '{s.residual.skip_name}') is mapped "
                             "by the stream mapping only", layer=s.residual.name,
                             hint="leave cnn.mapping out (stream) for residual networks")
+        if s.concat is not None:
+            raise PlanError(f"the thesis mapping runs chains of fp32 convolutions; the concat '{s.concat.name}' "
+                            f"read by '{s.name}' is mapped by the stream mapping only", layer=s.concat.name,
+                            hint="leave cnn.mapping out (stream) for networks with concatenated skips")
     for i, s in enumerate(stages):
         if s.kind != "conv" or not s.is_float:
             raise PlanError("the thesis mapping runs fp32 convolutions only (+ a final pixel shuffle)", layer=s.name,

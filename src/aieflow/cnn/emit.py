@@ -37,6 +37,7 @@ STATIC = {"src/kernels/cnn_kernels.h": "cnn/cnn_kernels.h", "src/kernels/cnn_num
 ENV = environment("cnn")
 
 ACT_CODES = {None: 0, "relu": 1}
+UP_MODES = {"nearest": 0, "half_pixel": 1, "align_corners": 2, "asymmetric": 3}  # cnn_kernels.h UP_MODE
 
 
 def ctype(t: NumericType) -> str:
@@ -145,6 +146,7 @@ def layer_cfg(plan: CnnPlan, s: Stage, lay: StreamLayer, ident: str) -> dict:
         casc_lanes=cascade_chunk_lanes(m * n, 32 if s.is_float else core.acc_bits, plan.device.generation.cascade_bits),
         shift=0 if s.is_float else core.shift, bias_shift=0 if s.is_float else core.bias_shift,
         has_bias=s.bias is not None, act=act_code, shuf=s.shuffle or 1, up_h=s.up[0], up_w=s.up[1],
+        up_mode=UP_MODES[s.up_mode],
         rounding="conv_even" if s.is_float else out_t.rounding.value,
         saturation="saturate" if s.is_float else out_t.saturation.value,
         table_size=table_size, table_codes=s.table.shape[1] if act_code == 2 else 1, table_min=table_min,
@@ -266,7 +268,9 @@ def lower(plan: CnnPlan, tiles: list[Tile] | None = None) -> MappedGraph:
     ``buffer`` link (an ADF window) from each producer row's last tile to every tile of the
     consumer row that reads it (a pooling row reads the producer row of its own index, a
     convolution's cascade position j reads producer row j), ``cascade`` links along a convolution
-    row, a fused residual add's skip window into its row's last tile, and per replica one input
+    row, a fused residual add's skip window into its row's last tile, a folded channel concat's
+    windows (cascade position j reads ``lay.sources[j]``: a row of the part's producer, or the input
+    PLIO), and per replica one input
     PLIO (``in{q}``) and one output PLIO per last-stage row (``out{q}_{r}``).  No memory tiles."""
     tiles = place(plan) if tiles is None else tiles
     by = {(t.replica, t.stage, t.r, t.j): t for t in tiles}
@@ -298,8 +302,8 @@ def lower(plan: CnnPlan, tiles: list[Tile] | None = None) -> MappedGraph:
         kernels.append(Kernel(t.var, s.name, f"aieflow_cnn::{t.role}<aieflow_design::{t.cfg}>", args,
                               f"kernels/{idents[t.stage]}.cc", (t.col, t.row), tuple(ins), outs, t.replica))
         q = t.replica
-        src = producer(q, t.stage - 1, t.r if lay.kind == "pool" else t.j)
-        links.append(Link("plio" if t.stage == 0 else "buffer", src, Port(t.var, "in", 0)))
+        k, row = lay.sources[t.j] if lay.sources else (t.stage - 1, t.r if lay.kind == "pool" else t.j)
+        links.append(Link("plio" if k < 0 else "buffer", producer(q, k, row), Port(t.var, "in", 0)))
         if not last:
             links.append(Link("cascade", Port(t.var, "out", 0), Port(by[(q, t.stage, t.r, t.j + 1)].var, "in", 1)))
         if last and s.residual is not None:  # the skip producer's row r window (or the input PLIO's)

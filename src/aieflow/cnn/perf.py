@@ -30,6 +30,10 @@ RESIDUAL_CYCLES_PER_VALUE = 3.0  # fused residual add, scalar: load the skip, al
 SKIP_BUFFER_FRAMES = 2  # a skip window is ping-pong: its producer runs at most two frames ahead of the add
 PL_LOOP_II = 1  # thesis PL loops: one element per cycle (spec)
 UPSAMPLE_STORE_CYCLES = 1.0  # fused nearest upsampling: one scalar store per extra copy of a value
+# a fused bilinear upsampling, scalar per output value (cnn_kernels.h bilinear): two tap computations
+# (a division each), four loads, eight 64-bit multiplies, three adds, a division and the rounding
+# test, a store: about 24 scalar operations, taken as 24 cycles (an assumption, not measured)
+BILINEAR_CYCLES_PER_VALUE = 24.0
 # Float-scale requantisation of a conv's output (templates/kernels/requant.h, per block of M x N
 # values): counted vector operations: 1 multiplier load, 3 SRS (to int32, by SHIFT, into the output
 # type), 1 UPS (from_vector), 1 add of the zero point, and the int32 x int32 multiply counted as
@@ -94,7 +98,11 @@ def conv_tile_cycles(stage: Stage, lay: StreamLayer, last: bool, macs_per_cycle:
             per += RESIDUAL_CYCLES_PER_VALUE
         # a fused upsampling stores each value up[0] x up[1] times: the extra copies are scalar stores
         copies = stage.up[0] * stage.up[1] - 1
-        cycles += pixels * lay.out_group * (per + copies * UPSAMPLE_STORE_CYCLES) + post_cycles(stage, lay.out_group)
+        if stage.up_mode != "nearest":  # bilinear: each value stored once, then every upsampled value interpolated
+            cycles += pixels * lay.out_group * (per + 1 + (copies + 1) * BILINEAR_CYCLES_PER_VALUE)
+        else:
+            cycles += pixels * lay.out_group * (per + copies * UPSAMPLE_STORE_CYCLES)
+        cycles += post_cycles(stage, lay.out_group)
     return cycles
 
 
@@ -139,20 +147,24 @@ def estimate_stream(plan: CnnPlan) -> CnnPerformance:
     latency = sum(p.seconds for p in parts)
     bound = f"{slowest.where}: {comment(slowest.stage)}"  # the model's names, sanitised once here
     interval = slowest.seconds
-    steps = residual_steps(plan, parts)
+    steps: dict[int, list] = {}
+    for i, step in residual_steps(plan, parts).items():
+        steps.setdefault(i, []).append(step)
+    for i, found in concat_steps(plan, parts).items():
+        steps.setdefault(i, []).extend(found)
     chain, parts = parts, []
     for j, part in enumerate(chain):
         parts.append(part)
-        if j - 1 not in steps:  # chain[j] is stage j - 1
-            continue
-        skip, extra, cycle, what = steps[j - 1]
-        if skip is not None:
-            parts.append(skip)  # listed right after its stage
-            latency += extra
-            if skip.seconds > interval:
-                interval, bound = skip.seconds, f"dma: {comment(skip.stage)}"
-        if cycle > interval:
-            interval, bound = cycle, f"aie: {what}"
+        added = 0.0
+        for skip, extra, cycle, what in steps.get(j - 1, ()):  # chain[j] is stage j - 1
+            if skip is not None:
+                parts.append(skip)  # listed right after its stage
+                added = max(added, extra)  # the skip windows of one stage move in parallel
+                if skip.seconds > interval:
+                    interval, bound = skip.seconds, f"dma: {comment(skip.stage)}"
+            if cycle > interval:
+                interval, bound = cycle, f"aie: {what}"
+        latency += added
     return CnnPerformance(latency, interval, plan.replicas, bound, tuple(parts), sum(s.macs for s in plan.stages))
 
 
@@ -190,6 +202,41 @@ def residual_steps(plan: CnnPlan, parts: list[StagePerf]) -> dict[int, tuple[Sta
         cycle = sum(p.seconds for p in parts[k + 1:i + 2]) / SKIP_BUFFER_FRAMES
         out[i] = (step, extra, cycle,
                   f"skip buffer {comment(s.residual.skip_name)} -> {comment(s.residual.name)} ({SKIP_BUFFER_FRAMES} frames)")
+    return out
+
+
+def concat_steps(plan: CnnPlan, parts: list[StagePerf]) -> dict[int, list[tuple[StagePerf | None, float, float, str]]]:
+    """What a folded channel concat costs, as a residual skip does (``residual_steps``): each part
+    from a producer other than the stage right before the convolution is a window per producer row
+    moved by tile DMA to the cascade positions that read it (rows in parallel: the largest), a step
+    that overlaps the stages in between and adds to the latency only what exceeds them; and its
+    windows are double-buffered, so the producer, the stages between and the convolution hold at
+    most two frames: the interval is at least half their time.  A part from the network input is the
+    input PLIO's window broadcast: no step of its own, but the same two-frame bound.  One entry per
+    such producer (the parts from one producer share its windows' step)."""
+    out = {}
+    for i, (s, lay) in enumerate(zip(plan.stages, plan.layers, strict=True)):
+        if s.concat is None:
+            continue
+        far = sorted({(k, name) for k, name, _ in s.concat.parts if k != i - 1})
+        found = []
+        for k, name in far:
+            step, extra = None, 0.0
+            if k >= 0:
+                src = plan.layers[k]
+                j = next(j for j, (kk, _) in enumerate(lay.sources) if kk == k)
+                hops = max(1, lay.first_col + j - src.first_col - src.cas_len + 1)  # last tile to position j
+                _, h, w = s.geometry.in_shape
+                nbytes = lay.in_group * h * w * elem_bytes(s.in_type)
+                t = dma_transfer(nbytes, plan.device, hops)
+                secs = (t.busy_cycles + t.latency_cycles) / plan.device.clock_hz
+                step = StagePerf(f"{s.name}:concat:{name}", "dma", secs,
+                                 f"concat window of {name}: {nbytes} B per producer row, tile DMA")
+                extra = max(0.0, secs - sum(p.seconds for p in parts[k + 2:i + 1]))
+            cycle = sum(p.seconds for p in parts[k + 1:i + 2]) / SKIP_BUFFER_FRAMES
+            found.append((step, extra, cycle,
+                          f"concat buffer {comment(name)} -> {comment(s.name)} ({SKIP_BUFFER_FRAMES} frames)"))
+        out[i] = found
     return out
 
 

@@ -76,6 +76,8 @@ class StreamLayer:
     first_col: int = 0  # placement: first column of the rectangle inside a replica
     skip: str = ""  # a fused residual add: the stage whose output windows the last tiles also read
     skip_bytes: int = 0  # that skip window, per row (double-buffered in the last tile: twice this)
+    # a folded channel concat: (producer stage index or -1 for the input, producer row) per cascade position
+    sources: tuple[tuple[int, int], ...] = ()
 
     @property
     def tiles(self) -> int:
@@ -88,6 +90,8 @@ class StreamLayer:
                "first_col": self.first_col}
         if self.skip:  # only residual stages carry it, so earlier designs' plans compare equal on load
             out.update(skip=self.skip, skip_bytes=self.skip_bytes)
+        if self.sources:  # only concat readers carry it
+            out["sources"] = [list(v) for v in self.sources]
         return out
 
 
@@ -238,6 +242,7 @@ def stream_layer(device: Device, stage: Stage, in_groups: int, in_group: int, ou
            + mm[0] * kt_pad * eb_in  # gathered patch rows of one pixel block
            + 2 * og * oh * ow * stage.up[0] * stage.up[1] * eb_out  # output window (last tile of a row; upsampled)
            + 2 * skip_bytes  # a fused residual add's skip window (last tile of a row, double buffered)
+           + (og * oh * ow * eb_out if stage.up_mode != "nearest" else 0)  # bilinear: the window before upsampling
            + table_bytes(stage, og)
            + post_bytes(stage, og)
            + STACK_BYTES)
@@ -262,6 +267,22 @@ def residual_group_error(stage: Stage, got: int, want: int) -> PlanError:
                      "(or leave them out)")
 
 
+def concat_sources(stages: tuple[Stage, ...], stage: Stage, groups: dict[str, int]) -> tuple[tuple[int, int], ...]:
+    """(producer stage, producer row) for each cascade position of a convolution that reads a
+    channel concat: the parts in channel order, each part's output groups in order.  Every window
+    must hold the same number of channels (one kernel configuration for the cascade)."""
+    c = stage.concat
+    sizes = [(name, ch, skip_groups(stages, k, groups)) for k, name, ch in c.parts]
+    if len({ch // g for _, ch, g in sizes}) != 1 or any(ch % g for _, ch, g in sizes):
+        what = ", ".join(f"{ch} channels of " + (f"'{n}' in {g} group(s)" if k >= 0 else "the network input (1 window)")
+                         for (k, _, _), (n, ch, g) in zip(c.parts, sizes, strict=True))
+        raise PlanError(f"'{stage.name}' reads the concat '{c.name}' of {what}: its cascade reads them window by "
+                        "window, and the windows hold different channel counts", layer=c.name,
+                        hint="give the concatenated layers output groups (layers.<name>.mapping.groups) of one "
+                        "channel count each")
+    return tuple((k, r) for (k, _, _), (_, _, g) in zip(c.parts, sizes, strict=True) for r in range(g))
+
+
 def stream_plan(device: Device, stages: tuple[Stage, ...], groups: dict[str, int], replicas: int) -> CnnPlan:
     """The stream mapping with ``groups[stage] = cas_num`` for each convolution."""
     layers: list[StreamLayer] = []
@@ -273,8 +294,12 @@ def stream_plan(device: Device, stages: tuple[Stage, ...], groups: dict[str, int
             want = skip_groups(stages, s.residual.skip_from, groups)
             if want != out_groups:
                 raise residual_group_error(s, out_groups, want)
+        sources: tuple[tuple[int, int], ...] = ()
+        if s.concat is not None:
+            sources = concat_sources(stages, s, groups)
+            in_groups, in_group = len(sources), s.geometry.in_shape[0] // len(sources)
         lay = stream_layer(device, s, in_groups, in_group, out_groups)
-        lay = StreamLayer(**{**lay.__dict__, "first_col": col})
+        lay = StreamLayer(**{**lay.__dict__, "first_col": col, "sources": sources})
         col += lay.cas_len
         layers.append(lay)
         in_groups, in_group = lay.cas_num, lay.out_group // (s.shuffle or 1) ** 2

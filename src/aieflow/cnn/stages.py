@@ -21,6 +21,14 @@ double-buffered skip window adds no dependency cycle that could slow the frame r
 plus at most one skip window.  What cannot be fused is a PlanError naming the add and the layer in
 the way (a branch ending in a pooling or a pixel shuffle, a skip read by more than one add, a
 projection on the skip, operands of different shapes).
+
+**Channel concatenation** (U-Net skips: ``torch.cat(dim=1)``, ONNX ``Concat`` axis 1).  A ``concat``
+of feature maps of one spatial size, one of them the output of the stage just before it, read only
+by the convolution right after it, is folded into that convolution (:class:`Concat`): its cascade
+runs over the parts' channel groups in channel order, position j reading the output window of the
+part's producer row that holds those channels (an earlier stage's row, or the input PLIO).  The
+parts must split into groups of one size (``plan.stream_plan``).  Nothing is copied: the concat
+is the order in which the cascade reads its input windows.
 """
 
 from __future__ import annotations
@@ -57,6 +65,15 @@ class Residual:
     shift_skip: int
     shift: int
     relu: bool
+
+
+@dataclass(frozen=True)
+class Concat:
+    """A channel concatenation read by a convolution: its parts in channel order, each
+    ``(producer stage index or -1 for the network input, that producer's name, channels)``."""
+
+    name: str  # the concat node
+    parts: tuple[tuple[int, str, int], ...]
 
 
 @dataclass(frozen=True, eq=False)
@@ -101,6 +118,8 @@ class Stage:
     post: Post | None = None  # an activation / softmax after it (out_type is then the post's output type)
     up: tuple[int, int] = (1, 1)  # a fused nearest upsampling (ops/resize.py): each value stored up[0] x up[1] times
     up_name: str = ""
+    up_mode: str = "nearest"  # or a bilinear upsampling's coordinate transform (ops/resize.py COORDS)
+    concat: Concat | None = None  # a channel concat the convolution reads (its cascade reads the parts' windows)
     groups: int = 1  # a grouped / depthwise convolution's groups: it runs as the dense one (weights zero between groups)
     dilation: tuple[int, int] = (1, 1)  # the model's dilation: it runs as the dense kernel with zero taps
     # float scales (onnxruntime quantize_static; numerics/requant.py): the per-channel multipliers
@@ -167,12 +186,23 @@ def lower(graph: Graph) -> tuple[Stage, ...]:
         raise PlanError(f"the CNN mapping needs a (channels, height, width) or (channels, length) input; the model's "
                         f"is {shapes[current]}")
     produced: dict[str, int] = {current: -1}  # tensor -> index of the stage that writes it (-1: the input)
+    final: dict[int, str] = {-1: current}  # stage index -> the tensor it finally writes (after what is folded into it)
     pending_flatten: tuple[int, int, int] | None = None
+    pending_concat: Concat | None = None
     for node in graph.nodes:
+        if pending_concat is not None and node.op != "conv2d":
+            raise PlanError(f"the concat '{pending_concat.name}' is read by a {node.op}; the CNN mapping folds a "
+                            "channel concat into the convolution that reads it", layer=node.name,
+                            hint="put a convolution right after the concat")
+        if node.op == "concat":
+            pending_concat = _concat(graph, node, current, stages, produced, final, readers)
+            current = node.outputs[0]
+            continue
         if node.op == "add":
             stages[-1] = _residual(graph, node, current, stages, produced, readers)
             current = node.outputs[0]
             produced[current] = len(stages) - 1
+            final[len(stages) - 1] = current
             continue
         if node.inputs[0] != current:
             raise PlanError(f"the CNN mapping runs a chain of layers (with residual skips); this layer reads "
@@ -182,8 +212,8 @@ def lower(graph: Graph) -> tuple[Stage, ...]:
                             hint="residual blocks map (a skip joined by an Add to the convolution before it); other "
                             "branches and fan-out (a tensor read by two layers that are not a skip's Add) do not")
         if node.op == "conv2d":
-            stages.append(_conv(node))
-            pending_flatten = None
+            stages.append(replace(_conv(node), concat=pending_concat))
+            pending_flatten = pending_concat = None
         elif node.op in ("maxpool", "avgpool"):
             stages.append(_pool(node, graph.tensors[node.inputs[0]].dtype or node.types))
             pending_flatten = None
@@ -211,6 +241,11 @@ def lower(graph: Graph) -> tuple[Stage, ...]:
         current = node.outputs[0]
         if stages:
             produced[current] = len(stages) - 1
+            final[len(stages) - 1] = current
+    if pending_concat is not None:
+        raise PlanError(f"the concat '{pending_concat.name}' ends the network; the CNN mapping folds a channel concat "
+                        "into the convolution that reads it", layer=pending_concat.name,
+                        hint="put a convolution after the concat")
     if not stages:
         raise PlanError("the model has no layer the CNN mapping can run")
     return tuple(stages)
@@ -278,6 +313,37 @@ def _residual(graph: Graph, node: Node, current: str, stages: list[Stage], produ
                    node.attrs.get("activation") == "relu")
     return replace(s, out_type=t.output, residual=res, source=f"{s.source} + {' + '.join((node.name, *node.aliases))}",
                    aliases=(*s.aliases, *node.aliases))
+
+
+def _concat(graph: Graph, node: Node, current: str, stages: list[Stage], produced: dict[str, int],
+            final: dict[int, str], readers: dict[str, list[Node]]) -> Concat:
+    """A channel concat for the convolution after it; what it cannot express is a PlanError naming it."""
+    who = lambda t: _producer_name(graph, t, stages, produced)  # noqa: E731
+    shapes = [tuple(graph.tensors[t].shape) for t in node.inputs]
+    if int(node.attrs.get("axis", 0)) != 0 or any(len(sh) != 3 for sh in shapes):
+        raise PlanError(f"a concat along axis {int(node.attrs.get('axis', 0)) + 1} of {shapes} is not mapped; the CNN "
+                        "mapping concatenates (channels, height, width) feature maps along the channels",
+                        layer=node.name, hint="concatenate along dim=1 (channels)")
+    if current not in node.inputs:
+        raise PlanError(f"the concat joins {', '.join(who(t) for t in node.inputs)}; none is the output of "
+                        f"{who(current)} just before it", layer=node.name,
+                        hint="the CNN mapping runs a chain: one part of the concat is the layer right before it")
+    outs = readers.get(node.outputs[0], ())
+    if len(outs) != 1 or node.outputs[0] in graph.outputs:
+        raise PlanError(f"the concat is read by {len(outs)} layer(s){' and is a network output' if node.outputs[0] in graph.outputs else ''}; "
+                        "the CNN mapping folds it into the one convolution that reads it", layer=node.name,
+                        hint="read the concat with one convolution")
+    parts = []
+    for t in node.inputs:
+        k = produced.get(t)
+        if k is None or final.get(k) != t:
+            raise PlanError(f"the concat reads {who(t)}, which is not the output of a mapped layer (or of the network "
+                            "input) as it is stored", layer=node.name,
+                            hint="concatenate outputs of convolutions, poolings or the network input")
+        if k >= 0 and stages[k].post is not None and stages[k].post.op == "softmax":
+            raise PlanError(f"the concat reads the softmax of '{stages[k].name}'", layer=node.name)
+        parts.append((k, stages[k].name if k >= 0 else t, shapes[len(parts)][0]))
+    return Concat(node.name, tuple(parts))
 
 
 def _vector_shape(shape: tuple[int, ...], node: Node) -> tuple[int, int, int]:
@@ -398,7 +464,8 @@ def _pool(node: Node, in_type: NumericType) -> Stage:
 
 
 def _fold_resize(stages: list[Stage], node: Node) -> Stage:
-    """A nearest upsampling after a convolution: its epilogue stores each value up[0] x up[1] times."""
+    """An upsampling after a convolution: nearest, its epilogue stores each value up[0] x up[1]
+    times; bilinear (fixed point), its last tile interpolates the stored window (cnn_kernels.h)."""
     s = stages[-1] if stages else None
     why = ("follows the network input" if s is None else f"follows the {s.pool} pooling '{s.name}'" if s.kind == "pool"
            else f"follows '{s.name}''s residual add" if s.residual is not None
@@ -406,10 +473,16 @@ def _fold_resize(stages: list[Stage], node: Node) -> Stage:
            else f"follows the {s.post.function} after '{s.name}'" if s.post is not None
            else f"follows another upsampling of '{s.name}'" if s.up != (1, 1) else None)
     if why:
-        raise PlanError(f"nearest upsampling is mapped into the epilogue of the convolution before it; this one {why}",
+        raise PlanError(f"{node.attrs.get('mode', 'nearest')} upsampling is mapped into the epilogue of the "
+                        f"convolution before it; this one {why}",
                         layer=node.name, hint="put the upsampling right after a convolution (+ its ReLU / tanh / "
                         "PReLU); aieflow.emulate(model, ...) runs any placement bit-exactly")
-    return replace(s, up=tuple(int(v) for v in node.attrs["scale"]), up_name=node.name, source=f"{s.source} + {node.name}")
+    mode = node.attrs.get("coord", "nearest") if node.attrs.get("mode") == "bilinear" else "nearest"
+    if mode != "nearest" and s.is_float:
+        raise PlanError(f"bilinear upsampling after '{s.name}' in floating point has no CNN kernel yet (fixed-point "
+                        "ones have)", layer=node.name, hint="use precision int8 or int16, or mode='nearest'")
+    return replace(s, up=tuple(int(v) for v in node.attrs["scale"]), up_name=node.name, up_mode=mode,
+                   source=f"{s.source} + {node.name}")
 
 
 def _fold_shuffle(stages: list[Stage], node: Node) -> Stage:

@@ -193,7 +193,8 @@ class OnnxConvMixin:
         self._add_node(ir, shuffle.output_shape(shape, r))
 
     def _onnx_resize(self, node: onnx.NodeProto, name: str) -> None:
-        """Nearest ``Resize`` by whole factors (ops/resize.py says which coordinate transforms agree)."""
+        """Nearest or linear ``Resize`` by whole factors (ops/resize.py says which coordinate transforms
+        agree for nearest and how linear's are read)."""
         attrs = _attrs(node)
         x, shape = self._image(node, name)
         mode = _text(attrs.get("mode", "nearest"))
@@ -201,6 +202,13 @@ class OnnxConvMixin:
         nearest_mode = _text(attrs.get("nearest_mode", "round_prefer_floor"))
         fine = ((coord == "asymmetric" and nearest_mode == "floor")
                 or (coord in ("half_pixel", "pytorch_half_pixel") and nearest_mode in ("round_prefer_floor", "round_prefer_ceil")))
+        linear = {"half_pixel": "half_pixel", "pytorch_half_pixel": "half_pixel", "align_corners": "align_corners",
+                  "asymmetric": "asymmetric"}
+        if mode == "linear":
+            if coord not in linear:
+                raise UnsupportedOpError(f"node '{name}' (Resize) mode=linear with coordinate_transformation_mode={coord}",
+                                         hint=f"{resize.ADVICE}; linear with {', '.join(linear)}")
+            mode, coord = "bilinear", linear[coord]
         if mode == "nearest" and not fine:
             raise UnsupportedOpError(
                 f"node '{name}' (Resize) has coordinate_transformation_mode={coord} with nearest_mode={nearest_mode}",
@@ -219,7 +227,7 @@ class OnnxConvMixin:
         if full.size != 4 or full[0] != 1 or full[1] != 1:
             raise UnsupportedOpError(f"node '{name}' (Resize) scales {full.tolist()} resize more than the image's "
                                      "height and width", hint=resize.ADVICE)
-        ir = resize.make_node(name, x, node.output[0], shape, (full[2], full[3]), mode)
+        ir = resize.make_node(name, x, node.output[0], shape, (full[2], full[3]), mode, coord)
         self._add_node(ir, resize.output_shape(shape, ir.attrs["scale"]))
 
     def _window(self, node: onnx.NodeProto, name: str, op: str) -> None:

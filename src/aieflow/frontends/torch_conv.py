@@ -32,7 +32,7 @@ SUPPORTED_MODULES: tuple[str, ...] = (
     "nn.Tanh",
     "nn.PReLU (after a convolution)",
     "nn.PixelShuffle",
-    "nn.Upsample / nn.UpsamplingNearest2d (nearest, whole factors)",
+    "nn.Upsample / nn.UpsamplingNearest2d / nn.UpsamplingBilinear2d (nearest, bilinear; whole factors)",
     "nn.MaxPool2d / nn.AvgPool2d / nn.MaxPool1d / nn.AvgPool1d (ceil_mode=False)",
     "nn.AdaptiveAvgPool2d(1) / nn.AdaptiveAvgPool1d(1)",
 )
@@ -81,7 +81,7 @@ class ConvMixin:
         elif isinstance(mod, nn.PixelShuffle):
             self._add(fx_node, shuffle.make_node(path, x, fx_node.name, self.shapes[x], mod.upscale_factor, "CRD"))
         elif isinstance(mod, nn.Upsample):
-            self._upsample(fx_node, path, x, mod.size, mod.scale_factor, mod.mode)
+            self._upsample(fx_node, path, x, mod.size, mod.scale_factor, mod.mode, mod.align_corners)
         elif isinstance(mod, nn.MaxPool2d):
             if mod.return_indices:
                 raise UnsupportedOpError("MaxPool2d with return_indices=True is not supported", layer=path)
@@ -117,7 +117,8 @@ class ConvMixin:
             if arg(6, "antialias", False):
                 raise UnsupportedOpError("F.interpolate with antialias=True is not supported", layer=name,
                                          hint=resize.ADVICE)
-            self._upsample(fx_node, name, x, arg(1, "size", None), arg(2, "scale_factor", None), arg(3, "mode", "nearest"))
+            self._upsample(fx_node, name, x, arg(1, "size", None), arg(2, "scale_factor", None), arg(3, "mode", "nearest"),
+                           arg(4, "align_corners", None))
         elif fn is F.max_pool2d:
             if arg(6, "return_indices", False):
                 raise UnsupportedOpError("F.max_pool2d with return_indices=True is not supported", layer=name)
@@ -187,8 +188,9 @@ class ConvMixin:
         )
         self._add(fx_node, node)
 
-    def _upsample(self, fx_node, name, x, size, scale_factor, mode) -> None:
-        """Nearest upsampling by whole factors, from ``scale_factor`` or from ``size`` (ops/resize.py)."""
+    def _upsample(self, fx_node, name, x, size, scale_factor, mode, align_corners=None) -> None:
+        """Nearest or bilinear upsampling by whole factors, from ``scale_factor`` or from ``size``
+        (ops/resize.py); bilinear's coordinates from ``align_corners`` (PyTorch's default: False)."""
         shape = self.shapes[x]
         if len(shape) != 3:
             raise UnsupportedOpError(f"upsampling of per-sample shape {tuple(shape)}; only images (C, H, W) are "
@@ -198,7 +200,8 @@ class ConvMixin:
             scale = tuple(o / i for o, i in zip(hw, shape[1:], strict=True))
         else:
             scale = scale_factor
-        self._add(fx_node, resize.make_node(name, x, fx_node.name, shape, scale, str(mode)))
+        coord = "align_corners" if align_corners else "half_pixel"
+        self._add(fx_node, resize.make_node(name, x, fx_node.name, shape, scale, str(mode), coord))
 
     def _pool(self, fx_node, name, x, op, kernel, stride, padding, *, dilation=1, ceil_mode=False, count_include_pad=True) -> None:
         if kernel is None:

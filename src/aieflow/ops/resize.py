@@ -10,7 +10,25 @@ coordinate transforms that give the same index at integer scales (``asymmetric``
 ``floor(y / s)``).  Other modes (bilinear, cubic), fractional scales and other coordinate transforms
 are refused by name.
 
-It copies values without changing them, so the output keeps the input's type and emulation is the
+**Bilinear** (attr ``mode`` "bilinear", ``coord`` one of ``half_pixel`` (PyTorch
+``align_corners=False``; ONNX ``half_pixel`` / ``pytorch_half_pixel``, equal for outputs longer than
+one pixel), ``align_corners`` (PyTorch ``align_corners=True``) or ``asymmetric``).  Per axis of
+input length ``n`` and factor ``s``, output index ``y`` reads source coordinate
+
+* half_pixel: ``max(0, (y + 1/2) / s - 1/2)``, a multiple of ``1 / (2 s)``;
+* align_corners: ``y (n - 1) / (n s - 1)``, a multiple of ``1 / (n s - 1)`` (``n s = 1``: 0);
+* asymmetric: ``y / s``, a multiple of ``1 / s``;
+
+the two neighbours ``i0 = floor(src)``, ``i1 = min(i0 + 1, n - 1)`` and the weight ``f = src - i0``
+(ONNX clamps the coordinate to ``[0, n - 1]``, which gives the same value).  So each axis's weights
+are ``(D - p) / D`` and ``p / D`` with integers ``p`` and ``D`` (:func:`axis_weights`), and the output
+is the exact rational ``N / (Dh Dw)`` with ``N`` the integer sum of the four products of weights'
+numerators and input codes.  **Fixed point** (the output keeps the input's type: a convex
+combination cannot leave its range): the code is ``N / (Dh Dw)`` rounded to the nearest integer,
+ties to even (``numpy.round``'s rule), computed exactly in int64.  **Float**: the same weights as
+float64 fractions, the sum in float64, stored as float32 (within float rounding of PyTorch's own
+float32 arithmetic, not bit-exact with it).
+ without changing them, so the output keeps the input's type and emulation is the
 same copy on codes.  The CNN stream mapping folds it into the store of the convolution before it
 (``cnn/stages.py``); the chain planner does not map it.
 """
@@ -21,16 +39,24 @@ import numpy as np
 
 from ..errors import UnsupportedOpError
 from ..ir import Node
+from ..numerics.types import FloatType
 from .base import not_mapped, one_type_family
 
 ADVICE = "aieflow maps nearest upsampling by whole factors (scale_factor=2, (2, 3), ...)"
 
 
-def make_node(name: str, x: str, y: str, in_shape: tuple[int, ...], scale, mode: str = "nearest") -> Node:
+COORDS = ("half_pixel", "align_corners", "asymmetric")
+
+
+def make_node(name: str, x: str, y: str, in_shape: tuple[int, ...], scale, mode: str = "nearest",
+              coord: str = "half_pixel") -> Node:
     """A ``resize`` node, after checking the shape, factors and mode (named errors)."""
-    if mode != "nearest":
+    if mode not in ("nearest", "bilinear"):
         raise UnsupportedOpError(f"resize mode {mode!r} is not supported", layer=name,
-                                 hint=f"{ADVICE}; bilinear / bicubic interpolation is not implemented")
+                                 hint=f"{ADVICE}; nearest and bilinear interpolation are; bicubic is not")
+    if mode == "bilinear" and coord not in COORDS:
+        raise UnsupportedOpError(f"bilinear resize with coordinate transform {coord!r} is not supported", layer=name,
+                                 hint=f"use one of {', '.join(COORDS)} (PyTorch's align_corners=False / True)")
     s = (scale, scale) if np.isscalar(scale) else tuple(scale)
     if len(s) != 2 or not all(float(v) == int(v) and int(v) >= 1 for v in s):
         raise UnsupportedOpError(f"resize by {tuple(float(v) for v in s)} is not by whole factors >= 1", layer=name,
@@ -38,7 +64,10 @@ def make_node(name: str, x: str, y: str, in_shape: tuple[int, ...], scale, mode:
     if len(in_shape) != 3:
         raise UnsupportedOpError(f"resize of per-sample shape {tuple(in_shape)}; a (channels, height, width) image "
                                  "is needed", layer=name, hint=ADVICE)
-    return Node(name, "resize", (x,), (y,), {"scale": (int(s[0]), int(s[1])), "mode": "nearest"})
+    attrs = {"scale": (int(s[0]), int(s[1])), "mode": mode}
+    if mode == "bilinear":
+        attrs["coord"] = coord
+    return Node(name, "resize", (x,), (y,), attrs)
 
 
 def output_shape(in_shape: tuple[int, int, int], scale: tuple[int, int]) -> tuple[int, int, int]:
@@ -51,7 +80,54 @@ def nearest(x: np.ndarray, scale: tuple[int, int]) -> np.ndarray:
     return np.ascontiguousarray(np.repeat(np.repeat(np.asarray(x), scale[0], axis=2), scale[1], axis=3))
 
 
+def axis_weights(n: int, s: int, coord: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """For each of the ``n s`` outputs of one axis: ``(i0, i1, p)`` and the common denominator ``D``;
+    the output reads ``((D - p) x[i0] + p x[i1]) / D`` (module docstring)."""
+    y = np.arange(n * s, dtype=np.int64)
+    if coord == "half_pixel":  # (y + 1/2) / s - 1/2 = (2 y + 1 - s) / (2 s), clamped at 0
+        d, num = 2 * s, np.maximum(2 * y + 1 - s, 0)
+    elif coord == "align_corners":
+        d = max(1, n * s - 1)
+        num = y * (n - 1) if n * s > 1 else np.zeros_like(y)
+    elif coord == "asymmetric":
+        d, num = s, y
+    else:
+        raise ValueError(coord)
+    i0 = num // d
+    p = num - i0 * d
+    i1 = np.minimum(i0 + 1, n - 1)
+    return i0, i1, p, d
+
+
+def bilinear(x: np.ndarray, scale: tuple[int, int], coord: str, codes: bool | None = None) -> np.ndarray:
+    """(N, C, H, W) -> (N, C, H sh, W sw), in ``x``'s dtype.  ``codes`` (default: an integer dtype):
+    integer codes (the emulator may hold them in float64), the exact rational rounded half to even;
+    else real values: float64 weights and sum."""
+    x = np.asarray(x)
+    _, _, h, w = x.shape
+    r0, r1, pr, dr = axis_weights(h, scale[0], coord)
+    c0, c1, pc, dc = axis_weights(w, scale[1], coord)
+    if codes is None:
+        codes = not np.issubdtype(x.dtype, np.floating)
+    if not codes:
+        v = x.astype(np.float64)
+        fr, fc = (pr / dr)[:, None], (pc / dc)[None, :]
+        rows = lambda c: v[:, :, r0][..., c] * (1 - fr) + v[:, :, r1][..., c] * fr  # noqa: E731
+        return (rows(c0) * (1 - fc) + rows(c1) * fc).astype(x.dtype)
+    v = np.rint(x).astype(np.int64) if np.issubdtype(x.dtype, np.floating) else x.astype(np.int64)
+    qr, qc = (dr - pr)[:, None], (dc - pc)[None, :]
+    num = (v[:, :, r0][..., c0] * qr * qc + v[:, :, r0][..., c1] * qr * pc[None, :]
+           + v[:, :, r1][..., c0] * pr[:, None] * qc + v[:, :, r1][..., c1] * pr[:, None] * pc[None, :])
+    den = dr * dc
+    q, rem = np.divmod(num, den)  # floor division: 0 <= rem < den
+    up = (2 * rem > den) | ((2 * rem == den) & (q % 2 == 1))  # to nearest, ties to even
+    return (q + up).astype(x.dtype)
+
+
 def _forward(node: Node, x: np.ndarray) -> np.ndarray:
+    if node.attrs.get("mode", "nearest") == "bilinear":  # codes once quantised to a fixed / affine type
+        codes = node.types is not None and not isinstance(node.types, FloatType)
+        return bilinear(x, tuple(node.attrs["scale"]), node.attrs["coord"], codes)
     return nearest(x, tuple(node.attrs["scale"]))
 
 

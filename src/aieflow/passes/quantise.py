@@ -16,7 +16,7 @@ from ..devices import Device
 from ..errors import ConfigError, ModelError
 from ..ir import Graph, QuantHints
 from ..numerics.types import AffineType, FloatType, NumericType, Rounding, Saturation
-from ..ops.base import QuantContext
+from ..ops.base import QuantContext, keeps_input_type
 from ..ops.dense import power_of_two_type
 from ..ops.registry import family
 
@@ -54,9 +54,10 @@ def _input_type(graph: Graph, config: Config, hints: QuantHints, calibration: Ma
 
 
 def shared_ranges(graph: Graph, calib: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Tensors that a concat joins (looking through views) must share one type, since a concat is
-    a view that cannot convert: give each of them the joint calibration range, so every producer
-    picks the same scale."""
+    """Tensors that a concat joins (looking through views and through the ops that keep their
+    input's type: an upsampling or pixel shuffle between a convolution and the concat) must share
+    one type, since a concat is a view that cannot convert: give each of them the joint calibration
+    range, so every producer picks the same scale."""
     parent: dict[str, str] = {}
 
     def find(t: str) -> str:
@@ -73,6 +74,8 @@ def shared_ranges(graph: Graph, calib: dict[str, np.ndarray]) -> dict[str, np.nd
         if fam.is_view:
             for t in node.inputs:
                 union(t, node.outputs[0])
+        elif fam.quantise is keeps_input_type:  # a copy / permutation (resize, pixel shuffle): one type too
+            union(node.inputs[0], node.outputs[0])
         if node.op == "concat":
             joined.add(find(node.outputs[0]))
     groups: dict[str, list[str]] = {}

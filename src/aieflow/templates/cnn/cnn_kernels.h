@@ -220,10 +220,10 @@ struct ConvCore {
                 } else if constexpr (C::ACT == int(act::float_prelu)) {
                     y = y >= 0.0f ? y : y * slope[o];
                 }
-                if constexpr (C::POST != 0) {
-                    pre[o * P + p] = y;  // no shuffle, no residual with a post layer (cnn/stages.py)
+                if constexpr (C::POST != 0 || C::UP_MODE != 0) {
+                    pre[o * P + p] = y;  // no shuffle, no residual with a post layer or bilinear upsampling (cnn/stages.py)
                 } else if constexpr (C::UP_H * C::UP_W > 1) {
-                    store_up(out, o, p, y);
+                    store_up(out, o, p, y);  // nearest (UP_MODE 0)
                 } else if constexpr (C::RES) {
                     out[out_index(o, p)] = residual(y, skip[o * P + p]);
                 } else {
@@ -260,6 +260,60 @@ struct ConvCore {
             }
         }
         if constexpr (!COUT && C::POST != 0) post(pre, out, e);
+        if constexpr (!COUT && C::UP_MODE != 0) bilinear(pre, out);
+    }
+
+    // A fused bilinear upsampling by (UP_H, UP_W) (ops/resize.py): per axis of length n and factor s,
+    // output y reads ((D - p) x[i0] + p x[i1]) / D, D = 2 s (UP_MODE 1: half_pixel), n s - 1
+    // (2: align_corners) or s (3: asymmetric); the code is the exact N / (Dh Dw) rounded to the
+    // nearest, ties to even, in 64-bit integers.
+    static constexpr long long up_den(unsigned n, unsigned s) {
+        return C::UP_MODE == 1 ? 2LL * s : C::UP_MODE == 2 ? (n * s > 1 ? (long long)(n * s) - 1 : 1LL) : (long long)s;
+    }
+
+    static void up_tap(unsigned y, unsigned n, unsigned s, unsigned& i0, unsigned& i1, long long& p) {
+        const long long d = up_den(n, s);
+        long long num = 0;
+        if constexpr (C::UP_MODE == 1) {
+            num = 2LL * y + 1 - (long long)s;
+            num = num < 0 ? 0 : num;
+        } else if constexpr (C::UP_MODE == 2) {
+            num = n * s > 1 ? (long long)y * (long long)(n - 1) : 0;
+        } else {
+            num = y;
+        }
+        i0 = unsigned(num / d);
+        p = num - (long long)i0 * d;
+        i1 = i0 + 1 < n ? i0 + 1 : n - 1;
+    }
+
+    static void bilinear(const TO* __restrict pre, TY* __restrict out) {
+        static_assert(!is_float, "bilinear upsampling is mapped in fixed point only (cnn/stages.py)");
+        constexpr unsigned OHU = C::OH * C::UP_H, OWU = C::OW * C::UP_W;
+        constexpr long long DH = up_den(C::OH, C::UP_H), DW = up_den(C::OW, C::UP_W), DEN = DH * DW;
+        for (unsigned o = 0; o < C::OG; ++o) {
+            const TO* __restrict b = pre + o * P;
+            for (unsigned y = 0; y < OHU; ++y) {
+                unsigned r0 = 0, r1 = 0;
+                long long pr = 0;
+                up_tap(y, C::OH, C::UP_H, r0, r1, pr);
+                for (unsigned x = 0; x < OWU; ++x) {
+                    unsigned c0 = 0, c1 = 0;
+                    long long pc = 0;
+                    up_tap(x, C::OW, C::UP_W, c0, c1, pc);
+                    const long long num =
+                        (DH - pr) * ((DW - pc) * (long long)b[r0 * C::OW + c0] + pc * (long long)b[r0 * C::OW + c1])
+                        + pr * ((DW - pc) * (long long)b[r1 * C::OW + c0] + pc * (long long)b[r1 * C::OW + c1]);
+                    long long q = num / DEN, rem = num % DEN;
+                    if (rem < 0) {
+                        rem += DEN;
+                        --q;
+                    }
+                    if (2 * rem > DEN || (2 * rem == DEN && (q & 1))) ++q;
+                    out[(o * OHU + y) * OWU + x] = TY(q);
+                }
+            }
+        }
     }
 
     // The post layer on the stored codes: ops/activation.py's table / interpolation per value, or
@@ -286,7 +340,7 @@ struct ConvCore {
     alignas(32) float lut_[C::LUT_ALLOC];                                                                 \
     alignas(32) float slope_[C::SLOPE_SIZE];                                                              \
     alignas(32) typename C::TA patch_[Core::KB * C::M * C::K];                                            \
-    alignas(32) typename C::TO pre_[C::POST != 0 ? C::OG * C::OH * C::OW : 1];                            \
+    alignas(32) typename C::TO pre_[C::POST != 0 || C::UP_MODE != 0 ? C::OG * C::OH * C::OW : 1];                            \
     alignas(32) std::int32_t post_e_[C::POST == 2 ? C::OG : 1];                                           \
                                                                                                           \
 public:                                                                                                   \
