@@ -11,6 +11,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import aieflow
@@ -118,3 +119,47 @@ def test_shim_run_in_a_moved_copy_without_a_venv_is_bit_exact(project, tmp_path)
     golden.write_bytes(bytes(data))
     r = _make(work, "shim-run", env=env)
     assert r.returncode != 0 and "C bit-exact" not in r.stdout.splitlines() and "differ" in r.stdout + r.stderr
+
+
+def test_the_simulators_plio_files_hold_the_first_iterations_operands(project):
+    """graph.cpp runs one iteration on data/ar*.txt / br*.txt by default: every input PLIO file
+    graph.h names exists, and read in the order the kernel reads them (gemm_tile.h: per micro-kernel
+    round and k step, each Ar stream's MS x KS row blocks; Br as KS x NS blocks per column block)
+    they are A's first rows and B's first panels, zero past the problem's edges."""
+    design, proj = project
+    graph = (proj / "src/graph.h").read_text()
+    files = re.findall(r'adf::input_plio::create\("\w+", adf::plio_128_bits, "([^"]+)"', graph)
+    if design.plan.memtile:
+        pytest.skip("the memory-tile design's a<g> / b<b> PLIO files are not written yet (docs/gemm.md)")
+    assert files
+    p, c, blk = design.plan, design.plan.config, design.plan.blocks
+    dt = np.float32 if p.dtype.is_float else np.int64
+    ms, ks, ns = p.dtype.mmul
+    a = np.zeros((blk.mc, blk.kc))
+    b = np.zeros((blk.kc, blk.nc))
+    a_full = np.fromfile(proj / "data/A.bin", dtype=p.dtype.np_dtype).reshape(p.m, p.k)
+    b_full = np.fromfile(proj / "data/B.bin", dtype=p.dtype.np_dtype).reshape(p.k, p.n)
+    a[:min(p.m, blk.mc), :min(p.k, blk.kc)] = a_full[:blk.mc, :blk.kc]
+    b[:min(p.k, blk.kc), :min(p.n, blk.nc)] = b_full[:blk.kc, :blk.nc]
+    rows_per_stream = blk.mr // c.ar_streams
+    rounds = blk.mc // c.tiles_i // blk.mr
+    for f in files:
+        name = Path(f).stem
+        vals = np.array((proj / f).read_text().split(), dtype=dt)
+        if name.startswith("ar"):
+            g, s = (int(v) for v in name[2:].split("_"))
+            it = iter(vals)
+            for rnd in range(rounds):
+                for kp in range(blk.kc // ks):
+                    for r in range(rows_per_stream // ms):  # the stream's row blocks, each MS x KS row-major
+                        row0 = (g * rounds + rnd) * blk.mr + s * rows_per_stream + r * ms
+                        block = np.array([next(it) for _ in range(ms * ks)]).reshape(ms, ks)
+                        assert np.array_equal(block, a[row0:row0 + ms, kp * ks:(kp + 1) * ks]), (f, rnd, kp, r)
+            assert next(it, None) is None, f
+        else:
+            j = int(name[2:])
+            want = (b[:, j * blk.nr:(j + 1) * blk.nr] if j < blk.nc // blk.nr else np.zeros((blk.kc, blk.nr)))
+            got = vals.reshape(blk.kc // ks, blk.nr // ns, ks, ns)  # (k step, column block, KS x NS row-major)
+            for kp in range(blk.kc // ks):
+                for cb in range(blk.nr // ns):
+                    assert np.array_equal(got[kp, cb], want[kp * ks:(kp + 1) * ks, cb * ns:(cb + 1) * ns]), (f, kp, cb)
