@@ -163,3 +163,29 @@ def test_the_simulators_plio_files_hold_the_first_iterations_operands(project):
             for kp in range(blk.kc // ks):
                 for cb in range(blk.nr // ns):
                     assert np.array_equal(got[kp, cb], want[kp * ks:(kp + 1) * ks, cb * ns:(cb + 1) * ns]), (f, kp, cb)
+
+
+@pytest.mark.skipif(not XRT_HEADER.is_file(), reason="the XRT headers are missing: install Debian's libxrt-dev")
+def test_streamed_dense_host_compiles_and_links_against_xrt(tmp_path):
+    """The streamed Dense layer's own XRT host (host/dense_host.cpp: the GEMM, then the epilogue
+    kernel) against the real XRT headers and library, warning-free."""
+    from aieflow.model_zoo import torch_mlp
+
+    x = np.random.default_rng(0).standard_normal((16, 64)).astype(np.float32)
+    d = aieflow.compile(torch_mlp([64, 16]), device="vck190", example_input=x,
+                        config={"precision": "int8", "layers": {"0": {"weights": "streamed"}}})
+    assert type(d).__name__ == "StreamedDenseDesign"
+    d.save(tmp_path / "d")
+    proj = tmp_path / "d" / "project"
+    libdir = next((str(p.parent) for p in Path("/usr/lib").rglob("libxrt_coreutil.so")), None)
+    assert libdir, "libxrt-dev installs libxrt_coreutil.so"
+    exe = tmp_path / "dense_host"
+    r = subprocess.run(["g++", "-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{proj / 'src'}", f"-I{proj}",
+                        f"-I{proj / 'pl'}", "-I/usr/include/xrt", str(proj / "host/dense_host.cpp"), f"-L{libdir}",
+                        "-lxrt_coreutil", "-pthread", "-o", str(exe)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    host = (proj / "host/dense_host.cpp").read_text()
+    for name in ("xrt::device", "xrt::kernel", "xrt::bo", "xrt::graph", "dense_epilogue"):
+        assert name in host, name
+    r = subprocess.run([str(exe)], capture_output=True, text=True)  # no board, no arguments: the usage line
+    assert r.returncode != 0 and "usage" in (r.stdout + r.stderr).lower(), r.stdout + r.stderr
