@@ -165,10 +165,11 @@ def test_the_simulators_plio_files_hold_the_first_iterations_operands(project):
                     assert np.array_equal(got[kp, cb], want[kp * ks:(kp + 1) * ks, cb * ns:(cb + 1) * ns]), (f, kp, cb)
 
 
-@pytest.mark.skipif(not XRT_HEADER.is_file(), reason="the XRT headers are missing: install Debian's libxrt-dev")
-def test_streamed_dense_host_compiles_and_links_against_xrt(tmp_path):
-    """The streamed Dense layer's own XRT host (host/dense_host.cpp: the GEMM, then the epilogue
-    kernel) against the real XRT headers and library, warning-free."""
+def test_streamed_dense_project_links_its_epilogue_and_builds_its_host(tmp_path):
+    """The streamed Dense layer's project on the GEMM's contract: `make -n hw` compiles and links
+    the layer's dense_epilogue kernel beside the GEMM's movers, system.cfg defines it, and `make
+    host` builds its own host (host/dense_host.cpp: the GEMM, then the epilogue) against the real
+    XRT headers and library (Debian's libxrt-dev), warning-free."""
     from aieflow.model_zoo import torch_mlp
 
     x = np.random.default_rng(0).standard_normal((16, 64)).astype(np.float32)
@@ -177,15 +178,26 @@ def test_streamed_dense_host_compiles_and_links_against_xrt(tmp_path):
     assert type(d).__name__ == "StreamedDenseDesign"
     d.save(tmp_path / "d")
     proj = tmp_path / "d" / "project"
+    r = _make(proj, "-n", "hw", "PLATFORM=/some/x.xpfm")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.replace("\\\n", " ").splitlines()
+    compile_ = [s for s in lines if "v++ -c" in s and "-k dense_epilogue" in s and "pl/dense_epilogue.cpp" in s]
+    link = [s for s in lines if "v++ -l" in s and "--config system.cfg" in s]
+    assert compile_ and link and "build.hw/dense_epilogue.xo" in link[0], r.stdout
+    cfg = (proj / "system.cfg").read_text().splitlines()
+    assert "nk=dense_epilogue:1:dense_epilogue_0" in cfg
+    assert re.search(r'extern "C" void dense_epilogue\(', (proj / "pl/dense_epilogue.cpp").read_text())
+    r = _make(proj, "-n", "run")
+    assert r.returncode != 0 and "set X=" in r.stdout + r.stderr
+    if not XRT_HEADER.is_file():
+        pytest.skip("the XRT headers are missing: install Debian's libxrt-dev")
     libdir = next((str(p.parent) for p in Path("/usr/lib").rglob("libxrt_coreutil.so")), None)
     assert libdir, "libxrt-dev installs libxrt_coreutil.so"
-    exe = tmp_path / "dense_host"
-    r = subprocess.run(["g++", "-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", f"-I{proj / 'src'}", f"-I{proj}",
-                        f"-I{proj / 'pl'}", "-I/usr/include/xrt", str(proj / "host/dense_host.cpp"), f"-L{libdir}",
-                        "-lxrt_coreutil", "-pthread", "-o", str(exe)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    r = _make(proj, "host", "HOST_CXX=g++ -Werror", "XRT_INCLUDE=/usr/include/xrt", f"XRT_LIB={libdir}")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "host/dense_host.cpp" in r.stdout
     host = (proj / "host/dense_host.cpp").read_text()
     for name in ("xrt::device", "xrt::kernel", "xrt::bo", "xrt::graph", "dense_epilogue"):
         assert name in host, name
-    r = subprocess.run([str(exe)], capture_output=True, text=True)  # no board, no arguments: the usage line
+    r = subprocess.run([str(proj / "host.exe")], capture_output=True, text=True)  # no board, no arguments
     assert r.returncode != 0 and "usage" in (r.stdout + r.stderr).lower(), r.stdout + r.stderr
