@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import aieflow
+from aieflow.vitis import ap_types_include
 
 pytestmark = [pytest.mark.skipif(shutil.which("g++") is None or shutil.which("make") is None, reason="needs g++ and make")]
 
@@ -101,6 +102,23 @@ def test_host_compiles_and_links_against_xrt(project):
     host = (proj / "host/host.cpp").read_text()
     for name in ("xrt::device", "xrt::kernel", "xrt::bo", "xrt::graph"):
         assert name in host
+
+
+@pytest.mark.skipif(ap_types_include() is None, reason="Xilinx's ap_types headers are missing: pip install hls4ml")
+def test_pl_kernels_compile_as_hls_c_simulation_against_xilinx_ap_types(project, tmp_path):
+    """The GEMM's PL kernels (the v++ -k sources) with g++ against Xilinx's open ap_int / hls_stream
+    (the flags of the system-run of kinds with their own PL kernels: only #pragma HLS and the
+    uninitialized-value warnings GCC raises inside ap_private's constructor for a local
+    ap_uint<128> are let through); `make shim-run` runs them on the shim's ap_int, not these."""
+    _, proj = project
+    for k in ("gemm_mover", "gemm_collect"):
+        r = subprocess.run(["g++", "-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", "-Wno-unknown-pragmas",
+                            "-Wno-maybe-uninitialized", "-Wno-uninitialized", "-isystem", str(ap_types_include()), f"-I{proj}",
+                            f"-I{proj / 'src'}", f"-I{proj / 'pl'}", "-c", str(proj / f"pl/{k}.cpp"),
+                            "-o", str(tmp_path / f"{k}.o")], capture_output=True, text=True)
+        assert r.returncode == 0, f"{k}:\n{r.stderr}"
+        syms = subprocess.run(["nm", "-C", str(tmp_path / f"{k}.o")], capture_output=True, text=True).stdout
+        assert re.search(rf"\bT {k}\b", syms), syms[:2000]  # the kernel itself, C linkage, defined
 
 
 def test_shim_run_in_a_moved_copy_without_a_venv_is_bit_exact(project, tmp_path):
