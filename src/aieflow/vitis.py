@@ -111,7 +111,8 @@ def system_files(files: dict[str, str], *, device: Device, graph_class: str, gra
     ``pl_kernels``: the kind's own PL kernels (``name``, ``cu``, ``source``, ``deps``: HLS tops
     built by ``v++ -c -k`` next to the movers), ``connects``: their ``stream_connect`` lines;
     ``free_running``: the graph runs forever (``graph.run(-1)``: the host waits for the s2mm
-    movers only); ``x86``: the kind's own x86 runs (``template`` of x86/system.cpp, ``shim_units``,
+    movers only); ``x86``: the kind's own x86 runs (``template`` of x86/system.cpp or its ``text``
+    rendered by the kind, ``shim_units``,
     ``shim_args``, ``system_units``, ``csim_units``; defaults: the Dense / DAG / CNN harness);
     ``refuse_hint``: what the kind's user changes when its streams exceed the device's PLIOs."""
     if plio_bits not in (32, 64, 128):
@@ -123,7 +124,8 @@ def system_files(files: dict[str, str], *, device: Device, graph_class: str, gra
             "shim_args": "--data . --out shim_output --iterations $(ITERATIONS)", "shim_out": "shim_output",
             "system_units": ["x86/system.cpp", "$(KERNEL_SRCS)"], "csim_units": ["x86/pl_csim.cpp"], **(x86 or {})}
     # Makefile text given by the kind (never from a model): printed as it is, `$(...)` included
-    make_runs = {key: Code(" ".join(v) if isinstance(v, list) else v) for key, v in runs.items() if key != "csim_units"}
+    make_runs = {key: Code(" ".join(v) if isinstance(v, list) else v) for key, v in runs.items()
+                 if key not in ("csim_units", "text")}
     make_runs["csim_units"] = [{"src": Code(u), "obj": Code(posixpath.splitext(u)[0] + ".o")} for u in runs["csim_units"]]
     ctx = dict(
         version=__version__, device=device, graph_class=graph_class, graph_var=graph_var, plio_in=ins,
@@ -138,7 +140,7 @@ def system_files(files: dict[str, str], *, device: Device, graph_class: str, gra
         "pl/movers.h": _ENV.get_template("movers.h.j2").render(**ctx),
         "host/host.cpp": _ENV.get_template("host.cpp.j2").render(**ctx),
         "host/plio_ports.h": _ENV.get_template("plio_ports.h.j2").render(**ctx),
-        "x86/system.cpp": _ENV.get_template(str(runs["template"])).render(**ctx),
+        "x86/system.cpp": runs.get("text") or _ENV.get_template(str(runs["template"])).render(**ctx),
         "scripts/compare.py": _ENV.get_template("compare.py.j2").render(**ctx),
         "host/plio_io.h": static.joinpath("plio_io.h").read_text(),
         "x86/pl_csim.cpp": static.joinpath("pl_csim.cpp").read_text(),

@@ -50,7 +50,7 @@ class CnnDesign(EmulatedNumerics):
             from .emit import project_files
 
             xq, yq = self._example_frames()
-            self.files = project_files(self.plan, self.estimate().to_json(), self.summary(), xq, yq)
+            self.files = project_files(self.plan, self.estimate().to_json(), self.summary(), xq, yq, self._conv_inputs(xq))
         self.example_input = None  # written into data/; not kept
 
     def _example_frames(self) -> tuple[np.ndarray, np.ndarray]:
@@ -65,6 +65,16 @@ class CnnDesign(EmulatedNumerics):
             xq = np.concatenate([xq, np.zeros((pad, *xq.shape[1:]), dtype=xq.dtype)])
         yq = np.asarray(self._emulation._design().run(xq)).reshape(xq.shape[0], *self.plan.stages[-1].out_shape)
         return xq, yq
+
+    def _conv_inputs(self, xq: np.ndarray) -> dict[str, np.ndarray] | None:
+        """The thesis mapping's later layers read what the PL made of the layer before: the
+        emulated tensor each convolution reads, by the convolution's name (their PLIO files)."""
+        if self.plan.mapping != "thesis":
+            return None
+        trace = self._emulation.trace(xq)
+        nodes = {n.name: n for n in self.graph.nodes}
+        names = [s.source.split(" + ")[0] for s in self.plan.stages[1:]]
+        return {name: trace[nodes[name].inputs[0]] for name in names}
 
     # ------------------------------------------------------------------ numerics
 

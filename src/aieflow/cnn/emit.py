@@ -335,13 +335,15 @@ def data_files(plan: CnnPlan, xq: np.ndarray, yq: np.ndarray) -> dict[str, str]:
     return files
 
 
-def project_files(plan: CnnPlan, perf_json: dict, summary: str, xq: np.ndarray, yq: np.ndarray) -> dict[str, str]:
+def project_files(plan: CnnPlan, perf_json: dict, summary: str, xq: np.ndarray, yq: np.ndarray,
+                  trace: dict[str, np.ndarray] | None = None) -> dict[str, str]:
     """All project files; ``xq`` / ``yq``: the example frames (quantised, a whole number of graph
-    iterations: a multiple of the replicas) and their emulated outputs, written into ``data/``."""
+    iterations: a multiple of the replicas) and their emulated outputs, written into ``data/``;
+    ``trace``: the thesis mapping's later layers' inputs (:func:`.emit_thesis.thesis_files`)."""
     if plan.mapping == "thesis":
         from .emit_thesis import thesis_files
 
-        return thesis_files(plan, perf_json, summary)
+        return thesis_files(plan, perf_json, summary, xq, yq, trace)
     idents = stage_idents(plan.stages)
     layers = [layer_cfg(plan, s, lay, idents[i]) for i, (s, lay) in enumerate(zip(plan.stages, plan.layers, strict=True))]
     tiles = place(plan)

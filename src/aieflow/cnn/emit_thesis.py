@@ -1,6 +1,9 @@
 """Render the thesis mapping (:class:`~aieflow.cnn.plan.ThesisLayer` per convolution) into its
 project: AI Engine matmul kernels and graph, PL HLS kernels (untile -> tanh LUT -> im2col -> tile,
-pixel shuffle), connectivity (``system.cfg``), host im2col and the x86 harness."""
+pixel shuffle), host im2col and the x86 harness, on the one Makefile contract of
+:mod:`aieflow.vitis` (issue 20): mm2s movers feed the first layer's input PLIOs with the im2col
+windows (``data/``), the PL kernels sit between the layers (``system.cfg`` ``stream_connect``), an
+s2mm drains the pixel shuffle into DDR, and ``make system-run`` runs that whole chain on x86."""
 
 from __future__ import annotations
 
@@ -13,12 +16,15 @@ from .. import __version__
 from ..mapped.adf import graph_header
 from ..mapped.ir import Kernel, Link, MappedGraph, Plio, Port
 from ..passes.emit import _c_array
+from ..vitis import system_files
 from .emit import ENV, RND, stage_idents
 from .plan import CnnPlan, ThesisLayer, round_up
 from .stages import Stage
 
 GRAPH_CLASS = "ThesisGraph"
 PLIO_BITS = 128
+LANES = PLIO_BITS // 32  # floats per PLIO word
+GRAPH_VAR = "cnn_graph"  # graph.cpp's instance (cnn/templates graph.cpp.j2)
 INCLUDES = ("thesis_config.h", "kernels/thesis_kernels.h")  # the kernel class and its configurations
 STATIC = {"src/kernels/thesis_kernels.h": "thesis_kernels.h", "src/kernels/cnn_numerics.h": "cnn_numerics.h",
           "pl/thesis_pl.h": "thesis_pl.h"}
@@ -106,7 +112,61 @@ def lower(plan: CnnPlan, layers: list[dict]) -> tuple[MappedGraph, list[dict], l
     return MappedGraph(tuple(kernels), (), tuple(plios), tuple(links), headers), plio_in, plio_out
 
 
-def thesis_files(plan: CnnPlan, perf_json: dict, summary: str) -> dict[str, str]:
+def im2col_windows(L: dict, x: np.ndarray) -> np.ndarray:
+    """(frames, grid_n, k_pad * tile_n) float32: what one layer's input PLIOs carry per frame, in the
+    order ``thesis_pl.h``'s ``im2col_tile`` streams it (numpy, written independently of that C++;
+    the x86 system run checks the two agree).  ``L``: :func:`layer_info`; ``x``: (frames, C, H, W)."""
+    m, k, _ = L["mm"]
+    e = np.arange(L["k_pad"] * L["tile_n"])
+    blk, inner = e // (m * k), e % (m * k)
+    kb, pb = blk // (L["tile_n"] // m), blk % (L["tile_n"] // m)
+    kk = kb * k + inner % k
+    c, ij = kk // (L["kh"] * L["kw"]), kk % (L["kh"] * L["kw"])
+    out = np.zeros((x.shape[0], L["grid_n"], e.size), dtype=np.float32)
+    for ni in range(L["grid_n"]):
+        p = ni * L["tile_n"] + pb * m + inner // k
+        yy = (p // L["ow"]) * L["sh"] + ij // L["kw"] - L["pt"]
+        xx = (p % L["ow"]) * L["sw"] + ij % L["kw"] - L["pl"]
+        ok = (kk < L["k"]) & (yy >= 0) & (yy < L["h"]) & (xx >= 0) & (xx < L["w"])
+        out[:, ni, ok] = x[:, c[ok], yy[ok], xx[ok]]
+    return out
+
+
+def _text(v: np.ndarray, per_line: int = 4) -> str:
+    """Float values as PLIO text: C's %.9g (exact for float32), four (one 128-bit word) per line."""
+    vals = [f"{float(a):.9g}" for a in np.asarray(v, dtype=np.float32).ravel()]
+    return "".join(" ".join(vals[i:i + per_line]) + "\n" for i in range(0, len(vals), per_line))
+
+
+def data_files(plan: CnnPlan, layers: list[dict], plio_in: list[dict], xq: np.ndarray, yq: np.ndarray,
+               trace: dict[str, np.ndarray] | None) -> tuple[dict[str, str], int]:
+    """``data/``: every input PLIO's windows for each frame (layer 0: the host's im2col of the
+    example frames, what mm2s streams; later layers: the im2col of the emulator's activated output
+    of the layer before, what the PL kernel streams on the board and the simulators read from the
+    file), the frames themselves (``frames.txt``, the shim run's input), and the golden output
+    (``golden_image.txt``: each frame's pixel-shuffled image, zeros after it to a whole 128-bit word).
+    Also the values per frame of that output stream."""
+    frames = xq.shape[0]
+    ins = {0: xq.reshape(frames, *plan.stages[0].geometry.in_shape)}
+    for li in range(1, len(layers)):
+        if trace is not None:  # the tensor the layer's convolution reads
+            conv = plan.stages[li].source.split(" + ")[0]
+            ins[li] = np.asarray(trace[conv], dtype=np.float32).reshape(frames, *plan.stages[li].geometry.in_shape)
+    windows = {li: im2col_windows(layers[li], x) for li, x in ins.items()}
+    files = {f"data/{p['var']}.txt": _text(windows[p["layer"]][:, p["block"]]) for p in plio_in if p["layer"] in windows}
+    files["data/frames.txt"] = _text(xq)
+    per_frame = round_up(int(np.prod(plan.stages[-1].out_shape)), LANES)
+    out = np.zeros((frames, per_frame), dtype=np.float32)
+    out[:, :int(np.prod(plan.stages[-1].out_shape))] = np.asarray(yq, dtype=np.float32).reshape(frames, -1)
+    files["data/golden_image.txt"] = _text(out)
+    return files, per_frame
+
+
+def thesis_files(plan: CnnPlan, perf_json: dict, summary: str, xq: np.ndarray, yq: np.ndarray,
+                 trace: dict[str, np.ndarray] | None = None) -> dict[str, str]:
+    """All project files; ``xq`` / ``yq``: the example frames (one graph iteration each) and their
+    emulated outputs, ``trace``: for those frames, the tensor each convolution reads, keyed by the
+    convolution's node name (the later layers' PLIO input files; without it they are not written)."""
     idents = stage_idents(plan.stages)
     layers = [layer_info(s, lay, idents[i]) for i, (s, lay) in enumerate(zip(plan.stages, plan.layers, strict=True))]
     f32 = plan.stages[0].in_type
@@ -128,8 +188,10 @@ def thesis_files(plan: CnnPlan, perf_json: dict, summary: str) -> dict[str, str]
     ctx = {"version": __version__, "device": plan.device, "layers": layers, "plio_in": plio_in,
            "plio_out": plio_out, "graph_class": GRAPH_CLASS, "pl": pl, "mover_mhz": f"{plan.mover_clock_hz / 1e6:g}",
            "frame_in": int(np.prod(plan.stages[0].geometry.in_shape)), "frame_out": frame_out, "summary": summary,
-           "plan": plan, "perf": perf_json,
-           "iterations": 1}  # graph.cpp's default run count in the simulators (the thesis flow runs one)
+           "plan": plan, "perf": perf_json, "graph_var": GRAPH_VAR,
+           "iterations": xq.shape[0]}  # graph.cpp's default run count in the simulators: a frame each
+    data, per_frame = data_files(plan, layers, plio_in, xq, yq, trace)
+    ctx["per_frame"] = per_frame
     files = {
         "src/thesis_config.h": ENV.get_template("thesis_config.h.j2").render(**ctx),
         "src/graph.h": graph_header(mapped, GRAPH_CLASS, includes=INCLUDES, version=__version__, device=plan.device,
@@ -138,7 +200,7 @@ def thesis_files(plan: CnnPlan, perf_json: dict, summary: str) -> dict[str, str]
         "pl/thesis_pl_top.h": ENV.get_template("thesis_pl_top.h.j2").render(**ctx),
         "pl/thesis_pl.cpp": ENV.get_template("thesis_pl.cpp.j2").render(**ctx),
         "x86/harness.cpp": ENV.get_template("thesis_harness.cpp.j2").render(**ctx),
-        "system.cfg": ENV.get_template("thesis_system.cfg.j2").render(**ctx),
+        "x86/thesis_csim.cpp": ENV.get_template("thesis_csim.cpp.j2").render(**ctx),
         "aie.cfg": ENV.get_template("aie.cfg.j2").render(**ctx),
         "README.md": ENV.get_template("README.md.j2").render(**ctx),
     }
@@ -155,7 +217,33 @@ def thesis_files(plan: CnnPlan, perf_json: dict, summary: str) -> dict[str, str]
     base = resources.files("aieflow").joinpath("templates/cnn")
     for rel, name in STATIC.items():
         files[rel] = base.joinpath(name).read_text()
+    files.update(data)
+    files.update(system_files(files, **system_args(plan, ctx, plio_in, plio_out, mapped)))
     return files
+
+
+def system_args(plan: CnnPlan, ctx: dict, plio_in: list[dict], plio_out: list[dict], mapped: MappedGraph) -> dict:
+    """The thesis mapping on the one Makefile contract: mm2s movers feed the first layer's input
+    PLIOs, the PL kernels (``pl/thesis_pl.cpp``) take every output PLIO and feed the next layer's
+    input PLIOs (``stream_connect``), one s2mm drains the last PL kernel (pixel shuffle); the
+    x86 runs are the thesis's own (its pipelined harness, and the system run around it)."""
+    pl = ctx["pl"]
+    deps = ["pl/thesis_pl_top.h", "pl/thesis_pl.h", "src/thesis_config.h", "src/kernels/cnn_numerics.h"]
+    kernels = [{"name": k["name"], "cu": f"{k['name']}_0", "source": "pl/thesis_pl.cpp", "deps": deps} for k in pl]
+    connects = [f"ai_engine_0.{p['var']}:{p['pl']}_0.tiles_{p['tile']}" for p in plio_out]
+    connects += [f"{p['pl']}_0.out_{p['block']}:ai_engine_0.{p['var']}" for p in plio_in if p["layer"] > 0]
+    out = {"var": "image", "file": "data/image.txt", "ctype": "float", "period": ctx["per_frame"],
+           "real": ctx["frame_out"], "src": f"{pl[-1]['name']}_0.out_0"}
+    x86 = {"text": ENV.get_template("thesis_system.cpp.j2").render(**ctx),
+           "shim_units": ["x86/harness.cpp", "$(KERNEL_SRCS)", "pl/thesis_pl.cpp"],
+           "shim_args": "--data data --out shim_output", "shim_out": "shim_output",
+           "system_units": ["x86/system.cpp", "$(KERNEL_SRCS)"], "csim_units": ["x86/pl_csim.cpp", "x86/thesis_csim.cpp"]}
+    return dict(
+        device=plan.device, graph_class=GRAPH_CLASS, graph_var=GRAPH_VAR,
+        plio_in=[{"var": p["var"], "file": f"data/{p['var']}.txt", "ctype": "float"} for p in plio_in if p["layer"] == 0],
+        plio_out=[out], iterations=ctx["iterations"], samples_per_iteration=1, classes=[], tiles=mapped.kernels,
+        plio_bits=PLIO_BITS, pl_kernels=kernels, connects=connects, x86=x86,
+        refuse_hint="fewer kernels or input PLIOs per layer (layers: <conv>: mapping: kernels / plio_in)")
 
 
 def write_input(work: Path, xq: np.ndarray) -> None:

@@ -101,7 +101,10 @@ class StreamedDenseDesign(EmulatedNumerics):
 
     def __post_init__(self) -> None:
         if not self.files:
-            self.files = {**self.gemm.files, **self._dense_files()}
+            from .emit import streamed_dense_system
+
+            g = self.gemm
+            self.files = {**g.files, **self._dense_files(), **streamed_dense_system(g.plan, g.estimate(), g.ships_data)}
 
     # ------------------------------------------------------------------ parts
 
@@ -255,7 +258,7 @@ class StreamedDenseDesign(EmulatedNumerics):
 
     def _host(self, ctx: dict[str, Any]) -> str:
         """The XRT host of the layer (X from a file, W and bias from data/, GEMM, epilogue, Y to a
-        file); rendered, not built: the x86 shim has no XRT headers."""
+        file): the project's ``host.exe`` (``make host``; the tests build it against the real XRT)."""
         from .emit import GRAPH_VAR
 
         g = self.plan.gemm  # one stream argument per PLIO of the mover (Ar + Br) and of the write-back (Cr)
@@ -284,9 +287,10 @@ class StreamedDenseDesign(EmulatedNumerics):
             +
             f"XRT host: `host/dense_host.cpp` (usage: `dense_host design.xclbin X.bin Y.bin samples`) allocates "
             f"`xrt::bo`s for A, B, C, the bias and Y, runs the five loops and then the `dense_epilogue` kernel "
-            f"(link it with `nk=dense_epilogue:1` next to the GEMM kernels in `system.cfg`; the C buffer must be "
-            f"in a bank both `gemm_collect` and `dense_epilogue` reach).  Not built by aieflow: the x86 shim has "
-            f"no XRT headers.  Build: `$(CXX) -std=c++17 -Isrc -I. -Ipl -I$(XILINX_XRT)/include host/dense_host.cpp "
+            f"(`system.cfg` links it: `nk=dense_epilogue:1` next to the GEMM kernels; the C buffer must be "
+            f"in a bank both `gemm_collect` and `dense_epilogue` reach).  `make host` builds it as `host.exe` (aieflow's "
+            f"tests build it against Debian's libxrt-dev, XRT 2.13); `make run X=... Y=... SAMPLES=...` runs it on the "
+            f"board.  By hand: `$(CXX) -std=c++17 -Isrc -I. -Ipl -I$(XILINX_XRT)/include host/dense_host.cpp "
             f"-L$(XILINX_XRT)/lib -lxrt_coreutil -o dense_host`.\n\n"
             f"x86 check: `aieflow verify` builds `x86/harness.cpp` (the GEMM) and `x86/dense_epilogue_harness.cpp` "
             f"(reads C.bin, bias.bin, epilogue.txt; writes Y.bin).\n\n"

@@ -158,15 +158,21 @@ class GemmDesign:
     # ------------------------------------------------------------------ persistence
 
     def data_files(self) -> dict[str, bytes]:
-        """data/ for `make shim-run`: the problem, seeded random A and B, the emulator's C."""
+        """data/ for `make shim-run`: the problem, seeded random A and B, the emulator's C; for
+        `x86sim` / `aiesim` the Ar / Br PLIO files of the first graph iteration (gemm/plio_data.py)."""
         if not self.ships_data:
             return {}
         from .verify import random_operands
 
         a, b = emulate.check_operands(self.plan, *random_operands(self, seed=0))
         p = self.plan
-        return {"data/problem.txt": f"{p.m} {p.n} {p.k}\n".encode(), "data/A.bin": a.tobytes(),
-                "data/B.bin": b.tobytes(), "data/C_golden.bin": self.predict(a, b).tobytes()}
+        from .plio_data import plio_files
+
+        files = {"data/problem.txt": f"{p.m} {p.n} {p.k}\n".encode(), "data/A.bin": a.tobytes(),
+                 "data/B.bin": b.tobytes(), "data/C_golden.bin": self.predict(a, b).tobytes()}
+        # the simulators' input: the PLIOs' first graph iteration (not the memory-tile design's yet)
+        files.update({rel: text.encode() for rel, text in plio_files(p, a, b).items()})
+        return files
 
     def save(self, out_dir: str | os.PathLike, force: bool = False) -> Path:
         """Write ``design.json`` and ``project/`` atomically (temporary sibling, then rename)."""

@@ -112,6 +112,25 @@ MEMTILE = {
 
 
 def project_files(plan: GemmPlan, perf: GemmPerformance, data: bool) -> dict[str, str]:
+    ctx = _context(plan, perf, data)
+    templates = {**RENDERED, **MEMTILE} if plan.memtile else RENDERED
+    files = {rel: _ENV.get_template(tpl).render(**ctx) for rel, tpl in templates.items()}
+    base = resources.files("aieflow").joinpath("templates/gemm")
+    for rel, name in STATIC.items():
+        files[rel] = base.joinpath(name).read_text()
+    files.update(shim_files())  # make shim-run needs nothing outside the project
+    return files
+
+
+def streamed_dense_system(plan: GemmPlan, perf: GemmPerformance, data: bool) -> dict[str, str]:
+    """The Makefile and system.cfg of a streamed Dense layer's project: the GEMM's, with the
+    layer's ``dense_epilogue`` PL kernel compiled, linked (``nk``; it has no streams: C, bias and Y
+    are DDR buffers) and its host ``host/dense_host.cpp`` as ``host.exe``."""
+    ctx = {**_context(plan, perf, data), "epilogue": True}
+    return {rel: _ENV.get_template(RENDERED[rel]).render(**ctx) for rel in ("Makefile", "system.cfg")}
+
+
+def _context(plan: GemmPlan, perf: GemmPerformance, data: bool) -> dict:
     ar, br, cr, tiles = memtile_ports(plan) if plan.memtile else ports(plan)
     gmio = plan.config.br_transfer == "gmio"
     ctx = {
@@ -122,15 +141,9 @@ def project_files(plan: GemmPlan, perf: GemmPerformance, data: bool) -> dict[str
         "tiles": tiles, "graph_class": GRAPH_CLASS, "graph_var": GRAPH_VAR, "perf": perf, "data": data,
         "br_bytes": plan.br_bytes, "pl_clock_hz": int(plan.device.pl_clock_hz),
         "platform_hint": plan.device.vitis_platform,
-        "memtile": plan.memtile, "lay": plan.memtiles, "shim_dir": SHIM_DIR,
+        "memtile": plan.memtile, "lay": plan.memtiles, "shim_dir": SHIM_DIR, "epilogue": False,
     }
-    templates = {**RENDERED, **MEMTILE} if plan.memtile else RENDERED
-    files = {rel: _ENV.get_template(tpl).render(**ctx) for rel, tpl in templates.items()}
-    base = resources.files("aieflow").joinpath("templates/gemm")
-    for rel, name in STATIC.items():
-        files[rel] = base.joinpath(name).read_text()
-    files.update(shim_files())  # make shim-run needs nothing outside the project
-    return files
+    return ctx
 
 
 def build_sources(files: dict[str, str]) -> dict[str, str]:

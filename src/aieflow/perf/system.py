@@ -385,8 +385,17 @@ def for_project(kind: str, files: Mapping[str, str], perf: Mapping[str, Any], de
     info = info or {}
     ops = _ops_per_iteration(perf)
     lat, itv = float(perf["latency_ns"]), float(perf["interval_ns"])
-    if kind == "recurrent":  # before the plio_ports.h test: its projects have one too (vitis.system_files),
-        # but the model costs one sequence, the FSMs as PL kernels, the movers per sequence
+    if kind == "cnn" and "pl/thesis_pl.cpp" in files:  # before plio_ports.h: the thesis's PL loops
+        ii = pipeline_ii(files["pl/thesis_pl.h"], "pl/thesis_pl.h")
+        pls = [PLKernel(k, ii, None, info["pl_clock_hz"][k], True) for k in instances(files["system.cfg"])
+               if k in info["pl_clock_hz"]]  # not the mm2s / s2mm movers
+        movers = [Mover(f"in{i}", "mm2s", info["in_words"], 128, 1, info["mover_clock_hz"])
+                  for i in range(info["plio_in"])]
+        movers.append(Mover("out", "s2mm", info["out_words"], 128, 1, info["mover_clock_hz"]))
+        return combine(array_latency_ns=lat, array_interval_ns=itv, samples_per_iteration=1, ops_per_iteration=ops,
+                       movers=movers, pl_kernels=pls, orchestration="per-run",
+                       array_note="the thesis flow's steps: PLIOs, AIE kernels, PL loops, one after the other")
+    if kind == "recurrent":
         fsm_src = "\n".join(t for p, t in files.items()  # the head (rnn_cell.h) and the merge loop (rnn_fsm.h)
                            if p.endswith((".h", ".cpp")) and ("RNN_HEAD_PIPELINE" in t or "fsm_step" in t))
         cfg = instances(files.get("system.cfg", ""))
@@ -396,19 +405,11 @@ def for_project(kind: str, files: Mapping[str, str], perf: Mapping[str, Any], de
                   Mover("y", "s2mm", math.ceil(info["out_bytes"] * 8 / 64), 64, 1, device.pl_clock_hz)]
         return combine(array_latency_ns=lat, array_interval_ns=itv, samples_per_iteration=1, ops_per_iteration=ops,
                        movers=movers, pl_kernels=fsms, array_note="one sequence through the layers (FSM included)")
-    if "host/plio_ports.h" in files:  # chain, DAG, CNN stream: vitis.system_files
+    if "host/plio_ports.h" in files:  # chain, DAG, CNN stream: vitis.system_files (the recurrent and thesis projects have
+        # one too: their own branches above charge their PL kernels)
         movers, samples = plio_movers(files, device)
         return combine(array_latency_ns=lat, array_interval_ns=itv, samples_per_iteration=samples,
                        ops_per_iteration=ops, movers=movers, pl_kernels=[])
-    if kind == "cnn" and "pl/thesis_pl.cpp" in files:
-        ii = pipeline_ii(files["pl/thesis_pl.h"], "pl/thesis_pl.h")
-        pls = [PLKernel(k, ii, None, info["pl_clock_hz"][k], True) for k in instances(files["system.cfg"])]
-        movers = [Mover(f"in{i}", "mm2s", info["in_words"], 128, 1, info["mover_clock_hz"])
-                  for i in range(info["plio_in"])]
-        movers.append(Mover("out", "s2mm", info["out_words"], 128, 1, info["mover_clock_hz"]))
-        return combine(array_latency_ns=lat, array_interval_ns=itv, samples_per_iteration=1, ops_per_iteration=ops,
-                       movers=movers, pl_kernels=pls, orchestration="per-run",
-                       array_note="the thesis flow's steps: PLIOs, AIE kernels, PL loops, one after the other")
     if kind in ("gemm", "streamed_dense"):
         return gemm_flow(files, info["plan"], lat, ops, info.get("epilogue_bytes", 0),
                          "the streamed Dense model: weights from DDR (packing), the GEMM, the epilogue's DDR pass"

@@ -1,0 +1,53 @@
+"""The simulators' PLIO input files of a GEMM project (``data/ar<g>_<s>.txt``, ``data/br<j>.txt``):
+what the PL mover streams into each PLIO during the graph's first iteration (L4 step 0 of the
+first block: ``ic = jc = pc = 0``), so ``make x86sim`` / ``aiesim`` (graph.cpp runs
+``AIEFLOW_ITERATIONS``, 1 by default) have input.  Written in numpy from the packing and
+streaming order of ``templates/gemm/gemm_pl.h`` (``pack_a`` / ``pack_b`` / ``send_ar`` /
+``send_br``); the AIE-ML memory-tile design's ``a<g>`` / ``b<b>`` PLIOs are not written yet."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .plan import GemmPlan
+
+
+def _text(values: np.ndarray, per_line: int, is_float: bool) -> str:
+    vals = [f"{float(v):.9g}" for v in values] if is_float else [str(int(v)) for v in values]
+    return "".join(" ".join(vals[i:i + per_line]) + "\n" for i in range(0, len(vals), per_line))
+
+
+def plio_files(plan: GemmPlan, a: np.ndarray, b: np.ndarray) -> dict[str, str]:
+    """``{data/<port>.txt: text}`` for every Ar and (PLIO) Br port; ``a``: (m, k), ``b``: (k, n).
+    Empty for the memory-tile design."""
+    if plan.memtile:
+        return {}
+    c, blk = plan.config, plan.blocks
+    ms, ks, ns = plan.dtype.mmul
+    mr, nr, mc, nc, kc = blk.mr, blk.nr, blk.mc, blk.nc, blk.kc
+    rb, cb = mr // ms, nr // ns
+    rounds = mc // c.tiles_i // mr
+    per = rb // c.ar_streams
+    lanes = 16 // plan.dtype.bytes  # elements per 128-bit PLIO word (gemm_cfg::A_PER_WORD)
+    fp = plan.dtype.is_float
+    ac = np.zeros((mc, kc), dtype=a.dtype)  # pack_a of block (ic, pc) = (0, 0), zero-padded
+    ac[:min(plan.m, mc), :min(plan.k, kc)] = a[:mc, :kc]
+    bc = np.zeros((kc, nc), dtype=b.dtype)  # pack_b of block (jc, pc) = (0, 0)
+    bc[:min(plan.k, kc), :min(plan.n, nc)] = b[:kc, :nc]
+    files = {}
+    for g in range(c.tiles_i):
+        for s in range(c.ar_streams):
+            parts = []
+            for rnd in range(rounds):  # send_ar: micro-panel q, k step p, the stream's row blocks, (i, kk)
+                q = g * rounds + rnd
+                panel = ac[q * mr:(q + 1) * mr].reshape(rb, ms, kc // ks, ks).transpose(2, 0, 1, 3)
+                parts.append(panel[:, s * per:(s + 1) * per].ravel())
+            files[f"data/ar{g}_{s}.txt"] = _text(np.concatenate(parts), lanes, fp)
+    if c.br_transfer != "gmio":
+        for j in range(c.tiles_j):  # send_br of panel j: (k step p, column block cb, kk, jj); zeros past the panels
+            if j < nc // nr:
+                win = bc[:, j * nr:(j + 1) * nr].reshape(kc // ks, ks, cb, ns).transpose(0, 2, 1, 3).ravel()
+            else:
+                win = np.zeros(kc * nr, dtype=b.dtype)
+            files[f"data/br{j}.txt"] = _text(win, lanes, fp)
+    return files
