@@ -1,0 +1,123 @@
+"""Output types narrower than their container (``fixed<10,1>`` held in int16) in every kernel family
+that stores a fixed-point type through an SRS: the DAG's Dense / residual Add / LayerNorm / MatMul
+(and its Activation / Softmax, whose tables clamp to the type), the CNN's conv stages and fused
+residual add.  The SRS saturates at the container's width; ``templates/kernels/narrow.h`` applies the
+type's own range after it.  Each design is built on x86 against the shim and compared bit for bit
+with ``predict`` on inputs that drive the layers past their narrow range, under SAT, SAT_SYM and WRAP.
+
+The ranges asserted here are written from the type strings (2^(W-1) for a signed W-bit type), not
+taken from aieflow."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import aieflow
+
+MODES = ("SAT", "SAT_SYM", "WRAP")
+
+
+def _range(text: str) -> tuple[int, int]:
+    """The codes of a signed ``fixed<W,I,...,mode>`` under its overflow mode."""
+    w = int(re.match(r"fixed<(\d+),", text).group(1))
+    hi = 2 ** (w - 1) - 1
+    return (-hi if text.endswith("SAT_SYM>") else -hi - 1), hi
+
+
+def _typed(widths: dict[str, str], mode: str) -> dict[str, dict[str, str]]:
+    return {name: {"output": f"{t[:-1]},RND_CONV,{mode}>"} for name, t in widths.items()}
+
+
+def _check_ranges(design, x, types, mode, must_reach):
+    """Every narrow tensor's emulated codes lie in its own range; under SAT / SAT_SYM the layers
+    in ``must_reach`` reach a bound of it (the inputs drive them past the range)."""
+    trace = design.trace(design.quantise_input(x))
+    for name, layer in types.items():
+        assert str(design.graph.node(name).types.output) == layer["output"]
+        codes = trace.get(name, trace.get(f"{name}_relu"))
+        if codes is None:
+            continue
+        lo, hi = _range(layer["output"])
+        assert lo <= codes.min() and codes.max() <= hi, name
+        if mode != "WRAP" and name in must_reach:
+            assert codes.min() == lo or codes.max() == hi, name
+
+
+def _config_structs(text: str) -> dict[str, str]:
+    return {m.group(1): m.group(2) for m in re.finditer(r"struct (\w+)_cfg \{(.*?)\n\};", text, re.S)}
+
+
+class NarrowDag(nn.Module):
+    """LayerNorm, Dense, residual Add, Q K^T MatMul, tanh, softmax and a last Add in one DAG."""
+
+    def __init__(self):
+        super().__init__()
+        self.ln, self.fc, self.g = nn.LayerNorm(32), nn.Linear(32, 32), nn.Linear(32, 16)
+        self.q, self.k = nn.Linear(32, 16), nn.Linear(32, 16)
+
+    def forward(self, x):  # x: [16 tokens, 32 features]
+        h = self.ln(x)
+        a = h + self.fc(h)
+        s = torch.matmul(self.q(x), self.k(x).transpose(1, 2))  # the MatMul's operands stay 16-bit
+        return self.g(torch.tanh(a)) + torch.softmax(s, dim=-1)
+
+
+DAG_TYPES = {"ln": "fixed<10,1>", "fc": "fixed<11,1>", "add": "fixed<11,1>", "matmul": "fixed<12,3>",
+             "tanh": "fixed<10,1>", "softmax": "fixed<10,1>", "g": "fixed<10,1>", "add_1": "fixed<10,1>"}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_dag_narrow_outputs_run_bit_exact_on_x86(mode):
+    torch.manual_seed(0)
+    x = np.random.default_rng(0).standard_normal((64, 16, 32)).astype(np.float32)
+    types = _typed(DAG_TYPES, mode)
+    d = aieflow.compile(NarrowDag().eval(), device="vek280", example_input=x[:4], calibration=x,
+                        config={"precision": "int16", "batch": 2, "layers": types})
+    structs = _config_structs(next(v for k, v in d.files.items() if k.endswith("layers.h")))
+    for name in ("ln", "fc", "add", "matmul", "g", "add_1"):  # every SRS kernel carries its range
+        lo, hi = _range(types[name]["output"])
+        assert f"OUT_LO = {lo}, OUT_HI = {hi};" in structs[name], name
+        wrap = 16 - int(DAG_TYPES[name][6:8]) if mode == "WRAP" else 0
+        assert f"OUT_WRAP = {wrap};" in structs[name], name
+    assert "OUT_LO" not in structs["q"]  # a container-wide type gets none
+    xs = np.concatenate([x[:4] * 3.0, x[4:8]])
+    _check_ranges(d, xs, types, mode, must_reach=("ln", "fc", "add", "matmul", "g", "add_1"))
+    v = d.verify(xs)
+    assert v.ok, v.verdict()
+    v = d.verify(samples=16)  # type-edge rows, then random codes
+    assert v.ok, v.verdict()
+
+
+class NarrowCnn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1, self.c2, self.c3 = nn.Conv2d(2, 8, 3, padding=1), nn.Conv2d(8, 8, 3, padding=1), nn.Conv2d(8, 4, 1)
+        self.pool = nn.MaxPool2d(2)
+
+    def forward(self, x):
+        h = torch.relu(self.c1(x))
+        h = self.c2(h) + h  # the residual add fused into c2's stage
+        return self.c3(self.pool(h))
+
+
+CNN_TYPES = {"c1": "fixed<10,1>", "c2": "fixed<11,1>", "add": "fixed<11,1>", "c3": "fixed<10,1>"}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_cnn_narrow_outputs_run_bit_exact_on_x86(mode):
+    torch.manual_seed(0)
+    x = np.random.default_rng(0).standard_normal((16, 2, 16, 16)).astype(np.float32)
+    types = _typed(CNN_TYPES, mode)
+    d = aieflow.compile(NarrowCnn().eval(), device="vek280", example_input=x[:2], calibration=x,
+                        config={"precision": "int16", "layers": types})
+    layers_h = next(v for k, v in d.files.items() if k.endswith("layers.h"))
+    assert layers_h.count("OUT_LO = ") == 3  # c1, c2, c3 (the fused add has its own RES_LO / RES_HI)
+    xs = np.concatenate([x[:2] * 4.0, x[2:4]])
+    _check_ranges(d, xs, types, mode, must_reach=("c2", "add", "c3"))
+    v = d.verify(xs)
+    assert v.ok, v.verdict()
