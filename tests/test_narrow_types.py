@@ -121,3 +121,31 @@ def test_cnn_narrow_outputs_run_bit_exact_on_x86(mode):
     _check_ranges(d, xs, types, mode, must_reach=("c2", "add", "c3"))
     v = d.verify(xs)
     assert v.ok, v.verdict()
+
+
+# (cell, accumulator, state / output type, whether the state reaches its bound): the recurrent kernels
+# cast through rnn_fixed.h at the type's width; the GRU's state [-0.5, 0.5) is driven past by the tanh
+# outputs (the LSTM's o tanh(c) stays inside here), the accumulators overflow at 13 / 14 bits
+RECURRENT = [("GRU", "fixed<14,3,RND_CONV,SAT_SYM>", "fixed<12,0,RND_CONV,WRAP>", False),
+             ("LSTM", "fixed<13,3,RND_CONV,WRAP>", "fixed<12,0,RND_CONV,SAT_SYM>", False),
+             ("GRU", "fixed<13,3,RND_CONV,WRAP>", "fixed<12,0,RND_CONV,SAT_SYM>", True),
+             ("GRU", "fixed<14,3,RND_CONV,SAT>", "fixed<12,0,RND_CONV,SAT>", True)]
+
+
+@pytest.mark.parametrize(("cell", "accum", "output", "reach"), RECURRENT)
+def test_recurrent_narrow_types_run_bit_exact_on_x86(cell, accum, output, reach, tmp_path):
+    from test_recurrent_compact import HLS4ML, _compile
+
+    d, _, x = _compile(cell, "vek280", "int16", {**HLS4ML, "accum": accum, "output": output}, 6, 20, 8, False, 3.0)
+    node = next(n for n in d.graph.nodes if n.op == cell.lower())
+    assert (str(node.types.accum), str(node.types.output)) == (accum, output)
+    codes = np.asarray(d.predict(x[:16].numpy()), dtype=np.float64) * 2**12  # the state's codes (12 fractional bits)
+    assert np.array_equal(codes, np.round(codes))
+    lo, hi = _range(output)
+    assert lo <= codes.min() and codes.max() <= hi
+    if reach:
+        assert codes.min() == lo or codes.max() == hi  # the state saturates
+    result = d.verify(x[:16].numpy(), cache_dir=tmp_path)
+    assert result.ok, result.verdict()
+    result = d.verify(samples=12, cache_dir=tmp_path)
+    assert result.ok, result.verdict()
