@@ -183,3 +183,32 @@ def test_chain_with_fused_posts_narrow_outputs_run_bit_exact_on_x86(device, prec
     assert v.ok, v.verdict()
     v = d.verify(samples=24)
     assert v.ok, v.verdict()
+
+
+# The spread mappings (vck190): row-wise kernels or column cascade chains, aggregated on the AI Engine
+# or by the PL FSM, with the dense head: narrow state, accumulator and head outputs
+@pytest.mark.parametrize(("distribution", "aggregation"), [("row", "aie"), ("row", "hybrid"), ("column", "aie")])
+def test_recurrent_spread_mappings_with_narrow_types_run_bit_exact_on_x86(distribution, aggregation, tmp_path):
+    from test_recurrent_compact import HLS4ML
+    from test_recurrent_verify import _Net
+
+    from aieflow.recurrent.design import compile_recurrent
+    from aieflow.recurrent.plan import RecurrentOptions
+
+    torch.manual_seed(0)
+    net = _Net("GRU", 6, 20, True).eval()
+    with torch.no_grad():
+        for p in net.rnn.parameters():
+            p.mul_(3.0)  # overflowing accumulators
+    x = torch.randn(64, 6, 6) * 2.0
+    out = "fixed<12,0,RND_CONV,SAT_SYM>"
+    cfg = {"precision": "int16", "layers": {"rnn": {**HLS4ML, "accum": "fixed<13,3,RND_CONV,WRAP>", "output": out},
+                                            "fc1": {"output": out}, "fc2": {"output": "fixed<12,2,RND_CONV,WRAP>"}}}
+    d = compile_recurrent(net, "vck190", x[:4], cfg, x,
+                          RecurrentOptions(aggregation=aggregation, distribution=distribution))
+    assert not d.mapping.compact and d.mapping.aggregation == aggregation
+    assert str(next(n for n in d.graph.nodes if n.op == "gru").types.output) == out
+    result = d.verify(x[:16].numpy(), cache_dir=tmp_path)
+    assert result.ok, result.verdict()
+    result = d.verify(samples=12, cache_dir=tmp_path)
+    assert result.ok, result.verdict()
