@@ -230,7 +230,7 @@ def test_weights_rounding_on_a_torch_model_uses_the_text():
     ("ap_fixed<12,4,AP_RND_CONV,AP_WRAP>", -2048, 2047, 4),
 ])
 def test_narrow_output_range_in_the_kernel_config(out, lo, hi, wrap):
-    """An output type narrower than its container gets its own range in layers.h (dense.h NarrowOf:
+    """An output type narrower than its container gets its own range in layers.h (templates/kernels/narrow.h:
     executed on x86 by test_verify_on_x86 for AP_SAT); a container-wide one gets none."""
     m = torch.nn.Sequential(torch.nn.Linear(8, 4))
     x = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)

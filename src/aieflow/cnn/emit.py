@@ -23,7 +23,7 @@ from ..names import Code, c_ident
 from ..numerics.types import AffineType, FixedType, FloatType, NumericType
 from ..ops import activations as act
 from ..ops.dense import cascade_chunk_lanes
-from ..passes.emit import _c_array, format_values
+from ..passes.emit import _c_array, format_values, narrow_output
 from ..templating import environment
 from ..vitis import system_files
 from .plan import CnnPlan, StreamLayer, round_up
@@ -32,7 +32,8 @@ from .stages import Stage
 GRAPH_CLASS = "CnnGraph"
 PLIO_BITS = 128
 STATIC = {"src/kernels/cnn_kernels.h": "cnn/cnn_kernels.h", "src/kernels/cnn_numerics.h": "cnn/cnn_numerics.h",
-          "src/kernels/activation_fixed.h": "kernels/activation_fixed.h", "src/kernels/requant.h": "kernels/requant.h"}
+          "src/kernels/activation_fixed.h": "kernels/activation_fixed.h", "src/kernels/requant.h": "kernels/requant.h",
+          "src/kernels/narrow.h": "kernels/narrow.h"}
 
 ENV = environment("cnn")
 
@@ -155,6 +156,7 @@ def layer_cfg(plan: CnnPlan, s: Stage, lay: StreamLayer, ident: str) -> dict:
         lut_offset=lut.offset if lut is not None else 0,
         lut_rnd=list(RND).index(lut.index_rounding.value) if lut is not None else 0,
         slope_size=lay.out_group if act_code == 4 else 1,
+        narrow=narrow_output(out_t) if not s.is_float and ctype(out_t) == ctype(s.conv_type) else None,
         **residual_cfg(s),
         **post_cfg(s),
         **rq_cfg(s),

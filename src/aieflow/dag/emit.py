@@ -30,6 +30,7 @@ from ..passes.emit import (
     _c_array,
     format_values,
     layer_info,
+    narrow_output,
     tile_role,
     tile_var,
     values_per_word,
@@ -104,7 +105,8 @@ def rows_infos(plan: DagPlan, ids: dict[str, str]) -> dict[str, list[dict]]:
         rnd, sat = _modes(t.output)
         common = {"name": name, "cfg": f"{ids[name]}_cfg", "rows": rp.rows_per_part, "features": rp.features,
                   "parts": rp.parts, "to": t.output.c_type, "rounding": rnd, "saturation": sat,
-                  "shift": getattr(t, "shift", 0), "trans": _transposes(plan, name), "bf16": False}
+                  "shift": getattr(t, "shift", 0), "trans": _transposes(plan, name), "bf16": False,
+                  "narrow": narrow_output(t.output)}
         if _is_bf16(node):
             common["types_text"] = "bf16"
             common.update(_bf16_info(node))
@@ -353,6 +355,7 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
     if dense_infos:
         files["src/kernels/dense.h"] = kernels.joinpath("kernels/dense.h").read_text()
         files["src/kernels/requant.h"] = kernels.joinpath("kernels/requant.h").read_text()
+    files["src/kernels/narrow.h"] = kernels.joinpath("kernels/narrow.h").read_text()
     files["src/kernels/dag_kernels.h"] = kernels.joinpath("dag/dag_kernels.h").read_text()
     files["src/kernels/activation_fixed.h"] = kernels.joinpath("kernels/activation_fixed.h").read_text()
     if ctx["bf16"]:

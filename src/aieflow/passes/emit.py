@@ -200,7 +200,8 @@ def post_info(post: Node | None, plan: DensePlan) -> dict[str, Any]:
 
 def narrow_output(t) -> dict[str, Any] | None:
     """A fixed-point output type narrower than its container (``fixed<12,4>`` in int16): the range
-    the kernel applies after the SRS (``dense.h`` ``NarrowOf``); None when the container is the type."""
+    the kernel applies after the SRS (``templates/kernels/narrow.h``: Dense, the DAG's Add / LayerNorm /
+    MatMul, the CNN's conv stages); None when the container is the type."""
     if not isinstance(t, FixedType) or t.width >= t.container_bits:
         return None
     wrap = t.container_bits - t.width if t.saturation is Saturation.WRAP else 0
@@ -472,6 +473,7 @@ def emit_project(
     kernels = resources.files("aieflow").joinpath("templates/kernels")
     files["src/kernels/dense.h"] = kernels.joinpath("dense.h").read_text()
     files["src/kernels/requant.h"] = kernels.joinpath("requant.h").read_text()
+    files["src/kernels/narrow.h"] = kernels.joinpath("narrow.h").read_text()
     files["src/kernels/activation_fixed.h"] = kernels.joinpath("activation_fixed.h").read_text()
     for rep in range(replicas):
         share = [replica_share(a, first.plan.batch, replicas, rep) for a in (inputs_q, outputs_q)]

@@ -40,6 +40,7 @@
 
 #include "activation_fixed.h"
 #include "cnn_numerics.h"
+#include "narrow.h"
 #include "requant.h"
 
 namespace aieflow_cnn {
@@ -201,7 +202,7 @@ struct ConvCore {
         } else if constexpr (C::RQ) {
             v = requant(acc, rq + cb * MN);
         } else {
-            v = acc.template to_vector<TO>(C::SHIFT);
+            v = aieflow_narrow::narrow<C>(acc.template to_vector<TO>(C::SHIFT));  // a type narrower than TO (narrow.h)
         }
         if constexpr (C::ACT == int(act::relu) && C::RQ) {
             v = aie::max(v, aie::broadcast<TO, MN>(TO(C::RQ_ZP)));  // real 0 is the zero point's code

@@ -12,6 +12,8 @@
 //   Activation, Softmax: activation_fixed.h (ops/activation.py's table / interpolation and softmax).
 //   MatMul:      y = srs(sum_k a_ik b_kj, SHIFT) per sample (ops/matmul.py): exact products summed in 64-bit
 //                accumulator lanes, one SRS with the output's rounding / saturation.
+// Every SRS is followed by narrow.h's range of an output type narrower than its container (OUT_LO /
+// OUT_HI / OUT_WRAP in the config, absent otherwise).
 #pragma once
 
 #include <adf.h>
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "activation_fixed.h"
+#include "narrow.h"
 
 namespace aieflow {
 
@@ -57,7 +60,8 @@ class ResidualAdd {
         aie::accum<ACC, L> acb;
         acb.from_vector(vb, C::SHIFT_B);
         acc = aie::add(acc, acb);  // exact: the accumulator is wide enough (chosen by aieflow)
-        const aie::vector<TO, L> v = acc.template to_vector<TO>(C::SHIFT);  // one shift-round-saturate
+        // one shift-round-saturate, then the range of an output type narrower than TO (narrow.h)
+        const aie::vector<TO, L> v = aieflow_narrow::narrow<C>(acc.template to_vector<TO>(C::SHIFT));
         if constexpr (C::RELU) return aie::max(v, aie::zeros<TO, L>());  // a ReLU fused into the add
         return v;
     }
@@ -243,7 +247,7 @@ public:
                         aie::accum<acc64, L> bl;
                         bl.from_vector(aie::load_v<L>(blo_ + i), 0);
                         acc = aie::add(aie::add(acc, bh), bl);
-                        aie::store_v(y + i, acc.template to_vector<TO>(C::SHIFT));
+                        aie::store_v(y + i, aieflow_narrow::narrow<C>(acc.template to_vector<TO>(C::SHIFT)));
                     }
                     continue;
                 }
@@ -263,7 +267,7 @@ public:
                 aie::accum<acc64, L> low;
                 low.from_vector(aie::load_v<L>(lo_ + i), 0);
                 acc = aie::add(acc, low);
-                const aie::vector<TO, L> vo = acc.template to_vector<TO>(C::SHIFT);
+                const aie::vector<TO, L> vo = aieflow_narrow::narrow<C>(acc.template to_vector<TO>(C::SHIFT));
                 if constexpr (C::N % L == 0 && (C::N * sizeof(TO)) % 32 == 0) {
                     aie::store_v(y + i, vo);  // rows start 32-byte aligned
                 } else {
@@ -388,7 +392,7 @@ public:
                     for (unsigned k = 0; k < C::K; ++k)
                         acc = aie::mac(acc, aie::broadcast<int16, L>(static_cast<int16>(pa[k])),
                                        aie::load_v<L>(bt_ + k * NV + j));
-                    const aie::vector<TO, L> v = acc.template to_vector<TO>(C::SHIFT);
+                    const aie::vector<TO, L> v = aieflow_narrow::narrow<C>(acc.template to_vector<TO>(C::SHIFT));
                     if constexpr (C::N % L == 0) {
                         aie::store_v(po + j, v);  // rows of whole vectors: aligned stores
                     } else {

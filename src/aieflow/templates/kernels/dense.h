@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "activation_fixed.h"
+#include "narrow.h"
 #include "requant.h"
 
 namespace aieflow {
@@ -49,28 +50,6 @@ template <class C>
 struct RqOf<C, std::void_t<decltype(C::RQ)>> {
     static constexpr bool RQ = C::RQ;
     static constexpr int ZP = C::RQ_ZP;
-};
-
-// Output types narrower than their container (ap_fixed<12,4> held in int16): the SRS rounds and
-// saturates (or wraps) at the container's width, then the type's own range applies: a clamp to
-// [OUT_LO, OUT_HI] (saturating and symmetric modes) or, with OUT_WRAP > 0, a wrap at the type's
-// width (aie::upshift by OUT_WRAP bits, then aie::downshift, which sign-extends signed elements).
-// Either equals saturating / wrapping the rounded value at the type's width at once.
-template <class C, class = void>
-struct NarrowOf {
-    static constexpr bool NARROW = false;
-};
-template <class C>
-struct NarrowOf<C, std::void_t<decltype(C::OUT_LO)>> {
-    static constexpr bool NARROW = true;
-    template <class T, unsigned E>
-    static aie::vector<T, E> apply(const aie::vector<T, E>& v) {
-        if constexpr (C::OUT_WRAP > 0) {
-            return aie::downshift(aie::upshift(v, C::OUT_WRAP), C::OUT_WRAP);
-        } else {
-            return aie::max(aie::min(v, aie::broadcast<T, E>(T(C::OUT_HI))), aie::broadcast<T, E>(T(C::OUT_LO)));
-        }
-    }
 };
 
 // Weight storage.  A config with W_PACK (int4 weights on AIE-ML / AIE-MLv2) keeps W_PACK codes per
@@ -157,9 +136,7 @@ struct DenseCore {
         } else {
             v = c.template to_vector<TO>(C::SHIFT);
         }
-        if constexpr (NarrowOf<C>::NARROW) {
-            v = NarrowOf<C>::apply(v);
-        }
+        v = aieflow_narrow::narrow<C>(v);  // an output type narrower than TO (narrow.h)
         if constexpr (C::RELU && RqOf<C>::RQ) {
             v = aie::max(v, aie::broadcast<TO, MN>(TO(RqOf<C>::ZP)));  // real 0 is the zero point's code
         } else if constexpr (C::RELU) {
