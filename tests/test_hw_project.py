@@ -9,7 +9,6 @@ run by ``make`` without a virtual environment, in a copy of the project moved el
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -17,6 +16,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hw_tools import (
+    dry_run_lines,
+    make,
+    make_host,
+    needs_ap_types,
+    needs_xrt,
+    no_venv_env,
+)
 
 import aieflow
 from aieflow.model_zoo import gru_classifier, qdq_mlp, residual_cnn, residual_mlp, torch_mlp
@@ -28,11 +35,6 @@ pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"),
               pytest.mark.skipif(shutil.which("g++") is None or shutil.which("make") is None,
                                  reason="needs g++ and make")]
 
-XRT_HEADER = Path("/usr/include/xrt/xrt/xrt_device.h")  # where Debian's libxrt-dev puts the headers
-needs_xrt = pytest.mark.skipif(not XRT_HEADER.is_file(),
-                               reason="the XRT headers are missing: install Debian's libxrt-dev (apt-get install libxrt-dev)")
-needs_ap_types = pytest.mark.skipif(ap_types_include() is None,
-                                    reason="Xilinx's ap_types headers are missing: pip install hls4ml (it ships them)")
 
 SAMPLES = 37  # not a whole number of batches: every sample is written, the last iteration padded
 
@@ -151,25 +153,13 @@ def _plios(graph_h: str) -> tuple[dict[str, str], dict[str, str]]:
     return dict(re.findall(pat.format("input"), graph_h)), dict(re.findall(pat.format("output"), graph_h))
 
 
-def _make(proj: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(["make", "-C", str(proj), *args], capture_output=True, text=True, env=env)
-
-
-def _no_venv_env() -> dict[str, str]:
-    """A shell without the virtual environment (nor aieflow on PYTHONPATH)."""
-    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp")}
 
 
 def test_make_n_hw_shows_compile_link_and_package(project):
     _, _, proj = project
-    r = _make(proj, "-n", "hw", "PLATFORM=/some/x.xpfm")
+    r = make(proj, "-n", "hw", "PLATFORM=/some/x.xpfm")
     assert r.returncode == 0, r.stderr
-    lines = r.stdout.replace("\\\n", " ").splitlines()  # continued lines joined
-
-    def line(*parts):
-        found = [s for s in lines if all(p in s for p in parts)]
-        assert found, f"no line with {parts} in:\n{r.stdout}"
-        return found[0]
+    lines, line = dry_run_lines(r)
 
     line("v++ -c --mode aie", "--target hw", "--platform /some/x.xpfm", "--config aie.cfg", "-o libadf.a")
     kernels = set(_nk(proj).values())
@@ -182,10 +172,10 @@ def test_make_n_hw_shows_compile_link_and_package(project):
     line("v++ -p", "--target hw", "build.hw/design.xsa", "libadf.a")
     assert lines.index(line("v++ -l")) < lines.index(line("v++ -p"))
     # hw_emu is the same chain for TARGET=hw_emu
-    r = _make(proj, "-n", "hw_emu", "PLATFORM=/some/x.xpfm")
+    r = make(proj, "-n", "hw_emu", "PLATFORM=/some/x.xpfm")
     assert r.returncode == 0 and "v++ -l --target hw_emu" in r.stdout and "v++ -p --target hw_emu" in r.stdout
     # without PLATFORM: a clear error naming the variable and the board's platform
-    r = _make(proj, "-n", "hw")
+    r = make(proj, "-n", "hw")
     assert r.returncode != 0 and "set PLATFORM=/path/to/" in r.stdout + r.stderr and ".xpfm" in r.stdout + r.stderr
     readme = (proj / "README.md").read_text()
     for command in ("make x86sim PLATFORM=", "make aiesim PLATFORM=", "make hw_emu PLATFORM=", "make hw PLATFORM=",
@@ -193,7 +183,7 @@ def test_make_n_hw_shows_compile_link_and_package(project):
         assert f"`{command}" in readme, command
     assert "Not checked:" in readme
     for target in ("x86sim", "aiesim"):
-        r = _make(proj, "-n", target, "PLATFORM=/p.xpfm", "ITERATIONS=7")
+        r = make(proj, "-n", target, "PLATFORM=/p.xpfm", "ITERATIONS=7")
         assert r.returncode == 0 and "-DAIEFLOW_ITERATIONS=7" in r.stdout, r.stdout + r.stderr
 
 
@@ -286,9 +276,7 @@ def test_every_data_file_the_graph_reads_exists_with_every_sample(project):
 @needs_xrt
 def test_host_compiles_and_links_against_xrt(project):
     _, _, proj = project
-    libdir = next((str(p.parent) for p in Path("/usr/lib").rglob("libxrt_coreutil.so")), None)
-    assert libdir, "libxrt-dev installs libxrt_coreutil.so"
-    r = _make(proj, "host", "HOST_CXX=g++ -Werror", "XRT_INCLUDE=/usr/include/xrt", f"XRT_LIB={libdir}")
+    r = make_host(proj)
     assert r.returncode == 0, r.stdout + r.stderr
     exe = proj / "host.exe"
     assert exe.is_file()
@@ -367,12 +355,12 @@ def _moved(proj: Path, tmp_path: Path) -> Path:
 @needs_ap_types
 def test_system_run_without_a_venv_is_bit_exact_with_predict(project, tmp_path):
     design, x, proj = project
-    env = _no_venv_env()
+    env = no_venv_env()
     proj = _moved(proj, tmp_path)
     # no venv: make cannot find hls4ml's copy of the ap_types itself and says what to set
-    r = _make(proj, "system-run", env=env)
+    r = make(proj, "system-run", env=env)
     assert r.returncode != 0 and "set AP_TYPES=" in r.stdout + r.stderr
-    r = _make(proj, "system-run", f"AP_TYPES={ap_types_include()}", env=env)
+    r = make(proj, "system-run", f"AP_TYPES={ap_types_include()}", env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "0 mismatching values" in r.stdout and "bit-exact" in r.stdout
     n = _samples(design)
@@ -380,7 +368,7 @@ def test_system_run_without_a_venv_is_bit_exact_with_predict(project, tmp_path):
     got = _outputs(design, proj, "system_output", n).reshape(n, -1)
     assert np.array_equal(got.astype(np.float64), want.astype(np.float64))
     # the shim-only run too, without a venv
-    r = _make(proj, "shim-run", env=env)
+    r = make(proj, "shim-run", env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert np.array_equal(_outputs(design, proj, "shim_output", n).reshape(n, -1).astype(np.float64),
                           want.astype(np.float64))
@@ -395,7 +383,7 @@ def test_system_run_reports_a_wrong_golden_file(project, tmp_path):
     tokens = golden.read_text().split()
     tokens[0] = "7" if tokens[0] != "7" else "5"  # value 0 is always a sample's (never a padding row)
     golden.write_text(" ".join(tokens) + "\n")
-    r = _make(work, "system-run", f"AP_TYPES={ap_types_include()}", env=_no_venv_env())
+    r = make(work, "system-run", f"AP_TYPES={ap_types_include()}", env=no_venv_env())
     assert r.returncode != 0
     assert "value 0 is" in r.stderr and "1 mismatching values" in r.stdout
 

@@ -13,13 +13,21 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hw_tools import (
+    XRT_HEADER,
+    dry_run_lines,
+    make,
+    make_host,
+    needs_ap_types,
+    needs_xrt,
+    no_venv_env,
+)
 
 import aieflow
 from aieflow.vitis import ap_types_include
 
 pytestmark = [pytest.mark.skipif(shutil.which("g++") is None or shutil.which("make") is None, reason="needs g++ and make")]
 
-XRT_HEADER = Path("/usr/include/xrt/xrt/xrt_device.h")
 BLOCKS = {"mc": 16, "nc": 16, "kc": 32}
 CASES = {
     "vck190_published": lambda: aieflow.gemm(37, 29, 70, "uint8", "vck190", 2, "published", blocks=BLOCKS),
@@ -36,20 +44,12 @@ def project(request, tmp_path_factory):
     return design, out / "project"
 
 
-def _make(proj: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(["make", "-C", str(proj), *args], capture_output=True, text=True, env=env)
-
 
 def test_make_n_hw_shows_compile_link_and_package(project):
     _, proj = project
-    r = _make(proj, "-n", "hw", "PLATFORM=/some/x.xpfm")
+    r = make(proj, "-n", "hw", "PLATFORM=/some/x.xpfm")
     assert r.returncode == 0, r.stderr
-    lines = r.stdout.replace("\\\n", " ").splitlines()
-
-    def line(*parts):
-        found = [s for s in lines if all(p in s for p in parts)]
-        assert found, f"no line with {parts} in:\n{r.stdout}"
-        return found[0]
+    lines, line = dry_run_lines(r)
 
     line("v++ -c --mode aie", "--target hw", "--platform /some/x.xpfm", "--config aie.cfg", "-o libadf.a")
     link = line("v++ -l", "--target hw", "--config system.cfg", "libadf.a")
@@ -58,10 +58,10 @@ def test_make_n_hw_shows_compile_link_and_package(project):
         assert f"build.hw/{k}.xo" in link
     package = line("v++ -p", "--target hw", "build.hw/design.xsa", "libadf.a", "--package.sd_file host.exe")
     assert lines.index(link) < lines.index(package)
-    r = _make(proj, "-n", "hw")
+    r = make(proj, "-n", "hw")
     assert r.returncode != 0 and "set PLATFORM=/path/to/" in r.stdout + r.stderr
     for target in ("x86sim", "aiesim"):
-        r = _make(proj, "-n", target, "PLATFORM=/p.xpfm", "ITERATIONS=7")
+        r = make(proj, "-n", target, "PLATFORM=/p.xpfm", "ITERATIONS=7")
         assert r.returncode == 0 and "-DAIEFLOW_ITERATIONS=7" in r.stdout, r.stdout + r.stderr
     assert "run(AIEFLOW_ITERATIONS)" in (proj / "src/graph.cpp").read_text()
 
@@ -91,12 +91,10 @@ def test_system_cfg_defines_its_kernels_and_connects_every_plio(project):
         assert re.search(rf"\b{port}\b", sources[instances[cu]]), (cu, port)
 
 
-@pytest.mark.skipif(not XRT_HEADER.is_file(), reason="the XRT headers are missing: install Debian's libxrt-dev")
+@needs_xrt
 def test_host_compiles_and_links_against_xrt(project):
     _, proj = project
-    libdir = next((str(p.parent) for p in Path("/usr/lib").rglob("libxrt_coreutil.so")), None)
-    assert libdir, "libxrt-dev installs libxrt_coreutil.so"
-    r = _make(proj, "host", "HOST_CXX=g++ -Werror", "XRT_INCLUDE=/usr/include/xrt", f"XRT_LIB={libdir}")
+    r = make_host(proj)
     assert r.returncode == 0, r.stdout + r.stderr
     assert (proj / "host.exe").is_file()
     host = (proj / "host/host.cpp").read_text()
@@ -104,7 +102,7 @@ def test_host_compiles_and_links_against_xrt(project):
         assert name in host
 
 
-@pytest.mark.skipif(ap_types_include() is None, reason="Xilinx's ap_types headers are missing: pip install hls4ml")
+@needs_ap_types
 def test_pl_kernels_compile_as_hls_c_simulation_against_xilinx_ap_types(project, tmp_path):
     """The GEMM's PL kernels (the v++ -k sources) with g++ against Xilinx's open ap_int / hls_stream
     (the flags of the system-run of kinds with their own PL kernels: only #pragma HLS and the
@@ -126,8 +124,8 @@ def test_shim_run_in_a_moved_copy_without_a_venv_is_bit_exact(project, tmp_path)
     work = tmp_path / "elsewhere" / "p"
     shutil.copytree(proj, work, ignore=shutil.ignore_patterns("shim_output", "x86/harness", "host.exe"))
     assert str(proj) not in (work / "Makefile").read_text() and "import aieflow" not in (work / "Makefile").read_text()
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp"}
-    r = _make(work, "shim-run", env=env)
+    env = no_venv_env()
+    r = make(work, "shim-run", env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "C bit-exact" in r.stdout.splitlines()  # cmp's echo, not make's echo of the command
     # a wrong golden C is caught
@@ -135,7 +133,7 @@ def test_shim_run_in_a_moved_copy_without_a_venv_is_bit_exact(project, tmp_path)
     data = bytearray(golden.read_bytes())
     data[0] ^= 1
     golden.write_bytes(bytes(data))
-    r = _make(work, "shim-run", env=env)
+    r = make(work, "shim-run", env=env)
     assert r.returncode != 0 and "C bit-exact" not in r.stdout.splitlines() and "differ" in r.stdout + r.stderr
 
 
@@ -196,7 +194,7 @@ def test_streamed_dense_project_links_its_epilogue_and_builds_its_host(tmp_path)
     assert type(d).__name__ == "StreamedDenseDesign"
     d.save(tmp_path / "d")
     proj = tmp_path / "d" / "project"
-    r = _make(proj, "-n", "hw", "PLATFORM=/some/x.xpfm")
+    r = make(proj, "-n", "hw", "PLATFORM=/some/x.xpfm")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.replace("\\\n", " ").splitlines()
     compile_ = [s for s in lines if "v++ -c" in s and "-k dense_epilogue" in s and "pl/dense_epilogue.cpp" in s]
@@ -205,13 +203,11 @@ def test_streamed_dense_project_links_its_epilogue_and_builds_its_host(tmp_path)
     cfg = (proj / "system.cfg").read_text().splitlines()
     assert "nk=dense_epilogue:1:dense_epilogue_0" in cfg
     assert re.search(r'extern "C" void dense_epilogue\(', (proj / "pl/dense_epilogue.cpp").read_text())
-    r = _make(proj, "-n", "run")
+    r = make(proj, "-n", "run")
     assert r.returncode != 0 and "set X=" in r.stdout + r.stderr
     if not XRT_HEADER.is_file():
         pytest.skip("the XRT headers are missing: install Debian's libxrt-dev")
-    libdir = next((str(p.parent) for p in Path("/usr/lib").rglob("libxrt_coreutil.so")), None)
-    assert libdir, "libxrt-dev installs libxrt_coreutil.so"
-    r = _make(proj, "host", "HOST_CXX=g++ -Werror", "XRT_INCLUDE=/usr/include/xrt", f"XRT_LIB={libdir}")
+    r = make_host(proj)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "host/dense_host.cpp" in r.stdout
     host = (proj / "host/dense_host.cpp").read_text()

@@ -18,6 +18,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from hw_tools import (
+    dry_run_lines,
+    make,
+    make_host,
+    needs_ap_types,
+    needs_xrt,
+    no_venv_env,
+)
 
 import aieflow
 from aieflow import model_zoo
@@ -28,7 +36,6 @@ pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"),
                                  reason="needs g++ and make")]
 
 THESIS_YAML = Path(__file__).resolve().parents[1] / "examples" / "espcn" / "thesis.yaml"
-XRT_HEADER = Path("/usr/include/xrt/xrt/xrt_device.h")  # where Debian's libxrt-dev puts the headers
 FRAMES = 3  # the pipeline of three layers: five graph iterations on x86
 PL = ("activation_conv1", "activation_conv3", "pixelshuffle_conv4")
 CSIM = ["-std=c++17", "-O2", "-Wall", "-Wextra", "-Werror", "-Wno-unknown-pragmas", "-Wno-maybe-uninitialized",
@@ -51,24 +58,13 @@ def project(tmp_path_factory):
     return design, x, out / "project"
 
 
-def _make(proj: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(["make", "-C", str(proj), *args], capture_output=True, text=True, env=env)
-
-
-def _no_venv_env() -> dict:
-    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp"}
 
 
 def test_make_n_hw_shows_compile_link_and_package(project):
     _, _, proj = project
-    r = _make(proj, "-n", "hw", "PLATFORM=/some/x.xpfm")
+    r = make(proj, "-n", "hw", "PLATFORM=/some/x.xpfm")
     assert r.returncode == 0, r.stderr
-    lines = r.stdout.replace("\\\n", " ").splitlines()
-
-    def line(*parts):
-        found = [s for s in lines if all(p in s for p in parts)]
-        assert found, f"no line with {parts} in:\n{r.stdout}"
-        return found[0]
+    lines, line = dry_run_lines(r)
 
     line("v++ -c --mode aie", "--target hw", "--platform /some/x.xpfm", "-o libadf.a")
     link = line("v++ -l", "--config system.cfg", "libadf.a")
@@ -77,7 +73,7 @@ def test_make_n_hw_shows_compile_link_and_package(project):
         assert f"build.hw/{k}.xo" in link
     package = line("v++ -p", "build.hw/design.xsa", "libadf.a")
     assert lines.index(link) < lines.index(package)
-    r = _make(proj, "-n", "x86sim", "PLATFORM=/p.xpfm", "ITERATIONS=2")
+    r = make(proj, "-n", "x86sim", "PLATFORM=/p.xpfm", "ITERATIONS=2")
     assert r.returncode == 0 and "-DAIEFLOW_ITERATIONS=2" in r.stdout, r.stdout + r.stderr
 
 
@@ -123,18 +119,16 @@ def test_every_data_file_the_graph_reads_exists(project):
     assert np.array_equal(frames, x.ravel())
 
 
-@pytest.mark.skipif(not XRT_HEADER.is_file(), reason="the XRT headers are missing: install Debian's libxrt-dev")
+@needs_xrt
 def test_host_compiles_and_links_against_xrt(project):
     _, _, proj = project
-    libdir = next((str(p.parent) for p in Path("/usr/lib").rglob("libxrt_coreutil.so")), None)
-    assert libdir, "libxrt-dev installs libxrt_coreutil.so"
-    r = _make(proj, "host", "HOST_CXX=g++ -Werror", "XRT_INCLUDE=/usr/include/xrt", f"XRT_LIB={libdir}")
+    r = make_host(proj)
     assert r.returncode == 0, r.stdout + r.stderr
     r = subprocess.run([str(proj / "host.exe")], capture_output=True, text=True)  # no board: the usage line
     assert r.returncode != 0 and "usage:" in r.stderr
 
 
-@pytest.mark.skipif(ap_types_include() is None, reason="Xilinx's ap_types headers are missing: pip install hls4ml")
+@needs_ap_types
 def test_pl_sources_compile_as_hls_c_simulation(project, tmp_path):
     _, _, proj = project
     for rel in ("pl/thesis_pl.cpp", "pl/mm2s.cpp", "pl/s2mm.cpp", "x86/thesis_csim.cpp"):
@@ -150,15 +144,15 @@ def _image(path: Path, n: int, per_frame: int) -> np.ndarray:
     return vals.reshape(n, -1)[:, :per_frame]
 
 
-@pytest.mark.skipif(ap_types_include() is None, reason="Xilinx's ap_types headers are missing: pip install hls4ml")
+@needs_ap_types
 def test_system_run_and_shim_run_without_a_venv_are_bit_exact_with_predict(project, tmp_path):
     design, x, proj = project
     work = tmp_path / "moved" / "p"
     shutil.copytree(proj, work)
     assert str(proj) not in (work / "Makefile").read_text()
-    env = _no_venv_env()
+    env = no_venv_env()
     want = np.asarray(design.predict(x, raw=True), dtype=np.float32).reshape(FRAMES, -1)
-    r = _make(work, "system-run", f"AP_TYPES={ap_types_include()}", env=env)
+    r = make(work, "system-run", f"AP_TYPES={ap_types_include()}", env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "0 mismatching values" in r.stdout and "bit-exact" in r.stdout
     got = _image(work / "system_output/data/image.txt", FRAMES, want.shape[1])
@@ -171,7 +165,7 @@ def test_system_run_and_shim_run_without_a_venv_are_bit_exact_with_predict(proje
     r = subprocess.run(["./x86/system", "--data", "data", "--out", "system_output"], cwd=work, capture_output=True, text=True)
     assert r.returncode != 0 and "1 mismatching values" in r.stdout, r.stdout + r.stderr
     shutil.copy(proj / "data/golden_image.txt", golden)
-    r = _make(work, "shim-run", env=env)
+    r = make(work, "shim-run", env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     got = _image(work / "shim_output/data/image.txt", FRAMES, want.shape[1])
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
