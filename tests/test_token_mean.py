@@ -91,3 +91,52 @@ def test_token_mean_runs_bit_exact_on_x86():
     _, d, x = _compile("int8")
     v = d.verify(samples=8)
     assert v.ok, v.verdict()
+
+
+def _onnx_pool(tokens: int, opset: int, keepdim: bool = True, dynamo: bool = False):
+    import io
+
+    import onnx
+
+    class P(Pool):
+        def forward(self, x):
+            h = self.a(x)
+            h = h + torch.relu(h)
+            return self.h(h.mean(dim=1, keepdim=keepdim))
+
+    torch.manual_seed(3)
+    m = P().eval()
+    x = np.random.default_rng(3).standard_normal((64, tokens, 16)).astype(np.float32)
+    f = io.BytesIO()
+    if dynamo:
+        torch.onnx.export(m, (torch.from_numpy(x[:1]),), f, opset_version=opset, dynamo=True)
+    else:
+        torch.onnx.export(m, torch.from_numpy(x[:1]), f, opset_version=opset, dynamo=False)
+    return m, onnx.load_from_string(f.getvalue()), x
+
+
+@pytest.mark.parametrize("opset", [13, 18])  # 13: axes an attribute; 18: axes an input
+def test_onnx_reduce_mean_over_tokens_is_the_token_mean(opset):
+    m, proto, x = _onnx_pool(16, opset)
+    rm = next(n for n in proto.graph.node if n.op_type == "ReduceMean")
+    assert (len(rm.input) > 1) == (opset >= 18)
+    d = aieflow.compile(proto, device="vek280", example_input=x[:1], calibration=x,
+                        config={"precision": "int8", "batch": 8})
+    assert [n.op for n in d.graph.nodes] == ["dense", "activation", "add", "transpose", "dense", "transpose", "dense"]
+    pool = d.graph.nodes[4]
+    assert pool.name == rm.name
+    assert np.all(np.asarray(pool.params["weight_q"]) * 2.0**-pool.types.weight.frac == 1 / 16)
+    tr = d.trace(d.quantise_input(x[:16]))
+    src, got = tr[d.graph.nodes[2].outputs[0]], tr[d.graph.nodes[5].outputs[0]]
+    want = _ref_mean(np.asarray(src), pool.types.input.frac, pool.types.output.frac, pool.types.output.width)
+    assert np.array_equal(np.asarray(got), want)
+    with torch.no_grad():
+        ref = m(torch.from_numpy(x[:32])).numpy()
+    assert np.max(np.abs(d.predict(x[:32]) - ref)) < 0.05
+
+
+def test_onnx_reduce_mean_over_a_non_power_of_two_is_refused_by_name():
+    _, proto, x = _onnx_pool(12, 13)
+    with pytest.raises(AieflowError, match=r"ReduceMean.*averages 12 tokens.*power-of-two"):
+        aieflow.compile(proto, device="vek280", example_input=x[:1], calibration=x,
+                        config={"precision": "int8", "batch": 8})

@@ -4,7 +4,9 @@
 (folded into the convolution before them by the fuse pass, as ``Relu``), ``DepthToSpace`` ->
 ``pixel_shuffle`` (CRD and DCR), ``MaxPool`` / ``AveragePool`` -> ``maxpool`` / ``avgpool``,
 ``GlobalAveragePool`` and ``ReduceMean`` over the two spatial axes (what the dynamo exporter writes
-for ``AdaptiveAvgPool2d(1)``) -> a full-window ``avgpool``.  A 1-D ``Conv`` / ``MaxPool`` /
+for ``AdaptiveAvgPool2d(1)``) -> a full-window ``avgpool``; ``ReduceMean`` over axis 1 of ``[N, T, E]``
+(``x.mean(dim=1)``, the axes an attribute up to opset 17 and an input from opset 18) -> the token mean
+of ``pooling.py``.  A 1-D ``Conv`` / ``MaxPool`` /
 ``AveragePool`` / ``GlobalAveragePool`` / ``ReduceMean`` over the last axis (input ``[N, C, W]``)
 runs as its 2-D form on a ``(C, 1, W)`` view (``sequence.py``), and an inference
 ``BatchNormalization`` becomes a ``batchnorm`` placeholder that ``batchnorm.fold`` folds into the
@@ -24,7 +26,7 @@ import onnx
 from ..errors import ModelError, UnsupportedOpError
 from ..ir import Node
 from ..ops import conv, pool, resize, shuffle
-from . import batchnorm, sequence
+from . import batchnorm, pooling, sequence
 
 CONV_OPS: tuple[str, ...] = (
     "Conv (2-D or 1-D, any dilations and group: grouped, depthwise)",
@@ -35,7 +37,7 @@ CONV_OPS: tuple[str, ...] = (
     "Resize (nearest, whole factors; scales or sizes)",
     "MaxPool / AveragePool (2-D or 1-D, ceil_mode 0)",
     "GlobalAveragePool",
-    "ReduceMean (over the spatial axes, or the length of a 1-D sequence)",
+    "ReduceMean (over the spatial axes, the length of a 1-D sequence, or the tokens of [N, T, E]: a token mean)",
 )
 _CONVERTERS = {
     "Conv": "_onnx_conv",
@@ -291,12 +293,18 @@ class OnnxConvMixin:
         else:
             axes = []
         rank = len(shape) + 1
+        if rank == 3 and sorted(a % rank for a in axes) == [1]:  # the tokens of [B, T, E]: x.mean(dim=1)
+            nodes, shapes = pooling.token_mean_nodes(name, x, node.output[0], shape, bool(attrs.get("keepdims", 1)),
+                                                     lambda b: b if b == name else self._fresh_node_name(b))
+            for n in nodes:
+                self._add_node(n, shapes[n.outputs[0]])
+            return
         spatial = [2, 3] if len(shape) == 3 else [2]
         if len(shape) not in (2, 3) or sorted(a % rank for a in axes) != spatial:
             raise UnsupportedOpError(
                 f"node '{name}' (ReduceMean) averages axes {axes} of a tensor of rank {rank}; only the two "
                 "spatial axes of an image, or the last axis of a [N, C, W] sequence (global average pooling), "
-                "are supported"
+                "are supported, or the tokens of a [N, T, E] sequence (axis 1: a token mean)"
             )
         if attrs.get("keepdims", 1):
             self._global_average(name, x, shape, node.output[0])
