@@ -147,15 +147,7 @@ class AttentionMixin:
         attention output, item 1 (the weights) is refused where read."""
         args = list(fx_node.args) + [None] * 6
         kw = fx_node.kwargs
-        why = None
-        if not mod.batch_first:
-            why = "batch_first=False (aieflow keeps the batch as dimension 0: use batch_first=True)"
-        elif not mod._qkv_same_embed_dim:
-            why = "kdim / vdim differ from embed_dim"
-        elif mod.bias_k is not None or mod.bias_v is not None:
-            why = "add_bias_kv=True"
-        elif mod.add_zero_attn:
-            why = "add_zero_attn=True"
+        why = self.mha_refusal(mod)
         for key, pos in (("key_padding_mask", 3), ("attn_mask", 5)):
             if kw.get(key, args[pos]) is not None:
                 why = f"a {key} (masks are not mapped yet)"
@@ -165,6 +157,11 @@ class AttentionMixin:
             raise UnsupportedOpError(f"module '{path}' (nn.MultiheadAttention) has {why}",
                                      hint="see docs/attention.md for the attention aieflow maps")
         q_in, k_in, v_in = (self._input(kw.get(key, args[i]), path) for i, key in enumerate(("query", "key", "value")))
+        self.mha_outputs[fx_node.name] = (path, self._mha(path, mod, q_in, k_in, v_in))
+
+    def _mha(self, path: str, mod, q_in: str, k_in: str, v_in: str) -> str:
+        """The nodes of ``nn.MultiheadAttention`` ``mod`` (checked by the caller) on the tensors
+        ``q_in``, ``k_in``, ``v_in``; returns its output tensor."""
         e, h = int(mod.embed_dim), int(mod.num_heads)
         d = e // h
         for t in (q_in, k_in, v_in):
@@ -216,7 +213,20 @@ class AttentionMixin:
             params["bias"] = np.asarray(self._numpy(ob), dtype=np.float32).reshape(-1)
         self._node(f"{path}.out_proj", "dense", (ctx,), y, {"in_features": e, "out_features": e, "activation": None},
                    params)
-        self.mha_outputs[fx_node.name] = (path, y)
+        return y
+
+    @staticmethod
+    def mha_refusal(mod) -> str | None:
+        """Why ``nn.MultiheadAttention`` ``mod`` does not map (its construction), or None."""
+        if not mod.batch_first:
+            return "batch_first=False (aieflow keeps the batch as dimension 0: use batch_first=True)"
+        if not mod._qkv_same_embed_dim:
+            return "kdim / vdim differ from embed_dim"
+        if mod.bias_k is not None or mod.bias_v is not None:
+            return "add_bias_kv=True"
+        if mod.add_zero_attn:
+            return "add_zero_attn=True"
+        return None
 
     def mha_getitem(self, fx_node) -> bool:
         src = fx_node.args[0] if fx_node.args else None

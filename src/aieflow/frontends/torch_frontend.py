@@ -25,6 +25,8 @@ from .torch_attention import AttentionMixin
 from .torch_conv import SUPPORTED_FUNCTIONS as _CONV_FUNCTIONS
 from .torch_conv import SUPPORTED_MODULES as _CONV_MODULES
 from .torch_conv import ConvMixin
+from .torch_encoder import SUPPORTED_MODULES as _ENC_MODULES
+from .torch_encoder import EncoderMixin, dropout_paths, wrap_root
 from .torch_recurrent import RecurrentMixin
 
 if TYPE_CHECKING:
@@ -42,6 +44,7 @@ SUPPORTED_TORCH_MODULES: tuple[str, ...] = (
     *_CONV_MODULES,
     *_ACT_MODULES,
     *_ATT_MODULES,
+    *_ENC_MODULES,
 )
 SUPPORTED_TORCH_FUNCTIONS: tuple[str, ...] = (
     "F.relu / torch.relu / Tensor.relu",
@@ -146,10 +149,11 @@ def import_torch(module: torch.nn.Module, example_input: Any) -> ImportedModel:
     training_bn = frozenset(
         path for path, m in module.named_modules() if m.training and isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
     )
+    training_dropout = dropout_paths(module, torch)
     module.eval()
     try:
         try:
-            gm = torch.fx.symbolic_trace(module)
+            gm = torch.fx.symbolic_trace(wrap_root(module, torch))
         except Exception as exc:  # noqa: BLE001 - fx raises many types (TraceError, TypeError...)
             raise ModelError(
                 f"cannot trace {type(module).__name__} with torch.fx: {_first_line(exc)}",
@@ -172,7 +176,8 @@ def import_torch(module: torch.nn.Module, example_input: Any) -> ImportedModel:
             ) from None
         finally:
             torch.set_num_threads(threads)
-        return _Converter(torch, gm, int(x.shape[0]), type(module).__name__, training_bn).run()
+        return _Converter(torch, gm, int(x.shape[0]), type(module).__name__, training_bn,
+                          training_dropout).run()
     finally:
         for m, mode in modes:
             m.training = mode
@@ -183,8 +188,9 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0]
 
 
-class _Converter(RecurrentMixin, ConvMixin, ActivationMixin, AttentionMixin):
-    def __init__(self, torch, gm, batch: int, model_name: str, training_bn: frozenset = frozenset()):
+class _Converter(RecurrentMixin, ConvMixin, ActivationMixin, AttentionMixin, EncoderMixin):
+    def __init__(self, torch, gm, batch: int, model_name: str, training_bn: frozenset = frozenset(),
+                 training_dropout: frozenset = frozenset()):
         self.torch = torch
         self.F = torch.nn.functional
         self.gm = gm
@@ -201,6 +207,7 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin, AttentionMixin):
         self.lifted: dict[str, str] = {}  # (C, W) tensor -> its (C, 1, W) view (sequence.py)
         self.unlifts: set[str] = set()
         self.training_bn = training_bn
+        self.training_dropout = training_dropout
         self.mha_outputs: dict[str, tuple[str, str]] = {}  # fx node of an nn.MultiheadAttention -> (path, output)
 
     # -- helpers --------------------------------------------------------------------------------
@@ -317,6 +324,8 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin, AttentionMixin):
             return
         if isinstance(mod, nn.MultiheadAttention):
             self.mha_module(fx_node, path, mod)
+            return
+        if self.encoder_module(fx_node, path, mod):
             return
         x = self._input(fx_node.args[0], path) if fx_node.args else None
         if x is None or len(fx_node.args) != 1 or fx_node.kwargs:
