@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import __version__
 from ..devices import Device
+from ..errors import PlanError
 from ..mapped.adf import graph_header
 from ..mapped.ir import Kernel, Link, MappedGraph, Plio, Port, SharedBuffer
 from ..names import c_ident, comment, unique_idents
@@ -133,8 +134,14 @@ def rows_infos(plan: DagPlan, ids: dict[str, str]) -> dict[str, list[dict]]:
                          "lo": t.output.min_code, "hi": t.output.max_code,
                          "types_text": f"in {t.input}, out {t.output}"})
         else:
+            keep = node.params.get("keep")
+            mq = 1 if keep is None else int(np.asarray(keep).shape[0])
+            if rp.rows_per_part % mq:
+                raise PlanError(f"softmax '{name}' holds {rp.rows_per_part} rows per tile, not whole {mq}-row "
+                                "attention masks", layer=name, hint="use a batch that splits into whole samples")
             softmaxes.append({**common, "ti": t.input.c_type, "table": t.table_size, "sd": t.index_shift,
-                              "fo": t.output.frac, "hi": t.output.max_code,
+                              "fo": t.output.frac, "hi": t.output.max_code, "mq": mq,
+                              "keep": None if keep is None else [int(v) for v in np.asarray(keep).reshape(-1)],
                               "types_text": f"in {t.input}, out {t.output}"})
     return {"adds": adds, "norms": norms, "acts": acts, "softmaxes": softmaxes, "matmuls": matmuls}
 

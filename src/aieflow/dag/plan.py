@@ -393,6 +393,8 @@ def _plan_rows(node: Node, graph: Graph, batch: int, device: Device,
             continue
         if node.op == "matmul" and rp % r:  # each part multiplies whole samples (all of B's rows)
             continue
+        if node.op == "softmax" and node.params.get("keep") is not None and rp % r:
+            continue  # a masked softmax reads its mask row as (row % r): whole samples per part
         mem = matmul_memory(node, rp, r, k, n, device) if node.op == "matmul" else rows_memory(node, rp, f, device)
         if mem <= gen.data_memory_bytes:
             best = RowsPlan(node.op, parts, rows, r, f, mem)

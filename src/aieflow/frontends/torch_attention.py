@@ -25,11 +25,11 @@ import numpy as np
 from ..errors import UnsupportedOpError
 from ..ir import Node, frozen_map
 
-SUPPORTED_MODULES = ("nn.MultiheadAttention (batch_first=True, self- or cross-attention, no masks; output [0])",)
+SUPPORTED_MODULES = ("nn.MultiheadAttention (batch_first=True, self- or cross-attention, a constant attn_mask; output [0])",)
 SUPPORTED_FUNCTIONS = (
     "a @ b / torch.matmul / torch.bmm / Tensor.matmul of two computed tensors (batched over heads)",
     "x * c / x / c by a Python number (folded into the Dense layer before it)",
-    "F.scaled_dot_product_attention (no mask, not causal, no dropout)",
+    "F.scaled_dot_product_attention (a constant attn_mask or is_causal; no dropout)",
 )
 
 
@@ -118,11 +118,9 @@ class AttentionMixin:
         dropout = kw.get("dropout_p", args[4] if args[4] is not None else 0.0)
         causal = kw.get("is_causal", args[5] if args[5] is not None else False)
         scale = kw.get("scale", None)
-        if mask is not None or causal or dropout:
-            what = "an attention mask" if mask is not None else "is_causal=True" if causal else f"dropout_p={dropout}"
-            raise UnsupportedOpError(f"'{name}' (F.scaled_dot_product_attention) has {what}; aieflow maps attention "
-                                     "without masks and without dropout", hint="remove the mask (masks are not "
-                                     "mapped yet, docs/attention.md)")
+        if dropout:
+            raise UnsupportedOpError(f"'{name}' (F.scaled_dot_product_attention) has dropout_p={dropout}; aieflow "
+                                     "maps attention without dropout", hint="pass dropout_p=0 at inference")
         if kw.get("enable_gqa", False):
             raise UnsupportedOpError(f"'{name}' (F.scaled_dot_product_attention) has enable_gqa=True; not mapped")
         q, k, v = (self._input(kw.get(key, args[i]), name) for i, key in enumerate(("query", "key", "value")))
@@ -133,8 +131,11 @@ class AttentionMixin:
         s_shape = self._check_matmul(name, qs, k, True)
         s = self._tensor_name(f"{name}_scores", s_shape)
         self._node(f"{name}_qk", "matmul", (qs, k), s, {"transpose_b": True})
+        keep = self.attention_keep(f"'{name}' (F.scaled_dot_product_attention)", mask, bool(causal),
+                                   int(s_shape[-2]), int(s_shape[-1]), true_keeps=True)
         p = self._tensor_name(f"{name}_probs", s_shape)
-        self._node(f"{name}_softmax", "softmax", (s,), p, {"axis": -1, "features": int(s_shape[-1])})
+        self._node(f"{name}_softmax", "softmax", (s,), p, {"axis": -1, "features": int(s_shape[-1])},
+                   None if keep is None else {"keep": keep})
         out_shape = self._check_matmul(name, p, v, False)
         y = fx_node.name
         self.shapes[y] = self._per_sample(fx_node, name)
@@ -148,20 +149,65 @@ class AttentionMixin:
         args = list(fx_node.args) + [None] * 6
         kw = fx_node.kwargs
         why = self.mha_refusal(mod)
-        for key, pos in (("key_padding_mask", 3), ("attn_mask", 5)):
-            if kw.get(key, args[pos]) is not None:
-                why = f"a {key} (masks are not mapped yet)"
-        if kw.get("is_causal", False):
-            why = "is_causal=True (masks are not mapped yet)"
+        if kw.get("key_padding_mask", args[3]) is not None:
+            why = ("a key_padding_mask: a second, run-time model input, which the DAG mapping does not take (one "
+                   "model input); a constant attn_mask (boolean or 0 / -inf, causal included) maps")
         if why:
             raise UnsupportedOpError(f"module '{path}' (nn.MultiheadAttention) has {why}",
                                      hint="see docs/attention.md for the attention aieflow maps")
         q_in, k_in, v_in = (self._input(kw.get(key, args[i]), path) for i, key in enumerate(("query", "key", "value")))
-        self.mha_outputs[fx_node.name] = (path, self._mha(path, mod, q_in, k_in, v_in))
+        mask = kw.get("attn_mask", args[5])
+        if mask is None and kw.get("is_causal", False):
+            raise UnsupportedOpError(f"module '{path}' (nn.MultiheadAttention) has is_causal=True without an attn_mask "
+                                     "(PyTorch takes is_causal as a hint about attn_mask)",
+                                     hint="pass attn_mask=nn.Transformer.generate_square_subsequent_mask(T) as a buffer")
+        keep = self.attention_keep(f"module '{path}' (nn.MultiheadAttention)", mask, False,
+                                   self.shapes[q_in][0], self.shapes[k_in][0], true_keeps=False)
+        self.mha_outputs[fx_node.name] = (path, self._mha(path, mod, q_in, k_in, v_in, keep))
 
-    def _mha(self, path: str, mod, q_in: str, k_in: str, v_in: str) -> str:
+    def attention_keep(self, who: str, mask, causal: bool, tq: int, tk: int, true_keeps: bool):
+        """The softmax's ``keep`` table ``[tq, tk]`` (uint8, 1 = the key takes part) of a constant mask
+        ``mask`` (an fx get_attr node: a buffer or parameter) and / or ``causal``, or None without one.
+        Boolean masks keep True (SDPA, ``true_keeps``) or mask True (nn.MultiheadAttention); float masks
+        are added to the scores and map when every value is 0 (kept) or -inf (masked)."""
+        fx = self.torch.fx
+        keep = np.ones((tq, tk), dtype=bool)
+        if mask is not None:
+            if not (isinstance(mask, fx.Node) and mask.op == "get_attr"):
+                raise UnsupportedOpError(f"{who} has an attention mask computed in forward(); aieflow maps a constant "
+                                         "mask (a module buffer or parameter)",
+                                         hint="compute the mask once and register it with self.register_buffer")
+            tm = self._param(mask, who, "attention mask")
+            m = tm.detach().cpu().numpy() if tm.dtype == self.torch.bool else np.asarray(self._numpy(tm))
+            self.mask_attrs.add(mask.name)
+            if m.ndim > 2 and all(d == 1 for d in m.shape[:-2]):
+                m = m.reshape(m.shape[-2:])
+            if m.ndim not in (1, 2) or m.shape[-1] != tk or (m.ndim == 2 and m.shape[0] not in (1, tq)):
+                raise UnsupportedOpError(f"{who} has an attention mask of shape {tuple(m.shape)}; aieflow maps one "
+                                         f"[{tq}, {tk}] mask shared by every sample and head")
+            if m.dtype == np.bool_:
+                keep &= np.broadcast_to(m if true_keeps else ~m, (tq, tk))
+            else:
+                f = np.asarray(m, dtype=np.float64)
+                if not np.all((f == 0) | (f == -np.inf)):
+                    raise UnsupportedOpError(f"{who} has an additive float mask with values other than 0 and -inf: a "
+                                             "bias on the scores, which aieflow does not map", hint="use a boolean "
+                                             "mask, or 0 / -inf (docs/attention.md)")
+                keep &= np.broadcast_to(f == 0, (tq, tk))
+        if causal:
+            keep &= np.tril(np.ones((tq, tk), dtype=bool))
+        if keep.all():
+            return None
+        if not keep.any(axis=1).all():
+            raise UnsupportedOpError(f"{who} has an attention mask that masks every key of query row "
+                                     f"{int(np.flatnonzero(~keep.any(axis=1))[0])} (PyTorch gives NaN there)",
+                                     hint="keep at least one key per query")
+        return keep.astype(np.uint8)
+
+    def _mha(self, path: str, mod, q_in: str, k_in: str, v_in: str, keep=None) -> str:
         """The nodes of ``nn.MultiheadAttention`` ``mod`` (checked by the caller) on the tensors
-        ``q_in``, ``k_in``, ``v_in``; returns its output tensor."""
+        ``q_in``, ``k_in``, ``v_in``, the scores masked by ``keep`` (``attention_keep``); returns its
+        output tensor."""
         e, h = int(mod.embed_dim), int(mod.num_heads)
         d = e // h
         for t in (q_in, k_in, v_in):
@@ -197,7 +243,8 @@ class AttentionMixin:
             s = self._tensor_name(f"{path}_scores{k}", (tq, tk))
             self._node(f"{path}.qk{k}", "matmul", (parts["q"], parts["k"]), s, {"transpose_b": True})
             p = self._tensor_name(f"{path}_probs{k}", (tq, tk))
-            self._node(f"{path}.softmax{k}", "softmax", (s,), p, {"axis": -1, "features": int(tk)})
+            self._node(f"{path}.softmax{k}", "softmax", (s,), p, {"axis": -1, "features": int(tk)},
+                       None if keep is None else {"keep": keep})
             o = self._tensor_name(f"{path}_ctx{k}", (tq, d))
             self._node(f"{path}.av{k}", "matmul", (p, parts["v"]), o, {"transpose_b": False})
             heads.append(o)

@@ -11,8 +11,9 @@ computes (PyTorch's ``torch/nn/modules/transformer.py``), with ``sa`` the self-a
 Dropout is the identity at inference: the importer traces in eval mode, and a layer the caller left
 in training mode with a dropout probability above 0 is refused (call ``model.eval()``).  Mapped:
 ``batch_first=True``, activation ReLU or GELU (``"relu"`` / ``"gelu"``, ``F.relu`` / ``F.gelu``,
-``nn.ReLU`` / ``nn.GELU`` either approximation).  Masks (``src_mask``, ``is_causal``) follow the
-self-attention's (``torch_attention``); anything else is refused naming the module.
+``nn.ReLU`` / ``nn.GELU`` either approximation).  A constant ``src_mask`` / ``mask`` (a buffer, as
+``nn.MultiheadAttention``'s ``attn_mask``: ``torch_attention.attention_keep``) masks every layer's
+softmax; a ``src_key_padding_mask`` (a run-time input) and anything else is refused naming the module.
 """
 
 from __future__ import annotations
@@ -92,13 +93,14 @@ class EncoderMixin:
     # -- pieces ---------------------------------------------------------------------------------
 
     def _encoder_mask(self, fx_node, path: str, mask_arg, causal):
-        if mask_arg is not None or causal:
-            what = "is_causal=True" if causal else "a src_mask"
-            raise UnsupportedOpError(f"module '{path or 'the model'}' "
-                                     f"({type(self.gm.get_submodule(str(fx_node.target))).__name__}) "
-                                     f"has {what}; aieflow maps encoder layers without masks",
-                                     hint="see docs/attention.md")
-        return None
+        """The ``keep`` table of a constant ``src_mask`` (``is_causal`` is PyTorch's hint about it)."""
+        kind = type(self.gm.get_submodule(str(fx_node.target))).__name__
+        if mask_arg is None and causal:
+            raise UnsupportedOpError(f"module '{path or 'the model'}' ({kind}) has is_causal=True without a mask",
+                                     hint="pass mask=nn.Transformer.generate_square_subsequent_mask(T) as a buffer")
+        arg = fx_node.kwargs.get("src", fx_node.args[0] if fx_node.args else None)
+        t = self.shapes[self._input(arg, path)][0]
+        return self.attention_keep(f"module '{path or 'the model'}' ({kind})", mask_arg, False, t, t, true_keeps=False)
 
     def _refuse_padding(self, path: str, pad) -> None:
         if pad is not None:
@@ -150,7 +152,7 @@ class EncoderMixin:
         return self._encoder_norm(_join(path, "norm2"), mod.norm2, self._encoder_add(_join(path, "add2"), x, ff(x)))
 
     def _mha_masked(self, path: str, mod, q: str, k: str, v: str, mask) -> str:
-        return self._mha(path, mod, q, k, v)
+        return self._mha(path, mod, q, k, v, mask)
 
     def _encoder_dense(self, path: str, lin, x: str) -> str:
         w = np.asarray(self._numpy(lin.weight), dtype=np.float32)

@@ -208,6 +208,7 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin, AttentionMixin, Enc
         self.unlifts: set[str] = set()
         self.training_bn = training_bn
         self.training_dropout = training_dropout
+        self.mask_attrs: set[str] = set()  # get_attr nodes read as constant attention masks (torch_attention)
         self.mha_outputs: dict[str, tuple[str, str]] = {}  # fx node of an nn.MultiheadAttention -> (path, output)
 
     # -- helpers --------------------------------------------------------------------------------
@@ -591,7 +592,7 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin, AttentionMixin, Enc
                 items = result if isinstance(result, tuple | list) else (result,)
                 outputs = [self._input(r, "output") for r in items]
         for fx_node in self.gm.graph.nodes:
-            if fx_node.op == "get_attr" and any(
+            if fx_node.op == "get_attr" and fx_node.name not in self.mask_attrs and any(
                 u.op != "call_function" or u.target not in (self.F.linear, self.F.layer_norm) for u in fx_node.users
             ):
                 users = ", ".join(u.name for u in fx_node.users)

@@ -27,6 +27,13 @@ tests check it against an independent float64 reference):
   ``y_i = min(HI, (e_i inv + 2^(45 - frac_out)) >> (46 - frac_out))``.  All in int64 without
   overflow (``e <= 2^15``, ``S < 2^28``, ``inv < 2^32``).  The output type defaults to
   ``frac = width - 1`` (1.0 saturates to the largest code), whatever the calibration data.
+* **masked softmax** (attention masks, ``params["keep"]``: a constant ``[T_q, T_k]`` 0/1 table, row
+  ``r`` of a sample's scores reading row ``r``): ``m`` is the maximum over the kept ``x_i`` only,
+  ``e_i = 0`` where ``keep = 0`` and as above elsewhere, ``S`` sums the kept ``e_i``; so a masked
+  position's output is exactly 0 and the kept ones are the unmasked softmax of the kept values.
+  Every row keeps at least one key (a row with none is refused at import: PyTorch gives NaN).
+  The float reference is the softmax with ``-inf`` at the masked positions.  The kernel reads the
+  table as a compile-time constant of its configuration (``layers.h`` ``KEEP``).
 
 Float precisions: fp32 computes ``f`` in float64 and rounds to float32 (an emulation only, no
 kernel).  bf16 (AIE-ML / AIE-MLv2, ``dag_kernels_bf16.h`` ``ActivationBf16`` / ``SoftmaxBf16``) is
@@ -136,8 +143,10 @@ def check_function(function: str, attrs, layer: str) -> None:
         raise ModelError(f"clip with min {attrs.get('min')} > max {attrs.get('max')}", layer=layer)
 
 
-def softmax_reference(x: np.ndarray) -> np.ndarray:
+def softmax_reference(x: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
+    if keep is not None:
+        x = np.where(np.asarray(keep, dtype=bool), x, -np.inf)
     e = np.exp(x - x.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)
 
@@ -384,6 +393,9 @@ def _act_quantise(node: Node, ctx: QuantContext) -> Node:
     (tx,) = ctx.input_types
     function = node.attrs["function"]
     check_function(function, node.attrs, node.name)
+    if node.params.get("keep") is not None and isinstance(tx, FloatType):
+        raise ConfigError(f"softmax '{node.name}' has an attention mask; masks are mapped in int8 / int16 only",
+                          layer=node.name, hint="use precision int8 or int16")
     if isinstance(tx, FloatType) and tx.name == "bf16":
         table, window, rules = bf16_table(function, node.attrs)
         if table.size > BF16_TABLE_LIMIT:
@@ -432,11 +444,14 @@ def exp_table(tx: FixedType) -> tuple[np.ndarray, int]:
     return e.astype(np.int32), sd
 
 
-def softmax_codes(x: np.ndarray, table: np.ndarray, sd: int, out: FixedType) -> np.ndarray:
+def softmax_codes(x: np.ndarray, table: np.ndarray, sd: int, out: FixedType,
+                  keep: np.ndarray | None = None) -> np.ndarray:
     x = np.asarray(x).astype(np.int64)
     t = np.asarray(table).astype(np.int64)
-    d = x.max(axis=-1, keepdims=True) - x
-    e = t[np.minimum(d >> sd, t.size - 1)]
+    k = np.ones(x.shape, dtype=bool) if keep is None else np.broadcast_to(np.asarray(keep, dtype=bool), x.shape)
+    m = np.where(k, x, np.iinfo(np.int64).min).max(axis=-1, keepdims=True)
+    d = np.where(k, m - x, 0)
+    e = np.where(k, t[np.minimum(d >> sd, t.size - 1)], 0)
     s = e.sum(axis=-1, keepdims=True)
     inv = ((1 << RECIP_BITS) + s // 2) // s
     y = (e * inv + (1 << (RECIP_BITS - 1 - out.frac))) >> (RECIP_BITS - out.frac)
@@ -444,7 +459,7 @@ def softmax_codes(x: np.ndarray, table: np.ndarray, sd: int, out: FixedType) -> 
 
 
 def _softmax_forward(node: Node, x: np.ndarray) -> np.ndarray:
-    return softmax_reference(x)
+    return softmax_reference(x, node.params.get("keep"))
 
 
 def _softmax_emulate(node: Node, x: np.ndarray) -> np.ndarray:
@@ -456,11 +471,14 @@ def _softmax_emulate(node: Node, x: np.ndarray) -> np.ndarray:
         e = np.exp((xf - xf.max(axis=-1, keepdims=True)).astype(np.float64)).astype(np.float32)
         y = (e / e.sum(axis=-1, keepdims=True, dtype=np.float32)).astype(np.float32)
         return fixed.to_bf16(y) if t.output.name == "bf16" else y
-    return softmax_codes(x, node.params["table"], t.index_shift, t.output)
+    return softmax_codes(x, node.params["table"], t.index_shift, t.output, node.params.get("keep"))
 
 
 def _softmax_quantise(node: Node, ctx: QuantContext) -> Node:
     (tx,) = ctx.input_types
+    if node.params.get("keep") is not None and isinstance(tx, FloatType):
+        raise ConfigError(f"softmax '{node.name}' has an attention mask; masks are mapped in int8 / int16 only",
+                          layer=node.name, hint="use precision int8 or int16")
     if isinstance(tx, FloatType) and tx.name == "bf16":
         table, window, rules = bf16_table("exp", {}, negative_only=True)
         return node.evolve(types=SoftmaxTypes(tx, tx, 0, int(table.size)),

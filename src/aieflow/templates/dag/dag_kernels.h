@@ -321,6 +321,8 @@ public:
 // ---------------------------------------------------------------------------- Softmax
 // Config (generated in layers.h):
 //   struct sm_cfg { using TI, TO; static constexpr unsigned ROWS, N, TABLE; static constexpr int SD, FO, HI;
+//                   static constexpr bool MASKED; unsigned MQ; unsigned char KEEP[MQ * N] (row r keeps key j
+//                   where KEEP[(r % MQ) N + j]: a compile-time attention mask, ROWS a multiple of MQ);
 //                   per port P in IN, OUT: bool P_T, unsigned P_S, P_A, P_B; };
 template <class C>
 class Softmax {
@@ -342,7 +344,8 @@ public:
         const TI* __restrict x = C::IN_T ? ti_ : in.data();
         TO* __restrict y = C::OUT_T ? to_ : out.data();
         for (unsigned row = 0; row < C::ROWS; ++row, x += C::N, y += C::N)
-            aieflow_act::softmax_row(x, y, C::N, exp_, C::TABLE, C::SD, C::FO, C::HI, e_);
+            aieflow_act::softmax_row(x, y, C::N, exp_, C::TABLE, C::SD, C::FO, C::HI, e_,
+                                     C::MASKED ? C::KEEP + (row % C::MQ) * C::N : nullptr);  // attention mask
         if constexpr (C::OUT_T) transpose_block<TO, C::OUT_S, C::OUT_A, C::OUT_B>(to_, out.data());
     }
     static void registerKernelClass() {

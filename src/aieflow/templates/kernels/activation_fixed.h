@@ -7,6 +7,8 @@
 //                r = u mod 2^SEG, clamped to [LO, HI].
 //   softmax_row: m = max x, e = E[min((m - x) >> SD, SIZE - 1)], S = sum e,
 //                inv = (2^46 + S / 2) / S, y = min(HI, (e inv + 2^(45 - FO)) >> (46 - FO)).
+//                With a keep row (attention masks): m, e and S over the kept x only, e = 0 (so y = 0)
+//                where keep[i] == 0; every row keeps at least one value.
 #pragma once
 
 #include <cstdint>
@@ -26,14 +28,15 @@ inline std::int64_t lookup(const std::int32_t* t, std::int64_t u, int seg, std::
 // One row of n values; e: n int32 of scratch.  The sum is at least E[0] > 0 (the maximum's entry).
 template <typename TI, typename TO>
 inline void softmax_row(const TI* x, TO* y, unsigned n, const std::int32_t* table, std::int64_t size, int sd, int fo,
-                        std::int64_t hi, std::int32_t* e) {
+                        std::int64_t hi, std::int32_t* e, const unsigned char* keep = nullptr) {
     constexpr int RECIP = 46;
-    std::int64_t m = x[0];
-    for (unsigned i = 1; i < n; ++i) m = static_cast<std::int64_t>(x[i]) > m ? static_cast<std::int64_t>(x[i]) : m;
+    std::int64_t m = INT64_MIN;
+    for (unsigned i = 0; i < n; ++i)
+        if (!keep || keep[i]) m = static_cast<std::int64_t>(x[i]) > m ? static_cast<std::int64_t>(x[i]) : m;
     std::int64_t s = 0;
     for (unsigned i = 0; i < n; ++i) {
         const std::int64_t k = (m - static_cast<std::int64_t>(x[i])) >> sd;
-        e[i] = table[k < size - 1 ? k : size - 1];
+        e[i] = (!keep || keep[i]) ? table[k < size - 1 ? k : size - 1] : 0;
         s += e[i];
     }
     const std::int64_t inv = ((std::int64_t(1) << RECIP) + s / 2) / s;

@@ -1,0 +1,189 @@
+"""Attention masks (issue 19): constant boolean / 0-or--inf masks and causal attention folded into the
+softmax (ops/activation.py "masked softmax": masked positions give exactly 0, the kept ones the softmax
+of the kept scores).  The codes against an independent plain-Python reference, the import against
+PyTorch, a masked nn.MultiheadAttention bit-exact on x86 (VEK280 int8) with a mutated kernel caught,
+and the refusals by name."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import aieflow
+from aieflow.errors import AieflowError
+from aieflow.frontends.torch_frontend import import_torch
+from aieflow.numerics.types import FixedType, Rounding, Saturation
+from aieflow.ops.activation import exp_table, softmax_codes
+from aieflow.passes.quantise import float_activations
+
+T, E = 16, 32
+
+
+def _ref_masked(x, keep, table, sd, frac_out, hi):
+    """One row at a time in Python integers: max, exp entries, sum and reciprocal over the kept keys."""
+    out = []
+    for row, k in zip(x, keep, strict=True):
+        kept = [int(v) for v, ok in zip(row, k, strict=True) if ok]
+        m = max(kept)
+        e = [int(table[min((m - int(v)) >> sd, len(table) - 1)]) if ok else 0 for v, ok in zip(row, k, strict=True)]
+        s = sum(e)
+        inv = ((1 << 46) + s // 2) // s
+        out.append([min(hi, (v * inv + (1 << (45 - frac_out))) >> (46 - frac_out)) for v in e])
+    return np.array(out, dtype=np.int64)
+
+
+@pytest.mark.parametrize("width, frac", [(8, 4), (16, 10)])
+def test_masked_softmax_codes_match_an_integer_reference(width, frac):
+    rng = np.random.default_rng(width)
+    tx = FixedType(width, frac, True, Rounding.CONV_EVEN, Saturation.SATURATE)
+    out = FixedType(width, width - 1, True, Rounding.CONV_EVEN, Saturation.SATURATE)
+    table, sd = exp_table(tx)
+    lo, hi = -(1 << (width - 1)), (1 << (width - 1)) - 1
+    keep = np.tril(np.ones((T, T), dtype=np.uint8))  # causal
+    keep[3] = rng.integers(0, 2, T)
+    keep[3, 5] = 1
+    for x in (rng.integers(lo, hi + 1, (T, T)), np.full((T, T), hi), np.where(np.eye(T) > 0, lo, hi),
+              np.where(keep > 0, lo, hi)):  # random, ties, a masked maximum, kept minimum vs masked maxima
+        got = softmax_codes(x, table, sd, out, keep)
+        want = _ref_masked(x, keep, table, sd, out.frac, out.max_code)
+        assert np.array_equal(got, want)
+        assert np.all(got[keep == 0] == 0)
+
+
+class MaskedMha(nn.Module):
+    def __init__(self, kind="causal"):
+        super().__init__()
+        self.att = nn.MultiheadAttention(E, 2, batch_first=True)
+        if kind == "causal":
+            mask = nn.Transformer.generate_square_subsequent_mask(T)  # 0 / -inf
+        else:  # boolean: True = not allowed (nn.MultiheadAttention's convention)
+            mask = torch.from_numpy(np.random.default_rng(7).random((T, T)) < 0.3)
+            mask[:, 0] = False
+        self.register_buffer("mask", mask)
+
+    def forward(self, x):
+        return self.att(x, x, x, attn_mask=self.mask, need_weights=False)[0]
+
+
+class MaskedSdpa(nn.Module):
+    def __init__(self, causal=True):
+        super().__init__()
+        self.q, self.k, self.v = (nn.Linear(E, E) for _ in range(3))
+        self.causal = causal
+        keep = torch.from_numpy(np.random.default_rng(8).random((T, T)) < 0.6)  # True = takes part (SDPA)
+        keep[:, 2] = True
+        self.register_buffer("keep", keep)
+
+    def forward(self, x):
+        if self.causal:
+            return F.scaled_dot_product_attention(self.q(x), self.k(x), self.v(x), is_causal=True)
+        return F.scaled_dot_product_attention(self.q(x), self.k(x), self.v(x), attn_mask=self.keep)
+
+
+class MaskedEncoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.TransformerEncoderLayer(E, 2, 64, batch_first=True, norm_first=True, activation="gelu")
+        self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(T))
+
+    def forward(self, x):
+        return self.enc(x, src_mask=self.mask)
+
+
+def _data(seed=0, n=64):
+    return np.random.default_rng(seed).standard_normal((n, T, E)).astype(np.float32)
+
+
+MODELS = [lambda: MaskedMha("causal"), lambda: MaskedMha("bool"), lambda: MaskedSdpa(True),
+          lambda: MaskedSdpa(False), MaskedEncoder]
+
+
+@pytest.mark.parametrize("make", MODELS)
+def test_masked_attention_imports_and_predicts_as_pytorch(make):
+    torch.manual_seed(0)
+    m, x = make().eval(), _data()
+    g = import_torch(m, torch.from_numpy(x[:2])).graph
+    with torch.enable_grad():
+        ref = m(torch.from_numpy(x)).detach().numpy()
+    assert np.abs(float_activations(g, x)[g.outputs[0]] - ref).max() < 1e-5
+    sms = [n for n in g.nodes if n.op == "softmax"]
+    assert len(sms) >= 1 and all(n.params["keep"].shape == (T, T) for n in sms)
+    d = aieflow.compile(m, device="vek280", example_input=x[:1], calibration=x,
+                        config={"precision": "int8", "batch": 2})
+    assert np.abs(d.predict(x[:16]) - ref[:16]).max() <= 0.1 * np.abs(ref).max()
+
+
+def test_masked_attention_verifies_bit_exact_and_a_kernel_ignoring_the_mask_is_caught():
+    torch.manual_seed(1)
+    m, x = MaskedMha("causal").eval(), _data(1)
+    d = aieflow.compile(m, device="vek280", example_input=x[:1], calibration=x,
+                        config={"precision": "int8", "batch": 2})
+    assert "KEEP[256]" in d.files["src/layers.h"]
+    v = d.verify(samples=4)
+    assert v.ok, v.verdict()
+    src = d.files["src/kernels/dag_kernels.h"]
+    bad_src = src.replace("C::MASKED ? C::KEEP + (row % C::MQ) * C::N : nullptr", "nullptr")
+    assert bad_src != src
+    bad = dataclasses.replace(d, files={**d.files, "src/kernels/dag_kernels.h": bad_src})
+    assert not bad.verify(samples=4).ok
+
+
+def _refused(model, *words):
+    with pytest.raises(AieflowError) as e:
+        import_torch(model.eval(), torch.from_numpy(_data(n=2)))
+    for w in words:
+        assert w in str(e.value), str(e.value)
+
+
+def test_unmapped_masks_are_refused_by_name():
+    class Padded(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.att = nn.MultiheadAttention(E, 2, batch_first=True)
+            self.register_buffer("pad", torch.zeros(2, T, dtype=torch.bool))
+
+        def forward(self, x):
+            return self.att(x, x, x, key_padding_mask=self.pad, need_weights=False)[0]
+
+    _refused(Padded(), "'att'", "key_padding_mask", "second, run-time model input", "constant attn_mask")
+
+    m = MaskedMha("causal")
+    m.mask = torch.full((T, T), -0.5)  # a bias on the scores, not a mask
+    _refused(m, "'att'", "other than 0 and -inf")
+
+    m = MaskedMha("bool")
+    m.mask = torch.zeros(T, T, dtype=torch.bool)
+    m.mask[4] = True  # query row 4 keeps no key
+    _refused(m, "'att'", "every key of query row 4")
+
+    class Computed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q, self.b = nn.Linear(E, E), nn.Linear(E, T)
+
+        def forward(self, x):
+            q = self.q(x)
+            return F.scaled_dot_product_attention(q, q, q, attn_mask=self.b(x))  # a bias computed from x
+
+    _refused(Computed(), "scaled_dot_product_attention", "computed in forward()", "register_buffer")
+
+
+def test_masks_scale_consistently_with_pytorch_scores():
+    """The 1 / sqrt(d) scale and the mask meet in the same scores: the float graph's masked positions are 0."""
+    torch.manual_seed(2)
+    m, x = MaskedSdpa(True).eval(), _data(2, n=4)
+    g = import_torch(m, torch.from_numpy(x[:2])).graph
+    acts = float_activations(g, x)
+    sm = next(n for n in g.nodes if n.op == "softmax")
+    p = acts[sm.outputs[0]]
+    assert np.all(p[:, np.triu(np.ones((T, T)), 1) > 0] == 0)
+    assert np.allclose(p.sum(axis=-1), 1.0)
+    q = m.q(torch.from_numpy(x)) / math.sqrt(E)
+    s = (q @ m.k(torch.from_numpy(x)).transpose(-2, -1)).detach().numpy()
+    assert np.allclose(acts[sm.inputs[0]], s, atol=1e-5)
