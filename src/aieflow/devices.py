@@ -80,6 +80,11 @@ class Generation:
     memtile_read_ports: int = 0
     memtile_write_ports: int = 0
     memtile_dma_memory_bits: int = 0
+    # aie::lut / aie::parallel_lookup (UG1529 "Lookup Tables": from AIE-ML on): parallel accesses of
+    # one lookup (the aie::lut template argument) and the bits of one duplicated block of the table's
+    # layout (UG1603 "Lookup Tables and Linear Approximation"); 0: no lookup tables (AIE1).
+    lut_parallel_accesses: int = 0
+    lut_repeat_bits: int = 0
 
     @property
     def bank_bytes(self) -> int:
@@ -285,8 +290,12 @@ AIE_ML = Generation(
     float_types=frozenset({"bf16"}),
     srs_shift_max=59,
     ups_shift_max=63,
+    lut_parallel_accesses=4,
+    lut_repeat_bits=128,
     sources=_frozen(
         {
+            "lut": "UG1603 'Lookup Tables and Linear Approximation': on AIE-ML each LUT's data repeats every "
+            "128 bits and the LUT has two copies, four parallel accesses (aie::lut<4, T>)",
             "srs_shift_max": "AI Engine-ML Intrinsics User Guide UG1583 v2023.2, Shift-Round-Saturate: shift "
             "-4..59 (-4..-2 unsafe)",
             "ups_shift_max": "AI Engine-ML Intrinsics User Guide UG1583 v2023.2, Upshift: shft 0..63",
@@ -348,8 +357,13 @@ AIE_MLV2 = Generation(
     float_types=frozenset({"bf16"}),
     srs_shift_max=AIE_ML.srs_shift_max,
     ups_shift_max=AIE_ML.ups_shift_max,
+    lut_parallel_accesses=8,
+    lut_repeat_bits=256,
     sources=_frozen(
         {
+            "lut": "UG1603 2026.1 'Lookup Tables and Linear Approximation': on AIE-ML v2 each LUT's data repeats "
+            "every 256 bits and the LUT has two copies, the values present eight times for eight parallel "
+            "accesses; the aie::lut template argument 8 is read from that sentence (not confirmed by a compile)",
             "srs_shift_max": "assumed equal to AIE-ML (UG1583); no AIE-MLv2 intrinsics figure found",
             "ups_shift_max": "assumed equal to AIE-ML (UG1583); no AIE-MLv2 intrinsics figure found",
             "memory, loads, cascade": f"{SPEC} (AM027): 64 KB data memory, 2 x 512-bit loads + 1 x 512-bit "

@@ -37,6 +37,7 @@ from ..passes.emit import (
     values_per_word,
 )
 from ..passes.place import Placement
+from ..perf.activation import activation_form, softmax_vectorised
 from ..templating import environment
 from ..vitis import system_files
 from .links import DagLink, Endpoint
@@ -94,7 +95,7 @@ def _bf16_info(node) -> dict:
             "c0": ", ".join(_float_lit(v) for v in rules[:, 1])}
 
 
-def rows_infos(plan: DagPlan, ids: dict[str, str]) -> dict[str, list[dict]]:
+def rows_infos(plan: DagPlan, ids: dict[str, str], device: Device) -> dict[str, list[dict]]:
     """Each rows kernel's layers.h configuration, by kind: adds, norms, acts, softmaxes."""
     adds, norms, acts, softmaxes, matmuls = [], [], [], [], []
     for name in plan.compute:
@@ -129,7 +130,14 @@ def rows_infos(plan: DagPlan, ids: dict[str, str]) -> dict[str, list[dict]]:
             norms.append({**common, "ti": t.input.c_type, "eps": t.eps_code,
                           "types_text": f"in {t.input}, gamma {t.gamma}, out {t.output}"})
         elif node.op == "activation":
+            gen = device.generation
+            form = activation_form(t, gen)
+            lut_p = gen.lut_parallel_accesses if form == "lut" else 0
             acts.append({**common, "ti": t.input.c_type, "function": node.attrs["function"], "variant": t.variant,
+                         "lut_p": lut_p, "lut_v": gen.lut_repeat_bits // 16 if lut_p else 1, "vec": form == "vector",
+                         "form_text": {"lut": f"aie::parallel_lookup, aie::lut<{lut_p}, int16>",
+                                       "vector": "vector interpolation, knots read by the scalar unit"}.get(
+                                           form, "scalar loop (activation_fixed.h)"),
                          "table": int(node.params["table"].size), "min": t.input.min_code, "seg": t.segment_bits,
                          "lo": t.output.min_code, "hi": t.output.max_code,
                          "types_text": f"in {t.input}, out {t.output}"})
@@ -140,6 +148,7 @@ def rows_infos(plan: DagPlan, ids: dict[str, str]) -> dict[str, list[dict]]:
                 raise PlanError(f"softmax '{name}' holds {rp.rows_per_part} rows per tile, not whole {mq}-row "
                                 "attention masks", layer=name, hint="use a batch that splits into whole samples")
             softmaxes.append({**common, "ti": t.input.c_type, "table": t.table_size, "sd": t.index_shift,
+                              "vec": softmax_vectorised(t, rp.features, keep is not None),
                               "fo": t.output.frac, "hi": t.output.max_code, "mq": mq,
                               "keep": None if keep is None else [int(v) for v in np.asarray(keep).reshape(-1)],
                               "types_text": f"in {t.input}, out {t.output}"})
@@ -326,7 +335,7 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
                     version=version, name=name, ident=ident, n=len(table), what=what, ctype=ctype,
                     table_text=_c_array(table.astype(np.int64), tt))
                 headers.append(f"weights/{ident}_table.h")
-    rows = rows_infos(plan, ids)
+    rows = rows_infos(plan, ids, device)
     mapped = lower(plan, placement, ids, headers, device)
     tin = plan.graph.tensors[plan.graph.inputs[0]].dtype
     tout = plan.graph.tensors[plan.graph.outputs[0]].dtype

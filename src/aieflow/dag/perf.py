@@ -37,7 +37,11 @@ from ..perf.activation import (  # noqa: F401 - cnn/perf.py reads the constants 
     SM_OUT_CYCLES,
     SM_ROW_CYCLES,
     activation_cycles,
+    activation_form,
+    activation_form_cycles,
     softmax_cycles,
+    softmax_vector_cycles,
+    softmax_vectorised,
 )
 from ..perf.simulate import kernel_stage, run_pipeline
 from .links import DagLink
@@ -81,7 +85,7 @@ def layernorm_vectorised(features: int, in_bytes: int, out_bytes: int) -> bool:
 # form, COPY_CYCLES (2) per element (scalar, transposed when TRANS_B).
 MM_MAC_CYCLES = 1
 MM_OUT_CYCLES = 4
-# Activation and softmax (dag_kernels.h Activation, Softmax on activation_fixed.h): perf/activation.py.
+# Activation and softmax (dag_kernels.h Activation, Softmax: vector forms or activation_fixed.h): perf/activation.py.
 CALL_CYCLES = 16  # as perf/kernel.py's call_cycles (assumed there)
 # An in-memory transpose of a port's block (dag_kernels.h transpose_block): a scalar copy per element.
 TRANSPOSE_CYCLES = COPY_CYCLES
@@ -129,7 +133,7 @@ class DagPerformance:
                    "stages": [asdict(s) for s in self.stages], "skip_slack": dict(self.skip_slack)})
 
 
-def rows_kernel_cycles(plan: DagPlan, name: str) -> float:
+def rows_kernel_cycles(plan: DagPlan, name: str, device: Device) -> float:
     rp = plan.rows[name]
     elems = rp.rows_per_part * rp.features
     ports = 3 if rp.op in ("add", "matmul") else 2
@@ -138,9 +142,16 @@ def rows_kernel_cycles(plan: DagPlan, name: str) -> float:
     if rp.op == "add":
         body = math.ceil(elems / 16) * ADD_CYCLES_PER_VECTOR
     elif rp.op == "activation":
-        body = activation_cycles(elems, bool(plan.node(name).types.segment_bits))
+        t = plan.node(name).types
+        form = activation_form(t, device.generation)
+        body = activation_form_cycles(elems, form if form in ("lut", "vector") else
+                                      ("interpolated" if t.segment_bits else "table"), device.generation)
     elif rp.op == "softmax":
-        body = softmax_cycles(rp.rows_per_part, rp.features)
+        if softmax_vectorised(plan.node(name).types, rp.features,
+                              plan.node(name).params.get("keep") is not None):
+            body = softmax_vector_cycles(rp.rows_per_part, rp.features)
+        else:
+            body = softmax_cycles(rp.rows_per_part, rp.features)
     else:
         vectors = math.ceil(rp.features / 16) * rp.rows_per_part
         t = plan.node(name).types
@@ -190,7 +201,7 @@ def kernel_cost(plan: DagPlan, name: str, device: Device) -> Cost:
         spec, _ = kernel_stage(node, device)
         return Cost(name, "kernel", spec.bound, spec.occupancy_ns, spec.delay_ns, spec.tiles, spec.cycles, spec.macs,
                     spec.peak_macs_per_cycle)
-    cycles = rows_kernel_cycles(plan, name)
+    cycles = rows_kernel_cycles(plan, name, device)
     macs = 0
     if node.op == "matmul":  # the dynamic products count as MACs too
         m, k, n = matmul_dims(plan.graph, node, plan.operands[name])

@@ -253,8 +253,19 @@ def rows_memory(node: Node, rows_per_part: int, features: int, device: Device) -
             return io + table + (_aligned(2 * features) if node.op == "softmax" else 0) + reserved
         return io + 2 * _aligned(2 * features) + _aligned(4 * features) + reserved
     if node.op in ("activation", "softmax"):  # the int32 table (+ softmax: one row of exp values)
-        table = _aligned(4 * int(node.params["table"].size))
-        return io + table + (_aligned(4 * features) if node.op == "softmax" else 0) + reserved
+        from ..perf.activation import activation_form, softmax_vectorised
+
+        size = int(node.params["table"].size)
+        table = _aligned(4 * size)
+        if node.op == "softmax":  # + the vector rows' table indices
+            return io + table + _aligned(4 * features) * (2 if softmax_vectorised(t, features, node.params.get("keep") is not None) else 1) + reserved
+        form = activation_form(t, gen)
+        if form == "lut":  # + aie::lut's two int16 copies, each block twice (UG1603)
+            v = gen.lut_repeat_bits // 16
+            table += 2 * _aligned(2 * 2 * (-(-size // v)) * v)
+        elif form == "vector":  # + the 16 lanes' two knots
+            table += 2 * _aligned(4 * 16)
+        return io + table + reserved
     lanes = -(-features // 16) * 16
     params = _aligned(features * 2) + _aligned(features * 8) + 2 * _aligned(lanes * 4)
     return io + params + reserved

@@ -1,6 +1,7 @@
-"""Cycle constants of the scalar activation and softmax code (``templates/kernels/activation_fixed.h``),
+"""Cycle constants of the activation and softmax code: the scalar code (``templates/kernels/activation_fixed.h``),
 shared by the DAG's standalone kernels (``dag/perf.py``), the CNN's post layer (``cnn/perf.py``) and
-the activation / softmax fused into a Dense kernel (``perf/kernel.post_cycles``).
+the activation / softmax fused into a Dense kernel (``perf/kernel.post_cycles``), and the DAG kernels'
+vector forms (``dag_kernels.h``: ``aie::parallel_lookup``, the vector interpolation and softmax rows).
 
 None has a published figure: each is **assumed** from the operations the code issues (stated at
 each constant), and none was fitted.  They are the least certain part of any estimate that uses
@@ -35,3 +36,69 @@ def activation_cycles(values: int, interpolated: bool) -> int:
 def softmax_cycles(rows: int, features: int) -> int:
     """A softmax over ``rows`` rows of ``features`` contiguous codes."""
     return rows * (features * (SM_MAX_CYCLES + SM_EXP_CYCLES + SM_OUT_CYCLES) + SM_ROW_CYCLES)
+
+
+# ----------------------------------------------------------------------------- vector forms
+# dag_kernels.h Activation / Softmax take a vector form where these predicates say so (the emitter
+# writes the same answer into the kernel's config); the scalar constants above cost the rest.
+#
+# Activation, 8-bit input, full table (``lut``): aie::parallel_lookup of 32 lanes.  Assumed: one
+# table access per lane, ``lut_parallel_accesses`` of them per cycle (UG1603: 4 on AIE-ML, 8 on
+# AIE-MLv2), so 32 / P cycles per 32 lanes, plus ACT_LUT_EXTRA_CYCLES for the vector load, the
+# int16 -> int8 SRS and the store where they do not overlap the lookups.  No published cycle figure.
+ACT_LUT_LANES = 32
+ACT_LUT_EXTRA_CYCLES = 2
+# Activation, 16-bit input, interpolation (``vector``): per element the two knots read by the scalar
+# unit (a lane extract, two data-dependent loads on the two load units, two stores on the one store
+# unit: the store unit bounds it at 2 cycles), per 16 lanes 6 vector operations (downshift, upshift,
+# sub, mul, mac, SRS; then max, min and the narrowing SRS share bundles with them and the store).
+# Assumed, no published figure.
+ACT_VEC_GATHER_CYCLES = 2
+ACT_VEC_CYCLES = 6
+ACT_VEC_LANES = 16
+# Softmax, rows of whole 16-lane vectors: per 16 lanes 1 cycle for the running maximum, 3 for the
+# index (widen, sub + downshift, min, store), 1 for the sum, 5 for the output (mul, accumulator add,
+# mac, SRS, min, narrowing SRS, store); per element 1 for the exp read (two loads on the two load
+# units and one store); per row SM_ROW_CYCLES for the divide and SM_VEC_ROW_CYCLES for reduce_max,
+# reduce_add and the broadcast.  Assumed, no published figure.
+SM_VEC_CYCLES = 10
+SM_VEC_GATHER_CYCLES = 1
+SM_VEC_ROW_CYCLES = 20
+
+
+def activation_form(types, generation) -> str:
+    """``lut`` (8-bit input, full table, a generation with aie::lut), ``vector`` (16-bit input,
+    interpolation) or ``scalar``; float types: ``float``."""
+    if types.is_float:
+        return "float"
+    if types.segment_bits == 0 and types.input.container_bits == 8 and generation.lut_parallel_accesses > 0:
+        return "lut"
+    if types.input.container_bits == 16 and 1 <= types.segment_bits <= 14:
+        return "vector"
+    return "scalar"
+
+
+def softmax_vectorised(types, features: int, masked: bool = False) -> bool:
+    """Whether ``dag_kernels.h`` Softmax takes its vector rows (its ``VEC``); a masked softmax (an
+    attention mask's keep table) takes the scalar rows of ``activation_fixed.h``."""
+    return not masked and not types.is_float and features % 16 == 0 and features > 0
+
+
+def activation_form_cycles(values: int, form: str, generation) -> int:
+    """An activation over ``values`` codes in the given form (the scalar tail after the vectors at
+    the scalar constants)."""
+    if form == "lut":
+        vec = values // ACT_LUT_LANES
+        per = ACT_LUT_LANES // generation.lut_parallel_accesses + ACT_LUT_EXTRA_CYCLES
+        return vec * per + (values - vec * ACT_LUT_LANES) * ACT_TABLE_CYCLES
+    if form == "vector":
+        vec = values // ACT_VEC_LANES
+        return (vec * (ACT_VEC_LANES * ACT_VEC_GATHER_CYCLES + ACT_VEC_CYCLES)
+                + (values - vec * ACT_VEC_LANES) * ACT_INTERP_CYCLES)
+    return activation_cycles(values, form == "interpolated")
+
+
+def softmax_vector_cycles(rows: int, features: int) -> int:
+    """The vector softmax over ``rows`` rows of ``features`` (a multiple of 16) codes."""
+    return rows * ((features // 16) * SM_VEC_CYCLES + features * SM_VEC_GATHER_CYCLES + SM_ROW_CYCLES
+                   + SM_VEC_ROW_CYCLES)

@@ -9,7 +9,8 @@
 //   LayerNorm:   the integer algorithm of ops/layernorm.py per row: S1, S2, V = n S2 - S1^2 (+ eps),
 //                normalised integer square root, 16-bit reciprocal 2^46 / r, z = round_even(D inv / 2^s),
 //                y = srs(z gamma + beta, SHIFT).
-//   Activation, Softmax: activation_fixed.h (ops/activation.py's table / interpolation and softmax).
+//   Activation, Softmax: ops/activation.py's table / interpolation and softmax: vector forms (aie::parallel_lookup,
+//                vector interpolation and softmax rows) where the config says so, else activation_fixed.h.
 //   MatMul:      y = srs(sum_k a_ik b_kj, SHIFT) per sample (ops/matmul.py): exact products summed in 64-bit
 //                accumulator lanes, one SRS with the output's rounding / saturation.
 // Every SRS is followed by narrow.h's range of an output type narrower than its container (OUT_LO /
@@ -287,27 +288,89 @@ public:
 // ---------------------------------------------------------------------------- Activation
 // Config (generated in layers.h):
 //   struct act_cfg { using TI, TO; static constexpr unsigned SIZE, TABLE; static constexpr int MIN, SEG,
-//                    LO, HI; per port P in IN, OUT: bool P_T, unsigned P_S, P_A, P_B; };
-// A scalar loop (activation_fixed.h): the table lookup is a data-dependent load (AIE-ML has no
-// vector gather).
+//                    LO, HI; static constexpr unsigned LUT_P, LUT_V; static constexpr bool VEC;
+//                    per port P in IN, OUT: bool P_T, unsigned P_S, P_A, P_B; };
+// Three forms, each the emulation's definition (activation_fixed.h) bit for bit:
+//   LUT_P > 0 (8-bit input, full table, AIE-ML family): aie::parallel_lookup of 32 lanes from an int16
+//     aie::lut<LUT_P> holding the output codes, index x - MIN (bias -MIN, saturating: every code is in
+//     range); the table laid out as UG1603 documents (blocks of LUT_V values, each twice, two copies).
+//   VEC (16-bit input, interpolation): per 16 lanes the index i = (x >> SEG) - (MIN >> SEG) and r = x mod
+//     2^SEG in vector registers (MIN is a multiple of 2^SEG), the two knots T[i], T[i + 1] read by a scalar
+//     loop (AIE-ML has no gather for int32 knots of 1025 entries), then T[i] (2^SEG - r) + T[i + 1] r in
+//     64-bit lanes (= T[i] 2^SEG + (T[i + 1] - T[i]) r, exact), one SRS by SEG rounding positive_inf
+//     (floor(v / 2^SEG + 1/2): the emulation's + 2^(SEG-1) >> SEG), then max LO / min HI.
+//   otherwise the scalar loop of activation_fixed.h.
 template <class C>
 class Activation {
     using TI = typename C::TI;
     using TO = typename C::TO;
+    static constexpr unsigned LANES = 32;
+    static constexpr unsigned LUT_WORDS = C::LUT_P ? 2 * ((C::TABLE + C::LUT_V - 1) / C::LUT_V) * C::LUT_V : 1;
     alignas(32) int32 table_[C::TABLE];
+    alignas(32) int16 lab_[LUT_WORDS];  // the lookup table's two copies (UG1603 layout)
+    alignas(32) int16 lcd_[LUT_WORDS];
+    alignas(32) int32 ka_[C::VEC ? 16 : 1];  // the interpolation's knots of 16 lanes
+    alignas(32) int32 kb_[C::VEC ? 16 : 1];
     alignas(32) TI ti_[C::IN_T ? C::SIZE : 1];
     alignas(32) TO to_[C::OUT_T ? C::SIZE : 1];
+
+    template <unsigned L>
+    static aie::vector<TO, L> narrow_to(const aie::vector<int32, L>& v) {  // values already in TO's range
+        aie::accum<acc64, L> a;
+        a.from_vector(v, 0);
+        return a.template to_vector<TO>(0);
+    }
 
 public:
     explicit Activation(const std::vector<int32>& t) {
         for (unsigned i = 0; i < C::TABLE; ++i) table_[i] = i < t.size() ? t[i] : int32(0);
+        for (unsigned p = 0; p < LUT_WORDS; ++p) {  // entry i at (i / V) 2V + i % V and V further on
+            const unsigned i = (p / (2 * C::LUT_V)) * C::LUT_V + p % C::LUT_V;
+            lab_[p] = lcd_[p] = C::LUT_P && i < C::TABLE ? static_cast<int16>(table_[i]) : int16(0);
+        }
+        for (unsigned j = 0; j < (C::VEC ? 16u : 1u); ++j) ka_[j] = kb_[j] = 0;
     }
 
     void run(adf::input_buffer<TI>& __restrict in, adf::output_buffer<TO>& __restrict out) {
         if constexpr (C::IN_T) transpose_block<TI, C::IN_S, C::IN_A, C::IN_B>(in.data(), ti_);
         const TI* __restrict x = C::IN_T ? ti_ : in.data();
         TO* __restrict y = C::OUT_T ? to_ : out.data();
-        for (unsigned i = 0; i < C::SIZE; ++i)
+        unsigned done = 0;
+        if constexpr (C::LUT_P > 0) {
+            const aie::lut<C::LUT_P, int16> lut(C::TABLE, lab_, lcd_);
+            aie::parallel_lookup<TI, aie::lut<C::LUT_P, int16>> look(lut, 0, -C::MIN);
+            for (; done + LANES <= C::SIZE; done += LANES) {
+                const aie::vector<int16, LANES> v = look.fetch(aie::load_v<LANES>(x + done));
+                if constexpr (sizeof(TO) == 2) {
+                    aie::store_v(y + done, v);
+                } else {
+                    aie::accum<acc32, LANES> a;
+                    a.from_vector(v, 0);
+                    aie::store_v(y + done, a.template to_vector<TO>(0));  // exact: table entries are TO codes
+                }
+            }
+        } else if constexpr (C::VEC) {
+            constexpr unsigned L = 16;
+            aie::set_rounding(aie::rounding_mode::positive_inf);
+            aie::set_saturation(aie::saturation_mode::saturate);
+            const aie::vector<int16, L> one = aie::broadcast<int16, L>(static_cast<int16>(1 << C::SEG));
+            for (; done + L <= C::SIZE; done += L) {
+                const aie::vector<int16, L> v = aie::load_v<L>(x + done);
+                const aie::vector<int16, L> hi = aie::downshift(v, C::SEG);  // floor(x / 2^SEG)
+                const aie::vector<int16, L> r = aie::sub(v, aie::upshift(hi, C::SEG));
+                for (unsigned j = 0; j < L; ++j) {
+                    const int k = hi.get(j) - (C::MIN >> C::SEG);
+                    ka_[j] = table_[k];
+                    kb_[j] = table_[k + 1];
+                }
+                aie::accum<acc64, L> acc = aie::mul<acc64>(aie::load_v<L>(ka_), aie::sub(one, r));
+                acc = aie::mac(acc, aie::load_v<L>(kb_), r);
+                aie::vector<int32, L> w = acc.template to_vector<int32>(C::SEG);
+                w = aie::min(aie::max(w, static_cast<int32>(C::LO)), static_cast<int32>(C::HI));
+                aie::store_v(y + done, narrow_to<L>(w));
+            }
+        }
+        for (unsigned i = done; i < C::SIZE; ++i)
             y[i] = static_cast<TO>(aieflow_act::lookup(table_, static_cast<std::int64_t>(x[i]) - C::MIN, C::SEG, C::LO,
                                                        C::HI));
         if constexpr (C::OUT_T) transpose_block<TO, C::OUT_S, C::OUT_A, C::OUT_B>(to_, out.data());
@@ -323,29 +386,77 @@ public:
 //   struct sm_cfg { using TI, TO; static constexpr unsigned ROWS, N, TABLE; static constexpr int SD, FO, HI;
 //                   static constexpr bool MASKED; unsigned MQ; unsigned char KEEP[MQ * N] (row r keeps key j
 //                   where KEEP[(r % MQ) N + j]: a compile-time attention mask, ROWS a multiple of MQ);
-//                   per port P in IN, OUT: bool P_T, unsigned P_S, P_A, P_B; };
+//                   static constexpr bool VEC; per port P in IN, OUT: bool P_T, unsigned P_S, P_A, P_B; };
+// VEC (rows of whole 16-lane vectors): per row the maximum by aie::max + reduce_max, the table index
+// min((m - x) >> SD, TABLE - 1) in int32 lanes, the exp entries read by a scalar loop (a data-dependent
+// load per element), S by aie::add + reduce_add (S < 2^28), the reciprocal by the scalar divide, then
+// e inv in 64-bit lanes (inv <= 2^31 does not fit int32: (e (inv >> 1)) 2 + e (inv & 1)), one SRS by
+// 46 - FO rounding positive_inf (the emulation's + 2^(45-FO) >> (46-FO)), min HI.  Otherwise (and MASKED) the scalar
+// softmax_row of activation_fixed.h.  Both the emulation's definition bit for bit.
 template <class C>
 class Softmax {
     using TI = typename C::TI;
     using TO = typename C::TO;
+    static constexpr unsigned L = 16;
     alignas(32) int32 exp_[C::TABLE];
     alignas(32) int32 e_[C::N];
+    alignas(32) int32 k_[C::VEC ? C::N : 1];
     alignas(32) TI ti_[C::IN_T ? C::ROWS * C::N : 1];
     alignas(32) TO to_[C::OUT_T ? C::ROWS * C::N : 1];
+
+    static aie::vector<int32, L> widen(const TI* p) {
+        aie::accum<acc32, L> a;  // 8- / 16-bit codes fit 32-bit lanes
+        a.from_vector(aie::load_v<L>(p), 0);
+        return a.template to_vector<int32>(0);  // exact
+    }
 
 public:
     explicit Softmax(const std::vector<int32>& t) {
         for (unsigned i = 0; i < C::TABLE; ++i) exp_[i] = i < t.size() ? t[i] : int32(0);
         for (unsigned i = 0; i < C::N; ++i) e_[i] = 0;
+        for (unsigned i = 0; i < (C::VEC ? C::N : 1u); ++i) k_[i] = 0;
     }
 
     void run(adf::input_buffer<TI>& __restrict in, adf::output_buffer<TO>& __restrict out) {
         if constexpr (C::IN_T) transpose_block<TI, C::IN_S, C::IN_A, C::IN_B>(in.data(), ti_);
         const TI* __restrict x = C::IN_T ? ti_ : in.data();
         TO* __restrict y = C::OUT_T ? to_ : out.data();
-        for (unsigned row = 0; row < C::ROWS; ++row, x += C::N, y += C::N)
-            aieflow_act::softmax_row(x, y, C::N, exp_, C::TABLE, C::SD, C::FO, C::HI, e_,
-                                     C::MASKED ? C::KEEP + (row % C::MQ) * C::N : nullptr);  // attention mask
+        if constexpr (C::VEC) {
+            constexpr int RECIP = 46;
+            aie::set_rounding(aie::rounding_mode::positive_inf);
+            aie::set_saturation(aie::saturation_mode::saturate);
+            for (unsigned row = 0; row < C::ROWS; ++row, x += C::N, y += C::N) {
+                aie::vector<TI, L> mv = aie::load_v<L>(x);
+                for (unsigned i = L; i < C::N; i += L) mv = aie::max(mv, aie::load_v<L>(x + i));
+                const aie::vector<int32, L> m = aie::broadcast<int32, L>(static_cast<int32>(aie::reduce_max(mv)));
+                for (unsigned i = 0; i < C::N; i += L) {
+                    const aie::vector<int32, L> d = aie::downshift(aie::sub(m, widen(x + i)), C::SD);
+                    aie::store_v(k_ + i, aie::min(d, static_cast<int32>(C::TABLE - 1)));
+                }
+                for (unsigned i = 0; i < C::N; ++i) e_[i] = exp_[k_[i]];
+                aie::vector<int32, L> sv = aie::load_v<L>(e_);
+                for (unsigned i = L; i < C::N; i += L) sv = aie::add(sv, aie::load_v<L>(e_ + i));
+                const std::int64_t s = aie::reduce_add(sv);
+                const std::int64_t inv = ((std::int64_t(1) << RECIP) + s / 2) / s;
+                const int32 half = static_cast<int32>(inv >> 1);
+                const int32 odd = static_cast<int32>(inv & 1);
+                for (unsigned i = 0; i < C::N; i += L) {
+                    const aie::vector<int32, L> e = aie::load_v<L>(e_ + i);
+                    aie::accum<acc64, L> acc = aie::mul<acc64>(e, half);
+                    acc = aie::add(acc, acc);
+                    acc = aie::mac(acc, e, odd);
+                    const aie::vector<int32, L> w = aie::min(acc.template to_vector<int32>(RECIP - C::FO),
+                                                             static_cast<int32>(C::HI));
+                    aie::accum<acc64, L> a;
+                    a.from_vector(w, 0);
+                    aie::store_v(y + i, a.template to_vector<TO>(0));  // exact: 0 <= w <= HI
+                }
+            }
+        } else {
+            for (unsigned row = 0; row < C::ROWS; ++row, x += C::N, y += C::N)
+                aieflow_act::softmax_row(x, y, C::N, exp_, C::TABLE, C::SD, C::FO, C::HI, e_,
+                                         C::MASKED ? C::KEEP + (row % C::MQ) * C::N : nullptr);  // attention mask
+        }
         if constexpr (C::OUT_T) transpose_block<TO, C::OUT_S, C::OUT_A, C::OUT_B>(to_, out.data());
     }
     static void registerKernelClass() {

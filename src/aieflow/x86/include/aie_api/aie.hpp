@@ -10,3 +10,4 @@
 #include "../aieflow_shim/ops.hpp"
 #include "../aieflow_shim/ldst.hpp"
 #include "../aieflow_shim/mmul.hpp"
+#include "../aieflow_shim/lut.hpp"
