@@ -114,8 +114,9 @@ class CnnDesign(EmulatedNumerics):
         return {
             **design_schema.header(FORMAT, FORMAT_VERSION, "cnn"),
             "device": {"key": self.device.key, **self.device.describe()},
-            "resources": {"compute_tiles": self.plan.tiles, "compute_tiles_available": self.device.compute_tiles,
-                          "memory_tiles": 0, "plio_in": self.plan.plio_in, "plio_out": self.plan.plio_out},
+            "resources": {"compute_tiles": self.estimate().tiles_used, "compute_tiles_available": self.device.compute_tiles,
+                          "memory_tiles": self.estimate().memory_tiles_used, "plio_in": self.plan.plio_in,
+                          "plio_out": self.plan.plio_out},
             "model": self.graph.name, "config": self.config.to_json(),
             "stages": [{"name": s.name, "kind": s.kind, "source": s.source, "in_shape": list(s.geometry.in_shape),
                         "out_shape": list(s.out_shape), "activation": s.activation, "shuffle": s.shuffle,
@@ -131,11 +132,13 @@ class CnnDesign(EmulatedNumerics):
 
     def _performance_json(self) -> dict[str, Any]:
         """The common ``performance``: a batch is one frame per replica (``replicas`` frames every
-        interval), no memory tiles; then the CNN's own keys (µs, frames/s, GMAC/s, stages)."""
+        interval), the compute and memory tiles of the mapped graph; then the CNN's own keys (µs,
+        frames/s, GMAC/s, stages)."""
         e = self.estimate()
         return design_schema.performance(
             latency_ns=e.latency_s * 1e9, interval_ns=e.interval_s * 1e9, batch=e.replicas,
-            throughput_ops_per_s=2 * e.gmacs * 1e9, bound=e.bound, tiles_used=self.plan.tiles, memory_tiles_used=0,
+            throughput_ops_per_s=2 * e.gmacs * 1e9, bound=e.bound, tiles_used=e.tiles_used,
+            memory_tiles_used=e.memory_tiles_used,
             parts=[(s.stage, s.seconds * 1e9, {"kind": s.where}) for s in e.stages], extra=e.to_json())
 
     def summary(self) -> str:
