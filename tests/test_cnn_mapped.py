@@ -21,8 +21,8 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 import aieflow  # noqa: E402
-from aieflow.cnn.emit import lower  # noqa: E402
-from aieflow.cnn.emit_thesis import layer_info  # noqa: E402
+from aieflow.cnn.emit import lower, place  # noqa: E402
+from aieflow.cnn.emit_thesis import kernel_cells, layer_info  # noqa: E402
 from aieflow.cnn.emit_thesis import lower as lower_thesis  # noqa: E402
 from aieflow.mapped.adf import statements  # noqa: E402
 from aieflow.mapped.estimate import stage_graph  # noqa: E402
@@ -291,6 +291,42 @@ def _check_mutations(design):
         assert _built_stage_graph(replace(g, links=stripped)) != want
 
 
+def _plan_layer_edges(plan):
+    """(producer, consumer) stage indices the plan's stages imply: the stage before (or each part
+    of a folded concat) and a residual skip's producer; the network input is no layer."""
+    edges = set()
+    for i, s in enumerate(plan.stages):
+        parts = [k for k, _, _ in s.concat.parts] if s.concat is not None else [i - 1]
+        skip = [s.residual.skip_from] if s.residual is not None else []
+        edges |= {(k, i) for k in parts + skip if k >= 0}
+    return edges
+
+
+def _check_placement(design):
+    """The rectangles are the bounding boxes of ``cnn.emit.place``'s tiles per layer and replica;
+    the arrows the plan's producer -> consumer relations in every replica."""
+    plan = design.plan
+    placement, edges = design.mapped_placement()
+    cells: dict[str, list[tuple[int, int]]] = {}
+    for t in place(plan):
+        cells.setdefault(plan.stages[t.stage].name + (f" #{t.replica}" if t.replica else ""), []).append((t.col, t.row))
+    want = {n: (min(c for c, _ in v), min(r for _, r in v), max(c for c, _ in v) - min(c for c, _ in v) + 1,
+                max(r for _, r in v) - min(r for _, r in v) + 1) for n, v in cells.items()}
+    assert {r.layer: (r.column, r.row, r.width, r.height) for r in placement.rects} == want
+    names = [s.name for s in plan.stages]
+    tag = [""] + [f" #{q}" for q in range(1, plan.replicas)]
+    assert set(edges) == {(names[a] + t, names[b] + t) for a, b in _plan_layer_edges(plan) for t in tag}
+    assert len(edges) == len(set(edges))
+
+
+def test_the_placement_picture_reads_the_mapped_graph(design):
+    _check_placement(design)
+
+
+def test_the_placement_of_a_folded_concat(concat_design):
+    _check_placement(concat_design)  # c's arrows from b and a, none from the input
+
+
 def test_the_project_graph_is_the_rendered_mapped_graph(design):
     g = lower(design.plan)
     text = design.files["src/graph.h"]
@@ -352,3 +388,21 @@ def test_the_thesis_mapping_lowers_to_the_published_kernels(thesis):
     assert all(f"        {s};" in text for s in statements(g))
     assert 'adf::plio_128_bits, "data/conv1_in0.txt", 312.5);' in text
     assert text.count("adf::single_buffer(") == 2 * len(g.kernels)
+
+
+def test_the_thesis_placement_reads_its_mapped_graph(thesis):
+    # rectangles: each layer's kernel cells (whole columns from row 0, the published kernel counts);
+    # arrows: layer i -> i + 1 through the PL kernel between them (no kernel-to-kernel link)
+    plan = thesis.plan
+    placement, edges = thesis.mapped_placement()
+    cells: dict[str, list[tuple[int, int]]] = {}
+    for li, col, row in kernel_cells(plan):
+        cells.setdefault(plan.stages[li].name, []).append((col, row))
+    rects = {r.layer: r for r in placement.rects}
+    assert set(rects) == set(cells) and rects["conv1"].width * rects["conv1"].height >= THESIS["conv1"][0]
+    for name, v in cells.items():
+        cols, rows = [c for c, _ in v], [r for _, r in v]
+        assert (rects[name].column, rects[name].row) == (min(cols), min(rows))
+        assert (rects[name].width, rects[name].height) == (max(cols) - min(cols) + 1, max(rows) - min(rows) + 1)
+    names = [s.name for s in plan.stages]
+    assert edges == list(zip(names, names[1:], strict=False))
