@@ -265,7 +265,7 @@ def graph_title(plan: CnnPlan) -> str:
         "producer (or the window of the input PLIO) as one more input window."))
 
 
-def lower(plan: CnnPlan, tiles: list[Tile] | None = None) -> MappedGraph:
+def lower(plan: CnnPlan, tiles: list[Tile] | None = None, costs: dict | None = None) -> MappedGraph:
     """The stream mapping as a mapped graph: one kernel per stage tile and replica (``place``), a
     ``buffer`` link (an ADF window) from each producer row's last tile to every tile of the
     consumer row that reads it (a pooling row reads the producer row of its own index, a
@@ -278,10 +278,10 @@ def lower(plan: CnnPlan, tiles: list[Tile] | None = None) -> MappedGraph:
     Costs (``cnn.perf.stream_costs``, the ``estimate`` pass): every tile of stage i carries
     ``stage:<i>``, the input PLIOs ``plio:in``, the output PLIOs ``plio:out``, a skip link from a
     stage ``skip:<i>``, a concat link from a stage other than the one before ``concat:<i>:<k>``;
-    replicas carry copy 0's costs."""
+    replicas carry copy 0's costs (``costs``: ``stream_costs(plan)`` when the caller has them)."""
     from .perf import stream_costs
 
-    cost = {name: c.cost for name, c in stream_costs(plan).items()}
+    cost = {name: c.cost for name, c in (stream_costs(plan) if costs is None else costs).items()}
     tiles = place(plan) if tiles is None else tiles
     by = {(t.replica, t.stage, t.r, t.j): t for t in tiles}
     idents = stage_idents(plan.stages)

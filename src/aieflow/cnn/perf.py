@@ -1,6 +1,11 @@
 """Performance model of the CNN mappings: cycles per kernel, PL loops, PLIO transfers, frame latency
 and frames per second.
 
+The stream mapping's steps are costs (``mapped.ir.Cost``) on its mapped graph
+(:func:`stream_costs`, attached by ``cnn.emit.lower``), simulated by the one estimate engine
+(``mapped.estimate.stage_graph`` + ``perf.simulate.run_pipeline``, as the chain's and the DAG's);
+the thesis mapping's frame is still a sum of its steps (:func:`estimate_thesis`).
+
 No latency or FPS of the ESPCN thesis is published in ``shared/spec/espcn-super-resolution.md``
 (its measured figures are held back for validation), so **no constant here is fitted to a
 published figure**; each is an assumption stated where it is defined, and the thesis design's
@@ -212,10 +217,10 @@ def estimate_stream(plan: CnnPlan) -> CnnPerformance:
     buffers and the stages that read them."""
     from .emit import lower
 
-    mg = lower(plan)
+    info = stream_costs(plan)
+    mg = lower(plan, costs=info)
     sg = stage_graph(mg)
     sim = run_pipeline(to_pipeline(sg))
-    info = stream_costs(plan)
     parts = tuple(StagePerf(info[c.name].stage, info[c.name].where, c.occupancy_ns * 1e-9, info[c.name].detail)
                   for c in sg.stages)
     neck = max(parts, key=lambda p: p.seconds)
