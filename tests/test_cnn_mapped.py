@@ -2,12 +2,15 @@
 step 3): checked against the plan, with counts and sizes derived here from the plan's layers and
 stages (not from the lowering): kernels per stage and replica, every stage fed by its producer's
 windows (sizes agreeing on both ends), cascades, residual skip windows, PLIOs, distinct tiles on
-the device, and the project's graph.h is the rendering of that graph.  The thesis mapping
+the device, and the project's graph.h is the rendering of that graph; the estimate's stage graph
+(``mapped.estimate.stage_graph`` of the costed lowering) against the one the plan's stages imply,
+built here (mutations of the graph and of the lowering caught).  The thesis mapping
 (``cnn.emit_thesis.lower``) against the published per-layer kernels and PLIOs."""
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -18,10 +21,12 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 import aieflow  # noqa: E402
-from aieflow.cnn.emit import lower  # noqa: E402
-from aieflow.cnn.emit_thesis import layer_info  # noqa: E402
+from aieflow.cnn.emit import lower, place  # noqa: E402
+from aieflow.cnn.emit_thesis import kernel_cells, layer_info  # noqa: E402
 from aieflow.cnn.emit_thesis import lower as lower_thesis  # noqa: E402
 from aieflow.mapped.adf import statements  # noqa: E402
+from aieflow.mapped.estimate import stage_graph  # noqa: E402
+from aieflow.mapped.ir import Port  # noqa: E402
 from aieflow.model_zoo import cnn_classifier, espcn, residual_cnn  # noqa: E402
 from aieflow.names import c_ident  # noqa: E402
 
@@ -49,6 +54,20 @@ class Up(nn.Module):
 
     def forward(self, x):
         return self.b(nn.functional.interpolate(torch.relu(self.a(x)), scale_factor=2))
+
+
+class Cat(nn.Module):
+    """conv a -> conv b, then conv c on cat(b, a, x): a part from the stage right before c, one from
+    a stage further back (its windows moved by tile DMA) and one from the input PLIO."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a, self.b, self.c = nn.Conv2d(3, 3, 3, padding=1), nn.Conv2d(3, 3, 3, padding=1), nn.Conv2d(9, 3, 1)
+
+    def forward(self, x):
+        h = torch.relu(self.a(x))
+        return self.c(torch.cat([torch.relu(self.b(h)), h, x], dim=1))
 
 
 def _x(shape, seed=0):
@@ -173,6 +192,141 @@ def test_the_residual_cases_have_fused_adds():
         assert [s.residual.skip_from for s in d.plan.stages if s.residual is not None] == [0]
 
 
+def _plan_stage_graph(plan):
+    """The stage graph the plan implies, built here from its stages alone: {stage: producers},
+    the sink.  One stage per stage's tile group (``stage:<i>``), the input and output PLIOs
+    (``plio:in`` / ``plio:out``); stage i reads the stage before it (a pooling or convolution), or
+    each part of its folded concat; a part from a stage other than i - 1, and a fused residual add's
+    skip from a stage, pass through a tile-DMA stage of their own (``concat:<i>:<k>``,
+    ``skip:<i>``); a part or skip from the network input is read from the input PLIO."""
+    def name(k):
+        return "plio:in" if k < 0 else f"stage:{k}"
+
+    preds: dict[str, set[str]] = {"plio:in": set()}
+    for i, s in enumerate(plan.stages):
+        mine = preds.setdefault(f"stage:{i}", set())
+        parts = [k for k, _, _ in s.concat.parts] if s.concat is not None else [i - 1]
+        for k in parts:
+            if k >= 0 and k != i - 1:
+                preds[f"concat:{i}:{k}"] = {name(k)}
+                mine.add(f"concat:{i}:{k}")
+            else:
+                mine.add(name(k))
+        if s.residual is not None:
+            k = s.residual.skip_from
+            if k >= 0:
+                preds[f"skip:{i}"] = {name(k)}
+                mine.add(f"skip:{i}")
+            else:
+                mine.add(name(k))
+    preds["plio:out"] = {f"stage:{len(plan.stages) - 1}"}
+    return preds, "plio:out"
+
+
+def _built_stage_graph(mg):
+    sg = stage_graph(mg)
+    return {c.name: set(sg.after[c.name]) for c in sg.stages}, sg.sink
+
+
+@pytest.fixture(scope="module")
+def concat_design():
+    x = _x((3, 6, 6))
+    return aieflow.compile(Cat().eval(), device="vek280", example_input=x[:1], calibration=x,
+                           config={"precision": "int8", "cnn": {"replicas": 2}})
+
+
+def test_the_estimate_stage_graph_is_the_plans_stages(design):
+    _check_stage_graph(design)
+
+
+def test_the_estimate_stage_graph_of_a_folded_concat(concat_design):
+    c = concat_design.plan.stages[-1].concat
+    assert c is not None and [k for k, _, _ in c.parts] == [1, 0, -1]
+    _check_stage_graph(concat_design)
+    _check_mutations(concat_design)
+
+
+def _check_stage_graph(design):
+    plan = design.plan
+    g = lower(plan)
+    assert _built_stage_graph(g) == _plan_stage_graph(plan)
+    # every tile of stage i (every replica) carries stage i's cost: its tiles per replica and MACs
+    per_stage = Counter(k.cost.name for k in g.kernels)
+    for i, (s, lay) in enumerate(zip(plan.stages, plan.layers, strict=True)):
+        assert per_stage[f"stage:{i}"] == lay.cas_num * lay.cas_len * plan.replicas
+        cost = next(k.cost for k in g.kernels if k.node == s.name)
+        assert cost.tiles == lay.cas_num * lay.cas_len and cost.macs == s.macs and cost.kind == "kernel"
+    # the estimate is that graph's simulation: the first frame's latency is the longest path
+    # (computed here over the built graph), the interval at least the slowest stage
+    sg = stage_graph(g)
+    finish: dict[str, float] = {}
+    for c in sg.stages:
+        finish[c.name] = max((finish[p] for p in sg.after[c.name]), default=0.0) + c.occupancy_ns + c.delay_ns
+    e = design.estimate()
+    assert e.latency_s * 1e9 == pytest.approx(finish[sg.sink], rel=1e-9)
+    assert e.interval_s * 1e9 >= max(c.occupancy_ns for c in sg.stages) * (1 - 1e-9)
+    # the design's tiles are the mapped graph's kernels; no memory tiles
+    perf = design.to_json()["performance"]
+    assert perf["tiles_used"] == len(g.kernels) == plan.tiles and perf["memory_tiles_used"] == 0
+
+
+def test_a_rewired_or_uncosted_link_changes_the_stage_graph(design):
+    """The comparison above catches a lowering that feeds a stage from the wrong producer or loses
+    a DMA link's cost (the graph mutated here, as a wrong lowering would build it)."""
+    _check_mutations(design)
+
+
+def _check_mutations(design):
+    plan = design.plan
+    g = lower(plan)
+    want = _plan_stage_graph(plan)
+    # every tile of the last stage fed from the input PLIO instead of its producers' windows
+    last = {k.var for k in g.kernels if k.node == plan.stages[-1].name}
+    rewired = tuple(replace(lk, kind="plio", src=Port("in0", "out", 0)) if (lk.dst.owner in last and lk.dst.index == 0)
+                    else lk for lk in g.links)
+    assert _built_stage_graph(replace(g, links=rewired)) != want
+    costed = [lk for lk in g.links if lk.cost is not None]
+    if costed:
+        stripped = tuple(replace(lk, cost=None) if lk.cost == costed[0].cost else lk for lk in g.links)
+        assert _built_stage_graph(replace(g, links=stripped)) != want
+
+
+def _plan_layer_edges(plan):
+    """(producer, consumer) stage indices the plan's stages imply: the stage before (or each part
+    of a folded concat) and a residual skip's producer; the network input is no layer."""
+    edges = set()
+    for i, s in enumerate(plan.stages):
+        parts = [k for k, _, _ in s.concat.parts] if s.concat is not None else [i - 1]
+        skip = [s.residual.skip_from] if s.residual is not None else []
+        edges |= {(k, i) for k in parts + skip if k >= 0}
+    return edges
+
+
+def _check_placement(design):
+    """The rectangles are the bounding boxes of ``cnn.emit.place``'s tiles per layer and replica;
+    the arrows the plan's producer -> consumer relations in every replica."""
+    plan = design.plan
+    placement, edges = design.mapped_placement()
+    cells: dict[str, list[tuple[int, int]]] = {}
+    for t in place(plan):
+        cells.setdefault(plan.stages[t.stage].name + (f" #{t.replica}" if t.replica else ""), []).append((t.col, t.row))
+    want = {n: (min(c for c, _ in v), min(r for _, r in v), max(c for c, _ in v) - min(c for c, _ in v) + 1,
+                max(r for _, r in v) - min(r for _, r in v) + 1) for n, v in cells.items()}
+    assert {r.layer: (r.column, r.row, r.width, r.height) for r in placement.rects} == want
+    names = [s.name for s in plan.stages]
+    tag = [""] + [f" #{q}" for q in range(1, plan.replicas)]
+    assert set(edges) == {(names[a] + t, names[b] + t) for a, b in _plan_layer_edges(plan) for t in tag}
+    assert len(edges) == len(set(edges))
+
+
+def test_the_placement_picture_reads_the_mapped_graph(design):
+    _check_placement(design)
+
+
+def test_the_placement_of_a_folded_concat(concat_design):
+    _check_placement(concat_design)  # c's arrows from b and a, none from the input
+
+
 def test_the_project_graph_is_the_rendered_mapped_graph(design):
     g = lower(design.plan)
     text = design.files["src/graph.h"]
@@ -234,3 +388,21 @@ def test_the_thesis_mapping_lowers_to_the_published_kernels(thesis):
     assert all(f"        {s};" in text for s in statements(g))
     assert 'adf::plio_128_bits, "data/conv1_in0.txt", 312.5);' in text
     assert text.count("adf::single_buffer(") == 2 * len(g.kernels)
+
+
+def test_the_thesis_placement_reads_its_mapped_graph(thesis):
+    # rectangles: each layer's kernel cells (whole columns from row 0, the published kernel counts);
+    # arrows: layer i -> i + 1 through the PL kernel between them (no kernel-to-kernel link)
+    plan = thesis.plan
+    placement, edges = thesis.mapped_placement()
+    cells: dict[str, list[tuple[int, int]]] = {}
+    for li, col, row in kernel_cells(plan):
+        cells.setdefault(plan.stages[li].name, []).append((col, row))
+    rects = {r.layer: r for r in placement.rects}
+    assert set(rects) == set(cells) and rects["conv1"].width * rects["conv1"].height >= THESIS["conv1"][0]
+    for name, v in cells.items():
+        cols, rows = [c for c, _ in v], [r for _, r in v]
+        assert (rects[name].column, rects[name].row) == (min(cols), min(rows))
+        assert (rects[name].width, rects[name].height) == (max(cols) - min(cols) + 1, max(rows) - min(rows) + 1)
+    names = [s.name for s in plan.stages]
+    assert edges == list(zip(names, names[1:], strict=False))

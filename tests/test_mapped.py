@@ -240,3 +240,19 @@ def test_the_stage_graph_refuses_uncosted_and_inconsistent_graphs():
     clash = replace(g.kernels[2], cost=replace(g.kernels[1].cost, occupancy_ns=99.0))
     with pytest.raises(ValueError, match="two different costs"):
         pipeline(replace(g, kernels=(*g.kernels[:2], clash, g.kernels[3])))
+
+
+def test_the_mapped_graphs_resources_are_the_plans():
+    """``mapped.estimate.resources`` (what CNN designs report as ``tiles_used`` /
+    ``memory_tiles_used``) counts the chain's and the DAG's mapped graphs as their plans do: one
+    tile per kernel, the memory tiles of their links' shards."""
+    from aieflow.mapped.estimate import resources
+
+    d = _residual()
+    perf = d.to_json()["performance"]
+    assert perf["memory_tiles_used"] > 0
+    assert resources(lower(d.plan, d.placement, idents(d.plan), []), d.device) == (perf["tiles_used"],
+                                                                                   perf["memory_tiles_used"])
+    d = _chain("vck190", [256, 128, 10], batch=8)
+    perf = d.to_json()["performance"]
+    assert resources(lower_chain(d.graph, d.device, d.placement), d.device) == (perf["tiles_used"], 0)

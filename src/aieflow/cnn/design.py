@@ -114,8 +114,9 @@ class CnnDesign(EmulatedNumerics):
         return {
             **design_schema.header(FORMAT, FORMAT_VERSION, "cnn"),
             "device": {"key": self.device.key, **self.device.describe()},
-            "resources": {"compute_tiles": self.plan.tiles, "compute_tiles_available": self.device.compute_tiles,
-                          "memory_tiles": 0, "plio_in": self.plan.plio_in, "plio_out": self.plan.plio_out},
+            "resources": {"compute_tiles": self.estimate().tiles_used, "compute_tiles_available": self.device.compute_tiles,
+                          "memory_tiles": self.estimate().memory_tiles_used, "plio_in": self.plan.plio_in,
+                          "plio_out": self.plan.plio_out},
             "model": self.graph.name, "config": self.config.to_json(),
             "stages": [{"name": s.name, "kind": s.kind, "source": s.source, "in_shape": list(s.geometry.in_shape),
                         "out_shape": list(s.out_shape), "activation": s.activation, "shuffle": s.shuffle,
@@ -131,11 +132,13 @@ class CnnDesign(EmulatedNumerics):
 
     def _performance_json(self) -> dict[str, Any]:
         """The common ``performance``: a batch is one frame per replica (``replicas`` frames every
-        interval), no memory tiles; then the CNN's own keys (µs, frames/s, GMAC/s, stages)."""
+        interval), the compute and memory tiles of the mapped graph; then the CNN's own keys (µs,
+        frames/s, GMAC/s, stages)."""
         e = self.estimate()
         return design_schema.performance(
             latency_ns=e.latency_s * 1e9, interval_ns=e.interval_s * 1e9, batch=e.replicas,
-            throughput_ops_per_s=2 * e.gmacs * 1e9, bound=e.bound, tiles_used=self.plan.tiles, memory_tiles_used=0,
+            throughput_ops_per_s=2 * e.gmacs * 1e9, bound=e.bound, tiles_used=e.tiles_used,
+            memory_tiles_used=e.memory_tiles_used,
             parts=[(s.stage, s.seconds * 1e9, {"kind": s.where}) for s in e.stages], extra=e.to_json())
 
     def summary(self) -> str:
@@ -182,37 +185,55 @@ class CnnDesign(EmulatedNumerics):
         return report_html(self, path, data=data, verify=verify)
 
     def placement_svg(self) -> str:
-        """Each layer's tiles (per replica) as the generated graph places them (``cnn.emit.place``),
-        arrows from each layer to the next."""
-        from ..passes.place import Placement, Rect
+        """Each layer's tiles (per replica) as the generated graph places them, arrows from each
+        producer to the layers that read it (:meth:`mapped_placement`)."""
         from ..placement_svg import placement_svg
-        from .emit import place
-        from .emit_thesis import kernel_cells
 
-        boxes: dict[tuple[int, int], list[tuple[int, int]]] = {}
-        if self.plan.mapping == "thesis":
-            for li, col, row in kernel_cells(self.plan):
-                boxes.setdefault((0, li), []).append((col, row))
-        else:
-            for t in place(self.plan):
-                boxes.setdefault((t.replica, t.stage), []).append((t.col, t.row))
-        rects, edges = [], []
-        for (q, si), cells in sorted(boxes.items()):
-            cols, rows = [c for c, _ in cells], [r for _, r in cells]
-            name = self.plan.stages[si].name + (f" #{q}" if q else "")
-            rects.append(Rect(name, min(cols), min(rows), max(cols) - min(cols) + 1, max(rows) - min(rows) + 1))
-            if si:
-                edges.append((self.plan.stages[si - 1].name + (f" #{q}" if q else ""), name))
-            cat = self.plan.stages[si].concat
-            for k, _, _ in cat.parts if cat is not None else ():
-                if 0 <= k < si - 1:  # a concat part's windows, producer -> the convolution that reads them
-                    edges.append((self.plan.stages[k].name + (f" #{q}" if q else ""), name))
-            res = self.plan.stages[si].residual
-            if res is not None and res.skip_from >= 0:  # the skip window, producer -> the add's convolution
-                edges.append((self.plan.stages[res.skip_from].name + (f" #{q}" if q else ""), name))
+        placement, edges = self.mapped_placement()
         d = self.device
-        placement = Placement(tuple(rects), d.columns, d.rows, method=f"{self.plan.mapping} mapping")
         return placement_svg(placement, edges, d.memory_tile_rows, title=f"{self.graph.name} on {d.board}")
+
+    def mapped_placement(self):
+        """The placement read from the mapped graph the project's ``graph.h`` is written from
+        (``cnn.emit.lower`` / ``cnn.emit_thesis.lower``): one rectangle per layer and replica, the
+        bounding box of its kernels' tiles; an edge per pair of layers a link joins (a window, a
+        skip, a concat part), and in the thesis mapping per layer whose input PLIOs the PL kernel
+        after the layer before writes.  Returns (``passes.place.Placement``, edges)."""
+        from ..passes.place import Placement, Rect
+        from .emit import lower, stage_idents
+        from .emit_thesis import layer_info
+        from .emit_thesis import lower as lower_thesis
+
+        p = self.plan
+        index = {s.name: i for i, s in enumerate(p.stages)}
+        pl_edges: list[tuple[int, int]] = []
+        if p.mapping == "thesis":
+            idents = stage_idents(p.stages)
+            mg, plio_in, _ = lower_thesis(p, [layer_info(s, lay, idents[i])
+                                              for i, (s, lay) in enumerate(zip(p.stages, p.layers, strict=True))])
+            pl_edges = sorted({(q["layer"] - 1, q["layer"]) for q in plio_in if q["pl"]})
+        else:
+            mg = lower(p)
+        boxes: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        owner: dict[str, tuple[int, int]] = {}
+        for k in mg.kernels:
+            owner[k.var] = (k.replica, index[k.node])
+            boxes.setdefault(owner[k.var], []).append(k.tile)
+
+        def name(key: tuple[int, int]) -> str:
+            q, si = key
+            return p.stages[si].name + (f" #{q}" if q else "")
+
+        rects = []
+        for key, cells in sorted(boxes.items()):
+            cols, rows = [c for c, _ in cells], [r for _, r in cells]
+            rects.append(Rect(name(key), min(cols), min(rows), max(cols) - min(cols) + 1, max(rows) - min(rows) + 1))
+        pairs = [(owner[lk.src.owner], owner[lk.dst.owner]) for lk in mg.links
+                 if lk.src.owner in owner and lk.dst.owner in owner]
+        pairs += [((0, a), (0, b)) for a, b in pl_edges]
+        edges = [(name(a), name(b)) for a, b in dict.fromkeys(pairs) if a != b]
+        d = self.device
+        return Placement(tuple(rects), d.columns, d.rows, method=f"{p.mapping} mapping"), edges
 
     def report(self) -> str:
         e = self.estimate()

@@ -265,7 +265,7 @@ def graph_title(plan: CnnPlan) -> str:
         "producer (or the window of the input PLIO) as one more input window."))
 
 
-def lower(plan: CnnPlan, tiles: list[Tile] | None = None) -> MappedGraph:
+def lower(plan: CnnPlan, tiles: list[Tile] | None = None, costs: dict | None = None) -> MappedGraph:
     """The stream mapping as a mapped graph: one kernel per stage tile and replica (``place``), a
     ``buffer`` link (an ADF window) from each producer row's last tile to every tile of the
     consumer row that reads it (a pooling row reads the producer row of its own index, a
@@ -273,13 +273,22 @@ def lower(plan: CnnPlan, tiles: list[Tile] | None = None) -> MappedGraph:
     row, a fused residual add's skip window into its row's last tile, a folded channel concat's
     windows (cascade position j reads ``lay.sources[j]``: a row of the part's producer, or the input
     PLIO), and per replica one input
-    PLIO (``in{q}``) and one output PLIO per last-stage row (``out{q}_{r}``).  No memory tiles."""
+    PLIO (``in{q}``) and one output PLIO per last-stage row (``out{q}_{r}``).  No memory tiles.
+
+    Costs (``cnn.perf.stream_costs``, the ``estimate`` pass): every tile of stage i carries
+    ``stage:<i>``, the input PLIOs ``plio:in``, the output PLIOs ``plio:out``, a skip link from a
+    stage ``skip:<i>``, a concat link from a stage other than the one before ``concat:<i>:<k>``;
+    replicas carry copy 0's costs (``costs``: ``stream_costs(plan)`` when the caller has them)."""
+    from .perf import stream_costs
+
+    cost = {name: c.cost for name, c in (stream_costs(plan) if costs is None else costs).items()}
     tiles = place(plan) if tiles is None else tiles
     by = {(t.replica, t.stage, t.r, t.j): t for t in tiles}
     idents = stage_idents(plan.stages)
     kernels: list[Kernel] = []
     links: list[Link] = []
-    plios: list[Plio] = [Plio(f"in{q}", "in", PLIO_BITS, f"data/in{q}.txt") for q in range(plan.replicas)]
+    plios: list[Plio] = [Plio(f"in{q}", "in", PLIO_BITS, f"data/in{q}.txt", cost=cost["plio:in"])
+                         for q in range(plan.replicas)]
     n_stages = len(plan.layers)
 
     def producer(q: int, stage: int, row: int) -> Port:
@@ -302,18 +311,21 @@ def lower(plan: CnnPlan, tiles: list[Tile] | None = None) -> MappedGraph:
         outs = (window * s.up[0] * s.up[1] if last else None,)  # a window, or the cascade
         args = () if lay.kind == "pool" else tuple(f"aieflow_design::{t.sym}_{b}" for b in "wbtls")
         kernels.append(Kernel(t.var, s.name, f"aieflow_cnn::{t.role}<aieflow_design::{t.cfg}>", args,
-                              f"kernels/{idents[t.stage]}.cc", (t.col, t.row), tuple(ins), outs, t.replica))
+                              f"kernels/{idents[t.stage]}.cc", (t.col, t.row), tuple(ins), outs, t.replica,
+                              cost=cost[f"stage:{t.stage}"]))
         q = t.replica
         k, row = lay.sources[t.j] if lay.sources else (t.stage - 1, t.r if lay.kind == "pool" else t.j)
-        links.append(Link("plio" if k < 0 else "buffer", producer(q, k, row), Port(t.var, "in", 0)))
+        links.append(Link("plio" if k < 0 else "buffer", producer(q, k, row), Port(t.var, "in", 0),
+                          cost.get(f"concat:{t.stage}:{k}")))
         if not last:
             links.append(Link("cascade", Port(t.var, "out", 0), Port(by[(q, t.stage, t.r, t.j + 1)].var, "in", 1)))
         if last and s.residual is not None:  # the skip producer's row r window (or the input PLIO's)
             k = s.residual.skip_from
-            links.append(Link("plio" if k < 0 else "buffer", producer(q, k, t.r), Port(t.var, "in", skip_port(lay))))
+            links.append(Link("plio" if k < 0 else "buffer", producer(q, k, t.r), Port(t.var, "in", skip_port(lay)),
+                              cost.get(f"skip:{t.stage}")))
         if last and t.stage == n_stages - 1:
             port = f"out{q}_{t.r}"
-            plios.append(Plio(port, "out", PLIO_BITS, f"data/{port}.txt"))
+            plios.append(Plio(port, "out", PLIO_BITS, f"data/{port}.txt", cost=cost["plio:out"]))
             links.append(Link("plio", Port(t.var, "out", 0), Port(port, "in", 0)))
     headers = tuple(f"weights/{t.sym}.h" for t in tiles if not t.replica and plan.layers[t.stage].kind != "pool")
     return MappedGraph(tuple(kernels), (), tuple(plios), tuple(links), headers)

@@ -1,6 +1,11 @@
 """Performance model of the CNN mappings: cycles per kernel, PL loops, PLIO transfers, frame latency
 and frames per second.
 
+The stream mapping's steps are costs (``mapped.ir.Cost``) on its mapped graph
+(:func:`stream_costs`, attached by ``cnn.emit.lower``), simulated by the one estimate engine
+(``mapped.estimate.stage_graph`` + ``perf.simulate.run_pipeline``, as the chain's and the DAG's);
+the thesis mapping's frame is still a sum of its steps (:func:`estimate_thesis`).
+
 No latency or FPS of the ESPCN thesis is published in ``shared/spec/espcn-super-resolution.md``
 (its measured figures are held back for validation), so **no constant here is fitted to a
 published figure**; each is an assumption stated where it is defined, and the thesis design's
@@ -12,9 +17,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..mapped.estimate import resources, stage_graph, to_pipeline
+from ..mapped.ir import Cost
 from ..names import comment
 from ..perf.activation import activation_cycles, softmax_cycles
 from ..perf.movement import dma_transfer
+from ..perf.simulate import run_pipeline
 from .plan import CnnPlan, StreamLayer, ThesisLayer, elem_bytes, kind, round_up
 from .stages import Stage
 
@@ -27,7 +35,6 @@ PARTIAL_SUM_CYCLES_PER_VALUE = 0.25  # thesis K chunks: write + read back one pa
 PLIO_BYTES_PER_CYCLE = 16  # a 128-bit PLIO moves one word per PL clock cycle
 POOL_CYCLES_PER_ELEMENT = 1.0  # scalar window walk
 RESIDUAL_CYCLES_PER_VALUE = 3.0  # fused residual add, scalar: load the skip, align, add, round, clamp (+ ReLU)
-SKIP_BUFFER_FRAMES = 2  # a skip window is ping-pong: its producer runs at most two frames ahead of the add
 PL_LOOP_II = 1  # thesis PL loops: one element per cycle (spec)
 UPSAMPLE_STORE_CYCLES = 1.0  # fused nearest upsampling: one scalar store per extra copy of a value
 # a fused bilinear upsampling, scalar per output value (cnn_kernels.h bilinear): two tap computations
@@ -65,6 +72,8 @@ class CnnPerformance:
     bound: str  # text; the model's names in it already sanitised (names.comment)
     stages: tuple[StagePerf, ...]
     macs_per_frame: int
+    tiles_used: int = 0  # compute tiles of the mapped graph (all replicas)
+    memory_tiles_used: int = 0
 
     @property
     def fps(self) -> float:
@@ -122,122 +131,107 @@ def pool_tile_cycles(stage: Stage, lay: StreamLayer) -> float:
     return KERNEL_CALL_CYCLES + stage.geometry.pixels * lay.in_group * kh * kw * POOL_CYCLES_PER_ELEMENT
 
 
-def estimate_stream(plan: CnnPlan) -> CnnPerformance:
+@dataclass(frozen=True)
+class StageCost:
+    """One stage of the stream mapping's stage graph: the :class:`~aieflow.mapped.ir.Cost` its
+    entities carry in the mapped graph (``cnn.emit.lower``), and how the report names it."""
+
+    cost: Cost
+    stage: str  # the report's name: "input", a stage's name, "<stage>:skip", "output"
+    where: str  # "plio" | "aie" | "dma"
+    detail: str
+
+
+def _step(name: str, stage: str, where: str, seconds: float, detail: str, *, kind: str, bound: str,
+          **kernel) -> StageCost:
+    return StageCost(Cost(name, kind, bound, seconds * 1e9, **kernel), stage, where, detail)
+
+
+def stream_costs(plan: CnnPlan) -> dict[str, StageCost]:
+    """The costs ``cnn.emit.lower`` attaches to the stream mapping's mapped graph, by cost name:
+
+    * ``plio:in`` (every input PLIO: the frame over one 128-bit PLIO at the mover clock) and
+      ``plio:out`` (every output PLIO: its cascade row's share of the last stage's output);
+    * ``stage:<i>`` (every tile of stage i, all replicas: the slowest tile's cycles, ``conv_tile_cycles``
+      / ``pool_tile_cycles``; the rows run in parallel);
+    * ``skip:<i>`` (the links carrying a fused residual add's skip windows from a stage's last tiles:
+      a tile DMA, ``perf.movement.dma_transfer``, busy plus latency cycles; a skip from the network
+      input is the input PLIO's window, no cost of its own);
+    * ``concat:<i>:<k>`` (a folded channel concat's windows from stage k when k is not the stage
+      right before i: a tile DMA as the skip's).
+
+    Every stage's output is one ping-pong buffer in the simulation (``mapped.estimate``); a DMA'd
+    window is a buffer at each end (the producer's, and the one the DMA fills), so a skip or concat
+    link holds two more frames than the direct window would."""
     d = plan.device
-    parts: list[StagePerf] = []
+    out: dict[str, StageCost] = {}
     first = plan.stages[0]
     in_bytes = first.geometry.in_shape[0] * first.geometry.in_shape[1] * first.geometry.in_shape[2] * elem_bytes(first.in_type)
-    parts.append(StagePerf("input", "plio", in_bytes / PLIO_BYTES_PER_CYCLE / plan.mover_clock_hz,
-                           f"{in_bytes} B over one 128-bit PLIO"))
-    for s, lay in zip(plan.stages, plan.layers, strict=True):
+    cyc = in_bytes / PLIO_BYTES_PER_CYCLE
+    out["plio:in"] = _step("plio:in", "input", "plio", cyc / plan.mover_clock_hz, f"{in_bytes} B over one 128-bit PLIO",
+                           kind="plio", bound="plio")
+    for i, (s, lay) in enumerate(zip(plan.stages, plan.layers, strict=True)):
         if lay.kind == "pool":
             cyc = pool_tile_cycles(s, lay)
-            detail = f"{lay.cas_num} tiles, {cyc:,.0f} cycles each"
+            detail, rate = f"{lay.cas_num} tiles, {cyc:,.0f} cycles each", 0.0
         else:
             rate = d.generation.macs_per_cycle[(kind(s.in_type), kind(s.core.weight))]  # devices.py catalog
             cyc = max(conv_tile_cycles(s, lay, True, rate), conv_tile_cycles(s, lay, False, rate))
             detail = f"{lay.cas_num} x {lay.cas_len} tiles, mmul {'x'.join(map(str, lay.mmul))}, {cyc:,.0f} cycles"
-        parts.append(StagePerf(s.name, "aie", cyc / d.clock_hz, detail))
-    last = plan.stages[-1]
-    c, h, w = last.out_shape
-    out_bytes = c * h * w * elem_bytes(last.out_type) / plan.layers[-1].cas_num
-    parts.append(StagePerf("output", "plio", out_bytes / PLIO_BYTES_PER_CYCLE / plan.mover_clock_hz,
-                           f"{plan.layers[-1].cas_num} PLIO(s) of {out_bytes:.0f} B"))
-    slowest = max(parts, key=lambda p: p.seconds)
-    latency = sum(p.seconds for p in parts)
-    bound = f"{slowest.where}: {comment(slowest.stage)}"  # the model's names, sanitised once here
-    interval = slowest.seconds
-    steps: dict[int, list] = {}
-    for i, step in residual_steps(plan, parts).items():
-        steps.setdefault(i, []).append(step)
-    for i, found in concat_steps(plan, parts).items():
-        steps.setdefault(i, []).extend(found)
-    chain, parts = parts, []
-    for j, part in enumerate(chain):
-        parts.append(part)
-        added = 0.0
-        for skip, extra, cycle, what in steps.get(j - 1, ()):  # chain[j] is stage j - 1
-            if skip is not None:
-                parts.append(skip)  # listed right after its stage
-                added = max(added, extra)  # the skip windows of one stage move in parallel
-                if skip.seconds > interval:
-                    interval, bound = skip.seconds, f"dma: {comment(skip.stage)}"
-            if cycle > interval:
-                interval, bound = cycle, f"aie: {what}"
-        latency += added
-    return CnnPerformance(latency, interval, plan.replicas, bound, tuple(parts), sum(s.macs for s in plan.stages))
-
-
-def residual_steps(plan: CnnPlan, parts: list[StagePerf]) -> dict[int, tuple[StagePerf | None, float, float, str]]:
-    """What each fused residual add costs beyond its epilogue (``conv_tile_cycles``), given the
-    chain's steps ``parts`` (input PLIO, one per stage, output PLIO):
-
-    * the skip window's transfer, from the producer's tile to the convolution's last tile of each
-      row (rows in parallel): a tile DMA (``perf.movement.dma_transfer``), a step of the pipeline.
-      It overlaps the stages between the producer and the add, so it adds to the latency only what
-      exceeds them (all of it when the branch is the one convolution: its own input windows are,
-      as everywhere in this model, not costed separately).  A skip from the network input is the
-      input PLIO's window broadcast to the last tiles too: no step of its own;
-    * the skip window is double-buffered, so the producer can run at most two frames ahead of the
-      add: the producer, every stage of the branch and the add's convolution form a cycle that
-      holds two frames, and the interval is at least half its time (no bound beyond the slowest
-      step when the branch is one convolution: half of two steps is at most the larger).
-    Returns {stage index: (skip step, latency added, interval bound, what the bound is)} for the
-    residual stages."""
-    out = {}
-    for i, (s, lay) in enumerate(zip(plan.stages, plan.layers, strict=True)):
-        if s.residual is None:
-            continue
-        k = s.residual.skip_from
-        step, extra = None, 0.0
-        if k >= 0:
-            src = plan.layers[k]
+        out[f"stage:{i}"] = _step(f"stage:{i}", s.name, "aie", cyc / d.clock_hz, detail, kind="kernel", bound="compute",
+                                  tiles=lay.tiles, cycles=cyc, macs=s.macs, peak_macs_per_cycle=rate)
+        if s.residual is not None and s.residual.skip_from >= 0:
+            src = plan.layers[s.residual.skip_from]
             hops = max(1, lay.first_col + lay.cas_len - src.first_col - src.cas_len)  # last tile to last tile
-            t = dma_transfer(lay.skip_bytes, plan.device, hops)
-            secs = (t.busy_cycles + t.latency_cycles) / plan.device.clock_hz
-            step = StagePerf(f"{s.name}:skip", "dma", secs,
-                             f"skip window of {s.residual.skip_name}: {lay.cas_num} x {lay.skip_bytes} B, tile DMA")
-            between = sum(p.seconds for p in parts[k + 2:i + 1])  # parts[j + 1] is stage j; parts[0] the input
-            extra = max(0.0, secs - between)
-        cycle = sum(p.seconds for p in parts[k + 1:i + 2]) / SKIP_BUFFER_FRAMES
-        out[i] = (step, extra, cycle,
-                  f"skip buffer {comment(s.residual.skip_name)} -> {comment(s.residual.name)} ({SKIP_BUFFER_FRAMES} frames)")
-    return out
-
-
-def concat_steps(plan: CnnPlan, parts: list[StagePerf]) -> dict[int, list[tuple[StagePerf | None, float, float, str]]]:
-    """What a folded channel concat costs, as a residual skip does (``residual_steps``): each part
-    from a producer other than the stage right before the convolution is a window per producer row
-    moved by tile DMA to the cascade positions that read it (rows in parallel: the largest), a step
-    that overlaps the stages in between and adds to the latency only what exceeds them; and its
-    windows are double-buffered, so the producer, the stages between and the convolution hold at
-    most two frames: the interval is at least half their time.  A part from the network input is the
-    input PLIO's window broadcast: no step of its own, but the same two-frame bound.  One entry per
-    such producer (the parts from one producer share its windows' step)."""
-    out = {}
-    for i, (s, lay) in enumerate(zip(plan.stages, plan.layers, strict=True)):
-        if s.concat is None:
-            continue
-        far = sorted({(k, name) for k, name, _ in s.concat.parts if k != i - 1})
-        found = []
-        for k, name in far:
-            step, extra = None, 0.0
-            if k >= 0:
+            t = dma_transfer(lay.skip_bytes, d, hops)
+            out[f"skip:{i}"] = _step(f"skip:{i}", f"{s.name}:skip", "dma", (t.busy_cycles + t.latency_cycles) / d.clock_hz,
+                                     f"skip window of {s.residual.skip_name}: {lay.cas_num} x {lay.skip_bytes} B, tile DMA",
+                                     kind="dma", bound=t.bound, cycles=t.busy_cycles + t.latency_cycles)
+        if s.concat is not None:
+            for k, name in sorted({(k, name) for k, name, _ in s.concat.parts if 0 <= k != i - 1}):
                 src = plan.layers[k]
                 j = next(j for j, (kk, _) in enumerate(lay.sources) if kk == k)
                 hops = max(1, lay.first_col + j - src.first_col - src.cas_len + 1)  # last tile to position j
                 _, h, w = s.geometry.in_shape
                 nbytes = lay.in_group * h * w * elem_bytes(s.in_type)
-                t = dma_transfer(nbytes, plan.device, hops)
-                secs = (t.busy_cycles + t.latency_cycles) / plan.device.clock_hz
-                step = StagePerf(f"{s.name}:concat:{name}", "dma", secs,
-                                 f"concat window of {name}: {nbytes} B per producer row, tile DMA")
-                extra = max(0.0, secs - sum(p.seconds for p in parts[k + 2:i + 1]))
-            cycle = sum(p.seconds for p in parts[k + 1:i + 2]) / SKIP_BUFFER_FRAMES
-            found.append((step, extra, cycle,
-                          f"concat buffer {comment(name)} -> {comment(s.name)} ({SKIP_BUFFER_FRAMES} frames)"))
-        out[i] = found
+                t = dma_transfer(nbytes, d, hops)
+                out[f"concat:{i}:{k}"] = _step(
+                    f"concat:{i}:{k}", f"{s.name}:concat:{name}", "dma", (t.busy_cycles + t.latency_cycles) / d.clock_hz,
+                    f"concat window of {name}: {nbytes} B per producer row, tile DMA", kind="dma", bound=t.bound,
+                    cycles=t.busy_cycles + t.latency_cycles)
+    last = plan.stages[-1]
+    c, h, w = last.out_shape
+    out_bytes = c * h * w * elem_bytes(last.out_type) / plan.layers[-1].cas_num
+    out["plio:out"] = _step("plio:out", "output", "plio", out_bytes / PLIO_BYTES_PER_CYCLE / plan.mover_clock_hz,
+                            f"{plan.layers[-1].cas_num} PLIO(s) of {out_bytes:.0f} B", kind="plio", bound="plio")
     return out
+
+
+def estimate_stream(plan: CnnPlan) -> CnnPerformance:
+    """The stream mapping lowered into the mapped graph with its costs (``cnn.emit.lower``,
+    :func:`stream_costs`) and that graph's stage graph simulated (``mapped.estimate``,
+    ``perf.simulate.run_pipeline``): the latency is the first frame's, the interval the steady
+    state's (a skip or concat window's buffers bound it when the producer would run further ahead
+    of the stage reading them than its slots allow).  The bound names the slowest step, or, when
+    the interval exceeds it, the windows of the stage the simulation sees blocked longest on full
+    buffers and the stages that read them."""
+    from .emit import lower
+
+    info = stream_costs(plan)
+    mg = lower(plan, costs=info)
+    sg = stage_graph(mg)
+    sim = run_pipeline(to_pipeline(sg))
+    parts = tuple(StagePerf(info[c.name].stage, info[c.name].where, c.occupancy_ns * 1e-9, info[c.name].detail)
+                  for c in sg.stages)
+    neck = max(parts, key=lambda p: p.seconds)
+    bound = f"{neck.where}: {comment(neck.stage)}"  # the model's names, sanitised once here
+    if sim.interval_ns > neck.seconds * 1e9 * (1 + 1e-6):
+        held = max(sim.stages, key=lambda st: st.blocked_ns).name
+        readers = ", ".join(comment(info[n].stage) for n in sg.after if held in sg.after[n])
+        bound = f"buffers: the windows of {comment(info[held].stage)} (read by {readers}) are full"
+    tiles, memtiles = resources(mg, plan.device)
+    return CnnPerformance(sim.latency_ns * 1e-9, sim.interval_ns * 1e-9, plan.replicas, bound, parts,
+                          sum(s.macs for s in plan.stages), tiles, memtiles)
 
 
 def thesis_kernel_cycles(lay: ThesisLayer) -> float:
@@ -287,7 +281,14 @@ def estimate_thesis(plan: CnnPlan) -> CnnPerformance:
         by_where[p.where] = by_where.get(p.where, 0.0) + p.seconds
     where = max(by_where, key=by_where.get)
     bound = f"{where} ({100 * by_where[where] / latency:.0f}% of the frame)"
-    return CnnPerformance(latency, latency, plan.replicas, bound, tuple(parts), sum(s.macs for s in plan.stages))
+    from .emit import stage_idents
+    from .emit_thesis import layer_info, lower
+
+    idents = stage_idents(plan.stages)
+    mg, _, _ = lower(plan, [layer_info(s, lay, idents[i]) for i, (s, lay) in enumerate(zip(plan.stages, plan.layers, strict=True))])
+    tiles, memtiles = resources(mg, plan.device)
+    return CnnPerformance(latency, latency, plan.replicas, bound, tuple(parts), sum(s.macs for s in plan.stages),
+                          tiles, memtiles)
 
 
 def estimate(plan: CnnPlan) -> CnnPerformance:

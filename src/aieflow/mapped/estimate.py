@@ -24,11 +24,14 @@ and resources).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..passes.transport import PING_PONG
 from ..perf.simulate import Pipeline, StageSpec, stage_order
 from .ir import Cost, MappedGraph
+
+CTYPE_BYTES = {"int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "bfloat16": 2, "int32": 4, "uint32": 4, "float": 4}
 
 
 @dataclass(frozen=True)
@@ -111,3 +114,15 @@ def to_pipeline(sg: StageGraph) -> Pipeline:
         for c in sg.stages
     )
     return Pipeline(specs, {f"out:{c.name}": PING_PONG for c in sg.stages if c.name != sg.sink}, sink=sg.sink)
+
+
+def resources(mg: MappedGraph, device) -> tuple[int, int]:
+    """(compute tiles, memory tiles) the mapped graph uses: one tile per kernel (every replica's;
+    ``MappedGraph.check`` keeps them distinct), and per shared buffer the memory tiles its bytes
+    need, at least one (none on a device without memory tiles)."""
+    mem = 0
+    if device.memory_tile_bytes:
+        for b in mg.buffers:
+            nbytes = math.prod(b.dims) * CTYPE_BYTES[b.ctype]
+            mem += max(1, math.ceil(nbytes / device.memory_tile_bytes))
+    return len(mg.kernels), mem
