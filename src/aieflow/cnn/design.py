@@ -97,6 +97,10 @@ class CnnDesign(EmulatedNumerics):
 
     @cached_property
     def _performance(self) -> CnnPerformance:
+        if self.plan.mapping == "rows":
+            from .rows import estimate_rows
+
+            return estimate_rows(self.plan)
         return estimate(self.plan)
 
     # ------------------------------------------------------------------ reports
@@ -144,7 +148,11 @@ class CnnDesign(EmulatedNumerics):
                  f"({p.replicas} replica(s) x {p.tiles_per_replica}), borrowed neighbour memory "
                  f"{p.borrowed_bytes:,} B, PLIO {p.plio_in} in / {p.plio_out} out"]
         for s, lay in zip(p.stages, p.layers, strict=True):
-            if isinstance(lay, StreamLayer):
+            if p.mapping == "rows":
+                shape = (f"1 kernel, {len(lay.parts)} row stream(s) in / {lay.outs} out, line buffer {lay.line_rows} "
+                         f"rows ({lay.line_bytes:,} B), {lay.row_cycles:,.0f} cycles per row"
+                         + "".join(f", skip FIFO {4 * n:,} B" for n in lay.fifo_words if n))
+            elif isinstance(lay, StreamLayer):
                 shape = f"{lay.cas_num} x {lay.cas_len} tiles"
                 if lay.kind == "conv":
                     shape += f", mmul {'x'.join(map(str, lay.mmul))}, K/tile {lay.k_tile}"
@@ -190,7 +198,12 @@ class CnnDesign(EmulatedNumerics):
         from .emit_thesis import kernel_cells
 
         boxes: dict[tuple[int, int], list[tuple[int, int]]] = {}
-        if self.plan.mapping == "thesis":
+        if self.plan.mapping == "rows":
+            from .emit_rows import place_rows
+
+            for si, (col, row) in enumerate(place_rows(self.plan)):
+                boxes.setdefault((0, si), []).append((col, row))
+        elif self.plan.mapping == "thesis":
             for li, col, row in kernel_cells(self.plan):
                 boxes.setdefault((0, li), []).append((col, row))
         else:
