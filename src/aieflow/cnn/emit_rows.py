@@ -14,13 +14,23 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
-from ..verify import VerifyError
 from ..mapped.adf import graph_header
 from ..mapped.ir import Kernel, Link, MappedGraph, Plio, Port
 from ..numerics.types import FixedType, FloatType
 from ..passes.emit import _c_array, format_values
+from ..verify import VerifyError
 from ..vitis import system_files
-from .emit import ENV, GRAPH_CLASS, PLIO_BITS, STATIC, ctype, layer_cfg, stage_idents, tile_params, words
+from .emit import (
+    ENV,
+    GRAPH_CLASS,
+    PLIO_BITS,
+    STATIC,
+    ctype,
+    layer_cfg,
+    stage_idents,
+    tile_params,
+    words,
+)
 from .plan import CnnPlan
 from .rows import RowLayer, row_stage, row_stream_layer
 

@@ -35,7 +35,18 @@ from ..errors import PlanError
 from ..names import comment
 from ..ops.conv import ConvGeometry
 from . import perf
-from .plan import STACK_BYTES, CnnPlan, StreamLayer, TileUse, elem_bytes, kind, post_bytes, round_up, stream_layer, table_bytes
+from .plan import (
+    STACK_BYTES,
+    CnnPlan,
+    StreamLayer,
+    TileUse,
+    elem_bytes,
+    kind,
+    post_bytes,
+    round_up,
+    stream_layer,
+    table_bytes,
+)
 from .stages import Stage
 
 STREAM_CYCLES_PER_VALUE = 1.0  # a scalar readincr / writeincr of one value on a 32-bit core stream (assumed)

@@ -70,11 +70,15 @@ struct RowLines {
     }
 };
 
-template <class C, unsigned NO, class T>
-inline void write_rows(output_stream<T>* const (&outs)[NO], const T* __restrict row, unsigned rows, unsigned values) {
-    for (unsigned i = 0; i < rows; ++i)
+// Rows i = 0 .. UP - 1 of a block stored (channel, i, x) (ConvCore::store_up's order, CHW of
+// the UP upsampled rows), each to every output stream, channel by channel.
+template <unsigned NO, class T>
+inline void write_rows(output_stream<T>* const (&outs)[NO], const T* __restrict block, unsigned up, unsigned channels,
+                       unsigned width) {
+    for (unsigned i = 0; i < up; ++i)
         for (unsigned p = 0; p < NO; ++p)
-            for (unsigned v = 0; v < values; ++v) writeincr(outs[p], row[i * values + v]);
+            for (unsigned c = 0; c < channels; ++c)
+                for (unsigned x = 0; x < width; ++x) writeincr(outs[p], block[(c * up + i) * width + x]);
 }
 
 // One convolution stage: NI input streams (concat parts), NO output streams.
@@ -92,7 +96,7 @@ inline void write_rows(output_stream<T>* const (&outs)[NO], const T* __restrict 
                 lines_.window(ins, oy);                                                                     \
                 Core::template compute<false, false>(lines_.lines, patch_, weights_, bias_, out_, nullptr,   \
                                                      nullptr, table_, lut_, slope_, nullptr, pre_, post_e_);  \
-                write_rows<C>(outs, out_, C::UP_H, C::OG * C::OW * C::UP_W);                                \
+                write_rows(outs, out_, C::UP_H, C::OG, C::OW * C::UP_W);                                        \
             }                                                                                               \
             lines_.finish(ins);                                                                             \
         }                                                                                                   \
@@ -139,7 +143,7 @@ AIEFLOW_ROW_CONV(RowConv_2_2, 2, 2, AIEFLOW_ROW_IN(0), AIEFLOW_ROW_IN(1), AIEFLO
                 for (unsigned c = 0; c < C::C_IN; ++c)                                                      \
                     for (unsigned ox = 0; ox < C::OW; ++ox)                                                 \
                         out_[c * C::OW + ox] = Pool<C>::window(lines_.lines + c * C::KH * C::W, 0, ox);     \
-                write_rows<C>(outs, out_, 1, C::C_IN * C::OW);                                              \
+                write_rows(outs, out_, 1, C::C_IN, C::OW);                                                        \
             }                                                                                               \
             lines_.finish(ins);                                                                             \
         }                                                                                                   \
