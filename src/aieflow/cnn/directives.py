@@ -312,9 +312,11 @@ def make_plan(device: Device, stages: tuple[Stage, ...], config: Config) -> CnnP
         try:
             return stream_design(device, stages, config, settings)
         except PlanError as frame_error:
+            if config.targeted:  # a target searches whole-frame plans; rows has nothing to search
+                raise
             try:
                 return rows_design(device, stages, config, settings)
-            except PlanError:
+            except (PlanError, ConfigError):
                 raise frame_error from None
     return stream_design(device, stages, config, settings)
 
