@@ -97,6 +97,10 @@ class CnnDesign(EmulatedNumerics):
 
     @cached_property
     def _performance(self) -> CnnPerformance:
+        if self.plan.mapping == "rows":
+            from .rows import estimate_rows
+
+            return estimate_rows(self.plan)
         return estimate(self.plan)
 
     # ------------------------------------------------------------------ reports
@@ -147,7 +151,11 @@ class CnnDesign(EmulatedNumerics):
                  f"({p.replicas} replica(s) x {p.tiles_per_replica}), borrowed neighbour memory "
                  f"{p.borrowed_bytes:,} B, PLIO {p.plio_in} in / {p.plio_out} out"]
         for s, lay in zip(p.stages, p.layers, strict=True):
-            if isinstance(lay, StreamLayer):
+            if p.mapping == "rows":
+                shape = (f"1 kernel, {len(lay.parts)} row stream(s) in / {lay.outs} out, line buffer {lay.line_rows} "
+                         f"rows ({lay.line_bytes:,} B), {lay.row_cycles:,.0f} cycles per row"
+                         + "".join(f", skip FIFO {4 * n:,} B" for n in lay.fifo_words if n))
+            elif isinstance(lay, StreamLayer):
                 shape = f"{lay.cas_num} x {lay.cas_len} tiles"
                 if lay.kind == "conv":
                     shape += f", mmul {'x'.join(map(str, lay.mmul))}, K/tile {lay.k_tile}"
@@ -212,6 +220,10 @@ class CnnDesign(EmulatedNumerics):
             mg, plio_in, _ = lower_thesis(p, [layer_info(s, lay, idents[i])
                                               for i, (s, lay) in enumerate(zip(p.stages, p.layers, strict=True))])
             pl_edges = sorted({(q["layer"] - 1, q["layer"]) for q in plio_in if q["pl"]})
+        elif p.mapping == "rows":
+            from .emit_rows import lower as lower_rows
+
+            mg = lower_rows(p)
         else:
             mg = lower(p)
         boxes: dict[tuple[int, int], list[tuple[int, int]]] = {}

@@ -2,7 +2,7 @@
 
 ```yaml
 cnn:
-  mapping: thesis            # thesis | stream (default: stream, aieflow's own design)
+  mapping: thesis            # stream (frame) | rows | thesis (default auto: whole frames when they fit, else rows)
   replicas: auto             # stream only: copies of the design (auto: as many as fit)
   mover_clock_mhz: 312.5     # mm2s / s2mm and PLIO clock
 layers:
@@ -41,7 +41,7 @@ from .plan import (
 )
 from .stages import Stage
 
-MAPPINGS = ("stream", "thesis")
+MAPPINGS = ("stream", "rows", "thesis", "auto")
 _TOP = {"mapping", "replicas", "mover_clock_mhz"}
 _STREAM_KEYS = {"groups"}
 _THESIS_KEYS = {"tile", "kernels", "k_chunks", "k_pad", "mmul", "plio_in", "pl_kernel", "pl_clock_mhz"}
@@ -59,8 +59,8 @@ def design_settings(config: Config) -> dict[str, Any]:
     unknown = set(raw) - _TOP
     if unknown:
         raise ConfigError(f"cnn: unknown key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(_TOP))}")
-    mapping = str(raw.get("mapping", "stream")).lower()
-    if mapping in ("ours", "auto"):
+    mapping = str(raw.get("mapping", "auto")).lower()
+    if mapping in ("ours", "frame"):
         mapping = "stream"
     if mapping not in MAPPINGS:
         raise ConfigError(f"cnn.mapping {raw['mapping']!r} is not one of {', '.join(MAPPINGS)}")
@@ -190,7 +190,7 @@ def explore_stream(device: Device, stages: tuple[Stage, ...], config: Config) ->
     design estimate (``cnn.perf.estimate``) of that very plan."""
     settings = design_settings(config)
     _check_device(device, stages)
-    if settings["mapping"] != "stream":
+    if settings["mapping"] not in ("stream", "auto"):
         raise ConfigError("explore searches the stream mapping; the thesis mapping is fixed by its directives",
                           hint="leave cnn.mapping out (stream) to explore")
     # every replica count is a candidate on the front; the pick is compile's (the target's, or
@@ -306,7 +306,35 @@ def make_plan(device: Device, stages: tuple[Stage, ...], config: Config) -> CnnP
             raise ConfigError("config option 'target' does not apply to the thesis mapping: its directives fix the "
                               "design", hint="leave target out, or use cnn.mapping stream")
         return thesis_design(device, stages, config, settings)
+    if settings["mapping"] == "rows":
+        return rows_design(device, stages, config, settings)
+    if settings["mapping"] == "auto":  # whole frames when they fit; row streaming when they do not
+        try:
+            return stream_design(device, stages, config, settings)
+        except PlanError as frame_error:
+            if config.targeted:  # a target searches whole-frame plans; rows has nothing to search
+                raise
+            try:
+                return rows_design(device, stages, config, settings)
+            except (PlanError, ConfigError):
+                raise frame_error from None
     return stream_design(device, stages, config, settings)
+
+
+def rows_design(device: Device, stages: tuple[Stage, ...], config: Config, settings: dict[str, Any]) -> CnnPlan:
+    """The rows mapping (``cnn/rows.py``): one kernel per stage, no choices to search; a target and
+    per-layer ``groups`` are refused by name."""
+    from .rows import rows_plan
+
+    if config.targeted:
+        raise ConfigError("config option 'target' does not apply to the rows mapping: one kernel per layer, nothing "
+                          "to search", hint="leave target out, or use cnn.mapping stream")
+    for s in stages:
+        d = _directives(config, s, _STREAM_KEYS, "rows")
+        if d:
+            raise ConfigError(f"layers.{s.name}.mapping: {', '.join(sorted(d))} do(es) not apply to the rows mapping "
+                              "(one kernel per layer)", hint="leave layers.<name>.mapping out with cnn.mapping rows")
+    return rows_plan(device, stages, settings)
 
 
 def describe(raw: Mapping[str, Any]) -> str:

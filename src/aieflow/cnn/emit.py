@@ -358,6 +358,10 @@ def project_files(plan: CnnPlan, perf_json: dict, summary: str, xq: np.ndarray, 
         from .emit_thesis import thesis_files
 
         return thesis_files(plan, perf_json, summary, xq, yq, trace)
+    if plan.mapping == "rows":
+        from .emit_rows import rows_files
+
+        return rows_files(plan, perf_json, summary, xq, yq)
     idents = stage_idents(plan.stages)
     layers = [layer_cfg(plan, s, lay, idents[i]) for i, (s, lay) in enumerate(zip(plan.stages, plan.layers, strict=True))]
     tiles = place(plan)

@@ -123,6 +123,12 @@ def verify(design: CnnDesign, x: Any = None, samples: int = 16, seed: int = 0,
             write_input(work, xq)
             run_s = _run(binary, work, None)
             got = read_output(work, expected.shape)
+        elif design.plan.mapping == "rows":
+            from .emit_rows import read_rows_output, write_rows_input
+
+            write_rows_input(design.plan, work, xq)
+            run_s = _run(binary, work, n)
+            got = read_rows_output(design.plan, work, n)
         else:
             got, run_s = _run_stream(design, binary, work, xq, out_t, expected.shape[1:])
     bad = _differs(expected.reshape(n, -1), got.reshape(n, -1)).reshape(expected.shape)

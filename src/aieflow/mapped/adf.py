@@ -19,8 +19,12 @@ def statements(g: MappedGraph) -> list[Code]:
     for k in g.kernels:
         for side, sizes in (("in", k.in_sizes), ("out", k.out_sizes)):
             out += [Code(f"adf::dimensions({k.var}.{side}[{i}]) = {{{n}}}") for i, n in enumerate(sizes) if n is not None]
-    for link in g.links:
+    for n, link in enumerate(g.links):
         how = "<adf::cascade>" if link.kind == "cascade" else ""
+        if link.fifo_depth:  # a named net and its FIFO depth (UG1079 "FIFO Depth")
+            out.append(Code(f"adf::connect<> net{n}({link.src.ref()}, {link.dst.ref()})"))
+            out.append(Code(f"adf::fifo_depth(net{n}) = {int(link.fifo_depth)}"))
+            continue
         out.append(Code(f"adf::connect{how}({link.src.ref()}, {link.dst.ref()})"))
     for k in g.kernels:  # UG1079 buffer location constraints: ping and pong at their addresses
         for side, i, where in k.locations:

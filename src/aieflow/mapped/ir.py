@@ -24,10 +24,11 @@ from dataclasses import KW_ONLY, dataclass
 
 from .tiling import NdTiling
 
-LINK_KINDS = ("cascade", "buffer", "memtile", "plio")
+LINK_KINDS = ("cascade", "buffer", "memtile", "plio", "stream")
 """How a link moves data: a cascade (accumulator to the next tile), a buffer (tile to tile, or tile
 to a memory tile's port: ``adf::connect`` of two buffer ports), a memory-tile shared buffer port
-(its tiling says which elements), a PLIO (to or from the PL / the data file)."""
+(its tiling says which elements), a PLIO (to or from the PL / the data file), a stream (kernel stream
+ports, ``readincr`` / ``writeincr``: the CNN rows mapping's rows)."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,7 @@ class Link:
     src: Port
     dst: Port
     cost: Cost | None = None  # a transfer on the link itself (an AIE1 tile DMA between non-neighbours)
+    fifo_depth: int = 0  # a stream's FIFO (``adf::fifo_depth``, 32-bit words, UG1079 DMA FIFO); 0: the default
 
 
 @dataclass(frozen=True)

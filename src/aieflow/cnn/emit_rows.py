@@ -1,0 +1,170 @@
+"""The rows mapping's project (:mod:`aieflow.cnn.rows`): its kernels lowered into the mapped graph
+(:func:`lower`: one kernel per stage, ``stream`` links between them, a skip's FIFO depth, one input
+and one output PLIO), ``src/layers.h`` (each stage's one-row configuration, the stream mapping's,
+plus its frame geometry), ``templates/cnn/rows_kernels.h``, the weights, the x86 harness and the
+data files.  Rows travel in order, each row channel by channel, so a frame on a PLIO is its
+(H, C, W) transpose.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from .. import __version__
+from ..mapped.adf import graph_header
+from ..mapped.ir import Kernel, Link, MappedGraph, Plio, Port
+from ..numerics.types import FixedType, FloatType
+from ..passes.emit import _c_array, format_values
+from ..verify import VerifyError
+from ..vitis import system_files
+from .emit import (
+    ENV,
+    GRAPH_CLASS,
+    PLIO_BITS,
+    STATIC,
+    ctype,
+    layer_cfg,
+    stage_idents,
+    tile_params,
+    words,
+)
+from .plan import CnnPlan
+from .rows import RowLayer, row_stage, row_stream_layer
+
+STATIC_ROWS = {**STATIC, "src/kernels/rows_kernels.h": "cnn/rows_kernels.h"}
+
+
+def place_rows(plan: CnnPlan) -> list[tuple[int, int]]:
+    """One tile per stage, column after column along the first row, then the next rows."""
+    cols = plan.device.columns
+    return [(i % cols, i // cols) for i in range(len(plan.layers))]
+
+
+def role(lay: RowLayer) -> str:
+    return f"Row{'Pool' if lay.kind == 'pool' else 'Conv'}_{len(lay.parts)}_{lay.outs}"
+
+
+def _readers(plan: CnnPlan) -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for i, lay in enumerate(plan.layers):
+        for p, _ in lay.parts:
+            out.setdefault(p, []).append(i)
+    return out
+
+
+def lower(plan: CnnPlan) -> MappedGraph:
+    """Kernel ``k_<stage>`` per stage (stream ports only), a ``stream`` link from each part's
+    producer (output port = its readers' order) to the reader's input port, with the skip FIFO's
+    depth; the input PLIO ``in0`` to every stage that reads the network input, the last stage to
+    ``out0``."""
+    idents = stage_idents(plan.stages)
+    readers = _readers(plan)
+    cells = place_rows(plan)
+    kernels, links = [], []
+    plios = [Plio("in0", "in", PLIO_BITS, "data/in0.txt"), Plio("out0", "out", PLIO_BITS, "data/out0.txt")]
+    for i, (s, lay) in enumerate(zip(plan.stages, plan.layers, strict=True)):
+        var, ident = f"k_{idents[i]}", idents[i]
+        args = () if lay.kind == "pool" else tuple(f"aieflow_design::{ident}_r0_c0_{b}" for b in "wbtls")
+        kernels.append(Kernel(var, s.name, f"aieflow_cnn::{role(lay)}<aieflow_design::{ident}_rows>", args,
+                              f"kernels/{ident}.cc", cells[i], (None,) * len(lay.parts), (None,) * lay.outs))
+        for j, (p, _) in enumerate(lay.parts):
+            src = Port("in0", "out", 0) if p < 0 else Port(f"k_{idents[p]}", "out", readers[p].index(i))
+            links.append(Link("plio" if p < 0 else "stream", src, Port(var, "in", j),
+                              fifo_depth=lay.fifo_words[j] if lay.fifo_words else 0))
+    links.append(Link("plio", Port(f"k_{idents[-1]}", "out", 0), Port("out0", "in", 0)))
+    headers = tuple(f"weights/{idents[i]}_r0_c0.h" for i, lay in enumerate(plan.layers) if lay.kind != "pool")
+    return MappedGraph(tuple(kernels), (), tuple(plios), tuple(links), headers)
+
+
+def graph_title(plan: CnnPlan) -> str:
+    return "\n".join((
+        f"ADF graph (UG1079): the rows CNN mapping, {len(plan.layers)} kernels, one per stage, each run once per",
+        "frame: rows stream between them (readincr / writeincr), a skip's stream through a FIFO (fifo_depth);",
+        "one input PLIO (frames as rows, each row channel by channel) and one output PLIO."))
+
+
+def frames_as_rows(x: np.ndarray) -> np.ndarray:
+    """(N, C, H, W) -> the values in stream order: (N, H, C, W)."""
+    return np.ascontiguousarray(np.asarray(x).transpose(0, 2, 1, 3))
+
+
+def rows_files(plan: CnnPlan, perf_json: dict, summary: str, xq: np.ndarray, yq: np.ndarray) -> dict[str, str]:
+    idents = stage_idents(plan.stages)
+    readers = _readers(plan)
+    layers, rows, params = [], [], {}
+    for i, (s, lay) in enumerate(zip(plan.stages, plan.layers, strict=True)):
+        rs, rl = row_stage(s), row_stream_layer(plan.device, s)
+        L = layer_cfg(plan, rs, rl, idents[i])
+        L["comment"] = f"{s.source}: rows mapping, one kernel; one-row view"
+        layers.append(L)
+        rows.append({"cfg": f"{idents[i]}_rows", "base": L["cfg"], "ident": idents[i], "name": s.name,
+                     "roles": [role(lay)], "ih": s.geometry.in_shape[1], "ish": s.geometry.stride[0],
+                     "ipt": s.geometry.padding[0], "ioh": s.out_hw[0], "nin": len(lay.parts),
+                     "nout": len(readers.get(i, [])) or 1, "part_c": [c for _, c in lay.parts],
+                     "padv": L.get("pad", 0) if lay.kind == "conv" else 0})
+        if lay.kind == "pool":
+            continue
+        p = tile_params(rs, rl, 0, 0)
+        wt = s.core.weight
+        ot = s.core.output if not s.is_float else s.conv_type
+        params[f"{idents[i]}_r0_c0"] = {
+            "w": _c_array(p["w"], wt), "b": _c_array(p["b"], s.out_type if s.is_float else FixedType(32, 0)) if "b" in p else "",
+            "t": _c_array(p["t"], ot) if "t" in p else "", "l": _c_array(p["l"], s.out_type) if "l" in p else "",
+            "s": _c_array(p["s"], s.out_type) if "s" in p else "",
+            "tw": ctype(wt), "tb": "float" if s.is_float else "int32", "to": ctype(s.conv_type)}
+    mapped = lower(plan)
+    iterations = max(1, xq.shape[0])
+    ctx = {"version": __version__, "device": plan.device, "layers": layers, "rows": rows, "iterations": iterations,
+           "graph_var": "cnn_graph", "plio_bits": PLIO_BITS, "graph_class": GRAPH_CLASS, "perf": perf_json,
+           "summary": summary, "params": params, "plan": plan}
+    files = {
+        "src/layers.h": ENV.get_template("rows_layers.h.j2").render(**ctx),
+        "src/graph.h": graph_header(mapped, GRAPH_CLASS, version=__version__, device=plan.device, title=graph_title(plan)),
+        "src/graph.cpp": ENV.get_template("graph.cpp.j2").render(**ctx),
+        "x86/harness.cpp": ENV.get_template("x86_harness.cpp.j2").render(**{**ctx, "layers": rows}),
+        "aie.cfg": ENV.get_template("aie.cfg.j2").render(**ctx),
+        "README.md": ENV.get_template("README.md.j2").render(**ctx),
+    }
+    for R in rows:
+        files[f"src/kernels/{R['ident']}.cc"] = ENV.get_template("layer_kernel.cc.j2").render(L=R, version=__version__)
+    for sym, p in params.items():
+        files[f"src/weights/{sym}.h"] = ENV.get_template("weights.h.j2").render(sym=sym, p=p, version=__version__)
+    base = resources.files("aieflow").joinpath("templates")
+    for rel, name in STATIC_ROWS.items():
+        files[rel] = base.joinpath(name).read_text()
+    in_t, out_t = plan.stages[0].in_type, plan.stages[-1].out_type
+    files["data/in0.txt"] = format_values(frames_as_rows(xq).reshape(-1), in_t, words(in_t))
+    files["data/golden_out0.txt"] = format_values(frames_as_rows(yq).reshape(-1), out_t, words(out_t))
+    files.update(system_files(
+        files, device=plan.device, graph_class=GRAPH_CLASS, graph_var="cnn_graph",
+        plio_in=[{"var": "in0", "file": "data/in0.txt", "ctype": ctype(in_t)}],
+        plio_out=[{"var": "out0", "file": "data/out0.txt", "ctype": ctype(out_t)}],
+        iterations=iterations, samples_per_iteration=1,
+        classes=[f"aieflow_cnn::{R['roles'][0]}<aieflow_design::{R['cfg']}>" for R in rows],
+        tiles=mapped.kernels, plio_bits=PLIO_BITS, refuse_hint="cnn.mapping stream"))
+    return files
+
+
+def write_rows_input(plan: CnnPlan, work: Path, xq: np.ndarray) -> None:
+    data = work / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    t = plan.stages[0].in_type
+    (data / "in0.txt").write_text(format_values(frames_as_rows(xq).reshape(-1), t, words(t)))
+
+
+def read_rows_output(plan: CnnPlan, work: Path, n: int) -> np.ndarray:
+    """The output PLIO's values back as (N, C, H, W)."""
+    c, h, w = plan.stages[-1].out_shape
+    t = plan.stages[-1].out_type
+    path = work / "out" / "data" / "out0.txt"
+    if not path.is_file():
+        path = work / "out" / "out0.txt"
+    tokens = path.read_text().split()
+    vals = (np.array(tokens, dtype=np.float64).astype(np.float32) if isinstance(t, FloatType)
+            else np.array(tokens, dtype=np.int64))
+    if vals.size != n * c * h * w:
+        raise VerifyError(f"output PLIO out0 holds {vals.size} values; {n * c * h * w} were expected")
+    return vals.reshape(n, h, c, w).transpose(0, 2, 1, 3)

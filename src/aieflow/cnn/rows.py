@@ -1,0 +1,312 @@
+"""The row-streamed CNN mapping (``cnn.mapping: rows``): frames larger than the array holds.
+
+Each stage is one kernel that runs once per frame (one graph iteration) and moves the frame row by
+row: it reads input rows from its input stream(s) as it needs them into a line buffer of ``KH``
+rows (``C_in x KH x W`` values in its tile memory: the window of one output row, with the frame's
+top / bottom padding rows filled with the padding code), computes one output row with the stream
+mapping's own convolution core (``ConvCore`` of ``cnn_kernels.h`` on a one-row "image" of
+``KH`` rows: the same patches, products, order and epilogue, so the same values), and writes it
+to its output stream(s) before it reads further.  A stride skips rows (read and dropped), a
+pooling is the stream mapping's pooling window on the line buffer, a nearest upsampling writes
+each output row ``up_h`` times, a channel concat reads one stream per part into the line buffer
+(parts in channel order).  Weights stay resident.  Nothing holds a frame: tile memory is the line
+buffer, the output row and the parameters.
+
+A concat part that skips stages (a U-Net skip) is a second output stream of its producer into a
+FIFO that holds the rows the reader has not reached yet (``adf::fifo_depth``, UG1079 DMA FIFO: a
+memory tile on AIE-ML, a tile's data memory on AIE1); its depth is the dependency lag
+(:func:`fifo_rows`).  What does not fit is a PlanError naming the layer and the size.
+
+Performance (:func:`estimate_rows`, assumed constants of ``cnn/perf.py``, none fitted): cycles
+per output row per stage (the stream mapping's conv / pooling tile cycles of a one-row stage, the
+call overhead once per frame), plus one cycle per value read from or written to a core stream and
+per value moved in the line buffer; the rows' finishing times follow a recurrence (a row starts
+when its last input row has arrived and the stage has finished its previous row), which includes
+the pipeline's fill of ``KH - 1`` rows per layer; the interval is the busiest stage or PLIO per
+frame.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..devices import Device
+from ..errors import PlanError
+from ..names import comment
+from ..ops.conv import ConvGeometry
+from . import perf
+from .plan import (
+    STACK_BYTES,
+    CnnPlan,
+    StreamLayer,
+    TileUse,
+    elem_bytes,
+    kind,
+    post_bytes,
+    round_up,
+    stream_layer,
+    table_bytes,
+)
+from .stages import Stage
+
+STREAM_CYCLES_PER_VALUE = 1.0  # a scalar readincr / writeincr of one value on a 32-bit core stream (assumed)
+LINE_SHIFT_CYCLES_PER_VALUE = 1.0  # a scalar copy of one value when the line buffer slides down (assumed)
+FIFO_SLACK_ROWS = 1  # one row in flight on top of the dependency lag
+
+
+@dataclass(frozen=True)
+class RowLayer:
+    """One stage of the rows mapping: one kernel, its stream ports and its line buffer."""
+
+    stage: str
+    kind: str  # "conv" | "pool"
+    parts: tuple[tuple[int, int], ...]  # (producer stage index, -1 the input PLIO; channels) per input stream
+    outs: int  # output streams: the next stage, and a later concat reader
+    line_rows: int  # KH
+    line_bytes: int
+    memory: TileUse
+    row_cycles: float  # per computed output row (before an upsampling's copies)
+    fifo_words: tuple[int, ...] = ()  # per input stream: adf::fifo_depth (32-bit words), 0: none
+    col: int = 0
+    outputs: int = 0  # output PLIOs (the last stage: 1)
+
+    tiles = 1
+    kernels = 1
+
+    @property
+    def plio_in(self) -> int:
+        return 1 if self.col == 0 else 0
+
+    @property
+    def plio_out(self) -> int:
+        return self.outputs
+
+    def to_json(self) -> dict:
+        return {"stage": self.stage, "kind": self.kind, "parts": [list(p) for p in self.parts], "outs": self.outs,
+                "line_rows": self.line_rows, "line_bytes": self.line_bytes, "tile_bytes": self.memory.bytes,
+                "borrowed_bytes": self.memory.borrowed, "row_cycles": self.row_cycles,
+                "fifo_words": list(self.fifo_words), "col": self.col}
+
+
+def row_geometry(s: Stage) -> ConvGeometry:
+    """The one-row view of a stage: its window of ``KH`` input rows, no vertical padding, stride 1
+    down: one output row of the same width."""
+    c, _, w = s.geometry.in_shape
+    kh, kw = s.geometry.kernel
+    _, left, _, right = s.geometry.padding
+    return ConvGeometry((c, kh, w), (kh, kw), (1, s.geometry.stride[1]), (0, left, 0, right))
+
+
+def row_stage(s: Stage) -> Stage:
+    return replace(s, geometry=row_geometry(s))
+
+
+def row_stream_layer(device: Device, s: Stage) -> StreamLayer:
+    """The stream mapping's one-tile layer of the one-row stage (its mmul shape, K per tile, the
+    group sizes ``layer_cfg`` and the cost code read)."""
+    c = s.geometry.in_shape[0]
+    return stream_layer(device, row_stage(s), 1, c, 1)
+
+
+def _parts(stages: tuple[Stage, ...], i: int) -> tuple[tuple[int, int], ...]:
+    s = stages[i]
+    if s.concat is not None:
+        return tuple((k, ch) for k, _, ch in s.concat.parts)
+    return ((i - 1, s.geometry.in_shape[0]),)
+
+
+def _refuse(s: Stage, device: Device) -> None:
+    what = ""
+    if s.residual is not None:
+        what = f"the residual add '{s.residual.name}' fused into it"
+    elif s.shuffle:
+        what = f"the pixel shuffle '{s.shuffle_name}' after it"
+    elif s.up != (1, 1) and s.up_mode != "nearest":
+        what = f"the bilinear upsampling '{s.up_name}' after it"
+    elif s.post is not None and s.post.op == "softmax":
+        what = f"the softmax '{s.post.name}' after it"
+    elif s.kind == "pool" and (s.geometry.padding[0] or s.geometry.padding[2]):
+        what = f"its top / bottom padding {s.geometry.padding[0]} / {s.geometry.padding[2]}"
+    if what:
+        raise PlanError(f"the rows mapping streams convolutions (ReLU / tables / activation heads), poolings "
+                        f"without top / bottom padding, nearest upsampling and channel concats; '{s.name}' has "
+                        f"{what}", layer=s.name, hint="use cnn.mapping stream (whole frames) for this network")
+
+
+def _need(s: Stage, oy: int) -> int:
+    """The last input row that output row ``oy`` of stage ``s`` reads (-1: none)."""
+    _, h, _ = s.geometry.in_shape
+    return min(h - 1, oy * s.geometry.stride[0] - s.geometry.padding[0] + s.geometry.kernel[0] - 1)
+
+
+def _stored_rows(s: Stage) -> int:
+    return s.out_hw[0] * s.up[0]
+
+
+def fifo_rows(stages: tuple[Stage, ...], producer: int, reader: int) -> int:
+    """Rows of ``producer``'s output (-1: the input) a FIFO into ``reader`` must hold so that the
+    producer never waits on it while the reader waits for its other parts: the most rows the
+    reader's other inputs need from the producer before the reader has taken them (dependency
+    lag, independent of timing), plus one row in flight."""
+
+    memo: dict[tuple[int, int], int] = {}
+
+    def needs(k: int, r: int) -> int:  # rows of `producer` that stored row r of stage k depends on
+        if (k, r) not in memo:
+            memo[k, r] = _needs(k, r)
+        return memo[k, r]
+
+    def _needs(k: int, r: int) -> int:
+        if k == producer:
+            return r + 1
+        if k < 0 or k < producer:
+            return 0
+        oy = r // stages[k].up[0]
+        n = _need(stages[k], oy)
+        return max((needs(p, n) for p, _ in _parts(stages, k)), default=0) if n >= 0 else 0
+
+    s = stages[reader]
+    most = 0
+    for oy in range(s.out_hw[0]):
+        n = _need(s, oy)
+        if n < 0:
+            continue
+        others = max((needs(p, n) for p, _ in _parts(stages, reader) if p != producer), default=0)
+        taken = _need(s, oy - 1) + 1 if oy else 0
+        most = max(most, others - taken)
+    return max(0, most) + FIFO_SLACK_ROWS
+
+
+def row_cycles(device: Device, s: Stage, lay: StreamLayer) -> float:
+    """Cycles per output row: the stream mapping's tile cycles of the one-row stage less its call
+    overhead (paid once per frame), plus the values the row reads from and writes to the core
+    streams and moves in the line buffer."""
+    rs = row_stage(s)
+    c, h, w = s.geometry.in_shape
+    kh, sh = s.geometry.kernel[0], s.geometry.stride[0]
+    if s.kind == "pool":
+        core = perf.pool_tile_cycles(rs, lay)
+    else:
+        rate = device.generation.macs_per_cycle[(kind(s.in_type), kind(s.core.weight))]
+        core = perf.conv_tile_cycles(rs, lay, True, rate)
+    new_rows = min(sh, kh)
+    ow = s.out_hw[1]
+    io = (new_rows * c * w + s.out_channels * ow * s.up[0] * s.up[1]) * STREAM_CYCLES_PER_VALUE
+    shift = max(0, kh - sh) * c * w * LINE_SHIFT_CYCLES_PER_VALUE
+    return core - perf.KERNEL_CALL_CYCLES + io + shift
+
+
+def rows_plan(device: Device, stages: tuple[Stage, ...], settings: dict) -> CnnPlan:
+    """The rows mapping of ``stages``: one kernel per stage; PlanErrors name the layer that does
+    not map (an unsupported fusion, a tile over its memory, more streams than a core has, a skip
+    FIFO over its memory)."""
+    if settings.get("replicas", "auto") not in ("auto", 1):
+        raise PlanError(f"cnn.replicas {settings['replicas']}: the rows mapping runs one copy of the network",
+                        hint="leave cnn.replicas out with cnn.mapping rows")
+    g = device.generation
+    limit = g.data_memory_bytes
+    fifo_limit = device.memory_tile_bytes or limit
+    readers: dict[int, list[int]] = {}
+    for i in range(len(stages)):
+        for p, _ in _parts(stages, i):
+            readers.setdefault(p, []).append(i)
+    layers: list[RowLayer] = []
+    for i, s in enumerate(stages):
+        _refuse(s, device)
+        parts = _parts(stages, i)
+        outs = len(readers.get(i, [])) or 1
+        if len(parts) > g.stream_in_ports or outs > g.stream_out_ports:
+            raise PlanError(f"'{s.name}' reads {len(parts)} and writes {outs} row stream(s); a {g.name} core has "
+                            f"{g.stream_in_ports} input and {g.stream_out_ports} output stream port(s)", layer=s.name,
+                            hint="use cnn.mapping stream, or a device whose cores have more stream ports (vck190)")
+        c, _, w = s.geometry.in_shape
+        kh = s.geometry.kernel[0]
+        eb_in, eb_out = elem_bytes(s.in_type), elem_bytes(s.out_type)
+        line = c * kh * w * eb_in
+        ow = s.out_hw[1]
+        lay = row_stream_layer(device, s)
+        out_row = s.out_channels * ow * s.up[0] * s.up[1] * eb_out
+        if s.kind == "pool":
+            mem = line + out_row + STACK_BYTES
+        else:
+            mm = lay.mmul
+            kt_pad, og_pad = round_up(lay.k_tile, mm[1]), round_up(lay.out_group, mm[2])
+            rs = row_stage(s)
+            mem = (line + og_pad * kt_pad * elem_bytes(s.core.weight) + og_pad * mm[0] * 4 * (2 if s.rq is not None else 1)
+                   + mm[0] * kt_pad * eb_in + out_row + table_bytes(s, lay.out_group) + post_bytes(rs, lay.out_group)
+                   + STACK_BYTES)
+        if mem > limit:
+            raise PlanError(f"'{s.name}' needs {mem:,} B of tile memory in the rows mapping (a line buffer of {kh} rows "
+                            f"= {line:,} B, its output row, weights), more than the {limit:,} B of a tile",
+                            layer=s.name, hint="fewer channels or a narrower frame; line buffers in memory tiles are "
+                            "not mapped yet")
+        fifo: list[int] = []
+        for p, ch in parts:
+            if p == i - 1 and len(readers.get(p, [])) <= 1:
+                fifo.append(0)  # the chain's own stream: backpressure, no deadlock
+                continue
+            width = stages[p].out_shape[2] if p >= 0 else stages[0].geometry.in_shape[2]
+            t = stages[p].out_type if p >= 0 else stages[0].in_type
+            rows = fifo_rows(stages, p, i)
+            nbytes = rows * ch * width * elem_bytes(t)
+            if nbytes > fifo_limit:
+                what = s.concat.name if s.concat is not None else s.name
+                src = f"'{stages[p].name}'" if p >= 0 else "the network input"
+                raise PlanError(f"the skip from {src} into '{s.name}' (concat '{what}') lags {rows} rows: a FIFO of "
+                                f"{nbytes:,} B, more than the {fifo_limit:,} B that hold it", layer=what,
+                                hint="a smaller frame or fewer skip channels; DDR skip buffers are not mapped yet")
+            fifo.append(-(-nbytes // 4))
+        layers.append(RowLayer(s.name, s.kind, parts, outs, kh, line, TileUse(mem, limit), row_cycles(device, s, lay),
+                               tuple(fifo), i, int(i == len(stages) - 1)))
+    if len(layers) > device.compute_tiles:
+        raise PlanError(f"{len(layers)} kernels do not fit the array's {device.compute_tiles} tiles")
+    return CnnPlan("rows", device, stages, tuple(layers), 1, settings.get("mover_clock_hz", 312.5e6))
+
+
+# ------------------------------------------------------------------------------- performance
+
+
+def estimate_rows(plan: CnnPlan) -> perf.CnnPerformance:
+    """Latency, interval and bound of the rows mapping (module docstring).
+
+    * input PLIO row r arrives at ``(r + 1) p_in``, ``p_in`` = bytes of a row / 16 B per PL cycle;
+    * stage s computes output row oy when every part's stored row ``need(oy)`` has arrived and its
+      row oy - 1 is done: ``done(oy) = max(ready, done(oy - 1)) + t_s`` (the first row adds the call
+      overhead); its stored rows (``up_h`` per computed row) are ready at ``done(oy)``;
+    * the output PLIO sends row r at ``max(ready(r), sent(r - 1)) + p_out``; latency = the last;
+    * interval = the largest of the stages' ``OH t_s + call`` and the PLIOs' ``H p``."""
+    d, stages = plan.device, plan.stages
+    clock, pl = d.clock_hz, plan.mover_clock_hz
+    first, last = stages[0], stages[-1]
+    c0, h0, w0 = first.geometry.in_shape
+    p_in = c0 * w0 * elem_bytes(first.in_type) / perf.PLIO_BYTES_PER_CYCLE / pl
+    ready: dict[int, list[float]] = {-1: [(r + 1) * p_in for r in range(h0)]}
+    busy: list[perf.StagePerf] = [perf.StagePerf("input", "plio", h0 * p_in,
+                                                 f"{h0} rows of {c0 * w0 * elem_bytes(first.in_type)} B, 128-bit PLIO")]
+    call = perf.KERNEL_CALL_CYCLES / clock
+    for i, (s, lay) in enumerate(zip(stages, plan.layers, strict=True)):
+        t = lay.row_cycles / clock
+        out: list[float] = []
+        done = call
+        for oy in range(s.out_hw[0]):
+            n = _need(s, oy)
+            avail = max((ready[p][n] for p, _ in lay.parts), default=0.0) if n >= 0 else 0.0
+            done = max(avail, done) + t
+            out += [done] * s.up[0]
+        ready[i] = out
+        busy.append(perf.StagePerf(s.name, "aie", s.out_hw[0] * t + call,
+                                   f"1 kernel, {lay.row_cycles:,.0f} cycles per row x {s.out_hw[0]} rows, "
+                                   f"line buffer {lay.line_rows} rows ({lay.line_bytes:,} B)"))
+    c, h, w = last.out_shape
+    p_out = c * w * elem_bytes(last.out_type) / perf.PLIO_BYTES_PER_CYCLE / pl
+    sent = 0.0
+    for r in range(h):
+        sent = max(ready[len(stages) - 1][r], sent) + p_out
+    busy.append(perf.StagePerf("output", "plio", h * p_out, f"{h} rows of {c * w * elem_bytes(last.out_type)} B"))
+    slowest = max(busy, key=lambda p: p.seconds)
+    from ..mapped.estimate import resources
+    from .emit_rows import lower
+
+    tiles, memtiles = resources(lower(plan), plan.device)  # counted on the mapped graph, as the other mappings
+    return perf.CnnPerformance(sent, slowest.seconds, 1, f"{slowest.where}: {comment(slowest.stage)}", tuple(busy),
+                               sum(s.macs for s in stages), tiles_used=tiles, memory_tiles_used=memtiles)

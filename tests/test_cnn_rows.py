@@ -1,0 +1,134 @@
+"""The row-streamed CNN mapping (issue 25 item 2, ``cnn/rows.py``): frames larger than the array
+holds stream row by row through one kernel per layer.
+
+* x86 verify bit-exact against predict: a 32 x 32 CNN forced to rows (conv, max pooling, strided
+  conv), and the tiny U-Net (nearest upsampling, a concat skip across scales) at 256 x 256 x 3,
+  which ``auto`` maps by rows because whole frames do not fit;
+* a mutation of the halo (the window's top row ignoring the padding) fails verify;
+* the model equals the hand calculation of docs/performance.md ("Row-streamed CNN");
+* a 512 x 512 single convolution compiles; what cannot work is refused by name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+
+import aieflow  # noqa: E402
+from aieflow.errors import AieflowError, PlanError  # noqa: E402
+
+needs_cxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not found: verify builds C++20 with g++")
+
+
+class Small(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a = nn.Conv2d(3, 8, 3, padding=1)
+        self.pool = nn.MaxPool2d(2)
+        self.b = nn.Conv2d(8, 4, 3, stride=2, padding=1)
+
+    def forward(self, x):
+        return self.b(self.pool(torch.relu(self.a(x))))
+
+
+class TinyUNet(nn.Module):
+    """Encoder conv, 2 x 2 max pooling, middle conv + nearest 2 x upsampling, decoder conv on the
+    concat of the upsampled map and the encoder's skip, 1 x 1 output conv."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.e = nn.Conv2d(3, 8, 3, padding=1)
+        self.pool = nn.MaxPool2d(2)
+        self.m = nn.Conv2d(8, 8, 3, padding=1)
+        self.up = nn.Upsample(scale_factor=2, mode="nearest")
+        self.d = nn.Conv2d(16, 4, 3, padding=1)
+        self.o = nn.Conv2d(4, 3, 1)
+
+    def forward(self, x):
+        h = torch.relu(self.e(x))
+        g = self.up(torch.relu(self.m(self.pool(h))))
+        return self.o(torch.relu(self.d(torch.cat([g, h], dim=1))))
+
+
+def _compile(model, hw, n=8, device="vck190", **cnn):
+    cal = np.random.default_rng(1).standard_normal((n, 3, *hw)).astype(np.float32)
+    return aieflow.compile(model.eval(), device, cal[:1], calibration=cal, config={"precision": "int8", "cnn": cnn})
+
+
+@pytest.fixture(scope="module")
+def small():
+    return _compile(Small(), (32, 32), mapping="rows")
+
+
+@pytest.fixture(scope="module")
+def unet():
+    return _compile(TinyUNet(), (256, 256), n=4)
+
+
+@needs_cxx
+def test_small_rows_verify_bit_exact_and_halo_mutation_fails(small):
+    assert small.plan.mapping == "rows" and len(small.plan.layers) == 3
+    v = small.verify(samples=3)
+    assert v.ok and v.mismatches == 0 and v.values == 3 * 4 * 8 * 8
+    key = "src/kernels/rows_kernels.h"
+    good = "const int top = int(oy * C::ISH) - int(C::IPT);"
+    assert good in small.files[key]
+    bad = dataclasses.replace(small, files={**small.files, key: small.files[key].replace(good, "const int top = int(oy * C::ISH);")})
+    assert bad.verify(samples=2).mismatches > 0
+
+
+def test_auto_maps_the_256_unet_by_rows_and_reports_it(unet):
+    assert unet.plan.mapping == "rows"
+    with pytest.raises(PlanError, match="tile"):  # whole frames do not fit: the explicit choice is refused
+        _compile(TinyUNet(), (256, 256), n=2, mapping="stream")
+    d = unet.plan.layers[3]
+    assert d.stage == "d" and len(d.parts) == 2 and d.fifo_words[1] > 0  # the skip from e through a FIFO
+    text = unet.summary()
+    e = unet.estimate()
+    assert "rows mapping" in text and f"{e.fps:,.0f} frames/s" in text and "bound: aie: d" in text
+    assert e.latency_s > e.interval_s > 0  # the pipeline's fill adds to one frame's busiest stage
+    assert unet.to_json()["performance"]["latency_ns"] == pytest.approx(e.latency_s * 1e9)
+
+
+@needs_cxx
+def test_unet_256_verifies_bit_exact(unet):
+    v = unet.verify(samples=1)
+    assert v.ok and v.mismatches == 0 and v.values == 3 * 256 * 256
+
+
+def test_512_single_conv_compiles():
+    d = _compile(nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU()), (512, 512), n=2)
+    assert d.plan.mapping == "rows" and "src/kernels/rows_kernels.h" in d.files
+    assert d.plan.layers[0].memory.bytes < d.device.generation.data_memory_bytes
+
+
+def test_model_equals_the_hand_calculation():
+    """docs/performance.md "Row-streamed CNN": 3 x 4 x 8 int8, conv 3 -> 4, 3 x 3, padding 1, VCK190."""
+    d = _compile(nn.Sequential(nn.Conv2d(3, 4, 3, padding=1)), (4, 8), mapping="rows")
+    row = 8 + 216 + 8 + 56 + 48  # mmul, gather, epilogue, stream values, line-buffer shift
+    assert d.plan.layers[0].row_cycles == row
+    t, call = row / 1.25e9, 200 / 1.25e9
+    p_in, p_out = 24 / 16 / 312.5e6, 32 / 16 / 312.5e6
+    done = max(2 * p_in, call) + t  # row 0 waits for input rows 0 and 1
+    done = done + 3 * t  # rows 1..3: their input arrived long ago
+    e = d.estimate()
+    assert e.latency_s == pytest.approx(done + p_out, rel=1e-12)
+    assert e.interval_s == pytest.approx(4 * t + call, rel=1e-12)
+    assert e.latency_s * 1e9 == pytest.approx(1241.6)
+
+
+def test_refusals_name_the_layer():
+    with pytest.raises(PlanError, match="'e' reads 1 and writes 2 row stream.* 1 output stream port"):  # AIE-ML: one stream out
+        _compile(TinyUNet(), (32, 32), device="vek280", mapping="rows")
+    with pytest.raises(AieflowError, match="target"):
+        cal = np.random.default_rng(1).standard_normal((4, 3, 16, 16)).astype(np.float32)
+        aieflow.compile(Small().eval(), "vck190", cal[:1], calibration=cal,
+                        config={"precision": "int8", "cnn": {"mapping": "rows"}, "target": "latency"})
