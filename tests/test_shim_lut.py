@@ -88,3 +88,13 @@ def test_lut_is_refused_on_aie1_and_with_the_wrong_access_count():
         r = subprocess.run([CXX, *FLAGS, f"-D__AIE_ARCH__={arch}", f"-DAIEFLOW_LUT_P={p}", "-I", str(INCLUDE),
                             "-fsyntax-only", str(SOURCE)], capture_output=True, text=True, timeout=300)
         assert r.returncode != 0 and "aie::lut" in r.stderr
+
+
+def test_an_aie1_build_that_uses_no_lut_compiles(tmp_path):
+    """aie.hpp includes lut.hpp; its AIE1 refusal fires on a use only, not on every AIE1 build (a
+    non-dependent false assertion in the class template failed every AIE1 kernel)."""
+    src = tmp_path / "plain.cpp"
+    src.write_text("#include <adf.h>\nint main() { return 0; }\n")
+    r = subprocess.run([CXX, *FLAGS, "-D__AIE_ARCH__=10", "-I", str(INCLUDE), "-fsyntax-only", str(src)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr

@@ -29,7 +29,9 @@ enum class lut_oor_policy { saturate, truncate };
 
 template <unsigned ParallelAccesses, typename OffsetType, typename SlopeType = OffsetType>
 struct lut {
-    static_assert(aieflow_shim::is_aie_ml, "aie::lut: lookup tables exist from AIE-ML on (UG1529)");
+    // dependent on the template's parameter, so only a use on AIE1 fails (not every AIE1 build that
+    // includes aie.hpp: a non-dependent false assertion fires at the template's definition)
+    static_assert(aieflow_shim::is_aie_ml && ParallelAccesses > 0, "aie::lut: lookup tables exist from AIE-ML on (UG1529)");
     static_assert(ParallelAccesses == (aieflow_shim::arch >= 21 ? 8u : 4u),
                   "aie::lut: 4 parallel accesses on AIE-ML, 8 on AIE-MLv2 (UG1603)");
     using offset_type = OffsetType;
