@@ -7,8 +7,12 @@ and compiles them with aieflow's own pipeline: the layers become a float IR grap
 the precisions become per-layer types of the config (``layers.<name>.input / weight / bias /
 output``), under hls4ml's layer names.  Nothing is calibrated; every type is hls4ml's.
 
-Mapped: ``Input``, ``Dense`` (checked against hls4ml's io_parallel C simulation) and ``Activation`` ``relu`` (fused into the Dense before it, whose result type it must share) and
-``linear`` (an identity when its type is its input's).  A Dense layer's ``accum_t`` must hold every
+Mapped: ``Input``, ``Dense`` (checked against hls4ml's io_parallel C simulation), ``GRU`` and
+``LSTM`` converted from PyTorch (forward, batch-first, tanh / sigmoid; their weight, bias,
+recurrent_weight, recurrent_bias, accum and result types and the sigmoid / tanh table's size and
+``table_t`` become ``layers.<name>.*`` keys and ``activations``; checked against hls4ml's C
+simulation) and ``Activation`` ``relu`` (fused into the Dense before it, whose result type it must
+share) and ``linear`` (an identity when its type is its input's).  A Dense layer's ``accum_t`` must hold every
 product and partial sum exactly (hls4ml's ``auto`` inference gives such a type): the AI Engine
 accumulates exactly, so a narrower ``accum_t`` (which truncates or wraps in hls4ml) has no
 equivalent.  Everything else is refused, naming the hls4ml layer and what to change.
@@ -27,6 +31,8 @@ import numpy as np
 from ..errors import ConfigError, ModelError
 from ..ir import Graph, ImportedModel, Node, Tensor
 from ..numerics.types import FixedType, parse_type
+from ..ops.activations import FUNCTIONS as TABLE_FUNCTIONS
+from ..ops.recurrent import GATE_ORDERS, make_node, output_shape, reorder_gates
 
 # hls4ml precision classes whose C++ type is an ap_fixed (their rounding / overflow modes are
 # aieflow's FixedType modes); integer, xnor, exponent and float types are refused by name
@@ -98,6 +104,55 @@ def _check_accum(layer: Any, in_t: FixedType, w_t: FixedType, b_t: FixedType | N
             f"{need_frac} fractional and {need_int} integer bits) in the hls4ml config")
 
 
+def _recurrent(layer: Any, x: str, x_shape: tuple[int, ...]) -> tuple[Node, dict[str, Any]]:
+    """An hls4ml ``GRU`` / ``LSTM`` layer as aieflow's recurrent IR node and its config entry (types,
+    tables), or a ModelError naming the attribute that has no mapping."""
+    cell = layer.class_name.lower()
+    name = layer.name
+
+    def refuse(what: str, hint: str) -> ModelError:
+        return ModelError(f"hls4ml {layer.class_name} with {what} has no mapping in from_hls4ml", layer=name, hint=hint)
+
+    if not layer.get_attr("pytorch", False):
+        raise refuse("weights in Keras' layout (converted from Keras / QKeras)",
+                     "convert the PyTorch model with hls4ml (its weights keep PyTorch's gate order), or compile the "
+                     "Keras model's ONNX export with aieflow.compile and the types as layers.<name>.* keys")
+    checks = (("direction", "forward", "bidirectional layers"), ("time_major", False, "time-major input"),
+              ("pass_initial_states", False, "initial states passed in"), ("return_state", False, "returned states"),
+              ("activation", "tanh", None), ("recurrent_activation", "sigmoid", None))
+    for attr, want, what in checks:
+        got = layer.get_attr(attr, want)
+        if (str(got).lower() if isinstance(want, str) else bool(got)) != want:
+            raise refuse(what or f"{attr} '{got}'",
+                         f"use a forward {layer.class_name} with tanh / sigmoid, batch-first input and no initial "
+                         "state (nn.GRU / nn.LSTM defaults, batch_first=True)")
+    if len(x_shape) != 2:
+        raise refuse(f"input of shape {x_shape}", "feed it a (sequence, features) input")
+    if cell == "gru" and str(layer.get_attr("apply_reset_gate", "after")).lower() != "after":
+        raise refuse("the reset gate applied before the product (reset_after=False)", "use reset_after=True")
+    order = GATE_ORDERS["pytorch"][cell]
+    data = {}
+    for key in ("weight", "recurrent_weight", "bias", "recurrent_bias"):
+        v = layer.weights.get(key)
+        if v is None or v.data is None:
+            raise refuse(f"no {key}", "keep the layer's biases (bias=True)")
+        data[key] = np.asarray(v.data, dtype=np.float64)
+    node = make_node(name, cell, x, name, seq_len=int(x_shape[0]),
+                     weight=reorder_gates(data["weight"], cell, order, axis=1),
+                     recurrent_weight=reorder_gates(data["recurrent_weight"], cell, order, axis=1),
+                     bias=reorder_gates(data["bias"].reshape(-1), cell, order),
+                     recurrent_bias=reorder_gates(data["recurrent_bias"].reshape(-1), cell, order),
+                     return_sequences=bool(layer.get_attr("return_sequences", False)), reset_after=True)
+    entry: dict[str, Any] = {key: fixed_type(layer.weights[key].type.precision, name, key).to_string() for key in data}
+    acc = layer.get_attr("accum_t")
+    entry["accum"] = fixed_type(getattr(acc, "precision", acc), name, "accum").to_string()
+    table_t = layer.get_attr("table_t")
+    table = {"size": int(layer.get_attr("table_size", 1024)),
+             "entry": fixed_type(getattr(table_t, "precision", table_t), name, "table").to_string()}
+    entry["activations"] = {f: dict(table) for f in TABLE_FUNCTIONS}
+    return node, entry
+
+
 def import_hls4ml(hls_model: Any) -> tuple[ImportedModel, dict[str, dict[str, str]]]:
     """The float IR graph of ``hls_model`` and the per-layer types (config ``layers`` entries)."""
     if not hasattr(hls_model, "get_layers"):
@@ -138,6 +193,14 @@ def import_hls4ml(hls_model: Any) -> tuple[ImportedModel, dict[str, dict[str, st
                 params["bias"] = np.asarray(layer.weights["bias"].data).reshape(-1)
                 b_t = fixed_type(layer.weights["bias"].type.precision, layer.name, "bias")
             k, n = params["weight"].shape
+            features = int(np.prod(tensors[x].shape))
+            if k != features:
+                raise ModelError(
+                    f"Dense weight has shape {w.shape} for an input of {features} features: hls4ml holds it as "
+                    "(outputs, inputs)", layer=layer.name,
+                    hint="hls4ml 1.3's PyTorch converter transposes Linear weights only in its channels-last pass; "
+                    "transpose them in the ModelGraph (layer.get_weights('weight').data = data.T) as its C "
+                    "simulation needs too")
             _check_accum(layer, in_t, w_t, b_t, k)
             nodes.append(Node(layer.name, "dense", (x,), (layer.name,),
                               attrs={"in_features": k, "out_features": n, "activation": None}, params=params))
@@ -149,6 +212,12 @@ def import_hls4ml(hls_model: Any) -> tuple[ImportedModel, dict[str, dict[str, st
                 entry["bias"] = b_t.to_string()
             types[layer.name] = entry
             dense_of[layer.name] = layer.name
+        elif cls in ("GRU", "LSTM"):
+            node, entry = _recurrent(layer, x, tensors[x].shape)
+            nodes.append(node)
+            tensors[layer.name] = Tensor(layer.name, output_shape(node))
+            entry["output"] = out_t.to_string()
+            types[layer.name] = {"input": in_t.to_string(), **entry} if x == graph_input else entry
         elif cls == "Activation" and str(layer.get_attr("activation")).lower() == "relu":
             if x not in dense_of or types[dense_of[x]]["output"] != out_t.to_string():
                 raise ModelError(
@@ -170,18 +239,15 @@ def import_hls4ml(hls_model: Any) -> tuple[ImportedModel, dict[str, dict[str, st
         else:
             what = f"{cls} '{layer.get_attr('activation')}'" if cls == "Activation" else cls
             raise ModelError(
-                f"hls4ml layer of class {what} has no mapping in from_hls4ml, which maps Input, Dense and ReLU "
-                "(and linear activations of their input's type)",
+                f"hls4ml layer of class {what} has no mapping in from_hls4ml, which maps Input, Dense, GRU, LSTM "
+                "and ReLU (and linear activations of their input's type)",
                 layer=layer.name,
-                hint=("compile the PyTorch model with aieflow.compile and hls4ml's types as layers.<name>.weight / "
-                      "bias / recurrent_weight / recurrent_bias / accum / output: its GRU / LSTM layers are bit-exact "
-                      "with hls4ml's C simulation (docs/recurrent.md)") if cls in ("GRU", "LSTM") else
-                "compile the PyTorch / ONNX model with aieflow.compile (its types written as layers.<name>.* "
+                hint="compile the PyTorch / ONNX model with aieflow.compile (its types written as layers.<name>.* "
                 "in the config) for the layers aieflow maps there")
         tensor_of[layer.name] = layer.name
         type_of[layer.name] = out_t
     if graph_input is None or not nodes:
-        raise ModelError("the hls4ml model has no Input layer or no Dense layer to compile")
+        raise ModelError("the hls4ml model has no Input layer or no Dense / GRU / LSTM layer to compile")
     last = layers[-1].name
     graph = Graph(tuple(nodes), tensors, (graph_input,), (tensor_of[last],), name=str(getattr(
         getattr(hls_model, "config", None), "get_project_name", lambda: "hls4ml_model")()))
