@@ -159,6 +159,13 @@ def import_hls4ml(hls_model: Any) -> tuple[ImportedModel, dict[str, dict[str, st
         raise ConfigError(f"from_hls4ml takes an hls4ml ModelGraph (hls4ml.converters.convert_from_*), got "
                           f"{type(hls_model).__name__}")
     layers = list(hls_model.get_layers())
+    conv = next((la for la in layers if "Conv" in la.class_name), None)
+    if conv is not None:  # named before the Transpose layers hls4ml's channels-last pass puts around it
+        raise ModelError(
+            f"hls4ml layer of class {conv.class_name} has no mapping in from_hls4ml (Input, Dense, GRU, LSTM and "
+            "ReLU are mapped)", layer=conv.name,
+            hint="compile the PyTorch / ONNX model with aieflow.compile, hls4ml's types written as layers.<name>.input "
+            "/ weight / bias / output in the config: aieflow's CNN mapping takes fixed-point convolutions there")
     by_output: dict[str, Any] = {}
     nodes: list[Node] = []
     tensors: dict[str, Tensor] = {}
