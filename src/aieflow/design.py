@@ -84,7 +84,7 @@ class Design:
     def quantise_input(self, x: Any) -> np.ndarray:
         """Float samples -> what the graph input carries (codes, or float32 / bf16 values)."""
         x = self._check_input(x)
-        if np.issubdtype(x.dtype, np.floating) and np.isnan(x).any():
+        if not isinstance(self.input_type, FloatType) and np.issubdtype(x.dtype, np.floating) and np.isnan(x).any():
             raise ConfigError("input contains NaN")
         return self._quantise_checked(x)
 
