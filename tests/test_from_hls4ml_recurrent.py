@@ -159,6 +159,12 @@ def test_a_table_in_the_config_is_refused_beside_the_models(compiled):
                             config={"layers": {"rnn": {"activations": {"sigmoid": "exact"}}}})
 
 
+def test_weights_rounding_is_refused_for_the_recurrent_layer(compiled):
+    with pytest.raises(aieflow.errors.ConfigError, match="weights_rounding: hls4ml") as e:
+        aieflow.from_hls4ml(compiled["gru_head"], device="vek280", config={"weights_rounding": "hls4ml"})
+    assert e.value.layer == "rnn"
+
+
 def test_unmapped_recurrent_attributes_are_refused_by_name(compiled):
     hm = compiled["lstm_sequence"]
     layer = next(x for x in hm.get_layers() if x.class_name == "LSTM")
