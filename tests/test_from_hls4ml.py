@@ -173,15 +173,14 @@ def test_refusals(hls, tmp_path):
         aieflow.from_hls4ml(_convert(m, tmp_path / "sm"), device="vek280")
     assert e.value.layer == "_1"
 
-    # a convolution (hls4ml converts it here, with its channels-last Transpose layers): named, not the Transpose
-    cnn = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(72, 2))
+    # a pooling layer after a convolution (both convert here; Conv2D is mapped, tests/test_from_hls4ml_conv.py)
+    cnn = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.MaxPool2d(2), torch.nn.Flatten(), torch.nn.Linear(18, 2))
     cfg = hls4ml.utils.config_from_pytorch_model(cnn, input_shape=(1, 8, 8), granularity="name", backend="Vitis")
-    for io_type in ("io_parallel", "io_stream"):
-        hc = hls4ml.converters.convert_from_pytorch_model(cnn, hls_config=cfg, output_dir=str(tmp_path / io_type),
-                                                          backend="Vitis", io_type=io_type)
-        with pytest.raises(ModelError, match="Conv2D") as e:
-            aieflow.from_hls4ml(hc, device="vek280")
-        assert e.value.layer == "_0" and "aieflow.compile" in e.value.hint
+    hc = hls4ml.converters.convert_from_pytorch_model(cnn, hls_config=cfg, output_dir=str(tmp_path / "pool"),
+                                                      backend="Vitis", io_type="io_parallel")
+    with pytest.raises(ModelError, match="Pooling") as e:
+        aieflow.from_hls4ml(hc, device="vek280")
+    assert e.value.layer == "_1" and "aieflow.compile" in e.value.hint
 
     # an accumulator that rounds the sums
     def narrow(cfg):

@@ -7,7 +7,10 @@ and compiles them with aieflow's own pipeline: the layers become a float IR grap
 the precisions become per-layer types of the config (``layers.<name>.input / weight / bias /
 output``), under hls4ml's layer names.  Nothing is calibrated; every type is hls4ml's.
 
-Mapped: ``Input``, ``Dense`` (checked against hls4ml's io_parallel C simulation), ``GRU`` and
+Mapped: ``Input``, ``Dense`` (checked against hls4ml's io_parallel and io_stream C simulations),
+``Conv2D`` from hls4ml's channels-last pass (its ``Transpose`` layers identities in aieflow's
+(C, H, W) graph, ``ZeroPadding2D`` the convolution's padding, a flattening ``Reshape`` a reshape with
+the next Dense's rows put back into (C, H, W) order), ``GRU`` and
 ``LSTM`` converted from PyTorch (forward, batch-first, tanh / sigmoid; their weight, bias,
 recurrent_weight, recurrent_bias, accum and result types and the sigmoid / tanh table's size and
 ``table_t`` become ``layers.<name>.*`` keys and ``activations``; checked against hls4ml's C
@@ -31,6 +34,7 @@ import numpy as np
 from ..errors import ConfigError, ModelError
 from ..ir import Graph, ImportedModel, Node, Tensor
 from ..numerics.types import FixedType, parse_type
+from ..ops import conv as conv_op
 from ..ops.activations import FUNCTIONS as TABLE_FUNCTIONS
 from ..ops.recurrent import GATE_ORDERS, make_node, output_shape, reorder_gates
 
@@ -159,20 +163,18 @@ def import_hls4ml(hls_model: Any) -> tuple[ImportedModel, dict[str, dict[str, st
         raise ConfigError(f"from_hls4ml takes an hls4ml ModelGraph (hls4ml.converters.convert_from_*), got "
                           f"{type(hls_model).__name__}")
     layers = list(hls_model.get_layers())
-    conv = next((la for la in layers if "Conv" in la.class_name), None)
-    if conv is not None:  # named before the Transpose layers hls4ml's channels-last pass puts around it
-        raise ModelError(
-            f"hls4ml layer of class {conv.class_name} has no mapping in from_hls4ml (Input, Dense, GRU, LSTM and "
-            "ReLU are mapped)", layer=conv.name,
-            hint="compile the PyTorch / ONNX model with aieflow.compile, hls4ml's types written as layers.<name>.input "
-            "/ weight / bias / output in the config: aieflow's CNN mapping takes fixed-point convolutions there")
     by_output: dict[str, Any] = {}
     nodes: list[Node] = []
     tensors: dict[str, Tensor] = {}
     types: dict[str, dict[str, str]] = {}
     tensor_of: dict[str, str] = {}  # hls4ml layer name -> the IR tensor holding its output
     type_of: dict[str, FixedType] = {}  # hls4ml layer name -> its result type
-    dense_of: dict[str, str] = {}  # IR tensor -> the Dense layer whose output (after fusion) it is
+    dense_of: dict[str, str] = {}  # IR tensor -> the Dense / Conv2D layer whose output (after fusion) it is
+    # hls4ml's channels-last pass: layers whose (C, H, W) output hls4ml holds as (H, W, C), and flattened
+    # IR tensors whose hls4ml flattening ran in (H, W, C) order (the Dense after it has its rows so)
+    hwc: set[str] = set()
+    flat_hwc: dict[str, tuple[int, int, int]] = {}
+    pad_of: dict[str, tuple[int, ...]] = {}  # ZeroPadding2D layers (io_stream): padding of the Conv2D after them
     graph_input = None
     for layer in layers:
         cls = layer.class_name
@@ -191,6 +193,9 @@ def import_hls4ml(hls_model: Any) -> tuple[ImportedModel, dict[str, dict[str, st
         x = tensor_of[src.name]
         in_t = type_of[src.name]
         out_t = _output_type(layer)
+        if src.name in pad_of and cls != "Conv2D":
+            raise ModelError(f"ZeroPadding2D '{src.name}' feeds a {cls}; from_hls4ml maps it as the padding of the "
+                             "Conv2D after it", layer=layer.name, hint="pad in the convolution (Conv2d padding=...)")
         if cls == "Dense":
             w = np.asarray(layer.weights["weight"].data)
             w_t = fixed_type(layer.weights["weight"].type.precision, layer.name, "weight")
@@ -200,6 +205,9 @@ def import_hls4ml(hls_model: Any) -> tuple[ImportedModel, dict[str, dict[str, st
                 params["bias"] = np.asarray(layer.weights["bias"].data).reshape(-1)
                 b_t = fixed_type(layer.weights["bias"].type.precision, layer.name, "bias")
             k, n = params["weight"].shape
+            if x in flat_hwc and k == int(np.prod(flat_hwc[x])):  # rows in (H, W, C) order -> (C, H, W)
+                c, h, wd = flat_hwc[x]
+                params["weight"] = params["weight"][np.arange(c * h * wd).reshape(h, wd, c).transpose(2, 0, 1).reshape(-1)]
             features = int(np.prod(tensors[x].shape))
             if k != features:
                 raise ModelError(
@@ -219,6 +227,72 @@ def import_hls4ml(hls_model: Any) -> tuple[ImportedModel, dict[str, dict[str, st
                 entry["bias"] = b_t.to_string()
             types[layer.name] = entry
             dense_of[layer.name] = layer.name
+        elif cls == "Conv2D":
+            c_in = int(layer.get_attr("n_chan"))
+            if (x == graph_input and src.name not in hwc and c_in == 1
+                    and tuple(tensors[x].shape) == (int(layer.get_attr("in_height")), int(layer.get_attr("in_width")), 1)):
+                # one channel: hls4ml's channels-last pass leaves the input (H, W, 1) without a
+                # Transpose (the same memory order as (1, H, W), which the IR takes)
+                tensors[x] = Tensor(x, (1, *tensors[x].shape[:2]))
+                hwc.add(src.name)
+            if src.name not in hwc:
+                raise ModelError("Conv2D on an input hls4ml holds channels-first: from_hls4ml maps the layout of "
+                                 "hls4ml's channels-last pass", layer=layer.name,
+                                 hint="convert with channels_last_conversion='full' (config_from_pytorch_model's default)")
+            w = np.asarray(layer.weights["weight"].data)  # (kh, kw, C, O)
+            if int(layer.get_attr("dilation", 1) or 1) != 1 or w.ndim != 4:
+                raise ModelError(f"Conv2D with dilation {layer.get_attr('dilation')} / weight shape {w.shape} has no "
+                                 "mapping in from_hls4ml", layer=layer.name, hint="use an undilated, ungrouped Conv2d")
+            w_t = fixed_type(layer.weights["weight"].type.precision, layer.name, "weight")
+            bias, b_t = None, None
+            if "bias" in layer.weights and layer.weights["bias"].data is not None:
+                bias = np.asarray(layer.weights["bias"].data).reshape(-1)
+                b_t = fixed_type(layer.weights["bias"].type.precision, layer.name, "bias")
+            _check_accum(layer, in_t, w_t, b_t, int(w.shape[0] * w.shape[1] * w.shape[2]))
+            node = conv_op.make_node(
+                layer.name, x, layer.name, tensors[x].shape, w.transpose(3, 2, 0, 1), bias,
+                stride=(int(layer.get_attr("stride_height")), int(layer.get_attr("stride_width"))),
+                padding=tuple(int(layer.get_attr(f"pad_{side}")) + p for side, p in zip(
+                    ("top", "left", "bottom", "right"), pad_of.get(src.name, (0, 0, 0, 0)), strict=True)))
+            nodes.append(node)
+            hh, ww, oo = (int(d) for d in layer.get_output_variable().shape)
+            tensors[layer.name] = Tensor(layer.name, (oo, hh, ww))
+            hwc.add(layer.name)
+            entry = {"weight": w_t.to_string(), "output": out_t.to_string()}
+            if x == graph_input:
+                entry = {"input": in_t.to_string(), **entry}
+            if b_t is not None:
+                entry["bias"] = b_t.to_string()
+            types[layer.name] = entry
+            dense_of[layer.name] = layer.name
+        elif cls == "Transpose" and len(tensors[x].shape) == 3:
+            perm = [int(p) for p in layer.get_attr("perm")]
+            if perm == [1, 2, 0] and src.name not in hwc or perm == [2, 0, 1] and src.name in hwc:
+                # hls4ml's channels-last pass: the IR keeps (C, H, W), so an identity here
+                tensor_of[layer.name] = x
+                type_of[layer.name] = in_t if out_t == in_t else out_t
+                if out_t != in_t:
+                    raise ModelError(f"Transpose with result {out_t.to_string()} from {in_t.to_string()}",
+                                     layer=layer.name, hint="give the Transpose its input's precision")
+                if perm == [1, 2, 0]:
+                    hwc.add(layer.name)
+                continue
+            raise ModelError(f"Transpose {perm} has no mapping in from_hls4ml (the channels-last pass's are mapped)",
+                             layer=layer.name, hint="leave the layout to hls4ml's channels-last conversion")
+        elif cls == "ZeroPadding2D" and src.name in hwc and out_t == in_t:
+            # hls4ml's io_stream Conv2D pads in a layer of its own: zeros (code 0, real 0), as the
+            # convolution's own padding; the IR tensor stays the unpadded one
+            pad_of[layer.name] = tuple(int(layer.get_attr(f"pad_{side}")) for side in ("top", "left", "bottom", "right"))
+            tensor_of[layer.name] = x
+            type_of[layer.name] = in_t
+            hwc.add(layer.name)
+            continue
+        elif cls == "Reshape" and out_t == in_t and len(layer.get_output_variable().shape) == 1:
+            n = int(layer.get_output_variable().shape[0])
+            nodes.append(Node(layer.name, "reshape", (x,), (layer.name,), {"shape": (n,)}))
+            tensors[layer.name] = Tensor(layer.name, (n,))
+            if src.name in hwc:
+                flat_hwc[layer.name] = tuple(tensors[x].shape)
         elif cls in ("GRU", "LSTM"):
             node, entry = _recurrent(layer, x, tensors[x].shape)
             nodes.append(node)
@@ -229,25 +303,30 @@ def import_hls4ml(hls_model: Any) -> tuple[ImportedModel, dict[str, dict[str, st
             if x not in dense_of or types[dense_of[x]]["output"] != out_t.to_string():
                 raise ModelError(
                     f"ReLU with result {out_t.to_string()} after '{src.name}' ({in_t.to_string()}): aieflow runs a "
-                    "ReLU in the Dense layer before it, whose one output type both must share",
+                    "ReLU in the Dense / Conv2D layer before it, whose one output type both must share",
                     layer=layer.name,
                     hint=f"give LayerName.{layer.name}.Precision.result the Dense layer's result type "
                     f"({in_t.to_string()}) in the hls4ml config" if x in dense_of else
-                    "a ReLU is mapped after a Dense layer only")
+                    "a ReLU is mapped after a Dense or Conv2D layer only")
             nodes.append(Node(layer.name, "relu", (x,), (layer.name,)))
             tensors[layer.name] = Tensor(layer.name, tensors[x].shape)
             dense_of[layer.name] = dense_of[x]
+            if src.name in hwc:
+                hwc.add(layer.name)
         elif cls == "Activation" and str(layer.get_attr("activation")).lower() == "linear" and out_t == in_t:
             tensor_of[layer.name] = x  # an identity: hls4ml casts to the same type
             type_of[layer.name] = in_t
             if x in dense_of:
                 dense_of[layer.name] = dense_of[x]
+            if src.name in hwc:
+                hwc.add(layer.name)
             continue
         else:
             what = f"{cls} '{layer.get_attr('activation')}'" if cls == "Activation" else cls
             raise ModelError(
-                f"hls4ml layer of class {what} has no mapping in from_hls4ml, which maps Input, Dense, GRU, LSTM "
-                "and ReLU (and linear activations of their input's type)",
+                f"hls4ml layer of class {what} has no mapping in from_hls4ml, which maps Input, Dense, Conv2D, GRU, "
+                "LSTM, ReLU, flattening Reshape and channels-last Transpose (and linear activations of their input's "
+                "type)",
                 layer=layer.name,
                 hint="compile the PyTorch / ONNX model with aieflow.compile (its types written as layers.<name>.* "
                 "in the config) for the layers aieflow maps there")
