@@ -86,3 +86,14 @@ def test_a_transpose_of_its_own_is_refused(hls):
         assert e.value.layer == layer.name and e.value.hint
     finally:
         layer.set_attr("perm", old)
+
+
+def test_verify_on_x86(hls):
+    """The generated kernels of the hls4ml model's design equal predict on x86 (one case: the
+    kernels do not depend on how the model came in)."""
+    hls, channels = hls
+    if channels == 1 or hls.config.get_config_value("IOType") != "io_parallel":
+        pytest.skip("one build suffices")
+    design = aieflow.from_hls4ml(hls, device="vek280")
+    result = design.verify(_inputs(channels)[:8])
+    assert result.ok, result.verdict()

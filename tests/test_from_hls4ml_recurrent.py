@@ -178,3 +178,10 @@ def test_unmapped_recurrent_attributes_are_refused_by_name(compiled):
             assert e.value.layer == "rnn" and e.value.hint
         finally:
             layer.set_attr(attr, old)
+
+
+def test_verify_on_x86(compiled, tmp_path):
+    """The GRU + head design's generated kernels equal predict on x86."""
+    design = aieflow.from_hls4ml(compiled["gru_head"], device="vek280")
+    result = design.verify(_inputs("gru_head")[:8], cache_dir=tmp_path)
+    assert result.ok, result.verdict()
