@@ -8,7 +8,7 @@ the precisions become per-layer types of the config (``layers.<name>.input / wei
 output``), under hls4ml's layer names.  Nothing is calibrated; every type is hls4ml's.
 
 Mapped: ``Input``, ``Dense`` (checked against hls4ml's io_parallel and io_stream C simulations),
-``Conv2D`` from hls4ml's channels-last pass (its ``Transpose`` layers identities in aieflow's
+``Conv2D`` / ``Conv1D`` (as a 2-D convolution on the (C, 1, W) view) from hls4ml's channels-last pass (its ``Transpose`` layers identities in aieflow's
 (C, H, W) graph, ``ZeroPadding2D`` the convolution's padding, a flattening ``Reshape`` a reshape with
 the next Dense's rows put back into (C, H, W) order), ``GRU`` and
 ``LSTM`` converted from PyTorch (forward, batch-first, tanh / sigmoid; their weight, bias,
@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, ModelError
-from ..ir import Graph, ImportedModel, Node, Tensor
+from ..ir import Graph, ImportedModel, Node, QuantHints, Tensor
 from ..numerics.types import FixedType, parse_type
 from ..ops import conv as conv_op
 from ..ops.activations import FUNCTIONS as TABLE_FUNCTIONS
@@ -175,6 +175,7 @@ def import_hls4ml(hls_model: Any) -> tuple[ImportedModel, dict[str, dict[str, st
     hwc: set[str] = set()
     flat_hwc: dict[str, tuple[int, int, int]] = {}
     pad_of: dict[str, tuple[int, ...]] = {}  # ZeroPadding2D layers (io_stream): padding of the Conv2D after them
+    input_hint: dict[str, FixedType] = {}  # the graph input's type where its first reader is a view
     graph_input = None
     for layer in layers:
         cls = layer.class_name
@@ -193,7 +194,7 @@ def import_hls4ml(hls_model: Any) -> tuple[ImportedModel, dict[str, dict[str, st
         x = tensor_of[src.name]
         in_t = type_of[src.name]
         out_t = _output_type(layer)
-        if src.name in pad_of and cls != "Conv2D":
+        if src.name in pad_of and cls not in ("Conv2D", "Conv1D"):
             raise ModelError(f"ZeroPadding2D '{src.name}' feeds a {cls}; from_hls4ml maps it as the padding of the "
                              "Conv2D after it", layer=layer.name, hint="pad in the convolution (Conv2d padding=...)")
         if cls == "Dense":
@@ -265,16 +266,61 @@ def import_hls4ml(hls_model: Any) -> tuple[ImportedModel, dict[str, dict[str, st
                 entry["bias"] = b_t.to_string()
             types[layer.name] = entry
             dense_of[layer.name] = layer.name
-        elif cls == "Transpose" and len(tensors[x].shape) == 3:
+        elif cls == "Conv1D":
+            # as aieflow runs a 1-D convolution: a 2-D one on the (C, 1, W) view of the sequence
+            if src.name not in hwc:
+                raise ModelError("Conv1D on an input hls4ml holds channels-first: from_hls4ml maps the layout of "
+                                 "hls4ml's channels-last pass", layer=layer.name,
+                                 hint="convert with channels_last_conversion='full' (config_from_pytorch_model's default)")
+            w = np.asarray(layer.weights["weight"].data)  # (k, C, O)
+            if int(layer.get_attr("dilation", 1) or 1) != 1 or w.ndim != 3:
+                raise ModelError(f"Conv1D with dilation {layer.get_attr('dilation')} / weight shape {w.shape} has no "
+                                 "mapping in from_hls4ml", layer=layer.name, hint="use an undilated, ungrouped Conv1d")
+            if len(tensors[x].shape) == 2:
+                c, width = tensors[x].shape
+                lifted = f"{layer.name}_as_image"
+                nodes.append(Node(lifted, "reshape", (x,), (lifted,), {"shape": (c, 1, width)}))
+                tensors[lifted] = Tensor(lifted, (c, 1, width))
+                x = lifted
+            w_t = fixed_type(layer.weights["weight"].type.precision, layer.name, "weight")
+            bias, b_t = None, None
+            if "bias" in layer.weights and layer.weights["bias"].data is not None:
+                bias = np.asarray(layer.weights["bias"].data).reshape(-1)
+                b_t = fixed_type(layer.weights["bias"].type.precision, layer.name, "bias")
+            _check_accum(layer, in_t, w_t, b_t, int(w.shape[0] * w.shape[1]))
+            pad = pad_of.get(src.name, (0, 0, 0, 0))
+            node = conv_op.make_node(
+                layer.name, x, layer.name, tensors[x].shape, w.transpose(2, 1, 0)[:, :, None, :], bias,
+                stride=(1, int(layer.get_attr("stride_width"))),
+                padding=(0, int(layer.get_attr("pad_left")) + pad[1], 0, int(layer.get_attr("pad_right")) + pad[3]))
+            nodes.append(node)
+            ww, oo = (int(d) for d in layer.get_output_variable().shape)
+            tensors[layer.name] = Tensor(layer.name, (oo, 1, ww))
+            hwc.add(layer.name)
+            entry = {"weight": w_t.to_string(), "output": out_t.to_string()}
+            if tensor_of[src.name] == graph_input:  # read through the (C, 1, W) view: the input tensor's type
+                input_hint[graph_input] = in_t
+            if b_t is not None:
+                entry["bias"] = b_t.to_string()
+            types[layer.name] = entry
+            dense_of[layer.name] = layer.name
+        elif cls == "ZeroPadding1D" and src.name in hwc and out_t == in_t:
+            pad_of[layer.name] = (0, int(layer.get_attr("pad_left")), 0, int(layer.get_attr("pad_right")))
+            tensor_of[layer.name] = x
+            type_of[layer.name] = in_t
+            hwc.add(layer.name)
+            continue
+        elif cls == "Transpose" and len(tensors[x].shape) in (2, 3):
             perm = [int(p) for p in layer.get_attr("perm")]
-            if perm == [1, 2, 0] and src.name not in hwc or perm == [2, 0, 1] and src.name in hwc:
+            to_last, to_first = ([1, 2, 0], [2, 0, 1]) if len(tensors[x].shape) == 3 and perm != [1, 0] else ([1, 0], [1, 0])
+            if perm == to_last and src.name not in hwc or perm == to_first and src.name in hwc:
                 # hls4ml's channels-last pass: the IR keeps (C, H, W), so an identity here
                 tensor_of[layer.name] = x
                 type_of[layer.name] = in_t if out_t == in_t else out_t
                 if out_t != in_t:
                     raise ModelError(f"Transpose with result {out_t.to_string()} from {in_t.to_string()}",
                                      layer=layer.name, hint="give the Transpose its input's precision")
-                if perm == [1, 2, 0]:
+                if src.name not in hwc:
                     hwc.add(layer.name)
                 continue
             raise ModelError(f"Transpose {perm} has no mapping in from_hls4ml (the channels-last pass's are mapped)",
@@ -335,10 +381,15 @@ def import_hls4ml(hls_model: Any) -> tuple[ImportedModel, dict[str, dict[str, st
     if graph_input is None or not nodes:
         raise ModelError("the hls4ml model has no Input layer or no Dense / GRU / LSTM layer to compile")
     last = layers[-1].name
+    if last in hwc:
+        raise ModelError("the model's output is an image or sequence hls4ml holds channels-last, which aieflow's "
+                         "graph holds channels-first", layer=last,
+                         hint="end the model with a Flatten and a Linear layer after the convolutions")
+
     graph = Graph(tuple(nodes), tensors, (graph_input,), (tensor_of[last],), name=str(getattr(
         getattr(hls_model, "config", None), "get_project_name", lambda: "hls4ml_model")()))
     graph.validate()
-    return ImportedModel(graph, source="hls4ml"), types
+    return ImportedModel(graph, QuantHints(tensors=input_hint), source="hls4ml"), types
 
 
 def from_hls4ml(
