@@ -45,7 +45,7 @@ def _mlp():
     return m.eval()
 
 
-def _convert(model, out: Path, edit=None):
+def _convert(model, out: Path, edit=None, io_type="io_parallel"):
     cfg = hls4ml.utils.config_from_pytorch_model(model, input_shape=(16,), granularity="name",
                                                  default_precision="ap_fixed<16,6>", backend="Vitis")
     for name, layer in cfg["LayerName"].items():
@@ -55,7 +55,7 @@ def _convert(model, out: Path, edit=None):
     if edit is not None:
         edit(cfg)
     return hls4ml.converters.convert_from_pytorch_model(model, hls_config=cfg, output_dir=str(out), backend="Vitis",
-                                                        io_type="io_parallel")
+                                                        io_type=io_type)
 
 
 @pytest.fixture(scope="module")
@@ -147,6 +147,18 @@ def test_predict_equals_hls4ml_csim(hls, designs):
     assert (np.asarray(plain.predict(x), dtype=np.float64) != want).any(axis=1).sum() > len(x) // 2
 
 
+def test_io_stream_model_equals_its_csim(tmp_path):
+    """An io_stream conversion (hls4ml's streaming dense wrappers) of the same MLP: the same
+    arithmetic per layer, so from_hls4ml takes it and predict equals its C simulation."""
+    hm = _convert(_mlp(), tmp_path / "stream", io_type="io_stream")
+    assert hm.config.get_config_value("IOType") == "io_stream"
+    hm.compile()
+    x = _inputs()
+    want = np.asarray(hm.predict(x), dtype=np.float64).reshape(len(x), -1)
+    got = aieflow.from_hls4ml(hm, device="vek280", config={"weights_rounding": "hls4ml"}).predict(x)
+    np.testing.assert_array_equal(np.asarray(got, dtype=np.float64), want)
+
+
 def test_verify_on_x86(designs):
     _, texted = designs
     result = texted.verify(samples=64)
@@ -160,6 +172,15 @@ def test_refusals(hls, tmp_path):
     with pytest.raises(ModelError, match="Softmax|softmax") as e:
         aieflow.from_hls4ml(_convert(m, tmp_path / "sm"), device="vek280")
     assert e.value.layer == "_1"
+
+    # a pooling layer after a convolution (both convert here; Conv2D is mapped, tests/test_from_hls4ml_conv.py)
+    cnn = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.MaxPool2d(2), torch.nn.Flatten(), torch.nn.Linear(18, 2))
+    cfg = hls4ml.utils.config_from_pytorch_model(cnn, input_shape=(1, 8, 8), granularity="name", backend="Vitis")
+    hc = hls4ml.converters.convert_from_pytorch_model(cnn, hls_config=cfg, output_dir=str(tmp_path / "pool"),
+                                                      backend="Vitis", io_type="io_parallel")
+    with pytest.raises(ModelError, match="Pooling") as e:
+        aieflow.from_hls4ml(hc, device="vek280")
+    assert e.value.layer == "_1" and "aieflow.compile" in e.value.hint
 
     # an accumulator that rounds the sums
     def narrow(cfg):

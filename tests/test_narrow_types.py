@@ -3,10 +3,11 @@ that stores a fixed-point type through an SRS: the DAG's Dense / residual Add / 
 (and its Activation / Softmax, whose tables clamp to the type), the CNN's conv stages and fused
 residual add.  The SRS saturates at the container's width; ``templates/kernels/narrow.h`` applies the
 type's own range after it.  Each design is built on x86 against the shim and compared bit for bit
-with ``predict`` on inputs that drive the layers past their narrow range, under SAT, SAT_SYM and WRAP.
+with ``predict`` on inputs that drive the layers past their narrow range, under SAT, SAT_SYM and WRAP;
+unsigned types (``ufixed<10,2>`` after a fused ReLU, in uint16 / uint8 containers) too.
 
-The ranges asserted here are written from the type strings (2^(W-1) for a signed W-bit type), not
-taken from aieflow."""
+The ranges asserted here are written from the type strings (2^(W-1) for a signed W-bit type, 2^W
+for an unsigned one), not taken from aieflow."""
 
 from __future__ import annotations
 
@@ -23,8 +24,10 @@ MODES = ("SAT", "SAT_SYM", "WRAP")
 
 
 def _range(text: str) -> tuple[int, int]:
-    """The codes of a signed ``fixed<W,I,...,mode>`` under its overflow mode."""
-    w = int(re.match(r"fixed<(\d+),", text).group(1))
+    """The codes of a ``fixed<W,I,...,mode>`` under its overflow mode (``ufixed``: 0 .. 2^W - 1)."""
+    w = int(re.match(r"u?fixed<(\d+),", text).group(1))
+    if text.startswith("ufixed"):
+        return 0, 2**w - 1
     hi = 2 ** (w - 1) - 1
     return (-hi if text.endswith("SAT_SYM>") else -hi - 1), hi
 
@@ -212,3 +215,41 @@ def test_recurrent_spread_mappings_with_narrow_types_run_bit_exact_on_x86(distri
     assert result.ok, result.verdict()
     result = d.verify(samples=12, cache_dir=tmp_path)
     assert result.ok, result.verdict()
+
+
+# Unsigned narrow outputs after fused ReLUs (ufixed<W,I> held in a signed container: 0 .. 2^W - 1,
+# wrapping modulo 2^W under WRAP), a signed narrow last layer; int16 on AIE-ML, int8 on AIE1
+UNSIGNED = [("vek280", "int16", {"0": "ufixed<10,2>", "2": "ufixed<9,1>", "4": "fixed<9,0>"}),
+            ("vck190", "int8", {"0": "ufixed<6,2>", "2": "ufixed<7,1>", "4": "fixed<6,0>"})]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("device", "precision", "widths"), UNSIGNED, ids=["vek280-int16", "vck190-int8"])
+def test_unsigned_narrow_outputs_run_bit_exact_on_x86(device, precision, widths, mode):
+    torch.manual_seed(3)
+    m = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 5)).eval()
+    x = np.random.default_rng(3).standard_normal((128, 16)).astype(np.float32)
+    types = _typed(widths, mode)
+    d = aieflow.compile(m, device=device, example_input=x[:8], calibration=x,
+                        config={"precision": precision, "batch": 4, "layers": types})
+    structs = _config_structs(d.files["src/layers.h"])
+    container = 16 if precision == "int16" else 8
+    for name, t in widths.items():
+        lo, hi = _range(types[name]["output"])
+        struct = structs[f"l_{name}"]  # the sanitised name of torch's "0"
+        assert f"OUT_LO = {lo}, OUT_HI = {hi};" in struct, name
+        width = int(re.match(r"u?fixed<(\d+),", t).group(1))
+        assert f"OUT_WRAP = {container - width if mode == 'WRAP' else 0};" in struct, name
+    xs = x[:20] * 6.0
+    _check_ranges(d, xs, types, mode, must_reach=("0", "2", "4"))
+    trace = d.trace(d.quantise_input(xs))
+    if mode == "WRAP":  # values past 2^W wrapped back into the range: some small codes where SAT gives the top
+        sat = aieflow.compile(m, device=device, example_input=x[:8], calibration=x,
+                              config={"precision": precision, "batch": 4, "layers": _typed(widths, "SAT")})
+        top = sat.trace(sat.quantise_input(xs))[sat.graph.node("0").outputs[0]] == _range(types["0"]["output"])[1]
+        wrapped = trace[d.graph.node("0").outputs[0]][top]
+        assert (wrapped < _range(types["0"]["output"])[1] // 2).any()
+    v = d.verify(xs)
+    assert v.ok, v.verdict()
+    v = d.verify(samples=24)
+    assert v.ok, v.verdict()

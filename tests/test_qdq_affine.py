@@ -202,7 +202,13 @@ def test_input_quantiser_equals_onnxruntime(tmp_path):
     from aieflow.numerics.requant import affine_quantize
     from aieflow.numerics.types import AffineType
 
-    assert np.array_equal(affine_quantize(x, AffineType(8, False, (float(s),), int(z))), want.astype(np.int64))
+    t = AffineType(8, False, (float(s),), int(z))
+    assert np.array_equal(affine_quantize(x, t), want.astype(np.int64))
+    # the emulator's float32 codes (predict) are the same integers, saturation with +-inf included
+    xf = np.concatenate([x, np.array([[np.inf, -np.inf, 1e30, -1e30]], np.float32)])
+    wf = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": xf})[0]
+    got = affine_quantize(xf, t, float_codes=True)
+    assert got.dtype == np.float32 and np.array_equal(got, wf.astype(np.float32))
 
 
 @pytest.mark.parametrize(("device", "per_channel", "act", "config"), [
@@ -363,3 +369,63 @@ def test_the_float_path_with_accumulators_beyond_float32():
     assert got is not None
     np.testing.assert_array_equal(got.astype(np.int64), ref_layer(x, w, b, mult, shift, -7, lo, hi, False))
     assert requant.apply_float(np.array([[1 << 23, 0]]), ops, 0, lo, hi) is None  # 2 x 127 x 2^23 + b >= 2^31
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("relu", [False, True])
+def test_the_float32_path_equals_the_integer_reference(seed, relu):
+    """numerics/requant.apply_float32 (sgemm accumulation, float64 requantisation) against the
+    reference in Python integers: random codes with their edge values, the exact ties of ratios
+    1/2 and 3/8 and the near-ties of rational ratios, an odd zero point."""
+    from aieflow.numerics import requant
+
+    rng = np.random.default_rng(10 + seed)
+    k, n = 40, 6
+    ratios = [Fraction(1, 2), Fraction(3, 8)] + [Fraction(float(np.float32(v))) for v in rng.uniform(1e-3, 5e-3, n - 2)]
+    mult, shift = requant.choose(ratios, 59)
+    w = rng.integers(-128, 128, size=(k, n))
+    w[0] = 1  # the tie rows below: acc = x[0] + b
+    b = rng.integers(-200, 200, size=n)
+    x = rng.integers(0, 256, size=(300, k))
+    x[:4] = [[0], [255], [1], [128]]
+    ties = []
+    for c, r in enumerate(ratios):
+        for j in range(-3, 130):
+            a = round((Fraction(j) + Fraction(1, 2)) / r) - int(b[c])
+            ties += [a + d for d in (-1, 0, 1) if 0 <= a + d < 256]
+    tie_rows = np.zeros((len(ties), k), dtype=np.int64)
+    tie_rows[:, 0] = ties
+    x = np.concatenate([x, tie_rows])
+    zp = int(rng.integers(0, 128)) | 1
+    ops = requant.float_operands(type("Layer", (), {})(), w, b, mult, shift)
+    for xin in (x, x.astype(np.float32), x.astype(np.float64)):  # int64 codes and the float carriers
+        got = requant.apply_float32(xin, ops, 255, zp, 0, 255, relu=relu)
+        assert got is not None and got.dtype == np.float32
+        np.testing.assert_array_equal(got.astype(np.int64), ref_layer(x, w, b, mult, shift, zp, 0, 255, relu))
+    assert len(ties) > 100
+
+
+def test_the_float32_path_next_to_2_pow_24_and_beyond():
+    """Accumulators just below 2^24 (odd ones: float32's last exact integers) stay on the float32
+    path and equal the integer reference with a ratio that shows every unit of the accumulator; a
+    bound of 2^24 or more is left to the float64 path (None), as is acc * m reaching 2^53."""
+    from aieflow.numerics import requant
+
+    mult, shift = requant.choose([Fraction(1), Fraction(1, 3)], 28)  # m <= 2^28: acc * m < 2^52
+    w = np.array([[127, -127], [1, 1]])
+    b = np.array([0, 3])
+    x_max = ((1 << 24) - 4) // 128  # acc_max = x_max * 128 + 3 < 2^24
+    rng = np.random.default_rng(3)
+    x = np.stack([rng.integers(-x_max, x_max + 1, 400), rng.integers(-1, 2, 400)], axis=1)
+    x[:4] = [[x_max, 1], [-x_max, -1], [x_max, 0], [x_max - 1, 1]]
+    ops = requant.float_operands(type("Layer", (), {})(), w, b, mult, shift)
+    lo, hi = -(1 << 23), (1 << 23) - 1
+    got = requant.apply_float32(x, ops, x_max, 0, lo, hi)
+    assert got is not None
+    want = ref_layer(x, w, b, mult, shift, 0, lo, hi, False)
+    assert np.abs(want).max() > 1 << 21 and (want % 2 != 0).any()  # large, odd results: every bit counts
+    np.testing.assert_array_equal(got.astype(np.int64), want)
+    assert requant.apply_float32(x, ops, x_max + 1, 0, lo, hi) is None  # 2^24 + ...: float32 would round
+    big, bshift = requant.choose([Fraction(2**31 - 3, 2**31)], 59)
+    ops_big = requant.float_operands(type("Layer", (), {})(), np.array([[127]]), np.array([0]), big, bshift)
+    assert requant.apply_float32(np.array([[1]]), ops_big, (1 << 22) // 127 + 1, 0, lo, hi) is None  # acc*m >= 2^53

@@ -84,14 +84,19 @@ class Design:
     def quantise_input(self, x: Any) -> np.ndarray:
         """Float samples -> what the graph input carries (codes, or float32 / bf16 values)."""
         x = self._check_input(x)
+        if not isinstance(self.input_type, FloatType) and np.issubdtype(x.dtype, np.floating) and np.isnan(x).any():
+            raise ConfigError("input contains NaN")
+        return self._quantise_checked(x)
+
+    def _quantise_checked(self, x: np.ndarray, float_codes: bool = False) -> np.ndarray:
+        """:meth:`quantise_input` of a checked input; ``float_codes``: affine codes as float32 (what
+        the emulator's float paths take without a conversion; ``predict`` uses them)."""
         t = self.input_type
         if isinstance(t, FloatType):
             x32 = x.astype(np.float32)
             return fixed.to_bf16(x32) if t.name == "bf16" else x32
-        if np.issubdtype(x.dtype, np.floating) and np.isnan(x).any():
-            raise ConfigError("input contains NaN")
         if isinstance(t, AffineType):
-            return affine_quantize(x, t)
+            return affine_quantize(x, t, float_codes=float_codes)
         codes = fast.quantize_float(x, t)
         return codes if codes is not None else fixed.quantize(x.astype(np.float64), t)
 
@@ -145,12 +150,15 @@ class Design:
             raise ConfigError("input contains NaN")
         outs = []
         for part in self._chunks(x, max(1, chunk)):
-            y = self.run(self.quantise_input(part))
-            outs.append(y if raw else self.dequantise_output(y))
+            if raw:
+                outs.append(self.run(self._quantise_checked(part)))
+            else:  # codes stay in the emulator's float carriers up to the dequantisation
+                y = self.trace(self._quantise_checked(part, float_codes=True), keep=False)[self.graph.outputs[0]]
+                outs.append(self.dequantise_output(y))
         if not outs:
             codes = np.zeros((0, *self.output_tensor.shape), dtype=np.int64)
             return codes if raw else self.dequantise_output(codes)
-        return np.concatenate(outs, axis=0)
+        return outs[0] if len(outs) == 1 else np.concatenate(outs, axis=0)
 
     @property
     def replicas(self) -> int:

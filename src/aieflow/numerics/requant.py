@@ -85,6 +85,11 @@ class FloatOperands:
     w_max: int
     b_max: int
     m_max: int
+    # for apply_float32: the weights and bias as float32, m_n 2^-shift (float64), max_n sum_k |w_kn|
+    w32: np.ndarray
+    b32: np.ndarray
+    s64: np.ndarray
+    col_max: int
 
 
 _OPERANDS: weakref.WeakKeyDictionary[Any, FloatOperands] = weakref.WeakKeyDictionary()
@@ -103,16 +108,20 @@ def float_operands(owner: Any, weight: np.ndarray, bias: np.ndarray, mult: np.nd
         np.vstack([np.asarray(weight, dtype=np.float64), np.asarray(bias, dtype=np.float64)[None, :]]) * scale,
         int(np.max(np.abs(weight))) if weight.size else 0, int(np.max(np.abs(bias))) if bias.size else 0,
         int(np.max(mult)) if mult.size else 0,
+        np.asarray(weight, dtype=np.float32), np.asarray(bias, dtype=np.float32),
+        scale,
+        int(np.max(np.abs(np.asarray(weight, dtype=np.int64)).sum(axis=0))) if weight.size else 0,
     )
     _OPERANDS[owner] = ops
     return ops
 
 
 def apply_float(x: np.ndarray, ops: FloatOperands, zero_point: int, lo: int, hi: int, relu: bool = False,
-                acc_bits: int = 32) -> np.ndarray | None:
+                acc_bits: int = 32, x_max: int | None = None, narrow: bool = False) -> np.ndarray | None:
     """The layer (exact accumulation ``acc = x @ w + b``, then :func:`apply`) in float64 with the
     multipliers folded into the operands, or None where that is not proven exact for this ``x``
-    (integer codes ``[..., K]``, any numeric dtype).
+    (integer codes ``[..., K]``, any numeric dtype; ``x_max``, when given, bounds their magnitude,
+    else it is measured; ``narrow``: float32 codes out where the output range is below 2^24).
 
     Proof: let ``A`` (the bound) be at least every |partial sum| of ``x @ w + b``; require ``A`` below
     2^31 and 2^(acc_bits-1) (no wrap of the accumulator, no int32 saturation: :func:`apply` is then
@@ -124,7 +133,8 @@ def apply_float(x: np.ndarray, ops: FloatOperands, zero_point: int, lo: int, hi:
     zero point is added after rounding.  One product and three in-place passes; integer-valued
     float64 out, equal to :func:`apply`'s codes."""
     k = ops.scaled.shape[0] - 1
-    x_max = max(int(x.max()), -int(x.min())) if x.size else 0
+    if x_max is None:
+        x_max = max(int(x.max()), -int(x.min())) if x.size else 0
     acc_max = k * x_max * ops.w_max + ops.b_max
     if acc_max >= 1 << min(31, acc_bits - 1) or acc_max * max(ops.m_max, 1) >= 1 << 53:
         return None
@@ -133,22 +143,87 @@ def apply_float(x: np.ndarray, ops: FloatOperands, zero_point: int, lo: int, hi:
     ones[..., k] = 1.0
     y = ones @ ops.scaled
     np.rint(y, out=y)
-    y += zero_point
-    return np.clip(y, max(lo, zero_point) if relu else lo, hi, out=y)
+    lo_c = max(lo, zero_point) if relu else lo
+    if narrow and max(abs(lo), abs(hi), abs(zero_point)) < 1 << 24:
+        # the rounded integers as float32 (below 2^24 exact; larger ones keep their side of the
+        # integer clip bounds), clipped there: the next layer's float32 product takes them as they are
+        q = y.astype(np.float32)
+        np.clip(q, lo_c - zero_point, hi - zero_point, out=q)
+        if zero_point:
+            q += zero_point
+        return q
+    if zero_point:
+        y += zero_point
+    return np.clip(y, lo_c, hi, out=y)
 
 
-def affine_quantize(x: np.ndarray, t) -> np.ndarray:
+def apply_float32(x: np.ndarray, ops: FloatOperands, x_max: int, zero_point: int, lo: int, hi: int,
+                  relu: bool = False, acc_bits: int = 32) -> np.ndarray | None:
+    """The layer as :func:`apply_float`, with the product in float32 (sgemm, about twice as fast as
+    the float64 product of :func:`apply_float`) and the requantisation in float64: integer-valued
+    float32 codes out, equal to :func:`apply`'s, or None where the bound below fails (the caller
+    then takes :func:`apply_float`).  ``x`` holds integer codes of magnitude at most ``x_max`` (the
+    layer's input code range: a bound proved once per layer, no pass over ``x``).
+
+    Proof.  Let ``A = x_max * max_n sum_k |w_kn| + max|b|``.  Every partial sum of ``x @ w``, in
+    whatever order and with whatever fused multiply-adds BLAS forms it, is an integer of magnitude
+    at most ``sum_k |x_k| |w_kn| <= A``, and so is ``acc = x @ w + b``.  With ``A < 2^24`` all of
+    them are float32 numbers (integers below 2^24), so every float32 operation is exact: the sgemm
+    and the bias add give ``acc`` exactly.  ``A`` below 2^31 and 2^(acc_bits-1) means no wrap and no
+    int32 saturation, so :func:`apply` is ``clip(rint(acc m_n 2^-shift) + z, lo, hi)``.  In float64,
+    ``acc m_n`` is an integer below ``A m_max < 2^53`` (required), so ``acc * (m_n 2^-shift)`` (the
+    factor a power-of-two scaling of an integer below 2^31) is exact; ``rint`` rounds half to even
+    as the SRS does.  The rounded values are integers; those outside the output range are clipped
+    (in float32 after the conversion: integers below 2^24 convert exactly, larger ones keep their
+    side of the clip bounds, which are integers below 2^24), and the zero point is added after
+    rounding, exactly (integers below 2^24)."""
+    if ops.w32.shape[0] == 0 or not x.size:
+        return None
+    acc_max = x_max * ops.col_max + ops.b_max
+    lo_r = (max(lo, zero_point) if relu else lo) - zero_point
+    hi_r = hi - zero_point
+    if (acc_max >= 1 << min(24, acc_bits - 1) or acc_max * max(ops.m_max, 1) >= 1 << 53
+            or lo_r > hi_r or max(-lo_r, hi_r, abs(zero_point), abs(lo), abs(hi)) >= 1 << 24):
+        return None
+    acc = x.astype(np.float32, copy=False) @ ops.w32
+    acc += ops.b32
+    y = acc.astype(np.float64)
+    y *= ops.s64
+    np.rint(y, out=y)
+    q = y.astype(np.float32)
+    np.clip(q, lo_r, hi_r, out=q)
+    if zero_point:
+        q += zero_point
+    return q
+
+
+def affine_quantize(x: np.ndarray, t, float_codes: bool = False) -> np.ndarray:
     """Float samples to codes of a per-tensor :class:`~aieflow.numerics.types.AffineType` as ONNX
     ``QuantizeLinear`` defines it for float32 data: ``saturate(round_half_even(x / scale) + zero_point)``
-    with the division in float32 (the host quantiser; onnxruntime computes the same)."""
+    with the division in float32 (the host quantiser; onnxruntime computes the same).  int64 codes,
+    or with ``float_codes`` (types of at most 24 bits) the same integers as float32: clipping the
+    rounded quotient to ``[min - z, max - z]`` (integers below 2^24; a larger quotient or an
+    infinity stays on its side) and then adding ``z`` is exact in float32."""
     x32 = np.asarray(x, dtype=np.float32)
-    with np.errstate(over="ignore", divide="ignore"):
-        q = np.rint(x32 / np.float32(t.scale[0])).astype(np.float64)
-    return np.clip(q + t.zero_point, t.min_code, t.max_code).astype(np.int64)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        q = x32 / np.float32(t.scale[0])
+    np.rint(q, out=q)
+    if float_codes and t.width <= 24:
+        z = t.zero_point
+        np.clip(q, t.min_code - z, t.max_code - z, out=q)
+        q += np.float32(z)
+        return q
+    return np.clip(q.astype(np.float64) + t.zero_point, t.min_code, t.max_code).astype(np.int64)
 
 
 def affine_dequantize(codes: np.ndarray, t) -> np.ndarray:
     """Codes to float32 values as ONNX ``DequantizeLinear``: ``float32(q - zero_point) * scale``,
-    one float32 rounding (what onnxruntime returns)."""
-    d = (np.asarray(codes, dtype=np.int64) - t.zero_point).astype(np.float32)
-    return d * np.float32(t.scale[0])
+    one float32 rounding (what onnxruntime returns).  ``codes``: integers, as int64 or as
+    integer-valued floats (``q - zero_point`` is then exact for codes below 2^24 and rounds to the
+    same float32 as the integer otherwise)."""
+    codes = np.asarray(codes)
+    if not np.issubdtype(codes.dtype, np.floating):
+        codes = codes.astype(np.int64)
+    d = (codes - t.zero_point).astype(np.float32, copy=False)
+    d *= np.float32(t.scale[0])
+    return d
