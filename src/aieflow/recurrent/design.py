@@ -478,6 +478,7 @@ def system_data(design: RecurrentDesign, example_input: Any = None) -> dict[str,
     every sample of ``example_input`` or, without one, two of aieflow's verification inputs (the
     input type's edge values, then random ones)."""
     from ..verify import verification_inputs
+    from .lower import lower
     from .project import system_project
     from .verify import x_file
 
@@ -487,8 +488,10 @@ def system_data(design: RecurrentDesign, example_input: Any = None) -> dict[str,
     else:
         xq = verification_inputs(g.tensors[g.inputs[0]].dtype, tuple(g.tensors[g.inputs[0]].shape), 2, 0)
     layers, _ = split_layers(g)
-    return system_project(design.files, list(design.stack.layers) if design.stack else [design.mapping], design.device,
-                          x_file(design, xq), np.asarray(design.run(xq)), layers[-1])
+    mappings = list(design.stack.layers) if design.stack else [design.mapping]
+    graph = lower(layers, mappings, design.device, sequence_front(g))
+    return system_project(design.files, mappings, design.device, x_file(design, xq), np.asarray(design.run(xq)),
+                          layers[-1], graph)
 
 
 def _search(dims: list[RecurrentDims], dev: Device, cfg: Config, searched: list) -> RecurrentExploration | StackedExploration:

@@ -15,6 +15,7 @@ import numpy as np
 from ..devices import Device
 from ..errors import PlanError
 from ..ir import Node
+from ..mapped.ir import MappedGraph
 from . import front as fr
 from .compact import VectorGates, VectorHead, vector_gates, vector_head
 from .emit import (
@@ -436,17 +437,17 @@ def project_files(layers: Sequence[Node], head: list[Node], mappings: Sequence[R
 
 
 def system_project(files: dict[str, str], mappings: Sequence[RecurrentMapping], device: Device, x_text: str,
-                   y: np.ndarray, last: Node) -> dict[str, str]:
+                   y: np.ndarray, last: Node, graph: MappedGraph) -> dict[str, str]:
     """The project with the Vitis system around the recurrent graph (aieflow.vitis):
     ``data/l0_x.txt`` (``x_text``, what the x PLIO carries), ``data/golden_y.txt`` (``y``: the
     emulator's outputs [samples, ...] as the output stream carries them), the mm2s / s2mm movers,
-    the hybrid layers' FSMs as PL kernels connected in system.cfg, the XRT host and the x86 system
-    run.  ``last``: the last recurrent layer."""
+    the hybrid layers' FSMs (``graph``'s PL kernels: the design's lowering) connected in
+    system.cfg by their PLIO ports, the XRT host and the x86 system run.  ``last``: the last
+    recurrent layer."""
     from .. import __version__
     from ..templating import environment
     from ..vitis import system_files
 
-    n = len(mappings)
     last_hybrid = mappings[-1].aggregation == "hybrid"
     in_bits = mappings[0].plio_bits
     out_bits = 64 if last_hybrid else mappings[-1].plio_bits  # the FSM's y_out is 64 bits wide (rnn_fsm.h)
@@ -467,19 +468,17 @@ def system_project(files: dict[str, str], mappings: Sequence[RecurrentMapping], 
     files = {**files, "data/l0_x.txt": x_text, "data/golden_y.txt": "\n".join(text) + "\n",
              "aie.cfg": environment("project").get_template("aie.cfg.j2").render(version=__version__, device=device)}
     ctype = "float" if fp32 else "int32"
-    pl, connects = [], []
-    for li, m in enumerate(mappings):
-        if m.aggregation != "hybrid":
-            continue
-        cu = f"rnn_fsm_l{li}_0"
-        pl.append({"name": f"rnn_fsm_l{li}", "cu": cu, "source": "pl/rnn_fsm.cpp",
-                   "deps": ["src/rnn_config.h", "src/rnn_fsm.h"]})
-        connects += [f"ai_engine_0.rnn_l{li}_m{i}:{cu}.merged_{i}" for i in range(len(layout(m, device).merges))]
-        connects.append(f"{cu}.h_out:ai_engine_0.rnn_l{li}_h")
-        if li + 1 < n:
-            connects.append(f"{cu}.y_out:ai_engine_0.rnn_l{li + 1}_x")
+    pl, connects, leaving = [], [], []
+    name = {p.var: p.port_name for p in graph.plios}
+    for pk in graph.pl_kernels:
+        cu = f"{pk.name}_0"
+        pl.append({"name": pk.name, "cu": cu, "source": pk.source, "deps": ["src/rnn_config.h", "src/rnn_fsm.h"]})
+        connects += [f"ai_engine_0.{name[v]}:{cu}.{port}" for port, v in pk.ins]
+        connects += [f"{cu}.{port}:ai_engine_0.{name[v]}" for port, v in pk.outs if v]
+        leaving += [f"{cu}.{port}" for port, v in pk.outs if not v]  # to the output data mover
+    assert len(leaving) == (1 if last_hybrid else 0), f"PL kernel ports leaving the graph: {leaving}"  # an aieflow bug
     out = {"var": "rnn_y", "file": "data/y.txt", "ctype": ctype, "period": period, "real": ny,
-           "src": f"rnn_fsm_l{n - 1}_0.y_out" if last_hybrid else None}
+           "src": leaving[0] if leaving else None}
     fsm = ["x86/fsm_csim.cpp"] if pl else []
     x86 = {"template": "x86_system_stepped.cpp.j2", "shim_units": ["x86/harness.cpp", *fsm],
            "shim_args": "--data data --out shim_output/data", "shim_out": "shim_output/data",
