@@ -4,7 +4,10 @@ kernels, each layer's row kernels or cascade chain tiles for U h and W x, its AI
 compact tile), the packet merges as :class:`~aieflow.mapped.ir.PacketSwitch` es with their route
 IDs, the PLIOs, the links between them (stream broadcasts of x and h, cascades along a chain, packet
 streams into and out of the merges) and each hybrid layer's PL aggregation FSM as a
-:class:`~aieflow.mapped.ir.PLKernel`.  ``mapped/adf.py`` writes the design's ``src/graph.h`` from it.
+:class:`~aieflow.mapped.ir.PLKernel`.  The dense head after the last layer has no kernel of its
+own: it runs in that layer's aggregation epilogue (the aggregator, the FSM or the compact tile).
+``mapped/adf.py`` writes the design's ``src/graph.h`` from it, ``project.system_project`` the FSMs'
+system.cfg connections.
 
 Names (the x86 harness, ``project.py``, reads the kernels by them): layer ``l``'s kernels ``u<l>[i]``
 and ``w<l>[i]`` (a column-wise product: ``cas`` tiles per source, chain-major), ``agg<l>`` or
