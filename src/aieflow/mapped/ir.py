@@ -1,11 +1,12 @@
 """The mapped-graph IR: below the quantised graph, what runs where and how data moves.
 
-Migration steps 1 and 3 (docs/ARCHITECTURE.md): the Dense chain, the DAG path and both CNN
-mappings (stream, thesis) lower their plans and placements into a :class:`MappedGraph`, and one
-renderer (:mod:`aieflow.mapped.adf`, ``templates/mapped/graph.h.j2``) writes the ADF graph of all of
-them from it.  Placement, the transport checks and the performance model still read each path's own
-plan; they move onto this graph in the next steps, and the recurrent and streamed paths lower into
-it after them.
+Migration steps 1, 3 and 4 (docs/ARCHITECTURE.md): the Dense chain, the DAG path, both CNN
+mappings (stream, thesis) and the recurrent mappings (row-wise, column-wise, compact, stacks, the
+Conv1d front end; ``recurrent/lower.py``) lower their plans and placements into a
+:class:`MappedGraph`, and one renderer (:mod:`aieflow.mapped.adf`, ``templates/mapped/graph.h.j2``)
+writes the ADF graph of all of them from it.  Placement, the transport checks and the performance
+model still read each path's own plan; they move onto this graph in the next steps, and the
+streamed path lowers into it after them.
 
 Everything here is frozen; names are identifiers made by :func:`aieflow.names.c_ident` (a model's
 names never reach this graph raw).
@@ -24,11 +25,13 @@ from dataclasses import KW_ONLY, dataclass
 
 from .tiling import NdTiling
 
-LINK_KINDS = ("cascade", "buffer", "memtile", "plio", "stream")
+LINK_KINDS = ("cascade", "buffer", "memtile", "plio", "stream", "packet")
 """How a link moves data: a cascade (accumulator to the next tile), a buffer (tile to tile, or tile
 to a memory tile's port: ``adf::connect`` of two buffer ports), a memory-tile shared buffer port
-(its tiling says which elements), a PLIO (to or from the PL / the data file), a stream (kernel stream
-ports, ``readincr`` / ``writeincr``: the CNN rows mapping's rows)."""
+(its tiling says which elements), a PLIO (to or from the PL / the data file), a stream (a kernel's
+stream port: ``adf::connect<adf::stream>``, ``readincr`` / ``writeincr``; one source port linked to
+several inputs is a stream broadcast; the CNN rows mapping's rows, with a FIFO depth where a skip
+lags), a packet stream into or out of a :class:`PacketSwitch` (``adf::connect<>``)."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,10 @@ class Kernel:
     # index) each (the thesis CNN mapping's windows to and from the PL).
     single: tuple[tuple[str, int], ...] = ()
     cost: Cost | None = None  # the kernel group's stage (every tile of a Dense layer carries it)
+    ratio: float = 0.9  # ``adf::runtime<adf::ratio>``: 1.0 for a free-running kernel (the recurrent ones)
+    # False: ``tile`` is where the plan counts the kernel (its block on the array, what the latency
+    # model counts switch hops on), not a location constraint; aiecompiler places the kernel.
+    pinned: bool = True
 
 
 @dataclass(frozen=True)
@@ -115,6 +122,47 @@ class Plio:
     _: KW_ONLY
     freq_mhz: float = 0.0  # the PL-side clock of the PLIO (the 4th argument of ``create``); 0: the default
     cost: Cost | None = None  # its transfer stage (the PLIOs of one layer share one)
+    name: str = ""  # its name in the ADF graph and system.cfg (``create``'s first argument); "": ``var``
+
+    @property
+    def port_name(self) -> str:
+        return self.name or self.var
+
+
+@dataclass(frozen=True)
+class PacketSwitch:
+    """An ``adf::pktmerge<N>`` (``kind`` "merge": N packet-stream inputs, one output) or
+    ``adf::pktsplit<N>`` ("split": one input, N outputs).  ``ids``: the route ID of each input
+    (merge) or output (split), the packet header's ID that the reader of the merged stream (a PL
+    FSM's ID table, an aggregator) or the split's routing tells the sources apart by."""
+
+    var: str
+    kind: str  # "merge" | "split"
+    ids: tuple[int, ...]
+
+    @property
+    def ports(self) -> tuple[int, int]:
+        """(inputs, outputs)."""
+        return (len(self.ids), 1) if self.kind == "merge" else (1, len(self.ids))
+
+
+@dataclass(frozen=True)
+class PLKernel:
+    """A PL (HLS) kernel beside the graph (a recurrent layer's aggregation FSM): its top function
+    ``name``, its source (relative to the project), its stream ports each with the PLIO it reads
+    (``ins``: output PLIOs of the graph) or writes (``outs``: input PLIOs; ``""``: a port that
+    leaves the mapped graph, e.g. to the design's output data mover), and what the system model
+    reads: per call (one time step) ``items`` inputs at initiation interval ``ii`` through a
+    pipeline ``depth`` PL cycles deep, ``calls`` calls per sample."""
+
+    name: str
+    source: str
+    ins: tuple[tuple[str, str], ...]  # (port, plio var)
+    outs: tuple[tuple[str, str], ...]
+    ii: int
+    depth: int
+    items: int
+    calls: int
 
 
 @dataclass(frozen=True)
@@ -133,11 +181,15 @@ class MappedGraph:
     plios: tuple[Plio, ...]
     links: tuple[Link, ...]
     headers: tuple[str, ...] = ()  # parameter headers the graph includes (relative to src/)
+    switches: tuple[PacketSwitch, ...] = ()
+    pl_kernels: tuple[PLKernel, ...] = ()
 
     def check(self) -> None:
         """Structural invariants (an ``AssertionError`` is an aieflow bug): known link kinds and
-        endpoints, every port within its owner's ports, no input port fed twice, every kernel and
-        shared-buffer input fed, tiles distinct."""
+        endpoints, every port within its owner's ports, no input port fed twice, every kernel,
+        shared-buffer and switch input fed, packet links exactly those touching a switch, a merge's
+        route IDs distinct, tiles distinct; a PL kernel's ports each on a PLIO of the right
+        direction (it reads output PLIOs, writes input PLIOs), no PLIO on two PL kernel ports."""
         ins: dict[str, int] = {}
         outs: dict[str, int] = {}
         for k in self.kernels:
@@ -146,9 +198,16 @@ class MappedGraph:
             ins[b.var], outs[b.var] = len(b.writes), len(b.reads)
         for p in self.plios:
             ins[p.var], outs[p.var] = (0, 1) if p.direction == "in" else (1, 0)
+        switches = {s.var for s in self.switches}
+        for s in self.switches:
+            assert s.kind in ("merge", "split"), s
+            assert len(set(s.ids)) == len(s.ids), f"{s.var}: route IDs {s.ids} repeat"
+            ins[s.var], outs[s.var] = s.ports
+        assert len(ins) == len(self.kernels) + len(self.buffers) + len(self.plios) + len(self.switches), "names repeat"
         fed: set[tuple[str, int]] = set()
         for link in self.links:
             assert link.kind in LINK_KINDS, link
+            assert (link.kind == "packet") == (link.src.owner in switches or link.dst.owner in switches), link
             assert link.src.side == "out" and link.dst.side == "in", link
             assert 0 <= link.src.index < outs[link.src.owner], link
             assert 0 <= link.dst.index < ins[link.dst.owner], link
@@ -158,3 +217,15 @@ class MappedGraph:
         assert not missing, f"inputs never fed: {missing[:5]}"
         tiles = [(k.tile, k.replica) for k in self.kernels]
         assert len({t for t, _ in tiles}) == len(tiles), "two kernels on one tile"
+        direction = {p.var: p.direction for p in self.plios}
+        on_pl: set[str] = set()
+        for pk in self.pl_kernels:
+            ports = [port for port, _ in pk.ins + pk.outs]
+            assert len(set(ports)) == len(ports), f"{pk.name}: port names repeat"
+            for side, want in ((pk.ins, "out"), (pk.outs, "in")):
+                for port, plio in side:
+                    if not plio and side is pk.outs:
+                        continue  # leaves the mapped graph (a data mover)
+                    assert direction.get(plio) == want, f"{pk.name}.{port}: {plio!r} is not an {want}put PLIO"
+                    assert plio not in on_pl, f"{plio} is on two PL kernel ports"
+                    on_pl.add(plio)

@@ -341,6 +341,7 @@ class RecurrentDesign:
         switch hops on, not a placement by the ADF tools."""
         from ..passes.place import Placement, Rect
         from ..placement_svg import placement_svg
+        from .lower import tiles
 
         dev = self.device
         rects, x0 = [], 0
@@ -348,7 +349,8 @@ class RecurrentDesign:
         if front is not None:  # the convolution front end's kernels: one column before layer 0
             rects += [Rect(f"{c.name} (Conv1d)", 0, i, 1, 1) for i, c in enumerate(front.convs)]
             x0 = 1
-        for n, m in zip(self.layers, self.mappings, strict=True):
+        at = tiles(self.mappings, dev)  # the lowering's tiles (recurrent/lower.py): the aggregator's free slot
+        for li, (n, m) in enumerate(zip(self.layers, self.mappings, strict=True)):
             name = n.name
             if m.compact:
                 rects.append(Rect(f"{name} compact cell", x0, 0, 1, 1))
@@ -358,8 +360,7 @@ class RecurrentDesign:
             if m.w_tiles:
                 rects.append(Rect(f"{name} W x", x0 + m.u_columns, 0, m.w_columns, m.w_rows))
             if m.aggregator_tiles:
-                col, row = (m.u_columns - 1, m.u_tiles % dev.rows) if not m.agg_columns else (m.u_columns + m.w_columns, 0)
-                rects.append(Rect(f"{name} aggregator", x0 + col, row, 1, 1))
+                rects.append(Rect(f"{name} aggregator", *at[f"agg{li}"], 1, 1))
             x0 += m.columns - m.front_columns
         grid = Placement(tuple(rects), max(dev.columns, x0), dev.rows, method="recurrent blocks")
         aggregation = self.mappings[-1].aggregation
@@ -477,6 +478,7 @@ def system_data(design: RecurrentDesign, example_input: Any = None) -> dict[str,
     every sample of ``example_input`` or, without one, two of aieflow's verification inputs (the
     input type's edge values, then random ones)."""
     from ..verify import verification_inputs
+    from .lower import lower
     from .project import system_project
     from .verify import x_file
 
@@ -486,8 +488,10 @@ def system_data(design: RecurrentDesign, example_input: Any = None) -> dict[str,
     else:
         xq = verification_inputs(g.tensors[g.inputs[0]].dtype, tuple(g.tensors[g.inputs[0]].shape), 2, 0)
     layers, _ = split_layers(g)
-    return system_project(design.files, list(design.stack.layers) if design.stack else [design.mapping], design.device,
-                          x_file(design, xq), np.asarray(design.run(xq)), layers[-1])
+    mappings = list(design.stack.layers) if design.stack else [design.mapping]
+    graph = lower(layers, mappings, design.device, sequence_front(g))
+    return system_project(design.files, mappings, design.device, x_file(design, xq), np.asarray(design.run(xq)),
+                          layers[-1], graph)
 
 
 def _search(dims: list[RecurrentDims], dev: Device, cfg: Config, searched: list) -> RecurrentExploration | StackedExploration:

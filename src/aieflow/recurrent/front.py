@@ -256,29 +256,6 @@ def weights_text(front: SequenceFront, dims: tuple[FrontDims, ...]) -> list[str]
     return out
 
 
-def graph_members(front: SequenceFront) -> list[str]:
-    return [f"    adf::kernel front[{len(front.convs)}];  // the Conv1d front end (rnn_front.h)"]
-
-
-def graph_lines(front: SequenceFront, x_plio: str) -> list[str]:
-    """The front kernels from ``x_plio`` on; the W x kernels then read ``front[last].out[0]``."""
-    out = ["        // ---- the Conv1d front end: x PLIO -> front[0] -> ... -> layer 0's W x kernels"]
-    for i in range(len(front.convs)):
-        f = f"rnn_front::F{i}"
-        src = f"{x_plio}.out[0]" if i == 0 else f"front[{i - 1}].out[0]"
-        out += [f"        front[{i}] = adf::kernel::create_object<SeqConv<{f}>>(",
-                f"            std::vector<{f}::W>(rnn_front::F{i}_W, rnn_front::F{i}_W + {f}::COUTL * {f}::K * {f}::CIN),",
-                f"            std::vector<int32_t>(rnn_front::F{i}_B, rnn_front::F{i}_B + {f}::COUT));",
-                f'        adf::source(front[{i}]) = "kernels/rnn_kernels.cc";',
-                f"        adf::runtime<adf::ratio>(front[{i}]) = 1.0;",
-                f"        adf::connect<adf::stream>({src}, front[{i}].in[0]);"]
-    return out
-
-
-def last_output(front: SequenceFront) -> str:
-    return f"front[{len(front.convs) - 1}].out[0]"
-
-
 def instances(front: SequenceFront) -> list[str]:
     return [f"template class SeqConv<rnn_front::F{i}>;" for i in range(len(front.convs))]
 

@@ -305,9 +305,7 @@ def step_stages(mapping: RecurrentMapping, device: Device | str) -> tuple[tuple[
 
     # ---- loop: aggregation
     if hybrid:
-        rows_last = 1 if u.distribution == "row" else u.rows  # rows each source's last packet completes
-        items = math.ceil(mapping.u_fanin / dims.gates) * rows_last
-        fsm = mv.pl_kernel_transfer(items, PL_MERGE_II, pl_fsm_depth(dims.cell, pair), device)
+        fsm = mv.pl_kernel_transfer(fsm_items(mapping), PL_MERGE_II, pl_fsm_depth(dims.cell, pair), device)
         aggregate = StepStage(
             "aggregate", "pl", "pl", fsm.busy_cycles, fsm.latency_cycles,
             MappingProxyType({"aggregation": fsm.busy_cycles + fsm.latency_cycles}),
@@ -323,6 +321,14 @@ def step_stages(mapping: RecurrentMapping, device: Device | str) -> tuple[tuple[
             "aggregate", "kernel", "compute", work, 0.0, MappingProxyType({"aggregation": work}), tiles=1,
         )
     return (*front, w_mac, w_route), (h_in, u_mac, route, aggregate)
+
+
+def fsm_items(mapping: RecurrentMapping) -> int:
+    """Items a hybrid layer's PL FSM takes per step after the last U h packets arrive: the rows
+    the last packet of each source on a merged stream completes (the lowering's ``PLKernel.items``)."""
+    u = mapping.recurrent
+    rows_last = 1 if u.distribution == "row" else u.rows  # rows each source's last packet completes
+    return math.ceil(mapping.u_fanin / mapping.dims.gates) * rows_last
 
 
 def front_stages(mapping: RecurrentMapping, device: Device) -> tuple[StepStage, ...]:

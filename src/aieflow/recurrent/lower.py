@@ -1,0 +1,228 @@
+"""The recurrent mappings lowered into the mapped graph (issue 17, migration step 4): one
+:class:`~aieflow.mapped.ir.Kernel` per AI Engine kernel instance (the Conv1d front end's ``SeqConv``
+kernels, each layer's row kernels or cascade chain tiles for U h and W x, its AIE aggregator or its
+compact tile), the packet merges as :class:`~aieflow.mapped.ir.PacketSwitch` es with their route
+IDs, the PLIOs, the links between them (stream broadcasts of x and h, cascades along a chain, packet
+streams into and out of the merges) and each hybrid layer's PL aggregation FSM as a
+:class:`~aieflow.mapped.ir.PLKernel`.  The dense head after the last layer has no kernel of its
+own: it runs in that layer's aggregation epilogue (the aggregator, the FSM or the compact tile).
+``mapped/adf.py`` writes the design's ``src/graph.h`` from it, ``project.system_project`` the FSMs'
+system.cfg connections.
+
+Names (the x86 harness, ``project.py``, reads the kernels by them): layer ``l``'s kernels ``u<l>[i]``
+and ``w<l>[i]`` (a column-wise product: ``cas`` tiles per source, chain-major), ``agg<l>`` or
+``c<l>`` (compact), the front end's ``front[i]``; merges ``m<l>_<i>``; PLIOs ``x<l>``, ``h<l>``,
+``to_pl<l>[i]``, ``y_out`` (named ``rnn_l<l>_x``, ``rnn_l<l>_h``, ``rnn_l<l>_m<i>``, ``rnn_y`` in the
+graph and system.cfg).
+
+Tiles: the recurrent kernels are not location-constrained (aiecompiler places them; ``Kernel.pinned``
+is False); each carries the tile of its plan's block (``tiles``), the rectangles the latency model
+counts switch hops on and ``aieflow report`` draws.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..devices import Device
+from ..ir import Node
+from ..mapped.ir import Kernel, Link, MappedGraph, PacketSwitch, Plio, PLKernel, Port
+from ..names import c_ident
+from . import front as fr
+from .costs import PL_MERGE_II, pl_fsm_depth
+from .emit import Layout, layout, ns, packet_id
+from .model import fsm_items
+from .plan import RecurrentMapping
+
+SOURCE = "kernels/rnn_kernels.cc"
+FSM_SOURCE = "pl/rnn_fsm.cpp"
+
+
+def _x_from_plio(li: int, mappings: Sequence[RecurrentMapping]) -> bool:
+    """Layer ``li``'s x arrives through its own PLIO (the design's input, or a PL FSM's output)."""
+    return li == 0 or mappings[li - 1].aggregation == "hybrid"
+
+
+def _col(lay: Layout, tag: str) -> tuple[bool, int]:
+    return (lay.u_column, lay.u_cas) if tag == "u" else (lay.w_column, lay.w_cas)
+
+
+def sender(li: int, lay: Layout, s: int) -> str:
+    """The kernel that sends source ``s``'s packets (a row kernel, or a chain's last tile)."""
+    nu = len(lay.u)
+    tag, i = ("u", s) if s < nu else ("w", s - nu)
+    column, cas = _col(lay, tag)
+    return f"{tag}{li}[{i * cas + cas - 1 if column else i}]"
+
+
+def y_port(li: int, mappings: Sequence[RecurrentMapping]) -> Port:
+    """The AIE port layer ``li``'s output (h, or the head's) leaves by: the compact tile's stream, or
+    the AIE aggregator's second output (a hybrid layer's output leaves the PL FSM instead)."""
+    return Port(f"c{li}", "out", 0) if mappings[li].compact else Port(f"agg{li}", "out", 1)
+
+
+# ----------------------------------------------------------------------------- tiles
+
+
+def _block(n: int, rows: int, x0: int) -> list[tuple[int, int]]:
+    """Row kernels column by column in a block ``rows`` high from column ``x0``."""
+    return [(x0 + t // rows, t % rows) for t in range(n)]
+
+
+def _chains(sources: int, cas: int, device: Device, x0: int) -> list[tuple[int, int]]:
+    """Cascade chains along a row (longer than the array is wide: snaking, east on one row and back
+    west on the next), stacked ``device.rows`` high, then the next group of columns; chain-major."""
+    width = min(cas, device.columns)
+    chain_rows = -(-cas // device.columns)
+    out = []
+    for i in range(sources):
+        for j in range(cas):
+            line, k = divmod(j, width)
+            slot = i * chain_rows + line
+            col = k if line % 2 == 0 else width - 1 - k
+            out.append((x0 + (slot // device.rows) * width + col, slot % device.rows))
+    return out
+
+
+def tiles(mappings: Sequence[RecurrentMapping], device: Device) -> dict[str, tuple[int, int]]:
+    """Each kernel's tile in its plan's block: the front end's kernels in column 0, then per layer
+    side by side the U h block, the W x block and the aggregator (in a free slot of the U block's
+    last column, or its own column when the plan gave it one); a compact layer's one tile."""
+    out: dict[str, tuple[int, int]] = {}
+    x0 = 0
+    if mappings and mappings[0].front_tiles:
+        out.update({f"front[{i}]": (0, i) for i in range(mappings[0].front_tiles)})
+        x0 = 1
+    for li, m in enumerate(mappings):
+        lay = layout(m, device)
+        if m.compact:
+            out[f"c{li}"] = (x0, 0)
+        else:
+            for tag, x, rows in (("u", x0, m.u_rows), ("w", x0 + m.u_columns, m.w_rows)):
+                column, cas = _col(lay, tag)
+                nsrc = len(lay.u) if tag == "u" else len(lay.w)
+                at = _chains(nsrc, cas, device, x) if column else _block(nsrc, max(rows, 1), x)
+                out.update({f"{tag}{li}[{t}]": p for t, p in enumerate(at)})
+            if m.aggregation != "hybrid":
+                used = {p for k, p in out.items() if k.startswith(f"u{li}[")}
+                last = x0 + m.u_columns - 1
+                free = [(last, r) for r in range(device.rows) if (last, r) not in used]
+                out[f"agg{li}"] = free[0] if free and not m.agg_columns else (x0 + m.u_columns + m.w_columns, 0)
+        x0 += m.columns - m.front_columns
+    return out
+
+
+# ----------------------------------------------------------------------------- kernels
+
+
+def _row_kernel(li: int, tag: str, i: int) -> tuple[str, tuple[str, ...]]:
+    sp, up = ns(li), tag.upper()
+    cfg = f"{sp}::{up}Cfg"
+    w, b = f"{cfg}::ROWS * {cfg}::KP", f"{cfg}::ROWS"
+    return f"RowKernel<{cfg}>", (
+        f"std::vector<{cfg}::W>({sp}::{up}_W + {i} * {w}, {sp}::{up}_W + {i + 1} * {w})",
+        f"std::vector<{cfg}::X>({sp}::{up}_B + {i} * {b}, {sp}::{up}_B + {i + 1} * {b})",
+        f"{sp}::{up}_ROWS[{i}]")
+
+
+def _chain_kernel(li: int, tag: str, i: int, j: int, cas: int) -> tuple[str, tuple[str, ...]]:
+    sp, up = ns(li), tag.upper()
+    cfg = f"{sp}::{up}Cfg"
+    t = i * cas + j
+    tw, tb = f"{cfg}::GROUPS * {cfg}::KC * {cfg}::LANES", f"{cfg}::GROUPS * {cfg}::LANES"
+    cls = "ColOnly" if cas == 1 else "ColFirst" if j == 0 else "ColLast" if j + 1 == cas else "ColMid"
+    return f"{cls}<{cfg}>", (
+        f"std::vector<{cfg}::W>({sp}::{up}_W + {t} * {tw}, {sp}::{up}_W + {t + 1} * {tw})",
+        f"std::vector<{cfg}::X>({sp}::{up}_B + {i} * {tb}, {sp}::{up}_B + {i + 1} * {tb})",
+        f"{sp}::{up}_ROWS[{i}]", f"{sp}::{up}_C0[{j}]", f"{sp}::{up}_KC[{j}]")
+
+
+def _compact_args(li: int) -> tuple[str, ...]:
+    sp = ns(li)
+    return tuple(f"std::vector<{sp}::{c}::{t}>({sp}::{a}, {sp}::{a} + {n})" for c, t, a, n in (
+        ("CUCfg", "W", "CU_W", f"{sp}::CUCfg::K * {sp}::CUCfg::GP"), ("CUCfg", "X", "CU_B", f"{sp}::CUCfg::GP"),
+        ("CWCfg", "W", "CW_W", f"{sp}::CWCfg::K * {sp}::CWCfg::GP"), ("CWCfg", "X", "CW_B", f"{sp}::CWCfg::GP")))
+
+
+def _front_args(i: int) -> tuple[str, ...]:
+    f = f"rnn_front::F{i}"
+    return (f"std::vector<{f}::W>(rnn_front::F{i}_W, rnn_front::F{i}_W + {f}::COUTL * {f}::K * {f}::CIN)",
+            f"std::vector<int32_t>(rnn_front::F{i}_B, rnn_front::F{i}_B + {f}::COUT)")
+
+
+def lower(layers: Sequence[Node], mappings: Sequence[RecurrentMapping], device: Device,
+          front: fr.SequenceFront | None = None) -> MappedGraph:
+    """The mapped graph of the recurrent ``layers`` (layer l + 1 reads layer l's h) with their
+    ``mappings`` and the convolution ``front`` end before the first.  Kernels in the order the
+    graph creates them (per layer: the aggregator, the front end, the U h kernels, the W x kernels,
+    or the compact tile), links in the order it connects them."""
+    layers, mappings = list(layers), list(mappings)
+    at = tiles(mappings, device)
+    kernels: list[Kernel] = []
+    plios: list[Plio] = []
+    links: list[Link] = []
+    switches: list[PacketSwitch] = []
+    pl: list[PLKernel] = []
+
+    def kernel(var: str, node: str, cls: str, args: tuple[str, ...], ins: int, outs: int) -> None:
+        kernels.append(Kernel(var, c_ident(node), cls, args, SOURCE, at[var], (None,) * ins, (None,) * outs,
+                              ratio=1.0, pinned=False))
+
+    def stream(src: Port, var: str, index: int = 0, kind: str = "stream") -> None:
+        links.append(Link(kind, src, Port(var, "in", index)))
+
+    n = len(mappings)
+    for li, (node, m) in enumerate(zip(layers, mappings, strict=True)):
+        lay = layout(m, device)
+        hybrid = m.aggregation == "hybrid"
+        bits = m.plio_bits
+        if _x_from_plio(li, mappings):
+            plios.append(Plio(f"x{li}", "in", bits, f"data/l{li}_x.txt", name=f"rnn_l{li}_x"))
+            x_src = Port(f"x{li}", "out", 0)
+        else:
+            x_src = y_port(li - 1, mappings)
+        if m.compact:
+            kernel(f"c{li}", node.name, f"CompactCell<{ns(li)}::CCfg>", _compact_args(li), 1, 1)
+            stream(x_src, f"c{li}")
+            continue
+        if hybrid:
+            plios.append(Plio(f"h{li}", "in", bits, f"data/l{li}_h.txt", name=f"rnn_l{li}_h"))
+            h_src = Port(f"h{li}", "out", 0)
+        else:
+            kernel(f"agg{li}", node.name, f"Aggregator{len(lay.merges)}<{ns(li)}::AggCfg>", (), len(lay.merges), 2)
+            h_src = Port(f"agg{li}", "out", 0)
+        if li == 0 and front is not None:  # the input steps go through the convolutions first
+            for i, c in enumerate(front.convs):
+                kernel(f"front[{i}]", c.name, f"SeqConv<rnn_front::F{i}>", _front_args(i), 1, 1)
+                stream(x_src, f"front[{i}]")
+                x_src = Port(f"front[{i}]", "out", 0)
+        for tag, nsrc, src in (("u", len(lay.u), h_src), ("w", len(lay.w), x_src)):
+            column, cas = _col(lay, tag)
+            for i in range(nsrc):
+                for j in range(cas if column else 1):
+                    t = i * cas + j if column else i
+                    var = f"{tag}{li}[{t}]"
+                    cls, args = _chain_kernel(li, tag, i, j, cas) if column else _row_kernel(li, tag, i)
+                    kernel(var, node.name, cls, args, 2 if column and j > 0 else 1, 1)
+                    stream(src, var)
+                    if column and j > 0:
+                        links.append(Link("cascade", Port(f"{tag}{li}[{t - 1}]", "out", 0), Port(var, "in", 1)))
+        for i, mg in enumerate(lay.merges):
+            sw = f"m{li}_{i}"
+            switches.append(PacketSwitch(sw, "merge", tuple(packet_id(j) for j in range(len(mg)))))
+            for j, s in enumerate(mg):
+                stream(Port(sender(li, lay, s), "out", 0), sw, j, "packet")
+            if hybrid:
+                plios.append(Plio(f"to_pl{li}[{i}]", "out", bits, f"data/l{li}_m{i}.txt", name=f"rnn_l{li}_m{i}"))
+                stream(Port(sw, "out", 0), f"to_pl{li}[{i}]", 0, "packet")
+            else:
+                stream(Port(sw, "out", 0), f"agg{li}", i, "packet")
+        if hybrid:
+            pl.append(PLKernel(
+                f"rnn_fsm_l{li}", FSM_SOURCE, tuple((f"merged_{i}", f"to_pl{li}[{i}]") for i in range(len(lay.merges))),
+                (("h_out", f"h{li}"), ("y_out", f"x{li + 1}" if li + 1 < n else "")),
+                PL_MERGE_II, pl_fsm_depth(m.dims.cell, m.dims.pair), fsm_items(m), m.dims.seq_len))
+    if mappings[-1].aggregation != "hybrid":
+        plios.append(Plio("y_out", "out", mappings[-1].plio_bits, "data/y.txt", name="rnn_y"))
+        stream(y_port(n - 1, mappings), "y_out")
+    return MappedGraph(tuple(kernels), (), tuple(plios), tuple(links), switches=tuple(switches), pl_kernels=tuple(pl))

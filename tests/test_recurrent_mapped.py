@@ -1,0 +1,222 @@
+"""The recurrent mappings lowered into the mapped graph (``recurrent.lower``, issue 17 migration
+step 4), checked against the plans with counts derived here from the mappings (tiles, sources,
+merges, PLIOs: not from the lowering): one kernel per planned tile, every packet source merged once
+with a route ID used once per merge, each hybrid layer's PL FSM on exactly its layer's merged
+streams and h PLIO (and on what system.cfg connects), tiles distinct and inside each layer's
+block, and the project's graph.h is the rendering of that graph.  ``MappedGraph.check`` is shown
+to catch broken graphs (packet switches and PL kernels included)."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import replace
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import aieflow  # noqa: E402
+from aieflow.devices import get_device  # noqa: E402
+from aieflow.mapped.adf import declarations, statements  # noqa: E402
+from aieflow.mapped.ir import Link, PacketSwitch  # noqa: E402
+from aieflow.recurrent.design import compile_recurrent, sequence_front, split_layers  # noqa: E402
+from aieflow.recurrent.lower import _chains, lower  # noqa: E402
+from aieflow.recurrent.plan import RecurrentOptions as O  # noqa: E402
+
+
+class _Stack(torch.nn.Module):
+    def __init__(self, cells, n_in, n_h, head=0):
+        super().__init__()
+        sizes = [n_in, *n_h]
+        self.rnns = torch.nn.ModuleList(getattr(torch.nn, c)(sizes[i], sizes[i + 1], batch_first=True)
+                                        for i, c in enumerate(cells))
+        self.fc = torch.nn.Linear(n_h[-1], head) if head else None
+
+    def forward(self, x):
+        for r in self.rnns:
+            x, _ = r(x)
+        return self.fc(x[:, -1]) if self.fc is not None else x[:, -1]
+
+
+class _ConvGru(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1, self.c2 = torch.nn.Conv1d(5, 8, 3, padding=1), torch.nn.Conv1d(8, 6, 3, stride=2)
+        self.gru, self.fc = torch.nn.GRU(6, 7, batch_first=True), torch.nn.Linear(7, 1)
+
+    def forward(self, x):
+        o, _ = self.gru(torch.relu(self.c2(torch.relu(self.c1(x)))).transpose(1, 2))
+        return torch.sigmoid(self.fc(o[:, -1]))
+
+
+COL = {"distribution": "column", "input_distribution": "column", "cas_len": 2, "input_cas_len": 3}
+
+
+def _rec(cells, n_h, device, precision, opts, head=2, n_in=4):
+    torch.manual_seed(0)
+    x = torch.randn(8, 4, n_in) * 2.0
+    return compile_recurrent(_Stack(cells, n_in, n_h, head).eval(), device, x[:2], {"precision": precision}, x, opts)
+
+
+def _conv_gru(device):
+    torch.manual_seed(0)
+    x = torch.randn(8, 5, 10)
+    return aieflow.compile(_ConvGru().eval(), device=device, example_input=x[:1], calibration=x,
+                           config={"precision": "int16"})
+
+
+CASES = {
+    "gru-row-hybrid-vck190": lambda: _rec(["GRU"], [9], "vck190", "int16", O(aggregation="hybrid")),
+    "gru-row-aie-vek280": lambda: _rec(["GRU"], [10], "vek280", "int8", O(aggregation="aie", row_reuse=2)),
+    "lstm-column-aie-vck190": lambda: _rec(["LSTM"], [6], "vck190", "int16", O(aggregation="aie", **COL), n_in=40),
+    "lstm-column-hybrid-vek280": lambda: _rec(["LSTM"], [5], "vek280", "int16", O(aggregation="hybrid", **COL), n_in=40),
+    "gru-compact-vek280": lambda: _rec(["GRU"], [8], "vek280", "int16", O(distribution="compact")),
+    "stack-hybrid-then-aie-column-vck190": lambda: _rec(
+        ["GRU", "LSTM"], [6, 40], "vck190", "int16", [O(aggregation="hybrid"), O(aggregation="aie", **COL)]),
+    "stack-compact-then-hybrid-vek280": lambda: _rec(
+        ["GRU", "GRU"], [6, 5], "vek280", "int16", [O(distribution="compact"), O(aggregation="hybrid")], head=0),
+    "conv-gru-vek280": lambda: _conv_gru("vek280"),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def case(request):
+    d = CASES[request.param]()
+    layers, _ = split_layers(d.graph)
+    return d, lower(layers, d.mappings, d.device, sequence_front(d.graph))
+
+
+def test_one_kernel_per_planned_tile(case):
+    d, g = case
+    g.check()
+    assert len(g.kernels) == sum(m.tiles for m in d.mappings)
+    kinds = Counter(re.match(r"[a-z]+", k.var).group() for k in g.kernels)
+    assert kinds["u"] == sum(m.u_tiles for m in d.mappings if not m.compact)
+    assert kinds["w"] == sum(m.w_tiles for m in d.mappings)
+    assert kinds["agg"] == sum(m.aggregator_tiles for m in d.mappings if not m.compact)
+    assert kinds["c"] == sum(m.compact for m in d.mappings)
+    assert kinds["front"] == d.mappings[0].front_tiles
+    assert all(not k.pinned and k.ratio == 1.0 for k in g.kernels)  # free-running, placed by aiecompiler
+
+
+def test_every_source_is_merged_once_with_route_ids_used_once_per_merge(case):
+    d, g = case
+    assert len(g.switches) == sum(m.merges for m in d.mappings)
+    # packet sources per layer: one per row kernel, one per cascade chain (its last tile)
+    assert sum(len(s.ids) for s in g.switches) == sum(
+        m.recurrent.sources(m.dims) + m.input.sources(m.dims) for m in d.mappings if not m.compact)
+    senders = Counter(ln.src.owner for ln in g.links if ln.kind == "packet" and ln.dst.owner.startswith("m"))
+    assert set(senders.values()) <= {1}, "a kernel sends into two merges"
+    # the senders are the row kernels and each chain's last tile; the other chain tiles cascade east
+    cls = {k.var: k.cls.split("<")[0] for k in g.kernels}
+    assert set(senders) == {v for v, c in cls.items() if c in ("RowKernel", "ColLast", "ColOnly")}
+    cascades = [ln for ln in g.links if ln.kind == "cascade"]
+    assert sorted(ln.src.owner for ln in cascades) == sorted(v for v, c in cls.items() if c in ("ColFirst", "ColMid"))
+    assert all(cls[ln.dst.owner] in ("ColMid", "ColLast") and ln.dst.index == 1 for ln in cascades)
+    for s in g.switches:
+        assert s.kind == "merge" and len(set(s.ids)) == len(s.ids)
+        into = sorted(ln.dst.index for ln in g.links if ln.dst.owner == s.var)
+        assert into == list(range(len(s.ids)))  # each route (input) fed exactly once
+        outs = [ln for ln in g.links if ln.src.owner == s.var]
+        assert len(outs) == 1 and outs[0].kind == "packet"
+
+
+def test_the_fsm_ports_are_the_plans_plios_and_what_system_cfg_connects(case):
+    d, g = case
+    plios = {p.var: p for p in g.plios}
+    hybrid = [li for li, m in enumerate(d.mappings) if m.aggregation == "hybrid"]
+    assert [pk.name for pk in g.pl_kernels] == [f"rnn_fsm_l{li}" for li in hybrid]
+    cfg = d.files["system.cfg"]
+    for pk, li in zip(g.pl_kernels, hybrid, strict=True):
+        m = d.mappings[li]
+        assert len(pk.ins) == m.merges == m.plio_out  # one merged stream per AIE->PL PLIO of the plan
+        assert {plios[v].port_name for _, v in pk.ins} == {f"rnn_l{li}_m{i}" for i in range(m.plio_out)}
+        assert {p for p in plios.values() if p.direction == "out" and p.port_name.startswith(f"rnn_l{li}_")} == \
+            {plios[v] for _, v in pk.ins}
+        assert plios[dict(pk.outs)["h_out"]].port_name == f"rnn_l{li}_h"
+        nxt = dict(pk.outs)["y_out"]
+        assert (plios[nxt].port_name == f"rnn_l{li + 1}_x") if li + 1 < len(d.mappings) else nxt == ""
+        assert pk.calls == m.dims.seq_len and pk.ii >= 1 and pk.items >= 1 and pk.depth > 0
+        for port, v in pk.ins:
+            assert f"ai_engine_0.{plios[v].port_name}:rnn_fsm_l{li}_0.{port}" in cfg
+        for port, v in pk.outs:
+            if v:
+                assert f"rnn_fsm_l{li}_0.{port}:ai_engine_0.{plios[v].port_name}" in cfg
+    if len(d.mappings) == 1:  # the plan's PLIO counts (a stack's later layers share their x)
+        m = d.mappings[0]
+        assert sum(p.direction == "in" for p in g.plios) == m.plio_in
+        assert sum(p.direction == "out" for p in g.plios) == m.plio_out
+
+
+def test_tiles_are_distinct_and_inside_each_layers_block(case):
+    d, g = case
+    dev = d.device
+    at = [k.tile for k in g.kernels]
+    assert len(set(at)) == len(at)
+    x0 = 1 if d.mappings[0].front_tiles else 0
+    for li, m in enumerate(d.mappings):
+        mine = {k.var: k.tile for k in g.kernels if re.match(rf"(u|w|agg|c){li}(\[|$)", k.var)}
+        assert len(mine) == m.tiles - (m.front_tiles if li == 0 else 0)
+        for var, (c, r) in mine.items():
+            assert x0 <= c < x0 + m.columns - m.front_columns and 0 <= r < dev.rows, (var, c, r)
+            if var.startswith("u"):
+                assert c < x0 + m.u_columns and r < m.u_rows
+            if var.startswith("w"):
+                assert x0 + m.u_columns <= c < x0 + m.u_columns + m.w_columns and r < m.w_rows
+        x0 += m.columns - m.front_columns
+
+
+def test_the_project_graph_is_the_rendered_mapped_graph(case):
+    d, g = case
+    text = d.files["src/graph.h"]
+    for s in statements(g):
+        assert f"        {s};\n" in text
+    assert text.count("adf::pktmerge<") == 2 * len(g.switches)  # declared and created
+    assert f"static constexpr int NM = {sum(m.merges for m in d.mappings)};" in text
+    assert "adf::location<adf::kernel>" not in text  # not pinned: as before the lowering
+    for k in g.kernels:
+        assert f"{k.var} = adf::kernel::create_object<{k.cls}>(" in text
+
+
+def test_check_catches_broken_graphs(case):
+    _, g = case
+    g.check()
+    stream = next(ln for ln in g.links if ln.kind == "stream")
+    broken = [replace(g, links=tuple(ln for ln in g.links if ln is not stream))]  # an input never fed
+    broken.append(replace(g, links=(*g.links, Link("stream", stream.src, stream.dst))))  # fed twice
+    broken.append(replace(g, kernels=(*g.kernels, replace(g.kernels[0], var="extra", in_sizes=()))))  # same tile
+    if g.switches:
+        s = g.switches[0]
+        broken.append(replace(g, switches=(replace(s, ids=(s.ids[0],) * len(s.ids)),) + g.switches[1:])
+                      if len(s.ids) > 1 else replace(g, switches=(PacketSwitch(s.var, "split", s.ids),) + g.switches[1:]))
+        pkt = next(ln for ln in g.links if ln.kind == "packet")
+        broken.append(replace(g, links=tuple(replace(ln, kind="stream") if ln is pkt else ln for ln in g.links)))
+    if g.pl_kernels:
+        pk = g.pl_kernels[0]
+        plio_in = next(p.var for p in g.plios if p.direction == "in")
+        broken.append(replace(g, pl_kernels=(replace(pk, ins=((pk.ins[0][0], plio_in), *pk.ins[1:])),)))  # reads an input
+        broken.append(replace(g, pl_kernels=(replace(pk, ins=(*pk.ins, ("again", pk.ins[0][1]))),)))  # one PLIO twice
+    for b in broken:
+        with pytest.raises(AssertionError):
+            b.check()
+
+
+def test_array_members_are_declared_once_with_their_length():
+    assert declarations(["x0", "u0[0]", "u0[1]", "agg0", "u0[2]", "w0[0]"]) == ["x0", "u0[3]", "agg0", "w0[1]"]
+    with pytest.raises(AssertionError):
+        declarations(["u0[0]", "u0[2]"])
+
+
+def test_column_chains_longer_than_the_array_snake_onto_distinct_tiles():
+    """A chain longer than the array is wide snakes onto the next row, each tile a neighbour of the
+    one before (as the plan counts its
+    block: ``chain_rows`` rows a chain, chains stacked ``rows`` high, then the next columns)."""
+    dev = replace(get_device("vek280"), columns=2, rows=4)
+    at = _chains(5, 3, dev, 10)  # 5 chains of 3 tiles on a 2-column array: 2 rows a chain
+    assert len(at) == 15 and len(set(at)) == 15
+    assert at[:3] == [(10, 0), (11, 0), (11, 1)]  # chain 0: east along row 0, then back west on row 1
+    assert all(10 <= c < 10 + 2 * 3 and 0 <= r < 4 for c, r in at)  # ceil(5 * 2 / 4) = 3 groups of 2 columns
+    for ch in range(5):  # each tile beside the one before it
+        chain = at[3 * ch : 3 * ch + 3]
+        assert all(abs(a[0] - b[0]) + abs(a[1] - b[1]) == 1 for a, b in zip(chain, chain[1:], strict=False))
