@@ -181,19 +181,60 @@ def test_the_simulators_plio_files_hold_the_first_iterations_operands(project):
                     assert np.array_equal(got[kp, cb], want[kp * ks:(kp + 1) * ks, cb * ns:(cb + 1) * ns]), (f, kp, cb)
 
 
-def test_streamed_dense_project_links_its_epilogue_and_builds_its_host(tmp_path):
+@needs_ap_types
+def test_system_run_in_a_moved_copy_without_a_venv_is_bit_exact(project, tmp_path):
+    """`make system-run`: the host's five loops -> gemm_mover as HLS C simulation against Xilinx's
+    ap_types -> graph on the shim -> gemm_collect (C simulation) -> C, equal to predict's C (the
+    golden file) and to an independent int64 matmul of the shipped A and B; a wrong golden C fails."""
+    design, proj = project
+    work = tmp_path / "elsewhere" / "p"
+    shutil.copytree(proj, work, ignore=shutil.ignore_patterns("shim_output", "system_output", "x86/harness", "x86/system",
+                                                              "*.o", "host.exe"))
+    env = no_venv_env()
+    r = make(work, "system-run", env=env)  # no venv: hls4ml's copy cannot be found, make says what to set
+    assert r.returncode != 0 and "set AP_TYPES=" in r.stdout + r.stderr
+    r = make(work, "system-run", f"AP_TYPES={ap_types_include()}", env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "C bit-exact" in r.stdout.splitlines() and "x86/gemm_csim.o" in r.stdout
+    p = design.plan
+    a = np.fromfile(work / "data/A.bin", dtype=p.dtype.np_dtype).reshape(p.m, p.k).astype(np.int64)
+    b = np.fromfile(work / "data/B.bin", dtype=p.dtype.np_dtype).reshape(p.k, p.n).astype(np.int64)
+    c = np.fromfile(work / "system_output/C.bin", dtype=np.dtype(p.output.name)).reshape(p.m, p.n)
+    assert np.array_equal(c.astype(np.int64), a @ b)  # no wrap: the exact sums fit C's type here
+    assert np.array_equal(c, design.predict(a.astype(p.dtype.np_dtype), b.astype(p.dtype.np_dtype)))
+    golden = work / "data/C_golden.bin"
+    data = bytearray(golden.read_bytes())
+    data[-1] ^= 1  # the last element: written by the last block of the write-back
+    golden.write_bytes(bytes(data))
+    r = make(work, "system-run", f"AP_TYPES={ap_types_include()}", env=env)
+    assert r.returncode != 0 and "C bit-exact" not in r.stdout.splitlines() and "differ" in r.stdout + r.stderr
+
+
+DENSE_SAMPLES = 13
+
+
+@pytest.fixture(scope="module")
+def dense_project(tmp_path_factory):
+    from aieflow.model_zoo import torch_mlp
+
+    # DENSE_SAMPLES given (not a whole number of batches), the first two past the calibrated range
+    x = np.random.default_rng(0).standard_normal((DENSE_SAMPLES, 64)).astype(np.float32)
+    x[0], x[1] = -50.0, 50.0
+    cal = np.random.default_rng(1).standard_normal((64, 64)).astype(np.float32)
+    d = aieflow.compile(torch_mlp([64, 16]), device="vck190", example_input=x, calibration=cal,
+                        config={"precision": "int8", "layers": {"0": {"weights": "streamed"}}})
+    assert type(d).__name__ == "StreamedDenseDesign"
+    out = tmp_path_factory.mktemp("dense") / "d"
+    d.save(out)
+    return d, x, out / "project"
+
+
+def test_streamed_dense_project_links_its_epilogue_and_builds_its_host(dense_project):
     """The streamed Dense layer's project on the GEMM's contract: `make -n hw` compiles and links
     the layer's dense_epilogue kernel beside the GEMM's movers, system.cfg defines it, and `make
     host` builds its own host (host/dense_host.cpp: the GEMM, then the epilogue) against the real
     XRT headers and library (Debian's libxrt-dev), warning-free."""
-    from aieflow.model_zoo import torch_mlp
-
-    x = np.random.default_rng(0).standard_normal((16, 64)).astype(np.float32)
-    d = aieflow.compile(torch_mlp([64, 16]), device="vck190", example_input=x,
-                        config={"precision": "int8", "layers": {"0": {"weights": "streamed"}}})
-    assert type(d).__name__ == "StreamedDenseDesign"
-    d.save(tmp_path / "d")
-    proj = tmp_path / "d" / "project"
+    _, _, proj = dense_project
     r = make(proj, "-n", "hw", "PLATFORM=/some/x.xpfm")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.replace("\\\n", " ").splitlines()
@@ -203,8 +244,13 @@ def test_streamed_dense_project_links_its_epilogue_and_builds_its_host(tmp_path)
     cfg = (proj / "system.cfg").read_text().splitlines()
     assert "nk=dense_epilogue:1:dense_epilogue_0" in cfg
     assert re.search(r'extern "C" void dense_epilogue\(', (proj / "pl/dense_epilogue.cpp").read_text())
+    # make run: the shipped batch, compared with its golden file; another input without one
     r = make(proj, "-n", "run")
-    assert r.returncode != 0 and "set X=" in r.stdout + r.stderr
+    assert r.returncode == 0 and f"./host.exe design.xclbin data/X.bin Y.bin {DENSE_SAMPLES} data/Y_golden.bin" in r.stdout, r.stdout
+    r = make(proj, "-n", "run", "X=in.bin", "SAMPLES=3")
+    assert r.returncode == 0 and "./host.exe design.xclbin in.bin Y.bin 3 \n" in r.stdout + "\n", r.stdout
+    line = dry_run_lines(make(proj, "-n", "hw", "PLATFORM=/p.xpfm"))[1]
+    line("v++ -p", "--package.sd_dir data")
     if not XRT_HEADER.is_file():
         pytest.skip("the XRT headers are missing: install Debian's libxrt-dev")
     r = make_host(proj)
@@ -215,3 +261,39 @@ def test_streamed_dense_project_links_its_epilogue_and_builds_its_host(tmp_path)
         assert name in host, name
     r = subprocess.run([str(proj / "host.exe")], capture_output=True, text=True)  # no board, no arguments
     assert r.returncode != 0 and "usage" in (r.stdout + r.stderr).lower(), r.stdout + r.stderr
+
+
+@needs_ap_types
+def test_streamed_dense_system_run_is_bit_exact_with_predict(dense_project, tmp_path):
+    """The streamed Dense layer's `make system-run` without a venv: data/X.bin (every sample given
+    at compile time, two of them at the input type's bounds) -> A / B as the host lays them out ->
+    five loops with gemm_mover / gemm_collect as C simulation -> dense_epilogue (C simulation,
+    Xilinx's ap_types) -> Y, equal to predict's codes and to an independent numpy requantisation of
+    X W + bias."""
+    d, xf, proj = dense_project
+    work = tmp_path / "p"
+    shutil.copytree(proj, work, ignore=shutil.ignore_patterns("system_output", "x86/system", "*.o", "host.exe"))
+    r = make(work, "system-run", f"AP_TYPES={ap_types_include()}", env=no_venv_env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Y bit-exact" in r.stdout.splitlines()
+    p, e = d.plan, d.plan.epilogue
+    n = int((work / "data/samples.txt").read_text())
+    assert n == DENSE_SAMPLES and n % p.batch
+    x = np.fromfile(work / "data/X.bin", dtype=d.x_codes_np()).reshape(n, p.in_features).astype(np.int64)
+    t = d.input_type
+    assert (x[0] == t.min_code).all() and (x[1] == t.max_code).all()  # the edge rows
+    y = np.fromfile(work / "system_output/Y.bin", dtype=np.dtype(e.y_np)).reshape(n, p.out_features).astype(np.int64)
+    assert np.array_equal(y, d.predict(xf, raw=True).reshape(n, -1))
+    # independent: int64 X W, bias shifted in, wrap to the accumulator, SRS (half to even), saturate, ReLU
+    assert e.rounding == "conv_even" and e.shift > 0
+    w = np.asarray(d.node.params["weight_q"]).astype(np.int64)
+    acc = x @ w + (d.bias_codes().astype(np.int64) << e.bias_shift)
+    acc = (acc + (1 << (e.acc_bits - 1))) % (1 << e.acc_bits) - (1 << (e.acc_bits - 1))
+    q, rem, half = acc >> e.shift, acc & ((1 << e.shift) - 1), 1 << (e.shift - 1)
+    ref = np.clip(q + ((rem > half) | ((rem == half) & (q % 2 == 1))), e.out_min, e.out_max)
+    if e.relu:
+        ref = np.maximum(ref, 0)
+    assert np.array_equal(y, ref)
+    # the shim-only run of the same steps (the PL kernels on the shim's ap_int), without a venv too
+    r = make(work, "shim-run", env=no_venv_env())
+    assert r.returncode == 0 and "Y bit-exact" in r.stdout.splitlines(), r.stdout + r.stderr

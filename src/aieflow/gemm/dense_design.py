@@ -98,13 +98,17 @@ class StreamedDenseDesign(EmulatedNumerics):
     source: str = ""
     timings: tuple[tuple[str, float], ...] = ()
     files: dict[str, str] = field(default_factory=dict)
+    # graph-input codes of the samples given at compile time (example input, or the whole model's
+    # values at this segment's cut): data/X.bin and Y_golden.bin hold all of them (else a random batch)
+    example: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.files:
             from .emit import streamed_dense_system
 
             g = self.gemm
-            self.files = {**g.files, **self._dense_files(), **streamed_dense_system(g.plan, g.estimate(), g.ships_data)}
+            self.files = {**g.files, **self._dense_files(),
+                          **streamed_dense_system(g.plan, g.estimate(), g.ships_data, self._x_c_type)}
 
     # ------------------------------------------------------------------ parts
 
@@ -263,10 +267,20 @@ class StreamedDenseDesign(EmulatedNumerics):
 
         g = self.plan.gemm  # one stream argument per PLIO of the mover (Ar + Br) and of the write-back (Cr)
         t = self.graph.tensors[self.node.inputs[0]].dtype
-        x_c = t.c_type if isinstance(t, FloatType) else f"std::{'' if t.signed else 'u'}int{t.container_bits}_t"
         return _ENV.get_template("dense_host.cpp.j2").render(
-            **ctx, board=self.device.board, ins=range(g.plio_in), outs=range(g.plio_out), graph_var=GRAPH_VAR, x_c_type=x_c,
-            x_type=t.to_string())
+            **ctx, board=self.device.board, ins=range(g.plio_in), outs=range(g.plio_out), graph_var=GRAPH_VAR,
+            x_c_type=self._x_c_type, x_type=t.to_string())
+
+    @property
+    def _x_c_type(self) -> str:
+        """The C type of the layer's input codes (``X.bin``: the host's and the x86 system run's input)."""
+        t = self.graph.tensors[self.node.inputs[0]].dtype
+        return t.c_type if isinstance(t, FloatType) else f"std::{'' if t.signed else 'u'}int{t.container_bits}_t"
+
+    def x_codes_np(self) -> np.dtype:
+        """The numpy type of ``X.bin``'s codes (the layer input's container)."""
+        t = self.graph.tensors[self.node.inputs[0]].dtype
+        return np.dtype(np.float32) if isinstance(t, FloatType) else np.dtype(f"{'' if t.signed else 'u'}int{t.container_bits}")
 
     def _readme(self) -> str:
         p, e = self.plan, self.estimate()
@@ -381,8 +395,16 @@ class StreamedDenseDesign(EmulatedNumerics):
         ])
 
     def data_files(self) -> dict[str, bytes]:
+        """``data/``: the weights and bias the host reads, and for ``make run`` / ``make system-run``
+        the layer inputs (``X.bin``: every sample given at compile time, :attr:`example`; without one
+        a batch of seeded random codes with the type's extreme rows first, :meth:`random_input_codes`;
+        ``samples.txt``) and the emulator's outputs for them (``Y_golden.bin``)."""
         w = np.asarray(self.node.params["weight_q"]).astype(self.plan.gemm.dtype.np_dtype)
-        return {"data/W.bin": w.tobytes(), "data/bias.bin": self.bias_codes().tobytes()}
+        xq = self.random_input_codes(self.plan.batch) if self.example is None else np.asarray(self.example)
+        x = self.layer_input(xq).astype(self.x_codes_np())
+        y = self.run(xq).reshape(xq.shape[0], -1).astype(np.dtype(self.plan.epilogue.y_np))
+        return {"data/W.bin": w.tobytes(), "data/bias.bin": self.bias_codes().tobytes(), "data/X.bin": x.tobytes(),
+                "data/samples.txt": f"{x.shape[0]}\n".encode(), "data/Y_golden.bin": y.tobytes()}
 
     def save(self, out_dir: str | os.PathLike, force: bool = False) -> Path:
         """``design.json``, ``weights.npz`` and ``project/`` (GEMM + epilogue, with the weights in
@@ -536,4 +558,7 @@ def compile_streamed(state: Any, progress: Any = None, failure: PlanError | None
     plan = plan_streamed(q.graph, q.device, q.config, q.graph.node(name), reason)
     design = StreamedDenseDesign(q.graph, q.device, q.config, plan, q.source)
     design.timings = (*q.timings, ("streamed", time.perf_counter() - t0))
+    example = q.example_input if q.example_input is not None else q.calibration
+    if example is not None:  # data/X.bin: all of the given samples
+        design.example = design.quantise_input(example)
     return design

@@ -654,7 +654,8 @@ def compile_segmented(q: Any, reasons: Mapping[str, str], progress: Any = None,
             progress(f"segment {spec.name}: {', '.join(_compute(q.graph, spec))}")
         sub = subgraph(q.graph, spec)
         if spec.kind == "streamed":
-            segments.append(StreamedDenseDesign(sub, q.device, q.config, plans[spec.index], q.source))
+            segments.append(StreamedDenseDesign(sub, q.device, q.config, plans[spec.index], q.source,
+                                                example=None if values is None else np.asarray(values[spec.input])))
             continue
         err = cache.check(spec)
         if err is not None:
