@@ -137,6 +137,40 @@ def test_shim_run_in_a_moved_copy_without_a_venv_is_bit_exact(project, tmp_path)
     assert r.returncode != 0 and "C bit-exact" not in r.stdout.splitlines() and "differ" in r.stdout + r.stderr
 
 
+def _check_memtile_plio_files(design, proj: Path, files: list[str]) -> None:
+    """ml_mover.cpp's order for block (0, 0, 0): a<g> = A's rows g MC_TILE .. + MC_TILE, columns
+    0 .. KC, row-major; b<b> = for each of its L4 lanes j, for each L4 step, B's kc x nr panel
+    step TILES_J + j, row-major; zeros past A / B and past the last panel."""
+    p, c, blk = design.plan, design.plan.config, design.plan.blocks
+    a_full = np.fromfile(proj / "data/A.bin", dtype=p.dtype.np_dtype).reshape(p.m, p.k).astype(np.int64)
+    b_full = np.fromfile(proj / "data/B.bin", dtype=p.dtype.np_dtype).reshape(p.k, p.n).astype(np.int64)
+    mc_tile, steps = blk.mc // c.tiles_i, -(-(blk.nc // blk.nr) // c.tiles_j)
+    lanes = design.plan.memtiles.lanes(c.tiles_j)
+    first = [sum(lanes[:i]) for i in range(len(lanes))]
+
+    def a_at(r: int, col: int) -> int:
+        return int(a_full[r, col]) if r < p.m and col < p.k else 0
+
+    def b_at(r: int, col: int) -> int:
+        return int(b_full[r, col]) if r < p.k and col < p.n else 0
+
+    seen = set()
+    for f in files:
+        name = Path(f).stem
+        vals = [int(v) for v in (proj / f).read_text().split()]
+        if name.startswith("a"):
+            g = int(name[1:])
+            want = [a_at(g * mc_tile + r, col) for r in range(mc_tile) for col in range(blk.kc)]
+        else:
+            bi = int(name[1:])
+            want = [b_at(r, panel * blk.nr + col) if panel < blk.nc // blk.nr else 0
+                    for j in range(first[bi], first[bi] + lanes[bi]) for s in range(steps)
+                    for panel in [s * c.tiles_j + j] for r in range(blk.kc) for col in range(blk.nr)]
+        assert vals == want, f
+        seen.add(name)
+    assert seen == {f"a{g}" for g in range(c.tiles_i)} | {f"b{i}" for i in range(len(lanes))}
+
+
 def test_the_simulators_plio_files_hold_the_first_iterations_operands(project):
     """graph.cpp runs one iteration on data/ar*.txt / br*.txt by default: every input PLIO file
     graph.h names exists, and read in the order the kernel reads them (gemm_tile.h: per micro-kernel
@@ -145,9 +179,10 @@ def test_the_simulators_plio_files_hold_the_first_iterations_operands(project):
     design, proj = project
     graph = (proj / "src/graph.h").read_text()
     files = re.findall(r'adf::input_plio::create\("\w+", adf::plio_128_bits, "([^"]+)"', graph)
+    assert files and all((proj / f).is_file() for f in files)
     if design.plan.memtile:
-        pytest.skip("the memory-tile design's a<g> / b<b> PLIO files are not written yet (docs/gemm.md)")
-    assert files
+        _check_memtile_plio_files(design, proj, files)
+        return
     p, c, blk = design.plan, design.plan.config, design.plan.blocks
     dt = np.float32 if p.dtype.is_float else np.int64
     ms, ks, ns = p.dtype.mmul

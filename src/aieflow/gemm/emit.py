@@ -133,8 +133,9 @@ def streamed_dense_system(plan: GemmPlan, perf: GemmPerformance, data: bool, x_c
     running the host's steps (X -> A / B, five loops, epilogue) with the three PL kernels as C
     simulation; ``x_c_type``: the C type of the layer's input codes (``data/X.bin``)."""
     ctx = {**_context(plan, perf, data), "epilogue": True, "x_c_type": Code(x_c_type)}
-    rels = ("Makefile", "system.cfg", "x86/system.cpp", "x86/gemm_csim.cpp")
-    return {rel: _ENV.get_template(RENDERED[rel]).render(**ctx) for rel in rels}
+    templates = {**RENDERED, **MEMTILE} if plan.memtile else RENDERED
+    rels = ("Makefile", "system.cfg", "x86/system.cpp", "x86/gemm_csim.cpp", "README.md")
+    return {rel: _ENV.get_template(templates[rel]).render(**ctx) for rel in rels}
 
 
 def _context(plan: GemmPlan, perf: GemmPerformance, data: bool) -> dict:

@@ -3,7 +3,8 @@ what the PL mover streams into each PLIO during the graph's first iteration (L4 
 first block: ``ic = jc = pc = 0``), so ``make x86sim`` / ``aiesim`` (graph.cpp runs
 ``AIEFLOW_ITERATIONS``, 1 by default) have input.  Written in numpy from the packing and
 streaming order of ``templates/gemm/gemm_pl.h`` (``pack_a`` / ``pack_b`` / ``send_ar`` /
-``send_br``); the AIE-ML memory-tile design's ``a<g>`` / ``b<b>`` PLIOs are not written yet."""
+``send_br``); the AIE-ML memory-tile design's ``a<g>`` / ``b<b>`` PLIOs (one graph iteration per
+block) from ``templates/gemm/ml_mover.cpp.j2``'s ``send_ac`` / ``send_lane``."""
 
 from __future__ import annotations
 
@@ -19,9 +20,9 @@ def _text(values: np.ndarray, per_line: int, is_float: bool) -> str:
 
 def plio_files(plan: GemmPlan, a: np.ndarray, b: np.ndarray) -> dict[str, str]:
     """``{data/<port>.txt: text}`` for every Ar and (PLIO) Br port; ``a``: (m, k), ``b``: (k, n).
-    Empty for the memory-tile design."""
+    The memory-tile design: its a<g> / b<b> PLIOs (:func:`memtile_plio_files`)."""
     if plan.memtile:
-        return {}
+        return memtile_plio_files(plan, a, b)
     c, blk = plan.config, plan.blocks
     ms, ks, ns = plan.dtype.mmul
     mr, nr, mc, nc, kc = blk.mr, blk.nr, blk.mc, blk.nc, blk.kc
@@ -31,9 +32,9 @@ def plio_files(plan: GemmPlan, a: np.ndarray, b: np.ndarray) -> dict[str, str]:
     lanes = 16 // plan.dtype.bytes  # elements per 128-bit PLIO word (gemm_cfg::A_PER_WORD)
     fp = plan.dtype.is_float
     ac = np.zeros((mc, kc), dtype=a.dtype)  # pack_a of block (ic, pc) = (0, 0), zero-padded
-    ac[:min(plan.m, mc), :min(plan.k, kc)] = a[:mc, :kc]
+    ac[:min(a.shape[0], mc), :min(a.shape[1], kc)] = a[:mc, :kc]  # a's own m (a Dense layer's samples)
     bc = np.zeros((kc, nc), dtype=b.dtype)  # pack_b of block (jc, pc) = (0, 0)
-    bc[:min(plan.k, kc), :min(plan.n, nc)] = b[:kc, :nc]
+    bc[:min(b.shape[0], kc), :min(b.shape[1], nc)] = b[:kc, :nc]
     files = {}
     for g in range(c.tiles_i):
         for s in range(c.ar_streams):
@@ -50,4 +51,30 @@ def plio_files(plan: GemmPlan, a: np.ndarray, b: np.ndarray) -> dict[str, str]:
             else:
                 win = np.zeros(kc * nr, dtype=b.dtype)
             files[f"data/br{j}.txt"] = _text(win, lanes, fp)
+    return files
+
+
+def memtile_plio_files(plan: GemmPlan, a: np.ndarray, b: np.ndarray) -> dict[str, str]:
+    """The memory-tile design's first graph iteration (block ic = jc = pc = 0), in ml_mover.cpp's
+    send order: ``data/a<g>.txt`` group g's Ac share (rows g MC_TILE .. + MC_TILE, columns 0 .. KC,
+    row-major), ``data/b<b>.txt`` for each L4 lane j the Bc memory tile b holds, for every L4 step
+    the lane's kc x nr Br panel row-major (panel = step TILES_J + j; zeros past the block's last
+    panel and past A / B's edges)."""
+    from .emit import memtile_ports
+
+    c, blk = plan.config, plan.blocks
+    mc_tile, kc, nr, nc = blk.mc // c.tiles_i, blk.kc, blk.nr, blk.nc
+    lanes = 16 // plan.dtype.bytes
+    fp = plan.dtype.is_float
+    ac = np.zeros((blk.mc, kc), dtype=a.dtype)
+    ac[:min(a.shape[0], blk.mc), :min(a.shape[1], kc)] = a[:blk.mc, :kc]
+    bc = np.zeros((kc, nc), dtype=b.dtype)
+    bc[:min(b.shape[0], kc), :min(b.shape[1], nc)] = b[:kc, :nc]
+    panels, steps = nc // nr, -(-(nc // nr) // c.tiles_j)
+    ar, br, _, _ = memtile_ports(plan)
+    files = {f"data/{p.var}.txt": _text(ac[p.group * mc_tile:(p.group + 1) * mc_tile].ravel(), lanes, fp) for p in ar}
+    for p in br:
+        parts = [bc[:, (s * c.tiles_j + j) * nr:(s * c.tiles_j + j + 1) * nr] if s * c.tiles_j + j < panels
+                 else np.zeros((kc, nr), dtype=b.dtype) for j in p.lanes for s in range(steps)]
+        files[f"data/{p.var}.txt"] = _text(np.concatenate([q.ravel() for q in parts]), lanes, fp)
     return files
