@@ -64,6 +64,13 @@ def test_make_n_hw_shows_compile_link_and_package(project):
         r = make(proj, "-n", target, "PLATFORM=/p.xpfm", "ITERATIONS=7")
         assert r.returncode == 0 and "-DAIEFLOW_ITERATIONS=7" in r.stdout, r.stdout + r.stderr
     assert "run(AIEFLOW_ITERATIONS)" in (proj / "src/graph.cpp").read_text()
+    readme = (proj / "README.md").read_text()  # every target with its command, what was checked and what not
+    for command in ("make x86sim PLATFORM=", "make aiesim PLATFORM=", "make hw_emu PLATFORM=", "make hw PLATFORM=",
+                    "make package PLATFORM=", "make run", "make shim-run", "make system-run", "make clean"):
+        assert f"`{command}" in readme, command
+    assert "Not checked:" in readme
+    r = make(proj, "-n", "run")
+    assert r.returncode == 0 and "./host.exe design.xclbin data" in r.stdout, r.stdout
 
 
 def test_system_cfg_defines_its_kernels_and_connects_every_plio(project):
@@ -286,6 +293,9 @@ def test_streamed_dense_project_links_its_epilogue_and_builds_its_host(dense_pro
     assert r.returncode == 0 and "./host.exe design.xclbin in.bin Y.bin 3 \n" in r.stdout + "\n", r.stdout
     line = dry_run_lines(make(proj, "-n", "hw", "PLATFORM=/p.xpfm"))[1]
     line("v++ -p", "--package.sd_dir data")
+    readme = (proj / "README.md").read_text() + (proj / "DENSE.md").read_text()
+    for command in ("make system-run", "make shim-run", "make run", "data/Y_golden.bin", "every sample given"):
+        assert command in readme, command
     if not XRT_HEADER.is_file():
         pytest.skip("the XRT headers are missing: install Debian's libxrt-dev")
     r = make_host(proj)
