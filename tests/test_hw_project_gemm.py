@@ -342,3 +342,30 @@ def test_streamed_dense_system_run_is_bit_exact_with_predict(dense_project, tmp_
     # the shim-only run of the same steps (the PL kernels on the shim's ap_int), without a venv too
     r = make(work, "shim-run", env=no_venv_env())
     assert r.returncode == 0 and "Y bit-exact" in r.stdout.splitlines(), r.stdout + r.stderr
+
+
+@needs_ap_types
+def test_streamed_dense_system_run_in_the_transposed_orientation(tmp_path):
+    """Orientation `wx` (A = W^T, B = X^T, C = (X W)^T), a16w8 with ReLU: the x86 system run lays A
+    and B out as host/dense_host.cpp does and the epilogue reads C transposed; Y equals predict."""
+    import torch
+
+    from aieflow.gemm.dense import plan_streamed
+    from aieflow.gemm.dense_design import StreamedDenseDesign
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(40, 24), torch.nn.ReLU()).eval()
+    x = torch.randn(7, 40)
+    x[0] = -30.0  # the input's lower bound
+    d = aieflow.compile(model, device="vck190", example_input=x, calibration=torch.randn(32, 40),
+                        config={"precision": "a16w8", "layers": {"0": {"weights": "streamed"}}})
+    plan = plan_streamed(d.graph, d.device, d.config, d.node, d.plan.reason, orientation="wx")
+    d = StreamedDenseDesign(d.graph, d.device, d.config, plan, d.source, example=d.example)
+    d.save(tmp_path / "d")
+    proj = tmp_path / "d" / "project"
+    r = make(proj, "system-run", f"AP_TYPES={ap_types_include()}", env=no_venv_env())
+    assert r.returncode == 0 and "Y bit-exact" in r.stdout.splitlines(), r.stdout + r.stderr
+    assert "gemm 24 x 7 x 40" in r.stdout  # m = out features, n = samples
+    y = np.fromfile(proj / "system_output/Y.bin", dtype=np.dtype(plan.epilogue.y_np)).reshape(7, 24)
+    want = d.predict(x.numpy(), raw=True).reshape(7, 24)
+    assert np.array_equal(y.astype(np.int64), want.astype(np.int64)) and (want == 0).any() and (want > 0).any()
