@@ -178,6 +178,35 @@ def _check_memtile_plio_files(design, proj: Path, files: list[str]) -> None:
     assert seen == {f"a{g}" for g in range(c.tiles_i)} | {f"b{i}" for i in range(len(lanes))}
 
 
+def test_the_simulators_first_iteration_on_the_shim_matches_the_golden_cr_files(project, tmp_path):
+    """What `make x86sim` / `aiesim` run (graph.cpp's own main, one iteration on the data/ PLIO
+    files), built for the shim: its Cr output files equal data/golden_cr*.txt (exact sums of the
+    numpy side, plio_data.golden_cr_files) by the project's own `make check-output`; a changed
+    golden value is reported.  Only integer designs with PLIO Br have them."""
+    design, proj = project
+    golden = sorted((proj / "data").glob("golden_cr*.txt"))
+    p = design.plan
+    if p.memtile or p.config.br_transfer == "gmio":
+        assert not golden and "check-output:" not in (proj / "Makefile").read_text()
+        return
+    assert len(golden) == p.config.tiles_i * p.config.tiles_j
+    work = tmp_path / "p"
+    shutil.copytree(proj, work, ignore=shutil.ignore_patterns("*_output", "x86/harness", "x86/system", "*.o", "host.exe"))
+    r = subprocess.run(["g++", "-std=c++20", "-O2", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off",
+                        f"-D__AIE_ARCH__={p.device.generation.arch_macro}", "-D__X86SIM__", "-Ix86/shim", "-Isrc", "-I.",
+                        "src/graph.cpp", "src/kernels/gemm_tile.cc", "-o", "sim"], cwd=work, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run(["./sim"], cwd=work, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    env = no_venv_env()
+    r = make(work, "check-output", "OUT=.", env=env)  # the shim wrote data/cr<t>.txt beside the inputs
+    assert r.returncode == 0 and r.stdout.count(" bit-exact") == len(golden), r.stdout + r.stderr
+    tokens = golden[0].read_text().split()
+    (work / "data" / golden[0].name).write_text(" ".join([str(int(tokens[0]) + 1), *tokens[1:]]) + "\n")
+    r = make(work, "check-output", "OUT=.", env=env)
+    assert r.returncode != 0 and "MISMATCH" in r.stdout
+
+
 def test_the_simulators_plio_files_hold_the_first_iterations_operands(project):
     """graph.cpp runs one iteration on data/ar*.txt / br*.txt by default: every input PLIO file
     graph.h names exists, and read in the order the kernel reads them (gemm_tile.h: per micro-kernel

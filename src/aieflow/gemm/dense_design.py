@@ -413,13 +413,14 @@ class StreamedDenseDesign(EmulatedNumerics):
         xq = self.random_input_codes(self.plan.batch) if self.example is None else np.asarray(self.example)
         x = self.layer_input(xq).astype(self.x_codes_np())
         y = self.run(xq).reshape(xq.shape[0], -1).astype(np.dtype(self.plan.epilogue.y_np))
-        from .plio_data import plio_files
+        from .plio_data import golden_cr_files, plio_files
 
         # the simulators' input (x86sim / aiesim): the GEMM's PLIOs' first graph iteration for these A and B
         a, b = (v.astype(self.plan.gemm.dtype.np_dtype) for v in self.operands(self.layer_input(xq)))
         return {"data/W.bin": w.tobytes(), "data/bias.bin": self.bias_codes().tobytes(), "data/X.bin": x.tobytes(),
                 "data/samples.txt": f"{x.shape[0]}\n".encode(), "data/Y_golden.bin": y.tobytes(),
-                **{rel: text.encode() for rel, text in plio_files(self.plan.gemm, a, b).items()}}
+                **{rel: text.encode() for rel, text in plio_files(self.plan.gemm, a, b).items()},
+                **{rel: text.encode() for rel, text in golden_cr_files(self.plan.gemm, a, b).items()}}
 
     def save(self, out_dir: str | os.PathLike, force: bool = False) -> Path:
         """``design.json``, ``weights.npz`` and ``project/`` (GEMM + epilogue, with the weights in

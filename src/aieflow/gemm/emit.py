@@ -15,7 +15,7 @@ from importlib import resources
 from .. import __version__
 from ..names import Code
 from ..templating import environment
-from ..vitis import SHIM_DIR, ap_types_finder, shim_files
+from ..vitis import SHIM_DIR, ap_types_finder, compare_script, shim_files
 from .perf import GemmPerformance
 from .plan import GemmPlan
 
@@ -123,6 +123,7 @@ def project_files(plan: GemmPlan, perf: GemmPerformance, data: bool) -> dict[str
         files[rel] = base.joinpath(name).read_text()
     files.update(shim_files())  # make shim-run needs nothing outside the project
     files["scripts/find_ap_types.py"] = ap_types_finder()  # make system-run: where Xilinx's ap_types are
+    files["scripts/compare.py"] = compare_script()  # make x86sim / aiesim: Cr against data/golden_cr*.txt
     return files
 
 
@@ -133,6 +134,7 @@ def streamed_dense_system(plan: GemmPlan, perf: GemmPerformance, data: bool, x_c
     running the host's steps (X -> A / B, five loops, epilogue) with the three PL kernels as C
     simulation; ``x_c_type``: the C type of the layer's input codes (``data/X.bin``)."""
     ctx = {**_context(plan, perf, data), "epilogue": True, "x_c_type": Code(x_c_type)}
+    ctx["golden_cr"] = not plan.memtile and not plan.dtype.is_float and plan.config.br_transfer != "gmio"  # data/ always
     templates = {**RENDERED, **MEMTILE} if plan.memtile else RENDERED
     rels = ("Makefile", "system.cfg", "x86/system.cpp", "x86/gemm_csim.cpp", "README.md")
     return {rel: _ENV.get_template(templates[rel]).render(**ctx) for rel in rels}
@@ -150,6 +152,8 @@ def _context(plan: GemmPlan, perf: GemmPerformance, data: bool) -> dict:
         "br_bytes": plan.br_bytes, "pl_clock_hz": int(plan.device.pl_clock_hz),
         "platform_hint": plan.device.vitis_platform,
         "memtile": plan.memtile, "lay": plan.memtiles, "shim_dir": SHIM_DIR, "epilogue": False,
+        # data/golden_cr*.txt are written (plio_data.golden_cr_files): the simulators' output is compared
+        "golden_cr": data and not plan.memtile and not plan.dtype.is_float and not gmio,
     }
     return ctx
 

@@ -78,3 +78,40 @@ def memtile_plio_files(plan: GemmPlan, a: np.ndarray, b: np.ndarray) -> dict[str
                  else np.zeros((kc, nr), dtype=b.dtype) for j in p.lanes for s in range(steps)]
         files[f"data/{p.var}.txt"] = _text(np.concatenate([q.ravel() for q in parts]), lanes, fp)
     return files
+
+
+def golden_cr_files(plan: GemmPlan, a: np.ndarray, b: np.ndarray) -> dict[str, str]:
+    """``{data/golden_cr<t>.txt: text}``: what tile t's Cr PLIO carries in the graph's first
+    iteration (the one the input files above hold: block 0, L4 step 0), for ``make x86sim`` /
+    ``aiesim`` to compare; in gemm_tile.h's order: per micro-kernel round, per (row block, column
+    block) the MS x NS block of Cr row-major, an int64 design's as its hi = floor(c / 2^16) block
+    then its lo = c - hi 2^16 block.  Cr = the round's MR rows of Ac times tile t's Br panel (the
+    first KC of k), exact integer sums.  Empty for float types (their sums follow the mmul's order),
+    the GMIO design (its Br is not a PLIO file) and the memory-tile design."""
+    c, blk = plan.config, plan.blocks
+    if plan.memtile or plan.dtype.is_float or c.br_transfer == "gmio":
+        return {}
+    ms, _, ns = plan.dtype.mmul
+    mr, nr, mc, nc, kc = blk.mr, blk.nr, blk.mc, blk.nc, blk.kc
+    rounds = mc // c.tiles_i // mr
+    ac = np.zeros((mc, kc), dtype=np.int64)
+    ac[:min(a.shape[0], mc), :min(a.shape[1], kc)] = a[:mc, :kc]
+    bc = np.zeros((kc, nc + c.tiles_j * nr), dtype=np.int64)  # zero panels past the block's last
+    bc[:min(b.shape[0], kc), :min(b.shape[1], nc)] = b[:kc, :nc]
+    files = {}
+    for g in range(c.tiles_i):
+        for j in range(c.tiles_j):
+            out = []
+            for rnd in range(rounds):
+                q = g * rounds + rnd
+                cr = ac[q * mr:(q + 1) * mr] @ bc[:, j * nr:(j + 1) * nr] if j < nc // nr else np.zeros((mr, nr), np.int64)
+                for r in range(mr // ms):
+                    for cb in range(nr // ns):
+                        block = cr[r * ms:(r + 1) * ms, cb * ns:(cb + 1) * ns].ravel()
+                        if plan.output.wide:
+                            hi = block >> 16  # floor
+                            out += [hi, block - (hi << 16)]
+                        else:
+                            out.append(block)
+            files[f"data/golden_cr{g * c.tiles_j + j}.txt"] = _text(np.concatenate(out), 4, False)
+    return files
