@@ -1,8 +1,10 @@
-"""GEMM projects on the one Makefile contract (issue 20): `make -n hw` shows the AIE compile, the two
-PL kernels (the GEMM's own movers), the link with system.cfg and the package step; system.cfg names
-only kernels the project's PL sources define and connects every PLIO of graph.h; the XRT host
-compiles and links against the real XRT (Debian's libxrt-dev); `make shim-run` in a copy of the
-project moved elsewhere, without a virtual environment, is bit-exact with the emulator's C."""
+"""GEMM and streamed Dense projects on the one Makefile contract (issue 20): `make -n hw` shows the
+AIE compile, the PL kernels (the GEMM's own movers, the layer's epilogue), the link with system.cfg
+and the package step; system.cfg names only kernels the project's PL sources define and connects
+every PLIO of graph.h; the XRT host compiles and links against the real XRT (Debian's libxrt-dev);
+the simulators' PLIO files hold the first iteration (and its golden Cr, checked on the shim); `make
+shim-run` and `make system-run` (PL kernels as HLS C simulation against Xilinx's ap_types) in a copy
+of the project moved elsewhere, without a virtual environment, are bit-exact with predict."""
 
 from __future__ import annotations
 
