@@ -1,8 +1,10 @@
-"""GEMM projects on the one Makefile contract (issue 20): `make -n hw` shows the AIE compile, the two
-PL kernels (the GEMM's own movers), the link with system.cfg and the package step; system.cfg names
-only kernels the project's PL sources define and connects every PLIO of graph.h; the XRT host
-compiles and links against the real XRT (Debian's libxrt-dev); `make shim-run` in a copy of the
-project moved elsewhere, without a virtual environment, is bit-exact with the emulator's C."""
+"""GEMM and streamed Dense projects on the one Makefile contract (issue 20): `make -n hw` shows the
+AIE compile, the PL kernels (the GEMM's own movers, the layer's epilogue), the link with system.cfg
+and the package step; system.cfg names only kernels the project's PL sources define and connects
+every PLIO of graph.h; the XRT host compiles and links against the real XRT (Debian's libxrt-dev);
+the simulators' PLIO files hold the first iteration (and its golden Cr, checked on the shim); `make
+shim-run` and `make system-run` (PL kernels as HLS C simulation against Xilinx's ap_types) in a copy
+of the project moved elsewhere, without a virtual environment, are bit-exact with predict."""
 
 from __future__ import annotations
 
@@ -64,6 +66,13 @@ def test_make_n_hw_shows_compile_link_and_package(project):
         r = make(proj, "-n", target, "PLATFORM=/p.xpfm", "ITERATIONS=7")
         assert r.returncode == 0 and "-DAIEFLOW_ITERATIONS=7" in r.stdout, r.stdout + r.stderr
     assert "run(AIEFLOW_ITERATIONS)" in (proj / "src/graph.cpp").read_text()
+    readme = (proj / "README.md").read_text()  # every target with its command, what was checked and what not
+    for command in ("make x86sim PLATFORM=", "make aiesim PLATFORM=", "make hw_emu PLATFORM=", "make hw PLATFORM=",
+                    "make package PLATFORM=", "make run", "make shim-run", "make system-run", "make clean"):
+        assert f"`{command}" in readme, command
+    assert "Not checked:" in readme
+    r = make(proj, "-n", "run")
+    assert r.returncode == 0 and "./host.exe design.xclbin data" in r.stdout, r.stdout
 
 
 def test_system_cfg_defines_its_kernels_and_connects_every_plio(project):
@@ -137,6 +146,69 @@ def test_shim_run_in_a_moved_copy_without_a_venv_is_bit_exact(project, tmp_path)
     assert r.returncode != 0 and "C bit-exact" not in r.stdout.splitlines() and "differ" in r.stdout + r.stderr
 
 
+def _check_memtile_plio_files(design, proj: Path, files: list[str]) -> None:
+    """ml_mover.cpp's order for block (0, 0, 0): a<g> = A's rows g MC_TILE .. + MC_TILE, columns
+    0 .. KC, row-major; b<b> = for each of its L4 lanes j, for each L4 step, B's kc x nr panel
+    step TILES_J + j, row-major; zeros past A / B and past the last panel."""
+    p, c, blk = design.plan, design.plan.config, design.plan.blocks
+    a_full = np.fromfile(proj / "data/A.bin", dtype=p.dtype.np_dtype).reshape(p.m, p.k).astype(np.int64)
+    b_full = np.fromfile(proj / "data/B.bin", dtype=p.dtype.np_dtype).reshape(p.k, p.n).astype(np.int64)
+    mc_tile, steps = blk.mc // c.tiles_i, -(-(blk.nc // blk.nr) // c.tiles_j)
+    lanes = design.plan.memtiles.lanes(c.tiles_j)
+    first = [sum(lanes[:i]) for i in range(len(lanes))]
+
+    def a_at(r: int, col: int) -> int:
+        return int(a_full[r, col]) if r < p.m and col < p.k else 0
+
+    def b_at(r: int, col: int) -> int:
+        return int(b_full[r, col]) if r < p.k and col < p.n else 0
+
+    seen = set()
+    for f in files:
+        name = Path(f).stem
+        vals = [int(v) for v in (proj / f).read_text().split()]
+        if name.startswith("a"):
+            g = int(name[1:])
+            want = [a_at(g * mc_tile + r, col) for r in range(mc_tile) for col in range(blk.kc)]
+        else:
+            bi = int(name[1:])
+            want = [b_at(r, panel * blk.nr + col) if panel < blk.nc // blk.nr else 0
+                    for j in range(first[bi], first[bi] + lanes[bi]) for s in range(steps)
+                    for panel in [s * c.tiles_j + j] for r in range(blk.kc) for col in range(blk.nr)]
+        assert vals == want, f
+        seen.add(name)
+    assert seen == {f"a{g}" for g in range(c.tiles_i)} | {f"b{i}" for i in range(len(lanes))}
+
+
+def test_the_simulators_first_iteration_on_the_shim_matches_the_golden_cr_files(project, tmp_path):
+    """What `make x86sim` / `aiesim` run (graph.cpp's own main, one iteration on the data/ PLIO
+    files), built for the shim: its Cr output files equal data/golden_cr*.txt (exact sums of the
+    numpy side, plio_data.golden_cr_files) by the project's own `make check-output`; a changed
+    golden value is reported.  Only integer designs with PLIO Br have them."""
+    design, proj = project
+    golden = sorted((proj / "data").glob("golden_cr*.txt"))
+    p = design.plan
+    if p.memtile or p.config.br_transfer == "gmio":
+        assert not golden and "check-output:" not in (proj / "Makefile").read_text()
+        return
+    assert len(golden) == p.config.tiles_i * p.config.tiles_j
+    work = tmp_path / "p"
+    shutil.copytree(proj, work, ignore=shutil.ignore_patterns("*_output", "x86/harness", "x86/system", "*.o", "host.exe"))
+    r = subprocess.run(["g++", "-std=c++20", "-O2", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off",
+                        f"-D__AIE_ARCH__={p.device.generation.arch_macro}", "-D__X86SIM__", "-Ix86/shim", "-Isrc", "-I.",
+                        "src/graph.cpp", "src/kernels/gemm_tile.cc", "-o", "sim"], cwd=work, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run(["./sim"], cwd=work, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    env = no_venv_env()
+    r = make(work, "check-output", "OUT=.", env=env)  # the shim wrote data/cr<t>.txt beside the inputs
+    assert r.returncode == 0 and r.stdout.count(" bit-exact") == len(golden), r.stdout + r.stderr
+    tokens = golden[0].read_text().split()
+    (work / "data" / golden[0].name).write_text(" ".join([str(int(tokens[0]) + 1), *tokens[1:]]) + "\n")
+    r = make(work, "check-output", "OUT=.", env=env)
+    assert r.returncode != 0 and "MISMATCH" in r.stdout
+
+
 def test_the_simulators_plio_files_hold_the_first_iterations_operands(project):
     """graph.cpp runs one iteration on data/ar*.txt / br*.txt by default: every input PLIO file
     graph.h names exists, and read in the order the kernel reads them (gemm_tile.h: per micro-kernel
@@ -145,9 +217,10 @@ def test_the_simulators_plio_files_hold_the_first_iterations_operands(project):
     design, proj = project
     graph = (proj / "src/graph.h").read_text()
     files = re.findall(r'adf::input_plio::create\("\w+", adf::plio_128_bits, "([^"]+)"', graph)
+    assert files and all((proj / f).is_file() for f in files)
     if design.plan.memtile:
-        pytest.skip("the memory-tile design's a<g> / b<b> PLIO files are not written yet (docs/gemm.md)")
-    assert files
+        _check_memtile_plio_files(design, proj, files)
+        return
     p, c, blk = design.plan, design.plan.config, design.plan.blocks
     dt = np.float32 if p.dtype.is_float else np.int64
     ms, ks, ns = p.dtype.mmul
@@ -181,19 +254,60 @@ def test_the_simulators_plio_files_hold_the_first_iterations_operands(project):
                     assert np.array_equal(got[kp, cb], want[kp * ks:(kp + 1) * ks, cb * ns:(cb + 1) * ns]), (f, kp, cb)
 
 
-def test_streamed_dense_project_links_its_epilogue_and_builds_its_host(tmp_path):
+@needs_ap_types
+def test_system_run_in_a_moved_copy_without_a_venv_is_bit_exact(project, tmp_path):
+    """`make system-run`: the host's five loops -> gemm_mover as HLS C simulation against Xilinx's
+    ap_types -> graph on the shim -> gemm_collect (C simulation) -> C, equal to predict's C (the
+    golden file) and to an independent int64 matmul of the shipped A and B; a wrong golden C fails."""
+    design, proj = project
+    work = tmp_path / "elsewhere" / "p"
+    shutil.copytree(proj, work, ignore=shutil.ignore_patterns("shim_output", "system_output", "x86/harness", "x86/system",
+                                                              "*.o", "host.exe"))
+    env = no_venv_env()
+    r = make(work, "system-run", env=env)  # no venv: hls4ml's copy cannot be found, make says what to set
+    assert r.returncode != 0 and "set AP_TYPES=" in r.stdout + r.stderr
+    r = make(work, "system-run", f"AP_TYPES={ap_types_include()}", env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "C bit-exact" in r.stdout.splitlines() and "x86/gemm_csim.o" in r.stdout
+    p = design.plan
+    a = np.fromfile(work / "data/A.bin", dtype=p.dtype.np_dtype).reshape(p.m, p.k).astype(np.int64)
+    b = np.fromfile(work / "data/B.bin", dtype=p.dtype.np_dtype).reshape(p.k, p.n).astype(np.int64)
+    c = np.fromfile(work / "system_output/C.bin", dtype=np.dtype(p.output.name)).reshape(p.m, p.n)
+    assert np.array_equal(c.astype(np.int64), a @ b)  # no wrap: the exact sums fit C's type here
+    assert np.array_equal(c, design.predict(a.astype(p.dtype.np_dtype), b.astype(p.dtype.np_dtype)))
+    golden = work / "data/C_golden.bin"
+    data = bytearray(golden.read_bytes())
+    data[-1] ^= 1  # the last element: written by the last block of the write-back
+    golden.write_bytes(bytes(data))
+    r = make(work, "system-run", f"AP_TYPES={ap_types_include()}", env=env)
+    assert r.returncode != 0 and "C bit-exact" not in r.stdout.splitlines() and "differ" in r.stdout + r.stderr
+
+
+DENSE_SAMPLES = 13
+
+
+@pytest.fixture(scope="module")
+def dense_project(tmp_path_factory):
+    from aieflow.model_zoo import torch_mlp
+
+    # DENSE_SAMPLES given (not a whole number of batches), the first two past the calibrated range
+    x = np.random.default_rng(0).standard_normal((DENSE_SAMPLES, 64)).astype(np.float32)
+    x[0], x[1] = -50.0, 50.0
+    cal = np.random.default_rng(1).standard_normal((64, 64)).astype(np.float32)
+    d = aieflow.compile(torch_mlp([64, 16]), device="vck190", example_input=x, calibration=cal,
+                        config={"precision": "int8", "layers": {"0": {"weights": "streamed"}}})
+    assert type(d).__name__ == "StreamedDenseDesign"
+    out = tmp_path_factory.mktemp("dense") / "d"
+    d.save(out)
+    return d, x, out / "project"
+
+
+def test_streamed_dense_project_links_its_epilogue_and_builds_its_host(dense_project):
     """The streamed Dense layer's project on the GEMM's contract: `make -n hw` compiles and links
     the layer's dense_epilogue kernel beside the GEMM's movers, system.cfg defines it, and `make
     host` builds its own host (host/dense_host.cpp: the GEMM, then the epilogue) against the real
     XRT headers and library (Debian's libxrt-dev), warning-free."""
-    from aieflow.model_zoo import torch_mlp
-
-    x = np.random.default_rng(0).standard_normal((16, 64)).astype(np.float32)
-    d = aieflow.compile(torch_mlp([64, 16]), device="vck190", example_input=x,
-                        config={"precision": "int8", "layers": {"0": {"weights": "streamed"}}})
-    assert type(d).__name__ == "StreamedDenseDesign"
-    d.save(tmp_path / "d")
-    proj = tmp_path / "d" / "project"
+    _, _, proj = dense_project
     r = make(proj, "-n", "hw", "PLATFORM=/some/x.xpfm")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.replace("\\\n", " ").splitlines()
@@ -203,8 +317,16 @@ def test_streamed_dense_project_links_its_epilogue_and_builds_its_host(tmp_path)
     cfg = (proj / "system.cfg").read_text().splitlines()
     assert "nk=dense_epilogue:1:dense_epilogue_0" in cfg
     assert re.search(r'extern "C" void dense_epilogue\(', (proj / "pl/dense_epilogue.cpp").read_text())
+    # make run: the shipped batch, compared with its golden file; another input without one
     r = make(proj, "-n", "run")
-    assert r.returncode != 0 and "set X=" in r.stdout + r.stderr
+    assert r.returncode == 0 and f"./host.exe design.xclbin data/X.bin Y.bin {DENSE_SAMPLES} data/Y_golden.bin" in r.stdout, r.stdout
+    r = make(proj, "-n", "run", "X=in.bin", "SAMPLES=3")
+    assert r.returncode == 0 and "./host.exe design.xclbin in.bin Y.bin 3 \n" in r.stdout + "\n", r.stdout
+    line = dry_run_lines(make(proj, "-n", "hw", "PLATFORM=/p.xpfm"))[1]
+    line("v++ -p", "--package.sd_dir data")
+    readme = (proj / "README.md").read_text() + (proj / "DENSE.md").read_text()
+    for command in ("make system-run", "make shim-run", "make run", "data/Y_golden.bin", "every sample given"):
+        assert command in readme, command
     if not XRT_HEADER.is_file():
         pytest.skip("the XRT headers are missing: install Debian's libxrt-dev")
     r = make_host(proj)
@@ -215,3 +337,66 @@ def test_streamed_dense_project_links_its_epilogue_and_builds_its_host(tmp_path)
         assert name in host, name
     r = subprocess.run([str(proj / "host.exe")], capture_output=True, text=True)  # no board, no arguments
     assert r.returncode != 0 and "usage" in (r.stdout + r.stderr).lower(), r.stdout + r.stderr
+
+
+@needs_ap_types
+def test_streamed_dense_system_run_is_bit_exact_with_predict(dense_project, tmp_path):
+    """The streamed Dense layer's `make system-run` without a venv: data/X.bin (every sample given
+    at compile time, two of them at the input type's bounds) -> A / B as the host lays them out ->
+    five loops with gemm_mover / gemm_collect as C simulation -> dense_epilogue (C simulation,
+    Xilinx's ap_types) -> Y, equal to predict's codes and to an independent numpy requantisation of
+    X W + bias."""
+    d, xf, proj = dense_project
+    work = tmp_path / "p"
+    shutil.copytree(proj, work, ignore=shutil.ignore_patterns("system_output", "x86/system", "*.o", "host.exe"))
+    r = make(work, "system-run", f"AP_TYPES={ap_types_include()}", env=no_venv_env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Y bit-exact" in r.stdout.splitlines()
+    p, e = d.plan, d.plan.epilogue
+    n = int((work / "data/samples.txt").read_text())
+    assert n == DENSE_SAMPLES and n % p.batch
+    x = np.fromfile(work / "data/X.bin", dtype=d.x_codes_np()).reshape(n, p.in_features).astype(np.int64)
+    t = d.input_type
+    assert (x[0] == t.min_code).all() and (x[1] == t.max_code).all()  # the edge rows
+    y = np.fromfile(work / "system_output/Y.bin", dtype=np.dtype(e.y_np)).reshape(n, p.out_features).astype(np.int64)
+    assert np.array_equal(y, d.predict(xf, raw=True).reshape(n, -1))
+    # independent: int64 X W, bias shifted in, wrap to the accumulator, SRS (half to even), saturate, ReLU
+    assert e.rounding == "conv_even" and e.shift > 0
+    w = np.asarray(d.node.params["weight_q"]).astype(np.int64)
+    acc = x @ w + (d.bias_codes().astype(np.int64) << e.bias_shift)
+    acc = (acc + (1 << (e.acc_bits - 1))) % (1 << e.acc_bits) - (1 << (e.acc_bits - 1))
+    q, rem, half = acc >> e.shift, acc & ((1 << e.shift) - 1), 1 << (e.shift - 1)
+    ref = np.clip(q + ((rem > half) | ((rem == half) & (q % 2 == 1))), e.out_min, e.out_max)
+    if e.relu:
+        ref = np.maximum(ref, 0)
+    assert np.array_equal(y, ref)
+    # the shim-only run of the same steps (the PL kernels on the shim's ap_int), without a venv too
+    r = make(work, "shim-run", env=no_venv_env())
+    assert r.returncode == 0 and "Y bit-exact" in r.stdout.splitlines(), r.stdout + r.stderr
+
+
+@needs_ap_types
+def test_streamed_dense_system_run_in_the_transposed_orientation(tmp_path):
+    """Orientation `wx` (A = W^T, B = X^T, C = (X W)^T), a16w8 with ReLU: the x86 system run lays A
+    and B out as host/dense_host.cpp does and the epilogue reads C transposed; Y equals predict."""
+    import torch
+
+    from aieflow.gemm.dense import plan_streamed
+    from aieflow.gemm.dense_design import StreamedDenseDesign
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(40, 24), torch.nn.ReLU()).eval()
+    x = torch.randn(7, 40)
+    x[0] = -30.0  # the input's lower bound
+    d = aieflow.compile(model, device="vck190", example_input=x, calibration=torch.randn(32, 40),
+                        config={"precision": "a16w8", "layers": {"0": {"weights": "streamed"}}})
+    plan = plan_streamed(d.graph, d.device, d.config, d.node, d.plan.reason, orientation="wx")
+    d = StreamedDenseDesign(d.graph, d.device, d.config, plan, d.source, example=d.example)
+    d.save(tmp_path / "d")
+    proj = tmp_path / "d" / "project"
+    r = make(proj, "system-run", f"AP_TYPES={ap_types_include()}", env=no_venv_env())
+    assert r.returncode == 0 and "Y bit-exact" in r.stdout.splitlines(), r.stdout + r.stderr
+    assert "gemm 24 x 7 x 40" in r.stdout  # m = out features, n = samples
+    y = np.fromfile(proj / "system_output/Y.bin", dtype=np.dtype(plan.epilogue.y_np)).reshape(7, 24)
+    want = d.predict(x.numpy(), raw=True).reshape(7, 24)
+    assert np.array_equal(y.astype(np.int64), want.astype(np.int64)) and (want == 0).any() and (want > 0).any()

@@ -75,6 +75,13 @@ def test_make_n_hw_shows_compile_link_and_package(project):
     assert lines.index(link) < lines.index(package)
     r = make(proj, "-n", "x86sim", "PLATFORM=/p.xpfm", "ITERATIONS=2")
     assert r.returncode == 0 and "-DAIEFLOW_ITERATIONS=2" in r.stdout, r.stdout + r.stderr
+    r = make(proj, "-n", "hw")
+    assert r.returncode != 0 and "set PLATFORM=/path/to/" in r.stdout + r.stderr
+    readme = (proj / "README.md").read_text()  # every target with its command, what was checked and what not
+    for command in ("make x86sim PLATFORM=", "make aiesim PLATFORM=", "make hw_emu PLATFORM=", "make hw PLATFORM=",
+                    "make package PLATFORM=", "make run", "make shim-run", "make system-run", "make clean"):
+        assert f"`{command}" in readme, command
+    assert "Not checked:" in readme
 
 
 def test_system_cfg_defines_its_kernels_and_connects_every_plio_once(project):

@@ -62,6 +62,17 @@ def shim_files() -> dict[str, str]:
             for f in sorted(root.rglob("*")) if f.is_file() and f.suffix in (".h", ".hpp", ".md")}
 
 
+def ap_types_finder() -> str:
+    """``scripts/find_ap_types.py`` of a project: prints the ap_types folder of an installed hls4ml
+    (``make system-run``'s default ``AP_TYPES`` without Vitis HLS's settings)."""
+    return resources.files("aieflow").joinpath("templates/system/find_ap_types.py").read_text()
+
+
+def compare_script() -> str:
+    """``scripts/compare.py``: a simulator's output PLIO file against its golden file, value by value."""
+    return _ENV.get_template("compare.py.j2").render(version=__version__)
+
+
 def _ports(plios: list[dict[str, Any]], files: dict[str, str], iterations: int, kind: str) -> list[dict[str, Any]]:
     out = []
     for i, p in enumerate(plios):
@@ -141,10 +152,10 @@ def system_files(files: dict[str, str], *, device: Device, graph_class: str, gra
         "host/host.cpp": _ENV.get_template("host.cpp.j2").render(**ctx),
         "host/plio_ports.h": _ENV.get_template("plio_ports.h.j2").render(**ctx),
         "x86/system.cpp": runs.get("text") or _ENV.get_template(str(runs["template"])).render(**ctx),
-        "scripts/compare.py": _ENV.get_template("compare.py.j2").render(**ctx),
+        "scripts/compare.py": compare_script(),
         "host/plio_io.h": static.joinpath("plio_io.h").read_text(),
         "x86/pl_csim.cpp": static.joinpath("pl_csim.cpp").read_text(),
-        "scripts/find_ap_types.py": static.joinpath("find_ap_types.py").read_text(),
+        "scripts/find_ap_types.py": ap_types_finder(),
     }
     if "README.md" in files:  # the kind's README, then the build and run commands of every target
         out["README.md"] = files["README.md"] + _ENV.get_template("README.md.j2").render(**ctx)

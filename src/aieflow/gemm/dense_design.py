@@ -98,13 +98,18 @@ class StreamedDenseDesign(EmulatedNumerics):
     source: str = ""
     timings: tuple[tuple[str, float], ...] = ()
     files: dict[str, str] = field(default_factory=dict)
+    # graph-input codes of the samples given at compile time (example input, or the whole model's
+    # values at this segment's cut): data/X.bin and Y_golden.bin hold all of them (else a random batch)
+    example: np.ndarray | None = field(default=None, compare=False, repr=False)
+    saved_data: dict[str, bytes] = field(default_factory=dict, compare=False, repr=False)  # a loaded design's data/
 
     def __post_init__(self) -> None:
         if not self.files:
             from .emit import streamed_dense_system
 
             g = self.gemm
-            self.files = {**g.files, **self._dense_files(), **streamed_dense_system(g.plan, g.estimate(), g.ships_data)}
+            self.files = {**g.files, **self._dense_files(),
+                          **streamed_dense_system(g.plan, g.estimate(), g.ships_data, self._x_c_type)}
 
     # ------------------------------------------------------------------ parts
 
@@ -263,10 +268,20 @@ class StreamedDenseDesign(EmulatedNumerics):
 
         g = self.plan.gemm  # one stream argument per PLIO of the mover (Ar + Br) and of the write-back (Cr)
         t = self.graph.tensors[self.node.inputs[0]].dtype
-        x_c = t.c_type if isinstance(t, FloatType) else f"std::{'' if t.signed else 'u'}int{t.container_bits}_t"
         return _ENV.get_template("dense_host.cpp.j2").render(
-            **ctx, board=self.device.board, ins=range(g.plio_in), outs=range(g.plio_out), graph_var=GRAPH_VAR, x_c_type=x_c,
-            x_type=t.to_string())
+            **ctx, board=self.device.board, ins=range(g.plio_in), outs=range(g.plio_out), graph_var=GRAPH_VAR,
+            x_c_type=self._x_c_type, x_type=t.to_string())
+
+    @property
+    def _x_c_type(self) -> str:
+        """The C type of the layer's input codes (``X.bin``: the host's and the x86 system run's input)."""
+        t = self.graph.tensors[self.node.inputs[0]].dtype
+        return t.c_type if isinstance(t, FloatType) else f"std::{'' if t.signed else 'u'}int{t.container_bits}_t"
+
+    def x_codes_np(self) -> np.dtype:
+        """The numpy type of ``X.bin``'s codes (the layer input's container)."""
+        t = self.graph.tensors[self.node.inputs[0]].dtype
+        return np.dtype(np.float32) if isinstance(t, FloatType) else np.dtype(f"{'' if t.signed else 'u'}int{t.container_bits}")
 
     def _readme(self) -> str:
         p, e = self.plan, self.estimate()
@@ -285,14 +300,20 @@ class StreamedDenseDesign(EmulatedNumerics):
                f"codes (bias, {p.epilogue.acc_bits}-bit accumulator wrap, SRS by {p.epilogue.shift}, "
                f"{'ReLU' if p.epilogue.relu else 'no activation'}).\n\n")
             +
-            f"XRT host: `host/dense_host.cpp` (usage: `dense_host design.xclbin X.bin Y.bin samples`) allocates "
+            f"XRT host: `host/dense_host.cpp` (usage: `dense_host design.xclbin X.bin Y.bin samples [Y_golden.bin]`) allocates "
             f"`xrt::bo`s for A, B, C, the bias and Y, runs the five loops and then the `dense_epilogue` kernel "
             f"(`system.cfg` links it: `nk=dense_epilogue:1` next to the GEMM kernels; the C buffer must be "
             f"in a bank both `gemm_collect` and `dense_epilogue` reach).  `make host` builds it as `host.exe` (aieflow's "
             f"tests build it against Debian's libxrt-dev, XRT 2.13); `make run X=... Y=... SAMPLES=...` runs it on the "
-            f"board.  By hand: `$(CXX) -std=c++17 -Isrc -I. -Ipl -I$(XILINX_XRT)/include host/dense_host.cpp "
+            f"board (default: `data/X.bin`, {'every sample given at compile time' if self.example is not None else 'a random batch'}, "
+            f"compared with `data/Y_golden.bin`; latency and samples/s printed).  By hand: "
+            f"`$(CXX) -std=c++17 -Isrc -I. -Ipl -I$(XILINX_XRT)/include host/dense_host.cpp "
             f"-L$(XILINX_XRT)/lib -lxrt_coreutil -o dense_host`.\n\n"
-            f"x86 check: `aieflow verify` builds `x86/harness.cpp` (the GEMM) and `x86/dense_epilogue_harness.cpp` "
+            f"x86 runs (no AMD tools): `make system-run` runs the host's steps on `data/X.bin` (the five loops with "
+            f"`gemm_mover` / `gemm_collect`, then `dense_epilogue`, as HLS C simulation against Xilinx's ap_types: "
+            f"`AP_TYPES=<dir>` unless Vitis HLS's settings or hls4ml provide them; the graph on aieflow's shim) and "
+            f"compares Y with `data/Y_golden.bin`; `make shim-run` the same with the PL kernels on the shim's ap_int.  "
+            f"`aieflow verify` builds `x86/harness.cpp` (the GEMM) and `x86/dense_epilogue_harness.cpp` "
             f"(reads C.bin, bias.bin, epilogue.txt; writes Y.bin).\n\n"
             f"Modelled: {e.cycles:,.0f} cycles ({e.latency_ns / 1e3:,.1f} us) per call of {p.batch} samples, "
             f"bound: {e.bound}.\n"
@@ -381,8 +402,25 @@ class StreamedDenseDesign(EmulatedNumerics):
         ])
 
     def data_files(self) -> dict[str, bytes]:
+        """``data/``: the weights and bias the host reads, and for ``make run`` / ``make system-run``
+        the layer inputs (``X.bin``: every sample given at compile time, :attr:`example`; without one
+        a batch of seeded random codes with the type's extreme rows first, :meth:`random_input_codes`;
+        ``samples.txt``), the emulator's outputs for them (``Y_golden.bin``) and the simulators' PLIO
+        files of the GEMM's first graph iteration on them (``gemm/plio_data.py``)."""
+        if self.saved_data:  # a loaded design: data/ as it was saved (its samples are not in design.json)
+            return dict(self.saved_data)
         w = np.asarray(self.node.params["weight_q"]).astype(self.plan.gemm.dtype.np_dtype)
-        return {"data/W.bin": w.tobytes(), "data/bias.bin": self.bias_codes().tobytes()}
+        xq = self.random_input_codes(self.plan.batch) if self.example is None else np.asarray(self.example)
+        x = self.layer_input(xq).astype(self.x_codes_np())
+        y = self.run(xq).reshape(xq.shape[0], -1).astype(np.dtype(self.plan.epilogue.y_np))
+        from .plio_data import golden_cr_files, plio_files
+
+        # the simulators' input (x86sim / aiesim): the GEMM's PLIOs' first graph iteration for these A and B
+        a, b = (v.astype(self.plan.gemm.dtype.np_dtype) for v in self.operands(self.layer_input(xq)))
+        return {"data/W.bin": w.tobytes(), "data/bias.bin": self.bias_codes().tobytes(), "data/X.bin": x.tobytes(),
+                "data/samples.txt": f"{x.shape[0]}\n".encode(), "data/Y_golden.bin": y.tobytes(),
+                **{rel: text.encode() for rel, text in plio_files(self.plan.gemm, a, b).items()},
+                **{rel: text.encode() for rel, text in golden_cr_files(self.plan.gemm, a, b).items()}}
 
     def save(self, out_dir: str | os.PathLike, force: bool = False) -> Path:
         """``design.json``, ``weights.npz`` and ``project/`` (GEMM + epilogue, with the weights in
@@ -487,7 +525,9 @@ def load(path: str | os.PathLike) -> StreamedDenseDesign:
     if plan.epilogue.to_json() != meta["plan"].get("epilogue"):
         raise AieflowError(f"layer '{plan.layer}': the epilogue saved in {where} ({meta['plan'].get('epilogue')}) "
                            f"disagrees with the layer's saved types ({plan.epilogue.to_json()})", hint=redo)
-    return StreamedDenseDesign(graph, device, config, plan, meta.get("source", ""), files=files)
+    data_dir = d / "project" / "data"
+    saved = {f"data/{f.name}": f.read_bytes() for f in sorted(data_dir.iterdir()) if f.is_file()} if data_dir.is_dir() else {}
+    return StreamedDenseDesign(graph, device, config, plan, meta.get("source", ""), files=files, saved_data=saved)
 
 
 def without_user_constraints(config: Config) -> Config:
@@ -535,5 +575,8 @@ def compile_streamed(state: Any, progress: Any = None, failure: PlanError | None
     t0 = time.perf_counter()
     plan = plan_streamed(q.graph, q.device, q.config, q.graph.node(name), reason)
     design = StreamedDenseDesign(q.graph, q.device, q.config, plan, q.source)
+    example = q.example_input if q.example_input is not None else q.calibration
+    if example is not None:  # data/X.bin: all of the given samples (the files say so: rendered again)
+        design = replace(design, example=design.quantise_input(example), files={})
     design.timings = (*q.timings, ("streamed", time.perf_counter() - t0))
     return design

@@ -166,12 +166,13 @@ class GemmDesign:
 
         a, b = emulate.check_operands(self.plan, *random_operands(self, seed=0))
         p = self.plan
-        from .plio_data import plio_files
+        from .plio_data import golden_cr_files, plio_files
 
         files = {"data/problem.txt": f"{p.m} {p.n} {p.k}\n".encode(), "data/A.bin": a.tobytes(),
                  "data/B.bin": b.tobytes(), "data/C_golden.bin": self.predict(a, b).tobytes()}
         # the simulators' input: the PLIOs' first graph iteration (not the memory-tile design's yet)
         files.update({rel: text.encode() for rel, text in plio_files(p, a, b).items()})
+        files.update({rel: text.encode() for rel, text in golden_cr_files(p, a, b).items()})  # their Cr
         return files
 
     def save(self, out_dir: str | os.PathLike, force: bool = False) -> Path:

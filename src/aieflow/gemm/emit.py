@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from importlib import resources
 
 from .. import __version__
+from ..names import Code
 from ..templating import environment
-from ..vitis import SHIM_DIR, shim_files
+from ..vitis import SHIM_DIR, ap_types_finder, compare_script, shim_files
 from .perf import GemmPerformance
 from .plan import GemmPlan
 
@@ -35,6 +36,8 @@ RENDERED = {
     "pl/gemm_collect.cpp": "gemm_collect.cpp.j2",
     "host/host.cpp": "host.cpp.j2",
     "x86/harness.cpp": "x86_harness.cpp.j2",
+    "x86/system.cpp": "x86_system.cpp.j2",
+    "x86/gemm_csim.cpp": "gemm_csim.cpp.j2",
     "system.cfg": "system.cfg.j2",
     "aie.cfg": "aie.cfg.j2",
     "Makefile": "Makefile.j2",
@@ -119,15 +122,22 @@ def project_files(plan: GemmPlan, perf: GemmPerformance, data: bool) -> dict[str
     for rel, name in STATIC.items():
         files[rel] = base.joinpath(name).read_text()
     files.update(shim_files())  # make shim-run needs nothing outside the project
+    files["scripts/find_ap_types.py"] = ap_types_finder()  # make system-run: where Xilinx's ap_types are
+    files["scripts/compare.py"] = compare_script()  # make x86sim / aiesim: Cr against data/golden_cr*.txt
     return files
 
 
-def streamed_dense_system(plan: GemmPlan, perf: GemmPerformance, data: bool) -> dict[str, str]:
-    """The Makefile and system.cfg of a streamed Dense layer's project: the GEMM's, with the
-    layer's ``dense_epilogue`` PL kernel compiled, linked (``nk``; it has no streams: C, bias and Y
-    are DDR buffers) and its host ``host/dense_host.cpp`` as ``host.exe``."""
-    ctx = {**_context(plan, perf, data), "epilogue": True}
-    return {rel: _ENV.get_template(RENDERED[rel]).render(**ctx) for rel in ("Makefile", "system.cfg")}
+def streamed_dense_system(plan: GemmPlan, perf: GemmPerformance, data: bool, x_c_type: str) -> dict[str, str]:
+    """The Makefile, system.cfg and x86 system run of a streamed Dense layer's project: the GEMM's,
+    with the layer's ``dense_epilogue`` PL kernel compiled, linked (``nk``; it has no streams: C, bias
+    and Y are DDR buffers), its host ``host/dense_host.cpp`` as ``host.exe`` and ``make system-run``
+    running the host's steps (X -> A / B, five loops, epilogue) with the three PL kernels as C
+    simulation; ``x_c_type``: the C type of the layer's input codes (``data/X.bin``)."""
+    ctx = {**_context(plan, perf, data), "epilogue": True, "x_c_type": Code(x_c_type)}
+    ctx["golden_cr"] = not plan.memtile and not plan.dtype.is_float and plan.config.br_transfer != "gmio"  # data/ always
+    templates = {**RENDERED, **MEMTILE} if plan.memtile else RENDERED
+    rels = ("Makefile", "system.cfg", "x86/system.cpp", "x86/gemm_csim.cpp", "README.md")
+    return {rel: _ENV.get_template(templates[rel]).render(**ctx) for rel in rels}
 
 
 def _context(plan: GemmPlan, perf: GemmPerformance, data: bool) -> dict:
@@ -142,6 +152,8 @@ def _context(plan: GemmPlan, perf: GemmPerformance, data: bool) -> dict:
         "br_bytes": plan.br_bytes, "pl_clock_hz": int(plan.device.pl_clock_hz),
         "platform_hint": plan.device.vitis_platform,
         "memtile": plan.memtile, "lay": plan.memtiles, "shim_dir": SHIM_DIR, "epilogue": False,
+        # data/golden_cr*.txt are written (plio_data.golden_cr_files): the simulators' output is compared
+        "golden_cr": data and not plan.memtile and not plan.dtype.is_float and not gmio,
     }
     return ctx
 

@@ -3,7 +3,8 @@ what the PL mover streams into each PLIO during the graph's first iteration (L4 
 first block: ``ic = jc = pc = 0``), so ``make x86sim`` / ``aiesim`` (graph.cpp runs
 ``AIEFLOW_ITERATIONS``, 1 by default) have input.  Written in numpy from the packing and
 streaming order of ``templates/gemm/gemm_pl.h`` (``pack_a`` / ``pack_b`` / ``send_ar`` /
-``send_br``); the AIE-ML memory-tile design's ``a<g>`` / ``b<b>`` PLIOs are not written yet."""
+``send_br``); the AIE-ML memory-tile design's ``a<g>`` / ``b<b>`` PLIOs (one graph iteration per
+block) from ``templates/gemm/ml_mover.cpp.j2``'s ``send_ac`` / ``send_lane``."""
 
 from __future__ import annotations
 
@@ -19,9 +20,9 @@ def _text(values: np.ndarray, per_line: int, is_float: bool) -> str:
 
 def plio_files(plan: GemmPlan, a: np.ndarray, b: np.ndarray) -> dict[str, str]:
     """``{data/<port>.txt: text}`` for every Ar and (PLIO) Br port; ``a``: (m, k), ``b``: (k, n).
-    Empty for the memory-tile design."""
+    The memory-tile design: its a<g> / b<b> PLIOs (:func:`memtile_plio_files`)."""
     if plan.memtile:
-        return {}
+        return memtile_plio_files(plan, a, b)
     c, blk = plan.config, plan.blocks
     ms, ks, ns = plan.dtype.mmul
     mr, nr, mc, nc, kc = blk.mr, blk.nr, blk.mc, blk.nc, blk.kc
@@ -31,9 +32,9 @@ def plio_files(plan: GemmPlan, a: np.ndarray, b: np.ndarray) -> dict[str, str]:
     lanes = 16 // plan.dtype.bytes  # elements per 128-bit PLIO word (gemm_cfg::A_PER_WORD)
     fp = plan.dtype.is_float
     ac = np.zeros((mc, kc), dtype=a.dtype)  # pack_a of block (ic, pc) = (0, 0), zero-padded
-    ac[:min(plan.m, mc), :min(plan.k, kc)] = a[:mc, :kc]
+    ac[:min(a.shape[0], mc), :min(a.shape[1], kc)] = a[:mc, :kc]  # a's own m (a Dense layer's samples)
     bc = np.zeros((kc, nc), dtype=b.dtype)  # pack_b of block (jc, pc) = (0, 0)
-    bc[:min(plan.k, kc), :min(plan.n, nc)] = b[:kc, :nc]
+    bc[:min(b.shape[0], kc), :min(b.shape[1], nc)] = b[:kc, :nc]
     files = {}
     for g in range(c.tiles_i):
         for s in range(c.ar_streams):
@@ -50,4 +51,67 @@ def plio_files(plan: GemmPlan, a: np.ndarray, b: np.ndarray) -> dict[str, str]:
             else:
                 win = np.zeros(kc * nr, dtype=b.dtype)
             files[f"data/br{j}.txt"] = _text(win, lanes, fp)
+    return files
+
+
+def memtile_plio_files(plan: GemmPlan, a: np.ndarray, b: np.ndarray) -> dict[str, str]:
+    """The memory-tile design's first graph iteration (block ic = jc = pc = 0), in ml_mover.cpp's
+    send order: ``data/a<g>.txt`` group g's Ac share (rows g MC_TILE .. + MC_TILE, columns 0 .. KC,
+    row-major), ``data/b<b>.txt`` for each L4 lane j the Bc memory tile b holds, for every L4 step
+    the lane's kc x nr Br panel row-major (panel = step TILES_J + j; zeros past the block's last
+    panel and past A / B's edges)."""
+    from .emit import memtile_ports
+
+    c, blk = plan.config, plan.blocks
+    mc_tile, kc, nr, nc = blk.mc // c.tiles_i, blk.kc, blk.nr, blk.nc
+    lanes = 16 // plan.dtype.bytes
+    fp = plan.dtype.is_float
+    ac = np.zeros((blk.mc, kc), dtype=a.dtype)
+    ac[:min(a.shape[0], blk.mc), :min(a.shape[1], kc)] = a[:blk.mc, :kc]
+    bc = np.zeros((kc, nc), dtype=b.dtype)
+    bc[:min(b.shape[0], kc), :min(b.shape[1], nc)] = b[:kc, :nc]
+    panels, steps = nc // nr, -(-(nc // nr) // c.tiles_j)
+    ar, br, _, _ = memtile_ports(plan)
+    files = {f"data/{p.var}.txt": _text(ac[p.group * mc_tile:(p.group + 1) * mc_tile].ravel(), lanes, fp) for p in ar}
+    for p in br:
+        parts = [bc[:, (s * c.tiles_j + j) * nr:(s * c.tiles_j + j + 1) * nr] if s * c.tiles_j + j < panels
+                 else np.zeros((kc, nr), dtype=b.dtype) for j in p.lanes for s in range(steps)]
+        files[f"data/{p.var}.txt"] = _text(np.concatenate([q.ravel() for q in parts]), lanes, fp)
+    return files
+
+
+def golden_cr_files(plan: GemmPlan, a: np.ndarray, b: np.ndarray) -> dict[str, str]:
+    """``{data/golden_cr<t>.txt: text}``: what tile t's Cr PLIO carries in the graph's first
+    iteration (the one the input files above hold: block 0, L4 step 0), for ``make x86sim`` /
+    ``aiesim`` to compare; in gemm_tile.h's order: per micro-kernel round, per (row block, column
+    block) the MS x NS block of Cr row-major, an int64 design's as its hi = floor(c / 2^16) block
+    then its lo = c - hi 2^16 block.  Cr = the round's MR rows of Ac times tile t's Br panel (the
+    first KC of k), exact integer sums.  Empty for float types (their sums follow the mmul's order),
+    the GMIO design (its Br is not a PLIO file) and the memory-tile design."""
+    c, blk = plan.config, plan.blocks
+    if plan.memtile or plan.dtype.is_float or c.br_transfer == "gmio":
+        return {}
+    ms, _, ns = plan.dtype.mmul
+    mr, nr, mc, nc, kc = blk.mr, blk.nr, blk.mc, blk.nc, blk.kc
+    rounds = mc // c.tiles_i // mr
+    ac = np.zeros((mc, kc), dtype=np.int64)
+    ac[:min(a.shape[0], mc), :min(a.shape[1], kc)] = a[:mc, :kc]
+    bc = np.zeros((kc, nc + c.tiles_j * nr), dtype=np.int64)  # zero panels past the block's last
+    bc[:min(b.shape[0], kc), :min(b.shape[1], nc)] = b[:kc, :nc]
+    files = {}
+    for g in range(c.tiles_i):
+        for j in range(c.tiles_j):
+            out = []
+            for rnd in range(rounds):
+                q = g * rounds + rnd
+                cr = ac[q * mr:(q + 1) * mr] @ bc[:, j * nr:(j + 1) * nr] if j < nc // nr else np.zeros((mr, nr), np.int64)
+                for r in range(mr // ms):
+                    for cb in range(nr // ns):
+                        block = cr[r * ms:(r + 1) * ms, cb * ns:(cb + 1) * ns].ravel()
+                        if plan.output.wide:
+                            hi = block >> 16  # floor
+                            out += [hi, block - (hi << 16)]
+                        else:
+                            out.append(block)
+            files[f"data/golden_cr{g * c.tiles_j + j}.txt"] = _text(np.concatenate(out), 4, False)
     return files

@@ -38,7 +38,7 @@ from ..emulation import EmulatedNumerics, Emulation
 from ..errors import AieflowError, ConfigError, PlanError
 from ..graph_io import json_default, write_weights
 from ..ir import Graph, Node
-from ..names import c_ident, comment, text
+from ..names import Code, c_ident, comment, text
 from ..numerics import fixed
 from ..numerics.types import FixedType, FloatType
 from ..ops.registry import family
@@ -373,7 +373,15 @@ class SegmentedDesign(EmulatedNumerics):
         return out
 
     def _top_files(self) -> dict[str, str]:
-        return {"README.md": self._readme(), "host/run_segments.sh": self._run_script()}
+        return {"README.md": self._readme(), "host/run_segments.sh": self._run_script(), "Makefile": self._makefile()}
+
+    def _makefile(self) -> str:
+        """The top Makefile: the one contract's targets, each run in every segment's project in order."""
+        from ..templating import environment
+
+        return environment("gemm").get_template("segmented_Makefile.j2").render(
+            version=__version__, name=comment(self.graph.name), device=self.device,
+            segments=[Code(spec.name) for spec in self.specs])
 
     def _readme(self) -> str:
         e = self.estimate()
@@ -397,9 +405,16 @@ class SegmentedDesign(EmulatedNumerics):
             f"Modelled per batch of {e.batch} samples: latency {e.latency_ns / 1e3:,.2f} us, interval "
             f"{e.interval_ns / 1e3:,.2f} us ({e.schedule}; bound: {e.bound}).  "
             f"{'All segments together fit one array.' if e.fits_one_array else 'The segments together need more tiles than the device has: they cannot share one array image, so the interval assumes what the hardware cannot do at once.'}\n\n"
-            f"`host/run_segments.sh` lists the order; building one device image that holds every segment "
-            f"(one xclbin) is not generated.  x86 check: `aieflow verify` runs every segment's generated C++ "
-            f"on the emulator's values at its input cut and compares bit for bit.\n"
+            f"The top `Makefile` is the one contract of aieflow's projects over the segments: each target "
+            f"(`make x86sim` / `aiesim` / `hw_emu` / `hw` / `package PLATFORM=<.xpfm>`, `make host`, `make shim-run`, "
+            f"`make system-run`, `make clean`) runs in every segment's project, in order, with the variables "
+            f"given; `make run X=... Y=... SAMPLES=...` runs `host/run_segments.sh` on the board.  Each "
+            f"segment's `data/` holds the whole model's values at its cuts for the samples given at compile "
+            f"time, so `make system-run` checks every segment bit for bit on the values the one before it "
+            f"produces.  Not generated: one device image that holds every segment (one xclbin), and the "
+            f"conversion between a resident segment's PLIO text files and the cut tensor's codes in DDR "
+            f"(`host/run_segments.sh` stops at a resident segment on the board).  x86 check: `aieflow verify` runs every "
+            f"segment's generated C++ on the emulator's values at its input cut and compares bit for bit.\n"
         )
 
     def _run_script(self) -> str:
@@ -654,7 +669,8 @@ def compile_segmented(q: Any, reasons: Mapping[str, str], progress: Any = None,
             progress(f"segment {spec.name}: {', '.join(_compute(q.graph, spec))}")
         sub = subgraph(q.graph, spec)
         if spec.kind == "streamed":
-            segments.append(StreamedDenseDesign(sub, q.device, q.config, plans[spec.index], q.source))
+            segments.append(StreamedDenseDesign(sub, q.device, q.config, plans[spec.index], q.source,
+                                                example=None if values is None else np.asarray(values[spec.input])))
             continue
         err = cache.check(spec)
         if err is not None:
