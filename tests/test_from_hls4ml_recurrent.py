@@ -8,7 +8,6 @@ where hls4ml, torch or g++ is missing.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 
@@ -19,6 +18,8 @@ hls4ml = pytest.importorskip("hls4ml", reason="hls4ml is not installed; its C si
 torch = pytest.importorskip("torch")
 if shutil.which("g++") is None:
     pytest.skip("g++ is needed to compile hls4ml's C simulation", allow_module_level=True)
+
+from hls4ml_tools import hls4ml_return_sequences  # noqa: E402
 
 import aieflow  # noqa: E402
 from aieflow.errors import ModelError  # noqa: E402
@@ -56,27 +57,6 @@ class _Rnn(torch.nn.Module):
         return self.fc2(self.relu(self.fc1(last))) if self.head else last
 
 
-@contextlib.contextmanager
-def _return_sequences():
-    """hls4ml's PyTorch parser always returns the last step; its C++ returns every step
-    (n_sequence_out) when the parsed layer says return_sequences."""
-    mod = importlib.import_module("hls4ml.converters.pytorch_to_hls")
-    originals = {k: mod.layer_handlers[k] for k in ("GRU", "LSTM")}
-
-    def wrap(handler):
-        def parse(*args, **kwargs):
-            layer, shape = handler(*args, **kwargs)
-            layer["return_sequences"] = True
-            return layer, [shape[0], layer["n_timesteps"], layer["n_out"]]
-        return parse
-
-    mod.layer_handlers.update({k: wrap(v) for k, v in originals.items()})
-    try:
-        yield
-    finally:
-        mod.layer_handlers.update(originals)
-
-
 def _convert(name: str, out: str):
     cell, inputs, hidden, steps, head, sequences, types, table = CASES[name]
     torch.manual_seed(sum(map(ord, name)))
@@ -101,7 +81,7 @@ def _convert(name: str, out: str):
             layers[fc]["Precision"].update(weight="ap_fixed<16,6>", bias="ap_fixed<16,6>", accum="ap_fixed<48,24>",
                                            result=HEAD)
         layers["relu"]["Precision"]["result"] = HEAD
-    with _return_sequences() if sequences else contextlib.nullcontext():
+    with hls4ml_return_sequences() if sequences else contextlib.nullcontext():
         hm = hls4ml.converters.convert_from_pytorch_model(model, hls_config=cfg, output_dir=out, backend="Vivado",
                                                           io_type="io_parallel")
     for layer in hm.get_layers():  # hls4ml 1.3 leaves Linear weights (out, in) with channels-last off

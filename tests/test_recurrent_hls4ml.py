@@ -10,7 +10,6 @@ types and tables.  Skipped, with the reason, when hls4ml or g++ is unavailable.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import re
 import shutil
 import subprocess
@@ -26,6 +25,8 @@ hls4ml = pytest.importorskip(
 torch = pytest.importorskip("torch")
 if shutil.which("g++") is None:
     pytest.skip("g++ is needed to compile hls4ml's C simulation", allow_module_level=True)
+
+from hls4ml_tools import hls4ml_return_sequences  # noqa: E402
 
 import aieflow  # noqa: E402
 from aieflow.numerics import fixed  # noqa: E402
@@ -158,28 +159,6 @@ CASES = {
 }
 
 
-@contextlib.contextmanager
-def _hls4ml_return_sequences():
-    """hls4ml's PyTorch parser always returns the last step; the C++ supports every step
-    (n_sequence_out), so switch the parsed layer to return_sequences for the sequence cases."""
-    pytorch_to_hls = importlib.import_module("hls4ml.converters.pytorch_to_hls")  # the module, not the function
-    originals = {k: pytorch_to_hls.layer_handlers[k] for k in ("GRU", "LSTM")}
-
-    def wrap(handler):
-        def parse(*args, **kwargs):
-            layer, shape = handler(*args, **kwargs)
-            layer["return_sequences"] = True
-            return layer, [shape[0], layer["n_timesteps"], layer["n_out"]]
-
-        return parse
-
-    pytorch_to_hls.layer_handlers.update({k: wrap(v) for k, v in originals.items()})
-    try:
-        yield
-    finally:
-        pytorch_to_hls.layer_handlers.update(originals)
-
-
 def _model(name: str) -> torch.nn.Module:
     cell, inputs, hidden, _, head, sequences, _, _ = CASES[name]
     torch.manual_seed(sum(map(ord, name)))
@@ -249,7 +228,7 @@ def compiled(tmp_path_factory):
     models, hls = {}, {}
     for name in CASES:
         models[name] = _model(name)
-        ctx = _hls4ml_return_sequences() if CASES[name][5] else contextlib.nullcontext()
+        ctx = hls4ml_return_sequences() if CASES[name][5] else contextlib.nullcontext()
         with ctx:
             hls[name] = hls4ml.converters.convert_from_pytorch_model(
                 models[name],
