@@ -14,6 +14,7 @@ from __future__ import annotations
 import copyreg
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
@@ -98,13 +99,31 @@ class Graph:
         raise KeyError(name)
 
     def producer(self, tensor: str) -> Node | None:
-        for n in self.nodes:
-            if tensor in n.outputs:
-                return n
-        return None
+        return self._producers.get(tensor)
 
     def consumers(self, tensor: str) -> list[Node]:
-        return [n for n in self.nodes if tensor in n.inputs]
+        return list(self._consumers.get(tensor, ()))
+
+    # The graph and its nodes are frozen, so these indexes (built on first use) stay true; they
+    # make a lowering's per-layer look-ups (ops/post.fused_post) O(1) instead of a scan of the nodes.
+    @cached_property
+    def _producers(self) -> dict[str, Node]:
+        out: dict[str, Node] = {}
+        for n in self.nodes:
+            for t in n.outputs:
+                out.setdefault(t, n)
+        return out
+
+    @cached_property
+    def _consumers(self) -> dict[str, tuple[Node, ...]]:
+        out: dict[str, list[Node]] = {}
+        for n in self.nodes:
+            for t in dict.fromkeys(n.inputs):
+                out.setdefault(t, []).append(n)
+        return {t: tuple(ns) for t, ns in out.items()}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k not in ("_producers", "_consumers")}
 
     def with_nodes(self, nodes: Iterable[Node], tensors: Mapping[str, Tensor] | None = None) -> Graph:
         return replace(self, nodes=tuple(nodes), tensors=frozen_map(self.tensors if tensors is None else tensors))

@@ -215,12 +215,17 @@ def estimate_stream(plan: CnnPlan) -> CnnPerformance:
     of the stage reading them than its slots allow).  The bound names the slowest step, or, when
     the interval exceeds it, the windows of the stage the simulation sees blocked longest on full
     buffers and the stages that read them."""
+    from ..mapped.cache import memo
     from .emit import lower
 
-    info = stream_costs(plan)
-    mg = lower(plan, costs=info)
-    sg = stage_graph(mg)
-    sim = run_pipeline(to_pipeline(sg))
+    def build():
+        info = stream_costs(plan)
+        mg = lower(plan, costs=info)
+        sg = stage_graph(mg)
+        return info, mg, sg, run_pipeline(to_pipeline(sg))
+
+    # built once per plan (``mapped/cache.py``): the design's report, summary and design.json ask again
+    info, mg, sg, sim = memo(plan, "cnn:stream", (), build)
     parts = tuple(StagePerf(info[c.name].stage, info[c.name].where, c.occupancy_ns * 1e-9, info[c.name].detail)
                   for c in sg.stages)
     neck = max(parts, key=lambda p: p.seconds)

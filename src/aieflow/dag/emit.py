@@ -11,6 +11,7 @@ row-major (``[batch][rows][features]``), 64-bit words per line.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from importlib import resources
 from typing import Any
 
@@ -41,7 +42,7 @@ from ..perf.activation import activation_form, softmax_vectorised
 from ..templating import environment
 from ..vitis import system_files
 from .links import DagLink, Endpoint
-from .perf import kernel_cost, link_costs, plio_in_cost
+from .perf import kernel_cost, link_costs, lowered_dag, plio_in_cost
 from .plan import DagPlan, matmul_dims, matrix_shape
 
 _ENV = environment("dag")
@@ -336,7 +337,9 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
                     table_text=_c_array(table.astype(np.int64), tt))
                 headers.append(f"weights/{ident}_table.h")
     rows = rows_infos(plan, ids, device)
-    mapped = lower(plan, placement, ids, headers, device)
+    # the estimate's lowering (``perf.lowered_dag``, built once per plan and placement) with this
+    # project's weight headers; ``ids`` are ``idents(plan)``, the names it lowered with
+    mapped = replace(lowered_dag(plan, placement, device), headers=tuple(headers))
     tin = plan.graph.tensors[plan.graph.inputs[0]].dtype
     tout = plan.graph.tensors[plan.graph.outputs[0]].dtype
     plio_in = [{"var": PLIO_IN, "file": f"data/{PLIO_IN}.txt"}]

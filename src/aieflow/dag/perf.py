@@ -243,10 +243,21 @@ def _unplaced(plan: DagPlan) -> Placement:
 def estimate_dag(plan: DagPlan, device: Device, placement=None) -> DagPerformance:
     """The DAG design lowered into the mapped graph with its costs, and that graph's stage graph
     simulated (``mapped.estimate``); without a placement every node is costed on row 0."""
+    if placement is None:
+        from .emit import idents, lower
+
+        return mapped_performance(lower(plan, _unplaced(plan), idents(plan), [], device), plan, device)
+    return mapped_performance(lowered_dag(plan, placement, device), plan, device)
+
+
+def lowered_dag(plan: DagPlan, placement: Placement, device: Device) -> MappedGraph:
+    """``dag.emit.lower`` of a placed plan with its costs, built once per (plan, placement,
+    device) and kept with the plan (``mapped/cache.py``): the estimate and the project's emission
+    share it (emission adds its weight headers)."""
+    from ..mapped.cache import memo
     from .emit import idents, lower
 
-    mg = lower(plan, placement if placement is not None else _unplaced(plan), idents(plan), [], device)
-    return mapped_performance(mg, plan, device)
+    return memo(plan, "dag", (placement, device), lambda: lower(plan, placement, idents(plan), [], device))
 
 
 def mapped_performance(mg: MappedGraph, plan: DagPlan, device: Device) -> DagPerformance:

@@ -408,6 +408,17 @@ def lower_chain(graph: Graph, device: Device, placement: Placement, copies: int 
     return MappedGraph(tuple(kernels), tuple(buffers), tuple(plios), tuple(links), headers)
 
 
+def lowered_chain(graph: Graph, device: Device, placement: Placement, copies: int | None = None) -> MappedGraph:
+    """:func:`lower_chain`, built once per (planned graph, device, placement, copies) and kept with
+    the graph (``mapped/cache.py``): the project's emission and every estimate of the design share
+    it.  ``copies`` equal to the replica count is the whole design (``None``)."""
+    from ..mapped.cache import memo
+
+    n = len(placement.replicas)
+    k = None if copies is None or copies >= n else copies
+    return memo(graph, f"chain:{k}", (device, placement), lambda: lower_chain(graph, device, placement, k))
+
+
 def emit_project(
     graph: Graph,
     device: Device,
@@ -444,7 +455,7 @@ def emit_project(
         files[f"src/kernels/{idents[node.name]}.cc"] = _ENV.get_template("layer_kernel.cc.j2").render(version=version, L=L)
 
     replicas = len(placement.replicas)
-    mapped = lower_chain(graph, device, placement)
+    mapped = lowered_chain(graph, device, placement)
     tiles, memtiles = list(mapped.kernels), list(mapped.buffers)
     ports = [plio_ports(layers, rep) for rep in range(replicas)]
     plio_in = [p for pi, _ in ports for p in pi]

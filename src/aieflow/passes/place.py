@@ -35,6 +35,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -171,7 +172,18 @@ class Placement:
     replicas: tuple[Cell, ...] = ((0, 0),)
 
     def rect(self, layer: str) -> Rect:
-        return next(r for r in self.rects if r.layer == layer)
+        return self._by_layer[layer]
+
+    @cached_property
+    def _by_layer(self) -> dict[str, Rect]:
+        """The rectangle of each layer (the first of a name), built once: a lowering asks per tile."""
+        out: dict[str, Rect] = {}
+        for r in self.rects:
+            out.setdefault(r.layer, r)
+        return out
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_by_layer"}
 
     def replica_rects(self, k: int) -> tuple[Rect, ...]:
         dc, dr = self.replicas[k]

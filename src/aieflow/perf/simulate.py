@@ -468,13 +468,21 @@ def chain_costs(layers: list[Node], device: Device, placement) -> ChainCosts:
 
 def design_pipeline(design) -> Pipeline:
     """The chain's stage graph: the design lowered into its costed mapped graph
-    (``passes/emit.lower_chain`` with :func:`chain_costs`) and built by ``mapped.estimate``.  Copy 0
-    alone is lowered: every replica carries copy 0's costs, so the others add no stage or edge (and
-    would cost the search's re-costing a lowering per copy)."""
+    (``passes/emit.lower_chain`` with :func:`chain_costs`) and built by ``mapped.estimate``.  Both
+    are built once per planned graph and placement (``mapped/cache.py``): the lowering the project
+    was emitted from when there is one (every replica carries copy 0's costs, so the copies merge
+    into the same stages), else copy 0 alone (a search's candidate: the others add no stage or edge)."""
+    from ..mapped.cache import memo, peek
     from ..mapped.estimate import pipeline
-    from ..passes.emit import lower_chain
+    from ..passes.emit import lowered_chain
 
-    return pipeline(lower_chain(design.graph, design.device, design.placement, copies=1))
+    g, device, pl = design.graph, design.device, design.placement
+
+    def build() -> Pipeline:
+        mg = peek(g, "chain:None", (device, pl)) or lowered_chain(g, device, pl, copies=1)
+        return pipeline(mg)
+
+    return memo(g, "chain:pipeline", (device, pl), build)
 
 
 def memory_tiles_used(design) -> int:
