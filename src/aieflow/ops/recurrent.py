@@ -12,6 +12,8 @@ Numerics, per layer (the precision picks the mode; see docs/recurrent.md):
 
 * ``fp32``: float32 arithmetic, every operation rounded to float32, dot products accumulated in
   increasing k from the bias (no FMA); activations exact or by table.
+* ``bf16`` (AIE-ML / AIE-MLv2): as fp32 (sums in the mapping's order, gate math, c) on bf16
+  operands (x, W, U, biases, and h, rounded to bf16 once per step: the state and the output).
 * fixed point (int8 / int16 / a16w8): hls4ml 1.x static mode, operation by operation
   (``nnet_recurrent.h`` with the latency dense): each product ``x w`` is cast to the accumulator
   type, accumulated in input order from the cast bias; the input and recurrent parts are added and
