@@ -12,6 +12,8 @@ Numerics, per layer (the precision picks the mode; see docs/recurrent.md):
 
 * ``fp32``: float32 arithmetic, every operation rounded to float32, dot products accumulated in
   increasing k from the bias (no FMA); activations exact or by table.
+* ``bf16`` (AIE-ML / AIE-MLv2): as fp32 (sums in the mapping's order, gate math, c) on bf16
+  operands (x, W, U, biases, and h, rounded to bf16 once per step: the state and the output).
 * fixed point (int8 / int16 / a16w8): hls4ml 1.x static mode, operation by operation
   (``nnet_recurrent.h`` with the latency dense): each product ``x w`` is cast to the accumulator
   type, accumulated in input order from the cast bias; the input and recurrent parts are added and
@@ -251,26 +253,21 @@ def quantise(node: Node, ctx: QuantContext) -> Node:
             layer=name,
             hint=f"give layers.{name}.precision: int8 (or int16 / a16w8) and keep a8w4 for the Dense layers",
         )
-    if act_kind == "bf16":
-        raise ConfigError(
-            "bf16 recurrent layers are not supported yet",
-            layer=name,
-            hint="use fp32 (float32 emulation) or int16 / int8 (hls4ml-compatible fixed point)",
-        )
-    if act_kind == "fp32":
-        return _quantise_float(node, ctx, in_type, precision)
+    if act_kind in ("fp32", "bf16"):
+        return _quantise_float(node, ctx, in_type, precision, act_kind)
     return _quantise_fixed(node, ctx, in_type, precision, act_kind, w_kind)
 
 
-def _quantise_float(node: Node, ctx: QuantContext, in_type: NumericType, precision: str) -> Node:
+def _quantise_float(node: Node, ctx: QuantContext, in_type: NumericType, precision: str, kind: str = "fp32") -> Node:
+    """fp32: float32 everything.  bf16: weights, biases, the input and the output (= the state h)
+    bf16, the accumulator (and the LSTM cell state c) fp32."""
     gen = ctx.device.generation
-    if "fp32" not in gen.float_types:
-        raise ConfigError(
-            f"precision fp32 is not available on {ctx.device.board} ({gen.name})",
-            layer=node.name,
-            hint="use vck190 (AIE1) for fp32, or int16 / int8 fixed point",
-        )
-    ft = FloatType("fp32")
+    if kind not in gen.float_types:
+        hint = ("use vck190 (AIE1) for fp32, or int16 / int8 fixed point" if kind == "fp32" else
+                "use vek280 / vek385 (AIE-ML / AIE-MLv2) for bf16, or fp32 / int16 / int8")
+        raise ConfigError(f"precision {kind} is not available on {ctx.device.board} ({gen.name})",
+                          layer=node.name, hint=hint)
+    ft = FloatType(kind)
     if in_type != ft:
         raise ConfigError(
             f"input is {in_type} but the layer's precision is {precision}",
@@ -279,12 +276,15 @@ def _quantise_float(node: Node, ctx: QuantContext, in_type: NumericType, precisi
         )
     explicit = [k for k in TYPE_KEYS if k in ctx.layer.types and ctx.layer.types[k] != ft]
     if explicit:
-        raise ConfigError(f"precision fp32 but fixed-point type(s) given for {', '.join(explicit)}", layer=node.name)
+        raise ConfigError(f"precision {kind} but other type(s) given for {', '.join(explicit)}", layer=node.name,
+                          hint=f"drop the per-key types: a {kind} layer takes its types from the precision")
     sig, tanh = _layer_activations(ctx, True)
-    types = RecurrentTypes(ft, ft, ft, ft, ft, ft, ft, sig, tanh)
+    acc = FloatType("fp32")
+    types = RecurrentTypes(ft, ft, ft, ft, ft, acc, ft, sig, tanh)
     params = dict(node.params)
     for key in ("weight", "recurrent_weight", "bias", "recurrent_bias"):
-        params[f"{key}_q"] = node.params[key].astype(np.float32)
+        v = node.params[key].astype(np.float32)
+        params[f"{key}_q"] = fixed.to_bf16(v) if kind == "bf16" else v
     return node.evolve(types=types, params=params)
 
 
@@ -708,10 +708,15 @@ def _dot32(xc: np.ndarray, w: np.ndarray, b: np.ndarray, lanes: int = 0) -> np.n
 
 
 def _emulate_float(node: Node, x: np.ndarray) -> np.ndarray:
-    """float32 emulation on (features, batch) columns, like the fixed point's."""
+    """float32 emulation on (features, batch) columns, like the fixed point's.  bf16 (the
+    layer's output type): x and the parameters are bf16 (so every product is exact in float32),
+    sums, gate math and the LSTM cell state c are float32, and the new h is rounded to bf16 once
+    per step (round to nearest even): the state the MACs read and the layer's output."""
     t: RecurrentTypes = node.types
     n = node.attrs["hidden_size"]
-    xs = _sequence(node, x).astype(np.float32)
+    bf16 = t.output.name == "bf16"
+    rnd = fixed.to_bf16 if bf16 else (lambda v: v)  # noqa: E731
+    xs = rnd(_sequence(node, x).astype(np.float32))
     bsz, steps, feats = xs.shape
     p = node.params
     w, u, b, rb = (p[k].astype(np.float32) for k in ("weight_q", "recurrent_weight_q", "bias_q", "recurrent_bias_q"))
@@ -729,19 +734,19 @@ def _emulate_float(node: Node, x: np.ndarray) -> np.ndarray:
         if node.op == "gru" and not node.attrs.get("reset_after", True):
             zr = sig(gx[: 2 * n] + _dot32(h, u[:, : 2 * n], rb[: 2 * n]))
             z, r = zr[:n], zr[n:]
-            cand = tanh(gx[2 * n :] + _dot32(r * h, u[:, 2 * n :], rb[2 * n :]))
-            h = cand * (one - z) + h * z
+            cand = tanh(gx[2 * n :] + _dot32(rnd(r * h), u[:, 2 * n :], rb[2 * n :]))
+            h = rnd(cand * (one - z) + h * z)
         elif node.op == "gru":
             gh = _dot32(h, u, rb, lanes)
             zr = sig(gx[: 2 * n] + gh[: 2 * n])
             z, r = zr[:n], zr[n:]
             cand = tanh(gx[2 * n :] + r * gh[2 * n :])
-            h = cand * (one - z) + h * z
+            h = rnd(cand * (one - z) + h * z)
         else:
             pre = gx + _dot32(h, u, rb, lanes)
             i, f, o = (sig(pre[k * n : (k + 1) * n]) for k in (0, 1, 3))
             c = tanh(pre[2 * n : 3 * n]) * i + c * f
-            h = o * tanh(c)
+            h = rnd(o * tanh(c))
         outs.append(h)
     if node.attrs["return_sequences"]:
         return np.ascontiguousarray(np.stack(outs).transpose(2, 0, 1))  # (batch, steps, n)

@@ -38,6 +38,7 @@ from ..perf.system import report_lines as system_report_lines
 from .front import SequenceFront, front_dims, split_front
 from .model import RecurrentPerformance, estimate_recurrent
 from .plan import (
+    COMPACT,
     MatvecMapping,
     RecurrentDims,
     RecurrentMapping,
@@ -143,12 +144,39 @@ def layer_dims(layers: list[Node], head: list[Node], device: Device, front: Sequ
     return dims
 
 
-def search_options(opts: RecurrentOptions, fp32: bool, layer: str | None = None) -> RecurrentOptions | tuple[RecurrentOptions, ...]:
+def is_bf16(node: Node) -> bool:
+    """Whether a recurrent layer is bf16 (bf16 operands, fp32 sums and gate math, h in bf16)."""
+    return node.types is not None and node.types.is_float and node.types.output.name == "bf16"
+
+
+# Why a bf16 layer maps row-wise with AIE aggregation or onto the compact tile only.
+BF16_NO_COLUMN = ("bf16 has no cascade-chain kernel (rnn_cascade.h passes fp32 or integer lanes; a bf16 chain "
+                  "is not written)")
+BF16_NO_HYBRID = ("bf16 has no PL FSM (rnn_fsm.h's gate math is fp32 / fixed point; the bf16 rounding of h is "
+                  "not written for HLS)")
+
+
+def bf16_options(opts: RecurrentOptions, node: Node) -> RecurrentOptions:
+    """A bf16 layer's options: row-wise (AIE aggregation) or compact; column-wise and the hybrid
+    aggregation refused by name."""
+    if not is_bf16(node):
+        return opts
+    if "column" in (opts.distribution, opts.input_distribution):
+        raise PlanError(f"distribution column: {BF16_NO_COLUMN}", layer=node.name,
+                        hint="use distribution row (aggregation aie) or compact, or a fixed-point precision")
+    if opts.aggregation == "hybrid":
+        raise PlanError(f"aggregation hybrid: {BF16_NO_HYBRID}", layer=node.name,
+                        hint="use aggregation aie (or distribution compact), or a fixed-point precision")
+    return opts if opts.distribution == COMPACT else replace(opts, aggregation="aie")
+
+
+def search_options(opts: RecurrentOptions, fp32: bool, layer: str | None = None,
+                   bf16: bool = False) -> RecurrentOptions | tuple[RecurrentOptions, ...]:
     """What a target's search may pick from.  Fixed point: any distribution of U h and W x (the
     kernels keep hls4ml's order either way) and the compact tile.  fp32: row-wise, column-wise
     and compact, not mixed: the emulator binds one float summation order to both products of a
     layer (lanes + tree for row kernels, sequential from the bias for cascade chains and the
-    compact tile)."""
+    compact tile).  bf16: row-wise (AIE aggregation, :func:`bf16_options`) and compact only."""
     if not fp32:
         return opts
     d, wd = opts.distribution, opts.input_distribution
@@ -157,11 +185,21 @@ def search_options(opts: RecurrentOptions, fp32: bool, layer: str | None = None)
                         layer=layer, hint="use the same distribution for both, or fixed point")
     if d or wd:
         return replace(opts, distribution=d or wd, input_distribution=d or wd)
+    if bf16:
+        return (replace(opts, **ROW_ONLY), replace(opts, **COMPACT_ONLY, aggregation=None))
     return (replace(opts, **ROW_ONLY), replace(opts, **COLUMN_ONLY), replace(opts, **COMPACT_ONLY))
 
 
 def check_emittable(mapping: RecurrentMapping, node: Node) -> None:
-    """fp32 layers need one summation order for both products (see :func:`search_options`)."""
+    """fp32 layers need one summation order for both products (see :func:`search_options`); bf16
+    layers a row-wise mapping with AIE aggregation or the compact tile."""
+    if is_bf16(node):
+        if "column" in (mapping.recurrent.distribution, mapping.input.distribution):
+            raise PlanError(f"a column-wise mapping: {BF16_NO_COLUMN}", layer=node.name,
+                            hint="use distribution row (aggregation aie) or compact, or a fixed-point precision")
+        if mapping.aggregation == "hybrid" and not mapping.compact:
+            raise PlanError(f"aggregation hybrid: {BF16_NO_HYBRID}", layer=node.name,
+                            hint="use aggregation aie (or distribution compact), or a fixed-point precision")
     if node.types.is_float and mapping.recurrent.distribution != mapping.input.distribution:
         raise PlanError(
             f"fp32 {node.op.upper()} with U h {mapping.recurrent.distribution}-wise and W x "
@@ -443,7 +481,8 @@ def compile_recurrent(
     dev, cfg, emu = _front(model, device, example_input, config, calibration, front)
     layers, head = split_layers(emu.graph)
     per, dims = layer_choices(cfg, layers, head, dev, options, sequence_front(emu.graph))
-    searched = [search_options(o, n.types.is_float, n.name) for o, n in zip(per, layers, strict=True)]
+    per = [bf16_options(o, n) for o, n in zip(per, layers, strict=True)]
+    searched = [search_options(o, n.types.is_float, n.name, is_bf16(n)) for o, n in zip(per, layers, strict=True)]
     planned = [o if isinstance(s, tuple) else s for o, s in zip(per, searched, strict=True)]
     exploration: RecurrentExploration | StackedExploration | None = None
     stack = None
@@ -613,7 +652,8 @@ def explore_recurrent(model: Any, device: str | Device = "vck190", example_input
     dev, cfg, emu = _front(model, device, example_input, config, calibration, front)
     layers, head = split_layers(emu.graph)
     per, dims = layer_choices(cfg, layers, head, dev, None, sequence_front(emu.graph))  # the config's mapping keys constrain the front
-    opts = [search_options(o, n.types.is_float, n.name) for o, n in zip(per, layers, strict=True)]
+    per = [bf16_options(o, n) for o, n in zip(per, layers, strict=True)]
+    opts = [search_options(o, n.types.is_float, n.name, is_bf16(n)) for o, n in zip(per, layers, strict=True)]
     ex = replace(_search(dims, dev, cfg, opts), config_names=tuple((n.name, *n.aliases) for n in layers))
     if cfg.targeted:
         return ex

@@ -248,6 +248,7 @@ def _cell_fixed(node: Node) -> str:
 
 
 def _cell_float(node: Node) -> str:
+    """fp32 gate math; the new h through ``round_h`` (bf16: round to nearest even, else as is)."""
     if node.op == "gru":
         return """    for (int j = 0; j < NH; ++j) {
         const float z = act_sigmoid(gx[j] + gh[j]);
@@ -257,7 +258,7 @@ def _cell_float(node: Node) -> str:
         const float omz = 1.0f - z;
         const float a = cand * omz;
         const float b = h[j] * z;
-        h[j] = a + b;
+        h[j] = round_h(a + b);
     }
 """
     return """    for (int j = 0; j < NH; ++j) {
@@ -268,7 +269,7 @@ def _cell_float(node: Node) -> str:
         const float a = cand * i;
         const float b = c[j] * f;
         c[j] = a + b;
-        h[j] = o * act_tanh(c[j]);
+        h[j] = round_h(o * act_tanh(c[j]));
     }
 """
 
@@ -312,6 +313,8 @@ def _head(head: list[Node], fp32: bool, n_h: int, pad_to: int | None = None) -> 
             decl.append(f"static const float HB{li}[{m}] = {_arr(_floats(b if b is not None else np.zeros(m)), 8)};")
             init = f"HB{li}[j]" if b is not None else "0.0f"
             act_line = "        s = (s >= 0.0f || s != s) ? s : 0.0f;\n" if relu else ""
+            if t.output.name == "bf16":  # ops/dense.emulate: the sum rounded to bf16, then the ReLU
+                act_line = "        s = static_cast<float>(bfloat16(s));\n" + act_line
             body.append(f"""    for (int j = 0; j < {m}; ++j) {{
         RNN_HEAD_PIPELINE
         float s = {init};
@@ -390,6 +393,11 @@ def _cell_one(node: Node, head: list[Node], n_hp: int, space: str, pad_to: int |
         lines.append(f"constexpr rnn::fxtype RES = {_fx(t.output)};")
     lines.append(_activation("sigmoid", t.sigmoid, fp32))
     lines.append(_activation("tanh", t.tanh, fp32))
+    if fp32:
+        lines.append("// the state h as the U h MACs read it and the layer outputs it: "
+                     + ("bf16 (float -> bfloat16 rounds to nearest even)" if t.output.name == "bf16" else "fp32"))
+        lines.append("inline float round_h(float v) { return "
+                     + ("static_cast<float>(bfloat16(v))" if t.output.name == "bf16" else "v") + "; }")
     head_text, ny = _head(head, fp32, node.attrs["hidden_size"], pad_to)
     lines.append(f"constexpr int NY = {ny};")
     lines.append(head_text)
@@ -443,6 +451,8 @@ def _kernel_cfg(name: str, node: Node, mapping_rows: int, k: int, lay: Layout, r
     wt = t.recurrent_weight if recurrent else t.weight
     xtype = "float" if fp32 else "int32_t"
     wtype, vtype, vector, shift, vrnd = _wtype(wt), xtype, False, 0, "R_FLOOR"
+    if fp32 and wt.name == "bf16":  # bf16 operands in the MAC lanes, fp32 sums (accfloat) and results
+        wtype = vtype = "bfloat16"
     if not fp32 and kind != "scalar":
         from .vector import VectorForm, vector_form
 
@@ -457,7 +467,7 @@ def _kernel_cfg(name: str, node: Node, mapping_rows: int, k: int, lay: Layout, r
              f"    using W = {wtype};",
              f"    using X = {xtype};",
              f"    using V = {vtype};  // the vector as the kernel keeps it: X, or the MAC's lane type",
-             f"    static constexpr bool FP32 = {'true' if fp32 else 'false'};",
+             f"    static constexpr bool FP32 = {'true' if fp32 else 'false'};  // float: fp32, or bf16 lanes (W, V)",
              "    // fixed point: aie::mul / aie::mac lanes, bit-exact with hls4ml's per-product casts (recurrent/vector.py)",
              f"    static constexpr bool VECTOR = {'true' if vector else 'false'};",
              f"    static constexpr int SHIFT = {shift};  // product frac - accumulator frac (> 0: rounded per lane)",

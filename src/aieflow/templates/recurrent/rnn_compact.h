@@ -96,7 +96,7 @@ public:
                 for (int g = 0; g < nb; ++g) acc[g].from_vector(aie::load_v<L>(b_ + (g0 + g) * L), 0);
                 for (int k = 0; k < P::K; ++k)
                     chess_prepare_for_pipelining {
-                        const aie::vector<float, L> xk = aie::broadcast<float, L>(v[k]);
+                        const aie::vector<V, L> xk = aie::broadcast<V, L>(v[k]);  // float, or bf16 (W = bfloat16)
                         for (int g = 0; g < nb; ++g) acc[g] = aie::mac(acc[g], xk, aie::load_v<L>(w_ + k * P::GP + (g0 + g) * L));
                     }
                 for (int g = 0; g < nb; ++g) aie::store_v(out + (g0 + g) * L, acc[g].template to_vector<float>());

@@ -5,7 +5,9 @@
 //     32-bit result per row, sent as a packet (header with the route's ID + one word).  Free-running:
 //     one call per time step, forever.  A recurrent kernel starts every sequence from h = 0 without
 //     reading (the aggregator sends h only between steps), so nothing waits on an initial token.
-//     fp32: lanes of aie::mac (accfloat), reduced with aie::reduce_add, then + bias.
+//     fp32: lanes of aie::mac (accfloat), reduced with aie::reduce_add, then + bias.  bf16 (C::FP32 with
+//     W = V = bfloat16): the same on bf16 lanes (products exact in fp32, sums fp32 in accfloat); the
+//     vector arrives as float words holding bf16 values and is kept as bfloat16.
 //     Fixed point: hls4ml's order, each product cast to the accumulator type and each partial sum
 //     cast (rnn_fixed.h), from the bias cast to the accumulator; or, where recurrent/vector.py
 //     proves it bit-exact (C::VECTOR), lanes of aie::mac (products on the accumulator's grid) or
@@ -121,7 +123,7 @@ class RowKernel {
     // Chunk c of the broadcast vector into local memory: floats and scalar-kernel codes as they come,
     // vector-kernel codes narrowed to the MAC's lane type one word per cycle (the stream's rate).
     void read_chunk(input_stream<X>* in, int c) {
-        if constexpr (C::VECTOR) {
+        if constexpr (C::VECTOR || (C::FP32 && !std::is_same_v<V, X>)) {  // fixed-point lanes, or bf16 from float words
             for (int l = 0; l < L; ++l) v_[c * L + l] = static_cast<V>(readincr(in));
         } else {
             const aie::vector<X, L> v = readincr_v<L>(in);
