@@ -29,6 +29,28 @@ DIFFERENCES = {
     "memtile_dma_memory_bits": (128, 256),
     # __AIE_ARCH__ 20 / 21 (UG1529 Architecture helpers: generation = __AIE_ARCH__ / 10).
     "arch_macro": (20, 21),
+    # UG1603 "Lookup Tables and Linear Approximation": the LUT data repeats every 128 bits with four
+    # parallel accesses on AIE-ML, every 256 bits with eight on AIE-ML v2.
+    "lut_parallel_accesses": (4, 8),
+    "lut_repeat_bits": (128, 256),
+    # UG1529 "Matrix Multiplication Modes" table, shapes without the "emulated" footnote.  AIE-ML row (the
+    # Dense tilings of dense-on-aie-ml.md): 8b x 8b 4x8x8, 8b x 4b 4x16x8, 16b x 8b 4x4x8, 16b x 16b 4x4x4,
+    # bfloat16 4x8x4.  AIE-MLv2 row: 8b x 8b 8x8x8 (acc32), 8b x 4b 8x8x8 (4x16x8 absent), 16b x 8b
+    # 4x4x8, 16b x 16b 4x4x8 (acc64; 4x4x4 absent), bfloat16 4x8x8 (4x8x4 emulated).
+    "mmul_shapes": (
+        {("i8", "i8"): (4, 8, 8), ("i8", "i4"): (4, 16, 8), ("i16", "i8"): (4, 4, 8), ("i16", "i16"): (4, 4, 4),
+         ("bf16", "bf16"): (4, 8, 4)},
+        {("i8", "i8"): (8, 8, 8), ("i8", "i4"): (8, 8, 8), ("i16", "i8"): (4, 4, 8), ("i16", "i16"): (4, 4, 8),
+         ("bf16", "bf16"): (4, 8, 8)},
+    ),
+    # AIE-ML: versal-devices.md "Peak MACs per cycle per tile".  AIE-MLv2: the MACs of those native shapes
+    # (8*8*8, 8*8*8, 4*4*8, 4*4*8, 4*8*8); 32-bit pairs assumed as AIE-ML (no figure found).
+    "macs_per_cycle": (
+        {("i8", "i8"): 256, ("i8", "i4"): 512, ("i16", "i8"): 128, ("i16", "i16"): 64, ("i32", "i16"): 32,
+         ("i32", "i32"): 16, ("bf16", "bf16"): 128},
+        {("i8", "i8"): 512, ("i8", "i4"): 512, ("i16", "i8"): 128, ("i16", "i16"): 128, ("i32", "i16"): 32,
+         ("i32", "i32"): 16, ("bf16", "bf16"): 256},
+    ),
 }
 
 # Fields the sources give the same on both: AM027 / UG1603 / versal-devices.md.
@@ -41,10 +63,12 @@ SAME = {
     "stream_in_ports": 1,
     "stream_out_ports": 1,
     "core_stream_bits": 32,  # AM027: "Core ... have a 32-bit stream interface, so an adapter is placed"
+    # UG1529 AIE-MLv2 row: 8b x 8b shapes for acc32 only, 16b x 16b 4x4x8 for acc64 only (AIE-ML's lanes).
+    "accumulators": {("i8", "i8"): 32, ("i8", "i4"): 32, ("i16", "i8"): 32, ("i16", "i16"): 64},
 }
 
 # Fields no searchable public source gave an AIE-MLv2 figure for: equal to AIE-ML and said so.
-ASSUMED = ("macs_per_cycle", "mmul_shapes", "accumulators", "srs_shift_max", "ups_shift_max", "cascade_serpentine")
+ASSUMED = ("srs_shift_max", "ups_shift_max", "cascade_serpentine")
 
 # Every field not listed above is the same by construction (rounding, float types, stack, heap, ...).
 COVERED = set(DIFFERENCES) | set(SAME) | set(ASSUMED) | {"name", "sources"}
@@ -76,14 +100,16 @@ def test_memory_tile_bank_arithmetic_gives_512_kb_on_both():
 
 
 @pytest.mark.parametrize("field", ["stream_bits", "core_stream_bits", "memtile", "memtile_dma_memory_bits",
-                                   "neighbour_memories", "program_memory_bytes"])
+                                   "neighbour_memories", "program_memory_bytes", "mmul shapes", "accumulators"])
 def test_each_v2_fact_names_its_public_source(field):
     src = AIE_MLV2.sources[field]
-    assert any(doc in src for doc in ("AM027", "UG1603")) and "assumed" not in src.lower(), src
+    assert any(doc in src for doc in ("AM027", "UG1603", "UG1529")) and "assumed" not in src.lower(), src
 
 
 def test_assumed_fields_say_so():
-    assert "assumed" in AIE_MLV2.sources["MACs, mmul shapes, accumulators"]
+    # the rate is derived from the UG1529 shapes and says so; its 32-bit pairs are assumed
+    assert "UG1529" in AIE_MLV2.sources["macs_per_cycle"] and "derived" in AIE_MLV2.sources["macs_per_cycle"]
+    assert "assumed" in AIE_MLV2.sources["macs_per_cycle"]
     for f in ("srs_shift_max", "ups_shift_max", "cascade_serpentine"):
         assert "assumed" in AIE_MLV2.sources[f], f
     for f in ASSUMED:
@@ -93,6 +119,7 @@ def test_assumed_fields_say_so():
 def test_vek385_memory_tile_dma_is_sourced():
     # UG1603 "AIE-ML / AIE-ML v2 Memory Tile": six MM2S, six S2MM, 48 buffer descriptors.
     assert (VEK385.memtile_channels, VEK385.memtile_bds) == (6, 48)
+    assert "UG1529" in VEK385.sources["gemm_design"] and "assumed" not in VEK385.sources["gemm_design"]
     src = VEK385.sources["memory tile DMA 6 + 6 channels, 48 BDs"]
     assert "UG1603" in src and "assumed" not in src
     assert VEK385.gemm_design == "memtile"

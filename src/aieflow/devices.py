@@ -348,10 +348,30 @@ AIE_MLV2 = Generation(
     cascade_bits=512,
     cascade_vertical=True,
     cascade_serpentine=False,
-    # ASSUMED equal to AIE-ML (int8 x int4 included): UG1603 says only that "devices with AIE-ML v2 have wider SIMDs than
-    # devices with AIE-ML"; no per-type figure was found (sources["MACs, mmul shapes, accumulators"]).
-    macs_per_cycle=AIE_ML.macs_per_cycle,
-    mmul_shapes=AIE_ML.mmul_shapes,
+    # UG1529 "Matrix Multiplication Modes", AIE-MLv2 row (sources["mmul shapes"]): the native (not
+    # emulated) shapes differ from AIE-ML's, and the MACs of one native mmul give the rate
+    # (sources["macs_per_cycle"]).  32-bit operands: assumed equal to AIE-ML.
+    macs_per_cycle=_frozen(
+        {
+            ("i8", "i8"): 512,
+            ("i8", "i4"): 512,
+            ("i16", "i8"): 128,
+            ("i16", "i16"): 128,
+            ("i32", "i16"): AIE_ML.macs_per_cycle[("i32", "i16")],
+            ("i32", "i32"): AIE_ML.macs_per_cycle[("i32", "i32")],
+            ("bf16", "bf16"): 256,
+        }
+    ),
+    mmul_shapes=_frozen(
+        {
+            ("i8", "i8"): (8, 8, 8),
+            ("i8", "i4"): (8, 8, 8),
+            ("i16", "i8"): (4, 4, 8),
+            ("i16", "i16"): (4, 4, 8),
+            ("bf16", "bf16"): (4, 8, 8),
+        }
+    ),
+    # UG1529 AIE-MLv2 row: 8b x 8b only with acc32, 16b x 16b 4x4x8 only with acc64 (AIE-ML's lanes).
     accumulators=AIE_ML.accumulators,
     rounding_modes=_ALL_ROUNDING,
     float_types=frozenset({"bf16"}),
@@ -371,11 +391,21 @@ AIE_MLV2 = Generation(
             "data memory and neighbours": "AM027 Load and Store Unit: the core addresses four 64 KB data memory "
             "blocks as one 256 KB unit (own + three neighbours)",
             "program_memory_bytes": "AM027 AIE-ML v2 Tile Program Memory: 16 KB, 128-bit wide",
-            "MACs, mmul shapes, accumulators": "assumed equal to AIE-ML.  UG1603 Architecture Overview says only "
-            "'Devices with AIE-ML v2 have wider SIMDs than devices with AIE-ML'; AM027's per-type performance "
-            "table and UG1529's AIE-MLv2 mmul row were not in the searchable sources.  AIE4ML (the published "
-            "compiler of dense-on-aie-ml.md) tiles AIE-MLv2 with i8 8x8x8 / 4x8x8, i16xi8 4x4x8 / 8x2x8, i16xi16 "
-            "8x2x8 and bf16 4x8x8: a tiling choice, not a rate, so it is recorded in docs/devices.md and not used",
+            "mmul shapes": "UG1529 (AIE API 2026.1) 'Matrix Multiplication Modes' table, AIE-MLv2 row, shapes "
+            "without the 'emulated' (a) footnote: 8b x 4b 8x8x8; 8b x 8b 4x8x8 and 8x8x8 (acc32 only); 16b x 8b "
+            "4x4x8 / 8x2x8 (b: extra data manipulation); 16b x 16b 4x2x8 / 8x2x8 (acc32), 2x4x8 / 4x4x8 (acc64 "
+            "only); bfloat16 4x8x8.  AIE-ML's 8b x 4b 4x16x8 and 16b x 16b 4x4x4 are not in the AIE-MLv2 row, and "
+            "its bfloat16 4x8x4 is emulated there.  The table is the doc comment of include/aie_api/detail/mmul.hpp "
+            "in AMD's AIE API sources, from which UG1529's page is generated",
+            "macs_per_cycle": "derived, not a documented rate: the MACs of the largest native mmul in UG1529's "
+            "AIE-MLv2 row (i8 8x8x8 = 512, i8 x i4 8x8x8 = 512, i16 x i8 4x4x8 = 128, i16 x i16 acc64 4x4x8 = 128, "
+            "bf16 4x8x8 = 256), one mmul issued per cycle.  The same rule on UG1529's AIE-ML row gives AIE-ML's "
+            f"documented rates ({SPEC}: 256, 512, 128, 64, 128).  AM027 rev 1.1's 'Performance' table, which "
+            "would state the rates, was not in the searchable sources; UG1603 says only that AIE-ML v2 has wider "
+            "SIMDs.  32-bit operands (i32 x i16, i32 x i32): assumed equal to AIE-ML (the rule does not give "
+            "AIE-ML's documented 32-bit rates)",
+            "accumulators": "UG1529 AIE-MLv2 row: 8b x 8b shapes for acc32 only, 16b x 16b 4x4x8 for acc64 only, "
+            "i.e. AIE-ML's lane widths",
             "stream_bits": "AM027 AXI4-Stream Interconnect: 'a 64-bit AXI4-Stream crossbar ... All elements of the "
             "switch data-path are 64-bit, which supports the transport of two 32-bit-words in parallel per cycle'; "
             "DMA sources and destinations run at 64 bits per cycle; UG1603 Architecture Overview (32-bit on AIE-ML, "
@@ -490,9 +520,9 @@ VEK385 = Device(
             "interface DMA / PLIO 64-bit streams": "AM027 AIE-ML v2 Array Interface: each PL stream has a 64-bit "
             "interface (32 / 64-bit, or two as one 128-bit)",
             "vitis_platform": f"placeholder without a release suffix: no VEK385 platform name in {SPEC}",
-            "gemm_design": "aieflow's AIE-ML GEMM (gemm/aieml.py) on the memory tiles and DMA channels above, with "
-            "AIE-MLv2's 64-bit DMA streams and 32-bit core ports (AM027); its MAC rates and mmul shapes are "
-            "AIE-ML's (assumed, see AIE_MLV2.sources)",
+            "gemm_design": "aieflow's memory-tile GEMM (gemm/aieml.py) on the memory tiles and DMA channels above, "
+            "with AIE-MLv2's 64-bit DMA streams, 32-bit core ports (AM027) and its mmul shapes and MAC rates "
+            "(UG1529 AIE-MLv2 row, see AIE_MLV2.sources)",
         }
     ),
 )

@@ -81,6 +81,7 @@ namespace aieflow_shim {
 
 inline constexpr int arch = __AIE_ARCH__;
 inline constexpr bool is_aie_ml = (__AIE_ARCH__ >= 20);
+inline constexpr bool is_aie_mlv2 = (__AIE_ARCH__ == 21);
 
 // Fatal error: print a message that names the shim and abort.  Used for every condition where
 // the hardware would produce undefined/garbage results (empty stream read, out-of-range access),

@@ -76,6 +76,19 @@ inline constexpr mmul_shape aieml_bf16[]  = {{4,8,4},{8,8,4},{4,16,4} /* (*) */,
 inline constexpr mmul_shape aieml_f32[]   = {{4,8,4},  // emulated with bfloat16 operations
                                              {8,8,4} /* (*) */,{4,16,4} /* (*) */,{4,16,8} /* (*) */,
                                              {2,8,8} /* (*) */,{4,8,8} /* (*) */};
+
+// AIE-MLv2 (__AIE_ARCH__ 21): UG1529 "Matrix Multiplication Modes", AIE-MLv2 row, native and
+// emulated shapes alike.  AIE-ML's 8b x 4b 4x16x8 and 16b x 16b 4x4x4 are not in it.
+inline constexpr mmul_shape mlv2_8x4[]   = {{4,16,16},{8,8,8}};
+inline constexpr mmul_shape mlv2_8x8[]   = {{4,8,8},{8,8,8}};
+inline constexpr mmul_shape mlv2_16x8[]  = {{8,2,8},{8,4,8},{4,4,8},{4,8,8}};
+inline constexpr mmul_shape mlv2_8x16[]  = {{8,2,8},{4,4,8}};
+inline constexpr mmul_shape mlv2_16x16[] = {{4,2,8},{8,2,8},{2,4,8},{4,4,8},{8,1,8}};
+inline constexpr mmul_shape mlv2_32x16[] = {{4,2,8},{2,4,8},{4,4,8},{4,1,8}};
+inline constexpr mmul_shape mlv2_16x32[] = {{4,4,8}};
+inline constexpr mmul_shape mlv2_32x32[] = {{4,2,8},{4,4,4},{4,4,8},{8,2,8},{4,1,8}};
+inline constexpr mmul_shape mlv2_bf16[]  = {{4,8,4},{4,8,8},{8,8,8},{8,1,8}};
+inline constexpr mmul_shape mlv2_f32[]   = {{4,8,4}};
 // clang-format on
 
 template <typename TA, typename TB>
@@ -91,6 +104,18 @@ constexpr bool mmul_shape_supported(unsigned m, unsigned k, unsigned n) {
         else if constexpr (a == oc::i16 && b == oc::i32) return shape_in(aie1_16x32, m, k, n);
         else if constexpr (a == oc::i32 && b == oc::i32) return shape_in(aie1_32x32, m, k, n);
         else if constexpr (a == oc::f32 && b == oc::f32) return shape_in(aie1_f32, m, k, n);
+        else return false;
+    } else if constexpr (is_aie_mlv2) {
+        if constexpr (a == oc::i8 && b == oc::i4) return shape_in(mlv2_8x4, m, k, n);
+        else if constexpr (a == oc::i8 && b == oc::i8) return shape_in(mlv2_8x8, m, k, n);
+        else if constexpr (a == oc::i16 && b == oc::i8) return shape_in(mlv2_16x8, m, k, n);
+        else if constexpr (a == oc::i8 && b == oc::i16) return shape_in(mlv2_8x16, m, k, n);
+        else if constexpr (a == oc::i16 && b == oc::i16) return shape_in(mlv2_16x16, m, k, n);
+        else if constexpr (a == oc::i32 && b == oc::i16) return shape_in(mlv2_32x16, m, k, n);
+        else if constexpr (a == oc::i16 && b == oc::i32) return shape_in(mlv2_16x32, m, k, n);
+        else if constexpr (a == oc::i32 && b == oc::i32) return shape_in(mlv2_32x32, m, k, n);
+        else if constexpr (a == oc::bf16 && b == oc::bf16) return shape_in(mlv2_bf16, m, k, n);
+        else if constexpr (a == oc::f32 && b == oc::f32) return shape_in(mlv2_f32, m, k, n);
         else return false;
     } else {
         if constexpr (a == oc::i8 && b == oc::i4) return shape_in(aieml_8x4, m, k, n);
