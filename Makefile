@@ -40,7 +40,7 @@ sysdeps:
 
 test: $(STAMP) sysdeps
 	$(PY) -m ruff check src tests benchmarks examples
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto --dist loadscope
 
 bench: $(STAMP)
 	$(PY) -m pip install -q -e ".[bench]"
