@@ -70,7 +70,7 @@ struct ConvCore {
     static constexpr unsigned PB = (P + M - 1) / M;          // pixel blocks
     static constexpr unsigned W_SIZE = CB * KB * K * N;
     static constexpr unsigned B_SIZE = C::HAS_BIAS ? CB * MN * (C::RQ ? 2 : 1) : 1;  // bias, then multipliers
-    static constexpr bool is_float = std::is_floating_point_v<TA>;
+    static constexpr bool is_float = !std::is_integral_v<TA>;  // float (AIE1) or bfloat16 (AIE-ML / v2)
     static constexpr bool exact_tail = is_float && (KT % K != 0);
 
     using MMUL = aie::mmul<M, K, N, TA, TW, ACC>;
@@ -477,7 +477,7 @@ public:
     }
     static typename C::TA window(const typename C::TA* __restrict img, unsigned oy, unsigned ox) {
         using T = typename C::TA;
-        constexpr bool is_float = std::is_floating_point_v<T>;
+        constexpr bool is_float = !std::is_integral_v<T>;  // float or bfloat16 (sums and quotient in float)
         T best = T(0);
         float fsum = 0.0f;
         int64_t isum = 0;
