@@ -497,7 +497,7 @@ public:
                         if (inside == 1 || v > best) best = v;
                     }
                 } else if constexpr (is_float) {
-                    fsum = first ? v : fsum + v;  // row-major, one float32 rounding per addition
+                    fsum = first ? float(v) : fsum + float(v);  // row-major, one float32 rounding per addition
                 } else {
                     isum += int64_t(v);
                 }
@@ -507,7 +507,7 @@ public:
         } else {
             const unsigned count = C::COUNT_PAD ? C::KH * C::KW : inside;
             if constexpr (is_float) {
-                return fsum / float(count);
+                return T(fsum / float(count));  // bfloat16: rounded to nearest even
             } else {
                 if constexpr (C::RQ)  // float scales (ops/pool.py): (sum - n z_in) requantised
                     return T(requant(isum - C::RQ_BIAS, C::RQ_MULT, C::RQ_SHIFT, C::RQ_ZP, C::MIN_CODE, C::MAX_CODE));
