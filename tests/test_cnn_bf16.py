@@ -243,3 +243,36 @@ def test_refusals_name_the_layer():
     up = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.Upsample(scale_factor=2, mode="bilinear")).eval()
     with pytest.raises(PlanError, match="bilinear upsampling") as e:
         aieflow.compile(up, "vek280", cal[:1], calibration=cal, config={"precision": "bf16"})
+
+
+@needs_cxx
+def test_conv_feature_map_verifies_bit_exact_on_x86():
+    """A whole feature map out (1,536 values) from inputs over a wide range, bit for bit.  Mutation
+    tried once: the shim's float -> bfloat16 conversion truncating instead of rounding to nearest
+    even gives 776 mismatches of 1,536."""
+    torch.manual_seed(3)
+    m = nn.Sequential(nn.Conv2d(8, 8, 3, padding=1)).eval()
+    rng = np.random.default_rng(11)
+    # magnitudes over 2^-12 .. 2^12: bf16 products of similar size sum exactly in float32, so only a
+    # wide range makes the float32 roundings (and hence the order) show
+    x = bf16(rng.standard_normal((3, 8, 8, 8)) * 2.0 ** rng.integers(-12, 13, (3, 8, 8, 8))).astype(np.float32)
+    d = aieflow.compile(m, "vek280", x[:1], calibration=x, config=ONE)
+    with torch.no_grad():
+        w = m[0].weight.numpy()
+    np.testing.assert_array_equal(d.predict(x).view(np.uint32),
+                                  ref_conv(x, w, _p(m[0].bias), 1, 1, False).view(np.uint32))
+    v = d.verify(x)
+    assert v.ok and v.mismatches == 0 and v.values == 3 * 8 * 8 * 8
+
+
+def test_accumulation_order_is_increasing_input_channel():
+    """By hand: channels (2^24, 1 + 2^-7, -2^24), weights 1, no bias.  In channel order the float32
+    sum is 2^24 + 1.0078125 -> 2^24 + 2 (float32 spacing 2 there), then - 2^24 = 2; any order that
+    adds the two large terms first gives 1.0078125."""
+    m = nn.Sequential(nn.Conv2d(3, 1, 1, bias=False)).eval()
+    with torch.no_grad():
+        m[0].weight.fill_(1.0)
+    x = np.zeros((1, 3, 2, 2), np.float32)
+    x[0, 0], x[0, 1], x[0, 2] = 2.0**24, 1.0 + 2.0**-7, -(2.0**24)
+    d = aieflow.compile(m, "vek280", x, calibration=x, config=ONE)
+    np.testing.assert_array_equal(d.predict(x), np.full((1, 1, 2, 2), 2.0, np.float32))
