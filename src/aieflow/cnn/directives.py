@@ -293,14 +293,29 @@ def thesis_design(device: Device, stages: tuple[Stage, ...], config: Config, set
 
 
 def _check_device(device: Device, stages: tuple[Stage, ...]) -> None:
-    if "fp32" not in device.generation.float_types and any(s.is_float for s in stages):
-        raise PlanError(f"fp32 convolutions need AIE1 (vck190); {device.key} has {device.generation.name}",
-                        hint="use device vck190, or an integer precision")
+    gen = device.generation
+    for s in stages:
+        name = s.in_type.name if s.is_float else ""
+        if name and name not in gen.float_types:
+            need = "AIE1 (vck190)" if name == "fp32" else "AIE-ML or AIE-MLv2 (vek280, vek385)"
+            raise PlanError(f"{name} convolutions need {need}; {device.key} has {gen.name}", layer=s.name,
+                            hint=f"use precision {' or '.join(sorted(gen.float_types) + ['an integer precision'])} "
+                            f"on {device.key}")
+
+
+def _refuse_bf16(stages: tuple[Stage, ...], mapping: str) -> None:
+    """bf16 runs on the stream mapping only (templates/cnn/cnn_kernels.h)."""
+    for s in stages:
+        if s.is_float and s.in_type.name == "bf16":
+            raise PlanError(f"the {mapping} mapping has no bf16 kernels; bf16 CNNs run on the stream mapping",
+                            layer=s.name, hint="leave cnn.mapping out (stream), or use an integer precision")
 
 
 def make_plan(device: Device, stages: tuple[Stage, ...], config: Config) -> CnnPlan:
     settings = design_settings(config)
     _check_device(device, stages)
+    if settings["mapping"] in ("thesis", "rows"):
+        _refuse_bf16(stages, settings["mapping"])
     if settings["mapping"] == "thesis":
         if config.targeted:
             raise ConfigError("config option 'target' does not apply to the thesis mapping: its directives fix the "
@@ -314,6 +329,8 @@ def make_plan(device: Device, stages: tuple[Stage, ...], config: Config) -> CnnP
         except PlanError as frame_error:
             if config.targeted:  # a target searches whole-frame plans; rows has nothing to search
                 raise
+            if any(s.is_float and s.in_type.name == "bf16" for s in stages):
+                raise  # no bf16 rows kernels: the whole-frame error says what does not fit
             try:
                 return rows_design(device, stages, config, settings)
             except (PlanError, ConfigError):

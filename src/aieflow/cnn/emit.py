@@ -43,7 +43,7 @@ UP_MODES = {"nearest": 0, "half_pixel": 1, "align_corners": 2, "asymmetric": 3} 
 
 def ctype(t: NumericType) -> str:
     if isinstance(t, FloatType):
-        return "float"
+        return "bfloat16" if t.name == "bf16" else "float"
     if isinstance(t, AffineType):
         return t.c_type  # uint8 activations of onnxruntime quantize_static
     return f"int{t.container_bits}"
@@ -51,7 +51,9 @@ def ctype(t: NumericType) -> str:
 
 def words(t: NumericType) -> int:
     """Values per 128-bit PLIO word in the data files."""
-    return 4 if isinstance(t, FloatType) else PLIO_BITS // t.container_bits
+    if isinstance(t, FloatType):
+        return PLIO_BITS // (16 if t.name == "bf16" else 32)
+    return PLIO_BITS // t.container_bits
 
 
 def rq_cfg(s: Stage) -> dict:

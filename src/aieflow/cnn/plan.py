@@ -34,7 +34,9 @@ STACK_BYTES = 1024  # stack + heap reserved per kernel (UG1079 default sizes are
 
 
 def elem_bytes(t: NumericType) -> int:
-    return 4 if isinstance(t, FloatType) else max(1, t.container_bits // 8)
+    if isinstance(t, FloatType):
+        return 2 if t.name == "bf16" else 4
+    return max(1, t.container_bits // 8)
 
 
 def kind(t: NumericType) -> str:
@@ -185,7 +187,7 @@ def mmul_shape(device: Device, stage: Stage) -> tuple[int, int, int]:
     shapes = device.generation.mmul_shapes
     if pair not in shapes:
         raise PlanError(f"{pair[0]} x {pair[1]} has no aie::mmul on {device.generation.name}", layer=stage.name,
-                        hint="use fp32 (AIE1), int8 or int16")
+                        hint="use fp32 (AIE1), bf16 (AIE-ML / AIE-MLv2), int8 or int16")
     return tuple(shapes[pair])
 
 

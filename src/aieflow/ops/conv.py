@@ -15,8 +15,10 @@ patch matrix holds input elements k = (c, i, j) (PyTorch ``unfold`` order, zero 
 covers padding), and the weights are ``weight.reshape(O, C kh kw).T``.  :func:`emulate` builds the
 patches and runs :func:`aieflow.ops.dense.emulate` on them, so an integer convolution accumulates
 exactly, wraps at the accumulator width and shift-round-saturates exactly as a Dense layer, and an
-fp32 one accumulates in increasing k from the bias, each product and sum rounded to float32.  The
-activation follows:
+fp32 one accumulates in increasing k from the bias, each product and sum rounded to float32; a bf16
+one (AIE-ML / AIE-MLv2) the same with bf16 operands (weights and bias rounded to bf16 to nearest
+even, products exact in float32) and the sum rounded to bf16 (nearest even) before its ReLU; tanh
+and PReLU are refused in bf16.  The activation follows:
 
 * relu: ``max(y, 0)`` after the SRS (Dense's order);
 * tanh, prelu, fixed point: the SRS writes a *pre-activation* type (PTQ from calibration), then one
@@ -410,13 +412,14 @@ def quantise(node: Node, ctx: QuantContext) -> Node:
             layer=node.name,
             hint=f"give layers.{node.name}.precision: int8 (or int16 / a16w8) and keep a8w4 for the Dense layers",
         )
-    if act_kind == "bf16":
-        raise ConfigError(
-            "bf16 convolutions are not supported yet",
-            layer=node.name,
-            hint="use fp32 (on vck190) or int8 / int16 / a16w8",
-        )
     activation = node.attrs.get("activation")
+    if act_kind == "bf16" and activation in _TWO_STAGE:
+        raise ConfigError(
+            f"a bf16 convolution with a fused {activation} is not supported (bf16 convolutions run with "
+            "no activation or ReLU)",
+            layer=node.name,
+            hint=f"use fp32 (on vck190) or int8 / int16 for this layer, or replace its {activation} by a ReLU",
+        )
     if "weight_codes" in node.params and activation in _TWO_STAGE:
         refuse_float_scale_activation(node.name, activation)
     if activation not in _TWO_STAGE:

@@ -11,7 +11,8 @@ Numerics (the output keeps the input's type: neither a maximum nor an average le
   by the window's count (kh kw, or with ``count_include_pad`` false the elements inside the image),
   rounded once by the type's rounding mode.
 * average, fp32: the window summed in row-major order, each addition rounded to float32, then
-  divided by the count in float32.
+  divided by the count in float32; bf16: the same on the bf16 values (exact in float32), the
+  quotient rounded to bf16 (nearest even).
 
 Float scales and zero points (onnxruntime ``quantize_static``; input and output :class:`AffineType`):
 
@@ -131,7 +132,8 @@ def _avg_emulate(node: Node, x: np.ndarray) -> np.ndarray:
         acc = w[..., 0].copy()
         for k in range(1, w.shape[-1]):
             acc += w[..., k]  # one float32 rounding per addition, row-major order
-        return acc / counts(node).astype(np.float32)
+        y = acc / counts(node).astype(np.float32)
+        return fixed.to_bf16(y) if t.name == "bf16" else y
     sums = windows(np.asarray(x).astype(np.int64), g, 0).sum(axis=-1)
     return fixed.saturate(fixed.round_divide(sums, counts(node), t.rounding), t)
 
@@ -169,8 +171,9 @@ def _quantise(node: Node, ctx: QuantContext) -> Node:
     t = ctx.input_types[0]
     if isinstance(t, AffineType):
         return _quantise_affine(node, ctx, t)
-    if isinstance(t, FloatType) and t.name != "fp32":
-        raise ConfigError(f"{OPS[node.op]} on {t} values is not supported yet", layer=node.name, hint="use fp32 or a fixed-point precision")
+    if isinstance(t, FloatType) and t.name not in ("fp32", "bf16"):
+        raise ConfigError(f"{OPS[node.op]} on {t} values is not supported yet", layer=node.name,
+                          hint="use fp32, bf16 or a fixed-point precision")
     if not isinstance(t, FixedType | FloatType):  # pragma: no cover - the quantise pass types every tensor
         raise ConfigError(f"input type {t} is not a numeric type", layer=node.name)
     return node.evolve(types=t)

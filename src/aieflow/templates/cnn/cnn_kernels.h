@@ -70,7 +70,7 @@ struct ConvCore {
     static constexpr unsigned PB = (P + M - 1) / M;          // pixel blocks
     static constexpr unsigned W_SIZE = CB * KB * K * N;
     static constexpr unsigned B_SIZE = C::HAS_BIAS ? CB * MN * (C::RQ ? 2 : 1) : 1;  // bias, then multipliers
-    static constexpr bool is_float = std::is_floating_point_v<TA>;
+    static constexpr bool is_float = !std::is_integral_v<TA>;  // float (AIE1) or bfloat16 (AIE-ML / v2)
     static constexpr bool exact_tail = is_float && (KT % K != 0);
 
     using MMUL = aie::mmul<M, K, N, TA, TW, ACC>;
@@ -477,7 +477,7 @@ public:
     }
     static typename C::TA window(const typename C::TA* __restrict img, unsigned oy, unsigned ox) {
         using T = typename C::TA;
-        constexpr bool is_float = std::is_floating_point_v<T>;
+        constexpr bool is_float = !std::is_integral_v<T>;  // float or bfloat16 (sums and quotient in float)
         T best = T(0);
         float fsum = 0.0f;
         int64_t isum = 0;
@@ -497,7 +497,7 @@ public:
                         if (inside == 1 || v > best) best = v;
                     }
                 } else if constexpr (is_float) {
-                    fsum = first ? v : fsum + v;  // row-major, one float32 rounding per addition
+                    fsum = first ? float(v) : fsum + float(v);  // row-major, one float32 rounding per addition
                 } else {
                     isum += int64_t(v);
                 }
@@ -507,7 +507,7 @@ public:
         } else {
             const unsigned count = C::COUNT_PAD ? C::KH * C::KW : inside;
             if constexpr (is_float) {
-                return fsum / float(count);
+                return T(fsum / float(count));  // bfloat16: rounded to nearest even
             } else {
                 if constexpr (C::RQ)  // float scales (ops/pool.py): (sum - n z_in) requantised
                     return T(requant(isum - C::RQ_BIAS, C::RQ_MULT, C::RQ_SHIFT, C::RQ_ZP, C::MIN_CODE, C::MAX_CODE));
