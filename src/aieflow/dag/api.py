@@ -14,7 +14,7 @@ from ..passes.place import Block, Grid, Placement, Weights, pack
 from ..pipeline import State, run_pipeline
 from .design import DagDesign
 from .emit import emit_dag
-from .plan import DagPlan, plan_dag
+from .plan import DagPlan, default_batch, plan_dag
 from .search import DagSearch, search_dag
 
 __all__ = ["DAG_OPS", "compile_dag", "is_dag", "place_dag"]
@@ -43,7 +43,10 @@ def compile_dag(state: State, progress: Callable[[str], None] | None = None, fou
     """``found``: the search's result for ``state`` when the caller searched already
     (``passes.posts.choose``)."""
     state = run_pipeline(state, progress, stop_after="quantise")
-    config = state.config
+    config = default_batch(state.graph, state.device, state.config)
+    if config.batch != state.config.batch:
+        log.info("batch %d (no batch given): the memory-tile tilers of %s cannot cut %d samples' rows; "
+                 "set batch to choose another", config.batch, state.device.board, state.config.batch)
     if progress:
         progress("search" if config.searched else "plan")
     if config.searched:

@@ -442,6 +442,30 @@ def check_dag_device(device: Device, config: Config) -> None:
         raise ConfigError("replicas are not supported for DAG designs yet", hint="remove `replicas` from the config")
 
 
+class RowMultipleError(PlanError):
+    """A batch whose rows per graph iteration the memory-tile tilers cannot cut (no row padding)."""
+
+
+DEFAULT_BATCH_TRIES = 4  # the default batch, then x2, x4, x8
+
+
+def default_batch(graph: Graph, device: Device, config: Config) -> Config:
+    """The config with its batch settled when the user wrote none: the default batch (8) when the
+    tilers can cut its rows, else the first of its doublings they can (AIE-MLv2's int8 mmul is
+    8x8x8, blocked 2 x 2: 16 rows per iteration).  A batch the user wrote, a batch list or
+    ``auto`` is left as it is (its refusal names the rows)."""
+    if config.batch_search is not None or "batch" in config.given:
+        return config
+    for k in range(DEFAULT_BATCH_TRIES):
+        batch = config.batch << k
+        try:
+            plan_dag(graph, device, replace(config, batch=batch))
+        except RowMultipleError:
+            continue
+        return replace(config, batch=batch)
+    return config
+
+
 def plan_dag(graph: Graph, device: Device, config: Config) -> DagPlan:
     """Plan every compute node at ``config.batch`` (the target is ``dag.search``'s business); the
     links are derived from the result (``links.make_links``)."""
@@ -513,7 +537,7 @@ def _plan_dense(node: Node, graph: Graph, batch: int, device: Device, config: Co
                 continue
     if p.batch_pad != p.batch:
         m2 = 2 * p.mmul[0]
-        raise PlanError(
+        raise RowMultipleError(
             f"{p.batch} rows per graph iteration ({batch} samples x {r} rows) are not a multiple of {m2}, "
             "which the memory-tile tilers of a DAG need (no row padding)",
             layer=node.name, hint=f"use a batch that makes batch x {r} a multiple of {m2}",

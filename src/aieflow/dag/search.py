@@ -21,7 +21,7 @@ from ..pareto import undominated
 from ..passes.search import Exploration, Point, ranked
 from ..progress import track
 from .perf import estimate_dag
-from .plan import DagPlan, check_dag_device, plan_dag
+from .plan import DagPlan, check_dag_device, default_batch, plan_dag
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,9 @@ def search_dag(graph: Graph, device: Device, config: Config) -> DagSearch:
 def explore_dag(graph: Graph, device: Device, config: Config) -> Exploration:
     """``aieflow explore`` for a DAG: the batch is what the search chooses, so the front is over the
     config's batch list, or every ``auto`` batch (and the config's) when the config fixes one; the
-    pick is what ``compile`` builds for the config (a fixed batch: that batch)."""
+    pick is what ``compile`` builds for the config (a fixed batch: that batch; no batch given: the
+    batch compile settles on, ``plan.default_batch``)."""
+    config = default_batch(graph, device, config)
     wide = config
     if config.batch_search is None:
         auto = batch_candidates(replace(config, batch_search="auto"))
