@@ -12,7 +12,7 @@ templates/dag/row_recip.h).
   a softmax and a second LayerNorm over 20 tokens of 16 features at batch 8 (parts of 40 rows: two
   whole groups of 16 and a partial one), random tokens, tokens of equal features (zero variance),
   saturating tokens of both signs; the emulation itself is checked against independent references
-  in tests/test_layernorm.py and tests/test_activation.py.
+  in tests/test_graphs.py (test_layernorm_codes_match_integer_reference) and tests/test_activation.py.
 """
 
 from __future__ import annotations
