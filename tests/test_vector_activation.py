@@ -95,6 +95,9 @@ def test_the_cycle_model_follows_the_kernel_form():
     # 16-bit interpolation: per 16 lanes 16 two-knot reads and the vector operations
     assert pa.activation_form_cycles(32, "vector", ml) == 2 * (16 * pa.ACT_VEC_GATHER_CYCLES + pa.ACT_VEC_CYCLES)
     assert pa.activation_form_cycles(32, "vector", ml) < pa.activation_cycles(32, True)
-    # softmax rows of 16: one vector per row, the divide per row unchanged
-    assert pa.softmax_vector_cycles(4, 16) == 4 * (pa.SM_VEC_CYCLES + 16 + pa.SM_ROW_CYCLES + pa.SM_VEC_ROW_CYCLES)
+    # softmax rows of 16: one vector per row, the 16 rows' reciprocals in one vector pass per group
+    assert pa.softmax_vector_cycles(4, 16) == (4 * (pa.SM_VEC_CYCLES + 16 + pa.SM_VEC_ROW_CYCLES + pa.SM_VEC_NORM_CYCLES)
+                                               + pa.SM_RECIP_GROUP_CYCLES)
+    assert pa.softmax_vector_cycles(17, 16) - pa.softmax_vector_cycles(16, 16) == (
+        pa.SM_VEC_CYCLES + 16 + pa.SM_VEC_ROW_CYCLES + pa.SM_VEC_NORM_CYCLES + pa.SM_RECIP_GROUP_CYCLES)
     assert pa.softmax_vector_cycles(4, 16) < pa.softmax_cycles(4, 16)

@@ -376,6 +376,7 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
         files["src/kernels/requant.h"] = kernels.joinpath("kernels/requant.h").read_text()
     files["src/kernels/narrow.h"] = kernels.joinpath("kernels/narrow.h").read_text()
     files["src/kernels/dag_kernels.h"] = kernels.joinpath("dag/dag_kernels.h").read_text()
+    files["src/kernels/row_recip.h"] = kernels.joinpath("dag/row_recip.h").read_text()
     files["src/kernels/activation_fixed.h"] = kernels.joinpath("kernels/activation_fixed.h").read_text()
     if ctx["bf16"]:
         files["src/kernels/dag_kernels_bf16.h"] = kernels.joinpath("dag/dag_kernels_bf16.h").read_text()

@@ -55,19 +55,25 @@ ADD_CYCLES_PER_VECTOR = 4
 # LayerNorm (dag_kernels.h LayerNorm), its scalar path: 64-bit statistics and normalisation.  Assumed (no
 # figure): 4 cycles per element for S1 / S2 (a load, and a 64-bit multiply-add emulated with
 # 32-bit scalar multiplies), 12 per element for z (a 64-bit multiply, the rounding, two stores),
-# 4 per 16 lanes for the vector SRS, and 400 per row for the integer square root (31 iterations
-# of a few scalar operations) and the 64-bit software divide.
+# 4 per 16 lanes for the vector SRS.  Both paths, per row (LN_ROW_CYCLES): Q = n S2 - S1^2 + E (two
+# 64-bit multiplies emulated with 32-bit scalar multiplies), G by a 6-step binary search of the bit
+# length (~3 cycles a step), u = Q << 2G split in two int32 and four stores: assumed 32.  Per group of
+# 16 rows (LN_RECIP_GROUP_CYCLES) the square roots and reciprocals at once (row_recip.h
+# layernorm_inv16): counted from the code, 129 vector operations of which 28 are 32 x 32-bit
+# multiplies into 64-bit lanes; assumed one operation per cycle and 4 cycles per 32 x 32 multiply
+# (AIE-ML has no native 32-bit multiplier lanes: the API composes it from 16-bit ones), so
+# 129 + 28 * 3 = 213.  (Was 400 per row: a bit-by-bit square root and a 64-bit software divide.)
 LN_STATS_CYCLES = 4
 LN_Z_CYCLES = 12
 LN_VECTOR_CYCLES = 4
-LN_ROW_CYCLES = 400
+LN_ROW_CYCLES = 32
+LN_RECIP_GROUP_CYCLES = 213
 # The vector path (rows of whole, 32-byte aligned 16-lane vectors; every Mixer LayerNorm): per 16
 # lanes, assumed (no published figure): 2 cycles for S1 / S2 (a load, an int8 -> int16 widening
 # SRS, two 16x16 macs in acc64 lanes); 8 for z (a 16x16 mul, an accumulator subtract, an SRS, a
 # 32x32 mul, which AIE-ML issues as several 16-bit multiplies, a conv_even SRS and a store); 6 for
 # the output (a 32x16 mul, two upshifts, two accumulator adds, the output SRS and a store).  Per
-# row: the two lane sums (two SRS + 16 scalar 64-bit adds each, ~40 cycles each) on top of
-# LN_ROW_CYCLES.
+# row: the two lane sums (two SRS + 16 scalar 64-bit adds each, ~40 cycles each).
 LN_VEC_STATS_CYCLES = 2
 LN_VEC_Z_CYCLES = 8
 LN_VEC_OUT_CYCLES = 6
@@ -161,6 +167,7 @@ def rows_kernel_cycles(plan: DagPlan, name: str, device: Device) -> float:
         else:
             body = (elems * (LN_STATS_CYCLES + LN_Z_CYCLES) + vectors * LN_VECTOR_CYCLES
                     + rp.rows_per_part * LN_ROW_CYCLES)
+        body += math.ceil(rp.rows_per_part / 16) * LN_RECIP_GROUP_CYCLES  # 16 rows' reciprocals at once
     transposes = sum(rp.in_transposed) + int(rp.out_transposed)
     return CALL_CYCLES + body + transposes * elems * TRANSPOSE_CYCLES + mv.lock_handoff_cycles(ports)
 

@@ -257,8 +257,10 @@ def rows_memory(node: Node, rows_per_part: int, features: int, device: Device) -
 
         size = int(node.params["table"].size)
         table = _aligned(4 * size)
-        if node.op == "softmax":  # + the vector rows' table indices
-            return io + table + _aligned(4 * features) * (2 if softmax_vectorised(t, features, node.params.get("keep") is not None) else 1) + reserved
+        if node.op == "softmax":  # vector rows: a group of 16 rows' exp values, one row's indices, 5 x 16 per-row words
+            if softmax_vectorised(t, features, node.params.get("keep") is not None):
+                return io + table + _aligned(4 * 16 * features) + _aligned(4 * features) + 5 * _aligned(64) + reserved
+            return io + table + _aligned(4 * features) + reserved
         form = activation_form(t, gen)
         if form == "lut":  # + aie::lut's two int16 copies, each block twice (UG1603)
             v = gen.lut_repeat_bits // 16
@@ -268,7 +270,8 @@ def rows_memory(node: Node, rows_per_part: int, features: int, device: Device) -
         return io + table + reserved
     lanes = -(-features // 16) * 16
     params = _aligned(features * 2) + _aligned(features * 8) + 2 * _aligned(lanes * 4)
-    return io + params + reserved
+    group = _aligned(16 * 8) + 4 * _aligned(16 * 4)  # a group of 16 rows' S1, G, u halves and reciprocals
+    return io + params + group + reserved
 
 
 def transpose_scratch(node: Node, rp: RowsPlan) -> int:
@@ -410,8 +413,8 @@ def _plan_rows(node: Node, graph: Graph, batch: int, device: Device,
         if mem <= gen.data_memory_bytes:
             best = RowsPlan(node.op, parts, rows, r, f, mem)
             # Add, activation: the fewest tiles that fit (rarely the slowest stage); LayerNorm,
-            # softmax: as many as the memory tile's channels allow (their per-row square root /
-            # divide are scalar)
+            # softmax: as many as the memory tile's channels allow (their per-row work is the
+            # heaviest of the rows kernels)
             if node.op in ("add", "activation"):
                 break
             # matmul: as many parts as allowed (its work per row is K x N multiply-adds)

@@ -59,11 +59,18 @@ ACT_VEC_LANES = 16
 # Softmax, rows of whole 16-lane vectors: per 16 lanes 1 cycle for the running maximum, 3 for the
 # index (widen, sub + downshift, min, store), 1 for the sum, 5 for the output (mul, accumulator add,
 # mac, SRS, min, narrowing SRS, store); per element 1 for the exp read (two loads on the two load
-# units and one store); per row SM_ROW_CYCLES for the divide and SM_VEC_ROW_CYCLES for reduce_max,
-# reduce_add and the broadcast.  Assumed, no published figure.
+# units and one store); per row SM_VEC_ROW_CYCLES for reduce_max, reduce_add and the broadcast, and
+# SM_VEC_NORM_CYCLES for S's bit length (a 6-step binary search, ~3 cycles a step), the shift and
+# three stores.  Per group of 16 rows SM_RECIP_GROUP_CYCLES for the 16 reciprocals at once
+# (row_recip.h softmax_inv16): counted from the code, 78 vector operations of which 17 are 32 x
+# 32-bit multiplies into 64-bit lanes, assumed one operation per cycle and 4 cycles per such multiply
+# (composed from 16-bit multiplies on AIE-ML): 78 + 17 * 3 = 129.  (Was SM_ROW_CYCLES, the 300-cycle
+# software divide, per row.)  Assumed, no published figure.
 SM_VEC_CYCLES = 10
 SM_VEC_GATHER_CYCLES = 1
 SM_VEC_ROW_CYCLES = 20
+SM_VEC_NORM_CYCLES = 24
+SM_RECIP_GROUP_CYCLES = 129
 
 
 def activation_form(types, generation) -> str:
@@ -100,5 +107,6 @@ def activation_form_cycles(values: int, form: str, generation) -> int:
 
 def softmax_vector_cycles(rows: int, features: int) -> int:
     """The vector softmax over ``rows`` rows of ``features`` (a multiple of 16) codes."""
-    return rows * ((features // 16) * SM_VEC_CYCLES + features * SM_VEC_GATHER_CYCLES + SM_ROW_CYCLES
-                   + SM_VEC_ROW_CYCLES)
+    return (rows * ((features // 16) * SM_VEC_CYCLES + features * SM_VEC_GATHER_CYCLES + SM_VEC_ROW_CYCLES
+                    + SM_VEC_NORM_CYCLES)
+            + -(-rows // 16) * SM_RECIP_GROUP_CYCLES)

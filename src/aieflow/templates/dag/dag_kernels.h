@@ -6,9 +6,9 @@
 //
 //   ResidualAdd: y = srs((a << SHIFT_A) + (b << SHIFT_B), SHIFT)   one SRS, output rounding/saturation
 //                (then max(y, 0) when a ReLU is fused into the add)
-//   LayerNorm:   the integer algorithm of ops/layernorm.py per row: S1, S2, V = n S2 - S1^2 (+ eps),
-//                normalised integer square root, 16-bit reciprocal 2^46 / r, z = round_even(D inv / 2^s),
-//                y = srs(z gamma + beta, SHIFT).
+//   LayerNorm:   the integer algorithm of ops/layernorm.py: S1, S2, V = n S2 - S1^2 (+ eps) for a group of 16
+//                rows, their normalised integer square roots r and 16-bit reciprocals 2^46 / r at once in 16
+//                lanes (row_recip.h), then per row z = round_even(D inv / 2^s), y = srs(z gamma + beta, SHIFT).
 //   Activation, Softmax: ops/activation.py's table / interpolation and softmax: vector forms (aie::parallel_lookup,
 //                vector interpolation and softmax rows) where the config says so, else activation_fixed.h.
 //   MatMul:      y = srs(sum_k a_ik b_kj, SHIFT) per sample (ops/matmul.py): exact products summed in 64-bit
@@ -26,6 +26,7 @@
 
 #include "activation_fixed.h"
 #include "narrow.h"
+#include "row_recip.h"
 
 namespace aieflow {
 
@@ -104,26 +105,16 @@ constexpr int P_BITS = 46;  // reciprocal 2^P / r, r in [2^30, 2^31): a 16-bit i
 constexpr int Z_FRAC = 20;  // fractional bits of z
 constexpr int SPLIT = 20;   // z gamma + beta = hi 2^SPLIT + lo, both int32, for the vector SRS
 
+// bits of q (0 for 0): a binary search, 6 steps
 inline int bit_length(std::uint64_t q) {
     int b = 0;
-    while (b < 64 && (q >> b) != 0) ++b;
-    return b;
-}
-
-// floor(sqrt(n)), exact, bit by bit (no floating point, no divide)
-inline std::uint64_t isqrt(std::uint64_t n) {
-    std::uint64_t r = 0, bit = std::uint64_t(1) << 62;
-    while (bit > n) bit >>= 2;
-    while (bit != 0) {
-        if (n >= r + bit) {
-            n -= r + bit;
-            r = (r >> 1) + bit;
-        } else {
-            r >>= 1;
+    for (int s = 32; s > 0; s >>= 1) {
+        if ((q >> s) != 0) {
+            q >>= s;
+            b += s;
         }
-        bit >>= 2;
     }
-    return r;
+    return b + (q != 0 ? 1 : 0);
 }
 
 // v / 2^s rounded to nearest, ties to even (s > 0); v << -s when s <= 0 (exact)
@@ -167,6 +158,12 @@ class LayerNorm {
     alignas(32) int32 blo_[NV];  // beta's low SPLIT bits
     alignas(32) TI ti_[C::IN_T ? C::ROWS * C::N : 1];
     alignas(32) TO to_[C::OUT_T ? C::ROWS * C::N : 1];
+    // per group of 16 rows: S1, G, u >> 31, u mod 2^31 and the reciprocal inv
+    alignas(32) std::int64_t s1_[L];
+    alignas(32) int32 g_[L];
+    alignas(32) int32 uh_[L];
+    alignas(32) int32 ul_[L];
+    alignas(32) int32 inv_[L];
 
     static aie::vector<int16, L> widen(const TI* p) {
         if constexpr (sizeof(TI) == 2) {
@@ -190,6 +187,10 @@ public:
             blo_[i] = static_cast<int32>(v & ((std::int64_t(1) << ln_detail::SPLIT) - 1));
             hi_[i] = lo_[i] = 0;
         }
+        for (unsigned k = 0; k < L; ++k) {
+            s1_[k] = 0;
+            g_[k] = uh_[k] = ul_[k] = inv_[k] = 0;
+        }
     }
 
     void run(adf::input_buffer<TI>& __restrict in, adf::output_buffer<TO>& __restrict out) {
@@ -199,80 +200,97 @@ public:
         const TI* __restrict x = C::IN_T ? ti_ : in.data();
         TO* __restrict y = C::OUT_T ? to_ : out.data();
         constexpr std::int64_t n = C::N;
-        for (unsigned row = 0; row < C::ROWS; ++row, x += C::N, y += C::N) {
-            std::int64_t s1 = 0, s2 = 0;
-            if constexpr (VEC) {  // S1, S2: 16 lanes of 64-bit accumulators, exact
-                aie::accum<acc64, L> a1 = aie::zeros<acc64, L>();
-                aie::accum<acc64, L> a2 = aie::zeros<acc64, L>();
-                const aie::vector<int16, L> one = aie::broadcast<int16, L>(1);
-                for (unsigned i = 0; i < C::N; i += L) {
-                    const aie::vector<int16, L> v = widen(x + i);
-                    a1 = aie::mac(a1, v, one);
-                    a2 = aie::mac(a2, v, v);
-                }
-                s1 = lane_sum(a1);
-                s2 = lane_sum(a2);
-            } else {
-                for (unsigned i = 0; i < C::N; ++i) {
-                    const std::int64_t v = x[i];
-                    s1 += v;
-                    s2 += v * v;
-                }
-            }
-            const std::int64_t q = n * s2 - s1 * s1 + C::EPS;  // n^2 (var + eps) in codes, exact
-            const int g = (62 - bit_length(static_cast<std::uint64_t>(q))) / 2;
-            const std::uint64_t r = isqrt(static_cast<std::uint64_t>(q) << (2 * g));
-            const std::int64_t inv =
-                r > 0 ? ((std::int64_t(1) << P_BITS) + static_cast<std::int64_t>(r / 2)) / static_cast<std::int64_t>(r)
-                      : 0;
-            const int shift = P_BITS - g - Z_FRAC;
-            if constexpr (VEC) {
-                if (shift > 0 && shift < 64) {  // z = round_even(d inv / 2^shift) by the API's SRS
-                    aie::set_rounding(aie::rounding_mode::conv_even);
-                    const aie::vector<int32, L> s1v = aie::broadcast<int32, L>(static_cast<int32>(s1));
-                    for (unsigned i = 0; i < C::N; i += L) {
-                        aie::accum<acc64, L> d = aie::mul<acc64>(widen(x + i), static_cast<int16>(n));
-                        aie::accum<acc64, L> m;
-                        m.from_vector(s1v, 0);
-                        d = aie::sub(d, m);  // n x - S1, exact, fits int32
-                        const aie::accum<acc64, L> zd =
-                            aie::mul<acc64>(d.template to_vector<int32>(0), static_cast<int32>(inv));
-                        aie::store_v(hi_ + i, zd.template to_vector<int32>(shift));
+        for (unsigned row0 = 0; row0 < C::ROWS; row0 += L) {
+            const unsigned rows = C::ROWS - row0 < L ? C::ROWS - row0 : L;
+            // 1. the statistics of up to 16 rows: S1, Q = n S2 - S1^2 + E, G, u = Q << 2G split for the lanes
+            for (unsigned k = 0; k < L; ++k) {
+                std::int64_t s1 = 0, s2 = 0;
+                if (k < rows) {
+                    const TI* xr = x + k * C::N;
+                    if constexpr (VEC) {  // S1, S2: 16 lanes of 64-bit accumulators, exact
+                        aie::accum<acc64, L> a1 = aie::zeros<acc64, L>();
+                        aie::accum<acc64, L> a2 = aie::zeros<acc64, L>();
+                        const aie::vector<int16, L> one = aie::broadcast<int16, L>(1);
+                        for (unsigned i = 0; i < C::N; i += L) {
+                            const aie::vector<int16, L> v = widen(xr + i);
+                            a1 = aie::mac(a1, v, one);
+                            a2 = aie::mac(a2, v, v);
+                        }
+                        s1 = lane_sum(a1);
+                        s2 = lane_sum(a2);
+                    } else {
+                        for (unsigned i = 0; i < C::N; ++i) {
+                            const std::int64_t v = xr[i];
+                            s1 += v;
+                            s2 += v * v;
+                        }
                     }
-                    // y = srs(z gamma + beta, SHIFT): z gamma in 64-bit lanes, beta rebuilt from hi / lo
-                    aie::set_rounding(C::RND);
-                    for (unsigned i = 0; i < C::N; i += L) {
-                        aie::accum<acc64, L> acc = aie::mul<acc64>(aie::load_v<L>(hi_ + i), aie::load_v<L>(gamma_ + i));
-                        aie::accum<acc64, L> bh;
-                        bh.from_vector(aie::load_v<L>(bhi_ + i), SPLIT);
-                        aie::accum<acc64, L> bl;
-                        bl.from_vector(aie::load_v<L>(blo_ + i), 0);
-                        acc = aie::add(aie::add(acc, bh), bl);
-                        aie::store_v(y + i, aieflow_narrow::narrow<C>(acc.template to_vector<TO>(C::SHIFT)));
-                    }
-                    continue;
                 }
+                const std::int64_t q = k < rows ? n * s2 - s1 * s1 + C::EPS : 0;  // n^2 (var + eps) in codes, exact
+                const int g = (62 - bit_length(static_cast<std::uint64_t>(q))) / 2;
+                const std::uint64_t u = static_cast<std::uint64_t>(q) << (2 * g);  // [2^60, 2^62) or 0
+                s1_[k] = s1;
+                g_[k] = g;
+                uh_[k] = static_cast<int32>(u >> 31);
+                ul_[k] = static_cast<int32>(u & 0x7fffffffu);
             }
-            for (unsigned i = 0; i < C::N; ++i) {  // scalar path (and any row whose shift is <= 0)
-                const std::int64_t d = n * static_cast<std::int64_t>(x[i]) - s1;
-                const std::int64_t z = round_even_shift(d * inv, shift);
-                const std::int64_t v = z * gamma_[i] + beta_[i];  // < 2^48: exact in 64-bit lanes
-                hi_[i] = static_cast<int32>(v >> SPLIT);
-                lo_[i] = static_cast<int32>(v & ((std::int64_t(1) << SPLIT) - 1));
-            }
-            // y = srs(v, SHIFT): v rebuilt exactly in 64-bit accumulator lanes, SRS by the modes
-            aie::set_rounding(C::RND);
-            for (unsigned i = 0; i < NV; i += L) {
-                aie::accum<acc64, L> acc;
-                acc.from_vector(aie::load_v<L>(hi_ + i), SPLIT);
-                aie::accum<acc64, L> low;
-                low.from_vector(aie::load_v<L>(lo_ + i), 0);
-                acc = aie::add(acc, low);
-                const aie::vector<TO, L> vo = aieflow_narrow::narrow<C>(acc.template to_vector<TO>(C::SHIFT));
-                if constexpr (C::N % L == 0 && (C::N * sizeof(TO)) % 32 == 0) {
-                    aie::store_v(y + i, vo);  // rows start 32-byte aligned
-                } else {
-                    for (unsigned j = 0; i + j < C::N; ++j) y[i + j] = vo.get(j);
+            // 2. the 16 rows' reciprocal square roots at once: inv = round(2^46 / isqrt(u)), exact (row_recip.h)
+            aieflow_recip::layernorm_inv16(uh_, ul_, inv_);
+            aie::set_saturation(C::SAT);
+            // 3. the normalisation, row by row
+            for (unsigned k = 0; k < rows; ++k, x += C::N, y += C::N) {
+                const std::int64_t s1 = s1_[k];
+                const int g = g_[k];
+                const std::int64_t inv = inv_[k];
+                const int shift = P_BITS - g - Z_FRAC;
+                if constexpr (VEC) {
+                    if (shift > 0 && shift < 64) {  // z = round_even(d inv / 2^shift) by the API's SRS
+                        aie::set_rounding(aie::rounding_mode::conv_even);
+                        const aie::vector<int32, L> s1v = aie::broadcast<int32, L>(static_cast<int32>(s1));
+                        for (unsigned i = 0; i < C::N; i += L) {
+                            aie::accum<acc64, L> d = aie::mul<acc64>(widen(x + i), static_cast<int16>(n));
+                            aie::accum<acc64, L> m;
+                            m.from_vector(s1v, 0);
+                            d = aie::sub(d, m);  // n x - S1, exact, fits int32
+                            const aie::accum<acc64, L> zd =
+                                aie::mul<acc64>(d.template to_vector<int32>(0), static_cast<int32>(inv));
+                            aie::store_v(hi_ + i, zd.template to_vector<int32>(shift));
+                        }
+                        // y = srs(z gamma + beta, SHIFT): z gamma in 64-bit lanes, beta rebuilt from hi / lo
+                        aie::set_rounding(C::RND);
+                        for (unsigned i = 0; i < C::N; i += L) {
+                            aie::accum<acc64, L> acc = aie::mul<acc64>(aie::load_v<L>(hi_ + i), aie::load_v<L>(gamma_ + i));
+                            aie::accum<acc64, L> bh;
+                            bh.from_vector(aie::load_v<L>(bhi_ + i), SPLIT);
+                            aie::accum<acc64, L> bl;
+                            bl.from_vector(aie::load_v<L>(blo_ + i), 0);
+                            acc = aie::add(aie::add(acc, bh), bl);
+                            aie::store_v(y + i, aieflow_narrow::narrow<C>(acc.template to_vector<TO>(C::SHIFT)));
+                        }
+                        continue;
+                    }
+                }
+                for (unsigned i = 0; i < C::N; ++i) {  // scalar path (and any row whose shift is <= 0)
+                    const std::int64_t d = n * static_cast<std::int64_t>(x[i]) - s1;
+                    const std::int64_t z = round_even_shift(d * inv, shift);
+                    const std::int64_t v = z * gamma_[i] + beta_[i];  // < 2^48: exact in 64-bit lanes
+                    hi_[i] = static_cast<int32>(v >> SPLIT);
+                    lo_[i] = static_cast<int32>(v & ((std::int64_t(1) << SPLIT) - 1));
+                }
+                // y = srs(v, SHIFT): v rebuilt exactly in 64-bit accumulator lanes, SRS by the modes
+                aie::set_rounding(C::RND);
+                for (unsigned i = 0; i < NV; i += L) {
+                    aie::accum<acc64, L> acc;
+                    acc.from_vector(aie::load_v<L>(hi_ + i), SPLIT);
+                    aie::accum<acc64, L> low;
+                    low.from_vector(aie::load_v<L>(lo_ + i), 0);
+                    acc = aie::add(acc, low);
+                    const aie::vector<TO, L> vo = aieflow_narrow::narrow<C>(acc.template to_vector<TO>(C::SHIFT));
+                    if constexpr (C::N % L == 0 && (C::N * sizeof(TO)) % 32 == 0) {
+                        aie::store_v(y + i, vo);  // rows start 32-byte aligned
+                    } else {
+                        for (unsigned j = 0; i + j < C::N; ++j) y[i + j] = vo.get(j);
+                    }
                 }
             }
         }
@@ -389,7 +407,8 @@ public:
 //                   static constexpr bool VEC; per port P in IN, OUT: bool P_T, unsigned P_S, P_A, P_B; };
 // VEC (rows of whole 16-lane vectors): per row the maximum by aie::max + reduce_max, the table index
 // min((m - x) >> SD, TABLE - 1) in int32 lanes, the exp entries read by a scalar loop (a data-dependent
-// load per element), S by aie::add + reduce_add (S < 2^28), the reciprocal by the scalar divide, then
+// load per element), S by aie::add + reduce_add (S < 2^28), for a group of 16 rows (their exp entries kept);
+// the 16 reciprocals at once in vector lanes (row_recip.h softmax_inv16, exact), then per row
 // e inv in 64-bit lanes (inv <= 2^31 does not fit int32: (e (inv >> 1)) 2 + e (inv & 1)), one SRS by
 // 46 - FO rounding positive_inf (the emulation's + 2^(45-FO) >> (46-FO)), min HI.  Otherwise (and MASKED) the scalar
 // softmax_row of activation_fixed.h.  Both the emulation's definition bit for bit.
@@ -399,8 +418,14 @@ class Softmax {
     using TO = typename C::TO;
     static constexpr unsigned L = 16;
     alignas(32) int32 exp_[C::TABLE];
-    alignas(32) int32 e_[C::N];
+    alignas(32) int32 e_[C::VEC ? L * C::N : C::N];  // VEC: the exp entries of a group of 16 rows
     alignas(32) int32 k_[C::VEC ? C::N : 1];
+    // VEC, per group of 16 rows: S, S 2^c in [2^29, 2^30), 2^c, and the reciprocal as half / odd
+    alignas(32) int32 s_[L];
+    alignas(32) int32 t_[L];
+    alignas(32) int32 p_[L];
+    alignas(32) int32 half_[L];
+    alignas(32) int32 odd_[L];
     alignas(32) TI ti_[C::IN_T ? C::ROWS * C::N : 1];
     alignas(32) TO to_[C::OUT_T ? C::ROWS * C::N : 1];
 
@@ -413,8 +438,9 @@ class Softmax {
 public:
     explicit Softmax(const std::vector<int32>& t) {
         for (unsigned i = 0; i < C::TABLE; ++i) exp_[i] = i < t.size() ? t[i] : int32(0);
-        for (unsigned i = 0; i < C::N; ++i) e_[i] = 0;
+        for (unsigned i = 0; i < (C::VEC ? L * C::N : C::N); ++i) e_[i] = 0;
         for (unsigned i = 0; i < (C::VEC ? C::N : 1u); ++i) k_[i] = 0;
+        for (unsigned k = 0; k < L; ++k) s_[k] = t_[k] = p_[k] = half_[k] = odd_[k] = 0;
     }
 
     void run(adf::input_buffer<TI>& __restrict in, adf::output_buffer<TO>& __restrict out) {
@@ -423,33 +449,53 @@ public:
         TO* __restrict y = C::OUT_T ? to_ : out.data();
         if constexpr (C::VEC) {
             constexpr int RECIP = 46;
-            aie::set_rounding(aie::rounding_mode::positive_inf);
-            aie::set_saturation(aie::saturation_mode::saturate);
-            for (unsigned row = 0; row < C::ROWS; ++row, x += C::N, y += C::N) {
-                aie::vector<TI, L> mv = aie::load_v<L>(x);
-                for (unsigned i = L; i < C::N; i += L) mv = aie::max(mv, aie::load_v<L>(x + i));
-                const aie::vector<int32, L> m = aie::broadcast<int32, L>(static_cast<int32>(aie::reduce_max(mv)));
-                for (unsigned i = 0; i < C::N; i += L) {
-                    const aie::vector<int32, L> d = aie::downshift(aie::sub(m, widen(x + i)), C::SD);
-                    aie::store_v(k_ + i, aie::min(d, static_cast<int32>(C::TABLE - 1)));
+            for (unsigned row0 = 0; row0 < C::ROWS; row0 += L) {
+                const unsigned rows = C::ROWS - row0 < L ? C::ROWS - row0 : L;
+                // 1. up to 16 rows: maximum, exp entries (kept in e_), sum S in [2^15, 2^28); S normalised
+                aie::set_saturation(aie::saturation_mode::saturate);
+                for (unsigned k = 0; k < L; ++k) {
+                    std::int64_t s = std::int64_t(1) << 15;  // a lane without a row: any S in range
+                    if (k < rows) {
+                        const TI* xr = x + k * C::N;
+                        int32* er = e_ + k * C::N;
+                        aie::vector<TI, L> mv = aie::load_v<L>(xr);
+                        for (unsigned i = L; i < C::N; i += L) mv = aie::max(mv, aie::load_v<L>(xr + i));
+                        const aie::vector<int32, L> m =
+                            aie::broadcast<int32, L>(static_cast<int32>(aie::reduce_max(mv)));
+                        for (unsigned i = 0; i < C::N; i += L) {
+                            const aie::vector<int32, L> d = aie::downshift(aie::sub(m, widen(xr + i)), C::SD);
+                            aie::store_v(k_ + i, aie::min(d, static_cast<int32>(C::TABLE - 1)));
+                        }
+                        for (unsigned i = 0; i < C::N; ++i) er[i] = exp_[k_[i]];
+                        aie::vector<int32, L> sv = aie::load_v<L>(er);
+                        for (unsigned i = L; i < C::N; i += L) sv = aie::add(sv, aie::load_v<L>(er + i));
+                        s = aie::reduce_add(sv);
+                    }
+                    const int c = 30 - ln_detail::bit_length(static_cast<std::uint64_t>(s));
+                    s_[k] = static_cast<int32>(s);
+                    t_[k] = static_cast<int32>(s << c);  // [2^29, 2^30)
+                    p_[k] = int32(1) << c;
                 }
-                for (unsigned i = 0; i < C::N; ++i) e_[i] = exp_[k_[i]];
-                aie::vector<int32, L> sv = aie::load_v<L>(e_);
-                for (unsigned i = L; i < C::N; i += L) sv = aie::add(sv, aie::load_v<L>(e_ + i));
-                const std::int64_t s = aie::reduce_add(sv);
-                const std::int64_t inv = ((std::int64_t(1) << RECIP) + s / 2) / s;
-                const int32 half = static_cast<int32>(inv >> 1);
-                const int32 odd = static_cast<int32>(inv & 1);
-                for (unsigned i = 0; i < C::N; i += L) {
-                    const aie::vector<int32, L> e = aie::load_v<L>(e_ + i);
-                    aie::accum<acc64, L> acc = aie::mul<acc64>(e, half);
-                    acc = aie::add(acc, acc);
-                    acc = aie::mac(acc, e, odd);
-                    const aie::vector<int32, L> w = aie::min(acc.template to_vector<int32>(RECIP - C::FO),
-                                                             static_cast<int32>(C::HI));
-                    aie::accum<acc64, L> a;
-                    a.from_vector(w, 0);
-                    aie::store_v(y + i, a.template to_vector<TO>(0));  // exact: 0 <= w <= HI
+                // 2. the 16 reciprocals 2 half + odd = floor((2^46 + S / 2) / S) at once, exact (row_recip.h)
+                aieflow_recip::softmax_inv16(s_, t_, p_, half_, odd_);
+                // 3. per row e inv in 64-bit lanes: 2 e half + e odd, one SRS
+                aie::set_rounding(aie::rounding_mode::positive_inf);
+                aie::set_saturation(aie::saturation_mode::saturate);
+                for (unsigned k = 0; k < rows; ++k, x += C::N, y += C::N) {
+                    const int32 half = half_[k];
+                    const int32 odd = odd_[k];
+                    const int32* er = e_ + k * C::N;
+                    for (unsigned i = 0; i < C::N; i += L) {
+                        const aie::vector<int32, L> e = aie::load_v<L>(er + i);
+                        aie::accum<acc64, L> acc = aie::mul<acc64>(e, half);
+                        acc = aie::add(acc, acc);
+                        acc = aie::mac(acc, e, odd);
+                        const aie::vector<int32, L> w = aie::min(acc.template to_vector<int32>(RECIP - C::FO),
+                                                                 static_cast<int32>(C::HI));
+                        aie::accum<acc64, L> a;
+                        a.from_vector(w, 0);
+                        aie::store_v(y + i, a.template to_vector<TO>(0));  // exact: 0 <= w <= HI
+                    }
                 }
             }
         } else {
