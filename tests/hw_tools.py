@@ -20,8 +20,14 @@ needs_ap_types = pytest.mark.skipif(ap_types_include() is None,
                                     reason="Xilinx's ap_types headers are missing: pip install hls4ml (it ships them)")
 
 
+# what an outer make (``make test``) exports to the commands it runs: without them a project's make
+# runs as a user's shell runs it (its make[N] levels and flags do not depend on how pytest was started)
+_OUTER_MAKE = ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")
+
+
 def make(proj: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(["make", "-C", str(proj), *args], capture_output=True, text=True, env=env)
+    clean = {k: v for k, v in (os.environ if env is None else env).items() if k not in _OUTER_MAKE}
+    return subprocess.run(["make", "-C", str(proj), *args], capture_output=True, text=True, env=clean)
 
 
 def no_venv_env() -> dict[str, str]:
