@@ -288,6 +288,31 @@ def ref_layer(x, w, b, mult, shift, zp, lo, hi, relu):
     return out
 
 
+def _tie_case(rng, k: int, rows: int, n: int = 6):
+    """A uint8-input layer of ``k`` inputs and ``n`` outputs for the float paths' reference tests:
+    ratios 1/2 and 3/8 (exact ties) and rational float32 ratios, random int8 weights with row 0 all
+    ones, ``rows`` random codes with their edge values, then rows whose accumulator (x[0] + b) puts
+    each output's rational result on a tie and one step either side.  Returns w, b, x, the
+    multipliers, shifts and the tie accumulators."""
+    from aieflow.numerics import requant
+
+    ratios = [Fraction(1, 2), Fraction(3, 8)] + [Fraction(float(np.float32(v))) for v in rng.uniform(1e-3, 5e-3, n - 2)]
+    mult, shift = requant.choose(ratios, 59)
+    w = rng.integers(-128, 128, size=(k, n))
+    w[0] = 1  # the tie rows below: acc = x[0] + b
+    b = rng.integers(-200, 200, size=n)
+    x = rng.integers(0, 256, size=(rows, k))
+    x[:4] = [[0], [255], [1], [128]]
+    ties = []
+    for c, r in enumerate(ratios):  # accumulators whose rational result is a tie, and their neighbours
+        for j in range(-3, 130):
+            a = round((Fraction(j) + Fraction(1, 2)) / r) - int(b[c])
+            ties += [a + d for d in (-1, 0, 1) if 0 <= a + d < 256]
+    tie_rows = np.zeros((len(ties), k), dtype=np.int64)
+    tie_rows[:, 0] = ties
+    return w, b, np.concatenate([x, tie_rows]), mult, shift, ties
+
+
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("relu", [False, True])
 def test_the_float_path_equals_the_integer_reference(seed, relu):
@@ -298,22 +323,7 @@ def test_the_float_path_equals_the_integer_reference(seed, relu):
     from aieflow.numerics import requant
 
     rng = np.random.default_rng(seed)
-    k, n = 24, 6
-    ratios = [Fraction(1, 2), Fraction(3, 8)] + [Fraction(float(np.float32(v))) for v in rng.uniform(1e-3, 5e-3, n - 2)]
-    mult, shift = requant.choose(ratios, 59)
-    w = rng.integers(-128, 128, size=(k, n))
-    w[0] = 1  # the tie rows below: acc = x[0] + b
-    b = rng.integers(-200, 200, size=n)
-    x = rng.integers(0, 256, size=(200, k))
-    x[:4] = [[0], [255], [1], [128]]
-    ties = []
-    for c, r in enumerate(ratios):  # accumulators whose rational result is a tie, and their neighbours
-        for j in range(-3, 130):
-            a = round((Fraction(j) + Fraction(1, 2)) / r) - int(b[c])
-            ties += [a + d for d in (-1, 0, 1) if 0 <= a + d < 256]
-    tie_rows = np.zeros((len(ties), k), dtype=np.int64)
-    tie_rows[:, 0] = ties
-    x = np.concatenate([x, tie_rows])
+    w, b, x, mult, shift, ties = _tie_case(rng, 24, 200)
     zp = int(rng.integers(0, 128)) | 1  # odd: adding it before rounding would move the ties
     owner = type("Layer", (), {})()
     ops = requant.float_operands(owner, w, b, mult, shift)
@@ -380,22 +390,7 @@ def test_the_float32_path_equals_the_integer_reference(seed, relu):
     from aieflow.numerics import requant
 
     rng = np.random.default_rng(10 + seed)
-    k, n = 40, 6
-    ratios = [Fraction(1, 2), Fraction(3, 8)] + [Fraction(float(np.float32(v))) for v in rng.uniform(1e-3, 5e-3, n - 2)]
-    mult, shift = requant.choose(ratios, 59)
-    w = rng.integers(-128, 128, size=(k, n))
-    w[0] = 1  # the tie rows below: acc = x[0] + b
-    b = rng.integers(-200, 200, size=n)
-    x = rng.integers(0, 256, size=(300, k))
-    x[:4] = [[0], [255], [1], [128]]
-    ties = []
-    for c, r in enumerate(ratios):
-        for j in range(-3, 130):
-            a = round((Fraction(j) + Fraction(1, 2)) / r) - int(b[c])
-            ties += [a + d for d in (-1, 0, 1) if 0 <= a + d < 256]
-    tie_rows = np.zeros((len(ties), k), dtype=np.int64)
-    tie_rows[:, 0] = ties
-    x = np.concatenate([x, tie_rows])
+    w, b, x, mult, shift, ties = _tie_case(rng, 40, 300)
     zp = int(rng.integers(0, 128)) | 1
     ops = requant.float_operands(type("Layer", (), {})(), w, b, mult, shift)
     for xin in (x, x.astype(np.float32), x.astype(np.float64)):  # int64 codes and the float carriers

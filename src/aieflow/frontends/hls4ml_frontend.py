@@ -81,6 +81,17 @@ def _input_layer(layer: Any, by_output: Mapping[str, Any]) -> Any:
     return by_output[inputs[0]]
 
 
+def _types_entry(w_t, b_t, out_t, in_t=None) -> dict[str, str]:
+    """A weighted layer's precision entry: its input type (the graph input's reader only), weight,
+    output and, with a bias, the bias type."""
+    entry = {"weight": w_t.to_string(), "output": out_t.to_string()}
+    if in_t is not None:
+        entry = {"input": in_t.to_string(), **entry}
+    if b_t is not None:
+        entry["bias"] = b_t.to_string()
+    return entry
+
+
 def _check_accum(layer: Any, in_t: FixedType, w_t: FixedType, b_t: FixedType | None, k: int) -> None:
     """``accum_t`` holds every product and partial sum exactly, as the AI Engine's accumulator does."""
     acc_p = layer.get_attr("accum_t")
@@ -221,12 +232,8 @@ def import_hls4ml(hls_model: Any) -> tuple[ImportedModel, dict[str, dict[str, st
             nodes.append(Node(layer.name, "dense", (x,), (layer.name,),
                               attrs={"in_features": k, "out_features": n, "activation": None}, params=params))
             tensors[layer.name] = Tensor(layer.name, (n,))
-            entry = {"weight": w_t.to_string(), "output": out_t.to_string()}
-            if x == graph_input:  # later layers read the type the layer before writes
-                entry = {"input": in_t.to_string(), **entry}
-            if b_t is not None:
-                entry["bias"] = b_t.to_string()
-            types[layer.name] = entry
+            # later layers read the type the layer before writes
+            types[layer.name] = _types_entry(w_t, b_t, out_t, in_t if x == graph_input else None)
             dense_of[layer.name] = layer.name
         elif cls == "Conv2D":
             c_in = int(layer.get_attr("n_chan"))
@@ -259,12 +266,7 @@ def import_hls4ml(hls_model: Any) -> tuple[ImportedModel, dict[str, dict[str, st
             hh, ww, oo = (int(d) for d in layer.get_output_variable().shape)
             tensors[layer.name] = Tensor(layer.name, (oo, hh, ww))
             hwc.add(layer.name)
-            entry = {"weight": w_t.to_string(), "output": out_t.to_string()}
-            if x == graph_input:
-                entry = {"input": in_t.to_string(), **entry}
-            if b_t is not None:
-                entry["bias"] = b_t.to_string()
-            types[layer.name] = entry
+            types[layer.name] = _types_entry(w_t, b_t, out_t, in_t if x == graph_input else None)
             dense_of[layer.name] = layer.name
         elif cls == "Conv1D":
             # as aieflow runs a 1-D convolution: a 2-D one on the (C, 1, W) view of the sequence
@@ -297,12 +299,9 @@ def import_hls4ml(hls_model: Any) -> tuple[ImportedModel, dict[str, dict[str, st
             ww, oo = (int(d) for d in layer.get_output_variable().shape)
             tensors[layer.name] = Tensor(layer.name, (oo, 1, ww))
             hwc.add(layer.name)
-            entry = {"weight": w_t.to_string(), "output": out_t.to_string()}
             if tensor_of[src.name] == graph_input:  # read through the (C, 1, W) view: the input tensor's type
                 input_hint[graph_input] = in_t
-            if b_t is not None:
-                entry["bias"] = b_t.to_string()
-            types[layer.name] = entry
+            types[layer.name] = _types_entry(w_t, b_t, out_t)
             dense_of[layer.name] = layer.name
         elif cls == "ZeroPadding1D" and src.name in hwc and out_t == in_t:
             pad_of[layer.name] = (0, int(layer.get_attr("pad_left")), 0, int(layer.get_attr("pad_right")))
