@@ -423,3 +423,26 @@ def test_long_residual_branch_back_pressures_the_skip_path():
     by = {s.name: s for s in long.stages}
     assert by["plio_in"].blocked_ns > 0
     assert long.skip_slack["add"] > short.skip_slack["add"]
+
+
+def test_layernorm_tile_memory_counts_every_array_of_the_kernel():
+    """A LayerNorm part's data memory, by hand from dag_kernels.h's ``LayerNorm`` members (features
+    40 -> NV 48 padded lanes; 8 rows of int16 in and out, double-buffered; every array 32-byte
+    aligned): in / out windows 2 x 640 + 2 x 640, gamma_ int16 80 -> 96, beta_ int64 320, hi_ / lo_ /
+    bhi_ / blo_ int32 x 48 = 192 each, the 16-row group (S1 int64 128, G / uh / ul / inv int32 64
+    each), stack 1,024 + heap 1,024 (the catalog's AIE-ML reservation)."""
+    from aieflow.devices import get_device
+    from aieflow.ir import Node
+    from aieflow.numerics.types import FixedType, Rounding, Saturation
+    from aieflow.ops import layernorm as ln_op
+
+    tx = FixedType(16, 12)
+    out = FixedType(16, 10, True, Rounding.CONV_EVEN, Saturation.SATURATE)
+    types = ln_op.LayerNormTypes(tx, FixedType(16, 14), FixedType(48, ln_op.Z_FRAC + 14), out, 0,
+                                 ln_op.Z_FRAC + 14 - out.frac)
+    node = Node("ln", "layernorm", ("x",), ("y",), attrs={"eps": 1e-5},
+                params={"gamma_q": np.zeros(40, dtype=np.int64), "beta_q": np.zeros(40, dtype=np.int64)}, types=types)
+    want = (2 * 640 + 2 * 640) + 96 + 320 + 4 * 192 + (128 + 4 * 64) + 1024 + 1024
+    from aieflow.dag.plan import rows_memory
+
+    assert rows_memory(node, 8, 40, get_device("vek280")) == want

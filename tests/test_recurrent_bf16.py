@@ -132,6 +132,7 @@ def test_predict_equals_the_independent_bf16_reference(case):
     d, net, x = _design(cell, device, dist, n_in=21, n_h=12, steps=5, seed=len(cell) + len(device))
     lanes = 16 if dist == "row" else 0  # row kernels: bf16 lanes + halving tree; compact: sequential from the bias
     assert d.mapping.aggregation == ("aie" if dist == "row" else "compact")
+    assert [k["why"] for k in d.to_json()["kernels"]] == ["bf16 lanes"]
     y = d.predict(x)
     assert y.dtype == np.float32
     np.testing.assert_array_equal(y, reference(net, x, lanes))
@@ -165,6 +166,9 @@ def test_refusals_name_the_mapping_and_the_reason():
         compile_recurrent(net, "vek280", x[:2], {"precision": "bf16"}, x, RecurrentOptions(aggregation="hybrid"))
     with pytest.raises(ConfigError, match="(?i)bf16 is not available on vck190"):
         compile_recurrent(net, "vck190", x[:2], {"precision": "bf16"}, x)
+    # the messages name the layer's own float type, not fp32
+    with pytest.raises(ConfigError, match=r"layers\.rnn\.mapping\.kernel: scalar applies to fixed point; bf16 kernels"):
+        compile_recurrent(net, "vek280", x[:2], {"precision": "bf16", "layers": {"rnn": {"mapping": {"kernel": "scalar"}}}}, x)
     # with a target the search picks only row-wise (AIE aggregation) or compact mappings
     d = compile_recurrent(net, "vek280", x[:2], {"precision": "bf16", "target": "latency_ns <= 100000"}, x)
     pts = d.exploration.front

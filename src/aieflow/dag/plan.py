@@ -269,7 +269,8 @@ def rows_memory(node: Node, rows_per_part: int, features: int, device: Device) -
             table += 2 * _aligned(4 * 16)
         return io + table + reserved
     lanes = -(-features // 16) * 16
-    params = _aligned(features * 2) + _aligned(features * 8) + 2 * _aligned(lanes * 4)
+    # gamma_ (int16), beta_ (int64), and hi_, lo_, bhi_, blo_ (int32 per padded lane) of dag_kernels.h's LayerNorm
+    params = _aligned(features * 2) + _aligned(features * 8) + 4 * _aligned(lanes * 4)
     group = _aligned(16 * 8) + 4 * _aligned(16 * 4)  # a group of 16 rows' S1, G, u halves and reciprocals
     return io + params + group + reserved
 

@@ -1,9 +1,10 @@
 """Layer normalisation over the last (feature) axis: ``y = (x - mean) / sqrt(var + eps) * gamma + beta``.
 
 Real MLP-Mixer blocks normalise before each MLP.  The integer algorithm below is what the layer
-computes, bit for bit (emulation; the AI Engine kernel is not generated yet).  It uses only integer
+computes, bit for bit (emulation, and the DAG kernel ``LayerNorm`` of ``templates/dag/dag_kernels.h``,
+which takes the per-row reciprocals 16 rows at a time in ``row_recip.h``).  It uses only integer
 adds, multiplies, shifts, one integer square root and one integer division per row, all exact in
-int64 for 8- and 16-bit inputs and up to 4096 features, so a scalar AIE kernel can reproduce it:
+int64 for 8- and 16-bit inputs and up to 4096 features, which the kernel reproduces:
 
 Per row of ``n`` codes ``x`` (``frac_x`` fractional bits):
 

@@ -304,7 +304,7 @@ class RecurrentDesign:
         out["project_files"] = sorted(self.files)
         out["kernels"] = [{"layer": n.name, "u": m.dims.kernel("u", m.recurrent.distribution),
                            "w": m.dims.kernel("w", m.input.distribution),
-                           "why": "fp32 lanes" if n.types.is_float else kernel_note(n, m, self.device)}
+                           "why": f"{n.types.output.name} lanes" if n.types.is_float else kernel_note(n, m, self.device)}
                           for n, m in zip(self.layers, self.mappings, strict=True)]
         return out
 

@@ -68,7 +68,13 @@ def _where(name: str, key: str | None = None) -> str:
     return f"layers.{name}.mapping" + (f".{key}" if key else "")
 
 
-def parse_layer(name: str, raw: Mapping[str, Any], fp32: bool) -> LayerDirectives:
+def _float_name(node) -> str | None:
+    """The layer's float type name (``fp32`` / ``bf16``), None for fixed point."""
+    t = node.types
+    return t.output.name if t is not None and t.is_float else None
+
+
+def parse_layer(name: str, raw: Mapping[str, Any], float_type: str | None) -> LayerDirectives:
     """Check one layer's ``mapping`` keys (``name``: the config key, for the messages)."""
     unknown = set(raw) - set(KEYS)
     if unknown:
@@ -112,12 +118,13 @@ def parse_layer(name: str, raw: Mapping[str, Any], fp32: bool) -> LayerDirective
                 raise ConfigError(f"{_where(name, chain)}: chains apply to {dist}: column, but the layer asks for "
                                   f"{dist}: {values[dist]}", hint=f"remove {chain}, or set {dist}: column")
             values.setdefault(dist, "column")
+    fp32 = float_type is not None  # a float layer (fp32 on AIE1, bf16 on AIE-ML / v2): vector kernels only
     if fp32 and kernel == "scalar":
-        raise ConfigError(f"{_where(name, 'kernel')}: scalar applies to fixed point; fp32 kernels are vector",
+        raise ConfigError(f"{_where(name, 'kernel')}: scalar applies to fixed point; {float_type} kernels are vector",
                           hint="remove the key, or use a fixed-point precision")
     d, wd = values.get("distribution"), values.get("input_distribution")
     if fp32 and d and wd and d != wd:
-        raise ConfigError(f"{_where(name)}: fp32 with distribution {d} and input_distribution {wd}: the emulator has one "
+        raise ConfigError(f"{_where(name)}: {float_type} with distribution {d} and input_distribution {wd}: the emulator has one "
                           "float summation order per layer", hint="use the same distribution for both, or fixed point")
     # a fixed reuse: at least and at most that many rows (plan_recurrent would otherwise grow it)
     for key, cap in (("row_reuse", "row_reuse_max"), ("input_row_reuse", "input_row_reuse_max")):
@@ -139,7 +146,7 @@ def layer_directives(config: Config, layers: list[Node]) -> list[LayerDirectives
         raw = config.layer(*names).mapping
         if not isinstance(raw, Mapping):
             raise ConfigError(f"{_where(key)} must be a mapping of recurrent mapping keys, got {raw!r}")
-        out.append(parse_layer(key, raw, bool(node.types is not None and node.types.is_float)))
+        out.append(parse_layer(key, raw, _float_name(node)))
     return out
 
 
