@@ -177,19 +177,15 @@ def lower(graph: Graph) -> tuple[Stage, ...]:
         for t in dict.fromkeys(node.inputs):
             readers.setdefault(t, []).append(node)
     stages: list[Stage] = []
-    current = graph.inputs[0]
-    first = graph.nodes[0] if graph.nodes else None
-    # a 1-D CNN's (channels, length) input is read as a (channels, 1, length) image (frontends/sequence.py)
-    lifted = (len(shapes[current]) == 2 and first is not None and first.op == "reshape"
-              and shapes[first.outputs[0]] == (shapes[current][0], 1, shapes[current][1]))
-    if len(shapes[current]) != 3 and not lifted:
+    views, current = input_views(graph)
+    if len(shapes[current]) != 3:
         raise PlanError(f"the CNN mapping needs a (channels, height, width) or (channels, length) input; the model's "
-                        f"is {shapes[current]}")
+                        f"is {shapes[graph.inputs[0]]}")
     produced: dict[str, int] = {current: -1}  # tensor -> index of the stage that writes it (-1: the input)
     final: dict[int, str] = {-1: current}  # stage index -> the tensor it finally writes (after what is folded into it)
     pending_flatten: tuple[int, int, int] | None = None
     pending_concat: Concat | None = None
-    for node in graph.nodes:
+    for node in graph.nodes[len(views):]:
         if pending_concat is not None and node.op != "conv2d":
             raise PlanError(f"the concat '{pending_concat.name}' is read by a {node.op}; the CNN mapping folds a "
                             "channel concat into the convolution that reads it", layer=node.name,
@@ -249,6 +245,49 @@ def lower(graph: Graph) -> tuple[Stage, ...]:
     if not stages:
         raise PlanError("the model has no layer the CNN mapping can run")
     return tuple(stages)
+
+
+def input_views(graph: Graph) -> tuple[list[Node], str]:
+    """The reshapes / transposes at the start of the graph that only rearrange the input into the
+    (C, H, W) image the first stage reads, and that image's tensor: a 1-D CNN's (C, W) input lifted
+    to (C, 1, W) (frontends/sequence.py), a channels-last input (tf2onnx's Keras export: (H, W, C)
+    transposed, or (W, C) transposed and lifted; frontends/channels_last.py).  The host writes the
+    input frames in the image's order (:func:`array_frames`); nothing runs on the array for them.
+    The longest such prefix that ends at a 3-D tensor, each view read by the next alone."""
+    current = graph.inputs[0]
+    shapes = {name: tuple(t.shape) for name, t in graph.tensors.items()}
+    views: list[Node] = []
+    best: tuple[int, str] = (0, current) if len(shapes[current]) == 3 else (0, "")
+    for node in graph.nodes:
+        if node.op not in ("reshape", "transpose") or node.inputs[0] != current or current in graph.outputs or sum(
+                current in n.inputs for n in graph.nodes) != 1:
+            break
+        views.append(node)
+        current = node.outputs[0]
+        if len(shapes[current]) == 3:
+            best = (len(views), current)
+    if not best[1]:
+        return [], graph.inputs[0]
+    return views[:best[0]], best[1]
+
+
+def input_order(graph: Graph) -> np.ndarray | None:
+    """Flat positions: frame element ``i`` in the image order the first stage reads is element
+    ``order[i]`` of the graph input's frame (:func:`input_views`); None for the same order."""
+    views, _ = input_views(graph)
+    shape = tuple(graph.tensors[graph.inputs[0]].shape)
+    ids = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
+    for v in views:
+        ids = np.transpose(ids, v.attrs["perm"]) if v.op == "transpose" else ids.reshape(v.attrs["shape"])
+    flat = ids.reshape(-1)
+    return None if np.array_equal(flat, np.arange(flat.size)) else flat
+
+
+def array_frames(graph: Graph, stage: Stage, xq: np.ndarray) -> np.ndarray:
+    """Frames ``xq`` (N, graph input shape) as the first stage reads them, (N, C, H, W)."""
+    order = input_order(graph)
+    flat = np.asarray(xq).reshape(xq.shape[0], -1)
+    return (flat if order is None else flat[:, order]).reshape(xq.shape[0], *stage.geometry.in_shape)
 
 
 def _producer_name(graph: Graph, tensor: str, stages: list[Stage], produced: dict[str, int]) -> str:
