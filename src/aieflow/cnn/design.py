@@ -48,7 +48,6 @@ class CnnDesign(EmulatedNumerics):
     def __post_init__(self) -> None:
         if not self.files:
             from .emit import project_files
-
             from .stages import array_frames
 
             xq, yq = self._example_frames()

@@ -20,7 +20,6 @@ import numpy as np
 
 from ..numerics.types import FloatType, NumericType
 from ..passes.emit import format_values
-from .stages import array_frames
 from ..verify import (
     VerifyError,
     X86Outcome,
@@ -30,6 +29,7 @@ from ..verify import (
     run_binary,
     verification_inputs,
 )
+from .stages import array_frames
 
 if TYPE_CHECKING:
     from .design import CnnDesign
