@@ -3,8 +3,8 @@ and device, beside onnxruntime on this machine's CPU in the same run.
 
 The models are the committed exports of tests/data/keras/make_keras_cnn_onnx.py (a Conv1D
 classifier on 64 x 3, Conv2D + BatchNorm + Selu + MaxPool on 16 x 16 x 1, SeparableConv2D on
-16 x 16 x 3; all end in Dense + softmax).  For each model, device and precision: compile (PTQ on
-the 16 committed test frames), the modelled per-frame latency, frames per second of the whole
+16 x 16 x 3; all end in Dense + softmax).  For each model, device and precision (int8 / int16, fp32
+on VCK190, bf16 on VEK280 / VEK385): compile (PTQ on the 16 committed test frames), the modelled per-frame latency, frames per second of the whole
 array (the search's replicas: as many copies as fit) and of one copy, the bound, tiles, and the
 largest difference of ``predict`` from Keras' own outputs.  onnxruntime: the float model on the CPU
 (one thread and all threads), batch 1 latency (median of repeats) and batch 256 throughput.
@@ -28,7 +28,8 @@ import aieflow
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "keras"
 MODELS = ("keras_conv1d", "keras_conv2d_bn_selu", "keras_separable")
-TARGETS = (("vck190", "int8"), ("vck190", "int16"), ("vek280", "int8"), ("vek280", "int16"), ("vek385", "int8"))
+TARGETS = (("vck190", "int8"), ("vck190", "int16"), ("vck190", "fp32"), ("vek280", "int8"), ("vek280", "int16"),
+           ("vek280", "bf16"), ("vek385", "int8"), ("vek385", "bf16"))
 
 
 def onnxruntime_figures(model: str, x: np.ndarray, threads: int, repeats: int) -> tuple[float, float]:
@@ -81,7 +82,7 @@ def main() -> int:
             err = float(np.abs(full.predict(x).reshape(y.shape) - y).max())
             print(f"| {name} | {device} | {precision} | {q['latency_ns'] / 1e3:.2f} | "
                   f"{1e9 / p['interval_ns'] * full.plan.replicas:,.0f} | {full.plan.replicas} | "
-                  f"{1e9 / q['interval_ns']:,.0f} | {q['bound']} | {q['tiles_used']} | {err:.4f} |")
+                  f"{1e9 / q['interval_ns']:,.0f} | {q['bound']} | {q['tiles_used']} | {err:.2e} |")
     print("\nonnxruntime (float model, CPUExecutionProvider, this machine):\n")
     print("| model | threads | batch-1 latency (us, median) | frames/s at batch 256 |")
     print("| --- | ---: | ---: | ---: |")

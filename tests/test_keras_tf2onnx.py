@@ -18,7 +18,7 @@ import onnx
 import pytest
 
 import aieflow
-from aieflow.errors import AieflowError, PlanError
+from aieflow.errors import AieflowError
 from aieflow.frontends.channels_last import per_channel, permuted_rows
 
 DATA = Path(__file__).resolve().parent / "data" / "keras"
@@ -140,6 +140,13 @@ def test_a_reshape_that_mixes_the_batch_is_refused_by_name(tmp_path):
     ("keras_separable", "vek280", "int8", 0.03),
     ("keras_conv2d_bn_selu", "vck190", "int16", 3e-3),
     ("keras_separable", "vek385", "int16", 3e-3),
+    # float: the fp32 / bf16 post layers (Selu, softmax; ops/activation.py's kernel definitions)
+    ("keras_conv1d", "vck190", "fp32", 2e-6),
+    ("keras_conv2d_bn_selu", "vck190", "fp32", 2e-6),
+    ("keras_separable", "vck190", "fp32", 2e-6),
+    ("keras_conv1d", "vek280", "bf16", 0.01),
+    ("keras_conv2d_bn_selu", "vek280", "bf16", 0.01),
+    ("keras_separable", "vek385", "bf16", 0.01),
 ])
 def test_compiles_and_predicts_close_to_keras_and_onnxruntime(name, device, precision, tol):
     model, x, y = _case(name)
@@ -154,11 +161,11 @@ def test_compiles_and_predicts_close_to_keras_and_onnxruntime(name, device, prec
     assert "latency" in s and "frames/s" in s and "bound" in s
 
 
-def test_fp32_softmax_and_selu_heads_are_refused_by_name():
-    for name, layer in (("keras_conv1d", "fc_1/Softmax"), ("keras_conv2d_bn_selu", "selu1_1/Selu")):
-        with pytest.raises(PlanError, match="in floating point has no CNN kernel") as e:
-            _compile(name, "vck190", "fp32")
-        assert layer in str(e.value) and "int8" in e.value.hint
+def test_float_designs_run_selu_and_softmax_in_the_last_tiles():
+    for device, precision in (("vck190", "fp32"), ("vek280", "bf16")):
+        posts = [(s.post.function, str(s.post.in_type)) for s in _compile("keras_conv2d_bn_selu", device,
+                                                                           precision).plan.stages if s.post]
+        assert posts == [("selu", precision), ("selu", precision), ("softmax", precision)]
 
 
 # ---------------------------------------------------------------- x86: the generated C++ is the emulator
@@ -169,6 +176,8 @@ def test_fp32_softmax_and_selu_heads_are_refused_by_name():
     ("keras_conv1d", "vek280", "int8"),  # (W, C) input: transposed and lifted by the host's frame order
     ("keras_conv2d_bn_selu", "vek280", "int8"),  # Selu tables after folded BatchNorms
     ("keras_separable", "vck190", "int16"),  # (H, W, 3) input transposed; depthwise + pointwise
+    ("keras_conv2d_bn_selu", "vck190", "fp32"),  # fp32 Selu and softmax kernels (cnn_float_post.h)
+    ("keras_conv2d_bn_selu", "vek280", "bf16"),  # bf16 Selu and softmax tables
 ])
 def test_verifies_bit_exact_on_x86(name, device, precision):
     _, x, _ = _case(name)

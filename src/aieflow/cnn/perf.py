@@ -119,7 +119,8 @@ def conv_tile_cycles(stage: Stage, lay: StreamLayer, last: bool, macs_per_cycle:
 
 # fp32 post layers (cnn_float_post.h, scalar): FP32_OP_CYCLES per float32 operation (assumed: one
 # scalar float op issued on lane 0 of the vector unit, as recurrent/costs.py AIE_HEAD_MAC_CYCLES
-# "float"), the operations counted in ops/activation.py's definitions: exp 24 (range reduction 8,
+# "float"; the AIE1 intrinsics guide: scalar float ops run in softfloat unless
+# AIE_OPTION_SCALAR_FLOAT_ON_VECTOR maps them onto the vector datapath, docs/conv.md), the operations counted in ops/activation.py's definitions: exp 24 (range reduction 8,
 # polynomial 13, scaling 3); a division FP32_DIV_OPS (assumed: AIE1 has no float divider, a
 # reciprocal sequence in software); no published cycle figure.
 FP32_OP_CYCLES = 2
