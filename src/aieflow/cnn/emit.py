@@ -195,7 +195,9 @@ def post_cfg(s: Stage) -> dict:
 def _float_lit(v: float) -> str:
     """A float32 value as an exact C++ hexadecimal float literal."""
     f = float(np.float32(v))
-    return ("-" if np.signbit(np.float32(v)) else "") + float.hex(abs(f)) + "f" if np.isfinite(f) else "0.0f"
+    if not np.isfinite(f):  # ops/activation.py's rules and constants are finite
+        raise AssertionError(f"a non-finite float constant {f} in a post layer")
+    return ("-" if np.signbit(np.float32(v)) else "") + float.hex(abs(f)) + "f"
 
 
 def residual_cfg(s: Stage) -> dict:
