@@ -123,8 +123,19 @@ def test_split_softmax_head_is_refused_by_name():
     assert "softmax" in str(e.value)
 
 
-def test_float_head_is_refused_by_name():
-    model = _classifier(nn.Sigmoid())
-    with pytest.raises(PlanError, match="floating point") as e:
+def test_float_head_without_a_kernel_is_refused_by_name():
+    # fp32 / bf16 heads run ops/activation.py's float kernels (tests/test_cnn_float_post.py); GELU
+    # (erf) has no fp32 kernel definition
+    model = _classifier(nn.GELU())
+    with pytest.raises(PlanError, match="gelu after a convolution in fp32 has no kernel") as e:
         _compile(model, "vck190", "fp32")
-    assert "int8" in e.value.hint
+    assert e.value.layer is not None and "int8" in e.value.hint and "sigmoid" in e.value.hint
+
+
+def test_fp32_and_bf16_heads_predict_close_to_pytorch():
+    x = _data(32, 2)
+    for head, device, precision, tol in (("sigmoid", "vck190", "fp32", 1e-5), ("softmax", "vek280", "bf16", 0.03)):
+        model = _classifier(nn.Softmax(dim=1) if head == "softmax" else nn.Sigmoid())
+        d = _compile(model, device, precision)
+        assert d.plan.stages[-1].post.function == head
+        assert np.abs(d.predict(x) - _ref(model, x)).max() < tol

@@ -48,9 +48,11 @@ class CnnDesign(EmulatedNumerics):
     def __post_init__(self) -> None:
         if not self.files:
             from .emit import project_files
+            from .stages import array_frames
 
             xq, yq = self._example_frames()
-            self.files = project_files(self.plan, self.estimate().to_json(), self.summary(), xq, yq, self._conv_inputs(xq))
+            self.files = project_files(self.plan, self.estimate().to_json(), self.summary(),
+                                       array_frames(self.graph, self.plan.stages[0], xq), yq, self._conv_inputs(xq))
         self.example_input = None  # written into data/; not kept
 
     def _example_frames(self) -> tuple[np.ndarray, np.ndarray]:

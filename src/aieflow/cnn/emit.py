@@ -33,7 +33,7 @@ GRAPH_CLASS = "CnnGraph"
 PLIO_BITS = 128
 STATIC = {"src/kernels/cnn_kernels.h": "cnn/cnn_kernels.h", "src/kernels/cnn_numerics.h": "cnn/cnn_numerics.h",
           "src/kernels/activation_fixed.h": "kernels/activation_fixed.h", "src/kernels/requant.h": "kernels/requant.h",
-          "src/kernels/narrow.h": "kernels/narrow.h"}
+          "src/kernels/narrow.h": "kernels/narrow.h", "src/kernels/cnn_float_post.h": "cnn/cnn_float_post.h"}
 
 ENV = environment("cnn")
 
@@ -169,13 +169,35 @@ def layer_cfg(plan: CnnPlan, s: Stage, lay: StreamLayer, ident: str) -> dict:
 def post_cfg(s: Stage) -> dict:
     """A post layer's constants (ops/activation.py's table and types); neutral ones without one."""
     p = s.post
+    out = {"post": 0, "post_seg": 0, "post_sd": 0, "post_fo": 0, "post_min": 0, "post_lo": 0, "post_hi": 0,
+           "post_size": 1, "post_table": "{0}", "post_text": "", "post_float": 0, "post_fn": 0, "post_a": "0.0f",
+           "post_b": "0.0f", "post_elo": 0, "post_ehi": 0, "post_c1": "{0.0f}", "post_c0": "{0.0f}", "post_rules": 1}
     if p is None:
-        return {"post": 0, "post_seg": 0, "post_sd": 0, "post_fo": 0, "post_min": 0, "post_lo": 0, "post_hi": 0,
-                "post_size": 1, "post_table": "{0}", "post_text": ""}
-    return {"post": 1 if p.op == "activation" else 2, "post_seg": p.seg, "post_sd": p.sd, "post_fo": p.out_type.frac,
-            "post_min": p.in_type.min_code, "post_lo": p.out_type.min_code, "post_hi": p.out_type.max_code,
-            "post_size": int(p.table.size), "post_table": Code("{\n" + str(_c_array(p.table, FixedType(32, 0))) + "}"),
-            "post_text": f"{p.function} {p.in_type} -> {p.out_type}" + (f", {p.seg}-bit segments" if p.seg else "")}
+        return out
+    out.update(post=1 if p.op == "activation" else 2, post_size=int(p.table.size),
+               post_table=Code("{\n" + str(_c_array(p.table, FixedType(32, 0))) + "}"))
+    if isinstance(p.in_type, FloatType):  # cnn_float_post.h: fp32 (1) or bf16 (2)
+        bf16 = p.in_type.name == "bf16"
+        rules = p.rules if p.rules is not None else np.zeros((1, 2), dtype=np.float32)
+        out.update(post_float=2 if bf16 else 1, post_fn=p.fn, post_a=_float_lit(p.params[0]),
+                   post_b=_float_lit(p.params[1]), post_elo=p.window[0], post_ehi=p.window[1],
+                   post_rules=len(rules), post_c1=Code("{" + ", ".join(_float_lit(v) for v in rules[:, 0]) + "}"),
+                   post_c0=Code("{" + ", ".join(_float_lit(v) for v in rules[:, 1]) + "}"),
+                   post_text=f"{p.function} {p.in_type}" + (f" (bf16 table, exponents {p.window[0]}..{p.window[1]})"
+                                                             if bf16 else " (fp32 kernel: ops/activation.py apply_f32)"))
+        return out
+    out.update(post_seg=p.seg, post_sd=p.sd, post_fo=p.out_type.frac, post_min=p.in_type.min_code,
+               post_lo=p.out_type.min_code, post_hi=p.out_type.max_code,
+               post_text=f"{p.function} {p.in_type} -> {p.out_type}" + (f", {p.seg}-bit segments" if p.seg else ""))
+    return out
+
+
+def _float_lit(v: float) -> str:
+    """A float32 value as an exact C++ hexadecimal float literal."""
+    f = float(np.float32(v))
+    if not np.isfinite(f):  # ops/activation.py's rules and constants are finite
+        raise AssertionError(f"a non-finite float constant {f} in a post layer")
+    return ("-" if np.signbit(np.float32(v)) else "") + float.hex(abs(f)) + "f"
 
 
 def residual_cfg(s: Stage) -> dict:

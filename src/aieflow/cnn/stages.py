@@ -41,6 +41,7 @@ from ..errors import PlanError
 from ..ir import Graph, Node
 from ..numerics import fixed
 from ..numerics.types import FixedType, FloatType, NumericType
+from ..ops import activation as float_act
 from ..ops import activations as act
 from ..ops import conv as conv_ops
 from ..ops import pool as pool_ops
@@ -81,16 +82,23 @@ class Post:
     """An activation or softmax layer after a convolution / Dense stage, run by the stage's last
     tile on its stored output (``activation_fixed.h``: ops/activation.py's integer definitions):
     ``activation``: ``lookup(table, code - in.min_code, seg, out.min_code, out.max_code)`` per value;
-    ``softmax``: ``softmax_row`` over the stage's channels (one pixel: a Dense head)."""
+    ``softmax``: ``softmax_row`` over the stage's channels (one pixel: a Dense head).  In fp32 / bf16
+    (``cnn_float_post.h``): ops/activation.py's ``apply_f32`` / ``softmax_f32`` (function index
+    ``fn`` in ``FP32_FUNCTIONS``, constants ``params``), or the bf16 table scheme
+    (``apply_bf16_table`` / ``softmax_bf16``: ``table`` of bf16 bit patterns, ``window``, ``rules``)."""
 
     name: str  # the activation / softmax node
     op: str  # "activation" | "softmax"
     function: str  # the activation's function, or "softmax"
-    in_type: FixedType  # what the stage's epilogue writes (the layer's input)
-    out_type: FixedType
+    in_type: NumericType  # what the stage's epilogue writes (the layer's input)
+    out_type: NumericType
     table: np.ndarray = field(repr=False)  # int32: the activation's table / knots, or the softmax's exp table
     seg: int = 0  # activation: interpolation segment bits (0: a full table)
     sd: int = 0  # softmax: index shift
+    fn: int = 0  # fp32: the function's index in ops/activation.py FP32_FUNCTIONS
+    params: tuple[float, float] = (0.0, 0.0)  # fp32: its constants (A, B) (ops/activation.py fp32_params)
+    window: tuple[int, int] = (0, 0)  # bf16: the table's exponents E_LO..E_HI
+    rules: np.ndarray | None = field(default=None, repr=False)  # bf16: float32 [6, 2] (c1, c0) outside the window
 
 
 @dataclass(frozen=True, eq=False)
@@ -177,19 +185,15 @@ def lower(graph: Graph) -> tuple[Stage, ...]:
         for t in dict.fromkeys(node.inputs):
             readers.setdefault(t, []).append(node)
     stages: list[Stage] = []
-    current = graph.inputs[0]
-    first = graph.nodes[0] if graph.nodes else None
-    # a 1-D CNN's (channels, length) input is read as a (channels, 1, length) image (frontends/sequence.py)
-    lifted = (len(shapes[current]) == 2 and first is not None and first.op == "reshape"
-              and shapes[first.outputs[0]] == (shapes[current][0], 1, shapes[current][1]))
-    if len(shapes[current]) != 3 and not lifted:
+    views, current = input_views(graph)
+    if len(shapes[current]) != 3:
         raise PlanError(f"the CNN mapping needs a (channels, height, width) or (channels, length) input; the model's "
-                        f"is {shapes[current]}")
+                        f"is {shapes[graph.inputs[0]]}")
     produced: dict[str, int] = {current: -1}  # tensor -> index of the stage that writes it (-1: the input)
     final: dict[int, str] = {-1: current}  # stage index -> the tensor it finally writes (after what is folded into it)
     pending_flatten: tuple[int, int, int] | None = None
     pending_concat: Concat | None = None
-    for node in graph.nodes:
+    for node in graph.nodes[len(views):]:
         if pending_concat is not None and node.op != "conv2d":
             raise PlanError(f"the concat '{pending_concat.name}' is read by a {node.op}; the CNN mapping folds a "
                             "channel concat into the convolution that reads it", layer=node.name,
@@ -249,6 +253,49 @@ def lower(graph: Graph) -> tuple[Stage, ...]:
     if not stages:
         raise PlanError("the model has no layer the CNN mapping can run")
     return tuple(stages)
+
+
+def input_views(graph: Graph) -> tuple[list[Node], str]:
+    """The reshapes / transposes at the start of the graph that only rearrange the input into the
+    (C, H, W) image the first stage reads, and that image's tensor: a 1-D CNN's (C, W) input lifted
+    to (C, 1, W) (frontends/sequence.py), a channels-last input (tf2onnx's Keras export: (H, W, C)
+    transposed, or (W, C) transposed and lifted; frontends/channels_last.py).  The host writes the
+    input frames in the image's order (:func:`array_frames`); nothing runs on the array for them.
+    The longest such prefix that ends at a 3-D tensor, each view read by the next alone."""
+    current = graph.inputs[0]
+    shapes = {name: tuple(t.shape) for name, t in graph.tensors.items()}
+    views: list[Node] = []
+    best: tuple[int, str] = (0, current) if len(shapes[current]) == 3 else (0, "")
+    for node in graph.nodes:
+        if node.op not in ("reshape", "transpose") or node.inputs[0] != current or current in graph.outputs or sum(
+                current in n.inputs for n in graph.nodes) != 1:
+            break
+        views.append(node)
+        current = node.outputs[0]
+        if len(shapes[current]) == 3:
+            best = (len(views), current)
+    if not best[1]:
+        return [], graph.inputs[0]
+    return views[:best[0]], best[1]
+
+
+def input_order(graph: Graph) -> np.ndarray | None:
+    """Flat positions: frame element ``i`` in the image order the first stage reads is element
+    ``order[i]`` of the graph input's frame (:func:`input_views`); None for the same order."""
+    views, _ = input_views(graph)
+    shape = tuple(graph.tensors[graph.inputs[0]].shape)
+    ids = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
+    for v in views:
+        ids = np.transpose(ids, v.attrs["perm"]) if v.op == "transpose" else ids.reshape(v.attrs["shape"])
+    flat = ids.reshape(-1)
+    return None if np.array_equal(flat, np.arange(flat.size)) else flat
+
+
+def array_frames(graph: Graph, stage: Stage, xq: np.ndarray) -> np.ndarray:
+    """Frames ``xq`` (N, graph input shape) as the first stage reads them, (N, C, H, W)."""
+    order = input_order(graph)
+    flat = np.asarray(xq).reshape(xq.shape[0], -1)
+    return (flat if order is None else flat[:, order]).reshape(xq.shape[0], *stage.geometry.in_shape)
 
 
 def _producer_name(graph: Graph, tensor: str, stages: list[Stage], produced: dict[str, int]) -> str:
@@ -422,9 +469,6 @@ def _post(node: Node, s: Stage | None, graph: Graph) -> Stage:
         raise PlanError(f"a standalone {what} after {before} is not mapped: the CNN mapping runs it in the last tile "
                         "of the convolution or Dense layer before it", layer=node.name,
                         hint="move it after a convolution or Dense layer")
-    if s.is_float:
-        raise PlanError(f"{what} after '{s.name}' in floating point has no CNN kernel yet (fixed-point ones have)",
-                        layer=node.name, hint="use precision int8 or int16")
     why = ("its residual add" if s.residual is not None else "its pixel shuffle" if s.shuffle
            else f"the upsampling '{s.up_name}'" if s.up != (1, 1)
            else f"its {s.activation} table" if s.table is not None else f"the {s.post.function} after it" if s.post
@@ -433,15 +477,16 @@ def _post(node: Node, s: Stage | None, graph: Graph) -> Stage:
         raise PlanError(f"a {what} after '{s.name}' is not mapped together with {why} (one epilogue per stage)",
                         layer=node.name, hint="put a convolution or Dense layer between them")
     t = node.types
-    if node.op == "softmax":
-        if s.geometry.pixels != 1:
-            raise PlanError(f"softmax over the channels of every pixel of '{s.name}' ({s.out_hw[0]} x {s.out_hw[1]} "
-                            "pixels) is not mapped; a softmax after a Dense head (one pixel) is", layer=node.name,
-                            hint="flatten and add a Dense layer before the softmax")
-        shape = graph.tensors[node.inputs[0]].shape
-        if int(np.prod(shape)) != s.out_channels:
-            raise PlanError(f"softmax over {shape} is not one row of '{s.name}''s {s.out_channels} outputs",
-                            layer=node.name)
+    if node.op == "softmax" and s.geometry.pixels != 1:
+        raise PlanError(f"softmax over the channels of every pixel of '{s.name}' ({s.out_hw[0]} x {s.out_hw[1]} "
+                        "pixels) is not mapped; a softmax after a Dense head (one pixel) is", layer=node.name,
+                        hint="flatten and add a Dense layer before the softmax")
+    if node.op == "softmax" and int(np.prod(graph.tensors[node.inputs[0]].shape)) != s.out_channels:
+        raise PlanError(f"softmax over {graph.tensors[node.inputs[0]].shape} is not one row of '{s.name}''s "
+                        f"{s.out_channels} outputs", layer=node.name)
+    if s.is_float:
+        post = _float_post(node, what, t)
+    elif node.op == "softmax":
         post = Post(node.name, "softmax", "softmax", t.input, t.output,
                     np.asarray(node.params["table"], dtype=np.int32), sd=int(t.index_shift))
     else:
@@ -451,6 +496,23 @@ def _post(node: Node, s: Stage | None, graph: Graph) -> Stage:
         raise PlanError(f"{what} reads {post.in_type}, '{s.name}' writes {s.out_type}", layer=node.name)
     return replace(s, out_type=t.output, post=post, source=f"{s.source} + {' + '.join((node.name, *node.aliases))}",
                    aliases=(*s.aliases, *node.aliases))
+
+
+def _float_post(node: Node, what: str, t) -> Post:
+    """An fp32 / bf16 post layer: the kernel definitions of ops/activation.py (cnn_float_post.h)."""
+    op = "softmax" if node.op == "softmax" else "activation"
+    if isinstance(t.input, FloatType) and t.input.name == "bf16":
+        return Post(node.name, op, what, t.input, t.output, np.asarray(node.params["table"]).astype(np.int32),
+                    window=tuple(int(v) for v in node.params["window"]),
+                    rules=np.asarray(node.params["rules"], dtype=np.float32))
+    if op == "softmax":
+        return Post(node.name, op, what, t.input, t.output, np.zeros(1, dtype=np.int32))
+    if what not in float_act.FP32_FUNCTIONS:
+        raise PlanError(f"{what} after a convolution in fp32 has no kernel (computed in float64 by the emulator only)",
+                        layer=node.name, hint=f"fp32 post layers: {', '.join(float_act.FP32_FUNCTIONS)}; or use "
+                        "precision int8 / int16")
+    return Post(node.name, op, what, t.input, t.output, np.zeros(1, dtype=np.int32),
+                fn=float_act.FP32_FUNCTIONS.index(what), params=float_act.fp32_params(what, node.attrs))
 
 
 def _pool(node: Node, in_type: NumericType) -> Stage:

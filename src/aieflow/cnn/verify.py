@@ -29,6 +29,7 @@ from ..verify import (
     run_binary,
     verification_inputs,
 )
+from .stages import array_frames
 
 if TYPE_CHECKING:
     from .design import CnnDesign
@@ -95,7 +96,7 @@ def _run(binary: Path, work: Path, iterations: int | None) -> float:
 def inputs(design: CnnDesign, x: Any, samples: int, seed: int) -> np.ndarray:
     if x is not None:
         return design.quantise_input(x)
-    shape = tuple(design.plan.stages[0].geometry.in_shape)
+    shape = tuple(design.graph.tensors[design.graph.inputs[0]].shape)  # the graph input's layout
     xq = verification_inputs(design.input_type, shape, samples, seed)
     if isinstance(design.input_type, FloatType):
         # Keep the frames in the range where the network's values stay finite (the edge rows of
@@ -115,6 +116,7 @@ def verify(design: CnnDesign, x: Any = None, samples: int = 16, seed: int = 0,
     binary, cached, build_s = build(design.files, design.device.generation.arch_macro,
                                             Path(cache_dir) if cache_dir else None, jobs)
     out_t = design.plan.stages[-1].out_type
+    xq = array_frames(design.graph, design.plan.stages[0], xq)  # the input PLIO's order (stages.input_views)
     with tempfile.TemporaryDirectory(prefix="aieflow-cnn-verify-") as tmp:
         work = Path(tmp)
         if design.plan.mapping == "thesis":

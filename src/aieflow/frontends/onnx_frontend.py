@@ -33,6 +33,7 @@ from ..errors import ConfigError, ModelError, UnsupportedOpError
 from ..ir import Graph, ImportedModel, Node, QuantHints, Tensor, frozen_map
 from ..numerics.types import AffineType, FixedType, Rounding, Saturation
 from . import attention, batchnorm, sequence
+from .channels_last import OnnxChannelsLastMixin, permuted_rows
 from .onnx_activation import ACTIVATION_OPS, OnnxActivationMixin, rewrite_patterns
 from .onnx_conv import CONV_OPS, OnnxConvMixin
 from .onnx_quant import QONNX_DOMAINS, QONNX_OPS, OnnxQuantMixin
@@ -479,7 +480,7 @@ def _prod(shape: Sequence[int]) -> int:
 # ------------------------------------------------------------------------------------- importer
 
 
-class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, OnnxQuantMixin):
+class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, OnnxQuantMixin, OnnxChannelsLastMixin):
     def __init__(
         self, proto: onnx.ModelProto, label: str, example_input_shape: tuple[int, ...] | None
     ):
@@ -984,9 +985,23 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
                 f"node '{name}' ({op}) must multiply the activation (first operand) by a constant "
                 "weight (second operand)"
             )
-        x = self._data_input(a, name, op)
-        k = self.shapes[x][-1] if rows and len(self.shapes[x]) > 1 else self._require_vector(x, name, op)
         wc = self._const(b)
+        # a channels-last Flatten (tf2onnx: Transpose to [N, H, W, C], Reshape to [N, -1]): the IR
+        # flattens in CHW order and the weight's rows take the permutation (frontends/channels_last.py)
+        permuted = self.flatten_permuted(a, name) if wc.value.ndim == 2 else None
+        if permuted is not None:
+            x, order = permuted
+            axis = 1 if transpose else 0
+            if wc.affine is not None and wc.axis == axis:
+                raise UnsupportedOpError(f"node '{name}' ({op}) has per-row weight scales after a channels-last "
+                                         "flatten; aieflow takes them per output feature")
+            rows_of = lambda v: None if v is None else np.moveaxis(  # noqa: E731
+                permuted_rows(np.moveaxis(np.asarray(v), axis, 0), order), 0, axis)
+            wc = _Const(rows_of(wc.value), wc.codes, wc.qtype, wc.origin, wc.affine, rows_of(wc.acodes), wc.axis,
+                        wc.azp)
+        else:
+            x = self._data_input(a, name, op)
+        k = self.shapes[x][-1] if rows and len(self.shapes[x]) > 1 else self._require_vector(x, name, op)
         if wc.value.ndim != 2:
             raise UnsupportedOpError(
                 f"node '{name}' ({op}) weight has rank {wc.value.ndim}; only a 2-D weight is supported"
@@ -1066,6 +1081,8 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
             raise UnsupportedOpError(
                 f"node '{name}' (Add) adds to a scalar per sample; not supported"
             )
+        if c.qtype is None and c.affine is None and self.channel_affine(name, "Add", x, node.output[0], c.value):
+            return  # a per-channel shift of an image or sequence (channels_last.py)
         n = shape[-1]
         bias = self._bias_vector(c.value, n, name, "Add", full_rank=len(shape) + 1)
         if c.qtype is not None:
@@ -1127,10 +1144,15 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
         """A moved tensor as the IR sees it: a reshape (the recurrent mixin), else one transpose,
         slice or concat view of whole IR tensors."""
         try:
-            return super().materialise(t, user, op)
+            y = super().materialise(t, user, op)
+            self._register_unlift(y)
+            return y
         except UnsupportedOpError:
             view = self._data_view(self.moved[t].index)
             if view is None:
+                whole = self.whole_view(self.moved[t].index)
+                if whole is not None:  # e.g. a channels-last sequence into [N, C, 1, W] (channels_last.py)
+                    return self.emit_whole_view(t, *whole)
                 heads = self._head_view(self.moved[t].index)
                 if heads is None:
                     raise
@@ -1161,6 +1183,18 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
         self.nodes.append(Node(name=fresh(base), op=kind, inputs=tuple(inputs), outputs=(t,), attrs=frozen_map(attrs)))
         del self.moved[t]
         return t
+
+    def _register_unlift(self, y: str) -> None:
+        """A materialised reshape that drops the unit height of a (C, 1, W) view (an exporter's
+        Squeeze after a 1-D convolution run as 2-D) is an unlift (sequence.py): the 1-D layers after
+        it read the view, and it goes when nothing else reads it."""
+        node = self.nodes[-1] if self.nodes else None
+        if node is None or node.op != "reshape" or node.outputs[0] != y or y in self.lifted:
+            return
+        src = self.shapes[node.inputs[0]]
+        if len(src) == 3 and src[1] == 1 and tuple(self.shapes[y]) == (src[0], src[2]):
+            self.lifted[y] = node.inputs[0]
+            self.unlifts.add(node.name)
 
     def _head_view(self, ids: np.ndarray):
         """Attention's head split and merge as exporters write them: ``[T, H d]`` reshaped to ``[T, H, d]``

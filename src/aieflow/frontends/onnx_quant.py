@@ -496,6 +496,9 @@ class OnnxQuantMixin:
         advice = ("aieflow folds a Mul / Div by a scalar positive power of two into the Gemm / MatMul (+ Add) that "
                   "computes its operand, or into a constant")
         x = self._data_input(t, name, op)
+        if (op == "Mul" and c.qtype is None and c.codes is None and c.affine is None
+                and self.channel_affine(name, op, x, node.output[0], c.value)):
+            return  # a per-channel scale of an image or sequence: Keras' BatchNorm (channels_last.py)
         chain = self._linear_chain(x)
         v = np.asarray(c.value, dtype=np.float64).reshape(-1)
         plain = not self.hint_params and not self.hint_tensors and c.codes is None and v.size == 1

@@ -35,8 +35,14 @@ tests check it against an independent float64 reference):
   The float reference is the softmax with ``-inf`` at the masked positions.  The kernel reads the
   table as a compile-time constant of its configuration (``layers.h`` ``KEEP``).
 
-Float precisions: fp32 computes ``f`` in float64 and rounds to float32 (an emulation only, no
-kernel).  bf16 (AIE-ML / AIE-MLv2, ``dag_kernels_bf16.h`` ``ActivationBf16`` / ``SoftmaxBf16``) is
+Float precisions: fp32 (AIE1) is what the CNN epilogue kernel computes, bit for bit
+(``templates/cnn/cnn_float_post.h``), for the functions of :data:`FP32_FUNCTIONS`: a fixed sequence
+of float32 additions, multiplications, comparisons, one division and exact scalings by powers of
+two, each rounded to float32 (round to nearest even, no fused multiply-add), with no libm call
+(:func:`exp_f32`, :func:`apply_f32`, :func:`softmax_f32`; the exp is Cody-Waite range reduction and
+Cephes' ``expf`` polynomial, its error against float64 measured in ``tests/test_cnn_float_post.py``
+and stated in docs/conv.md).  GELU (erf form) and ``gelu_tanh`` compute ``f`` in float64 and round
+to float32 (an emulation only, no kernel).  bf16 (AIE-ML / AIE-MLv2, ``dag_kernels_bf16.h`` ``ActivationBf16`` / ``SoftmaxBf16``) is
 what the kernel computes, bit for bit:
 
 * **activation**: a bf16 value is sign ``s``, exponent field ``e`` and 7 mantissa bits ``m``.
@@ -132,6 +138,155 @@ def evaluate(function: str, attrs, x: np.ndarray) -> np.ndarray:
     raise ConfigError(f"unknown activation function {function!r}; known: {', '.join(FUNCTIONS)}")
 
 
+# ----------------------------------------------------------------------------- fp32 kernel definitions
+
+FP32_FUNCTIONS = ("relu", "leaky_relu", "elu", "selu", "sigmoid", "tanh", "hard_sigmoid", "hard_swish", "silu",
+                  "clip")
+# exp(x) = 2^n p(r): n = floor(x log2(e) + 1/2), r = (x - n C1) - n C2 (Cody-Waite: C1 + C2 = ln 2,
+# C1 with 9 significant bits so n C1 is exact for |n| < 2^15), p(r) = ((((P0 r + P1) r + P2) r + P3) r
+# + P4) r + P5) r^2 + r + 1: Cephes expf (S. L. Moshier, netlib cephes/single/expf.c) constants.
+EXP_LOG2E = 1.44269504088896341
+EXP_C1 = 0.693359375
+EXP_C2 = -2.12194440e-4
+EXP_P = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1)
+EXP_HI = 89.0  # x above: +inf (exp(88.73) overflows float32 already)
+EXP_LO = -104.0  # x below: 0 (exp(-103.98) rounds to 0 in float32)
+_f32 = np.float32
+
+
+def _exp_steps(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(x clipped to [EXP_LO, EXP_HI], n as float32, q = p(r) - 1 = P(r) r^2 + r) of the fp32 exp."""
+    with np.errstate(all="ignore"):
+        xc = np.clip(np.nan_to_num(x, nan=0.0), _f32(EXP_LO), _f32(EXP_HI)).astype(np.float32)
+        s = (xc * _f32(EXP_LOG2E)).astype(np.float32) + _f32(0.5)
+        k = np.trunc(s)
+        k = np.where(k > s, k - _f32(1.0), k).astype(np.float32)  # floor, as the kernel forms it
+        r = (xc - k * _f32(EXP_C1)).astype(np.float32)
+        r = (r - k * _f32(EXP_C2)).astype(np.float32)
+        z = r * r
+        p = _f32(EXP_P[0]) * r + _f32(EXP_P[1])
+        for c in EXP_P[2:]:
+            p = (p * r).astype(np.float32) + _f32(c)
+        q = (p * z).astype(np.float32) + r
+    return xc, k, q.astype(np.float32)
+
+
+def _special(x: np.ndarray, y: np.ndarray, hi, lo) -> np.ndarray:
+    y = np.where(x > _f32(EXP_HI), _f32(hi), np.where(x < _f32(EXP_LO), _f32(lo), y))
+    return np.where(np.isnan(x), x, y).astype(np.float32)
+
+
+def exp_f32(x: np.ndarray) -> np.ndarray:
+    """The fp32 kernels' exp (module docstring): float32 in, float32 out, every step rounded to
+    float32: ``y = (q + 1) 2^n1 2^n2`` (``n1 = n >> 1``, ``n2 = n - n1``: two exact scalings by
+    normal powers of two, so a subnormal result is rounded once); +inf above ``EXP_HI``, 0 below
+    ``EXP_LO``, NaN passes."""
+    x = np.asarray(x, dtype=np.float32)
+    _, k, q = _exp_steps(x)
+    with np.errstate(all="ignore"):
+        p = (q + _f32(1.0)).astype(np.float32)
+        n = k.astype(np.int64)
+        n1 = n >> 1
+        y = (p * np.ldexp(_f32(1.0), n1).astype(np.float32)).astype(np.float32)
+        y = (y * np.ldexp(_f32(1.0), n - n1).astype(np.float32)).astype(np.float32)
+    return _special(x, y, np.inf, 0.0)
+
+
+def expm1_f32(x: np.ndarray) -> np.ndarray:
+    """``exp(x) - 1``: ``q`` itself where ``n = 0`` (``|x| <~ ln(2) / 2``: no cancellation), else
+    ``exp_f32(x) - 1``; +inf above ``EXP_HI``, -1 below ``EXP_LO``."""
+    x = np.asarray(x, dtype=np.float32)
+    _, k, q = _exp_steps(x)
+    with np.errstate(all="ignore"):
+        y = np.where(k == 0, q, (exp_f32(x) - _f32(1.0)).astype(np.float32))
+    return _special(x, y, np.inf, -1.0)
+
+
+def fp32_params(function: str, attrs) -> tuple[float, float]:
+    """The kernel's two float32 constants (A, B) of a function (module docstring of apply_f32)."""
+    known = {**FUNCTIONS.get(function, ({}, ""))[0], **{k: float(v) for k, v in attrs.items()
+                                                         if k in FUNCTIONS.get(function, ({}, ""))[0]}}
+    if function == "selu":
+        return float(_f32(known["gamma"])), float(_f32(known["gamma"] * known["alpha"]))
+    if function in ("leaky_relu", "elu"):
+        return float(_f32(known["alpha"])), 0.0
+    if function == "hard_sigmoid":
+        return float(_f32(known["alpha"])), float(_f32(known["beta"]))
+    if function == "hard_swish":
+        return float(_f32(1.0 / 6.0)), 0.5
+    if function == "clip":
+        return float(_f32(known["min"])), float(_f32(known["max"]))
+    return 0.0, 0.0
+
+
+def _min(a, b) -> np.ndarray:  # the kernel's ``b < a ? b : a`` (equal or signed zeros: a)
+    return np.where(b < a, b, a)
+
+
+def _max(a, b) -> np.ndarray:  # ``b > a ? b : a``
+    return np.where(b > a, b, a)
+
+
+def _sigmoid_f32(x: np.ndarray) -> np.ndarray:
+    e = exp_f32(-np.abs(x))  # in (0, 1]: no overflow
+    d = (_f32(1.0) + e).astype(np.float32)
+    return np.where(x >= 0, _f32(1.0) / d, e / d).astype(np.float32)
+
+
+def apply_f32(function: str, attrs, x: np.ndarray) -> np.ndarray:
+    """The fp32 activation kernel (``cnn_float_post.h`` ``activation``), float32 in and out:
+
+    relu ``x > 0 ? x : 0``; leaky_relu ``x >= 0 ? x : A x``; elu ``x > 0 ? x : A (exp(x) - 1)``;
+    selu ``x > 0 ? A x : B (exp(x) - 1)`` (``A = gamma``, ``B = float32(gamma alpha)``; ``exp(x) - 1``
+    is :func:`expm1_f32` of ``min(x, 0)``); sigmoid ``1 / (1 + e)`` for ``x >= 0``, ``e / (1 + e)``
+    below, ``e = exp(-|x|)``; tanh ``sign(x) (-q / (q + 2))``, ``q = expm1_f32(-2 |x|)``; hard_sigmoid
+    ``min(max(A x + B, 0), 1)``; hard_swish ``x min(max(A x + 1/2, 0), 1)`` (``A = float32(1/6)``);
+    silu ``x sigmoid(x)``; clip ``min(max(x, A), B)``; ``min(a, b)`` is ``b < a ? b : a`` and ``max(a, b)``
+    ``b > a ? b : a`` (between equal values and signed zeros: ``a``).  NaN passes through."""
+    x = np.asarray(x, dtype=np.float32)
+    a, b = (_f32(v) for v in fp32_params(function, attrs))
+    one, zero = _f32(1.0), _f32(0.0)
+    with np.errstate(all="ignore"):
+        if function == "relu":
+            y = np.where(x > 0, x, zero)
+        elif function == "leaky_relu":
+            y = np.where(x >= 0, x, a * x)
+        elif function in ("elu", "selu"):
+            em = expm1_f32(_min(x, zero))
+            y = np.where(x > 0, x, a * em) if function == "elu" else np.where(x > 0, a * x, b * em)
+        elif function == "sigmoid":
+            y = _sigmoid_f32(x)
+        elif function == "tanh":
+            em = expm1_f32(_f32(-2.0) * np.abs(x))  # in [-1, 0]
+            t = (-em / (em + _f32(2.0)).astype(np.float32)).astype(np.float32)
+            y = np.where(x < 0, -t, t)
+        elif function in ("hard_sigmoid", "hard_swish"):
+            t = (a * x).astype(np.float32) + (b if function == "hard_sigmoid" else _f32(0.5))
+            t = _min(_max(t, zero), one)
+            y = t if function == "hard_sigmoid" else x * t
+        elif function == "silu":
+            y = x * _sigmoid_f32(x)
+        elif function == "clip":
+            y = _min(_max(x, a), b)
+        else:
+            raise ConfigError(f"{function} has no fp32 kernel definition; fp32 kernels: {', '.join(FP32_FUNCTIONS)}")
+    return np.where(np.isnan(x), x, y).astype(np.float32)
+
+
+def softmax_f32(x: np.ndarray) -> np.ndarray:
+    """The fp32 softmax kernel over the last axis: ``m = max x``; ``e_i = exp(x_i - m)``; ``S = sum
+    e_i`` in float32 in increasing ``i``; ``inv = 1 / S``; ``y_i = e_i inv``."""
+    x = np.asarray(x, dtype=np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        m = x.max(axis=-1, keepdims=True)
+        e = exp_f32((x - m).astype(np.float32))
+        s = np.zeros(e.shape[:-1], dtype=np.float32)
+        for j in range(e.shape[-1]):
+            s = (s + e[..., j]).astype(np.float32)
+        inv = (_f32(1.0) / s).astype(np.float32)[..., None]
+        return (e * inv).astype(np.float32)
+
+
 def check_function(function: str, attrs, layer: str) -> None:
     if function not in FUNCTIONS:
         raise ModelError(f"activation function {function!r} is not known; aieflow maps {', '.join(FUNCTIONS)}",
@@ -158,7 +313,8 @@ def softmax_reference(x: np.ndarray, keep: np.ndarray | None = None) -> np.ndarr
 class ActivationTypes:
     input: NumericType
     output: NumericType
-    variant: str  # "exact" | "hls4ml" | "table" (8-bit: a full table), "interpolated" (16-bit), "float"
+    variant: str  # "exact" | "hls4ml" | "table" (8-bit: a full table), "interpolated" (16-bit), "fp32" (the
+    # fp32 kernel definition, apply_f32), "float" (float64 rounded to float32: GELU), "bf16_table"
     segment_bits: int = 0  # SEG of the interpolated variant (0: a full table)
 
     @property
@@ -261,6 +417,8 @@ def bf16_table(function: str, attrs, negative_only: bool = False) -> tuple[np.nd
     zero = (u & 0x7FFF) == 0
     known = {**FUNCTIONS.get(function, ({}, ""))[0], **{k: v for k, v in attrs.items()}}
     slopes = [0.0, 1.0, 0.5] + [float(np.float32(known[k])) for k in _F32_ALPHA if k in known]
+    if "gamma" in known:  # selu: gamma x above, gamma alpha x for tiny negative x
+        slopes += [float(np.float32(known["gamma"])), float(np.float32(known["gamma"] * known["alpha"]))]
     rules = np.zeros((6, 2), dtype=np.float32)
     lo_of, hi_of = [], []
 
@@ -354,6 +512,8 @@ def _act_emulate(node: Node, x: np.ndarray) -> np.ndarray:
     t: ActivationTypes = node.types
     if t.is_float and t.output.name == "bf16":
         return apply_bf16_table(x, node.params["table"], node.params["window"], node.params["rules"])
+    if t.is_float and t.variant == "fp32":
+        return apply_f32(node.attrs["function"], node.attrs, x)
     if t.is_float:
         return evaluate(node.attrs["function"], node.attrs, np.asarray(x, dtype=np.float64)).astype(np.float32)
     return apply_table(x, node.params["table"], t.segment_bits, t.input, t.output)
@@ -405,7 +565,7 @@ def _act_quantise(node: Node, ctx: QuantContext) -> Node:
         return node.evolve(types=ActivationTypes(tx, tx, "bf16_table"),
                            params=dict(node.params, table=table, window=np.array(window, dtype=np.int64), rules=rules))
     if isinstance(tx, FloatType):
-        return node.evolve(types=ActivationTypes(tx, tx, "float"))
+        return node.evolve(types=ActivationTypes(tx, tx, "fp32" if function in FP32_FUNCTIONS else "float"))
     tx = _fixed_input(node, tx, f"a {function} layer")
     bounded = 1.0 if function in ("sigmoid", "hard_sigmoid") else None
     out, _ = _output_type(node, ctx, tx, bounded)
@@ -467,10 +627,7 @@ def _softmax_emulate(node: Node, x: np.ndarray) -> np.ndarray:
     if t.is_float and t.output.name == "bf16":
         return softmax_bf16(x, node.params["table"], node.params["window"], node.params["rules"])
     if t.is_float:
-        xf = np.asarray(x, dtype=np.float32)
-        e = np.exp((xf - xf.max(axis=-1, keepdims=True)).astype(np.float64)).astype(np.float32)
-        y = (e / e.sum(axis=-1, keepdims=True, dtype=np.float32)).astype(np.float32)
-        return fixed.to_bf16(y) if t.output.name == "bf16" else y
+        return softmax_f32(x)
     return softmax_codes(x, node.params["table"], t.index_shift, t.output, node.params.get("keep"))
 
 

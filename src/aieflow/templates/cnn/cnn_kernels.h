@@ -11,7 +11,8 @@
 // lookup table or fp32 PReLU) and stores its OG output channels, through a pixel-shuffle
 // permutation when one follows (SHUF > 1).  A post layer (POST: 1 an activation, 2 a softmax
 // over the OG channels of a one-pixel Dense head) makes the last tile keep its codes (TO) in tile
-// memory and then write the layer's output (TY) from them with activation_fixed.h.  A residual add fused into the stage (RES) makes the
+// memory and then write the layer's output (TY) from them with activation_fixed.h (fixed point) or
+// cnn_float_post.h (fp32, bf16: POST_FLOAT).  A residual add fused into the stage (RES) makes the
 // last tile read one more window, the skip (OG x OH x OW of type TS, CHW: the same channel group of
 // an earlier stage's output), and store residual(y, skip) of type TY instead of y: both operands
 // aligned to a common grid, added exactly, one shift-round-saturate into TY with the add's own
@@ -39,6 +40,7 @@
 #include <vector>
 
 #include "activation_fixed.h"
+#include "cnn_float_post.h"
 #include "cnn_numerics.h"
 #include "narrow.h"
 #include "requant.h"
@@ -318,9 +320,13 @@ struct ConvCore {
     }
 
     // The post layer on the stored codes: ops/activation.py's table / interpolation per value, or
-    // its softmax over the OG outputs (P == 1).
+    // its softmax over the OG outputs (P == 1); in fp32 / bf16 the float kernels of cnn_float_post.h.
     static void post(const TO* __restrict pre, TY* __restrict out, std::int32_t* __restrict e) {
-        if constexpr (C::POST == 1) {
+        if constexpr (C::POST_FLOAT != 0) {
+            static_assert(std::is_same_v<TO, TY> && (C::POST == 1 || P == 1),
+                          "a float post layer keeps the stage's type; a softmax follows a one-pixel Dense head");
+            aieflow_fpost::post<C>(pre, out, C::OG * P);  // cnn_float_post.h: ops/activation.py's float kernels
+        } else if constexpr (C::POST == 1) {
             for (unsigned i = 0; i < C::OG * P; ++i)
                 out[i] = TY(aieflow_act::lookup(C::POST_T, std::int64_t(pre[i]) - C::POST_MIN, C::POST_SEG,
                                                 C::POST_LO, C::POST_HI));
