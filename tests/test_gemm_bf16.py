@@ -226,3 +226,13 @@ def test_host_compiles_and_links_against_xrt(project, tmp_path):
     r = make_host(work)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "value_of(A[" in (work / "host/host.cpp").read_text()  # the CPU check reads bf16 bit patterns
+
+
+def test_saved_design_loads_back_with_the_same_plan_and_values(project):
+    design, proj = project
+    back = aieflow.load(proj.parent)
+    assert back.plan.dtype == design.plan.dtype and back.plan.blocks == design.plan.blocks
+    a, b = _shipped(design, proj)
+    assert np.array_equal(bits(back.predict(a, b)),
+                          np.fromfile(proj / "data/C_golden.bin", dtype=np.float32).view(np.uint32).reshape(
+                              design.plan.m, design.plan.n))
