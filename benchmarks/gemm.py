@@ -9,6 +9,7 @@ tiles are the L2; there is no separate packing pass, so its cycles include every
 Every number is the performance model's (aieflow.gemm.perf, gemm/perf_memtile.py); nothing is measured.
 
     python benchmarks/gemm.py [--write]   # --write: docs/benchmarks.md GEMM section + docs/img/gemm_*.svg
+    python benchmarks/gemm.py --bf16      # the bf16 table (VEK280 / VEK385, memory-tile design), printed only
 """
 
 from __future__ import annotations
@@ -297,10 +298,33 @@ At small batches every weight is used `batch` times only, so reading the weights
 """
 
 
+BF16_TILES = (1, 4, 16, 64)
+
+
+def bf16_table() -> str:
+    """bf16 A and B, float32 C, on VEK280 and VEK385 (``--design best``): the model's cycles and
+    rate against the catalog's bf16 peak (128 / 256 MACs per tile-cycle)."""
+    lines = ["| board | tiles | cycles | latency | MACs/cycle/tile | of bf16 peak | tiles used | bound | configuration |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
+    for dev in ("vek280", "vek385"):
+        for tiles in BF16_TILES:
+            d = aieflow.gemm(*PROBLEM, "bf16", dev, tiles, "best")
+            e, c, b = d.estimate(), d.plan.config, d.plan.blocks
+            lines.append(f"| {dev.upper()} | {tiles} | {e.cycles:,.0f} | {e.latency_ns / 1e3:,.1f} us | "
+                         f"{e.macs_per_cycle_per_tile:.1f} | {e.efficiency:.1%} | {e.tiles_used} | {e.bound} | "
+                         f"{c.tiles_j}x{c.tiles_i}, Cr {b.mr}x{b.nr}, mmul {'x'.join(map(str, d.plan.dtype.mmul))}, "
+                         f"kc {b.kc}, nc {b.nc} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help="update docs/benchmarks.md and docs/img/gemm_scaling.svg")
+    ap.add_argument("--bf16", action="store_true", help="print the bf16 table (VEK280 / VEK385) only")
     args = ap.parse_args()
+    if args.bf16:
+        print(bf16_table())
+        return
     rows = run()
     ml = ml_run()
     text = section(rows, dense_rows(), ml)

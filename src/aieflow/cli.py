@@ -507,7 +507,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--m", type=int, required=True, help="rows of A and C")
     s.add_argument("--n", type=int, required=True, help="columns of B and C")
     s.add_argument("--k", type=int, required=True, help="columns of A, rows of B")
-    s.add_argument("--dtype", default="uint8", help="uint8 (default), int8, int16 or fp32")
+    s.add_argument("--dtype", default="uint8", help="uint8 (default), int8, int16, fp32 (vck190) or bf16 (vek280, vek385)")
     s.add_argument("--device", default="vck190", help="vck190 (PL memories) or vek280 (memory tiles; --design best)")
     s.add_argument("--tiles", type=int, default=1, help="AI Engine tiles (best: at most this many)")
     s.add_argument("--design", default="published", choices=["published", "best"],

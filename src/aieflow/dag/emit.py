@@ -76,8 +76,12 @@ def _is_bf16(node) -> bool:
     return node.types is not None and node.types.is_float and node.types.output.name == "bf16"
 
 
+# rows ops whose one kernel class serves integers and bf16 (chosen from the config's types)
+ONE_CLASS = ("matmul",)
+
+
 def rows_class(node) -> str:
-    return ROWS_CLASS[node.op] + ("Bf16" if _is_bf16(node) else "")
+    return ROWS_CLASS[node.op] + ("Bf16" if _is_bf16(node) and node.op not in ONE_CLASS else "")
 
 
 def _float_lit(v: float) -> str:
@@ -110,6 +114,14 @@ def rows_infos(plan: DagPlan, ids: dict[str, str], device: Device) -> dict[str, 
                   "parts": rp.parts, "to": t.output.c_type, "rounding": rnd, "saturation": sat,
                   "shift": getattr(t, "shift", 0), "trans": _transposes(plan, name), "bf16": False,
                   "narrow": narrow_output(t.output)}
+        if node.op == "matmul":  # one kernel class for integers and bf16 (dag_kernels.h MatMul)
+            m, k, n = matmul_dims(plan.graph, node, plan.operands[name])
+            matmuls.append({**common, "ta": t.a.c_type, "tb": t.b.c_type, "samples": rp.rows_per_part // rp.per_sample,
+                            "m": m, "k": k, "n": n, "trans_b": transpose_b(node),
+                            "types_text": f"a {t.a}, b {t.b}, out {t.output}" + (
+                                " (accfloat lanes, one rounding to bf16; SHIFT / RND / SAT unused)"
+                                if _is_bf16(node) else "")})
+            continue
         if _is_bf16(node):
             common["types_text"] = "bf16"
             common.update(_bf16_info(node))
@@ -118,12 +130,7 @@ def rows_infos(plan: DagPlan, ids: dict[str, str], device: Device) -> dict[str, 
                 function=node.attrs.get("function", ""), variant="bf16 table")
             {"add": adds, "layernorm": norms, "activation": acts, "softmax": softmaxes}[node.op].append(common)
             continue
-        if node.op == "matmul":
-            m, k, n = matmul_dims(plan.graph, node, plan.operands[name])
-            matmuls.append({**common, "ta": t.a.c_type, "tb": t.b.c_type, "samples": rp.rows_per_part // rp.per_sample,
-                            "m": m, "k": k, "n": n, "trans_b": transpose_b(node),
-                            "types_text": f"a {t.a}, b {t.b}, out {t.output}"})
-        elif node.op == "add":
+        if node.op == "add":
             adds.append({**common, "ta": t.a.c_type, "tb": t.b.c_type, "acc": _acc_for_add(t),
                          "shift_a": t.shift_a, "shift_b": t.shift_b, "relu": node.attrs.get("activation") == "relu",
                          "types_text": f"a {t.a}, b {t.b}, out {t.output}"})

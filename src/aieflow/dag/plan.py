@@ -349,7 +349,7 @@ def place_transposes(graph: Graph, compute: list[str], operands: dict[str, tuple
 
 
 # rows ops with a bf16 kernel (dag_kernels_bf16.h)
-BF16_ROWS = ("add", "layernorm", "activation", "softmax")
+BF16_ROWS = ("add", "layernorm", "activation", "softmax", "matmul")
 
 
 def _check_row_types(node: Node, device: Device) -> None:

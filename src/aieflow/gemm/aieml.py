@@ -19,6 +19,9 @@ What changes from the VCK190 design (``shared/spec/gemm-gotoblas-versal.md``) an
 - **Br panels resident for the whole block.**  One graph iteration = one (jc, pc, ic) block: each
   tile receives all of its L4 lane's Br panels (``l4_steps`` of them) once, and reads Ar
   ``l4_steps`` times from the stream.  nc is chosen so that they fit the 64 KB local memory.
+- **bf16** (A and B bf16, C float32): the catalog's bf16 mmul (4x8x4 on AIE-ML, 4x8x8 on AIE-MLv2,
+  UG1529), accfloat lanes; each kc block's Cr starts at +0.0 and the PL write-back adds the blocks
+  into C in float32 (``emulate.py`` gives the order, ``docs/gemm.md`` the choice of an fp32 C).
 - **fp32** is refused: AIE-ML has no native fp32 vector MACs (catalog: no fp32 rate; UG1529 lists
   float x float ``mmul`` on AIE-ML as emulated with bfloat16 operations), so a bit-exact fp32 design
   would rest on an undocumented emulation order.  Use ``--device vck190`` for fp32.
@@ -64,14 +67,16 @@ def ml_type(t: GemmType, device: Device) -> GemmType:
     """The element type with AIE-ML's mmul shape and accumulator (catalog: the Dense kernels' native
     tilings and accumulator widths, UG1529)."""
     gen = device.generation
-    if t.is_float:
+    if t.is_float and t.pair not in gen.mmul_shapes:
         raise ConfigError(
             f"dtype {t.name} on {device.key}: {device.generation.name} has no native fp32 multiply-accumulate (UG1529 lists float x "
             "float mmul on AIE-ML as emulated with bfloat16 operations, in an undocumented order), so aieflow does "
             "not generate a bit-exact fp32 GEMM for it",
-            hint=f"use --device vck190 for fp32, or an integer dtype (uint8, int8, int16) on {device.key}",
+            hint=f"use --device vck190 for fp32, or bf16 or an integer dtype (uint8, int8, int16) on {device.key}",
         )
     shape = gen.mmul_shapes[t.pair]
+    if t.is_float:  # bf16: the catalog's bf16 mmul, fp32 (accfloat) lanes
+        return replace(t, mmul=shape)
     bits = gen.accumulators[t.pair]
     return replace(t, mmul=shape, acc=f"acc{bits}", acc_bits=bits)
 
@@ -139,7 +144,7 @@ def make_ml_plan(m: int, n: int, k: int, t: GemmType, out, device: Device, desig
             hint="use --design best (or --device vck190 for the published design)",
         )
     gen = device.generation
-    if t.is_float or t.mmul != gen.mmul_shapes.get(t.pair) or t.acc_bits != gen.accumulators.get(t.pair):
+    if t.mmul != gen.mmul_shapes.get(t.pair) or (not t.is_float and t.acc_bits != gen.accumulators.get(t.pair)):
         t = ml_type(t, device)  # the AIE1 entry of the type table: take AIE-ML's shape and accumulator
     ms, ks, ns = t.mmul
     mr, nr = cfg.mr, cfg.nr
@@ -157,7 +162,8 @@ def make_ml_plan(m: int, n: int, k: int, t: GemmType, out, device: Device, desig
         raise ConfigError(f"unknown block size(s) {sorted(unknown)}; give mc, nc and/or kc")
     room = gen.data_memory_bytes - SPARE_BYTES
     kc_max = memory.round_down(room // (nr * t.bytes * cfg.br_buffers), ks)
-    acc_cap = memory.round_down((2 ** (t.acc_bits - 1) - 1) // t.max_product, ks)
+    # integer sums must fit the lanes; accfloat (bf16) lanes do not overflow on the kernel's operands
+    acc_cap = kc_max if t.is_float else memory.round_down((2 ** (t.acc_bits - 1) - 1) // t.max_product, ks)
     kc = block_override(blocks, "kc", ks, f"the {t.name} mmul's K on {gen.name}")
     if kc is not None and kc > kc_max:
         raise PlanError(

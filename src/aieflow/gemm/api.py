@@ -34,6 +34,11 @@ def gemm(m: int, n: int, k: int, dtype: str = "uint8", device: str | Device = "v
     if not is_memtile_device(dev):
         pl_memory(dev)
     t = get_type(dtype)
+    if not is_memtile_device(dev) and t.pair not in dev.generation.macs_per_cycle:
+        raise ConfigError(
+            f"dtype {t.name} on {dev.key}: {dev.generation.name} has no {t.name} multiply-accumulate (catalog: no "
+            f"{t.name} MAC rate), so aieflow generates no {t.name} GEMM for it",
+            hint=f"use --device vek280 or vek385 for {t.name}, or fp32 / an integer dtype on {dev.key}")
     if is_memtile_device(dev):
         t = ml_type(t, dev)  # AIE-ML mmul shape and accumulator (fp32 refused with a hint)
     for name, v in (("m", m), ("n", n), ("k", k)):

@@ -138,8 +138,8 @@ def gemm_dtype(node: Node) -> str:
             f"streamed weights are implemented for int8, int16, a16w8 and fp32; this layer is {t.weight} "
             f"(input {t.input}, output {t.output})",
             layer=node.name,
-            hint="use precision fp32 (VCK190's GEMM has fp32 MACs; bf16 is an AIE-ML type and the AIE-ML GEMM "
-                 "has no float path) or an integer precision for this layer",
+            hint="use precision fp32 (VCK190's GEMM has fp32 MACs; the bf16 GEMM of vek280 / vek385 has no streamed "
+                 "Dense epilogue yet) or an integer precision for this layer",
         )
     assert isinstance(t.input, FixedType) and isinstance(t.weight, FixedType)
     if t.input.width <= 8 and t.weight.width <= 8 and t.input.signed and t.weight.signed:

@@ -168,8 +168,8 @@ class GemmDesign:
         p = self.plan
         from .plio_data import golden_cr_files, plio_files
 
-        files = {"data/problem.txt": f"{p.m} {p.n} {p.k}\n".encode(), "data/A.bin": a.tobytes(),
-                 "data/B.bin": b.tobytes(), "data/C_golden.bin": self.predict(a, b).tobytes()}
+        files = {"data/problem.txt": f"{p.m} {p.n} {p.k}\n".encode(), "data/A.bin": emulate.operand_bytes(p.dtype.name, a),
+                 "data/B.bin": emulate.operand_bytes(p.dtype.name, b), "data/C_golden.bin": self.predict(a, b).tobytes()}
         # the simulators' input: the PLIOs' first graph iteration (not the memory-tile design's yet)
         files.update({rel: text.encode() for rel, text in plio_files(p, a, b).items()})
         files.update({rel: text.encode() for rel, text in golden_cr_files(p, a, b).items()})  # their Cr

@@ -35,6 +35,12 @@ class GemmType:
         return self.bits // 8
 
     @property
+    def pl_holds_bits(self) -> bool:
+        """The PL and host hold the elements as bit patterns (``c_type``, bf16: std::uint16_t) of the
+        AI Engine's type (``aie_type``, bfloat16): the PLIOs and memory tiles carry ``aie_type``."""
+        return self.is_float and self.aie_type != self.c_type
+
+    @property
     def max_product(self) -> int:
         """Largest |a * b| of two values of this type (the bound on one partial sum term)."""
         return max(self.lo * self.lo, self.hi * self.hi, abs(self.lo * self.hi))
@@ -52,6 +58,12 @@ TYPES: dict[str, GemmType] = {
                       False, -32768, 32767),
     "fp32": GemmType("fp32", "float32", "float", "float", 32, ("fp32", "fp32"), (4, 2, 4), "accfloat", 32,
                      True, 0, 0),
+    # bf16 (AIE-ML / AIE-MLv2 only: AIE1 has no bf16 MACs, refused in api.gemm): A and B are bf16, held
+    # on the PL / host side as their 16-bit patterns (std::uint16_t; plain C++ has no bfloat16) and
+    # read by the AI Engine as bfloat16; products exact in fp32, sums in accfloat lanes, C float32.
+    # The mmul shape is the generation's (catalog), set by aieml.ml_type; (0, 0, 0) here.
+    "bf16": GemmType("bf16", "float32", "bfloat16", "std::uint16_t", 16, ("bf16", "bf16"), (0, 0, 0), "accfloat",
+                     32, True, 0, 0),
 }
 
 
@@ -77,9 +89,10 @@ def output_type(t: GemmType, k: int, requested: str | None = None) -> OutputType
     """The narrowest C that holds every exact sum of ``k`` products (or the ``requested`` one,
     checked)."""
     if t.is_float:
-        if requested not in (None, "float32", "fp32"):
-            raise ConfigError(f"dtype fp32 produces a float32 C, not {requested}")
-        return OutputType("float32", "float", False, "fp32 accumulates in accfloat lanes")
+        if requested not in (None, "auto", "float32", "fp32"):
+            raise ConfigError(f"dtype {t.name} produces a float32 C, not {requested}",
+                              hint="leave --output out (C is float32: each k block's accfloat sums, added in float32)")
+        return OutputType("float32", "float", False, f"{t.name} accumulates in accfloat lanes; C is float32")
     worst = k * t.max_product
     if worst > INT64_MAX:
         raise ConfigError(f"k = {k:,}: sums of up to {k:,} x {t.max_product:,} = {worst:,} exceed int64",

@@ -154,6 +154,8 @@ def _context(plan: GemmPlan, perf: GemmPerformance, data: bool) -> dict:
         "memtile": plan.memtile, "lay": plan.memtiles, "shim_dir": SHIM_DIR, "epilogue": False,
         # data/golden_cr*.txt are written (plio_data.golden_cr_files): the simulators' output is compared
         "golden_cr": data and not plan.memtile and not plan.dtype.is_float and not gmio,
+        # the element type the graph's PLIOs and memory tiles carry (bf16: bfloat16, the PL's a_t its bits)
+        "aie_a": Code(plan.dtype.aie_type if plan.dtype.pl_holds_bits else "gemm_cfg::a_t"),
     }
     return ctx
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..verify import VerifyError, X86Outcome, _tail, build_units, run_binary
 from .emit import build_sources
-from .emulate import C_DTYPES, check_operands
+from .emulate import C_DTYPES, check_operands, operand_bytes
 
 if TYPE_CHECKING:
     from .design import GemmDesign
@@ -67,21 +67,25 @@ def run_harness(binary: Path, work: Path) -> float:
     return time.perf_counter() - start
 
 
-def write_inputs(work: Path, m: int, n: int, k: int, a: np.ndarray, b: np.ndarray) -> None:
+def write_inputs(work: Path, m: int, n: int, k: int, a: np.ndarray, b: np.ndarray, dtype: str = "") -> None:
     work.mkdir(parents=True, exist_ok=True)
     (work / "problem.txt").write_text(f"{m} {n} {k}\n")
-    a.tofile(work / "A.bin")  # native little-endian, as the x86 harness reads them
-    b.tofile(work / "B.bin")
+    (work / "A.bin").write_bytes(operand_bytes(dtype, a))  # native little-endian, as the x86 harness reads them
+    (work / "B.bin").write_bytes(operand_bytes(dtype, b))
 
 
 def random_operands(design: GemmDesign, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Uniform over the whole type range (integers) or normal with mixed scales (fp32)."""
+    """Uniform over the whole type range (integers) or normal with mixed scales (fp32; bf16 rounded)."""
     p = design.plan
     rng = np.random.default_rng(seed)
     if p.dtype.is_float:
         scale = np.float32(rng.choice([1e-3, 1.0, 1e3]))
-        return ((rng.standard_normal((p.m, p.k)) * scale).astype(np.float32),
-                rng.standard_normal((p.k, p.n)).astype(np.float32))
+        a = (rng.standard_normal((p.m, p.k)) * scale).astype(np.float32)
+        b = rng.standard_normal((p.k, p.n)).astype(np.float32)
+        if p.dtype.name == "bf16":  # bf16 values: rounded to nearest, ties to even
+            from ..numerics.fixed import to_bf16
+            a, b = to_bf16(a), to_bf16(b)
+        return a, b
     t = p.dtype
     return (rng.integers(t.lo, t.hi + 1, size=(p.m, p.k), dtype=np.int64),
             rng.integers(t.lo, t.hi + 1, size=(p.k, p.n), dtype=np.int64))
@@ -107,7 +111,7 @@ def verify(design: GemmDesign, a: Any = None, b: Any = None, seed: int = 0,
                                     Path(cache_dir) if cache_dir else None, jobs)
     with tempfile.TemporaryDirectory(prefix="aieflow-gemm-verify-") as tmp:
         work = Path(tmp)
-        write_inputs(work, p.m, p.n, p.k, a, b)
+        write_inputs(work, p.m, p.n, p.k, a, b, p.dtype.name)
         run_s = run_harness(binary, work)
         got = np.fromfile(work / "out" / "C.bin", dtype=C_DTYPES[p.output.name])
     if got.size != want.size:

@@ -17,9 +17,11 @@ The output type is chosen as a Dense layer's is: explicit config type > a type t
 (QDQ) > calibration (the finest power-of-two scale that holds the calibration maximum in the
 precision's width), never finer than the accumulator.
 
-Float numerics: fp32 ``float32`` products summed in float32 (numpy's matmul order); bf16 the
-same on bf16 operands, the result rounded to bf16 (emulation only: the DAG kernel is int8 /
-int16).
+Float numerics: fp32 ``float32`` products summed in float32 (numpy's matmul order; emulation only,
+no fp32 kernel).  bf16 (the DAG ``MatMul`` kernel on bfloat16, bit for bit): per output, a float32
+sum starting at +0.0 adds ``float32(a_ik b_kj)`` for k = 0 .. K-1 in increasing order (a product
+of two bf16 values is exact in float32 but for underflow / overflow), one rounding per addition,
+then one rounding to bf16 (nearest, ties to even).
 """
 
 from __future__ import annotations
@@ -77,11 +79,24 @@ def matmul_codes(a: np.ndarray, b: np.ndarray, t: MatMulTypes, trans_b: bool = F
     return fixed.srs(acc, t.shift, t.output)
 
 
+def bf16_sequential(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """float32 sums of ``a @ b`` in the bf16 kernel's order: from +0.0, one product per k in
+    increasing k, each product and each addition rounded to float32 (before the final bf16 rounding)."""
+    acc = np.zeros(np.broadcast_shapes(a.shape[:-1] + (1,), b.shape[:-2] + (1, b.shape[-1])), dtype=np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for k in range(a.shape[-1]):
+            acc = acc + a[..., :, k:k + 1] * b[..., k:k + 1, :]
+    return acc
+
+
 def emulate(node: Node, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     t: MatMulTypes = node.types
     if t.is_float:
-        y = np.matmul(np.asarray(a, dtype=np.float32), _b_view(node, np.asarray(b, dtype=np.float32)))
-        return fixed.to_bf16(y) if t.output.name == "bf16" else y.astype(np.float32)
+        a32 = np.asarray(a, dtype=np.float32)
+        b32 = _b_view(node, np.asarray(b, dtype=np.float32))
+        if t.output.name != "bf16":
+            return np.matmul(a32, b32).astype(np.float32)
+        return fixed.to_bf16(bf16_sequential(a32, b32))
     return matmul_codes(a, b, t, transpose_b(node))
 
 

@@ -12,7 +12,8 @@
 //   Activation, Softmax: ops/activation.py's table / interpolation and softmax: vector forms (aie::parallel_lookup,
 //                vector interpolation and softmax rows) where the config says so, else activation_fixed.h.
 //   MatMul:      y = srs(sum_k a_ik b_kj, SHIFT) per sample (ops/matmul.py): exact products summed in 64-bit
-//                accumulator lanes, one SRS with the output's rounding / saturation.
+//                accumulator lanes, one SRS with the output's rounding / saturation (bf16: the same loop in
+//                accfloat lanes, one rounding to bf16; the same class, TO = bfloat16).
 // Every SRS is followed by narrow.h's range of an output type narrower than its container (OUT_LO /
 // OUT_HI / OUT_WRAP in the config, absent otherwise).
 #pragma once
@@ -22,6 +23,7 @@
 #include <aie_api/aie_adf.hpp>
 
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "activation_fixed.h"
@@ -517,42 +519,55 @@ public:
 //                   static constexpr int SHIFT; RND; SAT; };
 // Per part: S samples, each A [M][K] (row-major) times B [K][N] (or B stored [N][K] when TRANS_B: Q K^T
 // reads K as the projection wrote it) into y [M][N].  Per sample B is first copied into tile memory as
-// int16 [K][NV] (NV = N rounded up to 16 lanes, zero padded; transposed there when TRANS_B; int8 codes
-// widened exactly).  Then per output row and 16 columns: K aie::mac steps of the broadcast a_ik (int16)
-// by the row k of B into 16 lanes of acc64 (exact: |a b| < 2^30, K < 2^33), and one to_vector<TO>(SHIFT)
-// (shift-round-saturate by the rounding / saturation mode registers).
+// TE [K][NV] (NV = N rounded up to 16 lanes, zero padded; transposed there when TRANS_B; int8 codes
+// widened exactly to int16).  Then per output row and 16 columns: K aie::mac steps of the broadcast
+// a_ik by the row k of B into 16 accumulator lanes, in increasing k, and one conversion:
+//   integers (TE int16, acc64): exact (|a b| < 2^30, K < 2^33); to_vector<TO>(SHIFT) shift-rounds-
+//                               saturates by the rounding / saturation mode registers;
+//   bf16 (TO bfloat16; TE bfloat16, accfloat; the bf16 DAG's matmul layers): each lane starts at
+//                               +0.0 and adds the exact bf16 x bf16 product with one float32 rounding per
+//                               k; to_vector<bfloat16>() rounds to nearest even (ops/matmul.py).
 template <class C>
 class MatMul {
     using TA = typename C::TA;
     using TB = typename C::TB;
     using TO = typename C::TO;
+    static constexpr bool FLOAT = std::is_same_v<TO, bfloat16>;
+    using TE = std::conditional_t<FLOAT, bfloat16, int16>;  // B's element in tile memory
+    using ACC = std::conditional_t<FLOAT, accfloat, acc64>;
     static constexpr unsigned L = 16;
     static constexpr unsigned NV = (C::N + L - 1) / L * L;
-    alignas(32) int16 bt_[C::K * NV];
+    alignas(32) TE bt_[C::K * NV];
 
 public:
     MatMul() {
-        for (unsigned i = 0; i < C::K * NV; ++i) bt_[i] = 0;
+        for (unsigned i = 0; i < C::K * NV; ++i) bt_[i] = static_cast<TE>(0.0f);
     }
 
     void run(adf::input_buffer<TA>& __restrict a, adf::input_buffer<TB>& __restrict b,
              adf::output_buffer<TO>& __restrict out) {
-        aie::set_rounding(C::RND);
-        aie::set_saturation(C::SAT);
+        if constexpr (!FLOAT) {
+            aie::set_rounding(C::RND);
+            aie::set_saturation(C::SAT);
+        }
         const TA* __restrict pa = a.data();
         const TB* __restrict pb = b.data();
         TO* __restrict po = out.data();
         for (unsigned s = 0; s < C::S; ++s, pb += C::K * C::N) {
             for (unsigned k = 0; k < C::K; ++k)
                 for (unsigned n = 0; n < C::N; ++n)
-                    bt_[k * NV + n] = static_cast<int16>(C::TRANS_B ? pb[n * C::K + k] : pb[k * C::N + n]);
+                    bt_[k * NV + n] = static_cast<TE>(C::TRANS_B ? pb[n * C::K + k] : pb[k * C::N + n]);
             for (unsigned m = 0; m < C::M; ++m, pa += C::K, po += C::N) {
                 for (unsigned j = 0; j < NV; j += L) {
-                    aie::accum<acc64, L> acc = aie::zeros<acc64, L>();
+                    aie::accum<ACC, L> acc = aie::zeros<ACC, L>();
                     for (unsigned k = 0; k < C::K; ++k)
-                        acc = aie::mac(acc, aie::broadcast<int16, L>(static_cast<int16>(pa[k])),
+                        acc = aie::mac(acc, aie::broadcast<TE, L>(static_cast<TE>(pa[k])),
                                        aie::load_v<L>(bt_ + k * NV + j));
-                    const aie::vector<TO, L> v = aieflow_narrow::narrow<C>(acc.template to_vector<TO>(C::SHIFT));
+                    aie::vector<TO, L> v;
+                    if constexpr (FLOAT)
+                        v = acc.template to_vector<bfloat16>();  // round to nearest even
+                    else
+                        v = aieflow_narrow::narrow<C>(acc.template to_vector<TO>(C::SHIFT));
                     if constexpr (C::N % L == 0) {
                         aie::store_v(po + j, v);  // rows of whole vectors: aligned stores
                     } else {

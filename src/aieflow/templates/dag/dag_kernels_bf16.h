@@ -10,6 +10,9 @@
 //   ActivationBf16:  a table of bf16 results over a window of exponents, a rule outside it.
 //   SoftmaxBf16:     max, d = bf16(x - max), exp(d) by the activation scheme, sequential float sum,
 //                    one reciprocal, y = bf16(e inv).
+//   MatMul (bf16):   dag_kernels.h's MatMul on bfloat16 (ops/matmul.py): per output, +0.0 plus each exact
+//                    bf16 product in increasing k, one float32 rounding per addition (accfloat lanes),
+//                    then one rounding to bf16.
 // Float -> bf16 conversions round to nearest, ties to even (docs/numerics.md "bf16").
 #pragma once
 
@@ -224,5 +227,9 @@ public:
         REGISTER_PARAMETER(table_);
     }
 };
+
+// ---------------------------------------------------------------------------- MatMul
+// No class here: dag_kernels.h's MatMul is the bf16 kernel too (bfloat16 elements, accfloat lanes and
+// one rounding to bf16 when its config's TO is bfloat16).
 
 }  // namespace aieflow

@@ -53,7 +53,7 @@ template <typename T>
 inline T from_bits(std::uint64_t b) {
     const typename bits_of<sizeof(T)>::type u = static_cast<typename bits_of<sizeof(T)>::type>(b);
     T v;
-    std::memcpy(&v, &u, sizeof(T));
+    std::memcpy(static_cast<void*>(&v), &u, sizeof(T));  // void*: also for the x86 harness's bfloat16 (16 bits of storage)
     return v;
 }
 

@@ -1,0 +1,119 @@
+"""bf16 attention on VEK280 (issue 24 item 4, issue 19): the dynamic MatMul (Q K^T, A V) in bf16 and
+a single-head transformer block compiled in bf16.
+
+The MatMul's numerics (ops/matmul.py, docs/attention.md "bf16"): per output, a float32 sum from
++0.0 adds each product a_ik b_kj in increasing k with one float32 rounding per addition (a bf16
+product is exact in float32 in the normal range), then one rounding to bf16, nearest, ties to even.
+The reference here is written from that description with Python's struct and integer bf16
+rounding, importing nothing from aieflow; a crafted row shows the order deciding the result.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+
+import numpy as np
+import pytest
+import torch
+from test_attention import SingleHead, _data, _model
+
+import aieflow
+from aieflow.dag.design import DagDesign
+from aieflow.ir import Node, frozen_map
+from aieflow.numerics.types import FloatType
+from aieflow.ops.matmul import MatMulTypes, emulate
+
+TOLERANCE = 2.0**-6  # bf16 designs: max |y - torch| <= 2^-6 max |torch| (docs/numerics.md)
+
+
+def f32(v: float) -> float:
+    try:
+        return struct.unpack("<f", struct.pack("<f", v))[0]
+    except OverflowError:
+        return float("inf") if v > 0 else float("-inf")
+
+
+def bf16(v: float) -> float:
+    (u,) = struct.unpack("<I", struct.pack("<f", f32(v)))
+    if (u & 0x7F800000) == 0x7F800000 and (u & 0x7FFFFF):
+        return float("nan")
+    lower, hi = u & 0xFFFF, u >> 16
+    if lower > 0x8000 or (lower == 0x8000 and hi & 1):
+        hi += 1
+    return struct.unpack("<f", struct.pack("<I", (hi & 0xFFFF) << 16))[0]
+
+
+def ref_matmul(a: np.ndarray, b: np.ndarray, trans_b: bool) -> np.ndarray:
+    """a [S, M, K] by b [S, K, N] (or [S, N, K] with trans_b), the kernel's order."""
+    s_, m_, k_ = a.shape
+    n_ = b.shape[1] if trans_b else b.shape[2]
+    y = np.zeros((s_, m_, n_), dtype=np.float32)
+    for s in range(s_):
+        for i in range(m_):
+            for j in range(n_):
+                acc = 0.0
+                for k in range(k_):
+                    acc = f32(acc + f32(float(a[s, i, k]) * float(b[s, j, k] if trans_b else b[s, k, j])))
+                y[s, i, j] = bf16(acc)
+    return y
+
+
+def _node(trans_b: bool) -> Node:
+    t = FloatType("bf16")
+    return Node("mm", "matmul", ("a", "b"), ("y",), attrs=frozen_map({"transpose_b": trans_b}),
+                types=MatMulTypes(t, t, t, 0))
+
+
+def _bf16_array(rng, shape, scale=1.0):
+    return np.vectorize(bf16, otypes=[np.float32])(rng.standard_normal(shape) * scale)
+
+
+@pytest.mark.parametrize("trans_b", [False, True])
+def test_bf16_matmul_emulation_equals_the_independent_reference(trans_b):
+    rng = np.random.default_rng(7)
+    for scale in (1e-3, 1.0, 1e20):
+        a = _bf16_array(rng, (2, 5, 24), scale)
+        b = _bf16_array(rng, (2, 7, 24) if trans_b else (2, 24, 7))
+        a[0, 0, :] = -0.0
+        a[0, 1, 0] = bf16(3e38)  # products and sums past float32's range
+        a[1, 2, :] = 2.0**-130  # subnormal operands: products underflow
+        want, got = ref_matmul(a, b, trans_b), emulate(_node(trans_b), a, b)
+        same = (want.view(np.uint32) == got.view(np.uint32)) | (np.isnan(want) & np.isnan(got))
+        assert same.all(), (scale, np.argwhere(~same)[:3])
+
+
+def test_the_summation_order_decides_a_crafted_row():
+    """2^24 + 1 - 2^24: the kernel's order rounds 2^24 + 1 to 2^24 (a tie, to even), so the row gives
+    0; the exact sum (and a float64 matmul) gives 1.  The emulator must give the kernel's 0."""
+    a = np.array([[[2.0**24, 1.0, -(2.0**24)]]], dtype=np.float32)
+    b = np.ones((1, 3, 1), dtype=np.float32)
+    assert emulate(_node(False), a, b)[0, 0, 0] == 0.0 == ref_matmul(a, b, False)[0, 0, 0]
+    assert (a.astype(np.float64) @ b.astype(np.float64))[0, 0, 0] == 1.0
+
+
+def test_bf16_single_head_on_vek280_is_close_to_pytorch_and_verifies_bit_exact():
+    m, x = _model(SingleHead), _data()
+    d = aieflow.compile(m, device="vek280", example_input=x[:1], calibration=x,
+                        config={"precision": "bf16", "batch": 2})
+    assert isinstance(d, DagDesign)
+    mms = [n for n in d.plan.compute if d.plan.node(n).op == "matmul"]
+    assert len(mms) == 2 and all(d.plan.node(n).types.output.name == "bf16" for n in mms)
+    assert any(d.plan.node(n).op == "softmax" for n in d.plan.compute)
+    layers = d.files["src/layers.h"]
+    assert "using TO = bfloat16;" in layers and "aieflow::MatMul<aieflow_design::" in d.files["src/graph.h"]
+    ref = m(torch.from_numpy(x[:16])).detach().numpy()
+    err = np.abs(d.predict(x[:16]) - ref).max()
+    assert err <= TOLERANCE * np.abs(ref).max(), err
+    v = d.verify(samples=6)  # edge-value rows first, then random samples
+    assert v.ok, v.verdict()
+    assert v.values == 6 * 16 * 32
+    # a kernel leaving out each output's first product: caught by the bit-exact comparison (reversing
+    # the k order is not: on these rows the final bf16 rounding hides it; the order is pinned by the
+    # emulator tests above)
+    src = d.files["src/kernels/dag_kernels.h"]
+    bad_src = src.replace("for (unsigned k = 0; k < C::K; ++k)\n                        acc = aie::mac(",
+                          "for (unsigned k = 1; k < C::K; ++k)\n                        acc = aie::mac(")
+    assert bad_src != src
+    bad = dataclasses.replace(d, files={**d.files, "src/kernels/dag_kernels.h": bad_src})
+    assert not bad.verify(samples=6).ok
