@@ -45,6 +45,16 @@ DIFFERENCES = {
     ),
     # AIE-ML: versal-devices.md "Peak MACs per cycle per tile".  AIE-MLv2: the MACs of those native shapes
     # (8*8*8, 8*8*8, 4*4*8, 4*4*8, 4*8*8); 32-bit pairs assumed as AIE-ML (no figure found).
+    # AIE API "Basic Types > Block Vector" table (aie_doc.hpp, UG1529): (block, mantissa bits, exponent bits,
+    # sub-tile shifts, shift bits, block bytes) mx9 16/8/8/8/1/18, mx6 16/5/8/8/1/12, mx4 16/3/8/8/1/8, AIE-MLv2
+    # only.  UG1529 "Matrix Multiplication Modes" AIE-MLv2 row: mx9 4x16x16, mx6 / mx4 4x16x16 and 8x16x16;
+    # UG1603 "Block Floating Type Operations": the result is always accfloat.
+    "block_float_types": (
+        {},
+        {"mx9": (16, 8, 8, 8, 1, 18, ((4, 16, 16),), "accfloat"),
+         "mx6": (16, 5, 8, 8, 1, 12, ((4, 16, 16), (8, 16, 16)), "accfloat"),
+         "mx4": (16, 3, 8, 8, 1, 8, ((4, 16, 16), (8, 16, 16)), "accfloat")},
+    ),
     "macs_per_cycle": (
         {("i8", "i8"): 256, ("i8", "i4"): 512, ("i16", "i8"): 128, ("i16", "i16"): 64, ("i32", "i16"): 32,
          ("i32", "i32"): 16, ("bf16", "bf16"): 128},
@@ -74,10 +84,26 @@ ASSUMED = ("srs_shift_max", "ups_shift_max", "cascade_serpentine")
 COVERED = set(DIFFERENCES) | set(SAME) | set(ASSUMED) | {"name", "sources"}
 
 
+def _plain(field, value):
+    if field == "block_float_types":  # BlockFloatFormat -> its fields, in declaration order
+        return {k: dataclasses.astuple(f) for k, f in value.items()}
+    return value
+
+
 @pytest.mark.parametrize("field", sorted(DIFFERENCES))
 def test_the_catalog_differs_where_the_sources_say(field):
     ml, v2 = DIFFERENCES[field]
-    assert getattr(AIE_ML, field) == ml and getattr(AIE_MLV2, field) == v2
+    assert _plain(field, getattr(AIE_ML, field)) == ml and _plain(field, getattr(AIE_MLV2, field)) == v2
+
+
+def test_block_float_layouts_add_up_to_the_documented_block_bytes():
+    # UG1639 "MX Vector Types": each block is an 8-bit exponent, one byte of sub-tile shifts and 16
+    # mantissas; the bytes follow from the bit widths (mx9 1 + 1 + 16, mx6 1 + 1 + 10, mx4 1 + 1 + 6).
+    for name, f in AIE_MLV2.block_float_types.items():
+        bits = f.exponent_bits + f.subtile_shifts * f.subtile_shift_bits + f.block * f.mantissa_bits
+        assert bits == 8 * f.block_bytes, name
+        assert f.mantissas_per_shift == 2, name  # "every two mantissas share a sub-tile shift bit"
+    assert AIE1.block_float_types == {} and AIE_ML.block_float_types == {}
 
 
 def test_the_catalog_is_equal_where_the_sources_say():
@@ -100,7 +126,8 @@ def test_memory_tile_bank_arithmetic_gives_512_kb_on_both():
 
 
 @pytest.mark.parametrize("field", ["stream_bits", "core_stream_bits", "memtile", "memtile_dma_memory_bits",
-                                   "neighbour_memories", "program_memory_bytes", "mmul shapes", "accumulators"])
+                                   "neighbour_memories", "program_memory_bytes", "mmul shapes", "accumulators",
+                                   "block_float_types"])
 def test_each_v2_fact_names_its_public_source(field):
     src = AIE_MLV2.sources[field]
     assert any(doc in src for doc in ("AM027", "UG1603", "UG1529")) and "assumed" not in src.lower(), src

@@ -29,6 +29,32 @@ TypePair = tuple[str, str]
 
 
 @dataclass(frozen=True)
+class BlockFloatFormat:
+    """The documented layout of one block floating-point ("MX") type of the AIE API (``aie::block_vector``).
+
+    Only what AMD's documents state is held here (block size, field widths, bytes per block, the
+    native ``aie::mmul`` shapes and the accumulator they produce).  What the documents do not state
+    (mantissa encoding, exponent bias, how a conversion picks the shared exponent and sub-tile
+    shifts and rounds, the precision of the block dot product) is deliberately absent:
+    ``docs/devices.md`` "Data types AIE-MLv2 adds" lists those gaps.
+    """
+
+    block: int  # mantissas sharing one exponent (exponent block size, EBS)
+    mantissa_bits: int  # bits per element mantissa
+    exponent_bits: int  # bits of the shared exponent
+    subtile_shifts: int  # sub-tile shift fields per block
+    subtile_shift_bits: int  # bits per sub-tile shift
+    block_bytes: int  # bytes of one block in memory
+    mmul_shapes: tuple[tuple[int, int, int], ...]  # UG1529 AIE-MLv2 row, same type on A and B
+    accumulator: str  # accumulator the mmul produces ("accfloat")
+
+    @property
+    def mantissas_per_shift(self) -> int:
+        """Consecutive mantissas one sub-tile shift applies to (block / shifts, AIE API basic types)."""
+        return self.block // self.subtile_shifts if self.subtile_shifts else 0
+
+
+@dataclass(frozen=True)
 class Generation:
     """Per-tile architecture of one AI Engine generation."""
 
@@ -85,6 +111,10 @@ class Generation:
     # layout (UG1603 "Lookup Tables and Linear Approximation"); 0: no lookup tables (AIE1).
     lut_parallel_accesses: int = 0
     lut_repeat_bits: int = 0
+    # Block floating-point element types of aie::block_vector / aie::mmul (AIE API "Block Vector";
+    # UG1603 "Block Floating Type Operations"): name -> documented layout.  Empty where the
+    # generation has none.  Catalog data only: no kernel, emulation or PTQ uses them (docs/devices.md).
+    block_float_types: Mapping[str, BlockFloatFormat] = field(default_factory=dict)
 
     @property
     def bank_bytes(self) -> int:
@@ -379,8 +409,30 @@ AIE_MLV2 = Generation(
     ups_shift_max=AIE_ML.ups_shift_max,
     lut_parallel_accesses=8,
     lut_repeat_bits=256,
+    # AIE API (UG1529) "Basic Types > Block Vector" parameter table and "Matrix Multiplication Modes"
+    # AIE-MLv2 row (sources["block_float_types"]).
+    block_float_types=_frozen(
+        {
+            "mx9": BlockFloatFormat(16, 8, 8, 8, 1, 18, ((4, 16, 16),), "accfloat"),
+            "mx6": BlockFloatFormat(16, 5, 8, 8, 1, 12, ((4, 16, 16), (8, 16, 16)), "accfloat"),
+            "mx4": BlockFloatFormat(16, 3, 8, 8, 1, 8, ((4, 16, 16), (8, 16, 16)), "accfloat"),
+        }
+    ),
     sources=_frozen(
         {
+            "block_float_types": "AIE API (UG1529) 'Basic Types > Block Vector' table (the doc comment of "
+            "aie_doc.hpp in AMD's AIE API sources, 2026, from which the UG1529 page is generated): mx9 / mx6 / "
+            "mx4 have a block of 16 mantissas of 8 / 5 / 3 bits, 8 sub-tile shifts of 1 bit (each applies to 16 / 8 "
+            "= 2 consecutive mantissas), an 8-bit exponent, 18 / 12 / 8 bytes per block; block vectors of 64 / 128 "
+            "/ 256 elements on AIE-MLv2 only (bfp16ebs8 / bfp16ebs16 are XDNA2 only).  AI Engine-ML v2 Intrinsics "
+            "User Guide (UG1639 2025.1) 'MX Vector Types': MX9 (bfp16) / MX6 (bfp13) / MX4 (bfp11), 'only EBS 16 "
+            "is supported', a sub-tile shift bit 'decreases the shared exponent by one for the pair of mantissas'. "
+            "UG1529 'Matrix Multiplication Modes' AIE-MLv2 row: mx9 x mx9 4x16x16 (b: extra data manipulation), "
+            "mx6 x mx6 and mx4 x mx4 4x16x16 and 8x16x16 (a: emulated, two 4x16x16 calls in the API's "
+            "detail/aie2ps/mmul_mx_mx.hpp).  UG1603 'Block Floating Type Operations': AIE-ML v2 only, the result "
+            "is always an accfloat accumulator, no element-wise operators.  Not documented (so not in the "
+            "catalog): mantissa encoding, exponent bias, conversion rounding and exponent choice, block "
+            "dot-product precision",
             "lut": "UG1603 2026.1 'Lookup Tables and Linear Approximation': on AIE-ML v2 each LUT's data repeats "
             "every 256 bits and the LUT has two copies, the values present eight times for eight parallel "
             "accesses; the aie::lut template argument 8 is read from that sentence (not confirmed by a compile)",
