@@ -24,6 +24,7 @@ from ..mapped.adf import graph_header
 from ..mapped.ir import Kernel, Link, MappedGraph, Plio, Port, SharedBuffer
 from ..names import c_ident, comment, unique_idents
 from ..numerics.types import FixedType
+from ..ops.activation import iexp_up, igelu_shifts
 from ..ops.dense import pack_tile
 from ..ops.matmul import transpose_b
 from ..passes.emit import _ENV as CHAIN_ENV
@@ -136,8 +137,11 @@ def rows_infos(plan: DagPlan, ids: dict[str, str], device: Device) -> dict[str, 
             lut_p = gen.lut_parallel_accesses if form == "lut" else 0
             acts.append({**common, "ti": t.input.c_type, "function": node.attrs["function"], "variant": t.variant,
                          "lut_p": lut_p, "lut_v": gen.lut_repeat_bits // 16 if lut_p else 1, "vec": form == "vector",
+                         "poly": form == "polynomial",
+                         "ps_pt": igelu_shifts(t.input, t.output) if form == "polynomial" else (0, 1),
                          "form_text": {"lut": f"aie::parallel_lookup, aie::lut<{lut_p}, int16>",
-                                       "vector": "vector interpolation, knots read by the scalar unit"}.get(
+                                       "vector": "vector interpolation, knots read by the scalar unit",
+                                       "polynomial": "I-BERT i-GELU per element (activation_fixed.h igelu)"}.get(
                                            form, "scalar loop (activation_fixed.h)"),
                          "table": int(node.params["table"].size), "min": t.input.min_code, "seg": t.segment_bits,
                          "lo": t.output.min_code, "hi": t.output.max_code,
@@ -151,6 +155,7 @@ def rows_infos(plan: DagPlan, ids: dict[str, str], device: Device) -> dict[str, 
             softmaxes.append({**common, "ti": t.input.c_type, "table": t.table_size, "sd": t.index_shift,
                               "vec": softmax_vectorised(t, rp.features, keep is not None),
                               "fo": t.output.frac, "hi": t.output.max_code, "mq": mq,
+                              "iexp": t.variant == "integer", "up": iexp_up(t.input.frac),
                               "keep": None if keep is None else [int(v) for v in np.asarray(keep).reshape(-1)],
                               "types_text": f"in {t.input}, out {t.output}"})
     return {"adds": adds, "norms": norms, "acts": acts, "softmaxes": softmaxes, "matmuls": matmuls}
@@ -329,7 +334,9 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
                             else "softmax exp bf16 results") + " as bit patterns, [sign][exponent - E_LO][mantissa]"
                     ctype, tt = "std::uint16_t", FixedType(16, 0, False)
                 else:
-                    what = (f"{node.attrs['function']} ({node.types.variant}) table" if node.op == "activation"
+                    what = ("i-GELU constants C1, BC, A" if getattr(node.types, "variant", "") == "polynomial"
+                            else "integer exp constants L2, M, B, C, A" if getattr(node.types, "variant", "") == "integer"
+                            else f"{node.attrs['function']} ({node.types.variant}) table" if node.op == "activation"
                             else "softmax exp table (2^15 = 1)")
                     ctype, tt = "int32", FixedType(32, 0, True)
                 files[f"src/weights/{ident}_table.h"] = _ENV.get_template("table_params.h.j2").render(

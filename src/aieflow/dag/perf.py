@@ -150,14 +150,14 @@ def rows_kernel_cycles(plan: DagPlan, name: str, device: Device) -> float:
     elif rp.op == "activation":
         t = plan.node(name).types
         form = activation_form(t, device.generation)
-        body = activation_form_cycles(elems, form if form in ("lut", "vector") else
+        body = activation_form_cycles(elems, form if form in ("lut", "vector", "polynomial") else
                                       ("interpolated" if t.segment_bits else "table"), device.generation)
     elif rp.op == "softmax":
         if softmax_vectorised(plan.node(name).types, rp.features,
                               plan.node(name).params.get("keep") is not None):
-            body = softmax_vector_cycles(rp.rows_per_part, rp.features)
+            body = softmax_vector_cycles(rp.rows_per_part, rp.features, plan.node(name).types.variant == "integer")
         else:
-            body = softmax_cycles(rp.rows_per_part, rp.features)
+            body = softmax_cycles(rp.rows_per_part, rp.features, plan.node(name).types.variant == "integer")
     else:
         vectors = math.ceil(rp.features / 16) * rp.rows_per_part
         t = plan.node(name).types
