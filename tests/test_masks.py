@@ -141,17 +141,68 @@ def _refused(model, *words):
         assert w in str(e.value), str(e.value)
 
 
+class PaddedMha(nn.Module):
+    """nn.MultiheadAttention with a constant key padding mask (keys 12.. padded in every sample)
+    and optionally a causal attn_mask."""
+
+    def __init__(self, n=2, causal=False, kind="bool"):
+        super().__init__()
+        self.att = nn.MultiheadAttention(E, 2, batch_first=True)
+        pad = torch.zeros(n, T, dtype=torch.bool)
+        pad[:, 12:] = True
+        self.register_buffer("pad", pad if kind == "bool" else torch.zeros(n, T).masked_fill(pad, float("-inf")))
+        self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(T) if causal else None)
+
+    def forward(self, x):
+        return self.att(x, x, x, key_padding_mask=self.pad, attn_mask=self.mask, need_weights=False)[0]
+
+
+class PaddedEncoder(nn.Module):
+    def __init__(self, n=2, stack=False, nested=False):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(E, 2, 64, dropout=0.0, batch_first=True)
+        self.enc = nn.TransformerEncoder(layer, 2, enable_nested_tensor=nested) if stack else layer
+        pad = torch.zeros(n, T, dtype=torch.bool)
+        pad[:, 10:] = True
+        self.register_buffer("pad", pad)
+
+    def forward(self, x):
+        return self.enc(x, src_key_padding_mask=self.pad)
+
+
+@pytest.mark.parametrize("make,kept", [(lambda: PaddedMha(), 12 * T), (lambda: PaddedMha(kind="float"), 12 * T),
+                                       (lambda: PaddedMha(causal=True), 12 * 13 // 2 + 4 * 12),
+                                       (lambda: PaddedEncoder(), 10 * T),
+                                       (lambda: PaddedEncoder(stack=True), 10 * T)])
+def test_constant_key_padding_masks_import_and_predict_as_pytorch(make, kept):
+    torch.manual_seed(4)
+    m, x = make().eval(), _data(4, n=2)  # the buffer's batch: 2 samples
+    g = import_torch(m, torch.from_numpy(x)).graph
+    with torch.no_grad():  # no fast-path difference here (nested tensors are off)
+        ref = m(torch.from_numpy(x)).numpy()
+    assert np.abs(float_activations(g, x)[g.outputs[0]] - ref).max() < 1e-5
+    sms = [n for n in g.nodes if n.op == "softmax"]
+    assert sms and all(int(n.params["keep"].sum()) == kept for n in sms)  # padded keys (and causal) masked
+    d = aieflow.compile(m, device="vek280", example_input=x, calibration=_data(5, n=64),
+                        config={"precision": "int8", "batch": 2})
+    assert np.abs(d.predict(x) - ref).max() <= 0.1 * np.abs(ref).max()
+
+
 def test_unmapped_masks_are_refused_by_name():
-    class Padded(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.att = nn.MultiheadAttention(E, 2, batch_first=True)
-            self.register_buffer("pad", torch.zeros(2, T, dtype=torch.bool))
+    m = PaddedMha()
+    m.pad[1, 3] = True  # another padding in the second sample: a per-sample (run-time) mask
+    _refused(m, "'att'", "key padding mask whose rows differ", "run-time input")
 
-        def forward(self, x):
-            return self.att(x, x, x, key_padding_mask=self.pad, need_weights=False)[0]
+    m = PaddedMha(kind="float")
+    m.pad[:, 0] = -1.0
+    _refused(m, "'att'", "float key padding mask", "other than 0 and -inf")
 
-    _refused(Padded(), "'att'", "key_padding_mask", "second, run-time model input", "constant attn_mask")
+    m = PaddedMha()
+    m.pad[:, :] = True  # every key padded
+    _refused(m, "'att'", "every key of query row 0")
+
+    _refused(PaddedEncoder(stack=True, nested=True), "'enc'", "enable_nested_tensor=True",
+             "enable_nested_tensor=False")
 
     m = MaskedMha("causal")
     m.mask = torch.full((T, T), -0.5)  # a bias on the scores, not a mask
