@@ -238,3 +238,91 @@ def test_masks_scale_consistently_with_pytorch_scores():
     q = m.q(torch.from_numpy(x)) / math.sqrt(E)
     s = (q @ m.k(torch.from_numpy(x)).transpose(-2, -1)).detach().numpy()
     assert np.allclose(acts[sm.inputs[0]], s, atol=1e-5)
+
+
+# -- ONNX exports of masked attention (the mask an Add of 0 / -inf or a Where before the Softmax) ----------------
+
+
+class HandMasked(nn.Module):
+    """Hand-written attention with masked_fill(-inf) of a constant causal mask."""
+
+    def __init__(self):
+        super().__init__()
+        self.q, self.k, self.v = nn.Linear(E, E), nn.Linear(E, E), nn.Linear(E, E)
+        self.register_buffer("mask", torch.tril(torch.ones(T, T, dtype=torch.bool)))
+
+    def forward(self, x):
+        s = (self.q(x) @ self.k(x).transpose(-2, -1)) / math.sqrt(E)
+        return torch.softmax(s.masked_fill(~self.mask, float("-inf")), dim=-1) @ self.v(x)
+
+
+class MaskedSdpa4(MaskedSdpa):
+    """MaskedSdpa on 4-D [B, 1, T, d] q, k, v (the dynamo exporter refuses 3-D SDPA itself)."""
+
+    def forward(self, x):
+        q, k, v = self.q(x)[:, None], self.k(x)[:, None], self.v(x)[:, None]
+        if self.causal:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)[:, 0]
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=self.keep)[:, 0]
+
+
+def _export(m, x, path, dynamo):
+    torch.onnx.export(m, (torch.from_numpy(x[:2]),), str(path), opset_version=18 if dynamo else 17,
+                      input_names=["x"], output_names=["y"], dynamo=dynamo)
+    return str(path)
+
+
+ONNX_MODELS = [("mha_causal", lambda: MaskedMha("causal")), ("mha_bool", lambda: MaskedMha("bool")),
+               ("sdpa_causal", lambda: MaskedSdpa4(True)), ("sdpa_bool", lambda: MaskedSdpa4(False)),
+               ("hand", HandMasked)]
+
+
+@pytest.mark.parametrize("dynamo", [False, True])
+@pytest.mark.parametrize("label,make", ONNX_MODELS)
+def test_masked_attention_onnx_exports_import_as_onnxruntime_computes(label, make, dynamo, tmp_path):
+    import onnxruntime as ort
+
+    from aieflow.frontends.onnx_frontend import import_onnx
+
+    torch.manual_seed(6)
+    m, x = make().eval(), _data(6, n=2)  # the export's batch
+    path = _export(m, x, tmp_path / f"{label}.onnx", dynamo)
+    sess = ort.InferenceSession(path)
+    ref = sess.run(None, {sess.get_inputs()[0].name: x})[0]
+    g = import_onnx(path).graph
+    assert np.abs(float_activations(g, x)[g.outputs[0]] - ref).max() < 1e-5
+    causal = np.tril(np.ones((T, T), dtype=bool))
+    want = {"mha_causal": causal, "mha_bool": ~getattr(m, "mask", torch.ones(1)).numpy().astype(bool),
+            "sdpa_causal": causal, "sdpa_bool": getattr(m, "keep", torch.ones(1)).numpy(), "hand": causal}[label]
+    sms = [n for n in g.nodes if n.op == "softmax"]
+    assert sms and all(n.params["keep"].astype(bool).tolist() == want.tolist() for n in sms)
+
+
+def test_masked_mha_onnx_export_verifies_bit_exact(tmp_path):
+    torch.manual_seed(7)
+    m, x = MaskedMha("causal").eval(), _data(7)
+    path = _export(m, x, tmp_path / "mha.onnx", True)
+    d = aieflow.compile(path, device="vek280", example_input=x[:1], calibration=x,
+                        config={"precision": "int8", "batch": 2})
+    with torch.no_grad():
+        ref = m(torch.from_numpy(x[:16])).numpy()
+    assert np.abs(d.predict(x[:16]) - ref).max() <= 0.1 * np.abs(ref).max()
+    v = d.verify(samples=4)
+    assert v.ok, v.verdict()
+
+
+def test_unmapped_onnx_masks_are_refused_by_name(tmp_path):
+    from aieflow.frontends.onnx_frontend import import_onnx
+
+    m = HandMasked()
+    m.mask[5] = False  # query row 5 keeps no key
+    with pytest.raises(AieflowError, match="every key of query row 5"):
+        import_onnx(_export(m.eval(), _data(n=2), tmp_path / "a.onnx", False))
+
+    class Biased(HandMasked):
+        def forward(self, x):
+            s = (self.q(x) @ self.k(x).transpose(-2, -1)) / math.sqrt(E)
+            return torch.softmax(s.masked_fill(~self.mask, -5.0), dim=-1) @ self.v(x)
+
+    with pytest.raises(AieflowError, match=r"\(Where\) fills the scores .* other than -inf"):
+        import_onnx(_export(Biased().eval(), _data(n=2), tmp_path / "b.onnx", False))
