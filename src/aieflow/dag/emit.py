@@ -69,7 +69,7 @@ def _acc_for_add(t) -> str:
 
 
 # the kernel class of each rows op (templates/dag/dag_kernels.h; bf16: dag_kernels_bf16.h)
-ROWS_CLASS = {"add": "ResidualAdd", "layernorm": "LayerNorm", "activation": "Activation", "softmax": "Softmax",
+ROWS_CLASS = {"add": "ResidualAdd", "add_const": "ConstAdd", "layernorm": "LayerNorm", "activation": "Activation", "softmax": "Softmax",
               "matmul": "MatMul"}
 
 
@@ -99,7 +99,7 @@ def _bf16_info(node) -> dict:
 
 def rows_infos(plan: DagPlan, ids: dict[str, str], device: Device) -> dict[str, list[dict]]:
     """Each rows kernel's layers.h configuration, by kind: adds, norms, acts, softmaxes."""
-    adds, norms, acts, softmaxes, matmuls = [], [], [], [], []
+    adds, norms, acts, softmaxes, matmuls, consts = [], [], [], [], [], []
     for name in plan.compute:
         node = plan.node(name)
         if node.op not in ROWS_CLASS:
@@ -124,6 +124,10 @@ def rows_infos(plan: DagPlan, ids: dict[str, str], device: Device) -> dict[str, 
             matmuls.append({**common, "ta": t.a.c_type, "tb": t.b.c_type, "samples": rp.rows_per_part // rp.per_sample,
                             "m": m, "k": k, "n": n, "trans_b": transpose_b(node),
                             "types_text": f"a {t.a}, b {t.b}, out {t.output}"})
+        elif node.op == "add_const":
+            consts.append({**common, "ta": t.a.c_type, "tb": t.b.c_type, "acc": _acc_for_add(t),
+                           "shift_a": t.shift_a, "shift_b": t.shift_b, "mq": int(node.params["constant_q"].shape[0]),
+                           "types_text": f"in {t.a}, constant {t.b}, out {t.output}"})
         elif node.op == "add":
             adds.append({**common, "ta": t.a.c_type, "tb": t.b.c_type, "acc": _acc_for_add(t),
                          "shift_a": t.shift_a, "shift_b": t.shift_b, "relu": node.attrs.get("activation") == "relu",
@@ -158,7 +162,7 @@ def rows_infos(plan: DagPlan, ids: dict[str, str], device: Device) -> dict[str, 
                               "iexp": t.variant == "integer", "up": iexp_up(t.input.frac),
                               "keep": None if keep is None else [int(v) for v in np.asarray(keep).reshape(-1)],
                               "types_text": f"in {t.input}, out {t.output}"})
-    return {"adds": adds, "norms": norms, "acts": acts, "softmaxes": softmaxes, "matmuls": matmuls}
+    return {"adds": adds, "norms": norms, "acts": acts, "softmaxes": softmaxes, "matmuls": matmuls, "consts": consts}
 
 
 def _transposes(plan: DagPlan, name: str) -> list[dict[str, Any]]:
@@ -327,6 +331,13 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
                     gamma_ctype=pt[0], beta_ctype=pt[1],
                     gamma_text=_c_array(np.asarray(g), t.gamma), beta_text=_c_array(np.asarray(b), t.beta))
                 headers.append(f"weights/{ident}_ln.h")
+            elif node.op == "add_const":
+                q = np.asarray(node.params["constant_q"])
+                files[f"src/weights/{ident}_table.h"] = _ENV.get_template("table_params.h.j2").render(
+                    version=version, name=name, ident=ident, n=q.size, what=f"the constant's codes ({node.types.b}), "
+                    f"[{q.shape[0]} rows][{q.shape[-1]} features]", ctype=node.types.b.c_type,
+                    table_text=_c_array(q.reshape(-1), node.types.b))
+                headers.append(f"weights/{ident}_table.h")
             elif node.op in ("activation", "softmax"):
                 table = np.asarray(node.params["table"])
                 if _is_bf16(node):

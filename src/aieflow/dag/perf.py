@@ -145,7 +145,7 @@ def rows_kernel_cycles(plan: DagPlan, name: str, device: Device) -> float:
     ports = 3 if rp.op in ("add", "matmul") else 2
     if rp.op == "matmul":
         return CALL_CYCLES + matmul_cycles(plan, name) + mv.lock_handoff_cycles(ports)
-    if rp.op == "add":
+    if rp.op in ("add", "add_const"):  # add_const: the add's vector step, operand B from tile memory
         body = math.ceil(elems / 16) * ADD_CYCLES_PER_VECTOR
     elif rp.op == "activation":
         t = plan.node(name).types

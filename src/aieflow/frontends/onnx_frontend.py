@@ -1068,6 +1068,13 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
         t, c = self._split_const_operand(node, name)
         x = self._data_input(t, name, "Add")
         shape = self.shapes[x]
+        cv = np.asarray(c.value)
+        if (len(shape) == 2 and cv.ndim >= 2 and all(d == 1 for d in cv.shape[:-2]) and cv.shape[-2:] == shape
+                and shape[0] > 1 and c.affine is None):
+            # a constant of the sample's [T, E] shape (a positional embedding): ops/add_const.py
+            self._emit(name, "add_const", x, node.output[0], shape, None,
+                       {"constant": np.asarray(cv, dtype=np.float32).reshape(shape)})
+            return
         if len(shape) == 0:
             raise UnsupportedOpError(
                 f"node '{name}' (Add) adds to a scalar per sample; not supported"

@@ -95,6 +95,66 @@ public:
     static void registerKernelClass() { REGISTER_FUNCTION(ResidualAdd::run); }
 };
 
+// ---------------------------------------------------------------------------- ConstAdd
+// Config (generated in layers.h):
+//   struct ca_cfg { using TA, TB, TO; using ACC = acc32 | acc64; static constexpr unsigned ROWS, N, MQ;
+//                   static constexpr int SHIFT_A, SHIFT_B, SHIFT; RND; SAT; per port P in IN, OUT: bool P_T, ... };
+// y = x + C (ops/add_const.py): ResidualAdd's step with operand B the constant's codes (a kernel parameter of
+// MQ rows x N), row r of the part reading row r % MQ (whole samples per part).
+template <class C>
+class ConstAdd {
+    using TA = typename C::TA;
+    using TB = typename C::TB;
+    using TO = typename C::TO;
+    using ACC = typename C::ACC;
+    static constexpr unsigned L = 16;
+    static constexpr unsigned FULL = C::N / L * L;
+    alignas(32) TB c_[C::MQ * C::N];
+    alignas(32) TA ti_[C::IN_T ? C::ROWS * C::N : 1];
+    alignas(32) TO to_[C::OUT_T ? C::ROWS * C::N : 1];
+
+    static aie::vector<TO, L> step(const aie::vector<TA, L>& va, const aie::vector<TB, L>& vb) {
+        aie::accum<ACC, L> acc;
+        acc.from_vector(va, C::SHIFT_A);  // exact upshifts onto the common grid
+        aie::accum<ACC, L> acb;
+        acb.from_vector(vb, C::SHIFT_B);
+        acc = aie::add(acc, acb);  // exact
+        return aieflow_narrow::narrow<C>(acc.template to_vector<TO>(C::SHIFT));
+    }
+
+public:
+    explicit ConstAdd(const std::vector<TB>& c) {
+        for (unsigned i = 0; i < C::MQ * C::N; ++i) c_[i] = i < c.size() ? c[i] : TB(0);
+    }
+
+    void run(adf::input_buffer<TA>& __restrict in, adf::output_buffer<TO>& __restrict out) {
+        aie::set_rounding(C::RND);
+        aie::set_saturation(C::SAT);
+        if constexpr (C::IN_T) transpose_block<TA, C::IN_S, C::IN_A, C::IN_B>(in.data(), ti_);
+        const TA* __restrict x = C::IN_T ? ti_ : in.data();
+        TO* __restrict y = C::OUT_T ? to_ : out.data();
+        for (unsigned r = 0; r < C::ROWS; ++r, x += C::N, y += C::N) {
+            const TB* __restrict c = c_ + (r % C::MQ) * C::N;
+            for (unsigned i = 0; i < FULL; i += L) aie::store_v(y + i, step(aie::load_v<L>(x + i), aie::load_v<L>(c + i)));
+            if constexpr (C::N % L != 0) {  // the row's last, partial vector
+                aie::vector<TA, L> va = aie::zeros<TA, L>();
+                aie::vector<TB, L> vb = aie::zeros<TB, L>();
+                for (unsigned j = 0; j < C::N - FULL; ++j) {
+                    va.set(x[FULL + j], j);
+                    vb.set(c[FULL + j], j);
+                }
+                const aie::vector<TO, L> vo = step(va, vb);
+                for (unsigned j = 0; j < C::N - FULL; ++j) y[FULL + j] = vo.get(j);
+            }
+        }
+        if constexpr (C::OUT_T) transpose_block<TO, C::OUT_S, C::OUT_A, C::OUT_B>(to_, out.data());
+    }
+    static void registerKernelClass() {
+        REGISTER_FUNCTION(ConstAdd::run);
+        REGISTER_PARAMETER(c_);
+    }
+};
+
 // ---------------------------------------------------------------------------- LayerNorm
 // Config (generated in layers.h):
 //   struct ln_cfg { using TI, TO; static constexpr unsigned ROWS, N; static constexpr long long EPS;
