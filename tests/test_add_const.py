@@ -54,11 +54,12 @@ def test_constant_add_codes_match_an_integer_reference(width, fa, fc, fo):
 
 
 class Tagger(nn.Module):
-    def __init__(self, shape=(1, T, E)):
+    def __init__(self, shape=(1, T, E), activation="relu"):
         super().__init__()
         self.emb = nn.Linear(16, E)
         self.pos = nn.Parameter(torch.randn(*shape) * 0.5)
-        self.enc = nn.TransformerEncoderLayer(E, 2, 64, dropout=0.0, batch_first=True, norm_first=True)
+        self.enc = nn.TransformerEncoderLayer(E, 2, 64, dropout=0.0, batch_first=True, norm_first=True,
+                                              activation=activation)
         self.head = nn.Linear(E, 5)
 
     def forward(self, x):
@@ -133,3 +134,24 @@ def test_positional_add_compiles_predicts_and_verifies_bit_exact_on_x86():
     assert np.abs(d.predict(x) - ref).max() <= 0.1 * np.abs(ref).max()
     v = d.verify(samples=8)
     assert v.ok, v.verdict()
+
+
+def test_variants_and_positional_add_designs_save_load_and_fit_the_schema(tmp_path):
+    import json
+    from importlib import resources
+
+    import jsonschema
+
+    torch.manual_seed(5)
+    m, x = Tagger(activation="gelu").eval(), _data(5)
+    d = aieflow.compile(m, device="vek280", example_input=x[:1], calibration=x,
+                        config={"precision": "int8", "batch": 8,
+                                "activations": {"softmax": "integer", "gelu": "polynomial"}})
+    d.save(tmp_path / "pos")
+    d2 = aieflow.load(tmp_path / "pos")
+    assert np.array_equal(d2.predict(x[:4]), d.predict(x[:4]))
+    assert [d2.plan.node(n).types for n in d2.plan.compute] == [d.plan.node(n).types for n in d.plan.compute]
+    kinds = {(n.op, getattr(n.types, "variant", "")) for n in d2.graph.nodes}
+    assert {("add_const", ""), ("softmax", "integer"), ("activation", "polynomial")} <= kinds
+    schema = json.loads(resources.files("aieflow").joinpath("schema/design.schema.json").read_text())
+    jsonschema.validate(d.to_json(), schema)
