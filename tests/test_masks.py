@@ -326,3 +326,28 @@ def test_unmapped_onnx_masks_are_refused_by_name(tmp_path):
 
     with pytest.raises(AieflowError, match=r"\(Where\) fills the scores .* other than -inf"):
         import_onnx(_export(Biased().eval(), _data(n=2), tmp_path / "b.onnx", False))
+
+
+def test_a_per_feature_bias_before_an_onnx_softmax_is_still_a_bias():
+    """An Add of a [1, N] constant before a Softmax (a classifier head's bias) is not taken for a mask."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from aieflow.frontends.onnx_frontend import import_onnx
+
+    rng = np.random.default_rng(9)
+    w, b = rng.standard_normal((8, 5)).astype(np.float32), rng.standard_normal((1, 5)).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Add", ["h", "b"], ["s"]),
+         helper.make_node("Softmax", ["s"], ["y"], axis=-1)], "head",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 5])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    imported = import_onnx(model if not isinstance(model, str) else onnx.load(model)).graph
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    s = x @ w + b
+    ref = np.exp(s - s.max(-1, keepdims=True))
+    ref /= ref.sum(-1, keepdims=True)
+    assert np.abs(float_activations(imported, x)[imported.outputs[0]] - ref).max() < 1e-5
+    assert all("keep" not in n.params for n in imported.nodes if n.op == "softmax")

@@ -181,7 +181,10 @@ class OnnxActivationMixin:
         if m.ndim < 2 or m.size == 1:  # a scalar / per-feature bias: not a mask
             return False
         # masked: -inf, or float32's lowest value (the dynamo exporter's SDPA boolean mask): exp of it is 0
-        if not np.all((m == 0) | (m == -np.inf) | (m == _F32_LOWEST)):
+        is_mask = np.all((m == 0) | (m == -np.inf) | (m == _F32_LOWEST))
+        if m.shape[-2] == 1 and not (is_mask and (m != 0).any()):
+            return False  # one row: a per-feature bias (a classifier's Add before its Softmax), the bias path
+        if not is_mask:
             raise UnsupportedOpError(f"node '{name}' (Add) adds a constant of shape {m.shape} with values other than "
                                      "0 and -inf to the scores before a Softmax: a bias on the scores, which aieflow "
                                      "does not map", hint="use a boolean attention mask (docs/attention.md)")
