@@ -86,7 +86,8 @@ class Mha(nn.Module):
     def __init__(self, d=FEATURES, h=2, batch_first=True, mask=False):
         super().__init__()
         self.att = nn.MultiheadAttention(d, h, batch_first=batch_first)
-        self.mask = torch.zeros(TOKENS, TOKENS, dtype=torch.bool) if mask else None
+        # mask "bias": an additive float mask that is a bias on the scores (not 0 / -inf): refused
+        self.mask = torch.full((TOKENS, TOKENS), -0.5) if mask == "bias" else None
 
     def forward(self, x):
         y, _ = self.att(x, x, x, need_weights=False, attn_mask=self.mask)
@@ -437,7 +438,7 @@ def test_multihead_attention_onnx_export_verifies_bit_exact(tmp_path):
     assert v.ok, v.verdict()
 
 
-@pytest.mark.parametrize("kw, word", [({"mask": True}, "attn_mask"), ({"batch_first": False}, "batch_first")])
+@pytest.mark.parametrize("kw, word", [({"mask": "bias"}, "bias on the scores"), ({"batch_first": False}, "batch_first")])
 def test_unmapped_multihead_attention_export_is_refused_by_name(kw, word, tmp_path):
     m, x = _model(Mha, **kw), _data(n=4)
     with pytest.raises(AieflowError) as e:

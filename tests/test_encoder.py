@@ -132,9 +132,11 @@ def test_unmapped_encoder_layers_are_refused_by_name():
         def __init__(self):
             super().__init__()
             self.enc = _layer()
-            self.register_buffer("pad", torch.zeros(2, TOKENS, dtype=torch.bool))
+            pad = torch.zeros(2, TOKENS, dtype=torch.bool)
+            pad[1, 3] = True  # a padding of one sample only: a run-time input (a constant one maps: test_masks.py)
+            self.register_buffer("pad", pad)
 
         def forward(self, x):
             return self.enc(x, src_key_padding_mask=self.pad)
 
-    _refused(Padded().eval(), x, "'enc'", "src_key_padding_mask", "second, run-time model input")
+    _refused(Padded().eval(), x, "'enc'", "key padding mask whose rows differ", "run-time input")

@@ -141,17 +141,68 @@ def _refused(model, *words):
         assert w in str(e.value), str(e.value)
 
 
+class PaddedMha(nn.Module):
+    """nn.MultiheadAttention with a constant key padding mask (keys 12.. padded in every sample)
+    and optionally a causal attn_mask."""
+
+    def __init__(self, n=2, causal=False, kind="bool"):
+        super().__init__()
+        self.att = nn.MultiheadAttention(E, 2, batch_first=True)
+        pad = torch.zeros(n, T, dtype=torch.bool)
+        pad[:, 12:] = True
+        self.register_buffer("pad", pad if kind == "bool" else torch.zeros(n, T).masked_fill(pad, float("-inf")))
+        self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(T) if causal else None)
+
+    def forward(self, x):
+        return self.att(x, x, x, key_padding_mask=self.pad, attn_mask=self.mask, need_weights=False)[0]
+
+
+class PaddedEncoder(nn.Module):
+    def __init__(self, n=2, stack=False, nested=False):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(E, 2, 64, dropout=0.0, batch_first=True)
+        self.enc = nn.TransformerEncoder(layer, 2, enable_nested_tensor=nested) if stack else layer
+        pad = torch.zeros(n, T, dtype=torch.bool)
+        pad[:, 10:] = True
+        self.register_buffer("pad", pad)
+
+    def forward(self, x):
+        return self.enc(x, src_key_padding_mask=self.pad)
+
+
+@pytest.mark.parametrize("make,kept", [(lambda: PaddedMha(), 12 * T), (lambda: PaddedMha(kind="float"), 12 * T),
+                                       (lambda: PaddedMha(causal=True), 12 * 13 // 2 + 4 * 12),
+                                       (lambda: PaddedEncoder(), 10 * T),
+                                       (lambda: PaddedEncoder(stack=True), 10 * T)])
+def test_constant_key_padding_masks_import_and_predict_as_pytorch(make, kept):
+    torch.manual_seed(4)
+    m, x = make().eval(), _data(4, n=2)  # the buffer's batch: 2 samples
+    g = import_torch(m, torch.from_numpy(x)).graph
+    with torch.no_grad():  # no fast-path difference here (nested tensors are off)
+        ref = m(torch.from_numpy(x)).numpy()
+    assert np.abs(float_activations(g, x)[g.outputs[0]] - ref).max() < 1e-5
+    sms = [n for n in g.nodes if n.op == "softmax"]
+    assert sms and all(int(n.params["keep"].sum()) == kept for n in sms)  # padded keys (and causal) masked
+    d = aieflow.compile(m, device="vek280", example_input=x, calibration=_data(5, n=64),
+                        config={"precision": "int8", "batch": 2})
+    assert np.abs(d.predict(x) - ref).max() <= 0.1 * np.abs(ref).max()
+
+
 def test_unmapped_masks_are_refused_by_name():
-    class Padded(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.att = nn.MultiheadAttention(E, 2, batch_first=True)
-            self.register_buffer("pad", torch.zeros(2, T, dtype=torch.bool))
+    m = PaddedMha()
+    m.pad[1, 3] = True  # another padding in the second sample: a per-sample (run-time) mask
+    _refused(m, "'att'", "key padding mask whose rows differ", "run-time input")
 
-        def forward(self, x):
-            return self.att(x, x, x, key_padding_mask=self.pad, need_weights=False)[0]
+    m = PaddedMha(kind="float")
+    m.pad[:, 0] = -1.0
+    _refused(m, "'att'", "float key padding mask", "other than 0 and -inf")
 
-    _refused(Padded(), "'att'", "key_padding_mask", "second, run-time model input", "constant attn_mask")
+    m = PaddedMha()
+    m.pad[:, :] = True  # every key padded
+    _refused(m, "'att'", "every key of query row 0")
+
+    _refused(PaddedEncoder(stack=True, nested=True), "'enc'", "enable_nested_tensor=True",
+             "enable_nested_tensor=False")
 
     m = MaskedMha("causal")
     m.mask = torch.full((T, T), -0.5)  # a bias on the scores, not a mask
@@ -187,3 +238,116 @@ def test_masks_scale_consistently_with_pytorch_scores():
     q = m.q(torch.from_numpy(x)) / math.sqrt(E)
     s = (q @ m.k(torch.from_numpy(x)).transpose(-2, -1)).detach().numpy()
     assert np.allclose(acts[sm.inputs[0]], s, atol=1e-5)
+
+
+# -- ONNX exports of masked attention (the mask an Add of 0 / -inf or a Where before the Softmax) ----------------
+
+
+class HandMasked(nn.Module):
+    """Hand-written attention with masked_fill(-inf) of a constant causal mask."""
+
+    def __init__(self):
+        super().__init__()
+        self.q, self.k, self.v = nn.Linear(E, E), nn.Linear(E, E), nn.Linear(E, E)
+        self.register_buffer("mask", torch.tril(torch.ones(T, T, dtype=torch.bool)))
+
+    def forward(self, x):
+        s = (self.q(x) @ self.k(x).transpose(-2, -1)) / math.sqrt(E)
+        return torch.softmax(s.masked_fill(~self.mask, float("-inf")), dim=-1) @ self.v(x)
+
+
+class MaskedSdpa4(MaskedSdpa):
+    """MaskedSdpa on 4-D [B, 1, T, d] q, k, v (the dynamo exporter refuses 3-D SDPA itself)."""
+
+    def forward(self, x):
+        q, k, v = self.q(x)[:, None], self.k(x)[:, None], self.v(x)[:, None]
+        if self.causal:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)[:, 0]
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=self.keep)[:, 0]
+
+
+def _export(m, x, path, dynamo):
+    torch.onnx.export(m, (torch.from_numpy(x[:2]),), str(path), opset_version=18 if dynamo else 17,
+                      input_names=["x"], output_names=["y"], dynamo=dynamo)
+    return str(path)
+
+
+ONNX_MODELS = [("mha_causal", lambda: MaskedMha("causal")), ("mha_bool", lambda: MaskedMha("bool")),
+               ("sdpa_causal", lambda: MaskedSdpa4(True)), ("sdpa_bool", lambda: MaskedSdpa4(False)),
+               ("hand", HandMasked)]
+
+
+@pytest.mark.parametrize("dynamo", [False, True])
+@pytest.mark.parametrize("label,make", ONNX_MODELS)
+def test_masked_attention_onnx_exports_import_as_onnxruntime_computes(label, make, dynamo, tmp_path):
+    import onnxruntime as ort
+
+    from aieflow.frontends.onnx_frontend import import_onnx
+
+    torch.manual_seed(6)
+    m, x = make().eval(), _data(6, n=2)  # the export's batch
+    path = _export(m, x, tmp_path / f"{label}.onnx", dynamo)
+    sess = ort.InferenceSession(path)
+    ref = sess.run(None, {sess.get_inputs()[0].name: x})[0]
+    g = import_onnx(path).graph
+    assert np.abs(float_activations(g, x)[g.outputs[0]] - ref).max() < 1e-5
+    causal = np.tril(np.ones((T, T), dtype=bool))
+    want = {"mha_causal": causal, "mha_bool": ~getattr(m, "mask", torch.ones(1)).numpy().astype(bool),
+            "sdpa_causal": causal, "sdpa_bool": getattr(m, "keep", torch.ones(1)).numpy(), "hand": causal}[label]
+    sms = [n for n in g.nodes if n.op == "softmax"]
+    assert sms and all(n.params["keep"].astype(bool).tolist() == want.tolist() for n in sms)
+
+
+def test_masked_mha_onnx_export_verifies_bit_exact(tmp_path):
+    torch.manual_seed(7)
+    m, x = MaskedMha("causal").eval(), _data(7)
+    path = _export(m, x, tmp_path / "mha.onnx", True)
+    d = aieflow.compile(path, device="vek280", example_input=x[:1], calibration=x,
+                        config={"precision": "int8", "batch": 2})
+    with torch.no_grad():
+        ref = m(torch.from_numpy(x[:16])).numpy()
+    assert np.abs(d.predict(x[:16]) - ref).max() <= 0.1 * np.abs(ref).max()
+    v = d.verify(samples=4)
+    assert v.ok, v.verdict()
+
+
+def test_unmapped_onnx_masks_are_refused_by_name(tmp_path):
+    from aieflow.frontends.onnx_frontend import import_onnx
+
+    m = HandMasked()
+    m.mask[5] = False  # query row 5 keeps no key
+    with pytest.raises(AieflowError, match="every key of query row 5"):
+        import_onnx(_export(m.eval(), _data(n=2), tmp_path / "a.onnx", False))
+
+    class Biased(HandMasked):
+        def forward(self, x):
+            s = (self.q(x) @ self.k(x).transpose(-2, -1)) / math.sqrt(E)
+            return torch.softmax(s.masked_fill(~self.mask, -5.0), dim=-1) @ self.v(x)
+
+    with pytest.raises(AieflowError, match=r"\(Where\) fills the scores .* other than -inf"):
+        import_onnx(_export(Biased().eval(), _data(n=2), tmp_path / "b.onnx", False))
+
+
+def test_a_per_feature_bias_before_an_onnx_softmax_is_still_a_bias():
+    """An Add of a [1, N] constant before a Softmax (a classifier head's bias) is not taken for a mask."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from aieflow.frontends.onnx_frontend import import_onnx
+
+    rng = np.random.default_rng(9)
+    w, b = rng.standard_normal((8, 5)).astype(np.float32), rng.standard_normal((1, 5)).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Add", ["h", "b"], ["s"]),
+         helper.make_node("Softmax", ["s"], ["y"], axis=-1)], "head",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 5])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    imported = import_onnx(model if not isinstance(model, str) else onnx.load(model)).graph
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    s = x @ w + b
+    ref = np.exp(s - s.max(-1, keepdims=True))
+    ref /= ref.sum(-1, keepdims=True)
+    assert np.abs(float_activations(imported, x)[imported.outputs[0]] - ref).max() < 1e-5
+    assert all("keep" not in n.params for n in imported.nodes if n.op == "softmax")

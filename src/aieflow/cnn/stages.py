@@ -45,6 +45,7 @@ from ..ops import activation as float_act
 from ..ops import activations as act
 from ..ops import conv as conv_ops
 from ..ops import pool as pool_ops
+from ..ops.activation import per_element_variant
 from ..ops.add import AddTypes
 from ..ops.conv import ConvGeometry, ConvTypes
 from ..ops.dense import DenseTypes
@@ -477,6 +478,10 @@ def _post(node: Node, s: Stage | None, graph: Graph) -> Stage:
         raise PlanError(f"a {what} after '{s.name}' is not mapped together with {why} (one epilogue per stage)",
                         layer=node.name, hint="put a convolution or Dense layer between them")
     t = node.types
+    if per_element_variant(node):
+        raise PlanError(f"{per_element_variant(node)} is computed by the DAG mapping's kernels only; a CNN's post "
+                        "layer computes the table form", layer=node.name,
+                        hint=f"remove {per_element_variant(node)} from the config (or set it to table)")
     if node.op == "softmax" and s.geometry.pixels != 1:
         raise PlanError(f"softmax over the channels of every pixel of '{s.name}' ({s.out_hw[0]} x {s.out_hw[1]} "
                         "pixels) is not mapped; a softmax after a Dense head (one pixel) is", layer=node.name,

@@ -24,6 +24,7 @@ from ..mapped.adf import graph_header
 from ..mapped.ir import Kernel, Link, MappedGraph, Plio, Port, SharedBuffer
 from ..names import c_ident, comment, unique_idents
 from ..numerics.types import FixedType
+from ..ops.activation import iexp_up, igelu_shifts
 from ..ops.dense import pack_tile
 from ..ops.matmul import transpose_b
 from ..passes.emit import _ENV as CHAIN_ENV
@@ -68,7 +69,7 @@ def _acc_for_add(t) -> str:
 
 
 # the kernel class of each rows op (templates/dag/dag_kernels.h; bf16: dag_kernels_bf16.h)
-ROWS_CLASS = {"add": "ResidualAdd", "layernorm": "LayerNorm", "activation": "Activation", "softmax": "Softmax",
+ROWS_CLASS = {"add": "ResidualAdd", "add_const": "ConstAdd", "layernorm": "LayerNorm", "activation": "Activation", "softmax": "Softmax",
               "matmul": "MatMul"}
 
 
@@ -102,7 +103,7 @@ def _bf16_info(node) -> dict:
 
 def rows_infos(plan: DagPlan, ids: dict[str, str], device: Device) -> dict[str, list[dict]]:
     """Each rows kernel's layers.h configuration, by kind: adds, norms, acts, softmaxes."""
-    adds, norms, acts, softmaxes, matmuls = [], [], [], [], []
+    adds, norms, acts, softmaxes, matmuls, consts = [], [], [], [], [], []
     for name in plan.compute:
         node = plan.node(name)
         if node.op not in ROWS_CLASS:
@@ -130,7 +131,11 @@ def rows_infos(plan: DagPlan, ids: dict[str, str], device: Device) -> dict[str, 
                 function=node.attrs.get("function", ""), variant="bf16 table")
             {"add": adds, "layernorm": norms, "activation": acts, "softmax": softmaxes}[node.op].append(common)
             continue
-        if node.op == "add":
+        if node.op == "add_const":
+            consts.append({**common, "ta": t.a.c_type, "tb": t.b.c_type, "acc": _acc_for_add(t),
+                           "shift_a": t.shift_a, "shift_b": t.shift_b, "mq": int(node.params["constant_q"].shape[0]),
+                           "types_text": f"in {t.a}, constant {t.b}, out {t.output}"})
+        elif node.op == "add":
             adds.append({**common, "ta": t.a.c_type, "tb": t.b.c_type, "acc": _acc_for_add(t),
                          "shift_a": t.shift_a, "shift_b": t.shift_b, "relu": node.attrs.get("activation") == "relu",
                          "types_text": f"a {t.a}, b {t.b}, out {t.output}"})
@@ -143,8 +148,11 @@ def rows_infos(plan: DagPlan, ids: dict[str, str], device: Device) -> dict[str, 
             lut_p = gen.lut_parallel_accesses if form == "lut" else 0
             acts.append({**common, "ti": t.input.c_type, "function": node.attrs["function"], "variant": t.variant,
                          "lut_p": lut_p, "lut_v": gen.lut_repeat_bits // 16 if lut_p else 1, "vec": form == "vector",
+                         "poly": form == "polynomial",
+                         "ps_pt": igelu_shifts(t.input, t.output) if form == "polynomial" else (0, 1),
                          "form_text": {"lut": f"aie::parallel_lookup, aie::lut<{lut_p}, int16>",
-                                       "vector": "vector interpolation, knots read by the scalar unit"}.get(
+                                       "vector": "vector interpolation, knots read by the scalar unit",
+                                       "polynomial": "I-BERT i-GELU per element (activation_fixed.h igelu)"}.get(
                                            form, "scalar loop (activation_fixed.h)"),
                          "table": int(node.params["table"].size), "min": t.input.min_code, "seg": t.segment_bits,
                          "lo": t.output.min_code, "hi": t.output.max_code,
@@ -158,9 +166,10 @@ def rows_infos(plan: DagPlan, ids: dict[str, str], device: Device) -> dict[str, 
             softmaxes.append({**common, "ti": t.input.c_type, "table": t.table_size, "sd": t.index_shift,
                               "vec": softmax_vectorised(t, rp.features, keep is not None),
                               "fo": t.output.frac, "hi": t.output.max_code, "mq": mq,
+                              "iexp": t.variant == "integer", "up": iexp_up(t.input.frac),
                               "keep": None if keep is None else [int(v) for v in np.asarray(keep).reshape(-1)],
                               "types_text": f"in {t.input}, out {t.output}"})
-    return {"adds": adds, "norms": norms, "acts": acts, "softmaxes": softmaxes, "matmuls": matmuls}
+    return {"adds": adds, "norms": norms, "acts": acts, "softmaxes": softmaxes, "matmuls": matmuls, "consts": consts}
 
 
 def _transposes(plan: DagPlan, name: str) -> list[dict[str, Any]]:
@@ -329,6 +338,13 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
                     gamma_ctype=pt[0], beta_ctype=pt[1],
                     gamma_text=_c_array(np.asarray(g), t.gamma), beta_text=_c_array(np.asarray(b), t.beta))
                 headers.append(f"weights/{ident}_ln.h")
+            elif node.op == "add_const":
+                q = np.asarray(node.params["constant_q"])
+                files[f"src/weights/{ident}_table.h"] = _ENV.get_template("table_params.h.j2").render(
+                    version=version, name=name, ident=ident, n=q.size, what=f"the constant's codes ({node.types.b}), "
+                    f"[{q.shape[0]} rows][{q.shape[-1]} features]", ctype=node.types.b.c_type,
+                    table_text=_c_array(q.reshape(-1), node.types.b))
+                headers.append(f"weights/{ident}_table.h")
             elif node.op in ("activation", "softmax"):
                 table = np.asarray(node.params["table"])
                 if _is_bf16(node):
@@ -336,7 +352,9 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
                             else "softmax exp bf16 results") + " as bit patterns, [sign][exponent - E_LO][mantissa]"
                     ctype, tt = "std::uint16_t", FixedType(16, 0, False)
                 else:
-                    what = (f"{node.attrs['function']} ({node.types.variant}) table" if node.op == "activation"
+                    what = ("i-GELU constants C1, BC, A" if getattr(node.types, "variant", "") == "polynomial"
+                            else "integer exp constants L2, M, B, C, A" if getattr(node.types, "variant", "") == "integer"
+                            else f"{node.attrs['function']} ({node.types.variant}) table" if node.op == "activation"
                             else "softmax exp table (2^15 = 1)")
                     ctype, tt = "int32", FixedType(32, 0, True)
                 files[f"src/weights/{ident}_table.h"] = _ENV.get_template("table_params.h.j2").render(

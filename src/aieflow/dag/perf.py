@@ -145,19 +145,19 @@ def rows_kernel_cycles(plan: DagPlan, name: str, device: Device) -> float:
     ports = 3 if rp.op in ("add", "matmul") else 2
     if rp.op == "matmul":
         return CALL_CYCLES + matmul_cycles(plan, name) + mv.lock_handoff_cycles(ports)
-    if rp.op == "add":
+    if rp.op in ("add", "add_const"):  # add_const: the add's vector step, operand B from tile memory
         body = math.ceil(elems / 16) * ADD_CYCLES_PER_VECTOR
     elif rp.op == "activation":
         t = plan.node(name).types
         form = activation_form(t, device.generation)
-        body = activation_form_cycles(elems, form if form in ("lut", "vector") else
+        body = activation_form_cycles(elems, form if form in ("lut", "vector", "polynomial") else
                                       ("interpolated" if t.segment_bits else "table"), device.generation)
     elif rp.op == "softmax":
         if softmax_vectorised(plan.node(name).types, rp.features,
                               plan.node(name).params.get("keep") is not None):
-            body = softmax_vector_cycles(rp.rows_per_part, rp.features)
+            body = softmax_vector_cycles(rp.rows_per_part, rp.features, plan.node(name).types.variant == "integer")
         else:
-            body = softmax_cycles(rp.rows_per_part, rp.features)
+            body = softmax_cycles(rp.rows_per_part, rp.features, plan.node(name).types.variant == "integer")
     else:
         vectors = math.ceil(rp.features / 16) * rp.rows_per_part
         t = plan.node(name).types

@@ -35,8 +35,8 @@ from ..ops.base import PlanContext
 from ..ops.dense import DensePlan, with_out_panel
 from ..ops.registry import family
 
-COMPUTE_OPS = ("dense", "add", "layernorm", "activation", "softmax", "matmul")
-ROWS_OPS = ("add", "layernorm", "activation", "softmax", "matmul")
+COMPUTE_OPS = ("dense", "add", "add_const", "layernorm", "activation", "softmax", "matmul")
+ROWS_OPS = ("add", "add_const", "layernorm", "activation", "softmax", "matmul")
 ALIGN = 32
 
 
@@ -245,6 +245,10 @@ def rows_memory(node: Node, rows_per_part: int, features: int, device: Device) -
         t = node.types
         io = sum(2 * _aligned(rows_per_part * features * _bytes(x)) for x in (t.a, t.b, t.output))
         return io + reserved
+    if node.op == "add_const":  # input and output ping-pong, the constant's codes (one sample's)
+        t = node.types
+        io = sum(2 * _aligned(rows_per_part * features * _bytes(x)) for x in (t.a, t.output))
+        return io + _aligned(int(node.params["constant_q"].size) * _bytes(t.b)) + reserved
     t = node.types
     io = 2 * _aligned(rows_per_part * features * _bytes(t.input)) + 2 * _aligned(rows_per_part * features * _bytes(t.output))
     if t.is_float:  # bf16 kernels: a uint16 table (+ softmax: a bf16 row), or gamma, beta and a float row
@@ -410,13 +414,15 @@ def _plan_rows(node: Node, graph: Graph, batch: int, device: Device,
             continue
         if node.op == "softmax" and node.params.get("keep") is not None and rp % r:
             continue  # a masked softmax reads its mask row as (row % r): whole samples per part
+        if node.op == "add_const" and rp % r:
+            continue  # the constant's row r % r of a part: whole samples per part
         mem = matmul_memory(node, rp, r, k, n, device) if node.op == "matmul" else rows_memory(node, rp, f, device)
         if mem <= gen.data_memory_bytes:
             best = RowsPlan(node.op, parts, rows, r, f, mem)
             # Add, activation: the fewest tiles that fit (rarely the slowest stage); LayerNorm,
             # softmax: as many as the memory tile's channels allow (their per-row work is the
             # heaviest of the rows kernels)
-            if node.op in ("add", "activation"):
+            if node.op in ("add", "add_const", "activation"):
                 break
             # matmul: as many parts as allowed (its work per row is K x N multiply-adds)
     if best is None and node.op == "matmul":

@@ -25,6 +25,8 @@ from onnx import helper, numpy_helper
 from ..errors import UnsupportedOpError
 from ..ops.activation import float32
 
+_F32_LOWEST = float(np.finfo(np.float32).min)
+
 ACTIVATION_OPS: tuple[str, ...] = (
     "Sigmoid",
     "Softmax (last axis)",
@@ -32,6 +34,8 @@ ACTIVATION_OPS: tuple[str, ...] = (
     "Clip (constant bounds)",
     "Gelu (and PyTorch's erf decomposition)",
     "Mul(x, Sigmoid(x)) (SiLU)",
+    "Add of a constant 0 / -inf mask, or Where(constant condition, scores, -inf), right before a Softmax "
+    "(an attention mask); Where(IsNaN(p), 0, p) after it (the exporters' guard)",
 )
 
 
@@ -134,7 +138,88 @@ class OnnxActivationMixin:
     def activation_converters(self) -> dict[str, Callable[[onnx.NodeProto, str], None]]:
         return {"Sigmoid": self._onnx_sigmoid, "Softmax": self._onnx_softmax, "LeakyRelu": self._onnx_leaky_relu,
                 "Elu": self._onnx_elu, "Selu": self._onnx_selu, "HardSigmoid": self._onnx_hard_sigmoid, "HardSwish": self._onnx_hard_swish,
-                "Clip": self._onnx_clip, "Gelu": self._onnx_gelu, "Swish": self._onnx_swish}
+                "Clip": self._onnx_clip, "Gelu": self._onnx_gelu, "Swish": self._onnx_swish,
+                "Where": self._onnx_where, "IsNaN": self._onnx_isnan}
+
+    # -- attention masks (issue 19) --------------------------------------------------------------
+    # The exporters write a constant attention mask as Add(scores, M) (M 0 / -inf: MHA's float or
+    # boolean attn_mask, SDPA's mask) or Where(cond, -inf, scores) (masked_fill) right before the
+    # Softmax; SDPA's dynamo export follows the Softmax by Where(IsNaN(p), 0, p).  The mask becomes
+    # the softmax node's keep table (ops/activation.py "masked softmax"), as the torch importer does.
+
+    def _softmax_consumer(self, t: str) -> bool:
+        users = [n for n in self.g.node if t in n.input]
+        return len(users) == 1 and users[0].op_type == "Softmax" and not any(o.name == t for o in self.g.output)
+
+    def _mask_keep(self, name: str, op: str, x: str, keep) -> np.ndarray:
+        shape = self.shapes[x]
+        if len(shape) < 2:
+            raise UnsupportedOpError(f"node '{name}' ({op}) masks per-sample shape {shape}; an attention mask "
+                                     "applies to [queries, keys] scores")
+        tq, tk = shape[-2:]
+        k = np.asarray(keep, dtype=bool)
+        while k.ndim > 2 and k.shape[0] == 1:
+            k = k[0]
+        try:
+            k = np.broadcast_to(k, (tq, tk))
+        except ValueError:
+            raise UnsupportedOpError(f"node '{name}' ({op}) applies a mask of shape {tuple(np.shape(keep))} to "
+                                     f"[{tq}, {tk}] scores; aieflow maps one [{tq}, {tk}] mask shared by every "
+                                     "sample and head") from None
+        if not k.any(axis=1).all():
+            raise UnsupportedOpError(f"node '{name}' ({op}) masks every key of query row "
+                                     f"{int(np.flatnonzero(~k.any(axis=1))[0])} (the softmax gives NaN there)",
+                                     hint="keep at least one key per query")
+        return k
+
+    def _onnx_mask_add(self, node, name) -> bool:
+        """Add(scores, constant mask) before a Softmax: True when it is one (recorded for the softmax)."""
+        consts = [i for i, t in enumerate(node.input[:2]) if self._const(t) is not None]
+        if len(consts) != 1 or not self._softmax_consumer(node.output[0]):
+            return False
+        m = np.asarray(self._const(node.input[consts[0]]).value, dtype=np.float64)
+        if m.ndim < 2 or m.size == 1:  # a scalar / per-feature bias: not a mask
+            return False
+        # masked: -inf, or float32's lowest value (the dynamo exporter's SDPA boolean mask): exp of it is 0
+        is_mask = np.all((m == 0) | (m == -np.inf) | (m == _F32_LOWEST))
+        if m.shape[-2] == 1 and not (is_mask and (m != 0).any()):
+            return False  # one row: a per-feature bias (a classifier's Add before its Softmax), the bias path
+        if not is_mask:
+            raise UnsupportedOpError(f"node '{name}' (Add) adds a constant of shape {m.shape} with values other than "
+                                     "0 and -inf to the scores before a Softmax: a bias on the scores, which aieflow "
+                                     "does not map", hint="use a boolean attention mask (docs/attention.md)")
+        x = self._data_input(node.input[1 - consts[0]], name, "Add")
+        self.softmax_keeps[node.output[0]] = (x, self._mask_keep(name, "Add", x, m == 0))
+        return True
+
+    def _onnx_isnan(self, node, name):
+        self.isnan_of[node.output[0]] = self._data_input(node.input[0], name, "IsNaN")
+
+    def _onnx_where(self, node, name):
+        cond, a, b = node.input[:3]
+        if cond in self.isnan_of:  # Where(IsNaN(p), 0, p): the identity on a softmax (never NaN here)
+            p = self.isnan_of[cond]
+            zero = self._const(a)
+            if (zero is not None and np.all(np.asarray(zero.value) == 0) and self.canon(b) == p
+                    and any(n.op == "softmax" and n.outputs[0] == p for n in self.nodes)):
+                self.alias[node.output[0]] = p
+                return
+        c = self._const(cond)
+        fills = [self._const(t) for t in (a, b)]
+        if c is not None and self._softmax_consumer(node.output[0]) and sum(f is not None for f in fills) == 1:
+            i = 0 if fills[0] is not None else 1
+            fill = np.asarray(fills[i].value, dtype=np.float64)
+            if not np.all(fill == -np.inf):
+                raise UnsupportedOpError(f"node '{name}' (Where) fills the scores before a Softmax with values other "
+                                         "than -inf: a bias on the scores, which aieflow does not map",
+                                         hint="use masked_fill(mask, float('-inf'))")
+            x = self._data_input((b, a)[i], name, "Where")
+            cv = np.asarray(c.value, dtype=bool)
+            self.softmax_keeps[node.output[0]] = (x, self._mask_keep(name, "Where", x, ~cv if i == 0 else cv))
+            return
+        raise UnsupportedOpError(f"node '{name}' (Where) is not mapped; aieflow maps Where as a constant attention "
+                                 "mask right before a Softmax (Where(cond, -inf, scores)) and the exporters' "
+                                 "Where(IsNaN(p), 0, p) after one")
 
     def _onnx_act(self, node: onnx.NodeProto, name: str, function: str, **params: float) -> None:
         x = self._data_input(node.input[0], name, node.op_type)
@@ -192,11 +277,14 @@ class OnnxActivationMixin:
         self._onnx_act(node, name, "clip", min=lo, max=hi)
 
     def _onnx_softmax(self, node, name):
-        x = self._data_input(node.input[0], name, "Softmax")
+        masked = self.softmax_keeps.get(node.input[0])
+        x = masked[0] if masked else self._data_input(node.input[0], name, "Softmax")
         rank = len(self.shapes[x]) + 1
         axis = int(_attrs(node).get("axis", -1 if self.opset >= 13 else 1))
         if axis % rank != rank - 1:
             raise UnsupportedOpError(
                 f"node '{name}' (Softmax) normalises axis {axis} of a rank-{rank} tensor; aieflow maps a softmax "
                 "over the last axis", hint="use axis=-1 (transpose first if needed)")
-        self._emit(name, "softmax", x, node.output[0], self.shapes[x], {"axis": -1, "features": int(self.shapes[x][-1])})
+        keep = None if masked is None or masked[1].all() else {"keep": masked[1].astype(np.uint8)}
+        self._emit(name, "softmax", x, node.output[0], self.shapes[x], {"axis": -1, "features": int(self.shapes[x][-1])},
+                   keep)

@@ -515,6 +515,9 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
         self.unlifts: set[str] = set()
         # QONNX Trunc nodes on activations: (tensor, frac of its input scale, node), checked at the end
         self._truncs: list[tuple[str, int, str]] = []
+        # attention masks before a Softmax: the masked tensor -> (scores, keep [Tq, Tk]); IsNaN outputs
+        self.softmax_keeps: dict[str, tuple[str, np.ndarray]] = {}
+        self.isnan_of: dict[str, str] = {}
 
     # -- naming ---------------------------------------------------------------------------------
 
@@ -766,7 +769,8 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
             f"the model holds an nn.MultiheadAttention ('{packed}') whose ONNX export aieflow cannot map: "
             f"{exc.message}", layer=getattr(exc, "layer", None),
             hint="aieflow maps nn.MultiheadAttention(batch_first=True) called as attn(x, x, x, need_weights=False) "
-                 "without attn_mask / key_padding_mask / is_causal, add_bias_kv, add_zero_attn or separate kdim / vdim"
+                 "(a constant attn_mask or key_padding_mask the same for every sample maps), without add_bias_kv, "
+                 "add_zero_attn or separate kdim / vdim"
                  + (f"; {exc.hint}" if exc.hint else ""))
 
     def _shape_only(self, todo: list[int]) -> set[int]:
@@ -1069,6 +1073,8 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
         return np.broadcast_to(v.reshape(-1) if v.ndim else v, (n,)).copy()
 
     def _add(self, node: onnx.NodeProto, name: str) -> None:
+        if self._onnx_mask_add(node, name):  # a constant attention mask before a Softmax (onnx_activation.py)
+            return
         if self._const(node.input[0]) is None and self._const(node.input[1]) is None:
             self._residual_add(node, name)
             return
@@ -1077,6 +1083,13 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
         t, c = self._split_const_operand(node, name)
         x = self._data_input(t, name, "Add")
         shape = self.shapes[x]
+        cv = np.asarray(c.value)
+        if (len(shape) == 2 and cv.ndim >= 2 and all(d == 1 for d in cv.shape[:-2]) and cv.shape[-2:] == shape
+                and shape[0] > 1 and c.affine is None):
+            # a constant of the sample's [T, E] shape (a positional embedding): ops/add_const.py
+            self._emit(name, "add_const", x, node.output[0], shape, None,
+                       {"constant": np.asarray(cv, dtype=np.float32).reshape(shape)})
+            return
         if len(shape) == 0:
             raise UnsupportedOpError(
                 f"node '{name}' (Add) adds to a scalar per sample; not supported"

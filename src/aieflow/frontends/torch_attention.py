@@ -25,7 +25,8 @@ import numpy as np
 from ..errors import UnsupportedOpError
 from ..ir import Node, frozen_map
 
-SUPPORTED_MODULES = ("nn.MultiheadAttention (batch_first=True, self- or cross-attention, a constant attn_mask; output [0])",)
+SUPPORTED_MODULES = ("nn.MultiheadAttention (batch_first=True, self- or cross-attention, a constant attn_mask and / or "
+                     "key_padding_mask; output [0])",)
 SUPPORTED_FUNCTIONS = (
     "a @ b / torch.matmul / torch.bmm / Tensor.matmul of two computed tensors (batched over heads)",
     "x * c / x / c by a Python number (folded into the Dense layer before it)",
@@ -149,9 +150,6 @@ class AttentionMixin:
         args = list(fx_node.args) + [None] * 6
         kw = fx_node.kwargs
         why = self.mha_refusal(mod)
-        if kw.get("key_padding_mask", args[3]) is not None:
-            why = ("a key_padding_mask: a second, run-time model input, which the DAG mapping does not take (one "
-                   "model input); a constant attn_mask (boolean or 0 / -inf, causal included) maps")
         if why:
             raise UnsupportedOpError(f"module '{path}' (nn.MultiheadAttention) has {why}",
                                      hint="see docs/attention.md for the attention aieflow maps")
@@ -161,8 +159,10 @@ class AttentionMixin:
             raise UnsupportedOpError(f"module '{path}' (nn.MultiheadAttention) has is_causal=True without an attn_mask "
                                      "(PyTorch takes is_causal as a hint about attn_mask)",
                                      hint="pass attn_mask=nn.Transformer.generate_square_subsequent_mask(T) as a buffer")
-        keep = self.attention_keep(f"module '{path}' (nn.MultiheadAttention)", mask, False,
-                                   self.shapes[q_in][0], self.shapes[k_in][0], true_keeps=False)
+        who = f"module '{path}' (nn.MultiheadAttention)"
+        tq, tk = self.shapes[q_in][0], self.shapes[k_in][0]
+        keep = self.attention_keep(who, mask, False, tq, tk, true_keeps=False)
+        keep = self.with_padding(who, keep, kw.get("key_padding_mask", args[3]), tq, tk)
         self.mha_outputs[fx_node.name] = (path, self._mha(path, mod, q_in, k_in, v_in, keep))
 
     def attention_keep(self, who: str, mask, causal: bool, tq: int, tk: int, true_keeps: bool):
@@ -203,6 +203,47 @@ class AttentionMixin:
                                      f"{int(np.flatnonzero(~keep.any(axis=1))[0])} (PyTorch gives NaN there)",
                                      hint="keep at least one key per query")
         return keep.astype(np.uint8)
+
+    def with_padding(self, who: str, keep, pad, tq: int, tk: int):
+        """``keep`` (``attention_keep``'s table or None) with a constant key padding mask ``pad`` (an fx
+        get_attr node, or None) applied: ``[B, tk]`` (or ``[tk]``) boolean (True = padding, ignored) or
+        float 0 / -inf, every row the same (one padding for every sample: a per-sample mask is a
+        run-time input, not mapped).  Returns the combined ``[tq, tk]`` uint8 table or None."""
+        if pad is None:
+            return keep
+        fx = self.torch.fx
+        if not (isinstance(pad, fx.Node) and pad.op == "get_attr"):
+            raise UnsupportedOpError(f"{who} has a key padding mask computed in forward() or given as a model input: "
+                                     "a second, run-time model input, which the DAG mapping does not take (one model "
+                                     "input); a constant key padding mask (a module buffer, the same for every "
+                                     "sample) maps", hint="register the padding mask with self.register_buffer, or "
+                                     "pad with tokens the model ignores; see docs/attention.md")
+        tm = self._param(pad, who, "key padding mask")
+        m = tm.detach().cpu().numpy() if tm.dtype == self.torch.bool else np.asarray(self._numpy(tm))
+        self.mask_attrs.add(pad.name)
+        if m.ndim == 1:
+            m = m[None, :]
+        if m.ndim != 2 or m.shape[1] != tk:
+            raise UnsupportedOpError(f"{who} has a key padding mask of shape {tuple(m.shape)}; aieflow maps [B, {tk}]")
+        if m.dtype == np.bool_:
+            kp = ~m
+        else:
+            f = np.asarray(m, dtype=np.float64)
+            if not np.all((f == 0) | (f == -np.inf)):
+                raise UnsupportedOpError(f"{who} has a float key padding mask with values other than 0 and -inf: a "
+                                         "bias on the scores, which aieflow does not map",
+                                         hint="use a boolean mask (True = padding)")
+            kp = f == 0
+        if not (kp == kp[:1]).all():
+            raise UnsupportedOpError(f"{who} has a key padding mask whose rows differ (a padding per sample): a "
+                                     "run-time input, which the DAG mapping does not take; a constant mask the "
+                                     "same for every sample maps", hint="see docs/attention.md")
+        full = (np.ones((tq, tk), dtype=bool) if keep is None else np.asarray(keep, dtype=bool)) & kp[:1]
+        if not full.any(axis=1).all():
+            raise UnsupportedOpError(f"{who} has masks that mask every key of query row "
+                                     f"{int(np.flatnonzero(~full.any(axis=1))[0])} (PyTorch gives NaN there)",
+                                     hint="keep at least one key per query")
+        return None if full.all() else full.astype(np.uint8)
 
     def _mha(self, path: str, mod, q_in: str, k_in: str, v_in: str, keep=None) -> str:
         """The nodes of ``nn.MultiheadAttention`` ``mod`` (checked by the caller) on the tensors

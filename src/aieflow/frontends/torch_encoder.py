@@ -13,7 +13,8 @@ in training mode with a dropout probability above 0 is refused (call ``model.eva
 ``batch_first=True``, activation ReLU or GELU (``"relu"`` / ``"gelu"``, ``F.relu`` / ``F.gelu``,
 ``nn.ReLU`` / ``nn.GELU`` either approximation).  A constant ``src_mask`` / ``mask`` (a buffer, as
 ``nn.MultiheadAttention``'s ``attn_mask``: ``torch_attention.attention_keep``) masks every layer's
-softmax; a ``src_key_padding_mask`` (a run-time input) and anything else is refused naming the module.
+softmax, and so does a constant ``src_key_padding_mask`` (a buffer, the same row for every sample:
+``torch_attention.with_padding``); a run-time padding mask and anything else is refused naming the module.
 """
 
 from __future__ import annotations
@@ -73,15 +74,21 @@ class EncoderMixin:
         if isinstance(mod, nn.TransformerEncoderLayer):
             args, kw = list(fx_node.args) + [None] * 4, fx_node.kwargs
             x = self._input(kw.get("src", args[0]), path)
-            mask = self._encoder_mask(fx_node, path, kw.get("src_mask", args[1]), kw.get("is_causal", args[3]))
-            self._refuse_padding(path, kw.get("src_key_padding_mask", args[2]))
+            mask = self._encoder_mask(fx_node, path, kw.get("src_mask", args[1]), kw.get("is_causal", args[3]),
+                                      kw.get("src_key_padding_mask", args[2]))
             self._alias(fx_node, self._encoder_layer(path, mod, x, mask))
             return True
         if isinstance(mod, nn.TransformerEncoder):
             args, kw = list(fx_node.args) + [None] * 4, fx_node.kwargs
             x = self._input(kw.get("src", args[0]), path)
-            mask = self._encoder_mask(fx_node, path, kw.get("mask", args[1]), kw.get("is_causal", args[3]))
-            self._refuse_padding(path, kw.get("src_key_padding_mask", args[2]))
+            pad = kw.get("src_key_padding_mask", args[2])
+            if pad is not None and getattr(mod, "use_nested_tensor", False):
+                raise UnsupportedOpError(
+                    f"module '{path or 'the model'}' (nn.TransformerEncoder) has a src_key_padding_mask with "
+                    "enable_nested_tensor=True: under torch.no_grad() PyTorch then writes 0 at the padded tokens, "
+                    "its autograd forward computes them; aieflow follows the latter and will not guess which you mean",
+                    hint="build the encoder with enable_nested_tensor=False")
+            mask = self._encoder_mask(fx_node, path, kw.get("mask", args[1]), kw.get("is_causal", args[3]), pad)
             for i, layer in enumerate(mod.layers):
                 x = self._encoder_layer(_join(path, f"layers.{i}"), layer, x, mask)
             if mod.norm is not None:
@@ -92,22 +99,18 @@ class EncoderMixin:
 
     # -- pieces ---------------------------------------------------------------------------------
 
-    def _encoder_mask(self, fx_node, path: str, mask_arg, causal):
-        """The ``keep`` table of a constant ``src_mask`` (``is_causal`` is PyTorch's hint about it)."""
+    def _encoder_mask(self, fx_node, path: str, mask_arg, causal, pad=None):
+        """The ``keep`` table of a constant ``src_mask`` (``is_causal`` is PyTorch's hint about it) and
+        a constant ``src_key_padding_mask`` (``torch_attention.with_padding``)."""
         kind = type(self.gm.get_submodule(str(fx_node.target))).__name__
         if mask_arg is None and causal:
             raise UnsupportedOpError(f"module '{path or 'the model'}' ({kind}) has is_causal=True without a mask",
                                      hint="pass mask=nn.Transformer.generate_square_subsequent_mask(T) as a buffer")
         arg = fx_node.kwargs.get("src", fx_node.args[0] if fx_node.args else None)
         t = self.shapes[self._input(arg, path)][0]
-        return self.attention_keep(f"module '{path or 'the model'}' ({kind})", mask_arg, False, t, t, true_keeps=False)
-
-    def _refuse_padding(self, path: str, pad) -> None:
-        if pad is not None:
-            raise UnsupportedOpError(
-                f"module '{path or 'the model'}' has a src_key_padding_mask: a second, run-time model input, which the DAG "
-                "mapping does not take (one model input)", hint="pad with tokens the model ignores, or use a "
-                "constant src_mask; see docs/attention.md")
+        who = f"module '{path or 'the model'}' ({kind})"
+        keep = self.attention_keep(who, mask_arg, False, t, t, true_keeps=False)
+        return self.with_padding(who, keep, pad, t, t)
 
     def _encoder_layer(self, path: str, mod, x: str, mask) -> str:
         nn, F = self.torch.nn, self.F

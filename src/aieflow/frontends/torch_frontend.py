@@ -208,7 +208,7 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin, AttentionMixin, Enc
         self.unlifts: set[str] = set()
         self.training_bn = training_bn
         self.training_dropout = training_dropout
-        self.mask_attrs: set[str] = set()  # get_attr nodes read as constant attention masks (torch_attention)
+        self.mask_attrs: set[str] = set()  # get_attr nodes read as constants (attention masks, positional adds)
         self.mha_outputs: dict[str, tuple[str, str]] = {}  # fx node of an nn.MultiheadAttention -> (path, output)
 
     # -- helpers --------------------------------------------------------------------------------
@@ -384,7 +384,10 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin, AttentionMixin, Enc
         if fn in (operator.add, torch.add) and self._shape(fx_node) is not None and len(fx_node.args) == 2 and all(
             isinstance(a, torch.fx.Node) for a in fx_node.args
         ):
-            self._residual_add(fx_node, name)
+            if any(a.op == "get_attr" for a in fx_node.args):  # x + a parameter / buffer: a positional embedding
+                self._const_add(fx_node, name)
+            else:
+                self._residual_add(fx_node, name)
             return
         if fn in (torch.cat, torch.concat):
             self._concat(fx_node, name)
@@ -483,6 +486,29 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin, AttentionMixin, Enc
         if fx_node.kwargs.get("alpha", 1) != 1:
             raise UnsupportedOpError(f"'{name}' (torch.add) has alpha != 1; only a plain sum is supported")
         self._emit_multi(fx_node, name, "add", (a, b))
+
+    def _const_add(self, fx_node, name: str) -> None:
+        """``x + C`` with ``C`` a module parameter / buffer of the sample's shape (a leading 1 allowed):
+        ``add_const`` (ops/add_const.py), the constant shared by every sample."""
+        i = 0 if fx_node.args[0].op == "get_attr" else 1
+        if fx_node.args[1 - i].op == "get_attr":
+            raise UnsupportedOpError(f"'{name}' adds two parameters; nothing is computed from the input")
+        if fx_node.kwargs.get("alpha", 1) != 1:
+            raise UnsupportedOpError(f"'{name}' (torch.add) has alpha != 1; only a plain sum is supported")
+        x = self._input(fx_node.args[1 - i], name)
+        c = np.asarray(self._numpy(_fetch_attr(self.gm, str(fx_node.args[i].target))), dtype=np.float32)
+        shape = self.shapes[x]
+        if c.ndim == len(shape) + 1 and c.shape[0] == 1:
+            c = c[0]
+        if tuple(c.shape) != tuple(shape):
+            raise UnsupportedOpError(
+                f"'{name}' adds the constant '{fx_node.args[i].target}' of shape {tuple(c.shape)} to per-sample shape "
+                f"{shape}; aieflow maps a constant of the sample's shape (a positional embedding [1, T, E] or [T, E])")
+        if len(shape) != 2:
+            raise UnsupportedOpError(f"'{name}' adds a constant to per-sample shape {shape}; aieflow maps [tokens, "
+                                     "features] samples")
+        self.mask_attrs.add(fx_node.args[i].name)  # read here as a constant
+        self._emit_multi(fx_node, name, "add_const", (x,), None, {"constant": c})
 
     def _concat(self, fx_node, name: str) -> None:
         items = self._arg(fx_node, 0, "tensors", [])

@@ -34,6 +34,30 @@ tests check it against an independent float64 reference):
   Every row keeps at least one key (a row with none is refused at import: PyTorch gives NaN).
   The float reference is the softmax with ``-inf`` at the masked positions.  The kernel reads the
   table as a compile-time constant of its configuration (``layers.h`` ``KEEP``).
+* **integer softmax** (``activations: {softmax: integer}``; the default ``table`` is the one above):
+  the same maximum, sum, reciprocal and product, with ``e_i = iexp(d_i)`` computed instead of read
+  from a table: I-BERT's integer exp (Kim et al., "I-BERT: Integer-only BERT Quantization", ICML
+  2021, arXiv:2101.01321, Algorithm 2 / eq. 11: ``exp(p) ~ 0.3585 (p + 1.353)^2 + 0.344`` on
+  ``(-ln 2, 0]``, ``exp(-z ln 2 + p) = 2^-z exp(p)``) on a grid of ``2^-14``:
+  ``D = d << (14 - frac_in)`` (``>>`` when ``frac_in > 14``, floor), ``e = 0`` when ``D >= 30 L2``,
+  else ``z = (D M) >> 36`` (= ``floor(D / L2)`` exactly), ``p = D - z L2``,
+  ``e = (A ((B - p)^2 + C) + 2^(27 + z)) >> (28 + z)`` with ``L2 = round(ln 2 2^14) = 11357``,
+  ``M = ceil(2^36 / L2)``, ``B = round(1.353 2^14)``, ``C = round(0.344 / 0.3585 2^28)``,
+  ``A = round(0.3585 2^15)``; ``e <= 32773`` (so ``S`` stays in ``[2^15, 2^28)``).  The polynomial's
+  own error on ``(-ln 2, 0]`` is below 0.0022 absolute / 0.31 % relative (I-BERT); the measured
+  error of the whole softmax against float is in docs/attention.md (``benchmarks/softmax_gelu.py``).
+  The kernel computes ``iexp`` per element (no table; its five constants are the layer's
+  ``params["table"]``).
+* **polynomial GELU** (``activations: {gelu: polynomial}``; the default ``table`` is the full table
+  / interpolation above): I-BERT's i-GELU, ``GELU(x) ~ x / 2 (1 + L(x / sqrt 2))``,
+  ``L(v) = sgn(v) (-0.2888 (min(|v|, 1.769) - 1.769)^2 + 1)``, in integers on a grid of ``2^-14``:
+  ``V = min((|x| C1 + 2^(s-1)) >> s, BC)`` with ``s = frac_in + 2`` (``<< -s`` when ``s <= 0``),
+  ``C1 = round(2^16 / sqrt 2)``, ``BC = round(1.769 2^14)``; ``W = V - BC``;
+  ``Lm = 2^28 + ((A W^2) >> 16)`` (floor), ``A = round(-0.2888 2^16)``; ``v = x (2^28 + sgn(x) Lm)``;
+  ``y = sat((v + 2^(t-1)) >> t)``, ``t = frac_in + 29 - frac_out`` (rounds half up, as the
+  interpolation does; the output type's rounding mode is not used: a non-default one is refused).
+  I-BERT states its L-infinity error against GELU as 0.018; the measured error is in
+  docs/attention.md.  The kernel computes it per element (its three constants are ``params["table"]``).
 
 Float precisions: fp32 (AIE1) is what the CNN epilogue kernel computes, bit for bit
 (``templates/cnn/cnn_float_post.h``), for the functions of :data:`FP32_FUNCTIONS`: a fixed sequence
@@ -92,6 +116,12 @@ FUNCTIONS: dict[str, tuple[dict[str, float], str]] = {
 SEGMENT_BITS = 10  # 16-bit inputs: 2^10 interpolation segments
 EXP_BITS = 15  # softmax: exp table entries have 15 fractional bits (E[0] = 2^15)
 RECIP_BITS = 46  # softmax: reciprocal 2^46 / S
+# I-BERT (arXiv:2101.01321) integer exp and GELU, on a grid of 2^-IBERT_P (module docstring)
+IBERT_P = 14
+IEXP_Z_CAP = 30  # D >= 30 L2: exp(-D) < 2^-43, e = 0
+IEXP_M_SHIFT = 36
+SOFTMAX_VARIANTS = ("table", "integer")
+GELU_VARIANTS = ("table", "polynomial")
 KNOT_LIMIT = 1 << 30
 _WIDTH = {"i8": 8, "i16": 16}
 
@@ -306,6 +336,76 @@ def softmax_reference(x: np.ndarray, keep: np.ndarray | None = None) -> np.ndarr
     return e / e.sum(axis=-1, keepdims=True)
 
 
+# ----------------------------------------------------------------------------- I-BERT integer forms
+
+
+def iexp_constants() -> np.ndarray:
+    """[L2, M, B, C, A] of the integer exp (module docstring), int32."""
+    l2 = round(math.log(2.0) * (1 << IBERT_P))
+    m = -(-(1 << IEXP_M_SHIFT) // l2)
+    b = round(1.353 * (1 << IBERT_P))
+    c = round(0.344 / 0.3585 * (1 << (2 * IBERT_P)))
+    a = round(0.3585 * (1 << EXP_BITS))
+    return np.array([l2, m, b, c, a], dtype=np.int32)
+
+
+def iexp_up(frac_in: int) -> int:
+    """The shift of ``d`` onto the integer exp's grid (negative: a right shift)."""
+    return IBERT_P - frac_in
+
+
+def iexp_codes(d: np.ndarray, up: int, k: np.ndarray) -> np.ndarray:
+    """``e = iexp(d)`` for ``d >= 0`` codes (module docstring), int64."""
+    l2, m, b, c, a = (int(v) for v in np.asarray(k, dtype=np.int64))
+    d = np.asarray(d).astype(np.int64)
+    big_d = d << up if up >= 0 else d >> -up
+    big = big_d >= IEXP_Z_CAP * l2
+    dd = np.where(big, 0, big_d)
+    z = (dd * m) >> IEXP_M_SHIFT
+    p = dd - z * l2
+    w = b - p
+    sh = 2 * IBERT_P + z
+    e = ((w * w + c) * a + (np.int64(1) << (sh - 1))) >> sh
+    return np.where(big, 0, e)
+
+
+def igelu_constants() -> np.ndarray:
+    """[C1, BC, A] of the polynomial GELU (module docstring), int32."""
+    return np.array([round((1 << 16) / math.sqrt(2.0)), round(1.769 * (1 << IBERT_P)), round(-0.2888 * (1 << 16))],
+                    dtype=np.int32)
+
+
+def igelu_shifts(tx: FixedType, out: FixedType) -> tuple[int, int]:
+    """(s, t) of the polynomial GELU: |x| C1 >> s onto 2^-14, v >> t into the output."""
+    return tx.frac + 16 - IBERT_P, tx.frac + 2 * IBERT_P + 1 - out.frac
+
+
+def igelu_codes(x: np.ndarray, tx: FixedType, out: FixedType, k: np.ndarray) -> np.ndarray:
+    """The polynomial GELU's output codes (module docstring), int64."""
+    c1, bc, a = (int(v) for v in np.asarray(k, dtype=np.int64))
+    s, t = igelu_shifts(tx, out)
+    x = np.asarray(x).astype(np.int64)
+    ax = np.abs(x) * c1
+    v = (ax + (np.int64(1) << (s - 1))) >> s if s > 0 else ax << -s
+    w = np.minimum(v, bc) - bc
+    lm = (np.int64(1) << (2 * IBERT_P)) + ((a * w * w) >> 16)
+    y = x * ((np.int64(1) << (2 * IBERT_P)) + np.sign(x) * lm)
+    y = (y + (np.int64(1) << (t - 1))) >> t
+    return np.clip(y, out.min_code, out.max_code)
+
+
+def per_element_variant(node: Node) -> str | None:
+    """``activations.softmax: integer`` / ``activations.gelu: polynomial`` when ``node`` computes one
+    (only the DAG mapping's kernels compute them: the chain's fused post, the CNN's post layer and a
+    recurrent head refuse them naming this), else None."""
+    v = getattr(node.types, "variant", None)
+    if node.op == "softmax" and v == "integer":
+        return "activations.softmax: integer"
+    if node.op == "activation" and v == "polynomial":
+        return "activations.gelu: polynomial"
+    return None
+
+
 # ----------------------------------------------------------------------------- types
 
 
@@ -331,7 +431,8 @@ class SoftmaxTypes:
     input: NumericType
     output: NumericType
     index_shift: int = 0  # SD
-    table_size: int = 0  # n_E
+    table_size: int = 0  # n_E (the integer variant: its 5 constants)
+    variant: str = "table"  # "table" | "integer" (SOFTMAX_VARIANTS)
 
     @property
     def is_float(self) -> bool:
@@ -353,11 +454,12 @@ def _act_types_from_json(d: dict) -> ActivationTypes:
 
 def _softmax_types_to_json(t: SoftmaxTypes) -> dict:
     return {"input": t.input.to_string(), "output": t.output.to_string(), "index_shift": t.index_shift,
-            "table_size": t.table_size}
+            "table_size": t.table_size, "variant": t.variant}
 
 
 def _softmax_types_from_json(d: dict) -> SoftmaxTypes:
-    return SoftmaxTypes(parse_type(d["input"]), parse_type(d["output"]), int(d["index_shift"]), int(d["table_size"]))
+    return SoftmaxTypes(parse_type(d["input"]), parse_type(d["output"]), int(d["index_shift"]), int(d["table_size"]),
+                        str(d.get("variant", "table")))
 
 
 # ----------------------------------------------------------------------------- activation
@@ -516,6 +618,8 @@ def _act_emulate(node: Node, x: np.ndarray) -> np.ndarray:
         return apply_f32(node.attrs["function"], node.attrs, x)
     if t.is_float:
         return evaluate(node.attrs["function"], node.attrs, np.asarray(x, dtype=np.float64)).astype(np.float32)
+    if t.variant == "polynomial":
+        return igelu_codes(x, t.input, t.output, node.params["table"])
     return apply_table(x, node.params["table"], t.segment_bits, t.input, t.output)
 
 
@@ -542,6 +646,11 @@ def _output_type(node: Node, ctx: QuantContext, tx: FixedType, bounded: float | 
     return power_of_two_type(m, width, Rounding.CONV_EVEN, Saturation.SATURATE), False
 
 
+def _variant_spec(ctx: QuantContext, key: str):
+    """The layer's (else the config's) ``activations.<key>``, or None."""
+    return ctx.layer.activations.get(key) or ctx.config.activations.get(key)
+
+
 def _fixed_input(node: Node, tx, what: str) -> FixedType:
     if not isinstance(tx, FixedType) or tx.width > 16:
         raise ConfigError(f"{what} needs an 8- or 16-bit fixed-point input, got {tx}", layer=node.name,
@@ -556,6 +665,10 @@ def _act_quantise(node: Node, ctx: QuantContext) -> Node:
     if node.params.get("keep") is not None and isinstance(tx, FloatType):
         raise ConfigError(f"softmax '{node.name}' has an attention mask; masks are mapped in int8 / int16 only",
                           layer=node.name, hint="use precision int8 or int16")
+    spec = _variant_spec(ctx, "gelu" if function in ("gelu", "gelu_tanh") else function)
+    if isinstance(tx, FloatType) and isinstance(spec, tables.NamedVariant) and spec.name != "table":
+        raise ConfigError(f"activations.gelu: {spec.name} is integer arithmetic; layer '{node.name}' computes in {tx}",
+                          layer=node.name, hint="use precision int8 / int16 or activations.gelu: table")
     if isinstance(tx, FloatType) and tx.name == "bf16":
         table, window, rules = bf16_table(function, node.attrs)
         if table.size > BF16_TABLE_LIMIT:
@@ -569,8 +682,9 @@ def _act_quantise(node: Node, ctx: QuantContext) -> Node:
     tx = _fixed_input(node, tx, f"a {function} layer")
     bounded = 1.0 if function in ("sigmoid", "hard_sigmoid") else None
     out, _ = _output_type(node, ctx, tx, bounded)
-    spec = ctx.layer.activations.get(function) or ctx.config.activations.get(function)
     variant = "exact" if tx.width <= 8 else "interpolated"
+    if isinstance(spec, tables.NamedVariant) and spec.name == "polynomial":
+        return _igelu_quantise(node, ctx, tx, out)
     if isinstance(spec, tables.TableSpec):
         if tx.width > 8:
             raise ConfigError(
@@ -580,6 +694,19 @@ def _act_quantise(node: Node, ctx: QuantContext) -> Node:
         variant = spec.preset or "table"
     table, seg = activation_table(function, node.attrs, tx, out, spec)
     return node.evolve(types=ActivationTypes(tx, out, variant, seg), params=dict(node.params, table=table))
+
+
+def _igelu_quantise(node: Node, ctx: QuantContext, tx: FixedType, out: FixedType) -> Node:
+    where = f"activations.gelu: polynomial on layer '{node.name}'"
+    if out.rounding != Rounding.CONV_EVEN or out.saturation != Saturation.SATURATE:
+        raise ConfigError(f"{where} rounds half up and saturates; an output type with rounding {out.rounding.name} / "
+                          f"saturation {out.saturation.name} is not computed", layer=node.name,
+                          hint=f"give layers.{node.name}.output the default modes or use activations.gelu: table")
+    s, t = igelu_shifts(tx, out)
+    if not (-16 <= s and 1 <= t <= 56):
+        raise ConfigError(f"{where}: input {tx} / output {out} put the shifts at {s} / {t} (needs s >= -16, "
+                          "1 <= t <= 56)", layer=node.name, hint="use activations.gelu: table for this layer")
+    return node.evolve(types=ActivationTypes(tx, out, "polynomial"), params=dict(node.params, table=igelu_constants()))
 
 
 # ----------------------------------------------------------------------------- softmax
@@ -605,13 +732,18 @@ def exp_table(tx: FixedType) -> tuple[np.ndarray, int]:
 
 
 def softmax_codes(x: np.ndarray, table: np.ndarray, sd: int, out: FixedType,
-                  keep: np.ndarray | None = None) -> np.ndarray:
+                  keep: np.ndarray | None = None, iexp_up: int | None = None) -> np.ndarray:
+    """The softmax's codes: the exp table (``iexp_up`` None) or the integer exp on ``d << iexp_up``
+    (``table`` its constants)."""
     x = np.asarray(x).astype(np.int64)
     t = np.asarray(table).astype(np.int64)
     k = np.ones(x.shape, dtype=bool) if keep is None else np.broadcast_to(np.asarray(keep, dtype=bool), x.shape)
     m = np.where(k, x, np.iinfo(np.int64).min).max(axis=-1, keepdims=True)
     d = np.where(k, m - x, 0)
-    e = np.where(k, t[np.minimum(d >> sd, t.size - 1)], 0)
+    if iexp_up is None:
+        e = np.where(k, t[np.minimum(d >> sd, t.size - 1)], 0)
+    else:
+        e = np.where(k, iexp_codes(d, iexp_up, t), 0)
     s = e.sum(axis=-1, keepdims=True)
     inv = ((1 << RECIP_BITS) + s // 2) // s
     y = (e * inv + (1 << (RECIP_BITS - 1 - out.frac))) >> (RECIP_BITS - out.frac)
@@ -628,7 +760,8 @@ def _softmax_emulate(node: Node, x: np.ndarray) -> np.ndarray:
         return softmax_bf16(x, node.params["table"], node.params["window"], node.params["rules"])
     if t.is_float:
         return softmax_f32(x)
-    return softmax_codes(x, node.params["table"], t.index_shift, t.output, node.params.get("keep"))
+    return softmax_codes(x, node.params["table"], t.index_shift, t.output, node.params.get("keep"),
+                         iexp_up(t.input.frac) if t.variant == "integer" else None)
 
 
 def _softmax_quantise(node: Node, ctx: QuantContext) -> Node:
@@ -636,6 +769,10 @@ def _softmax_quantise(node: Node, ctx: QuantContext) -> Node:
     if node.params.get("keep") is not None and isinstance(tx, FloatType):
         raise ConfigError(f"softmax '{node.name}' has an attention mask; masks are mapped in int8 / int16 only",
                           layer=node.name, hint="use precision int8 or int16")
+    spec = _variant_spec(ctx, "softmax")
+    if isinstance(tx, FloatType) and isinstance(spec, tables.NamedVariant) and spec.name != "table":
+        raise ConfigError(f"activations.softmax: {spec.name} is integer arithmetic; softmax '{node.name}' computes in "
+                          f"{tx}", layer=node.name, hint="use precision int8 / int16 or activations.softmax: table")
     if isinstance(tx, FloatType) and tx.name == "bf16":
         table, window, rules = bf16_table("exp", {}, negative_only=True)
         return node.evolve(types=SoftmaxTypes(tx, tx, 0, int(table.size)),
@@ -651,6 +788,13 @@ def _softmax_quantise(node: Node, ctx: QuantContext) -> Node:
     n = int(node.attrs.get("features", 0)) or 1
     if n > 4096:
         raise ConfigError(f"softmax over {n} values: at most 4096 are exact in int64", layer=node.name)
+    if isinstance(spec, tables.NamedVariant) and spec.name == "integer":
+        if not -8 <= iexp_up(tx.frac) <= 24:
+            raise ConfigError(f"activations.softmax: integer on layer '{node.name}': input {tx} has {tx.frac} fractional "
+                              f"bits; the integer exp takes -10..22", layer=node.name,
+                              hint="use activations.softmax: table for this layer")
+        k = iexp_constants()
+        return node.evolve(types=SoftmaxTypes(tx, out, 0, int(k.size), "integer"), params=dict(node.params, table=k))
     table, sd = exp_table(tx)
     return node.evolve(types=SoftmaxTypes(tx, out, sd, int(table.size)), params=dict(node.params, table=table))
 

@@ -151,7 +151,25 @@ class TableSpec:
         return np.clip(r + self.offset, 0, self.size - 1).astype(np.int64)
 
 
-Activation = ExactActivation | TableSpec
+@dataclass(frozen=True)
+class NamedVariant:
+    """How a layer function other than sigmoid / tanh is computed (``ops/activation.py``):
+    ``softmax``: ``table`` (the exp table and the integer reciprocal, the default) or ``integer``
+    (I-BERT's integer exp, no table); ``gelu``: ``table`` (the full table / interpolation, the
+    default) or ``polynomial`` (I-BERT's i-GELU)."""
+
+    function: str
+    name: str
+
+    @property
+    def label(self) -> str:
+        return self.name
+
+
+# configurable layer functions beyond the recurrent tables: function -> its variants (default first)
+VARIANTS: Mapping[str, tuple[str, ...]] = {"softmax": ("table", "integer"), "gelu": ("table", "polynomial")}
+
+Activation = ExactActivation | TableSpec | NamedVariant
 
 
 def _abscissae_c(spec: TableSpec) -> np.ndarray:
@@ -228,8 +246,14 @@ def parse_activation(function: str, raw: Any) -> Activation:
     half_even, half_up), ``entry`` (a fixed-point type) and ``evaluation`` (float32-c, float64).
     """
     where = f"activations.{function}"
+    if function in VARIANTS:
+        name = raw.strip().lower() if isinstance(raw, str) else raw
+        if name not in VARIANTS[function]:
+            raise ConfigError(f"{where}: unknown variant {raw!r}; use one of {', '.join(VARIANTS[function])}")
+        return NamedVariant(function, name)
     if function not in FUNCTIONS:
-        raise ConfigError(f"activations: unknown function {function!r}; configurable: {', '.join(FUNCTIONS)}")
+        raise ConfigError(f"activations: unknown function {function!r}; configurable: "
+                          f"{', '.join((*FUNCTIONS, *VARIANTS))}")
     if isinstance(raw, str):
         name = raw.strip().lower()
         if name == "exact":
@@ -288,8 +312,8 @@ def parse_activations(raw: Any, where: str = "activations") -> Mapping[str, Acti
         raise ConfigError(f"{where} must be a mapping like {{sigmoid: hls4ml, tanh: exact}}, got {raw!r}")
     out = {}
     for k, v in raw.items():
-        if k not in FUNCTIONS:
-            raise ConfigError(f"{where}: unknown function {k!r}; configurable: {', '.join(FUNCTIONS)}")
+        if k not in FUNCTIONS and k not in VARIANTS:
+            raise ConfigError(f"{where}: unknown function {k!r}; configurable: {', '.join((*FUNCTIONS, *VARIANTS))}")
         out[k] = parse_activation(k, v)
     return out
 
@@ -298,6 +322,8 @@ def activation_to_json(a: Activation) -> Any:
     """The config / design.json form; round-trips through :func:`parse_activation`."""
     if isinstance(a, ExactActivation):
         return "exact"
+    if isinstance(a, NamedVariant):
+        return a.name
     if a.preset and a == (hls4ml_table(a.function) if a.preset == "hls4ml" else espcn_table(a.function)):
         return a.preset
     return {
@@ -319,6 +345,8 @@ def describe(a: Activation) -> str:
     """One line for reports."""
     if isinstance(a, ExactActivation):
         return f"{a.function}: exact"
+    if isinstance(a, NamedVariant):
+        return f"{a.function}: {a.name}"
     return (
         f"{a.function}: {a.label} table, {a.size} entries over [-{a.limit}, {a.limit}), "
         f"index {_ROUNDING_NAMES[a.index_rounding]}, entries {a.entry}"

@@ -43,6 +43,8 @@ def is_fused_post(graph: Graph, node: Node) -> bool:
         return False
     if not (_fixed(node.types) and _fixed(producer.types)):
         return False
+    if getattr(node.types, "variant", "") in ("integer", "polynomial"):  # per-element forms: the DAG kernels only
+        return False
     return node.types.output.container_bits == producer.types.output.container_bits
 
 

@@ -9,6 +9,7 @@ from ..errors import UnsupportedOpError
 from ..ir import Graph
 from .activation import ACTIVATION, SOFTMAX
 from .add import ADD
+from .add_const import ADD_CONST
 from .base import OpFamily
 from .conv import CONV2D, PRELU, TANH
 from .dense import DENSE
@@ -37,6 +38,7 @@ OP_FAMILIES: Mapping[str, OpFamily] = MappingProxyType(
         "maxpool": MAXPOOL,
         "avgpool": AVGPOOL,
         "add": ADD,
+        "add_const": ADD_CONST,
         "layernorm": LAYERNORM,
         "transpose": TRANSPOSE,
         "concat": CONCAT,
@@ -50,7 +52,7 @@ OP_FAMILIES: Mapping[str, OpFamily] = MappingProxyType(
 # Families that import and emulate but have no AI Engine mapping yet: their ``plan`` raises a
 # PlanError naming the layer (aieflow.emulate runs models that contain them).
 EMULATION_ONLY: frozenset[str] = frozenset(
-    {"gru", "lstm", "conv2d", "pixel_shuffle", "resize", "maxpool", "avgpool", "add", "layernorm", "transpose", "concat", "slice",
+    {"gru", "lstm", "conv2d", "pixel_shuffle", "resize", "maxpool", "avgpool", "add", "add_const", "layernorm", "transpose", "concat", "slice",
      "activation", "softmax", "matmul"}
 )
 

@@ -28,14 +28,25 @@ SM_ROW_CYCLES = 300
 COPY_CYCLES = 2
 
 
+# The I-BERT integer forms (ops/activation.py), computed per element on the scalar unit.  Counted from
+# activation_fixed.h, assumed 4 cycles per 64-bit multiply (composed from 32-bit multiplies, as
+# ACT_INTERP_CYCLES assumes) and one per other operation: iexp 4 multiplies (D M, z L2, w^2, A poly)
+# + 6 shifts / compares / subtractions = 22 (in place of the table read, SM_EXP_CYCLES / the vector
+# form's SM_VEC_GATHER_CYCLES); igelu 4 multiplies (|x| C1, A w, . w, x (2^28 + L)) + 8 shifts,
+# compares, the clamp, + a load and a store = 26 per element.  Assumed, no published figure.
+SM_IEXP_CYCLES = 22
+ACT_POLY_CYCLES = 26
+
+
 def activation_cycles(values: int, interpolated: bool) -> int:
     """An activation over ``values`` codes."""
     return values * (ACT_INTERP_CYCLES if interpolated else ACT_TABLE_CYCLES)
 
 
-def softmax_cycles(rows: int, features: int) -> int:
-    """A softmax over ``rows`` rows of ``features`` contiguous codes."""
-    return rows * (features * (SM_MAX_CYCLES + SM_EXP_CYCLES + SM_OUT_CYCLES) + SM_ROW_CYCLES)
+def softmax_cycles(rows: int, features: int, integer: bool = False) -> int:
+    """A softmax over ``rows`` rows of ``features`` contiguous codes (``integer``: the integer exp)."""
+    exp = SM_IEXP_CYCLES if integer else SM_EXP_CYCLES
+    return rows * (features * (SM_MAX_CYCLES + exp + SM_OUT_CYCLES) + SM_ROW_CYCLES)
 
 
 # ----------------------------------------------------------------------------- vector forms
@@ -78,6 +89,8 @@ def activation_form(types, generation) -> str:
     interpolation) or ``scalar``; float types: ``float``."""
     if types.is_float:
         return "float"
+    if types.variant == "polynomial":
+        return "polynomial"
     if types.segment_bits == 0 and types.input.container_bits == 8 and generation.lut_parallel_accesses > 0:
         return "lut"
     if types.input.container_bits == 16 and 1 <= types.segment_bits <= 14:
@@ -98,6 +111,8 @@ def activation_form_cycles(values: int, form: str, generation) -> int:
         vec = values // ACT_LUT_LANES
         per = ACT_LUT_LANES // generation.lut_parallel_accesses + ACT_LUT_EXTRA_CYCLES
         return vec * per + (values - vec * ACT_LUT_LANES) * ACT_TABLE_CYCLES
+    if form == "polynomial":
+        return values * ACT_POLY_CYCLES
     if form == "vector":
         vec = values // ACT_VEC_LANES
         return (vec * (ACT_VEC_LANES * ACT_VEC_GATHER_CYCLES + ACT_VEC_CYCLES)
@@ -105,8 +120,10 @@ def activation_form_cycles(values: int, form: str, generation) -> int:
     return activation_cycles(values, form == "interpolated")
 
 
-def softmax_vector_cycles(rows: int, features: int) -> int:
-    """The vector softmax over ``rows`` rows of ``features`` (a multiple of 16) codes."""
-    return (rows * ((features // 16) * SM_VEC_CYCLES + features * SM_VEC_GATHER_CYCLES + SM_VEC_ROW_CYCLES
+def softmax_vector_cycles(rows: int, features: int, integer: bool = False) -> int:
+    """The vector softmax over ``rows`` rows of ``features`` (a multiple of 16) codes (``integer``: the
+    integer exp per element in place of the table read)."""
+    gather = SM_IEXP_CYCLES if integer else SM_VEC_GATHER_CYCLES
+    return (rows * ((features // 16) * SM_VEC_CYCLES + features * gather + SM_VEC_ROW_CYCLES
                     + SM_VEC_NORM_CYCLES)
             + -(-rows // 16) * SM_RECIP_GROUP_CYCLES)

@@ -32,8 +32,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import Config
-from ..errors import ConfigError
+from ..errors import ConfigError, PlanError
 from ..ir import Node
+from ..ops.activation import per_element_variant
 from .plan import AGGREGATIONS, COMPACT, DISTRIBUTIONS, RecurrentMapping, RecurrentOptions
 
 KERNEL_CHOICES = ("auto", "vector", "scalar")
@@ -154,6 +155,10 @@ def check_head(config: Config, head: list[Node]) -> None:
     """The dense head runs in the aggregation epilogue: mapping keys on it would be ignored."""
     for node in head:
         names = (node.name, *node.aliases)
+        if node.types is not None and per_element_variant(node):
+            raise PlanError(f"{per_element_variant(node)} is computed by the DAG mapping's kernels only; the dense head "
+                            f"after a recurrent layer computes the table form", layer=node.name,
+                            hint=f"remove {per_element_variant(node)} from the config (or set it to table)")
         if config.layer(*names).mapping:
             key = next(n for n in names if n in config.layers)
             raise ConfigError(f"{_where(key)}: the dense head after a recurrent layer runs in the aggregation epilogue "

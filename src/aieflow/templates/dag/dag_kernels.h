@@ -97,6 +97,66 @@ public:
     static void registerKernelClass() { REGISTER_FUNCTION(ResidualAdd::run); }
 };
 
+// ---------------------------------------------------------------------------- ConstAdd
+// Config (generated in layers.h):
+//   struct ca_cfg { using TA, TB, TO; using ACC = acc32 | acc64; static constexpr unsigned ROWS, N, MQ;
+//                   static constexpr int SHIFT_A, SHIFT_B, SHIFT; RND; SAT; per port P in IN, OUT: bool P_T, ... };
+// y = x + C (ops/add_const.py): ResidualAdd's step with operand B the constant's codes (a kernel parameter of
+// MQ rows x N), row r of the part reading row r % MQ (whole samples per part).
+template <class C>
+class ConstAdd {
+    using TA = typename C::TA;
+    using TB = typename C::TB;
+    using TO = typename C::TO;
+    using ACC = typename C::ACC;
+    static constexpr unsigned L = 16;
+    static constexpr unsigned FULL = C::N / L * L;
+    alignas(32) TB c_[C::MQ * C::N];
+    alignas(32) TA ti_[C::IN_T ? C::ROWS * C::N : 1];
+    alignas(32) TO to_[C::OUT_T ? C::ROWS * C::N : 1];
+
+    static aie::vector<TO, L> step(const aie::vector<TA, L>& va, const aie::vector<TB, L>& vb) {
+        aie::accum<ACC, L> acc;
+        acc.from_vector(va, C::SHIFT_A);  // exact upshifts onto the common grid
+        aie::accum<ACC, L> acb;
+        acb.from_vector(vb, C::SHIFT_B);
+        acc = aie::add(acc, acb);  // exact
+        return aieflow_narrow::narrow<C>(acc.template to_vector<TO>(C::SHIFT));
+    }
+
+public:
+    explicit ConstAdd(const std::vector<TB>& c) {
+        for (unsigned i = 0; i < C::MQ * C::N; ++i) c_[i] = i < c.size() ? c[i] : TB(0);
+    }
+
+    void run(adf::input_buffer<TA>& __restrict in, adf::output_buffer<TO>& __restrict out) {
+        aie::set_rounding(C::RND);
+        aie::set_saturation(C::SAT);
+        if constexpr (C::IN_T) transpose_block<TA, C::IN_S, C::IN_A, C::IN_B>(in.data(), ti_);
+        const TA* __restrict x = C::IN_T ? ti_ : in.data();
+        TO* __restrict y = C::OUT_T ? to_ : out.data();
+        for (unsigned r = 0; r < C::ROWS; ++r, x += C::N, y += C::N) {
+            const TB* __restrict c = c_ + (r % C::MQ) * C::N;
+            for (unsigned i = 0; i < FULL; i += L) aie::store_v(y + i, step(aie::load_v<L>(x + i), aie::load_v<L>(c + i)));
+            if constexpr (C::N % L != 0) {  // the row's last, partial vector
+                aie::vector<TA, L> va = aie::zeros<TA, L>();
+                aie::vector<TB, L> vb = aie::zeros<TB, L>();
+                for (unsigned j = 0; j < C::N - FULL; ++j) {
+                    va.set(x[FULL + j], j);
+                    vb.set(c[FULL + j], j);
+                }
+                const aie::vector<TO, L> vo = step(va, vb);
+                for (unsigned j = 0; j < C::N - FULL; ++j) y[FULL + j] = vo.get(j);
+            }
+        }
+        if constexpr (C::OUT_T) transpose_block<TO, C::OUT_S, C::OUT_A, C::OUT_B>(to_, out.data());
+    }
+    static void registerKernelClass() {
+        REGISTER_FUNCTION(ConstAdd::run);
+        REGISTER_PARAMETER(c_);
+    }
+};
+
 // ---------------------------------------------------------------------------- LayerNorm
 // Config (generated in layers.h):
 //   struct ln_cfg { using TI, TO; static constexpr unsigned ROWS, N; static constexpr long long EPS;
@@ -308,8 +368,8 @@ public:
 // ---------------------------------------------------------------------------- Activation
 // Config (generated in layers.h):
 //   struct act_cfg { using TI, TO; static constexpr unsigned SIZE, TABLE; static constexpr int MIN, SEG,
-//                    LO, HI; static constexpr unsigned LUT_P, LUT_V; static constexpr bool VEC;
-//                    per port P in IN, OUT: bool P_T, unsigned P_S, P_A, P_B; };
+//                    LO, HI; static constexpr unsigned LUT_P, LUT_V; static constexpr bool VEC, POLY;
+//                    static constexpr int PS, PT; per port P in IN, OUT: bool P_T, unsigned P_S, P_A, P_B; };
 // Three forms, each the emulation's definition (activation_fixed.h) bit for bit:
 //   LUT_P > 0 (8-bit input, full table, AIE-ML family): aie::parallel_lookup of 32 lanes from an int16
 //     aie::lut<LUT_P> holding the output codes, index x - MIN (bias -MIN, saturating: every code is in
@@ -319,6 +379,8 @@ public:
 //     loop (AIE-ML has no gather for int32 knots of 1025 entries), then T[i] (2^SEG - r) + T[i + 1] r in
 //     64-bit lanes (= T[i] 2^SEG + (T[i + 1] - T[i]) r, exact), one SRS by SEG rounding positive_inf
 //     (floor(v / 2^SEG + 1/2): the emulation's + 2^(SEG-1) >> SEG), then max LO / min HI.
+//   POLY (the polynomial GELU, I-BERT's i-GELU): activation_fixed.h igelu per element on the scalar unit,
+//     the table its three constants.
 //   otherwise the scalar loop of activation_fixed.h.
 template <class C>
 class Activation {
@@ -390,6 +452,10 @@ public:
                 aie::store_v(y + done, narrow_to<L>(w));
             }
         }
+        if constexpr (C::POLY) {
+            for (; done < C::SIZE; ++done)
+                y[done] = static_cast<TO>(aieflow_act::igelu(x[done], C::PS, C::PT, table_, C::LO, C::HI));
+        }
         for (unsigned i = done; i < C::SIZE; ++i)
             y[i] = static_cast<TO>(aieflow_act::lookup(table_, static_cast<std::int64_t>(x[i]) - C::MIN, C::SEG, C::LO,
                                                        C::HI));
@@ -406,7 +472,10 @@ public:
 //   struct sm_cfg { using TI, TO; static constexpr unsigned ROWS, N, TABLE; static constexpr int SD, FO, HI;
 //                   static constexpr bool MASKED; unsigned MQ; unsigned char KEEP[MQ * N] (row r keeps key j
 //                   where KEEP[(r % MQ) N + j]: a compile-time attention mask, ROWS a multiple of MQ);
-//                   static constexpr bool VEC; per port P in IN, OUT: bool P_T, unsigned P_S, P_A, P_B; };
+//                   static constexpr bool VEC, IEXP; static constexpr int UP;
+//                   per port P in IN, OUT: bool P_T, unsigned P_S, P_A, P_B; };
+// IEXP (the integer softmax): e = activation_fixed.h iexp(m - x) per element on the scalar unit instead of the
+// table read (the table holds its five constants), in both forms below; the rest unchanged.
 // VEC (rows of whole 16-lane vectors): per row the maximum by aie::max + reduce_max, the table index
 // min((m - x) >> SD, TABLE - 1) in int32 lanes, the exp entries read by a scalar loop (a data-dependent
 // load per element), S by aie::add + reduce_add (S < 2^28), for a group of 16 rows (their exp entries kept);
@@ -464,11 +533,17 @@ public:
                         for (unsigned i = L; i < C::N; i += L) mv = aie::max(mv, aie::load_v<L>(xr + i));
                         const aie::vector<int32, L> m =
                             aie::broadcast<int32, L>(static_cast<int32>(aie::reduce_max(mv)));
-                        for (unsigned i = 0; i < C::N; i += L) {
-                            const aie::vector<int32, L> d = aie::downshift(aie::sub(m, widen(xr + i)), C::SD);
-                            aie::store_v(k_ + i, aie::min(d, static_cast<int32>(C::TABLE - 1)));
+                        if constexpr (C::IEXP) {
+                            for (unsigned i = 0; i < C::N; i += L) aie::store_v(k_ + i, aie::sub(m, widen(xr + i)));
+                            for (unsigned i = 0; i < C::N; ++i)
+                                er[i] = static_cast<int32>(aieflow_act::iexp(k_[i], C::UP, exp_));
+                        } else {
+                            for (unsigned i = 0; i < C::N; i += L) {
+                                const aie::vector<int32, L> d = aie::downshift(aie::sub(m, widen(xr + i)), C::SD);
+                                aie::store_v(k_ + i, aie::min(d, static_cast<int32>(C::TABLE - 1)));
+                            }
+                            for (unsigned i = 0; i < C::N; ++i) er[i] = exp_[k_[i]];
                         }
-                        for (unsigned i = 0; i < C::N; ++i) er[i] = exp_[k_[i]];
                         aie::vector<int32, L> sv = aie::load_v<L>(er);
                         for (unsigned i = L; i < C::N; i += L) sv = aie::add(sv, aie::load_v<L>(er + i));
                         s = aie::reduce_add(sv);
@@ -501,9 +576,13 @@ public:
                 }
             }
         } else {
-            for (unsigned row = 0; row < C::ROWS; ++row, x += C::N, y += C::N)
-                aieflow_act::softmax_row(x, y, C::N, exp_, C::TABLE, C::SD, C::FO, C::HI, e_,
-                                         C::MASKED ? C::KEEP + (row % C::MQ) * C::N : nullptr);  // attention mask
+            for (unsigned row = 0; row < C::ROWS; ++row, x += C::N, y += C::N) {
+                const unsigned char* keep = C::MASKED ? C::KEEP + (row % C::MQ) * C::N : nullptr;  // attention mask
+                if constexpr (C::IEXP)
+                    aieflow_act::softmax_row_e(x, y, C::N, aieflow_act::ExpInt{exp_, C::UP}, C::FO, C::HI, e_, keep);
+                else
+                    aieflow_act::softmax_row(x, y, C::N, exp_, C::TABLE, C::SD, C::FO, C::HI, e_, keep);
+            }
         }
         if constexpr (C::OUT_T) transpose_block<TO, C::OUT_S, C::OUT_A, C::OUT_B>(to_, out.data());
     }
