@@ -32,6 +32,8 @@ HOST_TYPES = {
     "int32": "std::int32_t", "uint32": "std::uint32_t", "int64": "std::int64_t", "uint64": "std::uint64_t",
     "float": "float", "bfloat16": "aieflow_io::bf16",
 }
+HOST_BITS = {"int8": 8, "uint8": 8, "int16": 16, "uint16": 16, "int32": 32, "uint32": 32, "int64": 64, "uint64": 64,
+             "float": 32, "bfloat16": 16}
 
 # Every file this module writes into a project (the tests check each one).
 PL_SOURCES = ("pl/mm2s.cpp", "pl/s2mm.cpp")
@@ -111,7 +113,7 @@ def system_files(files: dict[str, str], *, device: Device, graph_class: str, gra
                  plio_in: list[dict[str, Any]], plio_out: list[dict[str, Any]], iterations: int,
                  samples_per_iteration: int, classes: list[str], tiles, plio_bits: int = 64,
                  pl_kernels: list[dict[str, Any]] = (), connects: list[str] = (), free_running: bool = False,
-                 x86: dict[str, Any] | None = None, refuse_hint: str = "") -> dict[str, str]:
+                 per_run: bool = False, x86: dict[str, Any] | None = None, refuse_hint: str = "") -> dict[str, str]:
     """Makefile, system.cfg, PL movers, XRT host, x86 system run and the compare script of a project
     whose graph reads ``plio_in`` and writes ``plio_out`` (dicts with ``var``, ``file`` (``data/...``)
     and ``ctype``; an output's ``period`` / ``real``: value i is a sample's when ``i % period < real``,
@@ -122,7 +124,9 @@ def system_files(files: dict[str, str], *, device: Device, graph_class: str, gra
     ``pl_kernels``: the kind's own PL kernels (``name``, ``cu``, ``source``, ``deps``: HLS tops
     built by ``v++ -c -k`` next to the movers), ``connects``: their ``stream_connect`` lines;
     ``free_running``: the graph runs forever (``graph.run(-1)``: the host waits for the s2mm
-    movers only); ``x86``: the kind's own x86 runs (``template`` of x86/system.cpp or its ``text``
+    movers only); ``per_run``: PS-orchestrated, one graph iteration per host run (the host starts
+    the movers, every PL kernel of ``pl_kernels`` and ``graph.run(1)`` per iteration, each mover on
+    its iteration's slice of the buffer, and waits for all: the thesis flow); ``x86``: the kind's own x86 runs (``template`` of x86/system.cpp or its ``text``
     rendered by the kind, ``shim_units``,
     ``shim_args``, ``system_units``, ``csim_units``; defaults: the Dense / DAG / CNN harness);
     ``refuse_hint``: what the kind's user changes when its streams exceed the device's PLIOs."""
@@ -130,6 +134,13 @@ def system_files(files: dict[str, str], *, device: Device, graph_class: str, gra
         raise UnsupportedOpError(f"a PLIO of {plio_bits} bits has no data mover", hint="PLIOs are 32, 64 or 128 bits wide")
     ins = _ports(plio_in, files, iterations, "mm2s")
     outs = _ports(plio_out, files, iterations, "s2mm")
+    if per_run and free_running:
+        raise UnsupportedOpError("a free-running graph (graph.run(-1)) cannot be started once per iteration (per_run)")
+    for p in ins + outs if per_run else ():  # each iteration's slice of a buffer is whole PLIO words
+        if p["per_iteration"] * HOST_BITS[p["ctype"]] % plio_bits:
+            raise UnsupportedOpError(f"PLIO '{p['var']}': {p['per_iteration']} values per iteration are not whole "
+                                     f"{plio_bits}-bit words, so the host cannot start one run per iteration",
+                                     hint="pad each iteration's values to whole PLIO words")
     check_stream_count(device, ins, outs, connects, refuse_hint)
     runs = {"template": "x86_system.cpp.j2", "shim_units": ["x86/harness.cpp", "$(KERNEL_SRCS)"],
             "shim_args": "--data . --out shim_output --iterations $(ITERATIONS)", "shim_out": "shim_output",
@@ -142,7 +153,7 @@ def system_files(files: dict[str, str], *, device: Device, graph_class: str, gra
         version=__version__, device=device, graph_class=graph_class, graph_var=graph_var, plio_in=ins,
         plio_out=outs, iterations=iterations, samples_per_iteration=samples_per_iteration, plio_bits=plio_bits,
         classes=classes, tiles=tiles, platform_hint=device.vitis_platform, pl_kernels=list(pl_kernels),
-        connects=list(connects), free_running=free_running, runs=make_runs, shim_dir=SHIM_DIR,
+        connects=list(connects), free_running=free_running, per_run=per_run, runs=make_runs, shim_dir=SHIM_DIR,
     )
     static = resources.files("aieflow").joinpath("templates/system")
     out = {

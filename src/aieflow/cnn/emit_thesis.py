@@ -242,7 +242,7 @@ def system_args(plan: CnnPlan, ctx: dict, plio_in: list[dict], plio_out: list[di
         device=plan.device, graph_class=GRAPH_CLASS, graph_var=GRAPH_VAR,
         plio_in=[{"var": p["var"], "file": f"data/{p['var']}.txt", "ctype": "float"} for p in plio_in if p["layer"] == 0],
         plio_out=[out], iterations=ctx["iterations"], samples_per_iteration=1, classes=[], tiles=mapped.kernels,
-        plio_bits=PLIO_BITS, pl_kernels=kernels, connects=connects, x86=x86,
+        plio_bits=PLIO_BITS, pl_kernels=kernels, connects=connects, x86=x86, per_run=True,
         refuse_hint="fewer kernels or input PLIOs per layer (layers: <conv>: mapping: kernels / plio_in)")
 
 

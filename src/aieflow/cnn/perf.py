@@ -272,39 +272,161 @@ def thesis_kernel_cycles(lay: ThesisLayer) -> float:
     return KERNEL_CALL_CYCLES + mac + partial
 
 
-def pl_loop_elements(plan: CnnPlan, i: int) -> tuple[int, str]:
-    """Trip count of the PL kernel after layer i: untile (read every output), activation (every
-    output), then im2col + tile (write every patch element of the next layer), or pixel shuffle."""
+# The thesis PL kernels' loops as ``pl/thesis_pl.h`` writes them: each a pipelined inner loop at
+# II = PL_LOOP_II inside a sequential outer loop (imperfect nests: a call and a second loop in the
+# outer body, so HLS does not flatten them).  One execution of such a loop costs UG1399's
+# "(trip count - 1) x II + iteration latency" plus one cycle to enter it and one to leave it (UG1399
+# "Flattening Nested Loops": "one clock cycle to move from an outer loop to an inner loop and from
+# an inner loop to an outer loop").
+PL_LOOP_TRANSITION_CYCLES = 2
+# Assumed (no synthesis report): the iteration latency of one of these loop bodies, a stream or
+# BRAM read, the index arithmetic (constant divisions as multiplies) and a BRAM write, or in the
+# tanh loop a float multiply and round at 260 MHz; 8 PL cycles.
+PL_LOOP_DEPTH_CYCLES = 8
+
+
+@dataclass(frozen=True)
+class PLLoop:
+    """One pipelined loop of a thesis PL kernel (``pl/thesis_pl.h``): ``runs`` executions per frame
+    of ``trips`` iterations each."""
+
+    what: str
+    runs: int
+    trips: int
+
+    def cycles_per_run(self) -> int:
+        return (self.trips - 1) * PL_LOOP_II + PL_LOOP_DEPTH_CYCLES + PL_LOOP_TRANSITION_CYCLES
+
+    def cycles(self) -> int:
+        return self.runs * self.cycles_per_run()
+
+
+def pl_loops(plan: CnnPlan, i: int) -> list[PLLoop]:
+    """The loops of the PL kernel after layer i, in the order ``pl/thesis_pl.cpp`` runs them:
+    ``untile`` (per output tile a ``read_window`` of its tile_m x tile_n values and the reorder loop),
+    ``activate`` (the tanh LUT over every output, where the layer has one), then ``im2col_tile``
+    (per N block of the next layer the patch loop and its ``write_window``), or ``pixel_shuffle``
+    and its ``write_window`` (or the untiled output's ``write_window``)."""
     s, lay = plan.stages[i], plan.layers[i]
-    outputs = lay.m * lay.n
-    if lay.pl_kernel == "pixelshuffle":
-        return 2 * outputs, f"untile {outputs} + pixel shuffle {outputs}"
+    tile, outputs = lay.tile_m * lay.tile_n, lay.m * lay.n
+    loops = [PLLoop("untile: read_window", lay.kernels, tile), PLLoop("untile: reorder", lay.kernels, tile)]
+    if s.activation == "tanh":  # the template's `activate` (emit_thesis: a LUT only for tanh)
+        loops.append(PLLoop("tanh LUT", 1, outputs))
+    frame_out = 1
+    for d in plan.stages[-1].out_shape:
+        frame_out *= int(d)
     if lay.pl_kernel == "activation":
         nxt = plan.layers[i + 1]
-        act = outputs if s.activation else 0
-        return outputs + act + nxt.k_pad * nxt.n, f"untile {outputs} + tanh LUT {act} + im2col/tile {nxt.k_pad * nxt.n}"
-    return outputs, f"s2mm {outputs}"
+        window = nxt.k_pad * nxt.tile_n
+        loops += [PLLoop("im2col", nxt.grid[1], window), PLLoop("tile: write_window", nxt.grid[1], window)]
+    elif lay.pl_kernel == "pixelshuffle":
+        loops += [PLLoop("pixel shuffle", 1, outputs), PLLoop("write_window", 1, frame_out)]
+    else:
+        loops.append(PLLoop("write_window", 1, frame_out))
+    return loops
+
+
+@dataclass
+class _Item:
+    """One piece of a PL kernel's work in the frame timeline (seconds)."""
+
+    what: str
+    start: float
+    end: float
+    waited_for: int | None  # the N block whose AIE kernels it waited for (None: it followed its predecessor)
+
+
+def thesis_timeline(plan: CnnPlan) -> tuple[float, list[list[_Item]], list[float], float]:
+    """One frame of the thesis flow as the generated code runs it, every PL kernel started (and
+    waiting) when the frame starts: layer 0's windows arrive from the mm2s movers (one input PLIO
+    per N block, 128-bit words at the mover clock); an AIE kernel (mi, ni) runs when its single-
+    buffered input window ni is complete; the next PL kernel untiles the tiles in the order
+    ``untile`` reads them (mi-major), each when its kernel is done, then runs its other loops one
+    after the other; window ni of the next layer is complete when its ``write_window`` ends.
+
+    The AIE -> PL and PL -> AIE words move inside the PL's ``read_window`` / ``write_window``
+    loops (one 32-bit value per PL cycle, below the 128-bit PLIO's rate), so no separate PLIO
+    term; windows are single-buffered and a frame's layers share no kernel, so one frame is this
+    timeline.  Returns (latency, each PL kernel's items, each layer's AIE kernel time, the input
+    windows' arrival)."""
+    first = plan.layers[0]
+    t_in = first.k_pad * first.tile_n * 4 / PLIO_BYTES_PER_CYCLE / plan.mover_clock_hz  # one window per PLIO
+    ready = [t_in] * first.grid[1]
+    kernels: list[list[_Item]] = []
+    aies: list[float] = []
+    t = 0.0
+    for i, lay in enumerate(plan.layers):
+        aie = thesis_kernel_cycles(lay) / plan.device.clock_hz
+        aies.append(aie)
+        loops = {lp.what: lp for lp in pl_loops(plan, i)}
+        clk = lay.pl_clock_hz
+        per_tile = (loops["untile: read_window"].cycles_per_run() + loops["untile: reorder"].cycles_per_run()) / clk
+        items: list[_Item] = []
+        t = 0.0
+        gm, gn = lay.grid
+        for _mi in range(gm):
+            for ni in range(gn):
+                done = ready[ni] + aie
+                waited = ni if done > t else None
+                start = max(t, done)
+                items.append(_Item("untile", start, start + per_tile, waited))
+                t = start + per_tile
+        nxt_ready: list[float] = []
+        for what, lp in loops.items():
+            if what.startswith("untile"):
+                continue
+            if what == "tile: write_window":
+                continue  # with its im2col, window by window
+            if what == "im2col":
+                w = (lp.cycles_per_run() + loops["tile: write_window"].cycles_per_run()) / clk
+                for _ in range(lp.runs):
+                    items.append(_Item("im2col + tile", t, t + w, None))
+                    t += w
+                    nxt_ready.append(t)
+                continue
+            items.append(_Item(what, t, t + lp.cycles() / clk, None))
+            t += lp.cycles() / clk
+        kernels.append(items)
+        ready = nxt_ready
+    return t, kernels, aies, t_in
 
 
 def estimate_thesis(plan: CnnPlan) -> CnnPerformance:
-    """Single-buffered windows and one frame at a time: the frame latency is the sum of the steps,
-    and the next frame starts after it (interval = latency)."""
+    """Single-buffered windows and one frame at a time (interval = latency): the frame is
+    :func:`thesis_timeline`; its stages are the time each step adds to the frame's critical path
+    (traced back from the last write), so they add up to the latency; each stage's detail gives
+    its whole time, hidden part included."""
+    latency, kernels, aies, t_in = thesis_timeline(plan)
+    exposed_pl = [0.0] * len(plan.layers)
+    exposed_aie = [0.0] * len(plan.layers)
+    exposed_in = 0.0
+    li, idx = len(kernels) - 1, len(kernels[-1]) - 1
+    while True:  # the critical path, backwards
+        item = kernels[li][idx]
+        exposed_pl[li] += item.end - item.start
+        if item.waited_for is None:
+            idx -= 1
+            continue
+        exposed_aie[li] += aies[li]
+        if li == 0:
+            exposed_in = t_in
+            break
+        li, idx = li - 1, [k for k, it in enumerate(kernels[li - 1]) if it.what == "im2col + tile"][item.waited_for]
     parts: list[StagePerf] = []
+    first = plan.layers[0]
+    parts.append(StagePerf(first.stage, "plio", exposed_in,
+                           f"{first.grid[1]} input PLIOs (mm2s) x {first.k_pad * first.tile_n * 4:,} B, 128-bit words "
+                           f"at {plan.mover_clock_hz / 1e6:g} MHz"))
     for i, lay in enumerate(plan.layers):
-        tm, tn = lay.tile_m, lay.tile_n
-        in_bytes = lay.k_pad * tn * 4 * (lay.n // tn) / lay.plio_in  # per input PLIO, all its N blocks
-        parts.append(StagePerf(lay.stage, "plio", in_bytes / PLIO_BYTES_PER_CYCLE / plan.mover_clock_hz,
-                               f"{lay.plio_in} input PLIOs x {in_bytes:,.0f} B"))
         cyc = thesis_kernel_cycles(lay)
-        parts.append(StagePerf(lay.stage, "aie", cyc / plan.device.clock_hz,
-                               f"{lay.kernels} kernels of {tm} x {lay.k_pad} x {tn}, {cyc:,.0f} cycles"))
-        out_bytes = tm * tn * 4
-        parts.append(StagePerf(lay.stage, "plio", out_bytes / PLIO_BYTES_PER_CYCLE / plan.mover_clock_hz,
-                               f"{lay.plio_out} output PLIOs x {out_bytes} B"))
-        elements, detail = pl_loop_elements(plan, i)
-        parts.append(StagePerf(f"{lay.stage}:{lay.pl_kernel}", "pl", elements * PL_LOOP_II / lay.pl_clock_hz,
-                               f"{detail} at {lay.pl_clock_hz / 1e6:g} MHz"))
-    latency = sum(p.seconds for p in parts)
+        parts.append(StagePerf(lay.stage, "aie", exposed_aie[i],
+                               f"{lay.kernels} kernels of {lay.tile_m} x {lay.k_pad} x {lay.tile_n}, {cyc:,.0f} cycles "
+                               f"({aies[i] * 1e6:,.2f} us) each, on the frame's path after its last window"))
+        loops = pl_loops(plan, i)
+        busy = sum(lp.cycles() for lp in loops) / lay.pl_clock_hz
+        detail = " + ".join(f"{lp.what} {lp.runs} x {lp.trips}" for lp in loops)
+        parts.append(StagePerf(f"{lay.stage}:{lay.pl_kernel}", "pl", exposed_pl[i],
+                               f"{detail} at II {PL_LOOP_II}, {lay.pl_clock_hz / 1e6:g} MHz: {busy * 1e6:,.1f} us busy"))
     by_where: dict[str, float] = {}
     for p in parts:
         by_where[p.where] = by_where.get(p.where, 0.0) + p.seconds

@@ -386,15 +386,20 @@ def for_project(kind: str, files: Mapping[str, str], perf: Mapping[str, Any], de
     ops = _ops_per_iteration(perf)
     lat, itv = float(perf["latency_ns"]), float(perf["interval_ns"])
     if kind == "cnn" and "pl/thesis_pl.cpp" in files:  # before plio_ports.h: the thesis's PL loops
+        host = files["host/host.cpp"]
         ii = pipeline_ii(files["pl/thesis_pl.h"], "pl/thesis_pl.h")
-        pls = [PLKernel(k, ii, None, info["pl_clock_hz"][k], True) for k in instances(files["system.cfg"])
-               if k in info["pl_clock_hz"]]  # not the mm2s / s2mm movers
-        movers = [Mover(f"in{i}", "mm2s", info["in_words"], 128, 1, info["mover_clock_hz"])
-                  for i in range(info["plio_in"])]
-        movers.append(Mover("out", "s2mm", info["out_words"], 128, 1, info["mover_clock_hz"]))
+        controlled = "ap_ctrl_none" not in files["pl/thesis_pl.cpp"]  # an s_axilite start / done interface
+        pls = [PLKernel(k, ii, None, info["pl_clock_hz"][k], controlled and f'"{k}:{{{k}_0}}"' in host)
+               for k in instances(files["system.cfg"]) if k in info["pl_clock_hz"]]  # not the mm2s / s2mm movers
+        movers = [Mover(f"in{i}", "mm2s", info["in_words"], 128, pipeline_ii(files["pl/mm2s.cpp"], "pl/mm2s.cpp"),
+                        info["mover_clock_hz"]) for i in range(info["plio_in"])]
+        movers.append(Mover("out", "s2mm", info["out_words"], 128, pipeline_ii(files["pl/s2mm.cpp"], "pl/s2mm.cpp"),
+                            info["mover_clock_hz"]))
+        per_run = "graph.run(1);" in host  # the host starts every run once per frame (vitis.system_files per_run)
         return combine(array_latency_ns=lat, array_interval_ns=itv, samples_per_iteration=1, ops_per_iteration=ops,
-                       movers=movers, pl_kernels=pls, orchestration="per-run",
-                       array_note="the thesis flow's steps: PLIOs, AIE kernels, PL loops, one after the other")
+                       movers=movers, pl_kernels=pls, orchestration="per-run" if per_run else "streamed",
+                       array_note="the thesis frame (cnn/perf.thesis_timeline): layer 0's windows, the AIE kernels "
+                                  "and the PL kernels' sequential loops on the frame's critical path")
     if kind == "recurrent":
         fsm_src = "\n".join(t for p, t in files.items()  # the head (rnn_cell.h) and the merge loop (rnn_fsm.h)
                            if p.endswith((".h", ".cpp")) and ("RNN_HEAD_PIPELINE" in t or "fsm_step" in t))
