@@ -125,9 +125,96 @@ def test_model_equals_the_hand_calculation():
     assert e.latency_s * 1e9 == pytest.approx(1241.6)
 
 
+class InputConcat(nn.Module):
+    """A concat of the network input itself with a convolution of it."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a = nn.Conv2d(3, 4, 3, padding=1)
+        self.b = nn.Conv2d(7, 2, 3, padding=1)
+
+    def forward(self, x):
+        return self.b(torch.cat([torch.relu(self.a(x)), x], dim=1))
+
+
+@pytest.fixture(scope="module")
+def unet_ml():
+    return _compile(TinyUNet(), (256, 256), n=4, device="vek280", mapping="rows")
+
+
+def _shared_buffer(graph_h: str) -> dict[str, str]:
+    """The concat row buffer's statements in graph.h, keyed by what they set (read with regular
+    expressions here, independently of the renderer)."""
+    import re
+
+    out = {"create": re.search(r"cat_d = adf::shared_buffer<(\w+)>::create\(\{ ([\d, ]+) \}, (\d), (\d)\)", graph_h).group(0)}
+    out["reps"] = re.search(r"adf::repetition_count\(cat_d\) = (\d+)", graph_h).group(1)
+    for port in ("in[0]", "in[1]"):
+        out[port] = re.search(r"adf::write_access\(cat_d\." + re.escape(port) + r"\) = adf::tiling\(\{.*?\.offset = \{([\d, ]+)\}",
+                              graph_h).group(1)
+    return out
+
+
+def test_unet_256_on_aie_ml_merges_the_skip_in_a_memory_tile(unet_ml):
+    """VEK280 (AIE-ML, one stream port in and out per core, catalog): the encoder's one output port
+    broadcasts to the pooling and the skip; the decoder's two parts meet in a memory-tile row buffer
+    (8 + 8 channels x 256, ping and pong) filled once per row, 256 times per frame."""
+    g = unet_ml.device.generation
+    assert (g.stream_in_ports, g.stream_out_ports) == (1, 1) and unet_ml.plan.mapping == "rows"
+    e, d = unet_ml.plan.layers[0], unet_ml.plan.layers[3]
+    assert (e.outs, e.outs_used) == (2, 1) and (len(d.parts), d.ins) == (2, 1)
+    assert d.merge_bytes == 2 * 16 * 256 and d.fifo_words[1] > 0
+    h = unet_ml.files["src/graph.h"]
+    sb = _shared_buffer(h)
+    assert sb["create"] == "cat_d = adf::shared_buffer<int8>::create({ 256, 16, 1 }, 2, 1)"
+    assert sb["reps"] == "256" and sb["in[0]"] == "0, 0, 0" and sb["in[1]"] == "0, 8, 0"  # m's channels, then e's
+    assert "adf::connect(k_m.out[0], cat_d.in[0])" in h and "adf::connect(cat_d.out[0], k_d.in[0])" in h
+    assert h.count("(k_e.out[0], ") == 2 and "k_e.out[1]" not in h  # one port, broadcast
+    assert "RowConv_1_1<aieflow_design::d_rows>" in h
+    e_ml = unet_ml.estimate()
+    assert e_ml.latency_s > e_ml.interval_s > 0 and e_ml.memory_tiles_used == 1
+    from aieflow.cnn.rows import estimate_rows
+
+    hop = [p for p in estimate_rows(unet_ml.plan).stages if p.where == "memtile"]
+    assert [p.stage for p in hop] == ["d concat"] and hop[0].seconds == pytest.approx(256 * 16 * 256 / 4 / 1.25e9)
+    assert f"{e_ml.fps:,.0f} frames/s" in unet_ml.summary()
+
+
+@needs_cxx
+def test_unet_256_aie_ml_verifies_bit_exact(unet_ml):
+    v = unet_ml.verify(samples=1)
+    assert v.ok and v.mismatches == 0 and v.values == 3 * 256 * 256
+
+
+@needs_cxx
+def test_memory_tile_offset_mutation_fails_verify():
+    """The skip's write tiling at channel 0 (over the upsampled part) instead of 8: the buffer's
+    channels 8..15 keep the stale pattern and part of the concat is lost."""
+    d = _compile(TinyUNet(), (32, 32), n=2, device="vek280", mapping="rows")
+    key, h = "src/graph.h", d.files["src/graph.h"]
+    good = ".tiling_dimension = {32, 8, 1}, .offset = {0, 8, 0}"
+    assert h.count(good) == 1
+    bad = dataclasses.replace(d, files={**d.files, key: h.replace(good, ".tiling_dimension = {32, 8, 1}, .offset = {0, 0, 0}")})
+    assert bad.verify(samples=1).mismatches > 0
+
+
+def test_memory_tile_refusals_name_sizes():
+    from aieflow.cnn.rows import rows_plan
+
+    d = _compile(TinyUNet(), (32, 32), n=2, device="vek280", mapping="rows")
+    small = dataclasses.replace(d.device, memory_tile_bytes=1500)  # the row buffer is 1,024 B, the skip FIFO 1,280 B
+    with pytest.raises(PlanError, match=r"concat .* row buffer \(1,024 B.*skip FIFOs \(1,280 B\).* 2,304 B, more than its 1,500 B"):
+        rows_plan(small, d.plan.stages, {})
+    with pytest.raises(PlanError, match="'d' reads 2 row streams .* 1 input stream port.* no memory tile"):
+        rows_plan(dataclasses.replace(d.device, memory_tile_bytes=0), d.plan.stages, {})
+    with pytest.raises(PlanError, match="buffer descriptors"):
+        rows_plan(dataclasses.replace(d.device, memtile_bds=4), d.plan.stages, {})
+    with pytest.raises(PlanError, match="reads the network input"):
+        _compile(InputConcat(), (16, 16), n=2, device="vek280", mapping="rows")
+
+
 def test_refusals_name_the_layer():
-    with pytest.raises(PlanError, match="'e' reads 1 and writes 2 row stream.* 1 output stream port"):  # AIE-ML: one stream out
-        _compile(TinyUNet(), (32, 32), device="vek280", mapping="rows")
     with pytest.raises(AieflowError, match="target"):
         cal = np.random.default_rng(1).standard_normal((4, 3, 16, 16)).astype(np.float32)
         aieflow.compile(Small().eval(), "vck190", cal[:1], calibration=cal,

@@ -69,9 +69,28 @@ class RowLayer:
     fifo_words: tuple[int, ...] = ()  # per input stream: adf::fifo_depth (32-bit words), 0: none
     col: int = 0
     outputs: int = 0  # output PLIOs (the last stage: 1)
+    # The core's stream ports this stage uses (0: one per part / per reader).  Where the core has
+    # fewer input ports than parts, the parts meet in a memory-tile row buffer (``merge_bytes``, its
+    # ping and pong) that feeds one port; where it has fewer output ports than readers, one port
+    # broadcasts to all of them.
+    in_ports: int = 0
+    out_ports: int = 0
+    merge_bytes: int = 0
 
     tiles = 1
     kernels = 1
+
+    @property
+    def ins(self) -> int:
+        return self.in_ports or len(self.parts)
+
+    @property
+    def outs_used(self) -> int:
+        return self.out_ports or self.outs
+
+    @property
+    def merged(self) -> bool:
+        return self.merge_bytes > 0
 
     @property
     def plio_in(self) -> int:
@@ -85,7 +104,8 @@ class RowLayer:
         return {"stage": self.stage, "kind": self.kind, "parts": [list(p) for p in self.parts], "outs": self.outs,
                 "line_rows": self.line_rows, "line_bytes": self.line_bytes, "tile_bytes": self.memory.bytes,
                 "borrowed_bytes": self.memory.borrowed, "row_cycles": self.row_cycles,
-                "fifo_words": list(self.fifo_words), "col": self.col}
+                "fifo_words": list(self.fifo_words), "col": self.col, "stream_ports": [self.ins, self.outs_used],
+                "merge_bytes": self.merge_bytes}
 
 
 def row_geometry(s: Stage) -> ConvGeometry:
@@ -196,6 +216,31 @@ def row_cycles(device: Device, s: Stage, lay: StreamLayer) -> float:
     return core - perf.KERNEL_CALL_CYCLES + io + shift
 
 
+def _merge_bytes(device: Device, stages: tuple[Stage, ...], s: Stage, parts: tuple[tuple[int, int], ...],
+                 width: int) -> int:
+    """Bytes of the memory-tile row buffer in which the parts of ``s`` meet (ping and pong of one
+    row of all their channels): one S2MM DMA channel per part and one MM2S channel into the core.
+    PlanErrors name what the device's catalog lacks (memory tiles, DMA channels)."""
+    g = device.generation
+    what = s.concat.name if s.concat is not None else s.name
+    if not device.memory_tile_bytes:
+        raise PlanError(f"'{s.name}' reads {len(parts)} row streams (concat '{what}'); a {g.name} core has "
+                        f"{g.stream_in_ports} input stream port(s) and {device.board} no memory tile to merge them in",
+                        layer=s.name, hint="use cnn.mapping stream")
+    if any(p < 0 for p, _ in parts):
+        raise PlanError(f"the concat '{what}' into '{s.name}' reads the network input: on a {g.name} core with "
+                        f"{g.stream_in_ports} input stream port(s) its parts meet in a memory tile, which takes "
+                        "kernel streams only in this mapping", layer=what, hint="use cnn.mapping stream")
+    if len(parts) > device.memtile_channels:
+        raise PlanError(f"the concat '{what}' into '{s.name}' has {len(parts)} parts: one memory tile's "
+                        f"{device.memtile_channels} S2MM DMA channels take at most {device.memtile_channels}",
+                        layer=what, hint="fewer concat parts")
+    if 2 * (len(parts) + 1) > device.memtile_bds:  # a ping and a pong descriptor per port
+        raise PlanError(f"the concat '{what}' into '{s.name}' needs {2 * (len(parts) + 1)} buffer descriptors, more "
+                        f"than a memory tile's {device.memtile_bds}", layer=what, hint="fewer concat parts")
+    return 2 * s.geometry.in_shape[0] * width * elem_bytes(s.in_type)
+
+
 def rows_plan(device: Device, stages: tuple[Stage, ...], settings: dict) -> CnnPlan:
     """The rows mapping of ``stages``: one kernel per stage; PlanErrors name the layer that does
     not map (an unsupported fusion, a tile over its memory, more streams than a core has, a skip
@@ -215,11 +260,11 @@ def rows_plan(device: Device, stages: tuple[Stage, ...], settings: dict) -> CnnP
         _refuse(s, device)
         parts = _parts(stages, i)
         outs = len(readers.get(i, [])) or 1
-        if len(parts) > g.stream_in_ports or outs > g.stream_out_ports:
-            raise PlanError(f"'{s.name}' reads {len(parts)} and writes {outs} row stream(s); a {g.name} core has "
-                            f"{g.stream_in_ports} input and {g.stream_out_ports} output stream port(s)", layer=s.name,
-                            hint="use cnn.mapping stream, or a device whose cores have more stream ports (vck190)")
         c, _, w = s.geometry.in_shape
+        in_ports, out_ports = min(len(parts), g.stream_in_ports), min(outs, g.stream_out_ports)
+        merge = 0
+        if len(parts) > g.stream_in_ports:  # the parts meet in a memory-tile row buffer
+            merge = _merge_bytes(device, stages, s, parts, w)
         kh = s.geometry.kernel[0]
         eb_in, eb_out = elem_bytes(s.in_type), elem_bytes(s.out_type)
         line = c * kh * w * eb_in
@@ -241,6 +286,7 @@ def rows_plan(device: Device, stages: tuple[Stage, ...], settings: dict) -> CnnP
                             layer=s.name, hint="fewer channels or a narrower frame; line buffers in memory tiles are "
                             "not mapped yet")
         fifo: list[int] = []
+        fifo_bytes = 0
         for p, ch in parts:
             if p == i - 1 and len(readers.get(p, [])) <= 1:
                 fifo.append(0)  # the chain's own stream: backpressure, no deadlock
@@ -256,8 +302,15 @@ def rows_plan(device: Device, stages: tuple[Stage, ...], settings: dict) -> CnnP
                                 f"{nbytes:,} B, more than the {fifo_limit:,} B that hold it", layer=what,
                                 hint="a smaller frame or fewer skip channels; DDR skip buffers are not mapped yet")
             fifo.append(-(-nbytes // 4))
+            fifo_bytes += fifo[-1] * 4
+        if merge and merge + fifo_bytes > device.memory_tile_bytes:
+            what = s.concat.name if s.concat is not None else s.name
+            raise PlanError(f"the concat '{what}' into '{s.name}' needs its row buffer ({merge:,} B, ping and pong) and "
+                            f"its skip FIFOs ({fifo_bytes:,} B) in one memory tile: {merge + fifo_bytes:,} B, more "
+                            f"than its {device.memory_tile_bytes:,} B", layer=what,
+                            hint="a narrower frame or fewer skip channels")
         layers.append(RowLayer(s.name, s.kind, parts, outs, kh, line, TileUse(mem, limit), row_cycles(device, s, lay),
-                               tuple(fifo), i, int(i == len(stages) - 1)))
+                               tuple(fifo), i, int(i == len(stages) - 1), in_ports, out_ports, merge))
     if len(layers) > device.compute_tiles:
         raise PlanError(f"{len(layers)} kernels do not fit the array's {device.compute_tiles} tiles")
     return CnnPlan("rows", device, stages, tuple(layers), 1, settings.get("mover_clock_hz", 312.5e6))
@@ -270,6 +323,10 @@ def estimate_rows(plan: CnnPlan) -> perf.CnnPerformance:
     """Latency, interval and bound of the rows mapping (module docstring).
 
     * input PLIO row r arrives at ``(r + 1) p_in``, ``p_in`` = bytes of a row / 16 B per PL cycle;
+    * parts that meet in a memory-tile row buffer (a core with fewer input stream ports than parts):
+      concat row r leaves it at ``merged(r) = max(max over parts of ready(r), merged(r - 1)) + hop``,
+      ``hop`` = the row's bytes / the 32-bit stream per AIE cycle (its MM2S DMA channel, which also
+      bounds the interval at ``H hop``); the stage reads ``merged`` as its one part;
     * stage s computes output row oy when every part's stored row ``need(oy)`` has arrived and its
       row oy - 1 is done: ``done(oy) = max(ready, done(oy - 1)) + t_s`` (the first row adds the call
       overhead); its stored rows (``up_h`` per computed row) are ready at ``done(oy)``;
@@ -286,11 +343,25 @@ def estimate_rows(plan: CnnPlan) -> perf.CnnPerformance:
     call = perf.KERNEL_CALL_CYCLES / clock
     for i, (s, lay) in enumerate(zip(stages, plan.layers, strict=True)):
         t = lay.row_cycles / clock
+        sources = [ready[p] for p, _ in lay.parts]
+        if lay.merged:
+            c_in, h_in, w_in = s.geometry.in_shape
+            row_bytes = c_in * w_in * elem_bytes(s.in_type)
+            hop = row_bytes / (d.generation.core_stream_bits // 8) / clock
+            merged, at = [], 0.0
+            for r in range(h_in):
+                at = max(max(src[r] for src in sources), at) + hop
+                merged.append(at)
+            sources = [merged]
+            busy.append(perf.StagePerf(f"{s.name} concat", "memtile", h_in * hop,
+                                       f"{h_in} rows of {row_bytes:,} B through a memory-tile row buffer "
+                                       f"({lay.merge_bytes:,} B, ping and pong), {d.generation.core_stream_bits}-bit "
+                                       "DMA"))
         out: list[float] = []
         done = call
         for oy in range(s.out_hw[0]):
             n = _need(s, oy)
-            avail = max((ready[p][n] for p, _ in lay.parts), default=0.0) if n >= 0 else 0.0
+            avail = max((src[n] for src in sources), default=0.0) if n >= 0 else 0.0
             done = max(avail, done) + t
             out += [done] * s.up[0]
         ready[i] = out
