@@ -188,6 +188,18 @@ def test_unet_256_aie_ml_verifies_bit_exact(unet_ml):
 
 
 @needs_cxx
+def test_unet_256_aie_mlv2_same_mapping_verifies_bit_exact():
+    """VEK385 (AIE-MLv2: one stream port in and out, memory tiles, catalog) takes the same code
+    path: the same broadcast and memory-tile row buffer, its own mmul shapes; one x86 build."""
+    d = _compile(TinyUNet(), (256, 256), n=4, device="vek385", mapping="rows")
+    lay = d.plan.layers[3]
+    assert (len(lay.parts), lay.ins, lay.merge_bytes) == (2, 1, 2 * 16 * 256)
+    assert "adf::repetition_count(cat_d) = 256;" in d.files["src/graph.h"]
+    v = d.verify(samples=1)
+    assert v.ok and v.mismatches == 0 and v.values == 3 * 256 * 256
+
+
+@needs_cxx
 def test_memory_tile_offset_mutation_fails_verify():
     """The skip's write tiling at channel 0 (over the upsampled part) instead of 8: the buffer's
     channels 8..15 keep the stale pattern and part of the concat is lost."""
