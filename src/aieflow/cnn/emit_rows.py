@@ -27,6 +27,7 @@ from .emit import (
     GRAPH_CLASS,
     PLIO_BITS,
     STATIC,
+    UP_MODES,
     ctype,
     layer_cfg,
     stage_idents,
@@ -34,7 +35,7 @@ from .emit import (
     words,
 )
 from .plan import CnnPlan
-from .rows import RowLayer, row_stage, row_stream_layer
+from .rows import RowLayer, bilinear, row_stage, row_stream_layer, skip_channels
 
 STATIC_ROWS = {**STATIC, "src/kernels/rows_kernels.h": "cnn/rows_kernels.h"}
 
@@ -46,24 +47,28 @@ def place_rows(plan: CnnPlan) -> list[tuple[int, int]]:
 
 
 def role(lay: RowLayer) -> str:
-    return f"Row{'Pool' if lay.kind == 'pool' else 'Conv'}_{lay.ins}_{lay.outs_used}"
+    cls = {"pool": "Pool", "gpool": "GlobalPool"}.get(lay.kind, "Conv")
+    return f"Row{cls}_{lay.ins}_{lay.outs_used}"
 
 
-def _readers(plan: CnnPlan) -> dict[int, list[int]]:
-    out: dict[int, list[int]] = {}
+def _readers(plan: CnnPlan) -> dict[int, list[tuple[int, int]]]:
+    """Per producer, the (reader stage, part) streams it feeds, in order (a stage whose residual
+    skip is its own input reads one producer twice)."""
+    out: dict[int, list[tuple[int, int]]] = {}
     for i, lay in enumerate(plan.layers):
-        for p, _ in lay.parts:
-            out.setdefault(p, []).append(i)
+        for j, (p, _) in enumerate(lay.parts):
+            out.setdefault(p, []).append((i, j))
     return out
 
 
-def _source(plan: CnnPlan, idents: list[str], readers: dict[int, list[int]], p: int, i: int) -> Port:
-    """The output port that stage ``i`` reads part ``p`` from: the input PLIO, the producer's port
-    of ``i`` in its readers' order, or its one port where it broadcasts to all its readers."""
+def _source(plan: CnnPlan, idents: list[str], readers: dict[int, list[tuple[int, int]]], p: int, i: int,
+            j: int) -> Port:
+    """The output port that part ``j`` (from ``p``) of stage ``i`` reads: the input PLIO, the
+    producer's port in its readers' order, or its one port where it broadcasts to all its readers."""
     if p < 0:
         return Port("in0", "out", 0)
     src = plan.layers[p]
-    return Port(f"k_{idents[p]}", "out", readers[p].index(i) if src.outs_used == src.outs else 0)
+    return Port(f"k_{idents[p]}", "out", readers[p].index((i, j)) if src.outs_used == src.outs else 0)
 
 
 def lower(plan: CnnPlan) -> MappedGraph:
@@ -83,27 +88,28 @@ def lower(plan: CnnPlan) -> MappedGraph:
     plios = [Plio("in0", "in", PLIO_BITS, "data/in0.txt"), Plio("out0", "out", PLIO_BITS, "data/out0.txt")]
     for i, (s, lay) in enumerate(zip(plan.stages, plan.layers, strict=True)):
         var, ident = f"k_{idents[i]}", idents[i]
-        args = () if lay.kind == "pool" else tuple(f"aieflow_design::{ident}_r0_c0_{b}" for b in "wbtls")
+        args = () if lay.kind != "conv" else tuple(f"aieflow_design::{ident}_r0_c0_{b}" for b in "wbtls")
         kernels.append(Kernel(var, s.name, f"aieflow_cnn::{role(lay)}<aieflow_design::{ident}_rows>", args,
                               f"kernels/{ident}.cc", cells[i], (None,) * lay.ins, (None,) * lay.outs_used))
 
         fifo = lay.fifo_words or (0,) * len(lay.parts)
         if lay.merged:
-            buf, (c, h, w) = f"cat_{ident}", s.geometry.in_shape
+            (_, h, w), c = s.geometry.in_shape, sum(ch for _, ch in lay.parts)
+            buf = f"cat_{ident}"
             dims, c0, writes = (w, c, 1), 0, []
             for j, (p, ch) in enumerate(lay.parts):
                 writes.append(NdTiling(dims, (w, ch, 1), (0, c0, 0)))
-                links.append(Link("memtile", _source(plan, idents, readers, p, i), Port(buf, "in", j), fifo_depth=fifo[j]))
+                links.append(Link("memtile", _source(plan, idents, readers, p, i, j), Port(buf, "in", j), fifo_depth=fifo[j]))
                 c0 += ch
             buffers.append(SharedBuffer(buf, ctype(s.in_type), dims, tuple(writes), (NdTiling(dims, dims, (0, 0, 0)),),
-                                        f"the concat rows of {comment(s.name)}: {len(lay.parts)} parts meet, one row "
+                                        f"the input rows of {comment(s.name)}: {len(lay.parts)} parts meet, one row "
                                         f"({c} x {w}) per fill, {h} fills per frame", repetitions=h))
             links.append(Link("memtile", Port(buf, "out", 0), Port(var, "in", 0)))
             continue
         for j, (p, _) in enumerate(lay.parts):
-            links.append(Link("plio" if p < 0 else "stream", _source(plan, idents, readers, p, i), Port(var, "in", j), fifo_depth=fifo[j]))
+            links.append(Link("plio" if p < 0 else "stream", _source(plan, idents, readers, p, i, j), Port(var, "in", j), fifo_depth=fifo[j]))
     links.append(Link("plio", Port(f"k_{idents[-1]}", "out", 0), Port("out0", "in", 0)))
-    headers = tuple(f"weights/{idents[i]}_r0_c0.h" for i, lay in enumerate(plan.layers) if lay.kind != "pool")
+    headers = tuple(f"weights/{idents[i]}_r0_c0.h" for i, lay in enumerate(plan.layers) if lay.kind == "conv")
     return MappedGraph(tuple(kernels), tuple(buffers), tuple(plios), tuple(links), headers)
 
 
@@ -130,9 +136,11 @@ def rows_files(plan: CnnPlan, perf_json: dict, summary: str, xq: np.ndarray, yq:
         rows.append({"cfg": f"{idents[i]}_rows", "base": L["cfg"], "ident": idents[i], "name": s.name,
                      "roles": [role(lay)], "ih": s.geometry.in_shape[1], "ish": s.geometry.stride[0],
                      "ipt": s.geometry.padding[0], "ioh": s.out_hw[0], "nin": lay.ins, "nout": lay.outs_used,
-                     "part_c": [s.geometry.in_shape[0]] if lay.merged else [c for _, c in lay.parts],
-                     "padv": L.get("pad", 0) if lay.kind == "conv" else 0})
-        if lay.kind == "pool":
+                     "part_c": [sum(c for _, c in lay.parts)] if lay.merged else [c for _, c in lay.parts],
+                     "padv": L.get("pad", 0) if lay.kind == "conv" else 0, "skip_c": skip_channels(s),
+                     "upm": UP_MODES[s.up_mode] if bilinear(s) else 0, "uh": s.up[0] if bilinear(s) else 1,
+                     "uw": s.up[1] if bilinear(s) else 1})
+        if lay.kind != "conv":
             continue
         p = tile_params(rs, rl, 0, 0)
         wt = s.core.weight

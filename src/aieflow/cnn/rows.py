@@ -52,6 +52,7 @@ from .stages import Stage
 STREAM_CYCLES_PER_VALUE = 1.0  # a scalar readincr / writeincr of one value on a 32-bit core stream (assumed)
 LINE_SHIFT_CYCLES_PER_VALUE = 1.0  # a scalar copy of one value when the line buffer slides down (assumed)
 FIFO_SLACK_ROWS = 1  # one row in flight on top of the dependency lag
+GLOBAL_POOL_FINISH_CYCLES_PER_CHANNEL = 8.0  # a global pooling's rounded division (or maximum) per channel (assumed)
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ class RowLayer:
     """One stage of the rows mapping: one kernel, its stream ports and its line buffer."""
 
     stage: str
-    kind: str  # "conv" | "pool"
+    kind: str  # "conv" | "pool" | "gpool" (a global pooling: sums / maxima per channel as the rows pass)
     parts: tuple[tuple[int, int], ...]  # (producer stage index, -1 the input PLIO; channels) per input stream
     outs: int  # output streams: the next stage, and a later concat reader
     line_rows: int  # KH
@@ -108,6 +109,20 @@ class RowLayer:
                 "merge_bytes": self.merge_bytes}
 
 
+def is_global_pool(s: Stage) -> bool:
+    """A pooling whose window is the whole unpadded frame (global average / max pooling)."""
+    _, h, w = s.geometry.in_shape
+    return s.kind == "pool" and s.geometry.kernel == (h, w) and not any(s.geometry.padding)
+
+
+def row_kind(s: Stage) -> str:
+    return "gpool" if is_global_pool(s) else s.kind
+
+
+def bilinear(s: Stage) -> bool:
+    return s.up != (1, 1) and s.up_mode != "nearest"
+
+
 def row_geometry(s: Stage) -> ConvGeometry:
     """The one-row view of a stage: its window of ``KH`` input rows, no vertical padding, stride 1
     down: one output row of the same width."""
@@ -118,7 +133,22 @@ def row_geometry(s: Stage) -> ConvGeometry:
 
 
 def row_stage(s: Stage) -> Stage:
+    """The one-row stage the kernel's ConvCore / Pool configuration describes; a bilinear
+    upsampling is the rows kernel's own (it needs two conv rows: ``up_rows``), not the core's."""
+    if bilinear(s):
+        s = replace(s, up=(1, 1), up_mode="nearest", up_name="")
     return replace(s, geometry=row_geometry(s))
+
+
+def up_rows(s: Stage, r: int) -> tuple[int, int]:
+    """The conv output rows ``(i0, i1)`` that stored row ``r`` of ``s`` reads (ops/resize.py
+    ``axis_weights``: bilinear; nearest: ``r // up``; none: ``r``)."""
+    if not bilinear(s):
+        return r // s.up[0], r // s.up[0]
+    from ..ops.resize import axis_weights
+
+    i0, i1, _, _ = axis_weights(s.out_hw[0], s.up[0], s.up_mode)
+    return int(i0[r]), int(i1[r])
 
 
 def row_stream_layer(device: Device, s: Stage) -> StreamLayer:
@@ -129,38 +159,49 @@ def row_stream_layer(device: Device, s: Stage) -> StreamLayer:
 
 
 def _parts(stages: tuple[Stage, ...], i: int) -> tuple[tuple[int, int], ...]:
+    """The row streams stage ``i`` reads, ``(producer, channels)``: its input (a concat's parts in
+    channel order), then a fused residual add's skip (its row r travels with input row r)."""
     s = stages[i]
     if s.concat is not None:
-        return tuple((k, ch) for k, _, ch in s.concat.parts)
-    return ((i - 1, s.geometry.in_shape[0]),)
+        parts = tuple((k, ch) for k, _, ch in s.concat.parts)
+    else:
+        parts = ((i - 1, s.geometry.in_shape[0]),)
+    if s.residual is not None:
+        k = s.residual.skip_from
+        parts += ((k, stages[k].out_shape[0] if k >= 0 else s.out_shape[0]),)
+    return parts
+
+
+def skip_channels(s: Stage) -> int:
+    return s.out_shape[0] if s.residual is not None else 0
 
 
 def _refuse(s: Stage, device: Device) -> None:
+    from .emit import ctype
+
     what = ""
-    if s.residual is not None:
-        what = f"the residual add '{s.residual.name}' fused into it"
+    if s.residual is not None and (s.geometry.in_shape[1:] != s.out_shape[1:] or s.geometry.stride != (1, 1)):
+        what = (f"the residual add '{s.residual.name}' on a {s.geometry.in_shape[1]} x {s.geometry.in_shape[2]} -> "
+                f"{s.out_shape[1]} x {s.out_shape[2]} convolution (the skip's row r travels with input row r: "
+                "the convolution keeps the frame's size)")
+    elif s.residual is not None and ctype(s.residual.skip_type) != ctype(s.in_type):
+        what = (f"the residual add '{s.residual.name}' whose skip is {s.residual.skip_type} beside an input of "
+                f"{s.in_type} (one stream element type per kernel)")
     elif s.shuffle:
         what = f"the pixel shuffle '{s.shuffle_name}' after it"
-    elif s.up != (1, 1) and s.up_mode != "nearest":
-        what = f"the bilinear upsampling '{s.up_name}' after it"
-    elif s.post is not None and s.post.op == "softmax":
-        what = f"the softmax '{s.post.name}' after it"
-    elif s.kind == "pool" and (s.geometry.padding[0] or s.geometry.padding[2]):
+    elif s.kind == "pool" and not is_global_pool(s) and (s.geometry.padding[0] or s.geometry.padding[2]):
         what = f"its top / bottom padding {s.geometry.padding[0]} / {s.geometry.padding[2]}"
     if what:
-        raise PlanError(f"the rows mapping streams convolutions (ReLU / tables / activation heads), poolings "
-                        f"without top / bottom padding, nearest upsampling and channel concats; '{s.name}' has "
-                        f"{what}", layer=s.name, hint="use cnn.mapping stream (whole frames) for this network")
+        raise PlanError(f"the rows mapping streams convolutions (ReLU / tables / activation and softmax heads, "
+                        f"nearest and bilinear upsampling, residual adds), poolings without top / bottom padding, "
+                        f"global poolings and channel concats; '{s.name}' has {what}", layer=s.name,
+                        hint="use cnn.mapping stream (whole frames) for this network")
 
 
 def _need(s: Stage, oy: int) -> int:
     """The last input row that output row ``oy`` of stage ``s`` reads (-1: none)."""
     _, h, _ = s.geometry.in_shape
     return min(h - 1, oy * s.geometry.stride[0] - s.geometry.padding[0] + s.geometry.kernel[0] - 1)
-
-
-def _stored_rows(s: Stage) -> int:
-    return s.out_hw[0] * s.up[0]
 
 
 def fifo_rows(stages: tuple[Stage, ...], producer: int, reader: int) -> int:
@@ -181,7 +222,7 @@ def fifo_rows(stages: tuple[Stage, ...], producer: int, reader: int) -> int:
             return r + 1
         if k < 0 or k < producer:
             return 0
-        oy = r // stages[k].up[0]
+        oy = up_rows(stages[k], r)[1]
         n = _need(stages[k], oy)
         return max((needs(p, n) for p, _ in _parts(stages, k)), default=0) if n >= 0 else 0
 
@@ -204,6 +245,8 @@ def row_cycles(device: Device, s: Stage, lay: StreamLayer) -> float:
     rs = row_stage(s)
     c, h, w = s.geometry.in_shape
     kh, sh = s.geometry.kernel[0], s.geometry.stride[0]
+    if row_kind(s) == "gpool":  # per input row: read and accumulate each value
+        return c * w * (STREAM_CYCLES_PER_VALUE + perf.POOL_CYCLES_PER_ELEMENT)
     if s.kind == "pool":
         core = perf.pool_tile_cycles(rs, lay)
     else:
@@ -211,9 +254,12 @@ def row_cycles(device: Device, s: Stage, lay: StreamLayer) -> float:
         core = perf.conv_tile_cycles(rs, lay, True, rate)
     new_rows = min(sh, kh)
     ow = s.out_hw[1]
-    io = (new_rows * c * w + s.out_channels * ow * s.up[0] * s.up[1]) * STREAM_CYCLES_PER_VALUE
+    skip = skip_channels(s) * w  # a residual's skip row, read with each input row
+    io = (new_rows * (c * w + skip) + s.out_channels * ow * s.up[0] * s.up[1]) * STREAM_CYCLES_PER_VALUE
     shift = max(0, kh - sh) * c * w * LINE_SHIFT_CYCLES_PER_VALUE
-    return core - perf.KERNEL_CALL_CYCLES + io + shift
+    # bilinear: the rows kernel interpolates up[0] x up[1] values per computed value, on average
+    interp = s.out_channels * ow * s.up[0] * s.up[1] * perf.BILINEAR_CYCLES_PER_VALUE if bilinear(s) else 0.0
+    return core - perf.KERNEL_CALL_CYCLES + io + shift + interp
 
 
 def _merge_bytes(device: Device, stages: tuple[Stage, ...], s: Stage, parts: tuple[tuple[int, int], ...],
@@ -238,7 +284,7 @@ def _merge_bytes(device: Device, stages: tuple[Stage, ...], s: Stage, parts: tup
     if 2 * (len(parts) + 1) > device.memtile_bds:  # a ping and a pong descriptor per port
         raise PlanError(f"the concat '{what}' into '{s.name}' needs {2 * (len(parts) + 1)} buffer descriptors, more "
                         f"than a memory tile's {device.memtile_bds}", layer=what, hint="fewer concat parts")
-    return 2 * s.geometry.in_shape[0] * width * elem_bytes(s.in_type)
+    return 2 * sum(ch for _, ch in parts) * width * elem_bytes(s.in_type)
 
 
 def rows_plan(device: Device, stages: tuple[Stage, ...], settings: dict) -> CnnPlan:
@@ -270,8 +316,15 @@ def rows_plan(device: Device, stages: tuple[Stage, ...], settings: dict) -> CnnP
         line = c * kh * w * eb_in
         ow = s.out_hw[1]
         lay = row_stream_layer(device, s)
-        out_row = s.out_channels * ow * s.up[0] * s.up[1] * eb_out
-        if s.kind == "pool":
+        if bilinear(s):  # two conv rows (the interpolation's i0 and i1) and one upsampled row
+            out_row = s.out_channels * ow * (2 + s.up[1]) * eb_out
+        else:
+            out_row = s.out_channels * ow * s.up[0] * s.up[1] * eb_out
+        out_row += skip_channels(s) * kh * w * eb_in  # a residual's skip rows in flight (KH at most)
+        if row_kind(s) == "gpool":  # one running sum (or maximum) per channel, no line buffer
+            line, kh = 0, 0
+            mem = c * 8 + c * eb_out + STACK_BYTES
+        elif s.kind == "pool":
             mem = line + out_row + STACK_BYTES
         else:
             mm = lay.mmul
@@ -309,7 +362,7 @@ def rows_plan(device: Device, stages: tuple[Stage, ...], settings: dict) -> CnnP
                             f"its skip FIFOs ({fifo_bytes:,} B) in one memory tile: {merge + fifo_bytes:,} B, more "
                             f"than its {device.memory_tile_bytes:,} B", layer=what,
                             hint="a narrower frame or fewer skip channels")
-        layers.append(RowLayer(s.name, s.kind, parts, outs, kh, line, TileUse(mem, limit), row_cycles(device, s, lay),
+        layers.append(RowLayer(s.name, row_kind(s), parts, outs, kh, line, TileUse(mem, limit), row_cycles(device, s, lay),
                                tuple(fifo), i, int(i == len(stages) - 1), in_ports, out_ports, merge))
     if len(layers) > device.compute_tiles:
         raise PlanError(f"{len(layers)} kernels do not fit the array's {device.compute_tiles} tiles")
@@ -345,8 +398,8 @@ def estimate_rows(plan: CnnPlan) -> perf.CnnPerformance:
         t = lay.row_cycles / clock
         sources = [ready[p] for p, _ in lay.parts]
         if lay.merged:
-            c_in, h_in, w_in = s.geometry.in_shape
-            row_bytes = c_in * w_in * elem_bytes(s.in_type)
+            _, h_in, w_in = s.geometry.in_shape
+            row_bytes = sum(ch for _, ch in lay.parts) * w_in * elem_bytes(s.in_type)
             hop = row_bytes / (d.generation.core_stream_bits // 8) / clock
             merged, at = [], 0.0
             for r in range(h_in):
@@ -357,14 +410,25 @@ def estimate_rows(plan: CnnPlan) -> perf.CnnPerformance:
                                        f"{h_in} rows of {row_bytes:,} B through a memory-tile row buffer "
                                        f"({lay.merge_bytes:,} B, ping and pong), {d.generation.core_stream_bits}-bit "
                                        "DMA"))
-        out: list[float] = []
+        if lay.kind == "gpool":  # each input row accumulated as it arrives, the results after the last
+            h_in = s.geometry.in_shape[1]
+            fin = s.out_channels * GLOBAL_POOL_FINISH_CYCLES_PER_CHANNEL / clock
+            done = call
+            for r in range(h_in):
+                done = max(sources[0][r], done) + t
+            ready[i] = [done + fin]
+            busy.append(perf.StagePerf(s.name, "aie", h_in * t + fin + call,
+                                       f"1 kernel, {lay.row_cycles:,.0f} cycles per input row x {h_in} rows, "
+                                       f"global {s.pool} pooling"))
+            continue
+        conv_done: list[float] = []
         done = call
         for oy in range(s.out_hw[0]):
             n = _need(s, oy)
             avail = max((src[n] for src in sources), default=0.0) if n >= 0 else 0.0
             done = max(avail, done) + t
-            out += [done] * s.up[0]
-        ready[i] = out
+            conv_done.append(done)
+        ready[i] = [conv_done[up_rows(s, r)[1]] for r in range(s.out_hw[0] * s.up[0])]
         busy.append(perf.StagePerf(s.name, "aie", s.out_hw[0] * t + call,
                                    f"1 kernel, {lay.row_cycles:,.0f} cycles per row x {s.out_hw[0]} rows, "
                                    f"line buffer {lay.line_rows} rows ({lay.line_bytes:,} B)"))
