@@ -6,7 +6,11 @@ holds stream row by row through one kernel per layer.
   which ``auto`` maps by rows because whole frames do not fit;
 * a mutation of the halo (the window's top row ignoring the padding) fails verify;
 * the model equals the hand calculation of docs/performance.md ("Row-streamed CNN");
-* a 512 x 512 single convolution compiles; what cannot work is refused by name.
+* a 512 x 512 single convolution compiles; what cannot work is refused by name;
+* issue 25 items 1-3 at 32 x 32 on VCK190 and VEK280 (one x86 build per device per model): a U-Net
+  variant with bilinear upsampling and a residual block, and a classifier with a global average
+  pooling + Dense + softmax head; a mutation of each feature's rows code fails verify; the
+  bilinear U-Net at 256 x 256 x 3 compiles by rows.
 """
 
 from __future__ import annotations
@@ -231,3 +235,156 @@ def test_refusals_name_the_layer():
         cal = np.random.default_rng(1).standard_normal((4, 3, 16, 16)).astype(np.float32)
         aieflow.compile(Small().eval(), "vck190", cal[:1], calibration=cal,
                         config={"precision": "int8", "cnn": {"mapping": "rows"}, "target": "latency"})
+
+
+# ------------------------------------------------------------ bilinear, residual adds, heads (issue 25)
+
+
+class BiResUNet(nn.Module):
+    """The tiny U-Net with a bilinear decoder upsampling (align_corners=False: half_pixel) and a
+    ResNet block after the decoder: z = relu(r2(relu(r1(d))) + d)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.e = nn.Conv2d(3, 8, 3, padding=1)
+        self.pool = nn.MaxPool2d(2)
+        self.m = nn.Conv2d(8, 8, 3, padding=1)
+        self.up = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
+        self.d = nn.Conv2d(16, 8, 3, padding=1)
+        self.r1 = nn.Conv2d(8, 8, 3, padding=1)
+        self.r2 = nn.Conv2d(8, 8, 3, padding=1)
+        self.o = nn.Conv2d(8, 3, 1)
+
+    def forward(self, x):
+        h = torch.relu(self.e(x))
+        g = self.up(torch.relu(self.m(self.pool(h))))
+        d = torch.relu(self.d(torch.cat([g, h], dim=1)))
+        return self.o(torch.relu(self.r2(torch.relu(self.r1(d))) + d))
+
+
+class Classifier(nn.Module):
+    """conv, max pooling, conv, global average pooling, Dense, softmax."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a = nn.Conv2d(3, 8, 3, padding=1)
+        self.pool = nn.MaxPool2d(2)
+        self.b = nn.Conv2d(8, 16, 3, padding=1)
+        self.gap = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x):
+        h = torch.relu(self.b(self.pool(torch.relu(self.a(x)))))
+        return torch.softmax(self.fc(self.gap(h).flatten(1)), dim=1)
+
+
+def _mutate(d, key, good, bad):
+    assert d.files[key].count(good) == 1
+    return dataclasses.replace(d, files={**d.files, key: d.files[key].replace(good, bad)})
+
+
+KERN = "src/kernels/rows_kernels.h"
+
+
+@pytest.fixture(scope="module")
+def biunet():
+    return _compile(BiResUNet(), (32, 32), n=4, mapping="rows")
+
+
+@pytest.fixture(scope="module")
+def biunet_ml():
+    return _compile(BiResUNet(), (32, 32), n=4, device="vek280", mapping="rows")
+
+
+def test_biresunet_rows_plan(biunet, biunet_ml):
+    """The bilinear stage's stored rows read conv rows (i0, i1) (half_pixel by 2, hand values); the
+    residual's skip is a second row stream of r2 (AIE1: its own port; AIE-ML: the memory-tile row
+    after r1's 8 channels); the summary reports the latency and frame rate."""
+    from aieflow.cnn.rows import up_rows
+
+    names = [lay.stage for lay in biunet.plan.layers]
+    assert names == ["e", "pool", "m", "d", "r1", "r2", "o"]
+    m = biunet.plan.stages[2]
+    assert m.up_mode == "half_pixel" and m.out_hw == (16, 16)
+    # source row (y + 1/2) / 2 - 1/2: y = 0 -> max(0, -1/4) = 0, rows (0, 1); y = 2 -> 3/4, (0, 1);
+    # y = 3 -> 5/4, (1, 2); y = 31 -> 61/4, (15, 15) (the last row clamps)
+    assert [up_rows(m, y) for y in (0, 2, 3, 31)] == [(0, 1), (0, 1), (1, 2), (15, 15)]
+    r2 = biunet.plan.layers[5]
+    assert r2.parts == ((4, 8), (3, 8)) and r2.ins == 2 and r2.fifo_words[1] > 0
+    h = biunet.files["src/graph.h"]
+    assert "RowConv_2_1<aieflow_design::r2_rows>" in h and "(k_d.out[1], k_r2.in[1]);" in h
+    ml = biunet_ml.plan.layers[5]
+    assert (ml.ins, ml.merge_bytes) == (1, 2 * 16 * 32)
+    assert "cat_r2.in[1]" in biunet_ml.files["src/graph.h"]
+    for d in (biunet, biunet_ml):
+        e = d.estimate()
+        assert e.latency_s > e.interval_s > 0 and f"{e.fps:,.0f} frames/s" in d.summary()
+
+
+@needs_cxx
+def test_biresunet_vck190_verifies_bit_exact_and_bilinear_mutation_fails(biunet):
+    v = biunet.verify(samples=2)
+    assert v.ok and v.mismatches == 0 and v.values == 2 * 3 * 32 * 32
+    # the lower interpolation row taken from conv row i0 as well: the vertical look-ahead lost
+    bad = _mutate(biunet, KERN, "const TY* __restrict b = out_ + (r1 % 2)", "const TY* __restrict b = out_ + (r0 % 2)")
+    assert bad.verify(samples=1).mismatches > 0
+
+
+@needs_cxx
+def test_biresunet_vek280_verifies_bit_exact_and_skip_row_mutation_fails(biunet_ml):
+    v = biunet_ml.verify(samples=2)
+    assert v.ok and v.mismatches == 0 and v.values == 2 * 3 * 32 * 32
+    # output row oy adds skip row oy + 1: the skip's lag off by one row
+    bad = _mutate(biunet_ml, KERN, "return skip + (oy % SKIP_ROWS)", "return skip + ((oy + 1) % SKIP_ROWS)")
+    assert bad.verify(samples=1).mismatches > 0
+
+
+@pytest.fixture(scope="module")
+def classifier():
+    return _compile(Classifier(), (32, 32), n=4, mapping="rows")
+
+
+@needs_cxx
+def test_classifier_head_vck190_verifies_bit_exact_and_mutation_fails(classifier):
+    lays = classifier.plan.layers
+    assert [(lay.stage, lay.kind) for lay in lays][-2:] == [("gap", "gpool"), ("fc", "conv")]
+    assert lays[3].line_bytes == 0 and "RowGlobalPool_1_1<aieflow_design::gap_rows>" in classifier.files["src/graph.h"]
+    assert f"{classifier.estimate().fps:,.0f} frames/s" in classifier.summary()
+    v = classifier.verify(samples=3)
+    assert v.ok and v.mismatches == 0 and v.values == 3 * 10
+    # each channel's average written from its neighbour's sum
+    bad = _mutate(classifier, KERN, "out_[c] = Pool<C>::finish(acc_[c]);", "out_[c] = Pool<C>::finish(acc_[(c + 1) % C::C_IN]);")
+    assert bad.verify(samples=2).mismatches > 0
+
+
+@needs_cxx
+def test_classifier_head_vek280_verifies_bit_exact():
+    d = _compile(Classifier(), (32, 32), n=4, device="vek280", mapping="rows")
+    v = d.verify(samples=3)
+    assert v.ok and v.mismatches == 0 and v.values == 3 * 10
+
+
+def test_bilinear_unet_256_and_classifier_256_compile_by_rows():
+    """At 256 x 256 x 3 whole frames do not fit: ``auto`` maps both by rows (VEK280; the same
+    kernels the 32 x 32 builds verify)."""
+    u = _compile(BiResUNet(), (256, 256), n=2, device="vek280")
+    assert u.plan.mapping == "rows" and [lay.merge_bytes for lay in u.plan.layers][3:6] == [2 * 16 * 256, 0, 2 * 16 * 256]
+    c = _compile(Classifier(), (256, 256), n=2, device="vek280")
+    assert c.plan.mapping == "rows" and c.plan.layers[3].kind == "gpool"
+    for d in (u, c):
+        e = d.estimate()
+        assert e.latency_s > e.interval_s > 0 and "rows mapping" in d.summary()
+
+
+def test_global_pool_model_accumulates_rows_as_they_arrive(classifier):
+    """The global pooling's result is ready one row of accumulation after b's last row (plus the
+    per-channel finish), not a whole frame of accumulation after it."""
+    from aieflow.cnn import rows
+
+    e = rows.estimate_rows(classifier.plan)
+    gap = next(p for p in e.stages if p.stage == "gap")
+    lay = classifier.plan.layers[3]
+    assert lay.row_cycles == 16 * 16 * (rows.STREAM_CYCLES_PER_VALUE + 1.0)  # 16 channels x 16 values per row
+    assert gap.seconds == pytest.approx((16 * lay.row_cycles + 16 * rows.GLOBAL_POOL_FINISH_CYCLES_PER_CHANNEL + 200) / 1.25e9)
