@@ -12,6 +12,15 @@ each output row ``up_h`` times, a channel concat reads one stream per part into 
 (parts in channel order).  Weights stay resident.  Nothing holds a frame: tile memory is the line
 buffer, the output row and the parameters.
 
+A bilinear upsampling's stored row y reads conv rows ``i0(y)`` and ``i1(y) <= i0(y) + 1``
+(:func:`up_rows`): the kernel computes conv rows as far as ``i1(y)`` into a ring of two (the one-row
+look-ahead) and interpolates with the stream mapping's integer definition.  A fused residual add's
+skip is one more row stream (:func:`_parts`): its row r comes with input row r (the convolution keeps
+the frame's size), so the skip lags like a concat part and takes the same FIFO / memory-tile row
+path; the kernel keeps ``KH`` skip rows.  A global pooling (the window is the whole unpadded frame:
+a classifier's head) keeps one running sum or maximum per channel (Pool's step / finish) instead of
+a line buffer, and a Dense (+ softmax) after it is a convolution of one row.
+
 A concat part that skips stages (a U-Net skip) is a second output stream of its producer into a
 FIFO that holds the rows the reader has not reached yet (``adf::fifo_depth``, UG1079 DMA FIFO: a
 memory tile on AIE-ML, a tile's data memory on AIE1); its depth is the dependency lag
