@@ -388,3 +388,26 @@ def test_global_pool_model_accumulates_rows_as_they_arrive(classifier):
     lay = classifier.plan.layers[3]
     assert lay.row_cycles == 16 * 16 * (rows.STREAM_CYCLES_PER_VALUE + 1.0)  # 16 channels x 16 values per row
     assert gap.seconds == pytest.approx((16 * lay.row_cycles + 16 * rows.GLOBAL_POOL_FINISH_CYCLES_PER_CHANNEL + 200) / 1.25e9)
+
+
+class InputSkip(nn.Module):
+    """A residual block whose skip is the network input."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.c1 = nn.Conv2d(3, 4, 3, padding=1)
+        self.c2 = nn.Conv2d(4, 3, 3, padding=1)
+
+    def forward(self, x):
+        return torch.relu(self.c2(torch.relu(self.c1(x))) + x)
+
+
+def test_residual_skip_paths_and_refusal():
+    """AIE1: the input PLIO feeds c1 and, through a FIFO, c2's skip port; AIE-ML: the skip would have
+    to meet c1's rows in a memory tile, which takes kernel streams only: refused naming the add."""
+    d = _compile(InputSkip(), (16, 16), n=2, mapping="rows")
+    c2 = d.plan.layers[1]
+    assert c2.parts == ((0, 4), (-1, 3)) and c2.ins == 2 and c2.fifo_words[1] > 0
+    with pytest.raises(PlanError, match=r"the residual add '\w+' into 'c2' reads the network input"):
+        _compile(InputSkip(), (16, 16), n=2, device="vek280", mapping="rows")

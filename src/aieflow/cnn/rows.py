@@ -271,27 +271,36 @@ def row_cycles(device: Device, s: Stage, lay: StreamLayer) -> float:
     return core - perf.KERNEL_CALL_CYCLES + io + shift + interp
 
 
+def _joined(s: Stage) -> tuple[str, str]:
+    """What joins a stage's row streams, for messages: its concat, else its residual add."""
+    if s.concat is not None:
+        return f"the concat '{s.concat.name}'", s.concat.name
+    if s.residual is not None:
+        return f"the residual add '{s.residual.name}'", s.residual.name
+    return f"'{s.name}'", s.name
+
+
 def _merge_bytes(device: Device, stages: tuple[Stage, ...], s: Stage, parts: tuple[tuple[int, int], ...],
                  width: int) -> int:
     """Bytes of the memory-tile row buffer in which the parts of ``s`` meet (ping and pong of one
     row of all their channels): one S2MM DMA channel per part and one MM2S channel into the core.
     PlanErrors name what the device's catalog lacks (memory tiles, DMA channels)."""
     g = device.generation
-    what = s.concat.name if s.concat is not None else s.name
+    label, what = _joined(s)
     if not device.memory_tile_bytes:
-        raise PlanError(f"'{s.name}' reads {len(parts)} row streams (concat '{what}'); a {g.name} core has "
+        raise PlanError(f"'{s.name}' reads {len(parts)} row streams ({label}); a {g.name} core has "
                         f"{g.stream_in_ports} input stream port(s) and {device.board} no memory tile to merge them in",
                         layer=s.name, hint="use cnn.mapping stream")
     if any(p < 0 for p, _ in parts):
-        raise PlanError(f"the concat '{what}' into '{s.name}' reads the network input: on a {g.name} core with "
+        raise PlanError(f"{label} into '{s.name}' reads the network input: on a {g.name} core with "
                         f"{g.stream_in_ports} input stream port(s) its parts meet in a memory tile, which takes "
                         "kernel streams only in this mapping", layer=what, hint="use cnn.mapping stream")
     if len(parts) > device.memtile_channels:
-        raise PlanError(f"the concat '{what}' into '{s.name}' has {len(parts)} parts: one memory tile's "
+        raise PlanError(f"{label} into '{s.name}' has {len(parts)} parts: one memory tile's "
                         f"{device.memtile_channels} S2MM DMA channels take at most {device.memtile_channels}",
                         layer=what, hint="fewer concat parts")
     if 2 * (len(parts) + 1) > device.memtile_bds:  # a ping and a pong descriptor per port
-        raise PlanError(f"the concat '{what}' into '{s.name}' needs {2 * (len(parts) + 1)} buffer descriptors, more "
+        raise PlanError(f"{label} into '{s.name}' needs {2 * (len(parts) + 1)} buffer descriptors, more "
                         f"than a memory tile's {device.memtile_bds}", layer=what, hint="fewer concat parts")
     return 2 * sum(ch for _, ch in parts) * width * elem_bytes(s.in_type)
 
@@ -358,16 +367,16 @@ def rows_plan(device: Device, stages: tuple[Stage, ...], settings: dict) -> CnnP
             rows = fifo_rows(stages, p, i)
             nbytes = rows * ch * width * elem_bytes(t)
             if nbytes > fifo_limit:
-                what = s.concat.name if s.concat is not None else s.name
+                label, what = _joined(s)
                 src = f"'{stages[p].name}'" if p >= 0 else "the network input"
-                raise PlanError(f"the skip from {src} into '{s.name}' (concat '{what}') lags {rows} rows: a FIFO of "
+                raise PlanError(f"the skip from {src} into '{s.name}' ({label}) lags {rows} rows: a FIFO of "
                                 f"{nbytes:,} B, more than the {fifo_limit:,} B that hold it", layer=what,
                                 hint="a smaller frame or fewer skip channels; DDR skip buffers are not mapped yet")
             fifo.append(-(-nbytes // 4))
             fifo_bytes += fifo[-1] * 4
         if merge and merge + fifo_bytes > device.memory_tile_bytes:
-            what = s.concat.name if s.concat is not None else s.name
-            raise PlanError(f"the concat '{what}' into '{s.name}' needs its row buffer ({merge:,} B, ping and pong) and "
+            label, what = _joined(s)
+            raise PlanError(f"{label} into '{s.name}' needs its row buffer ({merge:,} B, ping and pong) and "
                             f"its skip FIFOs ({fifo_bytes:,} B) in one memory tile: {merge + fifo_bytes:,} B, more "
                             f"than its {device.memory_tile_bytes:,} B", layer=what,
                             hint="a narrower frame or fewer skip channels")
