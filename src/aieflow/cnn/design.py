@@ -154,8 +154,10 @@ class CnnDesign(EmulatedNumerics):
                  f"{p.borrowed_bytes:,} B, PLIO {p.plio_in} in / {p.plio_out} out"]
         for s, lay in zip(p.stages, p.layers, strict=True):
             if p.mapping == "rows":
-                shape = (f"1 kernel, {len(lay.parts)} row stream(s) in / {lay.outs} out, line buffer {lay.line_rows} "
-                         f"rows ({lay.line_bytes:,} B), {lay.row_cycles:,.0f} cycles per row"
+                held = (f"line buffer {lay.line_rows} rows ({lay.line_bytes:,} B)" if lay.kind != "gpool"
+                        else "global pooling: a running value per channel")
+                shape = (f"1 kernel, {len(lay.parts)} row stream(s) in / {lay.outs} out, {held}, "
+                         f"{lay.row_cycles:,.0f} cycles per {'input ' if lay.kind == 'gpool' else ''}row"
                          + "".join(f", skip FIFO {4 * n:,} B" for n in lay.fifo_words if n))
             elif isinstance(lay, StreamLayer):
                 shape = f"{lay.cas_num} x {lay.cas_len} tiles"

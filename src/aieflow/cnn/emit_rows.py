@@ -15,7 +15,9 @@ import numpy as np
 
 from .. import __version__
 from ..mapped.adf import graph_header
-from ..mapped.ir import Kernel, Link, MappedGraph, Plio, Port
+from ..mapped.ir import Kernel, Link, MappedGraph, Plio, Port, SharedBuffer
+from ..mapped.tiling import NdTiling
+from ..names import comment
 from ..numerics.types import FixedType, FloatType
 from ..passes.emit import _c_array, format_values
 from ..verify import VerifyError
@@ -25,6 +27,7 @@ from .emit import (
     GRAPH_CLASS,
     PLIO_BITS,
     STATIC,
+    UP_MODES,
     ctype,
     layer_cfg,
     stage_idents,
@@ -32,7 +35,7 @@ from .emit import (
     words,
 )
 from .plan import CnnPlan
-from .rows import RowLayer, row_stage, row_stream_layer
+from .rows import RowLayer, bilinear, row_stage, row_stream_layer, skip_channels
 
 STATIC_ROWS = {**STATIC, "src/kernels/rows_kernels.h": "cnn/rows_kernels.h"}
 
@@ -44,39 +47,70 @@ def place_rows(plan: CnnPlan) -> list[tuple[int, int]]:
 
 
 def role(lay: RowLayer) -> str:
-    return f"Row{'Pool' if lay.kind == 'pool' else 'Conv'}_{len(lay.parts)}_{lay.outs}"
+    cls = {"pool": "Pool", "gpool": "GlobalPool"}.get(lay.kind, "Conv")
+    return f"Row{cls}_{lay.ins}_{lay.outs_used}"
 
 
-def _readers(plan: CnnPlan) -> dict[int, list[int]]:
-    out: dict[int, list[int]] = {}
+def _readers(plan: CnnPlan) -> dict[int, list[tuple[int, int]]]:
+    """Per producer, the (reader stage, part) streams it feeds, in order (a stage whose residual
+    skip is its own input reads one producer twice)."""
+    out: dict[int, list[tuple[int, int]]] = {}
     for i, lay in enumerate(plan.layers):
-        for p, _ in lay.parts:
-            out.setdefault(p, []).append(i)
+        for j, (p, _) in enumerate(lay.parts):
+            out.setdefault(p, []).append((i, j))
     return out
+
+
+def _source(plan: CnnPlan, idents: list[str], readers: dict[int, list[tuple[int, int]]], p: int, i: int,
+            j: int) -> Port:
+    """The output port that part ``j`` (from ``p``) of stage ``i`` reads: the input PLIO, the
+    producer's port in its readers' order, or its one port where it broadcasts to all its readers."""
+    if p < 0:
+        return Port("in0", "out", 0)
+    src = plan.layers[p]
+    return Port(f"k_{idents[p]}", "out", readers[p].index((i, j)) if src.outs_used == src.outs else 0)
 
 
 def lower(plan: CnnPlan) -> MappedGraph:
     """Kernel ``k_<stage>`` per stage (stream ports only), a ``stream`` link from each part's
-    producer (output port = its readers' order) to the reader's input port, with the skip FIFO's
-    depth; the input PLIO ``in0`` to every stage that reads the network input, the last stage to
-    ``out0``."""
+    producer (output port = its readers' order, or its one port broadcast to them all where the
+    core has one output port) to the reader's input port, with the skip FIFO's depth; where the
+    reader's core has fewer input ports than parts, the parts go (``memtile`` links, each with its
+    FIFO depth) into the write ports of a memory-tile shared buffer ``cat_<stage>`` of one row of
+    all channels (``[W, C, 1]``, W fastest; part k's write tiling at channel offset ``c0_k``), filled
+    once per input row (``repetitions`` = the frame's rows), whose read port streams the row, parts
+    in channel order, into the reader's one input port; the input PLIO ``in0`` to every stage that
+    reads the network input, the last stage to ``out0``."""
     idents = stage_idents(plan.stages)
     readers = _readers(plan)
     cells = place_rows(plan)
-    kernels, links = [], []
+    kernels, links, buffers = [], [], []
     plios = [Plio("in0", "in", PLIO_BITS, "data/in0.txt"), Plio("out0", "out", PLIO_BITS, "data/out0.txt")]
     for i, (s, lay) in enumerate(zip(plan.stages, plan.layers, strict=True)):
         var, ident = f"k_{idents[i]}", idents[i]
-        args = () if lay.kind == "pool" else tuple(f"aieflow_design::{ident}_r0_c0_{b}" for b in "wbtls")
+        args = () if lay.kind != "conv" else tuple(f"aieflow_design::{ident}_r0_c0_{b}" for b in "wbtls")
         kernels.append(Kernel(var, s.name, f"aieflow_cnn::{role(lay)}<aieflow_design::{ident}_rows>", args,
-                              f"kernels/{ident}.cc", cells[i], (None,) * len(lay.parts), (None,) * lay.outs))
+                              f"kernels/{ident}.cc", cells[i], (None,) * lay.ins, (None,) * lay.outs_used))
+
+        fifo = lay.fifo_words or (0,) * len(lay.parts)
+        if lay.merged:
+            (_, h, w), c = s.geometry.in_shape, sum(ch for _, ch in lay.parts)
+            buf = f"cat_{ident}"
+            dims, c0, writes = (w, c, 1), 0, []
+            for j, (p, ch) in enumerate(lay.parts):
+                writes.append(NdTiling(dims, (w, ch, 1), (0, c0, 0)))
+                links.append(Link("memtile", _source(plan, idents, readers, p, i, j), Port(buf, "in", j), fifo_depth=fifo[j]))
+                c0 += ch
+            buffers.append(SharedBuffer(buf, ctype(s.in_type), dims, tuple(writes), (NdTiling(dims, dims, (0, 0, 0)),),
+                                        f"the input rows of {comment(s.name)}: {len(lay.parts)} parts meet, one row "
+                                        f"({c} x {w}) per fill, {h} fills per frame", repetitions=h))
+            links.append(Link("memtile", Port(buf, "out", 0), Port(var, "in", 0)))
+            continue
         for j, (p, _) in enumerate(lay.parts):
-            src = Port("in0", "out", 0) if p < 0 else Port(f"k_{idents[p]}", "out", readers[p].index(i))
-            links.append(Link("plio" if p < 0 else "stream", src, Port(var, "in", j),
-                              fifo_depth=lay.fifo_words[j] if lay.fifo_words else 0))
+            links.append(Link("plio" if p < 0 else "stream", _source(plan, idents, readers, p, i, j), Port(var, "in", j), fifo_depth=fifo[j]))
     links.append(Link("plio", Port(f"k_{idents[-1]}", "out", 0), Port("out0", "in", 0)))
-    headers = tuple(f"weights/{idents[i]}_r0_c0.h" for i, lay in enumerate(plan.layers) if lay.kind != "pool")
-    return MappedGraph(tuple(kernels), (), tuple(plios), tuple(links), headers)
+    headers = tuple(f"weights/{idents[i]}_r0_c0.h" for i, lay in enumerate(plan.layers) if lay.kind == "conv")
+    return MappedGraph(tuple(kernels), tuple(buffers), tuple(plios), tuple(links), headers)
 
 
 def graph_title(plan: CnnPlan) -> str:
@@ -93,7 +127,6 @@ def frames_as_rows(x: np.ndarray) -> np.ndarray:
 
 def rows_files(plan: CnnPlan, perf_json: dict, summary: str, xq: np.ndarray, yq: np.ndarray) -> dict[str, str]:
     idents = stage_idents(plan.stages)
-    readers = _readers(plan)
     layers, rows, params = [], [], {}
     for i, (s, lay) in enumerate(zip(plan.stages, plan.layers, strict=True)):
         rs, rl = row_stage(s), row_stream_layer(plan.device, s)
@@ -102,10 +135,12 @@ def rows_files(plan: CnnPlan, perf_json: dict, summary: str, xq: np.ndarray, yq:
         layers.append(L)
         rows.append({"cfg": f"{idents[i]}_rows", "base": L["cfg"], "ident": idents[i], "name": s.name,
                      "roles": [role(lay)], "ih": s.geometry.in_shape[1], "ish": s.geometry.stride[0],
-                     "ipt": s.geometry.padding[0], "ioh": s.out_hw[0], "nin": len(lay.parts),
-                     "nout": len(readers.get(i, [])) or 1, "part_c": [c for _, c in lay.parts],
-                     "padv": L.get("pad", 0) if lay.kind == "conv" else 0})
-        if lay.kind == "pool":
+                     "ipt": s.geometry.padding[0], "ioh": s.out_hw[0], "nin": lay.ins, "nout": lay.outs_used,
+                     "part_c": [sum(c for _, c in lay.parts)] if lay.merged else [c for _, c in lay.parts],
+                     "padv": L.get("pad", 0) if lay.kind == "conv" else 0, "skip_c": skip_channels(s),
+                     "upm": UP_MODES[s.up_mode] if bilinear(s) else 0, "uh": s.up[0] if bilinear(s) else 1,
+                     "uw": s.up[1] if bilinear(s) else 1})
+        if lay.kind != "conv":
             continue
         p = tile_params(rs, rl, 0, 0)
         wt = s.core.weight

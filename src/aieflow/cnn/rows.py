@@ -12,6 +12,15 @@ each output row ``up_h`` times, a channel concat reads one stream per part into 
 (parts in channel order).  Weights stay resident.  Nothing holds a frame: tile memory is the line
 buffer, the output row and the parameters.
 
+A bilinear upsampling's stored row y reads conv rows ``i0(y)`` and ``i1(y) <= i0(y) + 1``
+(:func:`up_rows`): the kernel computes conv rows as far as ``i1(y)`` into a ring of two (the one-row
+look-ahead) and interpolates with the stream mapping's integer definition.  A fused residual add's
+skip is one more row stream (:func:`_parts`): its row r comes with input row r (the convolution keeps
+the frame's size), so the skip lags like a concat part and takes the same FIFO / memory-tile row
+path; the kernel keeps ``KH`` skip rows.  A global pooling (the window is the whole unpadded frame:
+a classifier's head) keeps one running sum or maximum per channel (Pool's step / finish) instead of
+a line buffer, and a Dense (+ softmax) after it is a convolution of one row.
+
 A concat part that skips stages (a U-Net skip) is a second output stream of its producer into a
 FIFO that holds the rows the reader has not reached yet (``adf::fifo_depth``, UG1079 DMA FIFO: a
 memory tile on AIE-ML, a tile's data memory on AIE1); its depth is the dependency lag
@@ -52,6 +61,7 @@ from .stages import Stage
 STREAM_CYCLES_PER_VALUE = 1.0  # a scalar readincr / writeincr of one value on a 32-bit core stream (assumed)
 LINE_SHIFT_CYCLES_PER_VALUE = 1.0  # a scalar copy of one value when the line buffer slides down (assumed)
 FIFO_SLACK_ROWS = 1  # one row in flight on top of the dependency lag
+GLOBAL_POOL_FINISH_CYCLES_PER_CHANNEL = 8.0  # a global pooling's rounded division (or maximum) per channel (assumed)
 
 
 @dataclass(frozen=True)
@@ -59,7 +69,7 @@ class RowLayer:
     """One stage of the rows mapping: one kernel, its stream ports and its line buffer."""
 
     stage: str
-    kind: str  # "conv" | "pool"
+    kind: str  # "conv" | "pool" | "gpool" (a global pooling: sums / maxima per channel as the rows pass)
     parts: tuple[tuple[int, int], ...]  # (producer stage index, -1 the input PLIO; channels) per input stream
     outs: int  # output streams: the next stage, and a later concat reader
     line_rows: int  # KH
@@ -69,9 +79,28 @@ class RowLayer:
     fifo_words: tuple[int, ...] = ()  # per input stream: adf::fifo_depth (32-bit words), 0: none
     col: int = 0
     outputs: int = 0  # output PLIOs (the last stage: 1)
+    # The core's stream ports this stage uses (0: one per part / per reader).  Where the core has
+    # fewer input ports than parts, the parts meet in a memory-tile row buffer (``merge_bytes``, its
+    # ping and pong) that feeds one port; where it has fewer output ports than readers, one port
+    # broadcasts to all of them.
+    in_ports: int = 0
+    out_ports: int = 0
+    merge_bytes: int = 0
 
     tiles = 1
     kernels = 1
+
+    @property
+    def ins(self) -> int:
+        return self.in_ports or len(self.parts)
+
+    @property
+    def outs_used(self) -> int:
+        return self.out_ports or self.outs
+
+    @property
+    def merged(self) -> bool:
+        return self.merge_bytes > 0
 
     @property
     def plio_in(self) -> int:
@@ -85,7 +114,22 @@ class RowLayer:
         return {"stage": self.stage, "kind": self.kind, "parts": [list(p) for p in self.parts], "outs": self.outs,
                 "line_rows": self.line_rows, "line_bytes": self.line_bytes, "tile_bytes": self.memory.bytes,
                 "borrowed_bytes": self.memory.borrowed, "row_cycles": self.row_cycles,
-                "fifo_words": list(self.fifo_words), "col": self.col}
+                "fifo_words": list(self.fifo_words), "col": self.col, "stream_ports": [self.ins, self.outs_used],
+                "merge_bytes": self.merge_bytes}
+
+
+def is_global_pool(s: Stage) -> bool:
+    """A pooling whose window is the whole unpadded frame (global average / max pooling)."""
+    _, h, w = s.geometry.in_shape
+    return s.kind == "pool" and s.geometry.kernel == (h, w) and not any(s.geometry.padding)
+
+
+def row_kind(s: Stage) -> str:
+    return "gpool" if is_global_pool(s) else s.kind
+
+
+def bilinear(s: Stage) -> bool:
+    return s.up != (1, 1) and s.up_mode != "nearest"
 
 
 def row_geometry(s: Stage) -> ConvGeometry:
@@ -98,7 +142,22 @@ def row_geometry(s: Stage) -> ConvGeometry:
 
 
 def row_stage(s: Stage) -> Stage:
+    """The one-row stage the kernel's ConvCore / Pool configuration describes; a bilinear
+    upsampling is the rows kernel's own (it needs two conv rows: ``up_rows``), not the core's."""
+    if bilinear(s):
+        s = replace(s, up=(1, 1), up_mode="nearest", up_name="")
     return replace(s, geometry=row_geometry(s))
+
+
+def up_rows(s: Stage, r: int) -> tuple[int, int]:
+    """The conv output rows ``(i0, i1)`` that stored row ``r`` of ``s`` reads (ops/resize.py
+    ``axis_weights``: bilinear; nearest: ``r // up``; none: ``r``)."""
+    if not bilinear(s):
+        return r // s.up[0], r // s.up[0]
+    from ..ops.resize import axis_weights
+
+    i0, i1, _, _ = axis_weights(s.out_hw[0], s.up[0], s.up_mode)
+    return int(i0[r]), int(i1[r])
 
 
 def row_stream_layer(device: Device, s: Stage) -> StreamLayer:
@@ -109,38 +168,49 @@ def row_stream_layer(device: Device, s: Stage) -> StreamLayer:
 
 
 def _parts(stages: tuple[Stage, ...], i: int) -> tuple[tuple[int, int], ...]:
+    """The row streams stage ``i`` reads, ``(producer, channels)``: its input (a concat's parts in
+    channel order), then a fused residual add's skip (its row r travels with input row r)."""
     s = stages[i]
     if s.concat is not None:
-        return tuple((k, ch) for k, _, ch in s.concat.parts)
-    return ((i - 1, s.geometry.in_shape[0]),)
+        parts = tuple((k, ch) for k, _, ch in s.concat.parts)
+    else:
+        parts = ((i - 1, s.geometry.in_shape[0]),)
+    if s.residual is not None:
+        k = s.residual.skip_from
+        parts += ((k, stages[k].out_shape[0] if k >= 0 else s.out_shape[0]),)
+    return parts
+
+
+def skip_channels(s: Stage) -> int:
+    return s.out_shape[0] if s.residual is not None else 0
 
 
 def _refuse(s: Stage, device: Device) -> None:
+    from .emit import ctype
+
     what = ""
-    if s.residual is not None:
-        what = f"the residual add '{s.residual.name}' fused into it"
+    if s.residual is not None and (s.geometry.in_shape[1:] != s.out_shape[1:] or s.geometry.stride != (1, 1)):
+        what = (f"the residual add '{s.residual.name}' on a {s.geometry.in_shape[1]} x {s.geometry.in_shape[2]} -> "
+                f"{s.out_shape[1]} x {s.out_shape[2]} convolution (the skip's row r travels with input row r: "
+                "the convolution keeps the frame's size)")
+    elif s.residual is not None and ctype(s.residual.skip_type) != ctype(s.in_type):
+        what = (f"the residual add '{s.residual.name}' whose skip is {s.residual.skip_type} beside an input of "
+                f"{s.in_type} (one stream element type per kernel)")
     elif s.shuffle:
         what = f"the pixel shuffle '{s.shuffle_name}' after it"
-    elif s.up != (1, 1) and s.up_mode != "nearest":
-        what = f"the bilinear upsampling '{s.up_name}' after it"
-    elif s.post is not None and s.post.op == "softmax":
-        what = f"the softmax '{s.post.name}' after it"
-    elif s.kind == "pool" and (s.geometry.padding[0] or s.geometry.padding[2]):
+    elif s.kind == "pool" and not is_global_pool(s) and (s.geometry.padding[0] or s.geometry.padding[2]):
         what = f"its top / bottom padding {s.geometry.padding[0]} / {s.geometry.padding[2]}"
     if what:
-        raise PlanError(f"the rows mapping streams convolutions (ReLU / tables / activation heads), poolings "
-                        f"without top / bottom padding, nearest upsampling and channel concats; '{s.name}' has "
-                        f"{what}", layer=s.name, hint="use cnn.mapping stream (whole frames) for this network")
+        raise PlanError(f"the rows mapping streams convolutions (ReLU / tables / activation and softmax heads, "
+                        f"nearest and bilinear upsampling, residual adds), poolings without top / bottom padding, "
+                        f"global poolings and channel concats; '{s.name}' has {what}", layer=s.name,
+                        hint="use cnn.mapping stream (whole frames) for this network")
 
 
 def _need(s: Stage, oy: int) -> int:
     """The last input row that output row ``oy`` of stage ``s`` reads (-1: none)."""
     _, h, _ = s.geometry.in_shape
     return min(h - 1, oy * s.geometry.stride[0] - s.geometry.padding[0] + s.geometry.kernel[0] - 1)
-
-
-def _stored_rows(s: Stage) -> int:
-    return s.out_hw[0] * s.up[0]
 
 
 def fifo_rows(stages: tuple[Stage, ...], producer: int, reader: int) -> int:
@@ -161,7 +231,7 @@ def fifo_rows(stages: tuple[Stage, ...], producer: int, reader: int) -> int:
             return r + 1
         if k < 0 or k < producer:
             return 0
-        oy = r // stages[k].up[0]
+        oy = up_rows(stages[k], r)[1]
         n = _need(stages[k], oy)
         return max((needs(p, n) for p, _ in _parts(stages, k)), default=0) if n >= 0 else 0
 
@@ -184,6 +254,8 @@ def row_cycles(device: Device, s: Stage, lay: StreamLayer) -> float:
     rs = row_stage(s)
     c, h, w = s.geometry.in_shape
     kh, sh = s.geometry.kernel[0], s.geometry.stride[0]
+    if row_kind(s) == "gpool":  # per input row: read and accumulate each value
+        return c * w * (STREAM_CYCLES_PER_VALUE + perf.POOL_CYCLES_PER_ELEMENT)
     if s.kind == "pool":
         core = perf.pool_tile_cycles(rs, lay)
     else:
@@ -191,9 +263,46 @@ def row_cycles(device: Device, s: Stage, lay: StreamLayer) -> float:
         core = perf.conv_tile_cycles(rs, lay, True, rate)
     new_rows = min(sh, kh)
     ow = s.out_hw[1]
-    io = (new_rows * c * w + s.out_channels * ow * s.up[0] * s.up[1]) * STREAM_CYCLES_PER_VALUE
+    skip = skip_channels(s) * w  # a residual's skip row, read with each input row
+    io = (new_rows * (c * w + skip) + s.out_channels * ow * s.up[0] * s.up[1]) * STREAM_CYCLES_PER_VALUE
     shift = max(0, kh - sh) * c * w * LINE_SHIFT_CYCLES_PER_VALUE
-    return core - perf.KERNEL_CALL_CYCLES + io + shift
+    # bilinear: the rows kernel interpolates up[0] x up[1] values per computed value, on average
+    interp = s.out_channels * ow * s.up[0] * s.up[1] * perf.BILINEAR_CYCLES_PER_VALUE if bilinear(s) else 0.0
+    return core - perf.KERNEL_CALL_CYCLES + io + shift + interp
+
+
+def _joined(s: Stage) -> tuple[str, str]:
+    """What joins a stage's row streams, for messages: its concat, else its residual add."""
+    if s.concat is not None:
+        return f"the concat '{s.concat.name}'", s.concat.name
+    if s.residual is not None:
+        return f"the residual add '{s.residual.name}'", s.residual.name
+    return f"'{s.name}'", s.name
+
+
+def _merge_bytes(device: Device, stages: tuple[Stage, ...], s: Stage, parts: tuple[tuple[int, int], ...],
+                 width: int) -> int:
+    """Bytes of the memory-tile row buffer in which the parts of ``s`` meet (ping and pong of one
+    row of all their channels): one S2MM DMA channel per part and one MM2S channel into the core.
+    PlanErrors name what the device's catalog lacks (memory tiles, DMA channels)."""
+    g = device.generation
+    label, what = _joined(s)
+    if not device.memory_tile_bytes:
+        raise PlanError(f"'{s.name}' reads {len(parts)} row streams ({label}); a {g.name} core has "
+                        f"{g.stream_in_ports} input stream port(s) and {device.board} no memory tile to merge them in",
+                        layer=s.name, hint="use cnn.mapping stream")
+    if any(p < 0 for p, _ in parts):
+        raise PlanError(f"{label} into '{s.name}' reads the network input: on a {g.name} core with "
+                        f"{g.stream_in_ports} input stream port(s) its parts meet in a memory tile, which takes "
+                        "kernel streams only in this mapping", layer=what, hint="use cnn.mapping stream")
+    if len(parts) > device.memtile_channels:
+        raise PlanError(f"{label} into '{s.name}' has {len(parts)} parts: one memory tile's "
+                        f"{device.memtile_channels} S2MM DMA channels take at most {device.memtile_channels}",
+                        layer=what, hint="fewer concat parts")
+    if 2 * (len(parts) + 1) > device.memtile_bds:  # a ping and a pong descriptor per port
+        raise PlanError(f"{label} into '{s.name}' needs {2 * (len(parts) + 1)} buffer descriptors, more "
+                        f"than a memory tile's {device.memtile_bds}", layer=what, hint="fewer concat parts")
+    return 2 * sum(ch for _, ch in parts) * width * elem_bytes(s.in_type)
 
 
 def rows_plan(device: Device, stages: tuple[Stage, ...], settings: dict) -> CnnPlan:
@@ -215,18 +324,25 @@ def rows_plan(device: Device, stages: tuple[Stage, ...], settings: dict) -> CnnP
         _refuse(s, device)
         parts = _parts(stages, i)
         outs = len(readers.get(i, [])) or 1
-        if len(parts) > g.stream_in_ports or outs > g.stream_out_ports:
-            raise PlanError(f"'{s.name}' reads {len(parts)} and writes {outs} row stream(s); a {g.name} core has "
-                            f"{g.stream_in_ports} input and {g.stream_out_ports} output stream port(s)", layer=s.name,
-                            hint="use cnn.mapping stream, or a device whose cores have more stream ports (vck190)")
         c, _, w = s.geometry.in_shape
+        in_ports, out_ports = min(len(parts), g.stream_in_ports), min(outs, g.stream_out_ports)
+        merge = 0
+        if len(parts) > g.stream_in_ports:  # the parts meet in a memory-tile row buffer
+            merge = _merge_bytes(device, stages, s, parts, w)
         kh = s.geometry.kernel[0]
         eb_in, eb_out = elem_bytes(s.in_type), elem_bytes(s.out_type)
         line = c * kh * w * eb_in
         ow = s.out_hw[1]
         lay = row_stream_layer(device, s)
-        out_row = s.out_channels * ow * s.up[0] * s.up[1] * eb_out
-        if s.kind == "pool":
+        if bilinear(s):  # two conv rows (the interpolation's i0 and i1) and one upsampled row
+            out_row = s.out_channels * ow * (2 + s.up[1]) * eb_out
+        else:
+            out_row = s.out_channels * ow * s.up[0] * s.up[1] * eb_out
+        out_row += skip_channels(s) * kh * w * eb_in  # a residual's skip rows in flight (KH at most)
+        if row_kind(s) == "gpool":  # one running sum (or maximum) per channel, no line buffer
+            line, kh = 0, 0
+            mem = c * 8 + c * eb_out + STACK_BYTES
+        elif s.kind == "pool":
             mem = line + out_row + STACK_BYTES
         else:
             mm = lay.mmul
@@ -241,6 +357,7 @@ def rows_plan(device: Device, stages: tuple[Stage, ...], settings: dict) -> CnnP
                             layer=s.name, hint="fewer channels or a narrower frame; line buffers in memory tiles are "
                             "not mapped yet")
         fifo: list[int] = []
+        fifo_bytes = 0
         for p, ch in parts:
             if p == i - 1 and len(readers.get(p, [])) <= 1:
                 fifo.append(0)  # the chain's own stream: backpressure, no deadlock
@@ -250,14 +367,21 @@ def rows_plan(device: Device, stages: tuple[Stage, ...], settings: dict) -> CnnP
             rows = fifo_rows(stages, p, i)
             nbytes = rows * ch * width * elem_bytes(t)
             if nbytes > fifo_limit:
-                what = s.concat.name if s.concat is not None else s.name
+                label, what = _joined(s)
                 src = f"'{stages[p].name}'" if p >= 0 else "the network input"
-                raise PlanError(f"the skip from {src} into '{s.name}' (concat '{what}') lags {rows} rows: a FIFO of "
+                raise PlanError(f"the skip from {src} into '{s.name}' ({label}) lags {rows} rows: a FIFO of "
                                 f"{nbytes:,} B, more than the {fifo_limit:,} B that hold it", layer=what,
                                 hint="a smaller frame or fewer skip channels; DDR skip buffers are not mapped yet")
             fifo.append(-(-nbytes // 4))
-        layers.append(RowLayer(s.name, s.kind, parts, outs, kh, line, TileUse(mem, limit), row_cycles(device, s, lay),
-                               tuple(fifo), i, int(i == len(stages) - 1)))
+            fifo_bytes += fifo[-1] * 4
+        if merge and merge + fifo_bytes > device.memory_tile_bytes:
+            label, what = _joined(s)
+            raise PlanError(f"{label} into '{s.name}' needs its row buffer ({merge:,} B, ping and pong) and "
+                            f"its skip FIFOs ({fifo_bytes:,} B) in one memory tile: {merge + fifo_bytes:,} B, more "
+                            f"than its {device.memory_tile_bytes:,} B", layer=what,
+                            hint="a narrower frame or fewer skip channels")
+        layers.append(RowLayer(s.name, row_kind(s), parts, outs, kh, line, TileUse(mem, limit), row_cycles(device, s, lay),
+                               tuple(fifo), i, int(i == len(stages) - 1), in_ports, out_ports, merge))
     if len(layers) > device.compute_tiles:
         raise PlanError(f"{len(layers)} kernels do not fit the array's {device.compute_tiles} tiles")
     return CnnPlan("rows", device, stages, tuple(layers), 1, settings.get("mover_clock_hz", 312.5e6))
@@ -270,6 +394,10 @@ def estimate_rows(plan: CnnPlan) -> perf.CnnPerformance:
     """Latency, interval and bound of the rows mapping (module docstring).
 
     * input PLIO row r arrives at ``(r + 1) p_in``, ``p_in`` = bytes of a row / 16 B per PL cycle;
+    * parts that meet in a memory-tile row buffer (a core with fewer input stream ports than parts):
+      concat row r leaves it at ``merged(r) = max(max over parts of ready(r), merged(r - 1)) + hop``,
+      ``hop`` = the row's bytes / the 32-bit stream per AIE cycle (its MM2S DMA channel, which also
+      bounds the interval at ``H hop``); the stage reads ``merged`` as its one part;
     * stage s computes output row oy when every part's stored row ``need(oy)`` has arrived and its
       row oy - 1 is done: ``done(oy) = max(ready, done(oy - 1)) + t_s`` (the first row adds the call
       overhead); its stored rows (``up_h`` per computed row) are ready at ``done(oy)``;
@@ -286,14 +414,39 @@ def estimate_rows(plan: CnnPlan) -> perf.CnnPerformance:
     call = perf.KERNEL_CALL_CYCLES / clock
     for i, (s, lay) in enumerate(zip(stages, plan.layers, strict=True)):
         t = lay.row_cycles / clock
-        out: list[float] = []
+        sources = [ready[p] for p, _ in lay.parts]
+        if lay.merged:
+            _, h_in, w_in = s.geometry.in_shape
+            row_bytes = sum(ch for _, ch in lay.parts) * w_in * elem_bytes(s.in_type)
+            hop = row_bytes / (d.generation.core_stream_bits // 8) / clock
+            merged, at = [], 0.0
+            for r in range(h_in):
+                at = max(max(src[r] for src in sources), at) + hop
+                merged.append(at)
+            sources = [merged]
+            busy.append(perf.StagePerf(f"{s.name} concat", "memtile", h_in * hop,
+                                       f"{h_in} rows of {row_bytes:,} B through a memory-tile row buffer "
+                                       f"({lay.merge_bytes:,} B, ping and pong), {d.generation.core_stream_bits}-bit "
+                                       "DMA"))
+        if lay.kind == "gpool":  # each input row accumulated as it arrives, the results after the last
+            h_in = s.geometry.in_shape[1]
+            fin = s.out_channels * GLOBAL_POOL_FINISH_CYCLES_PER_CHANNEL / clock
+            done = call
+            for r in range(h_in):
+                done = max(sources[0][r], done) + t
+            ready[i] = [done + fin]
+            busy.append(perf.StagePerf(s.name, "aie", h_in * t + fin + call,
+                                       f"1 kernel, {lay.row_cycles:,.0f} cycles per input row x {h_in} rows, "
+                                       f"global {s.pool} pooling"))
+            continue
+        conv_done: list[float] = []
         done = call
         for oy in range(s.out_hw[0]):
             n = _need(s, oy)
-            avail = max((ready[p][n] for p, _ in lay.parts), default=0.0) if n >= 0 else 0.0
+            avail = max((src[n] for src in sources), default=0.0) if n >= 0 else 0.0
             done = max(avail, done) + t
-            out += [done] * s.up[0]
-        ready[i] = out
+            conv_done.append(done)
+        ready[i] = [conv_done[up_rows(s, r)[1]] for r in range(s.out_hw[0] * s.up[0])]
         busy.append(perf.StagePerf(s.name, "aie", s.out_hw[0] * t + call,
                                    f"1 kernel, {lay.row_cycles:,.0f} cycles per row x {s.out_hw[0]} rows, "
                                    f"line buffer {lay.line_rows} rows ({lay.line_bytes:,} B)"))

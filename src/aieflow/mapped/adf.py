@@ -69,7 +69,7 @@ def graph_header(g: MappedGraph, graph_class: str, includes: tuple[str, ...] = (
     g.check()
     title = context.pop("title")
     constants = context.pop("constants", ())
-    buffers = [{"var": b.var, "ctype": b.ctype, "dims": b.dims, "comment": b.comment,
+    buffers = [{"var": b.var, "ctype": b.ctype, "dims": b.dims, "comment": b.comment, "repetitions": b.repetitions,
                 "writes": [Code(render(t)) for t in b.writes], "reads": [Code(render(t)) for t in b.reads]}
                for b in g.buffers]
     kernels = [{"var": k.var, "cls": Code(k.cls), "args": Code(", ".join(k.args)), "source": k.source,

@@ -111,6 +111,9 @@ class SharedBuffer:
     # no read cost: whatever reads it (an output PLIO, another shard) drains it in its own stage.
     write_cost: Cost | None = None
     read_cost: Cost | None = None
+    # ``adf::repetition_count``: fills per graph iteration (UG1603; the rows mapping's concat row
+    # buffer fills once per row of a frame); 1: once, not written.
+    repetitions: int = 1
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,46 @@ inline void load_params(T (&dst)[N], const std::vector<T>& src) {
     for (unsigned i = 0; i < N; ++i) dst[i] = i < src.size() ? src[i] : T(0);
 }
 
+// Bilinear upsampling (ops/resize.py), shared by the stream and rows mappings: per axis of length n
+// and factor s, output y reads ((D - p) x[i0] + p x[i1]) / D, D = 2 s (MODE 1: half_pixel), n s - 1
+// (2: align_corners) or s (3: asymmetric); the code is the exact N / (Dh Dw) rounded to the
+// nearest, ties to even, in 64-bit integers.
+template <int MODE>
+constexpr long long up_den(unsigned n, unsigned s) {
+    return MODE == 1 ? 2LL * s : MODE == 2 ? (n * s > 1 ? (long long)(n * s) - 1 : 1LL) : (long long)s;
+}
+
+template <int MODE>
+inline void up_tap(unsigned y, unsigned n, unsigned s, unsigned& i0, unsigned& i1, long long& p) {
+    const long long d = up_den<MODE>(n, s);
+    long long num = 0;
+    if constexpr (MODE == 1) {
+        num = 2LL * y + 1 - (long long)s;
+        num = num < 0 ? 0 : num;
+    } else if constexpr (MODE == 2) {
+        num = n * s > 1 ? (long long)y * (long long)(n - 1) : 0;
+    } else {
+        num = y;
+    }
+    i0 = unsigned(num / d);
+    p = num - (long long)i0 * d;
+    i1 = i0 + 1 < n ? i0 + 1 : n - 1;
+}
+
+// The four taps a00 (i0, j0), a01 (i0, j1), a10 (i1, j0), a11 (i1, j1) weighted and rounded.
+inline long long up_mix(long long a00, long long a01, long long a10, long long a11, long long pr, long long pc,
+                        long long dh, long long dw) {
+    const long long den = dh * dw;
+    const long long num = (dh - pr) * ((dw - pc) * a00 + pc * a01) + pr * ((dw - pc) * a10 + pc * a11);
+    long long q = num / den, rem = num % den;
+    if (rem < 0) {
+        rem += den;
+        --q;
+    }
+    if (2 * rem > den || (2 * rem == den && (q & 1))) ++q;
+    return q;
+}
+
 template <class C>
 struct ConvCore {
     using TA = typename C::TA;
@@ -266,54 +306,24 @@ struct ConvCore {
         if constexpr (!COUT && C::UP_MODE != 0) bilinear(pre, out);
     }
 
-    // A fused bilinear upsampling by (UP_H, UP_W) (ops/resize.py): per axis of length n and factor s,
-    // output y reads ((D - p) x[i0] + p x[i1]) / D, D = 2 s (UP_MODE 1: half_pixel), n s - 1
-    // (2: align_corners) or s (3: asymmetric); the code is the exact N / (Dh Dw) rounded to the
-    // nearest, ties to even, in 64-bit integers.
-    static constexpr long long up_den(unsigned n, unsigned s) {
-        return C::UP_MODE == 1 ? 2LL * s : C::UP_MODE == 2 ? (n * s > 1 ? (long long)(n * s) - 1 : 1LL) : (long long)s;
-    }
-
-    static void up_tap(unsigned y, unsigned n, unsigned s, unsigned& i0, unsigned& i1, long long& p) {
-        const long long d = up_den(n, s);
-        long long num = 0;
-        if constexpr (C::UP_MODE == 1) {
-            num = 2LL * y + 1 - (long long)s;
-            num = num < 0 ? 0 : num;
-        } else if constexpr (C::UP_MODE == 2) {
-            num = n * s > 1 ? (long long)y * (long long)(n - 1) : 0;
-        } else {
-            num = y;
-        }
-        i0 = unsigned(num / d);
-        p = num - (long long)i0 * d;
-        i1 = i0 + 1 < n ? i0 + 1 : n - 1;
-    }
-
+    // A fused bilinear upsampling by (UP_H, UP_W): up_tap / up_mix below (ops/resize.py's integer
+    // definition), on the stored window of OH x OW values per channel.
     static void bilinear(const TO* __restrict pre, TY* __restrict out) {
         static_assert(!is_float, "bilinear upsampling is mapped in fixed point only (cnn/stages.py)");
         constexpr unsigned OHU = C::OH * C::UP_H, OWU = C::OW * C::UP_W;
-        constexpr long long DH = up_den(C::OH, C::UP_H), DW = up_den(C::OW, C::UP_W), DEN = DH * DW;
+        constexpr long long DH = up_den<C::UP_MODE>(C::OH, C::UP_H), DW = up_den<C::UP_MODE>(C::OW, C::UP_W);
         for (unsigned o = 0; o < C::OG; ++o) {
             const TO* __restrict b = pre + o * P;
             for (unsigned y = 0; y < OHU; ++y) {
                 unsigned r0 = 0, r1 = 0;
                 long long pr = 0;
-                up_tap(y, C::OH, C::UP_H, r0, r1, pr);
+                up_tap<C::UP_MODE>(y, C::OH, C::UP_H, r0, r1, pr);
                 for (unsigned x = 0; x < OWU; ++x) {
                     unsigned c0 = 0, c1 = 0;
                     long long pc = 0;
-                    up_tap(x, C::OW, C::UP_W, c0, c1, pc);
-                    const long long num =
-                        (DH - pr) * ((DW - pc) * (long long)b[r0 * C::OW + c0] + pc * (long long)b[r0 * C::OW + c1])
-                        + pr * ((DW - pc) * (long long)b[r1 * C::OW + c0] + pc * (long long)b[r1 * C::OW + c1]);
-                    long long q = num / DEN, rem = num % DEN;
-                    if (rem < 0) {
-                        rem += DEN;
-                        --q;
-                    }
-                    if (2 * rem > DEN || (2 * rem == DEN && (q & 1))) ++q;
-                    out[(o * OHU + y) * OWU + x] = TY(q);
+                    up_tap<C::UP_MODE>(x, C::OW, C::UP_W, c0, c1, pc);
+                    out[(o * OHU + y) * OWU + x] = TY(up_mix(b[r0 * C::OW + c0], b[r0 * C::OW + c1], b[r1 * C::OW + c0],
+                                                             b[r1 * C::OW + c1], pr, pc, DH, DW));
                 }
             }
         }
@@ -481,48 +491,62 @@ public:
                     y[(c * C::OH + oy) * C::OW + ox] = window(img, oy, ox);
                 }
     }
-    static typename C::TA window(const typename C::TA* __restrict img, unsigned oy, unsigned ox) {
-        using T = typename C::TA;
-        constexpr bool is_float = !std::is_integral_v<T>;  // float or bfloat16 (sums and quotient in float)
-        T best = T(0);
+    // The running state of one window: the maximum, or the sum (float: one rounding per addition,
+    // in the order the values come), and the values inside the image.
+    struct Acc {
+        typename C::TA best = typename C::TA(0);
         float fsum = 0.0f;
         int64_t isum = 0;
         unsigned inside = 0;
-        for (unsigned i = 0; i < C::KH; ++i)
-            for (unsigned j = 0; j < C::KW; ++j) {
-                const int yy = int(oy * C::SH + i) - int(C::PT), xx = int(ox * C::SW + j) - int(C::PL);
-                const bool in_image = yy >= 0 && yy < int(C::H) && xx >= 0 && xx < int(C::W);
-                const T v = in_image ? img[unsigned(yy) * C::W + unsigned(xx)] : T(0);
-                inside += in_image ? 1u : 0u;
-                const bool first = i == 0 && j == 0;
-                if constexpr (C::MAX) {
-                    if (!in_image) continue;  // padding never wins a maximum
-                    if constexpr (is_float) {
-                        if (inside == 1 || !(best >= v || best != best)) best = v;
-                    } else {
-                        if (inside == 1 || v > best) best = v;
-                    }
-                } else if constexpr (is_float) {
-                    fsum = first ? float(v) : fsum + float(v);  // row-major, one float32 rounding per addition
-                } else {
-                    isum += int64_t(v);
-                }
-            }
+    };
+    static constexpr bool is_float = !std::is_integral_v<typename C::TA>;  // float or bfloat16 (sums and quotient in float)
+
+    static void step(Acc& a, typename C::TA v, bool in_image, bool first) {
+        a.inside += in_image ? 1u : 0u;
         if constexpr (C::MAX) {
-            return best;
-        } else {
-            const unsigned count = C::COUNT_PAD ? C::KH * C::KW : inside;
+            if (!in_image) return;  // padding never wins a maximum
             if constexpr (is_float) {
-                return T(fsum / float(count));  // bfloat16: rounded to nearest even
+                if (a.inside == 1 || !(a.best >= v || a.best != a.best)) a.best = v;
+            } else {
+                if (a.inside == 1 || v > a.best) a.best = v;
+            }
+        } else if constexpr (is_float) {
+            a.fsum = first ? float(v) : a.fsum + float(v);
+        } else {
+            a.isum += int64_t(v);
+        }
+    }
+
+    static typename C::TA finish(const Acc& a) {
+        using T = typename C::TA;
+        if constexpr (C::MAX) {
+            return a.best;
+        } else {
+            const unsigned count = C::COUNT_PAD ? C::KH * C::KW : a.inside;
+            if constexpr (is_float) {
+                return T(a.fsum / float(count));  // bfloat16: rounded to nearest even
             } else {
                 if constexpr (C::RQ)  // float scales (ops/pool.py): (sum - n z_in) requantised
-                    return T(requant(isum - C::RQ_BIAS, C::RQ_MULT, C::RQ_SHIFT, C::RQ_ZP, C::MIN_CODE, C::MAX_CODE));
-                int64_t q = round_divide(isum, int64_t(count), rnd(C::RND_CODE));
+                    return T(requant(a.isum - C::RQ_BIAS, C::RQ_MULT, C::RQ_SHIFT, C::RQ_ZP, C::MIN_CODE, C::MAX_CODE));
+                int64_t q = round_divide(a.isum, int64_t(count), rnd(C::RND_CODE));
                 if (q > C::MAX_CODE) q = C::MAX_CODE;
                 if (q < C::MIN_CODE) q = C::MIN_CODE;
                 return T(q);
             }
         }
+    }
+
+    // One window, row-major (the rows mapping's global pooling runs the same step / finish).
+    static typename C::TA window(const typename C::TA* __restrict img, unsigned oy, unsigned ox) {
+        using T = typename C::TA;
+        Acc a;
+        for (unsigned i = 0; i < C::KH; ++i)
+            for (unsigned j = 0; j < C::KW; ++j) {
+                const int yy = int(oy * C::SH + i) - int(C::PT), xx = int(ox * C::SW + j) - int(C::PL);
+                const bool in_image = yy >= 0 && yy < int(C::H) && xx >= 0 && xx < int(C::W);
+                step(a, in_image ? img[unsigned(yy) * C::W + unsigned(xx)] : T(0), in_image, i == 0 && j == 0);
+            }
+        return finish(a);
     }
     static void registerKernelClass() { REGISTER_FUNCTION(Pool::run); }
 };

@@ -371,8 +371,20 @@ public:
 private:
     explicit shared_buffer(int node) : in(node), out(node) { this->node = node; }
 
-    // Writers fill the buffer through their write tilings, then readers gather through theirs.
+    // Writers fill the buffer through their write tilings, then readers gather through theirs;
+    // repetition_count times per iteration.
     static void fire(aieflow_shim::net::executor& ex, int k) {
+        namespace net = aieflow_shim::net;
+        auto& nl = net::netlist::get();
+        const net::node& n = nl.nodes[static_cast<std::size_t>(k)];
+        AIEFLOW_SHIM_CHECK(n.repetitions <= 1 || ex.streams_only(k),
+                           "%s: repetition_count %d with a buffer port or PLIO on it: the shim repeats shared buffers "
+                           "between kernel stream ports only", n.name.c_str(), n.repetitions);
+        for (int rep = 0; rep < std::max(1, n.repetitions); ++rep) fill(ex, k);
+        ex.publish(k);
+    }
+
+    static void fill(aieflow_shim::net::executor& ex, int k) {
         namespace net = aieflow_shim::net;
         auto& nl = net::netlist::get();
         const net::node& n = nl.nodes[static_cast<std::size_t>(k)];
@@ -403,13 +415,18 @@ private:
                 dst[j] = addr[j] >= 0 ? buf[static_cast<std::size_t>(addr[j])] : T(0);
             ex.template stream_out<T>(p, dst);  // consumers reading this port as a stream
         }
-        ex.publish(k);
     }
 };
 
 template <typename T>
 int& num_buffers(shared_buffer<T>& b) {
     return b.buffers;
+}
+
+// UG1603: the buffer's write and read access patterns run this many times per graph iteration.
+template <typename T>
+int& repetition_count(shared_buffer<T>& b) {
+    return aieflow_shim::net::netlist::get().nodes.at(static_cast<std::size_t>(b.node)).repetitions;
 }
 
 // ---- packet switching (type-checked; not executed yet) -----------------------------------------

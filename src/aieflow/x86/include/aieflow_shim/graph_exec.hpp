@@ -21,6 +21,10 @@
 //   * a harness can feed input PLIOs and read output PLIOs in memory between graph::run calls
 //     (aieflow_shim::feed_plio / take_plio), e.g. to interleave the graph with PL code on x86;
 //   * a shared buffer's read port feeding kernel stream ports fills their FIFOs (multicast);
+//   * a shared buffer's write port fed by a kernel's output stream (the memory tile's S2MM DMA)
+//     takes the values its write tiling covers from that stream; a shared buffer with
+//     repetition_count N fills and drains N times per iteration (stream ports only at both ends);
+//   * a kernel output stream connected to several inputs broadcasts: each gets every value;
 //   * input GMIO: the bytes gm2aie / gm2aie_nb transferred are the port's windows, in order.
 //
 // Not executed (fatal at graph::run with a message): run-time parameters, hierarchical graph
@@ -162,6 +166,8 @@ struct any_fifo {
     std::string type_name{};
     std::function<std::size_t()> size{};
     std::function<void(std::string&, unsigned)> drain_text{};  // empties it into text
+    // appends its values from index `from` on to `dst` (a stream broadcast's other destinations)
+    std::function<void(any_fifo&, std::size_t, const std::string&)> tee{};
 
     template <typename E>
     detail::fifo<E>& get(const std::string& name, const char* kind) {
@@ -173,6 +179,10 @@ struct any_fifo {
             type = typeid(E);
             type_name = type_label<E>();
             size = [f] { return f->q.size(); };
+            tee = [f](any_fifo& dst, std::size_t from, const std::string& dst_name) {
+                auto& q = dst.template get<E>(dst_name, "stream");
+                for (std::size_t i = from; i < f->q.size(); ++i) q.push(f->q[i].first, f->q[i].second);
+            };
             drain_text = [f](std::string& out, unsigned per_line) {
                 std::size_t i = 0;
                 while (!f->q.empty()) {
@@ -242,6 +252,7 @@ struct node {
     // shared buffers
     std::vector<std::uint32_t> buffer_dims{};
     unsigned n_in = 0, n_out = 0;
+    int repetitions = 0;  // adf::repetition_count: fills per iteration (0: one)
     std::function<void(executor&, int)> fire{};
 
     // input GMIO (executed): the bytes gm2aie / gm2aie_nb transferred and not yet consumed
@@ -415,6 +426,16 @@ public:
                                        a.type.c_str());
             }
         }
+        tees_.clear();
+        for (std::size_t k = 0; k < nl.nodes.size(); ++k) {  // kernel output streams broadcast to several inputs
+            const auto& n = nl.nodes[k];
+            if (n.kind != node_kind::kernel) continue;
+            for (const auto& a : n.args) {
+                const port_ref p{static_cast<int>(k), a.d, a.index};
+                if (a.d == dir::out && a.cls == arg_class::stream && outgoing_.count(p) && outgoing_[p].size() > 1)
+                    tees_[static_cast<int>(k)].push_back(p);
+            }
+        }
         order_ = topological_order();
         initialized_ = true;
     }
@@ -436,7 +457,7 @@ public:
                 const auto& ed = nl.edges[e];
                 const auto& src = nl.nodes[static_cast<std::size_t>(ed.src.node)];
                 const auto& dst = nl.nodes[static_cast<std::size_t>(ed.dst.node)];
-                if (src.kind == node_kind::kernel && dst.kind == node_kind::kernel)
+                if (src.kind == node_kind::kernel && (dst.kind == node_kind::kernel || dst.kind == node_kind::shared_buffer))
                     AIEFLOW_SHIM_CHECK(f.size() == 0,
                                        "%s -> %s: %zu values written but not read in iteration %d (the producer "
                                        "and consumer disagree on the amount of data)",
@@ -462,6 +483,15 @@ public:
         auto& nl = netlist::get();
         const edge& e = nl.edges[incoming_.at(dst)];
         const node& src = nl.nodes[static_cast<std::size_t>(e.src.node)];
+        if (src.kind == node_kind::kernel && stream_source(e.src)) {  // a kernel's output stream (S2MM DMA)
+            auto& q = fifos_[incoming_.at(dst)].template get<T>(nl.port_name(e.src) + " -> " + nl.port_name(dst),
+                                                                 "stream");
+            auto [it, fresh] = windows_.insert_or_assign(dst, values::make<T>(want, false));
+            (void)fresh;
+            auto& v = it->second.template as<T>(where);
+            for (auto& x : v) x = q.pop(nullptr);
+            return v;
+        }
         if (src.kind == node_kind::gmio) {  // input GMIO: the next window of what gm2aie_nb transferred
             auto it = windows_.find(e.src);
             if (it == windows_.end()) {
@@ -510,8 +540,9 @@ public:
             e = incoming_.at(p);
         } else {
             const auto& outs = outgoing_.at(p);
-            AIEFLOW_SHIM_CHECK(outs.size() == 1, "%s: a %s output goes to exactly one port (it goes to %zu)",
-                               nl.port_name(p).c_str(), kind, outs.size());
+            AIEFLOW_SHIM_CHECK(outs.size() == 1 || std::string(kind) == "stream",
+                               "%s: a %s output goes to exactly one port (it goes to %zu)",
+                               nl.port_name(p).c_str(), kind, outs.size());  // a stream broadcasts (fire_kernel)
             e = outs[0];
         }
         const edge& ed = nl.edges[e];
@@ -578,6 +609,31 @@ public:
             auto& q = fifos_[e].template get<T>(nl.port_name(ed.src) + " -> " + nl.port_name(ed.dst), "stream");
             for (const T& x : xs) q.push(x, false);
         }
+    }
+
+    // A kernel output port that is a stream (its values go to FIFOs, not windows).
+    static bool stream_source(port_ref src) {
+        const node& n = netlist::get().nodes[static_cast<std::size_t>(src.node)];
+        for (const auto& a : n.args)
+            if (a.d == src.d && a.index == src.index) return a.cls == arg_class::stream;
+        return false;
+    }
+
+    // Every input of a shared buffer fed by a kernel stream and every consumer of its outputs a
+    // kernel stream port: what a buffer filled several times per iteration needs.
+    bool streams_only(int k) const {
+        const auto& nl = netlist::get();
+        for (const auto& [dst, e] : incoming_)
+            if (dst.node == k && !(nl.nodes[static_cast<std::size_t>(nl.edges[e].src.node)].kind == node_kind::kernel &&
+                                   stream_source(nl.edges[e].src)))
+                return false;
+        for (const auto& [src, es] : outgoing_)
+            if (src.node == k)
+                for (std::size_t e : es)
+                    if (nl.nodes[static_cast<std::size_t>(nl.edges[e].dst.node)].kind != node_kind::kernel ||
+                        !stream_edge(nl.edges[e]))
+                        return false;
+        return true;
     }
 
     // A connection whose consumer reads it as a stream (by connect<stream> or by the kernel's port).
@@ -756,6 +812,7 @@ private:
     std::map<port_ref, std::vector<std::size_t>> outgoing_{};
     std::map<port_ref, values> windows_{};
     std::map<std::size_t, any_fifo> fifos_{};
+    std::map<int, std::vector<port_ref>> tees_{};  // kernel -> its output streams that broadcast
     std::map<std::string, std::string> traces_{};
     std::map<int, std::size_t> stream_origin_{};  // PLIO node -> first token its stream consumers get
     std::vector<int> order_{};
@@ -810,8 +867,27 @@ inline void executor::fire_kernel(int k) {
     auto& n = netlist::get().nodes[static_cast<std::size_t>(k)];
     aie::set_rounding(n.rounding);  // this core's mode registers
     aie::set_saturation(n.saturation);
+    std::vector<std::pair<std::size_t, std::size_t>> tee_from;  // broadcast streams: (first edge, its size before)
+    auto tee = tees_.find(k);
+    if (tee != tees_.end())
+        for (const auto& p : tee->second) {
+            const std::size_t e0 = outgoing_.at(p)[0];
+            auto& f0 = fifos_[e0];
+            tee_from.emplace_back(e0, f0.size ? f0.size() : 0);
+        }
     firing f(*this, k);
     n.invoke(f);
+    if (tee != tees_.end()) {
+        auto& nl = netlist::get();
+        for (std::size_t i = 0; i < tee->second.size(); ++i) {
+            const auto [e0, from] = tee_from[i];
+            auto& f0 = fifos_[e0];
+            if (!f0.tee) continue;  // nothing written
+            const auto& es = outgoing_.at(tee->second[i]);
+            for (std::size_t j = 1; j < es.size(); ++j)
+                f0.tee(fifos_[es[j]], from, nl.port_name(nl.edges[es[j]].src) + " -> " + nl.port_name(nl.edges[es[j]].dst));
+        }
+    }
     n.rounding = aie::get_rounding();
     n.saturation = aie::get_saturation();
     publish(k);

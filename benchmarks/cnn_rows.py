@@ -1,0 +1,98 @@
+"""The models of tests/test_cnn_rows.py at 256 x 256 x 3, int8, on the row-streamed mapping
+(``cnn.mapping: rows``) of each device: the model's latency, frames per second, bound, compute and
+memory tiles (docs/conv.md "Row streaming").
+
+* ``unet``: the tiny U-Net (encoder conv, 2 x 2 max pooling, middle conv + nearest 2 x upsampling,
+  decoder conv on the concat of the upsampled map and the encoder's skip, 1 x 1 conv).  On AIE1 the
+  decoder reads its two parts on two stream ports; on AIE-ML / AIE-MLv2 (one port) they meet in a
+  memory-tile row buffer;
+* ``bilinear-res-unet``: the same with a bilinear (half_pixel) upsampling, a decoder of 8 channels
+  and a residual block after it, relu(r2(relu(r1(d))) + d), before the 1 x 1 conv;
+* ``classifier``: conv 3 -> 8, 2 x 2 max pooling, conv 8 -> 16, global average pooling, Dense 16 ->
+  10, softmax.
+
+    python benchmarks/cnn_rows.py
+
+Every number is the performance model's (``cnn/rows.estimate_rows``, assumed constants, none
+fitted); no published figure of this network exists to compare with, and none was measured.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+import aieflow
+
+
+class TinyUNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.e = nn.Conv2d(3, 8, 3, padding=1)
+        self.pool = nn.MaxPool2d(2)
+        self.m = nn.Conv2d(8, 8, 3, padding=1)
+        self.up = nn.Upsample(scale_factor=2, mode="nearest")
+        self.d = nn.Conv2d(16, 4, 3, padding=1)
+        self.o = nn.Conv2d(4, 3, 1)
+
+    def forward(self, x):
+        h = torch.relu(self.e(x))
+        g = self.up(torch.relu(self.m(self.pool(h))))
+        return self.o(torch.relu(self.d(torch.cat([g, h], dim=1))))
+
+
+class BiResUNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.e = nn.Conv2d(3, 8, 3, padding=1)
+        self.pool = nn.MaxPool2d(2)
+        self.m = nn.Conv2d(8, 8, 3, padding=1)
+        self.up = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
+        self.d = nn.Conv2d(16, 8, 3, padding=1)
+        self.r1 = nn.Conv2d(8, 8, 3, padding=1)
+        self.r2 = nn.Conv2d(8, 8, 3, padding=1)
+        self.o = nn.Conv2d(8, 3, 1)
+
+    def forward(self, x):
+        h = torch.relu(self.e(x))
+        g = self.up(torch.relu(self.m(self.pool(h))))
+        d = torch.relu(self.d(torch.cat([g, h], dim=1)))
+        return self.o(torch.relu(self.r2(torch.relu(self.r1(d))) + d))
+
+
+class Classifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a = nn.Conv2d(3, 8, 3, padding=1)
+        self.pool = nn.MaxPool2d(2)
+        self.b = nn.Conv2d(8, 16, 3, padding=1)
+        self.gap = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x):
+        h = torch.relu(self.b(self.pool(torch.relu(self.a(x)))))
+        return torch.softmax(self.fc(self.gap(h).flatten(1)), dim=1)
+
+
+MODELS = {"unet": TinyUNet, "bilinear-res-unet": BiResUNet, "classifier": Classifier}
+
+
+def main() -> None:
+    cal = np.random.default_rng(1).standard_normal((4, 3, 256, 256)).astype(np.float32)
+    print("| model | device | latency (us) | frames/s | bound | tiles | memory tiles |")
+    print("| --- | --- | ---: | ---: | --- | ---: | ---: |")
+    for name, model in MODELS.items():
+        for device in ("vck190", "vek280", "vek385"):
+            d = aieflow.compile(model().eval(), device, cal[:1], calibration=cal,
+                                config={"precision": "int8", "cnn": {"mapping": "rows"}})
+            e = d.estimate()
+            print(f"| {name} | {device} | {e.latency_s * 1e6:,.1f} | {e.fps:,.1f} | {e.bound} | {e.tiles_used} | "
+                  f"{e.memory_tiles_used} |")
+
+
+if __name__ == "__main__":
+    main()
