@@ -235,3 +235,25 @@ def test_saved_project_system_run_is_bit_exact_and_reloads(d280, tmp_path):
     assert "Y bit-exact" in r.stdout.splitlines()
     y = np.fromfile(work / "system_output/Y.bin", dtype="<u2").astype(np.uint32) << 16
     assert np.array_equal(y.reshape(want.shape), bits(want))
+
+
+# ------------------------------------------------------------------ segmented: a bf16 streamed segment
+
+
+def test_segmented_bf16_chain_with_a_streamed_segment_verifies_per_segment():
+    torch.manual_seed(1)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 40), torch.nn.ReLU(), torch.nn.Linear(40, 16)).eval()
+    x = torch.randn(8, 32)
+    d = aieflow.compile(model, device="vek280", example_input=x,
+                        config={"precision": "bf16", "layers": {"0": {"weights": "streamed"}}})
+    assert [s.kind for s in d.specs] == ["streamed", "resident"]
+    assert d.segments[0].plan.epilogue.bf16
+    want = model(x).detach().numpy()
+    got = np.asarray(d.predict(x.numpy()), np.float32).reshape(want.shape)
+    assert np.abs(got - want).max() <= 2.0**-6 * np.abs(want).max()
+    # the whole model's emulator computes the streamed layer in its GEMM's order (as its segment)
+    codes = d.quantise_input(x.numpy())
+    assert np.array_equal(bits(np.asarray(d.run_segments(codes), np.float32)),
+                          bits(np.asarray(d.trace(codes)[d.graph.outputs[0]], np.float32)))
+    r = d.verify(samples=6)
+    assert r.ok and all(c.ok and c.emulation_consistent for c in r.segments), r
