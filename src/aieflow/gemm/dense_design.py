@@ -42,6 +42,7 @@ from ..perf.system import design_lines as system_lines
 from ..perf.system import report_lines as system_report_lines
 from ..templating import environment
 from ..verify import VerifyError
+from .aieml import is_memtile_device, ml_type
 from .dense import (
     StreamedDensePerformance,
     StreamedDensePlan,
@@ -51,7 +52,6 @@ from .dense import (
     plan_streamed,
     weights_mode,
 )
-from .aieml import is_memtile_device, ml_type
 from .design import GemmDesign, memory_tiles
 from .dtypes import get_type, output_type
 from .plan import GemmConfig, make_plan
