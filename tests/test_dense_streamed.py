@@ -12,6 +12,7 @@ import torch
 
 import aieflow
 from aieflow.config import parse_config
+from aieflow.devices import get_device
 from aieflow.errors import ConfigError, PlanError
 from aieflow.gemm.dense import plan_streamed
 from aieflow.gemm.dense_design import StreamedDenseDesign
@@ -115,14 +116,20 @@ def test_weights_config_is_checked_and_round_trips():
     assert "weights" not in parse_config({"layers": {"fc": {}}}).to_json()["layers"]["fc"]
 
 
-def test_fp32_layers_stream_and_bf16_is_refused_with_a_hint():
-    # fp32 streams in its GEMM's float order (tests/test_streamed_fp32.py); bf16 has no GEMM path
+def test_fp32_and_bf16_layers_stream_and_bf16_on_aie1_is_refused_by_name():
+    # fp32 streams in its GEMM's float order (tests/test_streamed_fp32.py), bf16 on the bf16 memory-tile
+    # GEMM of AIE-ML / v2 (tests/test_streamed_bf16.py); AIE1 has no bf16 MACs
     assert _streamed(k=32, n=16, precision="fp32").plan.gemm.dtype.name == "fp32"
     from aieflow.gemm.dense import gemm_dtype
 
     q = aieflow.emulate(_linear(32, 16), "vek280", torch.randn(8, 32), config={"precision": "bf16"})
-    with pytest.raises(ConfigError, match="use precision fp32"):
-        gemm_dtype(q.graph.node("0"))
+    assert gemm_dtype(q.graph.node("0")) == "bf16"
+    with pytest.raises(ConfigError, match="precision bf16 is not available on VCK190"):
+        aieflow.emulate(_linear(32, 16), "vck190", torch.randn(8, 32), config={"precision": "bf16"})
+    # a bf16 graph planned for AIE1 anyway (the planner's own check, behind the quantiser's)
+    with pytest.raises(PlanError, match="needs bf16 MACs, and vck190") as e:
+        plan_streamed(q.graph, get_device("vck190"), q.config, q.graph.node("0"), "test")
+    assert "vek280" in e.value.hint
 
 
 def test_saved_project_holds_gemm_epilogue_and_weights(tmp_path):

@@ -138,11 +138,14 @@ def test_estimate_uses_the_fp32_gemm_model():
     assert e.cycles > i8.estimate().cycles
 
 
-def test_bf16_and_mixed_float_layers_are_refused_with_a_message():
+def test_mixed_float_layers_are_refused_with_a_message():
     q = aieflow.emulate(_mlp([32, 16]), "vek280", torch.randn(8, 32), config={"precision": "bf16"})
-    with pytest.raises(ConfigError, match="int8, int16, a16w8 and fp32") as e:
-        gemm_dtype(q.graph.node("0"))
-    assert "'0'" in str(e.value) and "bf16" in str(e.value)
+    node = q.graph.node("0")
+    fp32 = aieflow.emulate(_mlp([32, 16]), "vck190", torch.randn(8, 32)).graph.node("0").types.output
+    mixed = dataclasses.replace(node, types=dataclasses.replace(node.types, output=fp32))  # bf16 x bf16 -> fp32
+    with pytest.raises(ConfigError, match="int8, int16, a16w8, fp32 and bf16") as e:
+        gemm_dtype(mixed)
+    assert "'0'" in str(e.value) and "bf16" in str(e.value) and "fp32" in str(e.value)
 
 
 # ----------------------------------------------------------------------------- numerics

@@ -15,10 +15,11 @@ fit), ``streamed`` (always), ``auto`` (default: resident when the resident plann
 streamed otherwise).
 
 Supported: integer Dense layers (int8, int16 or a16w8; bias and ReLU fused) and fp32 ones, with views
-(flatten / reshape) before them, on a device with GEMM memory facts (VCK190).  An fp32 layer's
-values are the GEMM's float order, not the resident kernel's (``gemm/streamed_float.py``): each kc
-block's sums start at +0.0, the blocks are added into C, the bias comes last; they may differ from
-the same layer resident in the last bits.  :func:`plan_streamed` plans one
+(flatten / reshape) before them, on a device with GEMM memory facts (VCK190); bf16 ones on the
+memory-tile bf16 GEMM of AIE-ML / AIE-MLv2 (VEK280, VEK385).  An fp32 or bf16 layer's values are the
+GEMM's float order, not the resident kernel's (``gemm/streamed_float.py``): each kc block's sums
+start at +0.0, the blocks are added into C, the bias comes last (bf16: then one rounding to bf16,
+then ReLU); they may differ from the same layer resident in the last bits.  :func:`plan_streamed` plans one
 such layer as a model of its own; a chain with resident layers too is cut into segments by
 ``gemm/segmented.py`` (which also makes the ``auto`` choice for chains).  Everything else fails
 with a message that says so.
@@ -37,6 +38,7 @@ from ..numerics.types import FixedType, FloatType
 from ..ops.base import PlanContext
 from ..ops.dense import DENSE, DenseTypes
 from ..ops.registry import family
+from .aieml import is_memtile_device
 from .dtypes import get_type, output_type
 from .memory import pl_memory
 from .perf import GemmPerformance, ddr_cycles, estimate
@@ -46,8 +48,8 @@ from .search import Alternative, best_plan
 WEIGHTS_MODES = ("auto", "resident", "streamed")
 ORIENTATIONS = ("xw", "wx")  # C = X W (A = activations) | C^T = W^T X^T (A = weights)
 DEFAULT_TILES = 32  # the spec's largest experiment; `target: tiles <= T` changes it
-SUPPORTED = ("a model whose only compute layer is one int8, int16, a16w8 or fp32 Dense layer, with its "
-             "bias and ReLU, optionally after flatten / reshape views, on VCK190")
+SUPPORTED = ("a model whose only compute layer is one int8, int16, a16w8 or fp32 Dense layer on VCK190, or one "
+             "bf16 Dense layer on VEK280 / VEK385, with its bias and ReLU, optionally after flatten / reshape views")
 
 
 def weights_mode(config: Config, node: Node) -> str:
@@ -95,6 +97,7 @@ class Epilogue:
     is_float: bool = False
     bias_c_type: str = "std::int32_t"  # data/bias.bin: int32 codes, or float32 values
     bias_np: str = "int32"
+    bf16: bool = False  # a bf16 layer: y = bf16(c + bias) (nearest, ties to even), then ReLU; Y as bf16 bits
 
     def to_json(self) -> dict:
         return {"acc_bits": self.acc_bits, "bias_shift": self.bias_shift, "shift": self.shift,
@@ -106,10 +109,12 @@ def epilogue_of(node: Node) -> Epilogue:
     out = t.output
     relu = node.attrs.get("activation") == "relu"
     if isinstance(out, FloatType):
+        bf16 = out.name == "bf16"  # Y leaves as bf16 bit patterns (std::uint16_t), as the GEMM's operands
         return Epilogue(acc_bits=0, bias_shift=0, shift=0, has_bias=t.bias is not None, relu=relu,
-                        out_type=out.to_string(), out_width=32, out_signed=True, out_min=0, out_max=0, wrap=False,
-                        rounding="ieee_nearest_even", y_c_type="float", y_np="float32", y_bytes=4, is_float=True,
-                        bias_c_type="float", bias_np="float32")
+                        out_type=out.to_string(), out_width=16 if bf16 else 32, out_signed=True, out_min=0,
+                        out_max=0, wrap=False, rounding="ieee_nearest_even",
+                        y_c_type="std::uint16_t" if bf16 else "float", y_np="uint16" if bf16 else "float32",
+                        y_bytes=2 if bf16 else 4, is_float=True, bias_c_type="float", bias_np="float32", bf16=bf16)
     assert isinstance(out, FixedType)
     for what, v in (("SRS shift", t.shift), ("bias shift", t.bias_shift)):
         if not 0 <= v <= 62:
@@ -129,17 +134,17 @@ def epilogue_of(node: Node) -> Epilogue:
 
 def gemm_dtype(node: Node) -> str:
     """The GEMM element type holding both operands exactly (a16w8 widens the weights to int16; fp32
-    runs as the fp32 GEMM, in its own float order)."""
+    and bf16 run as the fp32 / bf16 GEMM, in its own float order)."""
     t: DenseTypes = node.types
     if isinstance(t.weight, FloatType) or isinstance(t.input, FloatType):
-        if all(isinstance(v, FloatType) and v.name == "fp32" for v in (t.input, t.weight, t.output)):
-            return "fp32"
+        for name in ("fp32", "bf16"):
+            if all(isinstance(v, FloatType) and v.name == name for v in (t.input, t.weight, t.output)):
+                return name
         raise ConfigError(
-            f"streamed weights are implemented for int8, int16, a16w8 and fp32; this layer is {t.weight} "
-            f"(input {t.input}, output {t.output})",
+            f"streamed weights are implemented for int8, int16, a16w8, fp32 and bf16 (input, weights and output "
+            f"of one float type); this layer is {t.weight} (input {t.input}, output {t.output})",
             layer=node.name,
-            hint="use precision fp32 (VCK190's GEMM has fp32 MACs; the bf16 GEMM of vek280 / vek385 has no streamed "
-                 "Dense epilogue yet) or an integer precision for this layer",
+            hint="use precision fp32 (vck190) or bf16 (vek280 / vek385) for the whole layer, or an integer precision",
         )
     assert isinstance(t.input, FixedType) and isinstance(t.weight, FixedType)
     if t.input.width <= 8 and t.weight.width <= 8 and t.input.signed and t.weight.signed:
@@ -223,13 +228,19 @@ def plan_streamed(graph: Graph, device: Device, config: Config, node: Node, reas
             hint="compile this layer as a model of its own (the others resident in a second design), or make "
                  "it fit on chip (narrower precision, smaller batch, a larger device)",
         )
-    try:
-        pl_memory(device)
-    except ConfigError as e:
-        raise PlanError(f"{reason}; streamed weights need a GEMM design, and {e.message}", layer=node.name,
-                        hint="use --device vck190 for streamed weights, or make the layer fit on chip "
-                        "(a smaller batch, a narrower precision)") from None
     t = get_type(gemm_dtype(node))
+    if t.name == "bf16":  # the memory-tile GEMM of AIE-ML / AIE-MLv2 (gemm/aieml.py); AIE1 has no bf16 MACs
+        if not is_memtile_device(device):
+            raise PlanError(f"{reason}; a bf16 layer streams through the bf16 GEMM, which needs bf16 MACs, and "
+                            f"{device.key} ({device.generation.name}) has none", layer=node.name,
+                            hint="use --device vek280 or vek385 for bf16 streamed weights, or precision fp32 on vck190")
+    else:
+        try:
+            pl_memory(device)
+        except ConfigError as e:
+            raise PlanError(f"{reason}; streamed weights need a GEMM design, and {e.message}", layer=node.name,
+                            hint="use --device vck190 for int8 / int16 / fp32 streamed weights (bf16: vek280, "
+                            "vek385), or make the layer fit on chip (a smaller batch, a narrower precision)") from None
     ep = epilogue_of(node)
     batch = config.batch
     k, n = int(node.attrs["in_features"]), int(node.attrs["out_features"])

@@ -32,6 +32,7 @@ from ..graph_io import graph_arrays, graph_from_json, graph_to_json, read_weight
 from ..integrity import read_project
 from ..ir import Graph, Node, frozen_map
 from ..names import comment, text
+from ..numerics import fixed
 from ..numerics.types import FloatType
 from ..ops.dense import _types_to_json
 from ..ops.registry import family
@@ -41,6 +42,7 @@ from ..perf.system import design_lines as system_lines
 from ..perf.system import report_lines as system_report_lines
 from ..templating import environment
 from ..verify import VerifyError
+from .aieml import is_memtile_device, ml_type
 from .dense import (
     StreamedDensePerformance,
     StreamedDensePlan,
@@ -127,9 +129,18 @@ class StreamedDenseDesign(EmulatedNumerics):
         return self.plan.epilogue.is_float
 
     @property
+    def is_bf16(self) -> bool:
+        """A bf16 layer (AIE-ML / v2): X, W and Y travel as bf16 bit patterns (``bf16_bits``)."""
+        return self.plan.epilogue.bf16
+
+    @property
     def numerics_note(self) -> str:
         """How an fp32 layer's values are computed (empty for integer layers: the Dense emulator's)."""
-        return _FLOAT_NOTE.format(kc=self.plan.gemm.blocks.kc) if self.is_float else ""
+        if not self.is_float:
+            return ""
+        note = _FLOAT_NOTE.format(kc=self.plan.gemm.blocks.kc, t="bf16" if self.is_bf16 else "fp32")
+        return note.replace("the bias is added last", "the bias is added last, then one rounding to bf16 and the ReLU") \
+            if self.is_bf16 else note
 
     @property
     def _emulation(self) -> Emulation | GemmOrderEmulation:
@@ -148,7 +159,8 @@ class StreamedDenseDesign(EmulatedNumerics):
         """The Dense layer's input codes (samples x in_features; fp32 values for an fp32 layer), views
         applied."""
         x = np.asarray(self.trace(xq)[self.node.inputs[0]])
-        return x.reshape(x.shape[0], -1).astype(np.float32 if self.is_float else np.int64)
+        x = x.reshape(x.shape[0], -1).astype(np.float32 if self.is_float else np.int64)
+        return fixed.to_bf16(x) if self.is_bf16 else x  # as the resident bf16 kernel rounds its input
 
     def operands(self, x_codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """A and B of the GEMM for these layer inputs (the orientation decides which is which)."""
@@ -204,7 +216,8 @@ class StreamedDenseDesign(EmulatedNumerics):
         start = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="aieflow-dense-verify-") as tmp:
             work = Path(tmp)
-            gv.write_inputs(work, m, n, p.in_features, a.astype(p.gemm.dtype.np_dtype), b.astype(p.gemm.dtype.np_dtype))
+            gv.write_inputs(work, m, n, p.in_features, a.astype(p.gemm.dtype.np_dtype), b.astype(p.gemm.dtype.np_dtype),
+                            p.gemm.dtype.name)
             gv.run_harness(gemm_bin, work)
             (work / "epi").mkdir()
             (work / "out" / "C.bin").replace(work / "epi" / "C.bin")
@@ -212,6 +225,8 @@ class StreamedDenseDesign(EmulatedNumerics):
             self.bias_codes().tofile(work / "epi" / "bias.bin")
             gv.run_harness(epi_bin, work / "epi")
             got = np.fromfile(work / "epi" / "out" / "Y.bin", dtype=np.dtype(p.epilogue.y_np))
+            if self.is_bf16:  # bf16 bit patterns -> their float32 values
+                got = (got.astype(np.uint32) << np.uint32(16)).view(np.float32)
         run_s = time.perf_counter() - start
         if got.size != want.size:
             raise VerifyError(f"the epilogue wrote {got.size} outputs; {want.size} were expected")
@@ -276,11 +291,15 @@ class StreamedDenseDesign(EmulatedNumerics):
     def _x_c_type(self) -> str:
         """The C type of the layer's input codes (``X.bin``: the host's and the x86 system run's input)."""
         t = self.graph.tensors[self.node.inputs[0]].dtype
+        if self.is_bf16:
+            return "std::uint16_t"  # bf16 bit patterns, as the GEMM's operands (gemm_cfg::a_t)
         return t.c_type if isinstance(t, FloatType) else f"std::{'' if t.signed else 'u'}int{t.container_bits}_t"
 
     def x_codes_np(self) -> np.dtype:
         """The numpy type of ``X.bin``'s codes (the layer input's container)."""
         t = self.graph.tensors[self.node.inputs[0]].dtype
+        if self.is_bf16:
+            return np.dtype(np.uint16)
         return np.dtype(np.float32) if isinstance(t, FloatType) else np.dtype(f"{'' if t.signed else 'u'}int{t.container_bits}")
 
     def _readme(self) -> str:
@@ -291,10 +310,11 @@ class StreamedDenseDesign(EmulatedNumerics):
             f"Why streamed: {text(p.reason)}.\n\n"
             f"The layer runs as the GEMM of this project with A = {a} and B = {b} (orientation `{p.orientation}`, "
             f"chosen by the model: {', '.join(f'{o} {c:,.0f} cycles' for o, c in p.orientations.items())}). "
-            f"The weights stay in DDR (`data/W.bin`, {'float32 values' if self.is_float else 'int codes'}, in x out "
+            f"The weights stay in DDR (`data/W.bin`, {'bf16 bit patterns' if self.is_bf16 else 'float32 values' if self.is_float else 'int codes'}, in x out "
             f"row-major; `data/bias.bin` {p.epilogue.bias_np}).\n"
             f"After the five loops, `pl/dense_epilogue.cpp` turns C into the layer's output "
             + (f"values in float32 ({'y = c + bias' if p.epilogue.has_bias else 'y = c'}, "
+               f"{'then one rounding to bf16, Y as bf16 bit patterns, ' if self.is_bf16 else ''}"
                f"{'then ReLU' if p.epilogue.relu else 'no activation'}).\n\nNumerics: {self.numerics_note}.\n\n"
                if p.epilogue.is_float else
                f"codes (bias, {p.epilogue.acc_bits}-bit accumulator wrap, SRS by {p.epilogue.shift}, "
@@ -389,8 +409,8 @@ class StreamedDenseDesign(EmulatedNumerics):
             f"orientation {p.orientation} (A = {'X' if p.orientation == 'xw' else 'W^T'}); tiles {p.gemm.tiles} = "
             f"{c.tiles_j} x {c.tiles_i}, Ar streams {c.ar_streams}, Br x{c.br_buffers}; blocks mc {p.gemm.blocks.mc}, "
             f"nc {p.gemm.blocks.nc}, kc {p.gemm.blocks.kc}",
-            *([f"  epilogue (PL): fp32 {'y = c + bias' if p.epilogue.has_bias else 'y = c'}"
-               f"{', then ReLU' if p.epilogue.relu else ''}",
+            *([f"  epilogue (PL): {'bf16' if self.is_bf16 else 'fp32'} {'y = c + bias' if p.epilogue.has_bias else 'y = c'}"
+               f"{', rounded to bf16' if self.is_bf16 else ''}{', then ReLU' if p.epilogue.relu else ''}",
                f"  numerics: {self.numerics_note}"] if p.epilogue.is_float else
               [f"  epilogue (PL): bias << {p.epilogue.bias_shift}, wrap {p.epilogue.acc_bits} bits, SRS >> "
                f"{p.epilogue.shift} to {p.epilogue.out_type}{', ReLU' if p.epilogue.relu else ''}"]),
@@ -411,8 +431,12 @@ class StreamedDenseDesign(EmulatedNumerics):
             return dict(self.saved_data)
         w = np.asarray(self.node.params["weight_q"]).astype(self.plan.gemm.dtype.np_dtype)
         xq = self.random_input_codes(self.plan.batch) if self.example is None else np.asarray(self.example)
-        x = self.layer_input(xq).astype(self.x_codes_np())
-        y = self.run(xq).reshape(xq.shape[0], -1).astype(np.dtype(self.plan.epilogue.y_np))
+        x = self.layer_input(xq)
+        y = self.run(xq).reshape(xq.shape[0], -1)
+        if self.is_bf16:  # W, X and Y as the PL and host hold them: bf16 bit patterns
+            w, x, y = bf16_bits(w), bf16_bits(x), bf16_bits(y)
+        x = x.astype(self.x_codes_np())
+        y = y.astype(np.dtype(self.plan.epilogue.y_np))
         from .plio_data import golden_cr_files, plio_files
 
         # the simulators' input (x86sim / aiesim): the GEMM's PLIOs' first graph iteration for these A and B
@@ -433,10 +457,15 @@ class StreamedDenseDesign(EmulatedNumerics):
         return save_directory(out_dir, force, write)
 
 
-_FLOAT_NOTE = ("fp32 in the GEMM's order, which predict emulates: per kc block of {kc}, each sum starts at +0.0 and "
+_FLOAT_NOTE = ("{t} in the GEMM's order, which predict emulates: per kc block of {kc}, each sum starts at +0.0 and "
                "adds the products in increasing k, the blocks are added into C, the bias is added last; the "
                "resident kernel starts from the bias, so the values may differ from the same layer resident in "
                "the last bits (docs/gemm.md gives measured differences)")
+
+
+def bf16_bits(x: np.ndarray) -> np.ndarray:
+    """bf16 values (float32 whose low 16 bits are zero) as their 16-bit patterns (std::uint16_t)."""
+    return (np.ascontiguousarray(x, dtype=np.float32).view(np.uint32) >> np.uint32(16)).astype(np.uint16)
 
 
 def _plan_json(p: StreamedDensePlan) -> dict[str, Any]:
@@ -461,6 +490,8 @@ def _plan_from_json(d: dict[str, Any], graph: Graph, device: Device) -> Streamed
     and block sizes; the epilogue is derived again from the layer's saved types."""
     g = d["gemm"]
     t = get_type(g["dtype"])
+    if is_memtile_device(device):  # the generation's mmul shape and accumulator (bf16 on AIE-ML / v2)
+        t = ml_type(t, device)
     gemm = make_plan(int(g["m"]), int(g["n"]), int(g["k"]), t, output_type(t, int(g["k"]), g["output"]), device,
                      g["design"], _config_of(g["config"]), g["blocks"])
     alts = tuple(Alternative(_config_of(a["config"]), a["blocks"], a["cycles"], a["total_cycles"], a["chosen"],

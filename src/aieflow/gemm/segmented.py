@@ -6,7 +6,7 @@ compiled by the ordinary pipeline (plan, pack, place, emit: the chain design, un
 sub-graph between two cuts, each streamed layer by :class:`StreamedDenseDesign`.  Every cut
 tensor keeps the quantised graph's type, so each segment computes exactly what the whole model's
 emulator computes for that part, and the chain of segments is bit-exact end to end.  The whole
-model's emulator is the Dense family's for every layer, except streamed fp32 layers, which it
+model's emulator is the Dense family's for every layer, except streamed fp32 / bf16 layers, which it
 computes in their GEMM's float order (``gemm/streamed_float.py``), as their segment does.
 
 Which layers stream (:func:`streamed_layers`): those the config marks ``weights: streamed``, then
@@ -630,7 +630,8 @@ def _estimate(d: SegmentedDesign) -> SegmentedPerformance:
 
 def _bytes_per_sample(graph: Graph, tensor: str) -> int:
     t = graph.tensors[tensor]
-    bits = t.dtype.container_bits if isinstance(t.dtype, FixedType) else 32
+    # bf16 cuts travel as 16-bit patterns (a streamed bf16 segment's X.bin / Y.bin), fp32 ones as float32
+    bits = t.dtype.container_bits if isinstance(t.dtype, FixedType) else 16 if t.dtype.name == "bf16" else 32
     return int(np.prod(t.shape)) * bits // 8
 
 

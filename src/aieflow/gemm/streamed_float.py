@@ -10,6 +10,12 @@ otherwise: a design with a streamed fp32 layer emulates *that* layer in the GEMM
 
 Epilogue (``templates/gemm/dense_epilogue_float.h.j2``), per output, in this order:
 ``y = c + bias`` (one float32 rounding; no add without a bias), then ReLU as ``y < 0 ? 0 : y``.
+
+bf16 layers (AIE-ML / AIE-MLv2, the bf16 memory-tile GEMM): the layer input is rounded to bf16 as the
+resident bf16 kernel rounds it, the weights are bf16 already, every product is exact in float32 so
+the GEMM's order is the same float32 order; the epilogue adds the bias in float32, rounds once to
+bf16 (nearest, ties to even: ``numerics.fixed.to_bf16``), then applies the ReLU, as the resident bf16
+kernel does after its own sum.  Y leaves the PL as bf16 bit patterns.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import numpy as np
 
 from ..design import Design
 from ..ir import Node
+from ..numerics import fixed
 from ..ops.registry import family
 from . import emulate
 
@@ -36,11 +43,13 @@ def gemm_operands(plan: StreamedDensePlan, x: np.ndarray, w: np.ndarray) -> tupl
     return np.ascontiguousarray(w.T), np.ascontiguousarray(x.T)
 
 
-def epilogue_float(c: np.ndarray, bias: np.ndarray | None, relu: bool) -> np.ndarray:
-    """The fp32 epilogue kernel's operations on C (samples x features, float32), in its order."""
+def epilogue_float(c: np.ndarray, bias: np.ndarray | None, relu: bool, bf16: bool = False) -> np.ndarray:
+    """The fp32 / bf16 epilogue kernel's operations on C (samples x features, float32), in its order."""
     y = np.asarray(c, dtype=np.float32)
     if bias is not None:
         y = y + np.asarray(bias, dtype=np.float32)[None, :]  # float32 + float32: one rounding
+    if bf16:
+        y = fixed.to_bf16(y)  # one rounding to bf16, nearest, ties to even
     if relu:
         y = np.where(y < np.float32(0), np.float32(0), y).astype(np.float32)  # -0.0 stays -0.0, as in C++
     return y
@@ -51,6 +60,8 @@ def emulate_streamed_float(plan: StreamedDensePlan, node: Node, x: np.ndarray) -
     the GEMM's fp32 emulation (``gemm/emulate.py``, bit-exact with its x86 harness) on the operands
     of the plan's orientation, then the epilogue's bias add and ReLU."""
     x = np.asarray(x, dtype=np.float32)
+    if plan.epilogue.bf16:
+        x = fixed.to_bf16(x)  # as the resident bf16 kernel rounds its input
     lead = x.shape[:-1]
     x2 = np.ascontiguousarray(x.reshape(-1, x.shape[-1]))
     w = np.asarray(node.params["weight_q"], dtype=np.float32)
@@ -61,7 +72,7 @@ def emulate_streamed_float(plan: StreamedDensePlan, node: Node, x: np.ndarray) -
     if plan.orientation == "wx":
         c = np.ascontiguousarray(c.T)
     bias = node.params.get("bias_q")
-    y = epilogue_float(c, bias, node.attrs.get("activation") == "relu")
+    y = epilogue_float(c, bias, node.attrs.get("activation") == "relu", plan.epilogue.bf16)
     return y.reshape(*lead, -1)
 
 
@@ -90,7 +101,7 @@ class GemmOrderEmulation(Design):
 
 
 def float_plans(plans: Mapping[str, StreamedDensePlan]) -> dict[str, StreamedDensePlan]:
-    """The plans whose layer is fp32 (the ones emulated in the GEMM's order)."""
+    """The plans whose layer is fp32 or bf16 (the ones emulated in the GEMM's order)."""
     return {name: p for name, p in plans.items() if p.epilogue.is_float}
 
 
