@@ -124,6 +124,13 @@ def test_a_port_moving_another_count_than_its_kernel_holds_is_caught():
             check(dataclasses.replace(mg, kernels=ks), VEK280)
 
 
+def test_a_memory_tile_link_without_a_shared_buffer_is_caught():
+    mg = dma_graph(1, neighbour_at=(4, 3))
+    bad = tuple(dataclasses.replace(lk, kind="memtile") if lk.kind == "buffer" else lk for lk in mg.links)
+    with pytest.raises(PlanError, match="touches no shared buffer"):
+        check(dataclasses.replace(mg, links=bad), VEK280)
+
+
 def test_too_many_address_dimensions_are_caught():
     from aieflow.mapped.tiling import Traversal
     mg = memtile_graph(dims=(8, 4))

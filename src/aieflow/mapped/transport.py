@@ -141,6 +141,7 @@ def _check_buffers(mg: MappedGraph, device: Device, names: _Names) -> list[str]:
     sizes_in = {k.var: k.in_sizes for k in mg.kernels}
     sizes_out = {k.var: k.out_sizes for k in mg.kernels}
     reads_of = {b.var: b.reads for b in mg.buffers}
+    writes_of = {b.var: b.writes for b in mg.buffers}
     for b in mg.buffers:
         writers, readers = names.layers(b.var, "in"), names.layers(b.var, "out")
         where = f"the memory-tile buffer {b.var} ({_quote(writers)} -> {_quote(readers)})"
@@ -186,9 +187,12 @@ def _check_buffers(mg: MappedGraph, device: Device, names: _Names) -> list[str]:
         if src.owner in reads_of:
             moved = reads_of[src.owner][src.index].elements
             other = sizes_in.get(dst.owner, (None,) * (dst.index + 1))[dst.index]
-        else:
-            moved = next(b.writes[dst.index].elements for b in mg.buffers if b.var == dst.owner)
+        elif dst.owner in writes_of:
+            moved = writes_of[dst.owner][dst.index].elements
             other = sizes_out.get(src.owner, (None,) * (src.index + 1))[src.index]
+        else:
+            raise PlanError(f"internal: the memory-tile link {src.ref()} -> {dst.ref()} touches no shared buffer",
+                            hint="please report this as a bug")
         if other is not None and other != moved:
             raise PlanError(f"internal: the memory-tile link {src.ref()} -> {dst.ref()} moves {moved} elements, "
                             f"the kernel port holds {other}",
