@@ -113,7 +113,7 @@ def _x(tmp_path):
 def test_the_api_is_silent_and_the_progress_callback_still_works(capsys, caplog):
     steps = []
     d = aieflow.compile(qdq_mlp([20, 16, 5], seed=0), device="vek280", progress=steps.append)
-    assert steps == ["import", "fuse", "quantise", "search", "plan", "pack", "place", "emit"]
+    assert steps == ["import", "fuse", "quantise", "search", "plan", "pack", "place", "check", "emit"]
     assert d.files and capsys.readouterr() == ("", "")
     assert not [r for r in caplog.records if r.name.startswith("aieflow") and r.levelno >= logging.INFO]
 
@@ -122,9 +122,9 @@ X16 = np.random.default_rng(0).standard_normal((16, 16)).astype(np.float32)
 IMG = np.random.default_rng(0).uniform(-1, 1, (2, 3, 32, 32)).astype(np.float32)
 SEQ = np.random.default_rng(0).standard_normal((4, 5, 4)).astype(np.float32)
 KINDS = {
-    "chain": (lambda: qdq_mlp([20, 16, 5], seed=0), {}, ["import", "fuse", "quantise", "search", "plan", "pack", "place", "emit"]),
+    "chain": (lambda: qdq_mlp([20, 16, 5], seed=0), {}, ["import", "fuse", "quantise", "search", "plan", "pack", "place", "check", "emit"]),
     "dag": (residual_mlp, {"example_input": X16[:1], "calibration": X16, "config": {"precision": "int8"}},
-            ["import", "fuse", "quantise", "plan", "place", "emit"]),
+            ["import", "fuse", "quantise", "plan", "place", "check", "emit"]),
     "cnn": (cnn_classifier, {"example_input": IMG, "device": "vck190", "config": {"precision": "int8"}},
             ["import", "fuse", "quantise", "lower", "plan", "emit"]),
     "recurrent": (gru_classifier, {"example_input": SEQ, "device": "vck190", "config": {"precision": "int16"}},
@@ -197,7 +197,7 @@ def test_a_compile_bar_and_the_log_above_it(mlp, tmp_path):
     code, out, err = _on_a_terminal(["compile", str(mlp), "--out", str(tmp_path / "d"), "-v"])
     assert code == 0 and "wrote" in out
     text = err.decode(errors="replace")
-    assert " compile " in text and "0/8" in text  # the bar (a quick compile may end before it redraws)
+    assert " compile " in text and "0/9" in text  # the bar: nine passes, check included (a quick compile may end before it redraws)
     assert "compiled a chain design in" in text  # the log, printed through the bar's console
     meta = json.loads((tmp_path / "d" / "design.json").read_text())
     assert meta["kind"] == "chain"

@@ -120,7 +120,7 @@ def test_mixer_block_plans_transposed_reads():
 def test_checker_catches_corrupted_tilings(what):
     plan, st = _plan(MiniMixer(), (16, 32))
     for link in plan.links:
-        check_dag_link(plan, link, st.device)  # all legal as built
+        check_dag_link(plan, link)  # all legal as built
     caught = 0
     for link in plan.links:
         sh = link.shards[0]
@@ -142,7 +142,7 @@ def test_checker_catches_corrupted_tilings(what):
             continue
         broken = replace(link, shards=(replace(sh, reads=((ep, bad), *sh.reads[1:])), *link.shards[1:]))
         with pytest.raises(PlanError):
-            check_dag_link(plan, broken, st.device)
+            check_dag_link(plan, broken)
         caught += 1
     assert caught >= 2
 
@@ -152,7 +152,7 @@ def test_checker_catches_a_missing_writer():
     link = next(k for k in plan.links if k.consumer == "add" and k.operand == 1)
     sh = link.shards[0]
     with pytest.raises(PlanError):
-        check_dag_link(plan, replace(link, shards=(replace(sh, writes=()),)), st.device)
+        check_dag_link(plan, replace(link, shards=(replace(sh, writes=()),)))
 
 
 # ----------------------------------------------------------------------------- placement, estimate
@@ -262,7 +262,7 @@ def test_concat_writers_land_at_their_offsets_and_slices_read_at_theirs():
             (ep, t), *rest = sh.reads
             bad = replace(sh, reads=((ep, replace(t, offset=(t.offset[0] - 1, *t.offset[1:]))), *rest))
         with pytest.raises(PlanError):
-            check_dag_link(plan, replace(k, shards=(bad,)), st.device)
+            check_dag_link(plan, replace(k, shards=(bad,)))
 
 
 def test_concat_of_views_and_padded_middle_inputs_are_clear_errors():

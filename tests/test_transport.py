@@ -160,8 +160,7 @@ def test_shards_and_relays_respect_the_memory_tile_channels():
     assert link.relays == 2 and len(link.shards) == 3
     assert [len(sh.writes) for sh in link.shards] == [4, 4, 2]
     assert max(len(sh.writes) for sh in link.shards) <= 6
-    with pytest.raises(PlanError, match="memory tile"):  # a shard must fit one memory tile
-        check_link(link, prev, one, capacity=1024)
+    # a shard's bytes against one memory tile: the check pass's (tests/test_mapped_transport.py)
 
 
 @pytest.mark.parametrize("device", ["vek280", "vek385"])

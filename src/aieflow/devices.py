@@ -91,6 +91,10 @@ class Generation:
     # Packet switching: a pktmerge joins at most this many packet streams (UG1079); see
     # LIMIT_SOURCES.  Added for the recurrent mapping; the same on every generation.
     pktmerge_max_inputs: int = 32
+    # A compute tile's own DMA: channels per direction (S2MM into its data memory, MM2S out of it),
+    # which move every buffer a kernel reads or writes from anything but a memory it shares (a PLIO,
+    # a memory tile, a tile that is not its neighbour); see LIMIT_SOURCES.
+    tile_dma_channels: int = 2
     # The neighbours whose data memories a tile's core addresses besides its own ("north", "south",
     # "west", or "horizontal": west or east depending on the row, AIE1's mirrored rows).  The Dense
     # planner borrows the vertical ones (ops/dense.py); ``neighbour_memory_bytes`` is own + these.
@@ -204,6 +208,8 @@ LIMIT_SOURCES: Mapping[str, str] = MappingProxyType(
         "pktmerge_max_inputs": "UG1079 'Packet Split and Merge Sizes': at most a 32-to-1 pktmerge and a "
         "1-to-32 pktsplit (n <= 32 packet streams on one physical channel); assumed the same on AIE-ML / "
         "AIE-MLv2 (UG1603 has the same pktmerge<n> construct; its limit is not in the specs)",
+        "tile_dma_channels": "shared/spec/versal-devices.md 'DMA per tile': 2 MM2S + 2 S2MM (AM009 AIE tile DMA); "
+        "AM020 'AIE-ML Tile DMA' the same two channels per direction; assumed the same on AIE-MLv2",
     }
 )
 

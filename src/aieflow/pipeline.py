@@ -1,6 +1,6 @@
 """The compiler: one declared list of passes, each a plain function from state to state.
 
-    import -> fuse -> quantise -> search -> plan -> pack -> place -> emit
+    import -> fuse -> quantise -> search -> plan -> pack -> place -> check -> emit
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from .devices import Device
 from .errors import ConfigError, ModelError
 from .frontends import import_model
 from .ir import Graph, QuantHints
+from .mapped.transport import check as check_transport
 from .ops.recurrent import one_blas_thread
 from .ops.registry import family
-from .passes.emit import dense_layers, emit_project
+from .passes.emit import dense_layers, emit_project, lowered_chain
 from .passes.fuse import fuse
 from .passes.place import Placement, check_placement, place
 from .passes.plan import plan
@@ -138,6 +139,13 @@ def _place(s: State) -> State:
     return replace(s, placement=placement)
 
 
+def _check(s: State) -> State:
+    # the check pass: every link of the placed design, lowered into the mapped graph (which
+    # emission reuses), against the device's transport limits (mapped/transport.py)
+    check_transport(lowered_chain(s.graph, s.device, s.placement), s.device)
+    return s
+
+
 def _emit(s: State) -> State:
     from .design import Design
 
@@ -162,6 +170,7 @@ PIPELINE: tuple[tuple[str, Callable[[State], State]], ...] = (
     ("plan", _plan),
     ("pack", _pack),
     ("place", _place),
+    ("check", _check),
     ("emit", _emit),
 )
 

@@ -9,11 +9,13 @@ from collections.abc import Callable
 import numpy as np
 
 from ..kinds import DAG_OPS, is_dag
+from ..mapped.transport import check as check_transport
 from ..numerics.types import FloatType
 from ..passes.place import Block, Grid, Placement, Weights, pack
 from ..pipeline import State, run_pipeline
 from .design import DagDesign
 from .emit import emit_dag
+from .perf import lowered_dag
 from .plan import DagPlan, default_batch, plan_dag
 from .search import DagSearch, search_dag
 
@@ -62,6 +64,10 @@ def compile_dag(state: State, progress: Callable[[str], None] | None = None, fou
     placement = place_dag(plan, state.device, config)
     log.debug("dag placement: %s, wire cost %s%s", placement.method, placement.cost,
               " (optimal)" if placement.optimal else "")
+    if progress:
+        progress("check")
+    # the check pass: the links of the lowered design (which the estimate and emission reuse)
+    check_transport(lowered_dag(plan, placement, state.device), state.device)
     if progress:
         progress("emit")
     design = DagDesign(plan, state.device, config, placement, state.source)

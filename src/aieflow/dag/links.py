@@ -13,14 +13,15 @@ path of a residual Add is its own link, buffered in its memory tile until the Ad
 :func:`check_dag_link` runs a link on values that encode (sample row, feature), through
 :meth:`NdTiling.addresses` (this package's walk of the tiling semantics), and proves each consumer
 port receives exactly the elements its kernel expects, in order, zero where the kernel pads; every
-port moves the element count its kernel port declares; no read meets an unwritten element; each
-shard fits its channels, address dimensions and one memory tile.  It runs on every link
-:func:`make_links` builds, so every DAG design the tests compile is checked.
+port moves the element count its kernel port declares; no read meets an unwritten element.  It
+runs on every link :func:`make_links` builds, so every DAG design the tests compile is checked.
+The memory tile's limits (a shard's DMA channels, buffer descriptors, address dimensions and bytes)
+are checked once the links are lowered, on the mapped graph (``mapped/transport.py``, the
+``check`` pass), as the chain's are.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass, replace
 
@@ -28,7 +29,7 @@ import numpy as np
 
 from ..devices import Device
 from ..errors import PlanError
-from ..mapped.tiling import MEMTILE_ADDRESS_DIMS, NdTiling, Traversal, word_problems
+from ..mapped.tiling import NdTiling, Traversal, word_problems
 from ..ops.dense import DensePlan
 from .plan import DagPlan, Operand, RowsPlan, matrix_shape
 
@@ -280,15 +281,11 @@ def make_links(plan: DagPlan, device: Device) -> tuple[DagLink, ...]:
     for consumer, i, src in wanted:
         g = geometry(plan, src)
         writes = producer_ports(plan, src, g)
-        if len(writes) > ch:
-            raise PlanError(f"{len(writes)} producer ports would write one memory-tile buffer of '{src.tensor}'; a "
-                            f"memory tile has {ch} DMA channels per direction", layer=src.producer,
-                            hint=f"use at most {ch} cascade rows (parallelism.cas_num) for this layer")
         reads = consumer_ports(plan, consumer, src, g, i)
         shards = tuple(DagShard(g.dims, tuple(writes), tuple(reads[j:j + ch])) for j in range(0, len(reads), ch))
         t = plan.graph.tensors[src.tensor].dtype
         link = DagLink(src, consumer, i, t.container_bits // 8, shards)
-        check_dag_link(plan, link, device)
+        check_dag_link(plan, link)
         links.append(link)
     return tuple(links)
 
@@ -365,7 +362,7 @@ def _expected_read(plan: DagPlan, ep: Endpoint, g: Geometry, src: Operand, opera
     return _ids(rs, fs, g)
 
 
-def check_dag_link(plan: DagPlan, link: DagLink, device: Device) -> None:
+def check_dag_link(plan: DagPlan, link: DagLink) -> None:
     """Raise unless the link moves exactly what the kernels on both sides declare (see the module
     docstring)."""
     where = f"memory-tile link {link.name}"
@@ -375,26 +372,9 @@ def check_dag_link(plan: DagPlan, link: DagLink, device: Device) -> None:
                         hint="please report this as a bug")
 
     g = geometry(plan, link.source)
-    capacity = device.memory_tile_bytes
     fed: dict[Endpoint, int] = {}
     for i, sh in enumerate(link.shards):
-        size = math.prod(sh.dims)
-        if PING_PONG * size * link.element_bytes > capacity:
-            raise PlanError(
-                f"the memory-tile buffer {link.name} needs {PING_PONG * size * link.element_bytes} bytes "
-                f"(ping-pong), more than one memory tile ({capacity})", layer=link.consumer or link.source.producer,
-                hint="use a smaller batch",
-            )
-        ch = device.memtile_channels
-        if len(sh.writes) > ch or len(sh.reads) > ch:
-            fail(f"shard {i} has {len(sh.writes)} write and {len(sh.reads)} read ports, a memory tile has {ch}")
-        buf = np.full(size, -1, dtype=np.int64)
-        for ep, t in itertools.chain(sh.writes, sh.reads):
-            if t.dims != sh.dims:
-                fail(f"shard {i}: port {ep} describes a buffer of {t.dims}, the shard is {sh.dims}")
-            if t.address_dims > MEMTILE_ADDRESS_DIMS:
-                fail(f"shard {i}: port {ep} needs {t.address_dims} address dimensions, a memory-tile buffer "
-                     f"descriptor has {MEMTILE_ADDRESS_DIMS}")
+        buf = np.full(math.prod(sh.dims), -1, dtype=np.int64)
         for ep, t in sh.writes:
             src = _expected_write(plan, ep, g, link.source)
             addr = t.addresses()

@@ -17,10 +17,11 @@ from ..config import MAX_AUTO_BATCH, Config, Target
 from ..devices import Device
 from ..errors import PlanError
 from ..ir import Graph
+from ..mapped.transport import check as check_transport
 from ..pareto import undominated
 from ..passes.search import Exploration, Point, ranked
 from ..progress import track
-from .perf import estimate_dag
+from .perf import estimate_dag, lowered_dag
 from .plan import DagPlan, check_dag_device, default_batch, plan_dag
 
 
@@ -54,10 +55,12 @@ def search_dag(graph: Graph, device: Device, config: Config) -> DagSearch:
     for b in track(batch_candidates(config), "cost the DAG batch candidates"):
         try:
             plan = plan_dag(graph, device, replace(fixed, batch=b))
+            placement = place_dag(plan, device, fixed)
+            check_transport(lowered_dag(plan, placement, device), device)  # the check pass, as compiled
         except PlanError as e:
             first_error = first_error or (b, e)
             continue
-        perf = estimate_dag(plan, device, place_dag(plan, device, fixed))  # as compiled: placed
+        perf = estimate_dag(plan, device, placement)  # as compiled: placed
         par = tuple((n.name, n.plan.cas_len, n.plan.cas_num) for n in plan.graph.nodes if n.op == "dense")
         points.append(Point(plan.tiles, perf.latency_ns, perf.interval_ns, par, b))
         plans[b] = plan

@@ -4,9 +4,10 @@ Migration steps 1, 3 and 4 (docs/ARCHITECTURE.md): the Dense chain, the DAG path
 mappings (stream, thesis) and the recurrent mappings (row-wise, column-wise, compact, stacks, the
 Conv1d front end; ``recurrent/lower.py``) lower their plans and placements into a
 :class:`MappedGraph`, and one renderer (:mod:`aieflow.mapped.adf`, ``templates/mapped/graph.h.j2``)
-writes the ADF graph of all of them from it.  Placement, the transport checks and the performance
-model still read each path's own plan; they move onto this graph in the next steps, and the
-streamed path lowers into it after them.
+writes the ADF graph of all of them from it.  The transport checks of the chain and the DAG read
+this graph (:mod:`aieflow.mapped.transport`, the ``check`` pass), and so does the estimate
+(:mod:`aieflow.mapped.estimate`) where a lowering attaches costs; placement still reads each path's
+own plan, and the streamed path lowers into it later.
 
 Everything here is frozen; names are identifiers made by :func:`aieflow.names.c_ident` (a model's
 names never reach this graph raw).

@@ -670,7 +670,6 @@ def place(
     keep = tuple(sorted(set(keep_out)))
     grid = Grid(device.columns, device.rows, snake=device.generation.cascade_serpentine, keep_out=frozenset(keep))
     copies = config.replicas or 1
-    check_interfaces(layers, device, copies)
     result = pack(blocks, edges, grid, method, weights, node_budget, time_budget_s)
     if copies > 1 and len(replica_offsets(result.rects, grid.columns, grid.rows, grid.snake, keep)) < copies:
         # the cheapest wiring may spread one copy too wide for the others: take the cheapest of
@@ -698,23 +697,6 @@ def _baselines(blocks, edges, grid: Grid, weights: Weights) -> list[Packing]:
         except PlanError:
             continue
     return out
-
-
-def check_interfaces(layers: Sequence[Node], device: Device, replicas: int = 1) -> None:
-    """The PLIO ports every copy needs (one per cascade column of the first layer, one per row of
-    the last) must exist in the interface row (``Device.plio_columns`` x ports per column)."""
-    if not layers:
-        return
-    need_in, need_out = layers[0].plan.cas_len * replicas, layers[-1].plan.cas_num * replicas
-    have_in, have_out = device.plio_columns * device.plio_in_per_column, device.plio_columns * device.plio_out_per_column
-    for need, have, what, layer in ((need_in, have_in, "input", layers[0]), (need_out, have_out, "output", layers[-1])):
-        if need > have:
-            raise PlanError(
-                f"the design needs {need} {what} PLIO ports ({replicas} cop{'ies' if replicas > 1 else 'y'}), "
-                f"{device.board}'s interface tiles offer {have}",
-                layer=layer.name,
-                hint="use fewer replicas, or less parallelism in the first / last layer",
-            )
 
 
 def replica_offsets(rects: Sequence[Rect], columns: int, rows: int, snake: bool, keep_out: Iterable[Cell] = ()) -> list[Cell]:

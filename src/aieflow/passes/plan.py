@@ -114,16 +114,15 @@ def _finish(graph: Graph, device: Device, planned: dict[str, Node]) -> Graph:
                 n = with_out_panel(n, n.plan.mmul[2])
         nodes.append(n)
     if device.memory_tile_rows:
-        # every memory-tile link must be legal (ports per memory tile, a shard per memory tile)
-        # before anything is placed or emitted; the search relies on this to reject plans
+        # every memory-tile link must move exactly what both plans declare before anything is
+        # placed or emitted (the memory tiles' limits are the check pass's, on the mapped graph)
         by_name = {n.name: n for n in nodes}
         for n in nodes:
             consumer = _next_dense(graph, by_name, n) if n.plan is not None else None
             if consumer is not None and consumer.plan.link == "buffer":
                 check_direct_link(n, consumer)
             elif consumer is not None:
-                check_link(memtile_link(n, consumer, device.memtile_channels), n, consumer,
-                           device.memtile_channels, device.memory_tile_bytes)
+                check_link(memtile_link(n, consumer, device.memtile_channels), n, consumer)
     total = sum(n.plan.footprint for n in nodes if n.plan is not None)
     if total > device.compute_tiles:
         lent = total - sum(n.plan.tiles for n in nodes if n.plan is not None)

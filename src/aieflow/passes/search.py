@@ -279,8 +279,10 @@ def design_points(points: list[Point], graph: Graph, device: Device, config: Con
     placement (``place.replicate``: the same latency and interval, tiles times the copies);
     otherwise ``place`` chooses the copies' placement as it does in ``compile``."""
     from ..design import Design
+    from ..mapped.transport import check as check_transport
     from ..perf import estimate
-    from .place import check_interfaces, check_placement, place, replica_offsets, replicate
+    from .emit import lowered_chain
+    from .place import check_placement, place, replica_offsets, replicate
     from .plan import plan
 
     def build(cfg: Config, g: Graph | None = None, pl=None):
@@ -289,6 +291,7 @@ def design_points(points: list[Point], graph: Graph, device: Device, config: Con
             if pl is None:
                 pl = place(g, device, cfg)
             check_placement(pl, device)
+            check_transport(lowered_chain(g, device, pl), device)  # the check pass, as compiled
         except PlanError:
             return None
         return g, pl, estimate(Design(g, device, cfg, pl))
@@ -306,7 +309,6 @@ def design_points(points: list[Point], graph: Graph, device: Device, config: Con
             cfg = apply(config, p, graph)
             if len(replica_offsets(pl.rects, pl.columns, pl.rows, pl.snake, pl.keep_out)) >= p.replicas:
                 try:  # what ``place`` returns for these copies: the one copy's placement, replicated
-                    check_interfaces([n for n in g.nodes if n.plan is not None], device, p.replicas)
                     built = build(cfg, g, replicate(pl, p.replicas))
                 except PlanError:
                     built = None

@@ -12,7 +12,10 @@ from the two plans' blocks, so any pair of parallelisms and panel widths meets h
 :func:`check_link` executes the tilings in numpy (its own implementation of the ADF tiling
 semantics, independent of the C++ shim's) and proves that every port moves exactly the elements
 it declares, in the order its kernel expects.  It runs for every link the emitter writes and the
-plan pass accepts, so every design the test suite compiles is checked.
+plan pass accepts, so every design the test suite compiles is checked.  The memory tile's limits
+(channels per shard, buffer descriptors, a shard's bytes per memory tile) are checked once the
+link is lowered, on the mapped graph (``mapped/transport.py``, the ``check`` pass), as every
+other kind's links are.
 """
 
 from __future__ import annotations
@@ -190,12 +193,12 @@ def memtile_link(prev: Node, node: Node, channels: int = 6) -> MemtileLink:
     return MemtileLink(prev.name, node.name, prev.types.output.container_bits // 8, tuple(shards))
 
 
-def check_link(link: MemtileLink, prev: Node, node: Node, channels: int = 6, capacity: int | None = None) -> None:
+def check_link(link: MemtileLink, prev: Node, node: Node) -> None:
     """Raise unless the link moves exactly what both plans declare: run it on values that encode
     (feature, sample), with every shard poisoned, and compare what each consumer column receives
-    with its panel layout (zero beyond the produced features); check every port's element count,
-    that no read meets an unwritten element, the DMA channels per shard and (given ``capacity``)
-    each shard's ping-pong buffer against a memory tile."""
+    with its panel layout (zero beyond the produced features); check every port's element count
+    and that no read meets an unwritten element.  The memory tile's limits (DMA channels, buffer
+    descriptors, capacity) are checked on the mapped graph, ``mapped/transport.py``."""
     pp: DensePlan = prev.plan
     p: DensePlan = node.plan
     where = f"memory-tile link {link.producer} -> {link.consumer}"
@@ -216,15 +219,6 @@ def check_link(link: MemtileLink, prev: Node, node: Node, channels: int = 6, cap
     received: dict[int, np.ndarray] = {}
     fed_rows: set[int] = set()
     for i, sh in enumerate(link.shards):
-        if capacity is not None and PING_PONG * sh.dims[0] * sh.dims[1] * link.element_bytes > capacity:
-            raise PlanError(
-                f"the memory-tile buffer {link.producer} -> {link.consumer} needs "
-                f"{PING_PONG * sh.dims[0] * sh.dims[1] * link.element_bytes} bytes, more than one memory tile ({capacity})",
-                layer=link.consumer,
-                hint="use a smaller batch",
-            )
-        if len(sh.writes) > channels or len(sh.reads) > channels:
-            fail(f"shard {i} has {len(sh.writes)} write and {len(sh.reads)} read ports, a memory tile has {channels}")
         buf = np.full(sh.dims[0] * sh.dims[1], poison, dtype=np.int64)
         for ep, t in sh.writes:
             src = rows.get(ep.index) if ep.kind == "row" else outs.get(ep.index)
