@@ -400,3 +400,27 @@ def test_streamed_dense_system_run_in_the_transposed_orientation(tmp_path):
     y = np.fromfile(proj / "system_output/Y.bin", dtype=np.dtype(plan.epilogue.y_np)).reshape(7, 24)
     want = d.predict(x.numpy(), raw=True).reshape(7, 24)
     assert np.array_equal(y.astype(np.int64), want.astype(np.int64)) and (want == 0).any() and (want > 0).any()
+
+
+@needs_ap_types
+def test_fp32_gemm_system_run_is_bit_exact_with_predict(tmp_path):
+    """The GEMM family's float variant (fp32 on AIE1): `make system-run` in a moved copy without a venv
+    gives C bit for bit equal to predict (the emulator's accumulation order) and close to a float64
+    matmul of the shipped A and B (an independent reference; float sums differ by order only)."""
+    design = aieflow.gemm(20, 24, 40, "fp32", "vck190", 2, "published", blocks=BLOCKS)
+    assert design.plan.dtype.is_float
+    design.save(tmp_path / "d")
+    work = tmp_path / "moved" / "p"
+    shutil.copytree(tmp_path / "d" / "project", work)
+    r = make(work, "system-run", f"AP_TYPES={ap_types_include()}", env=no_venv_env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "C bit-exact" in r.stdout.splitlines()
+    p = design.plan
+    a = np.fromfile(work / "data/A.bin", dtype=np.float32).reshape(p.m, p.k)
+    b = np.fromfile(work / "data/B.bin", dtype=np.float32).reshape(p.k, p.n)
+    c = np.fromfile(work / "system_output/C.bin", dtype=np.float32).reshape(p.m, p.n)
+    assert c.view(np.uint32).tolist() == np.asarray(design.predict(a, b), dtype=np.float32).view(np.uint32).tolist()
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.allclose(c, ref, rtol=1e-5, atol=1e-4 * np.abs(ref).max()) and np.abs(c).max() > 0
+    assert not list((work / "data").glob("golden_cr*.txt"))  # float sums: no golden Cr (README says why)
+    assert "float sums" in (work / "README.md").read_text()
