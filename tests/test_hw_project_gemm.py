@@ -65,7 +65,8 @@ def test_make_n_hw_shows_compile_link_and_package(project):
     for target in ("x86sim", "aiesim"):
         r = make(proj, "-n", target, "PLATFORM=/p.xpfm", "ITERATIONS=7")
         assert r.returncode == 0 and "-DAIEFLOW_ITERATIONS=7" in r.stdout, r.stdout + r.stderr
-    assert "run(AIEFLOW_ITERATIONS)" in (proj / "src/graph.cpp").read_text()
+    main = (proj / "src/graph.cpp").read_text()  # GMIO: one run(1) per iteration, after each lane's gm2aie_nb
+    assert "run(AIEFLOW_ITERATIONS)" in main or ("it < AIEFLOW_ITERATIONS" in main and "gm2aie_nb" in main)
     readme = (proj / "README.md").read_text()  # every target with its command, what was checked and what not
     for command in ("make x86sim PLATFORM=", "make aiesim PLATFORM=", "make hw_emu PLATFORM=", "make hw PLATFORM=",
                     "make package PLATFORM=", "make run", "make shim-run", "make system-run", "make clean"):
@@ -180,19 +181,15 @@ def _check_memtile_plio_files(design, proj: Path, files: list[str]) -> None:
     assert seen == {f"a{g}" for g in range(c.tiles_i)} | {f"b{i}" for i in range(len(lanes))}
 
 
-def test_the_simulators_first_iteration_on_the_shim_matches_the_golden_cr_files(project, tmp_path):
-    """What `make x86sim` / `aiesim` run (graph.cpp's own main, one iteration on the data/ PLIO
-    files), built for the shim: its Cr output files equal data/golden_cr*.txt (exact sums of the
-    numpy side, plio_data.golden_cr_files) by the project's own `make check-output`; a changed
-    golden value is reported.  Only integer designs with PLIO Br have them."""
-    design, proj = project
-    golden = sorted((proj / "data").glob("golden_cr*.txt"))
+def _simulate_and_compare(design, proj: Path, tmp_path: Path) -> None:
+    """What `make x86sim` / `aiesim` run (graph.cpp's own main, one iteration on the data/ files; a
+    GMIO design's main feeds each lane's data/br<j>.txt through GMIO::malloc / gm2aie_nb), built
+    for the shim with -Wall -Wextra -Werror: its Cr output files equal data/golden_cr*.txt by the
+    project's own `make check-output`; a changed golden value is reported."""
     p = design.plan
-    if p.memtile or p.config.br_transfer == "gmio":
-        assert not golden and "check-output:" not in (proj / "Makefile").read_text()
-        return
+    golden = sorted((proj / "data").glob("golden_cr*.txt"))
     assert len(golden) == p.config.tiles_i * p.config.tiles_j
-    work = tmp_path / "p"
+    work = tmp_path / "sim"
     shutil.copytree(proj, work, ignore=shutil.ignore_patterns("*_output", "x86/harness", "x86/system", "*.o", "host.exe"))
     r = subprocess.run(["g++", "-std=c++20", "-O2", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off",
                         f"-D__AIE_ARCH__={p.device.generation.arch_macro}", "-D__X86SIM__", "-Ix86/shim", "-Isrc", "-I.",
@@ -203,10 +200,21 @@ def test_the_simulators_first_iteration_on_the_shim_matches_the_golden_cr_files(
     env = no_venv_env()
     r = make(work, "check-output", "OUT=.", env=env)  # the shim wrote data/cr<t>.txt beside the inputs
     assert r.returncode == 0 and r.stdout.count(" bit-exact") == len(golden), r.stdout + r.stderr
-    tokens = golden[0].read_text().split()
-    (work / "data" / golden[0].name).write_text(" ".join([str(int(tokens[0]) + 1), *tokens[1:]]) + "\n")
+    last = golden[-1].name  # the last tile's last value: its last micro-kernel round (memory tile: last L4 step)
+    tokens = (work / "data" / last).read_text().split()
+    bumped = repr(float(tokens[-1]) + 1.0) if p.dtype.is_float else str(int(tokens[-1]) + 1)
+    (work / "data" / last).write_text(" ".join([*tokens[:-1], bumped]) + "\n")
     r = make(work, "check-output", "OUT=.", env=env)
-    assert r.returncode != 0 and "MISMATCH" in r.stdout
+    assert r.returncode != 0 and "MISMATCH" in r.stdout and f"first difference at {len(tokens) - 1}" in r.stdout, r.stdout
+
+
+def test_the_simulators_first_iteration_on_the_shim_matches_the_golden_cr_files(project, tmp_path):
+    """Every layout (PLIO Br, GMIO Br fed by graph.cpp's main, memory tiles) ships data/golden_cr*.txt
+    that the simulation main's Cr output equals (exact sums of the numpy side,
+    plio_data.golden_cr_files); the Makefile's x86sim / aiesim compare them."""
+    design, proj = project
+    assert "$(MAKE) check-output OUT=x86simulator_output" in (proj / "Makefile").read_text()
+    _simulate_and_compare(design, proj, tmp_path)
 
 
 def test_the_simulators_plio_files_hold_the_first_iterations_operands(project):
@@ -217,6 +225,9 @@ def test_the_simulators_plio_files_hold_the_first_iterations_operands(project):
     design, proj = project
     graph = (proj / "src/graph.h").read_text()
     files = re.findall(r'adf::input_plio::create\("\w+", adf::plio_128_bits, "([^"]+)"', graph)
+    gmio = re.findall(r'read_panel\("([^"]+)"\)', (proj / "src/graph.cpp").read_text())  # GMIO Br panels
+    assert len(gmio) == (design.plan.config.tiles_j if design.plan.config.br_transfer == "gmio" else 0)
+    files += gmio
     assert files and all((proj / f).is_file() for f in files)
     if design.plan.memtile:
         _check_memtile_plio_files(design, proj, files)
@@ -422,5 +433,5 @@ def test_fp32_gemm_system_run_is_bit_exact_with_predict(tmp_path):
     assert c.view(np.uint32).tolist() == np.asarray(design.predict(a, b), dtype=np.float32).view(np.uint32).tolist()
     ref = a.astype(np.float64) @ b.astype(np.float64)
     assert np.allclose(c, ref, rtol=1e-5, atol=1e-4 * np.abs(ref).max()) and np.abs(c).max() > 0
-    assert not list((work / "data").glob("golden_cr*.txt"))  # float sums: no golden Cr (README says why)
-    assert "float sums" in (work / "README.md").read_text()
+    assert "Float sums" in (work / "README.md").read_text()  # the golden Cr's accumulation order, said
+    _simulate_and_compare(design, work, tmp_path)  # the simulators' Cr against golden files in that order
