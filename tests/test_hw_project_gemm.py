@@ -17,7 +17,9 @@ import numpy as np
 import pytest
 from hw_tools import (
     XRT_HEADER,
+    check_system_cfg,
     dry_run_lines,
+    graph_data_files,
     make,
     make_host,
     needs_ap_types,
@@ -78,27 +80,7 @@ def test_make_n_hw_shows_compile_link_and_package(project):
 
 def test_system_cfg_defines_its_kernels_and_connects_every_plio(project):
     _, proj = project
-    graph = (proj / "src/graph.h").read_text()
-    ins = set(re.findall(r'adf::input_plio::create\("(\w+)"', graph))
-    outs = set(re.findall(r'adf::output_plio::create\("(\w+)"', graph))
-    assert ins and outs
-    cfg = (proj / "system.cfg").read_text().splitlines()
-    instances = {}
-    for entry in (s[3:] for s in cfg if s.startswith("nk=")):
-        kernel, count, cus = entry.split(":")
-        assert int(count) == len(cus.split("."))
-        instances.update(dict.fromkeys(cus.split("."), kernel))
-    assert set(instances.values()) == {"gemm_mover", "gemm_collect"}
-    sources = {k: (proj / f"pl/{k}.cpp").read_text() for k in ("gemm_mover", "gemm_collect")}
-    for k, text in sources.items():
-        assert re.search(rf'extern "C" void {k}\(', text), k
-    connects = [c.split("=", 1)[1].split(":") for c in cfg if c.startswith("stream_connect=")]
-    into = [b.split(".")[1] for a, b in connects if b.startswith("ai_engine_0.")]
-    out_of = [a.split(".")[1] for a, b in connects if a.startswith("ai_engine_0.")]
-    assert sorted(into) == sorted(ins) and sorted(out_of) == sorted(outs)
-    for a, b in connects:  # the other end: a stream argument of the instance's kernel
-        cu, port = (b if a.startswith("ai_engine_0.") else a).split(".")
-        assert re.search(rf"\b{port}\b", sources[instances[cu]]), (cu, port)
+    assert set(check_system_cfg(proj).values()) == {"gemm_mover", "gemm_collect"}
 
 
 @needs_xrt
@@ -223,11 +205,9 @@ def test_the_simulators_plio_files_hold_the_first_iterations_operands(project):
     round and k step, each Ar stream's MS x KS row blocks; Br as KS x NS blocks per column block)
     they are A's first rows and B's first panels, zero past the problem's edges."""
     design, proj = project
-    graph = (proj / "src/graph.h").read_text()
-    files = re.findall(r'adf::input_plio::create\("\w+", adf::plio_128_bits, "([^"]+)"', graph)
-    gmio = re.findall(r'read_panel\("([^"]+)"\)', (proj / "src/graph.cpp").read_text())  # GMIO Br panels
+    files = graph_data_files(proj)  # graph.h's input PLIOs and graph.cpp's GMIO Br panels
+    gmio = re.findall(r'read_panel\("([^"]+)"\)', (proj / "src/graph.cpp").read_text())
     assert len(gmio) == (design.plan.config.tiles_j if design.plan.config.br_transfer == "gmio" else 0)
-    files += gmio
     assert files and all((proj / f).is_file() for f in files)
     if design.plan.memtile:
         _check_memtile_plio_files(design, proj, files)
@@ -348,6 +328,21 @@ def test_streamed_dense_project_links_its_epilogue_and_builds_its_host(dense_pro
         assert name in host, name
     r = subprocess.run([str(proj / "host.exe")], capture_output=True, text=True)  # no board, no arguments
     assert r.returncode != 0 and "usage" in (r.stdout + r.stderr).lower(), r.stdout + r.stderr
+
+
+def test_streamed_dense_system_cfg_and_every_data_file_the_graph_reads(dense_project):
+    """The standalone streamed Dense project (`weights: streamed`, not segmented): system.cfg names
+    only kernels its PL sources define (the GEMM's movers and the layer's dense_epilogue, which has
+    no streams) and connects every PLIO of graph.h; every data file the graph's simulation reads
+    (its PLIO files) exists, with a golden Cr per tile for the simulators."""
+    d, _, proj = dense_project
+    instances = check_system_cfg(proj)
+    assert sorted(instances.values()) == ["dense_epilogue", "gemm_collect", "gemm_mover"]
+    files = graph_data_files(proj)
+    assert files and all((proj / f).is_file() for f in files), files
+    c = d.plan.gemm.config
+    assert len(list((proj / "data").glob("golden_cr*.txt"))) == c.tiles_i * c.tiles_j
+    assert "$(MAKE) check-output OUT=x86simulator_output" in (proj / "Makefile").read_text()
 
 
 @needs_ap_types
