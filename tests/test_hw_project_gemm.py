@@ -17,7 +17,9 @@ import numpy as np
 import pytest
 from hw_tools import (
     XRT_HEADER,
+    check_system_cfg,
     dry_run_lines,
+    graph_data_files,
     make,
     make_host,
     needs_ap_types,
@@ -65,7 +67,8 @@ def test_make_n_hw_shows_compile_link_and_package(project):
     for target in ("x86sim", "aiesim"):
         r = make(proj, "-n", target, "PLATFORM=/p.xpfm", "ITERATIONS=7")
         assert r.returncode == 0 and "-DAIEFLOW_ITERATIONS=7" in r.stdout, r.stdout + r.stderr
-    assert "run(AIEFLOW_ITERATIONS)" in (proj / "src/graph.cpp").read_text()
+    main = (proj / "src/graph.cpp").read_text()  # GMIO: one run(1) per iteration, after each lane's gm2aie_nb
+    assert "run(AIEFLOW_ITERATIONS)" in main or ("it < AIEFLOW_ITERATIONS" in main and "gm2aie_nb" in main)
     readme = (proj / "README.md").read_text()  # every target with its command, what was checked and what not
     for command in ("make x86sim PLATFORM=", "make aiesim PLATFORM=", "make hw_emu PLATFORM=", "make hw PLATFORM=",
                     "make package PLATFORM=", "make run", "make shim-run", "make system-run", "make clean"):
@@ -77,27 +80,7 @@ def test_make_n_hw_shows_compile_link_and_package(project):
 
 def test_system_cfg_defines_its_kernels_and_connects_every_plio(project):
     _, proj = project
-    graph = (proj / "src/graph.h").read_text()
-    ins = set(re.findall(r'adf::input_plio::create\("(\w+)"', graph))
-    outs = set(re.findall(r'adf::output_plio::create\("(\w+)"', graph))
-    assert ins and outs
-    cfg = (proj / "system.cfg").read_text().splitlines()
-    instances = {}
-    for entry in (s[3:] for s in cfg if s.startswith("nk=")):
-        kernel, count, cus = entry.split(":")
-        assert int(count) == len(cus.split("."))
-        instances.update(dict.fromkeys(cus.split("."), kernel))
-    assert set(instances.values()) == {"gemm_mover", "gemm_collect"}
-    sources = {k: (proj / f"pl/{k}.cpp").read_text() for k in ("gemm_mover", "gemm_collect")}
-    for k, text in sources.items():
-        assert re.search(rf'extern "C" void {k}\(', text), k
-    connects = [c.split("=", 1)[1].split(":") for c in cfg if c.startswith("stream_connect=")]
-    into = [b.split(".")[1] for a, b in connects if b.startswith("ai_engine_0.")]
-    out_of = [a.split(".")[1] for a, b in connects if a.startswith("ai_engine_0.")]
-    assert sorted(into) == sorted(ins) and sorted(out_of) == sorted(outs)
-    for a, b in connects:  # the other end: a stream argument of the instance's kernel
-        cu, port = (b if a.startswith("ai_engine_0.") else a).split(".")
-        assert re.search(rf"\b{port}\b", sources[instances[cu]]), (cu, port)
+    assert set(check_system_cfg(proj).values()) == {"gemm_mover", "gemm_collect"}
 
 
 @needs_xrt
@@ -180,19 +163,15 @@ def _check_memtile_plio_files(design, proj: Path, files: list[str]) -> None:
     assert seen == {f"a{g}" for g in range(c.tiles_i)} | {f"b{i}" for i in range(len(lanes))}
 
 
-def test_the_simulators_first_iteration_on_the_shim_matches_the_golden_cr_files(project, tmp_path):
-    """What `make x86sim` / `aiesim` run (graph.cpp's own main, one iteration on the data/ PLIO
-    files), built for the shim: its Cr output files equal data/golden_cr*.txt (exact sums of the
-    numpy side, plio_data.golden_cr_files) by the project's own `make check-output`; a changed
-    golden value is reported.  Only integer designs with PLIO Br have them."""
-    design, proj = project
-    golden = sorted((proj / "data").glob("golden_cr*.txt"))
+def _simulate_and_compare(design, proj: Path, tmp_path: Path) -> None:
+    """What `make x86sim` / `aiesim` run (graph.cpp's own main, one iteration on the data/ files; a
+    GMIO design's main feeds each lane's data/br<j>.txt through GMIO::malloc / gm2aie_nb), built
+    for the shim with -Wall -Wextra -Werror: its Cr output files equal data/golden_cr*.txt by the
+    project's own `make check-output`; a changed golden value is reported."""
     p = design.plan
-    if p.memtile or p.config.br_transfer == "gmio":
-        assert not golden and "check-output:" not in (proj / "Makefile").read_text()
-        return
+    golden = sorted((proj / "data").glob("golden_cr*.txt"))
     assert len(golden) == p.config.tiles_i * p.config.tiles_j
-    work = tmp_path / "p"
+    work = tmp_path / "sim"
     shutil.copytree(proj, work, ignore=shutil.ignore_patterns("*_output", "x86/harness", "x86/system", "*.o", "host.exe"))
     r = subprocess.run(["g++", "-std=c++20", "-O2", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off",
                         f"-D__AIE_ARCH__={p.device.generation.arch_macro}", "-D__X86SIM__", "-Ix86/shim", "-Isrc", "-I.",
@@ -203,10 +182,21 @@ def test_the_simulators_first_iteration_on_the_shim_matches_the_golden_cr_files(
     env = no_venv_env()
     r = make(work, "check-output", "OUT=.", env=env)  # the shim wrote data/cr<t>.txt beside the inputs
     assert r.returncode == 0 and r.stdout.count(" bit-exact") == len(golden), r.stdout + r.stderr
-    tokens = golden[0].read_text().split()
-    (work / "data" / golden[0].name).write_text(" ".join([str(int(tokens[0]) + 1), *tokens[1:]]) + "\n")
+    last = golden[-1].name  # the last tile's last value: its last micro-kernel round (memory tile: last L4 step)
+    tokens = (work / "data" / last).read_text().split()
+    bumped = repr(float(tokens[-1]) + 1.0) if p.dtype.is_float else str(int(tokens[-1]) + 1)
+    (work / "data" / last).write_text(" ".join([*tokens[:-1], bumped]) + "\n")
     r = make(work, "check-output", "OUT=.", env=env)
-    assert r.returncode != 0 and "MISMATCH" in r.stdout
+    assert r.returncode != 0 and "MISMATCH" in r.stdout and f"first difference at {len(tokens) - 1}" in r.stdout, r.stdout
+
+
+def test_the_simulators_first_iteration_on_the_shim_matches_the_golden_cr_files(project, tmp_path):
+    """Every layout (PLIO Br, GMIO Br fed by graph.cpp's main, memory tiles) ships data/golden_cr*.txt
+    that the simulation main's Cr output equals (exact sums of the numpy side,
+    plio_data.golden_cr_files); the Makefile's x86sim / aiesim compare them."""
+    design, proj = project
+    assert "$(MAKE) check-output OUT=x86simulator_output" in (proj / "Makefile").read_text()
+    _simulate_and_compare(design, proj, tmp_path)
 
 
 def test_the_simulators_plio_files_hold_the_first_iterations_operands(project):
@@ -215,8 +205,9 @@ def test_the_simulators_plio_files_hold_the_first_iterations_operands(project):
     round and k step, each Ar stream's MS x KS row blocks; Br as KS x NS blocks per column block)
     they are A's first rows and B's first panels, zero past the problem's edges."""
     design, proj = project
-    graph = (proj / "src/graph.h").read_text()
-    files = re.findall(r'adf::input_plio::create\("\w+", adf::plio_128_bits, "([^"]+)"', graph)
+    files = graph_data_files(proj)  # graph.h's input PLIOs and graph.cpp's GMIO Br panels
+    gmio = re.findall(r'read_panel\("([^"]+)"\)', (proj / "src/graph.cpp").read_text())
+    assert len(gmio) == (design.plan.config.tiles_j if design.plan.config.br_transfer == "gmio" else 0)
     assert files and all((proj / f).is_file() for f in files)
     if design.plan.memtile:
         _check_memtile_plio_files(design, proj, files)
@@ -339,6 +330,21 @@ def test_streamed_dense_project_links_its_epilogue_and_builds_its_host(dense_pro
     assert r.returncode != 0 and "usage" in (r.stdout + r.stderr).lower(), r.stdout + r.stderr
 
 
+def test_streamed_dense_system_cfg_and_every_data_file_the_graph_reads(dense_project):
+    """The standalone streamed Dense project (`weights: streamed`, not segmented): system.cfg names
+    only kernels its PL sources define (the GEMM's movers and the layer's dense_epilogue, which has
+    no streams) and connects every PLIO of graph.h; every data file the graph's simulation reads
+    (its PLIO files) exists, with a golden Cr per tile for the simulators."""
+    d, _, proj = dense_project
+    instances = check_system_cfg(proj)
+    assert sorted(instances.values()) == ["dense_epilogue", "gemm_collect", "gemm_mover"]
+    files = graph_data_files(proj)
+    assert files and all((proj / f).is_file() for f in files), files
+    c = d.plan.gemm.config
+    assert len(list((proj / "data").glob("golden_cr*.txt"))) == c.tiles_i * c.tiles_j
+    assert "$(MAKE) check-output OUT=x86simulator_output" in (proj / "Makefile").read_text()
+
+
 @needs_ap_types
 def test_streamed_dense_system_run_is_bit_exact_with_predict(dense_project, tmp_path):
     """The streamed Dense layer's `make system-run` without a venv: data/X.bin (every sample given
@@ -400,3 +406,27 @@ def test_streamed_dense_system_run_in_the_transposed_orientation(tmp_path):
     y = np.fromfile(proj / "system_output/Y.bin", dtype=np.dtype(plan.epilogue.y_np)).reshape(7, 24)
     want = d.predict(x.numpy(), raw=True).reshape(7, 24)
     assert np.array_equal(y.astype(np.int64), want.astype(np.int64)) and (want == 0).any() and (want > 0).any()
+
+
+@needs_ap_types
+def test_fp32_gemm_system_run_is_bit_exact_with_predict(tmp_path):
+    """The GEMM family's float variant (fp32 on AIE1): `make system-run` in a moved copy without a venv
+    gives C bit for bit equal to predict (the emulator's accumulation order) and close to a float64
+    matmul of the shipped A and B (an independent reference; float sums differ by order only)."""
+    design = aieflow.gemm(20, 24, 40, "fp32", "vck190", 2, "published", blocks=BLOCKS)
+    assert design.plan.dtype.is_float
+    design.save(tmp_path / "d")
+    work = tmp_path / "moved" / "p"
+    shutil.copytree(tmp_path / "d" / "project", work)
+    r = make(work, "system-run", f"AP_TYPES={ap_types_include()}", env=no_venv_env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "C bit-exact" in r.stdout.splitlines()
+    p = design.plan
+    a = np.fromfile(work / "data/A.bin", dtype=np.float32).reshape(p.m, p.k)
+    b = np.fromfile(work / "data/B.bin", dtype=np.float32).reshape(p.k, p.n)
+    c = np.fromfile(work / "system_output/C.bin", dtype=np.float32).reshape(p.m, p.n)
+    assert c.view(np.uint32).tolist() == np.asarray(design.predict(a, b), dtype=np.float32).view(np.uint32).tolist()
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.allclose(c, ref, rtol=1e-5, atol=1e-4 * np.abs(ref).max()) and np.abs(c).max() > 0
+    assert "Float sums" in (work / "README.md").read_text()  # the golden Cr's accumulation order, said
+    _simulate_and_compare(design, work, tmp_path)  # the simulators' Cr against golden files in that order

@@ -1,22 +1,27 @@
-"""The segmented design (a Dense chain cut around a streamed layer) as one project on the Makefile
-contract (issue 20): the top Makefile runs every target in each segment's project in order; ``make
--n hw`` shows each segment's v++ compile, link with its system.cfg and package; each system.cfg
-names only kernels its project defines and connects every PLIO; the data at the cut is the whole
-model's; every segment's XRT host compiles and links against the real XRT (Debian's libxrt-dev);
-and ``make system-run`` at the top, without a virtual environment, runs each segment's host -> PL
-(HLS C simulation against Xilinx's ap_types) -> graph -> host bit-exact, the last segment's output
-equal to the whole model's ``predict``."""
+"""The segmented design (a Dense chain cut around streamed layers: streamed -> resident -> streamed,
+the resident segment with two cascade columns and rows and two replicas) as one project on the
+Makefile contract (issue 20): the top Makefile runs every target in each segment's project in order;
+``make -n hw`` shows each segment's v++ compile, link with its system.cfg and package; each
+system.cfg names only kernels its project defines and connects every PLIO; the data at the cut is the
+whole model's; the one host program (host/segments_host.cpp with each segment's host code) compiles
+and links against the real XRT (Debian's libxrt-dev); and ``make system-run`` at the top, without a
+virtual environment, runs each segment's own system run and then the one host's flow on x86 (the cut
+tensors moved into the resident segment's PLIO streams and back by the host, each segment's PL as
+HLS C simulation against Xilinx's ap_types around its graph on the shim), its output equal to the
+whole model's ``predict``."""
 
 from __future__ import annotations
 
 import re
 import shutil
+import subprocess
 
 import numpy as np
 import pytest
 from hw_tools import dry_run_lines, make, make_host, needs_ap_types, needs_xrt, no_venv_env
 
 import aieflow
+from aieflow.names import c_ident
 from aieflow.vitis import ap_types_include
 
 torch = pytest.importorskip("torch")
@@ -30,13 +35,20 @@ SAMPLES = 5  # not a whole batch of the resident segment (4)
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.ReLU(), torch.nn.Linear(48, 16)).eval()
+    model = torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.ReLU(), torch.nn.Linear(48, 40), torch.nn.ReLU(),
+                                torch.nn.Linear(40, 16)).eval()
     x = np.random.default_rng(0).standard_normal((SAMPLES, 32)).astype(np.float32)
     x[0] = 40.0  # past the calibrated range: saturates at the input's bound
     cal = np.random.default_rng(1).standard_normal((64, 32)).astype(np.float32)
     d = aieflow.compile(model, device="vck190", example_input=x, calibration=cal,
-                        config={"precision": "int8", "batch": 4, "layers": {"2": {"weights": "streamed"}}})
-    assert type(d).__name__ == "SegmentedDesign" and [s.name for s in d.specs] == ["00_resident", "01_streamed"]
+                        config={"precision": "int8", "batch": 4, "replicas": 2,
+                                "layers": {"0": {"weights": "streamed"}, "2": {"parallelism": {"cas_len": 2, "cas_num": 2}},
+                                           "4": {"weights": "streamed"}}})
+    assert type(d).__name__ == "SegmentedDesign"
+    assert [s.name for s in d.specs] == ["00_streamed", "01_resident", "02_streamed"]
+    res = d.segments[1]
+    assert len(res.placement.replicas) == 2 and {(n.plan.cas_len, n.plan.cas_num) for n in res.graph.nodes
+                                                  if n.plan is not None} == {(2, 2)}
     out = tmp_path_factory.mktemp("segmented") / "design"
     d.save(out)
     return d, x, out
@@ -82,44 +94,65 @@ def test_each_system_cfg_defines_its_kernels_and_connects_every_plio(project):
 
 
 def test_the_cut_data_is_the_whole_models(project):
-    """The streamed segment's X.bin holds the whole model's codes at the cut for every sample given
-    (what the resident segment's emulator writes into its golden files), so the segments' runs on
-    their own data chain into the whole model's run."""
+    """Each streamed segment's X.bin holds the whole model's codes at its cut for every sample given,
+    the resident segment's emulator maps its cut to the next one, and the top data/ holds the graph
+    input's codes and the whole model's output (the one host's X.txt / Y_golden.txt)."""
     d, x, top = project
-    res, streamed = d.segments
     xq = d.quantise_input(x)
-    cut = np.asarray(d.trace(xq)[d.specs[1].input]).reshape(SAMPLES, -1)
-    data = top / "segments" / "01_streamed" / "project" / "data"
-    assert int((data / "samples.txt").read_text()) == SAMPLES
-    got = np.fromfile(data / "X.bin", dtype=streamed.x_codes_np()).reshape(SAMPLES, -1)
-    assert np.array_equal(got.astype(np.int64), cut.astype(np.int64))
-    assert np.array_equal(np.asarray(res.run(xq)).reshape(SAMPLES, -1).astype(np.int64), cut.astype(np.int64))
+    trace = d.trace(xq)
+    for spec, seg in zip(d.specs, d.segments, strict=True):
+        cut = np.asarray(trace[spec.input]).reshape(SAMPLES, -1).astype(np.int64)
+        after = np.asarray(trace[spec.output]).reshape(SAMPLES, -1).astype(np.int64)
+        if spec.kind == "streamed":
+            data = top / "segments" / spec.name / "project" / "data"
+            assert int((data / "samples.txt").read_text()) == SAMPLES
+            got = np.fromfile(data / "X.bin", dtype=seg.x_codes_np()).reshape(SAMPLES, -1)
+            assert np.array_equal(got.astype(np.int64), cut), spec.name
+        assert np.array_equal(np.asarray(seg.run(np.asarray(trace[spec.input]))).reshape(SAMPLES, -1).astype(np.int64),
+                              after), spec.name
+    assert int((top / "data/samples.txt").read_text()) == SAMPLES
+    assert np.array_equal(np.array((top / "data/X.txt").read_text().split(), dtype=np.int64),
+                          np.asarray(xq).reshape(-1).astype(np.int64))
+    assert np.array_equal(np.array((top / "data/Y_golden.txt").read_text().split(), dtype=np.int64),
+                          d.predict(x, raw=True).reshape(-1).astype(np.int64))
 
 
 @needs_xrt
-def test_every_segments_host_compiles_and_links_against_xrt(project):
+def test_the_one_host_and_every_segments_host_compile_and_link_against_xrt(project):
     d, _, top = project
     r = make_host(top)
     assert r.returncode == 0, r.stdout + r.stderr
     for spec in d.specs:
         assert (top / "segments" / spec.name / "project" / "host.exe").is_file(), spec.name
+    exe = top / "host.exe"  # the one host: every segment's host code linked in, each in its own namespace
+    symbols = subprocess.run(["nm", "-C", str(exe)], capture_output=True, text=True).stdout
+    for spec in d.specs:
+        ns = f"aieflow_seg_{c_ident(spec.name)}::main("
+        assert ns in symbols and f"aieflow_segment_{c_ident(spec.name)}(int, char**)" in symbols, spec.name
 
 
 @needs_ap_types
 def test_system_run_at_the_top_is_bit_exact_with_predict(project, tmp_path):
+    """``make system-run`` at the top in a moved copy without a venv: every segment's own system run,
+    then the one host's flow (each cut moved by the host into the next segment's inputs) bit-exact
+    with ``predict``; a wrong golden value fails the one host's comparison."""
     d, x, top = project
     work = tmp_path / "moved" / "p"
     shutil.copytree(top, work, ignore=shutil.ignore_patterns("system_output", "shim_output", "x86/system", "*.o", "host.exe"))
     r = make(work, "system-run", f"AP_TYPES={ap_types_include()}", env=no_venv_env())
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "0 mismatching values" in r.stdout and "Y bit-exact" in r.stdout.splitlines()
-    last = work / "segments" / "01_streamed" / "project"
-    y = np.fromfile(last / "system_output/Y.bin", dtype=np.dtype(d.segments[1].plan.epilogue.y_np)).reshape(SAMPLES, -1)
-    assert np.array_equal(y.astype(np.int64), d.predict(x, raw=True).reshape(SAMPLES, -1).astype(np.int64))
-    # a wrong golden value in the first segment stops the run there
-    golden = sorted((work / "segments" / "00_resident" / "project" / "data").glob("golden_*.txt"))[0]
+    lines = r.stdout.splitlines()
+    assert "whole model bit-exact" in lines and "0 output values differ" in r.stdout
+    assert [s for s in lines if s.startswith("segment ")] and all(
+        any(s.startswith(f"segment {spec.name} ({spec.kind}): ") for s in lines) for spec in d.specs)
+    assert "samples/s" in r.stdout
+    want = d.predict(x, raw=True).reshape(-1).astype(np.int64)  # the emulator, not the golden file
+    assert np.array_equal(np.array((work / "Y.txt").read_text().split(), dtype=np.int64), want)
+    # a wrong golden value: the one host (already built) fails and names it
+    golden = work / "data" / "Y_golden.txt"
     tokens = golden.read_text().split()
-    tokens[0] = "7" if tokens[0] != "7" else "5"
-    golden.write_text(" ".join(tokens) + "\n")
-    r = make(work, "system-run", f"AP_TYPES={ap_types_include()}", env=no_venv_env())
-    assert r.returncode != 0 and "1 mismatching values" in r.stdout and "Y bit-exact" not in r.stdout.splitlines()
+    tokens[3] = str(int(tokens[3]) + 1)
+    golden.write_text("\n".join(tokens) + "\n")
+    r = subprocess.run(["./x86/segments_system", "data"], cwd=work, capture_output=True, text=True, env=no_venv_env())
+    assert r.returncode != 0 and "1 output values differ" in r.stdout and "whole model bit-exact" not in r.stdout
+    assert "output value 3 is" in r.stderr

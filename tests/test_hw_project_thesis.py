@@ -176,3 +176,24 @@ def test_system_run_and_shim_run_without_a_venv_are_bit_exact_with_predict(proje
     assert r.returncode == 0, r.stdout + r.stderr
     got = _image(work / "shim_output/data/image.txt", FRAMES, want.shape[1])
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_graph_kernels_and_harness_are_warning_free_against_the_shim(project):
+    """Every C++ source the AIE side and `make shim-run` build (graph.cpp with its simulation main,
+    each AIE kernel, the x86 harness, the PL kernels on the shim's ap_int) compiles under -Wall
+    -Wextra -Werror against the shim copied into the project (x86/shim), as the Makefile's
+    SHIM_FLAGS do; `make shim-run` itself is run above."""
+    design, _, proj = project
+    makefile = (proj / "Makefile").read_text()
+    assert re.search(r"^SHIM_FLAGS := .*-Wall -Wextra -Werror", makefile, re.M)
+    kernels = sorted((proj / "src/kernels").glob("*.cc"))
+    units = [proj / "src/graph.cpp", *kernels, proj / "x86/harness.cpp", proj / "pl/thesis_pl.cpp"]
+    assert len(kernels) >= 3 and all(u.is_file() for u in units)
+    arch = design.device.generation.arch_macro
+    for unit in units:
+        r = subprocess.run(["g++", "-std=c++20", "-fsyntax-only", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off",
+                            f"-D__AIE_ARCH__={arch}", "-D__X86SIM__", "-Ix86/shim", "-Isrc", "-I.", str(unit.relative_to(proj))],
+                           cwd=proj, capture_output=True, text=True)
+        assert r.returncode == 0, f"{unit.name}:\n{r.stderr[:3000]}"
+    graph_main = (proj / "src/graph.cpp").read_text()
+    assert "int main" in graph_main and "__X86SIM__" in graph_main  # the main compiled above

@@ -134,7 +134,7 @@ def streamed_dense_system(plan: GemmPlan, perf: GemmPerformance, data: bool, x_c
     running the host's steps (X -> A / B, five loops, epilogue) with the three PL kernels as C
     simulation; ``x_c_type``: the C type of the layer's input codes (``data/X.bin``)."""
     ctx = {**_context(plan, perf, data), "epilogue": True, "x_c_type": Code(x_c_type)}
-    ctx["golden_cr"] = not plan.memtile and not plan.dtype.is_float and plan.config.br_transfer != "gmio"  # data/ always
+    ctx["golden_cr"] = True  # data/ always
     templates = {**RENDERED, **MEMTILE} if plan.memtile else RENDERED
     rels = ("Makefile", "system.cfg", "x86/system.cpp", "x86/gemm_csim.cpp", "README.md")
     return {rel: _ENV.get_template(templates[rel]).render(**ctx) for rel in rels}
@@ -153,7 +153,7 @@ def _context(plan: GemmPlan, perf: GemmPerformance, data: bool) -> dict:
         "platform_hint": plan.device.vitis_platform,
         "memtile": plan.memtile, "lay": plan.memtiles, "shim_dir": SHIM_DIR, "epilogue": False,
         # data/golden_cr*.txt are written (plio_data.golden_cr_files): the simulators' output is compared
-        "golden_cr": data and not plan.memtile and not plan.dtype.is_float and not gmio,
+        "golden_cr": data,
         # the element type the graph's PLIOs and memory tiles carry (bf16: bfloat16, the PL's a_t its bits)
         "aie_a": Code(plan.dtype.aie_type if plan.dtype.pl_holds_bits else "gemm_cfg::a_t"),
     }

@@ -4,7 +4,10 @@ first block: ``ic = jc = pc = 0``), so ``make x86sim`` / ``aiesim`` (graph.cpp r
 ``AIEFLOW_ITERATIONS``, 1 by default) have input.  Written in numpy from the packing and
 streaming order of ``templates/gemm/gemm_pl.h`` (``pack_a`` / ``pack_b`` / ``send_ar`` /
 ``send_br``); the AIE-ML memory-tile design's ``a<g>`` / ``b<b>`` PLIOs (one graph iteration per
-block) from ``templates/gemm/ml_mover.cpp.j2``'s ``send_ac`` / ``send_lane``."""
+block) from ``templates/gemm/ml_mover.cpp.j2``'s ``send_ac`` / ``send_lane``.  A GMIO design's
+``data/br<j>.txt`` is the panel the GMIO DMA reads from DDR (graph.cpp's simulation main feeds it
+with ``gm2aie_nb``).  ``golden_cr_files``: the Cr each tile's output PLIO carries in that iteration,
+for every layout and element type."""
 
 from __future__ import annotations
 
@@ -19,7 +22,8 @@ def _text(values: np.ndarray, per_line: int, is_float: bool) -> str:
 
 
 def plio_files(plan: GemmPlan, a: np.ndarray, b: np.ndarray) -> dict[str, str]:
-    """``{data/<port>.txt: text}`` for every Ar and (PLIO) Br port; ``a``: (m, k), ``b``: (k, n).
+    """``{data/<port>.txt: text}`` for every Ar and Br port (PLIO, or GMIO: the same panel, read by
+    graph.cpp's simulation main); ``a``: (m, k), ``b``: (k, n).
     The memory-tile design: its a<g> / b<b> PLIOs (:func:`memtile_plio_files`)."""
     if plan.memtile:
         return memtile_plio_files(plan, a, b)
@@ -44,13 +48,13 @@ def plio_files(plan: GemmPlan, a: np.ndarray, b: np.ndarray) -> dict[str, str]:
                 panel = ac[q * mr:(q + 1) * mr].reshape(rb, ms, kc // ks, ks).transpose(2, 0, 1, 3)
                 parts.append(panel[:, s * per:(s + 1) * per].ravel())
             files[f"data/ar{g}_{s}.txt"] = _text(np.concatenate(parts), lanes, fp)
-    if c.br_transfer != "gmio":
-        for j in range(c.tiles_j):  # send_br of panel j: (k step p, column block cb, kk, jj); zeros past the panels
-            if j < nc // nr:
-                win = bc[:, j * nr:(j + 1) * nr].reshape(kc // ks, ks, cb, ns).transpose(0, 2, 1, 3).ravel()
-            else:
-                win = np.zeros(kc * nr, dtype=b.dtype)
-            files[f"data/br{j}.txt"] = _text(win, lanes, fp)
+    for j in range(c.tiles_j):  # send_br of panel j: (k step p, column block cb, kk, jj); zeros past the panels
+        # (GMIO Br: the same panel as gemm_pack_b_ddr lays it out in DDR, fed by graph.cpp's simulation main)
+        if j < nc // nr:
+            win = bc[:, j * nr:(j + 1) * nr].reshape(kc // ks, ks, cb, ns).transpose(0, 2, 1, 3).ravel()
+        else:
+            win = np.zeros(kc * nr, dtype=b.dtype)
+        files[f"data/br{j}.txt"] = _text(win, lanes, fp)
     return files
 
 
@@ -82,36 +86,53 @@ def memtile_plio_files(plan: GemmPlan, a: np.ndarray, b: np.ndarray) -> dict[str
 
 def golden_cr_files(plan: GemmPlan, a: np.ndarray, b: np.ndarray) -> dict[str, str]:
     """``{data/golden_cr<t>.txt: text}``: what tile t's Cr PLIO carries in the graph's first
-    iteration (the one the input files above hold: block 0, L4 step 0), for ``make x86sim`` /
-    ``aiesim`` to compare; in gemm_tile.h's order: per micro-kernel round, per (row block, column
-    block) the MS x NS block of Cr row-major, an int64 design's as its hi = floor(c / 2^16) block
-    then its lo = c - hi 2^16 block.  Cr = the round's MR rows of Ac times tile t's Br panel (the
-    first KC of k), exact integer sums.  Empty for float types (their sums follow the mmul's order),
-    the GMIO design (its Br is not a PLIO file) and the memory-tile design."""
+    iteration (the one the input files above hold), for ``make x86sim`` / ``aiesim`` to compare.
+    The first iteration is L4 step 0 of block 0 (``ic = jc = pc = 0``): tile t = g TILES_J + j
+    takes Br panel j; the memory-tile design's is the whole block 0: for each L4 step s, panel
+    s TILES_J + j (zero past the block's last panel).  In gemm_tile.h's order: per step and
+    micro-kernel round, per (row block, column block) the MS x NS block of Cr row-major, an int64
+    design's as its hi = floor(c / 2^16) block then its lo = c - hi 2^16 block.  Cr = the round's MR
+    rows of Ac times the panel (the first KC of k): exact integer sums; fp32: each lane from +0.0,
+    float32(a b) added for k in order (one rounding per product and per addition, the order
+    ``emulate.gemm`` gives each k block).  The GMIO design's Br panels are the ``data/br<j>.txt``
+    that graph.cpp's simulation main feeds through GMIO."""
     c, blk = plan.config, plan.blocks
-    if plan.memtile or plan.dtype.is_float or c.br_transfer == "gmio":
-        return {}
     ms, _, ns = plan.dtype.mmul
     mr, nr, mc, nc, kc = blk.mr, blk.nr, blk.mc, blk.nc, blk.kc
-    rounds = mc // c.tiles_i // mr
-    ac = np.zeros((mc, kc), dtype=np.int64)
+    mc_tile = mc // c.tiles_i
+    rounds = mc_tile // mr
+    steps = -(-(nc // nr) // c.tiles_j) if plan.memtile else 1  # L4 steps in the first graph iteration
+    fp = plan.dtype.is_float
+    dt = np.float32 if fp else np.int64
+    ac = np.zeros((mc, kc), dtype=dt)
     ac[:min(a.shape[0], mc), :min(a.shape[1], kc)] = a[:mc, :kc]
-    bc = np.zeros((kc, nc + c.tiles_j * nr), dtype=np.int64)  # zero panels past the block's last
+    bc = np.zeros((kc, max(nc, steps * c.tiles_j * nr)), dtype=dt)  # zero panels past the block's last
     bc[:min(b.shape[0], kc), :min(b.shape[1], nc)] = b[:kc, :nc]
+
+    def micro_kernel(ar: np.ndarray, br: np.ndarray) -> np.ndarray:
+        if not fp:
+            return ar @ br
+        acc = np.zeros((mr, nr), dtype=np.float32)
+        for p in range(kc):
+            acc += ar[:, p:p + 1] * br[p:p + 1, :]  # float32 product, then float32 sum
+        return acc
+
     files = {}
     for g in range(c.tiles_i):
         for j in range(c.tiles_j):
             out = []
-            for rnd in range(rounds):
-                q = g * rounds + rnd
-                cr = ac[q * mr:(q + 1) * mr] @ bc[:, j * nr:(j + 1) * nr] if j < nc // nr else np.zeros((mr, nr), np.int64)
-                for r in range(mr // ms):
-                    for cb in range(nr // ns):
-                        block = cr[r * ms:(r + 1) * ms, cb * ns:(cb + 1) * ns].ravel()
-                        if plan.output.wide:
-                            hi = block >> 16  # floor
-                            out += [hi, block - (hi << 16)]
-                        else:
-                            out.append(block)
-            files[f"data/golden_cr{g * c.tiles_j + j}.txt"] = _text(np.concatenate(out), 4, False)
+            for s in range(steps):
+                q = s * c.tiles_j + j  # the tile's Br panel in this step
+                for rnd in range(rounds):
+                    row = g * mc_tile + rnd * mr
+                    cr = micro_kernel(ac[row:row + mr], bc[:, q * nr:(q + 1) * nr])
+                    for r in range(mr // ms):
+                        for cb in range(nr // ns):
+                            block = cr[r * ms:(r + 1) * ms, cb * ns:(cb + 1) * ns].ravel()
+                            if plan.output.wide:
+                                hi = block >> 16  # floor
+                                out += [hi, block - (hi << 16)]
+                            else:
+                                out.append(block)
+            files[f"data/golden_cr{g * c.tiles_j + j}.txt"] = _text(np.concatenate(out), 4, fp)
     return files

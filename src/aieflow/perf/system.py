@@ -465,9 +465,9 @@ def attach(perf: dict[str, Any], design: Any, kind: str) -> dict[str, Any]:
 
 
 NOT_MODELLED: Mapping[str, str] = {
-    "segmented": "each segment is a project and a device image of its own (host/run_segments.sh runs them one "
-                 "after the other, loading each xclbin; the resident segments' hosts have no PL data movers for "
-                 "the cut tensors), so there is no one board flow to model",
+    "segmented": "each segment is a project and a device image of its own (the one host, host/segments_host.cpp, "
+                 "loads them one after the other and moves the cut tensors between them), so there is no one "
+                 "board image to model",
 }
 
 
