@@ -1,5 +1,5 @@
-"""`aieflow verify`: the project's own C++ (graph.h, kernels, weights) built with g++ -O2 against
-the open shim, executed on x86 and compared bit-exactly with the emulator.
+"""`aieflow verify`: the project's own C++ (graph.h, kernels, weights) built with g++ against
+the open shim (the kernels at -O2, the harness that only builds the graph at -O0), executed on x86 and compared bit-exactly with the emulator.
 
 Every device/precision pair is verified on a design with cascades (cas_len > 1), several rows
 (cas_num > 1) and the generation's inter-layer link (direct buffers on AIE, memory-tile
@@ -162,3 +162,34 @@ def test_cli_verify_rejects_a_bad_sample_count(tmp_path, capsys):
     d.save(tmp_path / "d")
     assert main(["verify", str(tmp_path / "d"), "--samples", "0"]) == 2
     assert "--samples must be at least 1" in capsys.readouterr().err
+
+
+def test_setup_units_build_at_o0_and_the_rest_at_o2(tmp_path, monkeypatch):
+    """build_units: the units named ``setup`` get -O0, every other unit -O2, all with -Wall -Wextra
+    -Werror; the setup list is part of the cache key (another list builds again)."""
+    import os
+    import stat
+
+    from aieflow.verify import build_units
+
+    log = tmp_path / "args.log"
+    cxx = tmp_path / "cxx"
+    cxx.write_text(f'#!/bin/sh\necho "$@" >> {log}\nexec {shutil.which("g++")} "$@"\n')
+    cxx.chmod(cxx.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("CXX", str(cxx))
+    sources = {"x86/harness.cpp": "int kernel();\nint main() { return kernel() - 7; }\n",
+               "src/kernels/k.cc": "int kernel() { return 7; }\n"}
+    units = ["x86/harness.cpp", "src/kernels/k.cc"]
+    binary, cached, _ = build_units(sources, units, 10, cache_dir=tmp_path / "c", setup=("x86/harness.cpp",))
+    assert not cached and os.access(binary, os.X_OK)
+    compiles = {line.split(" -c ")[1].split()[0]: line.split() for line in log.read_text().splitlines()
+                if " -c " in line}
+    harness = next(a for u, a in compiles.items() if u.endswith("x86/harness.cpp"))
+    kernel = next(a for u, a in compiles.items() if u.endswith("src/kernels/k.cc"))
+    assert "-O0" in harness and "-O2" not in harness
+    assert "-O2" in kernel and "-O0" not in kernel
+    for args in (harness, kernel):
+        assert {"-Wall", "-Wextra", "-Werror", "-ffp-contract=off"} <= set(args)
+    again, cached, _ = build_units(sources, units, 10, cache_dir=tmp_path / "c")  # no setup units: all -O2
+    assert not cached and again != binary
+    assert sum(" -c " in line for line in log.read_text().splitlines()) == 4

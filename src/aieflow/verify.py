@@ -52,6 +52,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FLAGS = ("-std=c++20", "-O2", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off")
+# A setup unit (``build_units(setup=...)``: a harness that only builds the graph and reads and writes
+# its PLIO files, the kernels' code in units of their own) at -O0: GCC spends most of a build
+# optimising the graph's construction, which runs once.  The kernels stay at FLAGS' -O2; the value of
+# a computation does not depend on the level (IEEE arithmetic, -ffp-contract=off, no -ffast-math).
+SETUP_FLAGS = tuple("-O0" if f == "-O2" else f for f in FLAGS)
 DEFAULT_SAMPLES = 1000
 MAX_SAMPLES = 1_000_000  # generated verification samples
 MAX_SAMPLE_BYTES = 1 << 30  # generated input values (int64 codes / float32) of one verify run
@@ -155,7 +160,7 @@ def build_harness(
             hint="compile the model again",
         )
     units = ["x86/harness.cpp", *sorted(r for r in sources if r.startswith("src/kernels/") and r.endswith(".cc"))]
-    return build_units(sources, units, arch, cache_dir=cache_dir, jobs=jobs)
+    return build_units(sources, units, arch, cache_dir=cache_dir, jobs=jobs, setup=("x86/harness.cpp",))
 
 
 def build_units(
@@ -165,6 +170,7 @@ def build_units(
     what: str = "",
     cache_dir: Path | None = None,
     jobs: int | None = None,
+    setup: Sequence[str] = (),
 ) -> tuple[Path, bool, float]:
     """Compile ``units`` (paths in ``sources``) against the shim and link them into one harness.
 
@@ -172,11 +178,14 @@ def build_units(
     the binary is keyed by a hash of the compiler, flags, shim headers, sources and unit list, and
     is staged into the cache atomically, and a lock file beside it makes a concurrent build of the
     same design (a sweep's workers sharing the cache) wait for the first and reuse its binary.
-    ``what`` names the design kind in errors ("GEMM ", "recurrent ", ...).  Returns (binary, was
-    cached, seconds spent building).
+    ``what`` names the design kind in errors ("GEMM ", "recurrent ", ...).  ``setup`` names the units
+    that hold no kernel code (a harness that only builds the graph and moves its data): those compile
+    with SETUP_FLAGS (-O0), the others with FLAGS.  Returns (binary, was cached, seconds spent building).
     """
     cxx = compiler()
-    key = _build_key(cxx, arch, {**sources, "<units>": " ".join(units)})
+    setup = tuple(u for u in units if u in set(setup))
+    key = _build_key(cxx, arch, {**sources, "<units>": " ".join(units),
+                                 "<setup>": " ".join(setup) + "\0" + " ".join(SETUP_FLAGS)})
     binary = (cache_dir or cache_root() / "x86") / key / "harness"
     if binary.is_file():
         log.info("the %sx86 harness is built already (cache %s)", what, binary.parent)
@@ -185,7 +194,7 @@ def build_units(
         if binary.is_file():  # another process (a sweep's worker) built it while we waited
             log.info("the %sx86 harness was built by another process meanwhile (cache %s)", what, binary.parent)
             return binary, True, 0.0
-        return _build(sources, units, arch, what, cxx, binary, jobs)
+        return _build(sources, units, arch, what, cxx, binary, jobs, setup)
 
 
 @contextlib.contextmanager
@@ -210,7 +219,7 @@ def _build_lock(folder: Path) -> Iterator[None]:
 
 
 def _build(sources: dict[str, str], units: Sequence[str], arch: int, what: str, cxx: str, binary: Path,
-           jobs: int | None) -> tuple[Path, bool, float]:
+           jobs: int | None, setup: Sequence[str] = ()) -> tuple[Path, bool, float]:
     workers = max(1, min(len(units), jobs or os.cpu_count() or 1))
     log.info("building the %sx86 harness against the aieflow shim: %d translation units, %d parallel %s processes",
              what, len(units), workers, Path(cxx).name)
@@ -222,14 +231,14 @@ def _build(sources: dict[str, str], units: Sequence[str], arch: int, what: str, 
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).write_text(text)
         (root / "obj").mkdir()
-        base = [cxx, *FLAGS, f"-D__AIE_ARCH__={arch}", f"-I{shim_include()}", f"-I{root / 'src'}", f"-I{root}"]
+        base = [f"-D__AIE_ARCH__={arch}", f"-I{shim_include()}", f"-I{root / 'src'}", f"-I{root}"]
 
         children: set[subprocess.Popen] = set()
         stopping = threading.Event()
 
         def compile_unit(unit: str) -> subprocess.CompletedProcess:
             obj = root / "obj" / (unit.replace("/", "_") + ".o")
-            args = [*base, "-c", str(root / unit), "-o", str(obj)]
+            args = [cxx, *(SETUP_FLAGS if unit in setup else FLAGS), *base, "-c", str(root / unit), "-o", str(obj)]
             # its own process group, so that stopping it reaches cc1plus and as as well as the driver
             with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                   start_new_session=True) as p:

@@ -72,7 +72,7 @@ def build(files: dict[str, str], arch: int, cache_dir: Path | None = None, jobs:
     sources = {rel: text for rel, text in files.items() if rel.startswith(("src/", "x86/", "pl/"))}
     units = ["x86/harness.cpp", *sorted(r for r in sources if r.startswith("src/kernels/") and r.endswith(".cc")),
              *sorted(r for r in sources if r.startswith("pl/") and r.endswith(".cpp") and r not in PL_SOURCES)]
-    return build_units(sources, units, arch, "CNN ", cache_dir, jobs)
+    return build_units(sources, units, arch, "CNN ", cache_dir, jobs, setup=("x86/harness.cpp",))
 
 def _parse(text: str, t: NumericType) -> np.ndarray:
     tokens = text.split()
