@@ -18,8 +18,8 @@ torch = pytest.importorskip("torch")
 
 import aieflow  # noqa: E402
 from aieflow.devices import get_device  # noqa: E402
-from aieflow.mapped.adf import declarations, statements  # noqa: E402
 from aieflow.errors import PlanError  # noqa: E402
+from aieflow.mapped.adf import declarations, statements  # noqa: E402
 from aieflow.mapped.ir import Link, PacketSwitch  # noqa: E402
 from aieflow.mapped.transport import check as check_transport  # noqa: E402
 from aieflow.recurrent.design import compile_recurrent, sequence_front, split_layers  # noqa: E402
