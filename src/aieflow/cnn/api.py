@@ -7,8 +7,9 @@ import logging
 from collections.abc import Callable
 
 from ..kinds import CNN_OPS, is_cnn
+from ..mapped.transport import check as check_transport
 from ..pipeline import State, run_pipeline
-from .design import CnnDesign
+from .design import CnnDesign, lowered_graph
 from .directives import make_plan
 from .stages import lower
 
@@ -28,6 +29,12 @@ def compile_cnn(state: State, progress: Callable[[str], None] | None = None) -> 
     plan = make_plan(state.device, stages, state.config)
     log.debug("cnn %s mapping: %d tiles, %d replica(s); %s", plan.mapping, plan.tiles, plan.replicas,
               ", ".join(_layer(lay) for lay in plan.layers))
+    if progress:
+        progress("check")
+    # the check pass (mapped/transport.py) on the graph the project's graph.h is written from
+    report = check_transport(lowered_graph(plan)[0], state.device)
+    for line in report.word_problems:
+        log.info("cnn transport: %s", line)
     if progress:
         progress("emit")
     design = CnnDesign(state.graph, state.device, state.config, plan, state.source,

@@ -212,24 +212,10 @@ class CnnDesign(EmulatedNumerics):
         skip, a concat part), and in the thesis mapping per layer whose input PLIOs the PL kernel
         after the layer before writes.  Returns (``passes.place.Placement``, edges)."""
         from ..passes.place import Placement, Rect
-        from .emit import lower, stage_idents
-        from .emit_thesis import layer_info
-        from .emit_thesis import lower as lower_thesis
 
         p = self.plan
         index = {s.name: i for i, s in enumerate(p.stages)}
-        pl_edges: list[tuple[int, int]] = []
-        if p.mapping == "thesis":
-            idents = stage_idents(p.stages)
-            mg, plio_in, _ = lower_thesis(p, [layer_info(s, lay, idents[i])
-                                              for i, (s, lay) in enumerate(zip(p.stages, p.layers, strict=True))])
-            pl_edges = sorted({(q["layer"] - 1, q["layer"]) for q in plio_in if q["pl"]})
-        elif p.mapping == "rows":
-            from .emit_rows import lower as lower_rows
-
-            mg = lower_rows(p)
-        else:
-            mg = lower(p)
+        mg, pl_edges = lowered_graph(p)
         boxes: dict[tuple[int, int], list[tuple[int, int]]] = {}
         owner: dict[str, tuple[int, int]] = {}
         for k in mg.kernels:
@@ -270,6 +256,26 @@ class CnnDesign(EmulatedNumerics):
             write_files(tmp / "project", self.files)
 
         return save_directory(out_dir, force, write)
+
+
+def lowered_graph(p):
+    """The mapped graph the project's ``graph.h`` is written from (``cnn.emit.lower``,
+    ``cnn.emit_rows.lower``, ``cnn.emit_thesis.lower``) for the plan ``p``, and in the thesis mapping
+    the (layer before, layer) pairs whose input PLIOs the PL kernel after the layer before writes."""
+    from .emit import lower, stage_idents
+    from .emit_thesis import layer_info
+    from .emit_thesis import lower as lower_thesis
+
+    if p.mapping == "thesis":
+        idents = stage_idents(p.stages)
+        mg, plio_in, _ = lower_thesis(p, [layer_info(s, lay, idents[i])
+                                          for i, (s, lay) in enumerate(zip(p.stages, p.layers, strict=True))])
+        return mg, sorted({(q["layer"] - 1, q["layer"]) for q in plio_in if q["pl"]})
+    if p.mapping == "rows":
+        from .emit_rows import lower as lower_rows
+
+        return lower_rows(p), []
+    return lower(p), []
 
 
 def load(path: str | os.PathLike) -> CnnDesign:
