@@ -117,3 +117,90 @@ def test_bf16_single_head_on_vek280_is_close_to_pytorch_and_verifies_bit_exact()
     assert bad_src != src
     bad = dataclasses.replace(d, files={**d.files, "src/kernels/dag_kernels.h": bad_src})
     assert not bad.verify(samples=6).ok
+
+
+# ----------------------------------------------------------------------------- the jet tagger (issue 19)
+
+
+def _benchmark_tagger():
+    """The jet tagger of benchmarks/attention.py (one definition: the benchmark's)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "attention.py"
+    spec = importlib.util.spec_from_file_location("_aieflow_attention_benchmark", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench.model(), bench.data(512)
+
+
+BF16_MAX = struct.unpack("<f", struct.pack("<I", 0x7F7F0000))[0]
+
+
+def ref_token_mean(rows: np.ndarray) -> np.ndarray:
+    """The bf16 token mean (a Dense T -> 1 of weights 2^-k, no bias): per row a float32 sum from +0.0
+    of x_t 2^-k in increasing t (the product exact), one rounding per addition, then bf16."""
+    t = rows.shape[-1]
+    out = np.zeros(rows.shape[:-1], dtype=np.float32)
+    for idx in np.ndindex(rows.shape[:-1]):
+        acc = 0.0
+        for v in rows[idx]:
+            acc = f32(acc + float(v) / t)
+        out[idx] = bf16(acc)
+    return out
+
+
+@pytest.fixture(scope="module")
+def tagger_bf16():
+    m, x = _benchmark_tagger()
+    d = aieflow.compile(m, device="vek280", example_input=x[:1], calibration=x, config={"precision": "bf16"})
+    return m, x, d
+
+
+def test_bf16_token_mean_equals_the_independent_reference(tagger_bf16):
+    """The tagger's pooling Dense (weights 1/16) in bf16: random rows, and crafted rows where the
+    float32 order shows (2^24 + 1 rounds away before the -2^24 comes) and values near bf16's limits."""
+    from aieflow.ops.dense import emulate as dense_emulate
+
+    _, _, d = tagger_bf16
+    pool = next(n for n in d.graph.nodes if n.op == "dense" and n.params["weight_q"].shape[0] == 16
+                and np.all(np.asarray(n.params["weight_q"], dtype=np.float64) == 1 / 16))
+    assert pool.types.output.name == "bf16" and pool.params.get("bias_q") is None
+    rng = np.random.default_rng(11)
+    rows = np.concatenate([_bf16_array(rng, (40, 16)), _bf16_array(rng, (8, 16), 1e30),
+                           _bf16_array(rng, (8, 16), 1e-36)])
+    rows[0] = [2.0**28, 16.0, -(2.0**28)] + [0.0] * 13  # 2^24 + 1 - 2^24 after the weights: 0, not 1
+    rows[1] = BF16_MAX  # the largest bf16 everywhere: the sum stays finite (no spurious overflow)
+    rows[2] = -0.0  # all -0.0: +0.0 from the +0.0 start
+    rows[3, 5] = np.inf
+    want, got = ref_token_mean(rows), dense_emulate(pool, rows)[..., 0]
+    assert want[0] == 0.0 and want[1] == BF16_MAX and want[2] == 0.0 and not np.signbit(want[2])
+    assert want[3] == np.inf
+    assert np.array_equal(want.view(np.uint32), np.asarray(got, dtype=np.float32).view(np.uint32))
+
+
+def test_bf16_jet_tagger_on_vek280_predicts_verifies_and_reports(tagger_bf16):
+    """The whole benchmark tagger (2 encoder blocks, 2 heads, GELU MLP, mean pooling, softmax head)
+    in bf16 on VEK280: every computing layer bf16, within the documented bf16 tolerance of float32
+    PyTorch (docs/numerics.md: max |y - torch| <= 2^-6 max |torch|), bit-exact on x86 (one build,
+    4 samples: the verify's edge rows first), latency and throughput in the summary."""
+    m, x, d = tagger_bf16
+    assert isinstance(d, DagDesign)
+    ops = [d.plan.node(n).op for n in d.plan.compute]
+    assert all(d.plan.node(n).types.output.name == "bf16" for n in d.plan.compute)
+    assert {"matmul", "softmax", "layernorm", "activation", "add", "dense"} <= set(ops)
+    assert ops.count("matmul") == 8 and ops.count("softmax") == 5  # 2 blocks x 2 heads x 2, + the head
+    assert any(d.plan.node(n).attrs.get("function") == "gelu" for n in d.plan.compute)
+    with torch.no_grad():
+        ref = m(torch.from_numpy(x[:64])).numpy()
+    y = d.predict(x[:64])
+    assert y.shape == ref.shape == (64, 1, 5)
+    assert np.abs(y - ref).max() <= TOLERANCE * np.abs(ref).max(), np.abs(y - ref).max()
+    e = d.estimate()
+    assert e.latency_ns > e.interval_ns > 0 and e.batch == 8
+    s = d.summary()
+    assert f"latency {e.latency_ns / 1e3:,.2f} us" in s and f"interval {e.interval_ns / 1e3:,.2f} us" in s
+    assert "samples/s" in s
+    v = d.verify(samples=4)
+    assert v.ok, v.verdict()
+    assert v.values == 4 * 5
