@@ -13,11 +13,17 @@ memory tiles (docs/conv.md "Row streaming").
 
     python benchmarks/cnn_rows.py
 
-Every number is the performance model's (``cnn/rows.estimate_rows``, assumed constants, none
-fitted); no published figure of this network exists to compare with, and none was measured.
+Every aieflow number is the performance model's (``cnn/rows.estimate_rows``, assumed constants,
+none fitted); no published figure of this network exists to compare with, and none was measured on
+a board.  In the same run, PyTorch's own float inference of each model on this machine's CPU (one
+thread; batch 1 latency and batch 8 frames per second, medians of repeated runs) for comparison.
 """
 
 from __future__ import annotations
+
+import os
+import platform
+import time
 
 import numpy as np
 import torch
@@ -81,11 +87,36 @@ class Classifier(nn.Module):
 MODELS = {"unet": TinyUNet, "bilinear-res-unet": BiResUNet, "classifier": Classifier}
 
 
+def _median_s(fn, repeats: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def torch_cpu(model: nn.Module, repeats: int = 10) -> tuple[float, float]:
+    """(batch-1 latency in us, batch-8 frames/s) of the float model on one CPU thread."""
+    x1 = torch.from_numpy(np.random.default_rng(2).standard_normal((1, 3, 256, 256)).astype(np.float32))
+    x8 = torch.from_numpy(np.random.default_rng(3).standard_normal((8, 3, 256, 256)).astype(np.float32))
+    with torch.inference_mode():
+        t1 = _median_s(lambda: model(x1), repeats)
+        t8 = _median_s(lambda: model(x8), max(3, repeats // 3))
+    return t1 * 1e6, 8 / t8
+
+
 def main() -> None:
+    torch.set_num_threads(1)
+    print(f"machine: {platform.machine()} {platform.processor() or ''} {os.cpu_count()} CPUs, torch {torch.__version__} "
+          f"(one thread), load average {os.getloadavg()[0]:.1f}")
     cal = np.random.default_rng(1).standard_normal((4, 3, 256, 256)).astype(np.float32)
     print("| model | device | latency (us) | frames/s | bound | tiles | memory tiles |")
     print("| --- | --- | ---: | ---: | --- | ---: | ---: |")
     for name, model in MODELS.items():
+        lat, fps = torch_cpu(model().eval())
+        print(f"| {name} | PyTorch float, this CPU (1 thread; frames/s at batch 8) | {lat:,.1f} | {fps:,.1f} | - | - | - |")
         for device in ("vck190", "vek280", "vek385"):
             d = aieflow.compile(model().eval(), device, cal[:1], calibration=cal,
                                 config={"precision": "int8", "cnn": {"mapping": "rows"}})
