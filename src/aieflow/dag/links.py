@@ -30,7 +30,7 @@ from ..devices import Device
 from ..errors import PlanError
 from ..mapped.tiling import MEMTILE_ADDRESS_DIMS, NdTiling, Traversal, word_problems
 from ..ops.dense import DensePlan
-from .plan import DagPlan, Operand, RowsPlan, matrix_shape
+from .plan import DagPlan, Operand, RowsPlan, input_tensor, matrix_shape
 
 PING_PONG = 2
 
@@ -319,7 +319,7 @@ def _source_of(rows_c: np.ndarray, feats_c: np.ndarray, g: Geometry, src: Operan
 
 def _writer_features(plan: DagPlan, ep: Endpoint) -> int:
     if ep.kind == "plio":
-        return matrix_shape(plan.graph, plan.graph.inputs[0], "input")[1]
+        return matrix_shape(plan.graph, input_tensor(plan.graph), "input")[1]
     if ep.kind == "row":
         return plan.node(ep.node).plan.out_features
     return plan.rows[ep.node].features

@@ -125,6 +125,25 @@ def _feature_axis(graph: Graph, node: Node) -> None:
                         hint="use aieflow.emulate(model, ...) for bit-exact predictions of this model")
 
 
+def input_tensor(graph: Graph) -> str:
+    """The tensor the input PLIO carries: the graph input, or the ``patches`` view of it that is
+    its only reader (a ViT's patch embedding: the host writes the image in patch order)."""
+    x = graph.inputs[0]
+    readers = graph.consumers(x)
+    if len(readers) == 1 and readers[0].op == "patches":
+        return readers[0].outputs[0]
+    return x
+
+
+def host_layout(graph: Graph, xq):
+    """Graph-input codes (or values) ``[N, ...]`` in the input PLIO's order (:func:`input_tensor`)."""
+    x = graph.inputs[0]
+    readers = graph.consumers(x)
+    if len(readers) == 1 and readers[0].op == "patches":
+        return family("patches").emulate(readers[0], xq)
+    return xq
+
+
 def source(graph: Graph, tensor: str, reader: str) -> Operand:
     """Follow views back to the tensor(s) a kernel (or the input PLIO) writes: transposes (1, 0),
     feature slices (a read pattern at an offset) and feature concats (several writers at offsets
@@ -134,6 +153,10 @@ def source(graph: Graph, tensor: str, reader: str) -> Operand:
         return Operand(tensor, None)
     if p.op in COMPUTE_OPS:
         return Operand(tensor, p.name)
+    if p.op == "patches" and input_tensor(graph) == tensor:
+        return Operand(tensor, None)  # the input PLIO's layout
+    if p.op == "reshape" and matrix_shape(graph, p.inputs[0], p.name) == matrix_shape(graph, tensor, p.name):
+        return source(graph, p.inputs[0], reader)  # [1, E] <-> [E]: the same rows and features
     if p.op == "transpose":
         perm = tuple(int(v) for v in p.attrs["perm"])
         if perm != (1, 0):
@@ -490,7 +513,7 @@ def plan_dag(graph: Graph, device: Device, config: Config) -> DagPlan:
     writers = {t: len(n.inputs) for n in graph.nodes if n.op == "concat" for t in n.inputs}
     for node in graph.nodes:
         fam = family(node.op, node.name)
-        if node.op in ("transpose", "slice", "concat"):
+        if node.op in ("transpose", "slice", "concat", "reshape", "patches"):
             source(graph, node.outputs[0], node.name)  # validates the view
             nodes.append(node)
             continue
