@@ -9,11 +9,13 @@ class-token pooling, rewritten after import (both frontends) into what the DAG m
   convolution's ``[E, H / kh, W / kw]``.  A reshape / permute chain that the model itself writes to
   cut the image into patches (``x.reshape(C, h, kh, w, kw).permute(...)``) becomes the same view when
   its element order is the patch order up to a permutation of the features that every reader folds
-  (a Dense: its weight rows are permuted, as ``channels_last.permuted_rows`` does).  The DAG path
+  (a Dense: its weight rows are permuted, as ``channels_last.permuted_rows`` does).  The rewrite
+  of a convolution is kept only where the model reads its output as tokens (the views back to its
+  image fold away, next item); a convolution whose image a CNN reads stays a ``conv2d``.  The DAG path
   reads a leading ``patches`` view as the input PLIO's layout: the host writes the image in patch
   order (``dag/plan.host_layout``), no kernel gathers it.
-* **View chains.**  Consecutive reshapes / transposes that give their source back disappear (the convolution's ``[E, h, w]`` read by
-  ``flatten(2).transpose(1, 2)`` is the Dense's ``[P, E]`` itself).
+* **View chains.**  Consecutive reshapes / transposes that give their source back disappear (the
+  convolution's ``[E, h, w]`` read by ``flatten(2).transpose(1, 2)`` is the Dense's ``[P, E]`` itself).
 * **Class token.**  ``prepend_const`` (``ops/prepend_const.py``, ``torch.cat([cls.expand(B, -1, -1),
   x], 1)``) right after such a patch Dense (or any Dense whose input is the ``patches`` view): the
   view gets ``k`` leading zero rows (``lead``), so the Dense writes its bias ``b`` there, and the
@@ -95,7 +97,9 @@ class _Rewrite:
 
     # -- patch embedding -----------------------------------------------------------------------
 
-    def patch_convs(self) -> None:
+    def patch_convs(self) -> set[str]:
+        """The rewrite of every patch-embedding convolution; the names of the views back to its image."""
+        back: set[str] = set()
         for node in list(self.nodes):
             if node.op != "conv2d" or node.inputs[0] not in self.inputs:
                 continue
@@ -112,14 +116,17 @@ class _Rewrite:
             params = {"weight": np.ascontiguousarray(wt.reshape(e, f).T)}
             if "bias" in node.params:
                 params["bias"] = np.asarray(node.params["bias"], dtype=np.float32)
+            views = [Node(self.unique(f"{node.name}_t"), "transpose", (yd,), (yt,), {"perm": (1, 0)}),
+                     Node(self.unique(f"{node.name}_image"), "reshape", (yt,), (y,), {"shape": self.shapes[y]})]
             self.replace(node, [
                 Node(self.unique(f"{node.name}_patches"), "patches", node.inputs, (xp,), {"kernel": (kh, kw), "lead": 0}),
                 Node(node.name, "dense", (xp,), (yd,), {"in_features": f, "out_features": e, "activation": None},
                      params, aliases=node.aliases),
-                Node(self.unique(f"{node.name}_t"), "transpose", (yd,), (yt,), {"perm": (1, 0)}),
-                Node(self.unique(f"{node.name}_image"), "reshape", (yt,), (y,), {"shape": self.shapes[y]}),
+                *views,
             ])
+            back |= {v.name for v in views}
             self.shapes.update({xp: (p, f), yd: (p, e), yt: (e, p)})
+        return back
 
     def chain_index(self, node: Node) -> tuple[str, np.ndarray]:
         """The source tensor of the view chain ending at ``node`` (single-reader views) and where
@@ -256,8 +263,11 @@ def rewrite(imported: ImportedModel) -> ImportedModel:
                                                                           if n.op in VIEW_OPS)):
         return imported
     r = _Rewrite(g)
-    r.patch_convs()
+    back = r.patch_convs()
     r.fold_views()
+    if any(n.name in back for n in r.nodes):  # a convolution's output read as an image: the CNN mapping's
+        r = _Rewrite(g)
+        r.fold_views()
     r.class_tokens()
     if [n.op for n in r.nodes] == [n.op for n in g.nodes]:
         return imported
