@@ -89,15 +89,18 @@ def test_hand_written_patches_fold_into_the_view_and_the_weight_rows():
     assert np.abs(float_activations(g, x)[g.outputs[0]] - ref).max() < 1e-5
 
 
-def test_vit_onnx_export_imports_as_onnxruntime_computes(tmp_path):
+@pytest.mark.parametrize("pool", ["cls", "mean"])
+def test_vit_onnx_export_imports_as_onnxruntime_computes(tmp_path, pool):
     import onnxruntime as ort
 
     torch.manual_seed(3)
-    m, x = ViT("mean").eval(), _images(3, n=4)
+    m, x = ViT(pool).eval(), _images(3, n=4)
     path = str(tmp_path / "vit.onnx")
     torch.onnx.export(m, (torch.from_numpy(x),), path, opset_version=17, dynamo=False)
     g = import_model(path, x).graph
-    assert [n.op for n in g.nodes][:2] == ["patches", "dense"] and "conv2d" not in [n.op for n in g.nodes]
+    ops = [n.op for n in g.nodes]
+    assert ops[:3] == ["patches", "dense", "add_const"] and "conv2d" not in ops and "prepend_const" not in ops
+    assert g.nodes[0].attrs["lead"] == (pool == "cls")
     s = ort.InferenceSession(path)
     ref = s.run(None, {s.get_inputs()[0].name: x})[0]
     assert np.abs(float_activations(g, x)[g.outputs[0]] - ref).max() < 1e-5

@@ -38,6 +38,31 @@ from ..ops.views import patch_index
 
 VIEW_OPS = ("reshape", "transpose")
 
+# ONNX ops the importer evaluates when every input is a constant: what the exporters write for a
+# class token's ``cls.expand(x.shape[0], -1, -1)`` (the batch is the export's, a constant).
+ONNX_CONSTANT_OPS = ("ConstantOfShape", "Equal", "Where", "Expand")
+
+
+def onnx_constant(node, ins: list, name: str) -> np.ndarray:
+    """The value of ``node`` (one of :data:`ONNX_CONSTANT_OPS`, ONNX semantics) on constant inputs."""
+    import onnx
+
+    op = node.op_type
+    if op == "ConstantOfShape":
+        attr = next((a for a in node.attribute if a.name == "value"), None)
+        fill = onnx.numpy_helper.to_array(attr.t).reshape(-1) if attr is not None else np.zeros(1, np.float32)
+        return np.full(tuple(int(d) for d in np.asarray(ins[0]).reshape(-1)), fill[0], dtype=fill.dtype)
+    if op == "Equal":
+        return np.equal(ins[0], ins[1])
+    if op == "Where":
+        return np.where(ins[0], ins[1], ins[2])
+    shape = tuple(int(d) for d in np.asarray(ins[1]).reshape(-1))  # Expand: bidirectional broadcast
+    try:
+        return np.array(np.broadcast_to(ins[0], np.broadcast_shapes(np.shape(ins[0]), shape)))
+    except ValueError:
+        raise UnsupportedOpError(f"node '{name}' (Expand) broadcasts a constant of shape {np.shape(ins[0])} to {shape}, "
+                                 "which ONNX does not allow") from None
+
 
 def token_select_nodes(name: str, x: str, y: str, shape: tuple[int, ...], index: int,
                        unique) -> tuple[list[Node], dict[str, tuple[int, ...]]]:

@@ -16,6 +16,7 @@ import numpy as np
 from ..errors import ConfigError, ModelError, UnsupportedOpError
 from ..ir import Graph, ImportedModel, Node, QuantHints, Tensor, frozen_map
 from . import attention, batchnorm, pooling, sequence
+from .patches import token_select_nodes
 from .torch_activation import SUPPORTED_FUNCTIONS as _ACT_FUNCTIONS
 from .torch_activation import SUPPORTED_MODULES as _ACT_MODULES
 from .torch_activation import ActivationMixin
@@ -27,7 +28,6 @@ from .torch_conv import SUPPORTED_MODULES as _CONV_MODULES
 from .torch_conv import ConvMixin
 from .torch_encoder import SUPPORTED_MODULES as _ENC_MODULES
 from .torch_encoder import EncoderMixin, dropout_paths, wrap_root
-from .patches import token_select_nodes
 from .torch_recurrent import RecurrentMixin
 
 if TYPE_CHECKING:

@@ -17,10 +17,10 @@ from .elementwise import BIAS_ADD, RELU
 from .layernorm import LAYERNORM
 from .matmul import MATMUL
 from .pool import AVGPOOL, MAXPOOL
+from .prepend_const import PREPEND_CONST
 from .recurrent import GRU, LSTM
 from .resize import RESIZE
 from .shuffle import PIXEL_SHUFFLE
-from .prepend_const import PREPEND_CONST
 from .views import CONCAT, PATCHES, RESHAPE, SLICE, TRANSPOSE
 
 OP_FAMILIES: Mapping[str, OpFamily] = MappingProxyType(
