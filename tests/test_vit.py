@@ -157,3 +157,28 @@ def test_a_stride_equals_kernel_convolution_read_as_an_image_stays_a_convolution
     m = nn.Sequential(nn.Conv2d(3, 8, 2, stride=2), nn.ReLU(), nn.Conv2d(8, 4, 3), nn.Flatten(), nn.Linear(36, 3)).eval()
     g = import_model(m, torch.from_numpy(_images(n=2, shape=(3, 10, 10)))).graph
     assert [n.op for n in g.nodes].count("conv2d") == 2 and "patches" not in [n.op for n in g.nodes]
+
+
+def test_class_token_pooling_is_a_row_read_and_the_link_checker_catches_a_wrong_row(monkeypatch):
+    from aieflow.dag import links
+
+    torch.manual_seed(6)
+    m, x = ViT("cls").eval(), _images(6, shape=(3, 12, 20))  # 15 patches + the class token: 16 tokens
+    m.pos, m.head = nn.Parameter(torch.randn(1, 16, E) * 0.5), nn.Linear(E, 8)
+    m.eval()
+    d = aieflow.compile(m, device="vek280", example_input=x[:1], calibration=x, config={"precision": "int8", "batch": 8})
+    (o,) = d.plan.operands["norm"]
+    assert o.row == 0 and o.producer == "enc.add2" and not o.transposed
+    assert [w for k in d.plan.links for w in k.word_problems()] == []  # runs of 32 bytes, one per sample
+    with torch.no_grad():
+        ref = m(torch.from_numpy(x)).numpy()
+    assert np.abs(d.predict(x) - ref).max() <= 0.1 * np.abs(ref).max()
+
+    real = links._rows_tiling
+
+    def next_row(g, lo, hi, transposed, what, first_feature=0, features=None, row=None):
+        return real(g, lo, hi, transposed, what, first_feature, features, None if row is None else row + 1)
+
+    monkeypatch.setattr(links, "_rows_tiling", next_row)
+    with pytest.raises(AieflowError, match="reads the wrong elements"):
+        aieflow.compile(m, device="vek280", example_input=x[:1], calibration=x, config={"precision": "int8", "batch": 8})

@@ -22,10 +22,10 @@ class-token pooling, rewritten after import (both frontends) into what the DAG m
   constant ``C - b`` is added to those rows by an ``add_const`` (merged into the positional add
   that follows, if one does: ``pos[:k] + C - b``).  In float ``b + (pos_0 + C - b)`` equals
   ``C + pos_0`` up to float32 rounding; in integers the emulation is the Dense's and the add's own.
-* **Class-token pooling** (``x[:, i]`` on ``[B, T, E]``, :func:`token_select_nodes`): the pooling
-  of ``frontends/pooling.py`` with a one-hot weight: a transpose to ``[E, T]``, a Dense ``T -> 1``
-  whose weight is ``1`` at row ``i`` and ``0`` elsewhere (exact: the product is the code itself,
-  then one SRS into the output type), a transpose back and a reshape to ``[E]``.
+* **Class-token pooling** (``x[:, i]`` on ``[B, T, E]``, :func:`token_select_nodes`): a ``slice``
+  of row ``i`` (``[1, E]``) and a reshape to ``[E]``; the DAG path reads that row of every sample
+  straight from the producer's memory-tile buffer (``dag/plan.Operand.row``: runs of ``E``
+  features, one per sample), no kernel and no tile.
 """
 
 from __future__ import annotations
@@ -75,18 +75,13 @@ def token_select_nodes(name: str, x: str, y: str, shape: tuple[int, ...], index:
     i = index + t if index < 0 else index
     if not 0 <= i < t:
         raise UnsupportedOpError(f"'{name}' selects token {index} of {t}", layer=name)
-    xt, s, st = f"{y}__tokens", f"{y}__row", f"{y}__picked"
-    w = np.zeros((t, 1), dtype=np.float32)
-    w[i, 0] = 1.0
+    row = f"{y}__row"
     nodes = [
-        Node(name=unique(f"{name}_t"), op="transpose", inputs=(x,), outputs=(xt,), attrs=frozen_map({"perm": (1, 0)})),
-        Node(name=unique(name), op="dense", inputs=(xt,), outputs=(s,),
-             attrs=frozen_map({"in_features": t, "out_features": 1, "activation": None}),
-             params=frozen_map({"weight": w})),
-        Node(name=unique(f"{name}_back"), op="transpose", inputs=(s,), outputs=(st,), attrs=frozen_map({"perm": (1, 0)})),
-        Node(name=unique(f"{name}_flat"), op="reshape", inputs=(st,), outputs=(y,), attrs=frozen_map({"shape": (e,)})),
+        Node(name=unique(name), op="slice", inputs=(x,), outputs=(row,),
+             attrs=frozen_map({"axis": 0, "start": i, "stop": i + 1})),
+        Node(name=unique(f"{name}_flat"), op="reshape", inputs=(row,), outputs=(y,), attrs=frozen_map({"shape": (e,)})),
     ]
-    return nodes, {xt: (e, t), s: (e, 1), st: (1, e), y: (e,)}
+    return nodes, {row: (1, e), y: (e,)}
 
 
 # ----------------------------------------------------------------------------- the pass
