@@ -182,3 +182,12 @@ def test_class_token_pooling_is_a_row_read_and_the_link_checker_catches_a_wrong_
     monkeypatch.setattr(links, "_rows_tiling", next_row)
     with pytest.raises(AieflowError, match="reads the wrong elements"):
         aieflow.compile(m, device="vek280", example_input=x[:1], calibration=x, config={"precision": "int8", "batch": 8})
+
+
+def test_mean_pooled_vit_compiles_and_predicts():
+    torch.manual_seed(7)
+    m, x = ViT("mean").eval(), _images(7)
+    d = aieflow.compile(m, device="vek280", example_input=x[:1], calibration=x, config={"precision": "int8", "batch": 8})
+    with torch.no_grad():
+        ref = m(torch.from_numpy(x)).numpy()
+    assert np.abs(d.predict(x) - ref).max() <= 0.1 * np.abs(ref).max()
