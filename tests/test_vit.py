@@ -191,3 +191,27 @@ def test_mean_pooled_vit_compiles_and_predicts():
     with torch.no_grad():
         ref = m(torch.from_numpy(x)).numpy()
     assert np.abs(d.predict(x) - ref).max() <= 0.1 * np.abs(ref).max()
+
+
+def test_vit_design_saves_loads_and_fits_the_schema(tmp_path):
+    import json
+    from importlib import resources
+
+    import jsonschema
+
+    torch.manual_seed(8)
+    m, x = ViT("cls").eval(), _images(8)
+    d = aieflow.compile(m, device="vek280", example_input=x[:1], calibration=x, config={"precision": "int8", "batch": 8})
+    d.save(tmp_path / "vit")
+    d2 = aieflow.load(tmp_path / "vit")
+    assert np.array_equal(d2.predict(x[:4]), d.predict(x[:4]))
+    assert d2.graph.nodes[0].op == "patches" and tuple(d2.graph.nodes[0].attrs["kernel"]) == (4, 4)
+    assert [o.row for o in d2.plan.operands["norm"]] == [0]
+    # the project's input file is in patch order: the class token's zero row, then patch (0, 0) as (c, ki, kj)
+    codes = np.array(d.files["data/in_x.txt"].split(), dtype=np.int64)
+    q = d.quantise_input(x[:1])[0]
+    assert codes.size == 8 * 17 * 48 and not codes[:48].any()  # one graph iteration: the sample, zero padding
+    assert codes[48:96].tolist() == [int(q[c, a, b]) for c in range(3) for a in range(4) for b in range(4)]
+    assert codes[96:144].tolist() == [int(q[c, a, 4 + b]) for c in range(3) for a in range(4) for b in range(4)]
+    schema = json.loads(resources.files("aieflow").joinpath("schema/design.schema.json").read_text())
+    jsonschema.validate(d.to_json(), schema)
