@@ -1,8 +1,16 @@
-"""A transformer jet tagger on VEK280 / VEK385 (issue 19): compile, predict vs PyTorch, x86 verify,
-modelled latency / throughput with the per-stage breakdown, PyTorch CPU timings in the same run.
+"""A transformer jet tagger or a small ViT block on VEK280 / VEK385 (issue 19): compile, predict vs
+PyTorch, x86 verify, modelled latency / throughput with the per-stage breakdown, PyTorch CPU timings
+in the same run.
 
-    python benchmarks/attention.py [--verify-samples N] [--configs vek280:int8,vek280:int16,...]
+    python benchmarks/attention.py [--model tagger|vit|vit-12x20] [--verify-samples N]
+                                   [--configs vek280:int8,vek280:int16,...]
     python benchmarks/attention.py --configs vek280:bf16,vek385:bf16 --verify vek280:bf16   # bf16 only
+
+``--model vit``: a 16 x 16 x 3 image, a 4 x 4 stride-4 Conv2d patch embedding to 32 (16 patches), a
+class token (17 tokens), a positional add, one pre-norm ``nn.TransformerEncoderLayer`` (2 heads,
+GELU MLP 64), class-token pooling ``x[:, 0]``, LayerNorm, a 10-class Linear head
+(frontends/patches.py).  ``vit-12x20``: the same on a 12 x 20 image (15 patches + the class token:
+16 tokens) with 8 classes, so every memory-tile run is a whole number of 32-bit words.
 
 The model (written by hand from what maps today; docs/attention.md): 16 particles x 16 features,
 a ReLU embedding to 32, two pre-norm encoder blocks (LayerNorm, two-head self-attention with the
@@ -73,13 +81,37 @@ class JetTagger(nn.Module):
         return torch.softmax(self.head(pooled), dim=-1)  # [N, 1, 5]
 
 
-def model() -> JetTagger:
+class ViT(nn.Module):
+    def __init__(self, image=(3, 16, 16), classes=10):
+        super().__init__()
+        tokens = (image[1] // 4) * (image[2] // 4) + 1
+        self.patch = nn.Conv2d(image[0], EMBED, 4, stride=4)
+        self.cls = nn.Parameter(torch.randn(1, 1, EMBED) * 0.5)
+        self.pos = nn.Parameter(torch.randn(1, tokens, EMBED) * 0.5)
+        self.enc = nn.TransformerEncoderLayer(EMBED, HEADS, 2 * EMBED, dropout=0.0, batch_first=True, norm_first=True,
+                                              activation="gelu")
+        self.norm, self.head = nn.LayerNorm(EMBED), nn.Linear(EMBED, classes)
+
+    def forward(self, x):
+        t = self.patch(x).flatten(2).transpose(1, 2)
+        t = torch.cat([self.cls.expand(x.shape[0], -1, -1), t], dim=1)
+        return self.head(self.norm(self.enc(t + self.pos)[:, 0]))
+
+
+SHAPES = {"tagger": (PARTICLES, FEATURES), "vit": (3, 16, 16), "vit-12x20": (3, 12, 20)}
+WHICH = ["tagger"]
+
+
+def model(which: str = "tagger") -> nn.Module:
+    WHICH[0] = which
     torch.manual_seed(0)
-    return JetTagger().eval()
+    if which == "tagger":
+        return JetTagger().eval()
+    return ViT(SHAPES[which], 10 if which == "vit" else 8).eval()
 
 
 def data(n: int, seed: int = 0) -> np.ndarray:
-    return np.random.default_rng(seed).standard_normal((n, PARTICLES, FEATURES)).astype(np.float32)
+    return np.random.default_rng(seed).standard_normal((n, *SHAPES[WHICH[0]])).astype(np.float32)
 
 
 def torch_timing(m: nn.Module, batch: int, threads: int | None, repeats: int) -> float:
@@ -121,31 +153,34 @@ def run(device: str, precision: str, verify_samples: int, m: nn.Module, x: np.nd
     for s in e.stages:
         kind = d.plan.node(s.name).op if s.kind == "kernel" else s.kind
         kinds.setdefault(kind, []).append(s.occupancy_ns)
+    words = sum(len(k.word_problems()) for k in d.plan.links)
     return {"device": device, "precision": precision, "design": d, "perf": e, "err": err, "agree": agree,
-            "verify": verdict, "compile_s": compile_s, "kinds": kinds}
+            "verify": verdict, "compile_s": compile_s, "kinds": kinds, "words": words}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", choices=sorted(SHAPES), default="tagger")
     ap.add_argument("--verify-samples", type=int, default=4, help="samples verified on x86 (0: skip)")
     ap.add_argument("--configs", default="vek280:int8,vek280:int16,vek385:int8,vek385:int16,vek280:bf16,vek385:bf16")
     ap.add_argument("--verify", default="vek280:int8",
                     help="configs verified on x86 ('all', or a list; one build takes minutes on a 2-core machine)")
     ap.add_argument("--repeats", type=int, default=50, help="PyTorch timing repeats (median)")
     args = ap.parse_args()
-    m, x = model(), data(512)
+    m = model(args.model)
+    x = data(512)
     configs = args.configs.split(",")
     checked = set(configs) if args.verify == "all" else set(args.verify.split(","))
     rows = [run(*c.split(":"), args.verify_samples if c in checked else 0, m, x) for c in configs]
 
     print("| device | precision | compute tiles | memory tiles | latency | batch | interval per batch | samples / s | "
-          "bound (stage) | max err vs PyTorch | argmax agrees | x86 verify |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | --- |")
+          "bound (stage) | max err vs PyTorch | argmax agrees | x86 verify | sub-word DMA patterns |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | --- | ---: |")
     for r in rows:
         e = r["perf"]
         print(f"| {r['device']} | {r['precision']} | {e.tiles_used} | {e.memory_tiles_used} | "
               f"{e.latency_ns / 1e3:,.1f} us | {e.batch} | {e.interval_ns / 1e3:,.2f} us | {e.batch / (e.interval_ns * 1e-9):,.0f} | "
-              f"{e.bound} ({e.bottleneck}) | {r['err']:.4f} | {r['agree']:.0%} | {r['verify']} |")
+              f"{e.bound} ({e.bottleneck}) | {r['err']:.4f} | {r['agree']:.0%} | {r['verify']} | {r['words']} |")
 
     print("\nPer-stage breakdown (occupancy per batch (the table's batch), each stage's kind: count, slowest, sum):\n")
     kinds = sorted({k for r in rows for k in r["kinds"]})

@@ -8,7 +8,7 @@ from typing import Any
 from .ir import Graph
 
 CNN_OPS = ("conv2d",)
-DAG_OPS = ("add", "add_const", "layernorm", "transpose", "concat", "slice", "activation", "softmax", "matmul")
+DAG_OPS = ("add", "add_const", "layernorm", "transpose", "concat", "slice", "activation", "softmax", "matmul", "patches", "prepend_const")
 
 
 def is_recurrent(graph: Graph) -> bool:

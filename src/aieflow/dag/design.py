@@ -130,6 +130,7 @@ class DagDesign:
                 what = f"{node.op}, {rp.rows} rows x {rp.features} in {rp.parts} part(s)"
             reads = ", ".join(f"{o.tensor}{' (transposed)' if o.transposed else ''}"
                               f"{f' [{o.start}:{o.stop}]' if o.sliced else ''}"
+                              f"{f' (row {o.row})' if o.selected else ''}"
                               f"{' (concat of ' + ', '.join(q.tensor for q in o.parts) + ')' if o.parts else ''}"
                               for o in p.operands[name])
             lines.append(f"  {name}: {what}; at ({r.column}, {r.row}); reads {reads}")
@@ -164,7 +165,7 @@ class DagDesign:
             r = self.placement.rect(name)
             nodes[name] = {
                 "op": node.op, "inputs": [{"tensor": o.tensor, "producer": o.producer, "transposed": o.transposed,
-                                           "features": [o.start, o.stop], "transpose_at": o.transpose_at,
+                                           "features": [o.start, o.stop], "transpose_at": o.transpose_at, "row": o.row,
                                            "concat": [{"tensor": q.tensor, "producer": q.producer} for q in o.parts]}
                                           for o in p.operands[name]],
                 "types": fam.types_to_json(node.types) if fam.types_to_json else None,

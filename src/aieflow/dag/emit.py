@@ -44,7 +44,7 @@ from ..templating import environment
 from ..vitis import system_files
 from .links import DagLink, Endpoint
 from .perf import kernel_cost, link_costs, lowered_dag, plio_in_cost
-from .plan import DagPlan, matmul_dims, matrix_shape
+from .plan import DagPlan, host_layout, matmul_dims, matrix_shape
 
 _ENV = environment("dag")
 PLIO_IN = "in_x"
@@ -405,7 +405,7 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
     files["src/kernels/activation_fixed.h"] = kernels.joinpath("kernels/activation_fixed.h").read_text()
     if ctx["bf16"]:
         files["src/kernels/dag_kernels_bf16.h"] = kernels.joinpath("dag/dag_kernels_bf16.h").read_text()
-    files[f"data/{PLIO_IN}.txt"] = plio_text(inputs_q, tin)
+    files[f"data/{PLIO_IN}.txt"] = plio_text(host_layout(plan.graph, inputs_q), tin)  # a patch view: patch order
     files[f"data/golden_{PLIO_OUT}.txt"] = plio_text(outputs_q, tout)
     files.update(system_files(
         files, device=device, graph_class=graph_class, graph_var="g",

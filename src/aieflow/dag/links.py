@@ -31,7 +31,7 @@ from ..devices import Device
 from ..errors import PlanError
 from ..mapped.tiling import NdTiling, Traversal, word_problems
 from ..ops.dense import DensePlan
-from .plan import DagPlan, Operand, RowsPlan, matrix_shape
+from .plan import DagPlan, Operand, RowsPlan, input_tensor, matrix_shape
 
 PING_PONG = 2
 
@@ -164,9 +164,13 @@ def _row_block(lo: int, hi: int, per_sample: int, what: str) -> tuple[int, int, 
 
 
 def _rows_tiling(g: Geometry, lo: int, hi: int, transposed: bool, what: str, first_feature: int = 0,
-                 features: int | None = None) -> NdTiling:
+                 features: int | None = None, row: int | None = None) -> NdTiling:
     """Rows [lo, hi) of the tensor as its consumer sees it, row-major (a rows-kernel port, a PLIO):
-    ``features`` features from ``first_feature`` on (a concat input's place, a slice)."""
+    ``features`` features from ``first_feature`` on (a concat input's place, a slice); with ``row``,
+    the consumer's rows are the samples and each reads that row of its sample."""
+    if row is not None:
+        nf = g.features if features is None else features
+        return NdTiling(g.dims, (nf, 1, hi - lo), (first_feature, row, lo))
     if not transposed:
         first, n, samples = _row_block(lo, hi, g.rows, what)
         nf = g.features if features is None else features
@@ -189,7 +193,8 @@ def _dense_read(g: Geometry, p: DensePlan, c: int, src: Operand) -> NdTiling:
     k = p.in_panel
     if not src.transposed:
         boundary = (src.stop, g.rows, g.batch) if src.sliced else g.dims
-        return NdTiling(g.dims, (k, g.rows, g.batch), (src.start + c * p.k_slice, 0, 0),
+        rows, first = (1, src.row) if src.selected else (g.rows, 0)
+        return NdTiling(g.dims, (k, rows, g.batch), (src.start + c * p.k_slice, first, 0),
                         (Traversal(0, k, p.k_slice // k),), boundary)
     # transposed: consumer rows (b, f), features r: K consecutive r per tile, then f, b, panels
     return NdTiling(g.dims, (1, k, 1), (0, c * p.k_slice, 0),
@@ -259,8 +264,8 @@ def consumer_ports(plan: DagPlan, consumer: str | None, src: Operand, g: Geometr
     src = effective(src)
     nf = view_features(g, src)
     if consumer is None:
-        rows = g.rows * g.batch
-        return [(Endpoint("out", None), _rows_tiling(g, 0, rows, src.transposed, "output", src.start, nf))]
+        rows = (1 if src.selected else g.rows) * g.batch
+        return [(Endpoint("out", None), _rows_tiling(g, 0, rows, src.transposed, "output", src.start, nf, src.row))]
     node = plan.node(consumer)
     if node.op == "dense":
         p: DensePlan = node.plan
@@ -269,7 +274,8 @@ def consumer_ports(plan: DagPlan, consumer: str | None, src: Operand, g: Geometr
     if src.transpose_at == "consumer":
         return [(Endpoint("part", consumer, i), _block_read(g, rp, i)) for i in range(rp.parts)]
     return [(Endpoint("part", consumer, i),
-             _rows_tiling(g, *part_rows(plan, consumer, operand, i, g), src.transposed, consumer, src.start, nf))
+             _rows_tiling(g, *part_rows(plan, consumer, operand, i, g), src.transposed, consumer, src.start, nf,
+                          src.row))
             for i in range(rp.parts)]
 
 
@@ -309,14 +315,15 @@ def _source_of(rows_c: np.ndarray, feats_c: np.ndarray, g: Geometry, src: Operan
     """A consumer view element (row, feature) -> the source element (row, feature)."""
     if not src.transposed:
         nf = view_features(g, src)
-        return rows_c, np.where(feats_c < nf, src.start + feats_c, g.features)
+        rows = rows_c * g.rows + src.row if src.selected else rows_c  # consumer row = sample
+        return rows, np.where(feats_c < nf, src.start + feats_c, g.features)
     b, f = np.divmod(rows_c, g.features)  # consumer rows (b, f), features = source rows r
     return b * g.rows + np.minimum(feats_c, g.rows - 1), np.where(feats_c < g.rows, f, g.features)
 
 
 def _writer_features(plan: DagPlan, ep: Endpoint) -> int:
     if ep.kind == "plio":
-        return matrix_shape(plan.graph, plan.graph.inputs[0], "input")[1]
+        return matrix_shape(plan.graph, input_tensor(plan.graph), "input")[1]
     if ep.kind == "row":
         return plan.node(ep.node).plan.out_features
     return plan.rows[ep.node].features
@@ -350,7 +357,7 @@ def _expected_read(plan: DagPlan, ep: Endpoint, g: Geometry, src: Operand, opera
         s, r, f = np.meshgrid(np.arange(samples), np.arange(g.rows), np.arange(n), indexing="ij")
         b = lo // g.features + s
         return _ids((b * g.rows + r).ravel(), (first + f).ravel(), g)
-    rows_c, feats_c = (g.features, g.rows) if src.transposed else (g.rows, view_features(g, src))
+    rows_c, feats_c = (g.features, g.rows) if src.transposed else (1 if src.selected else g.rows, view_features(g, src))
     if ep.kind == "column":
         p: DensePlan = plan.node(ep.node).plan
         f, r = _panel_order(ep.index * p.k_slice, p.k_slice, p.in_panel, p.batch_pad)

@@ -45,7 +45,7 @@ from ..perf.activation import (  # noqa: F401 - cnn/perf.py reads the constants 
 )
 from ..perf.simulate import kernel_stage, run_pipeline
 from .links import DagLink
-from .plan import DagPlan, matmul_dims
+from .plan import DagPlan, input_tensor, matmul_dims
 
 # Residual Add (dag_kernels.h ResidualAdd): per 16 lanes two vector loads (one per load unit,
 # one cycle), two upshifts, one accumulator add and one SRS issued in the vector slots, one
@@ -195,7 +195,7 @@ def _cost(name: str, kind: str, t: mv.Transfer, device: Device) -> Cost:
 
 def plio_in_cost(plan: DagPlan, device: Device) -> Cost:
     """The input PLIO: the whole batch of the graph input, into the links that read it."""
-    x = plan.graph.tensors[plan.graph.inputs[0]]
+    x = plan.graph.tensors[input_tensor(plan.graph)]
     nbytes = plan.batch * math.prod(x.shape) * (x.dtype.container_bits // 8)
     return _cost("plio_in", "plio", mv.plio_transfer(nbytes, device, _hops(device, 0)), device)
 

@@ -57,6 +57,11 @@ class Operand:
     # elements), "producer" (a rows kernel writes its output transposed, the link moves whole runs)
     # or "consumer" (a rows kernel receives source-layout runs and transposes them in its memory)
     transpose_at: str = "dma"
+    row: int | None = None  # one row of every sample (a class token's: x[:, i]), read at that row
+
+    @property
+    def selected(self) -> bool:
+        return self.row is not None
 
     @property
     def sliced(self) -> bool:
@@ -125,6 +130,31 @@ def _feature_axis(graph: Graph, node: Node) -> None:
                         hint="use aieflow.emulate(model, ...) for bit-exact predictions of this model")
 
 
+def input_tensor(graph: Graph) -> str:
+    """The tensor the input PLIO carries: the graph input, or the ``patches`` view of it that is
+    its only reader (a ViT's patch embedding: the host writes the image in patch order)."""
+    x = graph.inputs[0]
+    readers = graph.consumers(x)
+    if len(readers) == 1 and readers[0].op == "patches":
+        return readers[0].outputs[0]
+    return x
+
+
+def host_layout(graph: Graph, xq):
+    """Graph-input codes (or values) ``[N, ...]`` in the input PLIO's order (:func:`input_tensor`)."""
+    x = graph.inputs[0]
+    readers = graph.consumers(x)
+    if len(readers) == 1 and readers[0].op == "patches":
+        return family("patches").emulate(readers[0], xq)
+    return xq
+
+
+def _row_select(graph: Graph, node: Node) -> bool:
+    """A slice of one row of a ``[rows, features]`` sample (``x[:, i]`` of tokens: class-token pooling)."""
+    rank = len(graph.tensors[node.inputs[0]].shape)
+    return rank == 2 and int(node.attrs["axis"]) == 0 and int(node.attrs["stop"]) - int(node.attrs["start"]) == 1
+
+
 def source(graph: Graph, tensor: str, reader: str) -> Operand:
     """Follow views back to the tensor(s) a kernel (or the input PLIO) writes: transposes (1, 0),
     feature slices (a read pattern at an offset) and feature concats (several writers at offsets
@@ -134,6 +164,10 @@ def source(graph: Graph, tensor: str, reader: str) -> Operand:
         return Operand(tensor, None)
     if p.op in COMPUTE_OPS:
         return Operand(tensor, p.name)
+    if p.op == "patches" and input_tensor(graph) == tensor:
+        return Operand(tensor, None)  # the input PLIO's layout
+    if p.op == "reshape" and matrix_shape(graph, p.inputs[0], p.name) == matrix_shape(graph, tensor, p.name):
+        return source(graph, p.inputs[0], reader)  # [1, E] <-> [E]: the same rows and features
     if p.op == "transpose":
         perm = tuple(int(v) for v in p.attrs["perm"])
         if perm != (1, 0):
@@ -143,10 +177,17 @@ def source(graph: Graph, tensor: str, reader: str) -> Operand:
         if inner.transposed:
             raise PlanError("two transposes in a row reach this layer; remove the pair (it is the identity)",
                             layer=p.name, hint=f"read '{p.inputs[0]}' directly")
-        if inner.sliced:
-            raise PlanError("a feature slice read transposed is not realised by the memory-tile tilers",
+        if inner.sliced or inner.selected:
+            raise PlanError(f"a {'feature slice' if inner.sliced else 'row'} read transposed is not realised by the memory-tile tilers",
                             layer=p.name, hint="use aieflow.emulate(model, ...) for bit-exact predictions")
         return replace(inner, transposed=True)
+    if p.op == "slice" and _row_select(graph, p):
+        inner = source(graph, p.inputs[0], reader)
+        if inner.transposed or inner.selected or inner.parts:
+            what = "transposed" if inner.transposed else "one row" if inner.selected else "a concat"
+            raise PlanError(f"a row of a view that is {what} is not realised by the memory-tile tilers", layer=p.name,
+                            hint="use aieflow.emulate(model, ...) for bit-exact predictions")
+        return replace(inner, row=int(p.attrs["start"]))
     if p.op == "slice":
         _feature_axis(graph, p)
         inner = source(graph, p.inputs[0], reader)
@@ -161,8 +202,8 @@ def source(graph: Graph, tensor: str, reader: str) -> Operand:
         _feature_axis(graph, p)
         parts = tuple(source(graph, t, reader) for t in p.inputs)
         for t, q in zip(p.inputs, parts, strict=True):
-            if q.transposed or q.sliced or q.parts:
-                what = "transposed" if q.transposed else "a slice" if q.sliced else "a concat"
+            if q.transposed or q.sliced or q.parts or q.selected:
+                what = "transposed" if q.transposed else "a slice" if q.sliced or q.selected else "a concat"
                 raise PlanError(
                     f"concat input '{t}' is {what} view; the memory-tile tilers realise a concat of whole "
                     "computed tensors (each producer writes at its offset), not of views", layer=p.name,
@@ -382,8 +423,8 @@ def _check_row_types(node: Node, device: Device) -> None:
 
 def _check_matmul_operands(node: Node, operands: tuple[Operand, ...]) -> None:
     for k, o in enumerate(operands):
-        if o.transposed or o.parts:
-            what = "a transposed view" if o.transposed else "a concat"
+        if o.transposed or o.parts or o.selected:
+            what = "a transposed view" if o.transposed else "a concat" if o.parts else "one row"
             raise PlanError(
                 f"operand {'AB'[k]} of the matmul is {what} of '{o.tensor}'; the matmul kernel reads its operands "
                 "row-major (a transpose of B's last two axes is its transpose_b, folded at import)", layer=node.name,
@@ -490,11 +531,13 @@ def plan_dag(graph: Graph, device: Device, config: Config) -> DagPlan:
     writers = {t: len(n.inputs) for n in graph.nodes if n.op == "concat" for t in n.inputs}
     for node in graph.nodes:
         fam = family(node.op, node.name)
-        if node.op in ("transpose", "slice", "concat"):
+        if node.op in ("transpose", "slice", "concat", "reshape", "patches"):
             source(graph, node.outputs[0], node.name)  # validates the view
             nodes.append(node)
             continue
         if node.op not in COMPUTE_OPS:
+            if node.op == "prepend_const":
+                fam.plan(node, None)  # its own refusal: where a class token maps
             if fam.is_view:
                 raise PlanError(f"{node.op} views are not mapped by the DAG path (Transpose (1, 0), feature Concat "
                                 "and Slice are)",

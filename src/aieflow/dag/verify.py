@@ -27,6 +27,7 @@ from ..verify import (
     verification_inputs,
 )
 from .emit import PLIO_IN, PLIO_OUT, plio_text
+from .plan import host_layout
 
 if TYPE_CHECKING:
     from .design import DagDesign
@@ -79,7 +80,7 @@ def verify(design: DagDesign, x: Any | None = None, samples: int = 64, seed: int
     with tempfile.TemporaryDirectory(prefix="aieflow-dag-verify-") as tmp:
         work = Path(tmp)
         (work / "data").mkdir()
-        (work / "data" / f"{PLIO_IN}.txt").write_text(plio_text(xq, design.input_type))
+        (work / "data" / f"{PLIO_IN}.txt").write_text(plio_text(host_layout(design.graph, xq), design.input_type))
         args = [str(binary), "--data", str(work), "--out", str(work / "out"), "--iterations", str(iterations)]
         start = time.perf_counter()
         res = run_binary(args, "DAG ")

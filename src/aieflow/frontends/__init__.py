@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import ConfigError, ModelError
 from ..ir import ImportedModel
+from . import patches
 from .onnx_frontend import SUPPORTED_ONNX_OPS, import_onnx
 from .torch_frontend import import_torch
 
@@ -49,7 +50,8 @@ MAX_NAME = 1 << 16  # characters of a node or tensor name (names.py shortens wha
 def check_imported(imported: ImportedModel) -> ImportedModel:
     """Every tensor has dimensions between 1 and :data:`MAX_DIM` and at most :data:`MAX_ELEMENTS`
     values per sample, every name at most :data:`MAX_NAME` characters and every parameter finite: a
-    model file cannot ask for empty layers or for gigabytes per sample."""
+    model file cannot ask for empty layers or for gigabytes per sample.  Then the ViT rewrites
+    (``frontends/patches.py``: patch embeddings, class tokens) run on the checked graph."""
     graph = imported.graph
     producer = {t: node.name for node in graph.nodes for t in node.outputs}
     for node in graph.nodes:
@@ -72,7 +74,7 @@ def check_imported(imported: ImportedModel) -> ImportedModel:
         if any(d > MAX_DIM for d in t.shape) or t.size > MAX_ELEMENTS:
             raise ModelError(f"{where} has shape {list(t.shape)}: more than aieflow's limits of {MAX_DIM:,} "
                              f"per dimension and {MAX_ELEMENTS:,} values per sample")
-    return imported
+    return patches.rewrite(imported)
 
 
 def import_model(model: Any, example_input: Any = None) -> ImportedModel:

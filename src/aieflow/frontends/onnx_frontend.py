@@ -32,7 +32,7 @@ from onnx import numpy_helper
 from ..errors import ConfigError, ModelError, UnsupportedOpError
 from ..ir import Graph, ImportedModel, Node, QuantHints, Tensor, frozen_map
 from ..numerics.types import AffineType, FixedType, Rounding, Saturation
-from . import attention, batchnorm, sequence
+from . import attention, batchnorm, patches, sequence
 from .channels_last import OnnxChannelsLastMixin, permuted_rows
 from .onnx_activation import ACTIVATION_OPS, OnnxActivationMixin, rewrite_patterns
 from .onnx_conv import CONV_OPS, OnnxConvMixin
@@ -69,7 +69,7 @@ SUPPORTED_ONNX_OPS: tuple[str, ...] = (
 # Domains whose QuantizeLinear / DequantizeLinear have the standard semantics.
 _QDQ_DOMAINS = ("", "ai.onnx", "com.microsoft")
 _FOLDABLE = ("Constant", "Identity", "Transpose", "QuantizeLinear", "DequantizeLinear", "Clip", "Mul", "Div",
-             *QONNX_OPS)
+             *QONNX_OPS, *patches.ONNX_CONSTANT_OPS)
 
 # ONNX integer element types usable as quantised codes: (width, signed).
 _ONNX_INT_BITS: dict[int, tuple[int, bool]] = {
@@ -672,12 +672,49 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
         elif op == "Clip":
             value, codes, qtype = self.fold_clip(node, name, ins)
             self.consts[node.output[0]] = _Const(value, codes, qtype, ins[0].origin)
+        elif op in patches.ONNX_CONSTANT_OPS:  # a class token's Expand and the shape computing it
+            self.consts[node.output[0]] = _Const(patches.onnx_constant(node, [c.value for c in ins], name))
         elif op in ("Mul", "Div"):
             value, codes, qtype = self.fold_mul(node, name, ins)
             origin = next((c.origin for c in ins if c.origin), None)
             self.consts[node.output[0]] = _Const(value, codes, qtype, origin)
         else:  # pragma: no cover - guarded by _FOLDABLE
             raise AssertionError(op)
+
+    def _gather_token(self, node: onnx.NodeProto, name: str) -> None:
+        """``Gather(x, i, axis=1)`` of ``[N, T, E]`` tokens with a constant scalar ``i`` (``x[:, i]``):
+        class-token pooling (frontends/patches.token_select_nodes); any other Gather: the movement ops'."""
+        idx = self._const(node.input[1]) if len(node.input) == 2 else None
+        axis = int(_attrs(node).get("axis", 0))
+        if (idx is None or np.ndim(idx.value) != 0 or self._is_const(node.input[0]) or node.input[0] in self.moved
+                or len(self.shapes.get(node.input[0], ())) != 2 or axis not in (1, -2)):
+            self.move(node, name)
+            return
+        x = self._data_input(node.input[0], name, "Gather")
+        nodes, shapes = patches.token_select_nodes(name, x, node.output[0], self.shapes[x], int(idx.value),
+                                                   self._fresh_node_name)
+        self.nodes.extend(nodes)
+        self.shapes.update(shapes)
+
+    def _concat_const(self, node: onnx.NodeProto, name: str) -> None:
+        """``Concat([constant, x], axis=1)`` of ``[N, k, E]`` class tokens and ``[N, T, E]`` tokens:
+        ``prepend_const`` (ops/prepend_const.py); any other Concat: the movement ops'."""
+        c = self._const(node.input[0]) if len(node.input) == 2 else None
+        if c is None or self._is_const(node.input[1]):
+            self.move(node, name)
+            return
+        x = self._data_input(node.input[1], name, "Concat")
+        shape = self.shapes[x]
+        axis = int(_attrs(node).get("axis", 0))
+        v = np.asarray(c.value, dtype=np.float32)
+        rows = v.reshape(-1, *v.shape[-2:]) if v.ndim == 3 else None
+        if (len(shape) != 2 or axis not in (1, -2) or rows is None or rows.shape[-1] != shape[1]
+                or not np.array_equal(rows, np.broadcast_to(rows[:1], rows.shape))):
+            raise UnsupportedOpError(
+                f"node '{name}' (Concat) joins a constant of shape {tuple(v.shape)} with per-sample shape {shape} on axis "
+                f"{axis}; aieflow maps constant tokens [N, k, E] put in front of [N, T, E] tokens on axis 1 (a class token)")
+        self._emit(name, "prepend_const", x, node.output[0], (shape[0] + rows.shape[1], shape[1]), {},
+                   {"constant": np.ascontiguousarray(rows[0])})
 
     def _fold_dq(self, node: onnx.NodeProto, name: str, ins: list[_Const | None]) -> _Const:
         _check_qdq_attrs(node, name)
@@ -1709,6 +1746,8 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
             "QuantizeLinear": self._quantize,
             "DequantizeLinear": self._dequantize,
             **dict.fromkeys(MOVEMENT_OPS, self.move),
+            "Concat": self._concat_const,
+            "Gather": self._gather_token,
             **dict.fromkeys(RECURRENT_OPS, self.recurrent),
             **self.conv_converters(),
             **self.activation_converters(),

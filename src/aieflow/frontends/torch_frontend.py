@@ -16,6 +16,7 @@ import numpy as np
 from ..errors import ConfigError, ModelError, UnsupportedOpError
 from ..ir import Graph, ImportedModel, Node, QuantHints, Tensor, frozen_map
 from . import attention, batchnorm, pooling, sequence
+from .patches import token_select_nodes
 from .torch_activation import SUPPORTED_FUNCTIONS as _ACT_FUNCTIONS
 from .torch_activation import SUPPORTED_MODULES as _ACT_MODULES
 from .torch_activation import ActivationMixin
@@ -54,7 +55,8 @@ SUPPORTED_TORCH_FUNCTIONS: tuple[str, ...] = (
     "F.dropout (eval mode)",
     "Tensor.contiguous",
     "a + b / torch.add of two computed tensors (residual add)",
-    "torch.cat / torch.concat (same-typed tensors)",
+    "torch.cat / torch.concat (same-typed tensors; a class token torch.cat([cls.expand(B, -1, -1), x], 1))",
+    "x[:, i] of [B, T, E] (class-token pooling)",
     "torch.mean / Tensor.mean over the tokens of [B, T, E] (dim 1 or -2, a power-of-two T)",
     "torch.split / torch.chunk / Tensor.split / Tensor.chunk (then indexing)",
     "Tensor.transpose / Tensor.permute / torch.transpose (batch kept as dimension 0)",
@@ -209,6 +211,7 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin, AttentionMixin, Enc
         self.training_bn = training_bn
         self.training_dropout = training_dropout
         self.mask_attrs: set[str] = set()  # get_attr nodes read as constants (attention masks, positional adds)
+        self.const_rows: dict[str, Any] = {}  # fx node of cls.expand(...) -> the get_attr it expands
         self.mha_outputs: dict[str, tuple[str, str]] = {}  # fx node of an nn.MultiheadAttention -> (path, output)
 
     # -- helpers --------------------------------------------------------------------------------
@@ -372,6 +375,8 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin, AttentionMixin, Enc
         if fn is torch.transpose and isinstance(src, torch.fx.Node):
             self._call_method(fx_node, "transpose")
             return
+        if fn is operator.getitem and self._token_select(fx_node, name):
+            return
         if fn is operator.getitem and isinstance(src, torch.fx.Node) and src.name in self.splits:
             self._split_item(fx_node, src.name)
             return
@@ -444,6 +449,9 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin, AttentionMixin, Enc
             return
         if self.attention_method(fx_node, method, name):
             return
+        if method == "expand" and getattr(fx_node.args[0], "op", None) == "get_attr":  # a class token, cat reads it
+            self.const_rows[fx_node.name] = fx_node.args[0]
+            return
         x = self._input(fx_node.args[0], name)
         if method in ("transpose", "swapaxes", "swapdims", "permute") and self.maybe_time_major_view(fx_node, method, x):
             return
@@ -512,6 +520,10 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin, AttentionMixin, Enc
 
     def _concat(self, fx_node, name: str) -> None:
         items = self._arg(fx_node, 0, "tensors", [])
+        consts = [self.const_rows.get(a.name, a if a.op == "get_attr" else None) for a in items]
+        if any(c is not None for c in consts):
+            self._prepend_const(fx_node, name, items, consts)
+            return
         xs = tuple(self._input(arg, name) for arg in items)
         rank = len(self.shapes[xs[0]]) + 1
         dim = int(self._arg(fx_node, 1, "dim", 0))
@@ -519,6 +531,38 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin, AttentionMixin, Enc
         if axis < 0:
             raise UnsupportedOpError(f"'{name}' concatenates along the batch; use a feature dimension")
         self._emit_multi(fx_node, name, "concat", xs, {"axis": axis})
+
+    def _prepend_const(self, fx_node, name: str, items, consts) -> None:
+        """``torch.cat([cls.expand(B, -1, -1), x], dim=1)`` with ``cls`` a parameter ``[1, k, E]`` /
+        ``[k, E]``: ``prepend_const`` (ops/prepend_const.py, a class token)."""
+        if len(items) != 2 or consts[0] is None or consts[1] is not None:
+            raise UnsupportedOpError(f"'{name}' concatenates a parameter with tensors other than as [constant, x]; "
+                                     "aieflow maps a class token put in front: torch.cat([cls.expand(B, -1, -1), x], 1)")
+        x = self._input(items[1], name)
+        shape = self.shapes[x]
+        rank = len(shape) + 1
+        dim = int(self._arg(fx_node, 1, "dim", 0))
+        c = np.asarray(self._numpy(_fetch_attr(self.gm, str(consts[0].target))), dtype=np.float32)
+        if c.ndim == 3 and c.shape[0] == 1:
+            c = c[0]
+        if len(shape) != 2 or (dim + rank if dim < 0 else dim) != 1 or c.ndim != 2 or c.shape[1] != shape[1]:
+            raise UnsupportedOpError(
+                f"'{name}' concatenates the constant '{consts[0].target}' of shape {tuple(c.shape)} with per-sample shape "
+                f"{shape} along dim {dim}; aieflow maps constant tokens [1, k, E] put in front of [B, T, E] along dim 1")
+        self.mask_attrs.add(consts[0].name)
+        self._emit_multi(fx_node, name, "prepend_const", (x,), None, {"constant": c})
+
+    def _token_select(self, fx_node, name: str) -> bool:
+        """``x[:, i]`` of ``[B, T, E]``: class-token pooling (frontends/patches.token_select_nodes)."""
+        src, index = fx_node.args[0], fx_node.args[1]
+        if not (isinstance(src, self.torch.fx.Node) and isinstance(index, tuple) and len(index) == 2
+                and index[0] == slice(None) and isinstance(index[1], int)):
+            return False
+        x = self._input(src, name)
+        nodes, shapes = token_select_nodes(name, x, fx_node.name, self.shapes[x], index[1], self._unique)
+        self.nodes.extend(nodes)
+        self.shapes.update(shapes)
+        return True
 
     def _transpose(self, fx_node, name: str, method: str, x: str) -> None:
         rank = len(self.shapes[x]) + 1

@@ -17,10 +17,11 @@ from .elementwise import BIAS_ADD, RELU
 from .layernorm import LAYERNORM
 from .matmul import MATMUL
 from .pool import AVGPOOL, MAXPOOL
+from .prepend_const import PREPEND_CONST
 from .recurrent import GRU, LSTM
 from .resize import RESIZE
 from .shuffle import PIXEL_SHUFFLE
-from .views import CONCAT, RESHAPE, SLICE, TRANSPOSE
+from .views import CONCAT, PATCHES, RESHAPE, SLICE, TRANSPOSE
 
 OP_FAMILIES: Mapping[str, OpFamily] = MappingProxyType(
     {
@@ -46,6 +47,8 @@ OP_FAMILIES: Mapping[str, OpFamily] = MappingProxyType(
         "activation": ACTIVATION,
         "softmax": SOFTMAX,
         "matmul": MATMUL,
+        "patches": PATCHES,
+        "prepend_const": PREPEND_CONST,
     }
 )
 
@@ -53,7 +56,7 @@ OP_FAMILIES: Mapping[str, OpFamily] = MappingProxyType(
 # PlanError naming the layer (aieflow.emulate runs models that contain them).
 EMULATION_ONLY: frozenset[str] = frozenset(
     {"gru", "lstm", "conv2d", "pixel_shuffle", "resize", "maxpool", "avgpool", "add", "add_const", "layernorm", "transpose", "concat", "slice",
-     "activation", "softmax", "matmul"}
+     "activation", "softmax", "matmul", "patches", "prepend_const"}
 )
 
 

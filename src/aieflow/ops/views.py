@@ -69,3 +69,32 @@ def _view(name: str, fn, quantise=keeps_input_type) -> OpFamily:
 TRANSPOSE = _view("transpose", _transpose)
 CONCAT = _view("concat", _concat, _quantise_concat)
 SLICE = _view("slice", _slice)
+
+
+# ----------------------------------------------------------------------------- input layouts
+# ``patches``: a ViT patch embedding's input view (frontends/patches.py).  An image ``[C, H, W]``
+# seen as ``lead + P`` rows of ``C kh kw`` features: row ``lead + i Wp + j`` is the patch at
+# ``(i, j)`` (``Wp = W / kw``), its features in the order ``(c, ki, kj)`` (a Conv2d weight
+# ``[E, C, kh, kw]`` reshaped to ``[E, C kh kw]``); the ``lead`` first rows are zero (the rows a
+# class token takes, frontends/patches.py).  On the DAG path it is the input PLIO's layout: the host
+# writes the image in this order (``dag/plan.host_layout``); no kernel moves it.
+
+
+def patch_index(shape: tuple[int, ...], kernel: tuple[int, int], lead: int = 0) -> np.ndarray:
+    """``[lead + P, C kh kw]`` positions in the flat ``[C, H, W]`` sample; -1 for a zero row."""
+    c, h, w = (int(d) for d in shape)
+    kh, kw = (int(k) for k in kernel)
+    ids = np.arange(c * h * w).reshape(c, h // kh, kh, w // kw, kw)
+    rows = ids.transpose(1, 3, 0, 2, 4).reshape((h // kh) * (w // kw), c * kh * kw)
+    return np.concatenate([np.full((lead, rows.shape[1]), -1, dtype=np.int64), rows])
+
+
+def _patches(node: Node, x: np.ndarray) -> np.ndarray:
+    ids = patch_index(x.shape[1:], tuple(node.attrs["kernel"]), int(node.attrs.get("lead", 0)))
+    flat = x.reshape(x.shape[0], -1)
+    out = flat[:, np.maximum(ids, 0)]
+    out[:, ids < 0] = 0
+    return out
+
+
+PATCHES = one_type_family("patches", _patches, plan=_not_emitted, is_view=True)

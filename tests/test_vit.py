@@ -1,0 +1,217 @@
+"""A small ViT-style image block on the DAG path (issue 19): patch embedding (a stride == kernel
+Conv2d, or a reshape / permute into patches + Linear) as an input layout + Dense, the class token,
+class-token pooling (frontends/patches.py).  The patch order against loops written here, the
+imports against PyTorch / onnxruntime, the refusal, and the whole block on VEK280 int8: predict
+vs PyTorch, x86 bit-exact, and a class-token row in the wrong place caught by the same build."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import aieflow
+from aieflow.errors import AieflowError
+from aieflow.frontends import import_model
+from aieflow.ops.views import patch_index
+from aieflow.passes.quantise import float_activations
+
+E = 32
+
+
+class ViT(nn.Module):
+    def __init__(self, pool="cls", norm_first=True):
+        super().__init__()
+        self.pool = pool
+        self.patch = nn.Conv2d(3, E, 4, stride=4)
+        self.cls = nn.Parameter(torch.randn(1, 1, E) * 0.5)
+        self.pos = nn.Parameter(torch.randn(1, 16 + (pool == "cls"), E) * 0.5)
+        self.enc = nn.TransformerEncoderLayer(E, 2, 64, dropout=0.0, batch_first=True, norm_first=norm_first,
+                                              activation="gelu")
+        self.norm = nn.LayerNorm(E)
+        self.head = nn.Linear(E, 10)
+
+    def forward(self, x):
+        t = self.patch(x).flatten(2).transpose(1, 2)
+        if self.pool == "cls":
+            t = torch.cat([self.cls.expand(x.shape[0], -1, -1), t], dim=1)
+        t = self.enc(t + self.pos)
+        t = t[:, 0] if self.pool == "cls" else t.mean(dim=1)
+        return self.head(self.norm(t))
+
+
+def _images(seed=0, n=64, shape=(3, 16, 16)):
+    return np.random.default_rng(seed).standard_normal((n, *shape)).astype(np.float32)
+
+
+@pytest.mark.parametrize("shape,k,lead", [((3, 16, 16), (4, 4), 0), ((2, 6, 8), (3, 2), 1), ((1, 4, 4), (4, 4), 2)])
+def test_patch_order_matches_loops(shape, k, lead):
+    c, h, w = shape
+    want = [[-1] * (c * k[0] * k[1]) for _ in range(lead)]
+    for i in range(h // k[0]):
+        for j in range(w // k[1]):
+            want.append([ch * h * w + (i * k[0] + a) * w + (j * k[1] + b)
+                         for ch in range(c) for a in range(k[0]) for b in range(k[1])])
+    assert patch_index(shape, k, lead).tolist() == want
+
+
+@pytest.mark.parametrize("pool,norm_first", [("cls", True), ("cls", False), ("mean", True)])
+def test_vit_imports_as_pytorch_computes(pool, norm_first):
+    torch.manual_seed(1)
+    m, x = ViT(pool, norm_first).eval(), _images(1)
+    g = import_model(m, torch.from_numpy(x[:2])).graph
+    ops = [n.op for n in g.nodes]
+    assert ops[:3] == ["patches", "dense", "add_const"] and "conv2d" not in ops and "prepend_const" not in ops
+    assert g.nodes[0].attrs["lead"] == (pool == "cls")
+    with torch.no_grad():
+        ref = m(torch.from_numpy(x)).numpy()
+    assert np.abs(float_activations(g, x)[g.outputs[0]] - ref).max() < 1e-5
+
+
+def test_hand_written_patches_fold_into_the_view_and_the_weight_rows():
+    class Patchify(nn.Module):  # einops 'b c (h p) (w q) -> b (h w) (p q c)': features (ki, kj, c)
+        def __init__(self):
+            super().__init__()
+            self.emb, self.head = nn.Linear(48, E), nn.Linear(E, 4)
+
+        def forward(self, x):
+            b = x.shape[0]
+            p = x.reshape(b, 3, 4, 4, 4, 4).permute(0, 2, 4, 3, 5, 1).reshape(b, 16, 48)
+            return self.head(torch.relu(self.emb(p)))
+
+    torch.manual_seed(2)
+    m, x = Patchify().eval(), _images(2)
+    g = import_model(m, torch.from_numpy(x[:2])).graph
+    assert [n.op for n in g.nodes][:2] == ["patches", "dense"]
+    with torch.no_grad():
+        ref = m(torch.from_numpy(x)).numpy()
+    assert np.abs(float_activations(g, x)[g.outputs[0]] - ref).max() < 1e-5
+
+
+@pytest.mark.parametrize("pool", ["cls", "mean"])
+def test_vit_onnx_export_imports_as_onnxruntime_computes(tmp_path, pool):
+    import onnxruntime as ort
+
+    torch.manual_seed(3)
+    m, x = ViT(pool).eval(), _images(3, n=4)
+    path = str(tmp_path / "vit.onnx")
+    torch.onnx.export(m, (torch.from_numpy(x),), path, opset_version=17, dynamo=False)
+    g = import_model(path, x).graph
+    ops = [n.op for n in g.nodes]
+    assert ops[:3] == ["patches", "dense", "add_const"] and "conv2d" not in ops and "prepend_const" not in ops
+    assert g.nodes[0].attrs["lead"] == (pool == "cls")
+    s = ort.InferenceSession(path)
+    ref = s.run(None, {s.get_inputs()[0].name: x})[0]
+    assert np.abs(float_activations(g, x)[g.outputs[0]] - ref).max() < 1e-5
+
+
+def test_a_class_token_not_after_a_patch_embedding_is_refused_by_name():
+    class Late(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.cls = nn.Linear(16, E), nn.Parameter(torch.randn(1, 1, E))
+            self.head = nn.Linear(E, 4)
+
+        def forward(self, x):
+            t = torch.relu(self.emb(x))
+            return self.head(torch.cat([self.cls.expand(x.shape[0], -1, -1), t], dim=1))
+
+    torch.manual_seed(4)
+    m = Late().eval()
+    x = np.random.default_rng(4).standard_normal((16, 8, 16)).astype(np.float32)
+    g = import_model(m, torch.from_numpy(x[:2])).graph
+    with torch.no_grad():
+        ref = m(torch.from_numpy(x)).numpy()
+    assert np.abs(float_activations(g, x)[g.outputs[0]] - ref).max() < 1e-5  # emulated as written
+    with pytest.raises(AieflowError, match=r"cat.*class token|class token"):
+        aieflow.compile(m, device="vek280", example_input=x[:1], calibration=x, config={"precision": "int8", "batch": 8})
+
+
+def test_vit_compiles_predicts_and_verifies_bit_exact_and_a_misplaced_class_token_is_caught(monkeypatch):
+    from aieflow.dag import plan as dag_plan
+    from aieflow.dag import verify as dag_verify
+
+    torch.manual_seed(0)
+    m, x = ViT("cls").eval(), _images(0)
+    d = aieflow.compile(m, device="vek280", example_input=x[:1], calibration=x, config={"precision": "int8", "batch": 8})
+    assert isinstance(d, aieflow.dag.DagDesign) and "ConstAdd<" in "".join(d.files.values())
+    with torch.no_grad():
+        ref = m(torch.from_numpy(x)).numpy()
+    assert np.abs(d.predict(x) - ref).max() <= 0.1 * np.abs(ref).max()
+    e = d.estimate()
+    assert e.latency_ns > 0 and e.interval_ns > 0
+    v = d.verify(samples=8)
+    assert v.ok, v.verdict()
+
+    def late_class_token(graph, xq):  # the zero row written last instead of first
+        y = dag_plan.host_layout(graph, xq)
+        return np.roll(y, -1, axis=1)
+
+    monkeypatch.setattr(dag_verify, "host_layout", late_class_token)
+    bad = d.verify(samples=8)
+    assert not bad.ok and bad.cached
+
+
+def test_a_stride_equals_kernel_convolution_read_as_an_image_stays_a_convolution():
+    m = nn.Sequential(nn.Conv2d(3, 8, 2, stride=2), nn.ReLU(), nn.Conv2d(8, 4, 3), nn.Flatten(), nn.Linear(36, 3)).eval()
+    g = import_model(m, torch.from_numpy(_images(n=2, shape=(3, 10, 10)))).graph
+    assert [n.op for n in g.nodes].count("conv2d") == 2 and "patches" not in [n.op for n in g.nodes]
+
+
+def test_class_token_pooling_is_a_row_read_and_the_link_checker_catches_a_wrong_row(monkeypatch):
+    from aieflow.dag import links
+
+    torch.manual_seed(6)
+    m, x = ViT("cls").eval(), _images(6, shape=(3, 12, 20))  # 15 patches + the class token: 16 tokens
+    m.pos, m.head = nn.Parameter(torch.randn(1, 16, E) * 0.5), nn.Linear(E, 8)
+    m.eval()
+    d = aieflow.compile(m, device="vek280", example_input=x[:1], calibration=x, config={"precision": "int8", "batch": 8})
+    (o,) = d.plan.operands["norm"]
+    assert o.row == 0 and o.producer == "enc.add2" and not o.transposed
+    assert [w for k in d.plan.links for w in k.word_problems()] == []  # runs of 32 bytes, one per sample
+    with torch.no_grad():
+        ref = m(torch.from_numpy(x)).numpy()
+    assert np.abs(d.predict(x) - ref).max() <= 0.1 * np.abs(ref).max()
+
+    real = links._rows_tiling
+
+    def next_row(g, lo, hi, transposed, what, first_feature=0, features=None, row=None):
+        return real(g, lo, hi, transposed, what, first_feature, features, None if row is None else row + 1)
+
+    monkeypatch.setattr(links, "_rows_tiling", next_row)
+    with pytest.raises(AieflowError, match="reads the wrong elements"):
+        aieflow.compile(m, device="vek280", example_input=x[:1], calibration=x, config={"precision": "int8", "batch": 8})
+
+
+def test_mean_pooled_vit_compiles_and_predicts():
+    torch.manual_seed(7)
+    m, x = ViT("mean").eval(), _images(7)
+    d = aieflow.compile(m, device="vek280", example_input=x[:1], calibration=x, config={"precision": "int8", "batch": 8})
+    with torch.no_grad():
+        ref = m(torch.from_numpy(x)).numpy()
+    assert np.abs(d.predict(x) - ref).max() <= 0.1 * np.abs(ref).max()
+
+
+def test_vit_design_saves_loads_and_fits_the_schema(tmp_path):
+    import json
+    from importlib import resources
+
+    import jsonschema
+
+    torch.manual_seed(8)
+    m, x = ViT("cls").eval(), _images(8)
+    d = aieflow.compile(m, device="vek280", example_input=x[:1], calibration=x, config={"precision": "int8", "batch": 8})
+    d.save(tmp_path / "vit")
+    d2 = aieflow.load(tmp_path / "vit")
+    assert np.array_equal(d2.predict(x[:4]), d.predict(x[:4]))
+    assert d2.graph.nodes[0].op == "patches" and tuple(d2.graph.nodes[0].attrs["kernel"]) == (4, 4)
+    assert [o.row for o in d2.plan.operands["norm"]] == [0]
+    # the project's input file is in patch order: the class token's zero row, then patch (0, 0) as (c, ki, kj)
+    codes = np.array(d.files["data/in_x.txt"].split(), dtype=np.int64)
+    q = d.quantise_input(x[:1])[0]
+    assert codes.size == 8 * 17 * 48 and not codes[:48].any()  # one graph iteration: the sample, zero padding
+    assert codes[48:96].tolist() == [int(q[c, a, b]) for c in range(3) for a in range(4) for b in range(4)]
+    assert codes[96:144].tolist() == [int(q[c, a, 4 + b]) for c in range(3) for a in range(4) for b in range(4)]
+    schema = json.loads(resources.files("aieflow").joinpath("schema/design.schema.json").read_text())
+    jsonschema.validate(d.to_json(), schema)
