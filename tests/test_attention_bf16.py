@@ -16,6 +16,7 @@ import struct
 import numpy as np
 import pytest
 import torch
+from float_reference import bf16, f32
 from test_attention import SingleHead, _data, _model
 
 import aieflow
@@ -27,21 +28,6 @@ from aieflow.ops.matmul import MatMulTypes, emulate
 TOLERANCE = 2.0**-6  # bf16 designs: max |y - torch| <= 2^-6 max |torch| (docs/numerics.md)
 
 
-def f32(v: float) -> float:
-    try:
-        return struct.unpack("<f", struct.pack("<f", v))[0]
-    except OverflowError:
-        return float("inf") if v > 0 else float("-inf")
-
-
-def bf16(v: float) -> float:
-    (u,) = struct.unpack("<I", struct.pack("<f", f32(v)))
-    if (u & 0x7F800000) == 0x7F800000 and (u & 0x7FFFFF):
-        return float("nan")
-    lower, hi = u & 0xFFFF, u >> 16
-    if lower > 0x8000 or (lower == 0x8000 and hi & 1):
-        hi += 1
-    return struct.unpack("<f", struct.pack("<I", (hi & 0xFFFF) << 16))[0]
 
 
 def ref_matmul(a: np.ndarray, b: np.ndarray, trans_b: bool) -> np.ndarray:

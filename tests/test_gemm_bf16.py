@@ -16,32 +16,16 @@ write-back, loops) are compared bit for bit on both boards; the project's `make 
 from __future__ import annotations
 
 import shutil
-import struct
 
 import numpy as np
 import pytest
+from float_reference import bf16, f32
 from hw_tools import make, make_host, needs_ap_types, needs_xrt, no_venv_env
 
 import aieflow
 from aieflow.errors import AieflowError
 
-
 # ------------------------------------------------------------------ independent reference
-def f32(v: float) -> float:
-    """A double rounded to float32 (nearest even); struct refuses exactly what rounds to +-inf."""
-    try:
-        return struct.unpack("<f", struct.pack("<f", v))[0]
-    except OverflowError:
-        return float("inf") if v > 0 else float("-inf")
-
-
-def bf16(v: float) -> float:
-    """float32 -> bf16 by integers: nearest, ties to even (no NaN in these operands)."""
-    (u,) = struct.unpack("<I", struct.pack("<f", v))
-    lower, hi = u & 0xFFFF, u >> 16
-    if lower > 0x8000 or (lower == 0x8000 and hi & 1):
-        hi += 1
-    return struct.unpack("<f", struct.pack("<I", (hi & 0xFFFF) << 16))[0]
 
 
 def ref_gemm(a: np.ndarray, b: np.ndarray, kc: int) -> np.ndarray:

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
-import struct
 
 import numpy as np
 import pytest
 import torch
+from float_reference import bf16, f32
 from hw_tools import make, needs_ap_types, no_venv_env
 
 import aieflow
@@ -44,21 +44,6 @@ TIE_WANT = [1.0, 1.0 + 2.0**-6, 1.0 + 2.0**-6, 1.0, 1.0 - 2.0**-7, 0.0, 0.0, 1.0
 # ------------------------------------------------------------------ independent reference
 
 
-def f32(v: float) -> float:
-    """A double rounded to float32 (nearest even)."""
-    try:
-        return struct.unpack("<f", struct.pack("<f", v))[0]
-    except OverflowError:
-        return float("inf") if v > 0 else float("-inf")
-
-
-def bf16(v: float) -> float:
-    """float32 -> bf16 by integers: nearest, ties to even (finite values here)."""
-    (u,) = struct.unpack("<I", struct.pack("<f", f32(v)))
-    lower, hi = u & 0xFFFF, u >> 16
-    if lower > 0x8000 or (lower == 0x8000 and hi & 1):
-        hi += 1
-    return struct.unpack("<f", struct.pack("<I", (hi & 0xFFFF) << 16))[0]
 
 
 def ref_layer(x: np.ndarray, w: np.ndarray, bias, kc: int, relu: bool) -> np.ndarray:
