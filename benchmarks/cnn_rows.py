@@ -1,4 +1,4 @@
-"""The models of tests/test_cnn_rows.py at 256 x 256 x 3, int8, on the row-streamed mapping
+"""The models of tests/test_cnn_rows.py (defined here, imported by the tests) at 256 x 256 x 3, int8, on the row-streamed mapping
 (``cnn.mapping: rows``) of each device: the model's latency, frames per second, bound, compute and
 memory tiles (docs/conv.md "Row streaming").
 
@@ -33,6 +33,9 @@ import aieflow
 
 
 class TinyUNet(nn.Module):
+    """Encoder conv, 2 x 2 max pooling, middle conv + nearest 2 x upsampling, decoder conv on the
+    concat of the upsampled map and the encoder's skip, 1 x 1 output conv."""
+
     def __init__(self):
         super().__init__()
         torch.manual_seed(0)
@@ -50,6 +53,9 @@ class TinyUNet(nn.Module):
 
 
 class BiResUNet(nn.Module):
+    """The tiny U-Net with a bilinear decoder upsampling (align_corners=False: half_pixel) and a
+    ResNet block after the decoder: z = relu(r2(relu(r1(d))) + d)."""
+
     def __init__(self):
         super().__init__()
         torch.manual_seed(0)
@@ -70,6 +76,8 @@ class BiResUNet(nn.Module):
 
 
 class Classifier(nn.Module):
+    """conv, max pooling, conv, global average pooling, Dense, softmax."""
+
     def __init__(self):
         super().__init__()
         torch.manual_seed(0)

@@ -16,7 +16,9 @@ holds stream row by row through one kernel per layer.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -42,24 +44,17 @@ class Small(nn.Module):
         return self.b(self.pool(torch.relu(self.a(x))))
 
 
-class TinyUNet(nn.Module):
-    """Encoder conv, 2 x 2 max pooling, middle conv + nearest 2 x upsampling, decoder conv on the
-    concat of the upsampled map and the encoder's skip, 1 x 1 output conv."""
+def _benchmark_module():
+    """benchmarks/cnn_rows.py: the models are defined once, there (the benchmark times the same ones)."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "cnn_rows.py"
+    spec = importlib.util.spec_from_file_location("cnn_rows_benchmark", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
-    def __init__(self):
-        super().__init__()
-        torch.manual_seed(0)
-        self.e = nn.Conv2d(3, 8, 3, padding=1)
-        self.pool = nn.MaxPool2d(2)
-        self.m = nn.Conv2d(8, 8, 3, padding=1)
-        self.up = nn.Upsample(scale_factor=2, mode="nearest")
-        self.d = nn.Conv2d(16, 4, 3, padding=1)
-        self.o = nn.Conv2d(4, 3, 1)
 
-    def forward(self, x):
-        h = torch.relu(self.e(x))
-        g = self.up(torch.relu(self.m(self.pool(h))))
-        return self.o(torch.relu(self.d(torch.cat([g, h], dim=1))))
+_BENCH = _benchmark_module()
+TinyUNet, BiResUNet, Classifier = _BENCH.TinyUNet, _BENCH.BiResUNet, _BENCH.Classifier
 
 
 def _compile(model, hw, n=8, device="vck190", **cnn):
@@ -238,46 +233,6 @@ def test_refusals_name_the_layer():
 
 
 # ------------------------------------------------------------ bilinear, residual adds, heads (issue 25)
-
-
-class BiResUNet(nn.Module):
-    """The tiny U-Net with a bilinear decoder upsampling (align_corners=False: half_pixel) and a
-    ResNet block after the decoder: z = relu(r2(relu(r1(d))) + d)."""
-
-    def __init__(self):
-        super().__init__()
-        torch.manual_seed(0)
-        self.e = nn.Conv2d(3, 8, 3, padding=1)
-        self.pool = nn.MaxPool2d(2)
-        self.m = nn.Conv2d(8, 8, 3, padding=1)
-        self.up = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
-        self.d = nn.Conv2d(16, 8, 3, padding=1)
-        self.r1 = nn.Conv2d(8, 8, 3, padding=1)
-        self.r2 = nn.Conv2d(8, 8, 3, padding=1)
-        self.o = nn.Conv2d(8, 3, 1)
-
-    def forward(self, x):
-        h = torch.relu(self.e(x))
-        g = self.up(torch.relu(self.m(self.pool(h))))
-        d = torch.relu(self.d(torch.cat([g, h], dim=1)))
-        return self.o(torch.relu(self.r2(torch.relu(self.r1(d))) + d))
-
-
-class Classifier(nn.Module):
-    """conv, max pooling, conv, global average pooling, Dense, softmax."""
-
-    def __init__(self):
-        super().__init__()
-        torch.manual_seed(0)
-        self.a = nn.Conv2d(3, 8, 3, padding=1)
-        self.pool = nn.MaxPool2d(2)
-        self.b = nn.Conv2d(8, 16, 3, padding=1)
-        self.gap = nn.AdaptiveAvgPool2d(1)
-        self.fc = nn.Linear(16, 10)
-
-    def forward(self, x):
-        h = torch.relu(self.b(self.pool(torch.relu(self.a(x)))))
-        return torch.softmax(self.fc(self.gap(h).flatten(1)), dim=1)
 
 
 def _mutate(d, key, good, bad):
