@@ -69,6 +69,28 @@ def _cnn():
                            config={"precision": "int8", "cnn": {"replicas": 2}}), x
 
 
+ROWS_FRAMES = 3  # the rows mapping: one frame per graph iteration, rows streamed through one kernel per stage
+
+
+def _rows_bench():
+    """benchmarks/cnn_rows.py, where the rows models are defined once (test_cnn_rows loads it too)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "cnn_rows.py"
+    spec = importlib.util.spec_from_file_location("cnn_rows_benchmark", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _cnn_rows():
+    # VEK280: the decoder's concat meets in a memory-tile row buffer (the core has one input stream port);
+    # one input PLIO (frames as rows, each row channel by channel) and one output PLIO
+    x = np.random.default_rng(8).standard_normal((ROWS_FRAMES, 3, 16, 16)).astype(np.float32)
+    return aieflow.compile(_rows_bench().TinyUNet().eval(), device="vek280", example_input=x, calibration=x,
+                           config={"precision": "int8", "cnn": {"mapping": "rows"}}), x
+
+
 RNN_SAMPLES = 3  # sequences: the recurrent graph is free-running, one sample after the other
 
 
@@ -106,12 +128,13 @@ def _rnn_compact():
 
 
 CASES = {"chain_vck190_int8": _chain_multi_plio, "chain_vek280_bf16": _chain_float, "dag_vek280": _dag,
-         "cnn_vck190_int8": _cnn, "rnn_gru2_hybrid_int16": _rnn_stacked_hybrid, "rnn_lstm_column_fp32": _rnn_column_fp32,
+         "cnn_vck190_int8": _cnn, "cnn_rows_vek280_int8": _cnn_rows, "rnn_gru2_hybrid_int16": _rnn_stacked_hybrid, "rnn_lstm_column_fp32": _rnn_column_fp32,
          "rnn_gru_compact_vek280": _rnn_compact}
 
 
 def _samples(design) -> int:
-    return CNN_FRAMES if _is_cnn(design) else RNN_SAMPLES if _is_rnn(design) else SAMPLES
+    return ROWS_FRAMES if _is_rows(design) else CNN_FRAMES if _is_cnn(design) else RNN_SAMPLES if _is_rnn(design) \
+        else SAMPLES
 
 
 def _is_rnn(design) -> bool:
@@ -137,6 +160,10 @@ def _is_cnn(design) -> bool:
     from aieflow.cnn.design import CnnDesign
 
     return isinstance(design, CnnDesign)
+
+
+def _is_rows(design) -> bool:
+    return _is_cnn(design) and design.plan.mapping == "rows"
 
 
 @pytest.fixture(scope="module", params=list(CASES))
@@ -320,6 +347,11 @@ def _outputs(design, proj: Path, folder: str, n: int) -> np.ndarray:
         ny = int(np.prod(design.graph.tensors[design.graph.outputs[0]].shape)) // emissions  # values per output
         assert per in (ny, ny + 1) and vals.size == n * emissions * per
         return vals.reshape(n, emissions, per)[:, :, :ny].reshape(n, -1)
+    if _is_rows(design):  # one output PLIO out0: frame after frame, rows in order, each row channel by channel
+        c, h, w = design.plan.stages[-1].out_shape
+        vals = np.array((proj / folder / "data/out0.txt").read_text().split(), dtype=np.float64)
+        assert vals.size == n * h * c * w  # one frame per iteration: no padding frame
+        return vals.reshape(n, h, c, w).transpose(0, 2, 1, 3)
     if _is_cnn(design):  # frame f: replica f mod R, iteration f div R; out{q}_{r}: row r's channels
         plan = design.plan
         reps, rows = plan.replicas, plan.layers[-1].cas_num
