@@ -126,7 +126,7 @@ KINDS = {
     "dag": (residual_mlp, {"example_input": X16[:1], "calibration": X16, "config": {"precision": "int8"}},
             ["import", "fuse", "quantise", "plan", "place", "check", "emit"]),
     "cnn": (cnn_classifier, {"example_input": IMG, "device": "vck190", "config": {"precision": "int8"}},
-            ["import", "fuse", "quantise", "lower", "plan", "emit"]),
+            ["import", "fuse", "quantise", "lower", "plan", "check", "emit"]),
     "recurrent": (gru_classifier, {"example_input": SEQ, "device": "vck190", "config": {"precision": "int16"}},
                   ["import", "fuse", "quantise", "plan", "emit"]),
 }

@@ -55,13 +55,13 @@ def _compile(mapping=None, precision="fp32", net=None, **top):
 
 def test_keys_become_the_options_and_fixed_reuse_is_exact():
     d = parse_layer("rnn", {"distribution": "column", "cas_len": 2, "aggregation": "PL", "row_reuse": 3,
-                            "input_row_reuse": "auto", "merge_fanin": 6, "plio_bits": 128, "kernel": "scalar"}, fp32=False)
+                            "input_row_reuse": "auto", "merge_fanin": 6, "plio_bits": 128, "kernel": "scalar"}, float_type=None)
     o = d.options
     assert (o.distribution, o.cas_len, o.aggregation, o.merge_fanin, o.plio_bits) == ("column", 2, "hybrid", 6, 128)
     assert (o.row_reuse, o.row_reuse_max) == (3, 3) and o.input_row_reuse == 1 and o.input_row_reuse_max is None
     assert d.kernel == "scalar" and "input_row_reuse" not in d.given
-    assert parse_layer("rnn", {"input_cas_len": 3}, fp32=False).options.input_distribution == "column"  # implied
-    assert parse_layer("rnn", {}, fp32=True).empty
+    assert parse_layer("rnn", {"input_cas_len": 3}, float_type=None).options.input_distribution == "column"  # implied
+    assert parse_layer("rnn", {}, float_type="fp32").empty
 
 
 @pytest.mark.parametrize("raw, match", [
@@ -76,15 +76,15 @@ def test_keys_become_the_options_and_fixed_reuse_is_exact():
 ])
 def test_bad_keys_name_the_layer_and_the_key(raw, match):
     with pytest.raises(ConfigError, match=match):
-        parse_layer("rnn", raw, fp32=False)
+        parse_layer("rnn", raw, float_type=None)
 
 
 def test_fp32_rejects_mixed_distributions_and_scalar_kernels():
     with pytest.raises(ConfigError, match="one float summation order"):
-        parse_layer("rnn", {"distribution": "row", "input_distribution": "column"}, fp32=True)
+        parse_layer("rnn", {"distribution": "row", "input_distribution": "column"}, float_type="fp32")
     with pytest.raises(ConfigError, match="scalar applies to fixed point"):
-        parse_layer("rnn", {"kernel": "scalar"}, fp32=True)
-    assert parse_layer("rnn", {"distribution": "column"}, fp32=True).options.input_distribution == "column"
+        parse_layer("rnn", {"kernel": "scalar"}, float_type="fp32")
+    assert parse_layer("rnn", {"distribution": "column"}, float_type="fp32").options.input_distribution == "column"
 
 
 def test_the_mapping_survives_the_config_round_trip():
