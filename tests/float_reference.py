@@ -25,3 +25,25 @@ def bf16(v: float) -> float:
     if lower > 0x8000 or (lower == 0x8000 and hi & 1):
         hi += 1
     return struct.unpack("<f", struct.pack("<I", (hi & 0xFFFF) << 16))[0]
+
+
+def bf16_exact(q, signs: tuple[bool, ...] = ()) -> float:
+    """An exact rational ``q`` (``fractions.Fraction``) rounded once to bf16: nearest, ties to even
+    on the 8-bit significand (subnormals from 2^-133), +-inf past the largest bf16 (255 x 2^120).
+    ``signs``: the operands' sign bits, for an exact zero (IEEE: -0 only when every operand is -0)."""
+    from fractions import Fraction
+
+    if q == 0:
+        return -0.0 if signs and all(signs) else 0.0
+    neg, a = q < 0, abs(Fraction(q))
+    e = a.numerator.bit_length() - a.denominator.bit_length()  # 2^e <= a < 2^(e + 1) after the fix-up
+    if a < Fraction(2) ** e:
+        e -= 1
+    quantum = Fraction(2) ** (max(e, -126) - 7)
+    n, r = divmod(a, quantum)
+    n = int(n)
+    if r > quantum / 2 or (r == quantum / 2 and n % 2):
+        n += 1
+    v = n * quantum
+    out = float("inf") if v >= Fraction(2) ** 128 else float(v)
+    return -out if neg else out

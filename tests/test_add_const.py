@@ -1,6 +1,7 @@
 """A constant added to every sample (issue 19: a transformer's positional embedding, ``x + self.pos``):
 ``add_const`` (ops/add_const.py).  The codes against an independent plain-Python reference (random
-codes, saturating sums, several scale pairs), the PyTorch and ONNX imports against PyTorch /
+codes, saturating sums, several scale pairs; bf16 against exact rational sums rounded once), the
+PyTorch and ONNX imports against PyTorch /
 onnxruntime, the refusals, and a tagger with a positional embedding bit-exact on x86 (VEK280 int8)."""
 
 from __future__ import annotations
@@ -117,10 +118,54 @@ def test_unmapped_constant_adds_are_refused_by_name():
 
     with pytest.raises(AieflowError, match=r"'pos' of shape \(32,\).*positional embedding"):
         import_torch(Bad().eval(), torch.from_numpy(_data(n=2)))
-    x = _data(3)
-    with pytest.raises(AieflowError, match="bf16 has no kernel"):
-        aieflow.compile(Tagger().eval(), device="vek280", example_input=x[:1], calibration=x,
-                        config={"precision": "bf16", "batch": 8})
+
+
+def _bf16_values(rng: random.Random, n: int) -> list[float]:
+    """Random finite bf16 values (random bit patterns: every exponent, subnormals, both zeros)."""
+    import struct
+
+    out = []
+    while len(out) < n:
+        u = rng.getrandbits(16)
+        if (u >> 7) & 0xFF == 0xFF:
+            continue
+        out.append(struct.unpack("<f", struct.pack("<I", u << 16))[0])
+    return out
+
+
+def test_bf16_constant_add_is_the_exact_sum_rounded_once():
+    """bf16 add_const: y = bf16(float32(x) + float32(c)) (ops/add_const.py, the residual add's bf16
+    rule) equals the exact rational sum of the two bf16 values rounded once to bf16, nearest even
+    (tests/float_reference.py, integers and fractions only): random bit patterns at every exponent
+    (gaps beyond the float32 significand included), ties both ways, overflow, signed zeros."""
+    from fractions import Fraction
+
+    from float_reference import bf16_exact
+
+    from aieflow.numerics.types import FloatType
+
+    bf = FloatType("bf16")
+    rng = random.Random(19)
+    big = 255 * 2.0**120  # the largest bf16
+    pairs = [(1.0, 2.0**-8), (1.0 + 2.0**-7, 2.0**-8), (-1.0, -(2.0**-8)), (big, big), (big, 2.0**119),
+             (big, 2.0**118), (-big, -(2.0**119)), (0.0, -0.0), (-0.0, -0.0), (-0.0, 0.0), (3.0, -3.0),
+             (2.0**-133, 2.0**-133), (2.0**-126, -(2.0**-133)), (1.0, 2.0**-30), (2.0**100, -(2.0**60))]
+    xs, cs = _bf16_values(rng, 4 * T * E), _bf16_values(rng, T * E)
+    x = np.array(xs, dtype=np.float32).reshape(4, T, E)
+    c = np.array(cs, dtype=np.float32).reshape(T, E)
+    for k, (a, b) in enumerate(pairs):  # the edge pairs in sample 0, row 0
+        x[0, 0, k], c[0, k] = a, b
+    node = aieflow.ir.Node(name="pos", op="add_const", inputs=("x",), outputs=("y",),
+                           types=add_const.ConstAddTypes(bf, bf, bf, 0, 0, 0),
+                           params={"constant": c, "constant_q": c})
+    got = np.asarray(add_const.emulate(node, x), dtype=np.float32)
+    want = np.array([[[bf16_exact(Fraction(float(x[s, i, j])) + Fraction(float(c[i, j])),
+                                  (bool(np.signbit(x[s, i, j])), bool(np.signbit(c[i, j]))))
+                       for j in range(E)] for i in range(T)] for s in range(4)], dtype=np.float32)
+    assert want[0, 0, 0] == 1.0 and want[0, 0, 1] == 1.0 + 2.0**-6  # ties to even, both ways
+    assert want[0, 0, 3] == np.inf and want[0, 0, 4] == np.inf and want[0, 0, 5] == big
+    assert np.signbit(want[0, 0, 8]) and not np.signbit(want[0, 0, 7]) and not np.signbit(want[0, 0, 10])
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
 def test_positional_add_compiles_predicts_and_verifies_bit_exact_on_x86():

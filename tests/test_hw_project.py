@@ -368,6 +368,10 @@ def _outputs(design, proj: Path, folder: str, n: int) -> np.ndarray:
         text = (proj / folder / "data/out_y.txt").read_text().split()
         vals = np.array(text, dtype=np.float64 if "float" in t.c_type else np.int64)
         rows = -(-n // design.plan.batch) * design.plan.batch  # whole iterations, samples row-major
+        pitch = design.plan.out_pitch  # rows padded to whole 32-bit words: the first f of each row
+        if pitch:
+            f = design.graph.tensors[design.graph.outputs[0]].shape[-1]
+            return vals.reshape(rows, -1, pitch)[:n, :, :f].reshape(n, -1)
         return vals.reshape(rows, -1)[:n]
     from aieflow.ops.post import written
 

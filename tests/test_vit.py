@@ -215,3 +215,89 @@ def test_vit_design_saves_loads_and_fits_the_schema(tmp_path):
     assert codes[96:144].tolist() == [int(q[c, a, 4 + b]) for c in range(3) for a in range(4) for b in range(4)]
     schema = json.loads(resources.files("aieflow").joinpath("schema/design.schema.json").read_text())
     jsonschema.validate(d.to_json(), schema)
+
+
+def _sub_word(t, element_bytes: int) -> list[str]:
+    """What of a memory-tile tiling is not whole 32-bit words (AM020: buffer-descriptor steps and
+    lengths count 32-bit words), read off the tiling's fields (no aieflow code)."""
+    out = []
+    if (t.tile[0] * element_bytes) % 4:
+        out.append(f"run {t.tile[0]}")
+    if (t.offset[0] * element_bytes) % 4:
+        out.append(f"offset {t.offset[0]}")
+    if len(t.dims) > 1 and (t.dims[0] * element_bytes) % 4:
+        out.append(f"pitch {t.dims[0]}")
+    out += [f"stride {x.stride}" for x in t.traversal if x.dimension == 0 and x.wrap > 1 and (x.stride * element_bytes) % 4]
+    return out
+
+
+def _tilings(d):
+    from aieflow.dag.perf import lowered_dag
+
+    mg = lowered_dag(d.plan, d.placement, d.device)
+    size = {"int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "bfloat16": 2}
+    for b in mg.buffers:
+        for t in (*b.writes, *b.reads):
+            yield b, t, size.get(b.ctype, 4)
+
+
+def test_17_token_vit_moves_whole_words_and_without_the_padding_the_warning_returns(monkeypatch):
+    """Issue 19: with a class token the scores are [17, 17]; they travel in rows padded to 20 int8
+    (plan.row_pitches), and the 10 int8 classes leave through the output PLIO in rows of 12
+    (plan.output_pitch): every memory-tile tiling of the mapped graph moves whole 32-bit words and
+    the summary has no warning.  Mutation: no padding brings the sub-word runs and the warning back."""
+    from aieflow.dag import plan as dag_plan
+
+    torch.manual_seed(0)
+    m, x = ViT("cls").eval(), _images(0)
+    cfg = {"precision": "int8", "batch": 8}
+    d = aieflow.compile(m, device="vek280", example_input=x[:1], calibration=x, config=cfg)
+    bad = [(b.var, _sub_word(t, e)) for b, t, e in _tilings(d) if _sub_word(t, e)]
+    assert bad == []
+    scores = [b for b in _tilings(d) if b[0].dims[:2] == (20, 17)]  # [pitch, tokens, samples]
+    assert len({b.var for b, _, _ in scores}) == 4  # 2 heads x (scores, probs), one shard each
+    assert d.plan.rows["enc.self_attn.softmax0"].features == 17 and d.plan.rows["enc.self_attn.softmax0"].pitch_out == 20
+    assert d.plan.out_pitch == 12
+    assert "WARNING" not in d.summary() and all(not k["dma_word_problems"] for k in d.to_json()["links"])
+    with torch.no_grad():
+        ref = m(torch.from_numpy(x)).numpy()
+    assert np.abs(d.predict(x) - ref).max() <= 0.1 * np.abs(ref).max()
+
+    monkeypatch.setattr(dag_plan, "row_pitches", lambda *a, **k: {})
+    monkeypatch.setattr(dag_plan, "output_pitch", lambda *a, **k: 0)
+    u = aieflow.compile(m, device="vek280", example_input=x[:1], calibration=x, config=cfg)
+    runs = {r for b, t, e in _tilings(u) for r in _sub_word(t, e)}
+    assert "run 17" in runs and "run 10" in runs
+    assert "WARNING: 29 memory-tile port pattern(s)" in u.summary()
+    assert np.array_equal(u.predict(x), d.predict(x))  # the padding changes no value
+
+
+def test_bf16_vit_compiles_predicts_within_the_bf16_tolerance_and_verifies_bit_exact():
+    """Issue 19: the 17-token ViT in bf16 on VEK280: the class token folded as in int8 (a zero input
+    row, its constant in the bf16 positional add), every computing layer bf16 (ConstAddBf16 for the
+    positional add), within the bf16 tolerance of the other bf16 attention tests (max |y - torch| <=
+    2^-6 max |torch|, docs/numerics.md), the scores in rows of 18 bf16 (whole words), bit-exact on
+    x86 (one build).  The positional constant is rounded once to bf16 (checked by integers)."""
+    from fractions import Fraction
+
+    from float_reference import bf16_exact
+
+    torch.manual_seed(0)
+    m, x = ViT("cls").eval(), _images(0)
+    d = aieflow.compile(m, device="vek280", example_input=x[:1], calibration=x, config={"precision": "bf16", "batch": 8})
+    assert all(d.plan.node(n).types.output.name == "bf16" for n in d.plan.compute)
+    assert [n.op for n in d.graph.nodes][:3] == ["patches", "dense", "add_const"] and d.graph.nodes[0].attrs["lead"] == 1
+    assert "ConstAddBf16<" in "".join(d.files.values())
+    pos = d.graph.node("add")
+    c, q = np.asarray(pos.params["constant"], dtype=np.float32), np.asarray(pos.params["constant_q"], dtype=np.float32)
+    want = np.array([bf16_exact(Fraction(float(v))) for v in c.reshape(-1)], dtype=np.float32).reshape(c.shape)
+    assert np.array_equal(q.view(np.uint32), want.view(np.uint32))
+    assert d.plan.rows["enc.self_attn.softmax1"].pitch_out == 18 and d.plan.out_pitch == 0  # 10 bf16: 5 words
+    assert [w for k in d.plan.links for w in k.word_problems()] == [] and "WARNING" not in d.summary()
+    with torch.no_grad():
+        ref = m(torch.from_numpy(x)).numpy()
+    y = d.predict(x)
+    assert np.abs(y - ref).max() <= 2.0**-6 * np.abs(ref).max(), np.abs(y - ref).max()
+    v = d.verify(samples=8)
+    assert v.ok, v.verdict()
+    assert v.values == 8 * 10

@@ -91,7 +91,7 @@ def _float_lit(v: float) -> str:
 
 def _bf16_info(node) -> dict:
     """The bf16 kernels' table window and rules (ops/activation.bf16_table)."""
-    if node.op == "add":
+    if node.op in ("add", "add_const"):
         return {"bf16": True}
     if node.op == "layernorm":
         return {"bf16": True, "eps_text": _float_lit(float(np.float32(node.attrs["eps"])))}
@@ -112,13 +112,14 @@ def rows_infos(plan: DagPlan, ids: dict[str, str], device: Device) -> dict[str, 
         t = node.types
         rnd, sat = _modes(t.output)
         common = {"name": name, "cfg": f"{ids[name]}_cfg", "rows": rp.rows_per_part, "features": rp.features,
+                  "ip": rp.pitch_in(0, rp.features), "op": rp.pitch_out,
                   "parts": rp.parts, "to": t.output.c_type, "rounding": rnd, "saturation": sat,
                   "shift": getattr(t, "shift", 0), "trans": _transposes(plan, name), "bf16": False,
                   "narrow": narrow_output(t.output)}
         if node.op == "matmul":  # one kernel class for integers and bf16 (dag_kernels.h MatMul)
             m, k, n = matmul_dims(plan.graph, node, plan.operands[name])
             matmuls.append({**common, "ta": t.a.c_type, "tb": t.b.c_type, "samples": rp.rows_per_part // rp.per_sample,
-                            "m": m, "k": k, "n": n, "trans_b": transpose_b(node),
+                            "m": m, "k": k, "n": n, "kp": rp.pitch_in(0, k), "trans_b": transpose_b(node),
                             "types_text": f"a {t.a}, b {t.b}, out {t.output}" + (
                                 " (accfloat lanes, one rounding to bf16; SHIFT / RND / SAT unused)"
                                 if _is_bf16(node) else "")})
@@ -129,7 +130,10 @@ def rows_infos(plan: DagPlan, ids: dict[str, str], device: Device) -> dict[str, 
             common.update(relu=node.attrs.get("activation") == "relu", table=int(np.asarray(
                 node.params["table"]).size) if node.op in ("activation", "softmax") else 0,
                 function=node.attrs.get("function", ""), variant="bf16 table")
-            {"add": adds, "layernorm": norms, "activation": acts, "softmax": softmaxes}[node.op].append(common)
+            if node.op == "add_const":
+                common["mq"] = int(np.asarray(node.params["constant_q"]).shape[0])
+            {"add": adds, "add_const": consts, "layernorm": norms, "activation": acts,
+             "softmax": softmaxes}[node.op].append(common)
             continue
         if node.op == "add_const":
             consts.append({**common, "ta": t.a.c_type, "tb": t.b.c_type, "acc": _acc_for_add(t),
@@ -247,11 +251,11 @@ def lower(plan: DagPlan, placement: Placement, ids: dict[str, str], headers: lis
             args = {"add": (), "matmul": (),
                     "layernorm": (f"aieflow_design::{ident}_gamma", f"aieflow_design::{ident}_beta")}.get(
                 node.op, (f"aieflow_design::{ident}_table",))
-            size = rp.rows_per_part * rp.features
-            ins = (size,) * len(node.inputs)
+            size = rp.rows_per_part * rp.pitch_out  # rows at their pitch (plan.row_pitches)
+            ins = tuple(rp.rows_per_part * rp.pitch_in(j, rp.features) for j in range(len(node.inputs)))
             if node.op == "matmul":  # A: the part's rows; B: its samples' whole B
                 m, k, n = matmul_dims(plan.graph, node, plan.operands[name])
-                ins = (rp.rows_per_part * k, rp.rows_per_part // rp.per_sample * k * n)
+                ins = (rp.rows_per_part * rp.pitch_in(0, k), rp.rows_per_part // rp.per_sample * k * n)
             for i in range(rp.parts):
                 kernels.append(Kernel(part_var(ident, i), name, f"aieflow::{cls}<aieflow_design::{ident}_cfg>", args,
                                       f"kernels/{ident}.cc", (rect.column + i, rect.row), ins, (size,),
@@ -295,6 +299,26 @@ def _link_buffers(plan: DagPlan, link: DagLink, ids, first: int, links: list[Lin
 def plio_text(codes: np.ndarray, t) -> str:
     """Samples row-major, 64-bit words per line (the PLIO file format of the chain's projects)."""
     return format_values(np.asarray(codes).reshape(-1), t, values_per_word(t))
+
+
+def wire_output(plan: DagPlan, y: np.ndarray) -> np.ndarray:
+    """Output samples ``[N, ...]`` as the output PLIO carries them: each row padded with zeros to
+    ``plan.out_pitch`` (rows that are not whole 32-bit words, ``plan.output_pitch``)."""
+    y = np.asarray(y)
+    if not plan.out_pitch:
+        return y
+    f = y.shape[-1]
+    rows = y.reshape(y.shape[0], -1, f)
+    return np.concatenate([rows, np.zeros((*rows.shape[:2], plan.out_pitch - f), dtype=y.dtype)], axis=2)
+
+
+def unwire_output(plan: DagPlan, values: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """The inverse of :func:`wire_output`: the PLIO's values back to samples of ``shape``
+    (``[N, ...]``), the rows' padding dropped."""
+    if not plan.out_pitch:
+        return values.reshape(shape)
+    f = shape[-1]
+    return values.reshape(shape[0], -1, plan.out_pitch)[:, :, :f].reshape(shape)
 
 
 def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.ndarray, outputs_q: np.ndarray,
@@ -342,7 +366,8 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
                 q = np.asarray(node.params["constant_q"])
                 files[f"src/weights/{ident}_table.h"] = _ENV.get_template("table_params.h.j2").render(
                     version=version, name=name, ident=ident, n=q.size, what=f"the constant's codes ({node.types.b}), "
-                    f"[{q.shape[0]} rows][{q.shape[-1]} features]", ctype=node.types.b.c_type,
+                    f"[{q.shape[0]} rows][{q.shape[-1]} features]",
+                    ctype="bfloat16" if _is_bf16(node) else node.types.b.c_type,
                     table_text=_c_array(q.reshape(-1), node.types.b))
                 headers.append(f"weights/{ident}_table.h")
             elif node.op in ("activation", "softmax"):
@@ -406,9 +431,11 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
     if ctx["bf16"]:
         files["src/kernels/dag_kernels_bf16.h"] = kernels.joinpath("dag/dag_kernels_bf16.h").read_text()
     files[f"data/{PLIO_IN}.txt"] = plio_text(host_layout(plan.graph, inputs_q), tin)  # a patch view: patch order
-    files[f"data/golden_{PLIO_OUT}.txt"] = plio_text(outputs_q, tout)
+    files[f"data/golden_{PLIO_OUT}.txt"] = plio_text(wire_output(plan, outputs_q), tout)
     files.update(system_files(
         files, device=device, graph_class=graph_class, graph_var="g",
-        plio_in=[{**p, "ctype": tin.c_type} for p in plio_in], plio_out=[{**p, "ctype": tout.c_type} for p in plio_out],
+        plio_in=[{**p, "ctype": tin.c_type} for p in plio_in],
+        plio_out=[{**p, "ctype": tout.c_type, **({"period": plan.out_pitch, "real": int(outputs_q.shape[-1])}
+                                                  if plan.out_pitch else {})} for p in plio_out],
         iterations=iterations, samples_per_iteration=plan.batch, classes=classes, tiles=mapped.kernels))
     return files

@@ -124,6 +124,8 @@ def written_width(plan: DagPlan, src: Operand) -> int:
     if src.producer is not None and plan.node(src.producer).op == "dense":
         p: DensePlan = plan.node(src.producer).plan
         return p.cas_num * p.n_slice
+    if src.producer is not None and src.transpose_at != "producer":
+        return plan.rows[src.producer].pitch_out  # rows padded to whole 32-bit words (plan.row_pitches)
     return f
 
 
@@ -222,7 +224,7 @@ def _ports_of(plan: DagPlan, src: Operand, g: Geometry, offset: int) -> list[tup
     if src.transpose_at == "producer":
         return [(Endpoint("part", node.name, i), _transposed_write(g, rp, i)) for i in range(rp.parts)]
     return [(Endpoint("part", node.name, i, offset),
-             _rows_tiling(g, *rp.part_rows(i), False, node.name, offset, rp.features)) for i in range(rp.parts)]
+             _rows_tiling(g, *rp.part_rows(i), False, node.name, offset, rp.pitch_out)) for i in range(rp.parts)]
 
 
 def producer_ports(plan: DagPlan, src: Operand, g: Geometry) -> list[tuple[Endpoint, NdTiling]]:
@@ -264,6 +266,7 @@ def consumer_ports(plan: DagPlan, consumer: str | None, src: Operand, g: Geometr
     src = effective(src)
     nf = view_features(g, src)
     if consumer is None:
+        nf = plan.out_pitch or nf  # rows padded to whole 32-bit words (plan.output_pitch)
         rows = (1 if src.selected else g.rows) * g.batch
         return [(Endpoint("out", None), _rows_tiling(g, 0, rows, src.transposed, "output", src.start, nf, src.row))]
     node = plan.node(consumer)
@@ -273,6 +276,7 @@ def consumer_ports(plan: DagPlan, consumer: str | None, src: Operand, g: Geometr
     rp = plan.rows[consumer]
     if src.transpose_at == "consumer":
         return [(Endpoint("part", consumer, i), _block_read(g, rp, i)) for i in range(rp.parts)]
+    nf = rp.pitch_in(operand, nf)  # a padded operand: whole rows at the pitch
     return [(Endpoint("part", consumer, i),
              _rows_tiling(g, *part_rows(plan, consumer, operand, i, g), src.transposed, consumer, src.start, nf,
                           src.row))
@@ -321,12 +325,16 @@ def _source_of(rows_c: np.ndarray, feats_c: np.ndarray, g: Geometry, src: Operan
     return b * g.rows + np.minimum(feats_c, g.rows - 1), np.where(feats_c < g.rows, f, g.features)
 
 
-def _writer_features(plan: DagPlan, ep: Endpoint) -> int:
+def _writer_features(plan: DagPlan, ep: Endpoint) -> tuple[int, int]:
+    """(features, row pitch) of what a producer port writes per row."""
     if ep.kind == "plio":
-        return matrix_shape(plan.graph, input_tensor(plan.graph), "input")[1]
+        f = matrix_shape(plan.graph, input_tensor(plan.graph), "input")[1]
+        return f, f
     if ep.kind == "row":
-        return plan.node(ep.node).plan.out_features
-    return plan.rows[ep.node].features
+        f = plan.node(ep.node).plan.out_features
+        return f, f
+    rp = plan.rows[ep.node]
+    return rp.features, rp.pitch_out
 
 
 def _expected_write(plan: DagPlan, ep: Endpoint, g: Geometry, src: Operand) -> np.ndarray:
@@ -338,13 +346,13 @@ def _expected_write(plan: DagPlan, ep: Endpoint, g: Geometry, src: Operand) -> n
         s, f, r = np.meshgrid(np.arange(samples), np.arange(g.rows), np.arange(n), indexing="ij")
         b = lo // rp.per_sample + s
         return _ids((b * g.rows + f).ravel(), (first + r).ravel(), g)
-    fw = _writer_features(plan, ep)
+    fw, pitch = _writer_features(plan, ep)
     if ep.kind == "row":
         p: DensePlan = plan.node(ep.node).plan
         f, r = _panel_order(ep.index * p.n_slice, p.n_slice, p.out_panel, p.batch_pad)
     else:
         lo, hi = (0, g.rows * g.batch) if ep.kind == "plio" else plan.rows[ep.node].part_rows(ep.index)
-        r, f = np.divmod(np.arange(lo * fw, hi * fw), fw)
+        r, f = np.divmod(np.arange(lo * pitch, hi * pitch), pitch)
     # the writer's own padding (a Dense output beyond its features) carries zeros
     return np.where(f < fw, _ids(r, ep.offset + f, g), 0)
 
@@ -358,6 +366,10 @@ def _expected_read(plan: DagPlan, ep: Endpoint, g: Geometry, src: Operand, opera
         b = lo // g.features + s
         return _ids((b * g.rows + r).ravel(), (first + f).ravel(), g)
     rows_c, feats_c = (g.features, g.rows) if src.transposed else (1 if src.selected else g.rows, view_features(g, src))
+    if ep.kind == "part":
+        feats_c = plan.rows[ep.node].pitch_in(operand, feats_c)  # padded rows: the padding reads as 0
+    elif ep.kind == "out":
+        feats_c = plan.out_pitch or feats_c
     if ep.kind == "column":
         p: DensePlan = plan.node(ep.node).plan
         f, r = _panel_order(ep.index * p.k_slice, p.k_slice, p.in_panel, p.batch_pad)

@@ -91,6 +91,18 @@ class RowsPlan:
     memory: int  # bytes on each tile (ping-pong buffers, parameters, scratch, stack + heap)
     in_transposed: tuple[bool, ...] = ()  # per operand: the kernel transposes it (Operand.transpose_at)
     out_transposed: bool = False  # the kernel writes its output transposed
+    # row pitches (elements) of the kernel's buffers where a row of ``features`` is not whole 32-bit
+    # words (:func:`row_pitches`): per operand (0: unpadded; a matmul's A: its K) and the output
+    in_pitch: tuple[int, ...] = ()
+    out_pitch: int = 0
+
+    def pitch_in(self, k: int, width: int) -> int:
+        """Row pitch of operand ``k``'s buffer (``width``: its row when unpadded)."""
+        return self.in_pitch[k] if k < len(self.in_pitch) and self.in_pitch[k] else width
+
+    @property
+    def pitch_out(self) -> int:
+        return self.out_pitch or self.features
 
     @property
     def rows_per_part(self) -> int:
@@ -225,6 +237,9 @@ class DagPlan:
     rows: Mapping[str, RowsPlan]  # add / layernorm / activation / softmax nodes
     output: Operand  # what the output PLIO reads
     links: tuple = ()  # dag.links.DagLink, filled by links.make_links
+    # the output PLIO's row pitch when a Dense output's rows are not whole 32-bit words (10 int8
+    # classes): it carries them padded (:func:`output_pitch`); 0: the rows as they are
+    out_pitch: int = 0
 
     def node(self, name: str) -> Node:
         return self.graph.node(name)
@@ -267,19 +282,22 @@ def matmul_dims(graph: Graph, node: Node, operands: tuple[Operand, ...]) -> tupl
     return m, operand_features(graph, operands[0], node.name), n
 
 
-def matmul_memory(node: Node, rows_per_part: int, per_sample: int, k: int, n: int, device: Device) -> int:
+def matmul_memory(node: Node, rows_per_part: int, per_sample: int, k: int, n: int, device: Device,
+                  kp: int = 0, np_: int = 0) -> int:
     """A matmul part: ping-pong A rows, its samples' B, output rows; B widened to int16 [K][N
-    rounded up to 16 lanes] in the kernel's memory; stack and heap."""
+    rounded up to 16 lanes] in the kernel's memory; stack and heap.  ``kp`` / ``np_``: A's and the
+    output's row pitches where they are padded (:func:`row_pitches`)."""
     gen = device.generation
     t = node.types
     samples = rows_per_part // per_sample
     lanes = -(-n // 16) * 16
-    io = (2 * _aligned(rows_per_part * k * _bytes(t.a)) + 2 * _aligned(samples * k * n * _bytes(t.b))
-          + 2 * _aligned(rows_per_part * n * _bytes(t.output)))
+    io = (2 * _aligned(rows_per_part * (kp or k) * _bytes(t.a)) + 2 * _aligned(samples * k * n * _bytes(t.b))
+          + 2 * _aligned(rows_per_part * (np_ or n) * _bytes(t.output)))
     return io + _aligned(2 * k * lanes) + gen.stack_bytes + gen.heap_bytes
 
 
-def rows_memory(node: Node, rows_per_part: int, features: int, device: Device) -> int:
+def rows_memory(node: Node, rows_per_part: int, features: int, device: Device, pitch: int = 0) -> int:
+    """``pitch``: the row pitch of a softmax's padded buffers (:func:`row_pitches`)."""
     gen = device.generation
     reserved = gen.stack_bytes + gen.heap_bytes
     if node.op == "add":
@@ -291,7 +309,8 @@ def rows_memory(node: Node, rows_per_part: int, features: int, device: Device) -
         io = sum(2 * _aligned(rows_per_part * features * _bytes(x)) for x in (t.a, t.output))
         return io + _aligned(int(node.params["constant_q"].size) * _bytes(t.b)) + reserved
     t = node.types
-    io = 2 * _aligned(rows_per_part * features * _bytes(t.input)) + 2 * _aligned(rows_per_part * features * _bytes(t.output))
+    w = pitch or features
+    io = 2 * _aligned(rows_per_part * w * _bytes(t.input)) + 2 * _aligned(rows_per_part * w * _bytes(t.output))
     if t.is_float:  # bf16 kernels: a uint16 table (+ softmax: a bf16 row), or gamma, beta and a float row
         if node.op in ("activation", "softmax"):
             table = _aligned(2 * int(node.params["table"].size))
@@ -393,8 +412,65 @@ def place_transposes(graph: Graph, compute: list[str], operands: dict[str, tuple
     return {k: tuple(v) for k, v in operands.items()}, rows, out
 
 
+# rows kernels that write / read rows at a padded pitch (dag_kernels.h MatMul: its output and A;
+# Softmax / SoftmaxBf16: in and out)
+PITCH_WRITERS = ("matmul", "softmax")
+PITCH_READERS = {"matmul": (0,), "softmax": (0,)}
+
+
+def row_pitches(graph: Graph, compute: list[str], operands: Mapping[str, tuple[Operand, ...]],
+                rows: Mapping[str, RowsPlan], out: Operand) -> dict[str, int]:
+    """Tensors whose rows are not whole 32-bit words (17 int8 / int16 / bf16 scores of a 17-token
+    attention) and which travel in padded rows: ``{tensor: pitch}``, the features rounded up to a
+    whole number of words.  The producer writes each row at that pitch (the padding zero) and the
+    memory tile moves whole rows, so no DMA pattern steps a part of a word (AIE-ML DMAs address
+    32-bit words: ``tiling.word_problems``); its readers read the rows at the pitch and ignore the
+    padding.  Only where the producer and every reader can (``PITCH_WRITERS`` / ``PITCH_READERS``)
+    and every reader reads the tensor whole (no slice, row, transpose or concat); the graph
+    output never (its PLIO carries the samples as they are)."""
+    readers: dict[str, list[tuple[str | None, int, Operand]]] = {}
+    for name in compute:
+        for k, o in enumerate(operands[name]):
+            for q in o.parts or (o,):
+                readers.setdefault(q.tensor, []).append((name, k, o))
+    for q in out.parts or (out,):
+        readers.setdefault(q.tensor, []).append((None, 0, out))
+    pitches = {}
+    for name in compute:
+        if name not in rows or rows[name].op not in PITCH_WRITERS:
+            continue
+        tensor = graph.node(name).outputs[0]
+        w = _words(graph, tensor)
+        f = matrix_shape(graph, tensor, name)[1]
+        if w == 1 or f % w == 0:
+            continue
+        rd = readers.get(tensor, [])
+        if rd and all(c is not None and k in PITCH_READERS.get(rows[c].op if c in rows else "", ())
+                      and o.tensor == tensor and not (o.transposed or o.sliced or o.selected or o.parts)
+                      for c, k, o in rd):
+            pitches[tensor] = -(-f // w) * w
+    return pitches
+
+
+def output_pitch(graph: Graph, out: Operand, widths: Mapping[str, int]) -> int:
+    """The output PLIO's row pitch when the graph output is a Dense output whose rows are not whole
+    32-bit words (10 int8 classes: 10 bytes): the memory tile reads each row rounded up to whole
+    words from the Dense's padded buffer (its padding is zero), the PLIO carries those rows, and
+    the host reads the first ``features`` of each (``period`` / ``real`` of the project's compare,
+    ``dag/verify.py``).  0 where the rows are whole words or the output is a view (a row, a slice,
+    a transpose, a concat) or a rows kernel's output (its rows are written as they are)."""
+    if out.transposed or out.sliced or out.selected or out.parts or out.producer is None:
+        return 0
+    w = _words(graph, out.tensor)
+    f = matrix_shape(graph, out.tensor, "output")[1]
+    pitch = -(-f // w) * w
+    if w == 1 or pitch == f or graph.node(out.producer).op != "dense" or widths.get(out.tensor, 0) < pitch:
+        return 0
+    return pitch
+
+
 # rows ops with a bf16 kernel (dag_kernels_bf16.h)
-BF16_ROWS = ("add", "layernorm", "activation", "softmax", "matmul")
+BF16_ROWS = ("add", "add_const", "layernorm", "activation", "softmax", "matmul")
 
 
 def _check_row_types(node: Node, device: Device) -> None:
@@ -432,10 +508,11 @@ def _check_matmul_operands(node: Node, operands: tuple[Operand, ...]) -> None:
 
 
 def _plan_rows(node: Node, graph: Graph, batch: int, device: Device,
-               operands: tuple[Operand, ...] = (), writers: int = 1) -> RowsPlan:
+               operands: tuple[Operand, ...] = (), writers: int = 1, in_pitch: tuple[int, ...] = (),
+               out_pitch: int = 0) -> RowsPlan:
     """``writers``: how many layers write the buffer this one's output lands in (the inputs of a
     feature concat that reads it, e.g. attention heads): together their parts share the memory
-    tile's channels."""
+    tile's channels.  ``in_pitch`` / ``out_pitch``: padded row pitches (:func:`row_pitches`)."""
     _check_row_types(node, device)
     if node.op == "matmul":
         _check_matmul_operands(node, operands)
@@ -457,9 +534,11 @@ def _plan_rows(node: Node, graph: Graph, batch: int, device: Device,
             continue  # a masked softmax reads its mask row as (row % r): whole samples per part
         if node.op == "add_const" and rp % r:
             continue  # the constant's row r % r of a part: whole samples per part
-        mem = matmul_memory(node, rp, r, k, n, device) if node.op == "matmul" else rows_memory(node, rp, f, device)
+        kp = in_pitch[0] if in_pitch else 0
+        mem = (matmul_memory(node, rp, r, k, n, device, kp, out_pitch) if node.op == "matmul"
+               else rows_memory(node, rp, f, device, out_pitch))
         if mem <= gen.data_memory_bytes:
-            best = RowsPlan(node.op, parts, rows, r, f, mem)
+            best = RowsPlan(node.op, parts, rows, r, f, mem, in_pitch=in_pitch, out_pitch=out_pitch)
             # Add, activation: the fewest tiles that fit (rarely the slowest stage); LayerNorm,
             # softmax: as many as the memory tile's channels allow (their per-row work is the
             # heaviest of the rows kernels)
@@ -558,12 +637,24 @@ def plan_dag(graph: Graph, device: Device, config: Config) -> DagPlan:
     if not out.producers:
         raise PlanError("the graph output is the graph input (through views only): nothing to compute",
                         hint="add a layer")
+    pitches = row_pitches(planned, compute, operands, rows, out)
+    for name in compute:
+        rp = rows.get(name)
+        if rp is None:
+            continue
+        ins = tuple(pitches.get(o.tensor, 0) for o in operands[name])
+        outp = pitches.get(planned.node(name).outputs[0], 0)
+        if any(ins) or outp:
+            node = planned.node(name)
+            rows[name] = _plan_rows(node, planned, batch, device, operands[name],
+                                    writers.get(node.outputs[0], 1), ins, outp)
     widths = {}
     for n in planned.nodes:
         if n.op == "dense":
             widths[n.outputs[0]] = n.plan.cas_num * n.plan.n_slice
     operands, rows, out = place_transposes(planned, compute, operands, rows, out, device, widths)
-    plan = DagPlan(batch, planned, tuple(compute), frozen_map(operands), frozen_map(rows), out)
+    plan = DagPlan(batch, planned, tuple(compute), frozen_map(operands), frozen_map(rows), out,
+                   out_pitch=output_pitch(planned, out, widths))
     if plan.tiles > device.compute_tiles:
         raise PlanError(f"the design needs {plan.tiles} compute tiles but {device.board} has {device.compute_tiles}",
                         hint="use a smaller batch or a narrower precision")

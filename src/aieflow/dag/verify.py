@@ -26,7 +26,7 @@ from ..verify import (
     run_binary,
     verification_inputs,
 )
-from .emit import PLIO_IN, PLIO_OUT, plio_text
+from .emit import PLIO_IN, PLIO_OUT, plio_text, unwire_output, wire_output
 from .plan import host_layout
 
 if TYPE_CHECKING:
@@ -91,9 +91,10 @@ def verify(design: DagDesign, x: Any | None = None, samples: int = 64, seed: int
         tokens = (work / "out" / "data" / f"{PLIO_OUT}.txt").read_text().split()
     got = (np.array(tokens, dtype=np.float64).astype(np.float32) if isinstance(tout, FloatType)
            else np.array(tokens, dtype=np.int64))
-    if got.size != expected.size:
-        raise VerifyError(f"the output PLIO holds {got.size} values; {expected.size} were expected")
-    got = got.reshape(expected.shape)
+    wire = wire_output(design.plan, expected).size  # rows padded to whole 32-bit words (plan.output_pitch)
+    if got.size != wire:
+        raise VerifyError(f"the output PLIO holds {got.size} values; {wire} were expected")
+    got = unwire_output(design.plan, got, expected.shape)
     bad = _differs(expected[:n], got[:n])
     first = None
     if bad.any():

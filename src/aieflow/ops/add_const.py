@@ -6,12 +6,18 @@ Integer numerics, the residual add's (``ops/add.py``) with operand B the constan
 quantised once into ``tc`` (the precision's width, the power-of-two type of its largest magnitude,
 round half to even, saturating; ``params["constant_q"]``), then per sample
 ``y = srs((x << sa) + (c << sb), shift)`` exactly as ``add_codes``.  The output type follows the add's
-rules (config > QDQ hint > calibration).  Float: fp32 ``float32(x) + float32(C)`` (emulation only);
-bf16 is refused by name (no kernel).
+rules (config > QDQ hint > calibration).  Float: fp32 ``float32(x) + float32(C)`` (emulation only).
+bf16: ``C`` rounded once to bf16 (nearest, ties to even; ``params["constant_q"]``), then per element
+``y = bf16(float32(x) + float32(c))``: the residual add's bf16 rule (``ops/add.py``), what the AIE-ML
+vector unit does with bf16 operands in accfloat lanes (``aie::add``, then ``to_vector<bfloat16>``,
+nearest even).  The float32 sum of two bf16 values is exact when their exponents differ by 16 or
+less; beyond that the smaller is below a quarter of the larger's bf16 ulp, so neither the float32
+rounding nor the bf16 one can leave the larger: ``y`` is the exact sum rounded once to bf16
+(``tests/test_add_const.py`` checks this against rational arithmetic).
 
-On the DAG path the kernel is ``dag_kernels.h`` ``ConstAdd``: the residual add's vector step with
-operand B read from the constant's codes, row ``r`` of a part reading row ``r % T`` (the plan gives it
-whole samples per part).
+On the DAG path the kernel is ``dag_kernels.h`` ``ConstAdd`` (bf16: ``dag_kernels_bf16.h``
+``ConstAddBf16``): the residual add's vector step with operand B read from the constant's codes, row
+``r`` of a part reading row ``r % T`` (the plan gives it whole samples per part).
 """
 
 from __future__ import annotations
@@ -51,6 +57,9 @@ def float_forward(node: Node, x: np.ndarray) -> np.ndarray:
 def emulate(node: Node, x: np.ndarray) -> np.ndarray:
     t: add.AddTypes = node.types
     if t.is_float:
+        if t.output.name == "bf16":  # both operands bf16, the float32 sum rounded to bf16 (module docstring)
+            c = np.asarray(node.params["constant_q"], dtype=np.float32)
+            return fixed.to_bf16(np.asarray(x, dtype=np.float32) + c)
         return (np.asarray(x, dtype=np.float32) + np.asarray(node.params["constant"], dtype=np.float32)).astype(np.float32)
     c = np.broadcast_to(np.asarray(node.params["constant_q"], dtype=np.int64), np.shape(x))
     return add.add_codes(x, c, t)
@@ -68,10 +77,10 @@ def quantise(node: Node, ctx: QuantContext) -> Node:
     (tx,) = ctx.input_types
     c = np.asarray(node.params["constant"], dtype=np.float32)
     if isinstance(tx, FloatType):
-        if tx.name == "bf16":
-            raise ConfigError(f"'{node.name}' adds a constant tensor (a positional embedding); bf16 has no kernel for it",
-                              layer=node.name, hint="use precision int8 / int16 (or fp32 for an emulation)")
-        return node.evolve(types=ConstAddTypes(tx, tx, tx, 0, 0, 0))
+        t = node.evolve(types=ConstAddTypes(tx, tx, tx, 0, 0, 0))
+        if tx.name == "bf16":  # the constant rounded once to bf16, the kernel's parameter
+            return t.evolve(params=dict(node.params, constant_q=fixed.to_bf16(c)))
+        return t
     if not isinstance(tx, FixedType):
         raise ConfigError(f"'{node.name}' reads {tx}; a fixed-point or float input is needed", layer=node.name)
     precision = ctx.layer.precision or ctx.config.precision

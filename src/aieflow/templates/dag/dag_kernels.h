@@ -515,6 +515,7 @@ public:
     }
 
     void run(adf::input_buffer<TI>& __restrict in, adf::output_buffer<TO>& __restrict out) {
+        static_assert(!C::VEC || (C::IP == C::N && C::OP == C::N), "vector rows are whole words: never padded");
         if constexpr (C::IN_T) transpose_block<TI, C::IN_S, C::IN_A, C::IN_B>(in.data(), ti_);
         const TI* __restrict x = C::IN_T ? ti_ : in.data();
         TO* __restrict y = C::OUT_T ? to_ : out.data();
@@ -576,12 +577,14 @@ public:
                 }
             }
         } else {
-            for (unsigned row = 0; row < C::ROWS; ++row, x += C::N, y += C::N) {
+            // rows IP / OP elements apart (padded to whole 32-bit words: the padding is not read, written zero)
+            for (unsigned row = 0; row < C::ROWS; ++row, x += C::IP, y += C::OP) {
                 const unsigned char* keep = C::MASKED ? C::KEEP + (row % C::MQ) * C::N : nullptr;  // attention mask
                 if constexpr (C::IEXP)
                     aieflow_act::softmax_row_e(x, y, C::N, aieflow_act::ExpInt{exp_, C::UP}, C::FO, C::HI, e_, keep);
                 else
                     aieflow_act::softmax_row(x, y, C::N, exp_, C::TABLE, C::SD, C::FO, C::HI, e_, keep);
+                for (unsigned i = C::N; i < C::OP; ++i) y[i] = TO(0);
             }
         }
         if constexpr (C::OUT_T) transpose_block<TO, C::OUT_S, C::OUT_A, C::OUT_B>(to_, out.data());
@@ -594,10 +597,12 @@ public:
 
 // ---------------------------------------------------------------------------- MatMul
 // Config (generated in layers.h):
-//   struct mm_cfg { using TA, TB, TO; static constexpr unsigned S, M, K, N; static constexpr bool TRANS_B;
+//   struct mm_cfg { using TA, TB, TO; static constexpr unsigned S, M, K, N, KP, NP; static constexpr bool TRANS_B;
 //                   static constexpr int SHIFT; RND; SAT; };
 // Per part: S samples, each A [M][K] (row-major) times B [K][N] (or B stored [N][K] when TRANS_B: Q K^T
-// reads K as the projection wrote it) into y [M][N].  Per sample B is first copied into tile memory as
+// reads K as the projection wrote it) into y [M][N].  A's rows lie KP >= K elements apart and y's NP >= N
+// (rows padded to whole 32-bit words, aieflow dag/plan.py row_pitches): A's padding is not read, y's is
+// written zero.  Per sample B is first copied into tile memory as
 // TE [K][NV] (NV = N rounded up to 16 lanes, zero padded; transposed there when TRANS_B; int8 codes
 // widened exactly to int16).  Then per output row and 16 columns: K aie::mac steps of the broadcast
 // a_ik by the row k of B into 16 accumulator lanes, in increasing k, and one conversion:
@@ -636,7 +641,7 @@ public:
             for (unsigned k = 0; k < C::K; ++k)
                 for (unsigned n = 0; n < C::N; ++n)
                     bt_[k * NV + n] = static_cast<TE>(C::TRANS_B ? pb[n * C::K + k] : pb[k * C::N + n]);
-            for (unsigned m = 0; m < C::M; ++m, pa += C::K, po += C::N) {
+            for (unsigned m = 0; m < C::M; ++m, pa += C::KP, po += C::NP) {
                 for (unsigned j = 0; j < NV; j += L) {
                     aie::accum<ACC, L> acc = aie::zeros<ACC, L>();
                     for (unsigned k = 0; k < C::K; ++k)
@@ -647,12 +652,13 @@ public:
                         v = acc.template to_vector<bfloat16>();  // round to nearest even
                     else
                         v = aieflow_narrow::narrow<C>(acc.template to_vector<TO>(C::SHIFT));
-                    if constexpr (C::N % L == 0) {
+                    if constexpr (C::N % L == 0 && C::NP == C::N) {
                         aie::store_v(po + j, v);  // rows of whole vectors: aligned stores
                     } else {
                         for (unsigned q = 0; q < L && j + q < C::N; ++q) po[j + q] = v.get(q);
                     }
                 }
+                for (unsigned q = C::N; q < C::NP; ++q) po[q] = static_cast<TO>(0);  // the row's padding
             }
         }
     }

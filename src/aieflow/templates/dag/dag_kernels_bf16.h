@@ -6,6 +6,7 @@
 //
 //   ResidualAddBf16: y = bf16(float32(a) + float32(b)), then max(y, 0) with a fused ReLU: bf16
 //                    operands into an accfloat accumulator, one float add, to_vector<bfloat16>.
+//   ConstAddBf16:    the same step with b a constant's bf16 values (a positional embedding, ops/add_const.py).
 //   LayerNormBf16:   per row, one float32 operation per step in a fixed order (sums in increasing i).
 //   ActivationBf16:  a table of bf16 results over a window of exponents, a rule outside it.
 //   SoftmaxBf16:     max, d = bf16(x - max), exp(d) by the activation scheme, sequential float sum,
@@ -111,6 +112,56 @@ public:
     static void registerKernelClass() { REGISTER_FUNCTION(ResidualAddBf16::run); }
 };
 
+// ---------------------------------------------------------------------------- constant add
+// Config: struct { static constexpr unsigned ROWS, N, MQ; ports IN, OUT: bool P_T, unsigned P_S, P_A, P_B; };
+// y = bf16(float32(x) + float32(c)) (ops/add_const.py): ResidualAddBf16's step with operand B the constant's
+// bf16 values (a kernel parameter of MQ rows x N), row r of the part reading row r % MQ (whole samples per part).
+template <class C>
+class ConstAddBf16 {
+    static constexpr unsigned L = 16;  // 16 accfloat lanes
+    static constexpr unsigned FULL = C::N / L * L;
+    alignas(32) bfloat16 c_[C::MQ * C::N];
+    alignas(32) bfloat16 ti_[C::IN_T ? C::ROWS * C::N : 1];
+    alignas(32) bfloat16 to_[C::OUT_T ? C::ROWS * C::N : 1];
+
+    static aie::vector<bfloat16, L> step(const aie::vector<bfloat16, L>& va, const aie::vector<bfloat16, L>& vb) {
+        aie::accum<accfloat, L> acc;
+        acc.from_vector(va);                                // exact: bf16 -> float
+        acc = aie::add(acc, vb);                            // one float32 add per lane
+        return acc.template to_vector<bfloat16>();          // round to bf16 (nearest even)
+    }
+
+public:
+    explicit ConstAddBf16(const std::vector<bfloat16>& c) {
+        for (unsigned i = 0; i < C::MQ * C::N; ++i) c_[i] = i < c.size() ? c[i] : bfloat16(0.0f);
+    }
+
+    void run(adf::input_buffer<bfloat16>& __restrict in, adf::output_buffer<bfloat16>& __restrict out) {
+        if constexpr (C::IN_T) transpose_block<bfloat16, C::IN_S, C::IN_A, C::IN_B>(in.data(), ti_);
+        const bfloat16* __restrict x = C::IN_T ? ti_ : in.data();
+        bfloat16* __restrict y = C::OUT_T ? to_ : out.data();
+        for (unsigned r = 0; r < C::ROWS; ++r, x += C::N, y += C::N) {
+            const bfloat16* __restrict c = c_ + (r % C::MQ) * C::N;
+            for (unsigned i = 0; i < FULL; i += L) aie::store_v(y + i, step(aie::load_v<L>(x + i), aie::load_v<L>(c + i)));
+            if constexpr (C::N % L != 0) {  // the row's last, partial vector
+                aie::vector<bfloat16, L> va = aie::zeros<bfloat16, L>();
+                aie::vector<bfloat16, L> vb = aie::zeros<bfloat16, L>();
+                for (unsigned j = 0; j < C::N - FULL; ++j) {
+                    va.set(x[FULL + j], j);
+                    vb.set(c[FULL + j], j);
+                }
+                const aie::vector<bfloat16, L> vo = step(va, vb);
+                for (unsigned j = 0; j < C::N - FULL; ++j) y[FULL + j] = vo.get(j);
+            }
+        }
+        if constexpr (C::OUT_T) transpose_block<bfloat16, C::OUT_S, C::OUT_A, C::OUT_B>(to_, out.data());
+    }
+    static void registerKernelClass() {
+        REGISTER_FUNCTION(ConstAddBf16::run);
+        REGISTER_PARAMETER(c_);
+    }
+};
+
 // ---------------------------------------------------------------------------- LayerNorm
 // Config: struct { static constexpr unsigned ROWS, N; static constexpr float EPS; ports IN, OUT; };
 template <class C>
@@ -190,8 +241,9 @@ public:
 };
 
 // ---------------------------------------------------------------------------- Softmax
-// Config: struct { static constexpr unsigned ROWS, N, TABLE, E_LO, E_HI; static constexpr float C1[6], C0[6];
-//                  ports IN, OUT; };  the table and rules are exp's on d <= 0.
+// Config: struct { static constexpr unsigned ROWS, N, IP, OP, TABLE, E_LO, E_HI; static constexpr float C1[6], C0[6];
+//                  ports IN, OUT; };  the table and rules are exp's on d <= 0.  Rows lie IP / OP >= N elements
+// apart in / out (padded to whole 32-bit words): the padding is not read, written +0.0.
 template <class C>
 class SoftmaxBf16 {
     alignas(32) std::uint16_t table_[C::TABLE];
@@ -209,7 +261,8 @@ public:
         if constexpr (C::IN_T) transpose_block<bfloat16, C::IN_S, C::IN_A, C::IN_B>(in.data(), ti_);
         const bfloat16* __restrict x = C::IN_T ? ti_ : in.data();
         bfloat16* __restrict y = C::OUT_T ? to_ : out.data();
-        for (unsigned row = 0; row < C::ROWS; ++row, x += C::N, y += C::N) {
+        for (unsigned row = 0; row < C::ROWS; ++row, x += C::IP, y += C::OP) {
+            for (unsigned i = C::N; i < C::OP; ++i) y[i] = bfloat16(0.0f);
             float m = static_cast<float>(x[0]);
             for (unsigned i = 1; i < C::N; ++i) m = std::fmax(m, static_cast<float>(x[i]));
             float s = 0.0f;
