@@ -208,7 +208,8 @@ def estimate_streamed(p: StreamedDensePlan) -> StreamedDensePerformance:
     c_bytes = {"int32": 4, "int64": 8, "float32": 4}[p.gemm.output.name]
     y_bytes = p.epilogue.y_bytes
     elems = p.batch * p.out_features
-    epi = ddr_cycles(elems * c_bytes) + ddr_cycles(elems * y_bytes) + ddr_cycles(p.out_features * 4)
+    dev = p.gemm.device
+    epi = ddr_cycles(elems * c_bytes, dev) + ddr_cycles(elems * y_bytes, dev) + ddr_cycles(p.out_features * 4, dev)
     cycles = g.total_cycles + epi
     ns = cycles / p.gemm.device.clock_hz * 1e9
     parts = {"weights from DDR (packing)": g.packing_cycles, f"AI Engine GEMM ({g.bound})": g.cycles,
