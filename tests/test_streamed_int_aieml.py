@@ -92,6 +92,35 @@ def _codes(node, samples: int, seed: int) -> np.ndarray:
     return np.concatenate([np.array(head, dtype=np.int64), body]).astype(np.int64)
 
 
+def _tie_rows(node, count: int = 4) -> np.ndarray:
+    """One-hot rows c * e_j whose sum for some output lands exactly half-way between two codes with
+    the lower one even and inside the output range: round half to even keeps it, rounding every
+    tie up would not (so a wrong tie rule in the epilogue shows)."""
+    t = node.types
+    assert t.shift > 0
+    w = np.asarray(node.params["weight_q"]).astype(np.int64)
+    bias = np.asarray(node.params["bias_q"]).astype(np.int64) << t.bias_shift if node.params.get("bias_q") is not None \
+        else np.zeros(w.shape[1], np.int64)
+    lo, hi = t.input.min_code, t.input.max_code
+    half = 1 << (t.shift - 1)
+    rows = []
+    for c in np.unique(np.linspace(lo, hi, 513).astype(np.int64)):
+        acc = c * w + bias  # (in, out): row j is the sum for c * e_j (one product: no 64-bit wrap)
+        if t.acc_bits < 63:
+            m = 1 << t.acc_bits
+            acc = (acc + m // 2) % m - m // 2
+        q = acc >> t.shift
+        hit = ((acc & ((1 << t.shift) - 1)) == half) & (q % 2 == 0) & (q >= 0) & (q < t.output.max_code)
+        for j in np.unique(np.nonzero(hit)[0])[:count - len(rows)]:
+            row = np.zeros(w.shape[0], np.int64)
+            row[j] = c
+            rows.append(row)
+        if len(rows) >= count:
+            break
+    assert rows, "no tie found"
+    return np.array(rows)
+
+
 # ------------------------------------------------------------------ plan
 
 
@@ -146,7 +175,7 @@ def test_predict_equals_the_resident_layer_and_an_independent_reference(device, 
         assert getattr(s.node.types, f) == getattr(rn.types, f)
     assert str(s.node.types.output) == str(rn.types.output)
     assert np.array_equal(s.node.params["weight_q"], rn.params["weight_q"])
-    xq = _codes(s.node, 40, seed=7)
+    xq = np.concatenate([_codes(s.node, 40, seed=7), _tie_rows(s.node)])
     want = _reference(s.node, xq)
     got = np.asarray(s.run(xq)).reshape(want.shape)
     assert np.array_equal(got, want)
@@ -159,7 +188,7 @@ def test_predict_equals_the_resident_layer_and_an_independent_reference(device, 
 
 def test_x86_bit_exact_on_vek280_int8_and_a_mutated_epilogue_is_caught(tmp_path):
     d = _compile("vek280", "int8", orientation="xw")
-    xq = _codes(d.node, 13, seed=3)  # 13: not a multiple of the micro-tile's rows
+    xq = np.concatenate([_codes(d.node, 9, seed=3), _tie_rows(d.node)])  # 13: not a multiple of the micro-tile's rows
     res = d.verify(xq=xq, cache_dir=tmp_path)
     assert res.ok, res.verdict()
     assert res.values == 13 * OUT
@@ -198,3 +227,34 @@ def _reference_chain_layer(node, v: np.ndarray) -> np.ndarray:
     t = node.types
     assert v.shape[1] == int(node.attrs["in_features"]) and t.input.min_code <= v.min() <= v.max() <= t.input.max_code
     return _reference(node, v)
+
+
+# ------------------------------------------------------------------ the model
+
+
+@pytest.mark.parametrize("device, ddr_bytes, plio_bytes, dma_bytes", [
+    # DDR: one 128-bit AXI beat per PL cycle (assumed), 16 B x PL clock / AIE clock from the catalog's
+    # clocks: 312.5 MHz / 1.25 GHz (VEK280), 500 MHz / 1.0 GHz (VEK385); PLIO 128 bits at the PL clock,
+    # capped by the switch / DMA stream (32-bit AIE-ML, 64-bit AIE-MLv2: AM020 / AM027); the memory
+    # tile -> tile DMA moves one switch word per cycle (4 B on AIE-ML, 8 B on AIE-MLv2)
+    ("vek280", 4.0, 4.0, 4.0),
+    ("vek385", 8.0, 8.0, 8.0),
+])
+def test_the_streamed_cost_is_the_memtile_gemm_plus_the_epilogues_ddr_pass(device, ddr_bytes, plio_bytes, dma_bytes):
+    d = _compile(device, "int8", orientation="xw")
+    p, e = d.plan, d.estimate()
+    g, b, lay = p.gemm, p.gemm.blocks, p.gemm.memtiles
+    assert g.n_pc == 1 and g.n_jc == 1 and g.n_ic == 1  # one block: the memory-tile model in closed form
+    start = 8  # DDR_ACCESS_CYCLES (the dense model's DMA start)
+    elems = p.batch * OUT  # C (int32) read, Y (int8) written, the bias (int32) read
+    assert e.epilogue_cycles == pytest.approx(3 * start + (elems * 4 + elems * 1 + OUT * 4) / ddr_bytes)
+    assert e.gemm.packing_cycles == 0  # the memory tiles' DMA tilers pack: no packing pass
+    a_in = max(b.mc * b.kc / ddr_bytes + start, lay.ac_bytes / plio_bytes)
+    b_in = max(g.config.tiles_j * lay.lane_bytes / ddr_bytes + start, lay.bc_bytes / plio_bytes)
+    br = lay.lane_bytes / dma_bytes
+    assert e.gemm.breakdown["fill (first block's loads)"] == pytest.approx(max(a_in, b_in) + br)
+    assert e.cycles == pytest.approx(e.gemm.cycles + e.epilogue_cycles)
+    assert e.latency_ns == pytest.approx(e.cycles / d.device.clock_hz * 1e9)
+    # design.json: the memory tiles the GEMM stages its blocks in are counted
+    perf = d.to_json()["performance"]
+    assert perf["memory_tiles_used"] == lay.ac_memtiles + lay.bc_memtiles > 0
