@@ -16,16 +16,19 @@ a mutated epilogue (no ReLU) is caught; a segmented chain (resident + streamed) 
 from __future__ import annotations
 
 import dataclasses
+import shutil
 
 import numpy as np
 import pytest
 import torch
+from hw_tools import make, needs_ap_types, no_venv_env
 
 import aieflow
 from aieflow.devices import get_device
 from aieflow.errors import PlanError
 from aieflow.gemm.dense import plan_streamed
 from aieflow.gemm.dense_design import StreamedDenseDesign
+from aieflow.gemm.dense_design import load as load_streamed
 from aieflow.gemm.segmented import SegmentedDesign
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -199,6 +202,26 @@ def test_x86_bit_exact_on_vek280_int8_and_a_mutated_epilogue_is_caught(tmp_path)
     assert bad["pl/dense_epilogue.h"] != d.files["pl/dense_epilogue.h"]
     res = dataclasses.replace(d, files=bad).verify(xq=xq, cache_dir=tmp_path)
     assert not res.ok and res.mismatches > 0
+
+
+@needs_ap_types
+def test_saved_vek280_project_system_run_is_bit_exact_and_reloads(tmp_path):
+    from aieflow.vitis import ap_types_include
+
+    d = _compile("vek280", "int8")
+    out = d.save(tmp_path / "d")
+    back = load_streamed(out)
+    assert back.plan.gemm.blocks == d.plan.gemm.blocks and back.plan.gemm.dtype == d.plan.gemm.dtype
+    proj = out / "project"
+    xq = np.fromfile(proj / "data/X.bin", dtype=np.int8).astype(np.int64).reshape(-1, IN)
+    want = _reference(d.node, xq)
+    assert np.array_equal(np.fromfile(proj / "data/Y_golden.bin", dtype=np.int8).reshape(want.shape), want)
+    work = tmp_path / "moved"
+    shutil.copytree(proj, work)
+    r = make(work, "system-run", f"AP_TYPES={ap_types_include()}", env=no_venv_env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Y bit-exact" in r.stdout.splitlines()
+    assert np.array_equal(np.fromfile(work / "system_output/Y.bin", dtype=np.int8).reshape(want.shape), want)
 
 
 def test_segmented_int16_chain_on_vek385_verifies_per_segment():
