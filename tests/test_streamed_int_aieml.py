@@ -18,12 +18,14 @@ from __future__ import annotations
 import dataclasses
 import shutil
 
+import jsonschema
 import numpy as np
 import pytest
 import torch
 from hw_tools import make, needs_ap_types, no_venv_env
 
 import aieflow
+from aieflow.design_schema import schema
 from aieflow.devices import get_device
 from aieflow.errors import PlanError
 from aieflow.gemm.dense import plan_streamed
@@ -279,5 +281,6 @@ def test_the_streamed_cost_is_the_memtile_gemm_plus_the_epilogues_ddr_pass(devic
     assert e.cycles == pytest.approx(e.gemm.cycles + e.epilogue_cycles)
     assert e.latency_ns == pytest.approx(e.cycles / d.device.clock_hz * 1e9)
     # design.json: the memory tiles the GEMM stages its blocks in are counted
-    perf = d.to_json()["performance"]
-    assert perf["memory_tiles_used"] == lay.ac_memtiles + lay.bc_memtiles > 0
+    j = d.to_json()
+    jsonschema.validate(j, schema())
+    assert j["performance"]["memory_tiles_used"] == lay.ac_memtiles + lay.bc_memtiles > 0
