@@ -53,9 +53,10 @@ def test_one_tile_model_by_hand():
     assert (e.microkernel.stream, e.microkernel.mac) == (stream, mac)
     compute = 64 * (stream + 8 * 32)  # 32 x 2 micro-kernels, each followed by its 256 Cr words at 1 word/cycle
     br = 512 * 64 / DMA_STREAM_BYTES  # the Br panel over a 64-bit memory-tile DMA channel, exposed
-    a_in = max(256 * 512 / 4 + 8, 256 * 512 / PLIO_BYTES)  # DDR (4 B/cycle + 8) vs PLIO into the memory tile
-    b_in = max(512 * 64 / 4 + 8, 512 * 64 / PLIO_BYTES)
-    c = 256 * 64 * 4 / 4 + 8
+    # DDR: one 128-bit AXI beat per PL cycle, 16 B x 500 MHz / 1 GHz = 8 B per AIE cycle (+ 8 to start)
+    a_in = max(256 * 512 / 8 + 8, 256 * 512 / PLIO_BYTES)  # vs the PLIO into the memory tile
+    b_in = max(512 * 64 / 8 + 8, 512 * 64 / PLIO_BYTES)
+    c = 256 * 64 * 4 / 8 + 8
     assert e.cycles == pytest.approx(max(a_in, b_in) + br + max(compute + br, c))
     assert e.latency_ns == pytest.approx(e.cycles / 1.0)  # 1 GHz (spec)
 

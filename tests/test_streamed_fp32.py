@@ -129,7 +129,8 @@ def test_estimate_uses_the_fp32_gemm_model():
     g = estimate(d.plan.gemm)
     assert e.gemm.cycles == g.cycles and e.gemm.packing_cycles == g.packing_cycles
     elems = d.plan.batch * 64  # C (float32) read, Y (float32) written, the bias (float32) read
-    assert e.epilogue_cycles == ddr_cycles(elems * 4) + ddr_cycles(elems * 4) + ddr_cycles(64 * 4)
+    dev = d.device
+    assert e.epilogue_cycles == ddr_cycles(elems * 4, dev) + ddr_cycles(elems * 4, dev) + ddr_cycles(64 * 4, dev)
     assert e.cycles == pytest.approx(g.total_cycles + e.epilogue_cycles)
     # fp32 MACs run at 8 per cycle against int8's 128, and its weights are 4x the bytes: slower
     i8 = aieflow.compile(_mlp([512, 64]), device="vck190", example_input=torch.randn(16, 512),

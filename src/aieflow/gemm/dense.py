@@ -14,8 +14,10 @@ Choice (config ``layers.<name>.weights``): ``resident`` (today's mapping, an err
 fit), ``streamed`` (always), ``auto`` (default: resident when the resident planner finds a plan,
 streamed otherwise).
 
-Supported: integer Dense layers (int8, int16 or a16w8; bias and ReLU fused) and fp32 ones, with views
-(flatten / reshape) before them, on a device with GEMM memory facts (VCK190); bf16 ones on the
+Supported: integer Dense layers (int8, int16 or a16w8; bias and ReLU fused) with views (flatten /
+reshape) before them on every GEMM device: VCK190 (the PL-memory GEMM: the PL memory facts of
+``gemm/memory.py``) and VEK280 / VEK385 (the memory-tile GEMM of ``gemm/aieml.py``, the generation's
+integer mmul shapes and accumulators; the same PL epilogue); fp32 ones on VCK190; bf16 ones on the
 memory-tile bf16 GEMM of AIE-ML / AIE-MLv2 (VEK280, VEK385).  An fp32 or bf16 layer's values are the
 GEMM's float order, not the resident kernel's (``gemm/streamed_float.py``): each kc block's sums
 start at +0.0, the blocks are added into C, the bias comes last (bf16: then one rounding to bf16,
@@ -38,7 +40,7 @@ from ..numerics.types import FixedType, FloatType
 from ..ops.base import PlanContext
 from ..ops.dense import DENSE, DenseTypes
 from ..ops.registry import family
-from .aieml import is_memtile_device
+from .aieml import is_memtile_device, ml_type
 from .dtypes import get_type, output_type
 from .memory import pl_memory
 from .perf import GemmPerformance, ddr_cycles, estimate
@@ -49,7 +51,8 @@ WEIGHTS_MODES = ("auto", "resident", "streamed")
 ORIENTATIONS = ("xw", "wx")  # C = X W (A = activations) | C^T = W^T X^T (A = weights)
 DEFAULT_TILES = 32  # the spec's largest experiment; `target: tiles <= T` changes it
 SUPPORTED = ("a model whose only compute layer is one int8, int16, a16w8 or fp32 Dense layer on VCK190, or one "
-             "bf16 Dense layer on VEK280 / VEK385, with its bias and ReLU, optionally after flatten / reshape views")
+             "int8, int16, a16w8 or bf16 Dense layer on VEK280 / VEK385, with its bias and ReLU, optionally after "
+             "flatten / reshape views")
 
 
 def weights_mode(config: Config, node: Node) -> str:
@@ -205,7 +208,8 @@ def estimate_streamed(p: StreamedDensePlan) -> StreamedDensePerformance:
     c_bytes = {"int32": 4, "int64": 8, "float32": 4}[p.gemm.output.name]
     y_bytes = p.epilogue.y_bytes
     elems = p.batch * p.out_features
-    epi = ddr_cycles(elems * c_bytes) + ddr_cycles(elems * y_bytes) + ddr_cycles(p.out_features * 4)
+    dev = p.gemm.device
+    epi = ddr_cycles(elems * c_bytes, dev) + ddr_cycles(elems * y_bytes, dev) + ddr_cycles(p.out_features * 4, dev)
     cycles = g.total_cycles + epi
     ns = cycles / p.gemm.device.clock_hz * 1e9
     parts = {"weights from DDR (packing)": g.packing_cycles, f"AI Engine GEMM ({g.bound})": g.cycles,
@@ -229,18 +233,27 @@ def plan_streamed(graph: Graph, device: Device, config: Config, node: Node, reas
                  "it fit on chip (narrower precision, smaller batch, a larger device)",
         )
     t = get_type(gemm_dtype(node))
-    if t.name == "bf16":  # the memory-tile GEMM of AIE-ML / AIE-MLv2 (gemm/aieml.py); AIE1 has no bf16 MACs
-        if not is_memtile_device(device):
-            raise PlanError(f"{reason}; a bf16 layer streams through the bf16 GEMM, which needs bf16 MACs, and "
-                            f"{device.key} ({device.generation.name}) has none", layer=node.name,
-                            hint="use --device vek280 or vek385 for bf16 streamed weights, or precision fp32 on vck190")
+    if is_memtile_device(device):
+        # AIE-ML / AIE-MLv2: the memory-tile GEMM (gemm/aieml.py) stages the blocks in memory tiles, not
+        # in PL UltraRAM / Block RAM, so it needs no PL memory figures; integer types take the
+        # generation's mmul shape and accumulator (catalog), as the resident GEMM does; fp32 is refused
+        try:
+            ml_type(t, device)
+        except ConfigError as e:
+            raise PlanError(f"{reason}; streamed weights need a GEMM design, and {e.message}", layer=node.name,
+                            hint=e.hint) from None
+    elif t.name == "bf16":  # AIE1 has no bf16 MACs
+        raise PlanError(f"{reason}; a bf16 layer streams through the bf16 GEMM, which needs bf16 MACs, and "
+                        f"{device.key} ({device.generation.name}) has none", layer=node.name,
+                        hint="use --device vek280 or vek385 for bf16 streamed weights, or precision fp32 on vck190")
     else:
         try:
             pl_memory(device)
         except ConfigError as e:
             raise PlanError(f"{reason}; streamed weights need a GEMM design, and {e.message}", layer=node.name,
-                            hint="use --device vck190 for int8 / int16 / fp32 streamed weights (bf16: vek280, "
-                            "vek385), or make the layer fit on chip (a smaller batch, a narrower precision)") from None
+                            hint="use --device vck190 (int8 / int16 / fp32), vek280 or vek385 (int8 / int16 / "
+                            "bf16) for streamed weights, or make the layer fit on chip (a smaller batch, a "
+                            "narrower precision)") from None
     ep = epilogue_of(node)
     batch = config.batch
     k, n = int(node.attrs["in_features"]), int(node.attrs["out_features"])

@@ -53,7 +53,7 @@ def pl_memory(device: Device) -> PlMemory:
         return PL_MEMORY[device.key]
     except KeyError:
         raise ConfigError(
-            f"GEMM designs are implemented for {', '.join(PL_MEMORY)} only; the PL memory capacities "
+            f"the PL-memory GEMM design is implemented for {', '.join(PL_MEMORY)} only; the PL memory capacities "
             f"of {device.key} (UltraRAM, Block RAM) are not in the catalog",
             hint="use --device vck190",
         ) from None

@@ -18,7 +18,7 @@ Every term, per (jc, pc, ic) block of ``l4_steps`` steps of ``rounds`` micro-ker
   word per cycle) and goes on.  Either way the round cannot be shorter than the DDR traffic of all
   tiles' Cr in it (:func:`cr_ddr_cycles`: read + write for ``serial``; write, plus read when
   pc > 0, for ``overlapped``).
-- Packing (Bc per (jc, pc), Ac per (jc, pc, ic)) reads DDR at DDR_BYTES_PER_CYCLE.  It is
+- Packing (Bc per (jc, pc), Ac per (jc, pc, ic)) reads DDR at :func:`ddr_bytes_per_cycle`.  It is
   reported separately and excluded from ``cycles``, as the spec's experiments exclude it; it is in
   ``total_cycles`` and the latency.
 
@@ -47,10 +47,13 @@ PLIO_BITS = 128  # width of every GEMM PLIO port (the emitter declares adf::plio
 # model applies the rate to the streamed Br the generated project loads through the tile's DMA.
 BR_COPY_CYCLES_PER_BYTE = 3280 / 16384
 
-# ASSUMED: DDR bandwidth seen by the PL movers and the write-back: one 128-bit AXI beat per PL cycle
-# at PL clock = AIE clock / 4 (versal-devices.md), i.e. 4 bytes per AIE cycle; the same as one
-# 32-bit GMIO stream per AIE cycle.  No figure in the specs measures it.
-DDR_BYTES_PER_CYCLE = 4.0
+# ASSUMED: DDR bandwidth seen by each PL mover / write-back AXI port: one DDR_AXI_BITS-bit beat per PL
+# cycle at the board's PL clock (catalog ``pl_clock_hz``), i.e. DDR_AXI_BITS / 8 x PL clock / AIE clock
+# bytes per AIE cycle (:func:`ddr_bytes_per_cycle`): 4 on VCK190 and VEK280 (PL at 1/4 of the AIE
+# clock; the same as one 32-bit GMIO stream per AIE cycle), 8 on VEK385 (PL 500 MHz, AIE 1.0 GHz).
+# No figure in the specs measures it, and the boards' DDR peak rates are not in the catalog (not
+# found in the searchable sources), so the DDR devices themselves are taken not to be the limit.
+DDR_AXI_BITS = 128
 
 # ASSUMED: the start of one DDR transfer (burst / buffer-descriptor start), taken equal to the DMA
 # start cost the dense model assumes (movement.DMA_START_CYCLES).
@@ -143,9 +146,15 @@ def br_copy_cycles(nbytes: int) -> float:
     return nbytes * BR_COPY_CYCLES_PER_BYTE
 
 
-def ddr_cycles(nbytes: int) -> float:
-    """One DDR transfer of ``nbytes`` by the PL (read or write)."""
-    return nbytes / DDR_BYTES_PER_CYCLE + DDR_ACCESS_CYCLES
+def ddr_bytes_per_cycle(device: Device) -> float:
+    """Bytes per AIE cycle one PL AXI port moves to or from DDR (assumed: one DDR_AXI_BITS beat per
+    PL cycle at the catalog's PL clock)."""
+    return DDR_AXI_BITS / 8 * device.pl_clock_hz / device.clock_hz
+
+
+def ddr_cycles(nbytes: int, device: Device) -> float:
+    """One DDR transfer of ``nbytes`` by the PL (read or write), in ``device``'s AIE cycles."""
+    return nbytes / ddr_bytes_per_cycle(device) + DDR_ACCESS_CYCLES
 
 
 @dataclass(frozen=True)
@@ -203,14 +212,14 @@ def cr_bytes(plan: GemmPlan) -> int:
     return plan.blocks.mr * plan.blocks.nr * 4 * (2 if plan.output.wide else 1)
 
 
-def cr_ddr_cycles(transfers: int, nbytes: int) -> float:
+def cr_ddr_cycles(transfers: int, nbytes: int, device: Device) -> float:
     """DDR time of ``transfers`` Cr reads / writes of ``nbytes`` in one round, whichever path they
-    take (GMIO ports or the PL write-back): the bytes at DDR_BYTES_PER_CYCLE, without a start cost
+    take (GMIO ports or the PL write-back): the bytes at :func:`ddr_bytes_per_cycle`, without a start cost
     per transfer.  The starts overlap one another and the micro-kernel: the `Copy Cr` calibration
     has 32 ports moving 64 Cr transfers of 256 B per round with the round only 282 cycles longer
     than the micro-kernel, which 64 x DDR_ACCESS_CYCLES of serial starts (4,608 cycles in all at
     4 B/cycle) would exceed; the bytes alone (4,096) do not."""
-    return transfers * nbytes / DDR_BYTES_PER_CYCLE
+    return transfers * nbytes / ddr_bytes_per_cycle(device)
 
 
 def round_parts(plan: GemmPlan, mk: MicroKernelCycles, later_pc: bool) -> tuple[float, float]:
@@ -218,10 +227,10 @@ def round_parts(plan: GemmPlan, mk: MicroKernelCycles, later_pc: bool) -> tuple[
     tiles' Cr in that round); the round takes the larger."""
     cfg, nbytes = plan.config, cr_bytes(plan)
     if cfg.writeback == "serial":  # load Cr, add, store Cr, every micro-kernel (spec's epilogue)
-        return mk.cycles + copy_cr_cycles(plan.tiles, nbytes), cr_ddr_cycles(plan.tiles * 2, nbytes)
+        return mk.cycles + copy_cr_cycles(plan.tiles, nbytes), cr_ddr_cycles(plan.tiles * 2, nbytes, plan.device)
     words_per_cycle = plan.device.generation.core_stream_bits / 32  # Cr leaves through the kernel's port
     epilogue = plan.cr_words / words_per_cycle
-    return mk.cycles + epilogue, cr_ddr_cycles(plan.tiles * (2 if later_pc else 1), nbytes)
+    return mk.cycles + epilogue, cr_ddr_cycles(plan.tiles * (2 if later_pc else 1), nbytes, plan.device)
 
 
 def round_cycles(plan: GemmPlan, mk: MicroKernelCycles, later_pc: bool) -> float:
@@ -259,8 +268,8 @@ def estimate(plan: GemmPlan) -> GemmPerformance:
         "write_back": blocks_first * steps * rounds * (r_first - mk.cycles)
         + blocks_later * steps * rounds * (r_later - mk.cycles),
     }
-    pack_b = ddr_cycles(b.kc * b.nc * t.bytes)
-    pack_a = ddr_cycles(b.mc * b.kc * t.bytes)
+    pack_b = ddr_cycles(b.kc * b.nc * t.bytes, dev)
+    pack_a = ddr_cycles(b.mc * b.kc * t.bytes, dev)
     packing = plan.n_jc * plan.n_pc * (pack_b + plan.n_ic * pack_a)
     macs = plan.m * plan.n * plan.k
     per_tile = macs / (cycles * plan.tiles)

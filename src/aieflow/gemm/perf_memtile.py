@@ -11,7 +11,7 @@ memory tiles' ping-pong buffers and the Cr stream FIFOs, so a block takes the sl
   the tile's 32-bit stream port (catalog ``core_stream_bits``: 32 on AIE-ML and AIE-MLv2, whose
   64-bit switch meets the core through an adapter, AM027), multicast to the group.
 - **A from DDR**: the PL mover reads the block's Ac (mc x kc) on its own AXI port at
-  DDR_BYTES_PER_CYCLE; each group's PLIO into its Ac memory tile at the PLIO rate (in parallel).
+  :func:`perf.ddr_bytes_per_cycle` (the catalog's PL clock); each group's PLIO into its Ac memory tile at the PLIO rate (in parallel).
 - **B from DDR**: the Br panels of every L4 lane (tiles_j x l4_steps x kc x nr, idle lanes' zeros
   included) on a second AXI port; each Bc memory tile's PLIO in parallel.
 - **C to DDR**: every Cr of the block written (and read first when pc > 0) on a third AXI port.
@@ -63,10 +63,10 @@ def estimate_memtile(plan: GemmPlan) -> GemmPerformance:
     br_dma = lay.lane_bytes / dma_bytes_per_cycle(plan)
     aie = compute + (br_dma if cfg.br_buffers == 1 else 0.0)
     plio = plio_dma_bytes_per_cycle(dev)
-    a_in = max(ddr_cycles(b.mc * b.kc * t.bytes), lay.ac_bytes / plio)
-    b_in = max(ddr_cycles(cfg.tiles_j * lay.lane_bytes), lay.bc_bytes / plio)
+    a_in = max(ddr_cycles(b.mc * b.kc * t.bytes, dev), lay.ac_bytes / plio)
+    b_in = max(ddr_cycles(cfg.tiles_j * lay.lane_bytes, dev), lay.bc_bytes / plio)
     c_bytes = b.mc * b.nc * (8 if plan.output.name == "int64" else 4)
-    c_first, c_later = ddr_cycles(c_bytes), 2 * ddr_cycles(c_bytes)
+    c_first, c_later = ddr_cycles(c_bytes, dev), 2 * ddr_cycles(c_bytes, dev)
     loads = max(a_in, b_in)  # the next block's Ac and Bc, into the other memory-tile buffers
     blocks_first = plan.n_jc * plan.n_ic
     blocks_later = blocks_first * (plan.n_pc - 1)

@@ -604,7 +604,7 @@ def _estimate(d: SegmentedDesign) -> SegmentedPerformance:
         cut_ns = 0.0
         for tensor, at_edge in ((spec.input, spec.index == 0), (spec.output, spec.index == last)):
             if not at_edge:  # the PL mover between DDR and the PLIOs: one DDR pass of the cut tensor
-                cut_ns += ddr_cycles(batch * _bytes_per_sample(d.graph, tensor)) / clock * 1e9
+                cut_ns += ddr_cycles(batch * _bytes_per_sample(d.graph, tensor), d.device) / clock * 1e9
         costs.append(SegmentCost(spec.name, spec.kind, layers, p.latency_ns + cut_ns, p.interval_ns / reps + cut_ns,
                                  cut_ns, cut_ns, p.tiles_used, p.bound, reps))
     latency = sum(c.latency_ns for c in costs)
