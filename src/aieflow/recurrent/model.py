@@ -388,13 +388,15 @@ def relay_stage(mapping: RecurrentMapping, device: Device | str) -> StepStage | 
     """The output kernel's hop (``plan.output_kernel``: a core with one output stream port), None
     without one: the aggregator's h words (zero-padded, as the U kernels read them) over a stream
     into the output kernel on the tile beside it (one switch hop), read one word per stream cycle
-    (``movement.stream_transfer``).  Its output words then leave as the aggregator's did (the head
+    (``movement.stream_transfer``; every element a 32-bit word: ``AggOutput`` reads ``X``, float or
+    int32 codes, bf16 included).  Its output words then leave as the aggregator's did (the head
     stage's ``output``, or the next layer's x)."""
     device = get_device(device)
     if mapping.compact or not output_kernel(mapping.aggregation, device):
         return None
     dims = mapping.dims
-    h_bytes = _padded_bytes(dims.n_h, device, dims.pair)
+    lane = lanes(device.generation, dims.pair)
+    h_bytes = math.ceil(dims.n_h / lane) * lane * WORD_BYTES  # AggCfg::NHP words of X (float or int32 codes; bf16 as float words)
     t = mv.stream_transfer(h_bytes, device, 1)
     return StepStage("relay", "stream", t.bound, t.busy_cycles, t.latency_cycles,
                      MappingProxyType({"relay": t.busy_cycles + t.latency_cycles}), words=h_bytes / WORD_BYTES,
