@@ -79,6 +79,8 @@ CASES = {
     "stack-compact-then-hybrid-vek280": lambda: _rec(
         ["GRU", "GRU"], [6, 5], "vek280", "int16", [O(distribution="compact"), O(aggregation="hybrid")], head=0),
     "conv-gru-vek280": lambda: _conv_gru("vek280"),
+    "stack-aie-then-aie-column-vek280": lambda: _rec(
+        ["GRU", "LSTM"], [6, 5], "vek280", "int16", [O(aggregation="aie"), O(aggregation="aie", **COL)], n_in=40),
 }
 
 
@@ -96,7 +98,10 @@ def test_one_kernel_per_planned_tile(case):
     kinds = Counter(re.match(r"[a-z]+", k.var).group() for k in g.kernels)
     assert kinds["u"] == sum(m.u_tiles for m in d.mappings if not m.compact)
     assert kinds["w"] == sum(m.w_tiles for m in d.mappings)
-    assert kinds["agg"] == sum(m.aggregator_tiles for m in d.mappings if not m.compact)
+    # the aggregator, and its output kernel o<l> where a core has one output stream port (AIE-ML / v2)
+    assert kinds["agg"] + kinds["o"] == sum(m.aggregator_tiles for m in d.mappings if not m.compact)
+    one = d.device.generation.stream_out_ports < 2
+    assert kinds["o"] == (kinds["agg"] if one else 0)
     assert kinds["c"] == sum(m.compact for m in d.mappings)
     assert kinds["front"] == d.mappings[0].front_tiles
     assert all(not k.pinned and k.ratio == 1.0 for k in g.kernels)  # free-running, placed by aiecompiler
@@ -158,7 +163,7 @@ def test_tiles_are_distinct_and_inside_each_layers_block(case):
     assert len(set(at)) == len(at)
     x0 = 1 if d.mappings[0].front_tiles else 0
     for li, m in enumerate(d.mappings):
-        mine = {k.var: k.tile for k in g.kernels if re.match(rf"(u|w|agg|c){li}(\[|$)", k.var)}
+        mine = {k.var: k.tile for k in g.kernels if re.match(rf"(u|w|agg|o|c){li}(\[|$)", k.var)}
         assert len(mine) == m.tiles - (m.front_tiles if li == 0 else 0)
         for var, (c, r) in mine.items():
             assert x0 <= c < x0 + m.columns - m.front_columns and 0 <= r < dev.rows, (var, c, r)
@@ -208,20 +213,41 @@ def _streams_out(g, var):
     return {ln.src.index for ln in g.links if ln.src.owner == var and ln.kind in ("stream", "packet")}
 
 
-def test_the_check_pass_accepts_each_case_but_a_two_output_aggregator_on_aie_ml(case):
-    """The check pass (mapped/transport.py) on each lowered recurrent design.  Known defect (issue
-    17): the AIE aggregator writes h (to the U kernels) and the layer's output on two stream ports;
-    an AIE-ML / AIE-MLv2 core has one, so the checker refuses those designs naming the aggregator,
-    and the recurrent compile does not run the check pass yet (it would refuse them)."""
+_CONNECT = re.compile(r"adf::connect<(adf::stream|)>\((\w+(?:\[\d+\])?)\.out\[(\d+)\], ")
+
+
+def test_the_check_pass_accepts_every_case_and_no_core_writes_more_streams_than_it_has_ports(case):
+    """Every lowered recurrent design passes the check pass (mapped/transport.py), which the
+    recurrent compile now runs; counted here without it: no kernel writes more output streams than
+    its core has ports (catalog ``stream_out_ports``), on the mapped graph and on graph.h's
+    ``adf::connect`` statements (stream and packet connections; a broadcast is one port feeding
+    several inputs).  On AIE-ML the AIE aggregator writes h on its one port, broadcast to the U
+    kernels and its output kernel o<l>, which alone writes the layer's output (issue 17)."""
     d, g = case
+    check_transport(g, d.device)
     ports = d.device.generation.stream_out_ports
-    over = [k.var for k in g.kernels if len(_streams_out(g, k.var)) > ports]
-    if not over:
-        check_transport(g, d.device)
-        return
-    assert all(v.startswith("agg") for v in over), over  # only the aggregators write more than one stream
-    with pytest.raises(PlanError, match=rf"kernel {re.escape(over[0])} .* 2 output streams; .* tiles have {ports}"):
-        check_transport(g, d.device)
+    kernels = {k.var for k in g.kernels}
+    assert all(len(_streams_out(g, v)) <= ports for v in kernels)
+    written: dict[str, set[int]] = {}
+    for m in _CONNECT.finditer(d.files["src/graph.h"]):
+        if m.group(2) in kernels:
+            written.setdefault(m.group(2), set()).add(int(m.group(3)))
+    assert written, "no kernel stream connections found in graph.h"
+    assert all(len(p) <= ports for p in written.values()), written
+    for li, m in enumerate(d.mappings):
+        if m.aggregation != "aie":
+            continue
+        h_readers = {ln.dst.owner for ln in g.links if ln.src.owner == f"agg{li}"}
+        u = {k for k in kernels if k.startswith(f"u{li}[")}
+        if ports < 2:  # one port: h to every U kernel and the output kernel, nothing else
+            assert written[f"agg{li}"] == {0} and h_readers == u | {f"o{li}"}
+            out = {ln.dst.owner for ln in g.links if ln.src.owner == f"o{li}"}
+            assert out == ({"y_out"} if li + 1 == len(d.mappings) else
+                           {k for k in kernels if k.startswith(f"w{li + 1}[")} or {f"c{li + 1}"})
+            assert f"AggOutput<rnn_l{li}::AggCfg>" in d.files["src/kernels/rnn_kernels.cc"]
+            assert "static constexpr bool H_LAST = true;" in d.files["src/rnn_config.h"]
+        else:
+            assert written[f"agg{li}"] == {0, 1} and f"o{li}" not in kernels
 
 
 def test_a_two_output_aggregator_is_refused_by_name_on_vek280_not_on_vck190():

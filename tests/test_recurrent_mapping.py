@@ -47,7 +47,9 @@ def _independent_counts(m, device):
     g, n = m.dims.gates, m.dims.n_h
     u_src = g * math.ceil(n / m.recurrent.rows)
     w_src = g * math.ceil(n / m.input.rows)
-    tiles = u_src * m.recurrent.cas_len + w_src * m.input.cas_len + (m.aggregation == "aie")
+    # AIE aggregation: the aggregator, and on a core with one output stream port its output kernel
+    agg = (m.aggregation == "aie") * (2 if device.generation.stream_out_ports == 1 else 1)
+    tiles = u_src * m.recurrent.cas_len + w_src * m.input.cas_len + agg
     if m.aggregation == "aie":
         ports = device.generation.stream_in_ports
         fanin = math.ceil(u_src / ports) + math.ceil(w_src / ports)

@@ -97,6 +97,34 @@ def test_stack_interval_is_the_slowest_layer_and_latency_adds_each_layers_fill()
         assert sim.bound.startswith(f"layer {sim.slowest}:")
 
 
+def test_an_output_kernel_relay_is_charged_on_one_output_port_cores():
+    """VEK280 (one output stream port per core): each AIE-aggregated layer's output leaves through
+    its output kernel, one more stream hop of the padded h (32-bit words at the core port's 4 B per
+    cycle, AM020; the fixed stream start and one switch hop of perf/movement.py).  An inner layer's
+    relay adds to the first step and bounds nothing here; the last layer's is in the head; the
+    closed form still equals the simulation.  VCK190 (two ports) has none."""
+    from aieflow.perf import movement as mv
+
+    vek = aieflow.devices.get_device("vek280")
+    for dims, opts in _random_stacks(8, seed=11):
+        opts = RecurrentOptions(aggregation="aie", row_reuse=opts.row_reuse)
+        layers = tuple(plan_recurrent(d, vek, opts) for d in dims)
+        sim, closed = estimate_stack(StackedMapping(layers), vek), estimate_stack_closed(StackedMapping(layers), vek)
+        assert closed.sequence_latency_ns == pytest.approx(sim.sequence_latency_ns, rel=1e-9)
+        alone = [first_and_interval(m, vek) for m in layers]
+        ns = 1e9 / vek.clock_hz
+        relay = [dict(head_stage(m, vek).parts)["relay"] for m in layers]
+        # at least the n_h words of h, one 32-bit word per cycle, after the stream start and one hop
+        assert all(r >= mv.STREAM_FIXED_CYCLES + mv.SWITCH_HOP_CYCLES + m.dims.n_h for r, m in zip(relay, layers, strict=True))
+        head = head_stage(layers[-1], vek)
+        want = (sum(a[0] for a in alone) + sum(relay[:-1]) + (dims[0].seq_len - 1) * max(a[1] for a in alone)
+                + head.occupancy + head.delay) * ns
+        assert sim.sequence_latency_ns == pytest.approx(want, rel=1e-9)
+        assert "relay" in sim.head_breakdown_ns
+    vck = plan_recurrent(RecurrentDims("gru", 6, 20, 4), "vck190", RecurrentOptions(aggregation="aie"))
+    assert "relay" not in dict(head_stage(vck, "vck190").parts) and vck.aggregator_tiles == 1
+
+
 def test_stack_choice_is_the_fewest_tiles_meeting_the_budget_brute_force():
     dev = aieflow.devices.get_device("vck190")
     dims = [RecurrentDims("gru", 3, 4, 6), RecurrentDims("lstm", 4, 3, 6, head=(2,))]

@@ -98,3 +98,36 @@ def test_bad_inputs_name_the_problem():
                           RecurrentOptions(distribution="column", input_distribution="row"))
     with pytest.raises(PlanError, match="exact"):
         compile_recurrent(net, "vck190", x[:2], {"precision": "int16", "activations": {"sigmoid": "exact"}}, x)
+
+
+class _Gru2(torch.nn.Module):
+    """Two stacked GRU layers (torch num_layers=2) and a dense head on the last step."""
+
+    def __init__(self):
+        super().__init__()
+        self.rnn = torch.nn.GRU(4, 8, num_layers=2, batch_first=True)
+        self.fc = torch.nn.Linear(8, 2)
+
+    def forward(self, x):
+        out, _ = self.rnn(x)
+        return self.fc(out[:, -1])
+
+
+def test_an_int8_gru_stack_on_vek385_with_aie_aggregation_is_bit_exact_on_x86(tmp_path):
+    """Issue 24 (VEK385 int8 recurrent on x86) and issue 17 (one output stream port): on AIE-MLv2
+    each layer's aggregator writes h on its one port, broadcast to its U kernels and its output
+    kernel, which passes layer 0's h to layer 1 and runs the dense head after layer 1.  Six samples
+    in one run, so every U kernel drops a sequence's last h at the next sequence's step 0."""
+    torch.manual_seed(3)
+    net = _Gru2().eval()
+    x = torch.randn(32, 5, 4) * 2.0
+    d = compile_recurrent(net, "vek385", x[:2], {"precision": "int8"}, x, RecurrentOptions(aggregation="aie"))
+    assert d.device.key == "vek385" and d.device.generation.stream_out_ports == 1
+    assert [m.aggregation for m in d.mappings] == ["aie", "aie"]
+    graph = d.files["src/graph.h"]
+    for li in range(2):
+        assert f"o{li} = adf::kernel::create_object<AggOutput<rnn_l{li}::AggCfg>>(" in graph
+        assert f"agg{li}.out[1]" not in graph
+    r = d.verify(samples=6, cache_dir=tmp_path)
+    assert r.ok, r.verdict()
+    assert r.values == 6 * 2

@@ -459,6 +459,37 @@ def _front(model: Any, device: str | Device, example_input: Any, config: Any, ca
     return dev, cfg, emulate(model, device=dev.key, example_input=example_input, config=cfg, calibration=calibration)
 
 
+def check_lowered(layers: list[Node], mappings: list[RecurrentMapping], dev: Device,
+                  front: SequenceFront | None = None) -> None:
+    """The check pass (``mapped/transport.py``) on the mappings' lowering (``lower.py``): stream
+    ports per core, cascades, PLIOs per interface row; a ``PlanError`` naming the kernel or PLIO
+    and what to change where the array cannot move what the mapping needs."""
+    from ..mapped.transport import check
+    from .lower import lower
+
+    check(lower(layers, mappings, dev, front), dev)
+
+
+def _buildable(ex: RecurrentExploration | StackedExploration, layers: list[Node], dev: Device,
+               front: SequenceFront | None) -> RecurrentExploration | StackedExploration:
+    """The exploration with every front point the check pass refuses dropped (never proposed), and
+    its pick checked (a refused pick is a ``PlanError`` naming what the array cannot move)."""
+    def mappings(point: Any) -> list[RecurrentMapping]:
+        m = point.mapping
+        return list(m.layers) if isinstance(m, StackedMapping) else [m]
+
+    def ok(point: Any) -> bool:
+        try:
+            check_lowered(layers, mappings(point), dev, front)
+        except PlanError as e:
+            log.debug("recurrent front point dropped by the check pass: %s", e)
+            return False
+        return True
+
+    check_lowered(layers, mappings(ex.chosen), dev, front)
+    return replace(ex, front=tuple(p for p in ex.front if ok(p)))
+
+
 def compile_recurrent(
     model: Any,
     device: str | Device = "vck190",
@@ -489,7 +520,7 @@ def compile_recurrent(
     if progress:
         progress("search" if cfg.targeted else "plan")
     if cfg.targeted:
-        exploration = _search(dims, dev, cfg, searched)
+        exploration = _buildable(_search(dims, dev, cfg, searched), layers, dev, sequence_front(emu.graph))
         chosen = exploration.chosen.mapping
         log.debug("recurrent search for target '%s': %d mappings costed, front of %d", cfg.target.to_string(),
                   exploration.candidates, len(exploration.front))
@@ -503,6 +534,7 @@ def compile_recurrent(
     for node, m in zip(layers, mappings, strict=True):
         check_emittable(m, node)
         log.debug("recurrent layer %s: %s", node.name, m.describe())
+    check_lowered(layers, mappings, dev, sequence_front(emu.graph))  # the check pass, on the lowering graph.h is written from
     if progress:
         progress("emit")
     graph = _with_lanes(emu.graph, mappings, dev)
@@ -654,12 +686,14 @@ def explore_recurrent(model: Any, device: str | Device = "vck190", example_input
     per, dims = layer_choices(cfg, layers, head, dev, None, sequence_front(emu.graph))  # the config's mapping keys constrain the front
     per = [bf16_options(o, n) for o, n in zip(per, layers, strict=True)]
     opts = [search_options(o, n.types.is_float, n.name, is_bf16(n)) for o, n in zip(per, layers, strict=True)]
-    ex = replace(_search(dims, dev, cfg, opts), config_names=tuple((n.name, *n.aliases) for n in layers))
+    ex = replace(_buildable(_search(dims, dev, cfg, opts), layers, dev, sequence_front(emu.graph)),
+                 config_names=tuple((n.name, *n.aliases) for n in layers))
     if cfg.targeted:
         return ex
     # without a target compile maps the planner's choice: that is the point explore marks
     planned = [o if isinstance(s, tuple) else s for o, s in zip(per, opts, strict=True)]
     m = _planned(dims, dev, planned)
+    check_lowered(layers, list(m.layers) if isinstance(m, StackedMapping) else [m], dev, sequence_front(emu.graph))
     if isinstance(m, StackedMapping):
         return replace(ex, chosen=stack_point(m, dev), performance=estimate_stack(m, dev))
     return replace(ex, chosen=mapping_point(m, dev), performance=estimate_recurrent(m, dev))

@@ -47,7 +47,7 @@ from ..names import comment
 from ..numerics.types import FixedType, Rounding, Saturation
 from ..ops import activations as act
 from .costs import COMPACT_GROUP_BLOCK, lanes
-from .plan import RecurrentMapping
+from .plan import RecurrentMapping, output_kernel
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "recurrent"
 STATIC = ("rnn_kernels.h", "rnn_cascade.h", "rnn_collect.h", "rnn_fixed.h", "rnn_fsm.h", "rnn_compact.h")
@@ -440,7 +440,8 @@ def _acc_bits(tag: str) -> int:
 
 
 def _kernel_cfg(name: str, node: Node, mapping_rows: int, k: int, lay: Layout, recurrent: bool, column: bool, cas: int,
-                device: Device, kind: str = "scalar", pair: tuple[str, str] = ("i16", "i16"), extra: tuple[str, ...] = ()) -> str:
+                device: Device, kind: str = "scalar", pair: tuple[str, str] = ("i16", "i16"), extra: tuple[str, ...] = (),
+                h_last: bool = False) -> str:
     """One product's kernel configuration; ``kind``: the kernel (row-wise, or each tile of a cascade
     chain) the mapping was costed with (``RecurrentDims.kernel``: vector forms are re-checked
     here, recurrent/vector.py)."""
@@ -477,7 +478,10 @@ def _kernel_cfg(name: str, node: Node, mapping_rows: int, k: int, lay: Layout, r
              f"    static constexpr int KP = {kp};",
              f"    static constexpr int LANES = {lane};",
              f"    static constexpr bool RECURRENT = {'true' if recurrent else 'false'};",
-             f"    static constexpr int STEPS = {node.attrs['seq_len']};"]
+             f"    static constexpr int STEPS = {node.attrs['seq_len']};",
+             "    // the aggregator also sends a sequence's last h (one output port, an output kernel beside it):",
+             "    // a U kernel drops it at the next sequence's step 0 (plan.output_kernel)",
+             f"    static constexpr bool H_LAST = {'true' if recurrent and h_last else 'false'};"]
     if not fp32:
         bt = t.recurrent_bias if recurrent else t.bias
         vin = t.output if recurrent else t.input
@@ -579,7 +583,8 @@ def _config_one(node: Node, mapping: RecurrentMapping, lay: Layout, device: Devi
         id_src.append(row)
     text = [f"// ---- layer {comment(node.name)}: {mapping.describe()}", f"namespace {space} {{", "",
             _kernel_cfg("UCfg", node, mapping.recurrent.rows, d.n_h, lay, True, lay.u_column, lay.u_cas, device,
-                        d.kernel("u", mapping.recurrent.distribution), d.pair),
+                        d.kernel("u", mapping.recurrent.distribution), d.pair,
+                        h_last=output_kernel(mapping.aggregation, device)),
             _kernel_cfg("WCfg", node, mapping.input.rows, d.n_in, lay, False, lay.w_column, lay.w_cas, device,
                         d.kernel("w", mapping.input.distribution), d.pair),
             "// Packet sources (U kernels / chains, then W), merges / aggregator ports and route IDs.",

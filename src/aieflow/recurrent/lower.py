@@ -10,8 +10,10 @@ own: it runs in that layer's aggregation epilogue (the aggregator, the FSM or th
 system.cfg connections.
 
 Names (the x86 harness, ``project.py``, reads the kernels by them): layer ``l``'s kernels ``u<l>[i]``
-and ``w<l>[i]`` (a column-wise product: ``cas`` tiles per source, chain-major), ``agg<l>`` or
-``c<l>`` (compact), the front end's ``front[i]``; merges ``m<l>_<i>``; PLIOs ``x<l>``, ``h<l>``,
+and ``w<l>[i]`` (a column-wise product: ``cas`` tiles per source, chain-major), ``agg<l>`` (and
+its output kernel ``o<l>`` where a core has one output stream port: ``plan.output_kernel``; the
+aggregator's one port is then broadcast to the U kernels and ``o<l>``) or ``c<l>`` (compact), the
+front end's ``front[i]``; merges ``m<l>_<i>``; PLIOs ``x<l>``, ``h<l>``,
 ``to_pl<l>[i]``, ``y_out`` (named ``rnn_l<l>_x``, ``rnn_l<l>_h``, ``rnn_l<l>_m<i>``, ``rnn_y`` in the
 graph and system.cfg).
 
@@ -32,7 +34,7 @@ from . import front as fr
 from .costs import PL_MERGE_II, pl_fsm_depth
 from .emit import Layout, layout, ns, packet_id
 from .model import fsm_items
-from .plan import RecurrentMapping
+from .plan import RecurrentMapping, output_kernel
 
 SOURCE = "kernels/rnn_kernels.cc"
 FSM_SOURCE = "pl/rnn_fsm.cpp"
@@ -55,10 +57,15 @@ def sender(li: int, lay: Layout, s: int) -> str:
     return f"{tag}{li}[{i * cas + cas - 1 if column else i}]"
 
 
-def y_port(li: int, mappings: Sequence[RecurrentMapping]) -> Port:
-    """The AIE port layer ``li``'s output (h, or the head's) leaves by: the compact tile's stream, or
-    the AIE aggregator's second output (a hybrid layer's output leaves the PL FSM instead)."""
-    return Port(f"c{li}", "out", 0) if mappings[li].compact else Port(f"agg{li}", "out", 1)
+def y_port(li: int, mappings: Sequence[RecurrentMapping], device: Device) -> Port:
+    """The AIE port layer ``li``'s output (h, or the head's) leaves by: the compact tile's stream,
+    the output kernel's (``o<l>``, where a core has one output stream port: ``plan.output_kernel``)
+    or the AIE aggregator's second output (a hybrid layer's output leaves the PL FSM instead)."""
+    if mappings[li].compact:
+        return Port(f"c{li}", "out", 0)
+    if output_kernel(mappings[li].aggregation, device):
+        return Port(f"o{li}", "out", 0)
+    return Port(f"agg{li}", "out", 1)
 
 
 # ----------------------------------------------------------------------------- tiles
@@ -107,7 +114,9 @@ def tiles(mappings: Sequence[RecurrentMapping], device: Device) -> dict[str, tup
                 used = {p for k, p in out.items() if k.startswith(f"u{li}[")}
                 last = x0 + m.u_columns - 1
                 free = [(last, r) for r in range(device.rows) if (last, r) not in used]
-                out[f"agg{li}"] = free[0] if free and not m.agg_columns else (x0 + m.u_columns + m.w_columns, 0)
+                own = [(x0 + m.u_columns + m.w_columns, r) for r in range(device.rows)]
+                names = [f"agg{li}", *([f"o{li}"] if output_kernel(m.aggregation, device) else [])]
+                out.update(zip(names, free if len(free) >= len(names) and not m.agg_columns else own, strict=False))
         x0 += m.columns - m.front_columns
     return out
 
@@ -180,7 +189,7 @@ def lower(layers: Sequence[Node], mappings: Sequence[RecurrentMapping], device: 
             plios.append(Plio(f"x{li}", "in", bits, f"data/l{li}_x.txt", name=f"rnn_l{li}_x"))
             x_src = Port(f"x{li}", "out", 0)
         else:
-            x_src = y_port(li - 1, mappings)
+            x_src = y_port(li - 1, mappings, device)
         if m.compact:
             kernel(f"c{li}", node.name, f"CompactCell<{ns(li)}::CCfg>", _compact_args(li), 1, 1)
             stream(x_src, f"c{li}")
@@ -189,8 +198,13 @@ def lower(layers: Sequence[Node], mappings: Sequence[RecurrentMapping], device: 
             plios.append(Plio(f"h{li}", "in", bits, f"data/l{li}_h.txt", name=f"rnn_l{li}_h"))
             h_src = Port(f"h{li}", "out", 0)
         else:
-            kernel(f"agg{li}", node.name, f"Aggregator{len(lay.merges)}<{ns(li)}::AggCfg>", (), len(lay.merges), 2)
+            one = output_kernel(m.aggregation, device)  # h only, broadcast to the U kernels and o<l>
+            cls = f"Aggregator{len(lay.merges)}{'H' if one else ''}<{ns(li)}::AggCfg>"
+            kernel(f"agg{li}", node.name, cls, (), len(lay.merges), 1 if one else 2)
             h_src = Port(f"agg{li}", "out", 0)
+            if one:
+                kernel(f"o{li}", node.name, f"AggOutput<{ns(li)}::AggCfg>", (), 1, 1)
+                stream(h_src, f"o{li}")
         if li == 0 and front is not None:  # the input steps go through the convolutions first
             for i, c in enumerate(front.convs):
                 kernel(f"front[{i}]", c.name, f"SeqConv<rnn_front::F{i}>", _front_args(i), 1, 1)
@@ -224,5 +238,5 @@ def lower(layers: Sequence[Node], mappings: Sequence[RecurrentMapping], device: 
                 PL_MERGE_II, pl_fsm_depth(m.dims.cell, m.dims.pair), fsm_items(m), m.dims.seq_len))
     if mappings[-1].aggregation != "hybrid":
         plios.append(Plio("y_out", "out", mappings[-1].plio_bits, "data/y.txt", name="rnn_y"))
-        stream(y_port(n - 1, mappings), "y_out")
+        stream(y_port(n - 1, mappings, device), "y_out")
     return MappedGraph(tuple(kernels), (), tuple(plios), tuple(links), switches=tuple(switches), pl_kernels=tuple(pl))

@@ -65,7 +65,7 @@ from .costs import (
     row_kernel,
     split_exchange_cycles,
 )
-from .plan import MatvecMapping, RecurrentDims, RecurrentMapping
+from .plan import MatvecMapping, RecurrentDims, RecurrentMapping, output_kernel
 
 PARTS = ("return", "broadcast", "mac", "reduction", "routing", "aggregation")
 WORD_BYTES = 4
@@ -371,13 +371,36 @@ def head_stage(mapping: RecurrentMapping, device: Device | str) -> StepStage:
         ratio = device.clock_hz / device.pl_clock_hz
         compute = math.ceil(pl_head_cycles(dims.n_h, dims.head, pair) * ratio)
         out = math.ceil(math.ceil(n_y / 2) * ratio)
-    else:  # the AIE aggregator's core, or the compact tile (its vector head where it has one)
+    else:  # the AIE aggregator's core (or its output kernel), or the compact tile (its vector head where it has one)
         compute = (compact_head_cycles(dims.n_h, dims.head, dims.head_form, pair) if mapping.compact
                    else aie_head_cycles(dims.n_h, dims.head, pair))
         t = mv.plio_stream_transfer(n_y * WORD_BYTES, device, 0, mapping.plio_bits)
         out = t.busy_cycles + t.latency_cycles
-    return StepStage("head", "pl" if mapping.aggregation == "hybrid" else "kernel", "compute", compute, out,
-                     MappingProxyType({"head": compute, "output": out}), words=n_y)
+    parts = {"head": compute, "output": out}
+    relay = relay_stage(mapping, device)
+    if relay is not None:  # the last h reaches the output kernel first
+        parts = {"relay": relay.occupancy + relay.delay, **parts}
+    return StepStage("head", "pl" if mapping.aggregation == "hybrid" else "kernel", "compute",
+                     compute + parts.get("relay", 0.0), out, MappingProxyType(parts), words=n_y)
+
+
+def relay_stage(mapping: RecurrentMapping, device: Device | str) -> StepStage | None:
+    """The output kernel's hop (``plan.output_kernel``: a core with one output stream port), None
+    without one: the aggregator's h words (zero-padded, as the U kernels read them) over a stream
+    into the output kernel on the tile beside it (one switch hop), read one word per stream cycle
+    (``movement.stream_transfer``; every element a 32-bit word: ``AggOutput`` reads ``X``, float or
+    int32 codes, bf16 included).  Its output words then leave as the aggregator's did (the head
+    stage's ``output``, or the next layer's x)."""
+    device = get_device(device)
+    if mapping.compact or not output_kernel(mapping.aggregation, device):
+        return None
+    dims = mapping.dims
+    lane = lanes(device.generation, dims.pair)
+    h_bytes = math.ceil(dims.n_h / lane) * lane * WORD_BYTES  # AggCfg::NHP words of X (float or int32 codes; bf16 as float words)
+    t = mv.stream_transfer(h_bytes, device, 1)
+    return StepStage("relay", "stream", t.bound, t.busy_cycles, t.latency_cycles,
+                     MappingProxyType({"relay": t.busy_cycles + t.latency_cycles}), words=h_bytes / WORD_BYTES,
+                     rate=mv.core_stream_bytes_per_cycle(device) / WORD_BYTES, tiles=1)
 
 
 def _spec(s: StepStage, device: Device, inp: str | None, out: str | None) -> StageSpec:

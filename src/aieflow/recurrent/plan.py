@@ -262,7 +262,7 @@ class RecurrentMapping:
     w_merges: int  # hybrid: merged AIE->PL streams of W results; aie: 0 (W shares the ports)
     u_tiles: int
     w_tiles: int
-    aggregator_tiles: int
+    aggregator_tiles: int  # aie: the aggregator, and its output kernel where a core has one output stream port
     plio_in: int  # PL->AIE streams: x (and h, hybrid)
     plio_out: int  # AIE->PL streams: merged results (hybrid) or the layer's h output (aie)
     interface_tiles: int
@@ -479,6 +479,15 @@ def _compact_violations(mapping: RecurrentMapping, device: Device) -> list[str]:
 # ----------------------------------------------------------------------------- building and checking
 
 
+def output_kernel(aggregation: str, device: Device) -> bool:
+    """Whether an AIE-aggregated layer needs an output kernel beside its aggregator: where a core
+    has one output stream port (catalog ``Generation.stream_out_ports``: AIE-ML / AIE-MLv2) the
+    aggregator writes h every step on that one port, broadcast to the U kernels and to the output
+    kernel, which applies ``emits`` and the dense head and writes the layer's output (the next
+    layer's x, or the model's y); with two ports (AIE1) the aggregator writes both streams itself."""
+    return aggregation == "aie" and device.generation.stream_out_ports < 2
+
+
 def build_mapping(
     dims: RecurrentDims,
     device: Device,
@@ -500,10 +509,11 @@ def build_mapping(
         ports = min(device.generation.stream_in_ports, u_src + w_src)
         u_fanin, w_fanin = math.ceil(u_src / ports), math.ceil(w_src / ports)
         u_merges, w_merges = ports, 0
-        plio_in, plio_out, agg_tiles = 1, 1, 1
+        plio_in, plio_out = 1, 1
+        agg_tiles = 2 if output_kernel(aggregation, device) else 1  # the aggregator (+ its output kernel)
     u_cols, w_cols = u.block_columns(dims, device), w.block_columns(dims, device)
-    free = u_cols * device.rows - u.tiles(dims)  # the aggregator takes a free slot of the U block
-    agg_cols = 1 if agg_tiles and free < 1 else 0
+    free = u_cols * device.rows - u.tiles(dims)  # the aggregator (and output kernel) take free slots of the U block
+    agg_cols = 1 if agg_tiles and free < agg_tiles else 0
     interface = max(math.ceil(plio_out / per_out), math.ceil(plio_in / device.plio_in_per_column))
     return RecurrentMapping(
         dims=dims,

@@ -35,7 +35,7 @@ from .emit import (
     weights_header,
 )
 from .lower import lower
-from .plan import RecurrentMapping
+from .plan import RecurrentMapping, output_kernel
 
 
 def _col(lay: Layout, tag: str) -> tuple[bool, int]:
@@ -170,6 +170,7 @@ def _harness(mappings: Sequence[RecurrentMapping], lays: Sequence[Layout], devic
         checks.append('    for (auto& s : s_front) check(s.empty(), "the convolution front end left words unread");')
     for li, (m, lay) in enumerate(zip(mappings, lays, strict=True)):
         hybrid = m.aggregation == "hybrid"
+        one = output_kernel(m.aggregation, device)
         nu, nm = len(lay.u), len(lay.merges)
         a = f"{ns(li)}::AggCfg"
         if lay.compact:
@@ -196,6 +197,12 @@ def _harness(mappings: Sequence[RecurrentMapping], lays: Sequence[Layout], devic
         if hybrid:  # the FSM runs in its own translation unit (x86/fsm_csim.cpp): 64-bit beats in and out
             protos.append(f"void rnn_fsm_call_l{li}(const std::vector<std::uint64_t>* merged, std::vector<std::uint64_t>& h, "
                           "std::vector<std::uint64_t>& y);")
+        elif one:  # one output port: h broadcast to the U kernels and the output kernel o<l>
+            decls += [f"    auto& agg{li} = aieflow_shim::freerun::kernel_object<Aggregator{nm}H<{a}>>(g.agg{li});",
+                      f"    auto& out{li} = aieflow_shim::freerun::kernel_object<AggOutput<{a}>>(g.o{li});",
+                      f'    aieflow_shim::stream<X> hbus{li}("agg{li}_h"), obus{li}("o{li}_h"), ybus{li}("o{li}_y");',
+                      f"    std::vector<aieflow_shim::stream<X>*> hd{li} = sp_u{li};",
+                      f"    hd{li}.push_back(&obus{li});"]
         else:
             decls += [f"    auto& agg{li} = aieflow_shim::freerun::kernel_object<Aggregator{nm}<{a}>>(g.agg{li});",
                       f'    aieflow_shim::stream<X> hbus{li}("agg{li}_h"), ybus{li}("agg{li}_y");']
@@ -219,13 +226,21 @@ def _harness(mappings: Sequence[RecurrentMapping], lays: Sequence[Layout], devic
                    *([f"        out.wire.insert(out.wire.end(), yv{li}.begin(), yv{li}.end());  // as the FSM's y_out carries it"]
                      if li == n - 1 else []),
                    f"        if ({ns(li)}::cell::emits(t)) yv{li}.resize({ns(li)}::cell::NY);"]
+        elif one:
+            ins = ", ".join(f"merged{li}[{p}].in()" for p in range(nm))
+            st += [f"        agg{li}.run({ins}, hbus{li}.out());",
+                   f"        aieflow_shim::freerun::broadcast(hbus{li}, hd{li});",
+                   f"        out{li}.run(obus{li}.in(), ybus{li}.out());",
+                   f"        while (!ybus{li}.empty()) yv{li}.push_back(ybus{li}.pop());"]
         else:
             ins = ", ".join(f"merged{li}[{p}].in()" for p in range(nm))
             st += [f"        agg{li}.run({ins}, hbus{li}.out(), ybus{li}.out());",
                    f"        aieflow_shim::freerun::broadcast(hbus{li}, sp_u{li});",
                    f"        while (!ybus{li}.empty()) yv{li}.push_back(ybus{li}.pop());"]
         steps += st + [_layer_output(li, n)]
-        checks += [f'    for (auto& s : s_u{li}) check(s.empty(), "layer {li}: h left unread at the end");',
+        left = f"s.size() == std::size_t({a}::NHP)" if one else "s.empty()"  # one: the last sample's last h, dropped at a next step 0
+        checks += ([f'    for (auto& s : s_u{li}) check({left}, "layer {li}: h left unread at the end");']
+                   + ([f'    check(obus{li}.empty(), "layer {li}: h left unread by the output kernel");'] if one else [])) + [
                    f'    for (auto& s : s_w{li}) check(s.empty(), "layer {li}: x left unread at the end");',
                    f'    for (auto& s : merged{li}) check(s.empty(), "layer {li}: packets left unread at the end");']
     any_hybrid = any(m.aggregation == "hybrid" for m in mappings)
@@ -373,7 +388,7 @@ def _fsm_csim(mappings: Sequence[RecurrentMapping]) -> str:
     return "\n".join(out)
 
 
-def _instances(mappings: Sequence[RecurrentMapping], lays: Sequence[Layout]) -> str:
+def _instances(mappings: Sequence[RecurrentMapping], lays: Sequence[Layout], device: Device) -> str:
     out = []
     for li, (m, lay) in enumerate(zip(mappings, lays, strict=True)):
         if lay.compact:
@@ -384,7 +399,9 @@ def _instances(mappings: Sequence[RecurrentMapping], lays: Sequence[Layout]) -> 
             column, cas = _col(lay, tag)
             classes = ["RowKernel"] if not column else ["ColOnly"] if cas == 1 else ["ColFirst", "ColLast"] + (["ColMid"] if cas > 2 else [])
             out += [f"template class {c}<{cfg}>;" for c in classes]
-        if m.aggregation == "aie":
+        if m.aggregation == "aie" and output_kernel(m.aggregation, device):
+            out += [f"template class Aggregator{len(lay.merges)}H<{ns(li)}::AggCfg>;", f"template class AggOutput<{ns(li)}::AggCfg>;"]
+        elif m.aggregation == "aie":
             out.append(f"template class Aggregator{len(lay.merges)}<{ns(li)}::AggCfg>;")
     return "\n".join(out) + "\n"
 
@@ -416,7 +433,7 @@ def project_files(layers: Sequence[Node], head: list[Node], mappings: Sequence[R
         "// Kernel classes of the graph (definitions in rnn_kernels.h, rnn_cascade.h).  Generated by aieflow.\n"
         '#include "../rnn_config.h"\n#include "../rnn_kernels.h"\n#include "../rnn_cascade.h"\n#include "../rnn_compact.h"\n'
         '#include "../rnn_vgates.h"\n'
-        + ('#include "../rnn_front.h"\n' if front else "") + "\n" + _instances(mappings, lays)
+        + ('#include "../rnn_front.h"\n' if front else "") + "\n" + _instances(mappings, lays, device)
         + ("".join(line + "\n" for line in fr.instances(front)) if front else ""))
     if any(m.aggregation == "hybrid" for m in mappings):
         files["pl/rnn_fsm.cpp"] = _fsm(mappings)

@@ -43,6 +43,7 @@ from .model import (
     estimate_recurrent,
     head_stage,
     recurrence,
+    relay_stage,
     sequence_json,
     step_stages,
 )
@@ -144,10 +145,21 @@ def first_and_interval(m: RecurrentMapping, device: Device) -> tuple[float, floa
     return first, interval, step
 
 
+def with_relay(cycles: tuple[float, ...], m: RecurrentMapping, device: Device, inner: bool) -> tuple[float, ...]:
+    """A layer's (first step, interval, ...) with its output kernel's relay (``model.relay_stage``)
+    where an inner layer has one: its h reaches the next layer's W kernels through it, so the first
+    step grows by the relay and the interval is at least its occupancy (the last layer's relay is
+    in the head stage)."""
+    r = relay_stage(m, device) if inner else None
+    if r is None:
+        return cycles
+    return (cycles[0] + r.occupancy + r.delay, max(cycles[1], r.occupancy), *cycles[2:])
+
+
 def stack_closed_cycles(layers: Sequence[RecurrentMapping], device: Device) -> tuple[float, float, float]:
     """(step latency, interval, sequence latency without the head) in cycles, closed form: the
     slowest layer's interval; every layer's first step once plus ``seq_len - 1`` intervals."""
-    parts = [first_and_interval(m, device) for m in layers]
+    parts = [with_relay(first_and_interval(m, device), m, device, i + 1 < len(layers)) for i, m in enumerate(layers)]
     interval = max(p[1] for p in parts)
     steps = layers[0].dims.seq_len
     return max(p[2] for p in parts), interval, sum(p[0] for p in parts) + (steps - 1) * interval
@@ -159,7 +171,8 @@ def stack_pipeline(layers: Sequence[RecurrentMapping], device: Device) -> Pipeli
     specs, names, recurrences = [], [], []
     for i, m in enumerate(layers):
         w_path, loop = step_stages(m, device)
-        for s in (*w_path, *loop):
+        relay = relay_stage(m, device) if i + 1 < len(layers) else None  # an inner layer's output kernel
+        for s in (*w_path, *loop, *((relay,) if relay else ())):
             specs.append((f"l{i}.{s.name}", s))
         last, first = recurrence(loop)
         recurrences.append((f"l{i}.{last}", f"l{i}.{first}"))
@@ -277,7 +290,8 @@ def _stacked_point(stack: StackedMapping, device: Device, first: float, interval
 def stack_point(stack: StackedMapping, device: Device | str) -> StackedPoint:
     """The stack costed as a point of ``choose_stack`` (closed form; the design's simulation equals it)."""
     device = get_device(device)
-    parts = [first_and_interval(m, device) for m in stack.layers]
+    n = len(stack.layers)
+    parts = [with_relay(first_and_interval(m, device), m, device, i + 1 < n) for i, m in enumerate(stack.layers)]
     head = head_stage(stack.layers[-1], device)
     return _stacked_point(stack, device, sum(p[0] for p in parts) + head.occupancy + head.delay,
                           max(p[1] for p in parts), max(p[2] for p in parts))
@@ -368,6 +382,8 @@ def choose_stack(
             steps_of[p.mapping] = step_c
             if i == len(dims) - 1:
                 first += head_c
+            else:
+                first, interval = with_relay((first, interval), p.mapping, device, True)
             mine.append(_Partial((p.mapping,), p.mapping.tiles, p.mapping.columns, p.mapping.interface_tiles, first, interval))
         mine = _dominated_free(mine)
         combined = [

@@ -59,6 +59,7 @@ protected:
     alignas(32) V v_[C::KC];  // this tile's block of the vector
     int rows_, c0_, kc_;
     int step_ = 0;
+    bool started_ = false;  // H_LAST: a previous sequence's last h is on the stream at step 0
 
     ColCore(const std::vector<W>& w, const std::vector<X>& b, int rows, int c0, int kc) : rows_(rows), c0_(c0), kc_(kc) {
         for (int i = 0; i < C::GROUPS * C::KC * L; ++i) w_[i] = i < static_cast<int>(w.size()) ? w[i] : W(0);
@@ -73,7 +74,10 @@ protected:
     // (vector form: narrowed to the MAC's lane type, which vector.py checked the codes fit).
     void read_vector(input_stream<X>* in) {
         if (C::RECURRENT && step_ == 0) {
-            for (int i = 0; i < C::KC; ++i) v_[i] = V(0);  // h_{-1} = 0: nothing to read
+            if (C::H_LAST && started_)  // the previous sequence's last h (its output kernel's): dropped
+                for (int c = 0; c < C::KP / L; ++c) (void)readincr_v<L>(in);
+            started_ = true;
+            for (int i = 0; i < C::KC; ++i) v_[i] = V(0);  // h_{-1} = 0
         } else {
             alignas(32) X buf[L];
             for (int c = 0; c < C::KP / L; ++c) {

@@ -19,6 +19,11 @@
 //     (rnn_collect.h), applies the gate math (A::Cell, generated per layer in rnn_cell.h),
 //     broadcasts the new h (zero-padded) to the U kernels and writes the layer's output (the next
 //     layer's x, or the dense head's output) on its output stream.
+//   Aggregator1H<A> / Aggregator2H<A> and AggOutput<A>: the same where a core has one output stream
+//     port (AIE-ML / AIE-MLv2, catalog stream_out_ports): the aggregator writes h after every step,
+//     the last included, on its one output port, broadcast to the U kernels (which drop the last h
+//     of a sequence at the next sequence's step 0, C::H_LAST) and to AggOutput on its own tile, which
+//     applies emits / output (the next layer's x, or the dense head) to the same h words.
 // The C / A configuration structs are generated per design and layer in rnn_config.h.
 #pragma once
 
@@ -76,6 +81,7 @@ class RowKernel {
     alignas(32) V v_[C::KP];
     int rows_;
     int step_ = 0;
+    bool started_ = false;  // H_LAST: a previous sequence's last h is on the stream at step 0
 
     static Sum zero() {
         if constexpr (C::FP32) return aie::zeros<accfloat, L>();
@@ -148,7 +154,10 @@ public:
         const uint32 id = getPacketid(out, 0);
         int r = 0;
         if (C::RECURRENT && step_ == 0) {
-            for (int i = 0; i < C::KP; ++i) v_[i] = V(0);  // h_{-1} = 0: nothing to read
+            if (C::H_LAST && started_)  // the previous sequence's last h (its output kernel's): dropped
+                for (int i = 0; i < C::KP; ++i) (void)readincr(in);
+            started_ = true;
+            for (int i = 0; i < C::KP; ++i) v_[i] = V(0);  // h_{-1} = 0
         } else if constexpr (VEC) {
             // the first row multiply-accumulates each chunk as it arrives (stream-bound); later rows
             // reuse the vector from local memory
@@ -200,6 +209,19 @@ protected:
                 const int value = readincr(in);
                 if (src >= 0) col_.accept(src, rnn::from_word<X>(value));
             }
+        }
+    }
+    // One output port (AggregatorNH): h after every step, the last included; AggOutput does the rest.
+    void finish_h(output_stream<X>* h_out) {
+        A::Cell::step(col_.gx_now(), col_.gh, h_, c_);
+        col_.next_step();
+        for (int i = 0; i < A::NHP; ++i) writeincr(h_out, h_[i]);
+        if (step_ + 1 < A::STEPS) {
+            ++step_;
+        } else {
+            for (int i = 0; i < A::NHP; ++i) h_[i] = X(0);
+            for (int i = 0; i < A::NH; ++i) c_[i] = X(0);
+            step_ = 0;
         }
     }
     void finish(output_stream<X>* h_out, output_stream<X>* y_out) {
@@ -257,4 +279,61 @@ public:
         this->finish(h_out, y_out);
     }
     static void registerKernelClass() { REGISTER_FUNCTION(Aggregator2::run); }
+};
+
+// The aggregator of a core with one output stream port: h only, broadcast (AggOutput reads it too).
+template <class A>
+class Aggregator1H : public AggregatorCore<A> {
+public:
+    void run(input_pktstream* in0, output_stream<typename A::X>* h_out) {
+        if (!this->mapped_) {
+            this->map_ids(in0, 0);
+            this->mapped_ = true;
+        }
+        this->read_port(in0, 0);
+        this->finish_h(h_out);
+    }
+    static void registerKernelClass() { REGISTER_FUNCTION(Aggregator1H::run); }
+};
+
+template <class A>
+class Aggregator2H : public AggregatorCore<A> {
+public:
+    void run(input_pktstream* in0, input_pktstream* in1, output_stream<typename A::X>* h_out) {
+        if (!this->mapped_) {
+            this->map_ids(in0, 0);
+            this->map_ids(in1, 1);
+            this->mapped_ = true;
+        }
+        this->read_port(in0, 0);
+        this->read_port(in1, 1);
+        this->finish_h(h_out);
+    }
+    static void registerKernelClass() { REGISTER_FUNCTION(Aggregator2H::run); }
+};
+
+// The layer's output kernel beside an AggregatorNH: reads the broadcast h of every step (A::NHP
+// words) and, where A::Cell::emits says so, writes A::Cell::output of it (h zero-padded for the
+// next layer, or the dense head): the same function of the same h as the two-port aggregator.
+template <class A>
+class AggOutput {
+    using X = typename A::X;
+    X h_[A::NHP];
+    int step_ = 0;
+
+public:
+    AggOutput() {
+        for (int i = 0; i < A::NHP; ++i) h_[i] = X(0);
+    }
+    void run(input_stream<X>* h_in, output_stream<X>* y_out) {
+        using Cell = typename A::Cell;
+        for (int i = 0; i < A::NHP; ++i) h_[i] = readincr(h_in);
+        if (Cell::emits(step_)) {
+            X y[Cell::NY];
+            Cell::output(h_, y);
+            for (int i = 0; i < Cell::NY; ++i) writeincr(y_out, y[i]);
+        }
+        step_ = step_ + 1 == A::STEPS ? 0 : step_ + 1;
+    }
+    static void registerKernelClass() { REGISTER_FUNCTION(AggOutput::run); }
 };
