@@ -21,6 +21,11 @@ path; the kernel keeps ``KH`` skip rows.  A global pooling (the window is the wh
 a classifier's head) keeps one running sum or maximum per channel (Pool's step / finish) instead of
 a line buffer, and a Dense (+ softmax) after it is a convolution of one row.
 
+Float stages (fp32 on AIE1, bf16 on AIE-ML / v2) run the same kernels: the rows code only moves values
+around the stream mapping's type-generic core, so a float model's rows and frame designs compute the
+same values, and the per-row cost takes the stream mapping's float constants (the catalog's fp32 / bf16
+MAC rate and mmul shape, ``perf.post_cycles`` for a float post layer).
+
 A concat part that skips stages (a U-Net skip) is a second output stream of its producer into a
 FIFO that holds the rows the reader has not reached yet (``adf::fifo_depth``, UG1079 DMA FIFO: a
 memory tile on AIE-ML, a tile's data memory on AIE1); its depth is the dependency lag
