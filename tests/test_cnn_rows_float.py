@@ -13,8 +13,8 @@ gives the same values in both mappings.  Checked here:
 * the per-row cost of the float kernels by hand (the stream mapping's constants, the catalog's
   fp32 / bf16 MAC rates and mmul shapes);
 * the residual refusals docs/conv.md lists: a stride-2 and a size-changing residual convolution, a
-  skip FIFO over a tile's memory (AIE1) and over a memory tile (AIE-ML), each naming the layer and
-  the reason; float bilinear upsampling refused by name.
+  skip FIFO over a tile's memory (AIE1) and over a memory tile (AIE-ML), a skip of another type than
+  the convolution's input, each naming the layer and the reason; float bilinear refused by name.
 
 The reference imports nothing from aieflow: numpy float32 arithmetic (each product and sum rounded
 to float32, increasing (c, i, j) from the bias, docs/conv.md "bf16 on AI Engine-ML"), bf16 rounding
@@ -331,3 +331,30 @@ def test_float_bilinear_is_refused_by_name_in_rows(device, prec):
     with pytest.raises(AieflowError, match="bilinear upsampling after 'm' in floating point") as e:
         _compile(_BENCH.BiResUNet().eval(), device, prec, "rows")
     assert e.value.layer == "up"
+
+
+class TypedRes(nn.Module):
+    """relu(r2(relu(r1(d))) + d); the config makes r1's output (r2's input) 16-bit beside the 8-bit skip d."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.d = nn.Conv2d(3, 4, 3, padding=1)
+        self.r1 = nn.Conv2d(4, 4, 3, padding=1)
+        self.r2 = nn.Conv2d(4, 4, 3, padding=1)
+
+    def forward(self, x):
+        d = torch.relu(self.d(x))
+        return torch.relu(self.r2(torch.relu(self.r1(d))) + d)
+
+
+def test_skip_of_another_type_than_the_input_is_refused_by_name():
+    cal = np.random.default_rng(1).standard_normal((2, 3, *HW)).astype(np.float32)
+    config = {"precision": "int8", "layers": {"r1": {"output": "fixed<16,8>"}}}
+    frame = aieflow.compile(TypedRes().eval(), "vck190", cal[:1], calibration=cal, config=config)
+    assert frame.plan.mapping == "stream"  # whole frames add the two types in the epilogue
+    with pytest.raises(PlanError) as e:
+        aieflow.compile(TypedRes().eval(), "vck190", cal[:1], calibration=cal, config={**config, "cnn": {"mapping": "rows"}})
+    assert e.value.layer == "r2"
+    assert "the residual add 'add' whose skip is fixed<8," in str(e.value)
+    assert "beside an input of fixed<16,8" in str(e.value) and "one stream element type per kernel" in str(e.value)
