@@ -1,6 +1,7 @@
-"""The models of tests/test_cnn_rows.py (defined here, imported by the tests) at 256 x 256 x 3, int8, on the row-streamed mapping
-(``cnn.mapping: rows``) of each device: the model's latency, frames per second, bound, compute and
-memory tiles (docs/conv.md "Row streaming").
+"""The models of tests/test_cnn_rows.py (defined here, imported by the tests) at 256 x 256 x 3 on the row-streamed mapping
+(``cnn.mapping: rows``) of each device, in int8 and in the device's float type (fp32 on VCK190, bf16
+on VEK280 / VEK385): the model's latency, frames per second, bound, compute and memory tiles
+(docs/conv.md "Row streaming"), or the PlanError's reason where a combination does not map.
 
 * ``unet``: the tiny U-Net (encoder conv, 2 x 2 max pooling, middle conv + nearest 2 x upsampling,
   decoder conv on the concat of the upsampled map and the encoder's skip, 1 x 1 conv).  On AIE1 the
@@ -30,6 +31,7 @@ import torch
 from torch import nn
 
 import aieflow
+from aieflow.errors import AieflowError
 
 
 class TinyUNet(nn.Module):
@@ -93,6 +95,8 @@ class Classifier(nn.Module):
 
 
 MODELS = {"unet": TinyUNet, "bilinear-res-unet": BiResUNet, "classifier": Classifier}
+RUNS = (("vck190", "int8"), ("vek280", "int8"), ("vek385", "int8"), ("vck190", "fp32"), ("vek280", "bf16"),
+        ("vek385", "bf16"))
 
 
 def _median_s(fn, repeats: int) -> float:
@@ -125,12 +129,16 @@ def main() -> None:
     for name, model in MODELS.items():
         lat, fps = torch_cpu(model().eval())
         print(f"| {name} | PyTorch float, this CPU (1 thread; frames/s at batch 8) | {lat:,.1f} | {fps:,.1f} | - | - | - |")
-        for device in ("vck190", "vek280", "vek385"):
-            d = aieflow.compile(model().eval(), device, cal[:1], calibration=cal,
-                                config={"precision": "int8", "cnn": {"mapping": "rows"}})
+        for device, precision in RUNS:
+            try:
+                d = aieflow.compile(model().eval(), device, cal[:1], calibration=cal,
+                                    config={"precision": precision, "cnn": {"mapping": "rows"}})
+            except AieflowError as err:
+                print(f"| {name} | {device} {precision} | refused: {str(err).splitlines()[0]} | | | | |")
+                continue
             e = d.estimate()
-            print(f"| {name} | {device} | {e.latency_s * 1e6:,.1f} | {e.fps:,.1f} | {e.bound} | {e.tiles_used} | "
-                  f"{e.memory_tiles_used} |")
+            print(f"| {name} | {device} {precision} | {e.latency_s * 1e6:,.1f} | {e.fps:,.1f} | {e.bound} | "
+                  f"{e.tiles_used} | {e.memory_tiles_used} |")
 
 
 if __name__ == "__main__":

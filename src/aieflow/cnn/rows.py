@@ -21,6 +21,11 @@ path; the kernel keeps ``KH`` skip rows.  A global pooling (the window is the wh
 a classifier's head) keeps one running sum or maximum per channel (Pool's step / finish) instead of
 a line buffer, and a Dense (+ softmax) after it is a convolution of one row.
 
+Float stages (fp32 on AIE1, bf16 on AIE-ML / v2) run the same kernels: the rows code only moves values
+around the stream mapping's type-generic core, so a float model's rows and frame designs compute the
+same values, and the per-row cost takes the stream mapping's float constants (the catalog's fp32 / bf16
+MAC rate and mmul shape, ``perf.post_cycles`` for a float post layer).
+
 A concat part that skips stages (a U-Net skip) is a second output stream of its producer into a
 FIFO that holds the rows the reader has not reached yet (``adf::fifo_depth``, UG1079 DMA FIFO: a
 memory tile on AIE-ML, a tile's data memory on AIE1); its depth is the dependency lag
@@ -247,14 +252,15 @@ def fifo_rows(stages: tuple[Stage, ...], producer: int, reader: int) -> int:
     return max(0, most) + FIFO_SLACK_ROWS
 
 
-def row_cycles(device: Device, s: Stage, lay: StreamLayer) -> float:
+def row_cycles(device: Device, s: Stage, lay: StreamLayer, out_ports: int = 1) -> float:
     """Cycles per output row: the stream mapping's tile cycles of the one-row stage less its call
     overhead (paid once per frame), plus the values the row reads from and writes to the core
-    streams and moves in the line buffer."""
+    streams (the kernel writes each output row to each of its ``out_ports`` output ports:
+    ``write_rows``) and moves in the line buffer."""
     rs = row_stage(s)
     c, h, w = s.geometry.in_shape
     kh, sh = s.geometry.kernel[0], s.geometry.stride[0]
-    if row_kind(s) == "gpool":  # per input row: read and accumulate each value
+    if row_kind(s) == "gpool":  # per input row: read and accumulate each value (its C results: after the last)
         return c * w * (STREAM_CYCLES_PER_VALUE + perf.POOL_CYCLES_PER_ELEMENT)
     if s.kind == "pool":
         core = perf.pool_tile_cycles(rs, lay)
@@ -264,7 +270,7 @@ def row_cycles(device: Device, s: Stage, lay: StreamLayer) -> float:
     new_rows = min(sh, kh)
     ow = s.out_hw[1]
     skip = skip_channels(s) * w  # a residual's skip row, read with each input row
-    io = (new_rows * (c * w + skip) + s.out_channels * ow * s.up[0] * s.up[1]) * STREAM_CYCLES_PER_VALUE
+    io = (new_rows * (c * w + skip) + out_ports * s.out_channels * ow * s.up[0] * s.up[1]) * STREAM_CYCLES_PER_VALUE
     shift = max(0, kh - sh) * c * w * LINE_SHIFT_CYCLES_PER_VALUE
     # bilinear: the rows kernel interpolates up[0] x up[1] values per computed value, on average
     interp = s.out_channels * ow * s.up[0] * s.up[1] * perf.BILINEAR_CYCLES_PER_VALUE if bilinear(s) else 0.0
@@ -380,7 +386,7 @@ def rows_plan(device: Device, stages: tuple[Stage, ...], settings: dict) -> CnnP
                             f"its skip FIFOs ({fifo_bytes:,} B) in one memory tile: {merge + fifo_bytes:,} B, more "
                             f"than its {device.memory_tile_bytes:,} B", layer=what,
                             hint="a narrower frame or fewer skip channels")
-        layers.append(RowLayer(s.name, row_kind(s), parts, outs, kh, line, TileUse(mem, limit), row_cycles(device, s, lay),
+        layers.append(RowLayer(s.name, row_kind(s), parts, outs, kh, line, TileUse(mem, limit), row_cycles(device, s, lay, out_ports),
                                tuple(fifo), i, int(i == len(stages) - 1), in_ports, out_ports, merge))
     if len(layers) > device.compute_tiles:
         raise PlanError(f"{len(layers)} kernels do not fit the array's {device.compute_tiles} tiles")
