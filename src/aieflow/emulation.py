@@ -40,9 +40,10 @@ class Emulation:
     def output_type(self) -> NumericType:
         return self._design().output_type
 
-    def predict(self, x: Any, raw: bool = False) -> np.ndarray:
-        """Float samples in, float outputs (or output codes with ``raw=True``) out, as ``Design.predict``."""
-        return self._design().predict(x, raw=raw)
+    def predict(self, x: Any, raw: bool = False, mask: Any = None) -> np.ndarray:
+        """Float samples in, float outputs (or output codes with ``raw=True``) out, as ``Design.predict``
+        (``mask``: a run-time key padding mask, for a model that takes one)."""
+        return self._design().predict(x, raw=raw, mask=mask)
 
     def quantise_input(self, x: Any) -> np.ndarray:
         return self._design().quantise_input(x)
@@ -79,10 +80,10 @@ class EmulatedNumerics:
     def quantise_input(self, x: Any) -> np.ndarray:
         return self._emulation.quantise_input(x)
 
-    def predict(self, x: Any, raw: bool = False) -> np.ndarray:
+    def predict(self, x: Any, raw: bool = False, mask: Any = None) -> np.ndarray:
         """Float samples in, the design's output out (float, or codes with ``raw=True``): the
         bit-exact emulator, which the generated code matches (``verify``)."""
-        return self._emulation.predict(x, raw=raw)
+        return self._emulation.predict(x, raw=raw, mask=mask)
 
     def trace(self, xq: np.ndarray) -> dict[str, np.ndarray]:
         return self._emulation.trace(xq)

@@ -72,10 +72,10 @@ class DagDesign:
     def input_shape(self) -> tuple[int, ...]:
         return tuple(self.graph.tensors[self.graph.inputs[0]].shape)
 
-    def predict(self, x: Any, raw: bool = False) -> np.ndarray:
+    def predict(self, x: Any, raw: bool = False, mask: Any = None) -> np.ndarray:
         """Bit-exact emulation (float in; float out, or output codes with ``raw=True``); the
         generated kernels compute the same (:meth:`verify`)."""
-        return self._emulation.predict(x, raw=raw)
+        return self._emulation.predict(x, raw=raw, mask=mask)
 
     def quantise_input(self, x: Any) -> np.ndarray:
         return self._emulation.quantise_input(x)

@@ -167,9 +167,14 @@ def import_torch(module: torch.nn.Module, example_input: Any) -> ImportedModel:
             # one intra-op thread: these runs only find shapes (a small example batch), and torch's
             # thread pool spinning on a busy machine made a 100-step GRU take seconds instead of ms
             torch.set_num_threads(1)
+            args = (x,)
+            if sum(n.op == "placeholder" for n in gm.graph.nodes) == 2:
+                # forward(x, mask): the mask is a key padding mask over the input's tokens (docs/attention.md);
+                # nothing masked, so the shapes come out as for any mask
+                args = (x, torch.zeros(tuple(x.shape[:2]), dtype=torch.bool))
             with torch.no_grad():
-                gm(x)  # a plain run first: ShapeProp prints a traceback when a node fails
-                ShapeProp(gm).propagate(x)
+                gm(*args)  # a plain run first: ShapeProp prints a traceback when a node fails
+                ShapeProp(gm).propagate(*args)
         except Exception as exc:  # noqa: BLE001
             raise ModelError(
                 f"running example_input of shape {tuple(x.shape)} through {type(module).__name__} "
@@ -204,6 +209,7 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin, AttentionMixin, Enc
         self.attrs: dict[str, Any] = {}  # get_attr node name -> tensor
         self.used_names: set[str] = set()
         self.input_name: str | None = None
+        self.padding_input: str | None = None  # forward()'s second input: a run-time key padding mask
         self.pending = {}  # fx node name -> recurrent value not yet an IR tensor (torch_recurrent.py)
         self.splits: dict[str, tuple[str, int, list[tuple[int, int]]]] = {}  # fx split -> (x, axis, ranges)
         self.lifted: dict[str, str] = {}  # (C, W) tensor -> its (C, 1, W) view (sequence.py)
@@ -255,6 +261,11 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin, AttentionMixin, Enc
         t = arg.name
         while t in self.alias:
             t = self.alias[t]
+        if t == self.padding_input:
+            raise UnsupportedOpError(
+                f"'{name}' reads the model's second input '{t}'; aieflow takes a second input only as a key padding "
+                "mask (nn.MultiheadAttention key_padding_mask, an encoder's src_key_padding_mask)",
+                hint="pass the mask straight to the attention module; see docs/attention.md")
         if t not in self.shapes:
             raise UnsupportedOpError(
                 f"'{name}' reads '{arg.name}', which is not a supported tensor; {_SUPPORTED_TEXT}"
@@ -639,14 +650,18 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin, AttentionMixin, Enc
     def run(self) -> ImportedModel:
         outputs: list[str] = []
         placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
-        if len(placeholders) != 1:
+        if len(placeholders) not in (1, 2):
             names = ", ".join(n.name for n in placeholders) or "none"
             raise UnsupportedOpError(
                 f"{self.model_name}.forward takes {len(placeholders)} inputs ({names}); aieflow "
-                "supports exactly one input for now"
+                "supports one input, or one input and a key padding mask (docs/attention.md)"
             )
+        if len(placeholders) == 2:
+            self.padding_input = placeholders[1].name  # read only as a key padding mask (torch_attention)
         for fx_node in self.gm.graph.nodes:
-            if fx_node.op == "placeholder":
+            if fx_node.op == "placeholder" and fx_node.name == self.padding_input:
+                self.shapes[fx_node.name] = self._per_sample(fx_node, fx_node.name)
+            elif fx_node.op == "placeholder":
                 self.input_name = fx_node.name
                 self.shapes[fx_node.name] = self._per_sample(fx_node, fx_node.name)
             elif fx_node.op == "get_attr":
@@ -673,11 +688,19 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin, AttentionMixin, Enc
         nodes = sequence.simplify(self.nodes, outputs, self.unlifts, self.shapes)
         nodes = batchnorm.fold(nodes, self.shapes, outputs)
         nodes = attention.prepare(nodes, self.shapes, outputs)
+        inputs: tuple[str, ...] = (self.input_name,)
+        if self.padding_input is not None:
+            if not any(self.padding_input in n.inputs for n in nodes):
+                raise UnsupportedOpError(
+                    f"{self.model_name}.forward's second input '{self.padding_input}' is not a key padding mask "
+                    "(nn.MultiheadAttention key_padding_mask, an encoder's src_key_padding_mask); aieflow takes a "
+                    "second model input only as that", hint="see docs/attention.md, 'Run-time key padding masks'")
+            inputs = (self.input_name, self.padding_input)
         tensors = {t: Tensor(t, s) for t, s in self.shapes.items()}
         graph = Graph(
             nodes=tuple(nodes),
             tensors=tensors,
-            inputs=(self.input_name,),
+            inputs=inputs,
             outputs=tuple(outputs),
             name=self.model_name,
         )
