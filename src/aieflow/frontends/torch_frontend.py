@@ -176,10 +176,14 @@ def import_torch(module: torch.nn.Module, example_input: Any) -> ImportedModel:
                 gm(*args)  # a plain run first: ShapeProp prints a traceback when a node fails
                 ShapeProp(gm).propagate(*args)
         except Exception as exc:  # noqa: BLE001
+            padded = (f" with a second input '{list(gm.graph.nodes)[1].name}' of shape {tuple(args[1].shape)} "
+                      "(aieflow takes a second input only as a boolean key padding mask, [batch, tokens])"
+                      if len(args) > 1 else "")
             raise ModelError(
-                f"running example_input of shape {tuple(x.shape)} through {type(module).__name__} "
+                f"running example_input of shape {tuple(x.shape)}{padded} through {type(module).__name__} "
                 f"failed: {_first_line(exc)}",
-                hint="check that example_input has the shape the model expects, batch included",
+                hint="check that example_input has the shape the model expects, batch included" + (
+                    "; a per-sample attn_mask is not mapped (docs/attention.md)" if padded else ""),
             ) from None
         finally:
             torch.set_num_threads(threads)
@@ -645,6 +649,15 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin, AttentionMixin, Enc
             "module parameter or buffer"
         )
 
+    def _reads_padding_as_mask(self, fx_node) -> bool:
+        """Whether ``fx_node`` reads the run-time key padding mask (forward()'s second input) as the
+        attention modules take it, or does not read it at all; any other use is refused (``_input``)."""
+        if all(a.name != self.padding_input for a in fx_node.all_input_nodes):
+            return True
+        nn = self.torch.nn
+        kinds = (nn.MultiheadAttention, nn.TransformerEncoderLayer, nn.TransformerEncoder)
+        return fx_node.op == "call_module" and isinstance(self.gm.get_submodule(str(fx_node.target)), kinds)
+
     # -- driver ---------------------------------------------------------------------------------
 
     def run(self) -> ImportedModel:
@@ -666,6 +679,8 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin, AttentionMixin, Enc
                 self.shapes[fx_node.name] = self._per_sample(fx_node, fx_node.name)
             elif fx_node.op == "get_attr":
                 continue  # read through _param by the node that uses it
+            elif self.padding_input is not None and not self._reads_padding_as_mask(fx_node):
+                self._input(next(a for a in fx_node.all_input_nodes if a.name == self.padding_input), fx_node.name)
             elif fx_node.op == "call_module":
                 self._call_module(fx_node)
             elif fx_node.op == "call_function":
