@@ -121,7 +121,10 @@ def test_emulated_softmax_rows_match_an_integer_reference_per_sample(precision):
     em = aieflow.emulate(m, device="vek280", example_input=x[:1], calibration=(x, pad),
                          config={"precision": precision})
     keep = (~pad).astype(np.uint8)
-    tr = em._design().trace(em.quantise_input(x), mask=keep)
+    tr = em.trace(em.quantise_input(x), mask=em.quantise_mask(pad, x.shape[0]))
+    acts = float_activations(import_torch(m, torch.from_numpy(x[:2])).graph, x, keep)
+    assert all(np.isfinite(v).all() for v in acts.values())  # the float graph gives 0 on the padded sample
+    assert all(np.all(acts[n.outputs[0]][2] == 0) for n in em.graph.nodes if n.op == "softmax")
     causal = np.tril(np.ones((T, T), dtype=bool))
     for node in (n for n in em.graph.nodes if n.op == "softmax"):
         tin, tout = node.types.input, node.types.output
@@ -183,6 +186,9 @@ def test_what_is_not_done_is_refused_by_name():
     _refused(lambda: aieflow.compile(m, device="vek280", example_input=x[:1], calibration=(x, pad),
                                      config={"precision": "int8"}),
              "run-time key padding mask ('mask'", "does not map it", "aieflow.emulate")
+    _refused(lambda: aieflow.explore(m, device="vek385", example_input=x[:1], calibration=(x, pad),
+                                     config={"precision": "int8"}),
+             "run-time key padding mask ('mask'", "does not map it")
     for precision in ("bf16",):
         _refused(lambda p=precision: aieflow.emulate(m, device="vek280", example_input=x[:1], calibration=x,
                                                      config={"precision": p}),

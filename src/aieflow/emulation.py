@@ -48,9 +48,14 @@ class Emulation:
     def quantise_input(self, x: Any) -> np.ndarray:
         return self._design().quantise_input(x)
 
-    def trace(self, xq: np.ndarray) -> dict[str, np.ndarray]:
-        """Emulated value (codes) of every tensor, from quantised inputs (:meth:`quantise_input`)."""
-        return self._design().trace(xq)
+    def quantise_mask(self, mask: Any, samples: int) -> np.ndarray | None:
+        """A run-time key padding mask (PyTorch's forms) as the keep bytes :meth:`trace` takes."""
+        return self._design().quantise_mask(mask, samples)
+
+    def trace(self, xq: np.ndarray, mask: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """Emulated value (codes) of every tensor, from quantised inputs (:meth:`quantise_input`) and,
+        for a model with a run-time key padding mask, its keep bytes (:meth:`quantise_mask`)."""
+        return self._design().trace(xq, mask=mask)
 
     def summary(self) -> str:
         """Each layer with the numeric types quantisation chose."""

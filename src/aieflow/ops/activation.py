@@ -769,10 +769,11 @@ def sample_keep(node: Node, x: np.ndarray, mask: np.ndarray | None) -> np.ndarra
 
 def _softmax_forward(node: Node, x: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
     keep = sample_keep(node, x, mask)
-    y = softmax_reference(x, keep)
     if keep is None:
-        return y
-    return np.where(np.broadcast_to(np.asarray(keep, dtype=bool), x.shape).any(axis=-1, keepdims=True), y, 0.0)
+        return softmax_reference(x, keep)
+    k = np.broadcast_to(np.asarray(keep, dtype=bool), x.shape)
+    some = k.any(axis=-1, keepdims=True)  # a row keeping no key (run-time masks only) gives 0, as the emulator
+    return np.where(some, softmax_reference(x, k | ~some), 0.0)
 
 
 def _softmax_emulate(node: Node, x: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
