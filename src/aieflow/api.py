@@ -44,13 +44,12 @@ def compile(  # noqa: A001 - the public name the issue asks for
 
 
 def _refuse_runtime_mask(graph) -> None:
-    """A run-time key padding mask (the graph's second input) is emulated, not mapped yet."""
-    if len(graph.inputs) > 1:
+    """A run-time key padding mask (the graph's second input) maps on the DAG path only (its own
+    PLIO to the softmax kernels: dag/emit.py); every other kind refuses it by name."""
+    if len(graph.inputs) > 1 and not is_dag(graph):
         raise PlanError(f"the model takes a run-time key padding mask ('{graph.inputs[1]}', its second input); "
-                        "aieflow emulates it bit-exactly but does not map it to the AI Engine yet (a second PLIO "
-                        "and the softmax kernels' mask reads are not built)",
-                        hint="emulate with aieflow.emulate(model, ...).predict(x, mask=...), or compile with a "
-                        "constant key padding mask (a buffer); see docs/attention.md")
+                        "aieflow maps it on the DAG (attention) path only, and this model is not a DAG design",
+                        hint="emulate with aieflow.emulate(model, ...).predict(x, mask=...); see docs/attention.md")
 
 
 def _compile(state: State, stages: Stages) -> Design:

@@ -24,7 +24,7 @@ from ..mapped.adf import graph_header
 from ..mapped.ir import Kernel, Link, MappedGraph, Plio, Port, SharedBuffer
 from ..names import c_ident, comment, unique_idents
 from ..numerics.types import FixedType
-from ..ops.activation import iexp_up, igelu_shifts
+from ..ops.activation import MASK_TYPE, iexp_up, igelu_shifts
 from ..ops.dense import pack_tile
 from ..ops.matmul import transpose_b
 from ..passes.emit import _ENV as CHAIN_ENV
@@ -43,12 +43,13 @@ from ..perf.activation import activation_form, softmax_vectorised
 from ..templating import environment
 from ..vitis import system_files
 from .links import DagLink, Endpoint
-from .perf import kernel_cost, link_costs, lowered_dag, plio_in_cost
-from .plan import DagPlan, host_layout, matmul_dims, matrix_shape
+from .perf import kernel_cost, link_costs, lowered_dag, plio_in_cost, plio_mask_cost
+from .plan import DagPlan, host_layout, mask_input, masked, matmul_dims, matrix_shape
 
 _ENV = environment("dag")
 PLIO_IN = "in_x"
 PLIO_OUT = "out_y"
+PLIO_MASK = "in_mask"  # a run-time key padding mask (the graph's second input): keep bytes, one row per sample
 
 
 def idents(plan: DagPlan) -> dict[str, str]:
@@ -82,6 +83,8 @@ ONE_CLASS = ("matmul",)
 
 
 def rows_class(node) -> str:
+    if node.op == "softmax" and len(node.inputs) > 1:  # a run-time key padding mask: a second input port
+        return "SoftmaxPadded"
     return ROWS_CLASS[node.op] + ("Bf16" if _is_bf16(node) and node.op not in ONE_CLASS else "")
 
 
@@ -164,7 +167,8 @@ def rows_infos(plan: DagPlan, ids: dict[str, str], device: Device) -> dict[str, 
                 raise PlanError(f"softmax '{name}' holds {rp.rows_per_part} rows per tile, not whole {mq}-row "
                                 "attention masks", layer=name, hint="use a batch that splits into whole samples")
             softmaxes.append({**common, "ti": t.input.c_type, "table": t.table_size, "sd": t.index_shift,
-                              "vec": softmax_vectorised(t, rp.features, keep is not None),
+                              "vec": softmax_vectorised(t, rp.features, masked(node)),
+                              "runtime": len(node.inputs) > 1, "rs": rp.per_sample,
                               "fo": t.output.frac, "hi": t.output.max_code, "mq": mq,
                               "iexp": t.variant == "integer", "up": iexp_up(t.input.frac),
                               "keep": None if keep is None else [int(v) for v in np.asarray(keep).reshape(-1)],
@@ -178,14 +182,17 @@ def _transposes(plan: DagPlan, name: str) -> list[dict[str, Any]]:
     [samples][F][rows]; ports that need none get ``on = false``."""
     rp = plan.rows[name]
     out = []
-    for k, o in enumerate(plan.operands[name]):
+    operands = plan.operands[name]
+    if rp.op == "softmax":  # a run-time key padding mask (operand 1) is read as it is
+        operands = operands[:1]
+    for k, o in enumerate(operands):
         if k < len(rp.in_transposed) and rp.in_transposed[k]:
             r_src, f_src = matrix_shape(plan.graph, o.tensor, name)
             samples, run = rp.block(f_src)
-            out.append({"port": "IN" if len(plan.operands[name]) == 1 else "AB"[k], "on": True,
+            out.append({"port": "IN" if len(operands) == 1 else "AB"[k], "on": True,
                         "s": samples, "a": r_src, "b": run})
         else:
-            out.append({"port": "IN" if len(plan.operands[name]) == 1 else "AB"[k], "on": False, "s": 1, "a": 1, "b": 1})
+            out.append({"port": "IN" if len(operands) == 1 else "AB"[k], "on": False, "s": 1, "a": 1, "b": 1})
     if rp.out_transposed:
         samples, run = rp.block(rp.per_sample)
         out.append({"port": "OUT", "on": True, "s": samples, "a": run, "b": rp.features})
@@ -197,7 +204,7 @@ def _transposes(plan: DagPlan, name: str) -> list[dict[str, Any]]:
 def _port_src(plan: DagPlan, ep: Endpoint, ids: dict[str, str]) -> Port:
     """The output port a producer endpoint writes from."""
     if ep.kind == "plio":
-        return Port(PLIO_IN, "out", 0)
+        return Port(PLIO_MASK if ep.index == 1 else PLIO_IN, "out", 0)
     if ep.kind == "row":
         p = plan.node(ep.node).plan
         return Port(tile_var(ids[ep.node], ep.index, p.cas_len - 1), "out", 0)
@@ -252,6 +259,8 @@ def lower(plan: DagPlan, placement: Placement, ids: dict[str, str], headers: lis
             if node.op == "matmul":  # A: the part's rows; B: its samples' whole B
                 m, k, n = matmul_dims(plan.graph, node, plan.operands[name])
                 ins = (rp.rows_per_part * k, rp.rows_per_part // rp.per_sample * k * n)
+            if node.op == "softmax" and len(node.inputs) > 1:  # the run-time mask: one keep row per sample
+                ins = (size, rp.rows_per_part // rp.per_sample * rp.features)
             for i in range(rp.parts):
                 kernels.append(Kernel(part_var(ident, i), name, f"aieflow::{cls}<aieflow_design::{ident}_cfg>", args,
                                       f"kernels/{ident}.cc", (rect.column + i, rect.row), ins, (size,),
@@ -267,6 +276,9 @@ def lower(plan: DagPlan, placement: Placement, ids: dict[str, str], headers: lis
         buffers += _link_buffers(plan, link, ids, len(buffers), links, write, read)
     plios = (Plio(PLIO_IN, "in", PLIO_BITS, f"data/{PLIO_IN}.txt", cost=plio_in_cost(plan, device) if device else None),
              Plio(PLIO_OUT, "out", PLIO_BITS, f"data/{PLIO_OUT}.txt", cost=out_cost))
+    if mask_input(plan.graph) is not None:
+        plios += (Plio(PLIO_MASK, "in", PLIO_BITS, f"data/{PLIO_MASK}.txt",
+                       cost=plio_mask_cost(plan, device) if device else None),)
     return MappedGraph(tuple(kernels), tuple(buffers), plios, tuple(links), tuple(headers))
 
 
@@ -285,7 +297,7 @@ def _link_buffers(plan: DagPlan, link: DagLink, ids, first: int, links: list[Lin
                     f"{len(sh.writes)} writer(s), {len(sh.reads)} reader(s)"), write, read))
         for w, (ep, _) in enumerate(sh.writes):
             src = _port_src(plan, ep, ids)
-            links.append(Link("plio" if src.owner == PLIO_IN else "memtile", src, Port(var, "in", w)))
+            links.append(Link("plio" if src.owner in (PLIO_IN, PLIO_MASK) else "memtile", src, Port(var, "in", w)))
         for r, (ep, _) in enumerate(sh.reads):
             for dst in _port_dsts(plan, ep, link.operand, ids):
                 links.append(Link("plio" if dst.owner == PLIO_OUT else "memtile", Port(var, "out", r), dst))
@@ -298,7 +310,8 @@ def plio_text(codes: np.ndarray, t) -> str:
 
 
 def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.ndarray, outputs_q: np.ndarray,
-             graph_name: str = "model") -> dict[str, str]:
+             graph_name: str = "model", mask_q: np.ndarray | None = None) -> dict[str, str]:
+    """``mask_q``: the keep bytes of the samples' run-time key padding masks (a model with one)."""
     ids = idents(plan)
     version = __version__
     graph_class = c_ident(graph_name).capitalize() + "Graph"
@@ -367,7 +380,9 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
     mapped = replace(lowered_dag(plan, placement, device), headers=tuple(headers))
     tin = plan.graph.tensors[plan.graph.inputs[0]].dtype
     tout = plan.graph.tensors[plan.graph.outputs[0]].dtype
-    plio_in = [{"var": PLIO_IN, "file": f"data/{PLIO_IN}.txt"}]
+    plio_in = [{"var": PLIO_IN, "file": f"data/{PLIO_IN}.txt", "ctype": tin.c_type}]
+    if mask_input(plan.graph) is not None:
+        plio_in.append({"var": PLIO_MASK, "file": f"data/{PLIO_MASK}.txt", "ctype": MASK_TYPE.c_type})
     plio_out = [{"var": PLIO_OUT, "file": f"data/{PLIO_OUT}.txt"}]
     iterations = max(1, int(inputs_q.shape[0] // plan.batch)) if inputs_q.size else 1
     nodes = []
@@ -406,9 +421,11 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
     if ctx["bf16"]:
         files["src/kernels/dag_kernels_bf16.h"] = kernels.joinpath("dag/dag_kernels_bf16.h").read_text()
     files[f"data/{PLIO_IN}.txt"] = plio_text(host_layout(plan.graph, inputs_q), tin)  # a patch view: patch order
+    if mask_input(plan.graph) is not None:
+        files[f"data/{PLIO_MASK}.txt"] = plio_text(mask_q, MASK_TYPE)
     files[f"data/golden_{PLIO_OUT}.txt"] = plio_text(outputs_q, tout)
     files.update(system_files(
         files, device=device, graph_class=graph_class, graph_var="g",
-        plio_in=[{**p, "ctype": tin.c_type} for p in plio_in], plio_out=[{**p, "ctype": tout.c_type} for p in plio_out],
+        plio_in=plio_in, plio_out=[{**p, "ctype": tout.c_type} for p in plio_out],
         iterations=iterations, samples_per_iteration=plan.batch, classes=classes, tiles=mapped.kernels))
     return files
