@@ -6,7 +6,9 @@ the graph (Makefile, PL movers, system.cfg, XRT host, x86 system run) comes from
 
 PLIO data: one input PLIO writes the graph input into its links' memory tiles, one output PLIO
 reads the graph output from its memory tile; both carry each iteration's ``batch`` samples
-row-major (``[batch][rows][features]``), 64-bit words per line.
+row-major (``[batch][rows][features]``), 64-bit words per line.  A run-time key padding mask (the
+graph's second input) has its own input PLIO (``PLIO_MASK``: ``[batch][keys]`` keep bytes) into the
+links of the softmaxes that read it.
 """
 
 from __future__ import annotations
@@ -224,7 +226,7 @@ def _port_dsts(plan: DagPlan, ep: Endpoint, operand: int, ids: dict[str, str]) -
 def lower(plan: DagPlan, placement: Placement, ids: dict[str, str], headers: list[str],
           device: Device | None = None) -> MappedGraph:
     """The DAG design as a mapped graph: Dense cascades and Add / LayerNorm parts on their tiles,
-    one memory-tile shared buffer per link shard, the two PLIOs.  With ``device``, every kernel,
+    one memory-tile shared buffer per link shard, the PLIOs (a run-time mask's too).  With ``device``, every kernel,
     shard and PLIO carries its cost (``dag/perf.py``: one stage per node, a write and a read stage
     per link, the PLIOs')."""
     costs = {name: kernel_cost(plan, name, device) for name in plan.compute} if device is not None else {}
