@@ -27,7 +27,7 @@ from ..errors import UnsupportedOpError
 from ..ir import Node, frozen_map
 
 SUPPORTED_MODULES = ("nn.MultiheadAttention (batch_first=True, self- or cross-attention, a constant attn_mask and / or "
-                     "key_padding_mask; output [0])",)
+                     "key_padding_mask, or a key_padding_mask given as forward()'s second input; output [0])",)
 SUPPORTED_FUNCTIONS = (
     "a @ b / torch.matmul / torch.bmm / Tensor.matmul of two computed tensors (batched over heads)",
     "x * c / x / c by a Python number (folded into the Dense layer before it)",
