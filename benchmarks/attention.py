@@ -2,7 +2,7 @@
 PyTorch, x86 verify, modelled latency / throughput with the per-stage breakdown, PyTorch CPU timings
 in the same run.
 
-    python benchmarks/attention.py [--model tagger|vit|vit-12x20] [--verify-samples N]
+    python benchmarks/attention.py [--model tagger|tagger-masked|vit|vit-12x20] [--verify-samples N]
                                    [--configs vek280:int8,vek280:int16,...]
     python benchmarks/attention.py --configs vek280:bf16,vek385:bf16 --verify vek280:bf16   # bf16 only
 
@@ -98,7 +98,26 @@ class ViT(nn.Module):
         return self.head(self.norm(self.enc(t + self.pos)[:, 0]))
 
 
-SHAPES = {"tagger": (PARTICLES, FEATURES), "vit": (3, 16, 16), "vit-12x20": (3, 12, 20)}
+class MaskedTagger(nn.Module):
+    """``--model tagger-masked``: variable particle counts, the padding a run-time key padding mask
+    (forward(x, mask), docs/attention.md "Run-time key padding masks"): a ReLU embedding to 32, two
+    pre-norm ``nn.TransformerEncoderLayer`` blocks (2 heads, GELU MLP 64) in an ``nn.TransformerEncoder``
+    reading ``src_key_padding_mask``, the first particle's token pooled (never padded), a 5-class head."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Linear(FEATURES, EMBED)
+        layer = nn.TransformerEncoderLayer(EMBED, HEADS, 2 * EMBED, dropout=0.0, batch_first=True, norm_first=True,
+                                           activation="gelu")
+        self.enc = nn.TransformerEncoder(layer, BLOCKS, enable_nested_tensor=False)
+        self.head = nn.Linear(EMBED, CLASSES)
+
+    def forward(self, x, mask):
+        return self.head(self.enc(torch.relu(self.embed(x)), src_key_padding_mask=mask)[:, 0])
+
+
+SHAPES = {"tagger": (PARTICLES, FEATURES), "tagger-masked": (PARTICLES, FEATURES), "vit": (3, 16, 16),
+          "vit-12x20": (3, 12, 20)}
 WHICH = ["tagger"]
 
 
@@ -107,11 +126,29 @@ def model(which: str = "tagger") -> nn.Module:
     torch.manual_seed(0)
     if which == "tagger":
         return JetTagger().eval()
+    if which == "tagger-masked":
+        return MaskedTagger().eval()
     return ViT(SHAPES[which], 10 if which == "vit" else 8).eval()
 
 
 def data(n: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal((n, *SHAPES[WHICH[0]])).astype(np.float32)
+
+
+def padding(n: int, seed: int = 1) -> np.ndarray | None:
+    """``tagger-masked``: seeded particle counts 1..16 per sample (True = padded), else None."""
+    if WHICH[0] != "tagger-masked":
+        return None
+    k = np.random.default_rng(seed).integers(1, PARTICLES + 1, n)
+    return np.arange(PARTICLES)[None, :] >= k[:, None]
+
+
+def forward(m: nn.Module, x: np.ndarray, pad: np.ndarray | None) -> np.ndarray:
+    if pad is None:
+        with torch.no_grad():
+            return m(torch.from_numpy(x)).numpy()
+    with torch.enable_grad():  # PyTorch's documented (autograd) forward, no nested-tensor fast path
+        return m(torch.from_numpy(x), torch.from_numpy(pad)).detach().numpy()
 
 
 def torch_timing(m: nn.Module, batch: int, threads: int | None, repeats: int) -> float:
@@ -121,13 +158,15 @@ def torch_timing(m: nn.Module, batch: int, threads: int | None, repeats: int) ->
         torch.set_num_threads(threads)
     try:
         x = torch.from_numpy(data(batch, seed=1))
+        pad = padding(batch)
+        args = (x,) if pad is None else (x, torch.from_numpy(pad))  # tagger-masked: PyTorch's fast path may run
         with torch.no_grad():
             for _ in range(3):
-                m(x)
+                m(*args)
             times = []
             for _ in range(repeats):
                 t0 = time.perf_counter()
-                m(x)
+                m(*args)
                 times.append(time.perf_counter() - t0)
         return statistics.median(times)
     finally:
@@ -138,12 +177,14 @@ def run(device: str, precision: str, verify_samples: int, m: nn.Module, x: np.nd
     t0 = time.perf_counter()
     # no batch in the config: compile takes 8 (BATCH) where the memory-tile tilers can cut it, else
     # its first doubling (AIE-MLv2's 8x8x8 int8 mmul needs 16 rows: the pooled head's 1 row per sample)
-    d = aieflow.compile(m, device=device, example_input=x[:1], calibration=x, config={"precision": precision})
+    pad = padding(x.shape[0])
+    d = aieflow.compile(m, device=device, example_input=x[:1], calibration=x if pad is None else (x, pad),
+                        config={"precision": precision})
     compile_s = time.perf_counter() - t0
-    with torch.no_grad():
-        ref = m(torch.from_numpy(x[:64])).numpy()
-    err = float(np.abs(d.predict(x[:64]) - ref).max())
-    agree = float(np.mean(d.predict(x[:64]).argmax(-1) == ref.argmax(-1)))
+    ref = forward(m, x[:64], None if pad is None else pad[:64])
+    y = d.predict(x[:64]) if pad is None else d.predict(x[:64], mask=pad[:64])
+    err = float(np.abs(y - ref).max())
+    agree = float(np.mean(y.argmax(-1) == ref.argmax(-1)))
     e = d.estimate()
     verdict = "not run (--verify)"
     if verify_samples:

@@ -133,10 +133,10 @@ def test_unmapped_encoder_layers_are_refused_by_name():
             super().__init__()
             self.enc = _layer()
             pad = torch.zeros(2, TOKENS, dtype=torch.bool)
-            pad[1, 3] = True  # a padding of one sample only: a run-time input (a constant one maps: test_masks.py)
+            pad[1, 3] = True  # a padding of one sample only: a per-sample buffer (forward(x, mask) maps: test_runtime_masks.py)
             self.register_buffer("pad", pad)
 
         def forward(self, x):
             return self.enc(x, src_key_padding_mask=self.pad)
 
-    _refused(Padded().eval(), x, "'enc'", "key padding mask whose rows differ", "run-time input")
+    _refused(Padded().eval(), x, "'enc'", "key padding mask whose rows differ", "forward()'s second input")

@@ -191,7 +191,7 @@ def test_constant_key_padding_masks_import_and_predict_as_pytorch(make, kept):
 def test_unmapped_masks_are_refused_by_name():
     m = PaddedMha()
     m.pad[1, 3] = True  # another padding in the second sample: a per-sample (run-time) mask
-    _refused(m, "'att'", "key padding mask whose rows differ", "run-time input")
+    _refused(m, "'att'", "key padding mask whose rows differ", "forward()'s second input")
 
     m = PaddedMha(kind="float")
     m.pad[:, 0] = -1.0

@@ -43,10 +43,20 @@ def compile(  # noqa: A001 - the public name the issue asks for
         return _compile(_state(model, device, example_input, config, calibration), stages)
 
 
+def _refuse_runtime_mask(graph) -> None:
+    """A run-time key padding mask (the graph's second input) maps on the DAG path only (its own
+    PLIO to the softmax kernels: dag/emit.py); every other kind refuses it by name."""
+    if len(graph.inputs) > 1 and not is_dag(graph):
+        raise PlanError(f"the model takes a run-time key padding mask ('{graph.inputs[1]}', its second input); "
+                        "aieflow maps it on the DAG (attention) path only, and this model is not a DAG design",
+                        hint="emulate with aieflow.emulate(model, ...).predict(x, mask=...); see docs/attention.md")
+
+
 def _compile(state: State, stages: Stages) -> Design:
     model = state.model
     state = front_end(state, stages)
     graph = state.graph
+    _refuse_runtime_mask(graph)
     # GRU / LSTM: their own row-wise stream mapping (aieflow.recurrent, docs/recurrent.md)
     if is_recurrent(graph):
         from .recurrent.design import compile_recurrent
@@ -151,6 +161,7 @@ def explore(
     target, the planner's own design).  Every point's figures are the estimate of the design it
     compiles to (issue 17: one cost model for explore and compile)."""
     state = front_end(_state(model, device, example_input, config, calibration))
+    _refuse_runtime_mask(state.graph)
     graph = state.graph
     if is_recurrent(graph):  # GRU / LSTM: the front of the recurrent mappings (docs/recurrent.md)
         from .recurrent.design import explore_recurrent
@@ -231,12 +242,17 @@ def _emulation(state: State) -> Emulation:
 
 
 def _state(model: Any, device: str, example_input: Any, config: Any, calibration: Any) -> State:
+    mask = None
+    if isinstance(calibration, tuple) and len(calibration) == 2:
+        # (samples, key padding masks): a model with a run-time key padding mask (docs/attention.md)
+        calibration, mask = calibration
     return State(
         model=model,
         device=get_device(device),
         config=parse_config(config),
         example_input=None if example_input is None else _samples(example_input, "example input"),
         calibration=None if calibration is None else _samples(calibration, "calibration data"),
+        calibration_mask=mask,
     )
 
 

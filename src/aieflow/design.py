@@ -26,7 +26,7 @@ from .graph_io import (
     read_weights,
     write_weights,
 )
-from .inputs import real_array
+from .inputs import mask_keep, real_array
 from .ir import Graph, Node, Tensor
 from .numerics import fast, fixed
 from .numerics.requant import affine_dequantize, affine_quantize
@@ -108,14 +108,39 @@ class Design:
             return affine_dequantize(y, t)
         return fixed.to_real(y, t)
 
-    def run(self, xq: np.ndarray) -> np.ndarray:
-        """Emulate the design on graph-input codes; returns graph-output codes (integer-exact)."""
-        y = self.trace(xq, keep=False)[self.graph.outputs[0]]
+    def run(self, xq: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+        """Emulate the design on graph-input codes (and a run-time key padding mask's keep bytes,
+        :meth:`quantise_mask`); returns graph-output codes (integer-exact)."""
+        y = self.trace(xq, keep=False, mask=mask)[self.graph.outputs[0]]
         return y.astype(np.int64) if isinstance(self.output_type, FixedType | AffineType) else y
 
-    def trace(self, xq: np.ndarray, keep: bool = True) -> dict[str, np.ndarray]:
-        """Emulated value of every tensor (``keep=False``: only the graph output survives)."""
+    @property
+    def mask_shape(self) -> tuple[int, ...] | None:
+        """The per-sample shape ``(T_k,)`` of the run-time key padding mask (the graph's second input:
+        docs/attention.md), or None for a model with one input."""
+        return tuple(self.graph.tensors[self.graph.inputs[1]].shape) if len(self.graph.inputs) > 1 else None
+
+    def quantise_mask(self, mask: Any, samples: int) -> np.ndarray | None:
+        """A key padding mask in PyTorch's forms (boolean, True = padding; or float 0 / -inf), ``[samples,
+        T_k]``, as the keep bytes the design reads (uint8, 1 = kept); None for a model without one."""
+        if self.mask_shape is None:
+            if mask is not None:
+                raise ConfigError("a mask was given, but the model takes one input (no run-time key padding mask)",
+                                  hint="leave mask out")
+            return None
+        if mask is None:
+            raise ConfigError(f"the model takes a run-time key padding mask ('{self.graph.inputs[1]}', one row of "
+                              f"{self.mask_shape[0]} keys per sample)", hint="pass predict(x, mask=...): boolean, "
+                              "True = padding (docs/attention.md)")
+        return mask_keep(mask, samples, self.mask_shape[0])
+
+    def trace(self, xq: np.ndarray, keep: bool = True, mask: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """Emulated value of every tensor (``keep=False``: only the graph output survives); ``mask``: the
+        keep bytes of a run-time key padding mask (:meth:`quantise_mask`), every key kept when None."""
         values = {self.graph.inputs[0]: xq}
+        for t in self.graph.inputs[1:]:
+            shape = (np.shape(xq)[0], *self.graph.tensors[t].shape)
+            values[t] = np.ones(shape, np.uint8) if mask is None else np.asarray(mask, np.uint8).reshape(shape)
         # a tensor may feed several nodes (fan-out): free it after its last reader only
         last_use = {t: i for i, node in enumerate(self.graph.nodes) for t in node.inputs}
         for i, node in enumerate(self.graph.nodes):
@@ -137,8 +162,11 @@ class Design:
         for i in range(0, x.shape[0], chunk):
             yield x[i : i + chunk]
 
-    def predict(self, x: Any, raw: bool = False, chunk: int = DEFAULT_CHUNK) -> np.ndarray:
+    def predict(self, x: Any, raw: bool = False, chunk: int = DEFAULT_CHUNK, mask: Any = None) -> np.ndarray:
         """Bit-exact emulation: quantise at the input, integer-exact layers, dequantise at the output.
+
+        ``mask``: a model with a run-time key padding mask (forward(x, mask)) takes it here, ``[N, T_k]``
+        in PyTorch's forms (boolean, True = padding; or float 0 / -inf); other models take none.
 
         Real values come back as float32, like the float model's own outputs (every int8 / int16 /
         fp32 / bf16 output is a float32 exactly), or as float64 for an output type wider than 24
@@ -148,12 +176,15 @@ class Design:
         x = self._check_input(x)
         if np.issubdtype(x.dtype, np.floating) and np.isnan(x).any():
             raise ConfigError("input contains NaN")
+        keep = self.quantise_mask(mask, x.shape[0])
         outs = []
-        for part in self._chunks(x, max(1, chunk)):
+        for i, part in zip(range(0, x.shape[0], max(1, chunk)), self._chunks(x, max(1, chunk)), strict=True):
+            m = None if keep is None else keep[i:i + part.shape[0]]
             if raw:
-                outs.append(self.run(self._quantise_checked(part)))
+                outs.append(self.run(self._quantise_checked(part), mask=m))
             else:  # codes stay in the emulator's float carriers up to the dequantisation
-                y = self.trace(self._quantise_checked(part, float_codes=True), keep=False)[self.graph.outputs[0]]
+                y = self.trace(self._quantise_checked(part, float_codes=True), keep=False,
+                               mask=m)[self.graph.outputs[0]]
                 outs.append(self.dequantise_output(y))
         if not outs:
             codes = np.zeros((0, *self.output_tensor.shape), dtype=np.int64)

@@ -40,16 +40,22 @@ class Emulation:
     def output_type(self) -> NumericType:
         return self._design().output_type
 
-    def predict(self, x: Any, raw: bool = False) -> np.ndarray:
-        """Float samples in, float outputs (or output codes with ``raw=True``) out, as ``Design.predict``."""
-        return self._design().predict(x, raw=raw)
+    def predict(self, x: Any, raw: bool = False, mask: Any = None) -> np.ndarray:
+        """Float samples in, float outputs (or output codes with ``raw=True``) out, as ``Design.predict``
+        (``mask``: a run-time key padding mask, for a model that takes one)."""
+        return self._design().predict(x, raw=raw, mask=mask)
 
     def quantise_input(self, x: Any) -> np.ndarray:
         return self._design().quantise_input(x)
 
-    def trace(self, xq: np.ndarray) -> dict[str, np.ndarray]:
-        """Emulated value (codes) of every tensor, from quantised inputs (:meth:`quantise_input`)."""
-        return self._design().trace(xq)
+    def quantise_mask(self, mask: Any, samples: int) -> np.ndarray | None:
+        """A run-time key padding mask (PyTorch's forms) as the keep bytes :meth:`trace` takes."""
+        return self._design().quantise_mask(mask, samples)
+
+    def trace(self, xq: np.ndarray, mask: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """Emulated value (codes) of every tensor, from quantised inputs (:meth:`quantise_input`) and,
+        for a model with a run-time key padding mask, its keep bytes (:meth:`quantise_mask`)."""
+        return self._design().trace(xq, mask=mask)
 
     def summary(self) -> str:
         """Each layer with the numeric types quantisation chose."""
@@ -79,10 +85,10 @@ class EmulatedNumerics:
     def quantise_input(self, x: Any) -> np.ndarray:
         return self._emulation.quantise_input(x)
 
-    def predict(self, x: Any, raw: bool = False) -> np.ndarray:
+    def predict(self, x: Any, raw: bool = False, mask: Any = None) -> np.ndarray:
         """Float samples in, the design's output out (float, or codes with ``raw=True``): the
         bit-exact emulator, which the generated code matches (``verify``)."""
-        return self._emulation.predict(x, raw=raw)
+        return self._emulation.predict(x, raw=raw, mask=mask)
 
     def trace(self, xq: np.ndarray) -> dict[str, np.ndarray]:
         return self._emulation.trace(xq)

@@ -17,6 +17,7 @@ from .config import Config
 from .devices import Device
 from .errors import ConfigError, ModelError
 from .frontends import import_model
+from .inputs import mask_keep
 from .ir import Graph, QuantHints
 from .mapped.transport import check as check_transport
 from .ops.recurrent import one_blas_thread
@@ -39,6 +40,7 @@ class State:
     config: Config
     example_input: np.ndarray | None = None
     calibration: np.ndarray | None = None
+    calibration_mask: Any = None  # calibration=(x, mask): the key padding masks of the calibration samples
     graph: Graph | None = None
     hints: QuantHints = field(default_factory=QuantHints)
     source: str = ""
@@ -53,7 +55,8 @@ class State:
 def _import(s: State) -> State:
     imported = import_model(s.model, s.example_input)
     g = imported.graph
-    if len(g.inputs) != 1 or len(g.outputs) != 1:
+    # a second input is a run-time key padding mask (frontends: softmax nodes read it, nothing else)
+    if len(g.inputs) not in (1, 2) or len(g.outputs) != 1:
         raise ModelError(f"the model has {len(g.inputs)} inputs and {len(g.outputs)} outputs; aieflow supports one of each")
     log.debug("imported %s (%s): %d nodes", g.name, imported.source or "model", len(g.nodes))
     return replace(s, graph=g, hints=imported.hints, source=imported.source)
@@ -91,8 +94,23 @@ def _calibration(s: State) -> np.ndarray | None:
     return x
 
 
+def _calibration_mask(s: State, x: np.ndarray | None) -> np.ndarray | None:
+    """The keep bytes of the calibration samples' key padding masks (``calibration=(x, mask)``), or None
+    (every key kept)."""
+    if s.calibration_mask is None:
+        return None
+    if len(s.graph.inputs) < 2:
+        raise ConfigError("calibration gives key padding masks (calibration=(x, mask)), but the model takes one "
+                          "input", hint="pass calibration=x")
+    if s.calibration is None or x is None:
+        raise ConfigError("calibration=(x, mask) needs the samples x", hint="pass calibration=(x, mask)")
+    return mask_keep(s.calibration_mask, x.shape[0], s.graph.tensors[s.graph.inputs[1]].shape[0],
+                     "calibration mask")
+
+
 def _quantise(s: State) -> State:
-    return replace(s, graph=quantise(s.graph, s.device, s.config, s.hints, _calibration(s)))
+    x = _calibration(s)
+    return replace(s, graph=quantise(s.graph, s.device, s.config, s.hints, x, _calibration_mask(s, x)))
 
 
 def _search(s: State, force: bool = False) -> State:

@@ -76,9 +76,20 @@ def compile_dag(state: State, progress: Callable[[str], None] | None = None, fou
         xq = _example(design, state.example_input, whole=True)
     else:
         xq = _example(design, state.calibration)
-    design.files = emit_dag(plan, state.device, placement, xq, design.run(xq), state.graph.name)
+    mq = example_mask(design, xq.shape[0])
+    design.files = emit_dag(plan, state.device, placement, xq, design.run(xq, mask=mq), state.graph.name, mq)
     log.debug("dag: emitted %d project files", len(design.files))
     return design
+
+
+def example_mask(design: DagDesign, samples: int, seed: int = 0) -> np.ndarray | None:
+    """Keep bytes of a run-time key padding mask for ``samples`` example samples (a model with one):
+    seeded jet-like paddings, sample i keeping its first k_i keys (k_i in 1..T_k), or None."""
+    if design.mask_shape is None:
+        return None
+    t = design.mask_shape[0]
+    k = np.random.default_rng(seed).integers(1, t + 1, samples)
+    return (np.arange(t)[None, :] < k[:, None]).astype(np.uint8)
 
 
 def _example(design: DagDesign, x, whole: bool = False) -> np.ndarray:

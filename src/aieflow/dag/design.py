@@ -72,10 +72,10 @@ class DagDesign:
     def input_shape(self) -> tuple[int, ...]:
         return tuple(self.graph.tensors[self.graph.inputs[0]].shape)
 
-    def predict(self, x: Any, raw: bool = False) -> np.ndarray:
+    def predict(self, x: Any, raw: bool = False, mask: Any = None) -> np.ndarray:
         """Bit-exact emulation (float in; float out, or output codes with ``raw=True``); the
         generated kernels compute the same (:meth:`verify`)."""
-        return self._emulation.predict(x, raw=raw)
+        return self._emulation.predict(x, raw=raw, mask=mask)
 
     def quantise_input(self, x: Any) -> np.ndarray:
         return self._emulation.quantise_input(x)
@@ -84,16 +84,27 @@ class DagDesign:
         """Emulated value (codes) of every tensor."""
         return self._emulation.trace(xq)
 
-    def run(self, xq: np.ndarray) -> np.ndarray:
-        """Graph-input codes -> graph-output codes (integer-exact)."""
-        return self._emulation._design().run(xq)
+    @property
+    def mask_shape(self) -> tuple[int, ...] | None:
+        """``(T_k,)`` of a run-time key padding mask (the graph's second input), or None."""
+        return self._emulation._design().mask_shape
 
-    def verify(self, x: Any = None, samples: int = 64, seed: int = 0, **kwargs: Any):
+    def quantise_mask(self, mask: Any, samples: int) -> np.ndarray | None:
+        return self._emulation._design().quantise_mask(mask, samples)
+
+    def run(self, xq: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+        """Graph-input codes (and a run-time key padding mask's keep bytes) -> graph-output codes
+        (integer-exact)."""
+        return self._emulation._design().run(xq, mask=mask)
+
+    def verify(self, x: Any = None, samples: int = 64, seed: int = 0, mask: Any = None, **kwargs: Any):
         """Build the project's C++ for x86 against aieflow's shim, run it on ``x`` (float samples)
-        or ``samples`` generated ones (edge rows first) and compare bit for bit with :meth:`predict`."""
+        or ``samples`` generated ones (edge rows first) and compare bit for bit with :meth:`predict`.
+        A model with a run-time key padding mask takes ``mask`` for ``x`` (PyTorch's forms), else
+        seeded jet-like paddings (``dag.api.example_mask``)."""
         from .verify import verify
 
-        return verify(self, x, samples=samples, seed=seed, **kwargs)
+        return verify(self, x, samples=samples, seed=seed, mask=mask, **kwargs)
 
     # ------------------------------------------------------------------ performance
 
@@ -110,7 +121,7 @@ class DagDesign:
         p = self.estimate()
         return {"compute_tiles": self.plan.tiles, "compute_tiles_available": self.device.compute_tiles,
                 "memory_tiles": p.memory_tiles_used, "memory_tile_buffers": sum(len(k.shards) for k in self.plan.links),
-                "plio_in": 1, "plio_out": 1}
+                "plio_in": len(self.graph.inputs), "plio_out": 1}
 
     def summary(self) -> str:
         e = self.estimate()

@@ -6,7 +6,9 @@ the graph (Makefile, PL movers, system.cfg, XRT host, x86 system run) comes from
 
 PLIO data: one input PLIO writes the graph input into its links' memory tiles, one output PLIO
 reads the graph output from its memory tile; both carry each iteration's ``batch`` samples
-row-major (``[batch][rows][features]``), 64-bit words per line.
+row-major (``[batch][rows][features]``), 64-bit words per line.  A run-time key padding mask (the
+graph's second input) has its own input PLIO (``PLIO_MASK``: ``[batch][keys]`` keep bytes) into the
+links of the softmaxes that read it.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from ..mapped.adf import graph_header
 from ..mapped.ir import Kernel, Link, MappedGraph, Plio, Port, SharedBuffer
 from ..names import c_ident, comment, unique_idents
 from ..numerics.types import FixedType
-from ..ops.activation import iexp_up, igelu_shifts
+from ..ops.activation import MASK_TYPE, iexp_up, igelu_shifts
 from ..ops.dense import pack_tile
 from ..ops.matmul import transpose_b
 from ..passes.emit import _ENV as CHAIN_ENV
@@ -43,12 +45,13 @@ from ..perf.activation import activation_form, softmax_vectorised
 from ..templating import environment
 from ..vitis import system_files
 from .links import DagLink, Endpoint
-from .perf import kernel_cost, link_costs, lowered_dag, plio_in_cost
-from .plan import DagPlan, host_layout, matmul_dims, matrix_shape
+from .perf import kernel_cost, link_costs, lowered_dag, plio_in_cost, plio_mask_cost
+from .plan import DagPlan, host_layout, mask_input, masked, matmul_dims, matrix_shape
 
 _ENV = environment("dag")
 PLIO_IN = "in_x"
 PLIO_OUT = "out_y"
+PLIO_MASK = "in_mask"  # a run-time key padding mask (the graph's second input): keep bytes, one row per sample
 
 
 def idents(plan: DagPlan) -> dict[str, str]:
@@ -82,6 +85,8 @@ ONE_CLASS = ("matmul",)
 
 
 def rows_class(node) -> str:
+    if node.op == "softmax" and len(node.inputs) > 1:  # a run-time key padding mask: a second input port
+        return "SoftmaxPadded"
     return ROWS_CLASS[node.op] + ("Bf16" if _is_bf16(node) and node.op not in ONE_CLASS else "")
 
 
@@ -168,7 +173,8 @@ def rows_infos(plan: DagPlan, ids: dict[str, str], device: Device) -> dict[str, 
                 raise PlanError(f"softmax '{name}' holds {rp.rows_per_part} rows per tile, not whole {mq}-row "
                                 "attention masks", layer=name, hint="use a batch that splits into whole samples")
             softmaxes.append({**common, "ti": t.input.c_type, "table": t.table_size, "sd": t.index_shift,
-                              "vec": softmax_vectorised(t, rp.features, keep is not None),
+                              "vec": softmax_vectorised(t, rp.features, masked(node)),
+                              "runtime": len(node.inputs) > 1, "rs": rp.per_sample,
                               "fo": t.output.frac, "hi": t.output.max_code, "mq": mq,
                               "iexp": t.variant == "integer", "up": iexp_up(t.input.frac),
                               "keep": None if keep is None else [int(v) for v in np.asarray(keep).reshape(-1)],
@@ -182,14 +188,17 @@ def _transposes(plan: DagPlan, name: str) -> list[dict[str, Any]]:
     [samples][F][rows]; ports that need none get ``on = false``."""
     rp = plan.rows[name]
     out = []
-    for k, o in enumerate(plan.operands[name]):
+    operands = plan.operands[name]
+    if rp.op == "softmax":  # a run-time key padding mask (operand 1) is read as it is
+        operands = operands[:1]
+    for k, o in enumerate(operands):
         if k < len(rp.in_transposed) and rp.in_transposed[k]:
             r_src, f_src = matrix_shape(plan.graph, o.tensor, name)
             samples, run = rp.block(f_src)
-            out.append({"port": "IN" if len(plan.operands[name]) == 1 else "AB"[k], "on": True,
+            out.append({"port": "IN" if len(operands) == 1 else "AB"[k], "on": True,
                         "s": samples, "a": r_src, "b": run})
         else:
-            out.append({"port": "IN" if len(plan.operands[name]) == 1 else "AB"[k], "on": False, "s": 1, "a": 1, "b": 1})
+            out.append({"port": "IN" if len(operands) == 1 else "AB"[k], "on": False, "s": 1, "a": 1, "b": 1})
     if rp.out_transposed:
         samples, run = rp.block(rp.per_sample)
         out.append({"port": "OUT", "on": True, "s": samples, "a": run, "b": rp.features})
@@ -201,7 +210,7 @@ def _transposes(plan: DagPlan, name: str) -> list[dict[str, Any]]:
 def _port_src(plan: DagPlan, ep: Endpoint, ids: dict[str, str]) -> Port:
     """The output port a producer endpoint writes from."""
     if ep.kind == "plio":
-        return Port(PLIO_IN, "out", 0)
+        return Port(PLIO_MASK if ep.index == 1 else PLIO_IN, "out", 0)
     if ep.kind == "row":
         p = plan.node(ep.node).plan
         return Port(tile_var(ids[ep.node], ep.index, p.cas_len - 1), "out", 0)
@@ -221,7 +230,7 @@ def _port_dsts(plan: DagPlan, ep: Endpoint, operand: int, ids: dict[str, str]) -
 def lower(plan: DagPlan, placement: Placement, ids: dict[str, str], headers: list[str],
           device: Device | None = None) -> MappedGraph:
     """The DAG design as a mapped graph: Dense cascades and Add / LayerNorm parts on their tiles,
-    one memory-tile shared buffer per link shard, the two PLIOs.  With ``device``, every kernel,
+    one memory-tile shared buffer per link shard, the PLIOs (a run-time mask's too).  With ``device``, every kernel,
     shard and PLIO carries its cost (``dag/perf.py``: one stage per node, a write and a read stage
     per link, the PLIOs')."""
     costs = {name: kernel_cost(plan, name, device) for name in plan.compute} if device is not None else {}
@@ -256,6 +265,8 @@ def lower(plan: DagPlan, placement: Placement, ids: dict[str, str], headers: lis
             if node.op == "matmul":  # A: the part's rows; B: its samples' whole B
                 m, k, n = matmul_dims(plan.graph, node, plan.operands[name])
                 ins = (rp.rows_per_part * rp.pitch_in(0, k), rp.rows_per_part // rp.per_sample * k * n)
+            if node.op == "softmax" and len(node.inputs) > 1:  # the run-time mask: one keep row per sample
+                ins = (rp.rows_per_part * rp.pitch_in(0, rp.features), rp.rows_per_part // rp.per_sample * rp.features)
             for i in range(rp.parts):
                 kernels.append(Kernel(part_var(ident, i), name, f"aieflow::{cls}<aieflow_design::{ident}_cfg>", args,
                                       f"kernels/{ident}.cc", (rect.column + i, rect.row), ins, (size,),
@@ -271,6 +282,9 @@ def lower(plan: DagPlan, placement: Placement, ids: dict[str, str], headers: lis
         buffers += _link_buffers(plan, link, ids, len(buffers), links, write, read)
     plios = (Plio(PLIO_IN, "in", PLIO_BITS, f"data/{PLIO_IN}.txt", cost=plio_in_cost(plan, device) if device else None),
              Plio(PLIO_OUT, "out", PLIO_BITS, f"data/{PLIO_OUT}.txt", cost=out_cost))
+    if mask_input(plan.graph) is not None:
+        plios += (Plio(PLIO_MASK, "in", PLIO_BITS, f"data/{PLIO_MASK}.txt",
+                       cost=plio_mask_cost(plan, device) if device else None),)
     return MappedGraph(tuple(kernels), tuple(buffers), plios, tuple(links), tuple(headers))
 
 
@@ -289,7 +303,7 @@ def _link_buffers(plan: DagPlan, link: DagLink, ids, first: int, links: list[Lin
                     f"{len(sh.writes)} writer(s), {len(sh.reads)} reader(s)"), write, read))
         for w, (ep, _) in enumerate(sh.writes):
             src = _port_src(plan, ep, ids)
-            links.append(Link("plio" if src.owner == PLIO_IN else "memtile", src, Port(var, "in", w)))
+            links.append(Link("plio" if src.owner in (PLIO_IN, PLIO_MASK) else "memtile", src, Port(var, "in", w)))
         for r, (ep, _) in enumerate(sh.reads):
             for dst in _port_dsts(plan, ep, link.operand, ids):
                 links.append(Link("plio" if dst.owner == PLIO_OUT else "memtile", Port(var, "out", r), dst))
@@ -322,7 +336,8 @@ def unwire_output(plan: DagPlan, values: np.ndarray, shape: tuple[int, ...]) -> 
 
 
 def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.ndarray, outputs_q: np.ndarray,
-             graph_name: str = "model") -> dict[str, str]:
+             graph_name: str = "model", mask_q: np.ndarray | None = None) -> dict[str, str]:
+    """``mask_q``: the keep bytes of the samples' run-time key padding masks (a model with one)."""
     ids = idents(plan)
     version = __version__
     graph_class = c_ident(graph_name).capitalize() + "Graph"
@@ -392,7 +407,9 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
     mapped = replace(lowered_dag(plan, placement, device), headers=tuple(headers))
     tin = plan.graph.tensors[plan.graph.inputs[0]].dtype
     tout = plan.graph.tensors[plan.graph.outputs[0]].dtype
-    plio_in = [{"var": PLIO_IN, "file": f"data/{PLIO_IN}.txt"}]
+    plio_in = [{"var": PLIO_IN, "file": f"data/{PLIO_IN}.txt", "ctype": tin.c_type}]
+    if mask_input(plan.graph) is not None:
+        plio_in.append({"var": PLIO_MASK, "file": f"data/{PLIO_MASK}.txt", "ctype": MASK_TYPE.c_type})
     plio_out = [{"var": PLIO_OUT, "file": f"data/{PLIO_OUT}.txt"}]
     iterations = max(1, int(inputs_q.shape[0] // plan.batch)) if inputs_q.size else 1
     nodes = []
@@ -431,10 +448,12 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
     if ctx["bf16"]:
         files["src/kernels/dag_kernels_bf16.h"] = kernels.joinpath("dag/dag_kernels_bf16.h").read_text()
     files[f"data/{PLIO_IN}.txt"] = plio_text(host_layout(plan.graph, inputs_q), tin)  # a patch view: patch order
+    if mask_input(plan.graph) is not None:
+        files[f"data/{PLIO_MASK}.txt"] = plio_text(mask_q, MASK_TYPE)
     files[f"data/golden_{PLIO_OUT}.txt"] = plio_text(wire_output(plan, outputs_q), tout)
     files.update(system_files(
         files, device=device, graph_class=graph_class, graph_var="g",
-        plio_in=[{**p, "ctype": tin.c_type} for p in plio_in],
+        plio_in=plio_in,
         plio_out=[{**p, "ctype": tout.c_type, **({"period": plan.out_pitch, "real": int(outputs_q.shape[-1])}
                                                   if plan.out_pitch else {})} for p in plio_out],
         iterations=iterations, samples_per_iteration=plan.batch, classes=classes, tiles=mapped.kernels))

@@ -31,7 +31,7 @@ from ..devices import Device
 from ..errors import PlanError
 from ..mapped.tiling import NdTiling, Traversal, word_problems
 from ..ops.dense import DensePlan
-from .plan import DagPlan, Operand, RowsPlan, input_tensor, matrix_shape
+from .plan import DagPlan, Operand, RowsPlan, input_tensor, mask_input, matrix_shape
 
 PING_PONG = 2
 
@@ -213,9 +213,10 @@ def _transposed_write(g: Geometry, rp: RowsPlan, i: int) -> NdTiling:
 
 def _ports_of(plan: DagPlan, src: Operand, g: Geometry, offset: int) -> list[tuple[Endpoint, NdTiling]]:
     """The ports that write one source tensor into the buffer, its first feature at ``offset``."""
-    if src.producer is None:
+    if src.producer is None:  # the input PLIO (index 0), or the run-time key padding mask's (index 1)
         f = matrix_shape(plan.graph, src.tensor, "input")[1]
-        return [(Endpoint("plio", None, 0, offset), _rows_tiling(g, 0, g.rows * g.batch, False, "input", offset, f))]
+        k = 1 if src.tensor == mask_input(plan.graph) else 0
+        return [(Endpoint("plio", None, k, offset), _rows_tiling(g, 0, g.rows * g.batch, False, "input", offset, f))]
     node = plan.node(src.producer)
     if node.op == "dense":
         p: DensePlan = node.plan
@@ -256,7 +257,7 @@ def part_rows(plan: DagPlan, name: str, operand: int, i: int, g: Geometry) -> tu
     for a matmul's B, all rows of the part's samples."""
     rp = plan.rows[name]
     lo, hi = rp.part_rows(i)
-    if rp.op == "matmul" and operand == 1:
+    if rp.op in ("matmul", "softmax") and operand == 1:  # B, or the run-time mask: the part's samples' rows
         return lo // rp.per_sample * g.rows, hi // rp.per_sample * g.rows
     return lo, hi
 
@@ -328,7 +329,8 @@ def _source_of(rows_c: np.ndarray, feats_c: np.ndarray, g: Geometry, src: Operan
 def _writer_features(plan: DagPlan, ep: Endpoint) -> tuple[int, int]:
     """(features, row pitch) of what a producer port writes per row."""
     if ep.kind == "plio":
-        f = matrix_shape(plan.graph, input_tensor(plan.graph), "input")[1]
+        f = matrix_shape(plan.graph, mask_input(plan.graph) if ep.index == 1 else input_tensor(plan.graph),
+                         "input")[1]
         return f, f
     if ep.kind == "row":
         f = plan.node(ep.node).plan.out_features

@@ -45,7 +45,7 @@ from ..perf.activation import (  # noqa: F401 - cnn/perf.py reads the constants 
 )
 from ..perf.simulate import kernel_stage, run_pipeline
 from .links import DagLink
-from .plan import DagPlan, input_tensor, matmul_dims
+from .plan import DagPlan, input_tensor, mask_input, masked, matmul_dims
 
 # Residual Add (dag_kernels.h ResidualAdd): per 16 lanes two vector loads (one per load unit,
 # one cycle), two upshifts, one accumulator add and one SRS issued in the vector slots, one
@@ -95,6 +95,9 @@ MM_OUT_CYCLES = 4
 CALL_CYCLES = 16  # as perf/kernel.py's call_cycles (assumed there)
 # An in-memory transpose of a port's block (dag_kernels.h transpose_block): a scalar copy per element.
 TRANSPOSE_CYCLES = COPY_CYCLES
+# A run-time key padding mask (dag_kernels.h SoftmaxPadded): per row the keep row KEEP & mask, a scalar
+# byte load, AND and store per key, assumed 2 cycles (as COPY_CYCLES: no published figure isolates it).
+MASK_COMBINE_CYCLES = COPY_CYCLES
 
 
 @dataclass(frozen=True)
@@ -142,7 +145,9 @@ class DagPerformance:
 def rows_kernel_cycles(plan: DagPlan, name: str, device: Device) -> float:
     rp = plan.rows[name]
     elems = rp.rows_per_part * rp.features
-    ports = 3 if rp.op in ("add", "matmul") else 2
+    node = plan.node(name)
+    runtime_mask = rp.op == "softmax" and len(node.inputs) > 1
+    ports = 3 if rp.op in ("add", "matmul") or runtime_mask else 2
     if rp.op == "matmul":
         return CALL_CYCLES + matmul_cycles(plan, name) + mv.lock_handoff_cycles(ports)
     if rp.op in ("add", "add_const"):  # add_const: the add's vector step, operand B from tile memory
@@ -153,11 +158,12 @@ def rows_kernel_cycles(plan: DagPlan, name: str, device: Device) -> float:
         body = activation_form_cycles(elems, form if form in ("lut", "vector", "polynomial") else
                                       ("interpolated" if t.segment_bits else "table"), device.generation)
     elif rp.op == "softmax":
-        if softmax_vectorised(plan.node(name).types, rp.features,
-                              plan.node(name).params.get("keep") is not None):
+        if softmax_vectorised(plan.node(name).types, rp.features, masked(plan.node(name))):
             body = softmax_vector_cycles(rp.rows_per_part, rp.features, plan.node(name).types.variant == "integer")
         else:
             body = softmax_cycles(rp.rows_per_part, rp.features, plan.node(name).types.variant == "integer")
+        if runtime_mask:  # the keep row of every row: the constant table AND the sample's mask, element by element
+            body += elems * MASK_COMBINE_CYCLES
     else:
         vectors = math.ceil(rp.features / 16) * rp.rows_per_part
         t = plan.node(name).types
@@ -198,6 +204,15 @@ def plio_in_cost(plan: DagPlan, device: Device) -> Cost:
     x = plan.graph.tensors[input_tensor(plan.graph)]
     nbytes = plan.batch * math.prod(x.shape) * (x.dtype.container_bits // 8)
     return _cost("plio_in", "plio", mv.plio_transfer(nbytes, device, _hops(device, 0)), device)
+
+
+def plio_mask_cost(plan: DagPlan, device: Device) -> Cost | None:
+    """The run-time key padding mask's PLIO: one keep byte per key per sample of the batch, or None."""
+    m = mask_input(plan.graph)
+    if m is None:
+        return None
+    nbytes = plan.batch * math.prod(plan.graph.tensors[m].shape)
+    return _cost("plio_mask", "plio", mv.plio_transfer(nbytes, device, _hops(device, 0)), device)
 
 
 def kernel_cost(plan: DagPlan, name: str, device: Device) -> Cost:

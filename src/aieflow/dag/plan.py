@@ -122,6 +122,17 @@ class RowsPlan:
         return (rp // per_sample, per_sample) if rp % per_sample == 0 else (1, rp)
 
 
+def masked(node: Node) -> bool:
+    """A softmax with a constant attention mask (``params["keep"]``) or a run-time key padding mask
+    (its second input, the graph's second input: ``ops/activation.py``)."""
+    return node.params.get("keep") is not None or len(node.inputs) > 1
+
+
+def mask_input(graph: Graph) -> str | None:
+    """The graph input that carries a run-time key padding mask (its own PLIO), or None."""
+    return graph.inputs[1] if len(graph.inputs) > 1 else None
+
+
 def matrix_shape(graph: Graph, tensor: str, what: str) -> tuple[int, int]:
     """(R, F) of a tensor: its rows per sample and features."""
     shape = graph.tensors[tensor].shape
@@ -322,7 +333,7 @@ def rows_memory(node: Node, rows_per_part: int, features: int, device: Device, p
         size = int(node.params["table"].size)
         table = _aligned(4 * size)
         if node.op == "softmax":  # vector rows: a group of 16 rows' exp values, one row's indices, 5 x 16 per-row words
-            if softmax_vectorised(t, features, node.params.get("keep") is not None):
+            if softmax_vectorised(t, features, masked(node)):
                 return io + table + _aligned(4 * 16 * features) + _aligned(4 * features) + 5 * _aligned(64) + reserved
             return io + table + _aligned(4 * features) + reserved
         form = activation_form(t, gen)
@@ -530,13 +541,15 @@ def _plan_rows(node: Node, graph: Graph, batch: int, device: Device,
             continue
         if node.op == "matmul" and rp % r:  # each part multiplies whole samples (all of B's rows)
             continue
-        if node.op == "softmax" and node.params.get("keep") is not None and rp % r:
-            continue  # a masked softmax reads its mask row as (row % r): whole samples per part
+        if node.op == "softmax" and (node.params.get("keep") is not None or len(node.inputs) > 1) and rp % r:
+            continue  # a masked softmax reads its mask row as (row % r), a run-time mask per sample: whole samples
         if node.op == "add_const" and rp % r:
             continue  # the constant's row r % r of a part: whole samples per part
         kp = in_pitch[0] if in_pitch else 0
         mem = (matmul_memory(node, rp, r, k, n, device, kp, out_pitch) if node.op == "matmul"
                else rows_memory(node, rp, f, device, out_pitch))
+        if node.op == "softmax" and len(node.inputs) > 1:  # the run-time mask: its samples' rows, ping-pong, + a row
+            mem += 2 * _aligned(rp // r * f) + _aligned(f)
         if mem <= gen.data_memory_bytes:
             best = RowsPlan(node.op, parts, rows, r, f, mem, in_pitch=in_pitch, out_pitch=out_pitch)
             # Add, activation: the fewest tiles that fit (rarely the slowest stage); LayerNorm,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..numerics.types import FixedType, FloatType
+from ..ops.activation import MASK_TYPE
 from ..verify import (
     VerifyError,
     X86Outcome,
@@ -26,7 +27,7 @@ from ..verify import (
     run_binary,
     verification_inputs,
 )
-from .emit import PLIO_IN, PLIO_OUT, plio_text, unwire_output, wire_output
+from .emit import PLIO_IN, PLIO_MASK, PLIO_OUT, plio_text, unwire_output, wire_output
 from .plan import host_layout
 
 if TYPE_CHECKING:
@@ -62,7 +63,9 @@ class DagVerifyResult(X86Outcome):
 
 
 def verify(design: DagDesign, x: Any | None = None, samples: int = 64, seed: int = 0,
-           cache_dir: str | Path | None = None, jobs: int | None = None) -> DagVerifyResult:
+           cache_dir: str | Path | None = None, jobs: int | None = None, mask: Any = None) -> DagVerifyResult:
+    from .api import example_mask
+
     if x is not None:
         xq = design.quantise_input(x)
     else:
@@ -70,10 +73,16 @@ def verify(design: DagDesign, x: Any | None = None, samples: int = 64, seed: int
     n = xq.shape[0]
     if n == 0:
         raise VerifyError("verify needs at least one sample")
+    if mask is not None or x is not None:
+        mq = design.quantise_mask(mask, n)
+    else:
+        mq = example_mask(design, n, seed)
     batch = design.plan.batch
     iterations = -(-n // batch)
     xq = np.concatenate([xq, np.zeros((iterations * batch - n, *xq.shape[1:]), dtype=xq.dtype)])
-    expected = design.run(xq)
+    if mq is not None:  # padding samples keep every key
+        mq = np.concatenate([mq, np.ones((iterations * batch - n, *mq.shape[1:]), dtype=mq.dtype)])
+    expected = design.run(xq, mask=mq)
     binary, cached, build_s = build_harness(design.files, design.device.generation.arch_macro,
                                             Path(cache_dir) if cache_dir else None, jobs)
     tout = design.output_type
@@ -81,6 +90,8 @@ def verify(design: DagDesign, x: Any | None = None, samples: int = 64, seed: int
         work = Path(tmp)
         (work / "data").mkdir()
         (work / "data" / f"{PLIO_IN}.txt").write_text(plio_text(host_layout(design.graph, xq), design.input_type))
+        if mq is not None:
+            (work / "data" / f"{PLIO_MASK}.txt").write_text(plio_text(mq, MASK_TYPE))
         args = [str(binary), "--data", str(work), "--out", str(work / "out"), "--iterations", str(iterations)]
         start = time.perf_counter()
         res = run_binary(args, "DAG ")

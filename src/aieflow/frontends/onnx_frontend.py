@@ -555,8 +555,10 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
         if len(inputs) != 1:
             names = ", ".join(f"'{i.name}'" for i in inputs) or "none"
             raise UnsupportedOpError(
-                f"the model has {len(inputs)} graph inputs ({names}); aieflow supports exactly one "
-                "input for now"
+                f"the model has {len(inputs)} graph inputs ({names}); aieflow imports ONNX models with exactly one "
+                "input (a run-time key padding mask as a second input is imported from PyTorch only: "
+                "forward(x, mask), docs/attention.md)",
+                hint="compile the PyTorch module, or export with a constant mask (a buffer)",
             )
         vi = inputs[0]
         name = vi.name

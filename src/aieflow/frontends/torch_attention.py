@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import operator
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -26,12 +27,21 @@ from ..errors import UnsupportedOpError
 from ..ir import Node, frozen_map
 
 SUPPORTED_MODULES = ("nn.MultiheadAttention (batch_first=True, self- or cross-attention, a constant attn_mask and / or "
-                     "key_padding_mask; output [0])",)
+                     "key_padding_mask, or a key_padding_mask given as forward()'s second input; output [0])",)
 SUPPORTED_FUNCTIONS = (
     "a @ b / torch.matmul / torch.bmm / Tensor.matmul of two computed tensors (batched over heads)",
     "x * c / x / c by a Python number (folded into the Dense layer before it)",
     "F.scaled_dot_product_attention (a constant attn_mask or is_causal; no dropout)",
 )
+
+
+@dataclass(frozen=True)
+class RuntimeKeep:
+    """A run-time key padding mask: the graph input ``tensor`` (the keep bytes of each sample) and the
+    constant ``keep`` table (``attention_keep``) it combines with, or None."""
+
+    keep: np.ndarray | None
+    tensor: str
 
 
 class AttentionMixin:
@@ -173,6 +183,11 @@ class AttentionMixin:
         fx = self.torch.fx
         keep = np.ones((tq, tk), dtype=bool)
         if mask is not None:
+            if isinstance(mask, fx.Node) and mask.op == "placeholder":
+                raise UnsupportedOpError(f"{who} has an attention mask given as a model input (per sample); aieflow "
+                                         "maps a constant attn_mask and a run-time key padding mask only",
+                                         hint="pass the per-sample padding as key_padding_mask / "
+                                         "src_key_padding_mask; see docs/attention.md")
             if not (isinstance(mask, fx.Node) and mask.op == "get_attr"):
                 raise UnsupportedOpError(f"{who} has an attention mask computed in forward(); aieflow maps a constant "
                                          "mask (a module buffer or parameter)",
@@ -207,17 +222,19 @@ class AttentionMixin:
     def with_padding(self, who: str, keep, pad, tq: int, tk: int):
         """``keep`` (``attention_keep``'s table or None) with a constant key padding mask ``pad`` (an fx
         get_attr node, or None) applied: ``[B, tk]`` (or ``[tk]``) boolean (True = padding, ignored) or
-        float 0 / -inf, every row the same (one padding for every sample: a per-sample mask is a
-        run-time input, not mapped).  Returns the combined ``[tq, tk]`` uint8 table or None."""
+        float 0 / -inf, every row the same (one padding for every sample).  Returns the combined
+        ``[tq, tk]`` uint8 table or None, or a :class:`RuntimeKeep` when ``pad`` is forward()'s second
+        input (:meth:`runtime_padding`)."""
         if pad is None:
             return keep
         fx = self.torch.fx
+        if isinstance(pad, fx.Node) and pad.op == "placeholder" and pad.name == self.padding_input:
+            return self.runtime_padding(who, keep, pad, tk)
         if not (isinstance(pad, fx.Node) and pad.op == "get_attr"):
-            raise UnsupportedOpError(f"{who} has a key padding mask computed in forward() or given as a model input: "
-                                     "a second, run-time model input, which the DAG mapping does not take (one model "
-                                     "input); a constant key padding mask (a module buffer, the same for every "
-                                     "sample) maps", hint="register the padding mask with self.register_buffer, or "
-                                     "pad with tokens the model ignores; see docs/attention.md")
+            raise UnsupportedOpError(f"{who} has a key padding mask computed in forward(); aieflow maps a constant "
+                                     "key padding mask (a module buffer) or one given as forward()'s second input "
+                                     "(a run-time mask, one row per sample)", hint="pass the mask as forward(x, "
+                                     "mask), or register it with self.register_buffer; see docs/attention.md")
         tm = self._param(pad, who, "key padding mask")
         m = tm.detach().cpu().numpy() if tm.dtype == self.torch.bool else np.asarray(self._numpy(tm))
         self.mask_attrs.add(pad.name)
@@ -236,14 +253,33 @@ class AttentionMixin:
             kp = f == 0
         if not (kp == kp[:1]).all():
             raise UnsupportedOpError(f"{who} has a key padding mask whose rows differ (a padding per sample): a "
-                                     "run-time input, which the DAG mapping does not take; a constant mask the "
-                                     "same for every sample maps", hint="see docs/attention.md")
+                                     "per-sample mask held in a buffer; a constant mask the same for every sample "
+                                     "maps, and so does a per-sample one given as forward()'s second input",
+                                     hint="pass the mask as forward(x, mask); see docs/attention.md")
         full = (np.ones((tq, tk), dtype=bool) if keep is None else np.asarray(keep, dtype=bool)) & kp[:1]
         if not full.any(axis=1).all():
             raise UnsupportedOpError(f"{who} has masks that mask every key of query row "
                                      f"{int(np.flatnonzero(~full.any(axis=1))[0])} (PyTorch gives NaN there)",
                                      hint="keep at least one key per query")
         return None if full.all() else full.astype(np.uint8)
+
+    def runtime_padding(self, who: str, keep, pad, tk: int) -> RuntimeKeep:
+        """A key padding mask given as forward()'s second input (``pad``, the fx placeholder): ``[B, tk]``,
+        boolean (True = padding, ignored) or float 0 / -inf.  The graph reads it as its second input, the
+        keep bytes of each sample (``ops/activation.py`` "run-time key padding mask"); ``keep`` (a constant
+        ``attn_mask`` / ``src_mask`` table, or None) still applies."""
+        meta = pad.meta.get("tensor_meta")
+        shape = tuple(int(d) for d in meta.shape) if meta is not None else ()
+        dtype = getattr(meta, "dtype", None)
+        if len(shape) != 2 or shape[1] != tk:
+            raise UnsupportedOpError(f"{who} has a run-time key padding mask '{pad.name}' of shape {shape}; aieflow "
+                                     f"maps [batch, {tk}] (one row of keys per sample)")
+        torch = self.torch
+        if dtype != torch.bool and not (dtype is not None and dtype.is_floating_point):
+            raise UnsupportedOpError(f"{who} has a run-time key padding mask '{pad.name}' of type {dtype}; aieflow "
+                                     "takes a boolean mask (True = padding) or a float 0 / -inf one",
+                                     hint="pass mask.bool() (True where the key is padding)")
+        return RuntimeKeep(keep, pad.name)
 
     def _mha(self, path: str, mod, q_in: str, k_in: str, v_in: str, keep=None) -> str:
         """The nodes of ``nn.MultiheadAttention`` ``mod`` (checked by the caller) on the tensors
@@ -284,8 +320,9 @@ class AttentionMixin:
             s = self._tensor_name(f"{path}_scores{k}", (tq, tk))
             self._node(f"{path}.qk{k}", "matmul", (parts["q"], parts["k"]), s, {"transpose_b": True})
             p = self._tensor_name(f"{path}_probs{k}", (tq, tk))
-            self._node(f"{path}.softmax{k}", "softmax", (s,), p, {"axis": -1, "features": int(tk)},
-                       None if keep is None else {"keep": keep})
+            table = keep.keep if isinstance(keep, RuntimeKeep) else keep
+            self._node(f"{path}.softmax{k}", "softmax", (s, keep.tensor) if isinstance(keep, RuntimeKeep) else (s,),
+                       p, {"axis": -1, "features": int(tk)}, None if table is None else {"keep": table})
             o = self._tensor_name(f"{path}_ctx{k}", (tq, d))
             self._node(f"{path}.av{k}", "matmul", (p, parts["v"]), o, {"transpose_b": False})
             heads.append(o)

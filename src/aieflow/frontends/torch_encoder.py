@@ -14,7 +14,8 @@ in training mode with a dropout probability above 0 is refused (call ``model.eva
 ``nn.ReLU`` / ``nn.GELU`` either approximation).  A constant ``src_mask`` / ``mask`` (a buffer, as
 ``nn.MultiheadAttention``'s ``attn_mask``: ``torch_attention.attention_keep``) masks every layer's
 softmax, and so does a constant ``src_key_padding_mask`` (a buffer, the same row for every sample:
-``torch_attention.with_padding``); a run-time padding mask and anything else is refused naming the module.
+``torch_attention.with_padding``) or one given as forward()'s second input (a run-time mask, one row per
+sample: ``torch_attention.runtime_padding``); anything else is refused naming the module.
 """
 
 from __future__ import annotations

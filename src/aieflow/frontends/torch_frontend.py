@@ -167,14 +167,23 @@ def import_torch(module: torch.nn.Module, example_input: Any) -> ImportedModel:
             # one intra-op thread: these runs only find shapes (a small example batch), and torch's
             # thread pool spinning on a busy machine made a 100-step GRU take seconds instead of ms
             torch.set_num_threads(1)
+            args = (x,)
+            if sum(n.op == "placeholder" for n in gm.graph.nodes) == 2:
+                # forward(x, mask): the mask is a key padding mask over the input's tokens (docs/attention.md);
+                # nothing masked, so the shapes come out as for any mask
+                args = (x, torch.zeros(tuple(x.shape[:2]), dtype=torch.bool))
             with torch.no_grad():
-                gm(x)  # a plain run first: ShapeProp prints a traceback when a node fails
-                ShapeProp(gm).propagate(x)
+                gm(*args)  # a plain run first: ShapeProp prints a traceback when a node fails
+                ShapeProp(gm).propagate(*args)
         except Exception as exc:  # noqa: BLE001
+            padded = (f" with a second input '{list(gm.graph.nodes)[1].name}' of shape {tuple(args[1].shape)} "
+                      "(aieflow takes a second input only as a boolean key padding mask, [batch, tokens])"
+                      if len(args) > 1 else "")
             raise ModelError(
-                f"running example_input of shape {tuple(x.shape)} through {type(module).__name__} "
+                f"running example_input of shape {tuple(x.shape)}{padded} through {type(module).__name__} "
                 f"failed: {_first_line(exc)}",
-                hint="check that example_input has the shape the model expects, batch included",
+                hint="check that example_input has the shape the model expects, batch included" + (
+                    "; a per-sample attn_mask is not mapped (docs/attention.md)" if padded else ""),
             ) from None
         finally:
             torch.set_num_threads(threads)
@@ -204,6 +213,7 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin, AttentionMixin, Enc
         self.attrs: dict[str, Any] = {}  # get_attr node name -> tensor
         self.used_names: set[str] = set()
         self.input_name: str | None = None
+        self.padding_input: str | None = None  # forward()'s second input: a run-time key padding mask
         self.pending = {}  # fx node name -> recurrent value not yet an IR tensor (torch_recurrent.py)
         self.splits: dict[str, tuple[str, int, list[tuple[int, int]]]] = {}  # fx split -> (x, axis, ranges)
         self.lifted: dict[str, str] = {}  # (C, W) tensor -> its (C, 1, W) view (sequence.py)
@@ -255,6 +265,11 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin, AttentionMixin, Enc
         t = arg.name
         while t in self.alias:
             t = self.alias[t]
+        if t == self.padding_input:
+            raise UnsupportedOpError(
+                f"'{name}' reads the model's second input '{t}'; aieflow takes a second input only as a key padding "
+                "mask (nn.MultiheadAttention key_padding_mask, an encoder's src_key_padding_mask)",
+                hint="pass the mask straight to the attention module; see docs/attention.md")
         if t not in self.shapes:
             raise UnsupportedOpError(
                 f"'{name}' reads '{arg.name}', which is not a supported tensor; {_SUPPORTED_TEXT}"
@@ -634,23 +649,38 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin, AttentionMixin, Enc
             "module parameter or buffer"
         )
 
+    def _reads_padding_as_mask(self, fx_node) -> bool:
+        """Whether ``fx_node`` reads the run-time key padding mask (forward()'s second input) as the
+        attention modules take it, or does not read it at all; any other use is refused (``_input``)."""
+        if all(a.name != self.padding_input for a in fx_node.all_input_nodes):
+            return True
+        nn = self.torch.nn
+        kinds = (nn.MultiheadAttention, nn.TransformerEncoderLayer, nn.TransformerEncoder)
+        return fx_node.op == "call_module" and isinstance(self.gm.get_submodule(str(fx_node.target)), kinds)
+
     # -- driver ---------------------------------------------------------------------------------
 
     def run(self) -> ImportedModel:
         outputs: list[str] = []
         placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
-        if len(placeholders) != 1:
+        if len(placeholders) not in (1, 2):
             names = ", ".join(n.name for n in placeholders) or "none"
             raise UnsupportedOpError(
                 f"{self.model_name}.forward takes {len(placeholders)} inputs ({names}); aieflow "
-                "supports exactly one input for now"
+                "supports one input, or one input and a key padding mask (docs/attention.md)"
             )
+        if len(placeholders) == 2:
+            self.padding_input = placeholders[1].name  # read only as a key padding mask (torch_attention)
         for fx_node in self.gm.graph.nodes:
-            if fx_node.op == "placeholder":
+            if fx_node.op == "placeholder" and fx_node.name == self.padding_input:
+                self.shapes[fx_node.name] = self._per_sample(fx_node, fx_node.name)
+            elif fx_node.op == "placeholder":
                 self.input_name = fx_node.name
                 self.shapes[fx_node.name] = self._per_sample(fx_node, fx_node.name)
             elif fx_node.op == "get_attr":
                 continue  # read through _param by the node that uses it
+            elif self.padding_input is not None and not self._reads_padding_as_mask(fx_node):
+                self._input(next(a for a in fx_node.all_input_nodes if a.name == self.padding_input), fx_node.name)
             elif fx_node.op == "call_module":
                 self._call_module(fx_node)
             elif fx_node.op == "call_function":
@@ -673,11 +703,19 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin, AttentionMixin, Enc
         nodes = sequence.simplify(self.nodes, outputs, self.unlifts, self.shapes)
         nodes = batchnorm.fold(nodes, self.shapes, outputs)
         nodes = attention.prepare(nodes, self.shapes, outputs)
+        inputs: tuple[str, ...] = (self.input_name,)
+        if self.padding_input is not None:
+            if not any(self.padding_input in n.inputs for n in nodes):
+                raise UnsupportedOpError(
+                    f"{self.model_name}.forward's second input '{self.padding_input}' is not a key padding mask "
+                    "(nn.MultiheadAttention key_padding_mask, an encoder's src_key_padding_mask); aieflow takes a "
+                    "second model input only as that", hint="see docs/attention.md, 'Run-time key padding masks'")
+            inputs = (self.input_name, self.padding_input)
         tensors = {t: Tensor(t, s) for t, s in self.shapes.items()}
         graph = Graph(
             nodes=tuple(nodes),
             tensors=tensors,
-            inputs=(self.input_name,),
+            inputs=inputs,
             outputs=tuple(outputs),
             name=self.model_name,
         )

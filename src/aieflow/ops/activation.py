@@ -34,6 +34,11 @@ tests check it against an independent float64 reference):
   Every row keeps at least one key (a row with none is refused at import: PyTorch gives NaN).
   The float reference is the softmax with ``-inf`` at the masked positions.  The kernel reads the
   table as a compile-time constant of its configuration (``layers.h`` ``KEEP``).
+* **run-time key padding mask** (a softmax node's second input: the graph's second input, one keep
+  byte per key per sample, :data:`MASK_TYPE`, 1 = the key takes part): sample ``n``'s row ``k_n``
+  combines with the constant table (``keep & k_n``, every query row of every head) and the row is the
+  masked softmax above.  A row that keeps no key (possible at run time only) has ``S = 0``: every
+  output is 0 (no reciprocal is taken); the float reference gives 0 there too (PyTorch gives NaN).
 * **integer softmax** (``activations: {softmax: integer}``; the default ``table`` is the one above):
   the same maximum, sum, reciprocal and product, with ``e_i = iexp(d_i)`` computed instead of read
   from a table: I-BERT's integer exp (Kim et al., "I-BERT: Integer-only BERT Quantization", ICML
@@ -116,6 +121,8 @@ FUNCTIONS: dict[str, tuple[dict[str, float], str]] = {
 SEGMENT_BITS = 10  # 16-bit inputs: 2^10 interpolation segments
 EXP_BITS = 15  # softmax: exp table entries have 15 fractional bits (E[0] = 2^15)
 RECIP_BITS = 46  # softmax: reciprocal 2^46 / S
+# a run-time key padding mask (the graph's second input): one unsigned byte per key per sample, 1 = kept
+MASK_TYPE = FixedType(8, 0, False, Rounding.CONV_EVEN, Saturation.SATURATE)
 # I-BERT (arXiv:2101.01321) integer exp and GELU, on a grid of 2^-IBERT_P (module docstring)
 IBERT_P = 14
 IEXP_Z_CAP = 30  # D >= 30 L2: exp(-D) < 2^-43, e = 0
@@ -745,27 +752,47 @@ def softmax_codes(x: np.ndarray, table: np.ndarray, sd: int, out: FixedType,
     else:
         e = np.where(k, iexp_codes(d, iexp_up, t), 0)
     s = e.sum(axis=-1, keepdims=True)
-    inv = ((1 << RECIP_BITS) + s // 2) // s
+    inv = np.where(s > 0, ((1 << RECIP_BITS) + s // 2) // np.maximum(s, 1), 0)  # S = 0: a row keeping no key gives 0
     y = (e * inv + (1 << (RECIP_BITS - 1 - out.frac))) >> (RECIP_BITS - out.frac)
     return np.minimum(y, out.max_code)
 
 
-def _softmax_forward(node: Node, x: np.ndarray) -> np.ndarray:
-    return softmax_reference(x, node.params.get("keep"))
+def sample_keep(node: Node, x: np.ndarray, mask: np.ndarray | None) -> np.ndarray | None:
+    """The keep table of ``node``'s softmax over a batch ``x`` ``[N, ..., T_q, T_k]``: its constant
+    ``params["keep"]`` and / or the run-time key padding mask ``mask`` ``[N, T_k]`` (keep bytes), or None."""
+    keep = node.params.get("keep")
+    if mask is None:
+        return keep
+    m = np.asarray(mask).reshape(x.shape[0], *(1,) * (x.ndim - 2), x.shape[-1]) != 0
+    return m if keep is None else m & (np.asarray(keep) != 0)
 
 
-def _softmax_emulate(node: Node, x: np.ndarray) -> np.ndarray:
+def _softmax_forward(node: Node, x: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    keep = sample_keep(node, x, mask)
+    if keep is None:
+        return softmax_reference(x, keep)
+    k = np.broadcast_to(np.asarray(keep, dtype=bool), x.shape)
+    some = k.any(axis=-1, keepdims=True)  # a row keeping no key (run-time masks only) gives 0, as the emulator
+    return np.where(some, softmax_reference(x, k | ~some), 0.0)
+
+
+def _softmax_emulate(node: Node, x: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
     t: SoftmaxTypes = node.types
     if t.is_float and t.output.name == "bf16":
         return softmax_bf16(x, node.params["table"], node.params["window"], node.params["rules"])
     if t.is_float:
         return softmax_f32(x)
-    return softmax_codes(x, node.params["table"], t.index_shift, t.output, node.params.get("keep"),
+    return softmax_codes(x, node.params["table"], t.index_shift, t.output, sample_keep(node, x, mask),
                          iexp_up(t.input.frac) if t.variant == "integer" else None)
 
 
 def _softmax_quantise(node: Node, ctx: QuantContext) -> Node:
-    (tx,) = ctx.input_types
+    tx = ctx.input_types[0]
+    if len(ctx.input_types) > 1 and ctx.input_types[1] != MASK_TYPE:  # pragma: no cover - the quantise pass's own
+        raise ConfigError(f"softmax '{node.name}' reads a mask of type {ctx.input_types[1]}", layer=node.name)
+    if len(node.inputs) > 1 and isinstance(tx, FloatType):
+        raise ConfigError(f"softmax '{node.name}' has a run-time key padding mask; it is emulated in int8 / int16 "
+                          f"only, not in {tx}", layer=node.name, hint="use precision int8 or int16")
     if node.params.get("keep") is not None and isinstance(tx, FloatType):
         raise ConfigError(f"softmax '{node.name}' has an attention mask; masks are mapped in int8 / int16 only",
                           layer=node.name, hint="use precision int8 or int16")

@@ -16,6 +16,7 @@ from ..devices import Device
 from ..errors import ConfigError, ModelError
 from ..ir import Graph, QuantHints
 from ..numerics.types import AffineType, FloatType, NumericType, Rounding, Saturation
+from ..ops.activation import MASK_TYPE
 from ..ops.base import QuantContext, keeps_input_type
 from ..ops.dense import power_of_two_type
 from ..ops.registry import family
@@ -23,9 +24,14 @@ from ..ops.registry import family
 AFFINE_OPS = ("dense", "conv2d", "maxpool", "avgpool")  # the families that take float-scale (affine) inputs
 
 
-def float_activations(graph: Graph, x: np.ndarray) -> dict[str, np.ndarray]:
-    """Float64 forward pass of the (float) graph, keeping every tensor (for calibration)."""
+def float_activations(graph: Graph, x: np.ndarray, mask: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """Float64 forward pass of the (float) graph, keeping every tensor (for calibration).  A graph with
+    a run-time key padding mask (its second input) reads ``mask``'s keep bytes (``[N, T_k]``, 1 = kept;
+    ``inputs.mask_keep`` converts PyTorch's forms), every key kept when None (calibration)."""
     values: dict[str, np.ndarray] = {graph.inputs[0]: np.asarray(x, dtype=np.float64)}
+    for t in graph.inputs[1:]:
+        shape = (values[graph.inputs[0]].shape[0], *graph.tensors[t].shape)
+        values[t] = np.ones(shape) if mask is None else np.asarray(mask, dtype=np.float64).reshape(shape)
     for node in graph.nodes:
         values[node.outputs[0]] = family(node.op, node.name).float_forward(node, *(values[t] for t in node.inputs))
     return values
@@ -91,11 +97,15 @@ def shared_ranges(graph: Graph, calib: dict[str, np.ndarray]) -> dict[str, np.nd
     return out
 
 
-def quantise(graph: Graph, device: Device, config: Config, hints: QuantHints, calibration: np.ndarray | None) -> Graph:
-    calib = float_activations(graph, calibration) if calibration is not None else {}
+def quantise(graph: Graph, device: Device, config: Config, hints: QuantHints, calibration: np.ndarray | None,
+             mask: np.ndarray | None = None) -> Graph:
+    """``mask``: the calibration samples' run-time key padding masks (keep bytes), every key kept when None."""
+    calib = float_activations(graph, calibration, mask) if calibration is not None else {}
     if any(n.op == "concat" for n in graph.nodes):
         calib = shared_ranges(graph, calib)
     types: dict[str, NumericType] = {graph.inputs[0]: _input_type(graph, config, hints, calib)}
+    for t in graph.inputs[1:]:  # a run-time key padding mask (frontends: read by softmax nodes only)
+        types[t] = MASK_TYPE
     nodes = []
     for node in graph.nodes:
         fam = family(node.op, node.name)

@@ -595,6 +595,58 @@ public:
     }
 };
 
+// ---------------------------------------------------------------------------- SoftmaxPadded
+// A softmax with a run-time key padding mask (the graph's second input, its own PLIO): a second input
+// buffer of one keep byte per key per sample of the part (ROWS / RS samples, [samples][N], 1 = kept).
+// Config: Softmax's (scalar rows; VEC false) and RS, the rows of one sample.  Row r's keep row is
+// KEEP[(r % MQ) N + j] (the constant attention mask, when MASKED) AND mask[(r / RS) N + j]; then
+// softmax_row as the constant-mask kernel.  A row keeping no key has S = 0 and gives 0 everywhere
+// (activation_fixed.h), as the emulation.
+template <class C>
+class SoftmaxPadded {
+    using TI = typename C::TI;
+    using TO = typename C::TO;
+    alignas(32) int32 exp_[C::TABLE];
+    alignas(32) int32 e_[C::N];
+    alignas(32) unsigned char k_[C::N];
+    alignas(32) TI ti_[C::IN_T ? C::ROWS * C::N : 1];
+    alignas(32) TO to_[C::OUT_T ? C::ROWS * C::N : 1];
+
+public:
+    explicit SoftmaxPadded(const std::vector<int32>& t) {
+        for (unsigned i = 0; i < C::TABLE; ++i) exp_[i] = i < t.size() ? t[i] : int32(0);
+        for (unsigned i = 0; i < C::N; ++i) {
+            e_[i] = 0;
+            k_[i] = 0;
+        }
+    }
+
+    void run(adf::input_buffer<TI>& __restrict in, adf::input_buffer<uint8>& __restrict mask,
+             adf::output_buffer<TO>& __restrict out) {
+        static_assert(!C::VEC, "a run-time mask takes the scalar rows");
+        if constexpr (C::IN_T) transpose_block<TI, C::IN_S, C::IN_A, C::IN_B>(in.data(), ti_);
+        const TI* __restrict x = C::IN_T ? ti_ : in.data();
+        TO* __restrict y = C::OUT_T ? to_ : out.data();
+        const uint8* __restrict m = mask.data();
+        // rows IP / OP elements apart (padded to whole 32-bit words: the padding is not read, written zero)
+        for (unsigned row = 0; row < C::ROWS; ++row, x += C::IP, y += C::OP) {
+            const uint8* mr = m + (row / C::RS) * C::N;  // this row's sample
+            for (unsigned j = 0; j < C::N; ++j)
+                k_[j] = static_cast<unsigned char>((mr[j] != 0) && (!C::MASKED || C::KEEP[(row % C::MQ) * C::N + j] != 0));
+            if constexpr (C::IEXP)
+                aieflow_act::softmax_row_e(x, y, C::N, aieflow_act::ExpInt{exp_, C::UP}, C::FO, C::HI, e_, k_);
+            else
+                aieflow_act::softmax_row(x, y, C::N, exp_, C::TABLE, C::SD, C::FO, C::HI, e_, k_);
+            for (unsigned i = C::N; i < C::OP; ++i) y[i] = TO(0);
+        }
+        if constexpr (C::OUT_T) transpose_block<TO, C::OUT_S, C::OUT_A, C::OUT_B>(to_, out.data());
+    }
+    static void registerKernelClass() {
+        REGISTER_FUNCTION(SoftmaxPadded::run);
+        REGISTER_PARAMETER(exp_);
+    }
+};
+
 // ---------------------------------------------------------------------------- MatMul
 // Config (generated in layers.h):
 //   struct mm_cfg { using TA, TB, TO; static constexpr unsigned S, M, K, N, KP, NP; static constexpr bool TRANS_B;

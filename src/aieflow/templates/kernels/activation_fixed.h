@@ -8,7 +8,7 @@
 //   softmax_row: m = max x, e = E[min((m - x) >> SD, SIZE - 1)], S = sum e,
 //                inv = (2^46 + S / 2) / S, y = min(HI, (e inv + 2^(45 - FO)) >> (46 - FO)).
 //                With a keep row (attention masks): m, e and S over the kept x only, e = 0 (so y = 0)
-//                where keep[i] == 0; every row keeps at least one value.
+//                where keep[i] == 0; a row keeping no value (a run-time key padding mask) gives 0.
 //   iexp:        the integer softmax's exp (I-BERT, arXiv:2101.01321): D = d << up (>> -up), 0 when
 //                D >= 30 L2, else z = (D M) >> 36, p = D - z L2, (A ((B - p)^2 + C) + 2^(27+z)) >> (28+z);
 //                k = {L2, M, B, C, A}.  softmax_row_e takes the exp as a functor (ExpTable, ExpInt).
@@ -80,7 +80,7 @@ inline void softmax_row_e(const TI* x, TO* y, unsigned n, const Exp& exp, int fo
         e[i] = (!keep || keep[i]) ? static_cast<std::int32_t>(exp(m - static_cast<std::int64_t>(x[i]))) : 0;
         s += e[i];
     }
-    const std::int64_t inv = ((std::int64_t(1) << RECIP) + s / 2) / s;
+    const std::int64_t inv = s > 0 ? ((std::int64_t(1) << RECIP) + s / 2) / s : 0;  // S = 0: no key kept, all 0
     for (unsigned i = 0; i < n; ++i) {
         const std::int64_t v = (e[i] * inv + (std::int64_t(1) << (RECIP - 1 - fo))) >> (RECIP - fo);
         y[i] = static_cast<TO>(v < hi ? v : hi);
