@@ -198,3 +198,40 @@ def test_dag_problem_matches_its_plan_and_honours_fixed_coordinates():
     p = place_dag(plan2, st2.device, st2.config)
     assert (p.rect(dense).column, p.rect(dense).row) == (30, 5)
     check_placement(p, st2.device)
+
+
+def _plan_stage_edges(plan):
+    """(producer, consumer) stage indices from the plan's stages alone: the stage before (or each
+    part of a folded concat) and a residual skip's producer; the network input is no group."""
+    edges = set()
+    for i, s in enumerate(plan.stages):
+        parts = [k for k, _, _ in s.concat.parts] if s.concat is not None else [i - 1]
+        skip = [s.residual.skip_from] if s.residual is not None else []
+        edges |= {(k, i) for k in parts + skip if k >= 0}
+    return sorted(edges)
+
+
+@pytest.mark.parametrize("device,replicas", [("vck190", 2), ("vek280", 1)])
+def test_cnn_stream_problem_and_placement(device, replicas):
+    from aieflow.cnn.emit import place, place_stream, stream_problem
+    from aieflow.model_zoo import residual_cnn
+
+    x = np.random.default_rng(0).standard_normal((8, 3, 8, 8)).astype(np.float32)
+    d = aieflow.compile(residual_cnn(), device=device, example_input=x[:1], calibration=x,
+                        config={"precision": "int8", "cnn": {"replicas": replicas}})
+    plan = d.plan
+    prob = stream_problem(plan)
+    assert [(b.name, b.width, b.height) for b in prob.blocks] == [
+        (s.name, lay.cas_len, lay.cas_num) for s, lay in zip(plan.stages, plan.layers, strict=True)]
+    assert prob.pairs == _plan_stage_edges(plan)
+    assert prob.grid.snake == (device == "vck190")
+    p = place_stream(plan)
+    # each stage right of the one before from (0, 0) (the columns the cost model counts hops on)
+    col = 0
+    for r, lay in zip(p.rects, plan.layers, strict=True):
+        assert (r.column, r.row) == (col, 0)
+        col += lay.cas_len
+    assert len(p.replicas) == plan.replicas == replicas
+    tiles = place(plan)
+    assert len({(t.col, t.row) for t in tiles}) == len(tiles) == plan.tiles
+    assert all(0 <= t.col < d.device.columns and 0 <= t.row < d.device.rows for t in tiles)
