@@ -235,3 +235,15 @@ def test_cnn_stream_problem_and_placement(device, replicas):
     tiles = place(plan)
     assert len({(t.col, t.row) for t in tiles}) == len(tiles) == plan.tiles
     assert all(0 <= t.col < d.device.columns and 0 <= t.row < d.device.rows for t in tiles)
+
+
+def test_the_staged_lowering_is_built_once_per_graph(chains):
+    from aieflow.mapped.cache import peek
+
+    d = chains["vek280"]
+    a = chain_problem(d.graph, d.device, d.config)
+    staged = peek(d.graph, "chain:staged", (d.device,))
+    assert staged is not None
+    b = chain_problem(d.graph, d.device, d.config, keep_out={(30, 7)})
+    assert peek(d.graph, "chain:staged", (d.device,)) is staged
+    assert a.blocks == b.blocks and a.edges == b.edges and b.grid.keep_out == {(30, 7)}
