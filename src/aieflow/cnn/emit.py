@@ -11,7 +11,7 @@ Thesis mapping: see :mod:`aieflow.cnn.emit_thesis`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 
 import numpy as np
@@ -19,6 +19,7 @@ import numpy as np
 from .. import __version__
 from ..mapped.adf import graph_header
 from ..mapped.ir import Kernel, Link, MappedGraph, Plio, Port
+from ..mapped.place import Block, Placement, Problem, problem, solve, staging
 from ..names import Code, c_ident
 from ..numerics.types import AffineType, FixedType, FloatType, NumericType
 from ..ops import activations as act
@@ -255,27 +256,59 @@ def tile_params(s: Stage, lay: StreamLayer, r: int, j: int) -> dict[str, np.ndar
     return out
 
 
+def stream_problem(plan: CnnPlan) -> Problem:
+    """The stream mapping's placement problem: each stage's kernels a ``cas_num x cas_len`` group,
+    read off the plan lowered unplaced (``mapped.place.staging``, kept with the plan); the edges
+    are its windows between stages (a skip's and a concat part's included)."""
+    from ..mapped.cache import memo
+
+    shapes = tuple(Block(s.name, lay.cas_len, lay.cas_num) for s, lay in zip(plan.stages, plan.layers, strict=True))
+    assert len({b.name for b in shapes}) == len(shapes), "stage names repeat"
+
+    def staged():
+        at = staging(shapes, plan.device.generation.cascade_serpentine)
+        return at, lower(plan, _tiles(plan, at))
+
+    at, mg = memo(plan, "cnn:staged", (), staged)
+    return problem(mg, shapes, at, plan.device)
+
+
+def place_stream(plan: CnnPlan) -> Placement:
+    """The one placer (``mapped/place.solve``) on :func:`stream_problem` with the ``greedy-right``
+    baseline: each stage right of the one before from column 0, row 0, the layout whose columns
+    the stream cost model counts hops on (``StreamLayer.first_col``, ``cnn/perf.py``); then the
+    replicas, replica q at column block q // per_col, row block q % per_col of the design's
+    bounding box (``cnn/plan.max_replicas`` counts them so)."""
+    p = solve(stream_problem(plan), "greedy-right")
+    for r, lay in zip(p.rects, plan.layers, strict=True):
+        assert (r.column, r.row) == (lay.first_col, 0), (r, lay.first_col)
+    width = max(r.column + r.width for r in p.rects)
+    height = max(r.row + r.height for r in p.rects)
+    per_col = max(1, plan.device.rows // height)
+    return replace(p, replicas=tuple(((q // per_col) * width, (q % per_col) * height) for q in range(plan.replicas)))
+
+
 def place(plan: CnnPlan) -> list[Tile]:
-    """Replica q at column block q // per_col, row block q % per_col; inside it each layer's
-    rectangle from its first column, cascade rows east on even rows and west on odd ones (AIE1)."""
-    d = plan.device
-    width = sum(lay.cas_len for lay in plan.layers)
-    height = max(lay.cas_num for lay in plan.layers)
-    per_col = max(1, d.rows // height)
+    """Every kernel's tile: :func:`place_stream`'s rectangles and replicas, cascade rows east on
+    even array rows and west on odd ones (AIE1)."""
+    return _tiles(plan, place_stream(plan))
+
+
+def _tiles(plan: CnnPlan, placement: Placement) -> list[Tile]:
     idents = stage_idents(plan.stages)
     tiles: list[Tile] = []
-    serpentine = d.generation.cascade_serpentine
-    for q in range(plan.replicas):
-        c0, r0 = (q // per_col) * width, (q % per_col) * height
+    serpentine = plan.device.generation.cascade_serpentine
+    for q, (c0, r0) in enumerate(placement.replicas):
         for si, lay in enumerate(plan.layers):
             ident = idents[si]
+            rect = placement.rects[si]
             for r in range(lay.cas_num):
-                row = r0 + r
+                row = r0 + rect.row + r
                 for j in range(lay.cas_len):
                     jj = lay.cas_len - 1 - j if (serpentine and row % 2 == 1) else j
                     tiles.append(Tile(f"k_{ident}_r{r}_c{j}" + (f"_p{q}" if plan.replicas > 1 else ""),
                                       f"{ident}_r{r}_c{j}", role_of(lay, j), f"{ident}_cfg",
-                                      c0 + lay.first_col + jj, row, q, si, r, j))
+                                      c0 + rect.column + jj, row, q, si, r, j))
     return tiles
 
 

@@ -9,9 +9,9 @@ from collections.abc import Callable
 import numpy as np
 
 from ..kinds import DAG_OPS, is_dag
+from ..mapped.place import Block, Placement, Problem, problem, solve, staging
 from ..mapped.transport import check as check_transport
 from ..numerics.types import FloatType
-from ..passes.place import Block, Grid, Placement, Weights, pack
 from ..pipeline import State, run_pipeline
 from .design import DagDesign
 from .emit import emit_dag
@@ -19,25 +19,33 @@ from .perf import lowered_dag
 from .plan import DagPlan, default_batch, plan_dag
 from .search import DagSearch, search_dag
 
-__all__ = ["DAG_OPS", "compile_dag", "is_dag", "place_dag"]
+__all__ = ["DAG_OPS", "compile_dag", "dag_problem", "is_dag", "place_dag"]
 
 log = logging.getLogger(__name__)
 
 
+def dag_problem(plan: DagPlan, device, config) -> Problem:
+    """The DAG's placement problem: each compute node's kernels a group (a Dense layer's
+    ``cas_num x cas_len`` cascade, a rows op's parts side by side), read off the plan lowered
+    unplaced (``mapped.place.staging``); the edges are its links (memory-tile shared buffers)."""
+    from ..mapped.cache import memo
+    from .emit import idents, lower
+
+    shapes = tuple(Block(name, *plan.rect(name), config.layer(name, *plan.node(name).aliases).placement)
+                   for name in plan.compute)
+    snake = device.generation.cascade_serpentine
+
+    def staged():
+        at = staging([Block(b.name, b.width, b.height) for b in shapes], snake)
+        return at, lower(plan, at, idents(plan), [])
+
+    at, mg = memo(plan, "dag:staged", (device,), staged)
+    return problem(mg, shapes, at, device)
+
+
 def place_dag(plan: DagPlan, device, config) -> Placement:
-    """Branch-and-bound placement (``passes/place.pack``) of the compute nodes' rectangles with the
-    DAG's producer -> consumer edges in the published wire cost."""
-    index = {name: i for i, name in enumerate(plan.compute)}
-    blocks = []
-    for name in plan.compute:
-        w, h = plan.rect(name)
-        node = plan.node(name)
-        blocks.append(Block(name, w, h, config.layer(name, *node.aliases).placement))
-    edges = sorted({(index[p], index[q]) for p, q in plan.edges()})
-    grid = Grid(device.columns, device.rows)
-    weights = Weights()
-    result = pack(blocks, edges, grid, "bnb", weights)
-    return Placement(result.rects, device.columns, device.rows, result.cost, result.method, result.optimal, weights)
+    """Branch-and-bound placement of the DAG's kernel groups by the one placer (``mapped/place.py``)."""
+    return solve(dag_problem(plan, device, config))
 
 
 def compile_dag(state: State, progress: Callable[[str], None] | None = None, found: DagSearch | None = None

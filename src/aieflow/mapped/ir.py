@@ -6,8 +6,9 @@ Conv1d front end; ``recurrent/lower.py``) lower their plans and placements into 
 :class:`MappedGraph`, and one renderer (:mod:`aieflow.mapped.adf`, ``templates/mapped/graph.h.j2``)
 writes the ADF graph of all of them from it.  The transport checks of the chain and the DAG read
 this graph (:mod:`aieflow.mapped.transport`, the ``check`` pass), and so does the estimate
-(:mod:`aieflow.mapped.estimate`) where a lowering attaches costs; placement still reads each path's
-own plan, and the streamed path lowers into it later.
+(:mod:`aieflow.mapped.estimate`) where a lowering attaches costs, and so does the placer of the
+chain, the DAG and the CNN stream mapping (:mod:`aieflow.mapped.place`: their kernel groups and
+links, lowered unplaced); the streamed path lowers into it later.
 
 Everything here is frozen; names are identifiers made by :func:`aieflow.names.c_ident` (a model's
 names never reach this graph raw).
