@@ -80,6 +80,8 @@ def _rnn_node(d):
 X86_CASES = [
     # id, cell, device, precision, types, n_in, n_h, steps, head, weight scale
     ("gru-vek280-hls4ml-top-tagging", "GRU", "vek280", "int16", HLS4ML, 6, 20, 20, True, 3.0),
+    # AIE: the gate sums' wraps folded into the truncating index's two roundings and select (issue 22)
+    ("gru-vck190-hls4ml-top-tagging", "GRU", "vck190", "int16", HLS4ML, 6, 20, 20, True, 3.0),
     ("lstm-vek280-ptq-sequence", "LSTM", "vek280", "int16", None, 5, 13, 4, False, 2.0),
     # AIE has no symmetric floor: hls4ml's truncating index is two roundings and a select by sign
     ("gru-vck190-trunc-satsym", "GRU", "vck190", "int16",

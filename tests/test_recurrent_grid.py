@@ -124,9 +124,10 @@ def test_refusals():
 @pytest.mark.parametrize("device", ["vek280", "vck190"])
 def test_no_grid_reaches_hls4ml_and_the_gate_math_bounds_it(cell, device):
     """docs/recurrent.md "Grid mapping": every grid stays above 1.7 us; the fastest beats the
-    best split (2.65-3.23 us) and the row-wise hybrid (3.48-3.56 us); its largest part is the
-    gate math, and one unit's gate math + copy + lock alone takes more than half the per-step
-    budget that 1.7 us leaves after the fill and the head."""
+    best split (2.65-3.23 us before issue 22's gate folds) and the row-wise hybrid (3.48-3.56 us);
+    its largest part is the gate math (after the widened tables and the folded wraps too), and one
+    unit's gate math + copy + lock with the fastest grid's U h, chain and exchange exceed the
+    per-step budget that 1.7 us leaves after the fill and the head."""
     d = _design(cell, device)
     points = grid_points(d.mapping.dims, device, _gates(d, device))
     best = points[0]
@@ -137,4 +138,5 @@ def test_no_grid_reaches_hls4ml_and_the_gate_math_bounds_it(cell, device):
     clock = get_device(device).clock_hz
     budget = (1700 - best.fill_ns - best.head_ns) / 20 * clock / 1e9
     one = _gates(d, device)(1) + 1 + 4
-    assert one > budget / 2
+    assert one > budget / 3
+    assert one + best.parts["mac"] + best.parts["reduction"] + best.parts["routing"] > budget

@@ -217,28 +217,48 @@ class _Gen:
         v = self.emit(f"{s}.template to_vector<int32>(0)", "r")
         return v if t.saturation is Saturation.SATURATE else self.overflow(v, t)
 
-    def srs(self, acc: str, shift: int, t: FixedType) -> str:
+    def srs(self, acc: str, shift: int, t: FixedType, lazy: bool = False) -> str:
+        """``(t) acc`` shifted right by ``shift``; ``lazy``: a WRAP type's wrap left to the value's one
+        use, a sum wrapped into the same type (the int32 lanes' adds are modular, so wrap(wrap(x) + y)
+        = wrap(x + y))."""
         self.modes_for(t.rounding if shift > 0 else None, t.saturation is not Saturation.WRAP)
-        return self.overflow(self.emit(f"{acc}.template to_vector<int32>({shift})", "r"), t)
+        v = self.emit(f"{acc}.template to_vector<int32>({shift})", "r")
+        return v if lazy and t.saturation is Saturation.WRAP else self.overflow(v, t)
 
-    def index(self, c: str, ty: FixedType, a: act.TableSpec) -> tuple[str, str]:
-        """The table index of ``c`` (codes of ``ty``, within its range) and the table to read it
-        from: hls4ml's clamped index into rnn_cell.h's table, or (``widen``) the raw index into a
-        widened table read through an offset pointer."""
+    def index_of_sum(self, a: str, b: str, t: FixedType, spec: act.TableSpec) -> tuple[str, str]:
+        """The table index of ``(t)(a + b)``.  A WRAP type of w < 32 bits folds its wrap into the
+        index: one upshift by k = 32 - w leaves wrap_w(a + b) * 2^k in the int32 lanes (their add and
+        shift are modular), and the index's shift-round-saturate shifts k bits more: the same
+        rational under the same rounding, its sign the wrapped sum's (AIE's select), one vector op
+        fewer than the wrap's upshift + downshift.  Where the longer shift or the scaled product
+        would not fit (srs_shift_max, acc64 lanes) the sum is wrapped as add_cast wraps it."""
+        k = 32 - t.width
+        m = (spec.scale.denominator << t.frac).bit_length() - 1
+        if (t.saturation is Saturation.WRAP and k > 0 and m + k <= self.device.generation.srs_shift_max
+                and spec.scale.numerator << 31 < _ACC63):
+            v = self.emit(f"aie::upshift({self.emit(f'aie::add({a}, {b})', 'a')}, {k})", "u")
+            return self.index(v, t, spec, k)
+        return self.index(self.add_cast(a, b, t), t, spec)
+
+    def index(self, c: str, ty: FixedType, a: act.TableSpec, pre: int = 0) -> tuple[str, str]:
+        """The table index of ``c`` (codes of ``ty``, within its range; ``pre``: c holds them times
+        2^pre, index_of_sum) and the table to read it from: hls4ml's clamped index into
+        rnn_cell.h's table, or (``widen``) the raw index into a widened table read through an
+        offset pointer."""
         frac = ty.frac
         p, q = a.scale.numerator, a.scale.denominator
         m = (q << frac).bit_length() - 1
         prod = self.emit(f"aie::mul({c}, int32({p}))", "p", kind="acc")
         rnd = a.index_rounding
         if m == 0 or rnd in self.device.generation.rounding_modes:
-            self.modes_for(rnd if m else None, False)
-            raw = self.emit(f"{prod}.template to_vector<int32>({m})", "i")
+            self.modes_for(rnd if m else None, False)  # m = 0: exact (c * p a multiple of 2^pre) in any mode
+            raw = self.emit(f"{prod}.template to_vector<int32>({m + pre})", "i")
         else:  # AIE: no symmetric floor / ceil: the two directed roundings, picked by sign
             toward, away = (Rounding.CEIL, Rounding.FLOOR) if rnd is Rounding.SYM_FLOOR else (Rounding.FLOOR, Rounding.CEIL)
             self.modes_for(Rounding.FLOOR, False)
-            down = self.emit(f"{prod}.template to_vector<int32>({m})", "i")
+            down = self.emit(f"{prod}.template to_vector<int32>({m + pre})", "i")
             self.modes_for(Rounding.CEIL, False)
-            up = self.emit(f"{prod}.template to_vector<int32>({m})", "i")
+            up = self.emit(f"{prod}.template to_vector<int32>({m + pre})", "i")
             neg, pos = (up, down) if toward is Rounding.CEIL else (down, up)
             del away
             raw = self.emit(f"aie::select({pos}, {neg}, aie::lt({c}, int32(0)))", "i", 2)
@@ -367,18 +387,20 @@ def _generate(g: _Gen, node: Node, ms: int, mt: int, mh: int, mc: int) -> list[i
     if node.op == "gru":
         if (1 << fa) + ms > _INT31:
             raise _NotExact("1 - z leaves the int32 lanes")
-        z = g.lookup(g.index(g.add_cast(g.load("gx", 0), g.load("gh", 0), acc), acc, t.sigmoid), t.sigmoid, acc)
-        r = g.lookup(g.index(g.add_cast(g.load("gx", 1), g.load("gh", 1), acc), acc, t.sigmoid), t.sigmoid, acc)
-        rh = g.srs(g.emit(f"aie::mul({r}, {g.load('gh', 2)})", "m", kind="acc"), fa, acc)
-        cand = g.lookup(g.index(g.add_cast(g.load("gx", 2), rh, acc), acc, t.tanh), t.tanh, acc)
+        z = g.lookup(g.index_of_sum(g.load("gx", 0), g.load("gh", 0), acc, t.sigmoid), t.sigmoid, acc)
+        r = g.lookup(g.index_of_sum(g.load("gx", 1), g.load("gh", 1), acc, t.sigmoid), t.sigmoid, acc)
+        # r (U h)_n's wrap: left to the sum with (W x)_n, wrapped into the same type
+        rh = g.srs(g.emit(f"aie::mul({r}, {g.load('gh', 2)})", "m", kind="acc"), fa, acc, lazy=True)
+        cand = g.lookup(g.index_of_sum(g.load("gx", 2), rh, acc, t.tanh), t.tanh, acc)
         omz = g.emit(f"aie::sub(int32({1 << fa}), {z})", "o")
         hv = g.emit("aie::load_v<L>(h + j)", "h", 0, segs=((_LOAD, 1),))
         hn = g.sum_cast([(cand, mt, omz, (1 << fa) + ms, 2 * fa), (hv, mh, z, ms, fr + fa)], res)
         g.store("h", hn)
         return [(mt * ((1 << fa) + ms)) << (top - 2 * fa), (mh * ms) << (top - fr - fa)]
-    gate = [g.add_cast(g.load("gx", k), g.load("gh", k), acc) for k in range(4)]
-    i, f, o = (g.lookup(g.index(gate[k], acc, t.sigmoid), t.sigmoid, acc) for k in (0, 1, 3))
-    cand = g.lookup(g.index(gate[2], acc, t.tanh), t.tanh, acc)
+    spec = [t.sigmoid, t.sigmoid, t.tanh, t.sigmoid]
+    index = [g.index_of_sum(g.load("gx", k), g.load("gh", k), acc, spec[k]) for k in range(4)]
+    i, f, o = (g.lookup(index[k], t.sigmoid, acc) for k in (0, 1, 3))
+    cand = g.lookup(index[2], t.tanh, acc)
     cv = g.emit("aie::load_v<L>(c + j)", "c", 0, segs=((_LOAD, 1),))
     cn = g.sum_cast([(cand, mt, i, ms, 2 * fa), (cv, mc, f, ms, fr + fa)], res)
     g.store("c", cn)

@@ -1,4 +1,7 @@
-"""The compact tile's widened activation tables (issue 22): the vector gate math reads each table
+"""Two folds that shorten the compact tile's vector gate math (issue 22), each against hls4ml's
+definition for every input it can see.
+
+1. Widened activation tables: the vector gate math reads each table
 through a pointer offset by the lowest raw index, ``table[raw]``, instead of hls4ml's clamped
 ``table[clamp(raw + N/2, 0, N-1)]``; the widened table must give the same entry for **every**
 code the index's input type can hold.
@@ -8,8 +11,19 @@ from its definition (``int(x * N / (2L))`` for hls4ml's truncating tables, ``flo
 one, + N/2, clamped), the entries are hls4ml's tables (``TableSpec.codes``, checked entry by entry
 against hls4ml's C++ in test_recurrent_hls4ml.py).  The widened tables and the offsets are parsed
 from the emitted C++ (``rnn_vgates.h`` text), and checked over every code of the input type: the
-read stays inside the array, and the entry is hls4ml's.  (x86 verify of the whole compact tile
-with widened tables: test_recurrent_compact.py's top-tagging GRU on VEK280.)
+read stays inside the array, and the entry is hls4ml's.
+
+2. The wrap of a gate's sum folded into its table index: for a WRAP type of w < 32 bits the kernel
+upshifts the int32 sum by k = 32 - w (the lanes' add and shift are modular), multiplies by the
+scale's numerator p and shift-round-saturates by m + k.  The (k, p, m + k) of every such index are
+parsed from the emitted C++ and that arithmetic (written out here: int32 wrap, exact product,
+rounding by the table's rule) is compared with hls4ml's index of the wrapped sum over every int32
+sum within 2^17 of zero (both wrap edges of a 16-bit type, any sum of two 16-bit codes) and 200,000
+random int32 sums (the lanes may hold any int32 when an operand's own wrap is left to the sum, as
+the GRU's r (U h)_n is).
+
+x86 verify of the whole compact tile with both folds: test_recurrent_compact.py (top-tagging GRU on
+VEK280 and VCK190, LSTM on VEK280).
 """
 
 from __future__ import annotations
@@ -122,3 +136,52 @@ def test_tables_that_do_not_fit_the_tile_keep_the_clamp():
         assert (form[6] > 0) == widened, device
         text = d.files["src/rnn_vgates.h"]
         assert ("rnnv::clamp" in text) == (not widened) and ("VT0" in text) == widened
+
+
+_FOLD = re.compile(r"const vi (u\d+) = aie::upshift\((a\d+), (\d+)\);\n\s*const auto (p\d+) = aie::mul\(\1, int32\((\d+)\)\);")
+
+
+def _int32(v: np.ndarray) -> np.ndarray:
+    return (v + (1 << 31)) % (1 << 32) - (1 << 31)
+
+
+def _round_shift(v: np.ndarray, s: int, rule: Rounding) -> np.ndarray:
+    """v / 2^s rounded: floor, ceil (AIE's two directed modes, picked by sign for C's truncation on
+    AIE) or toward zero."""
+    if rule is Rounding.FLOOR:
+        return v >> s
+    if rule is Rounding.CEIL:
+        return -((-v) >> s)
+    assert rule is Rounding.SYM_FLOOR
+    return np.sign(v) * (np.abs(v) >> s)
+
+
+@pytest.mark.parametrize("cell, device", [("GRU", "vek280"), ("GRU", "vck190"), ("LSTM", "vek280")])
+def test_wrap_folded_into_the_index_is_hls4ml_index_of_the_wrapped_sum(cell, device):
+    node = _node(cell, device, HLS4ML)
+    vg = vector_gates(node, get_device(device), "ns", widen=True)
+    text = vg.text
+    acc = parse_type(HLS4ML["accum"])
+    sig, tanh = act.hls4ml_table("sigmoid"), act.hls4ml_table("tanh")
+    folds = _FOLD.findall(text)
+    assert len(folds) == (3 if cell == "GRU" else 4)  # every gate sum's wrap folded into its index
+    # the only wraps left: the stored states' (GRU h; LSTM c, h): r (U h)_n's is left to its sum's index too
+    assert text.count("rnnv::wrap") == (1 if cell == "GRU" else 2)
+    order = [sig, sig, tanh] if cell == "GRU" else [sig, sig, tanh, sig]  # GRU z, r, candidate; LSTM i, f, g, o
+    rng = np.random.default_rng(0)
+    sums = np.concatenate([np.arange(-(1 << 17), (1 << 17) + 1), rng.integers(-(1 << 31), 1 << 31, 200_000)])
+    for (_, _, k, prod, p), a in zip(folds, order, strict=True):
+        k, p = int(k), int(p)
+        shifts = [int(v) for v in re.findall(rf"{prod}\.template to_vector<int32>\((\d+)\)", text)]
+        assert p == a.scale.numerator and k == 32 - acc.width
+        lanes = _int32(_int32(sums) << k)  # the modular add's result, upshifted modulo 2^32
+        wrapped = _int32(sums << (32 - acc.width)) >> (32 - acc.width)  # ap_fixed's WRAP of the sum
+        ref = _hls4ml_index(wrapped, acc.frac, a)
+        if len(shifts) == 1:  # one shift-round-saturate under the table's rounding (VEK280)
+            got = _round_shift(lanes * p, shifts[0], a.index_rounding)
+        else:  # AIE: floor and ceil, picked by the sign of the lanes (C's truncation)
+            assert len(shifts) == 2 and shifts[0] == shifts[1]
+            down, up = _round_shift(lanes * p, shifts[0], Rounding.FLOOR), _round_shift(lanes * p, shifts[0], Rounding.CEIL)
+            got = np.where(lanes < 0, up, down)
+        bad = np.flatnonzero(got != ref)
+        assert bad.size == 0, f"{cell} {device}: sum {sums[bad[0]]} gives index {got[bad[0]]}, hls4ml {ref[bad[0]]}"
