@@ -107,8 +107,9 @@ def test_widened_table_reads_hls4ml_entry_for_every_input_code(cell, device, typ
     tables, gathers = _reads(vg.text)
     sig, tanh = act.hls4ml_table("sigmoid"), act.hls4ml_table("tanh")
     acc, res = parse_type(types["accum"]), parse_type(types.get("output", types["accum"]))
-    # the reads in program order (recurrent/compact._generate): GRU z, r, candidate; LSTM i, f, o, candidate, tanh(c)
-    expect = [(sig, acc), (sig, acc), (tanh, acc)] if cell == "GRU" else [(sig, acc)] * 3 + [(tanh, acc), (tanh, res)]
+    # the reads in program order (recurrent/compact._generate): GRU r, z, candidate; LSTM i, f, g, o, tanh(c)
+    expect = ([(sig, acc), (sig, acc), (tanh, acc)] if cell == "GRU"
+              else [(sig, acc), (sig, acc), (tanh, acc), (sig, acc), (tanh, res)])
     assert len(gathers) == len(expect)
     assert vg.table_bytes == sum(t.size * (2 if f"int16 {n}[" in vg.text else 4) for n, t in tables.items())
     for (name, off), (a, ty) in zip(gathers, expect, strict=True):
@@ -167,7 +168,7 @@ def test_wrap_folded_into_the_index_is_hls4ml_index_of_the_wrapped_sum(cell, dev
     assert len(folds) == (3 if cell == "GRU" else 4)  # every gate sum's wrap folded into its index
     # the only wraps left: the stored states' (GRU h; LSTM c, h): r (U h)_n's is left to its sum's index too
     assert text.count("rnnv::wrap") == (1 if cell == "GRU" else 2)
-    order = [sig, sig, tanh] if cell == "GRU" else [sig, sig, tanh, sig]  # GRU z, r, candidate; LSTM i, f, g, o
+    order = [sig, sig, tanh] if cell == "GRU" else [sig, sig, tanh, sig]  # GRU r, z, candidate; LSTM i, f, g, o
     rng = np.random.default_rng(0)
     sums = np.concatenate([np.arange(-(1 << 17), (1 << 17) + 1), rng.integers(-(1 << 31), 1 << 31, 200_000)])
     for (_, _, k, prod, p), a in zip(folds, order, strict=True):

@@ -387,22 +387,26 @@ def _generate(g: _Gen, node: Node, ms: int, mt: int, mh: int, mc: int) -> list[i
     if node.op == "gru":
         if (1 << fa) + ms > _INT31:
             raise _NotExact("1 - z leaves the int32 lanes")
-        z = g.lookup(g.index_of_sum(g.load("gx", 0), g.load("gh", 0), acc, t.sigmoid), t.sigmoid, acc)
+        # program order = the list schedule's priority: r's chain (r, r (U h)_n, the candidate) first,
+        # z's table read beside it; in the update the candidate's product last (exact integer sums in
+        # the accumulator lanes: their order does not change the result)
         r = g.lookup(g.index_of_sum(g.load("gx", 1), g.load("gh", 1), acc, t.sigmoid), t.sigmoid, acc)
+        z = g.lookup(g.index_of_sum(g.load("gx", 0), g.load("gh", 0), acc, t.sigmoid), t.sigmoid, acc)
         # r (U h)_n's wrap: left to the sum with (W x)_n, wrapped into the same type
         rh = g.srs(g.emit(f"aie::mul({r}, {g.load('gh', 2)})", "m", kind="acc"), fa, acc, lazy=True)
         cand = g.lookup(g.index_of_sum(g.load("gx", 2), rh, acc, t.tanh), t.tanh, acc)
         omz = g.emit(f"aie::sub(int32({1 << fa}), {z})", "o")
         hv = g.emit("aie::load_v<L>(h + j)", "h", 0, segs=((_LOAD, 1),))
-        hn = g.sum_cast([(cand, mt, omz, (1 << fa) + ms, 2 * fa), (hv, mh, z, ms, fr + fa)], res)
+        hn = g.sum_cast([(hv, mh, z, ms, fr + fa), (cand, mt, omz, (1 << fa) + ms, 2 * fa)], res)
         g.store("h", hn)
         return [(mt * ((1 << fa) + ms)) << (top - 2 * fa), (mh * ms) << (top - fr - fa)]
+    # each gate's index then its table read, in gate order (i, f, g, o: o is needed last); in c's
+    # update the candidate's product last (exact sums in the accumulator lanes, in any order)
     spec = [t.sigmoid, t.sigmoid, t.tanh, t.sigmoid]
-    index = [g.index_of_sum(g.load("gx", k), g.load("gh", k), acc, spec[k]) for k in range(4)]
-    i, f, o = (g.lookup(index[k], t.sigmoid, acc) for k in (0, 1, 3))
-    cand = g.lookup(index[2], t.tanh, acc)
+    i, f, cand, o = (g.lookup(g.index_of_sum(g.load("gx", k), g.load("gh", k), acc, spec[k]), spec[k], acc)
+                     for k in range(4))
     cv = g.emit("aie::load_v<L>(c + j)", "c", 0, segs=((_LOAD, 1),))
-    cn = g.sum_cast([(cand, mt, i, ms, 2 * fa), (cv, mc, f, ms, fr + fa)], res)
+    cn = g.sum_cast([(cv, mc, f, ms, fr + fa), (cand, mt, i, ms, 2 * fa)], res)
     g.store("c", cn)
     ca = g.lookup(g.index(cn, res, t.tanh), t.tanh, acc)
     hn = g.sum_cast([(o, ms, ca, mt, 2 * fa)], res)
