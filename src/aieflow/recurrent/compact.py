@@ -76,7 +76,8 @@ def finish_ops(node: Node, kinds: tuple[str, str]) -> tuple[int, int]:
 #   a pointer offset by the lowest raw index; int16 entries where every entry fits.  The same entry
 #   for every input, three vector ops fewer per table read (the add, the min, the max), at the
 #   widened tables' memory (VectorGates.table_bytes; plan.compact_bytes counts it, and the compact
-#   tile keeps the clamped form where they do not fit).
+#   tile keeps the clamped form where they do not fit; a table larger than a tile's data memory
+#   even in int16 is never built: that read keeps the clamp).
 #
 # Where a condition fails (float, exact activations, unsigned or wider types, negative fractional
 # bits, a rounding mode the device lacks, a bound) the tile keeps the scalar rnn_cell.h step.
@@ -262,12 +263,13 @@ class _Gen:
             neg, pos = (up, down) if toward is Rounding.CEIL else (down, up)
             del away
             raw = self.emit(f"aie::select({pos}, {neg}, aie::lt({c}, int32(0)))", "i", 2)
-        if not self.widen:
-            table = f"cell::ACT_{a.function.upper()}_T"
-            return self.emit(f"rnnv::clamp<L>(aie::add({raw}, int32({a.offset})), 0, {a.size - 1})", "i", 3), table
         # the raw index's range over the input type's codes (R is monotone), every entry of it in the table
         lo, hi = (int(v) for v in fixed.round_shift(np.array([ty.min_code * p, ty.max_code * p], dtype=np.int64),
                                                      m, rnd))
+        if not self.widen or (hi - lo + 1) * 2 > self.device.generation.data_memory_bytes:
+            # clamped (a widened table that could not fit a tile's memory even alone is not built)
+            table = f"cell::ACT_{a.function.upper()}_T"
+            return self.emit(f"rnnv::clamp<L>(aie::add({raw}, int32({a.offset})), 0, {a.size - 1})", "i", 3), table
         key = (a.function, lo, hi)
         if key not in self.tables:
             codes = np.asarray(a.codes(), dtype=np.int64)
