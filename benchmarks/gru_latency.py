@@ -3,6 +3,7 @@ and (issue 22) the compact mapping against the spread ones for top tagging on VE
 
     python benchmarks/gru_latency.py            # every table
     python benchmarks/gru_latency.py split      # the split-mapping tables only (issue 22)
+    python benchmarks/gru_latency.py grid       # the grid-mapping tables only (issue 22)
 
 Workloads: the top-tagging GRU / LSTM of ``shared/spec/rnn-semantics.md`` (6 inputs, hidden 20,
 20 steps), the hidden sizes over which ``shared/spec/gru-on-aie.md`` reports its trends (8-32, and
@@ -30,6 +31,7 @@ from aieflow.recurrent import (
 from aieflow.recurrent.compact import split_gate_cycles
 from aieflow.recurrent.costs import SPLIT_EXCHANGES
 from aieflow.recurrent.design import compile_recurrent
+from aieflow.recurrent.grid import grid_points
 from aieflow.recurrent.model import split_step
 
 DEVICE = "vck190"
@@ -230,6 +232,37 @@ def split_table() -> list[str]:
     return [*out, "", *floors]
 
 
+def grid_table() -> list[str]:
+    """Issue 22, the grid mapping (modelled, not generated; recurrent/grid.py): per (cell, device)
+    the fastest grids of R chains x C cascade tiles among every distinct one, with the per-step
+    breakdown (cycles), then the per-step budget 1.7 us leaves after the fastest's fill and head,
+    and the gate math of one unit (+ copy + lock) that no placement removes."""
+    out = [
+        "| model | device | R chains x C tiles | units / chain | columns / tile | tiles | step ns | "
+        + " | ".join(PARTS) + " (cycles) | fill ns | head ns | inference us | vs 1.7 us |",
+        "| --- | --- | --- | --- | --- | --- | --- | " + " | ".join("---" for _ in PARTS) + " | --- | --- | --- | --- |",
+    ]
+    bounds = ["| model | device | grids costed | budget per step (cycles) | fastest step (cycles) | "
+              "gate math of 1 unit + copy + lock (cycles) | fastest's mac + reduction + routing (cycles) |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
+    for cell in ("GRU", "LSTM"):
+        for device in ("vek280", "vck190"):
+            design = _top_tagging_design(cell, device, "int16")
+            dev = get_device(device)
+            points = grid_points(design.mapping.dims, device, lambda u, d=design, v=dev: split_gate_cycles(d.layer, v, u))
+            for g in points[:3]:
+                parts = " | ".join(f"{g.parts[k]:.0f}" for k in PARTS)
+                us = g.sequence_ns / 1e3
+                out.append(f"| top tagging {cell} | {device} | {g.chains} x {g.chain_len} | {g.units} | {g.columns} | {g.tiles} | "
+                           f"{g.step_ns:.1f} | {parts} | {g.fill_ns:.1f} | {g.head_ns:.1f} | {us:.2f} | {us / HLS4ML_PUBLISHED_US:.2f}x |")
+            best = points[0]
+            budget = (HLS4ML_PUBLISHED_US * 1e3 - best.fill_ns - best.head_ns) / design.mapping.dims.seq_len * dev.clock_hz / 1e9
+            one = split_gate_cycles(design.layer, dev, 1) + 1 + 4
+            rest = best.parts["mac"] + best.parts["reduction"] + best.parts["routing"]
+            bounds.append(f"| top tagging {cell} | {device} | {len(points)} | {budget:.0f} | {best.cycles:.0f} | {one} | {rest:.0f} |")
+    return [*out, "", *bounds]
+
+
 def input_sweep() -> list[str]:
     out = ["| inputs | step ns (loop) | interval ns | bound |", "| --- | --- | --- | --- |"]
     for n_in in (6, 24, 96, 128, 256, 512, 1024, 2048):
@@ -270,6 +303,11 @@ def main() -> None:
         "",
         *split_table(),
         "",
+        "Issue 22: grid mapping (R chains of hidden units x C-tile cascades over h's columns, W x ahead, h by packet streams;",
+        "modelled, not generated), top tagging, hls4ml's ap_fixed<16,6> types; the three fastest grids per model:",
+        "",
+        *grid_table(),
+        "",
         f"Total time: {time.perf_counter() - t0:.1f} s.",
     ]
     print("\n".join(lines))
@@ -280,5 +318,10 @@ if __name__ == "__main__":
 
     if sys.argv[1:] == ["split"]:
         print("\n".join(split_table()))
+    elif sys.argv[1:] == ["grid"]:
+        t0 = time.perf_counter()
+        print("\n".join(grid_table()))
+        print(f"\nModelled on {platform.machine()}, {platform.system()}, Python {platform.python_version()}, "
+              f"{time.perf_counter() - t0:.1f} s.")
     else:
         main()

@@ -80,6 +80,8 @@ def _rnn_node(d):
 X86_CASES = [
     # id, cell, device, precision, types, n_in, n_h, steps, head, weight scale
     ("gru-vek280-hls4ml-top-tagging", "GRU", "vek280", "int16", HLS4ML, 6, 20, 20, True, 3.0),
+    # AIE: the gate sums' wraps folded into the truncating index's two roundings and select (issue 22)
+    ("gru-vck190-hls4ml-top-tagging", "GRU", "vck190", "int16", HLS4ML, 6, 20, 20, True, 3.0),
     ("lstm-vek280-ptq-sequence", "LSTM", "vek280", "int16", None, 5, 13, 4, False, 2.0),
     # AIE has no symmetric floor: hls4ml's truncating index is two roundings and a select by sign
     ("gru-vck190-trunc-satsym", "GRU", "vck190", "int16",
@@ -191,7 +193,8 @@ def test_cycle_model_counts_the_kernel_schedule():
     assert ii == 9
     mac = (20 * ii + costs.ROW_LOOP_CYCLES) + (6 * ii + costs.ROW_LOOP_CYCLES)
     finish = 2 * groups * 3 * KERNEL_CONSTANTS.vector_op_cycles
-    glanes, ops, modes, lookups, full, last = dims.gate_form
+    glanes, ops, modes, lookups, full, last, widened = dims.gate_form
+    assert widened == (4096 + 8192) * 2  # int16 sigmoid / tanh entries for every raw index of the 16-bit accumulator
     gates = (math.ceil(20 / glanes) * costs.ROW_LOOP_CYCLES + (math.ceil(20 / glanes) - 1) * full + last
              + 20 * costs.COMPACT_STATE_COPY_CYCLES)
     # the list schedule lies between the vector slot's own work (every vector op, one slot; the gathers'
@@ -221,27 +224,30 @@ _VECTOR_OP = re.compile(r"aie::(add|sub|mul|mac|upshift|select)\(|aie::load_(una
 
 def test_gate_op_count_is_the_emitted_code():
     # the model's vector ops per lane group are counted by the generator; count them in the C++ it emitted
-    for cell in ("GRU", "LSTM"):
-        for device in ("vek280", "vck190"):
-            d, _, _ = _compile(cell, device, types={**HLS4ML, "accum": "fixed<20,8,RND,SAT>"}, n_h=12, steps=3,
-                               head=False)
-            text = d.files["src/rnn_vgates.h"]
-            body = text[text.index("static void step"):]
-            lanes, ops, modes, lookups, full, last = d.mapping.dims.gate_form
-            counted = 0
-            for line in body.splitlines():
-                for mt in _VECTOR_OP.finditer(line):
-                    kind = mt.group(1) or mt.group(2) or mt.group(3) or "srs"
-                    counted += {"wrap": 2, "clamp": 2, "select": 2}.get(kind, 1)
-            assert counted == ops, (cell, device)
-            assert body.count("aie::set_rounding") + body.count("aie::set_saturation") == modes
-            assert body.count("rnnv::gather") == lookups == (3 if cell == "GRU" else 5)
-            assert lanes == get_device(device).generation.macs_per_cycle[("i32", "i32")]
-            # the schedule: no shorter than the one vector slot's work (every counted op but the shift-round-
-            # saturates and upshifts to accumulators, which take the move slots) nor the gathers' element loops
-            # on the one store unit; no longer than issuing every op, mode write and gather one after another
-            srs = body.count("to_vector<int32>") + body.count("rnnv::va<")
-            assert max(counted - srs, lookups * lanes) <= full <= counted + modes + lookups * (lanes + 4), (cell, device)
+    # a 20-bit accumulator: widened tables too large for a tile, the clamped index; hls4ml's 16-bit one on
+    # VEK280: widened tables, no clamp
+    cases = [(c, dev, {**HLS4ML, "accum": "fixed<20,8,RND,SAT>"}) for c in ("GRU", "LSTM") for dev in ("vek280", "vck190")]
+    for cell, device, types in cases + [("GRU", "vek280", HLS4ML), ("LSTM", "vek280", HLS4ML)]:
+        d, _, _ = _compile(cell, device, types=types, n_h=12, steps=3, head=False)
+        text = d.files["src/rnn_vgates.h"]
+        body = text[text.index("static void step"):]
+        lanes, ops, modes, lookups, full, last, widened = d.mapping.dims.gate_form
+        assert (widened > 0) == (types is HLS4ML) == ("rnnv::gather<L>(VT" in body), (cell, device)
+        assert ("cell::ACT_" in body) == (widened == 0)  # the clamped index reads rnn_cell.h's tables
+        counted = 0
+        for line in body.splitlines():
+            for mt in _VECTOR_OP.finditer(line):
+                kind = mt.group(1) or mt.group(2) or mt.group(3) or "srs"
+                counted += {"wrap": 2, "clamp": 2, "select": 2}.get(kind, 1)
+        assert counted == ops, (cell, device)
+        assert body.count("aie::set_rounding") + body.count("aie::set_saturation") == modes
+        assert body.count("rnnv::gather") == lookups == (3 if cell == "GRU" else 5)
+        assert lanes == get_device(device).generation.macs_per_cycle[("i32", "i32")]
+        # the schedule: no shorter than the one vector slot's work (every counted op but the shift-round-
+        # saturates and upshifts to accumulators, which take the move slots) nor the gathers' element loops
+        # on the one store unit; no longer than issuing every op, mode write and gather one after another
+        srs = body.count("to_vector<int32>") + body.count("rnnv::va<")
+        assert max(counted - srs, lookups * lanes) <= full <= counted + modes + lookups * (lanes + 4), (cell, device)
 
 
 def test_list_schedule_follows_the_vliw_slots():

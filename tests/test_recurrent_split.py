@@ -87,9 +87,10 @@ def test_gate_math_of_fewer_units_is_cheaper_but_not_free():
     for cell, device in (("GRU", "vek280"), ("LSTM", "vck190")):
         d = _design(cell, device)
         dev = get_device(device)
-        lanes, *_, full, last = d.mapping.dims.gate_form
+        lanes, *_, full, last = d.mapping.dims.gate_form[:6]
         groups = math.ceil(20 / lanes)
-        assert split_gate_cycles(d.layer, dev, 20) == (groups - 1) * full + last + groups * 6
+        widen = d.mapping.dims.gate_form[6] > 0  # VCK190: the tile has no room for the widened tables
+        assert split_gate_cycles(d.layer, dev, 20, widen) == (groups - 1) * full + last + groups * 6
         cycles = [split_gate_cycles(d.layer, dev, u) for u in (1, 4, 5, 7)]
         assert cycles == sorted(cycles) and cycles[0] > 30
 

@@ -69,7 +69,15 @@ def finish_ops(node: Node, kinds: tuple[str, str]) -> tuple[int, int]:
 #   under the index's rounding mode (AIE has no symmetric floor / ceil: both roundings and a select
 #   by sign), + N / 2, clamped to the table; proved never to need hls4ml's 32-bit wraps;
 # * the entry: rnn_cell.h's table read on the scalar unit for the group's real lanes, then cast to
-#   the accumulator type as act_sigmoid / act_tanh cast it (an exact upshift onto its grid).
+#   the accumulator type as act_sigmoid / act_tanh cast it (an exact upshift onto its grid);
+# * ``widen`` (issue 22): the + N / 2 and the clamp folded into a **widened table** instead, one
+#   entry per raw index R(x N / 2L) the index's input type can give (its codes' range, R monotone:
+#   the two ends bound it), entry k = the table's entry at clamp(k + N / 2, 0, N - 1), read through
+#   a pointer offset by the lowest raw index; int16 entries where every entry fits.  The same entry
+#   for every input, three vector ops fewer per table read (the add, the min, the max), at the
+#   widened tables' memory (VectorGates.table_bytes; plan.compact_bytes counts it, and the compact
+#   tile keeps the clamped form where they do not fit; a table larger than a tile's data memory
+#   even in int16 is never built: that read keeps the clamp).
 #
 # Where a condition fails (float, exact activations, unsigned or wider types, negative fractional
 # bits, a rounding mode the device lacks, a bound) the tile keeps the scalar rnn_cell.h step.
@@ -92,11 +100,12 @@ class VectorGates:
     lookups: int  # table reads per element (one per activation)
     cycles: int = 0  # a full lane group, list-scheduled (costs.list_schedule)
     cycles_last: int = 0  # the last lane group (its real lanes: the gathers read fewer entries)
+    table_bytes: int = 0  # the widened tables (0: the clamped index into rnn_cell.h's tables)
 
     @property
     def form(self) -> tuple[int, ...]:
         """RecurrentDims.gate_form."""
-        return (self.lanes, self.ops, self.modes, self.lookups, self.cycles, self.cycles_last)
+        return (self.lanes, self.ops, self.modes, self.lookups, self.cycles, self.cycles_last, self.table_bytes)
 
 
 def gate_lanes(device: Device) -> int:
@@ -112,8 +121,10 @@ class _NotExact(Exception):
 class _Gen:
     """Straight-line C++ of one lane group, with its op and mode-write counts."""
 
-    def __init__(self, device: Device, n_h: int, lanes: int) -> None:
-        self.device, self.n_h, self.lanes = device, n_h, lanes
+    def __init__(self, device: Device, n_h: int, lanes: int, widen: bool = False) -> None:
+        self.device, self.n_h, self.lanes, self.widen = device, n_h, lanes, widen
+        # widened tables: (function, lowest raw index, highest) -> (name, C element type, entries)
+        self.tables: dict[tuple[str, int, int], tuple[str, str, list[int]]] = {}
         self.lines: list[str] = []
         self.ops = self.modes = 0
         self.rnd: Rounding | None = None
@@ -207,34 +218,82 @@ class _Gen:
         v = self.emit(f"{s}.template to_vector<int32>(0)", "r")
         return v if t.saturation is Saturation.SATURATE else self.overflow(v, t)
 
-    def srs(self, acc: str, shift: int, t: FixedType) -> str:
+    def srs(self, acc: str, shift: int, t: FixedType, lazy: bool = False) -> str:
+        """``(t) acc`` shifted right by ``shift``; ``lazy``: a WRAP type's wrap left to the value's one
+        use, a sum wrapped into the same type (the int32 lanes' adds are modular, so wrap(wrap(x) + y)
+        = wrap(x + y))."""
         self.modes_for(t.rounding if shift > 0 else None, t.saturation is not Saturation.WRAP)
-        return self.overflow(self.emit(f"{acc}.template to_vector<int32>({shift})", "r"), t)
+        v = self.emit(f"{acc}.template to_vector<int32>({shift})", "r")
+        return v if lazy and t.saturation is Saturation.WRAP else self.overflow(v, t)
 
-    def index(self, c: str, frac: int, a: act.TableSpec) -> str:
+    def index_of_sum(self, a: str, b: str, t: FixedType, spec: act.TableSpec) -> tuple[str, str]:
+        """The table index of ``(t)(a + b)``.  A WRAP type of w < 32 bits folds its wrap into the
+        index: one upshift by k = 32 - w leaves wrap_w(a + b) * 2^k in the int32 lanes (their add and
+        shift are modular), and the index's shift-round-saturate shifts k bits more: the same
+        rational under the same rounding, its sign the wrapped sum's (AIE's select), one vector op
+        fewer than the wrap's upshift + downshift.  Where the longer shift or the scaled product
+        would not fit (srs_shift_max, acc64 lanes) the sum is wrapped as add_cast wraps it."""
+        k = 32 - t.width
+        m = (spec.scale.denominator << t.frac).bit_length() - 1
+        if (t.saturation is Saturation.WRAP and k > 0 and m + k <= self.device.generation.srs_shift_max
+                and spec.scale.numerator << 31 < _ACC63):
+            v = self.emit(f"aie::upshift({self.emit(f'aie::add({a}, {b})', 'a')}, {k})", "u")
+            return self.index(v, t, spec, k)
+        return self.index(self.add_cast(a, b, t), t, spec)
+
+    def index(self, c: str, ty: FixedType, a: act.TableSpec, pre: int = 0) -> tuple[str, str]:
+        """The table index of ``c`` (codes of ``ty``, within its range; ``pre``: c holds them times
+        2^pre, index_of_sum) and the table to read it from: hls4ml's clamped index into
+        rnn_cell.h's table, or (``widen``) the raw index into a widened table read through an
+        offset pointer."""
+        frac = ty.frac
         p, q = a.scale.numerator, a.scale.denominator
         m = (q << frac).bit_length() - 1
         prod = self.emit(f"aie::mul({c}, int32({p}))", "p", kind="acc")
         rnd = a.index_rounding
         if m == 0 or rnd in self.device.generation.rounding_modes:
-            self.modes_for(rnd if m else None, False)
-            raw = self.emit(f"{prod}.template to_vector<int32>({m})", "i")
-        else:  # AIE: no symmetric floor / ceil; the two directed roundings, picked by sign
+            self.modes_for(rnd if m else None, False)  # m = 0: exact (c * p a multiple of 2^pre) in any mode
+            raw = self.emit(f"{prod}.template to_vector<int32>({m + pre})", "i")
+        else:  # AIE: no symmetric floor / ceil: the two directed roundings, picked by sign
             toward, away = (Rounding.CEIL, Rounding.FLOOR) if rnd is Rounding.SYM_FLOOR else (Rounding.FLOOR, Rounding.CEIL)
             self.modes_for(Rounding.FLOOR, False)
-            down = self.emit(f"{prod}.template to_vector<int32>({m})", "i")
+            down = self.emit(f"{prod}.template to_vector<int32>({m + pre})", "i")
             self.modes_for(Rounding.CEIL, False)
-            up = self.emit(f"{prod}.template to_vector<int32>({m})", "i")
+            up = self.emit(f"{prod}.template to_vector<int32>({m + pre})", "i")
             neg, pos = (up, down) if toward is Rounding.CEIL else (down, up)
             del away
             raw = self.emit(f"aie::select({pos}, {neg}, aie::lt({c}, int32(0)))", "i", 2)
-        return self.emit(f"rnnv::clamp<L>(aie::add({raw}, int32({a.offset})), 0, {a.size - 1})", "i", 3)
+        # the raw index's range over the input type's codes (R is monotone), every entry of it in the table
+        lo, hi = (int(v) for v in fixed.round_shift(np.array([ty.min_code * p, ty.max_code * p], dtype=np.int64),
+                                                     m, rnd))
+        if not self.widen or (hi - lo + 1) * 2 > self.device.generation.data_memory_bytes:
+            # clamped (a widened table that could not fit a tile's memory even alone is not built)
+            table = f"cell::ACT_{a.function.upper()}_T"
+            return self.emit(f"rnnv::clamp<L>(aie::add({raw}, int32({a.offset})), 0, {a.size - 1})", "i", 3), table
+        key = (a.function, lo, hi)
+        if key not in self.tables:
+            codes = np.asarray(a.codes(), dtype=np.int64)
+            entries = codes[np.clip(np.arange(lo, hi + 1) + a.offset, 0, a.size - 1)]
+            small = entries.size == 0 or (int(entries.min()) >= -(1 << 15) and int(entries.max()) < 1 << 15)
+            self.tables[key] = (f"VT{len(self.tables)}", "int16" if small else "int32", [int(v) for v in entries])
+        name = self.tables[key][0]
+        return raw, f"{name} + {-lo}" if lo <= 0 else f"{name} - {lo}"
 
-    def lookup(self, idx: str, a: act.TableSpec, acc: FixedType) -> str:
-        """The table's entry (rnn_cell.h's own table, entry codes) cast to the accumulator type,
-        as act_sigmoid / act_tanh cast it: an exact upshift (and the overflow, should an entry not
-        fit the accumulator), or a shift-round-saturate when the entries are finer."""
-        table = f"cell::ACT_{a.function.upper()}_T"
+    def table_decls(self) -> list[str]:
+        """The widened tables' C++ (entry k - lowest raw index at position k)."""
+        return [f"alignas(aie::vector_decl_align) static const {ct} {name}[{len(e)}] = {_arr(_ints(np.array(e)))};"
+                for name, ct, e in self.tables.values()]
+
+    @property
+    def table_bytes(self) -> int:
+        return sum(len(e) * (2 if ct == "int16" else 4) for _, ct, e in self.tables.values())
+
+    def lookup(self, index: tuple[str, str], a: act.TableSpec, acc: FixedType) -> str:
+        """The table's entry (``index``: the index and the table, from ``index``) cast to the
+        accumulator type, as act_sigmoid / act_tanh cast it: an exact upshift (and the overflow,
+        should an entry not fit the accumulator), or a shift-round-saturate when the entries are
+        finer."""
+        idx, table = index
         v = self.emit(f"rnnv::gather<L>({table}, {idx}, n)", "t", 0, segs=None)  # costs.gather_segments(n)
         s = acc.frac - a.entry.frac
         big = int(np.abs(a.codes()).max()) if a.size else 0
@@ -330,35 +389,42 @@ def _generate(g: _Gen, node: Node, ms: int, mt: int, mh: int, mc: int) -> list[i
     if node.op == "gru":
         if (1 << fa) + ms > _INT31:
             raise _NotExact("1 - z leaves the int32 lanes")
-        z = g.lookup(g.index(g.add_cast(g.load("gx", 0), g.load("gh", 0), acc), fa, t.sigmoid), t.sigmoid, acc)
-        r = g.lookup(g.index(g.add_cast(g.load("gx", 1), g.load("gh", 1), acc), fa, t.sigmoid), t.sigmoid, acc)
-        rh = g.srs(g.emit(f"aie::mul({r}, {g.load('gh', 2)})", "m", kind="acc"), fa, acc)
-        cand = g.lookup(g.index(g.add_cast(g.load("gx", 2), rh, acc), fa, t.tanh), t.tanh, acc)
+        # program order = the list schedule's priority: r's chain (r, r (U h)_n, the candidate) first,
+        # z's table read beside it; in the update the candidate's product last (exact integer sums in
+        # the accumulator lanes: their order does not change the result)
+        r = g.lookup(g.index_of_sum(g.load("gx", 1), g.load("gh", 1), acc, t.sigmoid), t.sigmoid, acc)
+        z = g.lookup(g.index_of_sum(g.load("gx", 0), g.load("gh", 0), acc, t.sigmoid), t.sigmoid, acc)
+        # r (U h)_n's wrap: left to the sum with (W x)_n, wrapped into the same type
+        rh = g.srs(g.emit(f"aie::mul({r}, {g.load('gh', 2)})", "m", kind="acc"), fa, acc, lazy=True)
+        cand = g.lookup(g.index_of_sum(g.load("gx", 2), rh, acc, t.tanh), t.tanh, acc)
         omz = g.emit(f"aie::sub(int32({1 << fa}), {z})", "o")
         hv = g.emit("aie::load_v<L>(h + j)", "h", 0, segs=((_LOAD, 1),))
-        hn = g.sum_cast([(cand, mt, omz, (1 << fa) + ms, 2 * fa), (hv, mh, z, ms, fr + fa)], res)
+        hn = g.sum_cast([(hv, mh, z, ms, fr + fa), (cand, mt, omz, (1 << fa) + ms, 2 * fa)], res)
         g.store("h", hn)
         return [(mt * ((1 << fa) + ms)) << (top - 2 * fa), (mh * ms) << (top - fr - fa)]
-    gate = [g.add_cast(g.load("gx", k), g.load("gh", k), acc) for k in range(4)]
-    i, f, o = (g.lookup(g.index(gate[k], fa, t.sigmoid), t.sigmoid, acc) for k in (0, 1, 3))
-    cand = g.lookup(g.index(gate[2], fa, t.tanh), t.tanh, acc)
+    # each gate's index then its table read, in gate order (i, f, g, o: o is needed last); in c's
+    # update the candidate's product last (exact sums in the accumulator lanes, in any order)
+    spec = [t.sigmoid, t.sigmoid, t.tanh, t.sigmoid]
+    i, f, cand, o = (g.lookup(g.index_of_sum(g.load("gx", k), g.load("gh", k), acc, spec[k]), spec[k], acc)
+                     for k in range(4))
     cv = g.emit("aie::load_v<L>(c + j)", "c", 0, segs=((_LOAD, 1),))
-    cn = g.sum_cast([(cand, mt, i, ms, 2 * fa), (cv, mc, f, ms, fr + fa)], res)
+    cn = g.sum_cast([(cv, mc, f, ms, fr + fa), (cand, mt, i, ms, 2 * fa)], res)
     g.store("c", cn)
-    ca = g.lookup(g.index(cn, fr, t.tanh), t.tanh, acc)
+    ca = g.lookup(g.index(cn, res, t.tanh), t.tanh, acc)
     hn = g.sum_cast([(o, ms, ca, mt, 2 * fa)], res)
     g.store("h", hn)
     return [max((mt * ms) << (top - 2 * fa), 0) + ((mc * ms) << (top - fr - fa)), ms * mt]
 
 
-def vector_gates(node: Node, device: Device, space: str) -> VectorGates | str:
-    """The layer's vector gate math for the compact tile, or why it keeps the scalar step."""
+def vector_gates(node: Node, device: Device, space: str, widen: bool = True) -> VectorGates | str:
+    """The layer's vector gate math for the compact tile, or why it keeps the scalar step;
+    ``widen``: table reads through widened tables (no index clamp), else hls4ml's clamped index."""
     bad = _reasons(node, device)
     if bad:
         return "; ".join(bad)
     n = node.attrs["hidden_size"]
     lanes = gate_lanes(device)
-    g = _Gen(device, n, lanes)
+    g = _Gen(device, n, lanes, widen)
     try:
         terms = _generate(g, node, *_bounds(node))
     except _NotExact as e:
@@ -369,7 +435,9 @@ def vector_gates(node: Node, device: Device, space: str) -> VectorGates | str:
     text = "\n".join([
         f"namespace {space} {{",
         f"// The layer's gate math on int32 lanes, {lanes} hidden units per group (recurrent/compact.py), reading",
-        "// rnn_cell.h's activation tables.",
+        ("// the activation tables widened to every raw index the gates' types can give (no index clamp)."
+         if widen else "// rnn_cell.h's activation tables."),
+        *g.table_decls(),
         "struct VGates {",
         f"    static constexpr int L = {lanes};",
         "    using vi = rnnv::vi<L>;",
@@ -384,7 +452,8 @@ def vector_gates(node: Node, device: Device, space: str) -> VectorGates | str:
         "};",
         f"}}  // namespace {space}", ""])
     last = n - (groups - 1) * lanes
-    return VectorGates(text, lanes, g.ops, g.modes, 3 if node.op == "gru" else 5, g.cycles(lanes), g.cycles(last))
+    return VectorGates(text, lanes, g.ops, g.modes, 3 if node.op == "gru" else 5, g.cycles(lanes), g.cycles(last),
+                       g.table_bytes)
 
 
 # ----------------------------------------------------------------------------- vector dense head
@@ -488,18 +557,20 @@ def vector_head(head: list[Node], n_h: int, h_type: FixedType, device: Device, s
     return VectorHead(text, lanes, tuple(finish))
 
 
-def split_gate_cycles(node: Node, device: Device, units: int) -> int | None:
+def split_gate_cycles(node: Node, device: Device, units: int, widen: bool = True) -> int | None:
     """The vector gate math of one split tile (costs.split_exchange_cycles: ``units`` hidden units
     per tile, gate-stacked rows ``gate * units``), list-scheduled as ``vector_gates`` schedules the
     compact tile's: the same generator with ``units`` in place of n_h (its gate-row offsets, so
     aligned or unaligned loads, follow), per lane group its real lanes' gathers, + ROW_LOOP_CYCLES
-    per group (costs.compact_gate_cycles).  None where the layer has no vector gate math."""
+    per group (costs.compact_gate_cycles); ``widen`` as vector_gates (a split or grid tile holds
+    few weights, so the widened tables are assumed to fit: docs/recurrent.md).  None where the
+    layer has no vector gate math."""
     from .costs import ROW_LOOP_CYCLES
 
     if _reasons(node, device):
         return None
     lanes = gate_lanes(device)
-    g = _Gen(device, units, lanes)
+    g = _Gen(device, units, lanes, widen)
     try:
         _generate(g, node, *_bounds(node))
     except _NotExact:

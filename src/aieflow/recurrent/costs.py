@@ -415,11 +415,11 @@ def gather_segments(n: int) -> tuple[Segment, ...]:
 def compact_gate_cycles(cell: str, n_h: int, pair: tuple[str, str], form: tuple[int, ...] = ()) -> float:
     """The gate math of the whole hidden vector.  ``form`` (RecurrentDims.gate_form): the vector
     form's (lanes, vector ops per group, mode writes per group, table reads per element, cycles of
-    a full group, cycles of the last group), the cycles list-scheduled (list_schedule) by the
+    a full group, cycles of the last group[, widened tables' bytes]), the cycles list-scheduled (list_schedule) by the
     generator that emits the code (recurrent/compact.py); per group plus the loop's fill and
     drain (ROW_LOOP_CYCLES).  Empty: the scalar step (rnn_cell.h), as counted above."""
     if form:
-        lanes_, _ops, _modes, _lookups, full, last = form
+        lanes_, _ops, _modes, _lookups, full, last = form[:6]  # form[6]: the widened tables' bytes
         groups = math.ceil(n_h / lanes_)
         return (groups - 1) * full + last + groups * ROW_LOOP_CYCLES
     if pair[0] in ("fp32", "bf16"):

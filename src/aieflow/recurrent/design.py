@@ -44,6 +44,7 @@ from .plan import (
     RecurrentMapping,
     RecurrentOptions,
     dims_of,
+    fit_gate_form,
     plan_recurrent,
     violations,
 )
@@ -133,6 +134,7 @@ def with_head(node: Node, head: list[Node], device: Device) -> RecurrentDims:
         vh = vector_head(head, dims.n_h, node.types.output, device, "rnn")
         if isinstance(vh, VectorHead):
             dims = replace(dims, head_form=(vh.lanes, *vh.finish))
+        dims = fit_gate_form(node, dims, device)  # the head's memory too: the widened tables where they still fit
     return dims
 
 

@@ -77,8 +77,9 @@ class RecurrentDims:
     # bias add, the wrap: recurrent/compact.finish_ops; given dims assume the bias add alone).
     finish_ops: tuple[int, int] = (1, 1)
     # The compact tile's gate math: (int32 lanes, vector ops and mode writes per lane group, table
-    # reads per element, list-scheduled cycles of a full and of the last lane group) of the vector
-    # form recurrent/compact.py generates where it is bit-exact;
+    # reads per element, list-scheduled cycles of a full and of the last lane group, bytes of the
+    # widened tables: 0 = clamped indices into rnn_cell.h's tables; absent in designs saved before
+    # issue 22's widening: 0) of the vector form recurrent/compact.py generates where it is bit-exact;
     # () = rnn_cell.h's scalar step (float layers, types the vector form does not cover, given dims).
     gate_form: tuple[int, ...] = ()
     # The compact tile's dense head (the last layer's): (int32 lanes, then per head layer the vector
@@ -169,7 +170,8 @@ def dims_of(node_or_dims: Node | RecurrentDims, device: Device) -> RecurrentDims
         kinds = kernel_kinds(node_or_dims, device, pair)
         vg = vector_gates(node_or_dims, device, "rnn")
         form = vg.form if isinstance(vg, VectorGates) else ()
-        dims = replace(dims, kernels=kinds, finish_ops=finish_ops(node_or_dims, kinds), gate_form=form)
+        dims = replace(dims, kernels=kinds, finish_ops=finish_ops(node_or_dims, kinds), gate_form=form, pair=pair)
+        return fit_gate_form(node_or_dims, dims, device)
     return replace(dims, pair=pair)
 
 
@@ -407,7 +409,8 @@ def compact_bytes(dims: RecurrentDims, device: Device) -> int:
     zero-padded to the lanes, in the products' weight type), the two biases and the two gate
     vectors (32-bit words), h and c, x and h in the MAC's lane type (at most 32 bits each), one
     table per activation function (hls4ml's 1,024 32-bit entries, as ``aggregator_bytes``; the
-    vector gate math reads the same tables), the dense head's weights (32-bit)
+    vector gate math reads the same tables, or its widened tables: their bytes are gate_form[6]),
+    the dense head's weights (32-bit)
     and biases (64-bit) with its largest intermediate vector (padded to the vector head's lanes),
     and the stack and heap."""
     gen = device.generation
@@ -422,7 +425,20 @@ def compact_bytes(dims: RecurrentDims, device: Device) -> int:
     for k, m in zip(widths[:-1], widths[1:], strict=True):
         mp = math.ceil(m / pad) * pad
         head += k * mp * RESULT_BYTES + mp * 8 + mp * RESULT_BYTES
-    return weights + words * RESULT_BYTES + 2 * LUT_ENTRIES * RESULT_BYTES + head + gen.stack_bytes + gen.heap_bytes
+    widened = dims.gate_form[6] if len(dims.gate_form) > 6 else 0
+    return (weights + words * RESULT_BYTES + 2 * LUT_ENTRIES * RESULT_BYTES + widened + head + gen.stack_bytes
+            + gen.heap_bytes)
+
+
+def fit_gate_form(node: Node, dims: RecurrentDims, device: Device) -> RecurrentDims:
+    """``dims`` with the compact tile's vector gate math reading widened tables where the tile
+    has room for them (compact_bytes), else hls4ml's clamped index into rnn_cell.h's tables."""
+    from .compact import VectorGates, vector_gates
+
+    if len(dims.gate_form) > 6 and dims.gate_form[6] and compact_bytes(dims, device) > device.generation.data_memory_bytes:
+        vg = vector_gates(node, device, "rnn", widen=False)
+        return replace(dims, gate_form=vg.form if isinstance(vg, VectorGates) else ())
+    return dims
 
 
 def compact_conflicts(options: RecurrentOptions) -> list[str]:

@@ -72,7 +72,8 @@ def vgates_header(layers: Sequence[Node], mappings: Sequence[RecurrentMapping], 
     for li, (node, m) in enumerate(zip(layers, mappings, strict=True)):
         if not (m.compact and m.dims.gate_form):
             continue
-        vg = vector_gates(node, device, ns(li))
+        form = m.dims.gate_form
+        vg = vector_gates(node, device, ns(li), widen=len(form) > 6 and form[6] > 0)
         if not isinstance(vg, VectorGates):  # the dims said vector: a saved design whose types no longer allow it
             raise PlanError(f"the compact tile's vector gate math is not bit-exact here: {vg}", layer=node.name)
         out.append(vg.text)

@@ -51,9 +51,10 @@ template <int L>
 inline vi<L> clamp(const vi<L>& v, int32 lo, int32 hi) {
     return aie::max(aie::min(v, hi), lo);
 }
-// Table entries at in-range indices: read on the scalar unit for the group's n real lanes.
-template <int L>
-inline vi<L> gather(const int32* table, const vi<L>& idx, int n) {
+// Table entries at in-range indices: read on the scalar unit for the group's n real lanes (T: int32
+// for rnn_cell.h's tables; int16 or int32 for a widened table, read through an offset pointer).
+template <int L, typename T>
+inline vi<L> gather(const T* table, const vi<L>& idx, int n) {
     alignas(aie::vector_decl_align) int32 ib[L];
     alignas(aie::vector_decl_align) int32 ob[L];
     aie::store_v(ib, idx);

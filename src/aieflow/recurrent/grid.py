@@ -1,0 +1,171 @@
+"""The grid mapping (issue 22; modelled, **not generated**): the split mapping's hidden units over
+R chains, and each chain's U h columns over a cascade of C tiles, so that the loop-carried path of
+a step holds only a C-th of the columns.
+
+Chain r owns u = ceil(n_h / R) hidden units: G u gate-stacked rows of U (the compact tile's column
+form).  Its C tiles each run those rows over kc = ceil(n_h / C) columns of h (tile c: the units
+c kc .. (c + 1) kc - 1, its **column block**), all at once, then pass their partial sums east down
+the chain's cascade (each tile adds what arrives to its own and passes it on); the chain's last
+tile finishes the sums (the compact tile's vector finish), runs its u units' gate math (the compact
+tile's generator for u units, ``compact.split_gate_cycles``) and sends its slice of h as one packet
+on a stream broadcast to the tiles whose column block holds those units.  W x for step t + 1 runs
+on a partner tile per chain while step t runs and is left in the gate tile's data memory behind a
+lock (the split mapping's ``w_ahead``).  The dense head runs after the last step on one tile that
+reads every slice, as the compact tile's head.
+
+Every cost is an existing one: the product loop and the finish are ``costs.compact_product_cycles``
+(the compact kernel's VLIW schedule with G u rows and kc columns), the cascade hop
+``perf.kernel.cascade_words`` at the catalog's ``cascade_bits`` + ``movement.CASCADE_HOP_CYCLES``
++ one vector add per lane group, the exchange ``movement``'s stream constants (a packet per
+producer, header + u words, one 32-bit word per cycle through the consumer's one input port,
+``STREAM_FIXED_CYCLES`` + one ``SWITCH_HOP_CYCLES`` per tile of Manhattan distance on the grid,
+the chains stacked as rows of the array), the gate math and the state copy the compact tile's,
+the lock hand-off ``LOCK_ACQUIRE_CYCLES`` + ``LOCK_RELEASE_CYCLES``.  New constants: none.
+
+R = 1, C = 1 is the compact tile with W x ahead; C = 1 is the split mapping with a stream exchange
+(its hop count the grid's distance, not one hop).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from ..devices import Device, get_device
+from ..perf import movement as mv
+from ..perf.kernel import KERNEL_CONSTANTS, cascade_words
+from .costs import (
+    COMPACT_STATE_COPY_CYCLES,
+    _acc_bits,
+    compact_gate_cycles,
+    compact_head_cycles,
+    compact_product_cycles,
+    lanes,
+)
+from .model import PARTS, WORD_BYTES
+from .plan import RecurrentDims
+
+
+@dataclass(frozen=True)
+class GridStep:
+    """One time step of the grid mapping.  ``parts`` are PARTS in AIE cycles of the loop-carried
+    path: mac = a tile's U h over its column block, reduction = the cascade down the chain + the
+    last tile's finish, aggregation = the gate math of u units + h copied + the W partner's lock
+    hand-off, routing = the h exchange (stream), broadcast / return 0."""
+
+    chains: int  # R
+    chain_len: int  # C
+    units: int  # hidden units per chain (the slowest's)
+    columns: int  # columns of h per tile (the slowest's)
+    tiles: int  # R C product tiles + R W-partner tiles
+    parts: Mapping[str, float]
+    cycles: float
+    step_ns: float
+    fill_ns: float
+    head_ns: float
+    sequence_ns: float
+
+
+def slices(n: int, parts: int) -> list[range]:
+    """``n`` units cut into ``parts`` contiguous slices of ceil(n / parts) (the last shorter; empty
+    slices dropped)."""
+    size = math.ceil(n / parts)
+    return [range(s, min(s + size, n)) for s in range(0, n, size)]
+
+
+def grid_exchange_cycles(n_h: int, chains: int, chain_len: int, device: Device) -> float:
+    """Cycles from the gate tiles' new h to the moment every tile holds its column block: each
+    chain's gate tile (row r, the chain's last column) writes its slice as one packet (header + u
+    words, one word per cycle); the worst consumer tile (row r', column c) reads the packets of
+    every producer whose slice meets its block, except its own slice, through its one input port,
+    one word per cycle, after STREAM_FIXED_CYCLES and one SWITCH_HOP_CYCLES per tile of the
+    longest producer-to-consumer distance |r - r'| + (C - 1 - c).  One tile in all: none."""
+    if chains * chain_len == 1:
+        return 0.0
+    word = mv.core_stream_bytes_per_cycle(device) / WORD_BYTES
+    units, blocks = slices(n_h, chains), slices(n_h, chain_len)
+    worst = 0.0
+    for c, block in enumerate(blocks):
+        producers = [r for r, s in enumerate(units) if set(s) & set(block)]
+        for r2 in range(len(units)):
+            own = r2 in producers and c == len(blocks) - 1  # the gate tile's own slice is local
+            packets = [r for r in producers if not (own and r == r2)]
+            if not packets:
+                continue
+            hops = max(abs(r - r2) + (len(blocks) - 1 - c) for r in packets)
+            write = mv.packet_stream_words(len(units[packets[-1]]), 1) / word
+            read = sum(mv.packet_stream_words(len(units[r]), 1) for r in packets) / word
+            worst = max(worst, write + mv.STREAM_FIXED_CYCLES + hops * mv.SWITCH_HOP_CYCLES + read)
+    return worst
+
+
+def grid_step(dims: RecurrentDims, device: Device | str, chains: int, chain_len: int,
+              gate_cycles: float | None = None, plio_bits: int = mv.PLIO_BITS) -> GridStep:
+    """The grid mapping's step (module docstring).  ``gate_cycles``: the gate math of u units
+    (``compact.split_gate_cycles``), needed where the layer has a vector gate form."""
+    device = get_device(device)
+    gen, pair = device.generation, dims.pair
+    if not 1 <= chains <= dims.n_h or not 1 <= chain_len <= dims.n_h:
+        raise ValueError(f"grid {chains} x {chain_len}: 1..{dims.n_h} chains and tiles per chain (hidden {dims.n_h})")
+    units = math.ceil(dims.n_h / chains)
+    kc = math.ceil(dims.n_h / chain_len)
+    if gate_cycles is None:
+        if dims.gate_form:
+            raise ValueError("a vector gate form: give gate_cycles (compact.split_gate_cycles)")
+        gate_cycles = compact_gate_cycles(dims.cell, units, pair, ())
+    rows = dims.gates * units
+    fu, fw = dims.finish_ops if dims.fixed else (0, 0)
+    kind = dims.kernel("u", "compact")
+    u_mac, u_fin = compact_product_cycles(rows, kc, device, pair, kind, fu)
+    lane = lanes(gen, pair)
+    groups = math.ceil(rows / lane)
+    acc = 32 if kind == "vector_round" else _acc_bits(gen, pair)
+    hop = groups * (cascade_words(lane, acc, gen.cascade_bits) + KERNEL_CONSTANTS.vector_op_cycles) + mv.CASCADE_HOP_CYCLES
+    handoff = mv.LOCK_ACQUIRE_CYCLES + mv.LOCK_RELEASE_CYCLES
+    n_blocks = len(slices(dims.n_h, chain_len))
+    parts = {
+        "return": 0.0,
+        "broadcast": 0.0,
+        "mac": u_mac,
+        "reduction": (n_blocks - 1) * hop + u_fin,
+        "routing": grid_exchange_cycles(dims.n_h, chains, chain_len, device),
+        "aggregation": gate_cycles + units * COMPACT_STATE_COPY_CYCLES + handoff,
+    }
+    parts = {k: float(parts[k]) for k in PARTS}
+    cycles = sum(parts.values())
+    # fill: x_0 through its PLIO, read, the partner's first W x and its hand-off
+    w_mac, w_fin = compact_product_cycles(rows, dims.n_in, device, pair, dims.kernel("w", "compact"), fw)
+    read = dims.n_in * WORD_BYTES / mv.core_stream_bytes_per_cycle(device)
+    x = mv.plio_stream_transfer(dims.n_in * WORD_BYTES, device, device.memory_tile_rows + 1, plio_bits)
+    fill = x.busy_cycles + x.latency_cycles + read + w_mac + w_fin + handoff
+    # head: one tile reads every slice (one packet per chain), runs the compact head, writes out
+    n_chains = len(slices(dims.n_h, chains))
+    word = mv.core_stream_bytes_per_cycle(device) / WORD_BYTES
+    gather = 0.0 if chains * chain_len == 1 else (
+        mv.packet_stream_words(units, n_chains) / word + mv.STREAM_FIXED_CYCLES + mv.SWITCH_HOP_CYCLES)
+    n_y = dims.head[-1] if dims.head else dims.n_h
+    out = mv.plio_stream_transfer(n_y * WORD_BYTES, device, 0, plio_bits)
+    head = gather + compact_head_cycles(dims.n_h, dims.head, dims.head_form, pair) + out.busy_cycles + out.latency_cycles
+    ns = 1e9 / device.clock_hz
+    return GridStep(n_chains, n_blocks, units, kc, n_chains * n_blocks + n_chains, MappingProxyType(parts), cycles,
+                    cycles * ns, fill * ns, head * ns, (fill + dims.seq_len * cycles + head) * ns)
+
+
+def grid_points(dims: RecurrentDims, device: Device | str, gate_cycles=None, plio_bits: int = mv.PLIO_BITS) -> list[GridStep]:
+    """Every distinct grid (R chains x C tiles per chain, as ``slices`` leaves them) that fits the
+    device's compute tiles, fastest first (then fewest tiles).  ``gate_cycles(units)``: the gate
+    math of u units (``compact.split_gate_cycles`` of the layer), None for the scalar / float count."""
+    device = get_device(device)
+    seen: dict[tuple[int, int], GridStep] = {}
+    for r in range(1, dims.n_h + 1):
+        for c in range(1, dims.n_h + 1):
+            key = (len(slices(dims.n_h, r)), len(slices(dims.n_h, c)))
+            if key in seen:
+                continue
+            units = math.ceil(dims.n_h / r)
+            g = grid_step(dims, device, r, c, None if gate_cycles is None else gate_cycles(units), plio_bits)
+            if g.tiles <= device.compute_tiles:
+                seen[key] = g
+    return sorted(seen.values(), key=lambda g: (g.sequence_ns, g.tiles))

@@ -1,0 +1,142 @@
+"""The grid recurrent mapping (issue 22), as modelled (recurrent/grid.py): R chains of hidden units,
+each chain's U h columns over a cascade of C tiles, W x ahead, h exchanged by packet streams.  Not
+generated: the model finds no grid under hls4ml's 1.7 us for top tagging (docs/recurrent.md "Grid
+mapping"), so these tests check the model against hand counts of the constants it is documented
+with, its relation to the split mapping at C = 1, its refusals and the gap the docs report.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from aieflow.devices import get_device  # noqa: E402
+from aieflow.recurrent.compact import split_gate_cycles  # noqa: E402
+from aieflow.recurrent.design import compile_recurrent  # noqa: E402
+from aieflow.recurrent.grid import grid_exchange_cycles, grid_points, grid_step, slices  # noqa: E402
+from aieflow.recurrent.model import split_step  # noqa: E402
+from aieflow.recurrent.plan import RecurrentDims, RecurrentOptions  # noqa: E402
+
+KEYS = ("input", "weight", "recurrent_weight", "bias", "recurrent_bias", "accum", "output")
+HLS4ML = dict.fromkeys(KEYS, "fixed<16,6>")
+
+
+class _TopTagging(torch.nn.Module):
+    def __init__(self, cell: str):
+        super().__init__()
+        self.rnn = getattr(torch.nn, cell)(6, 20, batch_first=True)
+        self.fc1, self.relu, self.fc2 = torch.nn.Linear(20, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1)
+
+    def forward(self, x):
+        out, _ = self.rnn(x)
+        return self.fc2(self.relu(self.fc1(out[:, -1])))
+
+
+_DESIGNS: dict = {}
+
+
+def _design(cell: str, device: str):
+    if (cell, device) not in _DESIGNS:
+        torch.manual_seed(0)
+        x = torch.randn(64, 20, 6)
+        cfg = {"precision": "int16", "layers": {"rnn": dict(HLS4ML)}}
+        _DESIGNS[cell, device] = compile_recurrent(_TopTagging(cell).eval(), device, x[:4], cfg, x,
+                                                   RecurrentOptions(distribution="compact"))
+    return _DESIGNS[cell, device]
+
+
+def _gates(d, device):
+    dev = get_device(device)
+    return lambda u: split_gate_cycles(d.layer, dev, u)
+
+
+def _grid(d, device, chains, chain_len):
+    return grid_step(d.mapping.dims, device, chains, chain_len, _gates(d, device)(math.ceil(20 / chains)))
+
+
+def test_slices_cover_every_unit_once():
+    for n in (1, 7, 20, 120):
+        for parts in range(1, n + 1):
+            s = slices(n, parts)
+            assert [u for r in s for u in r] == list(range(n))
+            assert max(map(len, s)) == math.ceil(n / parts) and all(s)
+
+
+def test_step_follows_the_hand_count():
+    """GRU, VEK280, hls4ml's types, R = 10 chains (2 units: 6 rows, one 16-lane group), C = 5
+    tiles per chain (4 columns each): U h 4 x 3 + 6 = 18 (per column a broadcast, the multiply and
+    the int32 add on the vector slot; loop fill 6); the chain 4 hops of one 512-bit cascade word
+    (16 int32 lanes), one vector add and 2 cycles each, + the 3-op finish: 19; the exchange: the
+    worst consumer (chain 9's first tile) reads 2 packets of header + 2 words (6 words) after the
+    producer's 3 words, the stream start (3) and 9 + 4 hops: 25; the gate math of 2 units (the
+    generator's schedule) + 2 copies + the W partner's lock (3 + 1)."""
+    d = _design("GRU", "vek280")
+    g = _grid(d, "vek280", 10, 5)
+    assert (g.chains, g.chain_len, g.units, g.columns, g.tiles) == (10, 5, 2, 4, 60)
+    assert g.parts["mac"] == 18
+    assert g.parts["reduction"] == 4 * (1 + 1 + 2) + 3
+    assert g.parts["routing"] == 3 + 3 + 13 + 6
+    assert g.parts["aggregation"] == split_gate_cycles(d.layer, get_device("vek280"), 2) + 2 + 4
+    assert g.parts["return"] == g.parts["broadcast"] == 0
+    assert g.cycles == sum(g.parts.values())
+    assert g.step_ns == pytest.approx(g.cycles * 0.8)  # 1.25 GHz
+    assert g.sequence_ns == pytest.approx(g.fill_ns + 20 * g.step_ns + g.head_ns)
+
+
+def test_one_chain_is_the_split_mapping_with_a_stream_exchange():
+    """C = 1: the split mapping (T = R tiles, W x ahead, stream exchange) with the same products,
+    finish and gate math; the exchange differs by the grid's hop count (the distance to the
+    farthest producer, R - 1) where the split counts one hop."""
+    d = _design("LSTM", "vck190")
+    for tiles in (2, 4, 5):
+        g = _grid(d, "vck190", tiles, 1)
+        s = split_step(d.mapping.dims, "vck190", tiles, "stream", True, _gates(d, "vck190")(math.ceil(20 / tiles)))
+        for part in ("mac", "reduction", "aggregation", "broadcast"):
+            assert g.parts[part] == s.parts[part], part
+        assert g.parts["routing"] == s.parts["routing"] + (tiles - 2)
+        assert g.fill_ns == pytest.approx(s.fill_ns)
+
+
+def test_exchange_hand_counts():
+    dev = get_device("vek280")
+    assert grid_exchange_cycles(20, 1, 1, dev) == 0
+    # one chain, C = 4: the gate tile at the end sends its 20 units to the 3 tiles before it
+    assert grid_exchange_cycles(20, 1, 4, dev) == 21 + 3 + 3 + 21
+    # 4 chains, 4 tiles each: blocks = slices; block c from producer c; farthest consumer 3 + 3 hops
+    assert grid_exchange_cycles(20, 4, 4, dev) == 6 + 3 + 6 + 6
+
+
+def test_refusals():
+    d = _design("GRU", "vek280")
+    dims = d.mapping.dims
+    with pytest.raises(ValueError, match="grid 21 x 1"):
+        grid_step(dims, "vek280", 21, 1, 50)
+    with pytest.raises(ValueError, match="gate_cycles"):
+        grid_step(dims, "vek280", 2, 2)
+    g = grid_step(RecurrentDims("gru", 6, 20, 20, ("i16", "i16")), "vek280", 4, 2)
+    assert g.parts["aggregation"] == 5 * 127 + 5 + 4  # the scalar count of 5 units, copies, lock
+
+
+@pytest.mark.parametrize("cell", ["GRU", "LSTM"])
+@pytest.mark.parametrize("device", ["vek280", "vck190"])
+def test_no_grid_reaches_hls4ml_and_the_gate_math_bounds_it(cell, device):
+    """docs/recurrent.md "Grid mapping": every grid stays above 1.7 us; the fastest beats the
+    best split (2.65-3.23 us before issue 22's gate folds) and the row-wise hybrid (3.48-3.56 us);
+    its largest part is the gate math (after the widened tables and the folded wraps too), and one
+    unit's gate math + copy + lock with the fastest grid's U h, chain and exchange exceed the
+    per-step budget that 1.7 us leaves after the fill and the head."""
+    d = _design(cell, device)
+    points = grid_points(d.mapping.dims, device, _gates(d, device))
+    best = points[0]
+    assert all(p.sequence_ns > 1700 for p in points)
+    split_best = {("GRU", "vek280"): 2650, ("GRU", "vck190"): 2910, ("LSTM", "vek280"): 3020, ("LSTM", "vck190"): 3230}
+    assert best.sequence_ns < split_best[cell, device] - 100
+    assert max(best.parts, key=best.parts.get) == "aggregation"
+    clock = get_device(device).clock_hz
+    budget = (1700 - best.fill_ns - best.head_ns) / 20 * clock / 1e9
+    one = _gates(d, device)(1) + 1 + 4
+    assert one > budget / 3
+    assert one + best.parts["mac"] + best.parts["reduction"] + best.parts["routing"] > budget
