@@ -205,6 +205,20 @@ def test_units_build_with_the_shims_precompiled_header_and_without_a_usable_one(
     assert len(lines("c++-header")) == 2 and os.path.getsize(gch[0]) == len(b"not a precompiled header")
 
 
+def test_only_the_most_recently_used_precompiled_headers_are_kept(tmp_path):
+    import os
+
+    from aieflow.verify import PCH_KEEP, _prune_pch
+
+    for i in range(PCH_KEEP + 3):
+        p = tmp_path / f"{i:02d}.gch"
+        p.write_bytes(b"x")
+        os.utime(p, (1_000_000 + i, 1_000_000 + i))
+    (tmp_path / "other.txt").write_text("not a header")
+    _prune_pch(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{i:02d}.gch" for i in range(3, PCH_KEEP + 3)] + ["other.txt"]
+
+
 def test_cli_verify_rejects_a_bad_sample_count(tmp_path, capsys):
     d = aieflow.compile(qdq_mlp([8, 8], seed=2), device="vek280")
     d.save(tmp_path / "d")
