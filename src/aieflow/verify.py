@@ -297,6 +297,22 @@ def _precompiled(cxx: str, flags: Sequence[str], arch: int, work: Path,
     return ["-include", str(header)]
 
 
+def precompile_shim(arch: int) -> list[Path]:
+    """Build (or find) the shim's precompiled headers of both flag sets for ``arch`` in the cache and
+    return their paths: what the first verify of a build would do before its units (a test or a CI
+    job can warm them ahead)."""
+    cxx = compiler()
+
+    def run(args: list[str]) -> subprocess.CompletedProcess:
+        return subprocess.run(args, capture_output=True, text=True)
+
+    version = _compiler_version(cxx)
+    with tempfile.TemporaryDirectory(prefix="aieflow-pch-") as tmp:
+        for flags in (FLAGS, SETUP_FLAGS):
+            _precompiled(cxx, flags, arch, Path(tmp), run)
+    return [pch_root() / f"{_pch_key(version, flags, arch)}.gch" for flags in (FLAGS, SETUP_FLAGS)]
+
+
 def _build(sources: dict[str, str], units: Sequence[str], arch: int, what: str, cxx: str, binary: Path,
            jobs: int | None, setup: Sequence[str] = ()) -> tuple[Path, bool, float]:
     workers = max(1, min(len(units), jobs or os.cpu_count() or 1))
