@@ -40,7 +40,7 @@ sysdeps:
 
 test: $(STAMP) sysdeps
 	$(PY) -m ruff check src tests benchmarks examples
-	$(PY) -m pytest -n auto --dist loadscope
+	$(PY) -m pytest -n auto --dist loadscope --no-loadscope-reorder
 
 bench: $(STAMP)
 	$(PY) -m pip install -q -e ".[bench]"

@@ -107,6 +107,19 @@ def test_empty_out_from_the_api(design):
         design.save("")
 
 
+def _cmdlines_mentioning(text):
+    found = []
+    for proc in os.listdir("/proc"):
+        if proc.isdigit():
+            try:
+                cmd = open(f"/proc/{proc}/cmdline", "rb").read()
+            except OSError:
+                continue
+            if text.encode() in cmd:
+                found.append(cmd)
+    return found
+
+
 def _processes_mentioning(text):
     found = []
     for proc in os.listdir("/proc"):
@@ -121,11 +134,19 @@ def _processes_mentioning(text):
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="verify needs g++")
+def _warm_headers(env, arch):
+    """The shim's precompiled headers built into ``env``'s cache first, so that the SIGTERM below lands
+    in the harness's own unit compiles (a header being written is the next test's case)."""
+    code = f"from aieflow.verify import precompile_shim; assert all(p.is_file() for p in precompile_shim({arch}))"
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=600)
+
+
 def test_sigterm_during_verify_stops_the_compilers_and_removes_the_build(tmp_path, design):
     design.save(tmp_path / "d")
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     env = {**os.environ, "TMPDIR": str(tmp), "AIEFLOW_CACHE_DIR": str(tmp_path / "cache")}
+    _warm_headers({**env, "TMPDIR": str(tmp_path)}, design.device.generation.arch_macro)
     proc = subprocess.Popen([sys.executable, "-m", "aieflow.cli", "verify", str(tmp_path / "d"), "--jobs", "2"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
@@ -139,3 +160,29 @@ def test_sigterm_during_verify_stops_the_compilers_and_removes_the_build(tmp_pat
     assert time.monotonic() - start < 1.5  # compilers stopped, not waited for (a harness build takes seconds)
     assert _processes_mentioning(str(tmp)) == []  # no g++ / cc1plus left running
     assert list(tmp.iterdir()) == []  # the build directory is gone
+
+
+def test_sigterm_while_the_shim_header_is_precompiled_leaves_no_compiler_and_no_partial_header(tmp_path, design):
+    """A cold cache: the first compile a verify starts is the shim's precompiled header (110 MB).  A
+    SIGTERM then stops it too: no compiler left, the build directory gone, no partial or staged .gch
+    in the cache.  (Deleting a large file being written can wait for the disk under I/O load, so the
+    bound here is looser than the unit compiles' 1.5 s.)"""
+    design.save(tmp_path / "d")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    cache = tmp_path / "cache"
+    env = {**os.environ, "TMPDIR": str(tmp), "AIEFLOW_CACHE_DIR": str(cache)}
+    proc = subprocess.Popen([sys.executable, "-m", "aieflow.cli", "verify", str(tmp_path / "d"), "--jobs", "2"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not any(b"c++-header" in c for c in _cmdlines_mentioning(str(tmp))):
+        assert proc.poll() is None and time.monotonic() < deadline, "no header compile started"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143 and "terminated" in err, err
+    assert _processes_mentioning(str(tmp)) == []
+    assert list(tmp.iterdir()) == []
+    pch = cache / "x86" / "pch"
+    left = sorted(p.name for p in pch.iterdir()) if pch.exists() else []
+    assert all(name.endswith(".gch") and not name.startswith(".") for name in left), left

@@ -157,6 +157,68 @@ def test_cli_verify_pass_and_fail(tmp_path, capsys):
     assert "FAIL" in out and "first mismatch in layer 'fc0'" in out
 
 
+def test_units_build_with_the_shims_precompiled_header_and_without_a_usable_one(tmp_path, monkeypatch):
+    """build_units gives every unit the shim's precompiled header (one .gch per flag set in the
+    cache root, built once, shared by builds into other cache folders), g++ finds it valid for the
+    unit's flags (-Winvalid-pch -Werror, and -H marks it used with '!'), and a .gch that is not valid
+    only makes g++ read the shim's text: the build still succeeds."""
+    import os
+    import stat
+    import subprocess
+
+    from aieflow.verify import FLAGS, SETUP_FLAGS, build_units, pch_root
+
+    monkeypatch.setenv("AIEFLOW_CACHE_DIR", str(tmp_path / "root"))
+    log, err = tmp_path / "args.log", tmp_path / "stderr.log"
+    cxx = tmp_path / "cxx"
+    cxx.write_text(f'#!/bin/sh\necho "$@" >> {log}\nexec {shutil.which("g++")} "$@" $AIEFLOW_TEST_EXTRA 2>>{err}\n')
+    cxx.chmod(cxx.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("CXX", str(cxx))
+    monkeypatch.setenv("AIEFLOW_TEST_EXTRA", "-Winvalid-pch -H")
+    sources = {"x86/harness.cpp": "#include <adf.h>\nint kernel();\nint main() { return kernel() - 7; }\n",
+               "src/kernels/k.cc": "#include <adf.h>\nint kernel() { return aie::vector<int32, 8>().size() - 1; }\n"}
+    units = ["x86/harness.cpp", "src/kernels/k.cc"]
+
+    def lines(kind):
+        return [line.split() for line in log.read_text().splitlines() if kind in line.split()]
+
+    binary, cached, _ = build_units(sources, units, 20, cache_dir=tmp_path / "c1", setup=("x86/harness.cpp",))
+    assert not cached and subprocess.run([binary]).returncode == 0
+    headers = lines("c++-header")
+    assert sorted(tuple(a[:len(FLAGS)]) for a in headers) == sorted([FLAGS, SETUP_FLAGS])
+    gch = sorted(pch_root().glob("*.gch"))
+    assert len(gch) == 2
+    compiles = lines("-c")
+    assert len(compiles) == 2 and all("-include" in a and {"-Wall", "-Wextra", "-Werror"} <= set(a) for a in compiles)
+    used = [line for line in err.read_text().splitlines() if line.endswith("aieflow_pch.h.gch")]
+    assert len(used) == 2 and all(line.startswith("! ") for line in used), used  # '!': a valid PCH, used
+
+    again, cached, _ = build_units(sources, units, 20, cache_dir=tmp_path / "c2", setup=("x86/harness.cpp",))
+    assert not cached and again != binary and subprocess.run([again]).returncode == 0
+    assert len(lines("c++-header")) == 2  # the other cache folder's build reuses the .gch files
+
+    for p in gch:  # not a PCH any more: g++ reads the shim's text instead
+        p.write_bytes(b"not a precompiled header")
+    monkeypatch.setenv("AIEFLOW_TEST_EXTRA", "")
+    third, cached, _ = build_units(sources, units, 20, cache_dir=tmp_path / "c3", setup=("x86/harness.cpp",))
+    assert not cached and subprocess.run([third]).returncode == 0
+    assert len(lines("c++-header")) == 2 and os.path.getsize(gch[0]) == len(b"not a precompiled header")
+
+
+def test_only_the_most_recently_used_precompiled_headers_are_kept(tmp_path):
+    import os
+
+    from aieflow.verify import PCH_KEEP, _prune_pch
+
+    for i in range(PCH_KEEP + 3):
+        p = tmp_path / f"{i:02d}.gch"
+        p.write_bytes(b"x")
+        os.utime(p, (1_000_000 + i, 1_000_000 + i))
+    (tmp_path / "other.txt").write_text("not a header")
+    _prune_pch(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{i:02d}.gch" for i in range(3, PCH_KEEP + 3)] + ["other.txt"]
+
+
 def test_cli_verify_rejects_a_bad_sample_count(tmp_path, capsys):
     d = aieflow.compile(qdq_mlp([8, 8], seed=2), device="vek280")
     d.save(tmp_path / "d")
