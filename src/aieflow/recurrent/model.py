@@ -58,7 +58,6 @@ from .costs import (
     compact_gate_cycles,
     compact_head_cycles,
     compact_product_cycles,
-    element_bits,
     lanes,
     pl_fsm_depth,
     pl_head_cycles,
@@ -118,11 +117,11 @@ def _kernel(m: MatvecMapping, k: int, arrival: float, device: Device, dims: Recu
 
 def _padded_bytes(n: int, device: Device, pair: tuple[str, str]) -> int:
     """A vector zero-padded to whole lane groups (the kernels read it by vectors), as it travels:
-    floats as themselves, fixed-point codes as one 32-bit word each (the emitted streams and
-    PLIOs carry int32 codes whatever the type's width)."""
+    one 32-bit word per element whatever the type: fp32 as itself, bf16 as float words holding
+    bf16 values (rnn_kernels.h), fixed-point codes as int32 (the emitted streams and PLIOs carry
+    int32 codes whatever the type's width)."""
     lane = lanes(device.generation, pair)
-    per = math.ceil(element_bits(pair[0]) / 8) if pair[0] in ("fp32", "bf16") else WORD_BYTES
-    return math.ceil(n / lane) * lane * per
+    return math.ceil(n / lane) * lane * WORD_BYTES
 
 
 def _drain(burst: float, total: float, spacing_window: float) -> float:
