@@ -229,3 +229,21 @@ def test_predict_follows_each_mappings_summation_order():
         y = d.predict(x)
         np.testing.assert_array_equal(y, reference(net, x, lanes))
         np.testing.assert_array_equal(y, np.full((4, 1), want[dist], dtype=np.float32))
+
+
+def test_bf16_h_and_x_are_costed_as_the_float_words_the_kernels_stream():
+    """rnn_kernels.h: a bf16 layer's vectors travel as 32-bit float words holding bf16 values, so the
+    model's h broadcast and x transfer carry one word per (lane-padded) element, as fp32's do; they
+    were costed at 2 bytes per element (half their words)."""
+    from aieflow.recurrent.model import step_stages
+    from aieflow.recurrent.plan import RecurrentDims, plan_recurrent
+
+    dev = get_device("vek280")
+    for agg in ("aie", "hybrid"):
+        m = plan_recurrent(RecurrentDims("gru", 6, 20, 20, pair=("bf16", "bf16")), dev,
+                           RecurrentOptions(aggregation=agg, plio_bits=64))
+        pre, loop = step_stages(m, dev)
+        stages = {s.name: s for s in (*pre, *loop)}
+        lane = 16  # the recurrent kernels' bf16 lanes on AIE-ML
+        assert stages["h_in"].words == -(-20 // lane) * lane, agg  # 32, not 16
+        assert stages["w_mac"].words == -(-6 // lane) * lane, agg
