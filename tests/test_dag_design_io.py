@@ -61,6 +61,39 @@ def test_load_refuses_an_edited_plan_and_missing_files(tmp_path, residual):
         aieflow.load(out2)
 
 
+def _wire_cost(rects, edges, mu=0.05, lam=1.0):
+    """The published J, written out here (no aieflow code): each layer's input enters at its
+    bottom-left tile and leaves at its bottom-right one (the cascade runs east on every row of an
+    AIE-ML array); sources start at (0, 0)."""
+    fed = {q for _, q in edges}
+    total = sum(mu * (r["row"] + r["height"] - 1) for r in rects.values())
+    total += sum(abs(r["column"]) + lam * abs(r["row"]) for name, r in rects.items() if name not in fed)
+    for p, q in edges:
+        a, b = rects[p], rects[q]
+        total += abs(a["column"] + a["width"] - 1 - b["column"]) + lam * abs(a["row"] - b["row"])
+    return total
+
+
+def test_a_save_without_a_placement_cost_gets_the_dags_own_cost_back(tmp_path, residual):
+    """Saves from before branch and bound have no cost: the loader recomputes it over the DAG's
+    edges (fc1 -> fc2 -> add), not the chain's layer edges (which miss fc2 -> add, so the Add was
+    costed as a source from (0, 0): 3.0 instead of 2.0)."""
+    _, _, d = residual
+    assert not d.device.generation.cascade_serpentine
+    out = d.save(tmp_path / "res")
+    meta = json.loads((out / "design.json").read_text())
+    rects = meta["placement"]["layers"]
+    want = _wire_cost(rects, [tuple(e) for e in d.plan.edges()])
+    assert meta["placement"]["cost"] == pytest.approx(want)
+    for key in ("cost", "method", "optimal", "weights"):  # as written before branch and bound
+        meta["placement"].pop(key)
+    meta.pop("integrity", None)
+    (out / "design.json").write_text(json.dumps(meta))
+    back = aieflow.load(out)
+    assert back.placement.method == "first-fit" and back.placement.cost == pytest.approx(want)
+    assert back.placement.cost == pytest.approx(d.placement.cost)
+
+
 @needs_gxx
 def test_cli_compiles_reports_predicts_and_verifies_a_dag(tmp_path, residual, capsys):
     model, x, _ = residual

@@ -236,6 +236,7 @@ def load(path: str | os.PathLike) -> DagDesign:
     config (the planner is deterministic: a plan that differs from the saved one means another
     aieflow wrote it, and is refused), the saved placement, and the project as it is on disk
     (``verify`` builds those files)."""
+    from .api import dag_problem
     from .plan import plan_dag
 
     saved = read_saved_design(path, "DAG", FORMAT, FORMAT_VERSION)
@@ -243,7 +244,10 @@ def load(path: str | os.PathLike) -> DagDesign:
     device = get_device(meta["device"]["key"])
     config = parse_config(meta["config"])
     plan = plan_dag(graph, device, config)
-    placement = Placement.from_json(meta["placement"], graph, snake=device.generation.cascade_serpentine)
+    # a save without a cost (before branch and bound) has it recomputed over the DAG's own problem
+    # edges (its links), not the chain's layer edges
+    placement = Placement.from_json(meta["placement"], graph, snake=device.generation.cascade_serpentine,
+                                    edges=lambda: dag_problem(plan, device, config).named_pairs)
     design = DagDesign(plan, device, config, placement, meta.get("source", ""))
     if _plan_json(design.to_json()) != _plan_json(meta):
         raise AieflowError(f"the DAG plan in '{d}/design.json' differs from the one this aieflow makes for it",

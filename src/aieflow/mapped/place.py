@@ -46,7 +46,7 @@ packing of earlier releases).  User-fixed coordinates and keep-out tiles are har
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -233,9 +233,14 @@ class Placement:
         }
 
     @staticmethod
-    def from_json(d: dict, graph: Graph, snake: bool) -> Placement:
+    def from_json(
+        d: dict, graph: Graph, snake: bool, edges: Callable[[], Iterable[tuple[str, str]]] | None = None
+    ) -> Placement:
         """Inverse of :meth:`to_json`.  Files from before branch and bound have no method, cost or
-        weights: they were placed first-fit, and their cost is recomputed with the default weights."""
+        weights: they were placed first-fit, and their cost is recomputed with the default weights
+        over the kind's own placement edges: ``edges()`` (named producer -> consumer pairs, e.g.
+        the DAG's problem edges, ``dag/api.dag_problem``), by default the chain's layer edges of
+        ``graph`` (``passes/place.layer_edges``)."""
         rects = tuple(Rect(name, v["column"], v["row"], v["width"], v["height"], v.get("period", 1), v.get("offset", 0))
                       for name, v in d["layers"].items())
         p = Placement(
@@ -252,9 +257,11 @@ class Placement:
         )
         if p.cost is not None:
             return p
-        from ..passes.place import placement_cost  # the chain's edges, for saves from before B&B
+        if edges is None:
+            from ..passes.place import layer_edges  # the chain's edges, for saves from before B&B
 
-        return replace(p, cost=placement_cost(p, graph))
+            return replace(p, cost=named_cost(p, layer_edges(graph)))
+        return replace(p, cost=named_cost(p, edges()))
 
 
 # ---------------------------------------------------------------------------------------- cost
@@ -275,6 +282,14 @@ def rects_cost(rects: Sequence[Rect], edges: Iterable[tuple[int, int]], snake: b
     for p, q in edges:
         total += edge_cost(rects[p], rects[q], snake, weights.lam)
     return total
+
+
+def named_cost(placement: Placement, pairs: Iterable[tuple[str, str]], weights: Weights | None = None) -> float:
+    """J of ``placement`` over named producer -> consumer ``pairs`` (pairs naming a layer the
+    placement lacks are skipped), with ``weights`` or the ones it was placed with."""
+    index = {r.layer: i for i, r in enumerate(placement.rects)}
+    edges = [(index[p], index[q]) for p, q in pairs if p in index and q in index]
+    return rects_cost(placement.rects, edges, placement.snake, weights or placement.weights)
 
 
 def _start_cost(r: Rect, snake: bool, weights: Weights, has_producer: bool) -> float:
@@ -716,6 +731,11 @@ class Problem:
     @property
     def pairs(self) -> list[tuple[int, int]]:
         return [(e.producer, e.consumer) for e in self.edges]
+
+    @property
+    def named_pairs(self) -> list[tuple[str, str]]:
+        """The edges as (producer, consumer) group names (a saved placement's cost recomputed)."""
+        return [(self.blocks[e.producer].name, self.blocks[e.consumer].name) for e in self.edges]
 
 
 def staging(shapes: Sequence[Block], snake: bool) -> Placement:
