@@ -247,3 +247,29 @@ def test_the_staged_lowering_is_built_once_per_graph(chains):
     b = chain_problem(d.graph, d.device, d.config, keep_out={(30, 7)})
     assert peek(d.graph, "chain:staged", (d.device,)) is staged
     assert a.blocks == b.blocks and a.edges == b.edges and b.grid.keep_out == {(30, 7)}
+
+
+@pytest.mark.parametrize("device", ["vck190", "vek280"])
+def test_cnn_rows_problem_and_placement(device):
+    """The rows mapping through the one placer: one 1 x 1 group per stage, the edges its row
+    streams (on AIE-ML the skip merges through a memory-tile row buffer, which the problem looks
+    through), column after column from (0, 0), wrapping to the next row on a narrow grid."""
+    from dataclasses import replace
+
+    from test_cnn_rows import TinyUNet, _compile
+
+    from aieflow.cnn.emit_rows import lower, place_rows, rows_problem
+
+    d = _compile(TinyUNet(), (32, 32), n=2, device=device, mapping="rows")
+    plan = d.plan
+    assert plan.mapping == "rows"
+    prob = rows_problem(plan)
+    assert [(b.name, b.width, b.height) for b in prob.blocks] == [(s.name, 1, 1) for s in plan.stages]
+    assert prob.pairs == _plan_stage_edges(plan)
+    assert any(lay.merged for lay in plan.layers) == (device == "vek280")  # the memory-tile path is covered
+    p = place_rows(plan)
+    assert [(r.column, r.row) for r in p.rects] == [(i, 0) for i in range(len(plan.stages))]
+    tiles = {k.node: k.tile for k in lower(plan).kernels}
+    assert tiles == {s.name: (i, 0) for i, s in enumerate(plan.stages)}
+    narrow = solve(replace(prob, grid=Grid(3, 8, prob.grid.snake)), "greedy-right")
+    assert [(r.column, r.row) for r in narrow.rects] == [(i % 3, i // 3) for i in range(len(plan.stages))]

@@ -16,6 +16,7 @@ import numpy as np
 from .. import __version__
 from ..mapped.adf import graph_header
 from ..mapped.ir import Kernel, Link, MappedGraph, Plio, Port, SharedBuffer
+from ..mapped.place import Block, Placement, Problem, problem, solve, staging
 from ..mapped.tiling import NdTiling
 from ..names import comment
 from ..numerics.types import FixedType, FloatType
@@ -40,10 +41,30 @@ from .rows import RowLayer, bilinear, row_stage, row_stream_layer, skip_channels
 STATIC_ROWS = {**STATIC, "src/kernels/rows_kernels.h": "cnn/rows_kernels.h"}
 
 
-def place_rows(plan: CnnPlan) -> list[tuple[int, int]]:
-    """One tile per stage, column after column along the first row, then the next rows."""
-    cols = plan.device.columns
-    return [(i % cols, i // cols) for i in range(len(plan.layers))]
+def rows_problem(plan: CnnPlan) -> Problem:
+    """The rows mapping's placement problem: each stage's one kernel a 1 x 1 group, read off the
+    plan lowered unplaced (``mapped.place.staging``, kept with the plan); the edges are its row
+    streams between stages (a skip's and a merged part's through its memory-tile row buffer)."""
+    from ..mapped.cache import memo
+
+    shapes = tuple(Block(s.name, 1, 1) for s in plan.stages)
+    assert len({b.name for b in shapes}) == len(shapes), "stage names repeat"
+
+    def staged():
+        at = staging(shapes, plan.device.generation.cascade_serpentine)
+        return at, lower(plan, at)
+
+    at, mg = memo(plan, "cnn:rows:staged", (), staged)
+    return problem(mg, shapes, at, plan.device)
+
+
+def place_rows(plan: CnnPlan) -> Placement:
+    """The one placer (``mapped/place.solve``) on :func:`rows_problem` with the ``greedy-right``
+    baseline: one tile per stage, column after column along row 0 from column 0, then the rows
+    above (the layout of the code it replaced).  The rows performance model (``cnn/rows.py``)
+    reads no tile positions, so branch and bound would move kernels where the model does not
+    look; it waits until the model counts the streams' routes."""
+    return solve(rows_problem(plan), "greedy-right")
 
 
 def role(lay: RowLayer) -> str:
@@ -71,7 +92,7 @@ def _source(plan: CnnPlan, idents: list[str], readers: dict[int, list[tuple[int,
     return Port(f"k_{idents[p]}", "out", readers[p].index((i, j)) if src.outs_used == src.outs else 0)
 
 
-def lower(plan: CnnPlan) -> MappedGraph:
+def lower(plan: CnnPlan, placement: Placement | None = None) -> MappedGraph:
     """Kernel ``k_<stage>`` per stage (stream ports only), a ``stream`` link from each part's
     producer (output port = its readers' order, or its one port broadcast to them all where the
     core has one output port) to the reader's input port, with the skip FIFO's depth; where the
@@ -80,10 +101,13 @@ def lower(plan: CnnPlan) -> MappedGraph:
     all channels (``[W, C, 1]``, W fastest; part k's write tiling at channel offset ``c0_k``), filled
     once per input row (``repetitions`` = the frame's rows), whose read port streams the row, parts
     in channel order, into the reader's one input port; the input PLIO ``in0`` to every stage that
-    reads the network input, the last stage to ``out0``."""
+    reads the network input, the last stage to ``out0``.  Each kernel on its stage's tile of
+    ``placement`` (by default :func:`place_rows`)."""
     idents = stage_idents(plan.stages)
     readers = _readers(plan)
-    cells = place_rows(plan)
+    if placement is None:
+        placement = place_rows(plan)
+    cells = [(placement.rect(s.name).column, placement.rect(s.name).row) for s in plan.stages]
     kernels, links, buffers = [], [], []
     plios = [Plio("in0", "in", PLIO_BITS, "data/in0.txt"), Plio("out0", "out", PLIO_BITS, "data/out0.txt")]
     for i, (s, lay) in enumerate(zip(plan.stages, plan.layers, strict=True)):

@@ -8,8 +8,9 @@ the mapped graph's links (:class:`Edge`: producer -> consumer, through shared bu
 elements moved per graph iteration), the user's fixed coordinates and keep-out tiles, and the
 device grid with its generation's cascade direction (``Generation.cascade_serpentine``: AIE1's
 cascade runs west on odd rows).  :func:`solve` places it and returns the :class:`Placement` the
-lowering then puts the kernels by.  Every kind calls it (the Dense chain: ``passes/place.py``;
-the DAG: ``dag/api.place_dag``); ``pack`` is the same search over plain rectangles.
+lowering then puts the kernels by.  Every placed kind calls it (the Dense chain: ``passes/place.py``;
+the DAG: ``dag/api.place_dag``; the CNN stream and rows mappings: ``cnn/emit.place_stream``,
+``cnn/emit_rows.place_rows``); ``pack`` is the same search over plain rectangles.
 
 Each group is placed minimising the published cost (``shared/spec/dense-on-aie-ml.md``, "Placement")
 
