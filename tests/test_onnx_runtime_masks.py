@@ -12,7 +12,7 @@ import onnxruntime as ort
 import pytest
 import torch
 from onnx import TensorProto, helper
-from test_runtime_masks import Constant, Encoder, Mha, T, _data, _padding
+from test_runtime_masks import Constant, Encoder, Mha, T, _data, _float_mask, _padding
 from torch import nn
 
 import aieflow
@@ -57,6 +57,19 @@ def test_onnx_runtime_padding_imports_as_the_torch_graph_and_computes_as_onnxrun
     other = _padding(12, N)  # a different padding on the same import: the mask is read at run time
     got = float_activations(g, x, (~other).astype(np.uint8))[g.outputs[0]]
     assert np.abs(got - _torch(m, x, other)).max() < 1e-5
+
+
+@pytest.mark.parametrize("dynamo", [True, False], ids=["dynamo", "torchscript"])
+def test_a_float_zero_minus_inf_mask_input_imports_too(dynamo, tmp_path):
+    torch.manual_seed(12)
+    m, x, pad = Mha().eval(), _data(12, N), _padding(12, N)
+    fm = _float_mask(pad)
+    path = _export(m, x, fm, tmp_path / "m.onnx", dynamo)
+    g = import_onnx(path).graph
+    assert g.inputs == ("x", "mask") and all(n.inputs[1] == "mask" for n in g.nodes if n.op == "softmax")
+    got = float_activations(g, x, (~pad).astype(np.uint8))[g.outputs[0]]
+    assert np.abs(got - ort.InferenceSession(path).run(None, {"x": x, "mask": fm})[0]).max() < 1e-5
+    assert np.abs(got - _torch(m, x, fm)).max() < 1e-5
 
 
 def test_a_mask_read_by_the_wrong_sample_is_refused(tmp_path, monkeypatch):

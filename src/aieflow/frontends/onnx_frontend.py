@@ -814,7 +814,8 @@ class _OnnxImporter(OnnxMaskMixin, OnnxRecurrentMixin, OnnxConvMixin, OnnxActiva
             f"the model holds an nn.MultiheadAttention ('{packed}') whose ONNX export aieflow cannot map: "
             f"{exc.message}", layer=getattr(exc, "layer", None),
             hint="aieflow maps nn.MultiheadAttention(batch_first=True) called as attn(x, x, x, need_weights=False) "
-                 "(a constant attn_mask or key_padding_mask the same for every sample maps), without add_bias_kv, "
+                 "(a constant attn_mask, a key_padding_mask the same for every sample, or a run-time key_padding_mask "
+                 "as the second graph input map), without add_bias_kv, "
                  "add_zero_attn or separate kdim / vdim"
                  + (f"; {exc.hint}" if exc.hint else ""))
 
