@@ -2,7 +2,8 @@
 input.  The import against PyTorch (random masks, rows keeping one key), the emulated softmax codes
 against an independent integer reference per sample (a fully masked row gives 0), the run-time mask
 against the unmasked and the constant-mask designs, a mutation (the mask of the wrong sample) caught,
-and the refusals by name (mapping, float precisions, per-sample attn_mask, other uses of the input)."""
+and the refusals by name (mapping, float precisions, per-sample attn_mask, other uses of the input).
+The ONNX exports of these models: tests/test_onnx_runtime_masks.py."""
 
 from __future__ import annotations
 
@@ -235,17 +236,6 @@ def test_what_is_not_done_is_refused_by_name():
             return self.fc(x) * mask[..., None]
 
     _refused(imp(Gated()), "second input 'mask'", "key padding mask")
-
-
-@pytest.mark.parametrize("dynamo", [False, True])
-def test_onnx_exports_with_a_mask_input_are_refused_by_name(dynamo, tmp_path):
-    from aieflow.frontends.onnx_frontend import import_onnx
-
-    m, x, pad = Mha().eval(), _data(6, 2), _padding(6, 2)
-    path = str(tmp_path / "mha.onnx")
-    torch.onnx.export(m, (torch.from_numpy(x), torch.from_numpy(pad)), path, opset_version=18 if dynamo else 17,
-                      input_names=["x", "mask"], output_names=["y"], dynamo=dynamo)
-    _refused(lambda: import_onnx(path), "2 graph inputs ('x', 'mask')", "key padding mask", "PyTorch only")
 
 
 class Tagger(nn.Module):

@@ -197,6 +197,16 @@ def split_heads(nodes: list[Node], shapes: dict[str, tuple[int, ...]], outputs) 
                     parts.append(y)
                 heads[n.outputs[0]] = _Heads(parts)
                 continue
+            if n.op == "softmax" and len(ins) == 2 and hs[0] is not None and hs[1] is None:
+                # a run-time key padding mask (the graph's second input): read whole by every head
+                parts = []
+                for k, x in enumerate(hs[0].parts):
+                    y = fresh(f"{n.outputs[0]}_h{k}")
+                    shapes[y] = tuple(shapes[n.outputs[0]][1:])
+                    out.append(n.evolve(name=fresh(f"{n.name}_h{k}"), inputs=(x, ins[1]), outputs=(y,)))
+                    parts.append(y)
+                heads[n.outputs[0]] = _Heads(parts)
+                continue
             if n.op in ("matmul", "softmax", "scale", "activation"):
                 if any(h is None for h in hs):
                     refuse(n, "mixes a tensor split into heads with one that is not")

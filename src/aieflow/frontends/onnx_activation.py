@@ -288,3 +288,5 @@ class OnnxActivationMixin:
         keep = None if masked is None or masked[1].all() else {"keep": masked[1].astype(np.uint8)}
         self._emit(name, "softmax", x, node.output[0], self.shapes[x], {"axis": -1, "features": int(self.shapes[x][-1])},
                    keep)
+        if node.input[0] in self.mask_softmax:  # a run-time key padding mask: the softmax's second input
+            self.nodes[-1] = self.nodes[-1].evolve(inputs=(x, self.mask_softmax[node.input[0]]))

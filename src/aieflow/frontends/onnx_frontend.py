@@ -36,6 +36,7 @@ from . import attention, batchnorm, patches, sequence
 from .channels_last import OnnxChannelsLastMixin, permuted_rows
 from .onnx_activation import ACTIVATION_OPS, OnnxActivationMixin, rewrite_patterns
 from .onnx_conv import CONV_OPS, OnnxConvMixin
+from .onnx_mask import OnnxMaskMixin
 from .onnx_quant import QONNX_DOMAINS, QONNX_OPS, OnnxQuantMixin
 from .onnx_recurrent import MOVEMENT_OPS, RECURRENT_OPS, Moved, OnnxRecurrentMixin
 
@@ -480,7 +481,7 @@ def _prod(shape: Sequence[int]) -> int:
 # ------------------------------------------------------------------------------------- importer
 
 
-class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, OnnxQuantMixin, OnnxChannelsLastMixin):
+class _OnnxImporter(OnnxMaskMixin, OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, OnnxQuantMixin, OnnxChannelsLastMixin):
     def __init__(
         self, proto: onnx.ModelProto, label: str, example_input_shape: tuple[int, ...] | None
     ):
@@ -518,6 +519,10 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
         # attention masks before a Softmax: the masked tensor -> (scores, keep [Tq, Tk]); IsNaN outputs
         self.softmax_keeps: dict[str, tuple[str, np.ndarray]] = {}
         self.isnan_of: dict[str, str] = {}
+        # a run-time key padding mask (the second graph input, onnx_mask.py)
+        self.mask_input: str | None = None
+        self.mask_views = {}
+        self.mask_softmax: dict[str, str] = {}
 
     # -- naming ---------------------------------------------------------------------------------
 
@@ -552,13 +557,12 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
         if self.g.sparse_initializer:
             raise UnsupportedOpError("sparse initializers are not supported; store weights densely")
         inputs = [i for i in self.g.input if i.name not in self.consts]
-        if len(inputs) != 1:
+        if len(inputs) not in (1, 2):
             names = ", ".join(f"'{i.name}'" for i in inputs) or "none"
             raise UnsupportedOpError(
-                f"the model has {len(inputs)} graph inputs ({names}); aieflow imports ONNX models with exactly one "
-                "input (a run-time key padding mask as a second input is imported from PyTorch only: "
-                "forward(x, mask), docs/attention.md)",
-                hint="compile the PyTorch module, or export with a constant mask (a buffer)",
+                f"the model has {len(inputs)} graph inputs ({names}); aieflow imports ONNX models with one input, "
+                "or one input and a run-time key padding mask (docs/attention.md)",
+                hint="export forward(x) or forward(x, mask) with mask a boolean key padding mask",
             )
         vi = inputs[0]
         name = vi.name
@@ -580,6 +584,8 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
                 else:
                     dims.append(None)
         self.shapes[name] = self._resolve_input_shape(name, tt, dims)
+        if len(inputs) == 2:
+            self.read_mask_input(inputs[1], name)
         return name
 
     def _resolve_input_shape(self, name: str, tt, dims: list[int | None] | None) -> tuple[int, ...]:
@@ -808,7 +814,8 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
             f"the model holds an nn.MultiheadAttention ('{packed}') whose ONNX export aieflow cannot map: "
             f"{exc.message}", layer=getattr(exc, "layer", None),
             hint="aieflow maps nn.MultiheadAttention(batch_first=True) called as attn(x, x, x, need_weights=False) "
-                 "(a constant attn_mask or key_padding_mask the same for every sample maps), without add_bias_kv, "
+                 "(a constant attn_mask, a key_padding_mask the same for every sample, or a run-time key_padding_mask "
+                 "as the second graph input map), without add_bias_kv, "
                  "add_zero_attn or separate kdim / vdim"
                  + (f"; {exc.hint}" if exc.hint else ""))
 
@@ -858,7 +865,7 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
         if self._inferred is None:
             model = onnx.ModelProto()
             model.CopyFrom(self.proto)
-            inp = next(i for i in model.graph.input if i.name not in self.consts)
+            inp = next(i for i in model.graph.input if i.name not in self.consts and i.name != self.mask_input)
             shape = inp.type.tensor_type.shape
             per_sample = self.shapes[inp.name]
             del shape.dim[:]
@@ -1772,6 +1779,9 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
                 node = self.g.node[i]
                 name = self._names[i]
                 self._fold_shape_inputs(node, name, shape_only)
+                if self.reads_mask(node):  # the run-time key padding mask (onnx_mask.py)
+                    self.mask_node(node, name)
+                    continue
                 conv = converters.get(node.op_type)
                 if conv is None:
                     raise UnsupportedOpError(
@@ -1798,12 +1808,18 @@ class _OnnxImporter(OnnxRecurrentMixin, OnnxConvMixin, OnnxActivationMixin, Onnx
         tensors = {
             t: Tensor(t, s)
             for t, s in self.shapes.items()
-            if t == graph_input or any(t in n.outputs for n in nodes)
+            if t in (graph_input, self.mask_input) or any(t in n.outputs for n in nodes)
         }
+        inputs = (graph_input,) if self.mask_input is None else (graph_input, self.mask_input)
+        if self.mask_input is not None and not any(self.mask_input in n.inputs for n in nodes):
+            raise UnsupportedOpError(
+                f"the model's second graph input '{self.mask_input}' is not read as a key padding mask by any "
+                "Softmax; aieflow takes a second input only as that", hint="see docs/attention.md, 'Run-time key "
+                "padding masks'")
         graph = Graph(
             nodes=tuple(nodes),
             tensors=tensors,
-            inputs=(graph_input,),
+            inputs=inputs,
             outputs=tuple(outputs),
             name=self.g.name or "model",
         )
