@@ -29,8 +29,8 @@ def test_heavy_modules_go_first_then_by_test_count_and_tests_keep_their_order():
     items = [_Item(i) for i in ids]
     conftest.pytest_collection_modifyitems(None, None, items)
     assert [i.nodeid for i in items] == [
+        "tests/test_names.py::n1", "tests/test_names.py::n2",  # HEAVY_FIRST's order: names first
         "tests/test_attention_bf16.py::t",
-        "tests/test_names.py::n1", "tests/test_names.py::n2",
         "tests/test_b.py::p", "tests/test_b.py::q", "tests/test_b.py::r",
         "tests/test_a.py::x", "tests/test_a.py::y",
     ]

@@ -676,12 +676,12 @@ def replica_offsets(rects: Sequence[Rect], columns: int, rows: int, snake: bool,
     if snake and height % 2:
         height += 1
     blocked = set(keep_out)
+    cells = set().union(*(r.cells() for r in rects)) if blocked else set()  # the copy's tiles at offset 0
     out = []
     for dr in range(0, rows - height + 1 if height <= rows else 1, height):
         for dc in range(0, columns - width + 1, width):
-            moved = [replace(r, column=r.column + dc, row=r.row + dr) for r in rects]
-            if all(r.column + r.width <= columns and r.row + r.height <= rows for r in moved) and not any(
-                r.cells() & blocked for r in moved
+            if all(r.column + dc + r.width <= columns and r.row + dr + r.height <= rows for r in rects) and not any(
+                (c + dc, r + dr) in blocked for c, r in cells
             ):
                 out.append((dc, dr))
     return out or [(0, 0)]
