@@ -108,6 +108,8 @@ def _bad_cases(tmp_path):
     huge = qdq_mlp([4096, 4096], seed=0)
     paths["huge"] = tmp_path / "huge.onnx"
     onnx.save(huge, paths["huge"])
+    paths["resident"] = tmp_path / "resident.json"
+    paths["resident"].write_text('{"layers": {"fc0": {"weights": "resident"}}}')
     return paths
 
 
@@ -117,7 +119,9 @@ def _bad_cases(tmp_path):
         ("softsign", [], ["my_softsign", "Softsign"]),
         ("dynamic", [], ["features"]),
         ("corrupt", [], ["cannot read ONNX"]),
-        ("huge", ["--device", "vek280"], ["do not fit", "hint"]),  # vck190 streams it (gemm/dense.py)
+        # every device streams it (gemm/dense.py; VEK280 / VEK385 on the memory-tile GEMM) unless the
+        # weights are held resident
+        ("huge", ["--device", "vek280", "--config", "{resident}"], ["do not fit", "hint"]),
         ("missing", [], ["does not exist"]),
     ],
 )
@@ -125,7 +129,7 @@ def test_bad_models_fail_clearly_and_write_nothing(tmp_path, case, extra, expect
     paths = _bad_cases(tmp_path)
     model = str(paths.get(case, tmp_path / "nope.onnx"))
     out = tmp_path / "out"
-    r = run_cli("compile", model, "--out", str(out), *extra)
+    r = run_cli("compile", model, "--out", str(out), *(e.format(resident=paths["resident"]) for e in extra))
     assert r.returncode == 2, (r.returncode, r.stderr)
     assert "Traceback" not in r.stderr and "\nerror: " in "\n" + r.stderr
     for text in expect:

@@ -125,10 +125,13 @@ def test_damaged_weights_npz(files, damage):
 
 def test_batch_too_large_names_the_real_sizes_and_one_hint(files):
     with pytest.raises(PlanError) as e:
-        aieflow.compile(files / "m.onnx", device="vek280", config={"batch": 4096})
+        # resident: with "auto" the layer streams through the memory-tile GEMM instead (gemm/dense.py)
+        aieflow.compile(files / "m.onnx", device="vek280", config={"batch": 4096, "layers": {n: {"weights": "resident"} for n in ("fc0", "fc1")}})
     text = str(e.value)
-    assert "320 bytes of weights and their buffers do not fit" in text and "0 KiB" not in text
-    assert text.count("hint:") == 1 and "smaller batch" in text
+    # the real sizes: the layer's 20 x 16 weights, the smallest tile footprint at batch 4096, a tile's 64 KiB
+    assert "20 x 16 weights do not fit" in text and "199040 bytes" in text and "65536 bytes" in text
+    assert "0 KiB" not in text
+    assert text.count("hint:") == 1 and "reduce the batch" in text
 
 
 def test_nul_in_a_node_name_compiles(tmp_path):

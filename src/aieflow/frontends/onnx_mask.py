@@ -80,7 +80,8 @@ class OnnxMaskMixin:
         return self.mask_input is not None and any(self.canon(t) in self.mask_views for t in node.input if t)
 
     def _mask_refuse(self, node, name: str, why: str) -> UnsupportedOpError:
-        return UnsupportedOpError(f"node '{name}' ({node.op_type}) reads the run-time mask '{self.mask_input}' {why}; "
+        return UnsupportedOpError(f"the model has 2 graph inputs; the second, '{self.mask_input}', can only be a run-time "
+                                  f"key padding mask, but node '{name}' ({node.op_type}) reads it {why}".rstrip() + f"; "
                                   f"{_WHAT}", hint=_HINT)
 
     def mask_node(self, node, name: str) -> None:

@@ -83,7 +83,9 @@ class GemmOrderEmulation(Design):
 
     streamed: Mapping[str, StreamedDensePlan] = field(default_factory=dict)
 
-    def trace(self, xq: np.ndarray, keep: bool = True) -> dict[str, np.ndarray]:
+    def trace(self, xq: np.ndarray, keep: bool = True, mask: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        if mask is not None:  # Design.run passes the keyword; a Dense chain has no run-time mask input
+            raise ValueError("a streamed Dense model takes no run-time mask")
         values = {self.graph.inputs[0]: xq}
         last_use = {t: i for i, node in enumerate(self.graph.nodes) for t in node.inputs}
         for i, node in enumerate(self.graph.nodes):
