@@ -120,7 +120,8 @@ def _cmdlines_mentioning(text):
     return found
 
 
-def _processes_mentioning(text):
+def _mentioning(text):
+    """(pid, command line) of every process whose command line mentions ``text``."""
     found = []
     for proc in os.listdir("/proc"):
         if proc.isdigit():
@@ -129,8 +130,16 @@ def _processes_mentioning(text):
             except OSError:
                 continue
             if text.encode() in cmd:
-                found.append(int(proc))
+                found.append((int(proc), cmd))
     return found
+
+
+def _processes_mentioning(text):
+    return [pid for pid, _ in _mentioning(text)]
+
+
+def _cmdlines_mentioning(text):
+    return [cmd for _, cmd in _mentioning(text)]
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="verify needs g++")

@@ -13,39 +13,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from test_recurrent_split import _design  # noqa: E402  (the compiled top-tagging designs, one copy)
+
 from aieflow.devices import get_device  # noqa: E402
 from aieflow.recurrent.compact import split_gate_cycles  # noqa: E402
-from aieflow.recurrent.design import compile_recurrent  # noqa: E402
 from aieflow.recurrent.grid import grid_exchange_cycles, grid_points, grid_step, slices  # noqa: E402
 from aieflow.recurrent.model import split_step  # noqa: E402
-from aieflow.recurrent.plan import RecurrentDims, RecurrentOptions  # noqa: E402
-
-KEYS = ("input", "weight", "recurrent_weight", "bias", "recurrent_bias", "accum", "output")
-HLS4ML = dict.fromkeys(KEYS, "fixed<16,6>")
-
-
-class _TopTagging(torch.nn.Module):
-    def __init__(self, cell: str):
-        super().__init__()
-        self.rnn = getattr(torch.nn, cell)(6, 20, batch_first=True)
-        self.fc1, self.relu, self.fc2 = torch.nn.Linear(20, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1)
-
-    def forward(self, x):
-        out, _ = self.rnn(x)
-        return self.fc2(self.relu(self.fc1(out[:, -1])))
-
-
-_DESIGNS: dict = {}
-
-
-def _design(cell: str, device: str):
-    if (cell, device) not in _DESIGNS:
-        torch.manual_seed(0)
-        x = torch.randn(64, 20, 6)
-        cfg = {"precision": "int16", "layers": {"rnn": dict(HLS4ML)}}
-        _DESIGNS[cell, device] = compile_recurrent(_TopTagging(cell).eval(), device, x[:4], cfg, x,
-                                                   RecurrentOptions(distribution="compact"))
-    return _DESIGNS[cell, device]
+from aieflow.recurrent.plan import RecurrentDims  # noqa: E402
 
 
 def _gates(d, device):
