@@ -93,7 +93,7 @@ def test_a_mask_read_by_the_wrong_sample_is_refused(tmp_path, monkeypatch):
     ort.InferenceSession(proto.SerializeToString()).run(None, {"x": x, "mask": pad})  # a valid model
     with pytest.raises(AieflowError) as e:
         import_onnx(proto)
-    assert "reads the run-time mask 'mask'" in str(e.value) and "each sample's row" in str(e.value), str(e.value)
+    assert "the second, 'mask', can only be a run-time key padding mask" in str(e.value) and "each sample's row" in str(e.value), str(e.value)
 
 
 def test_onnx_runtime_mask_reproduces_the_unmasked_exports_design(tmp_path):
@@ -147,7 +147,7 @@ def test_what_stays_refused_is_refused_by_name(tmp_path):
             return self.fc(x) * (~mask)[..., None].float()
 
     path = _export(Gated().eval(), x, pad, tmp_path / "gated.onnx", dynamo=False)
-    _refused(lambda: import_onnx(path), "reads the run-time mask 'mask'", "key padding mask")
+    _refused(lambda: import_onnx(path), "the second, 'mask', can only be a run-time key padding mask", "key padding mask")
 
     class PerSampleAttnMask(nn.Module):  # a [N, T] mask broadcast over the queries' rows: not a padding
         def __init__(self):
@@ -159,7 +159,7 @@ def test_what_stays_refused_is_refused_by_name(tmp_path):
             return self.att(x, x, x, attn_mask=att, need_weights=False)[0]
 
     path = _export(PerSampleAttnMask().eval(), x, pad, tmp_path / "psa.onnx", dynamo=False)
-    _refused(lambda: import_onnx(path), "reads the run-time mask 'mask'")
+    _refused(lambda: import_onnx(path), "the second, 'mask', can only be a run-time key padding mask")
 
     class Ints(nn.Module):
         def __init__(self):
