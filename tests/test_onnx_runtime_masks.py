@@ -98,8 +98,7 @@ def test_a_mask_read_by_the_wrong_sample_is_refused(tmp_path, monkeypatch):
 
 def test_onnx_runtime_mask_reproduces_the_unmasked_exports_design(tmp_path):
     """Quantised: the run-time mask design (ONNX) with an all-False mask gives the codes of the ONNX
-    export of the same model without a mask (same calibration).  (The TorchScript export of a constant
-    key padding mask buffer does not import today: its Expand is not folded.)"""
+    export of the same model without a mask (same calibration)."""
     torch.manual_seed(14)
     m, x = Mha().eval(), _data(14, 64)
     cfg = {"precision": "int8"}
@@ -115,6 +114,36 @@ def test_onnx_runtime_mask_reproduces_the_unmasked_exports_design(tmp_path):
     got = rt.predict(x, raw=True, mask=pads)
     assert not np.array_equal(got, pl.predict(x, raw=True))  # the mask is read at run time
     assert np.array_equal(got[3:4], rt.predict(x[3:4], raw=True, mask=pads[3:4]))  # each sample its own row
+
+
+@pytest.mark.parametrize("dynamo", [True, False], ids=["dynamo", "torchscript"])
+def test_a_constant_padding_buffer_imports_from_both_exporters(dynamo, tmp_path):
+    """A key padding mask held as a buffer (the same keys padded for every sample): the TorchScript
+    export folds it through Cast / Where / Reshape / Expand, the dynamo export adds it as a
+    [1, heads, 1, T] mask.  Both import as a constant mask (float within 1e-5 of onnxruntime and
+    PyTorch), and the quantised design computes the codes of the run-time mask design given that
+    padding for every sample."""
+    torch.manual_seed(16)
+    m, x = Mha().eval(), _data(16, 64)
+    row = np.arange(T) >= 9  # keys 9.. padded
+    const = Constant(m, np.repeat(row[None], N, axis=0)).eval()
+    path = str(tmp_path / "const.onnx")
+    torch.onnx.export(const, (torch.from_numpy(x[:N]),), path, opset_version=18 if dynamo else 17,
+                      input_names=["x"], output_names=["y"], dynamo=dynamo)
+    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x[:N]})[0]
+    with torch.enable_grad():
+        pt = const(torch.from_numpy(x[:N])).detach().numpy()
+    g = import_onnx(path).graph
+    keeps = [n.params["keep"] for n in g.nodes if n.op == "softmax"]
+    assert len(keeps) == 2 and all(np.array_equal(k, np.broadcast_to(~row, (T, T))) for k in keeps)
+    got = float_activations(g, x[:N])[g.outputs[0]]
+    assert np.abs(got - ref).max() <= 1e-5 and np.abs(got - pt).max() <= 1e-5
+    pads = np.repeat(row[None], 64, axis=0)
+    rt_path = _export(m, x[:N], pads[:N], tmp_path / "rt.onnx", dynamo)
+    cfg = {"precision": "int8"}
+    ce = aieflow.emulate(path, device="vek280", example_input=x[:1], calibration=x, config=cfg)
+    re = aieflow.emulate(rt_path, device="vek280", example_input=x[:1], calibration=(x, pads), config=cfg)
+    assert np.array_equal(ce.predict(x, raw=True), re.predict(x, raw=True, mask=pads))
 
 
 def test_onnx_imported_quantised_design_follows_pytorch(tmp_path):

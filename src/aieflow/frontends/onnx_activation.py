@@ -158,7 +158,7 @@ class OnnxActivationMixin:
                                      "applies to [queries, keys] scores")
         tq, tk = shape[-2:]
         k = np.asarray(keep, dtype=bool)
-        while k.ndim > 2 and k.shape[0] == 1:
+        while k.ndim > 2 and (k == k[:1]).all():  # the same mask for every sample / head (batch, heads axes)
             k = k[0]
         try:
             k = np.broadcast_to(k, (tq, tk))

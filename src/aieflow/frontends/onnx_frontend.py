@@ -69,8 +69,8 @@ SUPPORTED_ONNX_OPS: tuple[str, ...] = (
 
 # Domains whose QuantizeLinear / DequantizeLinear have the standard semantics.
 _QDQ_DOMAINS = ("", "ai.onnx", "com.microsoft")
-_FOLDABLE = ("Constant", "Identity", "Transpose", "QuantizeLinear", "DequantizeLinear", "Clip", "Mul", "Div",
-             *QONNX_OPS, *patches.ONNX_CONSTANT_OPS)
+_FOLDABLE = ("Constant", "Identity", "Transpose", "Reshape", "QuantizeLinear", "DequantizeLinear", "Clip", "Mul",
+             "Div", *QONNX_OPS, *patches.ONNX_CONSTANT_OPS)
 
 # ONNX integer element types usable as quantised codes: (width, signed).
 _ONNX_INT_BITS: dict[int, tuple[int, bool]] = {
@@ -670,6 +670,19 @@ class _OnnxImporter(OnnxMaskMixin, OnnxRecurrentMixin, OnnxConvMixin, OnnxActiva
                 self.consts[node.output[0]] = _Const(
                     np.transpose(src.value, perm), src.codes, src.qtype, src.origin
                 )
+        elif op == "Reshape":  # a constant mask's reshapes (the TorchScript MHA export of a padding buffer)
+            src, shape = ins[0], [int(d) for d in np.asarray(ins[1].value).reshape(-1)]
+            if src.affine is not None:
+                raise UnsupportedOpError(f"node '{name}' (Reshape) reshapes a per-channel quantised constant, which "
+                                         "aieflow does not fold", hint="reshape the float weight before quantising it")
+            if int(_attrs(node).get("allowzero", 0)) == 0:  # 0 keeps that dimension of the input
+                shape = [np.shape(src.value)[i] if d == 0 else d for i, d in enumerate(shape)]
+            try:
+                value = np.reshape(src.value, shape)
+            except ValueError:
+                raise UnsupportedOpError(f"node '{name}' (Reshape) reshapes a constant of shape "
+                                         f"{np.shape(src.value)} to {tuple(shape)}, which ONNX does not allow") from None
+            self.consts[node.output[0]] = _Const(value, src.codes, src.qtype, src.origin)
         elif op == "DequantizeLinear":
             self.consts[node.output[0]] = self._fold_dq(node, name, ins)
         elif op == "QuantizeLinear":

@@ -39,8 +39,9 @@ from ..ops.views import patch_index
 VIEW_OPS = ("reshape", "transpose")
 
 # ONNX ops the importer evaluates when every input is a constant: what the exporters write for a
-# class token's ``cls.expand(x.shape[0], -1, -1)`` (the batch is the export's, a constant).
-ONNX_CONSTANT_OPS = ("ConstantOfShape", "Equal", "Where", "Expand")
+# class token's ``cls.expand(x.shape[0], -1, -1)`` (the batch is the export's, a constant), and a
+# constant key padding mask's ``Cast`` / ``Not`` (a registered bool buffer, the TorchScript export).
+ONNX_CONSTANT_OPS = ("ConstantOfShape", "Equal", "Where", "Expand", "Cast", "Not")
 
 
 def onnx_constant(node, ins: list, name: str) -> np.ndarray:
@@ -56,6 +57,11 @@ def onnx_constant(node, ins: list, name: str) -> np.ndarray:
         return np.equal(ins[0], ins[1])
     if op == "Where":
         return np.where(ins[0], ins[1], ins[2])
+    if op == "Not":
+        return np.logical_not(ins[0])
+    if op == "Cast":
+        to = next(a.i for a in node.attribute if a.name == "to")
+        return np.asarray(ins[0]).astype(onnx.helper.tensor_dtype_to_np_dtype(to))
     shape = tuple(int(d) for d in np.asarray(ins[1]).reshape(-1))  # Expand: bidirectional broadcast
     try:
         return np.array(np.broadcast_to(ins[0], np.broadcast_shapes(np.shape(ins[0]), shape)))
