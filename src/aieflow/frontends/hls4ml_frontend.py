@@ -12,8 +12,8 @@ Mapped: ``Input``, ``Dense`` (checked against hls4ml's io_parallel and io_stream
 (C, H, W) graph, ``ZeroPadding2D`` the convolution's padding, a flattening ``Reshape`` a reshape with
 the next Dense's rows put back into (C, H, W) order; a Keras model's channels-last image input,
 which hls4ml leaves without a Transpose, stays the graph input behind an IR ``transpose`` view),
-``GRU`` and ``LSTM`` converted from PyTorch or Keras (forward, batch-first, tanh / sigmoid, the
-framework's gate order as hls4ml keeps it; their weight, bias,
+``GRU`` and ``LSTM`` converted from PyTorch, and ``GRU`` from Keras (forward, batch-first, tanh /
+sigmoid, the framework's gate order as hls4ml keeps it; their weight, bias,
 recurrent_weight, recurrent_bias, accum and result types and the sigmoid / tanh table's size and
 ``table_t`` become ``layers.<name>.*`` keys and ``activations``; checked against hls4ml's C
 simulation) and ``Activation`` ``relu`` (fused into the Dense before it, whose result type it must
@@ -132,6 +132,10 @@ def _recurrent(layer: Any, x: str, x_shape: tuple[int, ...]) -> tuple[Node, dict
 
     # hls4ml keeps the framework's gate order: PyTorch's (r, z, n / i, f, g, o) or Keras' (z, r, h / i, f, c, o)
     framework = "pytorch" if layer.get_attr("pytorch", False) else "keras"
+    if framework == "keras" and cell == "lstm":
+        raise refuse("weights in Keras' layout (a Keras / QKeras LSTM: not checked against hls4ml's C simulation)",
+                     "convert the PyTorch model with hls4ml, or compile the Keras model's ONNX export (tf2onnx) with "
+                     "aieflow.compile and the types as layers.<name>.* keys; a Keras GRU is mapped")
     checks = (("direction", "forward", "bidirectional layers"), ("time_major", False, "time-major input"),
               ("pass_initial_states", False, "initial states passed in"), ("return_state", False, "returned states"),
               ("activation", "tanh", None), ("recurrent_activation", "sigmoid", None))
