@@ -148,6 +148,7 @@ def test_weights_rounding_is_refused_for_the_recurrent_layer(compiled):
 def test_unmapped_recurrent_attributes_are_refused_by_name(compiled):
     hm = compiled["lstm_sequence"]
     layer = next(x for x in hm.get_layers() if x.class_name == "LSTM")
+    # (an LSTM in Keras' layout is refused; a GRU in Keras' layout is mapped: tests/test_from_hls4ml_keras.py)
     for attr, value, text in (("direction", "bidirectional", "bidirectional"), ("pytorch", False, "Keras"),
                               ("recurrent_activation", "hard_sigmoid", "hard_sigmoid")):
         old = layer.get_attr(attr)

@@ -424,3 +424,54 @@ def test_the_float32_path_next_to_2_pow_24_and_beyond():
     big, bshift = requant.choose([Fraction(2**31 - 3, 2**31)], 59)
     ops_big = requant.float_operands(type("Layer", (), {})(), np.array([[127]]), np.array([0]), big, bshift)
     assert requant.apply_float32(np.array([[1]]), ops_big, (1 << 22) // 127 + 1, 0, lo, hi) is None  # acc*m >= 2^53
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_the_float32_path_with_the_bias_row_next_to_2_pow_24(per_channel):
+    """apply_float32 with fewer inputs than outputs (the bias joins the sgemm as one more weight
+    row) and, per tensor, one multiplier for every channel (a scalar scaling): accumulators just
+    below 2^24 with the bias near 2^23 in them, ties of the rational result (exact ones for a ratio of 1/1024) and their neighbours,
+    an odd zero point, against the integer reference; a bound of 2^24 is left to float64 (None)."""
+    from aieflow.numerics import requant
+
+    rng = np.random.default_rng(21)
+    k, n = 3, 8
+    # s_x s_w / s_y of float32 scales: a multiplier with more significant bits than float32 holds
+    composite = Fraction(float(np.float32(0.0123))) * Fraction(float(np.float32(0.0047))) / Fraction(float(np.float32(0.0391)))
+    ratios = [composite] * n if not per_channel else \
+        [Fraction(1, 1024), composite] + [Fraction(float(np.float32(v))) for v in rng.uniform(1e-3, 2e-3, n - 2)]
+    mult, shift = requant.choose(ratios, 37)  # m < 2^29: acc * m < 2^53
+    assert int(mult.max()) < 1 << 29
+    w = rng.choice([-127, 127, 1, -1], size=(k, n))
+    w[0] = 1  # tie rows: acc = x[0] + b
+    w[1:, :2] = 127  # columns 0 and 1 reach the bound: +-x_max in every input, +-(2^23 - 1) bias
+    b = rng.integers(-(1 << 23), 1 << 23, size=n)
+    b[:2] = [(1 << 23) - 1, -(1 << 23) + 1]
+    b_max = int(np.abs(b).max())
+    col_max = int(np.abs(w).sum(axis=0).max())
+    x_max = ((1 << 24) - 1 - b_max) // col_max  # acc_max = x_max * col_max + b_max < 2^24
+    x = rng.integers(-x_max, x_max + 1, size=(300, k))
+    x[:4] = [[x_max] * k, [-x_max] * k, [0] * k, [x_max, -x_max, x_max]]
+    ties = []
+    for c, r in enumerate(ratios):  # acc = x0 + b_c on or next to a tie of the rational result, one step either side
+        j0 = round(int(b[c]) * r)
+        for j in range(j0 - 40, j0 + 40):
+            a = round((Fraction(j) + Fraction(1, 2)) / r) - int(b[c])
+            ties += [a + d for d in (-1, 0, 1) if abs(a + d) <= x_max]
+    tie_rows = np.zeros((len(ties), k), dtype=np.int64)
+    tie_rows[:, 0] = ties
+    x = np.concatenate([x, tie_rows])
+    ops = requant.float_operands(type("Layer", (), {})(), w, b, mult, shift)
+    assert (ops.s_scalar is None) == per_channel and len(ties) > 100
+    m1 = int(mult[1])  # the composite ratio's multiplier: float32 would round it
+    assert m1.bit_length() - (m1 & -m1).bit_length() >= 24
+    zp = 7
+    lo, hi = -(1 << 23), (1 << 23) - 1
+    want = ref_layer(x, w, b, mult, shift, zp, lo, hi, False)
+    for xin in (x, x.astype(np.float32)):
+        got = requant.apply_float32(xin, ops, x_max, zp, lo, hi)
+        assert got is not None and got.dtype == np.float32
+        np.testing.assert_array_equal(got.astype(np.int64), want)
+    acc = x.astype(object) @ w.astype(object) + b.astype(object)
+    assert max(abs(int(a)) for a in acc.ravel()) > (1 << 24) - (1 << 20)  # next to float32's last integers
+    assert requant.apply_float32(x, ops, x_max + 1, zp, lo, hi) is None  # the bound reaches 2^24

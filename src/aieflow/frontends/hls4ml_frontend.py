@@ -10,8 +10,10 @@ output``), under hls4ml's layer names.  Nothing is calibrated; every type is hls
 Mapped: ``Input``, ``Dense`` (checked against hls4ml's io_parallel and io_stream C simulations),
 ``Conv2D`` / ``Conv1D`` (as a 2-D convolution on the (C, 1, W) view) from hls4ml's channels-last pass (its ``Transpose`` layers identities in aieflow's
 (C, H, W) graph, ``ZeroPadding2D`` the convolution's padding, a flattening ``Reshape`` a reshape with
-the next Dense's rows put back into (C, H, W) order), ``GRU`` and
-``LSTM`` converted from PyTorch (forward, batch-first, tanh / sigmoid; their weight, bias,
+the next Dense's rows put back into (C, H, W) order; a Keras model's channels-last image input,
+which hls4ml leaves without a Transpose, stays the graph input behind an IR ``transpose`` view),
+``GRU`` and ``LSTM`` converted from PyTorch, and ``GRU`` from Keras (forward, batch-first, tanh /
+sigmoid, the framework's gate order as hls4ml keeps it; their weight, bias,
 recurrent_weight, recurrent_bias, accum and result types and the sigmoid / tanh table's size and
 ``table_t`` become ``layers.<name>.*`` keys and ``activations``; checked against hls4ml's C
 simulation) and ``Activation`` ``relu`` (fused into the Dense before it, whose result type it must
@@ -128,10 +130,12 @@ def _recurrent(layer: Any, x: str, x_shape: tuple[int, ...]) -> tuple[Node, dict
     def refuse(what: str, hint: str) -> ModelError:
         return ModelError(f"hls4ml {layer.class_name} with {what} has no mapping in from_hls4ml", layer=name, hint=hint)
 
-    if not layer.get_attr("pytorch", False):
-        raise refuse("weights in Keras' layout (converted from Keras / QKeras)",
-                     "convert the PyTorch model with hls4ml (its weights keep PyTorch's gate order), or compile the "
-                     "Keras model's ONNX export with aieflow.compile and the types as layers.<name>.* keys")
+    # hls4ml keeps the framework's gate order: PyTorch's (r, z, n / i, f, g, o) or Keras' (z, r, h / i, f, c, o)
+    framework = "pytorch" if layer.get_attr("pytorch", False) else "keras"
+    if framework == "keras" and cell == "lstm":
+        raise refuse("weights in Keras' layout (a Keras / QKeras LSTM: not checked against hls4ml's C simulation)",
+                     "convert the PyTorch model with hls4ml, or compile the Keras model's ONNX export (tf2onnx) with "
+                     "aieflow.compile and the types as layers.<name>.* keys; a Keras GRU is mapped")
     checks = (("direction", "forward", "bidirectional layers"), ("time_major", False, "time-major input"),
               ("pass_initial_states", False, "initial states passed in"), ("return_state", False, "returned states"),
               ("activation", "tanh", None), ("recurrent_activation", "sigmoid", None))
@@ -140,12 +144,12 @@ def _recurrent(layer: Any, x: str, x_shape: tuple[int, ...]) -> tuple[Node, dict
         if (str(got).lower() if isinstance(want, str) else bool(got)) != want:
             raise refuse(what or f"{attr} '{got}'",
                          f"use a forward {layer.class_name} with tanh / sigmoid, batch-first input and no initial "
-                         "state (nn.GRU / nn.LSTM defaults, batch_first=True)")
+                         "state (nn.GRU / nn.LSTM defaults with batch_first=True, or Keras' GRU / LSTM defaults)")
     if len(x_shape) != 2:
         raise refuse(f"input of shape {x_shape}", "feed it a (sequence, features) input")
     if cell == "gru" and str(layer.get_attr("apply_reset_gate", "after")).lower() != "after":
         raise refuse("the reset gate applied before the product (reset_after=False)", "use reset_after=True")
-    order = GATE_ORDERS["pytorch"][cell]
+    order = GATE_ORDERS[framework][cell]
     data = {}
     for key in ("weight", "recurrent_weight", "bias", "recurrent_bias"):
         v = layer.weights.get(key)
@@ -237,11 +241,24 @@ def import_hls4ml(hls_model: Any) -> tuple[ImportedModel, dict[str, dict[str, st
             dense_of[layer.name] = layer.name
         elif cls == "Conv2D":
             c_in = int(layer.get_attr("n_chan"))
+            in_hw = (int(layer.get_attr("in_height")), int(layer.get_attr("in_width")))
             if (x == graph_input and src.name not in hwc and c_in == 1
-                    and tuple(tensors[x].shape) == (int(layer.get_attr("in_height")), int(layer.get_attr("in_width")), 1)):
+                    and tuple(tensors[x].shape) == (*in_hw, 1)):
                 # one channel: hls4ml's channels-last pass leaves the input (H, W, 1) without a
                 # Transpose (the same memory order as (1, H, W), which the IR takes)
                 tensors[x] = Tensor(x, (1, *tensors[x].shape[:2]))
+                hwc.add(src.name)
+            elif (x == graph_input and src.name not in hwc and tuple(tensors[x].shape) == (*in_hw, c_in)
+                    and str(layer.get_attr("data_format", "channels_last")) == "channels_last"):
+                # an input hls4ml takes channels-last itself (a Keras model: no Transpose layer): the
+                # graph input keeps (H, W, C), as Keras and hls4ml's predict take it, and an IR
+                # transpose views it as (C, H, W) (the CNN mapping reads it as the host's frame order,
+                # cnn/stages.input_views); the input type comes with the graph input
+                view = f"{x}_chw"
+                nodes.append(Node(view, "transpose", (x,), (view,), {"perm": (2, 0, 1)}))
+                tensors[view] = Tensor(view, (c_in, *in_hw))
+                input_hint[graph_input] = in_t
+                x = view
                 hwc.add(src.name)
             if src.name not in hwc:
                 raise ModelError("Conv2D on an input hls4ml holds channels-first: from_hls4ml maps the layout of "

@@ -90,6 +90,11 @@ class FloatOperands:
     b32: np.ndarray
     s64: np.ndarray
     col_max: int
+    # the weights with the bias as one more row (float32 [K + 1, N]), and m 2^-shift as a scalar
+    # where every channel has the same multiplier (per-tensor weights): a row-broadcast add and
+    # multiply over [..., N] cost about twice a whole-array pass
+    w32b: np.ndarray
+    s_scalar: float | None
 
 
 _OPERANDS: weakref.WeakKeyDictionary[Any, FloatOperands] = weakref.WeakKeyDictionary()
@@ -111,6 +116,8 @@ def float_operands(owner: Any, weight: np.ndarray, bias: np.ndarray, mult: np.nd
         np.asarray(weight, dtype=np.float32), np.asarray(bias, dtype=np.float32),
         scale,
         int(np.max(np.abs(np.asarray(weight, dtype=np.int64)).sum(axis=0))) if weight.size else 0,
+        np.vstack([np.asarray(weight, dtype=np.float32), np.asarray(bias, dtype=np.float32)[None, :]]),
+        float(scale[0]) if scale.size and np.all(scale == scale[0]) else None,
     )
     _OPERANDS[owner] = ops
     return ops
@@ -167,9 +174,10 @@ def apply_float32(x: np.ndarray, ops: FloatOperands, x_max: int, zero_point: int
 
     Proof.  Let ``A = x_max * max_n sum_k |w_kn| + max|b|``.  Every partial sum of ``x @ w``, in
     whatever order and with whatever fused multiply-adds BLAS forms it, is an integer of magnitude
-    at most ``sum_k |x_k| |w_kn| <= A``, and so is ``acc = x @ w + b``.  With ``A < 2^24`` all of
-    them are float32 numbers (integers below 2^24), so every float32 operation is exact: the sgemm
-    and the bias add give ``acc`` exactly.  ``A`` below 2^31 and 2^(acc_bits-1) means no wrap and no
+    at most ``sum_k |x_k| |w_kn| <= A``, and so is ``acc = x @ w + b``, and so is every partial sum
+    of ``[x, 1] @ [w; b]`` (the bias as one more row, where ``K < N``: a sum of a subset of the same
+    terms).  With ``A < 2^24`` all of them are float32 numbers (integers below 2^24), so every float32
+    operation is exact: the sgemm and the bias add give ``acc`` exactly.  ``A`` below 2^31 and 2^(acc_bits-1) means no wrap and no
     int32 saturation, so :func:`apply` is ``clip(rint(acc m_n 2^-shift) + z, lo, hi)``.  In float64,
     ``acc m_n`` is an integer below ``A m_max < 2^53`` (required), so ``acc * (m_n 2^-shift)`` (the
     factor a power-of-two scaling of an integer below 2^31) is exact; ``rint`` rounds half to even
@@ -185,10 +193,17 @@ def apply_float32(x: np.ndarray, ops: FloatOperands, x_max: int, zero_point: int
     if (acc_max >= 1 << min(24, acc_bits - 1) or acc_max * max(ops.m_max, 1) >= 1 << 53
             or lo_r > hi_r or max(-lo_r, hi_r, abs(zero_point), abs(lo), abs(hi)) >= 1 << 24):
         return None
-    acc = x.astype(np.float32, copy=False) @ ops.w32
-    acc += ops.b32
+    k, n = ops.w32.shape
+    if k < n:  # the bias joins the product as a row of the weights ([x, 1] is narrower than the output)
+        xa = np.empty((*x.shape[:-1], k + 1), dtype=np.float32)
+        xa[..., :k] = x
+        xa[..., k] = 1.0
+        acc = xa @ ops.w32b
+    else:
+        acc = x.astype(np.float32, copy=False) @ ops.w32
+        acc += ops.b32
     y = acc.astype(np.float64)
-    y *= ops.s64
+    y *= ops.s64 if ops.s_scalar is None else ops.s_scalar
     np.rint(y, out=y)
     q = y.astype(np.float32)
     np.clip(q, lo_r, hi_r, out=q)

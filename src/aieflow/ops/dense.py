@@ -484,10 +484,12 @@ def _emulate_requant(node: Node, x: np.ndarray) -> np.ndarray:
     ops = requant.float_operands(node, wq, bq, mult, t.shift)
     x_max = max(-t.input.min_code, t.input.max_code)  # x: codes of the input type
     y = None
-    # The float32 product (sgemm) is about twice as fast as the float64 one but needs four more
-    # passes over the outputs (bias, widening, scaling, narrowing): it pays from about 32 input
-    # features (benchmarks/qdq_affine.py's MLP: 16 -> 64 faster in float64, 64 -> 32 in float32).
-    if wq.shape[0] >= SGEMM_MIN_K:
+    # The float32 product (sgemm) is about twice as fast as the float64 one but needs more passes
+    # over the outputs (widening, scaling, narrowing; the bias add, or [x, 1] where K < N): it pays
+    # from about 32 input features, or with one multiplier for every channel (per-tensor weights:
+    # the scaling a whole-array multiply, not a row broadcast); benchmarks/qdq_affine_variants.py
+    # times both paths on benchmarks/qdq_affine.py's MLP (16 -> 64 per-channel: float64 faster).
+    if wq.shape[0] >= SGEMM_MIN_K or ops.s_scalar is not None:
         y = requant.apply_float32(x, ops, x_max, zp, out.min_code, out.max_code, relu=relu, acc_bits=t.acc_bits)
     if y is None:
         y = requant.apply_float(x, ops, zp, out.min_code, out.max_code, relu=relu, acc_bits=t.acc_bits, x_max=x_max,
