@@ -66,6 +66,7 @@ from .stages import Stage
 STREAM_CYCLES_PER_VALUE = 1.0  # a scalar readincr / writeincr of one value on a 32-bit core stream (assumed)
 LINE_SHIFT_CYCLES_PER_VALUE = 1.0  # a scalar copy of one value when the line buffer slides down (assumed)
 FIFO_SLACK_ROWS = 1  # one row in flight on top of the dependency lag
+DDR_SEGMENTS = 1  # skips held in DDR per design: the host moves one segment row by row (graph.cpp)
 GLOBAL_POOL_FINISH_CYCLES_PER_CHANNEL = 8.0  # a global pooling's rounded division (or maximum) per channel (assumed)
 
 
@@ -91,6 +92,10 @@ class RowLayer:
     in_ports: int = 0
     out_ports: int = 0
     merge_bytes: int = 0
+    # per input stream: the bytes of the DDR segment that holds a skip whose FIFO does not fit (the
+    # producer's whole frame of that part, written row by row through an output GMIO and read back
+    # through an input GMIO); 0: none
+    ddr_bytes: tuple[int, ...] = ()
 
     tiles = 1
     kernels = 1
@@ -120,7 +125,7 @@ class RowLayer:
                 "line_rows": self.line_rows, "line_bytes": self.line_bytes, "tile_bytes": self.memory.bytes,
                 "borrowed_bytes": self.memory.borrowed, "row_cycles": self.row_cycles,
                 "fifo_words": list(self.fifo_words), "col": self.col, "stream_ports": [self.ins, self.outs_used],
-                "merge_bytes": self.merge_bytes}
+                "merge_bytes": self.merge_bytes, "ddr_bytes": list(self.ddr_bytes)}
 
 
 def is_global_pool(s: Stage) -> bool:
@@ -311,6 +316,29 @@ def _merge_bytes(device: Device, stages: tuple[Stage, ...], s: Stage, parts: tup
     return 2 * sum(ch for _, ch in parts) * width * elem_bytes(s.in_type)
 
 
+def _ddr_skip(device: Device, stages: tuple[Stage, ...], s: Stage, p: int, rows: int, nbytes: int, limit: int,
+              merged: bool) -> int:
+    """The bytes of the DDR segment that holds the skip from ``p`` into ``s`` whose FIFO (``rows``
+    rows, ``nbytes``) is over the ``limit`` that holds one: the producer's whole frame of the part
+    (its output GMIO writes it row by row, the reader's input GMIO reads each row back after the
+    host has seen it written).  PlanErrors where DDR cannot help: the skip is the network input (no
+    kernel writes it; the input PLIO feeds both), or the reader's parts meet in a memory-tile row
+    buffer (a GMIO into a memory tile is not mapped)."""
+    label, what = _joined(s)
+    src = f"'{stages[p].name}'" if p >= 0 else "the network input"
+    head = (f"the skip from {src} into '{s.name}' ({label}) lags {rows} rows: a FIFO of {nbytes:,} B, more than the "
+            f"{limit:,} B that hold it")
+    if p < 0:
+        raise PlanError(f"{head}, and a DDR segment takes a kernel's output stream (the network input reaches "
+                        "the array by its PLIO only)", layer=what, hint="a smaller frame or fewer skip channels")
+    if merged:
+        raise PlanError(f"{head}, and '{s.name}' meets its parts in a memory-tile row buffer, which this mapping "
+                        "feeds from kernel streams only (a DDR skip into a memory tile is not mapped)", layer=what,
+                        hint="a smaller frame or fewer skip channels")
+    _, h, w = stages[p].out_shape
+    return stages[p].out_shape[0] * h * w * elem_bytes(stages[p].out_type)
+
+
 def rows_plan(device: Device, stages: tuple[Stage, ...], settings: dict) -> CnnPlan:
     """The rows mapping of ``stages``: one kernel per stage; PlanErrors name the layer that does
     not map (an unsupported fusion, a tile over its memory, more streams than a core has, a skip
@@ -363,8 +391,10 @@ def rows_plan(device: Device, stages: tuple[Stage, ...], settings: dict) -> CnnP
                             layer=s.name, hint="fewer channels or a narrower frame; line buffers in memory tiles are "
                             "not mapped yet")
         fifo: list[int] = []
+        ddr: list[int] = []
         fifo_bytes = 0
         for p, ch in parts:
+            ddr.append(0)
             if p == i - 1 and len(readers.get(p, [])) <= 1:
                 fifo.append(0)  # the chain's own stream: backpressure, no deadlock
                 continue
@@ -373,11 +403,9 @@ def rows_plan(device: Device, stages: tuple[Stage, ...], settings: dict) -> CnnP
             rows = fifo_rows(stages, p, i)
             nbytes = rows * ch * width * elem_bytes(t)
             if nbytes > fifo_limit:
-                label, what = _joined(s)
-                src = f"'{stages[p].name}'" if p >= 0 else "the network input"
-                raise PlanError(f"the skip from {src} into '{s.name}' ({label}) lags {rows} rows: a FIFO of "
-                                f"{nbytes:,} B, more than the {fifo_limit:,} B that hold it", layer=what,
-                                hint="a smaller frame or fewer skip channels; DDR skip buffers are not mapped yet")
+                ddr[-1] = _ddr_skip(device, stages, s, p, rows, nbytes, fifo_limit, merge > 0)
+                fifo.append(0)
+                continue
             fifo.append(-(-nbytes // 4))
             fifo_bytes += fifo[-1] * 4
         if merge and merge + fifo_bytes > device.memory_tile_bytes:
@@ -387,7 +415,14 @@ def rows_plan(device: Device, stages: tuple[Stage, ...], settings: dict) -> CnnP
                             f"than its {device.memory_tile_bytes:,} B", layer=what,
                             hint="a narrower frame or fewer skip channels")
         layers.append(RowLayer(s.name, row_kind(s), parts, outs, kh, line, TileUse(mem, limit), row_cycles(device, s, lay, out_ports),
-                               tuple(fifo), i, int(i == len(stages) - 1), in_ports, out_ports, merge))
+                               tuple(fifo), i, int(i == len(stages) - 1), in_ports, out_ports, merge,
+                               tuple(ddr) if any(ddr) else ()))
+    segments = [(lay.stage, b) for lay in layers for b in lay.ddr_bytes if b]
+    if len(segments) > DDR_SEGMENTS:
+        raise PlanError(f"{len(segments)} skips need a DDR segment each ({', '.join(repr(n) for n, _ in segments)}); "
+                        f"the host moves {DDR_SEGMENTS} segment row by row in this mapping (its rows and another "
+                        "segment's arrive at rates the one host thread cannot interleave without stalling)",
+                        layer=segments[DDR_SEGMENTS][0], hint="a smaller frame or fewer skip channels")
     if len(layers) > device.compute_tiles:
         raise PlanError(f"{len(layers)} kernels do not fit the array's {device.compute_tiles} tiles")
     return CnnPlan("rows", device, stages, tuple(layers), 1, settings.get("mover_clock_hz", 312.5e6))
