@@ -211,7 +211,7 @@ def rows_files(plan: CnnPlan, perf_json: dict, summary: str, xq: np.ndarray, yq:
         plio_out=[{"var": "out0", "file": "data/out0.txt", "ctype": ctype(out_t)}],
         iterations=iterations, samples_per_iteration=1,
         classes=[f"aieflow_cnn::{R['roles'][0]}<aieflow_design::{R['cfg']}>" for R in rows],
-        tiles=mapped.kernels, plio_bits=PLIO_BITS, refuse_hint="cnn.mapping stream"))
+        tiles=mapped.kernels, plio_bits=PLIO_BITS, refuse_hint="cnn.mapping stream", ddr=ddr))
     return files
 
 

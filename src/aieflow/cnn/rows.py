@@ -431,6 +431,35 @@ def rows_plan(device: Device, stages: tuple[Stage, ...], settings: dict) -> CnnP
 # ------------------------------------------------------------------------------- performance
 
 
+def ddr_skip_ready(device: Device, produced: list[float], row_bytes: int) -> tuple[list[float], float]:
+    """When each row of a skip held in DDR reaches its reader, and the host's busy time per frame.
+
+    The host (graph.cpp) moves the segment row by row: it issues row r's write (``aie2gm``, blocking)
+    once it has issued row r - 1's read, so the write completes at ``w(r) = max(produced(r), h(r - 1)
+    + start) + B / rate_w`` (the producer's row streams into the interface DMA as it is made);
+    the host sees it ``XRT_WAIT_NS`` later and issues the read (``gm2aie_nb``, ``XRT_START_NS``):
+    ``h(r) = w(r) + wait + start``; the row arrives at the reader at ``h(r) + dma + B / rate_r``
+    (``dma`` a DMA's buffer-descriptor start).  Rates: the slowest of the interface DMA channel (the
+    catalog's stream width per AIE cycle), the NoC link (PG313) and the DDR interface (assumed
+    DDR4-3200 x 64); host costs: perf/system.py's XRT figures (assumed: a GMIO call costs what an
+    xrt::run start and wait cost; no GMIO figure found).  The host's busy time per frame (a row's
+    write, its completion seen, two calls) is ``H (B / rate_w + wait + 2 start)``."""
+    from ..perf import movement
+    from ..perf.system import DDR_BYTES_PER_S, NOC_READ_BYTES_PER_S, NOC_WRITE_BYTES_PER_S, XRT_START_NS, XRT_WAIT_NS
+
+    dma_rate = device.generation.stream_bits / 8 * device.clock_hz
+    rate_w = min(dma_rate, NOC_WRITE_BYTES_PER_S, DDR_BYTES_PER_S)
+    rate_r = min(dma_rate, NOC_READ_BYTES_PER_S, DDR_BYTES_PER_S)
+    dma = movement.DMA_START_CYCLES / device.clock_hz
+    wait, start = XRT_WAIT_NS * 1e-9, XRT_START_NS * 1e-9
+    out, h = [], -start
+    for made in produced:
+        w = max(made, h + start) + row_bytes / rate_w
+        h = w + wait + start
+        out.append(h + dma + row_bytes / rate_r)
+    return out, len(produced) * (row_bytes / rate_w + wait + 2 * start)
+
+
 def estimate_rows(plan: CnnPlan) -> perf.CnnPerformance:
     """Latency, interval and bound of the rows mapping (module docstring).
 
@@ -442,8 +471,10 @@ def estimate_rows(plan: CnnPlan) -> perf.CnnPerformance:
     * stage s computes output row oy when every part's stored row ``need(oy)`` has arrived and its
       row oy - 1 is done: ``done(oy) = max(ready, done(oy - 1)) + t_s`` (the first row adds the call
       overhead); its stored rows (``up_h`` per computed row) are ready at ``done(oy)``;
+    * a skip held in DDR: its rows ready at :func:`ddr_skip_ready` (the host's round trip per row);
     * the output PLIO sends row r at ``max(ready(r), sent(r - 1)) + p_out``; latency = the last;
-    * interval = the largest of the stages' ``OH t_s + call`` and the PLIOs' ``H p``."""
+    * interval = the largest of the stages' ``OH t_s + call``, the PLIOs' ``H p`` and a DDR skip's host
+      time ``H (B / rate_w + wait + 2 start)``."""
     d, stages = plan.device, plan.stages
     clock, pl = d.clock_hz, plan.mover_clock_hz
     first, last = stages[0], stages[-1]
@@ -456,6 +487,13 @@ def estimate_rows(plan: CnnPlan) -> perf.CnnPerformance:
     for i, (s, lay) in enumerate(zip(stages, plan.layers, strict=True)):
         t = lay.row_cycles / clock
         sources = [ready[p] for p, _ in lay.parts]
+        for j, nbytes in enumerate(lay.ddr_bytes):
+            if nbytes:  # a skip held in DDR: its rows arrive when the host has moved them there and back
+                p = lay.parts[j][0]
+                sources[j], host = ddr_skip_ready(d, ready[p], nbytes // len(ready[p]))
+                busy.append(perf.StagePerf(f"{s.name} skip", "ddr", host,
+                                           f"{len(ready[p])} rows of {nbytes // len(ready[p]):,} B through DDR "
+                                           f"(GMIO, one host round trip per row)"))
         if lay.merged:
             _, h_in, w_in = s.geometry.in_shape
             row_bytes = sum(ch for _, ch in lay.parts) * w_in * elem_bytes(s.in_type)
