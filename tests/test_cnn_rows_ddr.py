@@ -104,7 +104,8 @@ def test_the_skip_that_does_not_fit_a_tile_is_held_in_ddr(ddr):
     assert "adf::connect<adf::stream>(ddr0_r.out[0], k_b_0_5.in[1]);" in h
     cpp = ddr.files["src/graph.cpp"]
     assert "cnn_graph.ddr0_w.aie2gm(ddr0 + r * 6144, 6144);" in cpp
-    assert "cnn_graph.ddr0_r.gm2aie_nb(ddr0 + r * 6144, 6144);" in cpp
+    assert "cnn_graph.ddr0_r.gm2aie(ddr0 + r * 6144, 6144);" in cpp
+    assert "cv.wait(lock, [&] { return written > r; });" in cpp  # no row read before it is written
     assert "skip in a DDR segment of 98,304 B" in ddr.summary()
 
 
@@ -127,31 +128,31 @@ def test_ddr_skip_verifies_bit_exact_and_row_address_mutation_fails(ddr):
 
 
 def test_ddr_skip_rows_equal_the_hand_calculation(ddr):
-    """docs/conv.md "Skips in DDR": VCK190, rows of B = 6,144 B all made at t = 0: the write takes
+    """docs/conv.md "Skips in DDR": VCK190, rows of B = 6,144 B made at t = 0: the write takes
     B / 5 GB/s (the interface DMA's 32 bits per 1.25 GHz cycle; NoC 15.06 GB/s and DDR 25.6 GB/s are
-    faster) = 1.2288 us; the host sees it 28 us later and issues the read (17 us): h0 = 46.2288 us;
-    the row arrives 8 cycles (6.4 ns) + 1.2288 us later: 47.4640 us.  Row 1's write is issued at
-    h0 + 17 us and lands 1.2288 us later: 64.4576 us; h1 = 109.4576 us, arrival 110.6928 us."""
+    faster) = 1.2288 us; the host sees it 28 us later and issues the read (17 us), which arrives
+    8 cycles (6.4 ns) + 1.2288 us later: 47.4640 us.  The writer issues row 1 at 1.2288 + 28 + 17 =
+    46.2288 us, written at 47.4576 us; its read waits for row 0's arrival (47.464 us) to be seen:
+    47.464 + 28 + 17 + 0.0064 + 1.2288 = 93.6992 us."""
     from aieflow.cnn.rows import ddr_skip_ready
 
     ready, host = ddr_skip_ready(ddr.device, [0.0, 0.0], 6144)
-    assert ready == pytest.approx([47.4640e-6, 110.6928e-6], abs=1e-10)
-    assert host == pytest.approx(2 * (1.2288e-6 + 28e-6 + 2 * 17e-6))  # per row: write, seen, two calls
-    late, _ = ddr_skip_ready(ddr.device, [100e-6, 100.5e-6], 6144)  # rows made after the host is free
-    assert late == pytest.approx([100e-6 + 1.2288e-6 + 45e-6 + 6.4e-9 + 1.2288e-6,
-                                  # row 1: issued at h0 + 17 us = 163.2288 us, after it was made
-                                  100e-6 + 1.2288e-6 + 45e-6 + 17e-6 + 1.2288e-6 + 45e-6 + 6.4e-9 + 1.2288e-6], abs=1e-10)
-    stages = {p.stage: p for p in ddr.estimate().stages}
-    assert stages["b.0.5 skip"].where == "ddr" and stages["b.0.5 skip"].seconds == pytest.approx(16 * 63.2288e-6)
-    # the host's 1,011.7 us per frame is over the slowest kernel's (b.0.0: 16 rows x 75,936 cycles)
-    assert ddr.estimate().bound.startswith("ddr: b.0.5 skip")
-    assert ddr.estimate().interval_s == pytest.approx(16 * 63.2288e-6)
+    assert ready == pytest.approx([47.4640e-6, 93.6992e-6], abs=1e-11)
+    assert host == pytest.approx(2 * (28e-6 + 17e-6 + 6.4e-9 + 1.2288e-6))  # the reader thread, per row
+    late, _ = ddr_skip_ready(ddr.device, [100e-6, 150e-6], 6144)  # row 1 made after its write was issued
+    assert late == pytest.approx([(100 + 1.2288 + 45 + 0.0064 + 1.2288) * 1e-6,
+                                  (150 + 1.2288 + 45 + 0.0064 + 1.2288) * 1e-6], abs=1e-11)
+    e = ddr.estimate()
+    stages = {p.stage: p for p in e.stages}
+    assert stages["b.0.5 skip"].where == "ddr" and stages["b.0.5 skip"].seconds == pytest.approx(16 * 46.2352e-6)
+    # the host's 739.8 us per frame is under the slowest kernel's (b.0.0: 16 rows x 75,936 cycles)
+    assert e.bound.startswith("aie: b.0.0") and e.interval_s > 16 * 46.2352e-6
 
 
 def test_ddr_skip_adds_the_round_trip_to_the_latency(ddr):
     """The same plan with the skip on the array (a FIFO, as if the tile held it) against DDR, both
-    with every kernel made fast (1,000 cycles per row): the host's rows (63.2288 us each, the first
-    at 47.464 us after the skip's first row is made) set the latency: ~998 us against the array
+    with every kernel made fast (1,000 cycles per row): the host's rows (the first 47.464 us after
+    the skip's first row is made, then 46.2352 us each) set the latency: ~745 us against the array
     alone's ~30 us."""
     from aieflow.cnn.rows import estimate_rows
 
@@ -164,10 +165,10 @@ def test_ddr_skip_adds_the_round_trip_to_the_latency(ddr):
     assert "b.0.5 skip" not in {p.stage for p in without.stages}
     assert without.latency_s < 35e-6  # the output PLIO's 16 rows of 6,144 B (19.7 us) and the pipeline's fill
     # d's first row is made at max(input row 0 = 0.2304 us, the 200-cycle call 0.16 us) + 0.8 us; the
-    # skip's last row arrives 47.464 + 15 x 63.2288 us later; the reader's rows 14 and 15 both need it
+    # skip's last row arrives 47.464 + 15 x 46.2352 us later; the reader's rows 14 and 15 both need it
     # (3 x 3 window), 0.8 us each, and the output PLIO sends them, 1.2288 us each, after row 14
     made0 = 0.2304 + 0.8
-    assert with_ddr.latency_s == pytest.approx((made0 + 47.464 + 15 * 63.2288 + 0.8 + 2 * 1.2288) * 1e-6, abs=1e-9)
+    assert with_ddr.latency_s == pytest.approx((made0 + 47.464 + 15 * 46.2352 + 0.8 + 2 * 1.2288) * 1e-6, abs=1e-9)
     # the full-speed plan: the branch's slow first kernel hides most of the round trip
     assert estimate_rows(ddr.plan).latency_s >= without.latency_s
 

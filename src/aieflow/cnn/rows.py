@@ -434,16 +434,20 @@ def rows_plan(device: Device, stages: tuple[Stage, ...], settings: dict) -> CnnP
 def ddr_skip_ready(device: Device, produced: list[float], row_bytes: int) -> tuple[list[float], float]:
     """When each row of a skip held in DDR reaches its reader, and the host's busy time per frame.
 
-    The host (graph.cpp) moves the segment row by row: it issues row r's write (``aie2gm``, blocking)
-    once it has issued row r - 1's read, so the write completes at ``w(r) = max(produced(r), h(r - 1)
-    + start) + B / rate_w`` (the producer's row streams into the interface DMA as it is made);
-    the host sees it ``XRT_WAIT_NS`` later and issues the read (``gm2aie_nb``, ``XRT_START_NS``):
-    ``h(r) = w(r) + wait + start``; the row arrives at the reader at ``h(r) + dma + B / rate_r``
-    (``dma`` a DMA's buffer-descriptor start).  Rates: the slowest of the interface DMA channel (the
-    catalog's stream width per AIE cycle), the NoC link (PG313) and the DDR interface (assumed
-    DDR4-3200 x 64); host costs: perf/system.py's XRT figures (assumed: a GMIO call costs what an
-    xrt::run start and wait cost; no GMIO figure found).  The host's busy time per frame (a row's
-    write, its completion seen, two calls) is ``H (B / rate_w + wait + 2 start)``."""
+    The host (graph.cpp, host/host.cpp) moves the segment row by row in two threads.  The writer
+    issues row r's write (``aie2gm``, blocking) once the previous one has returned: it completes at
+    ``w(r) = max(produced(r), w(r - 1) + wait + start) + B / rate_w`` (the producer's row streams into
+    the interface DMA as it is made; the first write is issued before any row is made), and the host
+    sees it ``wait`` later.  The reader issues row r's read (``gm2aie``, blocking until the row has
+    gone) once row r is written and row r - 1 has arrived and been seen: ``i(r) = max(w(r), a(r - 1)) +
+    wait + start``; the row arrives at ``a(r) = i(r) + dma + B / rate_r`` (``dma`` a DMA's buffer
+    descriptor start).  Rates: the slowest of the interface DMA channel (the catalog's stream width
+    per AIE cycle), the NoC link (PG313) and the DDR interface (assumed DDR4-3200 x 64); ``start`` /
+    ``wait``: perf/system.py's XRT figures (assumed: a GMIO call costs what an xrt::run start and
+    wait cost; no GMIO figure found).  The host's busy time per frame is the busier thread's:
+    ``H max(B / rate_w + wait + start, wait + start + dma + B / rate_r)``.  Not modelled: the
+    producer's stall while a write is not issued (only the skip's rows are timed) and the time the
+    reader takes to drain a row before the read returns."""
     from ..perf import movement
     from ..perf.system import DDR_BYTES_PER_S, NOC_READ_BYTES_PER_S, NOC_WRITE_BYTES_PER_S, XRT_START_NS, XRT_WAIT_NS
 
@@ -452,12 +456,15 @@ def ddr_skip_ready(device: Device, produced: list[float], row_bytes: int) -> tup
     rate_r = min(dma_rate, NOC_READ_BYTES_PER_S, DDR_BYTES_PER_S)
     dma = movement.DMA_START_CYCLES / device.clock_hz
     wait, start = XRT_WAIT_NS * 1e-9, XRT_START_NS * 1e-9
-    out, h = [], -start
+    out: list[float] = []
+    free, arrived = 0.0, float("-inf")  # the writer free to issue; the last row's arrival
     for made in produced:
-        w = max(made, h + start) + row_bytes / rate_w
-        h = w + wait + start
-        out.append(h + dma + row_bytes / rate_r)
-    return out, len(produced) * (row_bytes / rate_w + wait + 2 * start)
+        w = max(made, free) + row_bytes / rate_w
+        free = w + wait + start
+        arrived = max(w, arrived) + wait + start + dma + row_bytes / rate_r
+        out.append(arrived)
+    per_row = max(row_bytes / rate_w + wait + start, wait + start + dma + row_bytes / rate_r)
+    return out, len(produced) * per_row
 
 
 def estimate_rows(plan: CnnPlan) -> perf.CnnPerformance:
@@ -474,7 +481,7 @@ def estimate_rows(plan: CnnPlan) -> perf.CnnPerformance:
     * a skip held in DDR: its rows ready at :func:`ddr_skip_ready` (the host's round trip per row);
     * the output PLIO sends row r at ``max(ready(r), sent(r - 1)) + p_out``; latency = the last;
     * interval = the largest of the stages' ``OH t_s + call``, the PLIOs' ``H p`` and a DDR skip's host
-      time ``H (B / rate_w + wait + 2 start)``."""
+      time (:func:`ddr_skip_ready`)."""
     d, stages = plan.device, plan.stages
     clock, pl = d.clock_hz, plan.mover_clock_hz
     first, last = stages[0], stages[-1]
@@ -493,7 +500,7 @@ def estimate_rows(plan: CnnPlan) -> perf.CnnPerformance:
                 sources[j], host = ddr_skip_ready(d, ready[p], nbytes // len(ready[p]))
                 busy.append(perf.StagePerf(f"{s.name} skip", "ddr", host,
                                            f"{len(ready[p])} rows of {nbytes // len(ready[p]):,} B through DDR "
-                                           f"(GMIO, one host round trip per row)"))
+                                           f"(GMIO, the host's write and read threads)"))
         if lay.merged:
             _, h_in, w_in = s.geometry.in_shape
             row_bytes = sum(ch for _, ch in lay.parts) * w_in * elem_bytes(s.in_type)

@@ -503,9 +503,11 @@ public:
     }
 };
 // GMIO (UG1079 / UG1603 "input_gmio/output_gmio"): GMIO::malloc / free and wait() are the base
-// class's.  Input GMIO is executed: gm2aie_nb / gm2aie record the transaction and the graph's
-// consumers take its bytes in order, read from memory when they take them (as the DMA reads DDR
-// when it moves the data: the host must not change them before wait()).  Output GMIO fed by a
+// class's.  Input GMIO is executed: gm2aie_nb / gm2aie into buffer ports copy the bytes at once (so
+// the data must be in place before the call, as for the real DMA) and the consumers take their
+// windows from them in order; into a kernel's stream port the transaction is recorded and its bytes
+// are read from memory when the kernel takes them (as the DMA reads DDR when it moves the data: a
+// DDR round trip may name bytes the graph writes earlier in the same iteration).  Output GMIO fed by a
 // kernel's output stream is executed: aie2gm_nb / aie2gm record the transaction and the values the
 // kernel writes fill the transactions' memory in order.  wait() has nothing left to wait for: the
 // graph runs synchronously in graph::run.
@@ -528,8 +530,14 @@ public:
     return_code gm2aie_nb(const void* address, std::size_t transaction_size) {
         AIEFLOW_SHIM_CHECK(out.size() > 0 && out[0].node >= 0, "gm2aie_nb: the GMIO was not created");
         AIEFLOW_SHIM_CHECK(address != nullptr || transaction_size == 0, "gm2aie_nb: null address");
-        auto& n = aieflow_shim::net::netlist::get().nodes[static_cast<std::size_t>(out[0].node)];
-        n.gmio_pending.emplace_back(static_cast<const unsigned char*>(address), transaction_size);
+        auto& nl = aieflow_shim::net::netlist::get();
+        auto& n = nl.nodes[static_cast<std::size_t>(out[0].node)];
+        const auto* p = static_cast<const unsigned char*>(address);
+        bool stream = false;  // into a kernel's stream port (a DDR round trip: read when the kernel takes it)
+        for (const auto& e : nl.edges)
+            stream = stream || (e.src.node == out[0].node && aieflow_shim::net::executor::stream_edge(e));
+        if (stream) n.gmio_pending.emplace_back(p, transaction_size);
+        else n.gmio_bytes.insert(n.gmio_bytes.end(), p, p + transaction_size);  // windows: copied now
         return return_code::ok;
     }
     return_code gm2aie(const void* address, std::size_t transaction_size) { return gm2aie_nb(address, transaction_size); }

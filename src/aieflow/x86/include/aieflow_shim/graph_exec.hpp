@@ -25,10 +25,10 @@
 //     takes the values its write tiling covers from that stream; a shared buffer with
 //     repetition_count N fills and drains N times per iteration (stream ports only at both ends);
 //   * a kernel output stream connected to several inputs broadcasts: each gets every value;
-//   * input GMIO: the bytes gm2aie / gm2aie_nb transferred are the port's windows, in order, or
-//     its stream consumer's values; memory is read when the consumer takes them (as the DMA reads
-//     DDR when it moves the data), so a transaction may name bytes the graph writes earlier in the
-//     same iteration;
+//   * input GMIO: the bytes gm2aie / gm2aie_nb transferred are the port's windows, in order (copied
+//     at the call), or its stream consumer's values (read from memory when the consumer takes them,
+//     as the DMA reads DDR when it moves the data: a transaction may name bytes the graph writes
+//     earlier in the same iteration);
 //   * output GMIO fed by a kernel's output stream: what the kernel wrote goes to the addresses of
 //     the aie2gm / aie2gm_nb transactions, in order, as soon as the kernel has fired.
 //
