@@ -449,7 +449,13 @@ def ddr_skip_ready(device: Device, produced: list[float], row_bytes: int) -> tup
     producer's stall while a write is not issued (only the skip's rows are timed) and the time the
     reader takes to drain a row before the read returns."""
     from ..perf import movement
-    from ..perf.system import DDR_BYTES_PER_S, NOC_READ_BYTES_PER_S, NOC_WRITE_BYTES_PER_S, XRT_START_NS, XRT_WAIT_NS
+    from ..perf.system import (
+        DDR_BYTES_PER_S,
+        NOC_READ_BYTES_PER_S,
+        NOC_WRITE_BYTES_PER_S,
+        XRT_START_NS,
+        XRT_WAIT_NS,
+    )
 
     dma_rate = device.generation.stream_bits / 8 * device.clock_hz
     rate_w = min(dma_rate, NOC_WRITE_BYTES_PER_S, DDR_BYTES_PER_S)
