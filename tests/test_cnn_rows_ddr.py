@@ -106,6 +106,9 @@ def test_the_skip_that_does_not_fit_a_tile_is_held_in_ddr(ddr):
     assert "cnn_graph.ddr0_w.aie2gm(ddr0 + r * 6144, 6144);" in cpp
     assert "cnn_graph.ddr0_r.gm2aie(ddr0 + r * 6144, 6144);" in cpp
     assert "cv.wait(lock, [&] { return written > r; });" in cpp  # no row read before it is written
+    system = ddr.files["x86/system.cpp"]  # the x86 system run issues the same transactions per frame
+    assert "cnn_graph.ddr0_w.aie2gm_nb(ddr0.data() + r * 6144, 6144);" in system
+    assert "cnn_graph.ddr0_r.gm2aie_nb(ddr0.data() + r * 6144, 6144);" in system
     assert "skip in a DDR segment of 98,304 B" in ddr.summary()
 
 
