@@ -15,7 +15,9 @@ transactions before each frame).  Checked here:
   DDR") and the host's time per frame is a stage of the design's estimate;
 * what DDR cannot help, refused by name: a skip that is the network input, a skip into a
   memory-tile row buffer (AIE-ML), a second DDR segment; the check pass refuses more segments than
-  an interface tile's DMA channels; the IR refuses a ``ddr`` link without a segment.
+  an interface tile's DMA channels; the IR refuses a ``ddr`` link without a segment;
+* the XRT host (row writes, each written row's read in a second thread) builds against Debian's XRT
+  with warnings as errors (not run: no board).
 """
 
 from __future__ import annotations
