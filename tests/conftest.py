@@ -28,6 +28,7 @@ HEAVY_FIRST = (
     "test_cnn_rows.py",
     "test_runtime_masks.py",
     "test_cnn_rows_float.py",
+    "test_cnn_rows_ddr.py",
     "test_activation.py",
     "test_names.py",
     "test_cnn_grouped.py",

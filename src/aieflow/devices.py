@@ -95,6 +95,11 @@ class Generation:
     # which move every buffer a kernel reads or writes from anything but a memory it shares (a PLIO,
     # a memory tile, a tile that is not its neighbour); see LIMIT_SOURCES.
     tile_dma_channels: int = 2
+    # An array interface tile's DMA (the one GMIO goes through): channels per direction (MM2S from
+    # DDR into the array, S2MM from the array to DDR).  The rows CNN mapping holds a skip that does
+    # not fit on the array in a DDR segment through one output and one input GMIO, on one interface
+    # tile's DMA: at most this many segments (see LIMIT_SOURCES).
+    interface_dma_channels: int = 2
     # The neighbours whose data memories a tile's core addresses besides its own ("north", "south",
     # "west", or "horizontal": west or east depending on the row, AIE1's mirrored rows).  The Dense
     # planner borrows the vertical ones (ops/dense.py); ``neighbour_memory_bytes`` is own + these.
@@ -210,6 +215,9 @@ LIMIT_SOURCES: Mapping[str, str] = MappingProxyType(
         "AIE-MLv2 (UG1603 has the same pktmerge<n> construct; its limit is not in the specs)",
         "tile_dma_channels": "shared/spec/versal-devices.md 'DMA per tile': 2 MM2S + 2 S2MM (AM009 AIE tile DMA); "
         "AM020 'AIE-ML Tile DMA' the same two channels per direction; assumed the same on AIE-MLv2",
+        "interface_dma_channels": "shared/spec/versal-devices.md 'PL interface' (AIE-ML): interface DMA 2 MM2S + "
+        "2 S2MM, 4 B/cycle each; AM009 'AI Engine Array Interface' the same two channels per direction on AIE1; "
+        "assumed the same on AIE-MLv2",
     }
 )
 

@@ -113,7 +113,8 @@ def system_files(files: dict[str, str], *, device: Device, graph_class: str, gra
                  plio_in: list[dict[str, Any]], plio_out: list[dict[str, Any]], iterations: int,
                  samples_per_iteration: int, classes: list[str], tiles, plio_bits: int = 64,
                  pl_kernels: list[dict[str, Any]] = (), connects: list[str] = (), free_running: bool = False,
-                 per_run: bool = False, x86: dict[str, Any] | None = None, refuse_hint: str = "") -> dict[str, str]:
+                 per_run: bool = False, x86: dict[str, Any] | None = None, refuse_hint: str = "",
+                 ddr: list[dict[str, Any]] = ()) -> dict[str, str]:
     """Makefile, system.cfg, PL movers, XRT host, x86 system run and the compare script of a project
     whose graph reads ``plio_in`` and writes ``plio_out`` (dicts with ``var``, ``file`` (``data/...``)
     and ``ctype``; an output's ``period`` / ``real``: value i is a sample's when ``i % period < real``,
@@ -129,11 +130,17 @@ def system_files(files: dict[str, str], *, device: Device, graph_class: str, gra
     its iteration's slice of the buffer, and waits for all: the thesis flow); ``x86``: the kind's own x86 runs (``template`` of x86/system.cpp or its ``text``
     rendered by the kind, ``shim_units``,
     ``shim_args``, ``system_units``, ``csim_units``; defaults: the Dense / DAG / CNN harness);
-    ``refuse_hint``: what the kind's user changes when its streams exceed the device's PLIOs."""
+    ``refuse_hint``: what the kind's user changes when its streams exceed the device's PLIOs;
+    ``ddr``: the graph's DDR segments (``name``, ``transfers``, ``bytes``: the mapped graph's ``ddr``
+    links), which the host moves row by row through their GMIO pair each graph iteration (one
+    iteration per ``graph.run``; not with ``per_run`` or ``free_running``)."""
     if plio_bits not in (32, 64, 128):
         raise UnsupportedOpError(f"a PLIO of {plio_bits} bits has no data mover", hint="PLIOs are 32, 64 or 128 bits wide")
     ins = _ports(plio_in, files, iterations, "mm2s")
     outs = _ports(plio_out, files, iterations, "s2mm")
+    if ddr and (per_run or free_running):
+        raise UnsupportedOpError("DDR segments are moved by the host around each graph run: not with a per-run or "
+                                 "free-running graph")
     if per_run and free_running:
         raise UnsupportedOpError("a free-running graph (graph.run(-1)) cannot be started once per iteration (per_run)")
     for p in ins + outs if per_run else ():  # each iteration's slice of a buffer is whole PLIO words
@@ -154,6 +161,7 @@ def system_files(files: dict[str, str], *, device: Device, graph_class: str, gra
         plio_out=outs, iterations=iterations, samples_per_iteration=samples_per_iteration, plio_bits=plio_bits,
         classes=classes, tiles=tiles, platform_hint=device.vitis_platform, pl_kernels=list(pl_kernels),
         connects=list(connects), free_running=free_running, per_run=per_run, runs=make_runs, shim_dir=SHIM_DIR,
+        ddr=list(ddr),
     )
     static = resources.files("aieflow").joinpath("templates/system")
     out = {

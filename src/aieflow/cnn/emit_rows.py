@@ -100,7 +100,8 @@ def lower(plan: CnnPlan, placement: Placement | None = None) -> MappedGraph:
     FIFO depth) into the write ports of a memory-tile shared buffer ``cat_<stage>`` of one row of
     all channels (``[W, C, 1]``, W fastest; part k's write tiling at channel offset ``c0_k``), filled
     once per input row (``repetitions`` = the frame's rows), whose read port streams the row, parts
-    in channel order, into the reader's one input port; the input PLIO ``in0`` to every stage that
+    in channel order, into the reader's one input port; a skip held in DDR (``RowLayer.ddr_bytes``) a
+    ``ddr`` link, one GMIO transfer per row of the producer's frame; the input PLIO ``in0`` to every stage that
     reads the network input, the last stage to ``out0``.  Each kernel on its stage's tile of
     ``placement`` (by default :func:`place_rows`)."""
     idents = stage_idents(plan.stages)
@@ -130,8 +131,14 @@ def lower(plan: CnnPlan, placement: Placement | None = None) -> MappedGraph:
                                         f"({c} x {w}) per fill, {h} fills per frame", repetitions=h))
             links.append(Link("memtile", Port(buf, "out", 0), Port(var, "in", 0)))
             continue
+        ddr = lay.ddr_bytes or (0,) * len(lay.parts)
         for j, (p, _) in enumerate(lay.parts):
-            links.append(Link("plio" if p < 0 else "stream", _source(plan, idents, readers, p, i, j), Port(var, "in", j), fifo_depth=fifo[j]))
+            src = _source(plan, idents, readers, p, i, j)
+            if ddr[j]:  # a skip held in DDR: the producer's whole frame of it, one GMIO transfer per row
+                rows = plan.stages[p].out_shape[1]
+                links.append(Link("ddr", src, Port(var, "in", j), segment=(rows, ddr[j] // rows)))
+                continue
+            links.append(Link("plio" if p < 0 else "stream", src, Port(var, "in", j), fifo_depth=fifo[j]))
     links.append(Link("plio", Port(f"k_{idents[-1]}", "out", 0), Port("out0", "in", 0)))
     headers = tuple(f"weights/{idents[i]}_r0_c0.h" for i, lay in enumerate(plan.layers) if lay.kind == "conv")
     return MappedGraph(tuple(kernels), tuple(buffers), tuple(plios), tuple(links), headers)
@@ -176,7 +183,8 @@ def rows_files(plan: CnnPlan, perf_json: dict, summary: str, xq: np.ndarray, yq:
             "tw": ctype(wt), "tb": "float" if s.is_float else "int32", "to": ctype(s.conv_type)}
     mapped = lower(plan)
     iterations = max(1, xq.shape[0])
-    ctx = {"version": __version__, "device": plan.device, "layers": layers, "rows": rows, "iterations": iterations,
+    ddr = [{"name": name, "transfers": link.segment[0], "bytes": link.segment[1]} for name, link in mapped.ddr_links()]
+    ctx = {"ddr": ddr, "version": __version__, "device": plan.device, "layers": layers, "rows": rows, "iterations": iterations,
            "graph_var": "cnn_graph", "plio_bits": PLIO_BITS, "graph_class": GRAPH_CLASS, "perf": perf_json,
            "summary": summary, "params": params, "plan": plan}
     files = {
@@ -203,7 +211,7 @@ def rows_files(plan: CnnPlan, perf_json: dict, summary: str, xq: np.ndarray, yq:
         plio_out=[{"var": "out0", "file": "data/out0.txt", "ctype": ctype(out_t)}],
         iterations=iterations, samples_per_iteration=1,
         classes=[f"aieflow_cnn::{R['roles'][0]}<aieflow_design::{R['cfg']}>" for R in rows],
-        tiles=mapped.kernels, plio_bits=PLIO_BITS, refuse_hint="cnn.mapping stream"))
+        tiles=mapped.kernels, plio_bits=PLIO_BITS, refuse_hint="cnn.mapping stream", ddr=ddr))
     return files
 
 

@@ -66,6 +66,7 @@ from .stages import Stage
 STREAM_CYCLES_PER_VALUE = 1.0  # a scalar readincr / writeincr of one value on a 32-bit core stream (assumed)
 LINE_SHIFT_CYCLES_PER_VALUE = 1.0  # a scalar copy of one value when the line buffer slides down (assumed)
 FIFO_SLACK_ROWS = 1  # one row in flight on top of the dependency lag
+DDR_SEGMENTS = 1  # skips held in DDR per design: the host moves one segment row by row (graph.cpp)
 GLOBAL_POOL_FINISH_CYCLES_PER_CHANNEL = 8.0  # a global pooling's rounded division (or maximum) per channel (assumed)
 
 
@@ -91,6 +92,10 @@ class RowLayer:
     in_ports: int = 0
     out_ports: int = 0
     merge_bytes: int = 0
+    # per input stream: the bytes of the DDR segment that holds a skip whose FIFO does not fit (the
+    # producer's whole frame of that part, written row by row through an output GMIO and read back
+    # through an input GMIO); 0: none
+    ddr_bytes: tuple[int, ...] = ()
 
     tiles = 1
     kernels = 1
@@ -120,7 +125,7 @@ class RowLayer:
                 "line_rows": self.line_rows, "line_bytes": self.line_bytes, "tile_bytes": self.memory.bytes,
                 "borrowed_bytes": self.memory.borrowed, "row_cycles": self.row_cycles,
                 "fifo_words": list(self.fifo_words), "col": self.col, "stream_ports": [self.ins, self.outs_used],
-                "merge_bytes": self.merge_bytes}
+                "merge_bytes": self.merge_bytes, "ddr_bytes": list(self.ddr_bytes)}
 
 
 def is_global_pool(s: Stage) -> bool:
@@ -311,6 +316,29 @@ def _merge_bytes(device: Device, stages: tuple[Stage, ...], s: Stage, parts: tup
     return 2 * sum(ch for _, ch in parts) * width * elem_bytes(s.in_type)
 
 
+def _ddr_skip(device: Device, stages: tuple[Stage, ...], s: Stage, p: int, rows: int, nbytes: int, limit: int,
+              merged: bool) -> int:
+    """The bytes of the DDR segment that holds the skip from ``p`` into ``s`` whose FIFO (``rows``
+    rows, ``nbytes``) is over the ``limit`` that holds one: the producer's whole frame of the part
+    (its output GMIO writes it row by row, the reader's input GMIO reads each row back after the
+    host has seen it written).  PlanErrors where DDR cannot help: the skip is the network input (no
+    kernel writes it; the input PLIO feeds both), or the reader's parts meet in a memory-tile row
+    buffer (a GMIO into a memory tile is not mapped)."""
+    label, what = _joined(s)
+    src = f"'{stages[p].name}'" if p >= 0 else "the network input"
+    head = (f"the skip from {src} into '{s.name}' ({label}) lags {rows} rows: a FIFO of {nbytes:,} B, more than the "
+            f"{limit:,} B that hold it")
+    if p < 0:
+        raise PlanError(f"{head}, and a DDR segment takes a kernel's output stream (the network input reaches "
+                        "the array by its PLIO only)", layer=what, hint="a smaller frame or fewer skip channels")
+    if merged:
+        raise PlanError(f"{head}, and '{s.name}' meets its parts in a memory-tile row buffer, which this mapping "
+                        "feeds from kernel streams only (a DDR skip into a memory tile is not mapped)", layer=what,
+                        hint="a smaller frame or fewer skip channels")
+    _, h, w = stages[p].out_shape
+    return stages[p].out_shape[0] * h * w * elem_bytes(stages[p].out_type)
+
+
 def rows_plan(device: Device, stages: tuple[Stage, ...], settings: dict) -> CnnPlan:
     """The rows mapping of ``stages``: one kernel per stage; PlanErrors name the layer that does
     not map (an unsupported fusion, a tile over its memory, more streams than a core has, a skip
@@ -363,8 +391,10 @@ def rows_plan(device: Device, stages: tuple[Stage, ...], settings: dict) -> CnnP
                             layer=s.name, hint="fewer channels or a narrower frame; line buffers in memory tiles are "
                             "not mapped yet")
         fifo: list[int] = []
+        ddr: list[int] = []
         fifo_bytes = 0
         for p, ch in parts:
+            ddr.append(0)
             if p == i - 1 and len(readers.get(p, [])) <= 1:
                 fifo.append(0)  # the chain's own stream: backpressure, no deadlock
                 continue
@@ -373,11 +403,9 @@ def rows_plan(device: Device, stages: tuple[Stage, ...], settings: dict) -> CnnP
             rows = fifo_rows(stages, p, i)
             nbytes = rows * ch * width * elem_bytes(t)
             if nbytes > fifo_limit:
-                label, what = _joined(s)
-                src = f"'{stages[p].name}'" if p >= 0 else "the network input"
-                raise PlanError(f"the skip from {src} into '{s.name}' ({label}) lags {rows} rows: a FIFO of "
-                                f"{nbytes:,} B, more than the {fifo_limit:,} B that hold it", layer=what,
-                                hint="a smaller frame or fewer skip channels; DDR skip buffers are not mapped yet")
+                ddr[-1] = _ddr_skip(device, stages, s, p, rows, nbytes, fifo_limit, merge > 0)
+                fifo.append(0)
+                continue
             fifo.append(-(-nbytes // 4))
             fifo_bytes += fifo[-1] * 4
         if merge and merge + fifo_bytes > device.memory_tile_bytes:
@@ -387,13 +415,62 @@ def rows_plan(device: Device, stages: tuple[Stage, ...], settings: dict) -> CnnP
                             f"than its {device.memory_tile_bytes:,} B", layer=what,
                             hint="a narrower frame or fewer skip channels")
         layers.append(RowLayer(s.name, row_kind(s), parts, outs, kh, line, TileUse(mem, limit), row_cycles(device, s, lay, out_ports),
-                               tuple(fifo), i, int(i == len(stages) - 1), in_ports, out_ports, merge))
+                               tuple(fifo), i, int(i == len(stages) - 1), in_ports, out_ports, merge,
+                               tuple(ddr) if any(ddr) else ()))
+    segments = [(lay.stage, b) for lay in layers for b in lay.ddr_bytes if b]
+    if len(segments) > DDR_SEGMENTS:
+        raise PlanError(f"{len(segments)} skips need a DDR segment each ({', '.join(repr(n) for n, _ in segments)}); "
+                        f"the host moves {DDR_SEGMENTS} segment row by row in this mapping (its rows and another "
+                        "segment's arrive at rates the one host thread cannot interleave without stalling)",
+                        layer=segments[DDR_SEGMENTS][0], hint="a smaller frame or fewer skip channels")
     if len(layers) > device.compute_tiles:
         raise PlanError(f"{len(layers)} kernels do not fit the array's {device.compute_tiles} tiles")
     return CnnPlan("rows", device, stages, tuple(layers), 1, settings.get("mover_clock_hz", 312.5e6))
 
 
 # ------------------------------------------------------------------------------- performance
+
+
+def ddr_skip_ready(device: Device, produced: list[float], row_bytes: int) -> tuple[list[float], float]:
+    """When each row of a skip held in DDR reaches its reader, and the host's busy time per frame.
+
+    The host (graph.cpp, host/host.cpp) moves the segment row by row in two threads.  The writer
+    issues row r's write (``aie2gm``, blocking) once the previous one has returned: it completes at
+    ``w(r) = max(produced(r), w(r - 1) + wait + start) + B / rate_w`` (the producer's row streams into
+    the interface DMA as it is made; the first write is issued before any row is made), and the host
+    sees it ``wait`` later.  The reader issues row r's read (``gm2aie``, blocking until the row has
+    gone) once row r is written and row r - 1 has arrived and been seen: ``i(r) = max(w(r), a(r - 1)) +
+    wait + start``; the row arrives at ``a(r) = i(r) + dma + B / rate_r`` (``dma`` a DMA's buffer
+    descriptor start).  Rates: the slowest of the interface DMA channel (the catalog's stream width
+    per AIE cycle), the NoC link (PG313) and the DDR interface (assumed DDR4-3200 x 64); ``start`` /
+    ``wait``: perf/system.py's XRT figures (assumed: a GMIO call costs what an xrt::run start and
+    wait cost; no GMIO figure found).  The host's busy time per frame is the busier thread's:
+    ``H max(B / rate_w + wait + start, wait + start + dma + B / rate_r)``.  Not modelled: the
+    producer's stall while a write is not issued (only the skip's rows are timed) and the time the
+    reader takes to drain a row before the read returns."""
+    from ..perf import movement
+    from ..perf.system import (
+        DDR_BYTES_PER_S,
+        NOC_READ_BYTES_PER_S,
+        NOC_WRITE_BYTES_PER_S,
+        XRT_START_NS,
+        XRT_WAIT_NS,
+    )
+
+    dma_rate = device.generation.stream_bits / 8 * device.clock_hz
+    rate_w = min(dma_rate, NOC_WRITE_BYTES_PER_S, DDR_BYTES_PER_S)
+    rate_r = min(dma_rate, NOC_READ_BYTES_PER_S, DDR_BYTES_PER_S)
+    dma = movement.DMA_START_CYCLES / device.clock_hz
+    wait, start = XRT_WAIT_NS * 1e-9, XRT_START_NS * 1e-9
+    out: list[float] = []
+    free, arrived = 0.0, float("-inf")  # the writer free to issue; the last row's arrival
+    for made in produced:
+        w = max(made, free) + row_bytes / rate_w
+        free = w + wait + start
+        arrived = max(w, arrived) + wait + start + dma + row_bytes / rate_r
+        out.append(arrived)
+    per_row = max(row_bytes / rate_w + wait + start, wait + start + dma + row_bytes / rate_r)
+    return out, len(produced) * per_row
 
 
 def estimate_rows(plan: CnnPlan) -> perf.CnnPerformance:
@@ -407,8 +484,10 @@ def estimate_rows(plan: CnnPlan) -> perf.CnnPerformance:
     * stage s computes output row oy when every part's stored row ``need(oy)`` has arrived and its
       row oy - 1 is done: ``done(oy) = max(ready, done(oy - 1)) + t_s`` (the first row adds the call
       overhead); its stored rows (``up_h`` per computed row) are ready at ``done(oy)``;
+    * a skip held in DDR: its rows ready at :func:`ddr_skip_ready` (the host's round trip per row);
     * the output PLIO sends row r at ``max(ready(r), sent(r - 1)) + p_out``; latency = the last;
-    * interval = the largest of the stages' ``OH t_s + call`` and the PLIOs' ``H p``."""
+    * interval = the largest of the stages' ``OH t_s + call``, the PLIOs' ``H p`` and a DDR skip's host
+      time (:func:`ddr_skip_ready`)."""
     d, stages = plan.device, plan.stages
     clock, pl = d.clock_hz, plan.mover_clock_hz
     first, last = stages[0], stages[-1]
@@ -421,6 +500,13 @@ def estimate_rows(plan: CnnPlan) -> perf.CnnPerformance:
     for i, (s, lay) in enumerate(zip(stages, plan.layers, strict=True)):
         t = lay.row_cycles / clock
         sources = [ready[p] for p, _ in lay.parts]
+        for j, nbytes in enumerate(lay.ddr_bytes):
+            if nbytes:  # a skip held in DDR: its rows arrive when the host has moved them there and back
+                p = lay.parts[j][0]
+                sources[j], host = ddr_skip_ready(d, ready[p], nbytes // len(ready[p]))
+                busy.append(perf.StagePerf(f"{s.name} skip", "ddr", host,
+                                           f"{len(ready[p])} rows of {nbytes // len(ready[p]):,} B through DDR "
+                                           f"(GMIO, the host's write and read threads)"))
         if lay.merged:
             _, h_in, w_in = s.geometry.in_shape
             row_bytes = sum(ch for _, ch in lay.parts) * w_in * elem_bytes(s.in_type)

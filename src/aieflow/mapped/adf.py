@@ -18,13 +18,18 @@ _ELEMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\[(\d+)\]$")
 def statements(g: MappedGraph) -> list[Code]:
     """Each kernel buffer port's ``adf::dimensions``, then every link's ``adf::connect`` (a cascade
     as ``adf::connect<adf::cascade>``, a stream as ``adf::connect<adf::stream>``, a packet stream
-    as ``adf::connect<>``), in the graph's order, then the buffers' location constraints and
+    as ``adf::connect<>``, a DDR segment as two stream connections through its GMIO pair), in the graph's order, then the buffers' location constraints and
     single-buffer ports."""
     out = []
     for k in g.kernels:
         for side, sizes in (("in", k.in_sizes), ("out", k.out_sizes)):
             out += [Code(f"adf::dimensions({k.var}.{side}[{i}]) = {{{n}}}") for i, n in enumerate(sizes) if n is not None]
+    ddr = {id(link): name for name, link in g.ddr_links()}
     for n, link in enumerate(g.links):
+        if link.kind == "ddr":  # the producer's stream into the output GMIO, the input GMIO into the reader's
+            out.append(Code(f"adf::connect<adf::stream>({link.src.ref()}, {ddr[id(link)]}_w.in[0])"))
+            out.append(Code(f"adf::connect<adf::stream>({ddr[id(link)]}_r.out[0], {link.dst.ref()})"))
+            continue
         if link.fifo_depth:  # a named net and its FIFO depth (UG1079 "FIFO Depth")
             out.append(Code(f"adf::connect<> net{n}({link.src.ref()}, {link.dst.ref()})"))
             out.append(Code(f"adf::fifo_depth(net{n}) = {int(link.fifo_depth)}"))
@@ -74,11 +79,17 @@ def graph_header(g: MappedGraph, graph_class: str, includes: tuple[str, ...] = (
                for b in g.buffers]
     kernels = [{"var": k.var, "cls": Code(k.cls), "args": Code(", ".join(k.args)), "source": k.source,
                 "col": k.tile[0], "row": k.tile[1], "ratio": repr(float(k.ratio)), "pinned": k.pinned} for k in g.kernels]
+    # DDR segments: 64-byte bursts (UG1079 allows 64, 128 or 256), the bandwidth asked for is the core
+    # stream's (32 bits per AIE cycle) in MB/s
+    device = context.get("device")
+    mbps = int(device.generation.core_stream_bits // 8 * device.clock_hz / 1e6) if device is not None else 1000
+    gmios = [{"name": name, "mbps": mbps, "transfers": link.segment[0], "bytes": link.segment[1]}
+             for name, link in g.ddr_links()]
     plio_in = [p for p in g.plios if p.direction == "in"]
     plio_out = [p for p in g.plios if p.direction == "out"]
     return _ENV.get_template("graph.h.j2").render(
         graph_class=graph_class, headers=g.headers, plio_in=plio_in, plio_out=plio_out, buffers=buffers,
-        kernels=kernels, switches=g.switches, includes=includes, statements=statements(g),
+        kernels=kernels, switches=g.switches, gmios=gmios, includes=includes, statements=statements(g),
         title_lines=title.split("\n"), constants=constants,
         decl_in=declarations([p.var for p in plio_in]), decl_out=declarations([p.var for p in plio_out]),
         decl_kernels=declarations([k.var for k in g.kernels]), **context)

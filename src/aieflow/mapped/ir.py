@@ -27,13 +27,16 @@ from dataclasses import KW_ONLY, dataclass
 
 from .tiling import NdTiling
 
-LINK_KINDS = ("cascade", "buffer", "memtile", "plio", "stream", "packet")
+LINK_KINDS = ("cascade", "buffer", "memtile", "plio", "stream", "packet", "ddr")
 """How a link moves data: a cascade (accumulator to the next tile), a buffer (tile to tile, or tile
 to a memory tile's port: ``adf::connect`` of two buffer ports), a memory-tile shared buffer port
 (its tiling says which elements), a PLIO (to or from the PL / the data file), a stream (a kernel's
 stream port: ``adf::connect<adf::stream>``, ``readincr`` / ``writeincr``; one source port linked to
 several inputs is a stream broadcast; the CNN rows mapping's rows, with a FIFO depth where a skip
-lags), a packet stream into or out of a :class:`PacketSwitch` (``adf::connect<>``)."""
+lags), a packet stream into or out of a :class:`PacketSwitch` (``adf::connect<>``), a DDR segment
+between two kernel stream ports (``ddr``: the producer's stream into an ``adf::output_gmio`` that
+writes the segment, an ``adf::input_gmio`` that reads it back into the consumer's stream; the host
+moves it row by row, :attr:`Link.segment`; the rows mapping's skip that does not fit on the array)."""
 
 
 @dataclass(frozen=True)
@@ -177,6 +180,9 @@ class Link:
     dst: Port
     cost: Cost | None = None  # a transfer on the link itself (an AIE1 tile DMA between non-neighbours)
     fifo_depth: int = 0  # a stream's FIFO (``adf::fifo_depth``, 32-bit words, UG1079 DMA FIFO); 0: the default
+    # A ``ddr`` link's segment: (transfers per graph iteration, bytes per transfer), one GMIO
+    # transaction each way per transfer (the rows mapping: one per row of the frame); (0, 0) otherwise.
+    segment: tuple[int, int] = (0, 0)
 
 
 @dataclass(frozen=True)
@@ -189,9 +195,14 @@ class MappedGraph:
     switches: tuple[PacketSwitch, ...] = ()
     pl_kernels: tuple[PLKernel, ...] = ()
 
+    def ddr_links(self) -> list[tuple[str, Link]]:
+        """The ``ddr`` links in order, each with its GMIO pair's base name (``ddr<n>``: ``ddr<n>_w``
+        the output GMIO that writes the segment, ``ddr<n>_r`` the input GMIO that reads it back)."""
+        return [(f"ddr{n}", link) for n, link in enumerate(x for x in self.links if x.kind == "ddr")]
+
     def check(self) -> None:
         """Structural invariants (an ``AssertionError`` is an aieflow bug): known link kinds and
-        endpoints, every port within its owner's ports, no input port fed twice, every kernel,
+        endpoints (a ``ddr`` link, and only it, with a segment, between two kernels), every port within its owner's ports, no input port fed twice, every kernel,
         shared-buffer and switch input fed, packet links exactly those touching a switch, a merge's
         route IDs distinct, tiles distinct; a PL kernel's ports each on a PLIO of the right
         direction (it reads output PLIOs, writes input PLIOs), no PLIO on two PL kernel ports."""
@@ -204,6 +215,7 @@ class MappedGraph:
         for p in self.plios:
             ins[p.var], outs[p.var] = (0, 1) if p.direction == "in" else (1, 0)
         switches = {s.var for s in self.switches}
+        kernels = {k.var for k in self.kernels}
         for s in self.switches:
             assert s.kind in ("merge", "split"), s
             assert len(set(s.ids)) == len(s.ids), f"{s.var}: route IDs {s.ids} repeat"
@@ -216,6 +228,9 @@ class MappedGraph:
             assert link.src.side == "out" and link.dst.side == "in", link
             assert 0 <= link.src.index < outs[link.src.owner], link
             assert 0 <= link.dst.index < ins[link.dst.owner], link
+            assert (link.kind == "ddr") == (min(link.segment) > 0), f"{link}: a ddr link and only it has a segment"
+            if link.kind == "ddr":  # GMIO on both ends: kernel ports
+                assert link.src.owner in kernels and link.dst.owner in kernels, f"{link}: a DDR segment joins kernels"
             assert (link.dst.owner, link.dst.index) not in fed, f"{link.dst.ref()} is fed twice"
             fed.add((link.dst.owner, link.dst.index))
         missing = [f"{o}.in[{i}]" for o, n in ins.items() for i in range(n) if (o, i) not in fed]

@@ -16,14 +16,16 @@ change) whatever the array cannot move as the graph says, per link kind:
   fills or drains (a PLIO, a memory-tile port, a ``buffer`` link from a tile that is not its
   neighbour: AIE1's direct links, AIE-ML direct links between non-neighbours) use the tile's DMA
   channels, ``Generation.tile_dma_channels`` per direction;
-- **stream ports**: a kernel's stream inputs and outputs (``stream`` / ``packet`` links, a PLIO on a
-  port that is not a buffer) within the core's ``Generation.stream_in_ports`` /
+- **stream ports**: a kernel's stream inputs and outputs (``stream`` / ``packet`` / ``ddr`` links, a
+  PLIO on a port that is not a buffer) within the core's ``Generation.stream_in_ports`` /
   ``stream_out_ports``;
 - **cascades**: between two placed kernels on neighbouring tiles in the direction the generation's
   cascade runs (east; on AIE1 east on even rows and west on odd ones, ``cascade_serpentine``;
   vertically where ``cascade_vertical``);
 - **PLIOs**: the input and output PLIOs within the interface row's streams
-  (``Device.plio_columns`` x ``plio_in_per_column`` / ``plio_out_per_column``).
+  (``Device.plio_columns`` x ``plio_in_per_column`` / ``plio_out_per_column``);
+- **DDR segments** (``ddr`` links: an output and an input GMIO each): within one interface tile's
+  DMA channels per direction (``Generation.interface_dma_channels``).
 
 What the DMAs' 32-bit-word addressing cannot express (``tiling.word_problems``: element-wise
 transposes of 8- / 16-bit data) is reported, not refused: the x86 shim runs those patterns and the
@@ -132,6 +134,7 @@ def check(mg: MappedGraph, device: Device) -> TransportReport:
     _check_tile_ports(mg, device, names)
     _check_cascades(mg, device)
     _check_plios(mg, device, names)
+    _check_ddr(mg, device)
     return TransportReport(tuple(problems))
 
 
@@ -212,7 +215,7 @@ def _check_tile_ports(mg: MappedGraph, device: Device, names: _Names) -> None:
         if link.kind == "cascade":
             continue
         src, dst = kernels.get(link.src.owner), kernels.get(link.dst.owner)
-        if link.kind in ("stream", "packet"):
+        if link.kind in ("stream", "packet", "ddr"):  # a DDR segment's GMIO meets the kernels' stream ports
             if src is not None:
                 stream_out[src.var].add(link.src.index)
             if dst is not None:
@@ -263,6 +266,18 @@ def _check_cascades(mg: MappedGraph, device: Device) -> None:
                             + ("east on even rows and west on odd ones" if device.generation.cascade_serpentine
                                else "eastwards") + (" or vertically" if device.generation.cascade_vertical else ""),
                             layer=dst.node, hint=f"move '{dst.node}' (its placement) so its cascade rows are unbroken")
+
+
+def _check_ddr(mg: MappedGraph, device: Device) -> None:
+    """DDR segments (``ddr`` links): each an output and an input GMIO on the interface DMA, at most its
+    channels per direction (``interface_dma_channels``)."""
+    segments = mg.ddr_links()
+    have = device.generation.interface_dma_channels
+    if len(segments) > have:
+        kernels = {k.var: k for k in mg.kernels}
+        raise PlanError(f"the design holds {len(segments)} DDR segments, each an output and an input GMIO; an "
+                        f"interface tile's DMA has {have} channels per direction",
+                        layer=kernels[segments[have][1].dst.owner].node, hint="fewer skips through DDR")
 
 
 def _check_plios(mg: MappedGraph, device: Device, names: _Names) -> None:

@@ -503,9 +503,14 @@ public:
     }
 };
 // GMIO (UG1079 / UG1603 "input_gmio/output_gmio"): GMIO::malloc / free and wait() are the base
-// class's.  Input GMIO is executed: gm2aie_nb / gm2aie copy the bytes at the address at once (so
-// the data must be in place before the call, as for the real DMA) and the graph's consumers take
-// their windows from them in order; wait() has nothing left to wait for.  Output GMIO is type-checked.
+// class's.  Input GMIO is executed: gm2aie_nb / gm2aie into buffer ports copy the bytes at once (so
+// the data must be in place before the call, as for the real DMA) and the consumers take their
+// windows from them in order; into a kernel's stream port the transaction is recorded and its bytes
+// are read from memory when the kernel takes them (as the DMA reads DDR when it moves the data: a
+// DDR round trip may name bytes the graph writes earlier in the same iteration).  Output GMIO fed by a
+// kernel's output stream is executed: aie2gm_nb / aie2gm record the transaction and the values the
+// kernel writes fill the transactions' memory in order.  wait() has nothing left to wait for: the
+// graph runs synchronously in graph::run.
 class GMIO {
 public:
     static void* malloc(std::size_t size) { return std::malloc(size); }
@@ -525,9 +530,14 @@ public:
     return_code gm2aie_nb(const void* address, std::size_t transaction_size) {
         AIEFLOW_SHIM_CHECK(out.size() > 0 && out[0].node >= 0, "gm2aie_nb: the GMIO was not created");
         AIEFLOW_SHIM_CHECK(address != nullptr || transaction_size == 0, "gm2aie_nb: null address");
-        auto& n = aieflow_shim::net::netlist::get().nodes[static_cast<std::size_t>(out[0].node)];
+        auto& nl = aieflow_shim::net::netlist::get();
+        auto& n = nl.nodes[static_cast<std::size_t>(out[0].node)];
         const auto* p = static_cast<const unsigned char*>(address);
-        n.gmio_bytes.insert(n.gmio_bytes.end(), p, p + transaction_size);
+        bool stream = false;  // into a kernel's stream port (a DDR round trip: read when the kernel takes it)
+        for (const auto& e : nl.edges)
+            stream = stream || (e.src.node == out[0].node && aieflow_shim::net::executor::stream_edge(e));
+        if (stream) n.gmio_pending.emplace_back(p, transaction_size);
+        else n.gmio_bytes.insert(n.gmio_bytes.end(), p, p + transaction_size);  // windows: copied now
         return return_code::ok;
     }
     return_code gm2aie(const void* address, std::size_t transaction_size) { return gm2aie_nb(address, transaction_size); }
@@ -540,6 +550,14 @@ public:
         g.in = detail::port_list<input>(detail::add_node(aieflow_shim::net::node_kind::gmio, "GMIO '" + name + "'"));
         return g;
     }
+    return_code aie2gm_nb(void* address, std::size_t transaction_size) {
+        AIEFLOW_SHIM_CHECK(in.size() > 0 && in[0].node >= 0, "aie2gm_nb: the GMIO was not created");
+        AIEFLOW_SHIM_CHECK(address != nullptr || transaction_size == 0, "aie2gm_nb: null address");
+        auto& n = aieflow_shim::net::netlist::get().nodes[static_cast<std::size_t>(in[0].node)];
+        if (transaction_size != 0) n.gmio_dest.emplace_back(static_cast<unsigned char*>(address), transaction_size);
+        return return_code::ok;
+    }
+    return_code aie2gm(void* address, std::size_t transaction_size) { return aie2gm_nb(address, transaction_size); }
 };
 
 // ---- graph -------------------------------------------------------------------------------------

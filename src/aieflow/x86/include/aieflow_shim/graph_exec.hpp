@@ -25,10 +25,15 @@
 //     takes the values its write tiling covers from that stream; a shared buffer with
 //     repetition_count N fills and drains N times per iteration (stream ports only at both ends);
 //   * a kernel output stream connected to several inputs broadcasts: each gets every value;
-//   * input GMIO: the bytes gm2aie / gm2aie_nb transferred are the port's windows, in order.
+//   * input GMIO: the bytes gm2aie / gm2aie_nb transferred are the port's windows, in order (copied
+//     at the call), or its stream consumer's values (read from memory when the consumer takes them,
+//     as the DMA reads DDR when it moves the data: a transaction may name bytes the graph writes
+//     earlier in the same iteration);
+//   * output GMIO fed by a kernel's output stream: what the kernel wrote goes to the addresses of
+//     the aie2gm / aie2gm_nb transactions, in order, as soon as the kernel has fired.
 //
 // Not executed (fatal at graph::run with a message): run-time parameters, hierarchical graph
-// ports, output GMIO, packet split / merge, feedback loops (a cycle in the connections), and kernel
+// ports, output GMIO from a buffer port, packet split / merge, feedback loops (a cycle in the connections), and kernel
 // classes that cannot be constructed from the graph-side arguments.
 #pragma once
 
@@ -166,6 +171,7 @@ struct any_fifo {
     std::string type_name{};
     std::function<std::size_t()> size{};
     std::function<void(std::string&, unsigned)> drain_text{};  // empties it into text
+    std::function<void(std::vector<unsigned char>&)> drain_bytes{};  // empties it into raw bytes (a DMA to DDR)
     // appends its values from index `from` on to `dst` (a stream broadcast's other destinations)
     std::function<void(any_fifo&, std::size_t, const std::string&)> tee{};
 
@@ -182,6 +188,14 @@ struct any_fifo {
             tee = [f](any_fifo& dst, std::size_t from, const std::string& dst_name) {
                 auto& q = dst.template get<E>(dst_name, "stream");
                 for (std::size_t i = from; i < f->q.size(); ++i) q.push(f->q[i].first, f->q[i].second);
+            };
+            drain_bytes = [f](std::vector<unsigned char>& out) {
+                for (const auto& [v, t] : f->q) {
+                    (void)t;
+                    const auto* p = reinterpret_cast<const unsigned char*>(&v);
+                    out.insert(out.end(), p, p + sizeof(E));
+                }
+                f->q.clear();
             };
             drain_text = [f](std::string& out, unsigned per_line) {
                 std::size_t i = 0;
@@ -255,10 +269,17 @@ struct node {
     int repetitions = 0;  // adf::repetition_count: fills per iteration (0: one)
     std::function<void(executor&, int)> fire{};
 
-    // input GMIO (executed): the bytes gm2aie / gm2aie_nb transferred and not yet consumed
+    // input GMIO (executed): the transactions gm2aie / gm2aie_nb issued and not yet moved (the DMA
+    // reads DDR when it moves the data: when a consumer takes it), then the bytes moved and not yet
+    // consumed
     bool gmio_input = false;
+    std::vector<std::pair<const unsigned char*, std::size_t>> gmio_pending{};
     std::vector<unsigned char> gmio_bytes{};
     std::size_t gmio_cursor = 0;
+    // output GMIO (executed from kernel output streams): the transactions aie2gm / aie2gm_nb issued
+    // and not yet filled, and the bytes already written into the first of them
+    std::vector<std::pair<unsigned char*, std::size_t>> gmio_dest{};
+    std::size_t gmio_dest_filled = 0;
 };
 
 struct edge {
@@ -398,8 +419,6 @@ public:
         for (const auto& n : nl.nodes) {
             if (n.kind == node_kind::kernel && !n.unsupported.empty())
                 fatal("%s cannot run on x86: %s", n.name.c_str(), n.unsupported.c_str());
-            if (n.kind == node_kind::gmio && !n.gmio_input)
-                fatal("%s: output GMIO is not executed by the aieflow shim (input GMIO is)", n.name.c_str());
             if (n.kind == node_kind::packet_switch)
                 fatal("%s: packet split / merge is not executed by the aieflow shim yet", n.name.c_str());
         }
@@ -549,6 +568,22 @@ public:
         auto& f = fifos_[e];
         const bool fresh = !f.fifo;
         auto& q = f.template get<E>(nl.port_name(ed.src) + " -> " + nl.port_name(ed.dst), kind);
+        if (p.d == dir::in && nl.nodes[static_cast<std::size_t>(ed.src.node)].kind == node_kind::gmio) {
+            // an input GMIO into a stream port: what its transactions issued so far hold, read from
+            // memory now (the interface DMA pushes it into the stream as the consumer takes it)
+            node& g = nl.nodes[static_cast<std::size_t>(ed.src.node)];
+            collect_gmio(g);
+            const std::size_t left = g.gmio_bytes.size() - g.gmio_cursor;
+            AIEFLOW_SHIM_CHECK(left % sizeof(E) == 0, "%s: %zu bytes transferred, not whole %zu-byte stream values",
+                               g.name.c_str(), left, sizeof(E));
+            for (std::size_t i = 0; i < left; i += sizeof(E)) {
+                E x;
+                std::memcpy(static_cast<void*>(&x), g.gmio_bytes.data() + g.gmio_cursor + i, sizeof(E));
+                q.push(x, false);
+            }
+            g.gmio_bytes.clear();
+            g.gmio_cursor = 0;
+        }
         if (fresh) {
             const node& src = nl.nodes[static_cast<std::size_t>(ed.src.node)];
             if (src.kind == node_kind::plio_in && !src.fed) {  // a stream fed by a PLIO: the whole file,
@@ -675,6 +710,12 @@ public:
             }
             for (std::size_t e : edges) {
                 node& dst = nl.nodes[static_cast<std::size_t>(nl.edges[e].dst.node)];
+                if (dst.kind == node_kind::gmio && !dst.gmio_input) {  // an output GMIO: the stream into DDR
+                    AIEFLOW_SHIM_CHECK(w == windows_.end(), "%s: an output GMIO is executed from a kernel's output "
+                                       "stream only", dst.name.c_str());
+                    if (auto f = fifos_.find(e); f != fifos_.end() && f->second.drain_bytes) write_gmio(dst, f->second);
+                    continue;
+                }
                 if (dst.kind != node_kind::plio_out) continue;
                 if (w != windows_.end()) {
                     w->second.format(w->second.data.get(), dst.text, per_line(dst.plio_bits, w->second.elem_bits));
@@ -714,11 +755,39 @@ private:
         n.loaded = true;
     }
 
+    // An input GMIO's issued transactions, read from memory now (in the order issued).
+    static void collect_gmio(node& n) {
+        for (const auto& [p, size] : n.gmio_pending) n.gmio_bytes.insert(n.gmio_bytes.end(), p, p + size);
+        n.gmio_pending.clear();
+    }
+
+    // What a kernel wrote to the stream into an output GMIO, stored at the addresses of the
+    // transactions aie2gm / aie2gm_nb issued, in order; more than they hold is fatal.
+    void write_gmio(node& g, any_fifo& f) {
+        std::vector<unsigned char> bytes;
+        f.drain_bytes(bytes);
+        std::size_t at = 0;
+        while (at < bytes.size()) {
+            AIEFLOW_SHIM_CHECK(!g.gmio_dest.empty(), "%s: the graph wrote %zu bytes more than the aie2gm transactions "
+                               "issued in iteration %d hold", g.name.c_str(), bytes.size() - at, iteration_);
+            auto& [p, size] = g.gmio_dest.front();
+            const std::size_t n = std::min(size - g.gmio_dest_filled, bytes.size() - at);
+            std::memcpy(p + g.gmio_dest_filled, bytes.data() + at, n);
+            at += n;
+            g.gmio_dest_filled += n;
+            if (g.gmio_dest_filled == size) {
+                g.gmio_dest.erase(g.gmio_dest.begin());
+                g.gmio_dest_filled = 0;
+            }
+        }
+    }
+
     // The next `want` values of type T an input GMIO's transfers delivered (raw bytes, as the DMA
     // copies them from DDR into the tile's buffer).
     template <typename T>
     values read_gmio(int k, std::size_t want) {
         node& n = netlist::get().nodes[static_cast<std::size_t>(k)];
+        collect_gmio(n);
         const std::size_t bytes = want * sizeof(T), left = n.gmio_bytes.size() - n.gmio_cursor;
         AIEFLOW_SHIM_CHECK(bytes <= left, "%s: iteration %d needs %zu bytes, gm2aie transferred only %zu more",
                            n.name.c_str(), iteration_, bytes, left);
