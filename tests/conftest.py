@@ -43,6 +43,7 @@ HEAVY_FIRST = (
     "test_hw_project_segmented.py",
     "test_keras_onnx.py",
     "test_from_hls4ml_keras.py",
+    "test_resize.py",
 )
 
 

@@ -239,9 +239,10 @@ def test_refusals_name_the_layer():
     with pytest.raises(ConfigError, match="bf16 convolution with a fused tanh") as e:
         aieflow.compile(tanh, "vek280", cal[:1], calibration=cal, config={"precision": "bf16"})
     assert e.value.layer is not None
+    # bilinear upsampling is no longer refused in bf16 (its float kernel: tests/test_resize.py)
     up = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.Upsample(scale_factor=2, mode="bilinear")).eval()
-    with pytest.raises(PlanError, match="bilinear upsampling") as e:
-        aieflow.compile(up, "vek280", cal[:1], calibration=cal, config={"precision": "bf16"})
+    d = aieflow.compile(up, "vek280", cal[:1], calibration=cal, config={"precision": "bf16"})
+    assert d.plan.stages[0].up == (2, 2) and d.plan.stages[0].up_mode == "half_pixel"
 
 
 @needs_cxx

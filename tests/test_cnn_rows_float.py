@@ -4,18 +4,20 @@ AIE-ML (VEK280) and AIE-MLv2 (VEK385), and the rows mapping's residual refusals.
 The rows kernels run the stream mapping's own ConvCore / Pool on a one-row view, so a float model
 gives the same values in both mappings.  Checked here:
 
-* a U-Net with every row kernel but bilinear (conv, max pooling, nearest upsampling, a concat skip
-  across scales, a residual block, a 1 x 1 output conv) at 16 x 16: ``predict`` of the rows design
+* a U-Net with every row kernel (conv, max pooling, nearest upsampling, a concat skip across
+  scales, a residual block, a 1 x 1 output conv) at 16 x 16: ``predict`` of the rows design
   equals the frame (stream) design's and an independent reference bit for bit, and PyTorch within
   the float type's tolerance; x86 verify of the rows kernels bit-exact (one build per device); a
-  mutation of the line buffer's padding rows fails it;
+  mutation of the line buffer's padding rows fails it; the same U-Net with a bilinear (half_pixel)
+  decoder upsampling (benchmarks/cnn_rows.py's BiResUNet): predict the same way, in float32 order
+  (docs/conv.md "Bilinear upsampling"), and the rows kernel's float bilinear on x86 in a two-stage
+  model (align_corners, 8 x 8 -> 16 x 16);
 * a classifier (global average pooling, Dense, softmax: the float post layer) the same way;
 * the per-row cost of the float kernels by hand (the stream mapping's constants, the catalog's
   fp32 / bf16 MAC rates and mmul shapes);
 * the residual refusals docs/conv.md lists: a stride-2 and a size-changing residual convolution, a
   skip FIFO over a memory tile (AIE-ML), a skip of another type than the convolution's input, each
-  naming the layer and the reason (a skip FIFO over a tile's memory on AIE1 goes to DDR instead);
-  float bilinear refused by name.
+  naming the layer and the reason (a skip FIFO over a tile's memory on AIE1 goes to DDR instead).
 
 The reference imports nothing from aieflow: numpy float32 arithmetic (each product and sum rounded
 to float32, increasing (c, i, j) from the bias, docs/conv.md "bf16 on AI Engine-ML"), bf16 rounding
@@ -37,7 +39,7 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 import aieflow  # noqa: E402
-from aieflow.errors import AieflowError, PlanError  # noqa: E402
+from aieflow.errors import PlanError  # noqa: E402
 
 needs_cxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not found: verify builds C++20 with g++")
 HW = (16, 16)
@@ -56,8 +58,8 @@ _BENCH = _benchmark_module()
 
 
 def res_unet() -> nn.Module:
-    """benchmarks/cnn_rows.py's BiResUNet with a nearest decoder upsampling (float bilinear has no
-    CNN kernel): e, pool, m + nearest x 2, d on the concat [up, e], r1, r2 + d (ReLU), o."""
+    """benchmarks/cnn_rows.py's BiResUNet with a nearest decoder upsampling: e, pool, m + nearest
+    x 2, d on the concat [up, e], r1, r2 + d (ReLU), o."""
     m = _BENCH.BiResUNet()
     m.up = nn.Upsample(scale_factor=2, mode="nearest")
     return m.eval()
@@ -101,6 +103,46 @@ def ref_res_unet(m: nn.Module, x: np.ndarray, prec: str) -> np.ndarray:
     e = ref_conv(x, m.e, prec, True)
     p = e.reshape(n, 8, h // 2, 2, w // 2, 2).max(axis=(3, 5))
     g = ref_conv(p, m.m, prec, True).repeat(2, axis=2).repeat(2, axis=3)
+    d = ref_conv(np.concatenate([g, e], axis=1), m.d, prec, True)
+    r = ref_conv(ref_conv(d, m.r1, prec, True), m.r2, prec, False)
+    z = np.maximum(_round((r + d).astype(np.float32), prec), np.float32(0))
+    return ref_conv(z, m.o, prec, False)
+
+
+def ref_bilinear_half_pixel(x: np.ndarray, s: int, prec: str) -> np.ndarray:
+    """docs/conv.md's float bilinear (half_pixel, factor s on both axes): per axis the source
+    (y + 1/2) / s - 1/2 clamped at 0 is i0 + p / (2 s); w1 = p * fl(1 / (2 s)), w0 = 1 - w1 in
+    float32; each row mixed first, t = w0c a[., c0] + w1c a[., c1], then y = w0r t[r0] + w1r t[r1],
+    every product and sum rounded to float32; bf16 rounds y once."""
+    n, c, h, w = x.shape
+
+    def taps(length):
+        i0, i1, w0, w1 = [], [], [], []
+        inv = np.float32(1.0) / np.float32(2 * s)
+        for y in range(length * s):
+            num = max(2 * y + 1 - s, 0)
+            i0.append(num // (2 * s))
+            i1.append(min(num // (2 * s) + 1, length - 1))
+            one = np.float32(num % (2 * s)) * inv
+            w1.append(one)
+            w0.append(np.float32(1.0) - one)
+        return np.array(i0), np.array(i1), np.array(w0, np.float32), np.array(w1, np.float32)
+
+    r0, r1, u0, u1 = taps(h)
+    c0, c1, w0, w1 = taps(w)
+    f = np.float32
+    t0 = (x[:, :, r0][..., c0] * w0).astype(f) + (x[:, :, r0][..., c1] * w1).astype(f)
+    t1 = (x[:, :, r1][..., c0] * w0).astype(f) + (x[:, :, r1][..., c1] * w1).astype(f)
+    y = ((t0.astype(f) * u0[:, None]).astype(f) + (t1.astype(f) * u1[:, None]).astype(f)).astype(f)
+    return _round(y, prec)
+
+
+def ref_bi_res_unet(m: nn.Module, x: np.ndarray, prec: str) -> np.ndarray:
+    """benchmarks/cnn_rows.py's BiResUNet: e, pool, m + bilinear x 2, d on [up, e], r1, r2 + d, o."""
+    n, c, h, w = x.shape
+    e = ref_conv(x, m.e, prec, True)
+    p = e.reshape(n, 8, h // 2, 2, w // 2, 2).max(axis=(3, 5))
+    g = ref_bilinear_half_pixel(ref_conv(p, m.m, prec, True), 2, prec)
     d = ref_conv(np.concatenate([g, e], axis=1), m.d, prec, True)
     r = ref_conv(ref_conv(d, m.r1, prec, True), m.r2, prec, False)
     z = np.maximum(_round((r + d).astype(np.float32), prec), np.float32(0))
@@ -157,6 +199,63 @@ def test_unet_rows_verify_bit_exact(designs, device, prec):
     """The rows kernels on x86 against predict: normal, wide-range and +-0 frames (one build)."""
     rows, _ = designs[device, prec]
     v = rows.verify(_frames(3, 11, prec))
+    assert v.ok and v.mismatches == 0 and v.values == 3 * 3 * 16 * 16
+
+
+@pytest.fixture(scope="module")
+def bi_designs():
+    """(device, precision) -> (rows design, frame design) of the bilinear U-Net at 16 x 16."""
+    return {(dev, prec): (_compile(_BENCH.BiResUNet().eval(), dev, prec, "rows"),
+                          _compile(_BENCH.BiResUNet().eval(), dev, prec, "stream")) for dev, prec in CASES}
+
+
+@pytest.mark.parametrize(("device", "prec"), CASES)
+def test_bilinear_unet_rows_predict_equals_frame_reference_and_pytorch(bi_designs, device, prec):
+    """Float bilinear in both mappings: the rows design's predict equals the frame design's and the
+    reference bit for bit, PyTorch within the type's tolerance."""
+    rows, frame = bi_designs[device, prec]
+    assert rows.plan.mapping == "rows" and frame.plan.mapping == "stream"
+    m = next(s for s in rows.plan.stages if s.name == "m")
+    assert m.up == (2, 2) and m.up_mode == "half_pixel"
+    x = _frames(3, 7, prec)
+    y_rows, y_frame = np.asarray(rows.predict(x), np.float32), np.asarray(frame.predict(x), np.float32)
+    np.testing.assert_array_equal(y_rows.view(np.uint32), y_frame.view(np.uint32))
+    np.testing.assert_array_equal(y_rows.view(np.uint32), ref_bi_res_unet(_BENCH.BiResUNet().eval(), x, prec).view(np.uint32))
+    with torch.no_grad():
+        want = _BENCH.BiResUNet().eval()(torch.from_numpy(x)).numpy()
+    span = float(np.abs(want).max())
+    tol = 0.03 * span if prec == "bf16" else 1e-5 * span
+    assert np.abs(y_rows - want).max() <= tol
+
+
+class UpRows(nn.Module):
+    """conv 3 -> 4 + ReLU, bilinear x 2 (align_corners=True), conv 4 -> 3: the rows kernel's float
+    bilinear (its ring of two conv rows) in a two-stage design, small enough for a quick x86 build."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(3)
+        self.a = nn.Conv2d(3, 4, 3, padding=1)
+        self.up = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True)
+        self.b = nn.Conv2d(4, 3, 3, padding=1)
+
+    def forward(self, x):
+        return self.b(self.up(torch.relu(self.a(x))))
+
+
+@needs_cxx
+@pytest.mark.parametrize(("device", "prec"), CASES[:2])
+def test_bilinear_rows_verify_bit_exact(device, prec):
+    """The rows kernel's float bilinear on x86 against predict (normal, wide-range and +-0 frames),
+    predict equal to the frame design's."""
+    cal = _frames(4, 1, prec)[:, :, :8, :8]
+    rows = _compile(UpRows().eval(), device, prec, "rows", cal)
+    frame = _compile(UpRows().eval(), device, prec, "stream", cal)
+    assert rows.plan.mapping == "rows" and rows.plan.stages[0].up_mode == "align_corners"
+    x = _frames(3, 11, prec)[:, :, :8, :8]
+    np.testing.assert_array_equal(np.asarray(rows.predict(x), np.float32).view(np.uint32),
+                                  np.asarray(frame.predict(x), np.float32).view(np.uint32))
+    v = rows.verify(x)
     assert v.ok and v.mismatches == 0 and v.values == 3 * 3 * 16 * 16
 
 
@@ -328,13 +427,6 @@ def test_skip_fifo_over_a_memory_tile_is_refused_by_name():
                                         r"\(8,192 B\) in one memory tile: 10,368 B, more than its 9,000 B") as e:
         rows_plan(dataclasses.replace(d.device, memory_tile_bytes=9000), d.plan.stages, {})
     assert e.value.layer == "add"
-
-
-@pytest.mark.parametrize(("device", "prec"), [("vck190", "fp32"), ("vek280", "bf16")])
-def test_float_bilinear_is_refused_by_name_in_rows(device, prec):
-    with pytest.raises(AieflowError, match="bilinear upsampling after 'm' in floating point") as e:
-        _compile(_BENCH.BiResUNet().eval(), device, prec, "rows")
-    assert e.value.layer == "up"
 
 
 class TypedRes(nn.Module):

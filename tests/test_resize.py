@@ -340,8 +340,163 @@ def test_bilinear_upsampling_costs_its_interpolation_by_hand():
     assert bil.plan.layers[0].memory.bytes - near.plan.layers[0].memory.bytes == 4 * 6 * 5
 
 
-def test_fp32_bilinear_upsampling_is_refused_by_name():
-    x = _x(8)
-    with pytest.raises(PlanError, match="bilinear upsampling after 'a' in floating point") as e:
-        aieflow.compile(Up(scale_factor=2, mode="bilinear").eval(), "vck190", x[:1], config=FP32)
-    assert e.value.layer == "interpolate"  # the F.interpolate call
+# ----------------------------------------------------------------------------- float bilinear
+
+
+def _den(n: int, s: int, coord: str) -> int:
+    """The definition's common denominator D of one axis (docs/conv.md "Bilinear upsampling")."""
+    return 2 * s if coord == "half_pixel" else max(1, n * s - 1) if coord == "align_corners" else s
+
+
+def _ref_float_bilinear(x: np.ndarray, scale, coord: str, prec: str) -> np.ndarray:
+    """docs/conv.md's float definition, one scalar operation at a time with float_reference's
+    float32 / bf16 roundings (Python doubles: every product of two float32 values is exact, and a
+    sum, a product or a quotient rounded to double and then to float32 is rounded once, since
+    53 >= 2 x 24 + 2); the taps from the exact coordinates (_ref_coord)."""
+    from float_reference import bf16, f32
+
+    n_, c_, h, w = x.shape
+    sh, sw = scale
+    out = np.zeros((n_, c_, h * sh, w * sw), dtype=np.float32)
+
+    def taps(y, n, s):
+        src = _ref_coord(y, n, s, coord)
+        i0 = int(src)
+        d = _den(n, s, coord)
+        p = (src - i0) * d
+        assert p.denominator == 1  # the weight is p / D with an integer p
+        w1 = f32(int(p) * f32(1 / d))
+        return min(i0, n - 1), min(i0 + 1, n - 1), f32(1 - w1), w1
+
+    for b in range(n_):
+        for c in range(c_):
+            for y in range(h * sh):
+                r0, r1, u0, u1 = taps(y, h, sh)
+                for xx in range(w * sw):
+                    c0, c1, w0, w1 = taps(xx, w, sw)
+                    a = x[b, c].astype(np.float64)  # float32 values, exactly
+                    t0 = f32(f32(w0 * a[r0, c0]) + f32(w1 * a[r0, c1]))
+                    t1 = f32(f32(w0 * a[r1, c0]) + f32(w1 * a[r1, c1]))
+                    v = f32(f32(u0 * t0) + f32(u1 * t1))
+                    out[b, c, y, xx] = bf16(v) if prec == "bf16" else v
+    return out
+
+
+def _float_values(shape, seed: int, prec: str) -> np.ndarray:
+    """Normal values, one channel spread over 2^-30 .. 2^30 with random signs, +-0 in another, the
+    largest float32 / bf16 magnitudes beside small ones; bf16 values for bf16."""
+    from float_reference import bf16
+
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape).astype(np.float32)
+    x[0, 0] = rng.choice([-1.0, 1.0], shape[2:]) * 2.0 ** rng.uniform(-30, 30, shape[2:])
+    x[0, 1] = np.where(rng.random(shape[2:]) < 0.5, -0.0, 0.0)
+    big = 3.3e38 if prec == "bf16" else 3.4e38
+    x[-1, -1] = np.where(np.indices(shape[2:]).sum(0) % 2, big, -1e-3)
+    if prec == "bf16":
+        x = np.vectorize(bf16, otypes=[np.float32])(x)
+    return x.astype(np.float32)
+
+
+@pytest.mark.parametrize("prec", ["fp32", "bf16"])
+@pytest.mark.parametrize("coord", ["half_pixel", "align_corners", "asymmetric"])
+@pytest.mark.parametrize("hw, scale", [((3, 4), (2, 2)), ((4, 5), (3, 2)), ((2, 3), (4, 3)), ((5, 1), (1, 3))])
+def test_float_bilinear_emulates_the_kernels_float32_order(prec, coord, hw, scale):
+    """predict's float bilinear (the resize family's emulate on a float type) equals the documented
+    float32 order of operations bit for bit (+-0 and infinities included)."""
+    from dataclasses import replace
+
+    from aieflow.numerics.types import FloatType
+    from aieflow.ops import resize
+
+    x = _float_values((2, 3, *hw), sum(hw) * 11 + scale[0], prec)
+    node = replace(resize.make_node("up", "x", "y", (3, *hw), scale, "bilinear", coord), types=FloatType(prec))
+    got = np.asarray(family("resize").emulate(node, x))
+    assert got.dtype == np.float32 and got.shape == (2, 3, hw[0] * scale[0], hw[1] * scale[1])
+    want = _ref_float_bilinear(x, scale, coord, prec)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    assert np.abs(want[-1, -1]).max() >= 3.2e38 and np.signbit(want[0, 1]).any()  # the edges reach the output
+
+
+@pytest.mark.parametrize("prec", ["fp32", "bf16"])
+@pytest.mark.parametrize("align", [False, True])
+def test_float_bilinear_is_within_rounding_of_pytorch(prec, align):
+    """The kernels' definition against F.interpolate(mode='bilinear') on the same (bf16) values:
+    fp32 within 8 float32 ulps of the channel's largest input (PyTorch takes its weights from a
+    float32 scale 1 / s, rounded for s = 3, the definition from p / D), bf16 within one bf16
+    rounding (2^-8 relative) more; bf16 does round (not vacuous)."""
+    from dataclasses import replace
+
+    from aieflow.numerics.types import FloatType
+    from aieflow.ops import resize
+
+    rng = np.random.default_rng(5)
+    x = _float_values((3, 4, 7, 6), 9, prec)[:2]  # the spread and +-0 frame, a normal one (no huge values)
+    x = np.concatenate([x, rng.uniform(-100, 100, (1, 4, 7, 6)).astype(np.float32)])
+    if prec == "bf16":
+        from float_reference import bf16
+
+        x = np.vectorize(bf16, otypes=[np.float32])(x).astype(np.float32)
+    coord = "align_corners" if align else "half_pixel"
+    for scale in ((2, 2), (3, 2)):
+        node = replace(resize.make_node("up", "x", "y", (4, 7, 6), scale, "bilinear", coord), types=FloatType(prec))
+        got = np.asarray(family("resize").emulate(node, x), np.float64)
+        with torch.no_grad():
+            want = F.interpolate(torch.from_numpy(x), scale_factor=scale, mode="bilinear",
+                                 align_corners=align).numpy().astype(np.float64)
+        span = np.abs(x).max(axis=(2, 3), keepdims=True).astype(np.float64)  # per frame and channel
+        err = np.abs(got - want)
+        if prec == "fp32":
+            assert (err <= 8 * 2.0 ** -23 * span).all()
+        else:
+            assert (err <= 2.0 ** -8 * np.abs(want) + 8 * 2.0 ** -23 * span).all()
+            assert err.max() > 0
+
+
+@pytest.fixture(scope="module")
+def float_bilinear_designs():
+    """VCK190 fp32 (half_pixel by 2) and VEK280 bf16 (align_corners by (2, 3)): Up on the stream
+    mapping, the bilinear in the conv's last tile."""
+    out = {}
+    for dev, prec, align, scale in (("vck190", "fp32", False, 2), ("vek280", "bf16", True, (2, 3))):
+        model = Up(scale_factor=scale, mode="bilinear", align_corners=align).eval()
+        x = _float_values((8, 2, 6, 5), 3, prec)[1:-1]
+        out[prec] = (model, aieflow.compile(model, dev, x[:1], calibration=x, config={"precision": prec}))
+    return out
+
+
+@needs_cxx
+@pytest.mark.parametrize("prec", ["fp32", "bf16"])
+def test_float_bilinear_upsampling_verifies_bit_exact(float_bilinear_designs, prec):
+    """Stream mapping: predict within the type's tolerance of PyTorch; x86 verify of the kernels
+    bit-exact (edge frames included: +-0, values spread over 2^-30 .. 2^30)."""
+    model, d = float_bilinear_designs[prec]
+    first = d.plan.stages[0]
+    s = first.up
+    assert first.up_mode == ("half_pixel" if prec == "fp32" else "align_corners")
+    assert f"bilinear upsampling ({first.up_mode}) {s[0]} x {s[1]} in the last tile" in d.summary()
+    x = _float_values((4, 2, 6, 5), 13, prec)[:-1]
+    with torch.no_grad():
+        ref = model(torch.from_numpy(x[2:])).numpy()
+    tol = {"fp32": 1e-5, "bf16": 0.05}[prec] * max(1.0, float(np.abs(ref).max()))
+    assert np.abs(d.predict(x[2:]) - ref).max() < tol
+    v = d.verify(x)
+    assert v.ok and v.mismatches == 0 and v.values == 3 * 3 * 6 * s[0] * 5 * s[1]
+
+
+@needs_cxx
+def test_float_bilinear_order_mutation_fails_verify(float_bilinear_designs):
+    """A kernel interpolating down the columns first (the definition mixes along each row first) is
+    caught by verify: the same real value, other float32 roundings."""
+    import dataclasses
+
+    _, d = float_bilinear_designs["fp32"]
+    key = "src/kernels/cnn_kernels.h"
+    good = ("    const float p00 = c0 * a00, p01 = c1 * a01, p10 = c0 * a10, p11 = c1 * a11;\n"
+            "    const float t0 = p00 + p01, t1 = p10 + p11;\n"
+            "    const float q0 = r0 * t0, q1 = r1 * t1;\n"
+            "    return q0 + q1;\n")
+    assert d.files[key].count(good) == 1
+    bad = dataclasses.replace(d, files={**d.files, key: d.files[key].replace(
+        good, "    return c0 * (r0 * a00 + r1 * a10) + c1 * (r0 * a01 + r1 * a11);\n")})
+    assert bad.verify(_float_values((3, 2, 6, 5), 13, "fp32")).mismatches > 0

@@ -9,7 +9,8 @@ values must not depend on where its weights live: the streamed design's ``predic
 resident design's for the same layer on the same board, and both equal an exact-integer reference
 written here (Python ints: matmul, bias << bias_shift, wrap to acc_bits, round half to even by the
 remainder, saturate, ReLU; no aieflow import).  The generated C++ (GEMM on the shim, PL mover /
-write-back, epilogue) is compared bit for bit on x86, once per board, on rows at the type limits;
+write-back, epilogue) is compared bit for bit on x86 on rows at the type limits (VEK280 int8, VEK385
+int8 on the v2 8 x 8 x 8 mmul; VEK385 int16 through the segmented chain);
 a mutated epilogue (no ReLU) is caught; a segmented chain (resident + streamed) verifies per segment.
 """
 
@@ -204,6 +205,18 @@ def test_x86_bit_exact_on_vek280_int8_and_a_mutated_epilogue_is_caught(tmp_path)
     assert bad["pl/dense_epilogue.h"] != d.files["pl/dense_epilogue.h"]
     res = dataclasses.replace(d, files=bad).verify(xq=xq, cache_dir=tmp_path)
     assert not res.ok and res.mismatches > 0
+
+
+def test_x86_bit_exact_on_vek385_int8(tmp_path):
+    """The v2 8-bit GEMM (aie::mmul<8, 8, 8>, acc32: UG1529) with the PL epilogue on x86: rows at
+    the type limits, ties and random codes against predict and the reference above."""
+    d = _compile("vek385", "int8", orientation="wx")
+    assert d.plan.gemm.dtype.mmul == (8, 8, 8) and d.plan.gemm.output.name == "int32"
+    xq = np.concatenate([_codes(d.node, 7, seed=5), _tie_rows(d.node)])  # 11 rows
+    assert np.array_equal(np.asarray(d.run(xq)).reshape(len(xq), OUT), _reference(d.node, xq))
+    res = d.verify(xq=xq, cache_dir=tmp_path)
+    assert res.ok and res.mismatches == 0, res.verdict()
+    assert res.values == len(xq) * OUT
 
 
 @needs_ap_types

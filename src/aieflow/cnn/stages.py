@@ -532,7 +532,8 @@ def _pool(node: Node, in_type: NumericType) -> Stage:
 
 def _fold_resize(stages: list[Stage], node: Node) -> Stage:
     """An upsampling after a convolution: nearest, its epilogue stores each value up[0] x up[1]
-    times; bilinear (fixed point), its last tile interpolates the stored window (cnn_kernels.h)."""
+    times; bilinear, its last tile interpolates the stored window (cnn_kernels.h: the integer
+    definition in fixed point, the float32 order of ops/resize.bilinear_float in fp32 / bf16)."""
     s = stages[-1] if stages else None
     why = ("follows the network input" if s is None else f"follows the {s.pool} pooling '{s.name}'" if s.kind == "pool"
            else f"follows '{s.name}''s residual add" if s.residual is not None
@@ -545,9 +546,6 @@ def _fold_resize(stages: list[Stage], node: Node) -> Stage:
                         layer=node.name, hint="put the upsampling right after a convolution (+ its ReLU / tanh / "
                         "PReLU); aieflow.emulate(model, ...) runs any placement bit-exactly")
     mode = node.attrs.get("coord", "nearest") if node.attrs.get("mode") == "bilinear" else "nearest"
-    if mode != "nearest" and s.is_float:
-        raise PlanError(f"bilinear upsampling after '{s.name}' in floating point has no CNN kernel yet (fixed-point "
-                        "ones have)", layer=node.name, hint="use precision int8 or int16, or mode='nearest'")
     return replace(s, up=tuple(int(v) for v in node.attrs["scale"]), up_name=node.name, up_mode=mode,
                    source=f"{s.source} + {node.name}")
 

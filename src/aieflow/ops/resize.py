@@ -25,12 +25,20 @@ are ``(D - p) / D`` and ``p / D`` with integers ``p`` and ``D`` (:func:`axis_wei
 is the exact rational ``N / (Dh Dw)`` with ``N`` the integer sum of the four products of weights'
 numerators and input codes.  **Fixed point** (the output keeps the input's type: a convex
 combination cannot leave its range): the code is ``N / (Dh Dw)`` rounded to the nearest integer,
-ties to even (``numpy.round``'s rule), computed exactly in int64.  **Float**: the same weights as
-float64 fractions, the sum in float64, stored as float32 (within float rounding of PyTorch's own
-float32 arithmetic, not bit-exact with it).
- without changing them, so the output keeps the input's type and emulation is the
-same copy on codes.  The CNN stream mapping folds it into the store of the convolution before it
-(``cnn/stages.py``); the chain planner does not map it.
+ties to even (``numpy.round``'s rule), computed exactly in int64.
+
+**Float (fp32, bf16)**: what the CNN kernels compute (``cnn_kernels.h`` ``up_weight`` /
+``up_mix_float``), every operation one IEEE float32 operation rounded to nearest even (no fused
+multiply-add): per axis ``w1 = fl(p * fl(1 / D))`` (the reciprocal a float32 division of
+constants), ``w0 = fl(1 - w1)``; then the two rows first, ``t0 = fl(fl(w0c a00) + fl(w1c a01))``,
+``t1 = fl(fl(w0c a10) + fl(w1c a11))``, and ``y = fl(fl(w0r t0) + fl(w1r t1))`` (``a_rc`` the
+neighbour at row tap r, column tap c, as float32); bf16 rounds ``y`` once to bf16 (nearest even).
+Within a few float32 ulps (fp32) or one bf16 rounding (bf16) of PyTorch's ``F.interpolate``, not
+bit-exact with it (:func:`bilinear_float`).  The unquantised float forward (calibration) keeps the
+exact weights in float64 (:func:`bilinear` with ``codes=False``).
+
+Nearest and bilinear upsampling keep the input's type.  The CNN mappings fold a resize into the
+store of the convolution before it (``cnn/stages.py``); the chain planner does not map it.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ import numpy as np
 
 from ..errors import UnsupportedOpError
 from ..ir import Node
+from ..numerics import fixed
 from ..numerics.types import FloatType
 from .base import not_mapped, one_type_family
 
@@ -124,11 +133,46 @@ def bilinear(x: np.ndarray, scale: tuple[int, int], coord: str, codes: bool | No
     return (q + up).astype(x.dtype)
 
 
+def float_weights(n: int, s: int, coord: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per output of one axis: ``(i0, i1, w0, w1)`` with the float32 weights the kernel computes,
+    ``w1 = fl(p * fl(1 / D))``, ``w0 = fl(1 - w1)`` (module docstring)."""
+    i0, i1, p, d = axis_weights(n, s, coord)
+    inv = np.float32(1) / np.float32(d)  # float32 division, rounded once
+    w1 = (p.astype(np.float32) * inv).astype(np.float32)
+    return i0, i1, (np.float32(1) - w1).astype(np.float32), w1
+
+
+def bilinear_float(x: np.ndarray, scale: tuple[int, int], coord: str, bf16: bool = False) -> np.ndarray:
+    """(N, C, H, W) float values -> (N, C, H sh, W sw) float32: the kernels' float32 order of
+    operations (module docstring), rounded to bf16 at the end when ``bf16``."""
+    v = np.asarray(x, dtype=np.float32)
+    _, _, h, w = v.shape
+    r0, r1, u0, u1 = float_weights(h, scale[0], coord)
+    c0, c1, w0, w1 = float_weights(w, scale[1], coord)
+    a, b = v[:, :, r0], v[:, :, r1]  # rows i0, i1 of every output row
+
+    def row(t: np.ndarray) -> np.ndarray:  # fl(fl(w0c t[c0]) + fl(w1c t[c1])), each op in float32
+        return (t[..., c0] * w0).astype(np.float32) + (t[..., c1] * w1).astype(np.float32)
+
+    t0, t1 = row(a), row(b)
+    y = (t0 * u0[:, None]).astype(np.float32) + (t1 * u1[:, None]).astype(np.float32)
+    y = y.astype(np.float32)
+    return fixed.to_bf16(y) if bf16 else y
+
+
 def _forward(node: Node, x: np.ndarray) -> np.ndarray:
+    """The unquantised float forward (calibration): nearest, or bilinear with exact weights."""
     if node.attrs.get("mode", "nearest") == "bilinear":  # codes once quantised to a fixed / affine type
         codes = node.types is not None and not isinstance(node.types, FloatType)
         return bilinear(x, tuple(node.attrs["scale"]), node.attrs["coord"], codes)
     return nearest(x, tuple(node.attrs["scale"]))
 
 
-RESIZE = one_type_family("resize", _forward, plan=not_mapped)  # a copy keeps the type
+def _emulate(node: Node, x: np.ndarray) -> np.ndarray:
+    """What the kernels compute: a float type's bilinear in the kernels' float32 order."""
+    if node.attrs.get("mode", "nearest") == "bilinear" and isinstance(node.types, FloatType):
+        return bilinear_float(x, tuple(node.attrs["scale"]), node.attrs["coord"], node.types.name == "bf16")
+    return _forward(node, x)
+
+
+RESIZE = one_type_family("resize", _forward, emulate=_emulate, plan=not_mapped)  # keeps the type

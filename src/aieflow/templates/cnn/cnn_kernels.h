@@ -94,6 +94,22 @@ inline long long up_mix(long long a00, long long a01, long long a10, long long a
     return q;
 }
 
+// Float bilinear (fp32 on AIE1, bf16 on AIE-ML / v2; ops/resize.py bilinear_float): the same taps,
+// the weights in float32, w1 = p * INV with INV = 1 / D a float32 constant and w0 = 1 - w1, then
+// t0 = w0c a00 + w1c a01, t1 = w0c a10 + w1c a11 and y = w0r t0 + w1r t1, each product and sum
+// one float32 rounding (no fused multiply-add); a bf16 output rounds y once (nearest even).
+inline void up_weights(long long p, float inv, float& w0, float& w1) {
+    w1 = float(p) * inv;
+    w0 = 1.0f - w1;
+}
+
+inline float up_mix_float(float a00, float a01, float a10, float a11, float r0, float r1, float c0, float c1) {
+    const float p00 = c0 * a00, p01 = c1 * a01, p10 = c0 * a10, p11 = c1 * a11;
+    const float t0 = p00 + p01, t1 = p10 + p11;
+    const float q0 = r0 * t0, q1 = r1 * t1;
+    return q0 + q1;
+}
+
 template <class C>
 struct ConvCore {
     using TA = typename C::TA;
@@ -306,24 +322,35 @@ struct ConvCore {
         if constexpr (!COUT && C::UP_MODE != 0) bilinear(pre, out);
     }
 
-    // A fused bilinear upsampling by (UP_H, UP_W): up_tap / up_mix below (ops/resize.py's integer
-    // definition), on the stored window of OH x OW values per channel.
+    // A fused bilinear upsampling by (UP_H, UP_W): up_tap / up_mix above (ops/resize.py's integer
+    // definition), or up_weights / up_mix_float in fp32 / bf16, on the stored window of OH x OW
+    // values per channel.
     static void bilinear(const TO* __restrict pre, TY* __restrict out) {
-        static_assert(!is_float, "bilinear upsampling is mapped in fixed point only (cnn/stages.py)");
         constexpr unsigned OHU = C::OH * C::UP_H, OWU = C::OW * C::UP_W;
         constexpr long long DH = up_den<C::UP_MODE>(C::OH, C::UP_H), DW = up_den<C::UP_MODE>(C::OW, C::UP_W);
+        constexpr float INV_H = 1.0f / float(DH), INV_W = 1.0f / float(DW);
         for (unsigned o = 0; o < C::OG; ++o) {
             const TO* __restrict b = pre + o * P;
             for (unsigned y = 0; y < OHU; ++y) {
                 unsigned r0 = 0, r1 = 0;
                 long long pr = 0;
                 up_tap<C::UP_MODE>(y, C::OH, C::UP_H, r0, r1, pr);
+                float u0 = 0.0f, u1 = 0.0f;  // fp32 / bf16: the row weights
+                if constexpr (is_float) up_weights(pr, INV_H, u0, u1);
                 for (unsigned x = 0; x < OWU; ++x) {
                     unsigned c0 = 0, c1 = 0;
                     long long pc = 0;
                     up_tap<C::UP_MODE>(x, C::OW, C::UP_W, c0, c1, pc);
-                    out[(o * OHU + y) * OWU + x] = TY(up_mix(b[r0 * C::OW + c0], b[r0 * C::OW + c1], b[r1 * C::OW + c0],
-                                                             b[r1 * C::OW + c1], pr, pc, DH, DW));
+                    if constexpr (is_float) {
+                        float w0 = 0.0f, w1 = 0.0f;
+                        up_weights(pc, INV_W, w0, w1);
+                        out[(o * OHU + y) * OWU + x] = TY(up_mix_float(b[r0 * C::OW + c0], b[r0 * C::OW + c1],
+                                                                       b[r1 * C::OW + c0], b[r1 * C::OW + c1],
+                                                                       u0, u1, w0, w1));
+                    } else {
+                        out[(o * OHU + y) * OWU + x] = TY(up_mix(b[r0 * C::OW + c0], b[r0 * C::OW + c1],
+                                                                 b[r1 * C::OW + c0], b[r1 * C::OW + c1], pr, pc, DH, DW));
+                    }
                 }
             }
         }

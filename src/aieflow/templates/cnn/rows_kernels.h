@@ -13,7 +13,7 @@
 // rows; output row oy adds skip row oy (the convolution keeps the frame's size: cnn/rows.py).
 // A bilinear upsampling (UPM > 0): stored row y reads conv rows i0(y) and i1(y) <= i0(y) + 1
 // (cnn_kernels.h up_tap), so the kernel computes conv rows as far as i1(y) into a ring of two rows
-// and interpolates (up_mix): the one-row look-ahead.
+// and interpolates (up_mix; fp32 / bf16: up_weights / up_mix_float): the one-row look-ahead.
 // A global pooling (RowGlobalPool): Pool's step per value as the rows pass, its finish per channel.
 #pragma once
 
@@ -122,6 +122,7 @@ inline void write_rows(output_stream<T>* const (&outs)[NO], const T* __restrict 
                 }                                                                                           \
             } else {                                                                                        \
                 constexpr long long DH = up_den<C::UPM>(C::IOH, C::UH), DW = up_den<C::UPM>(C::OW, C::UW);  \
+                constexpr float INV_H = 1.0f / float(DH), INV_W = 1.0f / float(DW);                        \
                 unsigned done = 0;                                                                          \
                 for (unsigned y = 0; y < C::IOH * C::UH; ++y) {                                             \
                     unsigned r0 = 0, r1 = 0;                                                                \
@@ -130,13 +131,21 @@ inline void write_rows(output_stream<T>* const (&outs)[NO], const T* __restrict 
                     for (; done <= r1; ++done) conv_row(ins, done, out_ + (done % 2) * C::OG * C::OW);      \
                     const TY* __restrict a = out_ + (r0 % 2) * C::OG * C::OW;                               \
                     const TY* __restrict b = out_ + (r1 % 2) * C::OG * C::OW;                               \
+                    float u0 = 0.0f, u1 = 0.0f; /* fp32 / bf16: the row weights */                         \
+                    if constexpr (Core::is_float) up_weights(pr, INV_H, u0, u1);                            \
                     for (unsigned x = 0; x < OWU; ++x) {                                                    \
                         unsigned c0 = 0, c1 = 0;                                                            \
                         long long pc = 0;                                                                   \
                         up_tap<C::UPM>(x, C::OW, C::UW, c0, c1, pc);                                        \
-                        for (unsigned o = 0; o < C::OG; ++o)                                                \
-                            row_[o * OWU + x] = TY(up_mix(a[o * C::OW + c0], a[o * C::OW + c1],             \
-                                                          b[o * C::OW + c0], b[o * C::OW + c1], pr, pc, DH, DW)); \
+                        float w0 = 0.0f, w1 = 0.0f;                                                         \
+                        if constexpr (Core::is_float) up_weights(pc, INV_W, w0, w1);                        \
+                        for (unsigned o = 0; o < C::OG; ++o) {                                              \
+                            const unsigned i0 = o * C::OW + c0, i1 = o * C::OW + c1;                        \
+                            if constexpr (Core::is_float)                                                   \
+                                row_[o * OWU + x] = TY(up_mix_float(a[i0], a[i1], b[i0], b[i1], u0, u1, w0, w1)); \
+                            else                                                                            \
+                                row_[o * OWU + x] = TY(up_mix(a[i0], a[i1], b[i0], b[i1], pr, pc, DH, DW)); \
+                        }                                                                                   \
                     }                                                                                       \
                     write_rows(outs, row_, 1, C::OG, OWU);                                                  \
                 }                                                                                           \
