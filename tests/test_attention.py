@@ -342,6 +342,29 @@ def test_matmul_on_aie1_and_in_a_chain_is_refused_by_name():
         aieflow.compile(m, device="vck190", example_input=x[:1], calibration=x, config={"precision": "int8"})
 
 
+def test_where_one_tile_per_sample_ends_the_long_product_is_refused_by_name():
+    """The matmul kernel holds whole samples per tile (all of B, A's rows, the output rows): one
+    32-wide head on VEK280 int8 maps up to 128 tokens and is refused at 160 naming the layer and the
+    product, with a byte count at least its int8 ping-pong output and A rows (2 x 160 x 160 +
+    2 x 160 x 32).  Splitting a sample's rows or its reduction (a cascade) across tiles is not built
+    (docs/attention.md "Not done")."""
+    import re
+
+    torch.manual_seed(0)
+    ok = np.random.default_rng(0).standard_normal((4, 128, FEATURES)).astype(np.float32)
+    d = aieflow.compile(SingleHead().eval(), device="vek280", example_input=ok[:1], calibration=ok,
+                        config={"precision": "int8", "batch": 1})
+    assert all(d.plan.rows[n].memory <= 65536 for n in d.plan.compute if d.plan.node(n).op == "matmul")
+    long = np.random.default_rng(0).standard_normal((4, 160, FEATURES)).astype(np.float32)
+    with pytest.raises(AieflowError) as e:
+        aieflow.compile(SingleHead().eval(), device="vek280", example_input=long[:1], calibration=long,
+                        config={"precision": "int8", "batch": 1})
+    msg = str(e.value)
+    assert e.value.layer == "matmul" and "160 x 32 by 32 x 160" in msg and "65536" in msg, msg
+    need = int(re.search(r"needs (\d+) bytes", msg).group(1))
+    assert need >= 2 * 160 * 160 + 2 * 160 * 32 and need > 65536
+
+
 def test_attention_design_saves_loads_and_fits_the_schema(tmp_path):
     import json
     from importlib import resources
