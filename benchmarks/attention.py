@@ -69,10 +69,10 @@ class Block(nn.Module):
 
 
 class JetTagger(nn.Module):
-    def __init__(self):
+    def __init__(self, blocks: int = BLOCKS):
         super().__init__()
         self.embed = nn.Linear(FEATURES, EMBED)
-        self.blocks = nn.Sequential(*[Block() for _ in range(BLOCKS)])
+        self.blocks = nn.Sequential(*[Block() for _ in range(blocks)])
         self.head = nn.Linear(EMBED, CLASSES)
 
     def forward(self, x):
@@ -121,11 +121,13 @@ SHAPES = {"tagger": (PARTICLES, FEATURES), "tagger-masked": (PARTICLES, FEATURES
 WHICH = ["tagger"]
 
 
-def model(which: str = "tagger") -> nn.Module:
+def model(which: str = "tagger", blocks: int = BLOCKS) -> nn.Module:
+    """``blocks``: the tagger's encoder blocks (the tests build the one-block tagger: every op kind,
+    half the kernels to build on x86)."""
     WHICH[0] = which
     torch.manual_seed(0)
     if which == "tagger":
-        return JetTagger().eval()
+        return JetTagger(blocks).eval()
     if which == "tagger-masked":
         return MaskedTagger().eval()
     return ViT(SHAPES[which], 10 if which == "vit" else 8).eval()

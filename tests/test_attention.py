@@ -342,6 +342,43 @@ def test_matmul_on_aie1_and_in_a_chain_is_refused_by_name():
         aieflow.compile(m, device="vck190", example_input=x[:1], calibration=x, config={"precision": "int8"})
 
 
+def _tokens(t: int) -> np.ndarray:
+    return np.random.default_rng(0).standard_normal((4, t, FEATURES)).astype(np.float32)
+
+
+def test_a_long_product_splits_one_sample_over_tiles_verifies_and_where_that_ends_is_refused():
+    """A matmul part holds whole samples where they fit a tile (one 32-wide head on VEK280 int8:
+    up to 128 tokens); past that, a whole fraction of one sample's rows, each part reading the
+    sample's whole B (160 tokens: Q K^T's 160 x 160 output rows do not fit one tile), verified bit
+    for bit on x86; at 256 tokens even the smallest run does not fit and the refusal names the
+    layer, the product and both byte counts (docs/attention.md "Long products")."""
+    import re
+
+    def compile_(t):
+        torch.manual_seed(0)
+        x = _tokens(t)
+        return aieflow.compile(SingleHead().eval(), device="vek280", example_input=x[:1], calibration=x,
+                               config={"precision": "int8", "batch": 1}), x
+
+    d, _ = compile_(128)
+    assert all(d.plan.rows[n].rows_per_part % 128 == 0 for n in d.plan.compute if d.plan.node(n).op == "matmul")
+    d, x = compile_(160)
+    mm = [d.plan.rows[n] for n in d.plan.compute if d.plan.node(n).op == "matmul"]
+    assert len(mm) == 2 and all(rp.rows_per_part < 160 and 160 % rp.rows_per_part == 0 for rp in mm)
+    assert all(rp.memory <= 65536 for rp in mm)
+    assert not any(link.word_problems() for link in d.plan.links)
+    v = d.verify(x[:2])  # the tokens differ (a constant-token row cannot show an attention error)
+    assert v.ok, v.verdict()
+    assert v.values == 2 * 160 * FEATURES
+    with pytest.raises(AieflowError) as e:
+        compile_(256)
+    msg = str(e.value)
+    assert e.value.layer == "matmul" and "256 x 32 by 32 x 256" in msg and "65536" in msg, msg
+    whole, run = (int(b) for b in re.findall(r"needs (\d+) bytes.*?rows .*?\) (\d+)", msg)[0])
+    # at least the int8 ping-pong output rows and A rows of one sample / of the 64-row run
+    assert whole >= 2 * 256 * 256 + 2 * 256 * 32 and run >= 2 * 64 * 256 + 2 * 64 * 32 and run > 65536
+
+
 def test_attention_design_saves_loads_and_fits_the_schema(tmp_path):
     import json
     from importlib import resources

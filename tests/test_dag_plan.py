@@ -380,11 +380,15 @@ def test_explore_lists_the_batch_front_and_the_compile_pick():
     x = np.random.default_rng(0).standard_normal((64, 32)).astype(np.float32)
     cfg = {"precision": "int8", "target": "throughput"}
     # a fixed batch: the front still spans every auto batch, the pick is compile's (that batch)
-    fixed = aieflow.explore(Residual().eval(), device="vek280", example_input=x[:1], calibration=x, config=cfg)
+    fixed = aieflow.explore(Residual().eval(), device="vek280", example_input=x[:1], calibration=x,
+                            config={**cfg, "batch": 8})
     assert len(fixed.batches) >= 3 and fixed.chosen.batch == 8
     ex = aieflow.explore(Residual().eval(), device="vek280", example_input=x[:1], calibration=x,
                          config={**cfg, "batch": "auto"})
     assert ex.front == fixed.front and ex.chosen in ex.front
+    # no batch written: the target searches the auto batches (dag.search.targeted_batches)
+    free = aieflow.explore(Residual().eval(), device="vek280", example_input=x[:1], calibration=x, config=cfg)
+    assert free.front == ex.front and free.chosen == ex.chosen
     for p in ex.front:  # Pareto: nothing in the front is beaten or equalled everywhere by another
         assert not any(q != p and q.tiles <= p.tiles and q.latency_ns <= p.latency_ns
                        and q.sample_interval_ns <= p.sample_interval_ns for q in ex.front)

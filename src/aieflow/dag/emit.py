@@ -123,7 +123,8 @@ def rows_infos(plan: DagPlan, ids: dict[str, str], device: Device) -> dict[str, 
                   "narrow": narrow_output(t.output)}
         if node.op == "matmul":  # one kernel class for integers and bf16 (dag_kernels.h MatMul)
             m, k, n = matmul_dims(plan.graph, node, plan.operands[name])
-            matmuls.append({**common, "ta": t.a.c_type, "tb": t.b.c_type, "samples": rp.rows_per_part // rp.per_sample,
+            samples, m = rp.block(m)  # whole samples, or a run of one sample's rows
+            matmuls.append({**common, "ta": t.a.c_type, "tb": t.b.c_type, "samples": samples,
                             "m": m, "k": k, "n": n, "kp": rp.pitch_in(0, k), "trans_b": transpose_b(node),
                             "types_text": f"a {t.a}, b {t.b}, out {t.output}" + (
                                 " (accfloat lanes, one rounding to bf16; SHIFT / RND / SAT unused)"
@@ -264,7 +265,7 @@ def lower(plan: DagPlan, placement: Placement, ids: dict[str, str], headers: lis
             ins = tuple(rp.rows_per_part * rp.pitch_in(j, rp.features) for j in range(len(node.inputs)))
             if node.op == "matmul":  # A: the part's rows; B: its samples' whole B
                 m, k, n = matmul_dims(plan.graph, node, plan.operands[name])
-                ins = (rp.rows_per_part * rp.pitch_in(0, k), rp.rows_per_part // rp.per_sample * k * n)
+                ins = (rp.rows_per_part * rp.pitch_in(0, k), rp.block(m)[0] * k * n)
             if node.op == "softmax" and len(node.inputs) > 1:  # the run-time mask: one keep row per sample
                 ins = (rp.rows_per_part * rp.pitch_in(0, rp.features), rp.rows_per_part // rp.per_sample * rp.features)
             for i in range(rp.parts):

@@ -182,7 +182,7 @@ def matmul_cycles(plan: DagPlan, name: str) -> int:
     """The MatMul kernel body of one part (the assumed constants above)."""
     rp = plan.rows[name]
     m, k, n = matmul_dims(plan.graph, plan.node(name), plan.operands[name])
-    samples = rp.rows_per_part // rp.per_sample
+    samples, m = rp.block(m)  # whole samples, or a run of one sample's rows (with its whole B)
     vectors = math.ceil(n / 16)
     return samples * (k * n * COPY_CYCLES + m * vectors * (k * MM_MAC_CYCLES + MM_OUT_CYCLES))
 

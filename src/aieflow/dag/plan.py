@@ -300,7 +300,7 @@ def matmul_memory(node: Node, rows_per_part: int, per_sample: int, k: int, n: in
     output's row pitches where they are padded (:func:`row_pitches`)."""
     gen = device.generation
     t = node.types
-    samples = rows_per_part // per_sample
+    samples = max(1, rows_per_part // per_sample)  # a part inside one sample holds that sample's B
     lanes = -(-n // 16) * 16
     io = (2 * _aligned(rows_per_part * (kp or k) * _bytes(t.a)) + 2 * _aligned(samples * k * n * _bytes(t.b))
           + 2 * _aligned(rows_per_part * (np_ or n) * _bytes(t.output)))
@@ -533,13 +533,20 @@ def _plan_rows(node: Node, graph: Graph, batch: int, device: Device,
     gen = device.generation
     channels = device.memtile_channels
     best = None
+    # a matmul's parts hold whole samples; where one sample does not fit a tile, a whole fraction of
+    # one sample's rows (each part reads the sample's whole B: docs/attention.md "Long products")
+    split = node.op == "matmul" and not any(
+        rows % q == 0 and (rows // q) % r == 0
+        and matmul_memory(node, rows // q, r, k, n, device, in_pitch[0] if in_pitch else 0, out_pitch)
+        <= gen.data_memory_bytes
+        for q in range(1, min(rows, max(1, channels // writers)) + 1))
     for parts in range(1, min(rows, max(1, channels // writers)) + 1):
         if rows % parts:
             continue
         rp = rows // parts
         if rp % r and r % rp:  # a part is whole samples or a whole fraction of one (tilers)
             continue
-        if node.op == "matmul" and rp % r:  # each part multiplies whole samples (all of B's rows)
+        if node.op == "matmul" and rp % r and not split:  # whole samples (all of B's rows) where they fit
             continue
         if node.op == "softmax" and (node.params.get("keep") is not None or len(node.inputs) > 1) and rp % r:
             continue  # a masked softmax reads its mask row as (row % r), a run-time mask per sample: whole samples
@@ -559,9 +566,14 @@ def _plan_rows(node: Node, graph: Graph, batch: int, device: Device,
                 break
             # matmul: as many parts as allowed (its work per row is K x N multiply-adds)
     if best is None and node.op == "matmul":
+        most = max((q for q in range(1, min(rows, max(1, channels // writers)) + 1)
+                    if rows % q == 0 and r % (rows // q) == 0), default=None)
+        run = ("" if most is None or rows // most >= r else
+               f", and a run of {rows // most} of its rows (the most parts the memory tile's channels allow) "
+               f"{matmul_memory(node, rows // most, r, k, n, device)}")
         raise PlanError(
             f"one sample's matmul ({m} x {k} by {k} x {n}) needs {matmul_memory(node, r, r, k, n, device)} bytes on "
-            f"a tile, which has {gen.data_memory_bytes}", layer=node.name,
+            f"a tile{run}; a tile has {gen.data_memory_bytes}", layer=node.name,
             hint="use fewer tokens or narrower heads (more heads), or aieflow.emulate(model, ...)")
     if best is None:
         rp = rows // min(rows, channels)

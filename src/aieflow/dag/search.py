@@ -1,6 +1,8 @@
 """The target / batch search of DAG designs.
 
-What it chooses is the batch (samples per graph iteration): every candidate batch is planned
+What it chooses is the batch (samples per graph iteration), so a target with no ``batch`` in the
+config searches the ``auto`` batches (``targeted_batches``: the objective would have nothing to
+choose at the default batch); a batch the user fixes is the only candidate.  Every candidate batch is planned
 (``plan.plan_dag``: each Dense node the planner's parallelism for that batch, or the config's),
 placed and estimated as compiled (``api.place_dag``, ``perf.estimate_dag``), and ``passes.search.ranked`` picks by the
 target as for chains: fewest tiles, lowest latency, lowest interval per sample, within any budgets.
@@ -46,10 +48,20 @@ def batch_candidates(config: Config) -> tuple[int, ...]:
     return tuple(out)
 
 
+def targeted_batches(config: Config) -> Config:
+    """The config whose batch the search may choose: with a target and no ``batch`` written, the
+    ``auto`` batches (the batch is all a DAG search chooses: without this the objective would pick
+    among one candidate); a written batch, list or ``auto`` stays as it is."""
+    if config.targeted and config.batch_search is None and "batch" not in config.given:
+        return replace(config, batch_search="auto")
+    return config
+
+
 def search_dag(graph: Graph, device: Device, config: Config) -> DagSearch:
     from .api import place_dag
 
     check_dag_device(device, config)
+    config = targeted_batches(config)
     fixed = replace(config, target=Target(), batch_search=None)
     points, plans, first_error = [], {}, None
     for b in track(batch_candidates(config), "cost the DAG batch candidates"):
@@ -68,7 +80,11 @@ def search_dag(graph: Graph, device: Device, config: Config) -> DagSearch:
         b, e = first_error
         raise PlanError(f"no candidate batch gives a legal DAG design (batch {b}: {e.message})",
                         layer=e.layer, hint=e.hint or "give other batch sizes")
-    best = ranked(tuple(points), config.target)[0]
+    try:
+        best = ranked(tuple(points), config.target)[0]
+    except PlanError as e:  # name the design and what was searched, as the target's refusal
+        batches = ", ".join(str(p.batch) for p in points)
+        raise PlanError(f"DAG design '{graph.name}' (batches {batches} costed): {e.message}", hint=e.hint) from None
     return DagSearch(plans[best.batch], replace(config, batch=best.batch, batch_search=None), tuple(points))
 
 
@@ -76,8 +92,9 @@ def explore_dag(graph: Graph, device: Device, config: Config) -> Exploration:
     """``aieflow explore`` for a DAG: the batch is what the search chooses, so the front is over the
     config's batch list, or every ``auto`` batch (and the config's) when the config fixes one; the
     pick is what ``compile`` builds for the config (a fixed batch: that batch; no batch given: the
-    batch compile settles on, ``plan.default_batch``)."""
-    config = default_batch(graph, device, config)
+    target's pick of the ``auto`` batches, or without a target the batch compile settles on,
+    ``plan.default_batch``)."""
+    config = targeted_batches(default_batch(graph, device, config))
     wide = config
     if config.batch_search is None:
         auto = batch_candidates(replace(config, batch_search="auto"))
