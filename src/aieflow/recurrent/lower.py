@@ -40,6 +40,7 @@ from .model import fsm_items
 from .plan import RecurrentMapping, output_kernel
 
 SOURCE = "kernels/rnn_kernels.cc"
+METHOD = "greedy-right"  # the placer's method for the recurrent groups (place_recurrent)
 FRONT = "Conv1d front end"  # the front end's placement group (not an identifier: no layer is named so)
 FSM_SOURCE = "pl/rnn_fsm.cpp"
 
@@ -141,27 +142,35 @@ def groups(layers: Sequence[Node], mappings: Sequence[RecurrentMapping], device:
     return tuple(shapes), group_of, rel
 
 
+def _staged(layers: Sequence[Node], mappings: Sequence[RecurrentMapping], device: Device,
+            front: fr.SequenceFront | None) -> tuple[Placement, MappedGraph, Problem]:
+    """The design lowered at ``mapped.place.staging`` of its :func:`groups`, and the problem
+    read off that lowering."""
+    shapes, group_of, _ = groups(layers, mappings, device)
+    at = staging(shapes, device.generation.cascade_serpentine)
+    mg = lower(layers, mappings, device, front, at)
+    return at, mg, problem(mg, shapes, at, device, group_of=group_of)
+
+
 def recurrent_problem(layers: Sequence[Node], mappings: Sequence[RecurrentMapping], device: Device,
                       front: fr.SequenceFront | None = None) -> Problem:
     """The recurrent mappings' placement problem (``mapped.place``): :func:`groups`, read off the
     design lowered unplaced (``mapped.place.staging``: the groups side by side); the edges are
     the links between groups (the front end's last convolution into layer 0's W x kernels, an
-    AIE-aggregated layer's output stream into the next layer; a hybrid layer's output reaches the
-    next layer through its PL FSM, no link between the groups, so no edge)."""
-    shapes, group_of, _ = groups(layers, mappings, device)
-    at = staging(shapes, device.generation.cascade_serpentine)
-    return problem(lower(layers, mappings, device, front, at), shapes, at, device, group_of=group_of)
+    AIE-aggregated or compact layer's output stream into the next; a hybrid layer's output reaches
+    the next layer through its PL FSM, no link between the groups, so no edge)."""
+    return _staged(layers, mappings, device, front)[2]
 
 
 def place_recurrent(layers: Sequence[Node], mappings: Sequence[RecurrentMapping], device: Device,
                     front: fr.SequenceFront | None = None) -> Placement:
     """The one placer (``mapped/place.solve``) on :func:`recurrent_problem` with the
-    ``greedy-right`` baseline: the front end's column at column 0, each layer's rectangle right of
-    the one before along row 0, the blocks the latency model counts switch hops on
-    (``recurrent/model.py`` reads the plan's ``u_rows`` / ``u_columns`` / ``w_columns``, not tile
-    positions, so branch and bound would move groups where the model does not look).  The
-    kernels are not location-constrained (``Kernel.pinned`` False): aiecompiler places them."""
-    return solve(recurrent_problem(layers, mappings, device, front), "greedy-right")
+    ``greedy-right`` baseline (``METHOD``): the front end's column at column 0, each layer's
+    rectangle right of the one before along row 0, the blocks the latency model counts switch
+    hops on (``recurrent/model.py`` reads the plan's ``u_rows`` / ``u_columns`` / ``w_columns``,
+    not tile positions, so branch and bound would move groups where the model does not look).
+    The kernels are not location-constrained (``Kernel.pinned`` False): aiecompiler places them."""
+    return solve(recurrent_problem(layers, mappings, device, front), METHOD)
 
 
 def tiles(layers: Sequence[Node], mappings: Sequence[RecurrentMapping], device: Device,
@@ -221,8 +230,11 @@ def lower(layers: Sequence[Node], mappings: Sequence[RecurrentMapping], device: 
     them (per layer: the aggregator, the front end, the U h kernels, the W x kernels, or the
     compact tile), links in the order it connects them."""
     layers, mappings = list(layers), list(mappings)
-    if placement is None:
-        placement = place_recurrent(layers, mappings, device, front)
+    if placement is None:  # place_recurrent, keeping the staged lowering
+        staged, mg, prob = _staged(layers, mappings, device, front)
+        placement = solve(prob, METHOD)
+        if [(r.column, r.row) for r in placement.rects] == [(r.column, r.row) for r in staged.rects]:
+            return mg  # placed where staged (side by side along row 0): the same tiles, the same graph
     at = tiles(layers, mappings, device, placement)
     kernels: list[Kernel] = []
     plios: list[Plio] = []
