@@ -17,6 +17,7 @@ from aieflow.cli import main
 from aieflow.config import parse_config
 from aieflow.devices import get_device
 from aieflow.errors import ConfigError, PlanError
+from aieflow.mapped.place import named_cost
 from aieflow.model_zoo import qdq_mlp
 from aieflow.passes.place import (
     METHODS,
@@ -28,7 +29,6 @@ from aieflow.passes.place import (
     layer_edges,
     pack,
     place,
-    placement_cost,
 )
 from aieflow.placement_svg import design_svg
 
@@ -289,7 +289,7 @@ def test_place_on_designs_is_legal_and_costed(designs):
         p = d.placement
         check_placement(p, d.device)
         assert p.method == "bnb" and p.optimal
-        assert p.cost == pytest.approx(placement_cost(p, d.graph))
+        assert p.cost == pytest.approx(named_cost(p, layer_edges(d.graph)))
         assert layer_edges(d.graph) == tuple(zip([n.name for n in d.layers()], [n.name for n in d.layers()[1:]], strict=False))
         for m in BASELINES:
             other = place(d.graph, d.device, d.config, method=m)

@@ -21,9 +21,10 @@ from aieflow.devices import get_device  # noqa: E402
 from aieflow.errors import PlanError  # noqa: E402
 from aieflow.mapped.adf import declarations, statements  # noqa: E402
 from aieflow.mapped.ir import Link, PacketSwitch  # noqa: E402
+from aieflow.mapped.place import solve  # noqa: E402
 from aieflow.mapped.transport import check as check_transport  # noqa: E402
 from aieflow.recurrent.design import compile_recurrent, sequence_front, split_layers  # noqa: E402
-from aieflow.recurrent.lower import _chains, lower  # noqa: E402
+from aieflow.recurrent.lower import _chains, lower, place_recurrent, recurrent_problem  # noqa: E402
 from aieflow.recurrent.plan import RecurrentOptions as O  # noqa: E402
 
 
@@ -172,6 +173,50 @@ def test_tiles_are_distinct_and_inside_each_layers_block(case):
             if var.startswith("w"):
                 assert x0 + m.u_columns <= c < x0 + m.u_columns + m.w_columns and r < m.w_rows
         x0 += m.columns - m.front_columns
+
+
+def test_the_placement_problem_is_read_off_the_mapped_graph_as_the_plan_counts_it(case):
+    """The one placer's problem (``mapped.place.problem`` on the design lowered unplaced): groups,
+    their shapes, kernels and edges computed here from the mappings: the front end's convolutions
+    one column, each layer one rectangle its plan's columns wide; an edge from the front end into
+    layer 0 and from each layer whose output is an AIE stream (aie / compact aggregation) into the
+    next; a hybrid layer's output goes through its PL FSM, no edge.  Streams move no buffer
+    words.  Solved (greedy-right), the groups lie side by side along row 0 and every kernel of the
+    lowering sits at its group's position plus its tile in the group."""
+    d, g = case
+    layers, _ = split_layers(d.graph)
+    front = sequence_front(d.graph)
+    dev, ms = d.device, d.mappings
+    prob = recurrent_problem(layers, ms, dev, front)
+    nf = 1 if ms[0].front_tiles else 0
+    assert [b.name for b in prob.blocks] == ["Conv1d front end"] * nf + [n.name for n in layers]
+    assert [b.width for b in prob.blocks] == [1] * nf + [m.columns - m.front_columns for m in ms]
+    assert all(b.fixed is None and b.period == 1 for b in prob.blocks)
+    kernels = [len(ms[0].dims.front)] * nf + [1 if m.compact else m.u_tiles + m.w_tiles + m.aggregator_tiles for m in ms]
+    assert [len(k) for k in prob.kernels] == kernels
+    assert sum(kernels) == len(g.kernels)
+    for b, cells in zip(prob.blocks, prob.kernels, strict=True):
+        assert len(set(cells)) == len(cells) and all(0 <= c < b.width and 0 <= r < b.height for c, r in cells)
+        assert max(r for _, r in cells) == b.height - 1 and b.height <= dev.rows  # as high as its kernels
+    if nf:
+        assert prob.blocks[0].height == ms[0].front_tiles and prob.kernels[0] == tuple((0, i) for i in range(ms[0].front_tiles))
+    for b, m in zip(prob.blocks[nf:], ms, strict=True):
+        assert b.height >= (1 if m.compact else max(m.u_rows, m.w_rows))
+    want = [(0, 1)] * nf + [(nf + li - 1, nf + li) for li in range(1, len(ms)) if ms[li - 1].aggregation != "hybrid"]
+    assert prob.pairs == want
+    assert all(e.words == 0 for e in prob.edges)
+    assert (prob.grid.columns, prob.grid.rows, prob.grid.snake) == (dev.columns, dev.rows, dev.generation.cascade_serpentine)
+    placed = solve(prob, "greedy-right")
+    assert place_recurrent(layers, ms, dev, front) == placed
+    x0 = 0
+    for r in placed.rects:
+        assert (r.column, r.row) == (x0, 0)
+        x0 += r.width
+    assert x0 == sum(m.columns for m in ms)  # the plans' columns side by side (the front's column in layer 0's)
+    tiles = sorted(k.tile for k in g.kernels)
+    assert tiles == sorted((r.column + c, r.row + rr) for r, cells in zip(placed.rects, prob.kernels, strict=True)
+                           for c, rr in cells)
+    assert sorted(k.tile for k in lower(layers, ms, dev, front, placed).kernels) == tiles
 
 
 def test_the_project_graph_is_the_rendered_mapped_graph(case):

@@ -47,7 +47,7 @@ packing of earlier releases).  User-fixed coordinates and keep-out tiles are har
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -758,24 +758,28 @@ def problem(
     device: Device,
     keep_out: Iterable[Cell] = (),
     weights: Weights | None = None,
+    group_of: Mapping[str, str] | None = None,
 ) -> Problem:
     """The placement problem of a design lowered at ``staged`` (:func:`staging` of ``shapes``):
     group i is ``shapes[i]`` (its rectangle, kernel rows and fixed coordinates, which the kind's
-    plan and config give) holding the kernels of replica 0 whose ``node`` is its name; the edges
-    are the links between groups, followed through shared buffers (a memory-tile link, a relay
-    shard); the grid is the device's with its generation's cascade rule (catalog data)."""
+    plan and config give) holding the kernels of replica 0 whose ``node`` is its name (or, with
+    ``group_of``, kernel var -> group name, whose entry is its name: a group of several nodes'
+    kernels, e.g. the recurrent Conv1d front end's column); the edges are the links between groups,
+    followed through shared buffers (a memory-tile link, a relay shard); the grid is the device's
+    with its generation's cascade rule (catalog data)."""
     index = {b.name: i for i, b in enumerate(shapes)}
     group: dict[str, int] = {}
     relative: list[list[Cell]] = [[] for _ in shapes]
     for k in mg.kernels:
-        if k.replica != 0 or k.node not in index:
+        name = k.node if group_of is None else group_of.get(k.var)
+        if k.replica != 0 or name not in index:
             continue
-        i = index[k.node]
-        r = staged.rect(k.node)
+        i = index[name]
+        r = staged.rect(name)
         dc, dr = k.tile[0] - r.column, k.tile[1] - r.row
         b = shapes[i]
         assert 0 <= dc < b.width and 0 <= dr < b.height and (dr - b.offset) % b.period == 0, (
-            f"kernel {k.var} of {k.node} at {k.tile} is not on a kernel row of its {b.height} x {b.width} rectangle")
+            f"kernel {k.var} of {name} at {k.tile} is not on a kernel row of its {b.height} x {b.width} rectangle")
         group[k.var] = i
         relative[i].append((dc, dr))
     empty = [b.name for b, cells in zip(shapes, relative, strict=True) if not cells]

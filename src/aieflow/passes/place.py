@@ -38,7 +38,7 @@ from ..mapped.place import (
 
 __all__ = [
     "METHODS", "Block", "Grid", "Packing", "Placement", "Rect", "Weights", "chain_problem", "check_placement",
-    "layer_edges", "pack", "place", "placement_cost", "rects_cost", "replica_offsets", "replicate",
+    "layer_edges", "pack", "place", "rects_cost", "replica_offsets", "replicate",
 ]
 
 
@@ -57,15 +57,6 @@ def layer_edges(graph: Graph) -> tuple[tuple[str, str], ...]:
             if src is not None and src.plan is not None:
                 edges.append((src.name, n.name))
     return tuple(edges)
-
-
-def placement_cost(placement: Placement, graph: Graph, lam: float | None = None, mu: float | None = None) -> float:
-    """J of a placement (weights default to the ones it was placed with)."""
-    w = placement.weights
-    w = Weights(w.lam if lam is None else lam, w.mu if mu is None else mu, w.start)
-    index = {r.layer: i for i, r in enumerate(placement.rects)}
-    edges = [(index[p], index[q]) for p, q in layer_edges(graph) if p in index and q in index]
-    return rects_cost(placement.rects, edges, placement.snake, w)
 
 
 def _period(node: Node) -> int:

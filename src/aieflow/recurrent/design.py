@@ -375,34 +375,36 @@ class RecurrentDesign:
         return report_html(self, path, data=data, verify=verify)
 
     def placement_svg(self) -> str:
-        """The mapping's blocks on the array (``aieflow report``): per layer, U h kernels column by
-        column, then the W x kernels, the aggregator in a free slot of the U block or its own
-        column; stacked layers side by side.  These are the rectangles the latency model counts
-        switch hops on, not a placement by the ADF tools."""
+        """The placed design on the array (``aieflow report``): the one placer's groups
+        (``recurrent/lower.place_recurrent``: the Conv1d front end's column, then each layer's
+        rectangle along row 0) drawn per role, each the bounding box of its kernels' tiles in the
+        lowering at that placement: a layer's U h block, W x block and aggregator (a compact
+        layer's one tile).  These are the blocks the latency model counts switch hops on, not a
+        placement by the ADF tools (the kernels are not location-constrained)."""
         from ..passes.place import Placement, Rect
         from ..placement_svg import placement_svg
-        from .lower import tiles
+        from .lower import lower, place_recurrent
 
         dev = self.device
-        rects, x0 = [], 0
+        layers, _ = split_layers(self.graph)
         front = sequence_front(self.graph)
-        if front is not None:  # the convolution front end's kernels: one column before layer 0
-            rects += [Rect(f"{c.name} (Conv1d)", 0, i, 1, 1) for i, c in enumerate(front.convs)]
-            x0 = 1
-        at = tiles(self.mappings, dev)  # the lowering's tiles (recurrent/lower.py): the aggregator's free slot
-        for li, (n, m) in enumerate(zip(self.layers, self.mappings, strict=True)):
-            name = n.name
+        placed = place_recurrent(layers, self.mappings, dev, front)
+        at = {k.var: k.tile for k in lower(layers, self.mappings, dev, front, placed).kernels}
+
+        def box(label: str, prefix: str) -> list[Rect]:
+            cells = [t for v, t in at.items() if v == prefix or v.startswith(prefix + "[")]
+            if not cells:
+                return []
+            c0, r0 = min(c for c, _ in cells), min(r for _, r in cells)
+            return [Rect(label, c0, r0, max(c for c, _ in cells) - c0 + 1, max(r for _, r in cells) - r0 + 1)]
+
+        rects = [Rect(f"{c.name} (Conv1d)", *at[f"front[{i}]"], 1, 1) for i, c in enumerate(front.convs)] if front else []
+        for li, (n, m) in enumerate(zip(layers, self.mappings, strict=True)):
             if m.compact:
-                rects.append(Rect(f"{name} compact cell", x0, 0, 1, 1))
-                x0 += m.columns - m.front_columns
+                rects += box(f"{n.name} compact cell", f"c{li}")
                 continue
-            rects.append(Rect(f"{name} U h", x0, 0, m.u_columns, m.u_rows))
-            if m.w_tiles:
-                rects.append(Rect(f"{name} W x", x0 + m.u_columns, 0, m.w_columns, m.w_rows))
-            if m.aggregator_tiles:
-                rects.append(Rect(f"{name} aggregator", *at[f"agg{li}"], 1, 1))
-            x0 += m.columns - m.front_columns
-        grid = Placement(tuple(rects), max(dev.columns, x0), dev.rows, method="recurrent blocks")
+            rects += box(f"{n.name} U h", f"u{li}") + box(f"{n.name} W x", f"w{li}") + box(f"{n.name} aggregator", f"agg{li}")
+        grid = Placement(tuple(rects), max(dev.columns, placed.columns), dev.rows, method="recurrent blocks")
         aggregation = self.mappings[-1].aggregation
         agg = ("compact tile" if aggregation == "compact" else
                "AIE aggregator" if aggregation == "aie" else "PL FSM (hybrid)")

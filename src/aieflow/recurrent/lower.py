@@ -17,9 +17,11 @@ front end's ``front[i]``; merges ``m<l>_<i>``; PLIOs ``x<l>``, ``h<l>``,
 ``to_pl<l>[i]``, ``y_out`` (named ``rnn_l<l>_x``, ``rnn_l<l>_h``, ``rnn_l<l>_m<i>``, ``rnn_y`` in the
 graph and system.cfg).
 
-Tiles: the recurrent kernels are not location-constrained (aiecompiler places them; ``Kernel.pinned``
-is False); each carries the tile of its plan's block (``tiles``), the rectangles the latency model
-counts switch hops on and ``aieflow report`` draws.
+Tiles: the one placer (``mapped/place.py``) places the groups (:func:`groups`: the front end's
+column, one rectangle per layer) read off the design lowered unplaced (:func:`recurrent_problem`,
+:func:`place_recurrent`); each kernel carries its group's position plus its tile in the group
+(:func:`tiles`), the blocks the latency model counts switch hops on and ``aieflow report`` draws.
+The kernels are not location-constrained (aiecompiler places them; ``Kernel.pinned`` is False).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from collections.abc import Sequence
 from ..devices import Device
 from ..ir import Node
 from ..mapped.ir import Kernel, Link, MappedGraph, PacketSwitch, Plio, PLKernel, Port
+from ..mapped.place import Block, Cell, Placement, Problem, problem, solve, staging
 from ..names import c_ident
 from . import front as fr
 from .costs import PL_MERGE_II, pl_fsm_depth
@@ -37,6 +40,8 @@ from .model import fsm_items
 from .plan import RecurrentMapping, output_kernel
 
 SOURCE = "kernels/rnn_kernels.cc"
+METHOD = "greedy-right"  # the placer's method for the recurrent groups (place_recurrent)
+FRONT = "Conv1d front end"  # the front end's placement group (not an identifier: no layer is named so)
 FSM_SOURCE = "pl/rnn_fsm.cpp"
 
 
@@ -91,33 +96,91 @@ def _chains(sources: int, cas: int, device: Device, x0: int) -> list[tuple[int, 
     return out
 
 
-def tiles(mappings: Sequence[RecurrentMapping], device: Device) -> dict[str, tuple[int, int]]:
-    """Each kernel's tile in its plan's block: the front end's kernels in column 0, then per layer
-    side by side the U h block, the W x block and the aggregator (in a free slot of the U block's
-    last column, or its own column when the plan gave it one); a compact layer's one tile."""
-    out: dict[str, tuple[int, int]] = {}
-    x0 = 0
+def _relative(li: int, m: RecurrentMapping, device: Device) -> dict[str, Cell]:
+    """Layer ``li``'s kernels relative to its group's origin: the U h block from column 0, the W x
+    block right of it, the aggregator (and its output kernel) in free slots of the U block's last
+    column, or in its own column after the W x block when the plan gave it one; a compact
+    layer's one tile."""
+    if m.compact:
+        return {f"c{li}": (0, 0)}
+    lay = layout(m, device)
+    out: dict[str, Cell] = {}
+    for tag, x, rows in (("u", 0, m.u_rows), ("w", m.u_columns, m.w_rows)):
+        column, cas = _col(lay, tag)
+        nsrc = len(lay.u) if tag == "u" else len(lay.w)
+        at = _chains(nsrc, cas, device, x) if column else _block(nsrc, max(rows, 1), x)
+        out.update({f"{tag}{li}[{t}]": p for t, p in enumerate(at)})
+    if m.aggregation != "hybrid":
+        used = {p for k, p in out.items() if k.startswith(f"u{li}[")}
+        last = m.u_columns - 1
+        free = [(last, r) for r in range(device.rows) if (last, r) not in used]
+        own = [(m.u_columns + m.w_columns, r) for r in range(device.rows)]
+        names = [f"agg{li}", *([f"o{li}"] if output_kernel(m.aggregation, device) else [])]
+        out.update(zip(names, free if len(free) >= len(names) and not m.agg_columns else own, strict=False))
+    return out
+
+
+def groups(layers: Sequence[Node], mappings: Sequence[RecurrentMapping], device: Device
+           ) -> tuple[tuple[Block, ...], dict[str, str], dict[str, Cell]]:
+    """The placement groups (``mapped.place.Block``): the Conv1d front end's kernels one column
+    (``FRONT``, a 1 x F group), then each layer one rectangle named after its node, the plan's
+    ``columns`` wide (less the front's column) and as high as its kernels' rows (the aggregator
+    may sit above a full U h column); with each kernel's group and its tile in the group."""
+    shapes: list[Block] = []
+    group_of: dict[str, str] = {}
+    rel: dict[str, Cell] = {}
     if mappings and mappings[0].front_tiles:
-        out.update({f"front[{i}]": (0, i) for i in range(mappings[0].front_tiles)})
-        x0 = 1
-    for li, m in enumerate(mappings):
-        lay = layout(m, device)
-        if m.compact:
-            out[f"c{li}"] = (x0, 0)
-        else:
-            for tag, x, rows in (("u", x0, m.u_rows), ("w", x0 + m.u_columns, m.w_rows)):
-                column, cas = _col(lay, tag)
-                nsrc = len(lay.u) if tag == "u" else len(lay.w)
-                at = _chains(nsrc, cas, device, x) if column else _block(nsrc, max(rows, 1), x)
-                out.update({f"{tag}{li}[{t}]": p for t, p in enumerate(at)})
-            if m.aggregation != "hybrid":
-                used = {p for k, p in out.items() if k.startswith(f"u{li}[")}
-                last = x0 + m.u_columns - 1
-                free = [(last, r) for r in range(device.rows) if (last, r) not in used]
-                own = [(x0 + m.u_columns + m.w_columns, r) for r in range(device.rows)]
-                names = [f"agg{li}", *([f"o{li}"] if output_kernel(m.aggregation, device) else [])]
-                out.update(zip(names, free if len(free) >= len(names) and not m.agg_columns else own, strict=False))
-        x0 += m.columns - m.front_columns
+        shapes.append(Block(FRONT, 1, mappings[0].front_tiles))
+        for i in range(mappings[0].front_tiles):
+            group_of[f"front[{i}]"], rel[f"front[{i}]"] = FRONT, (0, i)
+    for li, (node, m) in enumerate(zip(layers, mappings, strict=True)):
+        mine = _relative(li, m, device)
+        shapes.append(Block(node.name, m.columns - m.front_columns, max(r for _, r in mine.values()) + 1))
+        rel.update(mine)
+        group_of.update(dict.fromkeys(mine, node.name))
+    assert len({b.name for b in shapes}) == len(shapes), "group names repeat"
+    return tuple(shapes), group_of, rel
+
+
+def _staged(layers: Sequence[Node], mappings: Sequence[RecurrentMapping], device: Device,
+            front: fr.SequenceFront | None) -> tuple[Placement, MappedGraph, Problem]:
+    """The design lowered at ``mapped.place.staging`` of its :func:`groups`, and the problem
+    read off that lowering."""
+    shapes, group_of, _ = groups(layers, mappings, device)
+    at = staging(shapes, device.generation.cascade_serpentine)
+    mg = lower(layers, mappings, device, front, at)
+    return at, mg, problem(mg, shapes, at, device, group_of=group_of)
+
+
+def recurrent_problem(layers: Sequence[Node], mappings: Sequence[RecurrentMapping], device: Device,
+                      front: fr.SequenceFront | None = None) -> Problem:
+    """The recurrent mappings' placement problem (``mapped.place``): :func:`groups`, read off the
+    design lowered unplaced (``mapped.place.staging``: the groups side by side); the edges are
+    the links between groups (the front end's last convolution into layer 0's W x kernels, an
+    AIE-aggregated or compact layer's output stream into the next; a hybrid layer's output reaches
+    the next layer through its PL FSM, no link between the groups, so no edge)."""
+    return _staged(layers, mappings, device, front)[2]
+
+
+def place_recurrent(layers: Sequence[Node], mappings: Sequence[RecurrentMapping], device: Device,
+                    front: fr.SequenceFront | None = None) -> Placement:
+    """The one placer (``mapped/place.solve``) on :func:`recurrent_problem` with the
+    ``greedy-right`` baseline (``METHOD``): the front end's column at column 0, each layer's
+    rectangle right of the one before along row 0, the blocks the latency model counts switch
+    hops on (``recurrent/model.py`` reads the plan's ``u_rows`` / ``u_columns`` / ``w_columns``,
+    not tile positions, so branch and bound would move groups where the model does not look).
+    The kernels are not location-constrained (``Kernel.pinned`` False): aiecompiler places them."""
+    return solve(recurrent_problem(layers, mappings, device, front), METHOD)
+
+
+def tiles(layers: Sequence[Node], mappings: Sequence[RecurrentMapping], device: Device,
+          placement: Placement) -> dict[str, Cell]:
+    """Each kernel's tile: its group's rectangle in ``placement`` plus its tile in the group."""
+    _, group_of, rel = groups(layers, mappings, device)
+    out = {}
+    for var, (dc, dr) in rel.items():
+        r = placement.rect(group_of[var])
+        out[var] = (r.column + dc, r.row + dr)
     return out
 
 
@@ -160,13 +223,19 @@ def _front_args(i: int) -> tuple[str, ...]:
 
 
 def lower(layers: Sequence[Node], mappings: Sequence[RecurrentMapping], device: Device,
-          front: fr.SequenceFront | None = None) -> MappedGraph:
+          front: fr.SequenceFront | None = None, placement: Placement | None = None) -> MappedGraph:
     """The mapped graph of the recurrent ``layers`` (layer l + 1 reads layer l's h) with their
-    ``mappings`` and the convolution ``front`` end before the first.  Kernels in the order the
-    graph creates them (per layer: the aggregator, the front end, the U h kernels, the W x kernels,
-    or the compact tile), links in the order it connects them."""
+    ``mappings`` and the convolution ``front`` end before the first, each kernel on its tile in
+    ``placement`` (by default :func:`place_recurrent`'s).  Kernels in the order the graph creates
+    them (per layer: the aggregator, the front end, the U h kernels, the W x kernels, or the
+    compact tile), links in the order it connects them."""
     layers, mappings = list(layers), list(mappings)
-    at = tiles(mappings, device)
+    if placement is None:  # place_recurrent, keeping the staged lowering
+        staged, mg, prob = _staged(layers, mappings, device, front)
+        placement = solve(prob, METHOD)
+        if [(r.column, r.row) for r in placement.rects] == [(r.column, r.row) for r in staged.rects]:
+            return mg  # placed where staged (side by side along row 0): the same tiles, the same graph
+    at = tiles(layers, mappings, device, placement)
     kernels: list[Kernel] = []
     plios: list[Plio] = []
     links: list[Link] = []
