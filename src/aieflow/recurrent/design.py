@@ -527,7 +527,7 @@ def compile_recurrent(
         log.debug("recurrent search for target '%s': %d mappings costed, front of %d", cfg.target.to_string(),
                   exploration.candidates, len(exploration.front))
     else:
-        chosen = _planned(dims, dev, planned)
+        chosen = _planned(dims, dev, planned, layers)
     if len(layers) == 1:
         mappings = [chosen]
     else:
@@ -573,9 +573,15 @@ def _search(dims: list[RecurrentDims], dev: Device, cfg: Config, searched: list)
     return choose_stack(dims, dev, cfg.target, searched)
 
 
-def _planned(dims: list[RecurrentDims], dev: Device, planned: list) -> RecurrentMapping | StackedMapping:
-    """What compile maps without a target: each layer's ``plan_recurrent`` (a stack: ``plan_stack``)."""
-    return plan_recurrent(dims[0], dev, planned[0]) if len(dims) == 1 else plan_stack(dims, dev, planned)
+def _planned(dims: list[RecurrentDims], dev: Device, planned: list, layers: list[Node] | None = None) -> RecurrentMapping | StackedMapping:
+    """What compile maps without a target: each layer's ``plan_recurrent`` (a stack: ``plan_stack``);
+    ``layers``: the nodes (the grid's gate math is list-scheduled from the layer)."""
+    if len(dims) == 1:
+        return plan_recurrent(dims[0], dev, planned[0], node=layers[0] if layers else None)
+    if any(o.distribution == "grid" for o in planned):
+        raise PlanError("a grid layer in a stack is not generated (the grid maps one GRU / LSTM layer)",
+                        hint="use distribution compact, row or column for stacked layers")
+    return plan_stack(dims, dev, planned)
 
 
 def layer_choices(cfg: Config, layers: list[Node], head: list[Node], dev: Device,
