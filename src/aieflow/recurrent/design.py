@@ -45,6 +45,7 @@ from .plan import (
     RecurrentOptions,
     dims_of,
     fit_gate_form,
+    grid_gate_cycles,
     plan_recurrent,
     violations,
 )
@@ -134,7 +135,10 @@ def with_head(node: Node, head: list[Node], device: Device) -> RecurrentDims:
         vh = vector_head(head, dims.n_h, node.types.output, device, "rnn")
         if isinstance(vh, VectorHead):
             dims = replace(dims, head_form=(vh.lanes, *vh.finish))
-        dims = fit_gate_form(node, dims, device)  # the head's memory too: the widened tables where they still fit
+        fitted = fit_gate_form(node, dims, device)  # the head's memory too: the widened tables where they still fit
+        if fitted.gate_form != dims.gate_form:  # the grid's gate tiles read the same tables
+            fitted = replace(fitted, grid_gates=grid_gate_cycles(node, fitted, device))
+        dims = fitted
     return dims
 
 
@@ -337,7 +341,8 @@ class RecurrentDesign:
     def summary(self) -> str:
         p = self.estimate()
         fixed = "fp32" if self.layer.types.is_float else "fixed point"
-        agg = {"hybrid": "PL FSM", "compact": "compact tile"}.get(self.mappings[-1].aggregation, "AIE aggregator")
+        agg = {"hybrid": "PL FSM", "compact": "compact tile", "grid": "grid chains"}.get(self.mappings[-1].aggregation,
+                                                                                          "AIE aggregator")
         if self.stack is None:
             n = self.layer
             parts = ", ".join(f"{k} {v:.1f}" for k, v in p.breakdown_ns.items())
@@ -396,6 +401,11 @@ class RecurrentDesign:
                 rects.append(Rect(f"{name} compact cell", x0, 0, 1, 1))
                 x0 += m.columns - m.front_columns
                 continue
+            if m.grid:  # per chain its W x partner and gate tile side by side (the cascade), then the head tile
+                rects += [Rect(f"{name} chain {r} (W x, gates)", *at[f"gw{li}[{r}]"], 2, 1) for r in range(m.u_tiles)]
+                rects.append(Rect(f"{name} head", *at[f"gh{li}"], 1, 1))
+                x0 += m.columns - m.front_columns
+                continue
             rects.append(Rect(f"{name} U h", x0, 0, m.u_columns, m.u_rows))
             if m.w_tiles:
                 rects.append(Rect(f"{name} W x", x0 + m.u_columns, 0, m.w_columns, m.w_rows))
@@ -404,7 +414,7 @@ class RecurrentDesign:
             x0 += m.columns - m.front_columns
         grid = Placement(tuple(rects), max(dev.columns, x0), dev.rows, method="recurrent blocks")
         aggregation = self.mappings[-1].aggregation
-        agg = ("compact tile" if aggregation == "compact" else
+        agg = ("compact tile" if aggregation == "compact" else "grid (chains of units)" if aggregation == "grid" else
                "AIE aggregator" if aggregation == "aie" else "PL FSM (hybrid)")
         cells = "+".join(m.dims.cell.upper() for m in self.mappings)
         return placement_svg(grid, (), dev.memory_tile_rows, title=f"{self.layer.name} ({cells}) on {dev.board}, {agg}")

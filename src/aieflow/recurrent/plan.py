@@ -91,6 +91,10 @@ class RecurrentDims:
     # ops and mode writes of one output group's finish) of recurrent/compact.vector_head; () = the
     # scalar head loops (rnn_cell.h), also for given dims.
     head_form: tuple[int, ...] = ()
+    # The grid mapping's gate tiles: (units per chain, list-scheduled cycles of their vector gate
+    # math: compact.split_gate_cycles) for every distinct ceil(n_h / R), R = 2..n_h, where the layer
+    # has a vector gate form (from an IR node); () = no grid (float layers, scalar gates, given dims).
+    grid_gates: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "front", front_from_json(self.front) if any(isinstance(f, dict) for f in self.front)
@@ -101,6 +105,7 @@ class RecurrentDims:
         object.__setattr__(self, "finish_ops", tuple(int(v) for v in self.finish_ops))
         object.__setattr__(self, "gate_form", tuple(int(v) for v in self.gate_form))
         object.__setattr__(self, "head_form", tuple(int(v) for v in self.head_form))
+        object.__setattr__(self, "grid_gates", tuple((int(u), int(c)) for u, c in self.grid_gates))
         if len(self.kernels) != 2 or any(k not in KERNELS for k in self.kernels):
             raise ConfigError(f"recurrent kernels {self.kernels!r}: two of {', '.join(KERNELS)} (U h, W x)")
         for key in ("n_in", "n_h", "seq_len"):
@@ -176,7 +181,8 @@ def dims_of(node_or_dims: Node | RecurrentDims, device: Device) -> RecurrentDims
         vg = vector_gates(node_or_dims, device, "rnn")
         form = vg.form if isinstance(vg, VectorGates) else ()
         dims = replace(dims, kernels=kinds, finish_ops=finish_ops(node_or_dims, kinds), gate_form=form, pair=pair)
-        return fit_gate_form(node_or_dims, dims, device)
+        dims = fit_gate_form(node_or_dims, dims, device)
+        return replace(dims, grid_gates=grid_gate_cycles(node_or_dims, dims, device))
     return replace(dims, pair=pair)
 
 
@@ -458,6 +464,22 @@ def fit_gate_form(node: Node, dims: RecurrentDims, device: Device) -> RecurrentD
         vg = vector_gates(node, device, "rnn", widen=False)
         return replace(dims, gate_form=vg.form if isinstance(vg, VectorGates) else ())
     return dims
+
+
+def grid_gate_cycles(node: Node, dims: RecurrentDims, device: Device) -> tuple[tuple[int, int], ...]:
+    """RecurrentDims.grid_gates of the layer ``node``: its vector gate math for every distinct chain
+    size, list-scheduled (tables widened as the compact tile's gate form says)."""
+    from .compact import split_gate_cycles
+
+    if not dims.gate_form:
+        return ()
+    widen = len(dims.gate_form) > 6 and dims.gate_form[6] > 0
+    out = []
+    for units in sorted({math.ceil(dims.n_h / r) for r in range(2, dims.n_h + 1)}):
+        c = split_gate_cycles(node, device, units, widen)
+        if c is not None:
+            out.append((units, c))
+    return tuple(out)
 
 
 def compact_conflicts(options: RecurrentOptions) -> list[str]:
@@ -832,8 +854,8 @@ def build_grid(dims: RecurrentDims, device: Device, chains: int, options: Recurr
     r = math.ceil(dims.n_h / units)  # chains that hold units (slices drop empty ones)
     part = MatvecMapping(GRID, units, 1)
     pairs = math.ceil(r / device.rows)
-    gate_cycles = 0
-    if node is not None and dims.gate_form:
+    gate_cycles = dict(dims.grid_gates).get(units, 0)
+    if node is not None and dims.gate_form and not gate_cycles:
         from .compact import split_gate_cycles
 
         gate_cycles = split_gate_cycles(node, device, units, len(dims.gate_form) > 6 and dims.gate_form[6] > 0) or 0
