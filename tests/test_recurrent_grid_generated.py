@@ -34,6 +34,7 @@ X86_CASES = [
     ("gru-vek280-head", "GRU", "vek280", 10, 3, True, 5),
     ("lstm-vek280-sequence", "LSTM", "vek280", 8, 3, False, 4),
     ("gru-vck190-head", "GRU", "vck190", 10, 4, True, 5),
+    ("lstm-vck190-head", "LSTM", "vck190", 6, 2, True, 3),
 ]
 
 

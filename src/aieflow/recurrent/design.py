@@ -341,7 +341,7 @@ class RecurrentDesign:
     def summary(self) -> str:
         p = self.estimate()
         fixed = "fp32" if self.layer.types.is_float else "fixed point"
-        agg = {"hybrid": "PL FSM", "compact": "compact tile", "grid": "grid chains"}.get(self.mappings[-1].aggregation,
+        agg = {"hybrid": "PL FSM", "compact": "compact tile", "grid": "grid head tile"}.get(self.mappings[-1].aggregation,
                                                                                           "AIE aggregator")
         if self.stack is None:
             n = self.layer
