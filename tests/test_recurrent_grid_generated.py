@@ -16,9 +16,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from test_recurrent_compact import HLS4ML, _compile, _exact_reference, _rnn_node  # noqa: E402
+from test_recurrent_compact import HLS4ML, _compile, _exact_reference, _rnn_node, needs_gxx  # noqa: E402
 from test_recurrent_split import _design  # noqa: E402  (the compiled top-tagging designs, one copy)
-from test_recurrent_compact import needs_gxx  # noqa: E402
 
 from aieflow.devices import get_device  # noqa: E402
 from aieflow.errors import ConfigError, PlanError  # noqa: E402

@@ -200,7 +200,7 @@ def _harness(mappings: Sequence[RecurrentMapping], lays: Sequence[Layout], devic
                       f'    aieflow_shim::stream<X> gy{li}("gh{li}_y");',
                       f"    for (int r = 0; r < {r_n}; ++r) {{",
                       f"        const unsigned id[{r_n}] = {{{ids}}};",
-                      "        gout{0}[r].set_packet_ids({{id[r]}});".format(li),
+                      f"        gout{li}[r].set_packet_ids({{id[r]}});",
                       f"        gin{li}[r].set_packet_ids({{{ids}}});",
                       "    }",
                       f"    gm{li}.set_packet_ids({{{ids}}});",
