@@ -4,6 +4,7 @@ and (issue 22) the compact mapping against the spread ones for top tagging on VE
     python benchmarks/gru_latency.py            # every table
     python benchmarks/gru_latency.py split      # the split-mapping tables only (issue 22)
     python benchmarks/gru_latency.py grid       # the grid-mapping tables only (issue 22)
+    python benchmarks/gru_latency.py compact    # the compact / spread / grid table only (issue 22)
 
 Workloads: the top-tagging GRU / LSTM of ``shared/spec/rnn-semantics.md`` (6 inputs, hidden 20,
 20 steps), the hidden sizes over which ``shared/spec/gru-on-aie.md`` reports its trends (8-32, and
@@ -48,6 +49,8 @@ PARTS = ("return", "broadcast", "mac", "reduction", "routing", "aggregation")
 def _mapping(m) -> str:
     if m.compact:
         return "compact (1 tile)"
+    if m.grid:
+        return f"grid, {m.u_tiles} chains of {m.recurrent.rows} units x 1 tile"
 
     def side(x):
         return f"row x{x.rows}" if x.distribution == "row" else f"col {x.rows}r x {x.cas_len}t"
@@ -170,15 +173,17 @@ def compact_table() -> list[str]:
             dims = _top_tagging_dims(cell, device, precision)
             fp32 = precision == "fp32"
             spread = {d_: RecurrentOptions(distribution=d_, input_distribution=d_ if fp32 else None) for d_ in ("row", "column")}
-            pick = choose_mapping(dims, device, "latency", (*spread.values(), RecurrentOptions(distribution="compact")))
+            grid = () if fp32 else (RecurrentOptions(distribution="grid"),)  # the generated grid: fixed point
+            pick = choose_mapping(dims, device, "latency", (*spread.values(), RecurrentOptions(distribution="compact"), *grid))
             rows = [("compact", choose_mapping(dims, device, "latency", RecurrentOptions(distribution="compact")).chosen.mapping)]
             rows += [(f"best {k}-wise", choose_mapping(dims, device, "latency", o).chosen.mapping) for k, o in spread.items()]
+            rows += [("best grid (generated)", choose_mapping(dims, device, "latency", g).chosen.mapping) for g in grid]
             rows.append(("target: latency picks", pick.chosen.mapping))
             types = "fp32" if fp32 else "ap_fixed<16,6>"
             for label, m in rows:
                 p = estimate_recurrent(m, device)
                 parts = " | ".join(f"{p.breakdown_ns[k]:.1f}" for k in PARTS)
-                what = label if m.compact else f"{label}: {m.aggregation}, {_mapping(m)}"
+                what = label if m.compact else f"{label}: {_mapping(m)}" if m.grid else f"{label}: {m.aggregation}, {_mapping(m)}"
                 us = p.sequence_latency_ns / 1e3
                 out.append(
                     f"| top tagging {cell} | {device} ({types}) | {what} | {m.tiles} | {p.step_latency_ns:.1f} | {parts} | "
@@ -233,8 +238,8 @@ def split_table() -> list[str]:
 
 
 def grid_table() -> list[str]:
-    """Issue 22, the grid mapping (modelled, not generated; recurrent/grid.py): per (cell, device)
-    the fastest grids of R chains x C cascade tiles among every distinct one, with the per-step
+    """Issue 22, the grid mapping (recurrent/grid.py; C = 1 generated, rnn_grid.h, C > 1 modelled
+    only): per (cell, device) the fastest grids of R chains x C cascade tiles among every distinct one, with the per-step
     breakdown (cycles), then the per-step budget 1.7 us leaves after the fastest's fill and head,
     and the gate math of one unit (+ copy + lock) that no placement removes."""
     out = [
@@ -293,7 +298,7 @@ def main() -> None:
         "",
         *input_sweep(),
         "",
-        "Issue 22: compact (whole cell on one tile) vs spread mappings, top tagging (6 -> 20, 20 steps, Dense 64 -> 1),",
+        "Issue 22: compact (whole cell on one tile) vs spread and grid mappings, top tagging (6 -> 20, 20 steps, Dense 64 -> 1),",
         f"one inference against hls4ml's published {HLS4ML_PUBLISHED_US} us:",
         "",
         *compact_table(),
@@ -304,7 +309,7 @@ def main() -> None:
         *split_table(),
         "",
         "Issue 22: grid mapping (R chains of hidden units x C-tile cascades over h's columns, W x ahead, h by packet streams;",
-        "modelled, not generated), top tagging, hls4ml's ap_fixed<16,6> types; the three fastest grids per model:",
+        "C = 1 generated, C > 1 modelled only), top tagging, hls4ml's ap_fixed<16,6> types; the three fastest grids per model:",
         "",
         *grid_table(),
         "",
@@ -318,6 +323,11 @@ if __name__ == "__main__":
 
     if sys.argv[1:] == ["split"]:
         print("\n".join(split_table()))
+    elif sys.argv[1:] == ["compact"]:
+        t0 = time.perf_counter()
+        print("\n".join(compact_table()))
+        print(f"\nModelled on {platform.machine()}, {platform.system()}, Python {platform.python_version()}, "
+              f"{time.perf_counter() - t0:.1f} s.")
     elif sys.argv[1:] == ["grid"]:
         t0 = time.perf_counter()
         print("\n".join(grid_table()))

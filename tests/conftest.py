@@ -45,6 +45,7 @@ HEAVY_FIRST = (
     "test_keras_onnx.py",
     "test_from_hls4ml_keras.py",
     "test_resize.py",
+    "test_recurrent_grid_generated.py",
 )
 
 

@@ -277,7 +277,7 @@ def test_search_weighs_compact_against_the_spread_mappings():
     pool = costed_points(dims, "vek280")
     compact = [p for p in pool if p.mapping.compact]
     assert len(compact) == 1 and compact[0].tiles == 1
-    assert {p.mapping.recurrent.distribution for p in pool} == {"row", "column", "compact"}
+    assert {p.mapping.recurrent.distribution for p in pool} == {"row", "column", "compact", "grid"}  # grid: issue 22
     fastest = choose_mapping(dims, "vek280", "latency").chosen
     assert fastest.latency_ns == min(p.latency_ns for p in pool)
     assert choose_mapping(dims, "vek280", "resources").chosen.mapping.compact  # the fewest tiles

@@ -416,13 +416,16 @@ def _generate(g: _Gen, node: Node, ms: int, mt: int, mh: int, mc: int) -> list[i
     return [max((mt * ms) << (top - 2 * fa), 0) + ((mc * ms) << (top - fr - fa)), ms * mt]
 
 
-def vector_gates(node: Node, device: Device, space: str, widen: bool = True) -> VectorGates | str:
+def vector_gates(node: Node, device: Device, space: str, widen: bool = True, units: int | None = None,
+                 struct: str = "VGates") -> VectorGates | str:
     """The layer's vector gate math for the compact tile, or why it keeps the scalar step;
-    ``widen``: table reads through widened tables (no index clamp), else hls4ml's clamped index."""
+    ``widen``: table reads through widened tables (no index clamp), else hls4ml's clamped index.
+    ``units`` (the grid mapping's chain tile, rnn_grid.h): the gate math of that many hidden units,
+    gate-stacked with stride ``units`` (as ``split_gate_cycles`` schedules it), as struct ``struct``."""
     bad = _reasons(node, device)
     if bad:
         return "; ".join(bad)
-    n = node.attrs["hidden_size"]
+    n = units if units is not None else node.attrs["hidden_size"]
     lanes = gate_lanes(device)
     g = _Gen(device, n, lanes, widen)
     try:
@@ -438,7 +441,7 @@ def vector_gates(node: Node, device: Device, space: str, widen: bool = True) -> 
         ("// the activation tables widened to every raw index the gates' types can give (no index clamp)."
          if widen else "// rnn_cell.h's activation tables."),
         *g.table_decls(),
-        "struct VGates {",
+        f"struct {struct} {{",
         f"    static constexpr int L = {lanes};",
         "    using vi = rnnv::vi<L>;",
         "    static void step(const int32_t* gx, const int32_t* gh, int32_t* h, int32_t* c) {",

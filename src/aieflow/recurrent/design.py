@@ -45,6 +45,7 @@ from .plan import (
     RecurrentOptions,
     dims_of,
     fit_gate_form,
+    grid_gate_cycles,
     plan_recurrent,
     violations,
 )
@@ -134,7 +135,10 @@ def with_head(node: Node, head: list[Node], device: Device) -> RecurrentDims:
         vh = vector_head(head, dims.n_h, node.types.output, device, "rnn")
         if isinstance(vh, VectorHead):
             dims = replace(dims, head_form=(vh.lanes, *vh.finish))
-        dims = fit_gate_form(node, dims, device)  # the head's memory too: the widened tables where they still fit
+        fitted = fit_gate_form(node, dims, device)  # the head's memory too: the widened tables where they still fit
+        if fitted.gate_form != dims.gate_form:  # the grid's gate tiles read the same tables
+            fitted = replace(fitted, grid_gates=grid_gate_cycles(node, fitted, device))
+        dims = fitted
     return dims
 
 
@@ -337,7 +341,8 @@ class RecurrentDesign:
     def summary(self) -> str:
         p = self.estimate()
         fixed = "fp32" if self.layer.types.is_float else "fixed point"
-        agg = {"hybrid": "PL FSM", "compact": "compact tile"}.get(self.mappings[-1].aggregation, "AIE aggregator")
+        agg = {"hybrid": "PL FSM", "compact": "compact tile", "grid": "grid head tile"}.get(self.mappings[-1].aggregation,
+                                                                                          "AIE aggregator")
         if self.stack is None:
             n = self.layer
             parts = ", ".join(f"{k} {v:.1f}" for k, v in p.breakdown_ns.items())
@@ -403,10 +408,14 @@ class RecurrentDesign:
             if m.compact:
                 rects += box(f"{n.name} compact cell", f"c{li}")
                 continue
+            if m.grid:  # per chain its W x partner and gate tile side by side (the cascade), then the head tile
+                rects += [Rect(f"{n.name} chain {r} (W x, gates)", *at[f"gw{li}[{r}]"], 2, 1) for r in range(m.u_tiles)]
+                rects += box(f"{n.name} head", f"gh{li}")
+                continue
             rects += box(f"{n.name} U h", f"u{li}") + box(f"{n.name} W x", f"w{li}") + box(f"{n.name} aggregator", f"agg{li}")
         grid = Placement(tuple(rects), max(dev.columns, placed.columns), dev.rows, method="recurrent blocks")
         aggregation = self.mappings[-1].aggregation
-        agg = ("compact tile" if aggregation == "compact" else
+        agg = ("compact tile" if aggregation == "compact" else "grid (chains of units)" if aggregation == "grid" else
                "AIE aggregator" if aggregation == "aie" else "PL FSM (hybrid)")
         cells = "+".join(m.dims.cell.upper() for m in self.mappings)
         return placement_svg(grid, (), dev.memory_tile_rows, title=f"{self.layer.name} ({cells}) on {dev.board}, {agg}")
@@ -529,7 +538,7 @@ def compile_recurrent(
         log.debug("recurrent search for target '%s': %d mappings costed, front of %d", cfg.target.to_string(),
                   exploration.candidates, len(exploration.front))
     else:
-        chosen = _planned(dims, dev, planned)
+        chosen = _planned(dims, dev, planned, layers)
     if len(layers) == 1:
         mappings = [chosen]
     else:
@@ -575,9 +584,15 @@ def _search(dims: list[RecurrentDims], dev: Device, cfg: Config, searched: list)
     return choose_stack(dims, dev, cfg.target, searched)
 
 
-def _planned(dims: list[RecurrentDims], dev: Device, planned: list) -> RecurrentMapping | StackedMapping:
-    """What compile maps without a target: each layer's ``plan_recurrent`` (a stack: ``plan_stack``)."""
-    return plan_recurrent(dims[0], dev, planned[0]) if len(dims) == 1 else plan_stack(dims, dev, planned)
+def _planned(dims: list[RecurrentDims], dev: Device, planned: list, layers: list[Node] | None = None) -> RecurrentMapping | StackedMapping:
+    """What compile maps without a target: each layer's ``plan_recurrent`` (a stack: ``plan_stack``);
+    ``layers``: the nodes (the grid's gate math is list-scheduled from the layer)."""
+    if len(dims) == 1:
+        return plan_recurrent(dims[0], dev, planned[0], node=layers[0] if layers else None)
+    if any(o.distribution == "grid" for o in planned):
+        raise PlanError("a grid layer in a stack is not generated (the grid maps one GRU / LSTM layer)",
+                        hint="use distribution compact, row or column for stacked layers")
+    return plan_stack(dims, dev, planned)
 
 
 def layer_choices(cfg: Config, layers: list[Node], head: list[Node], dev: Device,

@@ -6,7 +6,9 @@ layers:
   rnn:                         # the torch module path / ONNX node name (a num_layers > 1 module: rnn, or rnn_l1)
     mapping:
       distribution: row        # U h: row (streamed rows, published) | column (cascade chains) | compact (the whole
-                               #   cell on one tile: then only plio_bits and kernel may be given besides)
+                               #   cell on one tile: then only plio_bits and kernel may be given besides) | grid
+                               #   (R chains of hidden units, one gate tile + a W x partner each: with chains)
+      chains: 4                # grid: R chains of ceil(n_h / R) hidden units (implies distribution: grid)
       input_distribution: row  # W x (default: as distribution when that is given, else searched)
       aggregation: hybrid      # hybrid (PL FSM, published) | aie (aggregator kernel)
       row_reuse: 2             # rows per U h kernel / chain, fixed (default: grown only when needed)
@@ -35,13 +37,14 @@ from ..config import Config
 from ..errors import ConfigError, PlanError
 from ..ir import Node
 from ..ops.activation import per_element_variant
-from .plan import AGGREGATIONS, COMPACT, DISTRIBUTIONS, RecurrentMapping, RecurrentOptions
+from .plan import AGGREGATIONS, COMPACT, DISTRIBUTIONS, GRID, RecurrentMapping, RecurrentOptions
 
 KERNEL_CHOICES = ("auto", "vector", "scalar")
-_INT_KEYS = ("row_reuse", "input_row_reuse", "cas_len", "input_cas_len", "merge_fanin", "streams_per_interface_tile")
+_INT_KEYS = ("row_reuse", "input_row_reuse", "cas_len", "input_cas_len", "merge_fanin", "streams_per_interface_tile",
+             "chains")
 _CHOICES: Mapping[str, tuple[str, ...]] = {
-    "distribution": (*DISTRIBUTIONS, COMPACT),
-    "input_distribution": (*DISTRIBUTIONS, COMPACT),
+    "distribution": (*DISTRIBUTIONS, COMPACT, GRID),
+    "input_distribution": (*DISTRIBUTIONS, COMPACT, GRID),
     "aggregation": AGGREGATIONS,
     "kernel": KERNEL_CHOICES,
 }
@@ -113,6 +116,16 @@ def parse_layer(name: str, raw: Mapping[str, Any], float_type: str | None) -> La
             raise ConfigError(f"{_where(name, extra[0])}: distribution: compact puts the whole cell on one tile, which has "
                               f"no {', '.join(extra)} to set", hint=f"remove {', '.join(extra)}, or use distribution row / column")
         values["input_distribution"] = COMPACT
+    if GRID in (values.get("distribution"), values.get("input_distribution")) or "chains" in values:
+        if values.get("distribution", GRID) != GRID or values.get("input_distribution", GRID) != GRID:
+            raise ConfigError(f"{_where(name, 'chains' if 'chains' in values else 'input_distribution')}: the grid mapping "
+                              "(chains of hidden units, each a gate tile with its W x partner) goes with distribution: grid "
+                              "for both products", hint="use distribution: grid with chains: R, or remove chains")
+        extra = [k for k in values if k not in ("distribution", "input_distribution", "plio_bits", "chains")]
+        if extra:
+            raise ConfigError(f"{_where(name, extra[0])}: distribution: grid has no {', '.join(extra)} to set (it takes "
+                              "chains and plio_bits)", hint=f"remove {', '.join(extra)}, or use distribution row / column")
+        values["distribution"] = values["input_distribution"] = GRID
     for chain, dist in (("cas_len", "distribution"), ("input_cas_len", "input_distribution")):
         if chain in values:
             if values.get(dist, "column") != "column":
@@ -172,6 +185,8 @@ def mapping_directives(m: RecurrentMapping) -> dict[str, Any]:
     config that compiles it without a target (``plan_recurrent`` then has one choice left)."""
     if m.compact:
         return {"distribution": COMPACT, "plio_bits": m.plio_bits}
+    if m.grid:
+        return {"distribution": GRID, "chains": m.u_tiles, "plio_bits": m.plio_bits}
     out: dict[str, Any] = {
         "distribution": m.recurrent.distribution, "input_distribution": m.input.distribution,
         "aggregation": m.aggregation, "row_reuse": m.recurrent.rows, "input_row_reuse": m.input.rows,

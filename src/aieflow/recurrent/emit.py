@@ -50,7 +50,7 @@ from .costs import COMPACT_GROUP_BLOCK, lanes
 from .plan import RecurrentMapping, output_kernel
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "recurrent"
-STATIC = ("rnn_kernels.h", "rnn_cascade.h", "rnn_collect.h", "rnn_fixed.h", "rnn_fsm.h", "rnn_compact.h")
+STATIC = ("rnn_kernels.h", "rnn_cascade.h", "rnn_collect.h", "rnn_fixed.h", "rnn_fsm.h", "rnn_compact.h", "rnn_grid.h")
 _RND = {
     Rounding.FLOOR: "R_FLOOR", Rounding.CEIL: "R_CEIL", Rounding.SYM_FLOOR: "R_SYM_FLOOR",
     Rounding.SYM_CEIL: "R_SYM_CEIL", Rounding.POS_INF: "R_POS_INF", Rounding.NEG_INF: "R_NEG_INF",
@@ -101,6 +101,9 @@ class Layout:
     u_column: bool = False
     w_column: bool = False
     compact: bool = False  # the whole cell on one tile (rnn_compact.h): no sources, no merges
+    grid: bool = False  # the grid mapping (rnn_grid.h): chains of units, one merge of their h packets
+    chains: int = 0  # grid: chains (gate tiles)
+    units: int = 0  # grid: hidden units per chain (the stride of its gate-stacked rows)
 
     @property
     def sources(self) -> tuple[Source, ...]:
@@ -110,7 +113,7 @@ class Layout:
     def in_pad(self) -> int:
         """What the layer's x is zero-padded to as it arrives: whole lane groups for row kernels
         and chains (they read it by vectors), nothing for a compact tile (it reads x_k by x_k)."""
-        return 1 if self.compact else self.lanes
+        return 1 if self.compact or self.grid else self.lanes
 
 
 def _sources(n_h: int, gates: int, rows: int, is_w: bool, column: bool) -> list[Source]:
@@ -130,6 +133,9 @@ def layout(mapping: RecurrentMapping, device: Device) -> Layout:
     d = mapping.dims
     if mapping.compact:
         return Layout((), (), (), lanes(device.generation, d.pair), compact=True)
+    if mapping.grid:
+        return Layout((), (), (), lanes(device.generation, d.pair), grid=True, chains=mapping.u_tiles,
+                      units=mapping.recurrent.rows)
     uc, wc = mapping.recurrent.distribution == "column", mapping.input.distribution == "column"
     u = _sources(d.n_h, d.gates, mapping.recurrent.rows, False, uc)
     w = _sources(d.n_h, d.gates, mapping.input.rows, True, wc)
@@ -565,9 +571,69 @@ def _compact_config(node: Node, mapping: RecurrentMapping, lay: Layout, device: 
         "};", "", f"}}  // namespace {space}", ""])
 
 
+def _grid_config(node: Node, mapping: RecurrentMapping, lay: Layout, device: Device, space: str) -> str:
+    """A grid layer's two products per chain (GUCfg: U h over every unit, GWCfg: W x; the chain's
+    G u gate-stacked rows in column form, padded to the lanes) and the chain tiles' configuration
+    (GCfg, rnn_grid.h)."""
+    from ..ops.dense import cascade_chunk_lanes
+
+    d = mapping.dims
+    t = node.types
+    lane = lay.lanes
+    rows = d.gates * lay.units
+    gp = padded(rows, lane)
+    room = max(lane, d.gate_form[0])
+    hroom = max(lane, d.head_form[0] if d.head_form else 1)
+    kinds = (d.kernel("u", "compact"), d.kernel("w", "compact"))
+    wrap = 0 if t.accum.saturation is not Saturation.WRAP else t.accum.width
+    if t.accum.width >= 32 and not t.accum.signed:
+        raise PlanError("the grid's tiles keep accumulator codes in 32-bit signed lanes; an unsigned 32-bit "
+                        "accumulator does not fit", layer=node.name, hint="use a signed accumulator type or distribution: row")
+    tag = acc_tag(device, False)
+    cl = cascade_chunk_lanes(lane, _acc_bits(tag), device.generation.cascade_bits)
+
+    def extra() -> tuple[str, ...]:
+        return (f"    static constexpr int GN = {rows};  // real rows of a chain (gates x units per chain)",
+                f"    static constexpr int GP = {gp};  // rows padded to the lanes",
+                f"    static constexpr int WRAP_BITS = {wrap};  // vector finish: the accumulator's wrap (0: none needed)",
+                f"    static constexpr int BLOCK = {COMPACT_GROUP_BLOCK};  // lane groups per pass over the columns")
+
+    vrnd = f"rnn::{_RND[t.accum.rounding]}" if "vector_round" in kinds else "-1"
+    return "\n".join([
+        f"// ---- layer {comment(node.name)}: {mapping.describe()}", f"namespace {space} {{", "",
+        _kernel_cfg("GUCfg", node, rows, d.n_h, lay, True, False, 1, device, kinds[0], d.pair, extra()),
+        _kernel_cfg("GWCfg", node, rows, d.n_in, lay, False, False, 1, device, kinds[1], d.pair, extra()),
+        "// The grid's chain tiles: products, gate math of a chain's units, sizes (rnn_grid.h).",
+        "struct GGates;  // the vector gate math of one chain's units (rnn_vgates.h)",
+        "struct VHead;  // the vector dense head (rnn_vgates.h), where it is bit-exact",
+        "struct GCfg {",
+        "    using X = int32_t;",
+        f"    using Cell = {space}::Cell;",
+        f"    using Gates = {space}::GGates;  // the gate math and state update of a chain's units (rnn_vgates.h)",
+        (f"    using Head = {space}::VHead;  // the layer's output: the dense head on vector lanes (rnn_vgates.h)"
+         if d.head_form else f"    using Head = {space}::Cell;  // the layer's output (h, or the dense head): rnn_cell.h"),
+        "    using U = GUCfg;",
+        "    using Wx = GWCfg;",
+        f"    using CAS = {tag};  // gx on the partner -> gate tile cascade",
+        f"    static constexpr int CASC_LANES = {cl};  // lanes per cascade word",
+        f"    static constexpr int NX = {d.n_in};  // x words per step",
+        f"    static constexpr int NH = {d.n_h};",
+        f"    static constexpr int CHAINS = {lay.chains};",
+        f"    static constexpr int UNITS = {lay.units};  // hidden units per chain (the last chain: the rest)",
+        f"    static constexpr int NHP = {padded(lay.units, room) + room};  // a chain's h, c with room for the last lane group",
+        f"    static constexpr int NHH = {padded(d.n_h, hroom) + hroom};  // the head tile's h",
+        f"    static constexpr int GP = {gp + room};",
+        f"    static constexpr int GPC = {gp};  // gx words on the cascade",
+        f"    static constexpr int STEPS = {d.seq_len};",
+        f"    static constexpr int VRND = {vrnd};  // the products' per-lane rounding (-1: none)",
+        "};", "", f"}}  // namespace {space}", ""])
+
+
 def _config_one(node: Node, mapping: RecurrentMapping, lay: Layout, device: Device, space: str) -> str:
     if lay.compact:
         return _compact_config(node, mapping, lay, device, space)
+    if lay.grid:
+        return _grid_config(node, mapping, lay, device, space)
     d = mapping.dims
     fp32 = node.types.is_float
     n_hp = padded(d.n_h, lay.lanes)
@@ -615,7 +681,7 @@ def weights_header(layers: list[Node], lays: list[Layout]) -> str:
            "#pragma once", "", '#include "rnn_config.h"', ""]
     for li, (node, lay) in enumerate(zip(layers, lays, strict=True)):
         out.append(f"namespace {ns(li)} {{")
-        out += _compact_weights(node, lay) if lay.compact else _weights_one(node, lay)
+        out += _compact_weights(node, lay) if lay.compact else _grid_weights(node, lay) if lay.grid else _weights_one(node, lay)
         out.append(f"}}  // namespace {ns(li)}")
         out.append("")
     return "\n".join(out)
@@ -635,6 +701,35 @@ def _compact_weights(node: Node, lay: Layout) -> list[str]:
         wa[:, :gn] = w
         ba = np.zeros(gp, dtype=dt)
         ba[:gn] = b
+        out.append(f"static const {cfg}::W {tag}_W[{wa.size}] = {_arr(fmt(wa))};")
+        out.append(f"static const {cfg}::X {tag}_B[{ba.size}] = {_arr(fmt(ba))};")
+        out.append("")
+    return out
+
+
+def _grid_weights(node: Node, lay: Layout) -> list[str]:
+    """Per chain r its rows of U and W in column form ([chain][k][rows], the chain's gate-stacked
+    rows g u + i = row g n_h + r u + i of the layer, zero past n_h, padded to the lanes) and biases."""
+    p = node.params
+    fmt, dt = _number_format(node)
+    n_h = node.attrs["hidden_size"]
+    gates = 3 if node.op == "gru" else 4
+    u = lay.units
+    gp = padded(gates * u, lay.lanes)
+    out = []
+    for tag, w, b, cfg in (("GU", p["recurrent_weight_q"], p["recurrent_bias_q"], "GUCfg"),
+                           ("GW", p["weight_q"], p["bias_q"], "GWCfg")):
+        w, b = np.asarray(w), np.asarray(b)
+        k = w.shape[0]
+        wa = np.zeros((lay.chains, k, gp), dtype=dt)
+        ba = np.zeros((lay.chains, gp), dtype=dt)
+        for r in range(lay.chains):
+            for g in range(gates):
+                for i in range(u):
+                    j = r * u + i
+                    if j < n_h:
+                        wa[r, :, g * u + i] = w[:, g * n_h + j]
+                        ba[r, g * u + i] = b[g * n_h + j]
         out.append(f"static const {cfg}::W {tag}_W[{wa.size}] = {_arr(fmt(wa))};")
         out.append(f"static const {cfg}::X {tag}_B[{ba.size}] = {_arr(fmt(ba))};")
         out.append("")

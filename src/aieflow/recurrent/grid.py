@@ -75,7 +75,7 @@ def slices(n: int, parts: int) -> list[range]:
     return [range(s, min(s + size, n)) for s in range(0, n, size)]
 
 
-def grid_exchange_cycles(n_h: int, chains: int, chain_len: int, device: Device) -> float:
+def grid_exchange_cycles(n_h: int, chains: int, chain_len: int, device: Device, own_local: bool = True) -> float:
     """Cycles from the gate tiles' new h to the moment every tile holds its column block: each
     chain's gate tile (row r, the chain's last column) writes its slice as one packet (header + u
     words, one word per cycle); the worst consumer tile (row r', column c) reads the packets of
@@ -90,7 +90,7 @@ def grid_exchange_cycles(n_h: int, chains: int, chain_len: int, device: Device) 
     for c, block in enumerate(blocks):
         producers = [r for r, s in enumerate(units) if set(s) & set(block)]
         for r2 in range(len(units)):
-            own = r2 in producers and c == len(blocks) - 1  # the gate tile's own slice is local
+            own = own_local and r2 in producers and c == len(blocks) - 1  # the gate tile's own slice is local
             packets = [r for r in producers if not (own and r == r2)]
             if not packets:
                 continue
@@ -123,15 +123,22 @@ def grid_step(dims: RecurrentDims, device: Device | str, chains: int, chain_len:
     groups = math.ceil(rows / lane)
     acc = 32 if kind == "vector_round" else _acc_bits(gen, pair)
     hop = groups * (cascade_words(lane, acc, gen.cascade_bits) + KERNEL_CONSTANTS.vector_op_cycles) + mv.CASCADE_HOP_CYCLES
-    handoff = mv.LOCK_ACQUIRE_CYCLES + mv.LOCK_RELEASE_CYCLES
     n_blocks = len(slices(dims.n_h, chain_len))
+    generated = n_blocks == 1
+    if generated:  # rnn_grid.h: gx over the partner's cascade, one cascade word per cycle (read / written)
+        gx_words = math.ceil(rows / lane) * cascade_words(lane, gen.widest_accumulator_bits, gen.cascade_bits)
+        handoff = gx_words
+        copy = 0.0  # h arrives in lane type: the packet read stores each word where U h reads it
+    else:
+        handoff = mv.LOCK_ACQUIRE_CYCLES + mv.LOCK_RELEASE_CYCLES
+        copy = units * COMPACT_STATE_COPY_CYCLES
     parts = {
         "return": 0.0,
         "broadcast": 0.0,
         "mac": u_mac,
         "reduction": (n_blocks - 1) * hop + u_fin,
-        "routing": grid_exchange_cycles(dims.n_h, chains, chain_len, device),
-        "aggregation": gate_cycles + units * COMPACT_STATE_COPY_CYCLES + handoff,
+        "routing": grid_exchange_cycles(dims.n_h, chains, chain_len, device, own_local=not generated),
+        "aggregation": gate_cycles + copy + handoff,
     }
     parts = {k: float(parts[k]) for k in PARTS}
     cycles = sum(parts.values())
@@ -139,7 +146,7 @@ def grid_step(dims: RecurrentDims, device: Device | str, chains: int, chain_len:
     w_mac, w_fin = compact_product_cycles(rows, dims.n_in, device, pair, dims.kernel("w", "compact"), fw)
     read = dims.n_in * WORD_BYTES / mv.core_stream_bytes_per_cycle(device)
     x = mv.plio_stream_transfer(dims.n_in * WORD_BYTES, device, device.memory_tile_rows + 1, plio_bits)
-    fill = x.busy_cycles + x.latency_cycles + read + w_mac + w_fin + handoff
+    fill = x.busy_cycles + x.latency_cycles + read + w_mac + w_fin + handoff + (mv.CASCADE_HOP_CYCLES if generated else 0)
     # head: one tile reads every slice (one packet per chain), runs the compact head, writes out
     n_chains = len(slices(dims.n_h, chains))
     word = mv.core_stream_bytes_per_cycle(device) / WORD_BYTES

@@ -68,6 +68,8 @@ def y_port(li: int, mappings: Sequence[RecurrentMapping], device: Device) -> Por
     or the AIE aggregator's second output (a hybrid layer's output leaves the PL FSM instead)."""
     if mappings[li].compact:
         return Port(f"c{li}", "out", 0)
+    if mappings[li].grid:
+        return Port(f"gh{li}", "out", 0)
     if output_kernel(mappings[li].aggregation, device):
         return Port(f"o{li}", "out", 0)
     return Port(f"agg{li}", "out", 1)
@@ -103,6 +105,14 @@ def _relative(li: int, m: RecurrentMapping, device: Device) -> dict[str, Cell]:
     layer's one tile."""
     if m.compact:
         return {f"c{li}": (0, 0)}
+    if m.grid:  # per chain the W x partner west of its gate tile (the cascade), chains as rows; the head after
+        out = {}
+        for r in range(m.u_tiles):
+            col = 2 * (r // device.rows)
+            out[f"gw{li}[{r}]"] = (col, r % device.rows)
+            out[f"gc{li}[{r}]"] = (col + 1, r % device.rows)
+        out[f"gh{li}"] = (m.u_columns + m.w_columns, 0)
+        return out
     lay = layout(m, device)
     out: dict[str, Cell] = {}
     for tag, x, rows in (("u", 0, m.u_rows), ("w", m.u_columns, m.w_rows)):
@@ -216,6 +226,15 @@ def _compact_args(li: int) -> tuple[str, ...]:
         ("CWCfg", "W", "CW_W", f"{sp}::CWCfg::K * {sp}::CWCfg::GP"), ("CWCfg", "X", "CW_B", f"{sp}::CWCfg::GP")))
 
 
+def _grid_args(li: int, tag: str, cfg: str, r: int) -> tuple[str, ...]:
+    """Chain ``r``'s weight columns and bias (emit._grid_weights: [chain][k][rows])."""
+    sp = ns(li)
+    c = f"{sp}::{cfg}"
+    w, b = f"{c}::K * {c}::GP", f"{c}::GP"
+    return (f"std::vector<{c}::W>({sp}::{tag}_W + {r} * {w}, {sp}::{tag}_W + {r + 1} * {w})",
+            f"std::vector<{c}::X>({sp}::{tag}_B + {r} * {b}, {sp}::{tag}_B + {r + 1} * {b})")
+
+
 def _front_args(i: int) -> tuple[str, ...]:
     f = f"rnn_front::F{i}"
     return (f"std::vector<{f}::W>(rnn_front::F{i}_W, rnn_front::F{i}_W + {f}::COUTL * {f}::K * {f}::CIN)",
@@ -262,6 +281,22 @@ def lower(layers: Sequence[Node], mappings: Sequence[RecurrentMapping], device: 
         if m.compact:
             kernel(f"c{li}", node.name, f"CompactCell<{ns(li)}::CCfg>", _compact_args(li), 1, 1)
             stream(x_src, f"c{li}")
+            continue
+        if m.grid:  # rnn_grid.h: partners (x broadcast), gate tiles (cascade in, h packets in / out), head
+            sp, r_n = ns(li), m.u_tiles
+            sw = f"m{li}_0"
+            switches.append(PacketSwitch(sw, "merge", tuple(packet_id(r) for r in range(r_n))))
+            kernel(f"gh{li}", node.name, f"GridHead<{sp}::GCfg>", (), 1, 1)
+            for r in range(r_n):
+                kernel(f"gw{li}[{r}]", node.name, f"GridInput<{sp}::GCfg>", _grid_args(li, "GW", "GWCfg", r), 1, 1)
+                kernel(f"gc{li}[{r}]", node.name, f"GridCell<{sp}::GCfg>", (*_grid_args(li, "GU", "GUCfg", r), str(r)), 2, 1)
+            for r in range(r_n):
+                stream(x_src, f"gw{li}[{r}]")
+                links.append(Link("cascade", Port(f"gw{li}[{r}]", "out", 0), Port(f"gc{li}[{r}]", "in", 0)))
+                stream(Port(f"gc{li}[{r}]", "out", 0), sw, r, "packet")
+            for r in range(r_n):
+                stream(Port(sw, "out", 0), f"gc{li}[{r}]", 1, "packet")
+            stream(Port(sw, "out", 0), f"gh{li}", 0, "packet")
             continue
         if hybrid:
             plios.append(Plio(f"h{li}", "in", bits, f"data/l{li}_h.txt", name=f"rnn_l{li}_h"))

@@ -154,6 +154,28 @@ def compact_stages(mapping: RecurrentMapping, device: Device) -> tuple[tuple[Ste
     return (x_in,), (cell,)
 
 
+def grid_stages(mapping: RecurrentMapping, device: Device) -> tuple[tuple[StepStage, ...], tuple[StepStage, ...]]:
+    """The generated grid mapping's step (rnn_grid.h, one tile per chain; ``grid.grid_step``'s
+    parts): the W path is x_t through its PLIO, then the W x partners (x read, W x of the chain's
+    rows, the finish, gx written on the cascade), which run a step ahead; the loop is one stage, a
+    gate tile (U h over every unit, its finish, the gate math of its units and the gx read, the h
+    exchange through the merge), whose recurrence is itself and the other chains'."""
+    from .grid import grid_step
+
+    dims = mapping.dims
+    g = grid_step(dims, device, mapping.u_tiles, 1, mapping.gate_cycles or None, mapping.plio_bits)
+    x_bytes = dims.n_in * WORD_BYTES
+    x = mv.plio_stream_transfer(x_bytes, device, device.memory_tile_rows + 1, mapping.plio_bits)
+    rate = mv.plio_stream_bytes_per_cycle(device, mapping.plio_bits) / WORD_BYTES
+    x_in = StepStage("x_in", "plio", x.bound, x.busy_cycles, x.latency_cycles,
+                     MappingProxyType({"x_in": x.busy_cycles + x.latency_cycles}), words=dims.n_in, rate=rate)
+    fill = g.fill_ns * device.clock_hz / 1e9 - x.busy_cycles - x.latency_cycles
+    partner = StepStage("w_partner", "kernel", "compute", fill, 0.0, MappingProxyType({"w_partner": fill}),
+                        tiles=mapping.w_tiles)
+    cell = StepStage("grid", "kernel", "compute", g.cycles, 0.0, g.parts, tiles=mapping.u_tiles + mapping.aggregator_tiles)
+    return (x_in, partner), (cell,)
+
+
 @dataclass(frozen=True)
 class SplitStep:
     """One time step of the split mapping (issue 22; modelled, **not generated**): the compact
@@ -223,6 +245,8 @@ def step_stages(mapping: RecurrentMapping, device: Device | str) -> tuple[tuple[
     device = get_device(device)
     if mapping.compact:
         return compact_stages(mapping, device)
+    if mapping.grid:
+        return grid_stages(mapping, device)
     dims, pair, gen = mapping.dims, mapping.dims.pair, device.generation
     hybrid = mapping.aggregation == "hybrid"
     u, w = mapping.recurrent, mapping.input
@@ -371,8 +395,12 @@ def head_stage(mapping: RecurrentMapping, device: Device | str) -> StepStage:
         compute = math.ceil(pl_head_cycles(dims.n_h, dims.head, pair) * ratio)
         out = math.ceil(math.ceil(n_y / 2) * ratio)
     else:  # the AIE aggregator's core (or its output kernel), or the compact tile (its vector head where it has one)
-        compute = (compact_head_cycles(dims.n_h, dims.head, dims.head_form, pair) if mapping.compact
+        compute = (compact_head_cycles(dims.n_h, dims.head, dims.head_form, pair) if mapping.compact or mapping.grid
                    else aie_head_cycles(dims.n_h, dims.head, pair))
+        if mapping.grid:  # the head tile reads the last step's packets (one per chain) first
+            word = mv.core_stream_bytes_per_cycle(device) / WORD_BYTES
+            compute += (mv.packet_stream_words(mapping.recurrent.rows, mapping.u_tiles) / word + mv.STREAM_FIXED_CYCLES
+                        + mv.SWITCH_HOP_CYCLES)
         t = mv.plio_stream_transfer(n_y * WORD_BYTES, device, 0, mapping.plio_bits)
         out = t.busy_cycles + t.latency_cycles
     parts = {"head": compute, "output": out}
@@ -391,7 +419,7 @@ def relay_stage(mapping: RecurrentMapping, device: Device | str) -> StepStage | 
     int32 codes, bf16 included).  Its output words then leave as the aggregator's did (the head
     stage's ``output``, or the next layer's x)."""
     device = get_device(device)
-    if mapping.compact or not output_kernel(mapping.aggregation, device):
+    if mapping.compact or mapping.grid or not output_kernel(mapping.aggregation, device):
         return None
     dims = mapping.dims
     lane = lanes(device.generation, dims.pair)

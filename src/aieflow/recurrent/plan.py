@@ -45,6 +45,11 @@ DISTRIBUTIONS = ("row", "column")  # how the spread mappings lay out one product
 # The compact mapping (issue 22): the whole cell (W x, U h, gates, state update, and the dense head
 # after the last layer) on one tile, h kept in its memory between steps; no packets, no PL.
 COMPACT = "compact"
+# The grid mapping (issue 22; recurrent/grid.py, templates/recurrent/rnn_grid.h), generated for one
+# tile per chain (C = 1): R chains of hidden units, each a gate tile (U h over all of h, the gate
+# math of its units) with a W x partner ahead of it on the cascade; h exchanged every step as one
+# packet per chain through one pktmerge broadcast to every gate tile and the head tile.
+GRID = "grid"
 AGGREGATIONS = ("aie", "hybrid")
 RESULT_BYTES = 4  # every row result / bias / partial sum travels and is stored as one 32-bit word
 
@@ -86,6 +91,10 @@ class RecurrentDims:
     # ops and mode writes of one output group's finish) of recurrent/compact.vector_head; () = the
     # scalar head loops (rnn_cell.h), also for given dims.
     head_form: tuple[int, ...] = ()
+    # The grid mapping's gate tiles: (units per chain, list-scheduled cycles of their vector gate
+    # math: compact.split_gate_cycles) for every distinct ceil(n_h / R), R = 2..n_h, where the layer
+    # has a vector gate form (from an IR node); () = no grid (float layers, scalar gates, given dims).
+    grid_gates: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "front", front_from_json(self.front) if any(isinstance(f, dict) for f in self.front)
@@ -96,6 +105,7 @@ class RecurrentDims:
         object.__setattr__(self, "finish_ops", tuple(int(v) for v in self.finish_ops))
         object.__setattr__(self, "gate_form", tuple(int(v) for v in self.gate_form))
         object.__setattr__(self, "head_form", tuple(int(v) for v in self.head_form))
+        object.__setattr__(self, "grid_gates", tuple((int(u), int(c)) for u, c in self.grid_gates))
         if len(self.kernels) != 2 or any(k not in KERNELS for k in self.kernels):
             raise ConfigError(f"recurrent kernels {self.kernels!r}: two of {', '.join(KERNELS)} (U h, W x)")
         for key in ("n_in", "n_h", "seq_len"):
@@ -171,7 +181,8 @@ def dims_of(node_or_dims: Node | RecurrentDims, device: Device) -> RecurrentDims
         vg = vector_gates(node_or_dims, device, "rnn")
         form = vg.form if isinstance(vg, VectorGates) else ()
         dims = replace(dims, kernels=kinds, finish_ops=finish_ops(node_or_dims, kinds), gate_form=form, pair=pair)
-        return fit_gate_form(node_or_dims, dims, device)
+        dims = fit_gate_form(node_or_dims, dims, device)
+        return replace(dims, grid_gates=grid_gate_cycles(node_or_dims, dims, device))
     return replace(dims, pair=pair)
 
 
@@ -232,15 +243,17 @@ class RecurrentOptions:
     # ``mapping: {row_reuse: R}`` fixes the reuse: minimum and maximum R (directives.py).
     row_reuse_max: int | None = None
     input_row_reuse_max: int | None = None
+    chains: int | None = None  # distribution grid: R chains of hidden units (None: searched)
 
     def __post_init__(self) -> None:
-        for key, allowed in (("distribution", (*DISTRIBUTIONS, COMPACT)), ("input_distribution", (*DISTRIBUTIONS, COMPACT)),
+        for key, allowed in (("distribution", (*DISTRIBUTIONS, COMPACT, GRID)),
+                             ("input_distribution", (*DISTRIBUTIONS, COMPACT, GRID)),
                              ("aggregation", AGGREGATIONS)):
             v = getattr(self, key)
             if v is not None and v not in allowed:
                 raise ConfigError(f"recurrent {key} {v!r}: use one of {', '.join(allowed)}")
         for key in ("row_reuse", "input_row_reuse", "merge_fanin", "streams_per_interface_tile", "plio_bits", "cas_len",
-                    "input_cas_len", "row_reuse_max", "input_row_reuse_max"):
+                    "input_cas_len", "row_reuse_max", "input_row_reuse_max", "chains"):
             v = getattr(self, key)
             if v is not None and int(v) < 1:
                 raise ConfigError(f"recurrent {key} must be a positive integer, got {v!r}")
@@ -275,6 +288,9 @@ class RecurrentMapping:
     w_rows: int
     plio_bits: int = PLIO_BITS
     notes: tuple[str, ...] = ()
+    # grid: the list-scheduled gate math of a chain's units (compact.split_gate_cycles; 0: unknown,
+    # given dims without a layer)
+    gate_cycles: int = 0
 
     @property
     def front_tiles(self) -> int:
@@ -328,11 +344,20 @@ class RecurrentMapping:
         """The whole cell on one tile (``COMPACT``): no merges, no aggregation stage."""
         return self.aggregation == COMPACT
 
+    @property
+    def grid(self) -> bool:
+        """The grid mapping (``GRID``): ``u_tiles`` chains (gate tiles), their W x partners, the head tile."""
+        return self.aggregation == GRID
+
     def describe(self) -> str:
         def mv(m: MatvecMapping) -> str:
             return f"row x{m.rows}" if m.distribution == "row" else f"column {m.rows} rows x {m.cas_len} tiles"
 
         front = "".join(f"Conv1d {f.c_in}->{f.c_out} (k {f.kernel}), " for f in self.dims.front)
+        if self.grid:
+            return (f"{front}{self.dims.cell.upper()} {self.dims.n_in}->{self.dims.n_h}: grid, {self.u_tiles} chains of "
+                    f"{self.recurrent.rows} hidden units x 1 tile (W x partners ahead, h by one pktmerge), {self.tiles} tiles, "
+                    f"{self.interface_tiles} interface tile{'s' if self.interface_tiles > 1 else ''}")
         if self.compact:
             return (f"{front}{self.dims.cell.upper()} {self.dims.n_in}->{self.dims.n_h}: compact, the whole cell "
                     f"(W x, U h, gates, state) on {self.u_tiles} tile{'s' if self.u_tiles > 1 else ''}, {self.tiles} tiles, "
@@ -439,6 +464,22 @@ def fit_gate_form(node: Node, dims: RecurrentDims, device: Device) -> RecurrentD
         vg = vector_gates(node, device, "rnn", widen=False)
         return replace(dims, gate_form=vg.form if isinstance(vg, VectorGates) else ())
     return dims
+
+
+def grid_gate_cycles(node: Node, dims: RecurrentDims, device: Device) -> tuple[tuple[int, int], ...]:
+    """RecurrentDims.grid_gates of the layer ``node``: its vector gate math for every distinct chain
+    size, list-scheduled (tables widened as the compact tile's gate form says)."""
+    from .compact import split_gate_cycles
+
+    if not dims.gate_form:
+        return ()
+    widen = len(dims.gate_form) > 6 and dims.gate_form[6] > 0
+    out = []
+    for units in sorted({math.ceil(dims.n_h / r) for r in range(2, dims.n_h + 1)}):
+        c = split_gate_cycles(node, device, units, widen)
+        if c is not None:
+            out.append((units, c))
+    return tuple(out)
 
 
 def compact_conflicts(options: RecurrentOptions) -> list[str]:
@@ -561,6 +602,8 @@ def violations(mapping: RecurrentMapping, device: Device | str) -> list[str]:
     device = get_device(device)
     if mapping.compact:
         return _compact_violations(mapping, device)
+    if mapping.grid:
+        return _grid_violations(mapping, device)
     gen = device.generation
     dims = mapping.dims
     out = []
@@ -672,7 +715,7 @@ def legal_mappings(node_or_dims: Node | RecurrentDims, device: Device | str, opt
     device = get_device(device)
     dims = dims_of(node_or_dims, device)
     options = options or RecurrentOptions()
-    out = [] if options.distribution == COMPACT else [m for m in candidate_mappings(dims, device, options)
+    out = [] if options.distribution in (COMPACT, GRID) else [m for m in candidate_mappings(dims, device, options)
                                                       if not violations(m, device)]
     compact = compact_candidate(dims, device, options)
     return out + ([compact] if compact is not None else [])
@@ -686,7 +729,8 @@ def compact_candidate(dims: RecurrentDims, device: Device, options: RecurrentOpt
     return None if violations(mapping, device) else mapping
 
 
-def plan_recurrent(node_or_dims: Node | RecurrentDims, device: Device | str, options: RecurrentOptions | None = None) -> RecurrentMapping:
+def plan_recurrent(node_or_dims: Node | RecurrentDims, device: Device | str, options: RecurrentOptions | None = None,
+                   node: Node | None = None) -> RecurrentMapping:
     """The most parallel legal mapping for the options (default: the published design, row-wise
     with hybrid aggregation and one row block's gates per merge).
 
@@ -699,6 +743,8 @@ def plan_recurrent(node_or_dims: Node | RecurrentDims, device: Device | str, opt
     options = options or RecurrentOptions()
     if options.distribution == COMPACT:
         return plan_compact(dims, device, options)
+    if options.distribution == GRID:
+        return plan_grid(dims, device, options, node_or_dims if isinstance(node_or_dims, Node) else node)
     fixed = published_options(dims, options)
     space = [(agg, m, u, w) for _, agg, m, u_opts, w_opts in search_space(dims, device, fixed) for u in u_opts for w in w_opts]
     if not space:
@@ -772,3 +818,127 @@ def _fixed_reuse(options: RecurrentOptions) -> str:
                                                    ("W x rows per kernel", options.input_row_reuse_max)) if v]
     return f" with {' and '.join(parts)}" if parts else ""
 
+
+
+# ----------------------------------------------------------------------------- the grid mapping
+
+
+def grid_conflicts(options: RecurrentOptions) -> list[str]:
+    """The options a grid mapping cannot honour, by name (it has no row kernels, chains of columns,
+    PL aggregation or fan-in to set: its one merge joins the R chains)."""
+    out = []
+    if options.input_distribution not in (None, GRID):
+        out.append(f"input_distribution {options.input_distribution} (the grid's W x partners are part of it)")
+    for key in ("aggregation", "cas_len", "input_cas_len", "merge_fanin", "streams_per_interface_tile", "row_reuse_max",
+                "input_row_reuse_max"):
+        if getattr(options, key) is not None:
+            out.append(f"{key} {getattr(options, key)}")
+    for key in ("row_reuse", "input_row_reuse"):
+        if getattr(options, key) != 1:
+            out.append(f"{key} {getattr(options, key)}")
+    return out
+
+
+def grid_units(n_h: int, chains: int) -> int:
+    """Hidden units per chain (every chain's stride; the last chain's extra units are zero rows)."""
+    return math.ceil(n_h / chains)
+
+
+def build_grid(dims: RecurrentDims, device: Device, chains: int, options: RecurrentOptions | None = None,
+               node: Node | None = None) -> RecurrentMapping:
+    """The grid mapping with ``chains`` chains of one tile (C = 1): per chain a W x partner and a gate
+    tile on one array row (partner west, gate tile east: the cascade between them), the head tile
+    in the next column; chains as rows, ``device.rows`` per column pair."""
+    options = options or RecurrentOptions()
+    units = grid_units(dims.n_h, chains)
+    r = math.ceil(dims.n_h / units)  # chains that hold units (slices drop empty ones)
+    part = MatvecMapping(GRID, units, 1)
+    pairs = math.ceil(r / device.rows)
+    gate_cycles = dict(dims.grid_gates).get(units, 0)
+    if node is not None and dims.gate_form and not gate_cycles:
+        from .compact import split_gate_cycles
+
+        gate_cycles = split_gate_cycles(node, device, units, len(dims.gate_form) > 6 and dims.gate_form[6] > 0) or 0
+    return RecurrentMapping(
+        dims=dims, device=device.key, recurrent=part, input=part, aggregation=GRID,
+        u_fanin=r, w_fanin=0, u_merges=1, w_merges=0, u_tiles=r, w_tiles=r, aggregator_tiles=1,
+        plio_in=1, plio_out=1, interface_tiles=1, u_columns=pairs, w_columns=pairs, agg_columns=1,
+        u_rows=min(r, device.rows), w_rows=min(r, device.rows), plio_bits=options.plio_bits, gate_cycles=gate_cycles,
+    )
+
+
+def grid_bytes(mapping: RecurrentMapping, device: Device) -> int:
+    """Data memory of a gate tile (rnn_grid.h GridCell): U's weight columns for its G u rows (padded
+    to the lanes, weight type), the two gate vectors and the bias (32-bit), h and c of its units,
+    h of every unit in lane type, the activation tables (two of hls4ml's 1,024 32-bit entries, +
+    the widened tables where the gate math reads them: gate_form[6]), stack and heap.  The partner
+    (W x only) and the head tile (the compact tile's head) hold less."""
+    dims, gen = mapping.dims, device.generation
+    wb = math.ceil(element_bits(dims.pair[1]) / 8)
+    lane = lanes(gen, dims.pair)
+    rows = math.ceil(dims.gates * mapping.recurrent.rows / lane) * lane + 2 * lane
+    widened = dims.gate_form[6] if len(dims.gate_form) > 6 else 0
+    words = 3 * rows + 2 * (mapping.recurrent.rows + 2 * lane) + dims.n_h
+    return dims.n_h * rows * wb + words * RESULT_BYTES + 2 * LUT_ENTRIES * RESULT_BYTES + widened + gen.stack_bytes + gen.heap_bytes
+
+
+def _grid_violations(mapping: RecurrentMapping, device: Device) -> list[str]:
+    dims, gen = mapping.dims, device.generation
+    out = []
+    if mapping.tiles > device.compute_tiles:
+        out.append(f"{mapping.tiles} tiles > {device.compute_tiles}")
+    if mapping.columns > device.columns:
+        out.append(f"{mapping.columns} columns > {device.columns}")
+    if mapping.u_fanin > gen.pktmerge_max_inputs:
+        out.append(f"{mapping.u_fanin} chains > {gen.pktmerge_max_inputs} inputs of the h pktmerge")
+    if not dims.fixed:
+        out.append("a float grid is not generated (its gate tiles run the compact tile's vector gate math, fixed point)")
+    elif not dims.gate_form or not mapping.gate_cycles:
+        out.append("the layer has no vector gate math (the grid's gate tiles run the compact tile's vector form only)")
+    need = grid_bytes(mapping, device)
+    if need > gen.data_memory_bytes:
+        out.append(f"a gate tile needs {need} B > {gen.data_memory_bytes} B of tile memory")
+    if dims.front:
+        out.append("a Conv1d front end before a grid layer is not generated")
+    return out
+
+
+def grid_candidates(dims: RecurrentDims, device: Device, options: RecurrentOptions,
+                    node: Node | None = None) -> list[RecurrentMapping]:
+    """The legal grid mappings the options leave open (``chains`` given: that one), one per distinct
+    chain count."""
+    if options.distribution not in (None, GRID) or grid_conflicts(options):
+        return []
+    counts = [options.chains] if options.chains else range(2, dims.n_h + 1)
+    seen, out = set(), []
+    for c in counts:
+        if c > dims.n_h:
+            continue
+        m = build_grid(dims, device, c, options, node)
+        if m.u_tiles in seen or m.u_tiles < 2:
+            continue
+        seen.add(m.u_tiles)
+        if not violations(m, device):
+            out.append(m)
+    return out
+
+
+def plan_grid(dims: RecurrentDims, device: Device, options: RecurrentOptions, node: Node | None = None) -> RecurrentMapping:
+    """``distribution: grid`` (``chains: R``): the grid mapping, or a PlanError naming what stops it."""
+    name = f"{dims.cell.upper()} {dims.n_in}->{dims.n_h}"
+    bad = grid_conflicts(options)
+    if bad:
+        raise PlanError(f"distribution grid for {name} cannot honour: {'; '.join(bad)}",
+                        hint="remove those mapping keys (a grid takes chains and plio_bits), or use distribution row / column")
+    if options.chains is None:
+        raise PlanError(f"distribution grid for {name}: give chains (2..{dims.n_h} chains of hidden units)",
+                        hint="add chains: R to the layer's mapping, or use target: latency to search it")
+    if not 2 <= options.chains <= dims.n_h:
+        raise PlanError(f"distribution grid for {name}: chains {options.chains} is not in 2..{dims.n_h} (the hidden units)",
+                        hint=f"use chains 2..{dims.n_h} (1 chain is the compact tile: distribution compact)")
+    mapping = build_grid(dims, device, options.chains, options, node)
+    bad = violations(mapping, device)
+    if bad:
+        raise PlanError(f"distribution grid does not map {name} on {device.board}: {'; '.join(bad)}",
+                        hint="use distribution compact, row or column, or fewer chains")
+    return mapping

@@ -32,6 +32,7 @@ from .plan import (
     build_mapping,
     compact_candidate,
     dims_of,
+    grid_candidates,
     plan_recurrent,
     search_space,
     violations,
@@ -87,7 +88,7 @@ class RecurrentExploration:
         shown = self.front if self.chosen in self.front else (*self.front, self.chosen)
         for p in shown:
             m = p.mapping
-            what = ("compact: the whole cell on one tile" if m.compact else
+            what = ("compact: the whole cell on one tile" if m.compact else m.describe().split(": ", 1)[1] if m.grid else
                     f"U h {_spread(m.recurrent)}, W x {_spread(m.input)}, {m.aggregation}, fan-in {m.merge_fanin}")
             rows.append(["*" if p == self.chosen else "", str(p.tiles), f"{p.latency_ns:,.0f}", f"{p.step_latency_ns:,.1f}",
                          f"{p.interval_ns:,.1f}", what])
@@ -108,8 +109,8 @@ class RecurrentExploration:
 
 
 def _spread(m: MatvecMapping) -> str:
-    if m.distribution == "compact":
-        return "compact"
+    if m.distribution in ("compact", "grid"):
+        return m.distribution
     return f"row x{m.rows}" if m.distribution == "row" else f"column {m.rows} rows x {m.cas_len} tiles"
 
 
@@ -157,7 +158,9 @@ def costed_points(node_or_dims: Node | RecurrentDims, device: Device | str,
     compact = compact_candidate(dims, device, options)  # the whole cell on one tile, where it fits
     if compact is not None:
         points.append(mapping_point(compact, device))
-    if options.distribution == "compact":
+    # the grid mapping (one tile per chain), every distinct chain count that fits
+    points += [mapping_point(g, device) for g in grid_candidates(dims, device, options)]
+    if options.distribution in ("compact", "grid"):
         return points
     for _, agg, fanin, u_opts, w_opts in search_space(dims, device, options):
         if not u_opts or not w_opts:

@@ -329,6 +329,8 @@ class StackedExploration:
 def _short(m: RecurrentMapping) -> str:
     if m.compact:
         return "compact (1 tile)"
+    if m.grid:
+        return f"grid ({m.u_tiles} chains)"
 
     def mv_(x) -> str:
         return f"row x{x.rows}" if x.distribution == "row" else f"col {x.rows}x{x.cas_len}"
@@ -373,7 +375,7 @@ def choose_stack(
     partial = [_Partial((), 0, 0, 0, 0.0, 0.0)]
     steps_of: dict[RecurrentMapping, float] = {}
     for i, (d, opts) in enumerate(zip(dims, _per_layer(options, len(dims)), strict=True)):
-        pts = costed_points(d, device, opts)
+        pts = [p for p in costed_points(d, device, opts) if not p.mapping.grid]  # a grid maps one layer only
         if not pts:
             raise no_mapping_error(d, device, opts, f"layer {i} ({d.cell.upper()} {d.n_in}->{d.n_h})")
         mine = []

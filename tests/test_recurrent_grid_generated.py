@@ -1,0 +1,142 @@
+"""The grid mapping as generated (issue 22; recurrent/grid.py, templates/recurrent/rnn_grid.h), one
+tile per chain: R chains of hidden units, each a W x partner (GridInput) and a gate tile
+(GridCell) on the cascade, h exchanged through one pktmerge broadcast to every gate tile and the
+head tile (GridHead).  x86 bit-exact with predict (hls4ml's types, weights scaled so tables clamp
+and sums wrap; uneven chains: the last one shorter), predict equal to the exact-rational
+transcription of hls4ml, the lowering (kernels, merge, cascades), the model against hand counts,
+the config key and its refusals, and the search choosing the grid for top tagging.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from test_recurrent_compact import HLS4ML, _compile, _exact_reference, _rnn_node, needs_gxx  # noqa: E402
+from test_recurrent_split import _design  # noqa: E402  (the compiled top-tagging designs, one copy)
+
+from aieflow.devices import get_device  # noqa: E402
+from aieflow.errors import ConfigError, PlanError  # noqa: E402
+from aieflow.recurrent.directives import mapping_directives  # noqa: E402
+from aieflow.recurrent.grid import grid_step  # noqa: E402
+from aieflow.recurrent.lower import lower  # noqa: E402
+from aieflow.recurrent.model import estimate_recurrent  # noqa: E402
+from aieflow.recurrent.plan import RecurrentOptions, build_grid, plan_recurrent  # noqa: E402
+from aieflow.recurrent.select import choose_mapping, mapping_point  # noqa: E402
+
+X86_CASES = [
+    # id, cell, device, n_h, chains, head, steps: 10 units in 3 chains = 4 + 4 + 2 (the last shorter)
+    ("gru-vek280-head", "GRU", "vek280", 10, 3, True, 5),
+    ("lstm-vek280-sequence", "LSTM", "vek280", 8, 3, False, 4),
+    ("gru-vck190-head", "GRU", "vck190", 10, 4, True, 5),
+    ("lstm-vck190-head", "LSTM", "vck190", 6, 2, True, 3),
+]
+
+
+def _grid(cell, device, n_h, chains, head, steps, keys=None):
+    """A grid design: ``chains`` as compile's options, or the config's ``mapping`` ``keys``."""
+    config = {"layers": {"rnn": {**HLS4ML, "mapping": keys}}} if keys else None
+    return _compile(cell, device, types=None if keys else HLS4ML, n_in=4, n_h=n_h, steps=steps, head=head, scale=3.0,
+                    options=None if keys else RecurrentOptions(distribution="grid", chains=chains), config=config)[0]
+
+
+@needs_gxx
+@pytest.mark.parametrize("case", X86_CASES, ids=[c[0] for c in X86_CASES])
+def test_grid_design_is_bit_exact_on_x86(case, tmp_path):
+    _, cell, device, n_h, chains, head, steps = case
+    d = _grid(cell, device, n_h, chains, head, steps)
+    m = d.mapping
+    units = math.ceil(n_h / chains)
+    assert m.grid and (m.u_tiles, m.w_tiles, m.aggregator_tiles, m.recurrent.rows) == (chains, chains, 1, units)
+    graph = d.files["src/graph.h"]
+    assert graph.count("GridCell<rnn_l0::GCfg>") >= 1 and "pktmerge<" in graph
+    assert f"static constexpr int UNITS = {units};" in d.files["src/rnn_config.h"]
+    assert "struct GGates" in d.files["src/rnn_vgates.h"]
+    result = d.verify(samples=3, cache_dir=tmp_path)  # aieflow's verification inputs: edge values, then random
+    assert result.ok, result.verdict()
+    assert result.values == 3 * (1 if head else steps * n_h)
+
+
+def test_grid_predict_is_the_reference_bit_for_bit():
+    """A grid layer's predict is the layer's emulation: equal to the exact-rational transcription of
+    hls4ml's recurrence (tests/fixed_reference.py, which imports nothing of the code it checks)."""
+    d = _grid("LSTM", "vek280", 8, 3, False, 4)
+    node = _rnn_node(d)
+    in_t = d.graph.tensors[d.graph.inputs[0]].dtype
+    rng = np.random.default_rng(3)
+    xq = np.concatenate([rng.choice(np.array([in_t.min_code, in_t.max_code, 0, -1, 1]), (3, 4, 4)),
+                         rng.integers(in_t.min_code, in_t.max_code + 1, (5, 4, 4))])
+    got = d.run(xq).reshape(xq.shape[0], 4, 8)
+    assert np.array_equal(got, _exact_reference(node, xq))
+
+
+def test_lowering_has_the_chains_the_merge_and_the_cascades():
+    d = _design("GRU", "vek280")
+    dev = get_device("vek280")
+    m = build_grid(d.mapping.dims, dev, 5)
+    g = lower([d.layer], [m], dev)
+    kinds = sorted(k.cls.split("<")[0] for k in g.kernels)
+    assert kinds == ["GridCell"] * 5 + ["GridHead"] + ["GridInput"] * 5
+    (sw,) = g.switches
+    assert sw.kind == "merge" and len(sw.ids) == 5 and len(set(sw.ids)) == 5
+    cascades = [(lk.src.owner, lk.dst.owner) for lk in g.links if lk.kind == "cascade"]
+    assert cascades == [(f"gw0[{r}]", f"gc0[{r}]") for r in range(5)]
+    merged_to = sorted(lk.dst.owner for lk in g.links if lk.src.owner == sw.var)
+    assert merged_to == sorted([f"gc0[{r}]" for r in range(5)] + ["gh0"])  # every gate tile and the head
+
+
+def test_model_hand_count_and_estimate():
+    """GRU top tagging on VEK280, R = 5 (4 units: 12 rows, one 16-lane group): U h 20 x 3 + 6 = 66
+    and finish 3 (the compact tile's column form); the exchange: the tile's packet (header + 4
+    words) written, the stream start (3), 4 hops to the farthest chain, then 5 packets of 5 words
+    read: 37; aggregation: the gate math of 4 units (the generator's schedule) + gx read from the
+    cascade (16 acc64 lanes in 512-bit words: 2).  The design's estimate is this step."""
+    d = _design("GRU", "vek280")
+    dev = get_device("vek280")
+    m = build_grid(d.mapping.dims, dev, 5)
+    g = grid_step(m.dims, dev, 5, 1, m.gate_cycles)
+    assert m.gate_cycles == dict(m.dims.grid_gates)[4] > 0
+    assert dict(g.parts) == {"return": 0, "broadcast": 0, "mac": 66, "reduction": 3, "routing": 5 + 3 + 4 + 25,
+                             "aggregation": m.gate_cycles + 2}
+    e = estimate_recurrent(m, dev)
+    assert e.step_latency_ns == pytest.approx(g.step_ns)
+    assert e.sequence_latency_ns == pytest.approx(g.sequence_ns)
+    assert mapping_point(m, dev).latency_ns == pytest.approx(g.sequence_ns)
+
+
+@pytest.mark.parametrize("cell", ["GRU", "LSTM"])
+@pytest.mark.parametrize("device", ["vek280", "vck190"])
+def test_search_picks_the_grid_for_top_tagging(cell, device):
+    """target: latency costs every chain count beside the compact tile and the spread mappings;
+    the grid is the fastest for top tagging (below the row-wise hybrid's 3.48-3.56 us), and its
+    directives compile to it."""
+    d = _design(cell, device)
+    ex = choose_mapping(d.mapping.dims, device, "latency")
+    c = ex.chosen.mapping
+    assert c.grid and ex.chosen.latency_ns < 3300
+    assert any(p.mapping.grid for p in ex.front)
+    keys = mapping_directives(c)
+    assert keys == {"distribution": "grid", "chains": c.u_tiles, "plio_bits": c.plio_bits}
+    again = plan_recurrent(d.mapping.dims, device, RecurrentOptions(distribution="grid", chains=keys["chains"]))
+    assert again == c
+
+
+def test_config_key_and_refusals():
+    d = _grid("GRU", "vek280", 6, None, False, 3, keys={"chains": 2})
+    assert d.mapping.grid and d.mapping.u_tiles == 2 and "GridHead" in d.files["src/graph.h"]
+    bad = [({"distribution": "row", "chains": 2}, ConfigError, "layers.rnn.mapping.chains"),
+           ({"distribution": "grid", "cas_len": 2}, ConfigError, "cas_len"),
+           ({"distribution": "grid"}, PlanError, "give chains"),
+           ({"distribution": "grid", "chains": 1}, PlanError, "chains 1 is not in 2..6")]
+    for keys, err, text in bad:
+        with pytest.raises(err, match=text):
+            _grid("GRU", "vek280", 6, None, False, 3, keys=keys)
+    with pytest.raises(PlanError, match="float grid is not generated"):
+        _compile("GRU", "vck190", "fp32", None, 4, 6, 3, False, options=RecurrentOptions(distribution="grid", chains=2))
+    with pytest.raises(PlanError, match="grid layer in a stack"):
+        _compile("GRU", "vek280", types=None, n_in=4, n_h=6, steps=3, head=False, second="GRU",
+                 options=[RecurrentOptions(distribution="grid", chains=2), RecurrentOptions(distribution="compact")])
