@@ -140,3 +140,10 @@ def test_config_key_and_refusals():
     with pytest.raises(PlanError, match="grid layer in a stack"):
         _compile("GRU", "vek280", types=None, n_in=4, n_h=6, steps=3, head=False, second="GRU",
                  options=[RecurrentOptions(distribution="grid", chains=2), RecurrentOptions(distribution="compact")])
+
+
+def test_placement_picture_draws_every_chain_and_the_head_where_the_placer_put_them():
+    d = _grid("GRU", "vek280", 10, 3, True, 5)
+    svg = d.placement_svg()
+    assert all(f"chain {r} (W x, gates)" in svg for r in range(3)) and "chain 3 " not in svg
+    assert " head" in svg and "grid (chains of units)" in svg
