@@ -41,6 +41,7 @@ HEAVY_FIRST = (
     "test_vit.py",
     "test_hw_project_segmented.py",
     "test_keras_onnx.py",
+    "test_vector_masked_softmax.py",
 )
 
 

@@ -173,7 +173,7 @@ def rows_infos(plan: DagPlan, ids: dict[str, str], device: Device) -> dict[str, 
                 raise PlanError(f"softmax '{name}' holds {rp.rows_per_part} rows per tile, not whole {mq}-row "
                                 "attention masks", layer=name, hint="use a batch that splits into whole samples")
             softmaxes.append({**common, "ti": t.input.c_type, "table": t.table_size, "sd": t.index_shift,
-                              "vec": softmax_vectorised(t, rp.features, masked(node)),
+                              "vec": softmax_vectorised(t, rp.features, masked(node), len(node.inputs) > 1),
                               "runtime": len(node.inputs) > 1, "rs": rp.per_sample,
                               "fo": t.output.frac, "hi": t.output.max_code, "mq": mq,
                               "iexp": t.variant == "integer", "up": iexp_up(t.input.frac),

@@ -95,8 +95,9 @@ MM_OUT_CYCLES = 4
 CALL_CYCLES = 16  # as perf/kernel.py's call_cycles (assumed there)
 # An in-memory transpose of a port's block (dag_kernels.h transpose_block): a scalar copy per element.
 TRANSPOSE_CYCLES = COPY_CYCLES
-# A run-time key padding mask (dag_kernels.h SoftmaxPadded): per row the keep row KEEP & mask, a scalar
-# byte load, AND and store per key, assumed 2 cycles (as COPY_CYCLES: no published figure isolates it).
+# A run-time key padding mask (dag_kernels.h SoftmaxPadded), scalar rows: per row the keep row KEEP & mask,
+# a scalar byte load, AND and store per key, assumed 2 cycles (as COPY_CYCLES: no published figure isolates
+# it).  The vector rows' keep lanes: perf/activation.py SM_VEC_KEEP_CYCLES.
 MASK_COMBINE_CYCLES = COPY_CYCLES
 
 
@@ -158,12 +159,14 @@ def rows_kernel_cycles(plan: DagPlan, name: str, device: Device) -> float:
         body = activation_form_cycles(elems, form if form in ("lut", "vector", "polynomial") else
                                       ("interpolated" if t.segment_bits else "table"), device.generation)
     elif rp.op == "softmax":
-        if softmax_vectorised(plan.node(name).types, rp.features, masked(plan.node(name))):
-            body = softmax_vector_cycles(rp.rows_per_part, rp.features, plan.node(name).types.variant == "integer")
+        integer = node.types.variant == "integer"
+        if softmax_vectorised(node.types, rp.features, masked(node), runtime_mask):  # a run-time mask: keep lanes
+            body = softmax_vector_cycles(rp.rows_per_part, rp.features, integer, runtime_mask,
+                                         node.params.get("keep") is not None)
         else:
-            body = softmax_cycles(rp.rows_per_part, rp.features, plan.node(name).types.variant == "integer")
-        if runtime_mask:  # the keep row of every row: the constant table AND the sample's mask, element by element
-            body += elems * MASK_COMBINE_CYCLES
+            body = softmax_cycles(rp.rows_per_part, rp.features, integer)
+            if runtime_mask:  # the keep row of every row: the constant table AND the sample's mask, element by element
+                body += elems * MASK_COMBINE_CYCLES
     else:
         vectors = math.ceil(rp.features / 16) * rp.rows_per_part
         t = plan.node(name).types

@@ -333,7 +333,7 @@ def rows_memory(node: Node, rows_per_part: int, features: int, device: Device, p
         size = int(node.params["table"].size)
         table = _aligned(4 * size)
         if node.op == "softmax":  # vector rows: a group of 16 rows' exp values, one row's indices, 5 x 16 per-row words
-            if softmax_vectorised(t, features, masked(node)):
+            if softmax_vectorised(t, features, masked(node), len(node.inputs) > 1):
                 return io + table + _aligned(4 * 16 * features) + _aligned(4 * features) + 5 * _aligned(64) + reserved
             return io + table + _aligned(4 * features) + reserved
         form = activation_form(t, gen)
