@@ -42,6 +42,7 @@ HEAVY_FIRST = (
     "test_hw_project_segmented.py",
     "test_keras_onnx.py",
     "test_vector_masked_softmax.py",
+    "test_bf16_runtime_masks.py",
 )
 
 

@@ -86,7 +86,7 @@ ONE_CLASS = ("matmul",)
 
 def rows_class(node) -> str:
     if node.op == "softmax" and len(node.inputs) > 1:  # a run-time key padding mask: a second input port
-        return "SoftmaxPadded"
+        return "SoftmaxPadded" + ("Bf16" if _is_bf16(node) else "")
     return ROWS_CLASS[node.op] + ("Bf16" if _is_bf16(node) and node.op not in ONE_CLASS else "")
 
 
@@ -134,7 +134,8 @@ def rows_infos(plan: DagPlan, ids: dict[str, str], device: Device) -> dict[str, 
             common.update(_bf16_info(node))
             common.update(relu=node.attrs.get("activation") == "relu", table=int(np.asarray(
                 node.params["table"]).size) if node.op in ("activation", "softmax") else 0,
-                function=node.attrs.get("function", ""), variant="bf16 table")
+                function=node.attrs.get("function", ""), variant="bf16 table",
+                runtime=node.op == "softmax" and len(node.inputs) > 1, rs=rp.per_sample)
             if node.op == "add_const":
                 common["mq"] = int(np.asarray(node.params["constant_q"]).shape[0])
             {"add": adds, "add_const": consts, "layernorm": norms, "activation": acts,
