@@ -45,7 +45,7 @@ from ..perf.activation import (  # noqa: F401 - cnn/perf.py reads the constants 
 )
 from ..perf.simulate import kernel_stage, run_pipeline
 from .links import DagLink
-from .plan import DagPlan, input_tensor, mask_input, masked, matmul_dims
+from .plan import DagPlan, input_tensor, mask_input, mask_pitch, masked, matmul_dims
 
 # Residual Add (dag_kernels.h ResidualAdd): per 16 lanes two vector loads (one per load unit,
 # one cycle), two upshifts, one accumulator add and one SRS issued in the vector slots, one
@@ -214,7 +214,7 @@ def plio_mask_cost(plan: DagPlan, device: Device) -> Cost | None:
     m = mask_input(plan.graph)
     if m is None:
         return None
-    nbytes = plan.batch * math.prod(plan.graph.tensors[m].shape)
+    nbytes = plan.batch * (mask_pitch(plan.graph) or math.prod(plan.graph.tensors[m].shape))  # rows padded to words
     return _cost("plio_mask", "plio", mv.plio_transfer(nbytes, device, _hops(device, 0)), device)
 
 

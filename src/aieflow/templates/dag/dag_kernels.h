@@ -487,7 +487,7 @@ public:
 // (inv <= 2^31 does not fit int32: (e (inv >> 1)) 2 + e (inv & 1)), one SRS by 46 - FO rounding positive_inf
 // (the emulation's + 2^(45-FO) >> (46-FO)), min HI.
 // KEYED (a run-time key padding mask: SoftmaxPadded): lane j of row r is kept where the sample's mask byte
-// mask[(r / RS) N + j] and (MASKED) KEEP[(r % MQ) N + j] are both nonzero (aie::min of the bytes, aie::ge 1:
+// mask[(r / RS) MP + j] and (MASKED) KEEP[(r % MQ) N + j] are both nonzero (aie::min of the bytes, aie::ge 1:
 // an aie::mask per 16 lanes); the maximum is over the kept lanes (aie::select puts the lowest code in the
 // others), a dropped lane's index is 0 (a valid table read) and its exp entry is set to 0 (aie::select), so S
 // sums the kept entries and a dropped key's output is exactly 0.  A row keeping no key has S = 0: its lane of
@@ -505,7 +505,7 @@ struct SoftmaxVec {
     }
     // the kept lanes i..i+15 of row r (KEYED)
     static aie::mask<L> kept(const uint8* __restrict mask, unsigned r, unsigned i) {
-        aie::vector<uint8, L> k = aie::load_v<L>(mask + (r / C::RS) * C::N + i);
+        aie::vector<uint8, L> k = aie::load_v<L>(mask + (r / C::RS) * C::MP + i);
         if constexpr (C::MASKED) k = aie::min(k, aie::load_unaligned_v<L>(C::KEEP + (r % C::MQ) * C::N + i));
         return aie::ge(k, uint8(1));
     }
@@ -643,8 +643,9 @@ public:
 // ---------------------------------------------------------------------------- SoftmaxPadded
 // A softmax with a run-time key padding mask (the graph's second input, its own PLIO): a second input
 // buffer of one keep byte per key per sample of the part (ROWS / RS samples, [samples][N], 1 = kept).
-// Config: Softmax's and RS, the rows of one sample.  Row r's keep row is KEEP[(r % MQ) N + j] (the constant
-// attention mask, when MASKED) AND mask[(r / RS) N + j].  VEC: SoftmaxVec's rows with that keep row (KEYED);
+// Config: Softmax's, RS, the rows of one sample, and MP >= N, the mask's row pitch (rows padded to whole
+// 32-bit words: dag/plan.py mask_pitch; the padding is not read).  Row r's keep row is KEEP[(r % MQ) N + j] (the constant
+// attention mask, when MASKED) AND mask[(r / RS) MP + j].  VEC: SoftmaxVec's rows with that keep row (KEYED);
 // otherwise per row the keep bytes combined element by element, then softmax_row as the constant-mask
 // kernel.  A row keeping no key has S = 0 and gives 0 everywhere (activation_fixed.h, SoftmaxVec), as the
 // emulation.
@@ -686,7 +687,7 @@ public:
         } else {
             // rows IP / OP elements apart (padded to whole 32-bit words: the padding is not read, written zero)
             for (unsigned row = 0; row < C::ROWS; ++row, x += C::IP, y += C::OP) {
-                const uint8* mr = m + (row / C::RS) * C::N;  // this row's sample
+                const uint8* mr = m + (row / C::RS) * C::MP;  // this row's sample (rows MP >= N bytes apart)
                 for (unsigned j = 0; j < C::N; ++j)
                     k_[j] = static_cast<unsigned char>((mr[j] != 0) &&
                                                        (!C::MASKED || C::KEEP[(row % C::MQ) * C::N + j] != 0));

@@ -286,7 +286,7 @@ public:
 // ---------------------------------------------------------------------------- SoftmaxPadded
 // SoftmaxBf16 with a run-time key padding mask (the graph's second input, its own PLIO): a second input buffer
 // of one keep byte per key per sample of the part (ROWS / RS samples, [samples][N], nonzero = kept).  Config:
-// SoftmaxBf16's and RS, the rows of one sample.  Per row: m the maximum over the kept x (in increasing i), a
+// SoftmaxBf16's, RS, the rows of one sample, and MP, the mask's row pitch (dag_kernels.h SoftmaxPadded).  Per row: m the maximum over the kept x (in increasing i), a
 // dropped key's e = +0.0 (the float sum in increasing i: adding +0.0 changes nothing), y = bf16(e inv); a row
 // keeping no key gives +0.0 everywhere (ops/activation.py softmax_bf16 with keep).
 template <class C>
@@ -309,7 +309,7 @@ public:
         bfloat16* __restrict y = C::OUT_T ? to_ : out.data();
         const uint8* __restrict m = mask.data();
         for (unsigned row = 0; row < C::ROWS; ++row, x += C::IP, y += C::OP) {
-            const uint8* mr = m + (row / C::RS) * C::N;  // this row's sample
+            const uint8* mr = m + (row / C::RS) * C::MP;  // this row's sample (rows MP >= N bytes apart)
             for (unsigned i = C::N; i < C::OP; ++i) y[i] = bfloat16(0.0f);
             bool any = false;
             float mx = 0.0f;
