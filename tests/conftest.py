@@ -43,6 +43,7 @@ HEAVY_FIRST = (
     "test_keras_onnx.py",
     "test_vector_masked_softmax.py",
     "test_bf16_runtime_masks.py",
+    "test_mask_pitch.py",
 )
 
 
