@@ -268,7 +268,7 @@ def test_masked_tagger_verifies_bit_exact_on_x86_and_a_mask_of_the_wrong_sample_
     v = d.verify(x[:16], mask=pad[:16])  # two graph iterations
     assert v.ok, v.verdict()
     src = d.files["src/kernels/dag_kernels.h"]
-    bad_src = src.replace("m + (row / C::RS) * C::N", "m + ((row / C::RS + 1) % (C::ROWS / C::RS)) * C::N")
+    bad_src = src.replace("m + (row / C::RS) * C::MP", "m + ((row / C::RS + 1) % (C::ROWS / C::RS)) * C::MP")
     assert bad_src != src
     bad = dataclasses.replace(d, files={**d.files, "src/kernels/dag_kernels.h": bad_src})
     assert not bad.verify(x[:16], mask=pad[:16]).ok
