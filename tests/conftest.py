@@ -46,6 +46,9 @@ HEAVY_FIRST = (
     "test_from_hls4ml_keras.py",
     "test_resize.py",
     "test_recurrent_grid_generated.py",
+    "test_vector_masked_softmax.py",
+    "test_bf16_runtime_masks.py",
+    "test_mask_pitch.py",
 )
 
 

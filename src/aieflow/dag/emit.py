@@ -46,7 +46,7 @@ from ..templating import environment
 from ..vitis import system_files
 from .links import DagLink, Endpoint
 from .perf import kernel_cost, link_costs, lowered_dag, plio_in_cost, plio_mask_cost
-from .plan import DagPlan, host_layout, mask_input, masked, matmul_dims, matrix_shape
+from .plan import DagPlan, host_layout, mask_input, mask_layout, masked, matmul_dims, matrix_shape
 
 _ENV = environment("dag")
 PLIO_IN = "in_x"
@@ -86,7 +86,7 @@ ONE_CLASS = ("matmul",)
 
 def rows_class(node) -> str:
     if node.op == "softmax" and len(node.inputs) > 1:  # a run-time key padding mask: a second input port
-        return "SoftmaxPadded"
+        return "SoftmaxPadded" + ("Bf16" if _is_bf16(node) else "")
     return ROWS_CLASS[node.op] + ("Bf16" if _is_bf16(node) and node.op not in ONE_CLASS else "")
 
 
@@ -135,7 +135,8 @@ def rows_infos(plan: DagPlan, ids: dict[str, str], device: Device) -> dict[str, 
             common.update(_bf16_info(node))
             common.update(relu=node.attrs.get("activation") == "relu", table=int(np.asarray(
                 node.params["table"]).size) if node.op in ("activation", "softmax") else 0,
-                function=node.attrs.get("function", ""), variant="bf16 table")
+                function=node.attrs.get("function", ""), variant="bf16 table",
+                runtime=node.op == "softmax" and len(node.inputs) > 1, rs=rp.per_sample, mp=rp.pitch_in(1, rp.features))
             if node.op == "add_const":
                 common["mq"] = int(np.asarray(node.params["constant_q"]).shape[0])
             {"add": adds, "add_const": consts, "layernorm": norms, "activation": acts,
@@ -174,8 +175,8 @@ def rows_infos(plan: DagPlan, ids: dict[str, str], device: Device) -> dict[str, 
                 raise PlanError(f"softmax '{name}' holds {rp.rows_per_part} rows per tile, not whole {mq}-row "
                                 "attention masks", layer=name, hint="use a batch that splits into whole samples")
             softmaxes.append({**common, "ti": t.input.c_type, "table": t.table_size, "sd": t.index_shift,
-                              "vec": softmax_vectorised(t, rp.features, masked(node)),
-                              "runtime": len(node.inputs) > 1, "rs": rp.per_sample,
+                              "vec": softmax_vectorised(t, rp.features, masked(node), len(node.inputs) > 1),
+                              "runtime": len(node.inputs) > 1, "rs": rp.per_sample, "mp": rp.pitch_in(1, rp.features),
                               "fo": t.output.frac, "hi": t.output.max_code, "mq": mq,
                               "iexp": t.variant == "integer", "up": iexp_up(t.input.frac),
                               "keep": None if keep is None else [int(v) for v in np.asarray(keep).reshape(-1)],
@@ -267,7 +268,8 @@ def lower(plan: DagPlan, placement: Placement, ids: dict[str, str], headers: lis
                 m, k, n = matmul_dims(plan.graph, node, plan.operands[name])
                 ins = (rp.rows_per_part * rp.pitch_in(0, k), rp.block(m)[0] * k * n)
             if node.op == "softmax" and len(node.inputs) > 1:  # the run-time mask: one keep row per sample
-                ins = (rp.rows_per_part * rp.pitch_in(0, rp.features), rp.rows_per_part // rp.per_sample * rp.features)
+                ins = (rp.rows_per_part * rp.pitch_in(0, rp.features),
+                       rp.rows_per_part // rp.per_sample * rp.pitch_in(1, rp.features))  # rows at the mask's pitch
             for i in range(rp.parts):
                 kernels.append(Kernel(part_var(ident, i), name, f"aieflow::{cls}<aieflow_design::{ident}_cfg>", args,
                                       f"kernels/{ident}.cc", (rect.column + i, rect.row), ins, (size,),
@@ -450,7 +452,7 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
         files["src/kernels/dag_kernels_bf16.h"] = kernels.joinpath("dag/dag_kernels_bf16.h").read_text()
     files[f"data/{PLIO_IN}.txt"] = plio_text(host_layout(plan.graph, inputs_q), tin)  # a patch view: patch order
     if mask_input(plan.graph) is not None:
-        files[f"data/{PLIO_MASK}.txt"] = plio_text(mask_q, MASK_TYPE)
+        files[f"data/{PLIO_MASK}.txt"] = plio_text(mask_layout(plan.graph, mask_q), MASK_TYPE)  # rows padded to words
     files[f"data/golden_{PLIO_OUT}.txt"] = plio_text(wire_output(plan, outputs_q), tout)
     files.update(system_files(
         files, device=device, graph_class=graph_class, graph_var="g",

@@ -31,7 +31,7 @@ from ..devices import Device
 from ..errors import PlanError
 from ..mapped.tiling import NdTiling, Traversal, word_problems
 from ..ops.dense import DensePlan
-from .plan import DagPlan, Operand, RowsPlan, input_tensor, mask_input, matrix_shape
+from .plan import DagPlan, Operand, RowsPlan, input_tensor, mask_input, mask_pitch, matrix_shape
 
 PING_PONG = 2
 
@@ -126,6 +126,8 @@ def written_width(plan: DagPlan, src: Operand) -> int:
         return p.cas_num * p.n_slice
     if src.producer is not None and src.transpose_at != "producer":
         return plan.rows[src.producer].pitch_out  # rows padded to whole 32-bit words (plan.row_pitches)
+    if src.producer is None and src.tensor == mask_input(plan.graph):
+        return mask_pitch(plan.graph) or f  # the mask PLIO's rows padded to whole words (plan.mask_pitch)
     return f
 
 
@@ -216,6 +218,8 @@ def _ports_of(plan: DagPlan, src: Operand, g: Geometry, offset: int) -> list[tup
     if src.producer is None:  # the input PLIO (index 0), or the run-time key padding mask's (index 1)
         f = matrix_shape(plan.graph, src.tensor, "input")[1]
         k = 1 if src.tensor == mask_input(plan.graph) else 0
+        if k:
+            f = mask_pitch(plan.graph) or f  # padded rows: the PLIO carries the padding
         return [(Endpoint("plio", None, k, offset), _rows_tiling(g, 0, g.rows * g.batch, False, "input", offset, f))]
     node = plan.node(src.producer)
     if node.op == "dense":
@@ -331,7 +335,7 @@ def _writer_features(plan: DagPlan, ep: Endpoint) -> tuple[int, int]:
     if ep.kind == "plio":
         f = matrix_shape(plan.graph, mask_input(plan.graph) if ep.index == 1 else input_tensor(plan.graph),
                          "input")[1]
-        return f, f
+        return f, (mask_pitch(plan.graph) or f) if ep.index == 1 else f
     if ep.kind == "row":
         f = plan.node(ep.node).plan.out_features
         return f, f

@@ -45,7 +45,7 @@ from ..perf.activation import (  # noqa: F401 - cnn/perf.py reads the constants 
 )
 from ..perf.simulate import kernel_stage, run_pipeline
 from .links import DagLink
-from .plan import DagPlan, input_tensor, mask_input, masked, matmul_dims
+from .plan import DagPlan, input_tensor, mask_input, mask_pitch, masked, matmul_dims
 
 # Residual Add (dag_kernels.h ResidualAdd): per 16 lanes two vector loads (one per load unit,
 # one cycle), two upshifts, one accumulator add and one SRS issued in the vector slots, one
@@ -95,8 +95,9 @@ MM_OUT_CYCLES = 4
 CALL_CYCLES = 16  # as perf/kernel.py's call_cycles (assumed there)
 # An in-memory transpose of a port's block (dag_kernels.h transpose_block): a scalar copy per element.
 TRANSPOSE_CYCLES = COPY_CYCLES
-# A run-time key padding mask (dag_kernels.h SoftmaxPadded): per row the keep row KEEP & mask, a scalar
-# byte load, AND and store per key, assumed 2 cycles (as COPY_CYCLES: no published figure isolates it).
+# A run-time key padding mask (dag_kernels.h SoftmaxPadded), scalar rows: per row the keep row KEEP & mask,
+# a scalar byte load, AND and store per key, assumed 2 cycles (as COPY_CYCLES: no published figure isolates
+# it).  The vector rows' keep lanes: perf/activation.py SM_VEC_KEEP_CYCLES.
 MASK_COMBINE_CYCLES = COPY_CYCLES
 
 
@@ -158,12 +159,14 @@ def rows_kernel_cycles(plan: DagPlan, name: str, device: Device) -> float:
         body = activation_form_cycles(elems, form if form in ("lut", "vector", "polynomial") else
                                       ("interpolated" if t.segment_bits else "table"), device.generation)
     elif rp.op == "softmax":
-        if softmax_vectorised(plan.node(name).types, rp.features, masked(plan.node(name))):
-            body = softmax_vector_cycles(rp.rows_per_part, rp.features, plan.node(name).types.variant == "integer")
+        integer = node.types.variant == "integer"
+        if softmax_vectorised(node.types, rp.features, masked(node), runtime_mask):  # a run-time mask: keep lanes
+            body = softmax_vector_cycles(rp.rows_per_part, rp.features, integer, runtime_mask,
+                                         node.params.get("keep") is not None)
         else:
-            body = softmax_cycles(rp.rows_per_part, rp.features, plan.node(name).types.variant == "integer")
-        if runtime_mask:  # the keep row of every row: the constant table AND the sample's mask, element by element
-            body += elems * MASK_COMBINE_CYCLES
+            body = softmax_cycles(rp.rows_per_part, rp.features, integer)
+            if runtime_mask:  # the keep row of every row: the constant table AND the sample's mask, element by element
+                body += elems * MASK_COMBINE_CYCLES
     else:
         vectors = math.ceil(rp.features / 16) * rp.rows_per_part
         t = plan.node(name).types
@@ -211,7 +214,7 @@ def plio_mask_cost(plan: DagPlan, device: Device) -> Cost | None:
     m = mask_input(plan.graph)
     if m is None:
         return None
-    nbytes = plan.batch * math.prod(plan.graph.tensors[m].shape)
+    nbytes = plan.batch * (mask_pitch(plan.graph) or math.prod(plan.graph.tensors[m].shape))  # rows padded to words
     return _cost("plio_mask", "plio", mv.plio_transfer(nbytes, device, _hops(device, 0)), device)
 
 

@@ -26,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from ..config import Config
 from ..devices import Device
 from ..errors import ConfigError, PlanError
@@ -131,6 +133,29 @@ def masked(node: Node) -> bool:
 def mask_input(graph: Graph) -> str | None:
     """The graph input that carries a run-time key padding mask (its own PLIO), or None."""
     return graph.inputs[1] if len(graph.inputs) > 1 else None
+
+
+def mask_pitch(graph: Graph) -> int:
+    """The run-time key padding mask's row pitch where its ``T_k`` keep bytes per sample are not whole
+    32-bit words (a ViT's 17 keys: 20): the host writes each sample's row padded with zero bytes, its PLIO
+    and memory-tile links move whole rows, and the softmax reads row ``n`` at ``n`` times the pitch
+    (``MP`` in its config), as :func:`row_pitches` pads 17-token rows.  0: no mask, or whole words."""
+    m = mask_input(graph)
+    if m is None:
+        return 0
+    w = _words(graph, m)
+    f = matrix_shape(graph, m, "mask")[1]
+    return 0 if w == 1 or f % w == 0 else -(-f // w) * w
+
+
+def mask_layout(graph: Graph, mq: np.ndarray | None) -> np.ndarray | None:
+    """The keep bytes ``[samples, T_k]`` as the mask PLIO carries them: each row padded with zero bytes
+    to :func:`mask_pitch` (unchanged where the rows are whole words)."""
+    p = mask_pitch(graph)
+    if mq is None or not p:
+        return mq
+    mq = np.asarray(mq)
+    return np.concatenate([mq, np.zeros((*mq.shape[:-1], p - mq.shape[-1]), dtype=mq.dtype)], axis=-1)
 
 
 def matrix_shape(graph: Graph, tensor: str, what: str) -> tuple[int, int]:
@@ -333,7 +358,7 @@ def rows_memory(node: Node, rows_per_part: int, features: int, device: Device, p
         size = int(node.params["table"].size)
         table = _aligned(4 * size)
         if node.op == "softmax":  # vector rows: a group of 16 rows' exp values, one row's indices, 5 x 16 per-row words
-            if softmax_vectorised(t, features, masked(node)):
+            if softmax_vectorised(t, features, masked(node), len(node.inputs) > 1):
                 return io + table + _aligned(4 * 16 * features) + _aligned(4 * features) + 5 * _aligned(64) + reserved
             return io + table + _aligned(4 * features) + reserved
         form = activation_form(t, gen)
@@ -556,7 +581,8 @@ def _plan_rows(node: Node, graph: Graph, batch: int, device: Device,
         mem = (matmul_memory(node, rp, r, k, n, device, kp, out_pitch) if node.op == "matmul"
                else rows_memory(node, rp, f, device, out_pitch))
         if node.op == "softmax" and len(node.inputs) > 1:  # the run-time mask: its samples' rows, ping-pong, + a row
-            mem += 2 * _aligned(rp // r * f) + _aligned(f)
+            mp = in_pitch[1] if len(in_pitch) > 1 and in_pitch[1] else f  # rows padded to whole words (mask_pitch)
+            mem += 2 * _aligned(rp // r * mp) + _aligned(f)
         if mem <= gen.data_memory_bytes:
             best = RowsPlan(node.op, parts, rows, r, f, mem, in_pitch=in_pitch, out_pitch=out_pitch)
             # Add, activation: the fewest tiles that fit (rarely the slowest stage); LayerNorm,
@@ -663,6 +689,8 @@ def plan_dag(graph: Graph, device: Device, config: Config) -> DagPlan:
         raise PlanError("the graph output is the graph input (through views only): nothing to compute",
                         hint="add a layer")
     pitches = row_pitches(planned, compute, operands, rows, out)
+    if mask_pitch(planned):  # the run-time mask's rows padded to whole words: its softmaxes read them at the pitch
+        pitches[mask_input(planned)] = mask_pitch(planned)
     for name in compute:
         rp = rows.get(name)
         if rp is None:

@@ -28,7 +28,7 @@ from ..verify import (
     verification_inputs,
 )
 from .emit import PLIO_IN, PLIO_MASK, PLIO_OUT, plio_text, unwire_output, wire_output
-from .plan import host_layout
+from .plan import host_layout, mask_layout
 
 if TYPE_CHECKING:
     from .design import DagDesign
@@ -91,7 +91,7 @@ def verify(design: DagDesign, x: Any | None = None, samples: int = 64, seed: int
         (work / "data").mkdir()
         (work / "data" / f"{PLIO_IN}.txt").write_text(plio_text(host_layout(design.graph, xq), design.input_type))
         if mq is not None:
-            (work / "data" / f"{PLIO_MASK}.txt").write_text(plio_text(mq, MASK_TYPE))
+            (work / "data" / f"{PLIO_MASK}.txt").write_text(plio_text(mask_layout(design.graph, mq), MASK_TYPE))
         args = [str(binary), "--data", str(work), "--out", str(work / "out"), "--iterations", str(iterations)]
         start = time.perf_counter()
         res = run_binary(args, "DAG ")

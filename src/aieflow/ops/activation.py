@@ -39,6 +39,9 @@ tests check it against an independent float64 reference):
   combines with the constant table (``keep & k_n``, every query row of every head) and the row is the
   masked softmax above.  A row that keeps no key (possible at run time only) has ``S = 0``: every
   output is 0 (no reciprocal is taken); the float reference gives 0 there too (PyTorch gives NaN).
+  bf16 (no constant table: a constant mask stays int8 / int16 only): :func:`softmax_bf16` with the
+  sample's keep row (the maximum over the kept values, a dropped value's exp +0.0, a row keeping none
+  +0.0 everywhere).
 * **integer softmax** (``activations: {softmax: integer}``; the default ``table`` is the one above):
   the same maximum, sum, reciprocal and product, with ``e_i = iexp(d_i)`` computed instead of read
   from a table: I-BERT's integer exp (Kim et al., "I-BERT: Integer-only BERT Quantization", ICML
@@ -589,18 +592,32 @@ def apply_bf16_table(x: np.ndarray, table: np.ndarray, window, rules: np.ndarray
     return np.where(np.isnan(x32), x32, y).astype(np.float32)
 
 
-def softmax_bf16(x: np.ndarray, table: np.ndarray, window, rules: np.ndarray) -> np.ndarray:
-    """The bf16 softmax kernel (module docstring), last axis, sequential float32 sum."""
+def softmax_bf16(x: np.ndarray, table: np.ndarray, window, rules: np.ndarray,
+                 keep: np.ndarray | None = None) -> np.ndarray:
+    """The bf16 softmax kernel (module docstring), last axis, sequential float32 sum.  ``keep`` (a
+    run-time key padding mask, broadcast to ``x``): the maximum over the kept values, a dropped value's
+    exp is +0.0 (so its output is +0.0 and the sum is the kept values' sum in the same order), a row
+    keeping none gives +0.0 everywhere (dag_kernels_bf16.h SoftmaxPaddedBf16)."""
     x32 = fixed.to_bf16(np.asarray(x, dtype=np.float32))
-    with np.errstate(invalid="ignore", over="ignore"):
-        m = x32.max(axis=-1, keepdims=True)
+    k = None if keep is None else np.broadcast_to(np.asarray(keep, dtype=bool), x32.shape)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        if k is None:
+            m = x32.max(axis=-1, keepdims=True)
+        else:
+            m = np.where(k, x32, -np.inf).max(axis=-1, keepdims=True).astype(np.float32)
+            m = np.where(np.isfinite(m), m, np.float32(0.0)).astype(np.float32)  # no key kept: any m
         d = fixed.to_bf16((x32 - m).astype(np.float32))
         ev = apply_bf16_table(d, table, window, rules)
+        if k is not None:
+            ev = np.where(k, ev, np.float32(0.0)).astype(np.float32)
         s = np.zeros(ev.shape[:-1], dtype=np.float32)
         for j in range(ev.shape[-1]):
             s = (s + ev[..., j]).astype(np.float32)
         inv = (np.float32(1.0) / s).astype(np.float32)[..., None]
-        return fixed.to_bf16((ev * inv).astype(np.float32))
+        y = fixed.to_bf16((ev * inv).astype(np.float32))
+        if k is not None:
+            y = np.where(k.any(axis=-1, keepdims=True), y, np.float32(0.0)).astype(np.float32)
+        return y
 
 
 def apply_table(codes: np.ndarray, table: np.ndarray, seg: int, tx: FixedType, out: FixedType) -> np.ndarray:
@@ -779,7 +796,8 @@ def _softmax_forward(node: Node, x: np.ndarray, mask: np.ndarray | None = None) 
 def _softmax_emulate(node: Node, x: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
     t: SoftmaxTypes = node.types
     if t.is_float and t.output.name == "bf16":
-        return softmax_bf16(x, node.params["table"], node.params["window"], node.params["rules"])
+        return softmax_bf16(x, node.params["table"], node.params["window"], node.params["rules"],
+                            sample_keep(node, x, mask))
     if t.is_float:
         return softmax_f32(x)
     return softmax_codes(x, node.params["table"], t.index_shift, t.output, sample_keep(node, x, mask),
@@ -790,9 +808,9 @@ def _softmax_quantise(node: Node, ctx: QuantContext) -> Node:
     tx = ctx.input_types[0]
     if len(ctx.input_types) > 1 and ctx.input_types[1] != MASK_TYPE:  # pragma: no cover - the quantise pass's own
         raise ConfigError(f"softmax '{node.name}' reads a mask of type {ctx.input_types[1]}", layer=node.name)
-    if len(node.inputs) > 1 and isinstance(tx, FloatType):
+    if len(node.inputs) > 1 and isinstance(tx, FloatType) and tx.name != "bf16":  # bf16 + a constant mask: below
         raise ConfigError(f"softmax '{node.name}' has a run-time key padding mask; it is emulated in int8 / int16 "
-                          f"only, not in {tx}", layer=node.name, hint="use precision int8 or int16")
+                          f"and bf16 only, not in {tx}", layer=node.name, hint="use precision int8, int16 or bf16")
     if node.params.get("keep") is not None and isinstance(tx, FloatType):
         raise ConfigError(f"softmax '{node.name}' has an attention mask; masks are mapped in int8 / int16 only",
                           layer=node.name, hint="use precision int8 or int16")

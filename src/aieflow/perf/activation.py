@@ -82,6 +82,14 @@ SM_VEC_GATHER_CYCLES = 1
 SM_VEC_ROW_CYCLES = 20
 SM_VEC_NORM_CYCLES = 24
 SM_RECIP_GROUP_CYCLES = 129
+# The vector rows with a run-time key padding mask (SoftmaxVec KEYED, dag_kernels.h SoftmaxPadded): per 16
+# lanes the kept lanes are formed three times (for the maximum, the index and the exp entries), each a
+# 16-byte load of the sample's mask row and an aie::ge (2 operations), plus three aie::select and the store
+# of the zeroed exp entries: 3 * 2 + 4 = 10; a constant attention mask combined with it adds a load of its
+# KEEP row and an aie::min to each of the three (6).  Counted from the code, assumed one operation per cycle
+# and none overlapped with the row's other work (an upper estimate), no published figure.
+SM_VEC_KEEP_CYCLES = 10
+SM_VEC_CONST_KEEP_CYCLES = 6
 
 
 def activation_form(types, generation) -> str:
@@ -98,10 +106,12 @@ def activation_form(types, generation) -> str:
     return "scalar"
 
 
-def softmax_vectorised(types, features: int, masked: bool = False) -> bool:
-    """Whether ``dag_kernels.h`` Softmax takes its vector rows (its ``VEC``); a masked softmax (an
-    attention mask's keep table) takes the scalar rows of ``activation_fixed.h``."""
-    return not masked and not types.is_float and features % 16 == 0 and features > 0
+def softmax_vectorised(types, features: int, masked: bool = False, runtime: bool = False) -> bool:
+    """Whether ``dag_kernels.h`` Softmax / SoftmaxPadded takes its vector rows (its ``VEC``): integer rows of
+    whole 16-lane vectors, unmasked or with a run-time key padding mask (``runtime``, SoftmaxPadded: a
+    constant attention mask combined with it or not); a constant attention mask alone (``masked``, not
+    ``runtime``) takes the scalar rows of ``activation_fixed.h``."""
+    return (not masked or runtime) and not types.is_float and features % 16 == 0 and features > 0
 
 
 def activation_form_cycles(values: int, form: str, generation) -> int:
@@ -120,10 +130,13 @@ def activation_form_cycles(values: int, form: str, generation) -> int:
     return activation_cycles(values, form == "interpolated")
 
 
-def softmax_vector_cycles(rows: int, features: int, integer: bool = False) -> int:
+def softmax_vector_cycles(rows: int, features: int, integer: bool = False, runtime: bool = False,
+                          constant: bool = False) -> int:
     """The vector softmax over ``rows`` rows of ``features`` (a multiple of 16) codes (``integer``: the
-    integer exp per element in place of the table read)."""
+    integer exp per element in place of the table read; ``runtime``: a run-time key padding mask's keep
+    lanes, ``constant``: with a constant attention mask combined)."""
     gather = SM_IEXP_CYCLES if integer else SM_VEC_GATHER_CYCLES
-    return (rows * ((features // 16) * SM_VEC_CYCLES + features * gather + SM_VEC_ROW_CYCLES
+    per16 = SM_VEC_CYCLES + ((SM_VEC_KEEP_CYCLES + (SM_VEC_CONST_KEEP_CYCLES if constant else 0)) if runtime else 0)
+    return (rows * ((features // 16) * per16 + features * gather + SM_VEC_ROW_CYCLES
                     + SM_VEC_NORM_CYCLES)
             + -(-rows // 16) * SM_RECIP_GROUP_CYCLES)

@@ -23,6 +23,7 @@
 #include <aie_api/aie_adf.hpp>
 
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -476,13 +477,117 @@ public:
 //                   per port P in IN, OUT: bool P_T, unsigned P_S, P_A, P_B; };
 // IEXP (the integer softmax): e = activation_fixed.h iexp(m - x) per element on the scalar unit instead of the
 // table read (the table holds its five constants), in both forms below; the rest unchanged.
-// VEC (rows of whole 16-lane vectors): per row the maximum by aie::max + reduce_max, the table index
-// min((m - x) >> SD, TABLE - 1) in int32 lanes, the exp entries read by a scalar loop (a data-dependent
-// load per element), S by aie::add + reduce_add (S < 2^28), for a group of 16 rows (their exp entries kept);
-// the 16 reciprocals at once in vector lanes (row_recip.h softmax_inv16, exact), then per row
-// e inv in 64-bit lanes (inv <= 2^31 does not fit int32: (e (inv >> 1)) 2 + e (inv & 1)), one SRS by
-// 46 - FO rounding positive_inf (the emulation's + 2^(45-FO) >> (46-FO)), min HI.  Otherwise (and MASKED) the scalar
-// softmax_row of activation_fixed.h.  Both the emulation's definition bit for bit.
+// VEC (rows of whole 16-lane vectors, SoftmaxVec below).  Otherwise (and a constant mask alone, MASKED) the
+// scalar softmax_row of activation_fixed.h.  Both the emulation's definition bit for bit.
+
+// The vector rows of Softmax and SoftmaxPadded: per row the maximum by aie::max + reduce_max, the table index
+// min((m - x) >> SD, TABLE - 1) in int32 lanes, the exp entries read by a scalar loop (a data-dependent load
+// per element), S by aie::add + reduce_add (S < 2^28), for a group of 16 rows (their exp entries kept); the 16
+// reciprocals at once in vector lanes (row_recip.h softmax_inv16, exact), then per row e inv in 64-bit lanes
+// (inv <= 2^31 does not fit int32: (e (inv >> 1)) 2 + e (inv & 1)), one SRS by 46 - FO rounding positive_inf
+// (the emulation's + 2^(45-FO) >> (46-FO)), min HI.
+// KEYED (a run-time key padding mask: SoftmaxPadded): lane j of row r is kept where the sample's mask byte
+// mask[(r / RS) MP + j] and (MASKED) KEEP[(r % MQ) N + j] are both nonzero (aie::min of the bytes, aie::ge 1:
+// an aie::mask per 16 lanes); the maximum is over the kept lanes (aie::select puts the lowest code in the
+// others), a dropped lane's index is 0 (a valid table read) and its exp entry is set to 0 (aie::select), so S
+// sums the kept entries and a dropped key's output is exactly 0.  A row keeping no key has S = 0: its lane of
+// the reciprocal pass takes S = 2^15 (any S in range) and every e is 0, so every output is 0, as the emulation.
+template <class C, bool KEYED>
+struct SoftmaxVec {
+    using TI = typename C::TI;
+    using TO = typename C::TO;
+    static constexpr unsigned L = 16;
+
+    static aie::vector<int32, L> widen(const TI* p) {
+        aie::accum<acc32, L> a;  // 8- / 16-bit codes fit 32-bit lanes
+        a.from_vector(aie::load_v<L>(p), 0);
+        return a.template to_vector<int32>(0);  // exact
+    }
+    // the kept lanes i..i+15 of row r (KEYED)
+    static aie::mask<L> kept(const uint8* __restrict mask, unsigned r, unsigned i) {
+        aie::vector<uint8, L> k = aie::load_v<L>(mask + (r / C::RS) * C::MP + i);
+        if constexpr (C::MASKED) k = aie::min(k, aie::load_unaligned_v<L>(C::KEEP + (r % C::MQ) * C::N + i));
+        return aie::ge(k, uint8(1));
+    }
+
+    // e: 16 N int32, k: N int32, s, t, p, half, odd: 16 int32 each (tile memory); mask: KEYED only
+    static void rows(const TI* __restrict x, TO* __restrict y, const int32* exp, int32* e, int32* k, int32* s_,
+                     int32* t_, int32* p_, int32* half_, int32* odd_, const uint8* __restrict mask) {
+        constexpr int RECIP = 46;
+        const aie::vector<TI, L> lowest = aie::broadcast<TI, L>(std::numeric_limits<TI>::lowest());
+        for (unsigned row0 = 0; row0 < C::ROWS; row0 += L) {
+            const unsigned rows = C::ROWS - row0 < L ? C::ROWS - row0 : L;
+            // 1. up to 16 rows: maximum, exp entries (kept in e), sum S in [2^15, 2^28) (or 0: no key kept)
+            aie::set_saturation(aie::saturation_mode::saturate);
+            for (unsigned j = 0; j < L; ++j) {
+                std::int64_t s = std::int64_t(1) << 15;  // a lane without a row: any S in range
+                if (j < rows) {
+                    const unsigned r = row0 + j;
+                    const TI* xr = x + j * C::N;
+                    int32* er = e + j * C::N;
+                    aie::vector<TI, L> mv = lowest;
+                    for (unsigned i = 0; i < C::N; i += L) {
+                        if constexpr (KEYED)
+                            mv = aie::max(mv, aie::select(lowest, aie::load_v<L>(xr + i), kept(mask, r, i)));
+                        else
+                            mv = aie::max(mv, aie::load_v<L>(xr + i));
+                    }
+                    const aie::vector<int32, L> m = aie::broadcast<int32, L>(static_cast<int32>(aie::reduce_max(mv)));
+                    for (unsigned i = 0; i < C::N; i += L) {
+                        aie::vector<int32, L> d = aie::sub(m, widen(xr + i));
+                        if constexpr (KEYED) d = aie::select(aie::zeros<int32, L>(), d, kept(mask, r, i));
+                        if constexpr (C::IEXP)
+                            aie::store_v(k + i, d);
+                        else
+                            aie::store_v(k + i, aie::min(aie::downshift(d, C::SD), static_cast<int32>(C::TABLE - 1)));
+                    }
+                    if constexpr (C::IEXP) {
+                        for (unsigned i = 0; i < C::N; ++i) er[i] = static_cast<int32>(aieflow_act::iexp(k[i], C::UP, exp));
+                    } else {
+                        for (unsigned i = 0; i < C::N; ++i) er[i] = exp[k[i]];
+                    }
+                    aie::vector<int32, L> sv = aie::zeros<int32, L>();
+                    for (unsigned i = 0; i < C::N; i += L) {
+                        aie::vector<int32, L> ev = aie::load_v<L>(er + i);
+                        if constexpr (KEYED) {
+                            ev = aie::select(aie::zeros<int32, L>(), ev, kept(mask, r, i));
+                            aie::store_v(er + i, ev);
+                        }
+                        sv = aie::add(sv, ev);
+                    }
+                    const std::int64_t sum = aie::reduce_add(sv);
+                    if (sum > 0) s = sum;  // S = 0 (no key kept): every e is 0, the lane keeps 2^15
+                }
+                const int c = 30 - ln_detail::bit_length(static_cast<std::uint64_t>(s));
+                s_[j] = static_cast<int32>(s);
+                t_[j] = static_cast<int32>(s << c);  // [2^29, 2^30)
+                p_[j] = int32(1) << c;
+            }
+            // 2. the 16 reciprocals 2 half + odd = floor((2^46 + S / 2) / S) at once, exact (row_recip.h)
+            aieflow_recip::softmax_inv16(s_, t_, p_, half_, odd_);
+            // 3. per row e inv in 64-bit lanes: 2 e half + e odd, one SRS
+            aie::set_rounding(aie::rounding_mode::positive_inf);
+            aie::set_saturation(aie::saturation_mode::saturate);
+            for (unsigned j = 0; j < rows; ++j, x += C::N, y += C::N) {
+                const int32 half = half_[j];
+                const int32 odd = odd_[j];
+                const int32* er = e + j * C::N;
+                for (unsigned i = 0; i < C::N; i += L) {
+                    const aie::vector<int32, L> ev = aie::load_v<L>(er + i);
+                    aie::accum<acc64, L> acc = aie::mul<acc64>(ev, half);
+                    acc = aie::add(acc, acc);
+                    acc = aie::mac(acc, ev, odd);
+                    const aie::vector<int32, L> w = aie::min(acc.template to_vector<int32>(RECIP - C::FO),
+                                                             static_cast<int32>(C::HI));
+                    aie::accum<acc64, L> a;
+                    a.from_vector(w, 0);
+                    aie::store_v(y + i, a.template to_vector<TO>(0));  // exact: 0 <= w <= HI
+                }
+            }
+        }
+    }
+};
+
 template <class C>
 class Softmax {
     using TI = typename C::TI;
@@ -500,12 +605,6 @@ class Softmax {
     alignas(32) TI ti_[C::IN_T ? C::ROWS * C::N : 1];
     alignas(32) TO to_[C::OUT_T ? C::ROWS * C::N : 1];
 
-    static aie::vector<int32, L> widen(const TI* p) {
-        aie::accum<acc32, L> a;  // 8- / 16-bit codes fit 32-bit lanes
-        a.from_vector(aie::load_v<L>(p), 0);
-        return a.template to_vector<int32>(0);  // exact
-    }
-
 public:
     explicit Softmax(const std::vector<int32>& t) {
         for (unsigned i = 0; i < C::TABLE; ++i) exp_[i] = i < t.size() ? t[i] : int32(0);
@@ -516,66 +615,12 @@ public:
 
     void run(adf::input_buffer<TI>& __restrict in, adf::output_buffer<TO>& __restrict out) {
         static_assert(!C::VEC || (C::IP == C::N && C::OP == C::N), "vector rows are whole words: never padded");
+        static_assert(!C::VEC || !C::MASKED, "a constant mask alone takes the scalar rows");
         if constexpr (C::IN_T) transpose_block<TI, C::IN_S, C::IN_A, C::IN_B>(in.data(), ti_);
         const TI* __restrict x = C::IN_T ? ti_ : in.data();
         TO* __restrict y = C::OUT_T ? to_ : out.data();
         if constexpr (C::VEC) {
-            constexpr int RECIP = 46;
-            for (unsigned row0 = 0; row0 < C::ROWS; row0 += L) {
-                const unsigned rows = C::ROWS - row0 < L ? C::ROWS - row0 : L;
-                // 1. up to 16 rows: maximum, exp entries (kept in e_), sum S in [2^15, 2^28); S normalised
-                aie::set_saturation(aie::saturation_mode::saturate);
-                for (unsigned k = 0; k < L; ++k) {
-                    std::int64_t s = std::int64_t(1) << 15;  // a lane without a row: any S in range
-                    if (k < rows) {
-                        const TI* xr = x + k * C::N;
-                        int32* er = e_ + k * C::N;
-                        aie::vector<TI, L> mv = aie::load_v<L>(xr);
-                        for (unsigned i = L; i < C::N; i += L) mv = aie::max(mv, aie::load_v<L>(xr + i));
-                        const aie::vector<int32, L> m =
-                            aie::broadcast<int32, L>(static_cast<int32>(aie::reduce_max(mv)));
-                        if constexpr (C::IEXP) {
-                            for (unsigned i = 0; i < C::N; i += L) aie::store_v(k_ + i, aie::sub(m, widen(xr + i)));
-                            for (unsigned i = 0; i < C::N; ++i)
-                                er[i] = static_cast<int32>(aieflow_act::iexp(k_[i], C::UP, exp_));
-                        } else {
-                            for (unsigned i = 0; i < C::N; i += L) {
-                                const aie::vector<int32, L> d = aie::downshift(aie::sub(m, widen(xr + i)), C::SD);
-                                aie::store_v(k_ + i, aie::min(d, static_cast<int32>(C::TABLE - 1)));
-                            }
-                            for (unsigned i = 0; i < C::N; ++i) er[i] = exp_[k_[i]];
-                        }
-                        aie::vector<int32, L> sv = aie::load_v<L>(er);
-                        for (unsigned i = L; i < C::N; i += L) sv = aie::add(sv, aie::load_v<L>(er + i));
-                        s = aie::reduce_add(sv);
-                    }
-                    const int c = 30 - ln_detail::bit_length(static_cast<std::uint64_t>(s));
-                    s_[k] = static_cast<int32>(s);
-                    t_[k] = static_cast<int32>(s << c);  // [2^29, 2^30)
-                    p_[k] = int32(1) << c;
-                }
-                // 2. the 16 reciprocals 2 half + odd = floor((2^46 + S / 2) / S) at once, exact (row_recip.h)
-                aieflow_recip::softmax_inv16(s_, t_, p_, half_, odd_);
-                // 3. per row e inv in 64-bit lanes: 2 e half + e odd, one SRS
-                aie::set_rounding(aie::rounding_mode::positive_inf);
-                aie::set_saturation(aie::saturation_mode::saturate);
-                for (unsigned k = 0; k < rows; ++k, x += C::N, y += C::N) {
-                    const int32 half = half_[k];
-                    const int32 odd = odd_[k];
-                    const int32* er = e_ + k * C::N;
-                    for (unsigned i = 0; i < C::N; i += L) {
-                        const aie::vector<int32, L> e = aie::load_v<L>(er + i);
-                        aie::accum<acc64, L> acc = aie::mul<acc64>(e, half);
-                        acc = aie::add(acc, acc);
-                        acc = aie::mac(acc, e, odd);
-                        const aie::vector<int32, L> w = aie::min(acc.template to_vector<int32>(RECIP - C::FO),
-                                                                 static_cast<int32>(C::HI));
-                        aie::accum<acc64, L> a;
-                        a.from_vector(w, 0);
-                        aie::store_v(y + i, a.template to_vector<TO>(0));  // exact: 0 <= w <= HI
-                    }
-                }
-            }
+            SoftmaxVec<C, false>::rows(x, y, exp_, e_, k_, s_, t_, p_, half_, odd_, nullptr);
         } else {
             // rows IP / OP elements apart (padded to whole 32-bit words: the padding is not read, written zero)
             for (unsigned row = 0; row < C::ROWS; ++row, x += C::IP, y += C::OP) {
@@ -598,46 +643,60 @@ public:
 // ---------------------------------------------------------------------------- SoftmaxPadded
 // A softmax with a run-time key padding mask (the graph's second input, its own PLIO): a second input
 // buffer of one keep byte per key per sample of the part (ROWS / RS samples, [samples][N], 1 = kept).
-// Config: Softmax's (scalar rows; VEC false) and RS, the rows of one sample.  Row r's keep row is
-// KEEP[(r % MQ) N + j] (the constant attention mask, when MASKED) AND mask[(r / RS) N + j]; then
-// softmax_row as the constant-mask kernel.  A row keeping no key has S = 0 and gives 0 everywhere
-// (activation_fixed.h), as the emulation.
+// Config: Softmax's, RS, the rows of one sample, and MP >= N, the mask's row pitch (rows padded to whole
+// 32-bit words: dag/plan.py mask_pitch; the padding is not read).  Row r's keep row is KEEP[(r % MQ) N + j] (the constant
+// attention mask, when MASKED) AND mask[(r / RS) MP + j].  VEC: SoftmaxVec's rows with that keep row (KEYED);
+// otherwise per row the keep bytes combined element by element, then softmax_row as the constant-mask
+// kernel.  A row keeping no key has S = 0 and gives 0 everywhere (activation_fixed.h, SoftmaxVec), as the
+// emulation.
 template <class C>
 class SoftmaxPadded {
     using TI = typename C::TI;
     using TO = typename C::TO;
+    static constexpr unsigned L = 16;
     alignas(32) int32 exp_[C::TABLE];
-    alignas(32) int32 e_[C::N];
-    alignas(32) unsigned char k_[C::N];
+    alignas(32) int32 e_[C::VEC ? L * C::N : C::N];  // VEC: the exp entries of a group of 16 rows
+    alignas(32) int32 ki_[C::VEC ? C::N : 1];       // VEC: one row's table indices (or exp arguments)
+    alignas(32) unsigned char k_[C::VEC ? 1 : C::N];  // scalar rows: one row's keep bytes
+    alignas(32) int32 s_[L];
+    alignas(32) int32 t_[L];
+    alignas(32) int32 p_[L];
+    alignas(32) int32 half_[L];
+    alignas(32) int32 odd_[L];
     alignas(32) TI ti_[C::IN_T ? C::ROWS * C::N : 1];
     alignas(32) TO to_[C::OUT_T ? C::ROWS * C::N : 1];
 
 public:
     explicit SoftmaxPadded(const std::vector<int32>& t) {
         for (unsigned i = 0; i < C::TABLE; ++i) exp_[i] = i < t.size() ? t[i] : int32(0);
-        for (unsigned i = 0; i < C::N; ++i) {
-            e_[i] = 0;
-            k_[i] = 0;
-        }
+        for (unsigned i = 0; i < (C::VEC ? L * C::N : C::N); ++i) e_[i] = 0;
+        for (unsigned i = 0; i < (C::VEC ? C::N : 1u); ++i) ki_[i] = 0;
+        for (unsigned i = 0; i < (C::VEC ? 1u : C::N); ++i) k_[i] = 0;
+        for (unsigned k = 0; k < L; ++k) s_[k] = t_[k] = p_[k] = half_[k] = odd_[k] = 0;
     }
 
     void run(adf::input_buffer<TI>& __restrict in, adf::input_buffer<uint8>& __restrict mask,
              adf::output_buffer<TO>& __restrict out) {
-        static_assert(!C::VEC, "a run-time mask takes the scalar rows");
+        static_assert(!C::VEC || (C::IP == C::N && C::OP == C::N), "vector rows are whole words: never padded");
         if constexpr (C::IN_T) transpose_block<TI, C::IN_S, C::IN_A, C::IN_B>(in.data(), ti_);
         const TI* __restrict x = C::IN_T ? ti_ : in.data();
         TO* __restrict y = C::OUT_T ? to_ : out.data();
         const uint8* __restrict m = mask.data();
-        // rows IP / OP elements apart (padded to whole 32-bit words: the padding is not read, written zero)
-        for (unsigned row = 0; row < C::ROWS; ++row, x += C::IP, y += C::OP) {
-            const uint8* mr = m + (row / C::RS) * C::N;  // this row's sample
-            for (unsigned j = 0; j < C::N; ++j)
-                k_[j] = static_cast<unsigned char>((mr[j] != 0) && (!C::MASKED || C::KEEP[(row % C::MQ) * C::N + j] != 0));
-            if constexpr (C::IEXP)
-                aieflow_act::softmax_row_e(x, y, C::N, aieflow_act::ExpInt{exp_, C::UP}, C::FO, C::HI, e_, k_);
-            else
-                aieflow_act::softmax_row(x, y, C::N, exp_, C::TABLE, C::SD, C::FO, C::HI, e_, k_);
-            for (unsigned i = C::N; i < C::OP; ++i) y[i] = TO(0);
+        if constexpr (C::VEC) {
+            SoftmaxVec<C, true>::rows(x, y, exp_, e_, ki_, s_, t_, p_, half_, odd_, m);
+        } else {
+            // rows IP / OP elements apart (padded to whole 32-bit words: the padding is not read, written zero)
+            for (unsigned row = 0; row < C::ROWS; ++row, x += C::IP, y += C::OP) {
+                const uint8* mr = m + (row / C::RS) * C::MP;  // this row's sample (rows MP >= N bytes apart)
+                for (unsigned j = 0; j < C::N; ++j)
+                    k_[j] = static_cast<unsigned char>((mr[j] != 0) &&
+                                                       (!C::MASKED || C::KEEP[(row % C::MQ) * C::N + j] != 0));
+                if constexpr (C::IEXP)
+                    aieflow_act::softmax_row_e(x, y, C::N, aieflow_act::ExpInt{exp_, C::UP}, C::FO, C::HI, e_, k_);
+                else
+                    aieflow_act::softmax_row(x, y, C::N, exp_, C::TABLE, C::SD, C::FO, C::HI, e_, k_);
+                for (unsigned i = C::N; i < C::OP; ++i) y[i] = TO(0);
+            }
         }
         if constexpr (C::OUT_T) transpose_block<TO, C::OUT_S, C::OUT_A, C::OUT_B>(to_, out.data());
     }

@@ -11,6 +11,8 @@
 //   ActivationBf16:  a table of bf16 results over a window of exponents, a rule outside it.
 //   SoftmaxBf16:     max, d = bf16(x - max), exp(d) by the activation scheme, sequential float sum,
 //                    one reciprocal, y = bf16(e inv).
+//   SoftmaxPaddedBf16: the same with a run-time key padding mask (a second uint8 buffer, one keep byte per key
+//                    per sample): max over the kept x, a dropped key's e = +0.0, a row keeping none +0.0.
 //   MatMul (bf16):   dag_kernels.h's MatMul on bfloat16 (ops/matmul.py): per output, +0.0 plus each exact
 //                    bf16 product in increasing k, one float32 rounding per addition (accfloat lanes),
 //                    then one rounding to bf16.
@@ -277,6 +279,62 @@ public:
     }
     static void registerKernelClass() {
         REGISTER_FUNCTION(SoftmaxBf16::run);
+        REGISTER_PARAMETER(table_);
+    }
+};
+
+// ---------------------------------------------------------------------------- SoftmaxPadded
+// SoftmaxBf16 with a run-time key padding mask (the graph's second input, its own PLIO): a second input buffer
+// of one keep byte per key per sample of the part (ROWS / RS samples, [samples][N], nonzero = kept).  Config:
+// SoftmaxBf16's, RS, the rows of one sample, and MP, the mask's row pitch (dag_kernels.h SoftmaxPadded).  Per row: m the maximum over the kept x (in increasing i), a
+// dropped key's e = +0.0 (the float sum in increasing i: adding +0.0 changes nothing), y = bf16(e inv); a row
+// keeping no key gives +0.0 everywhere (ops/activation.py softmax_bf16 with keep).
+template <class C>
+class SoftmaxPaddedBf16 {
+    alignas(32) std::uint16_t table_[C::TABLE];
+    alignas(32) bfloat16 e_[C::N];
+    alignas(32) bfloat16 ti_[C::IN_T ? C::ROWS * C::N : 1];
+    alignas(32) bfloat16 to_[C::OUT_T ? C::ROWS * C::N : 1];
+
+public:
+    explicit SoftmaxPaddedBf16(const std::vector<std::uint16_t>& t) {
+        for (unsigned i = 0; i < C::TABLE; ++i) table_[i] = i < t.size() ? t[i] : std::uint16_t(0);
+        for (unsigned i = 0; i < C::N; ++i) e_[i] = bfloat16(0.0f);
+    }
+
+    void run(adf::input_buffer<bfloat16>& __restrict in, adf::input_buffer<uint8>& __restrict mask,
+             adf::output_buffer<bfloat16>& __restrict out) {
+        if constexpr (C::IN_T) transpose_block<bfloat16, C::IN_S, C::IN_A, C::IN_B>(in.data(), ti_);
+        const bfloat16* __restrict x = C::IN_T ? ti_ : in.data();
+        bfloat16* __restrict y = C::OUT_T ? to_ : out.data();
+        const uint8* __restrict m = mask.data();
+        for (unsigned row = 0; row < C::ROWS; ++row, x += C::IP, y += C::OP) {
+            const uint8* mr = m + (row / C::RS) * C::MP;  // this row's sample (rows MP >= N bytes apart)
+            for (unsigned i = C::N; i < C::OP; ++i) y[i] = bfloat16(0.0f);
+            bool any = false;
+            float mx = 0.0f;
+            for (unsigned i = 0; i < C::N; ++i)
+                if (mr[i] != 0) {
+                    mx = any ? std::fmax(mx, static_cast<float>(x[i])) : static_cast<float>(x[i]);
+                    any = true;
+                }
+            if (!any) {  // no key kept
+                for (unsigned i = 0; i < C::N; ++i) y[i] = bfloat16(0.0f);
+                continue;
+            }
+            float s = 0.0f;
+            for (unsigned i = 0; i < C::N; ++i) {
+                e_[i] = mr[i] != 0 ? bf16_detail::lookup<C>(table_, bfloat16(static_cast<float>(x[i]) - mx))
+                                   : bfloat16(0.0f);
+                s = s + static_cast<float>(e_[i]);
+            }
+            const float inv = 1.0f / s;
+            for (unsigned i = 0; i < C::N; ++i) y[i] = bfloat16(static_cast<float>(e_[i]) * inv);
+        }
+        if constexpr (C::OUT_T) transpose_block<bfloat16, C::OUT_S, C::OUT_A, C::OUT_B>(to_, out.data());
+    }
+    static void registerKernelClass() {
+        REGISTER_FUNCTION(SoftmaxPaddedBf16::run);
         REGISTER_PARAMETER(table_);
     }
 };
