@@ -5,6 +5,8 @@ graphs whose kernels, cascades, buffers and PLIOs are the ones their plans and p
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -62,6 +64,8 @@ def _chain(device, dims, **config):
 
 @pytest.mark.parametrize("device, dims, config", [
     ("vck190", [256, 128, 10], {"batch": 8}),
+    # a 2 x 2 cascade on AIE1: its second row (array row 1) cascades west
+    ("vck190", [64, 32, 8], {"batch": 8, "layers": {"0": {"parallelism": {"cas_len": 2, "cas_num": 2}}}}),
     ("vek280", [512, 256, 10], {"batch": 8}),
     ("vek280", [64, 32, 8], {"batch": 8, "replicas": 2}),
 ])
@@ -85,6 +89,13 @@ def test_the_chain_lowers_to_its_plan(device, dims, config):
         assert g.buffers and "memtile" in kinds
     else:
         assert not g.buffers and "memtile" not in kinds
+    # cascades join neighbouring tiles of a row in the generation's direction (AIE1: east on even
+    # array rows, west on odd ones, AM009; AIE-ML: east), into the next position's cascade port
+    tile = {k.var: k.tile for k in g.kernels}
+    snake = d.device.generation.cascade_serpentine
+    for link in (a for a in g.links if a.kind == "cascade"):
+        (x0, y0), (x1, y1) = tile[link.src.owner], tile[link.dst.owner]
+        assert (x1, y1) == (x0 + (-1 if snake and y0 % 2 else 1), y0) and link.dst.index == 1
     # the rendered graph is the project's
     assert all(str(s) in d.files["src/graph.h"] for s in statements(g))
 
@@ -94,7 +105,7 @@ def test_the_dag_lowers_to_its_plan():
     x = np.random.default_rng(0).standard_normal((32, 32)).astype(np.float32)
     d = aieflow.compile(residual_mlp(32, 48), device="vek280", example_input=x[:4], calibration=x,
                         config={"precision": "int8", "batch": 8})
-    g = lower(d.plan, d.placement, idents(d.plan), [])
+    g = lower(d.plan, d.placement, idents(d.plan), [], d.device, costed=False)
     g.check()
     assert len(g.kernels) == d.plan.tiles
     assert len(g.buffers) == sum(len(k.shards) for k in d.plan.links)
@@ -230,8 +241,6 @@ def test_every_reader_of_a_buffer_gates_its_slot():
 
 
 def test_the_stage_graph_refuses_uncosted_and_inconsistent_graphs():
-    from dataclasses import replace
-
     from aieflow.mapped.estimate import pipeline
 
     g = _costed(10.0)
@@ -251,8 +260,67 @@ def test_the_mapped_graphs_resources_are_the_plans():
     d = _residual()
     perf = d.to_json()["performance"]
     assert perf["memory_tiles_used"] > 0
-    assert resources(lower(d.plan, d.placement, idents(d.plan), []), d.device) == (perf["tiles_used"],
+    assert resources(lower(d.plan, d.placement, idents(d.plan), [], d.device, costed=False), d.device) == (perf["tiles_used"],
                                                                                    perf["memory_tiles_used"])
     d = _chain("vck190", [256, 128, 10], batch=8)
     perf = d.to_json()["performance"]
     assert resources(lower_chain(d.graph, d.device, d.placement), d.device) == (perf["tiles_used"], 0)
+
+
+# ----------------------------------------------------------------------------- one Dense path (dense/resident_cascade)
+
+
+def _two_layer(seed=0):
+    """``fc2(relu(fc1(x)))`` with the weights of ``residual_mlp(32, 48, seed)``: the residual MLP's
+    Dense layers as a chain (same layer names, so the same C identifiers)."""
+    from torch import nn
+
+    src = residual_mlp(32, 48, seed)
+
+    class TwoLayer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1, self.fc2 = src.fc1, src.fc2
+
+        def forward(self, x):
+            return self.fc2(torch.relu(self.fc1(x)))
+
+    return TwoLayer().eval()
+
+
+def test_a_dense_layer_lowers_and_emits_alike_in_the_chain_and_the_dag():
+    """The chain and the DAG lower and emit a Dense layer through one path: the residual MLP's
+    ``fc1`` in the DAG and the same layer (weights, calibration, types and plan, checked first) at
+    the head of a chain have the same kernels (class, parameters, source, port sizes, tile within
+    the layer's rectangle, buffer locations), the same cascades and byte-identical weight headers
+    and kernel source."""
+    x = np.random.default_rng(0).standard_normal((32, 32)).astype(np.float32)
+    cfg = {"precision": "int8", "batch": 8, "layers": {"fc1": {"parallelism": {"cas_len": 2, "cas_num": 2}}}}
+    dag = aieflow.compile(residual_mlp(32, 48), device="vek280", example_input=x[:8], calibration=x, config=cfg)
+    chain = aieflow.compile(_two_layer(), device="vek280", example_input=x[:8], calibration=x, config=cfg)
+    assert type(dag).__name__ == "DagDesign" and type(chain).__name__ == "Design"
+    dn, cn = dag.plan.node("fc1"), next(n for n in chain.layers() if n.name == "fc1")
+    # the same plan but for what feeds it (the DAG: a memory tile; the chain's head: its PLIOs)
+    assert (dn.plan.link, cn.plan.link) == ("memtile", "plio")
+    assert dn.types == cn.types and replace(dn.plan, link="plio") == cn.plan and (dn.plan.cas_len, dn.plan.cas_num) == (2, 2)
+    dg = lower(dag.plan, dag.placement, idents(dag.plan), [], dag.device, costed=False)
+    cg = lower_chain(chain.graph, chain.device, chain.placement)
+
+    def rel(mg, placement):
+        r = placement.rect("fc1")
+        ks = {k.var: k for k in mg.kernels if k.node == "fc1"}
+        kernels = {(v, k.cls, k.args, k.source, k.in_sizes, k.out_sizes, (k.tile[0] - r.column, k.tile[1] - r.row),
+                    k.locations) for v, k in ks.items()}
+        cascades = {(a.src, a.dst) for a in mg.links if a.kind == "cascade" and a.src.owner in ks}
+        return kernels, cascades
+
+    dk, dc = rel(dg, dag.placement)
+    ck, cc = rel(cg, chain.placement)
+    assert len(dk) == 4 and len(dc) == 2  # 2 x 2 tiles, one cascade per row
+    assert dk == ck and dc == cc
+    # each row's cascade runs east (AIE-ML) from position c into position c + 1's cascade port
+    tile = {k.var: k.tile for k in dg.kernels}
+    assert all(tile[b.owner] == (tile[a.owner][0] + 1, tile[a.owner][1]) and b.index == 1 for a, b in dc)
+    own = sorted(p for p in dag.files if p.startswith(("src/weights/fc1_", "src/kernels/fc1.")))
+    assert own == sorted(p for p in chain.files if p.startswith(("src/weights/fc1_", "src/kernels/fc1.")))
+    assert len(own) == 5 and all(dag.files[p] == chain.files[p] for p in own)

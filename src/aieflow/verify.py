@@ -31,6 +31,7 @@ import numpy as np
 
 from .cache import cache_root
 from .errors import AieflowError, ConfigError
+from .families.dense.resident_cascade import tile_var
 from .numerics import fixed
 from .numerics.types import FixedType, FloatType, NumericType
 from .ops.dense import DensePlan, from_panels
@@ -42,7 +43,6 @@ from .passes.emit import (
     plio_ports,
     replica_merge,
     replica_share,
-    tile_var,
 )
 from .progress import task
 

@@ -20,11 +20,11 @@ from .. import __version__
 from ..mapped.adf import graph_header
 from ..mapped.ir import Kernel, Link, MappedGraph, Plio, Port
 from ..mapped.place import Block, Placement, Problem, problem, solve, staging
+from ..mapped.text import c_array, format_values, narrow_output
 from ..names import Code, c_ident
 from ..numerics.types import AffineType, FixedType, FloatType, NumericType
 from ..ops import activations as act
 from ..ops.dense import cascade_chunk_lanes
-from ..passes.emit import _c_array, format_values, narrow_output
 from ..templating import environment
 from ..vitis import system_files
 from .plan import CnnPlan, StreamLayer, round_up
@@ -176,7 +176,7 @@ def post_cfg(s: Stage) -> dict:
     if p is None:
         return out
     out.update(post=1 if p.op == "activation" else 2, post_size=int(p.table.size),
-               post_table=Code("{\n" + str(_c_array(p.table, FixedType(32, 0))) + "}"))
+               post_table=Code("{\n" + str(c_array(p.table, FixedType(32, 0))) + "}"))
     if isinstance(p.in_type, FloatType):  # cnn_float_post.h: fp32 (1) or bf16 (2)
         bf16 = p.in_type.name == "bf16"
         rules = p.rules if p.rules is not None else np.zeros((1, 2), dtype=np.float32)
@@ -436,9 +436,9 @@ def project_files(plan: CnnPlan, perf_json: dict, summary: str, xq: np.ndarray, 
         wt = s.core.weight
         ot = s.core.output if not s.is_float else s.conv_type
         params[t.sym] = {
-            "w": _c_array(p["w"], wt), "b": _c_array(p["b"], s.out_type if s.is_float else FixedType(32, 0)) if "b" in p else "",
-            "t": _c_array(p["t"], ot) if "t" in p else "", "l": _c_array(p["l"], s.out_type) if "l" in p else "",
-            "s": _c_array(p["s"], s.out_type) if "s" in p else "",
+            "w": c_array(p["w"], wt), "b": c_array(p["b"], s.out_type if s.is_float else FixedType(32, 0)) if "b" in p else "",
+            "t": c_array(p["t"], ot) if "t" in p else "", "l": c_array(p["l"], s.out_type) if "l" in p else "",
+            "s": c_array(p["s"], s.out_type) if "s" in p else "",
             "tw": ctype(wt), "tb": "float" if s.is_float else "int32", "to": ctype(s.conv_type),
         }
     iterations = max(1, xq.shape[0] // plan.replicas)

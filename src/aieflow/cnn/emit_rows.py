@@ -17,10 +17,10 @@ from .. import __version__
 from ..mapped.adf import graph_header
 from ..mapped.ir import Kernel, Link, MappedGraph, Plio, Port, SharedBuffer
 from ..mapped.place import Block, Placement, Problem, problem, solve, staging
+from ..mapped.text import c_array, format_values
 from ..mapped.tiling import NdTiling
 from ..names import comment
 from ..numerics.types import FixedType, FloatType
-from ..passes.emit import _c_array, format_values
 from ..verify import VerifyError
 from ..vitis import system_files
 from .emit import (
@@ -177,9 +177,9 @@ def rows_files(plan: CnnPlan, perf_json: dict, summary: str, xq: np.ndarray, yq:
         wt = s.core.weight
         ot = s.core.output if not s.is_float else s.conv_type
         params[f"{idents[i]}_r0_c0"] = {
-            "w": _c_array(p["w"], wt), "b": _c_array(p["b"], s.out_type if s.is_float else FixedType(32, 0)) if "b" in p else "",
-            "t": _c_array(p["t"], ot) if "t" in p else "", "l": _c_array(p["l"], s.out_type) if "l" in p else "",
-            "s": _c_array(p["s"], s.out_type) if "s" in p else "",
+            "w": c_array(p["w"], wt), "b": c_array(p["b"], s.out_type if s.is_float else FixedType(32, 0)) if "b" in p else "",
+            "t": c_array(p["t"], ot) if "t" in p else "", "l": c_array(p["l"], s.out_type) if "l" in p else "",
+            "s": c_array(p["s"], s.out_type) if "s" in p else "",
             "tw": ctype(wt), "tb": "float" if s.is_float else "int32", "to": ctype(s.conv_type)}
     mapped = lower(plan)
     iterations = max(1, xq.shape[0])

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..mapped.text import format_values
 from ..numerics.types import FloatType, NumericType
-from ..passes.emit import format_values
 from ..verify import (
     VerifyError,
     X86Outcome,

@@ -37,7 +37,7 @@ def dag_problem(plan: DagPlan, device, config) -> Problem:
 
     def staged():
         at = staging([Block(b.name, b.width, b.height) for b in shapes], snake)
-        return at, lower(plan, at, idents(plan), [])
+        return at, lower(plan, at, idents(plan), [], device, costed=False)
 
     at, mg = memo(plan, "dag:staged", (device,), staged)
     return problem(mg, shapes, at, device)

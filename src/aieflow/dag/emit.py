@@ -22,24 +22,15 @@ import numpy as np
 from .. import __version__
 from ..devices import Device
 from ..errors import PlanError
+from ..families.dense import resident_cascade
+from ..families.dense.resident_cascade import tile_var
 from ..mapped.adf import graph_header
 from ..mapped.ir import Kernel, Link, MappedGraph, Plio, Port, SharedBuffer
+from ..mapped.text import PLIO_BITS, c_array, format_values, narrow_output, values_per_word
 from ..names import c_ident, comment, unique_idents
 from ..numerics.types import FixedType
 from ..ops.activation import MASK_TYPE, iexp_up, igelu_shifts
-from ..ops.dense import pack_tile
 from ..ops.matmul import transpose_b
-from ..passes.emit import _ENV as CHAIN_ENV
-from ..passes.emit import (
-    PLIO_BITS,
-    _c_array,
-    format_values,
-    layer_info,
-    narrow_output,
-    tile_role,
-    tile_var,
-    values_per_word,
-)
 from ..passes.place import Placement
 from ..perf.activation import activation_form, softmax_vectorised
 from ..templating import environment
@@ -49,6 +40,7 @@ from .perf import kernel_cost, link_costs, lowered_dag, plio_in_cost, plio_mask_
 from .plan import DagPlan, host_layout, mask_input, mask_layout, masked, matmul_dims, matrix_shape
 
 _ENV = environment("dag")
+_PROJECT = environment("project")  # the chain's graph.cpp / aie.cfg templates
 PLIO_IN = "in_x"
 PLIO_OUT = "out_y"
 PLIO_MASK = "in_mask"  # a run-time key padding mask (the graph's second input): keep bytes, one row per sample
@@ -229,13 +221,14 @@ def _port_dsts(plan: DagPlan, ep: Endpoint, operand: int, ids: dict[str, str]) -
     return [Port(part_var(ids[ep.node], ep.index), "in", operand)]
 
 
-def lower(plan: DagPlan, placement: Placement, ids: dict[str, str], headers: list[str],
-          device: Device | None = None) -> MappedGraph:
+def lower(plan: DagPlan, placement: Placement, ids: dict[str, str], headers: list[str], device: Device, *,
+          costed: bool = True) -> MappedGraph:
     """The DAG design as a mapped graph: Dense cascades and Add / LayerNorm parts on their tiles,
-    one memory-tile shared buffer per link shard, the PLIOs (a run-time mask's too).  With ``device``, every kernel,
+    one memory-tile shared buffer per link shard, the PLIOs (a run-time mask's too).  Dense layers
+    lower through the chain's own code (``families/dense/resident_cascade.lower``).  ``costed``: every kernel,
     shard and PLIO carries its cost (``dag/perf.py``: one stage per node, a write and a read stage
     per link, the PLIOs')."""
-    costs = {name: kernel_cost(plan, name, device) for name in plan.compute} if device is not None else {}
+    costs = {name: kernel_cost(plan, name, device) for name in plan.compute} if costed else {}
     kernels: list[Kernel] = []
     links: list[Link] = []
     for name in plan.compute:
@@ -243,19 +236,9 @@ def lower(plan: DagPlan, placement: Placement, ids: dict[str, str], headers: lis
         ident = ids[name]
         rect = placement.rect(name)
         if node.op == "dense":
-            p = node.plan
-            for r in range(p.cas_num):
-                for c in range(p.cas_len):
-                    var = tile_var(ident, r, c)
-                    sym = var[2:]
-                    last = c == p.cas_len - 1
-                    kernels.append(Kernel(
-                        var, name, f"aieflow::{tile_role(p, c)}<aieflow_design::{ident}_cfg>",
-                        (f"aieflow_design::{sym}_w", f"aieflow_design::{sym}_b"), f"kernels/{ident}.cc",
-                        (rect.column + c, rect.row + r), (p.batch_pad * p.k_slice,) + ((None,) if c else ()),
-                        (p.batch_pad * p.n_slice if last else None,), cost=costs.get(name)))
-                    if not last:
-                        links.append(Link("cascade", Port(var, "out", 0), Port(tile_var(ident, r, c + 1), "in", 1)))
+            k, cascades = resident_cascade.lower(node, ident, placement, device, cost=costs.get(name))
+            kernels += k
+            links += cascades
         else:
             rp = plan.rows[name]
             cls = rows_class(node)
@@ -278,16 +261,16 @@ def lower(plan: DagPlan, placement: Placement, ids: dict[str, str], headers: lis
     out_cost = None
     for link in plan.links:
         write = read = None
-        if device is not None:
+        if costed:
             write, read = link_costs(plan, link, device, lambda n: placement.rect(n).row)
             if link.consumer is None:
                 out_cost, read = read, None
         buffers += _link_buffers(plan, link, ids, len(buffers), links, write, read)
-    plios = (Plio(PLIO_IN, "in", PLIO_BITS, f"data/{PLIO_IN}.txt", cost=plio_in_cost(plan, device) if device else None),
+    plios = (Plio(PLIO_IN, "in", PLIO_BITS, f"data/{PLIO_IN}.txt", cost=plio_in_cost(plan, device) if costed else None),
              Plio(PLIO_OUT, "out", PLIO_BITS, f"data/{PLIO_OUT}.txt", cost=out_cost))
     if mask_input(plan.graph) is not None:
         plios += (Plio(PLIO_MASK, "in", PLIO_BITS, f"data/{PLIO_MASK}.txt",
-                       cost=plio_mask_cost(plan, device) if device else None),)
+                       cost=plio_mask_cost(plan, device) if costed else None),)
     return MappedGraph(tuple(kernels), tuple(buffers), plios, tuple(links), tuple(headers))
 
 
@@ -352,20 +335,11 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
         node = plan.node(name)
         ident = ids[name]
         if node.op == "dense":
-            L = layer_info(node, ident, device)
+            L, own = resident_cascade.kernel_files(node, ident, device)
+            files.update(own)
             dense_infos.append(L)
-            p = node.plan
-            for r in range(p.cas_num):
-                for c in range(p.cas_len):
-                    sym = tile_var(ident, r, c)[2:]
-                    packed = pack_tile(node, r, c)
-                    w, b = packed["weights"], packed.get("bias", np.zeros(0))
-                    files[f"src/weights/{sym}.h"] = CHAIN_ENV.get_template("weights.h.j2").render(
-                        version=version, L=L, r=r, c=c, sym=sym, w=w, b=b,
-                        w_text=_c_array(w, node.types.weight), b_text=_c_array(b, L["bias_type"]))
-                    headers.append(f"weights/{sym}.h")
-            files[f"src/kernels/{ident}.cc"] = CHAIN_ENV.get_template("layer_kernel.cc.j2").render(version=version, L=L)
-            classes += [f"aieflow::{role}<aieflow_design::{L['cfg']}>" for role in L["roles"]]
+            headers += resident_cascade.weight_headers(node, ident)
+            classes += resident_cascade.kernel_classes(L)
         else:
             cls = rows_class(node)
             files[f"src/kernels/{ident}.cc"] = _ENV.get_template("rows_kernel.cc.j2").render(
@@ -378,7 +352,7 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
                 files[f"src/weights/{ident}_ln.h"] = _ENV.get_template("ln_params.h.j2").render(
                     version=version, name=name, ident=ident, n=len(g), gamma_type=t.gamma, beta_type=t.beta,
                     gamma_ctype=pt[0], beta_ctype=pt[1],
-                    gamma_text=_c_array(np.asarray(g), t.gamma), beta_text=_c_array(np.asarray(b), t.beta))
+                    gamma_text=c_array(np.asarray(g), t.gamma), beta_text=c_array(np.asarray(b), t.beta))
                 headers.append(f"weights/{ident}_ln.h")
             elif node.op == "add_const":
                 q = np.asarray(node.params["constant_q"])
@@ -386,7 +360,7 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
                     version=version, name=name, ident=ident, n=q.size, what=f"the constant's codes ({node.types.b}), "
                     f"[{q.shape[0]} rows][{q.shape[-1]} features]",
                     ctype="bfloat16" if _is_bf16(node) else node.types.b.c_type,
-                    table_text=_c_array(q.reshape(-1), node.types.b))
+                    table_text=c_array(q.reshape(-1), node.types.b))
                 headers.append(f"weights/{ident}_table.h")
             elif node.op in ("activation", "softmax"):
                 table = np.asarray(node.params["table"])
@@ -402,7 +376,7 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
                     ctype, tt = "int32", FixedType(32, 0, True)
                 files[f"src/weights/{ident}_table.h"] = _ENV.get_template("table_params.h.j2").render(
                     version=version, name=name, ident=ident, n=len(table), what=what, ctype=ctype,
-                    table_text=_c_array(table.astype(np.int64), tt))
+                    table_text=c_array(table.astype(np.int64), tt))
                 headers.append(f"weights/{ident}_table.h")
     rows = rows_infos(plan, ids, device)
     # the estimate's lowering (``perf.lowered_dag``, built once per plan and placement) with this
@@ -439,7 +413,7 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
     files["x86/harness.cpp"] = _ENV.get_template("x86_harness.cpp.j2").render(**ctx)
     files["README.md"] = _ENV.get_template("README.md.j2").render(**ctx)
     for chain_file, rel in (("graph.cpp.j2", "src/graph.cpp"), ("aie.cfg.j2", "aie.cfg")):
-        files[rel] = CHAIN_ENV.get_template(chain_file).render(**ctx)
+        files[rel] = _PROJECT.get_template(chain_file).render(**ctx)
     kernels = resources.files("aieflow").joinpath("templates")
     if dense_infos:
         files["src/kernels/dense.h"] = kernels.joinpath("kernels/dense.h").read_text()

@@ -102,7 +102,7 @@ def host_files(design) -> dict[str, str]:
 def data_files(design, x_codes: np.ndarray, y_codes: np.ndarray) -> dict[str, str]:
     """``data/X.txt`` (the graph input's codes of every sample given), ``data/samples.txt`` and
     ``data/Y_golden.txt`` (the whole model's output codes, from the emulator), one value per line."""
-    from ..passes.emit import format_values
+    from ..mapped.text import format_values
 
     n = int(x_codes.shape[0])
     t_in = design.graph.tensors[design.graph.inputs[0]].dtype

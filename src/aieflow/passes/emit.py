@@ -14,35 +14,24 @@ import numpy as np
 from .. import __version__
 from ..devices import Device
 from ..errors import UnsupportedOpError
+from ..families.dense import resident_cascade
+from ..families.dense.resident_cascade import replica_suffix, tile_var
 from ..ir import Graph, Node
 from ..mapped.adf import graph_header
 from ..mapped.ir import Kernel, Link, MappedGraph, Plio, Port, SharedBuffer
+from ..mapped.text import PLIO_BITS, format_values, values_per_word
 from ..mapped.tiling import NdTiling, Traversal
-from ..names import Code, c_ident, comment, unique_idents
-from ..numerics.types import FixedType, FloatType, NumericType, Saturation
-from ..ops.dense import (
-    DensePlan,
-    DenseTypes,
-    cascade_chunk_lanes,
-    kind_of,
-    memory_homes,
-    pack_tile,
-    to_panels,
-)
-from ..ops.post import fused_post, is_fused_post, post_constants, written
+from ..names import c_ident, comment, unique_idents
+from ..numerics.types import NumericType
+from ..ops.dense import DensePlan, to_panels
+from ..ops.post import fused_post, is_fused_post, written
 from ..ops.registry import family
 from ..templating import environment
 from ..vitis import system_files
 from .place import Placement
 from .transport import memtile_link
 
-PLIO_BITS = 64
-
 _ENV = environment("project")
-
-
-def acc_tag(t: DenseTypes) -> str:
-    return "accfloat" if t.is_float else f"acc{t.acc_bits}"
 
 
 def dense_layers(graph: Graph) -> list[Node]:
@@ -58,99 +47,9 @@ def dense_layers(graph: Graph) -> list[Node]:
     return layers
 
 
-def tile_role(p: DensePlan, c: int, requant: bool = False) -> str:
-    """The dense.h kernel class of cascade position ``c``; a requantising layer's storing tiles
-    (``requant``: float scales, ops/dense.quantise_affine) hold its multipliers: ``...Rq``."""
-    if p.cas_len == 1:
-        return "DenseSingleRq" if requant else "DenseSingle"
-    if c == 0:
-        return "DenseFirst"
-    if c == p.cas_len - 1:
-        return "DenseLastRq" if requant else "DenseLast"
-    return "DenseMiddle"
-
-
-def is_requant(node: Node) -> bool:
-    return "rq_mult" in node.params
-
-
-def roles_of(p: DensePlan, requant: bool = False) -> list[str]:
-    return sorted({tile_role(p, c, requant) for c in range(p.cas_len)})
-
-
-def values_per_word(t: NumericType) -> int:
-    return max(1, PLIO_BITS // t.container_bits)
-
-
-def _grid(count: int, per_line: int, item: str, sep: str, head: str, tail: str) -> str:
-    """A %-format string of ``count`` items ``per_line`` to a line: ``head item sep item ... tail``,
-    lines joined by newlines."""
-    full, rest = divmod(count, per_line)
-    lines = [head + sep.join([item] * per_line) + tail] * full
-    if rest:
-        lines.append(head + sep.join([item] * rest) + tail)
-    return "\n".join(lines)
-
-
-def _lines(values: np.ndarray, t: NumericType, per_line: int, sep: str, head: str, tail: str, float_spec: str) -> str:
-    """``per_line`` values to a line, ``head item sep item ... tail``, lines joined by newlines:
-    integers as ``str(int(v))``, floats as ``float_spec`` (every value finite).
-
-    Weight headers hold millions of values, so nothing here makes a Python call per value: a
-    small range of integers is printed by looking each value's text (with what follows it) up in a
-    table of the range, anything else by one ``%`` with every value (formatted in C)."""
-    flat = np.asarray(values).reshape(-1)
-    if isinstance(t, FloatType):
-        return _grid(flat.size, per_line, float_spec, sep, head, tail) % tuple(flat.astype(np.float64).tolist())
-    if flat.dtype.kind not in "iub":  # integers held as floats: truncated, as int() does
-        ints = list(map(int, flat.tolist()))
-        return _grid(len(ints), per_line, "%d", sep, head, tail) % tuple(ints)
-    lo, hi = (int(flat.min()), int(flat.max())) if flat.size else (0, 0)
-    if hi - lo >= flat.size or hi - lo > 1 << 16:  # a table larger than the values it prints
-        return _grid(flat.size, per_line, "%d", sep, head, tail) % tuple(flat.tolist())
-    digits = [str(v) for v in range(lo, hi + 1)]
-    within = np.array([d + sep for d in digits], dtype=object)
-    index = flat.astype(np.int64) - lo
-    items = within[index]
-    if per_line <= flat.size:
-        ends = np.array([d + tail + "\n" + head for d in digits], dtype=object)
-        items[per_line - 1 :: per_line] = ends[index[per_line - 1 :: per_line]]
-    items[-1] = digits[index[-1]] + tail
-    return head + "".join(items.tolist())
-
-
-def format_values(values: np.ndarray, t: NumericType, per_line: int) -> str:
-    """PLIO text: ``per_line`` values to a line, separated by spaces (floats as ``%.9g``)."""
-    if np.asarray(values).size == 0:
-        return "\n"
-    return _lines(values, t, per_line, " ", "", "", "%.9g") + "\n"
-
-
-def _c_array(values: np.ndarray, t: NumericType, per_line: int = 16) -> Code:
-    """The body of a C array initialiser: ``per_line`` values to a line, each followed by a comma."""
-    if values.size == 0:
-        return Code("    0")
-    if isinstance(t, FloatType) and not np.isfinite(values).all():
-        # a non-finite value prints as 0.0f (rare: formatted one by one)
-        flat = np.asarray(values, dtype=np.float64).reshape(-1).tolist()
-        items = tuple(f"{v:.8e}f" if np.isfinite(v) else "0.0f" for v in flat)
-        return Code(_grid(len(items), per_line, "%s", ", ", "    ", ",") % items)
-    # scientific notation always has a '.', so every item is a valid float literal ("0f" is not)
-    return Code(_lines(values, t, per_line, ", ", "    ", ",", "%.8ef"))
-
-
 def layer_idents(layers: list[Node]) -> dict[str, str]:
     """C identifiers of the layers (unique, stable: they name kernels, ports and files)."""
     return unique_idents([node.name for node in layers])
-
-
-def tile_var(ident: str, r: int, c: int, replica: int = 0) -> str:
-    return f"k_{ident}_r{r}_c{c}{replica_suffix(replica)}"
-
-
-def replica_suffix(replica: int) -> str:
-    """Names of replica 0 carry no suffix, so a single-copy design reads as before."""
-    return f"_x{replica}" if replica else ""
 
 
 def replica_share(x: np.ndarray, batch: int, replicas: int, replica: int) -> np.ndarray:
@@ -187,86 +86,9 @@ def plio_ports(layers: list[Node], replica: int = 0) -> tuple[list[dict[str, Any
     return plio_in, plio_out
 
 
-def post_info(post: Node | None, plan: DensePlan) -> dict[str, Any]:
-    """A fused activation / softmax's ``POST_*`` constants in a layer's config (``dense.h``
-    DensePost); neutral ones without one."""
-    if post is None:
-        return {"op": 0, "seg": 0, "sd": 0, "fo": 0, "min": 0, "lo": 0, "hi": 0, "size": 1, "rows": 1, "n": 1,
-                "table": Code("0"), "text": ""}
-    c = post_constants(post)
-    return {**{k: c[k] for k in ("op", "seg", "sd", "fo", "min", "lo", "hi", "size")}, "rows": plan.batch,
-            "n": plan.out_features, "table": _c_array(c["table"], FixedType(32, 0)), "text": c["text"], "name": post.name}
-
-
-def narrow_output(t) -> dict[str, Any] | None:
-    """A fixed-point output type narrower than its container (``fixed<12,4>`` in int16): the range
-    the kernel applies after the SRS (``templates/kernels/narrow.h``: Dense, the DAG's Add / LayerNorm /
-    MatMul, the CNN's conv stages); None when the container is the type."""
-    if not isinstance(t, FixedType) or t.width >= t.container_bits:
-        return None
-    wrap = t.container_bits - t.width if t.saturation is Saturation.WRAP else 0
-    lo = -t.max_code if (t.saturation is Saturation.SYMMETRIC and t.signed) else t.min_code
-    return {"type": t.to_string(), "lo": lo, "hi": t.max_code, "wrap": wrap}
-
-
-def layer_info(node: Node, ident: str, device: Device, post: Node | None = None) -> dict[str, Any]:
-    """A Dense layer's config (``layers.h``) and what the templates say of it; ``post``: the
-    activation / softmax fused into its last tiles (``ops/post.py``)."""
-    t: DenseTypes = node.types
-    p: DensePlan = node.plan
-    m, k, n = p.mmul
-    mn = m * n
-    if isinstance(t.output, FixedType):
-        rounding, saturation = t.output.rounding.value, t.output.saturation.value
-    else:
-        rounding, saturation = "conv_even", "saturate"
-    bias_type = t.bias if t.bias is not None else (FloatType("fp32") if t.is_float else FixedType(32, 0))
-    return {
-        "name": node.name,
-        "cfg": f"{ident}_cfg",
-        "ta": t.input.c_type,
-        # int4 weights: the kernel's weight element is the AIE API's int4, stored two per byte in int8
-        "tw": "int4" if kind_of(t.weight) == "i4" else t.weight.c_type,
-        "tws": "int8" if kind_of(t.weight) == "i4" else t.weight.c_type,
-        "w_pack": 2 if kind_of(t.weight) == "i4" else 1,
-        "tb": "float" if t.is_float else bias_type.c_type,
-        "to": t.output.c_type,
-        "ty": (post.types.output if post is not None else t.output).c_type,
-        "post": post_info(post, p),
-        "acc": acc_tag(t),
-        "m": m,
-        "k": k,
-        "n": n,
-        "batch_pad": p.batch_pad,
-        "k_slice": p.k_slice,
-        "n_slice": p.n_slice,
-        "out_panel": p.out_panel,
-        "casc_lanes": cascade_chunk_lanes(mn, 32 if t.is_float else t.acc_bits, device.generation.cascade_bits),
-        "shift": t.shift,
-        "bias_shift": t.bias_shift,
-        "relu": node.attrs.get("activation") == "relu",
-        "has_bias": t.bias is not None,
-        "rounding": rounding,
-        "saturation": saturation,
-        "narrow": narrow_output(t.output),
-        "in_features": p.in_features,
-        "out_features": p.out_features,
-        "cas_len": p.cas_len,
-        "cas_num": p.cas_num,
-        "roles": roles_of(p, is_requant(node)),
-        "rq": is_requant(node),
-        "rq_zp": getattr(t.output, "zero_point", 0),
-        "types_text": f"in {t.input}, w {t.weight}, b {t.bias}, out {t.output}, acc {acc_tag(t)}",
-        "bias_type": bias_type,
-    }
-
-
 def _tiling(t, dims) -> NdTiling:
     """A chain link's 2-D port pattern (``transport.Tiling``) as the mapped graph's N-D tiling."""
     return NdTiling(tuple(dims), tuple(t.tile), tuple(t.offset), (Traversal(0, t.stride, t.wrap),), t.boundary)
-
-
-_NEIGHBOUR = {"own": (0, 0), "north": (0, 1), "south": (0, -1)}
 
 
 def _own_buffer_ports(layers: list[Node], i: int, device: Device) -> tuple[bool, bool]:
@@ -279,50 +101,18 @@ def _own_buffer_ports(layers: list[Node], i: int, device: Device) -> tuple[bool,
     return inp, out
 
 
-def buffer_locations(p: DensePlan, device: Device, tile: tuple[int, int], inp: bool, out: bool):
-    """Location constraints of a borrowing layer's own activation buffers (``Kernel.locations``):
-    each ping and pong at the first bank ``memory_homes`` gave it, in the memory of the tile
-    itself or of the neighbour lending it.  Nothing for a layer that borrows nothing."""
-    if not p.borrows:
-        return ()
-    gen = device.generation
-    homes = {h.buffer: h for h in memory_homes(p.memory, p.borrows, gen.bank_bytes, gen.memory_banks) or ()}
-
-    def where(name: str) -> tuple[int, int, int]:
-        h = homes[name]
-        dc, dr = _NEIGHBOUR[h.memory]
-        return tile[0] + dc, tile[1] + dr, h.bank * gen.bank_bytes
-
-    out_ports = []
-    if inp:
-        out_ports.append(("in", 0, (where("input ping"), where("input pong"))))
-    if out:
-        out_ports.append(("out", 0, (where("output ping"), where("output pong"))))
-    return tuple(out_ports)
-
-
 def _replica_graph(layers: list[Node], idents: dict[str, str], device: Device, placement: Placement, rep: int,
                    types: dict[str, NumericType], costs):
     """Kernels, links, memory-tile buffers and PLIOs of one copy of the design (``types``: what
     each layer's kernels write; ``costs``: copy 0's stage costs, which every copy carries)."""
-    cascade_east = not device.generation.cascade_serpentine
     x = replica_suffix(rep)
     kernels: list[Kernel] = []
+    cascades: dict[str, list[Link]] = {}
     for i, node in enumerate(layers):
-        p: DensePlan = node.plan
-        ident = idents[node.name]
         own_in, own_out = _own_buffer_ports(layers, i, device)
-        for r in range(p.cas_num):
-            for c in range(p.cas_len):
-                sym = tile_var(ident, r, c)[2:]
-                last = c == p.cas_len - 1
-                at = placement.tile(node.name, r, c, cascade_east, rep)
-                kernels.append(Kernel(
-                    f"k_{sym}{x}", node.name, f"aieflow::{tile_role(p, c, is_requant(node))}<aieflow_design::{ident}_cfg>",
-                    (f"aieflow_design::{sym}_w", f"aieflow_design::{sym}_b"), f"kernels/{ident}.cc",
-                    at, (p.batch_pad * p.k_slice,) + ((None,) if c else ()),
-                    (p.batch_pad * p.n_slice if last else None,), rep,
-                    buffer_locations(p, device, at, own_in, own_out and last), cost=costs.kernel[node.name]))
+        k, cascades[node.name] = resident_cascade.lower(node, idents[node.name], placement, device, replica=rep,
+                                                        own_in=own_in, own_out=own_out, cost=costs.kernel[node.name])
+        kernels += k
 
     def kin(layer: Node, r: int, c: int, index: int = 0) -> Port:
         return Port(tile_var(idents[layer.name], r, c, rep), "in", index)
@@ -336,9 +126,7 @@ def _replica_graph(layers: list[Node], idents: dict[str, str], device: Device, p
     for i, node in enumerate(layers):
         p: DensePlan = node.plan
         ident = idents[node.name]
-        for r in range(p.cas_num):
-            for c in range(p.cas_len - 1):
-                links.append(Link("cascade", kout(node, r, c), kin(node, r, c + 1, 1)))
+        links += cascades[node.name]
         if i == 0:
             for port in plio_in:
                 for r in range(p.cas_num):
@@ -388,7 +176,7 @@ def lower_chain(graph: Graph, device: Device, placement: Placement, copies: int 
     lowers copy 0 alone: every copy carries its costs, so the stage graph is the same)."""
     layers = dense_layers(graph)
     idents = layer_idents(layers)
-    from ..perf.simulate import chain_costs  # perf/movement reads this module's PLIO width
+    from ..perf.simulate import chain_costs  # perf/simulate lowers through this module
 
     types = {n.name: written(graph, n)[1] for n in layers}
     costs = chain_costs(layers, device, placement)
@@ -403,8 +191,7 @@ def lower_chain(graph: Graph, device: Device, placement: Placement, copies: int 
         buffers += m
         plios += [Plio(p["var"], "in", PLIO_BITS, p["file"], cost=costs.plio_in) for p in pi]
         plios += [Plio(p["var"], "out", PLIO_BITS, p["file"], cost=costs.plio_out) for p in po]
-    headers = tuple(f"weights/{tile_var(idents[n.name], r, c)[2:]}.h"
-                    for n in layers for r in range(n.plan.cas_num) for c in range(n.plan.cas_len))
+    headers = tuple(h for n in layers for h in resident_cascade.weight_headers(n, idents[n.name]))
     return MappedGraph(tuple(kernels), tuple(buffers), tuple(plios), tuple(links), headers)
 
 
@@ -435,24 +222,10 @@ def emit_project(
     version = __version__
     graph_class = c_ident(graph_name).capitalize() + "Graph"
     idents = layer_idents(layers)
-    infos = {n.name: layer_info(n, idents[n.name], device, fused_post(graph, n)) for n in layers}
-
-    files: dict[str, str] = {}
-    for node in layers:
-        p: DensePlan = node.plan
-        L = infos[node.name]
-        for r in range(p.cas_num):
-            for c in range(p.cas_len):
-                sym = tile_var(idents[node.name], r, c)[2:]
-                packed = pack_tile(node, r, c)
-                w = packed["weights"]
-                b = packed.get("bias", np.zeros(0))
-                files[f"src/weights/{sym}.h"] = _ENV.get_template("weights.h.j2").render(
-                    version=version, L=L, r=r, c=c, sym=sym, w=w, b=b,
-                    w_text=_c_array(w, node.types.weight),
-                    b_text=_c_array(b, L["bias_type"]),
-                )
-        files[f"src/kernels/{idents[node.name]}.cc"] = _ENV.get_template("layer_kernel.cc.j2").render(version=version, L=L)
+    infos, files = {}, {}
+    for n in layers:
+        infos[n.name], own = resident_cascade.kernel_files(n, idents[n.name], device, fused_post(graph, n))
+        files.update(own)
 
     replicas = len(placement.replicas)
     mapped = lowered_chain(graph, device, placement)
@@ -497,7 +270,7 @@ def emit_project(
         plio_out=[{**p, "ctype": tout, "period": final.plan.batch_pad * final.plan.out_panel,
                    "real": final.plan.batch * final.plan.out_panel} for p in plio_out],
         iterations=ctx["iterations"], samples_per_iteration=first.plan.batch * replicas,
-        classes=[f"aieflow::{role}<aieflow_design::{L['cfg']}>" for L in infos.values() for role in L["roles"]],
+        classes=[c for L in infos.values() for c in resident_cascade.kernel_classes(L)],
         tiles=tiles))
     return files
 

@@ -296,7 +296,7 @@ def dense_kernel_cycles(shape: KernelShape, gen: Generation, pair: tuple[str, st
 
 
 def tile_role(plan: DensePlan, position: int) -> str:
-    """The kernel class a cascade position runs (as ``passes/emit.py`` instantiates them)."""
+    """The kernel class a cascade position runs (as ``families/dense/resident_cascade.py`` instantiates them)."""
     if plan.cas_len == 1:
         return "single"
     if position == 0:

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 
 from ..devices import Device
-from ..passes.emit import PLIO_BITS  # the width every emitted PLIO port declares
+from ..mapped.text import PLIO_BITS  # the width every emitted PLIO port declares
 
 SPEC_DEVICES = "shared/spec/versal-devices.md"
 SPEC_GEMM = "shared/spec/gemm-gotoblas-versal.md"

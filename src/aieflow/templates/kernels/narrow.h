@@ -8,7 +8,7 @@
 // rounded value at the type's width at once (docs/numerics.md).
 //
 // A config opts in with   static constexpr long long OUT_LO, OUT_HI; static constexpr unsigned OUT_WRAP;
-// (generated from aieflow.passes.emit.narrow_output); a config without OUT_LO is left unchanged.
+// (generated from aieflow.mapped.text.narrow_output); a config without OUT_LO is left unchanged.
 #pragma once
 
 #include <aie_api/aie.hpp>

@@ -1,0 +1,1 @@
+"""The Dense family's variants: ``resident_cascade`` (weights resident in the cascade's tiles)."""
