@@ -133,11 +133,11 @@ def test_save_config_of_a_gru_point_compiles_to_it(capsys, files, tmp_path):
     model = files / "gru.onnx"
     args = ["--device", "vck190", "--precision", "int16", "--calibration", str(files / "seq.npy"), "--target", "latency"]
     ex = _explore_json(capsys, str(model), *args)
-    def dist(mapping: str) -> str:  # "U h row ..." / "U h column ..."; the compact tile has no U h spread
-        return mapping.split("U h ")[1].split()[0] if "U h " in mapping else mapping.split()[0]
+    def dist(mapping: str) -> str:  # "U h row ..." / "U h column ..."; else "...: compact, ..." / "...: grid, ..."
+        return mapping.split("U h ")[1].split()[0] if "U h " in mapping else mapping.split(": ")[1].split(",")[0]
 
-    # the front mixes mappings (row-wise spreads and the one-tile compact cell; column-wise points
-    # are dominated here once the compact tile is in the search)
+    # the front mixes mappings (the one-tile compact cell and the generated grid's chains, or row-wise
+    # spreads; column-wise points are dominated here once the compact tile is in the search)
     assert ex["kind"] == "recurrent" and len({dist(p["mapping"]) for p in ex["pareto_front"]}) >= 2
     for p in (ex["chosen"], *ex["pareto_front"]):
         assert {"tiles", "batch", "replicas", "latency_ns", "interval_ns", "sample_interval_ns", "mapping", "id",
