@@ -49,7 +49,7 @@ def design_case(d):
     index = {n.name: i for i, n in enumerate(layers)}
     blocks = [Block(n.name, n.plan.cas_len, n.plan.cas_num) for n in layers]
     edges = [(index[p], index[q]) for p, q in layer_edges(d.graph)]
-    return blocks, edges, Grid(d.device.columns, d.device.rows, snake=d.device.generation.name == "aie")
+    return blocks, edges, Grid(d.device.columns, d.device.rows, snake=d.device.generation.cascade_serpentine)
 
 
 def random_case(seed: int, grid: Grid):

@@ -79,6 +79,18 @@ def ref_dense(x, w, b):
     return bf16(acc)
 
 
+def ref_tanh(y):
+    """tanh of bf16 values: float64 tanh, rounded to float32, then to bf16 (docs/numerics.md's bf16
+    activation definition)."""
+    return bf16(np.tanh(np.asarray(y, np.float64)).astype(np.float32))
+
+
+def ref_prelu(y, slope):
+    """y >= 0: y, else the float32 product with the bf16-rounded channel slope, rounded to bf16."""
+    s = bf16(np.asarray(slope, np.float32))[None, :, None, None]
+    return np.where(y >= 0, y, bf16((y * s).astype(np.float32))).astype(np.float32)
+
+
 def _p(t) -> np.ndarray:
     return t.detach().numpy().astype(np.float32)
 
@@ -138,6 +150,30 @@ def ref_residual(m: Residual, x: np.ndarray) -> np.ndarray:
     c = ref_conv(ref_conv(z, _p(m.c2.weight), _p(m.c2.bias), 1, 1, True), _p(m.c3.weight), _p(m.c3.bias), 1, 0, False)
     w = np.maximum(bf16(c + z), np.float32(0))
     return ref_dense(w.reshape(w.shape[0], -1), _p(m.fc.weight), _p(m.fc.bias))
+
+
+class TanhPrelu(nn.Module):
+    """conv + Tanh, conv + PReLU (per channel), conv + PReLU (one slope), a Dense head."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1, self.c2, self.c3 = nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(8, 8, 3, padding=1), nn.Conv2d(8, 4, 1)
+        self.a1, self.a2, self.a3 = nn.Tanh(), nn.PReLU(8), nn.PReLU()
+        with torch.no_grad():  # slopes off the bf16 grid: their rounding shows
+            self.a2.weight.copy_(torch.linspace(-0.7, 0.9, 8) + 1e-3)
+            self.a3.weight.fill_(0.3)
+        self.fc = nn.Linear(4 * 8 * 8, 5)
+
+    def forward(self, x):
+        y = self.a3(self.c3(self.a2(self.c2(self.a1(self.c1(x))))))
+        return self.fc(y.flatten(1))
+
+
+def ref_tanh_prelu(m: TanhPrelu, x: np.ndarray, head=True) -> np.ndarray:
+    y = ref_tanh(ref_conv(x, _p(m.c1.weight), _p(m.c1.bias), 1, 1, False))
+    y = ref_prelu(ref_conv(y, _p(m.c2.weight), _p(m.c2.bias), 1, 1, False), _p(m.a2.weight))
+    y = ref_prelu(ref_conv(y, _p(m.c3.weight), _p(m.c3.bias), 1, 0, False), np.repeat(_p(m.a3.weight), 4))
+    return ref_dense(y.reshape(y.shape[0], -1), _p(m.fc.weight), _p(m.fc.bias)) if head else y
 
 
 def _frames(n, seed, hw=8) -> np.ndarray:
@@ -235,10 +271,12 @@ def test_refusals_name_the_layer():
         aieflow.compile(_model(Classifier), "vek280", cal[:1], calibration=cal,
                         config={"precision": "bf16", "cnn": {"mapping": "thesis"}})
     assert e.value.layer == "c1"
+    # a fused tanh runs in bf16 (below); a tanh table configured for it (an fp32 / fixed-point LUT) is refused
     tanh = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Tanh()).eval()
-    with pytest.raises(ConfigError, match="bf16 convolution with a fused tanh") as e:
-        aieflow.compile(tanh, "vek280", cal[:1], calibration=cal, config={"precision": "bf16"})
-    assert e.value.layer is not None
+    with pytest.raises(ConfigError, match="configured tanh .* is for fp32 and fixed point") as e:
+        aieflow.compile(tanh, "vek280", cal[:1], calibration=cal,
+                        config={"precision": "bf16", "activations": {"tanh": "espcn-thesis"}})
+    assert e.value.layer == "0"
     # bilinear upsampling is no longer refused in bf16 (its float kernel: tests/test_resize.py)
     up = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.Upsample(scale_factor=2, mode="bilinear")).eval()
     d = aieflow.compile(up, "vek280", cal[:1], calibration=cal, config={"precision": "bf16"})
@@ -276,3 +314,95 @@ def test_accumulation_order_is_increasing_input_channel():
     x[0, 0], x[0, 1], x[0, 2] = 2.0**24, 1.0 + 2.0**-7, -(2.0**24)
     d = aieflow.compile(m, "vek280", x, calibration=x, config=ONE)
     np.testing.assert_array_equal(d.predict(x), np.full((1, 1, 2, 2), 2.0, np.float32))
+
+
+# ------------------------------------------------------------------ tanh and PReLU after a bf16 convolution
+
+
+def _wide(n, seed):
+    """Frames over a wide range (x 2^-12 .. x 2^6): tanh's tiny (tanh x = x) and saturated inputs, and
+    the table window between them."""
+    rng = np.random.default_rng(seed)
+    return bf16(rng.standard_normal((n, 3, 8, 8)) * 2.0 ** rng.integers(-12, 7, (n, 3, 8, 8))).astype(np.float32)
+
+
+def test_reference_tanh_and_prelu_by_hand():
+    """The test's own activations on values worked by hand: tanh(2^-10) = 2^-10 (1 - 2^-20 / 3) rounds
+    back to 2^-10 in bf16; tanh(20) = 1; -0 keeps its sign; a slope 0.1 is bf16 0.10009765625, times -3
+    = -0.30029296875 (float32), which rounds to bf16 -0.30078125 (the nearest of -0.30078125 / -0.2998046875,
+    spacing 2^-9)."""
+    np.testing.assert_array_equal(ref_tanh(np.float32([2.0**-10, 20.0, -20.0])), np.float32([2.0**-10, 1.0, -1.0]))
+    assert np.signbit(ref_tanh(np.float32(-0.0)))
+    y = ref_prelu(np.float32([-3.0, 2.0, -0.0]).reshape(1, 3, 1, 1), np.float32([0.1, 0.1, 0.1]))
+    np.testing.assert_array_equal(y.reshape(-1), np.float32([-0.30078125, 2.0, -0.0]))
+
+
+@pytest.mark.parametrize("device", ["vek280", "vek385"])
+def test_tanh_prelu_predict_equals_reference_and_pytorch(device):
+    m = _model(TanhPrelu)
+    cal = _frames(16, 1)
+    d = aieflow.compile(m, device, cal[:1], calibration=cal, config=ONE)
+    assert [s.activation for s in d.plan.stages] == ["tanh", "prelu", "prelu", None]
+    x = np.concatenate([_frames(4, 2), _wide(4, 3)])
+    got = d.predict(x)
+    np.testing.assert_array_equal(got.view(np.uint32), ref_tanh_prelu(m, x).view(np.uint32))
+    with torch.no_grad():
+        fl = m(torch.from_numpy(x[:4])).numpy()
+    # the documented bf16 tolerance (3 % of the output range, as the other bf16 CNNs above)
+    assert np.abs(got[:4] - fl).max() < 0.03 * np.abs(fl).max()
+
+
+def test_tanh_every_bf16_value_through_a_convolution():
+    """A 1x1 convolution with weight 1 and no bias passes every finite bf16 value x exactly (but -0: the
+    sum starts from +0); its fused tanh then equals the reference on all 65,280 of them (both signs,
+    subnormals, the extremes)."""
+    m = nn.Sequential(nn.Conv2d(1, 1, 1, bias=False), nn.Tanh()).eval()
+    with torch.no_grad():
+        m[0].weight.fill_(1.0)
+    u = np.arange(1 << 16, dtype=np.uint32)
+    u = u[((u >> 7) & 0xFF) != 0xFF]  # finite values
+    x = (u << np.uint32(16)).view(np.float32).reshape(255, 1, 16, 16)
+    d = aieflow.compile(m, "vek280", x[:1], calibration=x[:4], config=ONE)
+    lin = ref_conv(x, np.ones((1, 1, 1, 1), np.float32), np.zeros(1, np.float32), 1, 0, False)
+    assert np.count_nonzero(lin.view(np.uint32) != x.view(np.uint32)) == 1  # -0: the sum from +0 is +0
+    np.testing.assert_array_equal(d.predict(x).view(np.uint32), ref_tanh(lin).view(np.uint32))
+
+
+@needs_cxx
+def test_tanh_prelu_verifies_bit_exact_on_x86():
+    """The generated kernels (act::bf16_table, act::float_prelu in bf16) against predict, bit for bit,
+    on the whole feature map of the last convolution and on the Dense head's outputs."""
+    m = _model(TanhPrelu)
+    cal = _frames(8, 1)
+    d = aieflow.compile(m, "vek280", cal[:1], calibration=cal, config=ONE)
+    layers_h = d.files["src/layers.h"]
+    assert "static constexpr int ACT = 5;" in layers_h and "static constexpr int ACT = 4;" in layers_h
+    v = d.verify(np.concatenate([_frames(1, 5), _wide(2, 6)]))
+    assert v.ok and v.mismatches == 0 and v.values == 3 * 5
+    torch.manual_seed(4)
+    fm = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.Tanh(), nn.Conv2d(8, 8, 3, padding=1), nn.PReLU(8)).eval()
+    x = _wide(3, 7)
+    dm = aieflow.compile(fm, "vek280", x[:1], calibration=x, config=ONE)
+    np.testing.assert_array_equal(dm.predict(x).view(np.uint32), ref_prelu(
+        ref_conv(ref_tanh(ref_conv(x, _p(fm[0].weight), _p(fm[0].bias), 1, 1, False)), _p(fm[2].weight),
+                 _p(fm[2].bias), 1, 1, False), _p(fm[3].weight)).view(np.uint32))
+    v = dm.verify(x)
+    assert v.ok and v.mismatches == 0 and v.values == 3 * 8 * 8 * 8
+
+
+@needs_cxx
+def test_tanh_prelu_rows_mapping_verifies_bit_exact_on_vek385():
+    """The rows mapping runs the same epilogue (ConvCore::store): its predict equals the stream
+    mapping's and the reference, and its kernels verify bit for bit on x86 (VEK385)."""
+    torch.manual_seed(5)
+    m = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.Tanh(), nn.Conv2d(4, 4, 3, padding=1), nn.PReLU(4)).eval()
+    with torch.no_grad():
+        m[3].weight.copy_(torch.tensor([0.1, -0.3, 0.7, 0.2]))
+    x = np.concatenate([_frames(1, 8), _wide(1, 9)])
+    d = aieflow.compile(m, "vek385", x[:1], calibration=x, config={"precision": "bf16", "cnn": {"mapping": "rows"}})
+    assert d.plan.mapping == "rows"
+    want = ref_prelu(ref_conv(ref_tanh(ref_conv(x, _p(m[0].weight), _p(m[0].bias), 1, 1, False)), _p(m[2].weight),
+                              _p(m[2].bias), 1, 1, False), _p(m[3].weight))
+    np.testing.assert_array_equal(d.predict(x).view(np.uint32), want.view(np.uint32))
+    v = d.verify(x)
+    assert v.ok and v.mismatches == 0 and v.values == 2 * 4 * 8 * 8

@@ -292,9 +292,10 @@ def test_onnx_errors_name_the_node(node, match):
 
 def test_bf16_and_qdq_convolutions_are_clear_errors():
     x = _images((2, 1, 6, 6))
-    tanh = nn.Sequential(nn.Conv2d(1, 2, 3), nn.Tanh())  # bf16 convolutions run (test_cnn_bf16.py), not with tanh
-    with pytest.raises(ConfigError, match=r"layer '0': a bf16 convolution with a fused tanh is not supported"):
-        aieflow.emulate(tanh, device="vek280", example_input=x, config={"precision": "bf16"})
+    tanh = nn.Sequential(nn.Conv2d(1, 2, 3), nn.Tanh())  # bf16 conv + tanh runs (test_cnn_bf16.py), not with a LUT
+    with pytest.raises(ConfigError, match=r"layer '0': a bf16 convolution's tanh is the bf16 table"):
+        aieflow.emulate(tanh, device="vek280", example_input=x,
+                        config={"precision": "bf16", "activations": {"tanh": "espcn-thesis"}})
     wq = numpy_helper.from_array(np.ones((2, 1, 3, 3), dtype=np.int8), "wq")
     s = numpy_helper.from_array(np.array(0.5, dtype=np.float32), "s")
     graph = helper.make_graph(

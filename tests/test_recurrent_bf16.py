@@ -1,7 +1,7 @@
 """bf16 GRU / LSTM on AIE-ML (VEK280) and AIE-MLv2 (VEK385): ``predict`` against an independent
 reference of the bf16 arithmetic (numpy float32 with the bf16 rounding written here), PyTorch
-float within the stated tolerance, x86 verify bit-exact, a mutation of the generated rounding
-caught, the mappings without a bf16 kernel refused by name, and the cycle model on the
+float within the stated tolerance, x86 verify bit-exact (row-wise, column-wise and compact; AIE and
+hybrid aggregation), a mutation of the generated rounding caught, and the cycle model on the
 catalog's bf16 MAC rate."""
 
 from __future__ import annotations
@@ -115,6 +115,8 @@ def _inputs(steps, n_in, seed):
 
 
 def _design(cell, device, dist, n_in=5, n_h=12, steps=4, head=False, seed=0, **opts):
+    if dist == "column":  # chains of 2 (U h) and 3 (W x) tiles: cascades, uneven blocks
+        opts = {"cas_len": 2, "input_cas_len": 3, **opts}
     torch.manual_seed(seed)
     net = _Net(cell, n_in, n_h, head).eval()
     x = _inputs(steps, n_in, seed)
@@ -123,15 +125,19 @@ def _design(cell, device, dist, n_in=5, n_h=12, steps=4, head=False, seed=0, **o
 
 
 CASES = [("GRU", "vek280", "row"), ("LSTM", "vek280", "row"), ("GRU", "vek385", "compact"),
-         ("LSTM", "vek385", "compact"), ("GRU", "vek385", "row"), ("LSTM", "vek280", "compact")]
+         ("LSTM", "vek385", "compact"), ("GRU", "vek385", "row"), ("LSTM", "vek280", "compact"),
+         ("GRU", "vek280", "column"), ("LSTM", "vek385", "column")]
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(c))
 def test_predict_equals_the_independent_bf16_reference(case):
     cell, device, dist = case
     d, net, x = _design(cell, device, dist, n_in=21, n_h=12, steps=5, seed=len(cell) + len(device))
-    lanes = 16 if dist == "row" else 0  # row kernels: bf16 lanes + halving tree; compact: sequential from the bias
-    assert d.mapping.aggregation == ("aie" if dist == "row" else "compact")
+    lanes = 16 if dist == "row" else 0  # row kernels: bf16 lanes + halving tree; chains, compact: sequential from the bias
+    assert d.mapping.aggregation == ("compact" if dist == "compact" else "aie")
+    if dist == "column":
+        assert (d.mapping.recurrent.distribution, d.mapping.input.distribution) == ("column", "column")
+        assert (d.mapping.recurrent.cas_len, d.mapping.input.cas_len) == (2, 3)
     assert [k["why"] for k in d.to_json()["kernels"]] == ["bf16 lanes"]
     y = d.predict(x)
     assert y.dtype == np.float32
@@ -160,20 +166,24 @@ def test_refusals_name_the_mapping_and_the_reason():
     torch.manual_seed(0)
     net = _Net("GRU", 4, 8).eval()
     x = np.random.default_rng(0).normal(0, 1, (8, 3, 4)).astype(np.float32)
-    with pytest.raises(PlanError, match="cascade-chain"):
-        compile_recurrent(net, "vek280", x[:2], {"precision": "bf16"}, x, RecurrentOptions(distribution="column"))
-    with pytest.raises(PlanError, match="PL FSM"):
-        compile_recurrent(net, "vek280", x[:2], {"precision": "bf16"}, x, RecurrentOptions(aggregation="hybrid"))
+    # one float summation order per layer: U h and W x both row-wise or both column-wise (as fp32)
+    with pytest.raises(PlanError, match="one float summation order per layer"):
+        compile_recurrent(net, "vek280", x[:2], {"precision": "bf16"}, x,
+                          RecurrentOptions(distribution="column", input_distribution="row"))
+    # column-wise chains and the hybrid aggregation are mapped (no longer refused)
+    d = compile_recurrent(net, "vek280", x[:2], {"precision": "bf16"}, x,
+                          RecurrentOptions(distribution="column", aggregation="hybrid"))
+    assert (d.mapping.recurrent.distribution, d.mapping.aggregation) == ("column", "hybrid")
     with pytest.raises(ConfigError, match="(?i)bf16 is not available on vck190"):
         compile_recurrent(net, "vck190", x[:2], {"precision": "bf16"}, x)
     # the messages name the layer's own float type, not fp32
     with pytest.raises(ConfigError, match=r"layers\.rnn\.mapping\.kernel: scalar applies to fixed point; bf16 kernels"):
         compile_recurrent(net, "vek280", x[:2], {"precision": "bf16", "layers": {"rnn": {"mapping": {"kernel": "scalar"}}}}, x)
-    # with a target the search picks only row-wise (AIE aggregation) or compact mappings
+    # with a target the search keeps one distribution for both products (AIE aggregation unless asked)
     d = compile_recurrent(net, "vek280", x[:2], {"precision": "bf16", "target": "latency_ns <= 100000"}, x)
     pts = d.exploration.front
     assert pts and all(p.mapping.aggregation in ("aie", "compact") for p in pts)
-    assert all("column" not in (p.mapping.recurrent.distribution, p.mapping.input.distribution) for p in pts)
+    assert all(p.mapping.recurrent.distribution == p.mapping.input.distribution for p in pts)
 
 
 def test_cycle_model_uses_the_catalogs_bf16_mac_rate():
@@ -194,19 +204,26 @@ needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not i
 
 
 @needs_gxx
-@pytest.mark.parametrize("case", [("GRU", "vek280", "row", True), ("LSTM", "vek385", "compact", False)],
+@pytest.mark.parametrize("case", [("GRU", "vek280", "row", True, "aie"), ("LSTM", "vek385", "compact", False, None),
+                                  ("GRU", "vek280", "row", True, "hybrid"), ("LSTM", "vek385", "column", False, "hybrid"),
+                                  ("GRU", "vek280", "column", False, "aie")],
                          ids=lambda c: "-".join(map(str, c)))
 def test_x86_verify_is_bit_exact(case, tmp_path):
-    cell, device, dist, head = case
-    d, _, _ = _design(cell, device, dist, head=head)
+    """Hybrid: the PL FSM (pl/rnn_fsm.cpp, run as C++) does the gate math and rounds h with
+    rnn_fixed.h round_bf16, which HLS compiles (no bfloat16 type in the PL code)."""
+    cell, device, dist, head, agg = case
+    d, _, _ = _design(cell, device, dist, head=head, aggregation=agg)
+    assert d.mapping.aggregation == (agg or "compact")
     cell_h = d.files["src/rnn_cell.h"]
-    assert "static_cast<float>(bfloat16(v))" in cell_h
-    assert "using W = bfloat16;" in d.files["src/rnn_config.h"]
+    assert "rnn::round_bf16(v)" in cell_h and "bfloat16" not in cell_h
+    assert "using W = rnn_bf16_lane;" in d.files["src/rnn_config.h"]
+    if agg == "hybrid":
+        assert "bfloat16" not in d.files["pl/rnn_fsm.cpp"] + d.files["src/rnn_fsm.h"]
     r = d.verify(samples=5, cache_dir=tmp_path)
     assert r.ok, r.verdict()
-    if head:  # mutation: the generated kernels keep h in fp32 -> verify must see it
+    if head:  # mutation: the generated gate math keeps h in fp32 -> verify must see it
         bad = dataclasses.replace(d, files={**d.files, "src/rnn_cell.h": cell_h.replace(
-            "static_cast<float>(bfloat16(v))", "v")})
+            "rnn::round_bf16(v)", "v")})
         r2 = bad.verify(samples=5, cache_dir=tmp_path / "mutant")
         assert not r2.ok
 
@@ -223,8 +240,9 @@ def test_predict_follows_each_mappings_summation_order():
         net.rnn.weight_ih_l0[2] = torch.tensor([4096.0] + [1 / 16] * 15 + [-4096.0])  # PyTorch's n gate row
     x = np.zeros((4, 1, 17), dtype=np.float32)
     x[:, 0, :] = [4096.0] + [1.0] * 15 + [4096.0]
-    want = {"row": bf16(np.float32(np.tanh(np.float32(15 / 16))) * np.float32(0.5)), "compact": np.float32(0)}
-    for dist, lanes in (("row", 16), ("compact", 0)):
+    want = {"row": bf16(np.float32(np.tanh(np.float32(15 / 16))) * np.float32(0.5)), "compact": np.float32(0),
+            "column": np.float32(0)}
+    for dist, lanes in (("row", 16), ("compact", 0), ("column", 0)):
         d = compile_recurrent(net, "vek280", x[:2], {"precision": "bf16"}, x, RecurrentOptions(distribution=dist))
         y = d.predict(x)
         np.testing.assert_array_equal(y, reference(net, x, lanes))

@@ -139,6 +139,8 @@ def layer_cfg(plan: CnnPlan, s: Stage, lay: StreamLayer, ident: str) -> dict:
     if s.activation in ("tanh", "prelu"):
         if not s.is_float:
             act_code, table_size, table_min = 2, lay.out_group * s.table.shape[1], core.output.min_code
+        elif s.act_bf16 is not None:
+            act_code = 5  # bf16 tanh: cnn_float_post.h lookup_bf16_table
         elif s.activation == "tanh":
             act_code, lut = 3, s.tanh
         else:
@@ -162,6 +164,7 @@ def layer_cfg(plan: CnnPlan, s: Stage, lay: StreamLayer, ident: str) -> dict:
         narrow=narrow_output(out_t) if not s.is_float and ctype(out_t) == ctype(s.conv_type) else None,
         **residual_cfg(s),
         **post_cfg(s),
+        **act_bf16_cfg(s),
         **rq_cfg(s),
     )
     return info
@@ -191,6 +194,19 @@ def post_cfg(s: Stage) -> dict:
                post_lo=p.out_type.min_code, post_hi=p.out_type.max_code,
                post_text=f"{p.function} {p.in_type} -> {p.out_type}" + (f", {p.seg}-bit segments" if p.seg else ""))
     return out
+
+
+def act_bf16_cfg(s: Stage) -> dict:
+    """A bf16 tanh's table scheme (ops/activation.py bf16_table); neutral constants without one."""
+    a = s.act_bf16
+    if a is None:
+        return {"act_size": 1, "act_table": "{0}", "act_elo": 0, "act_ehi": 0, "act_rules": 1, "act_c1": "{0.0f}",
+                "act_c0": "{0.0f}", "act_text": ""}
+    return {"act_size": int(a.table.size), "act_table": Code("{\n" + str(c_array(a.table, FixedType(32, 0))) + "}"),
+            "act_elo": a.window[0], "act_ehi": a.window[1], "act_rules": len(a.rules),
+            "act_c1": Code("{" + ", ".join(_float_lit(v) for v in a.rules[:, 0]) + "}"),
+            "act_c0": Code("{" + ", ".join(_float_lit(v) for v in a.rules[:, 1]) + "}"),
+            "act_text": f"{a.function} bf16 (bf16 table, exponents {a.window[0]}..{a.window[1]})"}
 
 
 def _float_lit(v: float) -> str:

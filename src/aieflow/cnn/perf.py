@@ -102,7 +102,7 @@ def conv_tile_cycles(stage: Stage, lay: StreamLayer, last: bool, macs_per_cycle:
     gather = pb * m * lay.k_tile * GATHER_CYCLES_PER_ELEMENT
     cycles = KERNEL_CALL_CYCLES + mac + gather
     if last:
-        per = SCALAR_EPILOGUE_CYCLES if stage.table is not None else VECTOR_EPILOGUE_CYCLES
+        per = SCALAR_EPILOGUE_CYCLES if stage.table is not None or stage.act_bf16 is not None else VECTOR_EPILOGUE_CYCLES
         if stage.rq is not None:  # float scales: the requantisation before the store
             per += REQUANT_CYCLES_PER_VALUE
         if stage.residual is not None:

@@ -121,6 +121,7 @@ class Stage:
     slope: np.ndarray | None = field(default=None, repr=False)  # fp32 PReLU slopes (O,)
     table: np.ndarray | None = field(default=None, repr=False)  # fixed: (O, 256) codes; fp32 tanh LUT: values
     tanh: act.Activation | None = None
+    act_bf16: Post | None = None  # bf16 tanh: ops/activation.py's bf16 table scheme (table, window, rules)
     source: str = ""  # the graph node(s) it came from
     aliases: tuple[str, ...] = ()  # the names of what was fused into it (ReLU, BatchNorm, the add's ReLU)
     residual: Residual | None = None  # a fused residual add (out_type is then the add's output type)
@@ -408,10 +409,16 @@ def _epilogue(node: Node, t: ConvTypes, out_channels: int) -> dict:
     if a not in ("tanh", "prelu"):
         return extra
     if t.is_float:
-        if a == "prelu":
+        if a == "prelu":  # bf16: slopes already rounded to bf16 (ops/conv.py quantise)
             extra["slope"] = np.asarray(node.params["slope_q"], dtype=np.float32).reshape(-1)
             if extra["slope"].size == 1:
                 extra["slope"] = np.repeat(extra["slope"], out_channels)
+        elif t.output.name == "bf16":  # the bf16 activation kernel's table (ops/activation.py)
+            p = node.params
+            extra["act_bf16"] = Post(node.name, "activation", "tanh", t.output, t.output,
+                                     np.asarray(p["table"]).astype(np.int32),
+                                     window=tuple(int(v) for v in p["window"]),
+                                     rules=np.asarray(p["rules"], dtype=np.float32))
         elif isinstance(t.tanh, act.TableSpec):
             extra["table"] = t.tanh.values().astype(np.float32)
             extra["tanh"] = t.tanh
@@ -472,7 +479,7 @@ def _post(node: Node, s: Stage | None, graph: Graph) -> Stage:
                         hint="move it after a convolution or Dense layer")
     why = ("its residual add" if s.residual is not None else "its pixel shuffle" if s.shuffle
            else f"the upsampling '{s.up_name}'" if s.up != (1, 1)
-           else f"its {s.activation} table" if s.table is not None else f"the {s.post.function} after it" if s.post
+           else f"its {s.activation} table" if s.table is not None or s.act_bf16 is not None else f"the {s.post.function} after it" if s.post
            else None)
     if why:
         raise PlanError(f"a {what} after '{s.name}' is not mapped together with {why} (one epilogue per stage)",

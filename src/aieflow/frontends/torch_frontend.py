@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import ConfigError, ModelError, UnsupportedOpError
 from ..ir import Graph, ImportedModel, Node, QuantHints, Tensor, frozen_map
-from . import attention, batchnorm, pooling, sequence
+from . import attention, batchnorm, pooling, sequence, torch_masked_mean
 from .patches import token_select_nodes
 from .torch_activation import SUPPORTED_FUNCTIONS as _ACT_FUNCTIONS
 from .torch_activation import SUPPORTED_MODULES as _ACT_MODULES
@@ -268,8 +268,11 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin, AttentionMixin, Enc
         if t == self.padding_input:
             raise UnsupportedOpError(
                 f"'{name}' reads the model's second input '{t}'; aieflow takes a second input only as a key padding "
-                "mask (nn.MultiheadAttention key_padding_mask, an encoder's src_key_padding_mask)",
-                hint="pass the mask straight to the attention module; see docs/attention.md")
+                "mask (nn.MultiheadAttention key_padding_mask, an encoder's src_key_padding_mask) or in masked mean "
+                "pooling over the tokens: keep = ~mask; (x * keep[..., None]).sum(1) / keep.sum(1, keepdim=True), or "
+                "x.masked_fill(mask[..., None], 0).sum(1) / (~mask).sum(1, keepdim=True)",
+                hint="pass the mask straight to the attention module, or pool in one of those forms; see "
+                "docs/attention.md")
         if t not in self.shapes:
             raise UnsupportedOpError(
                 f"'{name}' reads '{arg.name}', which is not a supported tensor; {_SUPPORTED_TEXT}"
@@ -649,6 +652,22 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin, AttentionMixin, Enc
             "module parameter or buffer"
         )
 
+    def _masked_mean(self, mm) -> None:
+        """A masked mean pooling over the tokens (``torch_masked_mean.py``): one ``masked_mean`` node
+        reading the pooled tensor and forward()'s second input."""
+        name = mm.div.name
+        x = self._input(mm.x, name)
+        shape, tk = self.shapes[x], self.shapes[self.padding_input]
+        if len(shape) != 2 or (shape[0],) != tuple(tk):
+            raise UnsupportedOpError(f"'{name}' pools a tensor of per-sample shape {shape} with the mask "
+                                     f"'{self.padding_input}' of {tuple(tk)}; aieflow pools [T, E] tokens with a "
+                                     "[batch, T] mask over the same tokens", layer=name)
+        self._emit(mm.div, name, "masked_mean", x)
+        node = self.nodes[-1]
+        self.nodes[-1] = Node(name=node.name, op=node.op, inputs=(x, self.padding_input), outputs=node.outputs)
+        if self.shapes[name] != (shape[1],):  # pragma: no cover - the pattern sums the tokens away
+            raise UnsupportedOpError(f"'{name}' pools to {self.shapes[name]}, not ({shape[1]},)", layer=name)
+
     def _reads_padding_as_mask(self, fx_node) -> bool:
         """Whether ``fx_node`` reads the run-time key padding mask (forward()'s second input) as the
         attention modules take it, or does not read it at all; any other use is refused (``_input``)."""
@@ -671,8 +690,14 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin, AttentionMixin, Enc
             )
         if len(placeholders) == 2:
             self.padding_input = placeholders[1].name  # read only as a key padding mask (torch_attention)
+        pools = torch_masked_mean.find(self.torch, self.gm, self.padding_input)  # masked mean pooling
+        absorbed = set().union(*(p.nodes for p in pools.values())) if pools else set()
         for fx_node in self.gm.graph.nodes:
-            if fx_node.op == "placeholder" and fx_node.name == self.padding_input:
+            if fx_node in absorbed:
+                continue  # part of a masked mean pooling, emitted at its division
+            if fx_node.name in pools:
+                self._masked_mean(pools[fx_node.name])
+            elif fx_node.op == "placeholder" and fx_node.name == self.padding_input:
                 self.shapes[fx_node.name] = self._per_sample(fx_node, fx_node.name)
             elif fx_node.op == "placeholder":
                 self.input_name = fx_node.name
@@ -708,8 +733,8 @@ class _Converter(RecurrentMixin, ConvMixin, ActivationMixin, AttentionMixin, Enc
             if not any(self.padding_input in n.inputs for n in nodes):
                 raise UnsupportedOpError(
                     f"{self.model_name}.forward's second input '{self.padding_input}' is not a key padding mask "
-                    "(nn.MultiheadAttention key_padding_mask, an encoder's src_key_padding_mask); aieflow takes a "
-                    "second model input only as that", hint="see docs/attention.md, 'Run-time key padding masks'")
+                    "(nn.MultiheadAttention key_padding_mask, an encoder's src_key_padding_mask) nor read by a masked "
+                    "mean pooling over the tokens; aieflow takes a second model input only as that", hint="see docs/attention.md, 'Run-time key padding masks'")
             inputs = (self.input_name, self.padding_input)
         tensors = {t: Tensor(t, s) for t, s in self.shapes.items()}
         graph = Graph(

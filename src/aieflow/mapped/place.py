@@ -46,7 +46,6 @@ packing of earlier releases).  User-fixed coordinates and keep-out tiles are har
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -64,11 +63,12 @@ if TYPE_CHECKING:
 DEFAULT_LAMBDA = 1.0
 DEFAULT_MU = 0.05
 METHODS = ("bnb", "greedy-right", "greedy-up", "first-fit")
-# Search budget: node expansions (deterministic), with a wall-clock guard that only fires on a
-# loaded or slow machine (then the result depends on timing).  4,000 expansions take ~0.26 s on an
-# idle 2-core Xeon for 20 layers on the 38 x 8 grid; the guard keeps a call under a second.
+# Search budget: node expansions only, never wall-clock time, so a placement (hence the estimate
+# and the emitted graph) is the same on every run and machine load (explore's estimate equals the
+# compiled design's).  4,000 expansions take 0.1-0.2 s of CPU (up to ~50 us each) for 20 layers
+# on the 38 x 8 grid (2-core AMD EPYC test machine; docs/benchmarks.md, "Placement"); the 0.8 s
+# wall-clock guard this replaced never fired there without load, so the search is as long as before.
 NODE_BUDGET = 4000
-TIME_BUDGET_S = 0.8
 _EPS = 1e-9
 
 Cell = tuple[int, int]
@@ -436,7 +436,7 @@ def _next_first_fit(b: Block, occ: _Occupancy, cursor: tuple[int, int, int]):
 
 
 class _Budget(Exception):
-    """The node or time budget ran out: the search returns its incumbent, not proven optimal."""
+    """The node budget ran out: the search returns its best so far, not proven optimal."""
 
 
 @dataclass
@@ -499,7 +499,6 @@ class _Search:
         w: Weights,
         incumbent: tuple[tuple[Rect, ...], float] | None,
         node_budget: int,
-        deadline: float,
     ):
         self.blocks, self.w, self.n = blocks, w, len(blocks)
         preds = [tuple(p for p, q in edges if q == k) for k in range(self.n)]
@@ -516,7 +515,7 @@ class _Search:
         self.best: list[int] | None = None
         self.chosen = [0] * self.n
         self.nodes, self.deepest = 0, 0
-        self.node_budget, self.deadline = node_budget, deadline
+        self.node_budget = node_budget
 
     def _children(self, k: int, g: float):
         """(cost so far, candidate index) of the legal children, cheapest first, while promising."""
@@ -542,7 +541,7 @@ class _Search:
             return
         self.nodes += 1
         self.deepest = max(self.deepest, k)
-        if self.nodes > self.node_budget or (self.nodes % 128 == 0 and time.perf_counter() > self.deadline):
+        if self.nodes > self.node_budget:
             raise _Budget
         L = self.layers[k]
         for cost, j in self._children(k, g):
@@ -569,10 +568,10 @@ def _bnb(
     w: Weights,
     incumbent: tuple[tuple[Rect, ...], float] | None,
     node_budget: int,
-    time_budget_s: float,
 ) -> tuple[tuple[Rect, ...] | None, float, bool, int, int]:
-    """Returns (rects, cost, optimal, nodes, deepest depth); optimal when the search finished."""
-    s = _Search(blocks, edges, grid, w, incumbent, node_budget, time.perf_counter() + time_budget_s)
+    """Returns (rects, cost, optimal, nodes, deepest depth); optimal when the search finished.
+    Deterministic: bounded by ``node_budget`` expansions, never by time."""
+    s = _Search(blocks, edges, grid, w, incumbent, node_budget)
     try:
         s.search(0, 0.0)
         optimal = True
@@ -606,7 +605,6 @@ def pack(
     method: str = "bnb",
     weights: Weights | None = None,
     node_budget: int = NODE_BUDGET,
-    time_budget_s: float = TIME_BUDGET_S,
 ) -> Packing:
     """Place ``blocks`` (in topological order; ``edges`` are (producer, consumer) indices with
     producer < consumer) on ``grid`` with ``method``.  Raises PlanError when it finds no legal
@@ -631,7 +629,7 @@ def pack(
             continue
         seeds.append((rects_cost(rects, edges, grid.snake, weights), METHODS.index(m), rects))
     incumbent = (min(seeds)[2], min(seeds)[0]) if seeds else None
-    rects, cost, optimal, nodes, deepest = _bnb(blocks, edges, grid, weights, incumbent, node_budget, time_budget_s)
+    rects, cost, optimal, nodes, deepest = _bnb(blocks, edges, grid, weights, incumbent, node_budget)
     if rects is None:
         raise _no_room(blocks[deepest], grid, "bnb", searched=not optimal)
     return Packing(rects, rects_cost(rects, edges, grid.snake, weights), "bnb", optimal, nodes)
@@ -815,14 +813,13 @@ def solve(
     method: str = "bnb",
     replicas: int = 1,
     node_budget: int = NODE_BUDGET,
-    time_budget_s: float = TIME_BUDGET_S,
 ) -> Placement:
     """Place ``prob``'s groups with ``method``; with ``replicas`` > 1, copies of the whole design
     beside it (:func:`replicate`), falling back to the cheapest baseline whose bounding box leaves
     room for every copy when the cheapest wiring spreads one copy too wide."""
     blocks, edges, grid, weights = prob.blocks, prob.pairs, prob.grid, prob.weights
     keep = tuple(sorted(grid.keep_out))
-    result = pack(blocks, edges, grid, method, weights, node_budget, time_budget_s)
+    result = pack(blocks, edges, grid, method, weights, node_budget)
     if replicas > 1 and len(replica_offsets(result.rects, grid.columns, grid.rows, grid.snake, keep)) < replicas:
         for r in sorted(_baselines(blocks, edges, grid, weights), key=lambda r: r.cost):
             if len(replica_offsets(r.rects, grid.columns, grid.rows, grid.snake, keep)) >= replicas:

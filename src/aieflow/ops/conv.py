@@ -17,8 +17,8 @@ patches and runs :func:`aieflow.ops.dense.emulate` on them, so an integer convol
 exactly, wraps at the accumulator width and shift-round-saturates exactly as a Dense layer, and an
 fp32 one accumulates in increasing k from the bias, each product and sum rounded to float32; a bf16
 one (AIE-ML / AIE-MLv2) the same with bf16 operands (weights and bias rounded to bf16 to nearest
-even, products exact in float32) and the sum rounded to bf16 (nearest even) before its ReLU; tanh
-and PReLU are refused in bf16.  The activation follows:
+even, products exact in float32) and the sum rounded to bf16 (nearest even) before its ReLU / tanh /
+PReLU.  The activation follows:
 
 * relu: ``max(y, 0)`` after the SRS (Dense's order);
 * tanh, prelu, fixed point: the SRS writes a *pre-activation* type (PTQ from calibration), then one
@@ -26,7 +26,11 @@ and PReLU are refused in bf16.  The activation follows:
   (float64, rounded by the output's mode) or a lookup table (``activations.tanh``, e.g. the
   ``espcn-thesis`` table); prelu ``p`` for ``p >= 0``, else the exact product ``p * slope``;
 * fp32: tanh exact (float64 rounded to float32) or the table's entry; prelu ``y * slope`` in
-  float32.
+  float32;
+* bf16: tanh the bf16 activation kernel of :mod:`aieflow.ops.activation` (``bf16_table`` /
+  ``apply_bf16_table``: ``bf16(float32(tanh(y)))`` for every bf16 ``y``, params ``table``,
+  ``window``, ``rules``); prelu ``y`` for ``y >= 0``, else ``bf16(y * slope)`` (the slope rounded
+  to bf16, the product exact in float32, one rounding to nearest even).
 
 The chain planner does not map convolutions (:func:`base.not_mapped`); models with one compile
 through ``aieflow.cnn`` (docs/conv.md).  :func:`im2col`, :func:`tile` and :func:`untile` are the
@@ -413,12 +417,12 @@ def quantise(node: Node, ctx: QuantContext) -> Node:
             hint=f"give layers.{node.name}.precision: int8 (or int16 / a16w8) and keep a8w4 for the Dense layers",
         )
     activation = node.attrs.get("activation")
-    if act_kind == "bf16" and activation in _TWO_STAGE:
+    if act_kind == "bf16" and activation == "tanh" and not isinstance(_tanh_choice(ctx), act.ExactActivation):
         raise ConfigError(
-            f"a bf16 convolution with a fused {activation} is not supported (bf16 convolutions run with "
-            "no activation or ReLU)",
+            f"a bf16 convolution's tanh is the bf16 table of ops/activation.py (tanh rounded to bf16 on every "
+            f"input); the configured tanh {_tanh_choice(ctx)} is for fp32 and fixed point",
             layer=node.name,
-            hint=f"use fp32 (on vck190) or int8 / int16 for this layer, or replace its {activation} by a ReLU",
+            hint=f"remove activations.tanh (top level or layers.{node.name}) for this bf16 layer",
         )
     if "weight_codes" in node.params and activation in _TWO_STAGE:
         refuse_float_scale_activation(node.name, activation)
@@ -434,9 +438,17 @@ def quantise(node: Node, ctx: QuantContext) -> Node:
     params = _with_codes(node, core)
     tanh = _tanh_choice(ctx) if activation == "tanh" else None
     if core.types.is_float:
-        if activation == "prelu":
-            params["slope_q"] = node.params["slope"].astype(np.float32)
         ft = core.types.output
+        bf16 = act_kind == "bf16"
+        if activation == "prelu":  # bf16: the slopes are bf16 operands (nearest even)
+            slope = node.params["slope"].astype(np.float32)
+            params["slope_q"] = fixed.to_bf16(slope) if bf16 else slope
+        elif bf16:  # tanh: the bf16 activation kernel's table (ops/activation.py bf16_table)
+            from .activation import bf16_table
+
+            table, window, rules = bf16_table("tanh", {})
+            params.update(table=table, window=np.array(window, dtype=np.int64), rules=rules)
+            tanh = None
         return node.evolve(types=ConvTypes(core.types, ft, tanh, ft if activation == "prelu" else None), params=params)
     out = _fixed_output_type(node, ctx, act_kind)
     slope_type = None
@@ -511,9 +523,16 @@ def _activate(node: Node, t: ConvTypes, y: np.ndarray) -> np.ndarray:
     if a not in _TWO_STAGE:
         return y  # relu is part of the Dense numerics
     if t.is_float:
+        bf16 = t.output.name == "bf16"
+        if a == "tanh" and bf16:
+            from .activation import apply_bf16_table
+
+            p = node.params
+            return apply_bf16_table(y, p["table"], p["window"], p["rules"])
         if a == "tanh":
             return act.apply_float32(t.tanh, y)
-        return np.where(y >= 0, y, y * _slopes(node, "slope_q").astype(np.float32)).astype(np.float32)
+        neg = (y * _slopes(node, "slope_q").astype(np.float32)).astype(np.float32)
+        return np.where(y >= 0, y, fixed.to_bf16(neg) if bf16 else neg).astype(np.float32)
     codes = y.astype(np.int64)
     pre: FixedType = t.core.output
     if a == "tanh":

@@ -15,6 +15,7 @@ from .conv import CONV2D, PRELU, TANH
 from .dense import DENSE
 from .elementwise import BIAS_ADD, RELU
 from .layernorm import LAYERNORM
+from .masked_mean import MASKED_MEAN
 from .matmul import MATMUL
 from .pool import AVGPOOL, MAXPOOL
 from .prepend_const import PREPEND_CONST
@@ -47,6 +48,7 @@ OP_FAMILIES: Mapping[str, OpFamily] = MappingProxyType(
         "activation": ACTIVATION,
         "softmax": SOFTMAX,
         "matmul": MATMUL,
+        "masked_mean": MASKED_MEAN,
         "patches": PATCHES,
         "prepend_const": PREPEND_CONST,
     }
@@ -56,7 +58,7 @@ OP_FAMILIES: Mapping[str, OpFamily] = MappingProxyType(
 # PlanError naming the layer (aieflow.emulate runs models that contain them).
 EMULATION_ONLY: frozenset[str] = frozenset(
     {"gru", "lstm", "conv2d", "pixel_shuffle", "resize", "maxpool", "avgpool", "add", "add_const", "layernorm", "transpose", "concat", "slice",
-     "activation", "softmax", "matmul", "patches", "prepend_const"}
+     "activation", "softmax", "matmul", "masked_mean", "patches", "prepend_const"}
 )
 
 

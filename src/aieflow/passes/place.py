@@ -17,7 +17,6 @@ from ..ir import Graph, Node
 from ..mapped.place import (
     METHODS,
     NODE_BUDGET,
-    TIME_BUDGET_S,
     Block,
     Cell,
     Grid,
@@ -98,10 +97,9 @@ def place(
     keep_out: Iterable[Cell] = (),
     weights: Weights | None = None,
     node_budget: int = NODE_BUDGET,
-    time_budget_s: float = TIME_BUDGET_S,
 ) -> Placement:
     """Place every layer of a planned chain (``config.replicas`` copies); config per-layer
     ``placement`` coordinates are hard constraints."""
     prob = chain_problem(graph, device, config, keep_out, weights)
-    return solve(prob, method, config.replicas or 1, node_budget, time_budget_s)
+    return solve(prob, method, config.replicas or 1, node_budget)
 

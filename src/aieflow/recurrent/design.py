@@ -155,25 +155,12 @@ def is_bf16(node: Node) -> bool:
     return node.types is not None and node.types.is_float and node.types.output.name == "bf16"
 
 
-# Why a bf16 layer maps row-wise with AIE aggregation or onto the compact tile only.
-BF16_NO_COLUMN = ("bf16 has no cascade-chain kernel (rnn_cascade.h passes fp32 or integer lanes; a bf16 chain "
-                  "is not written)")
-BF16_NO_HYBRID = ("bf16 has no PL FSM (rnn_fsm.h's gate math is fp32 / fixed point; the bf16 rounding of h is "
-                  "not written for HLS)")
-
-
 def bf16_options(opts: RecurrentOptions, node: Node) -> RecurrentOptions:
-    """A bf16 layer's options: row-wise (AIE aggregation) or compact; column-wise and the hybrid
-    aggregation refused by name."""
-    if not is_bf16(node):
+    """A bf16 layer's options: every mapping (row-wise, column-wise, compact; AIE or hybrid
+    aggregation); without an aggregation asked for, a row / column mapping takes the AIE one."""
+    if not is_bf16(node) or opts.distribution == COMPACT or opts.aggregation is not None:
         return opts
-    if "column" in (opts.distribution, opts.input_distribution):
-        raise PlanError(f"distribution column: {BF16_NO_COLUMN}", layer=node.name,
-                        hint="use distribution row (aggregation aie) or compact, or a fixed-point precision")
-    if opts.aggregation == "hybrid":
-        raise PlanError(f"aggregation hybrid: {BF16_NO_HYBRID}", layer=node.name,
-                        hint="use aggregation aie (or distribution compact), or a fixed-point precision")
-    return opts if opts.distribution == COMPACT else replace(opts, aggregation="aie")
+    return replace(opts, aggregation="aie")
 
 
 def search_options(opts: RecurrentOptions, fp32: bool, layer: str | None = None,
@@ -182,7 +169,7 @@ def search_options(opts: RecurrentOptions, fp32: bool, layer: str | None = None,
     kernels keep hls4ml's order either way) and the compact tile.  fp32: row-wise, column-wise
     and compact, not mixed: the emulator binds one float summation order to both products of a
     layer (lanes + tree for row kernels, sequential from the bias for cascade chains and the
-    compact tile).  bf16: row-wise (AIE aggregation, :func:`bf16_options`) and compact only."""
+    compact tile); bf16 the same (AIE aggregation unless asked: :func:`bf16_options`)."""
     if not fp32:
         return opts
     d, wd = opts.distribution, opts.input_distribution
@@ -192,20 +179,12 @@ def search_options(opts: RecurrentOptions, fp32: bool, layer: str | None = None,
     if d or wd:
         return replace(opts, distribution=d or wd, input_distribution=d or wd)
     if bf16:
-        return (replace(opts, **ROW_ONLY), replace(opts, **COMPACT_ONLY, aggregation=None))
+        return (replace(opts, **ROW_ONLY), replace(opts, **COLUMN_ONLY), replace(opts, **COMPACT_ONLY, aggregation=None))
     return (replace(opts, **ROW_ONLY), replace(opts, **COLUMN_ONLY), replace(opts, **COMPACT_ONLY))
 
 
 def check_emittable(mapping: RecurrentMapping, node: Node) -> None:
-    """fp32 layers need one summation order for both products (see :func:`search_options`); bf16
-    layers a row-wise mapping with AIE aggregation or the compact tile."""
-    if is_bf16(node):
-        if "column" in (mapping.recurrent.distribution, mapping.input.distribution):
-            raise PlanError(f"a column-wise mapping: {BF16_NO_COLUMN}", layer=node.name,
-                            hint="use distribution row (aggregation aie) or compact, or a fixed-point precision")
-        if mapping.aggregation == "hybrid" and not mapping.compact:
-            raise PlanError(f"aggregation hybrid: {BF16_NO_HYBRID}", layer=node.name,
-                            hint="use aggregation aie (or distribution compact), or a fixed-point precision")
+    """fp32 and bf16 layers need one summation order for both products (see :func:`search_options`)."""
     if node.types.is_float and mapping.recurrent.distribution != mapping.input.distribution:
         raise PlanError(
             f"fp32 {node.op.upper()} with U h {mapping.recurrent.distribution}-wise and W x "

@@ -136,25 +136,32 @@ inline bfloat16 from_bits(std::uint16_t u) {
 
 // NaN passes; +-0 their own result (rules 4, 5); exponents E_LO..E_HI read T[sign][e - E_LO][m];
 // below / above the window rules 0, 1 / 2, 3 (negative, positive): y = C0 or bf16(C1 x + C0).
-template <class C>
-inline bfloat16 lookup_bf16(bfloat16 x) {
-    constexpr unsigned NE = C::POST_EHI - C::POST_ELO + 1;
+// The table T and rules C1 / C0 of one bf16 activation (a post layer's POST_*, or the fused tanh of
+// a bf16 convolution's epilogue: ACT_*, cnn_kernels.h act::bf16_table).
+template <int ELO, int EHI>
+inline bfloat16 lookup_bf16_table(bfloat16 x, const std::int32_t* T, const float* C1, const float* C0) {
+    constexpr unsigned NE = EHI - ELO + 1;
     const std::uint16_t u = bits(x);
     const unsigned e = (u >> 7) & 0xFFu, s = u >> 15, m = u & 0x7Fu;
     if (e == 0xFFu && m != 0) return x;  // NaN
     unsigned r;
     if ((u & 0x7FFFu) == 0) {
         r = 5 - s;
-    } else if (e < unsigned(C::POST_ELO)) {
+    } else if (e < unsigned(ELO)) {
         r = 1 - s;
-    } else if (e > unsigned(C::POST_EHI)) {
+    } else if (e > unsigned(EHI)) {
         r = 3 - s;
     } else {
-        return from_bits(std::uint16_t(C::POST_T[(s * NE + (e - C::POST_ELO)) * 128u + m]));
+        return from_bits(std::uint16_t(T[(s * NE + (e - ELO)) * 128u + m]));
     }
-    if (C::POST_C1[r] == 0.0f) return bfloat16(C::POST_C0[r]);
-    const float p = C::POST_C1[r] * static_cast<float>(x);
-    return bfloat16(p + C::POST_C0[r]);
+    if (C1[r] == 0.0f) return bfloat16(C0[r]);
+    const float p = C1[r] * static_cast<float>(x);
+    return bfloat16(p + C0[r]);
+}
+
+template <class C>
+inline bfloat16 lookup_bf16(bfloat16 x) {
+    return lookup_bf16_table<C::POST_ELO, C::POST_EHI>(x, C::POST_T, C::POST_C1, C::POST_C0);
 }
 
 // ---------------------------------------------------------------------------- the post layer

@@ -8,7 +8,7 @@
 // x channels) and passes the accumulators east on the cascade.  Position 0 starts from the bias, so
 // partial sums run in increasing input channel: the emulator's accumulation order.  The last tile
 // applies the epilogue (SRS, ReLU, a per-channel code table for int8 tanh / PReLU, the fp32 tanh
-// lookup table or fp32 PReLU) and stores its OG output channels, through a pixel-shuffle
+// lookup table, the bf16 tanh table of cnn_float_post.h, or fp32 / bf16 PReLU) and stores its OG output channels, through a pixel-shuffle
 // permutation when one follows (SHUF > 1).  A post layer (POST: 1 an activation, 2 a softmax
 // over the OG channels of a one-pixel Dense head) makes the last tile keep its codes (TO) in tile
 // memory and then write the layer's output (TY) from them with activation_fixed.h (fixed point) or
@@ -47,7 +47,7 @@
 
 namespace aieflow_cnn {
 
-enum class act : int { none = 0, relu = 1, code_table = 2, float_lut = 3, float_prelu = 4 };
+enum class act : int { none = 0, relu = 1, code_table = 2, float_lut = 3, float_prelu = 4, bf16_table = 5 };
 
 template <class T, unsigned N>
 inline void load_params(T (&dst)[N], const std::vector<T>& src) {
@@ -277,7 +277,10 @@ struct ConvCore {
                 } else if constexpr (C::ACT == int(act::float_lut)) {
                     y = lut[lut_index(y, C::LUT_SCALE, C::LUT_OFFSET, int(C::LUT_SIZE), rnd(C::LUT_RND))];
                 } else if constexpr (C::ACT == int(act::float_prelu)) {
-                    y = y >= 0.0f ? y : y * slope[o];
+                    // fp32: y * slope; bf16: the float32 product (of two bf16 values) rounded once to bf16
+                    if (!(y >= TO(0.0f))) y = TO(static_cast<float>(y) * slope[o]);
+                } else if constexpr (C::ACT == int(act::bf16_table)) {
+                    y = aieflow_fpost::lookup_bf16_table<C::ACT_ELO, C::ACT_EHI>(y, C::ACT_T, C::ACT_C1, C::ACT_C0);
                 }
                 if constexpr (C::POST != 0 || C::UP_MODE != 0) {
                     pre[o * P + p] = y;  // no shuffle, no residual with a post layer or bilinear upsampling (cnn/stages.py)

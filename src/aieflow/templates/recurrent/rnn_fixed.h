@@ -10,8 +10,27 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 namespace rnn {
+
+// float32 -> bf16 -> float32: round to nearest, ties to even on bit 16 (numerics/fixed.py to_bf16,
+// the x86 shim's bfloat16); a NaN stays a quiet NaN; subnormals rounded like normal values.  On
+// the float32 bit pattern (integer operations only), so the AI Engine aggregator, the PL FSM (HLS
+// has no bfloat16 type) and x86 share one definition: a bf16 recurrent layer's state h and its
+// dense head's sums (docs/recurrent.md "bf16").
+inline float round_bf16(float v) {
+    uint32_t u;
+    std::memcpy(&u, &v, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+        u = (u | 0x00400000u) & 0xffff0000u;
+    } else {
+        u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    }
+    float r;
+    std::memcpy(&r, &u, sizeof r);
+    return r;
+}
 
 enum rounding : int { R_FLOOR, R_CEIL, R_SYM_FLOOR, R_SYM_CEIL, R_POS_INF, R_NEG_INF, R_SYM_INF, R_SYM_ZERO,
                       R_CONV_EVEN, R_CONV_ODD };

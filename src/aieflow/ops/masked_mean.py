@@ -1,0 +1,75 @@
+"""Masked mean pooling over tokens with a run-time key padding mask (issue 19: a jet tagger's
+``forward(x, mask)`` pooling only the particles it has): ``y[e] = sum_t keep[t] x[t, e] / sum_t keep[t]``.
+
+Inputs: ``x`` of per-sample shape ``(T, E)`` and the graph's run-time mask (``graph.inputs[1]``,
+per-sample ``(T,)``, keep bytes of :data:`ops.activation.MASK_TYPE`, 1 = the token is kept); output
+``(E,)``.  Imported from PyTorch's masked mean patterns (``frontends/torch_pooling.py``).
+
+Integer numerics (what :func:`emulate` computes; the kernel and the tests follow it): the output type
+is the input's type (a mean of kept codes lies between their minimum and maximum, so it never
+saturates), ``S = sum of the kept codes`` exactly (int64), ``k`` the kept count, and
+``y = round(S / k)``: the exact rational ``S / k`` rounded once by the input type's rounding mode
+(round half to even by default; ``numerics.fixed.round_divide``, the same definition as average
+pooling's window divide).  A sample keeping no token (``k = 0``: possible at run time only) gives 0
+everywhere, as the masked softmax's fully masked row; PyTorch gives NaN (0 / 0) there.
+
+Float (calibration, ``float_forward``): ``sum(x keep) / k`` in float64, 0 where ``k = 0``.  Float
+precisions (fp32, bf16) are refused by name: the layer is emulated in int8 / int16 only.
+
+Mapping: none yet; :func:`plan` (and the DAG path, ``dag/plan.py``) refuse the layer by name.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ConfigError, PlanError
+from ..ir import Node
+from ..numerics import fixed
+from ..numerics.types import FixedType
+from .activation import MASK_TYPE
+from .base import QuantContext, one_type_family
+
+NOT_MAPPED = ("masked mean pooling (a mean over the tokens kept by the run-time key padding mask) is emulated "
+              "(aieflow.emulate, predict) but has no AI Engine kernel yet")
+
+
+def _keep(mask: np.ndarray, n: int, t: int) -> np.ndarray:
+    return (np.asarray(mask).reshape(n, t) != 0).astype(np.int64)
+
+
+def float_forward(node: Node, x: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    keep = _keep(mask, x.shape[0], x.shape[1]).astype(np.float64)
+    s = np.einsum("nte,nt->ne", x, keep)
+    k = keep.sum(axis=1, keepdims=True)
+    return np.where(k > 0, s / np.maximum(k, 1.0), 0.0)
+
+
+def emulate(node: Node, x: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    t: FixedType = node.types
+    x = np.asarray(x, dtype=np.int64)
+    keep = _keep(mask, x.shape[0], x.shape[1])
+    s = (x * keep[:, :, None]).sum(axis=1)  # exact: |S| <= T 2^(width - 1)
+    k = np.broadcast_to(keep.sum(axis=1, keepdims=True), s.shape)
+    y = fixed.round_divide(s, np.maximum(k, 1), t.rounding)
+    return np.where(k > 0, fixed.saturate(y, t), 0)
+
+
+def quantise(node: Node, ctx: QuantContext) -> Node:
+    tx = ctx.input_types[0]
+    if len(ctx.input_types) != 2 or ctx.input_types[1] != MASK_TYPE:  # pragma: no cover - the frontend's own
+        raise ConfigError(f"masked mean '{node.name}' reads no run-time key padding mask", layer=node.name)
+    if not isinstance(tx, FixedType):
+        raise ConfigError(f"masked mean pooling '{node.name}' reads {tx}; it is emulated in int8 / int16 only",
+                          layer=node.name, hint="use precision int8 or int16")
+    return node.evolve(types=tx)
+
+
+def plan(node: Node, ctx) -> None:
+    raise PlanError(NOT_MAPPED, layer=node.name,
+                    hint="use aieflow.emulate(model, ...) for bit-exact predictions of this model, or pool "
+                    "without the mask (x.mean(dim=1)) or with a class token to compile it")
+
+
+MASKED_MEAN = one_type_family("masked_mean", float_forward, emulate, quantise=quantise, plan=plan)

@@ -1,0 +1,190 @@
+"""Masked mean pooling over tokens with a run-time key padding mask (issue 19, ops/masked_mean.py):
+the two PyTorch forms import and compute as PyTorch (random paddings, one token kept), the emulated
+codes equal an independent integer reference (int8 / int16, random paddings, one key kept, a fully
+padded sample, ties, extreme codes), predict follows PyTorch, and what is not done is refused by name
+(other forms of the pooling, float precisions, the mapping)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import aieflow
+from aieflow.errors import AieflowError
+from aieflow.frontends.torch_frontend import import_torch
+from aieflow.passes.quantise import float_activations
+
+T, E, F_IN = 12, 16, 8
+
+
+def _pool_a(h, mask):
+    keep = ~mask
+    return (h * keep[..., None]).sum(1) / keep.sum(1, keepdim=True)
+
+
+def _pool_b(h, mask):
+    return h.masked_fill(mask[..., None], 0).sum(1) / (~mask).sum(1, keepdim=True)
+
+
+def _pool_a_spelt(h, mask):  # the same form, other spellings
+    keep = torch.logical_not(mask)
+    return torch.sum(keep.unsqueeze(-1).float() * h, dim=-2) / keep.float().sum(dim=1, keepdim=True)
+
+
+def _pool_b_spelt(h, mask):
+    return torch.sum(h.masked_fill(mask[:, :, None], 0.0), 1) / mask.logical_not().sum(-1, keepdim=True)
+
+
+class Tagger(nn.Module):
+    """A small masked jet tagger: embedding, one encoder layer reading the mask, masked mean pooling."""
+
+    def __init__(self, pool=_pool_a, encoder=True):
+        super().__init__()
+        self.pool = pool
+        self.embed = nn.Linear(F_IN, E)
+        self.enc = nn.TransformerEncoderLayer(E, 2, 32, dropout=0.0, batch_first=True) if encoder else None
+        self.head = nn.Linear(E, 5)
+
+    def forward(self, x, mask):
+        h = self.embed(x)
+        if self.enc is not None:
+            h = self.enc(h, src_key_padding_mask=mask)
+        return self.head(self.pool(h, mask))
+
+
+def _data(seed, n):
+    return np.random.default_rng(seed).standard_normal((n, T, F_IN)).astype(np.float32)
+
+
+def _padding(seed, n, full=False):
+    """Random per-sample paddings (True = padded): sample 0 keeps one key, sample 1 all, sample 3 one key
+    in the middle; the others random subsets (jet-like prefixes and scattered keys); sample 2 none
+    with ``full``."""
+    rng = np.random.default_rng(seed)
+    k = rng.integers(1, T + 1, n)
+    pad = np.arange(T)[None, :] >= k[:, None]
+    pad[n // 2:] = rng.random((n - n // 2, T)) < 0.5  # scattered padding
+    pad[n // 2:, rng.integers(0, T)] = False
+    pad[0], pad[1], pad[3] = True, False, True
+    pad[0, 0] = pad[3, 5] = False
+    if full:
+        pad[2] = True
+    return pad
+
+
+@pytest.mark.parametrize("pool", [_pool_a, _pool_b, _pool_a_spelt, _pool_b_spelt])
+@pytest.mark.parametrize("encoder", [True, False])
+def test_masked_mean_imports_and_computes_as_pytorch(pool, encoder):
+    torch.manual_seed(1)
+    m, x, pad = Tagger(pool, encoder).eval(), _data(1, 32), _padding(1, 32)
+    g = import_torch(m, torch.from_numpy(x[:2])).graph
+    (mm,) = [n for n in g.nodes if n.op == "masked_mean"]
+    assert mm.inputs == (mm.inputs[0], g.inputs[1]) and g.tensors[mm.outputs[0]].shape == (E,)
+    assert not any(n.op in ("dense",) and n.inputs[0] == g.inputs[1] for n in g.nodes)
+    with torch.enable_grad():  # PyTorch's autograd path (no nested-tensor fast path)
+        ref = m(torch.from_numpy(x), torch.from_numpy(pad)).detach().numpy()
+    got = float_activations(g, x, (~pad).astype(np.uint8))[g.outputs[0]]
+    assert np.abs(got - ref).max() < 1e-5
+
+
+def _round_half_even(q: Fraction) -> int:
+    f = q.numerator // q.denominator
+    r = q - f
+    return f + (1 if r > Fraction(1, 2) or (r == Fraction(1, 2) and f % 2) else 0)
+
+
+def _reference(codes, keep):
+    """y[n][e] = round_half_even(sum of the kept codes / kept count), 0 for a sample keeping none; Python
+    integers and Fractions."""
+    out = []
+    for row, k in zip(codes.tolist(), keep.tolist(), strict=True):
+        kept = [r for r, ok in zip(row, k, strict=True) if ok]
+        out.append([0] * len(row[0]) if not kept else
+                   [_round_half_even(Fraction(sum(r[e] for r in kept), len(kept))) for e in range(len(row[0]))])
+    return np.array(out, dtype=np.int64)
+
+
+@pytest.mark.parametrize("precision", ["int8", "int16"])
+def test_emulated_masked_mean_equals_an_independent_integer_reference(precision):
+    torch.manual_seed(2)
+    m, x, pad = Tagger().eval(), _data(2, 48), _padding(2, 48, full=True)
+    em = aieflow.emulate(m, device="vek280", example_input=x[:1], calibration=(x, pad),
+                         config={"precision": precision})
+    keep = (~pad).astype(np.uint8)
+    tr = em.trace(em.quantise_input(x), mask=em.quantise_mask(pad, x.shape[0]))
+    (node,) = [n for n in em.graph.nodes if n.op == "masked_mean"]
+    assert node.types == em.graph.tensors[node.inputs[0]].dtype  # the output keeps the input's type
+    got = tr[node.outputs[0]]
+    assert np.array_equal(got, _reference(tr[node.inputs[0]], keep))
+    assert np.all(got[2] == 0)  # the fully padded sample
+    assert np.array_equal(got[0], tr[node.inputs[0]][0, 0])  # one key kept: its codes
+    # edge codes through the layer itself: ties both ways, the type's extremes, random codes
+    fam = aieflow.ops.registry.family("masked_mean")
+    t = node.types
+    lo, hi = -(1 << (t.width - 1)), (1 << (t.width - 1)) - 1
+    rng = np.random.default_rng(3)
+    codes = rng.integers(lo, hi + 1, (64, T, E))
+    codes[:8] = rng.choice([lo, hi, lo + 1, hi - 1, -1, 0, 1], (8, T, E))
+    codes[8, :2] = [[1] * E, [2] * E]  # 1.5 -> 2
+    codes[9, :2] = [[-1] * E, [-2] * E]  # -1.5 -> -2
+    codes[10, :2] = [[1] * E, [0] * E]  # 0.5 -> 0
+    codes[11, :4] = [[3] * E, [2] * E, [0] * E, [0] * E]  # 1.25 -> 1
+    keeps = (rng.random((64, T)) < rng.random((64, 1))).astype(np.uint8)
+    keeps[8:12] = 0
+    keeps[8:11, :2] = keeps[11, :4] = 1
+    keeps[12], keeps[13], keeps[14, 7] = 0, 1, 1
+    y = fam.emulate(node, codes, keeps)
+    want = _reference(codes, keeps)
+    assert np.array_equal(y, want)
+    assert (list(want[8:12, 0]), list(want[12])) == ([2, -2, 0, 1], [0] * E)
+
+
+def test_predict_follows_pytorch():
+    torch.manual_seed(4)
+    m, x, pad = Tagger(_pool_b).eval(), _data(4, 64), _padding(4, 64)
+    with torch.enable_grad():
+        ref = m(torch.from_numpy(x), torch.from_numpy(pad)).detach().numpy()
+    for precision, tol in (("int8", 0.1), ("int16", 0.01)):
+        em = aieflow.emulate(m, device="vek280", example_input=x[:1], calibration=(x, pad),
+                             config={"precision": precision})
+        assert np.abs(em.predict(x, mask=pad) - ref).max() <= tol * np.abs(ref).max()
+
+
+def _refused(make_call, *words):
+    with pytest.raises(AieflowError) as e:
+        make_call()
+    for w in words:
+        assert w in str(e.value), str(e.value)
+
+
+def test_what_is_not_done_is_refused_by_name():
+    torch.manual_seed(5)
+    x, pad = _data(5, 16), _padding(5, 16)
+    m = Tagger().eval()
+    for model, device, precision in ((m, "vek280", "bf16"), (Tagger(encoder=False).eval(), "vck190", "fp32")):
+        _refused(lambda model=model, device=device, precision=precision: aieflow.emulate(
+                     model, device=device, example_input=x[:1], calibration=(x, pad), config={"precision": precision}),
+                 "masked mean pooling 'truediv'", "int8 / int16 only")
+    for model in (m, Tagger(encoder=False).eval()):  # a DAG design, and a chain otherwise
+        _refused(lambda model=model: aieflow.compile(model, device="vek280", example_input=x[:1],
+                                                     calibration=(x, pad), config={"precision": "int8", "batch": 8}),
+                 "'truediv'", "masked mean pooling", "no AI Engine kernel yet")
+    _refused(lambda: aieflow.explore(m, device="vek280", example_input=x[:1], calibration=(x, pad),
+                                     config={"precision": "int8"}), "'truediv'", "no AI Engine kernel yet")
+
+    others = {
+        "fill": lambda h, mask: h.masked_fill(mask[..., None], 1.0).sum(1) / (~mask).sum(1, keepdim=True),
+        "count": lambda h, mask: (h * (~mask)[..., None]).sum(1) / T,
+        "no keepdim": lambda h, mask: (h * (~mask)[..., None]).sum(1) / (~mask).sum(1)[:, None],
+        "weights": lambda h, mask: (h * (~mask)[..., None]).sum(1) / (~mask).sum(1, keepdim=True) + (~mask).sum(1, keepdim=True),
+        "padding summed": lambda h, mask: (h * mask[..., None]).sum(1) / (~mask).sum(1, keepdim=True),
+    }
+    for why, pool in others.items():
+        with pytest.raises(AieflowError) as e:
+            import_torch(Tagger(pool).eval(), torch.from_numpy(x[:2]))
+        for w in ("reads the model's second input 'mask'", "masked mean", "keepdim=True"):
+            assert w in str(e.value), (why, str(e.value))
