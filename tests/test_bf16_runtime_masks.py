@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from mask_reference import Mha as _Mha
 from torch import nn
 
 import aieflow
@@ -18,15 +19,8 @@ from aieflow.errors import AieflowError
 T, E = 12, 16
 
 
-class Mha(nn.Module):
-    def __init__(self, causal=False):
-        super().__init__()
-        self.att = nn.MultiheadAttention(E, 2, batch_first=True)
-        self.fc = nn.Linear(E, 4)
-        self.register_buffer("causal", nn.Transformer.generate_square_subsequent_mask(T) if causal else None)
-
-    def forward(self, x, mask):
-        return self.fc(self.att(x, x, x, key_padding_mask=mask, attn_mask=self.causal, need_weights=False)[0])
+def Mha(causal=False):
+    return _Mha(T, E, causal)
 
 
 class Unmasked(nn.Module):

@@ -8,12 +8,13 @@ The ONNX exports of these models: tests/test_onnx_runtime_masks.py."""
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from mask_reference import Mha as _Mha
+from mask_reference import exp_table, ref_row
 from torch import nn
 
 import aieflow
@@ -24,15 +25,8 @@ from aieflow.passes.quantise import float_activations
 T, E = 12, 16
 
 
-class Mha(nn.Module):
-    def __init__(self, causal=False):
-        super().__init__()
-        self.att = nn.MultiheadAttention(E, 2, batch_first=True)
-        self.fc = nn.Linear(E, 4)
-        self.register_buffer("causal", nn.Transformer.generate_square_subsequent_mask(T) if causal else None)
-
-    def forward(self, x, mask):
-        return self.fc(self.att(x, x, x, key_padding_mask=mask, attn_mask=self.causal, need_weights=False)[0])
+def Mha(causal=False):
+    return _Mha(T, E, causal)
 
 
 class Encoder(nn.Module):
@@ -91,30 +85,6 @@ def test_runtime_padding_imports_and_computes_as_pytorch(make, form):
     assert np.abs(got - ref).max() < 1e-5
 
 
-def _exp_table(width, frac):
-    """E[k] = round_half_even(exp(-t_k 2^-frac) 2^15), t_k the bucket's midpoint when SD > 0; ends at
-    its first zero (docs/attention.md), in Python floats and ints."""
-    sd = max(0, frac - 8)
-    out = []
-    for k in range((((1 << width) - 1) >> sd) + 1):
-        t = (k << sd) + ((1 << (sd - 1)) if sd else 0)
-        out.append(round(math.exp(-t / 2 ** frac) * 2 ** 15))
-        if out[-1] == 0:
-            break
-    return out, sd
-
-
-def _ref_row(row, keep, table, sd, frac_out, hi):
-    kept = [int(v) for v, ok in zip(row, keep, strict=True) if ok]
-    if not kept:
-        return [0] * len(row)
-    m = max(kept)
-    e = [table[min((m - int(v)) >> sd, len(table) - 1)] if ok else 0 for v, ok in zip(row, keep, strict=True)]
-    s = sum(e)
-    inv = ((1 << 46) + s // 2) // s
-    return [min(hi, (v * inv + (1 << (45 - frac_out))) >> (46 - frac_out)) for v in e]
-
-
 @pytest.mark.parametrize("precision", ["int8", "int16"])
 def test_emulated_softmax_rows_match_an_integer_reference_per_sample(precision):
     torch.manual_seed(2)
@@ -130,10 +100,10 @@ def test_emulated_softmax_rows_match_an_integer_reference_per_sample(precision):
     causal = np.tril(np.ones((T, T), dtype=bool))
     for node in (n for n in em.graph.nodes if n.op == "softmax"):
         tin, tout = node.types.input, node.types.output
-        table, sd = _exp_table(tin.width, tin.frac)
+        table, sd = exp_table(tin.width, tin.frac)
         s, p = tr[node.inputs[0]], tr[node.outputs[0]]
         for i in range(x.shape[0]):
-            want = [_ref_row(s[i, r], causal[r] & (keep[i] > 0), table, sd, tout.frac, tout.max_code)
+            want = [ref_row(s[i, r], causal[r] & (keep[i] > 0), table, sd, tout.frac, tout.max_code)
                     for r in range(T)]
             assert np.array_equal(p[i], np.array(want)), (node.name, i)
         assert np.all(p[2] == 0)  # the fully padded sample: every output 0

@@ -7,12 +7,11 @@ kernel's config names the vector rows, and the cycle model follows the form."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 import torch
-from torch import nn
+from mask_reference import Mha as _Mha
+from mask_reference import exp_table, ref_row
 
 import aieflow
 from aieflow.perf import activation as pa
@@ -20,15 +19,8 @@ from aieflow.perf import activation as pa
 T, E = 16, 16
 
 
-class Mha(nn.Module):
-    def __init__(self, causal=False):
-        super().__init__()
-        self.att = nn.MultiheadAttention(E, 2, batch_first=True)
-        self.fc = nn.Linear(E, 4)
-        self.register_buffer("causal", nn.Transformer.generate_square_subsequent_mask(T) if causal else None)
-
-    def forward(self, x, mask):
-        return self.fc(self.att(x, x, x, key_padding_mask=mask, attn_mask=self.causal, need_weights=False)[0])
+def Mha(causal=False):
+    return _Mha(T, E, causal)
 
 
 def _case(seed: int, n: int = 48):
@@ -42,30 +34,6 @@ def _case(seed: int, n: int = 48):
     pad[1, 5] = False
     pad[2] = False
     return x, pad
-
-
-def _exp_table(width, frac):
-    """E[k] = round_half_even(exp(-t_k 2^-frac) 2^15), t_k the bucket's midpoint when SD > 0; ends at
-    its first zero (docs/attention.md), in Python floats and ints."""
-    sd = max(0, frac - 8)
-    out = []
-    for k in range((((1 << width) - 1) >> sd) + 1):
-        t = (k << sd) + ((1 << (sd - 1)) if sd else 0)
-        out.append(round(math.exp(-t / 2**frac) * 2**15))
-        if out[-1] == 0:
-            break
-    return out, sd
-
-
-def _ref_row(row, keep, table, sd, frac_out, hi):
-    kept = [int(v) for v, ok in zip(row, keep, strict=True) if ok]
-    if not kept:
-        return [0] * len(row)
-    m = max(kept)
-    e = [table[min((m - int(v)) >> sd, len(table) - 1)] if ok else 0 for v, ok in zip(row, keep, strict=True)]
-    s = sum(e)
-    inv = ((1 << 46) + s // 2) // s
-    return [min(hi, (v * inv + (1 << (45 - frac_out))) >> (46 - frac_out)) for v in e]
 
 
 CASES = [("int8", False, 11), ("int16", True, 12)]
@@ -85,10 +53,10 @@ def test_emulated_rows_of_16_keys_match_an_integer_reference(precision, causal, 
     assert len(nodes) == 2
     for node in nodes:
         tin, tout = node.types.input, node.types.output
-        table, sd = _exp_table(tin.width, tin.frac)
+        table, sd = exp_table(tin.width, tin.frac)
         s, p = tr[node.inputs[0]], tr[node.outputs[0]]
         for i in range(x.shape[0]):
-            want = [_ref_row(s[i, r], rule[r] & keep[i], table, sd, tout.frac, tout.max_code) for r in range(T)]
+            want = [ref_row(s[i, r], rule[r] & keep[i], table, sd, tout.frac, tout.max_code) for r in range(T)]
             assert np.array_equal(p[i], np.array(want)), (node.name, i)
         assert np.all(p[0] == 0)  # every key padded: every output 0
         # one key kept: it takes the whole row where the rule lets the row see it (causal: rows 5..15), the
