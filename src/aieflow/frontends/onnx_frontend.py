@@ -687,6 +687,9 @@ class _OnnxImporter(OnnxMaskMixin, OnnxRecurrentMixin, OnnxConvMixin, OnnxActiva
             self.consts[node.output[0]] = self._fold_dq(node, name, ins)
         elif op == "QuantizeLinear":
             self.consts[node.output[0]] = self._fold_q(node, name, ins)
+        elif op in QONNX_OPS and self.is_affine_quant(node, name):  # a float scale: as a QDQ's affine constant
+            value, affine, codes, axis, zp = self.fold_affine_quant(node, name, ins[0].value)
+            self.consts[node.output[0]] = _Const(value, None, None, name, affine, codes, axis, zp)
         elif op in QONNX_OPS:
             value, qtype = self.fold_quant_op(node, name, ins)
             self.consts[node.output[0]] = _Const(value, None, qtype, origin=name)

@@ -26,8 +26,16 @@ What is mapped, and how (``docs/quantisation.md``; semantics from
   to the symmetric range (e.g. [-127, 127]), and ``Clip`` of constant codes (weights); ``Mul`` /
   ``Div`` by a power-of-two constant folded into a constant or into the Dense layer before it.
 
-Everything else (float scales, zero points, activations of other widths, bipolar activations) is
-refused with the node's name and the quantiser that gives an accepted model.
+* QONNX ``Quant`` with a float (not power-of-two) scale or a zero point (Brevitas' default
+  ``*PerTensorFloat`` / ``*PerChannelFloat`` quantisers): an affine type (``numerics/types.AffineType``),
+  as a QDQ model's ``DequantizeLinear`` of float scales gives: on a constant its codes computed as
+  QONNX computes them (float32 ``x / scale + zeropt``, clipped, rounded), per tensor or per channel
+  of one axis; on an activation a per-tensor 8- or 16-bit affine type rounded half to even.  The
+  Dense layer then requantises with an integer multiplier and shift (docs/quantisation.md).
+
+Everything else (activations of other widths, bipolar activations, float scales on other rounding
+modes or narrow activations) is refused with the node's name and the quantiser that gives an
+accepted model.
 """
 
 from __future__ import annotations
@@ -39,9 +47,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 import onnx
 
-from ..errors import ModelError, UnsupportedOpError
+from ..errors import ConfigError, ModelError, UnsupportedOpError
 from ..numerics import fixed
-from ..numerics.types import FixedType, Rounding, Saturation
+from ..numerics.types import AffineType, FixedType, Rounding, Saturation
 
 QONNX_DOMAINS = ("qonnx.custom_op.general", "finn.custom_op.general", "onnx.brevitas")
 QONNX_OPS = ("Quant", "BipolarQuant", "Trunc")
@@ -69,6 +77,13 @@ ACT_ADVICE = (
     "8-bit quantiser (Brevitas Int8ActPerTensorFixedPoint) or a 16-bit one"
 )
 
+# the same roundings on float32 values (a float-scale Quant's codes, computed as QONNX computes them)
+_NP_ROUND: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "ROUND": np.round, "HALF_EVEN": np.round, "CEIL": np.ceil, "FLOOR": np.floor,
+    "UP": lambda v: np.sign(v) * np.ceil(np.abs(v)), "DOWN": np.fix, "ROUND_TO_ZERO": np.fix,
+    "HALF_UP": lambda v: np.sign(v) * np.floor(np.abs(v) + np.float32(0.5)),
+    "HALF_DOWN": lambda v: np.sign(v) * np.ceil(np.abs(v) - np.float32(0.5)),
+}
 
 @dataclass(frozen=True)
 class QuantSpec:
@@ -231,6 +246,109 @@ class OnnxQuantMixin:
         lo, hi = (-1, 1) if bits == 1 and signed else int_range(bits, signed, narrow)
         return QuantSpec(name, "Quant", bits, signed, narrow, rounding, fracs, lo, hi)
 
+    def is_affine_quant(self, node: onnx.NodeProto, name: str) -> bool:
+        """Whether a QONNX ``Quant`` has a float (not power-of-two) scale or a non-zero zero point, all
+        finite (a scale that is not positive is refused by :meth:`quant_spec`)."""
+        if node.op_type != "Quant" or len(node.input) < 4:
+            return False
+        s = np.asarray(self._scalar_input(node, 1, name, "scale"), dtype=np.float64).reshape(-1)
+        z = np.asarray(self._scalar_input(node, 2, name, "zero point"), dtype=np.float64).reshape(-1)
+        if not s.size or not (np.all(np.isfinite(s)) and np.all(s > 0)) or not np.all(np.isfinite(z)):
+            return False
+        return bool(np.any(z != 0)) or any(math.frexp(float(v))[0] != 0.5 for v in s)
+
+    def _affine_parts(self, node: onnx.NodeProto, name: str, shape: tuple) -> tuple:
+        """An affine ``Quant``'s checked parameters for a tensor of ``shape``: (bits, signed, narrow,
+        rounding mode name, lo, hi, scale and zero point as float32 arrays broadcastable to ``shape``,
+        the per-channel axis or None)."""
+        attrs = _attrs(node)
+        for key in ("signed", "narrow"):
+            if key not in attrs:
+                raise ModelError(f"node '{name}' (Quant) has no attribute '{key}', which QONNX requires",
+                                 hint="re-export the model (Brevitas export_qonnx writes both)")
+        signed, narrow = bool(attrs["signed"]), bool(attrs["narrow"])
+        bits = self._bit_width(node, 3, name)
+        mode = _text(attrs.get("rounding_mode", "ROUND")).upper()
+        self._rounding(node, name, "ROUND")  # a mode aieflow does not know: refused by name
+        s = np.asarray(self._scalar_input(node, 1, name, "scale"), dtype=np.float32)
+        z = np.asarray(self._scalar_input(node, 2, name, "zero point"), dtype=np.float32)
+        if np.any(z != np.round(z)):
+            raise UnsupportedOpError(f"node '{name}' (Quant) has a zero point that is not an integer "
+                                     f"({float(z.reshape(-1)[np.flatnonzero(z != np.round(z))[0]]):g})",
+                                     hint="quantise with integer zero points (Brevitas rounds them by default)")
+        axes = set()
+        for what, v in (("scale", s), ("zero point", z)):
+            if v.ndim > len(shape):
+                raise ModelError(f"node '{name}' (Quant): its {what} of shape {tuple(v.shape)} does not broadcast to "
+                                 f"the tensor's shape {tuple(shape)}")
+            lead = len(shape) - v.ndim
+            for d, n in enumerate(v.shape):
+                if n != 1 and n != shape[lead + d]:
+                    raise ModelError(f"node '{name}' (Quant): its {what} of shape {tuple(v.shape)} does not "
+                                     f"broadcast to the tensor's shape {tuple(shape)}")
+                if n != 1:
+                    axes.add(lead + d)
+        if len(axes) > 1:
+            raise UnsupportedOpError(f"node '{name}' (Quant) has scales or zero points that vary along axes "
+                                     f"{sorted(axes)}; aieflow takes one per tensor or one per channel of one axis")
+        lo, hi = int_range(bits, signed, narrow)
+        return bits, signed, narrow, mode, lo, hi, s, z, (axes.pop() if axes else None)
+
+    def fold_affine_quant(self, node: onnx.NodeProto, name: str, x) -> tuple:
+        """A float-scale QONNX ``Quant`` on a constant (a weight or a bias): (float value, affine type,
+        integer codes, per-channel axis or None, zero points per channel), the codes as QONNX
+        computes them: ``round(clip(x / scale + zeropt, min, max))`` in float32."""
+        x = np.asarray(x, dtype=np.float32)
+        if not np.all(np.isfinite(x)):
+            raise ModelError(f"node '{name}' (Quant) quantises a constant that holds inf or NaN")
+        bits, signed, _, mode, lo, hi, s, z, axis = self._affine_parts(node, name, x.shape)
+        if bits > 32:
+            raise UnsupportedOpError(f"node '{name}' (Quant) quantises a constant to {bits} bits; aieflow carries "
+                                     "constants in at most 32 bits")
+        with np.errstate(over="ignore"):
+            q = np.clip(x / s + z, np.float32(lo), np.float32(hi))
+        codes = _NP_ROUND[mode](q).astype(np.int64)
+        width = next(w for w in (8, 16, 32) if bits <= w)
+        chan = None if axis is None else x.shape[axis]
+
+        def per_channel(v: np.ndarray) -> np.ndarray:
+            flat = np.broadcast_to(v, x.shape)
+            if axis is None:
+                return flat.reshape(-1)[:1]
+            return np.moveaxis(flat, axis, 0).reshape(chan, -1)[:, 0]
+
+        sc, zc = per_channel(s), per_channel(z).astype(np.int64)
+        value = (codes - np.broadcast_to(z, x.shape)).astype(np.float64) * np.broadcast_to(s, x.shape)
+        try:
+            affine = AffineType(width, signed, tuple(float(v) for v in sc), int(zc[0]) if zc.size == 1 else 0)
+        except ConfigError as e:
+            raise UnsupportedOpError(f"node '{name}' (Quant): {e.message}") from None
+        return value, affine, codes, axis, zc
+
+    def affine_activation_type(self, node: onnx.NodeProto, name: str, shape: tuple) -> AffineType:
+        """A float-scale QONNX ``Quant`` on an activation: its per-tensor affine type, or a refusal."""
+        bits, signed, narrow, mode, _, _, s, z, axis = self._affine_parts(node, name, shape)
+        where = f"node '{name}' (Quant)"
+        if axis is not None or s.size != 1 or z.size != 1:
+            raise UnsupportedOpError(f"{where} quantises an activation with per-channel scales or zero points; "
+                                     "aieflow takes one scale and zero point per activation tensor", hint=ACT_ADVICE)
+        if bits not in (8, 16):
+            raise UnsupportedOpError(f"{where} quantises an activation to {bits} bits with a float scale; the AI "
+                                     "Engine's activations are 8 or 16 bits", hint=ACT_ADVICE)
+        if ROUNDING.get(mode) is not Rounding.CONV_EVEN:
+            raise UnsupportedOpError(
+                f"{where} rounds a float-scale activation with rounding_mode {mode!r}; aieflow requantises "
+                "float-scale activations rounding half to even (an integer multiplier and shift, then the SRS)",
+                hint="use ROUND (Brevitas' default) on float-scale activation quantisers, or power-of-two scales")
+        if narrow:
+            raise UnsupportedOpError(
+                f"{where} quantises a float-scale activation with narrow range; aieflow saturates float-scale "
+                "activations to the whole 8 / 16-bit range", hint="set narrow_range=False on the activation quantiser")
+        try:
+            return AffineType(bits, signed, (float(s.reshape(-1)[0]),), int(z.reshape(-1)[0]))
+        except ConfigError as e:
+            raise UnsupportedOpError(f"{where}: {e.message}") from None
+
     def trunc_spec(self, node: onnx.NodeProto, name: str) -> tuple[QuantSpec, np.ndarray]:
         """A QONNX ``Trunc`` (v2: x, scale, zeropt, input_bit_width, output_scale, output_bit_width):
         the requantisation it is, and the exponents of its input ``scale``."""
@@ -351,6 +469,8 @@ class OnnxQuantMixin:
                 raise UnsupportedOpError(f"node '{name}' (Trunc) has a per-channel input scale; only one scale per "
                                          "activation tensor is supported", hint=POW2_ADVICE)
             self._truncs.append((x, int(in_fracs.reshape(-1)[0]), name))
+        elif self.is_affine_quant(node, name):
+            qtype = self.affine_activation_type(node, name, (1, *self.shapes[x]))
         else:
             qtype = self.activation_type(self.quant_spec(node, name))
         self.record_tensor_type(x, qtype, name)

@@ -396,7 +396,8 @@ def quantise_affine(node: Node, ctx: QuantContext, in_type: NumericType) -> Node
     integer multiplier and one shift (``rq_mult``, ``DenseTypes.shift``)."""
     name = node.name
     gen = ctx.device.generation
-    hint = "quantise the whole model with onnxruntime quantize_static (QDQ, per tensor or per channel)"
+    hint = ("quantise the whole model with onnxruntime quantize_static (QDQ, per tensor or per channel), or give "
+            "every input, weight and output a Brevitas quantiser (e.g. the last QuantLinear an output_quant)")
     if ctx.layer.types:
         raise ConfigError(f"layers.{name} gives types ({', '.join(sorted(ctx.layer.types))}) for a layer the model "
                           "quantises with float scales; the model's quantisation is taken as it is",
@@ -436,8 +437,16 @@ def quantise_affine(node: Node, ctx: QuantContext, in_type: NumericType) -> Node
                                  f"({float(exact)!r}); the bias cannot be added to the exact accumulator",
                                  layer=name, hint=hint)
     elif "bias" in node.params:
-        raise ModelError("the layer's bias is not quantised; with float scales it must be int32 codes at scale "
-                         "input scale x weight scale (a DequantizeLinear)", layer=name, hint=hint)
+        # A float bias (Brevitas' default bias_quant=None): int32 codes at input scale x weight scale,
+        # rounded half to even from the exact rationals, as onnxruntime's quantize_static quantises biases
+        # (docs/quantisation.md: where this can differ from a framework that adds the bias in float).
+        b = np.asarray(node.params["bias"], dtype=np.float64).reshape(-1)
+        bq = np.array([round(Fraction(float(v)) / (Fraction(x_t.scale[0]) * Fraction(sw)))  # half to even
+                       for v, sw in zip(b, s_w, strict=True)], dtype=object)
+        if bq.size and max(abs(int(v)) for v in bq) >= 1 << 31:
+            raise ModelError("the float bias does not fit int32 codes at input scale x weight scale", layer=name,
+                             hint="quantise the bias (Brevitas Int32Bias) or use coarser input / weight scales")
+        bq = bq.astype(np.int64)
     else:
         bq = np.zeros(n_out, dtype=np.int64)
     # The input zero point, folded: sum_k (x_k - z_x) w_kn = sum_k x_k w_kn - z_x sum_k w_kn.
