@@ -4,7 +4,9 @@ The oracle is :func:`ref_quant`, an independent implementation of the QONNX ``Qu
 exact rational arithmetic (it imports nothing from aieflow; the semantics are those of
 ``/work/shared/spec/quantisation-formats.md`` and qonnx's ``custom_op/general/intquant.py``, against
 which it is cross-checked where qonnx is installed).  Real Brevitas exports (tests/data/brevitas,
-made by ``make_brevitas_models.py``) must reproduce Brevitas' own outputs exactly.
+made by ``make_brevitas_models.py``) must reproduce Brevitas' own outputs exactly where every scale is
+a power of two, and within one output step where Brevitas' float-scale quantisers are used (their
+bound and measured agreement: docs/quantisation.md "QONNX with float scales and zero points").
 """
 
 from __future__ import annotations
