@@ -329,3 +329,45 @@ def test_column_chains_longer_than_the_array_snake_onto_distinct_tiles():
     for ch in range(5):  # each tile beside the one before it
         chain = at[3 * ch : 3 * ch + 3]
         assert all(abs(a[0] - b[0]) + abs(a[1] - b[1]) == 1 for a, b in zip(chain, chain[1:], strict=False))
+
+
+def test_the_compact_and_grid_estimates_run_the_stage_graph_of_their_mapped_graph():
+    """The compact tile and the grid (R = 2, 3 chains) of the compact case's GRU: the stage graph
+    of the costed lowering is the chain computed here from the plan (x PLIO, [the R W x partners],
+    the cell / the R gate tiles, [the head tile], the output PLIO: the step model's stages, the head
+    tile and the output PLIO idle per step), the grid's h exchange through its merge inside the
+    gate tiles' stage, and the design's estimate is that chain's: a tandem of stages whose first
+    step passes every stage once and whose later steps follow at the slowest stage's occupancy."""
+    from aieflow.mapped.estimate import stage_graph
+    from aieflow.perf.movement import cycles_to_ns
+    from aieflow.recurrent.lower import costed
+    from aieflow.recurrent.model import estimate_recurrent, head_stage, step_stages
+    from aieflow.recurrent.plan import build_grid
+
+    d = CASES["gru-compact-vek280"]()
+    layers, _ = split_layers(d.graph)
+    dev, compact = d.device, d.mappings[0]
+    for m in (compact, build_grid(compact.dims, dev, 2), build_grid(compact.dims, dev, 3)):
+        w_path, loop = step_stages(m, dev)
+        want = [(s.name, cycles_to_ns(s.occupancy, dev), cycles_to_ns(s.delay, dev)) for s in (*w_path, *loop)]
+        tiles = {"cell": 1} if m.compact else {"w_partner": m.u_tiles, "grid": m.u_tiles, "head_tile": 1}
+        if m.grid:
+            assert [n for n, *_ in want] == ["x_in", "w_partner", "grid"] and m.u_tiles in (2, 3)
+            want.append(("head_tile", 0.0, 0.0))
+        else:
+            assert [n for n, *_ in want] == ["x_in", "cell"]
+        want.append(("y_out", 0.0, 0.0))
+        sg = stage_graph(costed(lower(layers, [m], dev), [m], dev))
+        names = [n for n, *_ in want]
+        assert [c.name for c in sg.stages] == names
+        assert [x for c in sg.stages for x in (c.occupancy_ns, c.delay_ns)] == pytest.approx([x for w in want for x in w[1:]])
+        assert sg.after == {n: tuple(names[i - 1:i]) for i, n in enumerate(names)} and sg.sink == "y_out"
+        assert {c.name: c.tiles for c in sg.stages if c.tiles} == tiles
+        steps = m.dims.seq_len
+        first = sum(o + dl for _, o, dl in want)
+        interval = max(o for _, o, _ in want)
+        e = estimate_recurrent(m, dev)
+        head = head_stage(m, dev)
+        assert e.interval_ns == pytest.approx(interval, rel=1e-9)
+        assert e.sequence_latency_ns == pytest.approx(first + (steps - 1) * interval
+                                                      + cycles_to_ns(head.occupancy + head.delay, dev), rel=1e-9)

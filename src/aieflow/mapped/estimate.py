@@ -11,6 +11,8 @@
   PLIO or another shard drains it in their own stage);
 - an **edge** joins the stage of a link's source to the stage of its destination (through the
   link's own stage when the link carries a cost), and a buffer's write stage to its read stage;
+  a packet switch (a pktmerge / pktsplit) is no stage: every stage a packet link into it leaves
+  (the source's, or the link's own) joins the stage of every link out of it;
   edges inside one stage (a cascade, a broadcast to a column's rows) are dropped;
 - every stage writes one ping-pong buffer that its successors read (a buffer's slot is free once
   all of them have released it), except the **sink**: the stage of the output PLIO(s);
@@ -80,12 +82,23 @@ def stage_graph(mg: MappedGraph) -> StageGraph:
         if p.direction == "out":
             in_side[p.var] = _need(p.cost, f"PLIO {p.var}")
             sinks.add(p.cost.name)
+    switches = {s.var for s in mg.switches}
+    into: dict[str, list[Cost]] = {s: [] for s in switches}  # switch -> the stages its inputs leave
+    for link in mg.links:  # into a switch: the source's stage, then the link's own
+        if link.dst.owner in switches:
+            assert link.src.owner not in switches, f"{link}: a switch feeding a switch"
+            into[link.dst.owner].append(link.cost or out_side[link.src.owner])
     for link in mg.links:
-        chain = [out_side[link.src.owner], *([link.cost] if link.cost else []), in_side[link.dst.owner]]
-        for a, b in zip(chain, chain[1:], strict=False):
-            touch(a), touch(b)
-            if a.name != b.name:
-                edges.add((a.name, b.name))
+        if link.dst.owner in switches:
+            chains = [[out_side[link.src.owner], *([link.cost] if link.cost else [])]]
+        else:
+            heads = into[link.src.owner] if link.src.owner in switches else [out_side[link.src.owner]]
+            chains = [[h, *([link.cost] if link.cost else []), in_side[link.dst.owner]] for h in heads]
+        for chain in chains:
+            for a, b in zip(chain, chain[1:], strict=False):
+                touch(a), touch(b)
+                if a.name != b.name:
+                    edges.add((a.name, b.name))
     for c in (*in_side.values(), *out_side.values()):
         touch(c)
     if len(sinks) != 1:

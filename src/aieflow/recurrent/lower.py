@@ -26,7 +26,9 @@ The kernels are not location-constrained (aiecompiler places them; ``Kernel.pinn
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 
 from ..devices import Device
 from ..ir import Node
@@ -192,6 +194,31 @@ def tiles(layers: Sequence[Node], mappings: Sequence[RecurrentMapping], device: 
         r = placement.rect(group_of[var])
         out[var] = (r.column + dc, r.row + dr)
     return out
+
+
+# ----------------------------------------------------------------------------- costs
+
+
+def costed(mg: MappedGraph, mappings: Sequence[RecurrentMapping], device: Device) -> MappedGraph:
+    """``mg`` with the step model's stages (``model.mapped_costs``) attached to its kernels and
+    PLIOs, for ``mapped.estimate.stage_graph``: one time step is one graph iteration.  So far the
+    compact and grid mappings of one layer (the others still run ``model.step_pipeline``): the x
+    PLIO ``x_in``, the compact tile ``cell``; the grid's W x partners ``w_partner``, its gate tiles
+    ``grid`` (their h exchange through the merge stays inside the stage: each step's recurrence is
+    the stage's own occupancy), its head tile and the output PLIO nothing per step (the head and
+    its output words run once after the last step: ``model.head_stage``)."""
+    if len(mappings) != 1 or not (mappings[0].compact or mappings[0].grid) or mappings[0].dims.front:
+        raise ValueError("the mapped-graph estimate covers one compact or grid layer so far")
+    from .model import mapped_costs
+
+    c = mapped_costs(mappings[0], device)
+    role = {"x0": "x_in", "c0": "cell", "gh0": "head_tile", "y_out": "y_out"}
+    role.update({k.var: "w_partner" if k.var.startswith("gw0[") else "grid" for k in mg.kernels if k.var[:3] in ("gw0", "gc0")})
+    held = Counter(role[k.var] for k in mg.kernels)  # a stage's tiles: the kernels carrying it
+    c = {n: replace(x, tiles=held[n]) if n in held else x for n, x in c.items()}
+    kernels = tuple(replace(k, cost=c[role[k.var]]) for k in mg.kernels)
+    plios = tuple(replace(p, cost=c[role[p.var]]) for p in mg.plios)
+    return replace(mg, kernels=kernels, plios=plios)
 
 
 # ----------------------------------------------------------------------------- kernels

@@ -38,6 +38,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ..devices import Device, get_device
+from ..mapped.ir import Cost
 from ..passes.transport import PING_PONG
 from ..perf import movement as mv
 from ..perf.simulate import Pipeline, StageSpec, run_pipeline
@@ -518,15 +519,53 @@ def closed_cycles(stages: tuple[tuple[StepStage, ...], tuple[StepStage, ...]], s
     return step, interval, first + (steps - 1) * interval
 
 
+def _stage_cost(s: StepStage, device: Device) -> Cost:
+    return Cost(s.name, s.kind, s.bound, mv.cycles_to_ns(s.occupancy, device), mv.cycles_to_ns(s.delay, device),
+                s.tiles, s.occupancy)
+
+
+def mapped_costs(mapping: RecurrentMapping, device: Device) -> dict[str, Cost]:
+    """The step's stages as ``mapped.ir.Cost`` s by stage name (``lower.costed`` attaches them to
+    the mapped graph's kernels and PLIOs), and the stages that do nothing per step: ``head_tile``
+    (the grid's head tile: it reads every step's packets while the chains run the next step; its
+    read of the last step's is in :func:`head_stage`) and ``y_out`` (the output words leave once,
+    after the last step: :func:`head_stage`)."""
+    w_path, loop = step_stages(mapping, device)
+    out = {s.name: _stage_cost(s, device) for s in (*w_path, *loop)}
+    out["head_tile"] = Cost("head_tile", "kernel", "compute", 0.0, tiles=1)
+    out["y_out"] = Cost("y_out", "plio", "plio", 0.0)
+    return out
+
+
+def mapped_cycles(mapping: RecurrentMapping, device: Device) -> tuple[float, float, float]:
+    """(interval, completion of the first step, completion of step ``seq_len``) in cycles:
+    ``mapped.estimate.stage_graph`` of the layer's lowered, costed mapped graph (``lower.costed``)
+    run over ``seq_len`` steps (at least 16, to measure the interval)."""
+    from ..ir import Node
+    from ..mapped.estimate import pipeline
+    from .lower import costed, lower
+
+    layers = [Node("rnn", mapping.dims.cell, (), ())]  # names only: the estimate reads the costs
+    mg = costed(lower(layers, [mapping], device), [mapping], device)
+    steps = mapping.dims.seq_len
+    sim = run_pipeline(pipeline(mg), batches=max(steps, 16))
+    to_cycles = device.clock_hz / 1e9
+    return sim.interval_ns * to_cycles, sim.completions_ns[0] * to_cycles, sim.completions_ns[steps - 1] * to_cycles
+
+
 def estimate_recurrent(mapping: RecurrentMapping, device: Device | str) -> RecurrentPerformance:
     """Simulate ``seq_len`` steps (at least 16, to measure the interval) with
     ``perf.simulate.run_pipeline``; sequence latency is the completion of step ``seq_len`` plus the
-    head (:func:`head_stage`)."""
+    head (:func:`head_stage`).  The compact and grid mappings run the stage graph of their mapped
+    graph (:func:`mapped_cycles`); the others the step chain (:func:`step_pipeline`)."""
     device = get_device(device)
     steps = mapping.dims.seq_len
+    stages = step_stages(mapping, device)
+    if (mapping.compact or mapping.grid) and not mapping.dims.front:
+        interval, _, done = mapped_cycles(mapping, device)
+        return _summary(mapping, device, stages, interval, done)
     sim = run_pipeline(step_pipeline(mapping, device), batches=max(steps, 16))
     to_cycles = device.clock_hz / 1e9
-    stages = step_stages(mapping, device)
     return _summary(mapping, device, stages, sim.interval_ns * to_cycles, sim.completions_ns[steps - 1] * to_cycles)
 
 

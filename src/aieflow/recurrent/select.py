@@ -23,7 +23,14 @@ from ..pareto import undominated
 from ..passes.search import ranked
 from ..tables import plain
 from .costs import AGG_PACKET_CYCLES
-from .model import RecurrentPerformance, closed_cycles, estimate_recurrent, head_stage, step_stages
+from .model import (
+    RecurrentPerformance,
+    closed_cycles,
+    estimate_recurrent,
+    head_stage,
+    mapped_cycles,
+    step_stages,
+)
 from .plan import (
     MatvecMapping,
     RecurrentDims,
@@ -115,10 +122,16 @@ def _spread(m: MatvecMapping) -> str:
 
 
 def mapping_point(m: RecurrentMapping, device: Device) -> RecurrentPoint:
-    """The mapping costed as a point of the search (closed form; the design's simulation equals it)."""
+    """The mapping costed as a point of the search: the compact and grid mappings by the stage
+    graph of their mapped graph (``model.mapped_cycles``, what their design's estimate runs), the
+    others in closed form (the design's simulation equals it)."""
     stages = step_stages(m, device)
-    step, interval, seq = closed_cycles(stages, m.dims.seq_len)
-    first = closed_cycles(stages, 1)[2]
+    if (m.compact or m.grid) and not m.dims.front:
+        step = closed_cycles(stages, 1)[0]  # the loop's critical path: the sum of its stages
+        interval, first, seq = mapped_cycles(m, device)
+    else:
+        step, interval, seq = closed_cycles(stages, m.dims.seq_len)
+        first = closed_cycles(stages, 1)[2]
     head = head_stage(m, device)
     h = head.occupancy + head.delay
     seq += h  # the budget is per inference: the head is part of it
