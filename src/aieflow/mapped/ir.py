@@ -99,6 +99,10 @@ class Kernel:
     # False: ``tile`` is where the plan counts the kernel (its block on the array, what the latency
     # model counts switch hops on), not a location constraint; aiecompiler places the kernel.
     pinned: bool = True
+    # The neighbouring tiles whose data memory the kernel borrows for its buffers (ops/dense.py
+    # memory_homes, a Dense layer's lender rows): they run no kernel, but the graph occupies them
+    # (``mapped.estimate.resources`` counts them).
+    borrowed: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)

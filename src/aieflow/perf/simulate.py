@@ -485,13 +485,21 @@ def design_pipeline(design) -> Pipeline:
     return memo(g, "chain:pipeline", (device, pl), build)
 
 
-def memory_tiles_used(design) -> int:
-    layers = design.layers()
-    return sum(
-        memtile_link(prev, node, design.device.memtile_channels).memtiles(design.device)
-        for prev, node in zip(layers, layers[1:], strict=False)
-        if node.plan.link == "memtile"
-    )
+def chain_resources(design) -> tuple[int, int]:
+    """(compute tiles, memory tiles) of every replica, counted on the chain's mapped graph
+    (``mapped.estimate.resources``: its kernels and the lenders whose memory they borrow, the
+    memory tiles of its shared buffers), as the DAG's and the CNN's are: the whole lowering when
+    the project was emitted from one, else copy 0's times the replicas (the copies are identical)."""
+    from ..mapped.cache import peek
+    from ..mapped.estimate import resources
+    from ..passes.emit import lowered_chain
+
+    g, device, pl = design.graph, design.device, design.placement
+    whole = peek(g, "chain:None", (device, pl))
+    if whole is not None:
+        return resources(whole, device)
+    tiles, mem = resources(lowered_chain(g, device, pl, copies=1), device)
+    return tiles * len(pl.replicas), mem * len(pl.replicas)
 
 
 def simulate(design, batches: int | None = None) -> SimResult:

@@ -180,7 +180,8 @@ def lower(node: Node, ident: str, placement, device: Device, *, replica: int = 0
                 (f"aieflow_design::{sym}_w", f"aieflow_design::{sym}_b"), f"kernels/{ident}.cc",
                 at, (p.batch_pad * p.k_slice,) + ((None,) if c else ()),
                 (p.batch_pad * p.n_slice if last else None,), replica,
-                buffer_locations(p, device, at, own_in, own_out and last), cost=cost))
+                buffer_locations(p, device, at, own_in, own_out and last), cost=cost,
+                borrowed=tuple((at[0] + _NEIGHBOUR[b][0], at[1] + _NEIGHBOUR[b][1]) for b in p.borrows)))
     for r in range(p.cas_num):
         for c in range(p.cas_len - 1):
             links.append(Link("cascade", Port(tile_var(ident, r, c, replica), "out", 0),
