@@ -38,16 +38,21 @@ def acc_tag(t: DenseTypes) -> str:
     return "accfloat" if t.is_float else f"acc{t.acc_bits}"
 
 
+def cascade_role(p: DensePlan, c: int) -> str:
+    """The role of cascade position ``c`` in its row: "single" (a row of one), "first", "middle" or
+    "last"; the kernel class (:func:`tile_role`) and the cycle model (``perf/kernel.py``) follow it."""
+    if p.cas_len == 1:
+        return "single"
+    if c == 0:
+        return "first"
+    return "last" if c == p.cas_len - 1 else "middle"
+
+
 def tile_role(p: DensePlan, c: int, requant: bool = False) -> str:
     """The dense.h kernel class of cascade position ``c``; a requantising layer's storing tiles
     (``requant``: float scales, ops/dense.quantise_affine) hold its multipliers: ``...Rq``."""
-    if p.cas_len == 1:
-        return "DenseSingleRq" if requant else "DenseSingle"
-    if c == 0:
-        return "DenseFirst"
-    if c == p.cas_len - 1:
-        return "DenseLastRq" if requant else "DenseLast"
-    return "DenseMiddle"
+    role = cascade_role(p, c)
+    return f"Dense{role.capitalize()}" + ("Rq" if requant and role in ("single", "last") else "")
 
 
 def is_requant(node: Node) -> bool:
