@@ -267,6 +267,47 @@ def test_the_mapped_graphs_resources_are_the_plans():
     assert resources(lower_chain(d.graph, d.device, d.placement), d.device) == (perf["tiles_used"], 0)
 
 
+@pytest.mark.parametrize("device, dims, config", [
+    # a memory-tile link of 8 consumer columns (two shards), two copies
+    ("vek280", [128, 256, 64], {"batch": 8, "replicas": 2, "layers": {"2": {"parallelism": {"cas_len": 8, "cas_num": 1}}}}),
+    ("vek385", [128, 256, 64], {"batch": 8, "layers": {"1": {"parallelism": {"cas_len": 4, "cas_num": 2}}}}),
+    ("vck190", [64, 32, 8], {"batch": 8, "replicas": 2}),  # no memory tiles
+])
+def test_the_chains_resources_are_its_mapped_graphs(device, dims, config):
+    """The chain's ``tiles_used`` / ``memory_tiles_used`` are ``mapped.estimate.resources`` of its
+    lowering, and equal what the plans say (counted here: every copy's cascade tiles; per memory-tile
+    link one memory tile per shard: the consumer's columns in groups of the memory tile's channels,
+    none on AIE1)."""
+    from aieflow.mapped.estimate import resources
+
+    d = _chain(device, dims, **config)
+    layers, copies = d.layers(), len(d.placement.replicas)
+    perf = d.estimate()
+    assert resources(lower_chain(d.graph, d.device, d.placement), d.device) == (perf.tiles_used, perf.memory_tiles_used)
+    channels = d.device.memtile_channels
+    memtiles = sum(-(-n.plan.cas_len // channels) for n in layers if n.plan.link == "memtile")
+    assert perf.tiles_used == copies * sum(n.plan.cas_len * n.plan.cas_num for n in layers)
+    assert perf.memory_tiles_used == copies * memtiles
+    assert (memtiles > 0) == bool(d.device.memory_tile_rows) and copies == config.get("replicas", 1)
+
+
+def test_a_borrowing_layers_lenders_are_counted_as_its_tiles():
+    """A layer whose buffers live in its neighbours' memories occupies their tiles too: its kernels
+    carry the tiles next to them (``Kernel.borrowed``, none of them a kernel's) and ``tiles_used``
+    counts them, as the plan's footprint does."""
+    from aieflow.mapped.estimate import resources
+    from aieflow.perf.published import aie4ml_design
+
+    d = aie4ml_design(("i16", "i8"), 128, True)
+    p = d.layers()[0].plan
+    assert sorted(p.borrows) == ["north", "south"]  # the published kernel's buffers do not fit one tile's memory
+    mg = lower_chain(d.graph, d.device, d.placement)
+    (k,) = mg.kernels
+    step = {"north": 1, "south": -1}
+    assert sorted(k.borrowed) == sorted((k.tile[0], k.tile[1] + step[b]) for b in p.borrows)
+    assert resources(mg, d.device)[0] == 1 + len(p.borrows) == d.estimate().tiles_used
+
+
 # ----------------------------------------------------------------------------- one Dense path (dense/resident_cascade)
 
 

@@ -7,8 +7,9 @@ the steady-state interval the slowest stage's occupancy unless a residual's skip
 only as many batches as its buffers have slots, back-pressures its producer (then the simulation
 shows the longer interval and the producer's stall).
 
-Dense kernels use the chain's cycle model unchanged (``perf/simulate.kernel_stage``), memory-tile
-and PLIO transfers the chain's movement model (``perf/movement``).  The residual Add, LayerNorm,
+Dense kernels, memory-tile links and PLIOs cost what they cost in the chain: one function each in
+``perf/costs.py`` (the chain's cycle model ``perf/simulate.kernel_stage``, the movement model
+``perf/movement``).  The residual Add, LayerNorm,
 activation and softmax kernels have no published figure: their cycle counts below are **assumed**
 constants (each says why), so their stages are the least certain part of the estimate.
 
@@ -27,6 +28,7 @@ from ..mapped.estimate import stage_graph as mapped_stages
 from ..mapped.estimate import to_pipeline
 from ..mapped.ir import Cost, MappedGraph
 from ..passes.place import Placement, Rect
+from ..perf import costs
 from ..perf import movement as mv
 from ..perf.activation import (  # noqa: F401 - cnn/perf.py reads the constants here
     ACT_INTERP_CYCLES,
@@ -43,7 +45,7 @@ from ..perf.activation import (  # noqa: F401 - cnn/perf.py reads the constants 
     softmax_vector_cycles,
     softmax_vectorised,
 )
-from ..perf.simulate import kernel_stage, run_pipeline
+from ..perf.simulate import run_pipeline
 from .links import DagLink
 from .plan import DagPlan, input_tensor, mask_input, mask_pitch, masked, matmul_dims
 
@@ -190,23 +192,14 @@ def matmul_cycles(plan: DagPlan, name: str) -> int:
     return samples * (k * n * COPY_CYCLES + m * vectors * (k * MM_MAC_CYCLES + MM_OUT_CYCLES))
 
 
-def _hops(device: Device, row: int) -> int:
-    return device.memory_tile_rows + row + 1
-
-
 # ----------------------------------------------------------------------------- costs of the mapped graph
-
-
-def _cost(name: str, kind: str, t: mv.Transfer, device: Device) -> Cost:
-    return Cost(name, kind, t.bound, mv.cycles_to_ns(t.busy_cycles, device), mv.cycles_to_ns(t.latency_cycles, device),
-                cycles=t.busy_cycles)
 
 
 def plio_in_cost(plan: DagPlan, device: Device) -> Cost:
     """The input PLIO: the whole batch of the graph input, into the links that read it."""
     x = plan.graph.tensors[input_tensor(plan.graph)]
     nbytes = plan.batch * math.prod(x.shape) * (x.dtype.container_bits // 8)
-    return _cost("plio_in", "plio", mv.plio_transfer(nbytes, device, _hops(device, 0)), device)
+    return costs.plio("plio_in", nbytes, device, 0)
 
 
 def plio_mask_cost(plan: DagPlan, device: Device) -> Cost | None:
@@ -215,17 +208,15 @@ def plio_mask_cost(plan: DagPlan, device: Device) -> Cost | None:
     if m is None:
         return None
     nbytes = plan.batch * (mask_pitch(plan.graph) or math.prod(plan.graph.tensors[m].shape))  # rows padded to words
-    return _cost("plio_mask", "plio", mv.plio_transfer(nbytes, device, _hops(device, 0)), device)
+    return costs.plio("plio_mask", nbytes, device, 0)
 
 
 def kernel_cost(plan: DagPlan, name: str, device: Device) -> Cost:
     """A compute node's kernels as one stage: a Dense cascade rectangle as in the chain
-    (``perf/simulate.kernel_stage``), the parts of a rows op in parallel."""
+    (``perf/costs.dense_kernel``), the parts of a rows op in parallel."""
     node = plan.node(name)
     if node.op == "dense":
-        spec, _ = kernel_stage(node, device)
-        return Cost(name, "kernel", spec.bound, spec.occupancy_ns, spec.delay_ns, spec.tiles, spec.cycles, spec.macs,
-                    spec.peak_macs_per_cycle)
+        return costs.dense_kernel(node, device, name)
     cycles = rows_kernel_cycles(plan, name, device)
     macs = 0
     if node.op == "matmul":  # the dynamic products count as MACs too
@@ -245,12 +236,11 @@ def link_costs(plan: DagPlan, link: DagLink, device: Device, row_of) -> tuple[Co
     r_ports = sum(len(s.reads) for s in link.shards)
     r_bytes = max(tl.elements for s in link.shards for _, tl in s.reads) * eb
     row = max((row_of(p) for p in link.source.producers), default=0)
-    write = _cost(f"write:{link.name}", "memtile",
-                  mv.memtile_transfer(w_bytes, len(sh.writes), device, _hops(device, row)), device)
+    write = costs.memtile(f"write:{link.name}", w_bytes, len(sh.writes), device, costs.interface_hops(device, row))
     if link.consumer is None:
-        return write, _cost("plio_out", "plio", mv.plio_transfer(r_bytes, device, _hops(device, 0)), device)
-    tr = mv.memtile_transfer(r_bytes, r_ports, device, _hops(device, row_of(link.consumer)), len(link.shards))
-    return write, _cost(f"read:{link.name}", "memtile", tr, device)
+        return write, costs.plio("plio_out", r_bytes, device, 0)
+    return write, costs.memtile(f"read:{link.name}", r_bytes, r_ports, device,
+                                costs.interface_hops(device, row_of(link.consumer)), len(link.shards))
 
 
 def _unplaced(plan: DagPlan) -> Placement:

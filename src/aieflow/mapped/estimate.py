@@ -131,11 +131,13 @@ def to_pipeline(sg: StageGraph) -> Pipeline:
 
 def resources(mg: MappedGraph, device) -> tuple[int, int]:
     """(compute tiles, memory tiles) the mapped graph uses: one tile per kernel (every replica's;
-    ``MappedGraph.check`` keeps them distinct), and per shared buffer the memory tiles its bytes
-    need, at least one (none on a device without memory tiles)."""
+    ``MappedGraph.check`` keeps them distinct) and each tile whose memory a kernel borrows
+    (``Kernel.borrowed``: a Dense layer's lenders, which run nothing), and per shared buffer the
+    memory tiles its bytes need, at least one (none on a device without memory tiles)."""
     mem = 0
     if device.memory_tile_bytes:
         for b in mg.buffers:
             nbytes = math.prod(b.dims) * CTYPE_BYTES[b.ctype]
             mem += max(1, math.ceil(nbytes / device.memory_tile_bytes))
-    return len(mg.kernels), mem
+    lenders = {t for k in mg.kernels for t in k.borrowed} - {k.tile for k in mg.kernels}
+    return len(mg.kernels) + len(lenders), mem

@@ -15,8 +15,9 @@ names never reach this graph raw).
 
 Cost annotations (the ``estimate`` pass, :mod:`aieflow.mapped.estimate`): a lowering may give each
 kernel, each shared buffer's write and read side, each PLIO and each link that moves data through
-a tile DMA a :class:`Cost`, computed by the variant's own cost code (``perf/kernel.py``,
-``perf/movement.py``, ``dag/perf.py``).  Entities carrying a cost of one name form one pipeline
+a tile DMA a :class:`Cost`, computed by the variant's own cost code through the shared cost
+functions (``perf/costs.py``: a Dense kernel, a memory-tile side, a tile DMA, a PLIO; ``dag/perf.py``
+for the DAG's rows ops).  Entities carrying a cost of one name form one pipeline
 stage (a Dense layer's tiles, a link's shards); the stage graph is built from these costs and the
 links alone.
 """
@@ -99,6 +100,10 @@ class Kernel:
     # False: ``tile`` is where the plan counts the kernel (its block on the array, what the latency
     # model counts switch hops on), not a location constraint; aiecompiler places the kernel.
     pinned: bool = True
+    # The neighbouring tiles whose data memory the kernel borrows for its buffers (ops/dense.py
+    # memory_homes, a Dense layer's lender rows): they run no kernel, but the graph occupies them
+    # (``mapped.estimate.resources`` counts them).
+    borrowed: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)

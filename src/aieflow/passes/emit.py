@@ -6,6 +6,8 @@ design's job, so a failure here can never leave a half-written directory.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
@@ -18,7 +20,7 @@ from ..families.dense import resident_cascade
 from ..families.dense.resident_cascade import replica_suffix, tile_var
 from ..ir import Graph, Node
 from ..mapped.adf import graph_header
-from ..mapped.ir import Kernel, Link, MappedGraph, Plio, Port, SharedBuffer
+from ..mapped.ir import Cost, Kernel, Link, MappedGraph, Plio, Port, SharedBuffer
 from ..mapped.text import PLIO_BITS, format_values, values_per_word
 from ..mapped.tiling import NdTiling, Traversal
 from ..names import c_ident, comment, unique_idents
@@ -26,6 +28,8 @@ from ..numerics.types import NumericType
 from ..ops.dense import DensePlan, to_panels
 from ..ops.post import fused_post, is_fused_post, written
 from ..ops.registry import family
+from ..perf import costs
+from ..perf.simulate import input_bytes, output_bytes
 from ..templating import environment
 from ..vitis import system_files
 from .place import Placement
@@ -101,6 +105,76 @@ def _own_buffer_ports(layers: list[Node], i: int, device: Device) -> tuple[bool,
     return inp, out
 
 
+@dataclass(frozen=True)
+class ChainCosts:
+    """The cost annotations of a Dense chain's mapped graph (``perf/costs.py``), by layer: its
+    kernel stage, and the stages of the link into it (memory-tile write, relay and read, or a tile
+    DMA; none when the tiles share the buffer)."""
+
+    plio_in: Cost
+    plio_out: Cost
+    kernel: Mapping[str, Cost]
+    write: Mapping[str, Cost]
+    relay: Mapping[str, Cost]
+    read: Mapping[str, Cost]
+    dma: Mapping[str, Cost]
+
+
+def _direct_hops(pl: Placement, prev: Node, node: Node, cascade_east: bool = False) -> int | None:
+    """Largest switch-hop distance of a direct buffer link (AIE1, or AIE-ML without a memory
+    tile), or None when every consumer tile is a memory neighbour of its producer's last tile (the
+    buffer is shared, nothing moves)."""
+    worst = 0
+    shared = True
+    for r in range(prev.plan.cas_num):
+        src = pl.tile(prev.name, r, prev.plan.cas_len - 1, cascade_east)
+        for rr in range(node.plan.cas_num):
+            dst = pl.tile(node.name, rr, r, cascade_east)
+            d = abs(src[0] - dst[0]) + abs(src[1] - dst[1])
+            shared = shared and d <= 1
+            worst = max(worst, d)
+    return None if shared else worst
+
+
+def chain_costs(layers: list[Node], device: Device, placement: Placement) -> ChainCosts:
+    """Each stage of the chain as copy 0 is placed (``perf/costs.py``, the DAG's cost functions):
+    the PLIOs broadcast up the first layer's columns / out of the last layer's rows (from the
+    rectangle's top row), each layer's cascade rectangle, each memory-tile link's write (from the
+    producer's top row and last column), relay and read (to the consumer's top row), each direct
+    link's tile DMA (the farthest producer -> consumer tile pair)."""
+    if not layers:
+        raise ValueError("the design has no planned layers")
+    kernel, write, relay, read, dma = {}, {}, {}, {}, {}
+    for i, node in enumerate(layers):
+        kernel[node.name] = costs.dense_kernel(node, device)
+        if not i:
+            continue
+        prev = layers[i - 1]
+        rp, rn = placement.rect(prev.name), placement.rect(node.name)
+        tag = f"{prev.name}->{node.name}"
+        if node.plan.link == "memtile":
+            link = memtile_link(prev, node, device.memtile_channels)
+            tiles = link.memtiles(device)
+            hops_in = costs.memtile_hops(rp.row + rp.height - 1, rp.column + rp.width - 1 - rn.column)
+            write[node.name] = costs.memtile(f"memtile_write:{tag}", output_bytes(prev.plan, prev.types),
+                                             prev.plan.cas_num, device, hops_in, tiles)
+            if link.relays:  # the relay shards copy their rows into the shard they feed, in parallel
+                relay_bytes = max(sh.dims[0] * sh.dims[1] for sh in link.shards if sh.reads[0][0].kind == "shard")
+                relay[node.name] = costs.memtile(f"memtile_relay:{tag}", relay_bytes * link.element_bytes,
+                                                 link.relays, device, 1, tiles)
+            read[node.name] = costs.memtile(f"memtile_read:{tag}", input_bytes(node.plan, node.types),
+                                            node.plan.cas_len, device, costs.memtile_hops(rn.row + rn.height - 1), tiles)
+        else:
+            hops = _direct_hops(placement, prev, node, not device.generation.cascade_serpentine)
+            if hops is not None:
+                dma[node.name] = costs.tile_dma(f"dma:{tag}", output_bytes(prev.plan, prev.types), device, hops)
+    first, last = layers[0], layers[-1]
+    top = lambda n: placement.rect(n.name).row + placement.rect(n.name).height - 1  # noqa: E731
+    return ChainCosts(costs.plio(f"plio_in:{first.name}", input_bytes(first.plan, first.types), device, top(first)),
+                      costs.plio(f"plio_out:{last.name}", output_bytes(last.plan, last.types), device, top(last)),
+                      kernel, write, relay, read, dma)
+
+
 def _replica_graph(layers: list[Node], idents: dict[str, str], device: Device, placement: Placement, rep: int,
                    types: dict[str, NumericType], costs):
     """Kernels, links, memory-tile buffers and PLIOs of one copy of the design (``types``: what
@@ -171,13 +245,11 @@ def _replica_graph(layers: list[Node], idents: dict[str, str], device: Device, p
 def lower_chain(graph: Graph, device: Device, placement: Placement, copies: int | None = None) -> MappedGraph:
     """The Dense chain as a mapped graph: every replica's cascade tiles, its links (cascades, AIE1 /
     direct tile-to-tile buffers, memory-tile shared buffers), its PLIOs, the weight headers; each
-    kernel, shard, PLIO and DMA link with its stage cost (:func:`aieflow.perf.simulate.chain_costs`,
+    kernel, shard, PLIO and DMA link with its stage cost (:func:`chain_costs`,
     copy 0's for every copy).  ``copies``: lower only the first that many replicas (the estimate
     lowers copy 0 alone: every copy carries its costs, so the stage graph is the same)."""
     layers = dense_layers(graph)
     idents = layer_idents(layers)
-    from ..perf.simulate import chain_costs  # perf/simulate lowers through this module
-
     types = {n.name: written(graph, n)[1] for n in layers}
     costs = chain_costs(layers, device, placement)
     kernels: list[Kernel] = []

@@ -20,10 +20,10 @@ from .kernel import KernelCycles
 from .simulate import (
     SimResult,
     StageSpec,
+    chain_resources,
     design_pipeline,
     input_bytes,
     kernel_stage,
-    memory_tiles_used,
     output_bytes,
     run_pipeline,
     transfer_stage,
@@ -75,6 +75,7 @@ def estimate(design, batches: int | None = None) -> Performance:
     batch = design.config.batch
     replicas = len(design.placement.replicas)
     macs = sum(n.plan.in_features * n.plan.out_features for n in layers)
+    tiles, memtiles = chain_resources(design)  # the mapped graph's: kernels and lenders, memory tiles
     stages = tuple(
         _stage_perf(spec, st.busy, st.starved_ns, st.blocked_ns) for spec, st in zip(pipe.stages, sim.stages, strict=True)
     )
@@ -84,8 +85,8 @@ def estimate(design, batches: int | None = None) -> Performance:
         batch=batch,
         throughput_ops_per_s=2.0 * macs * batch * replicas / (sim.interval_ns * 1e-9),
         bound=sim.bound,
-        tiles_used=sum(n.plan.footprint for n in layers) * replicas,  # the rectangles: kernels and lenders
-        memory_tiles_used=memory_tiles_used(design) * replicas,
+        tiles_used=tiles,
+        memory_tiles_used=memtiles,
         stages=stages,
         replicas=replicas,
     )

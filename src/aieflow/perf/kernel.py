@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from ..devices import Device, Generation
+from ..families.dense.resident_cascade import cascade_role
 from ..ops.dense import DensePlan, DenseTypes, cascade_chunk_lanes, element_bits
 from .activation import COPY_CYCLES, activation_cycles, softmax_cycles
 
@@ -295,15 +296,6 @@ def dense_kernel_cycles(shape: KernelShape, gen: Generation, pair: tuple[str, st
 # ----------------------------------------------------------------------------- roles of a layer
 
 
-def tile_role(plan: DensePlan, position: int) -> str:
-    """The kernel class a cascade position runs (as ``families/dense/resident_cascade.py`` instantiates them)."""
-    if plan.cas_len == 1:
-        return "single"
-    if position == 0:
-        return "first"
-    return "last" if position == plan.cas_len - 1 else "middle"
-
-
 def role_shapes(plan: DensePlan, types: DenseTypes, relu: bool) -> dict[str, KernelShape]:
     """The distinct kernel instantiations of a layer, by role."""
     acc_bits = 32 if types.is_float else types.acc_bits
@@ -321,7 +313,7 @@ def role_shapes(plan: DensePlan, types: DenseTypes, relu: bool) -> dict[str, Ker
     has_bias = types.bias is not None
     shapes: dict[str, KernelShape] = {}
     for pos in sorted({0, plan.cas_len - 1, min(1, plan.cas_len - 1)}):
-        role = tile_role(plan, pos)
+        role = cascade_role(plan, pos)
         first = role in ("single", "first")
         last = role in ("single", "last")
         shapes[role] = KernelShape(

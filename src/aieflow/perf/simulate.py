@@ -58,9 +58,7 @@ from dataclasses import dataclass
 
 from ..devices import Device
 from ..ir import Node
-from ..mapped.ir import Cost
 from ..ops.dense import DensePlan, DenseTypes
-from ..passes.transport import memtile_link
 from . import movement as mv
 from .kernel import KernelCycles, layer_kernel_cycles
 
@@ -373,102 +371,9 @@ def plio_out_stage(node: Node, device: Device, top_row: int, inp: str | None) ->
     return transfer_stage(f"plio_out:{node.name}", "plio", t, device, inp, None)
 
 
-def memtile_stages(prev: Node, node: Node, device: Device, hops_in: int, hops_out: int, inp: str, mid: str, out: str) -> tuple[StageSpec, ...]:
-    """Producer rows write their slices into the memory-tile shards (a row two shards need is
-    broadcast, at no extra cost to its DMA); relay shards, if any, copy their rows into the shard
-    they feed (one more transfer, the relays in parallel); the read tilers then send each consumer
-    column its slice (broadcast to the column's rows).  Intermediate buffers are named after
-    ``mid``."""
-    link = memtile_link(prev, node, device.memtile_channels)
-    tiles = link.memtiles(device)
-    write = mv.memtile_transfer(output_bytes(prev.plan, prev.types), prev.plan.cas_num, device, hops_in, tiles)
-    read = mv.memtile_transfer(input_bytes(node.plan, node.types), node.plan.cas_len, device, hops_out, tiles)
-    tag = f"{prev.name}->{node.name}"
-    stages = [transfer_stage(f"memtile_write:{tag}", "memtile", write, device, inp, mid)]
-    if link.relays:
-        relay_bytes = max(sh.dims[0] * sh.dims[1] for sh in link.shards if sh.reads[0][0].kind == "shard")
-        relay = mv.memtile_transfer(relay_bytes * link.element_bytes, link.relays, device, 1, tiles)
-        stages.append(transfer_stage(f"memtile_relay:{tag}", "memtile", relay, device, mid, f"{mid}:relayed"))
-        mid = f"{mid}:relayed"
-    stages.append(transfer_stage(f"memtile_read:{tag}", "memtile", read, device, mid, out))
-    return tuple(stages)
-
-
-def dma_stage(prev: Node, node: Node, device: Device, hops: int, inp: str, out: str) -> StageSpec:
-    """AIE1 link between tiles that are not memory neighbours: each producer row's buffer goes out
-    through its tile DMA and is broadcast to the consumer column it feeds (rows in parallel)."""
-    t = mv.dma_transfer(output_bytes(prev.plan, prev.types), device, hops)
-    return transfer_stage(f"dma:{prev.name}->{node.name}", "dma", t, device, inp, out)
-
-
-def _aie1_link_hops(pl, prev: Node, node: Node, cascade_east: bool = False) -> int | None:
-    """Largest switch-hop distance of a direct buffer link (AIE1, or AIE-ML without a memory
-    tile), or None when every consumer tile is a memory neighbour of its producer's last tile (the
-    buffer is shared, nothing moves)."""
-    worst = 0
-    shared = True
-    for r in range(prev.plan.cas_num):
-        src = pl.tile(prev.name, r, prev.plan.cas_len - 1, cascade_east)
-        for rr in range(node.plan.cas_num):
-            dst = pl.tile(node.name, rr, r, cascade_east)
-            d = abs(src[0] - dst[0]) + abs(src[1] - dst[1])
-            shared = shared and d <= 1
-            worst = max(worst, d)
-    return None if shared else worst
-
-
-@dataclass(frozen=True)
-class ChainCosts:
-    """The cost annotations of a Dense chain's mapped graph (``passes/emit.lower_chain``), by layer:
-    its kernel stage, and the stages of the link into it (memory-tile write, relay and read, or an
-    AIE1 / direct tile DMA; none when the tiles share the buffer)."""
-
-    plio_in: Cost
-    plio_out: Cost
-    kernel: Mapping[str, Cost]
-    write: Mapping[str, Cost]
-    relay: Mapping[str, Cost]
-    read: Mapping[str, Cost]
-    dma: Mapping[str, Cost]
-
-
-def cost_of(spec: StageSpec) -> Cost:
-    return Cost(spec.name, spec.kind, spec.bound, spec.occupancy_ns, spec.delay_ns, spec.tiles, spec.cycles,
-                spec.macs, spec.peak_macs_per_cycle)
-
-
-def chain_costs(layers: list[Node], device: Device, placement) -> ChainCosts:
-    """Each stage of the chain as copy 0 is placed: the PLIOs broadcast up the first layer's
-    columns / out of the last layer's rows, each layer's cascade rectangle, each link's transfers
-    with the switch hops between the rectangles."""
-    if not layers:
-        raise ValueError("the design has no planned layers")
-    kernel, write, relay, read, dma = {}, {}, {}, {}, {}
-    for i, node in enumerate(layers):
-        kernel[node.name] = cost_of(kernel_stage(node, device)[0])
-        if not i:
-            continue
-        prev = layers[i - 1]
-        rp, rn = placement.rect(prev.name), placement.rect(node.name)
-        if node.plan.link == "memtile":
-            hops_in = abs(rp.column + rp.width - 1 - rn.column) + rp.row + rp.height
-            sts = memtile_stages(prev, node, device, hops_in, rn.row + rn.height, "", "", "")
-            write[node.name], read[node.name] = cost_of(sts[0]), cost_of(sts[-1])
-            if len(sts) == 3:
-                relay[node.name] = cost_of(sts[1])
-        else:
-            hops = _aie1_link_hops(placement, prev, node, not device.generation.cascade_serpentine)
-            if hops is not None:
-                dma[node.name] = cost_of(dma_stage(prev, node, device, hops, "", ""))
-    first, last = layers[0], layers[-1]
-    top = lambda n: placement.rect(n.name).row + placement.rect(n.name).height - 1  # noqa: E731
-    return ChainCosts(cost_of(plio_in_stage(first, device, top(first), None)),
-                      cost_of(plio_out_stage(last, device, top(last), None)), kernel, write, relay, read, dma)
-
-
 def design_pipeline(design) -> Pipeline:
     """The chain's stage graph: the design lowered into its costed mapped graph
-    (``passes/emit.lower_chain`` with :func:`chain_costs`) and built by ``mapped.estimate``.  Both
+    (``passes/emit.lower_chain``, its costs from ``perf/costs.py``) and built by ``mapped.estimate``.  Both
     are built once per planned graph and placement (``mapped/cache.py``): the lowering the project
     was emitted from when there is one (every replica carries copy 0's costs, so the copies merge
     into the same stages), else copy 0 alone (a search's candidate: the others add no stage or edge)."""
@@ -485,13 +390,21 @@ def design_pipeline(design) -> Pipeline:
     return memo(g, "chain:pipeline", (device, pl), build)
 
 
-def memory_tiles_used(design) -> int:
-    layers = design.layers()
-    return sum(
-        memtile_link(prev, node, design.device.memtile_channels).memtiles(design.device)
-        for prev, node in zip(layers, layers[1:], strict=False)
-        if node.plan.link == "memtile"
-    )
+def chain_resources(design) -> tuple[int, int]:
+    """(compute tiles, memory tiles) of every replica, counted on the chain's mapped graph
+    (``mapped.estimate.resources``: its kernels and the lenders whose memory they borrow, the
+    memory tiles of its shared buffers), as the DAG's and the CNN's are: the whole lowering when
+    the project was emitted from one, else copy 0's times the replicas (the copies are identical)."""
+    from ..mapped.cache import peek
+    from ..mapped.estimate import resources
+    from ..passes.emit import lowered_chain
+
+    g, device, pl = design.graph, design.device, design.placement
+    whole = peek(g, "chain:None", (device, pl))
+    if whole is not None:
+        return resources(whole, device)
+    tiles, mem = resources(lowered_chain(g, device, pl, copies=1), device)
+    return tiles * len(pl.replicas), mem * len(pl.replicas)
 
 
 def simulate(design, batches: int | None = None) -> SimResult:

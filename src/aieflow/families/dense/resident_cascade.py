@@ -38,16 +38,21 @@ def acc_tag(t: DenseTypes) -> str:
     return "accfloat" if t.is_float else f"acc{t.acc_bits}"
 
 
+def cascade_role(p: DensePlan, c: int) -> str:
+    """The role of cascade position ``c`` in its row: "single" (a row of one), "first", "middle" or
+    "last"; the kernel class (:func:`tile_role`) and the cycle model (``perf/kernel.py``) follow it."""
+    if p.cas_len == 1:
+        return "single"
+    if c == 0:
+        return "first"
+    return "last" if c == p.cas_len - 1 else "middle"
+
+
 def tile_role(p: DensePlan, c: int, requant: bool = False) -> str:
     """The dense.h kernel class of cascade position ``c``; a requantising layer's storing tiles
     (``requant``: float scales, ops/dense.quantise_affine) hold its multipliers: ``...Rq``."""
-    if p.cas_len == 1:
-        return "DenseSingleRq" if requant else "DenseSingle"
-    if c == 0:
-        return "DenseFirst"
-    if c == p.cas_len - 1:
-        return "DenseLastRq" if requant else "DenseLast"
-    return "DenseMiddle"
+    role = cascade_role(p, c)
+    return f"Dense{role.capitalize()}" + ("Rq" if requant and role in ("single", "last") else "")
 
 
 def is_requant(node: Node) -> bool:
@@ -180,7 +185,8 @@ def lower(node: Node, ident: str, placement, device: Device, *, replica: int = 0
                 (f"aieflow_design::{sym}_w", f"aieflow_design::{sym}_b"), f"kernels/{ident}.cc",
                 at, (p.batch_pad * p.k_slice,) + ((None,) if c else ()),
                 (p.batch_pad * p.n_slice if last else None,), replica,
-                buffer_locations(p, device, at, own_in, own_out and last), cost=cost))
+                buffer_locations(p, device, at, own_in, own_out and last), cost=cost,
+                borrowed=tuple((at[0] + _NEIGHBOUR[b][0], at[1] + _NEIGHBOUR[b][1]) for b in p.borrows)))
     for r in range(p.cas_num):
         for c in range(p.cas_len - 1):
             links.append(Link("cascade", Port(tile_var(ident, r, c, replica), "out", 0),

@@ -1,0 +1,83 @@
+"""The costs a lowering attaches to the mapped graph (``mapped.ir.Cost``, read by the ``estimate``
+pass, ``mapped/estimate.py``): one function per kind of entity, shared by the Dense chain
+(``passes/emit.lower_chain``) and the DAG (``dag/emit.lower``, ``dag/perf.py``), so a Dense kernel, a
+memory-tile link, a direct buffer moved by tile DMA and a PLIO cost the same wherever they occur.
+
+The transfer models are ``perf/movement.py``'s (rates from the device catalog); the kernel model is
+``perf/simulate.kernel_stage`` (``perf/kernel.py``'s cycles).  The switch hops, which only add
+latency (``movement.SWITCH_HOP_CYCLES`` each), follow the array's layout (AM009 / AM020: the
+interface tiles in row 0, the memory-tile rows above them, then the compute rows, counted from 0 in a
+placement): :func:`interface_hops` from a compute row down to the interface tiles (a PLIO),
+:func:`memtile_hops` from a compute row down to the memory tiles (plus the columns between).
+"""
+
+from __future__ import annotations
+
+from ..devices import Device
+from ..ir import Node
+from ..mapped.ir import Cost
+from . import movement as mv
+from .simulate import kernel_stage
+
+
+def interface_hops(device: Device, row: int) -> int:
+    """Switch hops between compute row ``row`` and the interface tiles: through the memory-tile rows."""
+    return device.memory_tile_rows + row + 1
+
+
+def memtile_hops(row: int, columns: int = 0) -> int:
+    """Switch hops between compute row ``row`` and the memory tile in the row below the compute rows,
+    ``columns`` columns to the side."""
+    return abs(columns) + row + 1
+
+
+def transfer(name: str, kind: str, t: mv.Transfer, device: Device) -> Cost:
+    """A transfer stage: busy for the transfer's cycles, its last word its latency later."""
+    return Cost(
+        name,
+        kind,
+        t.bound,
+        mv.cycles_to_ns(t.busy_cycles, device),
+        mv.cycles_to_ns(t.latency_cycles, device),
+        cycles=t.busy_cycles,
+    )
+
+
+def dense_kernel(node: Node, device: Device, name: str | None = None) -> Cost:
+    """A Dense layer's cascade rectangle as one stage (``perf/simulate.kernel_stage``), named after
+    the layer unless ``name`` is given."""
+    s, _ = kernel_stage(node, device)
+    return Cost(
+        name or s.name,
+        "kernel",
+        s.bound,
+        s.occupancy_ns,
+        s.delay_ns,
+        s.tiles,
+        s.cycles,
+        s.macs,
+        s.peak_macs_per_cycle,
+    )
+
+
+def plio(name: str, nbytes: float, device: Device, row: int) -> Cost:
+    """One PLIO (or several in parallel, each ``nbytes``) between the PL and compute row ``row``."""
+    return transfer(
+        name, "plio", mv.plio_transfer(nbytes, device, interface_hops(device, row)), device
+    )
+
+
+def memtile(
+    name: str, bytes_per_port: float, ports: int, device: Device, hops: int, memtiles: int = 1
+) -> Cost:
+    """One side (the writes or the reads) of a memory-tile shared buffer: ``ports`` ports of
+    ``bytes_per_port`` each, in parallel over ``memtiles`` memory tiles' DMA channels."""
+    return transfer(
+        name, "memtile", mv.memtile_transfer(bytes_per_port, ports, device, hops, memtiles), device
+    )
+
+
+def tile_dma(name: str, nbytes: float, device: Device, hops: int) -> Cost:
+    """A buffer moved between compute tiles that share no memory: the producer's tile DMA, the
+    stream (broadcast to the consumers), the consumers' tile DMAs."""
+    return transfer(name, "dma", mv.dma_transfer(nbytes, device, hops), device)
