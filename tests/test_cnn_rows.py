@@ -226,9 +226,12 @@ def test_memory_tile_refusals_name_sizes():
     from aieflow.cnn.rows import rows_plan
 
     d = _compile(TinyUNet(), (32, 32), n=2, device="vek280", mapping="rows")
-    small = dataclasses.replace(d.device, memory_tile_bytes=1500)  # the row buffer is 1,024 B, the skip FIFO 1,280 B
-    with pytest.raises(PlanError, match=r"concat .* row buffer \(1,024 B.*skip FIFOs \(1,280 B\).* 2,304 B, more than its 1,500 B"):
-        rows_plan(small, d.plan.stages, {})
+    # the row buffer is 1,024 B, the skip FIFO 1,280 B: over a 1,500 B memory tile the skip goes to DDR
+    # (e's whole frame, 8 x 32 x 32 int8: tests/test_cnn_rows_ddr.py verifies such a skip on x86)
+    small = rows_plan(dataclasses.replace(d.device, memory_tile_bytes=1500), d.plan.stages, {})
+    assert small.layers[3].stage == "d" and small.layers[3].ddr_bytes == (0, 8 * 32 * 32)
+    with pytest.raises(PlanError, match=r"concat .* row buffer \(1,024 B.*skip FIFOs \(0 B\).* 1,024 B, more than its 1,000 B"):
+        rows_plan(dataclasses.replace(d.device, memory_tile_bytes=1000), d.plan.stages, {})
     with pytest.raises(PlanError, match="'d' reads 2 row streams .* 1 input stream port.* no memory tile"):
         rows_plan(dataclasses.replace(d.device, memory_tile_bytes=0), d.plan.stages, {})
     with pytest.raises(PlanError, match="buffer descriptors"):
