@@ -57,9 +57,9 @@ _BENCH = _benchmark_module()
 TinyUNet, BiResUNet, Classifier = _BENCH.TinyUNet, _BENCH.BiResUNet, _BENCH.Classifier
 
 
-def _compile(model, hw, n=8, device="vck190", **cnn):
+def _compile(model, hw, n=8, device="vck190", precision="int8", **cnn):
     cal = np.random.default_rng(1).standard_normal((n, 3, *hw)).astype(np.float32)
-    return aieflow.compile(model.eval(), device, cal[:1], calibration=cal, config={"precision": "int8", "cnn": cnn})
+    return aieflow.compile(model.eval(), device, cal[:1], calibration=cal, config={"precision": precision, "cnn": cnn})
 
 
 @pytest.fixture(scope="module")
@@ -113,6 +113,18 @@ def test_unet_256_predicts_close_to_pytorch(unet):
 def test_unet_256_verifies_bit_exact(unet):
     v = unet.verify(samples=1)
     assert v.ok and v.mismatches == 0 and v.values == 3 * 256 * 256
+
+
+@needs_cxx
+@pytest.mark.parametrize("device", ["vck190", "vek280"])
+def test_unet_int16_rows_verifies_bit_exact(device):
+    """Issue 25 item 4 in int16: the tiny U-Net at 32 x 32 by rows (AIE1: two stream ports; AIE-ML:
+    the memory-tile concat) bit-exact on x86 against predict."""
+    d = _compile(TinyUNet(), (32, 32), device=device, mapping="rows", precision="int16")
+    assert d.plan.mapping == "rows" and d.plan.stages[0].in_type.width == 16
+    assert d.plan.layers[3].merged == (device == "vek280")
+    v = d.verify(samples=2)
+    assert v.ok and v.mismatches == 0 and v.values == 2 * 3 * 32 * 32
 
 
 def test_512_single_conv_compiles():
