@@ -52,6 +52,7 @@ HEAVY_FIRST = (
     "test_qonnx.py",  # ~200 fast cases and three float-scale x86 builds (the CNN about 2 min on the loaded VM)
     "test_cnn_bf16.py",  # issue 24 item 4: seven x86 builds (classifier, residual, tanh / PReLU, rows), ~3 min serial
     "test_recurrent_bf16.py",  # five x86 builds (row, column, compact; AIE and hybrid aggregation), ~3 min serial
+    "test_qonnx_channels_last.py",  # eight compiles of qonnx-made models, no x86 build: ~40 s serial (loaded VM)
 )
 
 

@@ -13,9 +13,15 @@ transactions before each frame).  Checked here:
   addresses) fails it;
 * the model: the skip's row times through DDR equal a hand calculation (docs/conv.md "Skips in
   DDR") and the host's time per frame is a stage of the design's estimate;
-* what DDR cannot help, refused by name: a skip that is the network input, a skip into a
-  memory-tile row buffer (AIE-ML), a second DDR segment; the check pass refuses more segments than
-  an interface tile's DMA channels; the IR refuses a ``ddr`` link without a segment;
+* AIE-ML (VEK280) and AIE-MLv2 (VEK385), where the skip meets its reader's other part in a
+  memory-tile row buffer: the skip's FIFO over what the memory tile holds beside the row buffer
+  (a catalog VEK280 / VEK385 whose memory tile is shrunk to 8,000 B forces it at 16 x 64: row
+  buffer 2,176 B + FIFO 8,192 B) goes to DDR, the input GMIO into the row buffer's write port;
+  x86 verify bit-exact on VEK280 (the row-address mutation fails it) and on VEK385; the check pass
+  counts its GMIO pair against the catalog's interface DMA channels;
+* what DDR cannot help, refused by name: a skip that is the network input, a
+  second DDR segment; the check pass refuses more segments than an interface tile's DMA channels;
+  the IR refuses a ``ddr`` link without a segment;
 * the XRT host (row writes, each written row's read in a second thread) builds against Debian's XRT
   with warnings as errors (not run: no board).
 """
@@ -179,18 +185,10 @@ def test_ddr_skip_adds_the_round_trip_to_the_latency(ddr):
 
 
 def test_where_ddr_cannot_help_is_refused_by_name(ddr):
-    from aieflow.cnn.rows import rows_plan
-
     with pytest.raises(PlanError) as e:  # the network input: no kernel writes it
         _int8(InputLong(), (8, 1600))
     assert "the skip from the network input into 'c.6'" in str(e.value)
     assert "a DDR segment takes a kernel's output stream" in str(e.value)
-    with pytest.raises(PlanError) as e:  # AIE-ML: the skip meets b.4's row in a memory-tile row buffer
-        d = _int8(LongRes(), (16, 64), device="vek280")
-        rows_plan(dataclasses.replace(d.device, memory_tile_bytes=8000), d.plan.stages, {})
-    assert e.value.layer == "add"
-    assert "lags 8 rows: a FIFO of 8,192 B, more than the 8,000 B" in str(e.value)
-    assert "meets its parts in a memory-tile row buffer" in str(e.value)
     with pytest.raises(PlanError) as e:  # two long skips: one segment per design
         _int8(LongRes(blocks=2), (16, W))
     assert "2 skips need a DDR segment each ('b.0.5', 'b.1.5')" in str(e.value)
@@ -232,3 +230,82 @@ def test_ddr_host_compiles_against_xrt(ddr, tmp_path):
     proj = ddr.save(tmp_path / "p") / "project"
     r = make_host(proj)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+# ------------------------------------------------------------- AIE-ML / v2: into the memory tile
+
+
+def _shrunk(device: str):
+    """The catalog device with its memory tile shrunk to 8,000 B: LongRes at 16 x 64 then needs
+    the row buffer (2 x 17 x 64 = 2,176 B) and the skip's FIFO (8 rows x 16 x 64 = 8,192 B) in it,
+    10,368 B, so the skip goes to DDR (at the catalog's 512 KB that takes a frame too wide for a
+    tile's line buffers, or a lag of over 60 rows)."""
+    from aieflow.devices import get_device
+
+    return dataclasses.replace(get_device(device), memory_tile_bytes=8000)
+
+
+@pytest.fixture(scope="module")
+def ddr_ml():
+    return {dev: _int8(LongRes(), (16, 64), device=_shrunk(dev)) for dev in ("vek280", "vek385")}
+
+
+def _frames_ml():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 3, 16, 64)).astype(np.float32)
+    x[1] = np.where(rng.random((3, 16, 64)) < 0.5, -100.0, 100.0)  # saturating edge values
+    return x
+
+
+def test_aie_ml_skip_over_the_memory_tile_goes_to_ddr_into_the_row_buffer(ddr_ml):
+    from aieflow.cnn.emit_rows import lower
+    from aieflow.mapped.transport import check
+
+    d = ddr_ml["vek280"]
+    last = d.plan.layers[-1]
+    assert last.stage == "b.0.5" and last.parts == ((5, 1), (0, 16)) and last.merge_bytes == 2 * 17 * 64
+    assert last.fifo_words == (0, 0) and last.ddr_bytes == (0, 16 * 16 * 64)  # 16,384 B: d's whole frame of it
+    mg = lower(d.plan)
+    (name, link), = mg.ddr_links()
+    assert link.segment == (16, 16 * 64)
+    assert (link.src.ref(), link.dst.ref()) == ("k_d.out[0]", "cat_b_0_5.in[1]")  # d's one port broadcasts
+    assert not [x for x in mg.links if x.kind == "memtile" and x.dst.ref() == "cat_b_0_5.in[1]"]
+    h = d.files["src/graph.h"]
+    assert "adf::connect<adf::stream>(k_d.out[0], ddr0_w.in[0]);" in h
+    assert "adf::connect(ddr0_r.out[0], cat_b_0_5.in[1]);" in h  # the skip's channels 1 .. 16 of the row
+    assert "adf::repetition_count(cat_b_0_5) = 16;" in h
+    assert "skip in a DDR segment of 16,384 B" in d.summary()
+    # the check pass counts its GMIO pair against the catalog's interface DMA channels
+    check(mg, d.device)
+    g = d.device.generation
+    with pytest.raises(PlanError, match=r"1 DDR segments.*has 0 channels per direction") as e:
+        check(mg, dataclasses.replace(d.device, generation=dataclasses.replace(g, interface_dma_channels=0)))
+    assert e.value.layer == "b.0.5"  # the layer the row buffer feeds
+    # the model: the host's rows feed the row buffer, whose rows leave after both parts' rows
+    e = d.estimate()
+    stages = {p.stage: p for p in e.stages}
+    assert stages["b.0.5 skip"].where == "ddr" and "b.0.5 concat" in stages
+    assert e.interval_s >= stages["b.0.5 skip"].seconds
+    # the catalog's memory tile holds it as a FIFO
+    whole = _int8(LongRes(), (16, 64), device="vek280")
+    assert whole.plan.layers[-1].fifo_words == (0, 8 * 16 * 64 // 4) and not whole.plan.layers[-1].ddr_bytes
+
+
+@needs_cxx
+def test_aie_ml_ddr_skip_verifies_bit_exact_and_row_address_mutation_fails(ddr_ml):
+    d = ddr_ml["vek280"]
+    r = d.verify(_frames_ml())
+    assert r.frames == 2 and r.values == 2 * 16 * 16 * 64 and r.mismatches == 0
+    key, good = "x86/harness.cpp", "g.ddr0_r.gm2aie_nb(ddr0 + r * 1024, 1024);"
+    assert d.files[key].count(good) == 1
+    bad = "g.ddr0_r.gm2aie_nb(ddr0 + ((r + 1) % 16) * 1024, 1024);"  # each row read back from the next row's place
+    mutated = dataclasses.replace(d, files={**d.files, key: d.files[key].replace(good, bad)})
+    assert mutated.verify(_frames_ml()).mismatches > 0
+
+
+@needs_cxx
+def test_aie_mlv2_ddr_skip_verifies_bit_exact(ddr_ml):
+    d = ddr_ml["vek385"]
+    assert d.plan.layers[-1].ddr_bytes == (0, 16 * 16 * 64)
+    r = d.verify(_frames_ml())
+    assert r.frames == 2 and r.values == 2 * 16 * 16 * 64 and r.mismatches == 0

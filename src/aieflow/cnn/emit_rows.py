@@ -101,7 +101,8 @@ def lower(plan: CnnPlan, placement: Placement | None = None) -> MappedGraph:
     all channels (``[W, C, 1]``, W fastest; part k's write tiling at channel offset ``c0_k``), filled
     once per input row (``repetitions`` = the frame's rows), whose read port streams the row, parts
     in channel order, into the reader's one input port; a skip held in DDR (``RowLayer.ddr_bytes``) a
-    ``ddr`` link, one GMIO transfer per row of the producer's frame; the input PLIO ``in0`` to every stage that
+    ``ddr`` link, one GMIO transfer per row of the producer's frame, into the reader's stream port or
+    its row buffer's write port; the input PLIO ``in0`` to every stage that
     reads the network input, the last stage to ``out0``.  Each kernel on its stage's tile of
     ``placement`` (by default :func:`place_rows`)."""
     idents = stage_idents(plan.stages)
@@ -118,20 +119,25 @@ def lower(plan: CnnPlan, placement: Placement | None = None) -> MappedGraph:
                               f"kernels/{ident}.cc", cells[i], (None,) * lay.ins, (None,) * lay.outs_used))
 
         fifo = lay.fifo_words or (0,) * len(lay.parts)
+        ddr = lay.ddr_bytes or (0,) * len(lay.parts)
         if lay.merged:
             (_, h, w), c = s.geometry.in_shape, sum(ch for _, ch in lay.parts)
             buf = f"cat_{ident}"
             dims, c0, writes = (w, c, 1), 0, []
             for j, (p, ch) in enumerate(lay.parts):
                 writes.append(NdTiling(dims, (w, ch, 1), (0, c0, 0)))
-                links.append(Link("memtile", _source(plan, idents, readers, p, i, j), Port(buf, "in", j), fifo_depth=fifo[j]))
+                src = _source(plan, idents, readers, p, i, j)
+                if ddr[j]:  # a skip held in DDR: read back into the row buffer's write port
+                    rows = plan.stages[p].out_shape[1]
+                    links.append(Link("ddr", src, Port(buf, "in", j), segment=(rows, ddr[j] // rows)))
+                else:
+                    links.append(Link("memtile", src, Port(buf, "in", j), fifo_depth=fifo[j]))
                 c0 += ch
             buffers.append(SharedBuffer(buf, ctype(s.in_type), dims, tuple(writes), (NdTiling(dims, dims, (0, 0, 0)),),
                                         f"the input rows of {comment(s.name)}: {len(lay.parts)} parts meet, one row "
                                         f"({c} x {w}) per fill, {h} fills per frame", repetitions=h))
             links.append(Link("memtile", Port(buf, "out", 0), Port(var, "in", 0)))
             continue
-        ddr = lay.ddr_bytes or (0,) * len(lay.parts)
         for j, (p, _) in enumerate(lay.parts):
             src = _source(plan, idents, readers, p, i, j)
             if ddr[j]:  # a skip held in DDR: the producer's whole frame of it, one GMIO transfer per row

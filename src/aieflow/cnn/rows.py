@@ -316,14 +316,15 @@ def _merge_bytes(device: Device, stages: tuple[Stage, ...], s: Stage, parts: tup
     return 2 * sum(ch for _, ch in parts) * width * elem_bytes(s.in_type)
 
 
-def _ddr_skip(device: Device, stages: tuple[Stage, ...], s: Stage, p: int, rows: int, nbytes: int, limit: int,
-              merged: bool) -> int:
+def _ddr_skip(stages: tuple[Stage, ...], s: Stage, p: int, rows: int, nbytes: int, limit: int) -> int:
     """The bytes of the DDR segment that holds the skip from ``p`` into ``s`` whose FIFO (``rows``
     rows, ``nbytes``) is over the ``limit`` that holds one: the producer's whole frame of the part
     (its output GMIO writes it row by row, the reader's input GMIO reads each row back after the
-    host has seen it written).  PlanErrors where DDR cannot help: the skip is the network input (no
-    kernel writes it; the input PLIO feeds both), or the reader's parts meet in a memory-tile row
-    buffer (a GMIO into a memory tile is not mapped)."""
+    host has seen it written, into the reader's stream port or, where the reader's parts meet in a
+    memory-tile row buffer (AIE-ML / v2), into that buffer's write port: the interface DMA's MM2S
+    feeds the memory tile's S2MM channel, UG1603 "AI Engine-ML Memory Tile Access").  A PlanError
+    where DDR cannot help: the skip is the network input (no kernel writes it; the input PLIO
+    feeds both)."""
     label, what = _joined(s)
     src = f"'{stages[p].name}'" if p >= 0 else "the network input"
     head = (f"the skip from {src} into '{s.name}' ({label}) lags {rows} rows: a FIFO of {nbytes:,} B, more than the "
@@ -331,10 +332,6 @@ def _ddr_skip(device: Device, stages: tuple[Stage, ...], s: Stage, p: int, rows:
     if p < 0:
         raise PlanError(f"{head}, and a DDR segment takes a kernel's output stream (the network input reaches "
                         "the array by its PLIO only)", layer=what, hint="a smaller frame or fewer skip channels")
-    if merged:
-        raise PlanError(f"{head}, and '{s.name}' meets its parts in a memory-tile row buffer, which this mapping "
-                        "feeds from kernel streams only (a DDR skip into a memory tile is not mapped)", layer=what,
-                        hint="a smaller frame or fewer skip channels")
     _, h, w = stages[p].out_shape
     return stages[p].out_shape[0] * h * w * elem_bytes(stages[p].out_type)
 
@@ -402,8 +399,11 @@ def rows_plan(device: Device, stages: tuple[Stage, ...], settings: dict) -> CnnP
             t = stages[p].out_type if p >= 0 else stages[0].in_type
             rows = fifo_rows(stages, p, i)
             nbytes = rows * ch * width * elem_bytes(t)
-            if nbytes > fifo_limit:
-                ddr[-1] = _ddr_skip(device, stages, s, p, rows, nbytes, fifo_limit, merge > 0)
+            # the FIFO's room: a tile's memory (AIE1), or what the memory tile holds beside the row
+            # buffer and the FIFOs already in it (AIE-ML / v2, where the parts meet there)
+            room = fifo_limit - (merge + fifo_bytes if merge else 0)
+            if nbytes > room:
+                ddr[-1] = _ddr_skip(stages, s, p, rows, nbytes, room)
                 fifo.append(0)
                 continue
             fifo.append(-(-nbytes // 4))

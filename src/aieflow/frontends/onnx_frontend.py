@@ -32,7 +32,7 @@ from onnx import numpy_helper
 from ..errors import ConfigError, ModelError, UnsupportedOpError
 from ..ir import Graph, ImportedModel, Node, QuantHints, Tensor, frozen_map
 from ..numerics.types import AffineType, FixedType, Rounding, Saturation
-from . import attention, batchnorm, patches, sequence
+from . import attention, batchnorm, patches, qonnx_channels_last, sequence
 from .channels_last import OnnxChannelsLastMixin, permuted_rows
 from .onnx_activation import ACTIVATION_OPS, OnnxActivationMixin, rewrite_patterns
 from .onnx_conv import CONV_OPS, OnnxConvMixin
@@ -151,6 +151,11 @@ def _load(model: str | os.PathLike | onnx.ModelProto) -> tuple[onnx.ModelProto, 
             onnx.checker.check_model(model)
         except Exception as exc:  # noqa: BLE001 - any checker failure is a model error
             raise ModelError(f"cannot read ONNX model '{label}': {_first_line(exc)}") from None
+        if qonnx_channels_last.uses_channels_last(model):  # unwrapped on a copy: the caller's model is not changed
+            copy = onnx.ModelProto()
+            copy.CopyFrom(model)
+            model = copy
+            qonnx_channels_last.unwrap(model)
         return model, label
     if not isinstance(model, str | os.PathLike):
         raise ConfigError(
@@ -176,6 +181,8 @@ def _load(model: str | os.PathLike | onnx.ModelProto) -> tuple[onnx.ModelProto, 
             onnx.checker.check_model(path)
     except Exception as exc:  # noqa: BLE001
         raise ModelError(f"cannot read ONNX model '{path}': {_first_line(exc)}") from None
+    if qonnx_channels_last.uses_channels_last(proto):
+        qonnx_channels_last.unwrap(proto)
     return proto, path
 
 
@@ -293,7 +300,8 @@ def _missing_qonnx_opsets(proto: onnx.ModelProto) -> set[str]:
     """QONNX custom domains the graph uses without an opset import (qonnx's own tools and older
     exporters write such models; the ONNX checker refuses them)."""
     imported = {o.domain for o in proto.opset_import}
-    return {n.domain for n in proto.graph.node if n.domain in QONNX_DOMAINS} - imported
+    custom = (*QONNX_DOMAINS, qonnx_channels_last.DOMAIN)
+    return {n.domain for n in proto.graph.node if n.domain in custom} - imported
 
 
 def _add_qonnx_opsets(proto: onnx.ModelProto) -> None:

@@ -25,10 +25,13 @@ def statements(g: MappedGraph) -> list[Code]:
         for side, sizes in (("in", k.in_sizes), ("out", k.out_sizes)):
             out += [Code(f"adf::dimensions({k.var}.{side}[{i}]) = {{{n}}}") for i, n in enumerate(sizes) if n is not None]
     ddr = {id(link): name for name, link in g.ddr_links()}
+    shared = {b.var for b in g.buffers}
     for n, link in enumerate(g.links):
         if link.kind == "ddr":  # the producer's stream into the output GMIO, the input GMIO into the reader's
+            # stream port, or into a shared buffer's write port (its tiling says where: adf::connect)
+            into = "" if link.dst.owner in shared else "<adf::stream>"
             out.append(Code(f"adf::connect<adf::stream>({link.src.ref()}, {ddr[id(link)]}_w.in[0])"))
-            out.append(Code(f"adf::connect<adf::stream>({ddr[id(link)]}_r.out[0], {link.dst.ref()})"))
+            out.append(Code(f"adf::connect{into}({ddr[id(link)]}_r.out[0], {link.dst.ref()})"))
             continue
         if link.fifo_depth:  # a named net and its FIFO depth (UG1079 "FIFO Depth")
             out.append(Code(f"adf::connect<> net{n}({link.src.ref()}, {link.dst.ref()})"))

@@ -35,9 +35,10 @@ to a memory tile's port: ``adf::connect`` of two buffer ports), a memory-tile sh
 stream port: ``adf::connect<adf::stream>``, ``readincr`` / ``writeincr``; one source port linked to
 several inputs is a stream broadcast; the CNN rows mapping's rows, with a FIFO depth where a skip
 lags), a packet stream into or out of a :class:`PacketSwitch` (``adf::connect<>``), a DDR segment
-between two kernel stream ports (``ddr``: the producer's stream into an ``adf::output_gmio`` that
-writes the segment, an ``adf::input_gmio`` that reads it back into the consumer's stream; the host
-moves it row by row, :attr:`Link.segment`; the rows mapping's skip that does not fit on the array)."""
+from a kernel's stream port (``ddr``: the producer's stream into an ``adf::output_gmio`` that
+writes the segment, an ``adf::input_gmio`` that reads it back into the consumer's stream port or a
+memory-tile shared buffer's write port; the host moves it row by row, :attr:`Link.segment`; the
+rows mapping's skip that does not fit on the array)."""
 
 
 @dataclass(frozen=True)
@@ -207,7 +208,7 @@ class MappedGraph:
 
     def check(self) -> None:
         """Structural invariants (an ``AssertionError`` is an aieflow bug): known link kinds and
-        endpoints (a ``ddr`` link, and only it, with a segment, between two kernels), every port within its owner's ports, no input port fed twice, every kernel,
+        endpoints (a ``ddr`` link, and only it, with a segment, from a kernel to a kernel or a shared buffer), every port within its owner's ports, no input port fed twice, every kernel,
         shared-buffer and switch input fed, packet links exactly those touching a switch, a merge's
         route IDs distinct, tiles distinct; a PL kernel's ports each on a PLIO of the right
         direction (it reads output PLIOs, writes input PLIOs), no PLIO on two PL kernel ports."""
@@ -221,6 +222,7 @@ class MappedGraph:
             ins[p.var], outs[p.var] = (0, 1) if p.direction == "in" else (1, 0)
         switches = {s.var for s in self.switches}
         kernels = {k.var for k in self.kernels}
+        buffers = {b.var for b in self.buffers}
         for s in self.switches:
             assert s.kind in ("merge", "split"), s
             assert len(set(s.ids)) == len(s.ids), f"{s.var}: route IDs {s.ids} repeat"
@@ -234,8 +236,9 @@ class MappedGraph:
             assert 0 <= link.src.index < outs[link.src.owner], link
             assert 0 <= link.dst.index < ins[link.dst.owner], link
             assert (link.kind == "ddr") == (min(link.segment) > 0), f"{link}: a ddr link and only it has a segment"
-            if link.kind == "ddr":  # GMIO on both ends: kernel ports
-                assert link.src.owner in kernels and link.dst.owner in kernels, f"{link}: a DDR segment joins kernels"
+            if link.kind == "ddr":  # GMIO on both ends: a kernel's stream into a kernel or a shared buffer
+                assert link.src.owner in kernels and (link.dst.owner in kernels or link.dst.owner in buffers), \
+                    f"{link}: a DDR segment joins a kernel to a kernel or a shared buffer"
             assert (link.dst.owner, link.dst.index) not in fed, f"{link.dst.ref()} is fed twice"
             fed.add((link.dst.owner, link.dst.index))
         missing = [f"{o}.in[{i}]" for o, n in ins.items() for i in range(n) if (o, i) not in fed]

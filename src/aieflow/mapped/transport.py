@@ -275,9 +275,12 @@ def _check_ddr(mg: MappedGraph, device: Device) -> None:
     have = device.generation.interface_dma_channels
     if len(segments) > have:
         kernels = {k.var: k for k in mg.kernels}
+        reader = segments[have][1].dst.owner
+        if reader not in kernels:  # into a shared buffer: the layer of the kernel it feeds
+            reader = next(x.dst.owner for x in mg.links if x.src.owner == reader)
         raise PlanError(f"the design holds {len(segments)} DDR segments, each an output and an input GMIO; an "
                         f"interface tile's DMA has {have} channels per direction",
-                        layer=kernels[segments[have][1].dst.owner].node, hint="fewer skips through DDR")
+                        layer=kernels[reader].node, hint="fewer skips through DDR")
 
 
 def _check_plios(mg: MappedGraph, device: Device, names: _Names) -> None:

@@ -505,8 +505,9 @@ public:
 // GMIO (UG1079 / UG1603 "input_gmio/output_gmio"): GMIO::malloc / free and wait() are the base
 // class's.  Input GMIO is executed: gm2aie_nb / gm2aie into buffer ports copy the bytes at once (so
 // the data must be in place before the call, as for the real DMA) and the consumers take their
-// windows from them in order; into a kernel's stream port the transaction is recorded and its bytes
-// are read from memory when the kernel takes them (as the DMA reads DDR when it moves the data: a
+// windows from them in order; into a kernel's stream port or a shared buffer's write port the
+// transaction is recorded and its bytes are read from memory when the kernel takes them or the
+// buffer fills (as the DMA reads DDR when it moves the data: a
 // DDR round trip may name bytes the graph writes earlier in the same iteration).  Output GMIO fed by a
 // kernel's output stream is executed: aie2gm_nb / aie2gm record the transaction and the values the
 // kernel writes fill the transactions' memory in order.  wait() has nothing left to wait for: the
@@ -533,9 +534,14 @@ public:
         auto& nl = aieflow_shim::net::netlist::get();
         auto& n = nl.nodes[static_cast<std::size_t>(out[0].node)];
         const auto* p = static_cast<const unsigned char*>(address);
-        bool stream = false;  // into a kernel's stream port (a DDR round trip: read when the kernel takes it)
+        // into a kernel's stream port or a memory tile's write port (a DDR round trip: read when the
+        // kernel takes it, or at the shared buffer's fill)
+        bool stream = false;
         for (const auto& e : nl.edges)
-            stream = stream || (e.src.node == out[0].node && aieflow_shim::net::executor::stream_edge(e));
+            stream = stream || (e.src.node == out[0].node &&
+                                (aieflow_shim::net::executor::stream_edge(e) ||
+                                 nl.nodes[static_cast<std::size_t>(e.dst.node)].kind ==
+                                     aieflow_shim::net::node_kind::shared_buffer));
         if (stream) n.gmio_pending.emplace_back(p, transaction_size);
         else n.gmio_bytes.insert(n.gmio_bytes.end(), p, p + transaction_size);  // windows: copied now
         return return_code::ok;

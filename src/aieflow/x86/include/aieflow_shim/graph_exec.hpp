@@ -23,12 +23,12 @@
 //   * a shared buffer's read port feeding kernel stream ports fills their FIFOs (multicast);
 //   * a shared buffer's write port fed by a kernel's output stream (the memory tile's S2MM DMA)
 //     takes the values its write tiling covers from that stream; a shared buffer with
-//     repetition_count N fills and drains N times per iteration (stream ports only at both ends);
+//     repetition_count N fills and drains N times per iteration (stream ports or input GMIO only);
 //   * a kernel output stream connected to several inputs broadcasts: each gets every value;
 //   * input GMIO: the bytes gm2aie / gm2aie_nb transferred are the port's windows, in order (copied
-//     at the call), or its stream consumer's values (read from memory when the consumer takes them,
-//     as the DMA reads DDR when it moves the data: a transaction may name bytes the graph writes
-//     earlier in the same iteration);
+//     at the call), or its stream consumer's values, or a shared buffer write port's values at
+//     each fill (read from memory when the consumer takes them, as the DMA reads DDR when it moves
+//     the data: a transaction may name bytes the graph writes earlier in the same iteration);
 //   * output GMIO fed by a kernel's output stream: what the kernel wrote goes to the addresses of
 //     the aie2gm / aie2gm_nb transactions, in order, as soon as the kernel has fired.
 //
@@ -511,6 +511,13 @@ public:
             for (auto& x : v) x = q.pop(nullptr);
             return v;
         }
+        if (src.kind == node_kind::gmio && nl.nodes[static_cast<std::size_t>(dst.node)].kind == node_kind::shared_buffer) {
+            // input GMIO into a memory tile's write port (its S2MM channel): the next `want` values
+            // of what gm2aie_nb transferred at each fill, read from memory now (as a stream consumer)
+            auto [it, fresh] = windows_.insert_or_assign(dst, read_gmio<T>(e.src.node, want));
+            (void)fresh;
+            return it->second.template as<T>(where);
+        }
         if (src.kind == node_kind::gmio) {  // input GMIO: the next window of what gm2aie_nb transferred
             auto it = windows_.find(e.src);
             if (it == windows_.end()) {
@@ -654,14 +661,15 @@ public:
         return false;
     }
 
-    // Every input of a shared buffer fed by a kernel stream and every consumer of its outputs a
-    // kernel stream port: what a buffer filled several times per iteration needs.
+    // Every input of a shared buffer fed by a kernel stream or an input GMIO and every consumer of
+    // its outputs a kernel stream port: what a buffer filled several times per iteration needs.
     bool streams_only(int k) const {
         const auto& nl = netlist::get();
-        for (const auto& [dst, e] : incoming_)
-            if (dst.node == k && !(nl.nodes[static_cast<std::size_t>(nl.edges[e].src.node)].kind == node_kind::kernel &&
-                                   stream_source(nl.edges[e].src)))
+        for (const auto& [dst, e] : incoming_) {
+            const auto kind = nl.nodes[static_cast<std::size_t>(nl.edges[e].src.node)].kind;
+            if (dst.node == k && kind != node_kind::gmio && !(kind == node_kind::kernel && stream_source(nl.edges[e].src)))
                 return false;
+        }
         for (const auto& [src, es] : outgoing_)
             if (src.node == k)
                 for (std::size_t e : es)
