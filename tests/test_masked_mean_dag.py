@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import jsonschema
 import numpy as np
 import pytest
 import torch
@@ -16,7 +17,9 @@ from test_masked_mean import F_IN, T, _data, _padding, _pool_a, _pool_b, _refere
 from torch import nn
 
 import aieflow
+from aieflow import design_schema
 from aieflow.dag.perf import masked_mean_cycles
+from aieflow.design import load
 from aieflow.devices import get_device
 
 
@@ -79,7 +82,7 @@ def test_a_kernel_counting_the_dropped_tokens_fails_verify():
     assert not v.ok and v.mismatches > 0, v.verdict()
 
 
-def test_the_kernel_cost_is_the_count_of_its_code():
+def test_the_kernel_cost_is_the_count_of_its_code(tmp_path):
     # per sample: 2 cycles per token for the kept count; the sums: 1 cycle per token and 16 features
     # (vector) or 2 per token and feature (scalar); per feature a 100-cycle divide and 2 for the lane
     assert masked_mean_cycles(2, 12, 16) == 2 * (12 * 2 + 12 * 1 + 16 * (100 + 2))
@@ -96,3 +99,8 @@ def test_the_kernel_cost_is_the_count_of_its_code():
     samples = 16 // rp.parts
     # the kernel call (16 cycles), the body, three ports' lock acquire (3) and release (1)
     assert cycles == pytest.approx(16 + samples * (12 * 2 + 12 + 16 * 102) + 3 * 4)
+    # design.json holds it (the schema, a saved design loads and predicts the same codes)
+    jsonschema.validate(d.to_json(), design_schema.schema())
+    d.save(tmp_path / "d")
+    e = load(tmp_path / "d")
+    assert np.array_equal(e.predict(x, mask=pad, raw=True), d.predict(x, mask=pad, raw=True))
