@@ -28,6 +28,8 @@ HEAVY_FIRST = (
     "test_narrow_types.py",
     "test_cnn_rows.py",
     "test_runtime_masks.py",
+    "test_masked_mean_dag.py",  # four pooled-tagger x86 builds (about 1-2 min each on the loaded 2-core VM)
+    "test_masked_mean_onnx.py",  # eleven ONNX exports (dynamo ~35-50 s each) and two int8 emulations, ~3 min serial
     "test_cnn_rows_float.py",
     "test_cnn_rows_ddr.py",
     "test_activation.py",

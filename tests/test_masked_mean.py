@@ -2,7 +2,7 @@
 the two PyTorch forms import and compute as PyTorch (random paddings, one token kept), the emulated
 codes equal an independent integer reference (int8 / int16, random paddings, one key kept, a fully
 padded sample, ties, extreme codes), predict follows PyTorch, and what is not done is refused by name
-(other forms of the pooling, float precisions, the mapping)."""
+(other forms of the pooling, float precisions, the chain planner, AIE1).  The mapping: test_masked_mean_dag.py."""
 
 from __future__ import annotations
 
@@ -169,12 +169,14 @@ def test_what_is_not_done_is_refused_by_name():
         _refused(lambda model=model, device=device, precision=precision: aieflow.emulate(
                      model, device=device, example_input=x[:1], calibration=(x, pad), config={"precision": precision}),
                  "masked mean pooling 'truediv'", "int8 / int16 only")
-    for model in (m, Tagger(encoder=False).eval()):  # a DAG design, and a chain otherwise
-        _refused(lambda model=model: aieflow.compile(model, device="vek280", example_input=x[:1],
-                                                     calibration=(x, pad), config={"precision": "int8", "batch": 8}),
-                 "'truediv'", "masked mean pooling", "no AI Engine kernel yet")
-    _refused(lambda: aieflow.explore(m, device="vek280", example_input=x[:1], calibration=(x, pad),
-                                     config={"precision": "int8"}), "'truediv'", "no AI Engine kernel yet")
+    # the mapping (test_masked_mean_dag.py): on the DAG path only; the chain planner refuses the layer by name
+    em = aieflow.emulate(Tagger(encoder=False).eval(), device="vek280", example_input=x[:1], calibration=(x, pad),
+                         config={"precision": "int8"})
+    (node,) = [n for n in em.graph.nodes if n.op == "masked_mean"]
+    _refused(lambda: aieflow.ops.registry.family("masked_mean").plan(node, None), "'truediv'", "DAG path only")
+    _refused(lambda: aieflow.compile(Tagger(encoder=False).eval(), device="vck190", example_input=x[:1],
+                                     calibration=(x, pad), config={"precision": "int8", "batch": 8}),
+             "memory tiles", "VCK190")
 
     others = {
         "fill": lambda h, mask: h.masked_fill(mask[..., None], 1.0).sum(1) / (~mask).sum(1, keepdim=True),

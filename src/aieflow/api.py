@@ -45,13 +45,7 @@ def compile(  # noqa: A001 - the public name the issue asks for
 
 def _refuse_runtime_mask(graph) -> None:
     """A run-time key padding mask (the graph's second input) maps on the DAG path only (its own
-    PLIO to the softmax kernels: dag/emit.py); every other kind refuses it by name.  A masked mean pooling
-    (``ops/masked_mean.py``) has no kernel yet: refused by name whatever the kind."""
-    from .ops.masked_mean import MASKED_MEAN
-
-    for node in graph.nodes:
-        if node.op == "masked_mean":
-            MASKED_MEAN.plan(node, None)
+    PLIO to the softmax and masked mean kernels: dag/emit.py); every other kind refuses it by name."""
     if len(graph.inputs) > 1 and not is_dag(graph):
         raise PlanError(f"the model takes a run-time key padding mask ('{graph.inputs[1]}', its second input); "
                         "aieflow maps it on the DAG (attention) path only, and this model is not a DAG design",

@@ -8,7 +8,8 @@ from typing import Any
 from .ir import Graph
 
 CNN_OPS = ("conv2d",)
-DAG_OPS = ("add", "add_const", "layernorm", "transpose", "concat", "slice", "activation", "softmax", "matmul", "patches", "prepend_const")
+DAG_OPS = ("add", "add_const", "layernorm", "transpose", "concat", "slice", "activation", "softmax", "matmul", "patches", "prepend_const",
+           "masked_mean")
 
 
 def is_recurrent(graph: Graph) -> bool:

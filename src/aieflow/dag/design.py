@@ -80,9 +80,10 @@ class DagDesign:
     def quantise_input(self, x: Any) -> np.ndarray:
         return self._emulation.quantise_input(x)
 
-    def trace(self, xq: np.ndarray) -> dict[str, np.ndarray]:
-        """Emulated value (codes) of every tensor."""
-        return self._emulation.trace(xq)
+    def trace(self, xq: np.ndarray, mask: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """Emulated value (codes) of every tensor; ``mask``: a run-time key padding mask's keep bytes
+        (:meth:`quantise_mask`)."""
+        return self._emulation.trace(xq, mask=mask)
 
     @property
     def mask_shape(self) -> tuple[int, ...] | None:

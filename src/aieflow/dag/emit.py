@@ -1,5 +1,5 @@
 """Render a DAG design's Vitis project: kernels (Dense from ``templates/kernels/dense.h``, residual
-Add, LayerNorm, activation and softmax from ``templates/dag/dag_kernels.h``, the last two on
+Add, LayerNorm, activation, softmax, matmul and masked mean from ``templates/dag/dag_kernels.h``, the last two on
 ``templates/kernels/activation_fixed.h``), resident parameters, the ADF graph with
 memory-tile shared buffers and their N-D tilings, PLIO data, x86 harness; the Vitis system around
 the graph (Makefile, PL movers, system.cfg, XRT host, x86 system run) comes from :mod:`aieflow.vitis`.
@@ -8,7 +8,7 @@ PLIO data: one input PLIO writes the graph input into its links' memory tiles, o
 reads the graph output from its memory tile; both carry each iteration's ``batch`` samples
 row-major (``[batch][rows][features]``), 64-bit words per line.  A run-time key padding mask (the
 graph's second input) has its own input PLIO (``PLIO_MASK``: ``[batch][keys]`` keep bytes) into the
-links of the softmaxes that read it.
+links of the softmaxes and masked mean poolings that read it.
 """
 
 from __future__ import annotations
@@ -65,11 +65,12 @@ def _acc_for_add(t) -> str:
 
 # the kernel class of each rows op (templates/dag/dag_kernels.h; bf16: dag_kernels_bf16.h)
 ROWS_CLASS = {"add": "ResidualAdd", "add_const": "ConstAdd", "layernorm": "LayerNorm", "activation": "Activation", "softmax": "Softmax",
-              "matmul": "MatMul"}
+              "matmul": "MatMul", "masked_mean": "MaskedMean"}
 
 
 def _is_bf16(node) -> bool:
-    return node.types is not None and node.types.is_float and node.types.output.name == "bf16"
+    t = node.types
+    return t is not None and getattr(t, "is_float", False) and t.output.name == "bf16"
 
 
 # rows ops whose one kernel class serves integers and bf16 (chosen from the config's types)
@@ -99,14 +100,21 @@ def _bf16_info(node) -> dict:
 
 
 def rows_infos(plan: DagPlan, ids: dict[str, str], device: Device) -> dict[str, list[dict]]:
-    """Each rows kernel's layers.h configuration, by kind: adds, norms, acts, softmaxes."""
-    adds, norms, acts, softmaxes, matmuls, consts = [], [], [], [], [], []
+    """Each rows kernel's layers.h configuration, by kind: adds, norms, acts, softmaxes, matmuls, consts,
+    means."""
+    adds, norms, acts, softmaxes, matmuls, consts, means = [], [], [], [], [], [], []
     for name in plan.compute:
         node = plan.node(name)
         if node.op not in ROWS_CLASS:
             continue
         rp = plan.rows[name]
         t = node.types
+        if node.op == "masked_mean":  # one type (the input's, ops/masked_mean.py); one output row per sample
+            means.append({"name": name, "cfg": f"{ids[name]}_cfg", "samples": rp.rows_per_part, "parts": rp.parts,
+                          "tokens": matrix_shape(plan.graph, node.inputs[0], name)[0], "features": rp.features,
+                          "mp": rp.pitch_in(1, matrix_shape(plan.graph, node.inputs[0], name)[0]),
+                          "ti": t.c_type, "rounding": t.rounding.value, "types_text": str(t)})
+            continue
         rnd, sat = _modes(t.output)
         common = {"name": name, "cfg": f"{ids[name]}_cfg", "rows": rp.rows_per_part, "features": rp.features,
                   "ip": rp.pitch_in(0, rp.features), "op": rp.pitch_out,
@@ -173,7 +181,8 @@ def rows_infos(plan: DagPlan, ids: dict[str, str], device: Device) -> dict[str, 
                               "iexp": t.variant == "integer", "up": iexp_up(t.input.frac),
                               "keep": None if keep is None else [int(v) for v in np.asarray(keep).reshape(-1)],
                               "types_text": f"in {t.input}, out {t.output}"})
-    return {"adds": adds, "norms": norms, "acts": acts, "softmaxes": softmaxes, "matmuls": matmuls, "consts": consts}
+    return {"adds": adds, "norms": norms, "acts": acts, "softmaxes": softmaxes, "matmuls": matmuls, "consts": consts,
+            "means": means}
 
 
 def _transposes(plan: DagPlan, name: str) -> list[dict[str, Any]]:
@@ -242,7 +251,7 @@ def lower(plan: DagPlan, placement: Placement, ids: dict[str, str], headers: lis
         else:
             rp = plan.rows[name]
             cls = rows_class(node)
-            args = {"add": (), "matmul": (),
+            args = {"add": (), "matmul": (), "masked_mean": (),
                     "layernorm": (f"aieflow_design::{ident}_gamma", f"aieflow_design::{ident}_beta")}.get(
                 node.op, (f"aieflow_design::{ident}_table",))
             size = rp.rows_per_part * rp.pitch_out  # rows at their pitch (plan.row_pitches)
@@ -253,6 +262,9 @@ def lower(plan: DagPlan, placement: Placement, ids: dict[str, str], headers: lis
             if node.op == "softmax" and len(node.inputs) > 1:  # the run-time mask: one keep row per sample
                 ins = (rp.rows_per_part * rp.pitch_in(0, rp.features),
                        rp.rows_per_part // rp.per_sample * rp.pitch_in(1, rp.features))  # rows at the mask's pitch
+            if node.op == "masked_mean":  # its samples' [T, E] rows and their mask rows (at the mask's pitch)
+                tokens = matrix_shape(plan.graph, node.inputs[0], name)[0]
+                ins = (rp.rows_per_part * tokens * rp.features, rp.rows_per_part * rp.pitch_in(1, tokens))
             for i in range(rp.parts):
                 kernels.append(Kernel(part_var(ident, i), name, f"aieflow::{cls}<aieflow_design::{ident}_cfg>", args,
                                       f"kernels/{ident}.cc", (rect.column + i, rect.row), ins, (size,),

@@ -258,10 +258,11 @@ def _block_read(g: Geometry, rp: RowsPlan, i: int) -> NdTiling:
 
 def part_rows(plan: DagPlan, name: str, operand: int, i: int, g: Geometry) -> tuple[int, int]:
     """The source rows part ``i`` of rows kernel ``name`` reads of its ``operand``: its own rows, or,
-    for a matmul's B, all rows of the part's samples (of its one sample, for a part inside one)."""
+    for a matmul's B, all rows of the part's samples (of its one sample, for a part inside one); a
+    masked mean (one output row per sample) reads all rows of its samples of both operands."""
     rp = plan.rows[name]
     lo, hi = rp.part_rows(i)
-    if rp.op in ("matmul", "softmax") and operand == 1:  # B, or the run-time mask: the part's samples' rows
+    if (rp.op in ("matmul", "softmax") and operand == 1) or rp.op == "masked_mean":  # B, or the run-time mask: the part's samples' rows
         return lo // rp.per_sample * g.rows, -(-hi // rp.per_sample) * g.rows  # (a part inside one: its sample's)
     return lo, hi
 

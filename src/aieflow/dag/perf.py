@@ -47,7 +47,7 @@ from ..perf.activation import (  # noqa: F401 - cnn/perf.py reads the constants 
 )
 from ..perf.simulate import run_pipeline
 from .links import DagLink
-from .plan import DagPlan, input_tensor, mask_input, mask_pitch, masked, matmul_dims
+from .plan import DagPlan, input_tensor, mask_input, mask_pitch, masked, matmul_dims, matrix_shape
 
 # Residual Add (dag_kernels.h ResidualAdd): per 16 lanes two vector loads (one per load unit,
 # one cycle), two upshifts, one accumulator add and one SRS issued in the vector slots, one
@@ -101,6 +101,28 @@ TRANSPOSE_CYCLES = COPY_CYCLES
 # a scalar byte load, AND and store per key, assumed 2 cycles (as COPY_CYCLES: no published figure isolates
 # it).  The vector rows' keep lanes: perf/activation.py SM_VEC_KEEP_CYCLES.
 MASK_COMBINE_CYCLES = COPY_CYCLES
+# Masked mean pooling (dag_kernels.h MaskedMean), counted from its code, per sample: the kept count (a
+# byte load, a compare and an add per token: MASK_COMBINE_CYCLES); the sums of the kept rows, per 16
+# features and token one vector load and one aie::add into acc32 lanes (one cycle: MEAN_ADD_CYCLES, as
+# MM_MAC_CYCLES; features not in whole 16-lane vectors: a scalar load and add per element, COPY_CYCLES); per
+# feature one exact 32-bit divide by the count and its rounding, then a lane extract and a store.  The AIE-ML
+# / AIE-MLv2 scalar ALU has no divider (AM020 / AM027 "Arithmetic Logic Unit": one-cycle add, subtract,
+# compare and shift; two-cycle multiply), so the compiler's software divide takes about one quotient bit per
+# shift-compare-subtract step: 32 steps of 3 one-cycle operations plus the sign fix and the rounding's
+# compares, MEAN_DIV_CYCLES 100 (an estimate from those figures, no published figure for the routine); the
+# extract and store MEAN_LANE_CYCLES 2.  Every token is costed as kept (the mask is known at run time only).
+MEAN_ADD_CYCLES = 1
+MEAN_DIV_CYCLES = 100
+MEAN_LANE_CYCLES = 2
+
+
+def masked_mean_cycles(samples: int, tokens: int, features: int) -> int:
+    """The MaskedMean kernel body of one part (the constants above)."""
+    if features % 16 == 0:
+        sums = features // 16 * tokens * MEAN_ADD_CYCLES
+    else:
+        sums = features * tokens * COPY_CYCLES
+    return samples * (tokens * MASK_COMBINE_CYCLES + sums + features * (MEAN_DIV_CYCLES + MEAN_LANE_CYCLES))
 
 
 @dataclass(frozen=True)
@@ -153,6 +175,9 @@ def rows_kernel_cycles(plan: DagPlan, name: str, device: Device) -> float:
     ports = 3 if rp.op in ("add", "matmul") or runtime_mask else 2
     if rp.op == "matmul":
         return CALL_CYCLES + matmul_cycles(plan, name) + mv.lock_handoff_cycles(ports)
+    if rp.op == "masked_mean":  # x, the mask, the output
+        tokens = matrix_shape(plan.graph, node.inputs[0], name)[0]
+        return CALL_CYCLES + masked_mean_cycles(rp.rows_per_part, tokens, rp.features) + mv.lock_handoff_cycles(3)
     if rp.op in ("add", "add_const"):  # add_const: the add's vector step, operand B from tile memory
         body = math.ceil(elems / 16) * ADD_CYCLES_PER_VECTOR
     elif rp.op == "activation":

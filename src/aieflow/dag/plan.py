@@ -9,6 +9,9 @@ rows per sample, ``F`` features; a vector sample has ``R = 1``).  Nodes:
   ``parts`` tiles (one kernel each, row-major buffers): an Add or an element-wise activation on the
   fewest parts whose footprint fits a tile, a LayerNorm or softmax (scalar per-row work) on as
   many as the memory tile's channels allow;
+* ``masked_mean`` (mean over the tokens a run-time key padding mask keeps): :class:`RowsPlan` with
+  one output row per sample, whole samples per part, each part reading its samples' ``T`` rows of
+  ``x`` and their mask rows (``dag_kernels.h`` MaskedMean);
 * ``transpose`` (perm (1, 0) of a 2-D sample): no kernel; the read side of the memory-tile link
   walks the producer's buffer transposed (``dag/links.py``), or, for 8- / 16-bit data (the DMAs
   address 32-bit words), an Add / LayerNorm next to it transposes in its memory
@@ -37,8 +40,8 @@ from ..ops.base import PlanContext
 from ..ops.dense import DensePlan, with_out_panel
 from ..ops.registry import family
 
-COMPUTE_OPS = ("dense", "add", "add_const", "layernorm", "activation", "softmax", "matmul")
-ROWS_OPS = ("add", "add_const", "layernorm", "activation", "softmax", "matmul")
+COMPUTE_OPS = ("dense", "add", "add_const", "layernorm", "activation", "softmax", "matmul", "masked_mean")
+ROWS_OPS = ("add", "add_const", "layernorm", "activation", "softmax", "matmul", "masked_mean")
 ALIGN = 32
 
 
@@ -332,6 +335,16 @@ def matmul_memory(node: Node, rows_per_part: int, per_sample: int, k: int, n: in
     return io + _aligned(2 * k * lanes) + gen.stack_bytes + gen.heap_bytes
 
 
+def masked_mean_memory(node: Node, samples: int, tokens: int, features: int, device: Device, mask_pitch: int) -> int:
+    """A masked mean part: ping-pong buffers of its samples' ``[T, E]`` inputs, their mask rows (at the
+    mask's pitch) and their ``[E]`` outputs; stack and heap (the kernel keeps no other state)."""
+    gen = device.generation
+    b = _bytes(node.types)
+    io = (2 * _aligned(samples * tokens * features * b) + 2 * _aligned(samples * mask_pitch)
+          + 2 * _aligned(samples * features * b))
+    return io + gen.stack_bytes + gen.heap_bytes
+
+
 def rows_memory(node: Node, rows_per_part: int, features: int, device: Device, pitch: int = 0) -> int:
     """``pitch``: the row pitch of a softmax's padded buffers (:func:`row_pitches`)."""
     gen = device.generation
@@ -405,7 +418,7 @@ def place_transposes(graph: Graph, compute: list[str], operands: dict[str, tuple
     operands = {k: list(v) for k, v in operands.items()}
     gen = device.generation
     for name in compute:
-        if name not in rows or rows[name].op == "matmul":  # the matmul reads its operands as they are
+        if name not in rows or rows[name].op in ("matmul", "masked_mean"):  # they read their operands as they are
             continue
         rp, node = rows[name], graph.node(name)
         flags = []
@@ -430,7 +443,7 @@ def place_transposes(graph: Graph, compute: list[str], operands: dict[str, tuple
         ops = [out if c is None else operands[c][k] for c, k in rd]
         p = ops[0].producer
         w = _words(graph, tensor)
-        if p not in rows or rows[p].op == "matmul" or w == 1 or not all(o.transposed and o.transpose_at == "dma" and not o.parts for o in ops):
+        if p not in rows or rows[p].op in ("matmul", "masked_mean") or w == 1 or not all(o.transposed and o.transpose_at == "dma" and not o.parts for o in ops):
             continue
         rp = rows[p]
         if not _runs_fit(rp, rp.per_sample, w):
@@ -509,6 +522,25 @@ def output_pitch(graph: Graph, out: Operand, widths: Mapping[str, int]) -> int:
 BF16_ROWS = ("add", "add_const", "layernorm", "activation", "softmax", "matmul")
 
 
+def _check_masked_mean(node: Node, graph: Graph, operands: tuple[Operand, ...]) -> None:
+    """The masked mean kernel reads 8- / 16-bit codes (its input's type, ops/masked_mean.py) of a ``[T, E]``
+    tensor as its producer wrote it, and the mask PLIO's keep rows."""
+    t = node.types
+    if not isinstance(t, FixedType) or t.container_bits not in (8, 16):
+        raise PlanError(f"masked mean pooling '{node.name}' reads {t}; its kernel takes 8- or 16-bit codes",
+                        layer=node.name, hint="use precision int8 or int16")
+    x = operands[0]
+    if x.transposed or x.parts or x.selected or x.sliced:
+        what = ("a transposed view" if x.transposed else "a concat" if x.parts else "one row" if x.selected
+                else "a feature slice")
+        raise PlanError(f"masked mean pooling '{node.name}' reads {what} of '{x.tensor}'; its kernel reads a "
+                        "[tokens, features] tensor as its producer wrote it", layer=node.name,
+                        hint="pool the tensor itself, or use aieflow.emulate(model, ...)")
+    if matrix_shape(graph, x.tensor, node.name)[0] != matrix_shape(graph, operands[1].tensor, node.name)[1]:
+        raise PlanError(f"masked mean pooling '{node.name}': '{x.tensor}' has not one row per key of the mask",
+                        layer=node.name, hint="please report this as a bug")  # pragma: no cover - the frontends'
+
+
 def _check_row_types(node: Node, device: Device) -> None:
     t = node.types
     ports = (t.a, t.b, t.output) if node.op in ("add", "matmul") else (t.input, t.output)
@@ -549,7 +581,11 @@ def _plan_rows(node: Node, graph: Graph, batch: int, device: Device,
     """``writers``: how many layers write the buffer this one's output lands in (the inputs of a
     feature concat that reads it, e.g. attention heads): together their parts share the memory
     tile's channels.  ``in_pitch`` / ``out_pitch``: padded row pitches (:func:`row_pitches`)."""
-    _check_row_types(node, device)
+    if node.op == "masked_mean":
+        _check_masked_mean(node, graph, operands)
+        tokens = matrix_shape(graph, node.inputs[0], node.name)[0]
+    else:
+        _check_row_types(node, device)
     if node.op == "matmul":
         _check_matmul_operands(node, operands)
         m, k, n = matmul_dims(graph, node, operands)
@@ -578,8 +614,13 @@ def _plan_rows(node: Node, graph: Graph, batch: int, device: Device,
         if node.op == "add_const" and rp % r:
             continue  # the constant's row r % r of a part: whole samples per part
         kp = in_pitch[0] if in_pitch else 0
-        mem = (matmul_memory(node, rp, r, k, n, device, kp, out_pitch) if node.op == "matmul"
-               else rows_memory(node, rp, f, device, out_pitch))
+        if node.op == "matmul":
+            mem = matmul_memory(node, rp, r, k, n, device, kp, out_pitch)
+        elif node.op == "masked_mean":  # one row per sample: rp samples, their T rows and mask rows
+            mp = in_pitch[1] if len(in_pitch) > 1 and in_pitch[1] else tokens
+            mem = masked_mean_memory(node, rp, tokens, f, device, mp)
+        else:
+            mem = rows_memory(node, rp, f, device, out_pitch)
         if node.op == "softmax" and len(node.inputs) > 1:  # the run-time mask: its samples' rows, ping-pong, + a row
             mp = in_pitch[1] if len(in_pitch) > 1 and in_pitch[1] else f  # rows padded to whole words (mask_pitch)
             mem += 2 * _aligned(rp // r * mp) + _aligned(f)
@@ -590,6 +631,7 @@ def _plan_rows(node: Node, graph: Graph, batch: int, device: Device,
             # heaviest of the rows kernels)
             if node.op in ("add", "add_const", "activation"):
                 break
+            # masked mean: as many parts as allowed too (T x E additions per output row)
             # matmul: as many parts as allowed (its work per row is K x N multiply-adds)
     if best is None and node.op == "matmul":
         most = max((q for q in range(1, min(rows, max(1, channels // writers)) + 1)
@@ -601,6 +643,11 @@ def _plan_rows(node: Node, graph: Graph, batch: int, device: Device,
             f"one sample's matmul ({m} x {k} by {k} x {n}) needs {matmul_memory(node, r, r, k, n, device)} bytes on "
             f"a tile{run}; a tile has {gen.data_memory_bytes}", layer=node.name,
             hint="use fewer tokens or narrower heads (more heads), or aieflow.emulate(model, ...)")
+    if best is None and node.op == "masked_mean":
+        raise PlanError(
+            f"one sample's masked mean pooling ({tokens} tokens x {f} features) needs "
+            f"{masked_mean_memory(node, 1, tokens, f, device, tokens)} bytes on a tile; a tile has "
+            f"{gen.data_memory_bytes}", layer=node.name, hint="use fewer tokens, or aieflow.emulate(model, ...)")
     if best is None:
         rp = rows // min(rows, channels)
         raise PlanError(
@@ -666,8 +713,8 @@ def plan_dag(graph: Graph, device: Device, config: Config) -> DagPlan:
             nodes.append(node)
             continue
         if node.op not in COMPUTE_OPS:
-            if node.op in ("prepend_const", "masked_mean"):
-                fam.plan(node, None)  # its own refusal: where a class token maps / masked mean pooling
+            if node.op == "prepend_const":
+                fam.plan(node, None)  # its own refusal: where a class token maps
             if fam.is_view:
                 raise PlanError(f"{node.op} views are not mapped by the DAG path (Transpose (1, 0), feature Concat "
                                 "and Slice are)",

@@ -32,7 +32,7 @@ from onnx import numpy_helper
 from ..errors import ConfigError, ModelError, UnsupportedOpError
 from ..ir import Graph, ImportedModel, Node, QuantHints, Tensor, frozen_map
 from ..numerics.types import AffineType, FixedType, Rounding, Saturation
-from . import attention, batchnorm, patches, qonnx_channels_last, sequence
+from . import attention, batchnorm, onnx_masked_mean, patches, qonnx_channels_last, sequence
 from .channels_last import OnnxChannelsLastMixin, permuted_rows
 from .onnx_activation import ACTIVATION_OPS, OnnxActivationMixin, rewrite_patterns
 from .onnx_conv import CONV_OPS, OnnxConvMixin
@@ -950,6 +950,19 @@ class _OnnxImporter(OnnxMaskMixin, OnnxRecurrentMixin, OnnxConvMixin, OnnxActiva
             )
         )
 
+    def _masked_mean(self, mm, node: onnx.NodeProto, name: str) -> None:
+        """A masked mean pooling over the tokens (``onnx_masked_mean.py``): one ``masked_mean`` node reading
+        the pooled tensor and the run-time mask, as the torch import's."""
+        x = self._data_input(mm.x, name, "masked mean pooling")
+        shape, tk = self.shapes[x], self.shapes[self.mask_input]
+        if len(shape) != 2 or (shape[0],) != tuple(tk):
+            raise UnsupportedOpError(f"node '{name}' (Div) pools a tensor of per-sample shape {shape} with the mask "
+                                     f"'{self.mask_input}' of {tuple(tk)}; aieflow pools [T, E] tokens with a "
+                                     "[batch, T] mask over the same tokens")
+        y = node.output[0]
+        self.shapes[y] = (int(shape[1]),)
+        self.nodes.append(Node(name=name, op="masked_mean", inputs=(x, self.mask_input), outputs=(y,)))
+
     def _split_const_operand(self, node: onnx.NodeProto, name: str) -> tuple[str, _Const]:
         """For a binary op with one constant and one activation operand: (activation, constant)."""
         a, b = node.input[0], node.input[1]
@@ -1796,12 +1809,19 @@ class _OnnxImporter(OnnxMaskMixin, OnnxRecurrentMixin, OnnxConvMixin, OnnxActiva
                     "the model from PyTorch, or replace the loop by an ONNX GRU node (linear_before_reset=1 for "
                     "Keras' default reset_after=True) holding the layer's weights",
                 )
+        pools = onnx_masked_mean.find(self, [i for i in todo if i in live and i not in shape_only])
+        pooled = {k for mm in pools.values() for k in mm.nodes}
         try:
             for i in todo:
                 if i not in live or i in shape_only:
                     continue
                 node = self.g.node[i]
                 name = self._names[i]
+                if i in pools:  # a masked mean pooling over the tokens (onnx_masked_mean.py), at its Div
+                    self._masked_mean(pools[i], node, name)
+                    continue
+                if i in pooled:
+                    continue
                 self._fold_shape_inputs(node, name, shape_only)
                 if self.reads_mask(node):  # the run-time key padding mask (onnx_mask.py)
                     self.mask_node(node, name)
@@ -1838,8 +1858,8 @@ class _OnnxImporter(OnnxMaskMixin, OnnxRecurrentMixin, OnnxConvMixin, OnnxActiva
         if self.mask_input is not None and not any(self.mask_input in n.inputs for n in nodes):
             raise UnsupportedOpError(
                 f"the model's second graph input '{self.mask_input}' is not read as a key padding mask by any "
-                "Softmax; aieflow takes a second input only as that", hint="see docs/attention.md, 'Run-time key "
-                "padding masks'")
+                "Softmax or masked mean pooling; aieflow takes a second input only as that", hint="see "
+                "docs/attention.md, 'Run-time key padding masks'")
         graph = Graph(
             nodes=tuple(nodes),
             tensors=tensors,

@@ -28,7 +28,8 @@ _F32_LOWEST = float(np.finfo(np.float32).min)
 MASK_OPS = ("Cast", "Where", "Reshape", "Expand", "Unsqueeze", "Transpose", "Identity", "Add")
 _WHAT = ("aieflow maps a run-time mask (a second graph input) only as a key padding mask added to the attention "
          "scores right before a Softmax, as the exporters write nn.MultiheadAttention's key_padding_mask and an "
-         "encoder layer's src_key_padding_mask")
+         "encoder layer's src_key_padding_mask, or in a masked mean pooling over the tokens "
+         "((x * keep[..., None]).sum(1) / keep.sum(1, keepdim=True) with keep = ~mask, or its masked_fill form)")
 _HINT = "export forward(x, mask) with mask a boolean [batch, tokens] key padding mask; see docs/attention.md"
 
 

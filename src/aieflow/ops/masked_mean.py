@@ -16,7 +16,9 @@ everywhere, as the masked softmax's fully masked row; PyTorch gives NaN (0 / 0) 
 Float (calibration, ``float_forward``): ``sum(x keep) / k`` in float64, 0 where ``k = 0``.  Float
 precisions (fp32, bf16) are refused by name: the layer is emulated in int8 / int16 only.
 
-Mapping: none yet; :func:`plan` (and the DAG path, ``dag/plan.py``) refuse the layer by name.
+Mapping: the DAG path (``dag/plan.py``, a rows kernel with one output row per sample: ``dag_kernels.h``
+MaskedMean, the run-time mask read from its own PLIO as the padded softmax reads it); :func:`plan`, the
+chain planner's, refuses it by name (a model with a run-time mask is always a DAG design: ``kinds.DAG_OPS``).
 """
 
 from __future__ import annotations
@@ -30,8 +32,8 @@ from ..numerics.types import FixedType
 from .activation import MASK_TYPE
 from .base import QuantContext, one_type_family
 
-NOT_MAPPED = ("masked mean pooling (a mean over the tokens kept by the run-time key padding mask) is emulated "
-              "(aieflow.emulate, predict) but has no AI Engine kernel yet")
+NOT_MAPPED = ("masked mean pooling (a mean over the tokens kept by the run-time key padding mask) maps on the DAG "
+              "path only (a MaskedMean kernel reading the mask PLIO), not in a chain of Dense layers")
 
 
 def _keep(mask: np.ndarray, n: int, t: int) -> np.ndarray:
@@ -68,8 +70,7 @@ def quantise(node: Node, ctx: QuantContext) -> Node:
 
 def plan(node: Node, ctx) -> None:
     raise PlanError(NOT_MAPPED, layer=node.name,
-                    hint="use aieflow.emulate(model, ...) for bit-exact predictions of this model, or pool "
-                    "without the mask (x.mean(dim=1)) or with a class token to compile it")
+                    hint="compile the model with aieflow.compile (it takes the DAG path), or use aieflow.emulate")
 
 
 MASKED_MEAN = one_type_family("masked_mean", float_forward, emulate, quantise=quantise, plan=plan)

@@ -11,6 +11,8 @@
 //                lanes (row_recip.h), then per row z = round_even(D inv / 2^s), y = srs(z gamma + beta, SHIFT).
 //   Activation, Softmax: ops/activation.py's table / interpolation and softmax: vector forms (aie::parallel_lookup,
 //                vector interpolation and softmax rows) where the config says so, else activation_fixed.h.
+//   MaskedMean:  y = round(sum of the kept tokens' codes / their count) per sample (ops/masked_mean.py), 0 where
+//                the run-time mask keeps none.
 //   MatMul:      y = srs(sum_k a_ik b_kj, SHIFT) per sample (ops/matmul.py): exact products summed in 64-bit
 //                accumulator lanes, one SRS with the output's rounding / saturation (bf16: the same loop in
 //                accfloat lanes, one rounding to bf16; the same class, TO = bfloat16).
@@ -774,6 +776,82 @@ public:
         }
     }
     static void registerKernelClass() { REGISTER_FUNCTION(MatMul::run); }
+};
+
+// ---------------------------------------------------------------------------- MaskedMean
+// Config (generated in layers.h):
+//   struct mean_cfg { using TI; static constexpr unsigned S, T, N, MP; static constexpr aie::rounding_mode RND; };
+// Masked mean pooling over tokens (aieflow ops/masked_mean.py), S samples per part: x [S][T][N] (row-major,
+// the input's codes), the run-time key padding mask [S][MP] (one keep byte per token, 1 = kept; rows MP >= T
+// bytes apart, the padding not read), y [S][N] in the input's type.  Per sample: k, the number of nonzero
+// keep bytes; per feature the exact sum of the kept tokens' codes (16 lanes of an acc32 accumulator, aie::add
+// of each kept row in increasing t: |sum| <= T 2^15 < 2^31) and y = round(sum / k), the exact quotient rounded
+// once by RND (mean_round_divide); a sample keeping no token gives 0 everywhere, as the emulation.
+// Features in whole 16-lane vectors (N % 16 == 0) take the vector sums, others a scalar loop.
+inline std::int32_t mean_round_divide(std::int32_t num, std::int32_t den, aie::rounding_mode mode) {
+    std::int32_t q = num / den;  // 32-bit: |num| <= T 2^15 < 2^31, 0 < den <= T
+    std::int32_t r = num - q * den;
+    if (r < 0) {  // C++ truncates toward zero: q the floor, r in [0, den)
+        q -= 1;
+        r += den;
+    }
+    const bool inexact = r != 0, above = 2 * r > den, tie = 2 * r == den;
+    bool up = false;
+    switch (mode) {
+        case aie::rounding_mode::floor: up = false; break;
+        case aie::rounding_mode::ceil: up = inexact; break;
+        case aie::rounding_mode::symmetric_floor: up = inexact && q < 0; break;
+        case aie::rounding_mode::symmetric_ceil: up = inexact && q >= 0; break;
+        case aie::rounding_mode::positive_inf: up = above || tie; break;
+        case aie::rounding_mode::negative_inf: up = above; break;
+        case aie::rounding_mode::symmetric_inf: up = above || (tie && q >= 0); break;
+        case aie::rounding_mode::symmetric_zero: up = above || (tie && q < 0); break;
+        case aie::rounding_mode::conv_even: up = above || (tie && (q & 1) != 0); break;
+        default: up = above || (tie && (q & 1) == 0); break;  // conv_odd
+    }
+    return q + (up ? 1 : 0);
+}
+
+template <class C>
+class MaskedMean {
+    using TI = typename C::TI;
+    static constexpr unsigned L = 16;
+    static constexpr bool VEC = C::N % L == 0;  // rows of whole 16-lane vectors (16-element aligned loads)
+    static_assert(C::T < 65536, "the sums stay in 32 bits: T 2^15 < 2^31");
+
+public:
+    void run(adf::input_buffer<TI>& __restrict in, adf::input_buffer<uint8>& __restrict mask,
+             adf::output_buffer<TI>& __restrict out) {
+        const TI* __restrict x = in.data();
+        const uint8* __restrict m = mask.data();
+        TI* __restrict y = out.data();
+        for (unsigned s = 0; s < C::S; ++s, x += C::T * C::N, m += C::MP, y += C::N) {
+            std::int32_t k = 0;
+            for (unsigned t = 0; t < C::T; ++t) k += m[t] != 0 ? 1 : 0;
+            if (k == 0) {
+                for (unsigned j = 0; j < C::N; ++j) y[j] = TI(0);
+                continue;
+            }
+            if constexpr (VEC) {
+                for (unsigned j = 0; j < C::N; j += L) {
+                    aie::accum<acc32, L> acc = aie::zeros<acc32, L>();
+                    for (unsigned t = 0; t < C::T; ++t)
+                        if (m[t] != 0) acc = aie::add(acc, aie::load_v<L>(x + t * C::N + j));
+                    const aie::vector<int32, L> sum = acc.template to_vector<int32>(0);
+                    for (unsigned q = 0; q < L; ++q)
+                        y[j + q] = static_cast<TI>(mean_round_divide(sum.get(q), k, C::RND));
+                }
+            } else {
+                for (unsigned j = 0; j < C::N; ++j) {
+                    std::int32_t sum = 0;
+                    for (unsigned t = 0; t < C::T; ++t)
+                        if (m[t] != 0) sum += x[t * C::N + j];
+                    y[j] = static_cast<TI>(mean_round_divide(sum, k, C::RND));
+                }
+            }
+        }
+    }
+    static void registerKernelClass() { REGISTER_FUNCTION(MaskedMean::run); }
 };
 
 }  // namespace aieflow
