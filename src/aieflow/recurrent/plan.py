@@ -485,18 +485,58 @@ def grid_gate_cycles(node: Node, dims: RecurrentDims, device: Device) -> tuple[t
 def compact_conflicts(options: RecurrentOptions) -> list[str]:
     """The options a compact mapping cannot honour (it has no row kernels, chains, merges or PL
     aggregation), by name; empty when ``distribution: compact`` can map with them."""
+    return _one_kind_conflicts(options, COMPACT, "the compact tile computes W x itself",
+                               "the compact tile applies the gates itself")
+
+
+def _one_kind_conflicts(options: RecurrentOptions, kind: str, input_why: str, aggregation_why: str = "") -> list[str]:
+    """The spread mappings' options set in ``options``, by name: what a compact or grid mapping
+    (``kind``, which has no row kernels, chains of columns, merges to size or PL aggregation)
+    cannot honour.  ``input_why`` / ``aggregation_why``: why, for those two keys."""
     out = []
-    if options.input_distribution not in (None, COMPACT):
-        out.append(f"input_distribution {options.input_distribution} (the compact tile computes W x itself)")
-    if options.aggregation is not None:
-        out.append(f"aggregation {options.aggregation} (the compact tile applies the gates itself)")
-    for key in ("cas_len", "input_cas_len", "merge_fanin", "streams_per_interface_tile", "row_reuse_max",
+    if options.input_distribution not in (None, kind):
+        out.append(f"input_distribution {options.input_distribution} ({input_why})")
+    for key in ("aggregation", "cas_len", "input_cas_len", "merge_fanin", "streams_per_interface_tile", "row_reuse_max",
                 "input_row_reuse_max"):
         if getattr(options, key) is not None:
-            out.append(f"{key} {getattr(options, key)}")
+            why = f" ({aggregation_why})" if key == "aggregation" and aggregation_why else ""
+            out.append(f"{key} {getattr(options, key)}{why}")
     for key in ("row_reuse", "input_row_reuse"):
         if getattr(options, key) != 1:
             out.append(f"{key} {getattr(options, key)}")
+    return out
+
+
+def _name(dims: RecurrentDims) -> str:
+    return f"{dims.cell.upper()} {dims.n_in}->{dims.n_h}"
+
+
+def _refuse_conflicts(dims: RecurrentDims, kind: str, conflicts: list[str], hint: str) -> None:
+    """``distribution: compact`` / ``grid`` (``kind``) asked with options it cannot honour: a
+    PlanError naming them (``conflicts``)."""
+    if conflicts:
+        raise PlanError(f"distribution {kind} for {_name(dims)} cannot honour: {'; '.join(conflicts)}", hint=hint)
+
+
+def _refuse_limits(mapping: RecurrentMapping, device: Device, hint: str) -> RecurrentMapping:
+    """The compact / grid mapping the config asked for, or a PlanError naming the limits it exceeds."""
+    bad = violations(mapping, device)
+    if bad:
+        raise PlanError(f"distribution {mapping.aggregation} does not map {_name(mapping.dims)} on {device.board}: "
+                        f"{'; '.join(bad)}", hint=hint)
+    return mapping
+
+
+def _tile_limits(mapping: RecurrentMapping, device: Device, what: str) -> list[str]:
+    """The limits a compact / grid mapping shares with every mapping: compute tiles, array columns,
+    and no Conv1d front end before it (``what``: the layer's kind, as error text)."""
+    out = []
+    if mapping.tiles > device.compute_tiles:
+        out.append(f"{mapping.tiles} tiles > {device.compute_tiles}")
+    if mapping.columns > device.columns:
+        out.append(f"{mapping.columns} columns > {device.columns}")
+    if mapping.dims.front:
+        out.append(f"a Conv1d front end before a {what} layer is not generated")
     return out
 
 
@@ -515,17 +555,11 @@ def build_compact(dims: RecurrentDims, device: Device, options: RecurrentOptions
 
 def _compact_violations(mapping: RecurrentMapping, device: Device) -> list[str]:
     dims, gen = mapping.dims, device.generation
-    out = []
-    if mapping.tiles > device.compute_tiles:
-        out.append(f"{mapping.tiles} tiles > {device.compute_tiles}")
-    if mapping.columns > device.columns:
-        out.append(f"{mapping.columns} columns > {device.columns}")
+    out = _tile_limits(mapping, device, "compact")
     need = compact_bytes(dims, device)
     if need > gen.data_memory_bytes:
         out.append(f"the compact cell needs {need} B > {gen.data_memory_bytes} B of one tile's memory (a short cascade "
                    "of compact tiles is not generated)")
-    if dims.front:
-        out.append("a Conv1d front end before a compact layer is not generated")
     for i, f in enumerate(dims.front):
         need = front_kernel_bytes(f)
         if need > gen.data_memory_bytes:
@@ -788,17 +822,9 @@ def plan_recurrent(node_or_dims: Node | RecurrentDims, device: Device | str, opt
 
 def plan_compact(dims: RecurrentDims, device: Device, options: RecurrentOptions) -> RecurrentMapping:
     """``distribution: compact``: the compact mapping, or a PlanError naming what stops it."""
-    name = f"{dims.cell.upper()} {dims.n_in}->{dims.n_h}"
-    bad = compact_conflicts(options)
-    if bad:
-        raise PlanError(f"distribution compact for {name} cannot honour: {'; '.join(bad)}",
-                        hint="remove those mapping keys, or use distribution row / column")
-    mapping = build_compact(dims, device, options)
-    bad = violations(mapping, device)
-    if bad:
-        raise PlanError(f"distribution compact does not map {name} on {device.board}: {'; '.join(bad)}",
-                        hint="use distribution row or column (the spread mappings), or smaller layers")
-    return mapping
+    _refuse_conflicts(dims, COMPACT, compact_conflicts(options), "remove those mapping keys, or use distribution row / column")
+    return _refuse_limits(build_compact(dims, device, options), device,
+                          "use distribution row or column (the spread mappings), or smaller layers")
 
 
 def published_options(dims: RecurrentDims, options: RecurrentOptions) -> RecurrentOptions:
@@ -826,17 +852,7 @@ def _fixed_reuse(options: RecurrentOptions) -> str:
 def grid_conflicts(options: RecurrentOptions) -> list[str]:
     """The options a grid mapping cannot honour, by name (it has no row kernels, chains of columns,
     PL aggregation or fan-in to set: its one merge joins the R chains)."""
-    out = []
-    if options.input_distribution not in (None, GRID):
-        out.append(f"input_distribution {options.input_distribution} (the grid's W x partners are part of it)")
-    for key in ("aggregation", "cas_len", "input_cas_len", "merge_fanin", "streams_per_interface_tile", "row_reuse_max",
-                "input_row_reuse_max"):
-        if getattr(options, key) is not None:
-            out.append(f"{key} {getattr(options, key)}")
-    for key in ("row_reuse", "input_row_reuse"):
-        if getattr(options, key) != 1:
-            out.append(f"{key} {getattr(options, key)}")
-    return out
+    return _one_kind_conflicts(options, GRID, "the grid's W x partners are part of it")
 
 
 def grid_units(n_h: int, chains: int) -> int:
@@ -884,11 +900,7 @@ def grid_bytes(mapping: RecurrentMapping, device: Device) -> int:
 
 def _grid_violations(mapping: RecurrentMapping, device: Device) -> list[str]:
     dims, gen = mapping.dims, device.generation
-    out = []
-    if mapping.tiles > device.compute_tiles:
-        out.append(f"{mapping.tiles} tiles > {device.compute_tiles}")
-    if mapping.columns > device.columns:
-        out.append(f"{mapping.columns} columns > {device.columns}")
+    out = _tile_limits(mapping, device, "grid")
     if mapping.u_fanin > gen.pktmerge_max_inputs:
         out.append(f"{mapping.u_fanin} chains > {gen.pktmerge_max_inputs} inputs of the h pktmerge")
     if not dims.fixed:
@@ -898,8 +910,6 @@ def _grid_violations(mapping: RecurrentMapping, device: Device) -> list[str]:
     need = grid_bytes(mapping, device)
     if need > gen.data_memory_bytes:
         out.append(f"a gate tile needs {need} B > {gen.data_memory_bytes} B of tile memory")
-    if dims.front:
-        out.append("a Conv1d front end before a grid layer is not generated")
     return out
 
 
@@ -925,20 +935,14 @@ def grid_candidates(dims: RecurrentDims, device: Device, options: RecurrentOptio
 
 def plan_grid(dims: RecurrentDims, device: Device, options: RecurrentOptions, node: Node | None = None) -> RecurrentMapping:
     """``distribution: grid`` (``chains: R``): the grid mapping, or a PlanError naming what stops it."""
-    name = f"{dims.cell.upper()} {dims.n_in}->{dims.n_h}"
-    bad = grid_conflicts(options)
-    if bad:
-        raise PlanError(f"distribution grid for {name} cannot honour: {'; '.join(bad)}",
-                        hint="remove those mapping keys (a grid takes chains and plio_bits), or use distribution row / column")
+    name = _name(dims)
+    _refuse_conflicts(dims, GRID, grid_conflicts(options),
+                      "remove those mapping keys (a grid takes chains and plio_bits), or use distribution row / column")
     if options.chains is None:
         raise PlanError(f"distribution grid for {name}: give chains (2..{dims.n_h} chains of hidden units)",
                         hint="add chains: R to the layer's mapping, or use target: latency to search it")
     if not 2 <= options.chains <= dims.n_h:
         raise PlanError(f"distribution grid for {name}: chains {options.chains} is not in 2..{dims.n_h} (the hidden units)",
                         hint=f"use chains 2..{dims.n_h} (1 chain is the compact tile: distribution compact)")
-    mapping = build_grid(dims, device, options.chains, options, node)
-    bad = violations(mapping, device)
-    if bad:
-        raise PlanError(f"distribution grid does not map {name} on {device.board}: {'; '.join(bad)}",
-                        hint="use distribution compact, row or column, or fewer chains")
-    return mapping
+    return _refuse_limits(build_grid(dims, device, options.chains, options, node), device,
+                          "use distribution compact, row or column, or fewer chains")

@@ -29,6 +29,35 @@
 #include "rnn_collect.h"  // rnn::to_word / from_word
 #include "rnn_compact.h"  // CompactProduct, rnnv
 
+// The chains' h packets on a tile's packet input, one per chain per step (its real units), in any order:
+// the source from the packet ID (as getPacketid gives it for each input of the merge).
+template <class C>
+class GridPackets {
+    int idmap_[32];
+    bool mapped_ = false;
+
+public:
+    static int units_of(int chain) { return C::NH - chain * C::UNITS < C::UNITS ? C::NH - chain * C::UNITS : C::UNITS; }
+
+    GridPackets() {
+        for (int i = 0; i < 32; ++i) idmap_[i] = -1;
+    }
+
+    // Every chain's packet of one step: store(unit, word) for each unit it carries.
+    template <class F>
+    void read(input_pktstream* in, F store) {
+        if (!mapped_) {
+            for (int r = 0; r < C::CHAINS; ++r) idmap_[getPacketid(in, r) & 31] = r;
+            mapped_ = true;
+        }
+        for (int p = 0; p < C::CHAINS; ++p) {
+            const int src = idmap_[readincr(in) & 31];
+            const int n = src >= 0 ? units_of(src) : 0;
+            for (int j = 0; j < n; ++j) store(src * C::UNITS + j, readincr(in));
+        }
+    }
+};
+
 // gx of a chain on the cascade: C::GP int32 codes, C::CASC_LANES per cascade word (accumulator lanes hold
 // int32 codes exactly).
 template <class C>
@@ -44,16 +73,13 @@ class GridInput {
 
 public:
     GridInput(const std::vector<typename WP::W>& ww, const std::vector<X>& bw) : w_(ww, bw) {
-        for (int i = 0; i < C::NX; ++i) xv_[i] = WV(0);
-        for (int i = 0; i < C::GP; ++i) gx_[i] = X(0);
+        rnnv::zero(xv_, C::NX);
+        rnnv::zero(gx_, C::GP);
     }
 
     void run(input_stream<X>* x_in, output_cascade<ACC>* gx_out) {
-        if constexpr (C::VRND >= 0) {  // the product's per-lane rounding
-            aie::set_rounding(rnn_aie_rounding(C::VRND));
-            aie::set_saturation(aie::saturation_mode::none);
-        }
-        for (int k = 0; k < C::NX; ++k) xv_[k] = static_cast<WV>(readincr(x_in));
+        rnnv::product_modes<C::VRND>();
+        rnnv::read_vector<C::NX>(x_in, xv_);
         w_.compute(xv_, gx_);
         for (int i = 0; i < C::GPC; i += CL) {
             aie::accum<ACC, CL> a;
@@ -73,53 +99,25 @@ class GridCell {
     using ACC = typename C::CAS;
     static constexpr int CL = C::CASC_LANES;
     CompactProduct<UP> u_;
-    alignas(32) UV hv_[C::NH];  // h_{t-1} of every unit, in the U h product's lane type
+    rnnv::State<X, UV, C::NHP, C::NH> s_;  // the chain's units' h and c; h_{t-1} of every unit in U h's lane type
     alignas(aie::vector_decl_align) X gx_[C::GP];
     alignas(aie::vector_decl_align) X gh_[C::GP];
-    alignas(aie::vector_decl_align) X h_[C::NHP];  // the chain's units
-    alignas(aie::vector_decl_align) X c_[C::NHP];
-    int idmap_[32];
+    GridPackets<C> in_;
     int chain_;
     int step_ = 0;
     bool fresh_ = true;  // no sequence before: no last h to drop
-    bool mapped_ = false;
 
-    static int units_of(int chain) { return C::NH - chain * C::UNITS < C::UNITS ? C::NH - chain * C::UNITS : C::UNITS; }
-
-    // One packet per chain (its real units), in any order: the source from the packet ID.
     void read_h(input_pktstream* in, bool keep) {
-        if (!mapped_) {
-            for (int i = 0; i < 32; ++i) idmap_[i] = -1;
-            for (int r = 0; r < C::CHAINS; ++r) idmap_[getPacketid(in, r) & 31] = r;
-            mapped_ = true;
-        }
-        for (int p = 0; p < C::CHAINS; ++p) {
-            const int src = idmap_[readincr(in) & 31];
-            const int n = src >= 0 ? units_of(src) : 0;
-            for (int j = 0; j < n; ++j) {
-                const int v = readincr(in);
-                if (keep) hv_[src * C::UNITS + j] = static_cast<UV>(rnn::from_word<X>(v));
-            }
-        }
-    }
-
-    void reset() {
-        for (int i = 0; i < C::NHP; ++i) {
-            h_[i] = X(0);
-            c_[i] = X(0);
-        }
-        for (int i = 0; i < C::NH; ++i) hv_[i] = UV(0);
-        step_ = 0;
+        in_.read(in, [&](int unit, int v) {
+            if (keep) s_.hv[unit] = static_cast<UV>(rnn::from_word<X>(v));
+        });
     }
 
 public:
     GridCell(const std::vector<typename UP::W>& wu, const std::vector<X>& bu, int chain) : u_(wu, bu), chain_(chain) {
-        for (int i = 0; i < C::GP; ++i) {
-            gx_[i] = X(0);
-            gh_[i] = X(0);
-        }
-        for (int i = 0; i < 32; ++i) idmap_[i] = -1;
-        reset();
+        rnnv::zero(gx_, C::GP);
+        rnnv::zero(gh_, C::GP);
+        s_.reset();
     }
 
     void run(input_cascade<ACC>* gx_in, input_pktstream* h_in, output_pktstream* h_out) {
@@ -129,17 +127,15 @@ public:
             read_h(h_in, true);
         }
         for (int i = 0; i < C::GPC; i += CL) aie::store_v(gx_ + i, readincr_v<CL>(gx_in).template to_vector<int32>(0));
-        if constexpr (C::VRND >= 0) {  // the products' per-lane rounding (the gate math may have changed the modes)
-            aie::set_rounding(rnn_aie_rounding(C::VRND));
-            aie::set_saturation(aie::saturation_mode::none);
-        }
-        u_.compute(hv_, gh_);
-        C::Gates::step(gx_, gh_, h_, c_);
-        const int n = units_of(chain_);
+        rnnv::product_modes<C::VRND>();
+        u_.compute(s_.hv, gh_);
+        C::Gates::step(gx_, gh_, s_.h, s_.c);
+        const int n = GridPackets<C>::units_of(chain_);
         writeHeader(h_out, 0, getPacketid(h_out, 0));
-        for (int j = 0; j < n; ++j) writeincr(h_out, rnn::to_word(h_[j]), j + 1 == n);
+        for (int j = 0; j < n; ++j) writeincr(h_out, rnn::to_word(s_.h[j]), j + 1 == n);
         if (step_ + 1 == C::STEPS) {
-            reset();
+            s_.reset();
+            step_ = 0;
             fresh_ = false;
         } else {
             ++step_;
@@ -154,28 +150,14 @@ class GridHead {
     using X = typename C::X;
     using Cell = typename C::Cell;
     alignas(aie::vector_decl_align) X h_[C::NHH];
-    int idmap_[32];
+    GridPackets<C> in_;
     int step_ = 0;
-    bool mapped_ = false;
-
-    static int units_of(int chain) { return C::NH - chain * C::UNITS < C::UNITS ? C::NH - chain * C::UNITS : C::UNITS; }
 
 public:
-    GridHead() {
-        for (int i = 0; i < C::NHH; ++i) h_[i] = X(0);
-        for (int i = 0; i < 32; ++i) idmap_[i] = -1;
-    }
+    GridHead() { rnnv::zero(h_, C::NHH); }
 
     void run(input_pktstream* h_in, output_stream<X>* y_out) {
-        if (!mapped_) {
-            for (int r = 0; r < C::CHAINS; ++r) idmap_[getPacketid(h_in, r) & 31] = r;
-            mapped_ = true;
-        }
-        for (int p = 0; p < C::CHAINS; ++p) {
-            const int src = idmap_[readincr(h_in) & 31];
-            const int n = src >= 0 ? units_of(src) : 0;
-            for (int j = 0; j < n; ++j) h_[src * C::UNITS + j] = rnn::from_word<X>(readincr(h_in));
-        }
+        in_.read(h_in, [&](int unit, int v) { h_[unit] = rnn::from_word<X>(v); });
         if (Cell::emits(step_)) {
             X y[Cell::NY];
             C::Head::output(h_, y);  // h, or the dense head (rnn_vgates.h VHead / rnn_cell.h)
