@@ -45,10 +45,10 @@ DISTRIBUTIONS = ("row", "column")  # how the spread mappings lay out one product
 # The compact mapping (issue 22): the whole cell (W x, U h, gates, state update, and the dense head
 # after the last layer) on one tile, h kept in its memory between steps; no packets, no PL.
 COMPACT = "compact"
-# The grid mapping (issue 22; recurrent/grid.py, templates/recurrent/rnn_grid.h), generated for one
-# tile per chain (C = 1): R chains of hidden units, each a gate tile (U h over all of h, the gate
-# math of its units) with a W x partner ahead of it on the cascade; h exchanged every step as one
-# packet per chain through one pktmerge broadcast to every gate tile and the head tile.
+# The grid mapping (issue 22; recurrent/grid.py, templates/recurrent/rnn_grid.h): R chains of hidden
+# units, each a cascade of C tiles over U h's column blocks (C - 1 partial-sum tiles, then the gate tile:
+# its block, the finish, the gate math of its units) with a W x partner at its head; h exchanged every
+# step as one packet per chain through one pktmerge broadcast to every chain tile and the head tile.
 GRID = "grid"
 AGGREGATIONS = ("aie", "hybrid")
 RESULT_BYTES = 4  # every row result / bias / partial sum travels and is stored as one 32-bit word
@@ -244,6 +244,7 @@ class RecurrentOptions:
     row_reuse_max: int | None = None
     input_row_reuse_max: int | None = None
     chains: int | None = None  # distribution grid: R chains of hidden units (None: searched)
+    columns: int | None = None  # distribution grid: C tiles per chain over U h's column blocks (None: searched)
 
     def __post_init__(self) -> None:
         for key, allowed in (("distribution", (*DISTRIBUTIONS, COMPACT, GRID)),
@@ -253,12 +254,16 @@ class RecurrentOptions:
             if v is not None and v not in allowed:
                 raise ConfigError(f"recurrent {key} {v!r}: use one of {', '.join(allowed)}")
         for key in ("row_reuse", "input_row_reuse", "merge_fanin", "streams_per_interface_tile", "plio_bits", "cas_len",
-                    "input_cas_len", "row_reuse_max", "input_row_reuse_max", "chains"):
+                    "input_cas_len", "row_reuse_max", "input_row_reuse_max", "chains", "columns"):
             v = getattr(self, key)
             if v is not None and int(v) < 1:
                 raise ConfigError(f"recurrent {key} must be a positive integer, got {v!r}")
         if self.plio_bits not in (32, 64, 128):
             raise ConfigError(f"plio_bits {self.plio_bits}: a PLIO is 32, 64 or 128 bits wide")
+        for key in ("chains", "columns"):
+            if getattr(self, key) is not None and self.distribution not in (None, GRID):
+                raise ConfigError(f"recurrent {key} {getattr(self, key)}: a key of distribution grid, not "
+                                  f"{self.distribution}", hint=f"remove {key}, or use distribution grid")
 
 
 @dataclass(frozen=True)
@@ -346,8 +351,19 @@ class RecurrentMapping:
 
     @property
     def grid(self) -> bool:
-        """The grid mapping (``GRID``): ``u_tiles`` chains (gate tiles), their W x partners, the head tile."""
+        """The grid mapping (``GRID``): ``chains`` chains of ``chain_len`` tiles (``u_tiles`` in all), a W x
+        partner per chain, the head tile."""
         return self.aggregation == GRID
+
+    @property
+    def chains(self) -> int:
+        """Grid: chains of hidden units (one W x partner and one gate tile each)."""
+        return self.w_tiles
+
+    @property
+    def chain_len(self) -> int:
+        """Grid: tiles per chain over U h's column blocks (C; the last is the gate tile)."""
+        return self.recurrent.cas_len
 
     def describe(self) -> str:
         def mv(m: MatvecMapping) -> str:
@@ -355,8 +371,11 @@ class RecurrentMapping:
 
         front = "".join(f"Conv1d {f.c_in}->{f.c_out} (k {f.kernel}), " for f in self.dims.front)
         if self.grid:
-            return (f"{front}{self.dims.cell.upper()} {self.dims.n_in}->{self.dims.n_h}: grid, {self.u_tiles} chains of "
-                    f"{self.recurrent.rows} hidden units x 1 tile (W x partners ahead, h by one pktmerge), {self.tiles} tiles, "
+            c = self.chain_len
+            return (f"{front}{self.dims.cell.upper()} {self.dims.n_in}->{self.dims.n_h}: grid, {self.chains} chains of "
+                    f"{self.recurrent.rows} hidden units x {c} tile{'s' if c > 1 else ''}"
+                    f"{f' ({math.ceil(self.dims.n_h / c)} columns of h each)' if c > 1 else ''} (W x partners ahead, h by "
+                    f"one pktmerge), {self.tiles} tiles, "
                     f"{self.interface_tiles} interface tile{'s' if self.interface_tiles > 1 else ''}")
         if self.compact:
             return (f"{front}{self.dims.cell.upper()} {self.dims.n_in}->{self.dims.n_h}: compact, the whole cell "
@@ -861,14 +880,15 @@ def grid_units(n_h: int, chains: int) -> int:
 
 
 def build_grid(dims: RecurrentDims, device: Device, chains: int, options: RecurrentOptions | None = None,
-               node: Node | None = None) -> RecurrentMapping:
-    """The grid mapping with ``chains`` chains of one tile (C = 1): per chain a W x partner and a gate
-    tile on one array row (partner west, gate tile east: the cascade between them), the head tile
-    in the next column; chains as rows, ``device.rows`` per column pair."""
+               node: Node | None = None, columns: int = 1) -> RecurrentMapping:
+    """The grid mapping with ``chains`` chains of ``columns`` tiles (C; as ``grid.slices`` leaves the
+    column blocks): per chain a W x partner, C - 1 partial-sum tiles and the gate tile on one array row,
+    west to east (the cascade), the head tile in the next column; chains as rows, ``device.rows`` per
+    group of C + 1 columns."""
     options = options or RecurrentOptions()
     units = grid_units(dims.n_h, chains)
     r = math.ceil(dims.n_h / units)  # chains that hold units (slices drop empty ones)
-    part = MatvecMapping(GRID, units, 1)
+    c = math.ceil(dims.n_h / math.ceil(dims.n_h / columns))  # column blocks that hold columns
     pairs = math.ceil(r / device.rows)
     gate_cycles = dict(dims.grid_gates).get(units, 0)
     if node is not None and dims.gate_form and not gate_cycles:
@@ -876,26 +896,28 @@ def build_grid(dims: RecurrentDims, device: Device, chains: int, options: Recurr
 
         gate_cycles = split_gate_cycles(node, device, units, len(dims.gate_form) > 6 and dims.gate_form[6] > 0) or 0
     return RecurrentMapping(
-        dims=dims, device=device.key, recurrent=part, input=part, aggregation=GRID,
-        u_fanin=r, w_fanin=0, u_merges=1, w_merges=0, u_tiles=r, w_tiles=r, aggregator_tiles=1,
-        plio_in=1, plio_out=1, interface_tiles=1, u_columns=pairs, w_columns=pairs, agg_columns=1,
+        dims=dims, device=device.key, recurrent=MatvecMapping(GRID, units, c), input=MatvecMapping(GRID, units, 1),
+        aggregation=GRID, u_fanin=r, w_fanin=0, u_merges=1, w_merges=0, u_tiles=r * c, w_tiles=r, aggregator_tiles=1,
+        plio_in=1, plio_out=1, interface_tiles=1, u_columns=pairs * c, w_columns=pairs, agg_columns=1,
         u_rows=min(r, device.rows), w_rows=min(r, device.rows), plio_bits=options.plio_bits, gate_cycles=gate_cycles,
     )
 
 
 def grid_bytes(mapping: RecurrentMapping, device: Device) -> int:
-    """Data memory of a gate tile (rnn_grid.h GridCell): U's weight columns for its G u rows (padded
-    to the lanes, weight type), the two gate vectors and the bias (32-bit), h and c of its units,
-    h of every unit in lane type, the activation tables (two of hls4ml's 1,024 32-bit entries, +
-    the widened tables where the gate math reads them: gate_form[6]), stack and heap.  The partner
-    (W x only) and the head tile (the compact tile's head) hold less."""
+    """Data memory of a gate tile (rnn_grid.h GridCell): U's weight columns of its column block (kc =
+    ceil(n_h / C) columns) for its G u rows (padded to the lanes, weight type), the two gate vectors,
+    the bias and the partial sums from the cascade (32-bit), h and c of its units, h of its block in
+    lane type, the activation tables (two of hls4ml's 1,024 32-bit entries, + the widened tables where
+    the gate math reads them: gate_form[6]), stack and heap.  The partner (W x only), the partial-sum
+    tiles (no gate math) and the head tile (the compact tile's head) hold less."""
     dims, gen = mapping.dims, device.generation
     wb = math.ceil(element_bits(dims.pair[1]) / 8)
     lane = lanes(gen, dims.pair)
     rows = math.ceil(dims.gates * mapping.recurrent.rows / lane) * lane + 2 * lane
     widened = dims.gate_form[6] if len(dims.gate_form) > 6 else 0
-    words = 3 * rows + 2 * (mapping.recurrent.rows + 2 * lane) + dims.n_h
-    return dims.n_h * rows * wb + words * RESULT_BYTES + 2 * LUT_ENTRIES * RESULT_BYTES + widened + gen.stack_bytes + gen.heap_bytes
+    kc = math.ceil(dims.n_h / mapping.chain_len)
+    words = (4 if mapping.chain_len > 1 else 3) * rows + 2 * (mapping.recurrent.rows + 2 * lane) + kc
+    return kc * rows * wb + words * RESULT_BYTES + 2 * LUT_ENTRIES * RESULT_BYTES + widened + gen.stack_bytes + gen.heap_bytes
 
 
 def _grid_violations(mapping: RecurrentMapping, device: Device) -> list[str]:
@@ -907,6 +929,9 @@ def _grid_violations(mapping: RecurrentMapping, device: Device) -> list[str]:
         out.append("a float grid is not generated (its gate tiles run the compact tile's vector gate math, fixed point)")
     elif not dims.gate_form or not mapping.gate_cycles:
         out.append("the layer has no vector gate math (the grid's gate tiles run the compact tile's vector form only)")
+    elif mapping.chain_len > 1 and dims.kernel("u", "compact") == "scalar":
+        out.append(f"columns {mapping.chain_len} with a scalar U h product (hls4ml's order casts every partial sum, so "
+                   "column blocks' sums added on the cascade are not its result; the grid splits vector products only)")
     need = grid_bytes(mapping, device)
     if need > gen.data_memory_bytes:
         out.append(f"a gate tile needs {need} B > {gen.data_memory_bytes} B of tile memory")
@@ -915,26 +940,30 @@ def _grid_violations(mapping: RecurrentMapping, device: Device) -> list[str]:
 
 def grid_candidates(dims: RecurrentDims, device: Device, options: RecurrentOptions,
                     node: Node | None = None) -> list[RecurrentMapping]:
-    """The legal grid mappings the options leave open (``chains`` given: that one), one per distinct
-    chain count."""
+    """The legal grid mappings the options leave open (``chains`` / ``columns`` given: those), one per
+    distinct (chains, tiles per chain)."""
     if options.distribution not in (None, GRID) or grid_conflicts(options):
         return []
     counts = [options.chains] if options.chains else range(2, dims.n_h + 1)
+    lengths = [options.columns] if options.columns else range(1, dims.n_h + 1)
     seen, out = set(), []
-    for c in counts:
-        if c > dims.n_h:
-            continue
-        m = build_grid(dims, device, c, options, node)
-        if m.u_tiles in seen or m.u_tiles < 2:
-            continue
-        seen.add(m.u_tiles)
-        if not violations(m, device):
-            out.append(m)
+    for r in counts:
+        for c in lengths:
+            if r > dims.n_h or c > dims.n_h:
+                continue
+            m = build_grid(dims, device, r, options, node, c)
+            key = (m.chains, m.chain_len)
+            if key in seen or m.chains < 2:
+                continue
+            seen.add(key)
+            if not violations(m, device):
+                out.append(m)
     return out
 
 
 def plan_grid(dims: RecurrentDims, device: Device, options: RecurrentOptions, node: Node | None = None) -> RecurrentMapping:
-    """``distribution: grid`` (``chains: R``): the grid mapping, or a PlanError naming what stops it."""
+    """``distribution: grid`` (``chains: R``, ``columns: C``, default 1): the grid mapping, or a PlanError
+    naming what stops it."""
     name = _name(dims)
     _refuse_conflicts(dims, GRID, grid_conflicts(options),
                       "remove those mapping keys (a grid takes chains and plio_bits), or use distribution row / column")
@@ -944,5 +973,9 @@ def plan_grid(dims: RecurrentDims, device: Device, options: RecurrentOptions, no
     if not 2 <= options.chains <= dims.n_h:
         raise PlanError(f"distribution grid for {name}: chains {options.chains} is not in 2..{dims.n_h} (the hidden units)",
                         hint=f"use chains 2..{dims.n_h} (1 chain is the compact tile: distribution compact)")
-    return _refuse_limits(build_grid(dims, device, options.chains, options, node), device,
-                          "use distribution compact, row or column, or fewer chains")
+    columns = options.columns or 1
+    if columns > dims.n_h:
+        raise PlanError(f"distribution grid for {name}: columns {columns} is not in 1..{dims.n_h} (U h's columns: the "
+                        "hidden units)", hint=f"use columns 1..{dims.n_h} tiles per chain")
+    return _refuse_limits(build_grid(dims, device, options.chains, options, node, columns), device,
+                          "use distribution compact, row or column, or fewer chains or columns")

@@ -122,8 +122,18 @@ public:
         }
     }
 
-    // out[r] = row r of the product of the vector v (P::K elements), for r < GP.
-    void compute(const V* v, X* out) const {
+    // The exact sums of the terms of every row (int32 lanes; fixed point, P::VECTOR only), not finished, + carry
+    // (another column block's sums: the grid's partial-sum tiles, rnn_grid.h) where given.  int32 adds wrap, so
+    // the blocks' sums added in any order are the whole row's sum as terms() forms it.
+    void sums(const V* v, X* out, const X* carry) const {
+        static_assert(VEC, "column-block sums: fixed-point vector products only");
+        for (int g0 = 0; g0 < GROUPS; g0 += BLOCK) terms(v, g0, out, carry, false);
+    }
+
+    // out[r] = row r of the product of the vector v (P::K elements), for r < GP; carry (vector products only): the
+    // other column blocks' sums of each row, added before the finish.
+    void compute(const V* v, X* out, const X* carry = nullptr) const {
+        (void)carry;  // vector products only
         if constexpr (P::FP32) {
             for (int g0 = 0; g0 < GROUPS; g0 += BLOCK) {  // as terms(): columns outer, a block of groups inner
                 const int nb = GROUPS - g0 < BLOCK ? GROUPS - g0 : BLOCK;
@@ -137,7 +147,7 @@ public:
                 for (int g = 0; g < nb; ++g) aie::store_v(out + (g0 + g) * L, acc[g].template to_vector<float>());
             }
         } else if constexpr (VEC) {
-            for (int g0 = 0; g0 < GROUPS; g0 += BLOCK) terms(v, g0, out);
+            for (int g0 = 0; g0 < GROUPS; g0 += BLOCK) terms(v, g0, out, carry, true);
         } else {
             for (int r = 0; r < P::GP; ++r) {
                 int64_t acc = rnn::cast(b_[r], P::BFRAC, P::ACC);
@@ -154,8 +164,9 @@ private:
     // The exact sums of lane groups g0 .. g0 + BLOCK - 1 (int32 lanes: vector.py bounds every row's sum below
     // 2^31), finished and stored.  Columns outer, the block's groups inner: one broadcast of v[k] serves
     // every group of the block, and the block's sums stay in registers (at most BLOCK, 4 as dense.h's 2 x 2
-    // accumulator blocking); each lane still adds its terms in k order.
-    void terms(const V* v, int g0, X* out) const {
+    // accumulator blocking); each lane still adds its terms in k order.  carry: added per lane before the finish;
+    // fin false: the sums stored unfinished.
+    void terms(const V* v, int g0, X* out, const X* carry, bool fin) const {
         constexpr int B = BLOCK;
         const int nb = GROUPS - g0 < B ? GROUPS - g0 : B;
         if constexpr (P::SHIFT > 0) {
@@ -169,7 +180,7 @@ private:
                         s[g] = aie::add(s[g], prod.template to_vector<int32>(P::SHIFT));
                     }
                 }
-            for (int g = 0; g < nb; ++g) aie::store_v(out + (g0 + g) * L, finish(s[g], g0 + g));
+            for (int g = 0; g < nb; ++g) aie::store_v(out + (g0 + g) * L, finish(s[g], g0 + g, carry, fin));
         } else {
             aie::accum<rnn_int_acc<V, W>, L> s[B];
             for (int g = 0; g < B; ++g) s[g] = aie::zeros<rnn_int_acc<V, W>, L>();
@@ -179,12 +190,15 @@ private:
                     for (int g = 0; g < nb; ++g) s[g] = aie::mac(s[g], xk, aie::load_v<L>(w_ + k * P::GP + (g0 + g) * L));
                 }
             for (int g = 0; g < nb; ++g)
-                aie::store_v(out + (g0 + g) * L, finish(s[g].template to_vector<int32>(0), g0 + g));
+                aie::store_v(out + (g0 + g) * L, finish(s[g].template to_vector<int32>(0), g0 + g, carry, fin));
         }
     }
 
-    // Terms onto the accumulator's grid, + the cast bias, the accumulator's overflow: vector ops per group.
-    aie::vector<int32, L> finish(aie::vector<int32, L> t, int g) const {
+    // + the carried sums, then the terms onto the accumulator's grid, + the cast bias, the accumulator's overflow:
+    // vector ops per group (fin false: the sum + carry only).
+    aie::vector<int32, L> finish(aie::vector<int32, L> t, int g, const X* carry, bool fin) const {
+        if (carry) t = aie::add(t, aie::load_v<L>(carry + g * L));
+        if (!fin) return t;
         if constexpr (P::SHIFT < 0) t = aie::upshift(t, -P::SHIFT);
         t = aie::add(t, aie::load_v<L>(b_ + g * L));
         if constexpr (P::WRAP_BITS > 0 && P::WRAP_BITS < 32)
