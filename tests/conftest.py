@@ -24,6 +24,7 @@ HEAVY_FIRST = (
     "test_search.py",
     "test_attention.py",
     "test_attention_tagger.py",  # two whole-tagger x86 builds (about 4-5 min each uncached on the loaded 2-core VM)
+    "test_recurrent_grid_generated.py",  # seven x86 builds (grids of 1 to 4 tiles per chain), ~8 min serial
     "test_hw_project_gemm.py",
     "test_narrow_types.py",
     "test_cnn_rows.py",
@@ -47,7 +48,6 @@ HEAVY_FIRST = (
     "test_keras_onnx.py",
     "test_from_hls4ml_keras.py",
     "test_resize.py",
-    "test_recurrent_grid_generated.py",
     "test_vector_masked_softmax.py",
     "test_bf16_runtime_masks.py",
     "test_mask_pitch.py",

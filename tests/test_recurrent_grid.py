@@ -1,9 +1,9 @@
-"""The grid recurrent mapping (issue 22), as modelled (recurrent/grid.py): R chains of hidden units,
-each chain's U h columns over a cascade of C tiles, W x ahead, h exchanged by packet streams.  C = 1
-is generated (tests/test_recurrent_grid_generated.py: kernels, x86, search); C > 1 is modelled only:
-the model finds no grid under hls4ml's 1.7 us for top tagging (docs/recurrent.md "Grid mapping"),
-so these tests check the model against hand counts of the constants it is documented with, its
-relation to the split mapping at C = 1, its refusals and the gap the docs report.
+"""The grid recurrent mapping's model (issue 22; recurrent/grid.py): R chains of hidden units, each
+chain's U h columns over a cascade of C tiles, W x ahead, h exchanged by packet streams: the
+generated kernels' (tests/test_recurrent_grid_generated.py: kernels, x86, search).  The model finds
+no grid under hls4ml's 1.7 us for top tagging (docs/recurrent.md "Grid mapping"), so these tests
+check it against hand counts of the constants it is documented with, its relation to the split
+mapping at C = 1, its refusals and the gap the docs report.
 """
 
 from __future__ import annotations
@@ -43,18 +43,19 @@ def test_slices_cover_every_unit_once():
 def test_step_follows_the_hand_count():
     """GRU, VEK280, hls4ml's types, R = 10 chains (2 units: 6 rows, one 16-lane group), C = 5
     tiles per chain (4 columns each): U h 4 x 3 + 6 = 18 (per column a broadcast, the multiply and
-    the int32 add on the vector slot; loop fill 6); the chain 4 hops of one 512-bit cascade word
-    (16 int32 lanes), one vector add and 2 cycles each, + the 3-op finish: 19; the exchange: the
-    worst consumer (chain 9's first tile) reads 2 packets of header + 2 words (6 words) after the
-    producer's 3 words, the stream start (3) and 9 + 4 hops: 25; the gate math of 2 units (the
-    generator's schedule) + 2 copies + the W partner's lock (3 + 1)."""
+    the int32 add on the vector slot; loop fill 6); the chain 4 hops, each the partial sums as two
+    512-bit cascade words (16 acc64 lanes, rnn_grid.h), one vector add and 2 cycles, + the 3-op
+    finish: 23; the exchange: the producer's packet (header + 2 words: 3), the stream start (3), 9 + 4
+    hops to the farthest tile (chain 9's first), which reads all 10 chains' packets of 3 words (one
+    merge broadcast to every tile): 49; the gate math of 2 units (the generator's schedule) + gx read
+    from the cascade (2 words)."""
     d = _design("GRU", "vek280")
     g = _grid(d, "vek280", 10, 5)
     assert (g.chains, g.chain_len, g.units, g.columns, g.tiles) == (10, 5, 2, 4, 60)
     assert g.parts["mac"] == 18
-    assert g.parts["reduction"] == 4 * (1 + 1 + 2) + 3
-    assert g.parts["routing"] == 3 + 3 + 13 + 6
-    assert g.parts["aggregation"] == split_gate_cycles(d.layer, get_device("vek280"), 2) + 2 + 4
+    assert g.parts["reduction"] == 4 * (2 + 1 + 2) + 3
+    assert g.parts["routing"] == 3 + 3 + 13 + 10 * 3
+    assert g.parts["aggregation"] == split_gate_cycles(d.layer, get_device("vek280"), 2) + 2
     assert g.parts["return"] == g.parts["broadcast"] == 0
     assert g.cycles == sum(g.parts.values())
     assert g.step_ns == pytest.approx(g.cycles * 0.8)  # 1.25 GHz
@@ -84,10 +85,10 @@ def test_one_chain_is_the_split_mapping_with_a_stream_exchange():
 def test_exchange_hand_counts():
     dev = get_device("vek280")
     assert grid_exchange_cycles(20, 1, 1, dev) == 0
-    # one chain, C = 4: the gate tile at the end sends its 20 units to the 3 tiles before it
+    # one chain, C = 4: the gate tile at the end sends its 20 units to the 3 tiles before it (and itself)
     assert grid_exchange_cycles(20, 1, 4, dev) == 21 + 3 + 3 + 21
-    # 4 chains, 4 tiles each: blocks = slices; block c from producer c; farthest consumer 3 + 3 hops
-    assert grid_exchange_cycles(20, 4, 4, dev) == 6 + 3 + 6 + 6
+    # 4 chains, 4 tiles each: every tile reads the 4 packets of 6 words; farthest consumer 3 + 3 hops
+    assert grid_exchange_cycles(20, 4, 4, dev) == 6 + 3 + 6 + 4 * 6
 
 
 def test_refusals():
@@ -98,7 +99,7 @@ def test_refusals():
     with pytest.raises(ValueError, match="gate_cycles"):
         grid_step(dims, "vek280", 2, 2)
     g = grid_step(RecurrentDims("gru", 6, 20, 20, ("i16", "i16")), "vek280", 4, 2)
-    assert g.parts["aggregation"] == 5 * 127 + 5 + 4  # the scalar count of 5 units, copies, lock
+    assert g.parts["aggregation"] == 5 * 127 + 2  # the scalar count of 5 units, gx's two cascade words
 
 
 @pytest.mark.parametrize("cell", ["GRU", "LSTM"])
@@ -107,7 +108,7 @@ def test_no_grid_reaches_hls4ml_and_the_gate_math_bounds_it(cell, device):
     """docs/recurrent.md "Grid mapping": every grid stays above 1.7 us; the fastest beats the
     best split (2.65-3.23 us before issue 22's gate folds) and the row-wise hybrid (3.48-3.56 us);
     its largest part is the gate math (after the widened tables and the folded wraps too), and one
-    unit's gate math + copy + lock with the fastest grid's U h, chain and exchange exceed the
+    unit's gate math + gx read with the fastest grid's U h, chain and exchange exceed the
     per-step budget that 1.7 us leaves after the fill and the head."""
     d = _design(cell, device)
     points = grid_points(d.mapping.dims, device, _gates(d, device))
@@ -118,6 +119,6 @@ def test_no_grid_reaches_hls4ml_and_the_gate_math_bounds_it(cell, device):
     assert max(best.parts, key=best.parts.get) == "aggregation"
     clock = get_device(device).clock_hz
     budget = (1700 - best.fill_ns - best.head_ns) / 20 * clock / 1e9
-    one = _gates(d, device)(1) + 1 + 4
+    one = _gates(d, device)(1) + best.parts["aggregation"] - _gates(d, device)(best.units)  # + gx's cascade words
     assert one > budget / 3
     assert one + best.parts["mac"] + best.parts["reduction"] + best.parts["routing"] > budget

@@ -387,8 +387,9 @@ class RecurrentDesign:
             if m.compact:
                 rects += box(f"{n.name} compact cell", f"c{li}")
                 continue
-            if m.grid:  # per chain its W x partner and gate tile side by side (the cascade), then the head tile
-                rects += [Rect(f"{n.name} chain {r} (W x, gates)", *at[f"gw{li}[{r}]"], 2, 1) for r in range(m.u_tiles)]
+            if m.grid:  # per chain its W x partner, partial-sum tiles and gate tile side by side (the cascade), the head
+                rects += [Rect(f"{n.name} chain {r} (W x, gates)", *at[f"gw{li}[{r}]"], m.chain_len + 1, 1)
+                          for r in range(m.chains)]
                 rects += box(f"{n.name} head", f"gh{li}")
                 continue
             rects += box(f"{n.name} U h", f"u{li}") + box(f"{n.name} W x", f"w{li}") + box(f"{n.name} aggregator", f"agg{li}")

@@ -7,8 +7,9 @@ layers:
     mapping:
       distribution: row        # U h: row (streamed rows, published) | column (cascade chains) | compact (the whole
                                #   cell on one tile: then only plio_bits and kernel may be given besides) | grid
-                               #   (R chains of hidden units, one gate tile + a W x partner each: with chains)
+                               #   (R chains of hidden units, each a W x partner + C tiles: with chains, columns)
       chains: 4                # grid: R chains of ceil(n_h / R) hidden units (implies distribution: grid)
+      columns: 2               # grid: C tiles per chain over U h's column blocks (default 1; implies distribution: grid)
       input_distribution: row  # W x (default: as distribution when that is given, else searched)
       aggregation: hybrid      # hybrid (PL FSM, published) | aie (aggregator kernel)
       row_reuse: 2             # rows per U h kernel / chain, fixed (default: grown only when needed)
@@ -41,7 +42,7 @@ from .plan import AGGREGATIONS, COMPACT, DISTRIBUTIONS, GRID, RecurrentMapping, 
 
 KERNEL_CHOICES = ("auto", "vector", "scalar")
 _INT_KEYS = ("row_reuse", "input_row_reuse", "cas_len", "input_cas_len", "merge_fanin", "streams_per_interface_tile",
-             "chains")
+             "chains", "columns")
 _CHOICES: Mapping[str, tuple[str, ...]] = {
     "distribution": (*DISTRIBUTIONS, COMPACT, GRID),
     "input_distribution": (*DISTRIBUTIONS, COMPACT, GRID),
@@ -116,15 +117,16 @@ def parse_layer(name: str, raw: Mapping[str, Any], float_type: str | None) -> La
             raise ConfigError(f"{_where(name, extra[0])}: distribution: compact puts the whole cell on one tile, which has "
                               f"no {', '.join(extra)} to set", hint=f"remove {', '.join(extra)}, or use distribution row / column")
         values["input_distribution"] = COMPACT
-    if GRID in (values.get("distribution"), values.get("input_distribution")) or "chains" in values:
+    grid_keys = [k for k in ("chains", "columns") if k in values]
+    if GRID in (values.get("distribution"), values.get("input_distribution")) or grid_keys:
         if values.get("distribution", GRID) != GRID or values.get("input_distribution", GRID) != GRID:
-            raise ConfigError(f"{_where(name, 'chains' if 'chains' in values else 'input_distribution')}: the grid mapping "
+            raise ConfigError(f"{_where(name, grid_keys[0] if grid_keys else 'input_distribution')}: the grid mapping "
                               "(chains of hidden units, each a gate tile with its W x partner) goes with distribution: grid "
                               "for both products", hint="use distribution: grid with chains: R, or remove chains")
-        extra = [k for k in values if k not in ("distribution", "input_distribution", "plio_bits", "chains")]
+        extra = [k for k in values if k not in ("distribution", "input_distribution", "plio_bits", "chains", "columns")]
         if extra:
             raise ConfigError(f"{_where(name, extra[0])}: distribution: grid has no {', '.join(extra)} to set (it takes "
-                              "chains and plio_bits)", hint=f"remove {', '.join(extra)}, or use distribution row / column")
+                              "chains, columns and plio_bits)", hint=f"remove {', '.join(extra)}, or use distribution row / column")
         values["distribution"] = values["input_distribution"] = GRID
     for chain, dist in (("cas_len", "distribution"), ("input_cas_len", "input_distribution")):
         if chain in values:
@@ -186,7 +188,7 @@ def mapping_directives(m: RecurrentMapping) -> dict[str, Any]:
     if m.compact:
         return {"distribution": COMPACT, "plio_bits": m.plio_bits}
     if m.grid:
-        return {"distribution": GRID, "chains": m.u_tiles, "plio_bits": m.plio_bits}
+        return {"distribution": GRID, "chains": m.chains, "columns": m.chain_len, "plio_bits": m.plio_bits}
     out: dict[str, Any] = {
         "distribution": m.recurrent.distribution, "input_distribution": m.input.distribution,
         "aggregation": m.aggregation, "row_reuse": m.recurrent.rows, "input_row_reuse": m.input.rows,

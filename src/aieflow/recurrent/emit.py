@@ -134,8 +134,8 @@ def layout(mapping: RecurrentMapping, device: Device) -> Layout:
     if mapping.compact:
         return Layout((), (), (), lanes(device.generation, d.pair), compact=True)
     if mapping.grid:
-        return Layout((), (), (), lanes(device.generation, d.pair), grid=True, chains=mapping.u_tiles,
-                      units=mapping.recurrent.rows)
+        return Layout((), (), (), lanes(device.generation, d.pair), grid=True, chains=mapping.chains,
+                      units=mapping.recurrent.rows, u_cas=mapping.chain_len)
     uc, wc = mapping.recurrent.distribution == "column", mapping.input.distribution == "column"
     u = _sources(d.n_h, d.gates, mapping.recurrent.rows, False, uc)
     w = _sources(d.n_h, d.gates, mapping.input.rows, True, wc)
@@ -579,9 +579,9 @@ def _compact_config(node: Node, mapping: RecurrentMapping, lay: Layout, device: 
 
 
 def _grid_config(node: Node, mapping: RecurrentMapping, lay: Layout, device: Device, space: str) -> str:
-    """A grid layer's two products per chain (GUCfg: U h over every unit, GWCfg: W x; the chain's
-    G u gate-stacked rows in column form, padded to the lanes) and the chain tiles' configuration
-    (GCfg, rnn_grid.h)."""
+    """A grid layer's two products per chain (GUCfg: U h over one column block of KC units, GWCfg: W x;
+    the chain's G u gate-stacked rows in column form, padded to the lanes) and the chain tiles'
+    configuration (GCfg, rnn_grid.h)."""
     from ..ops.dense import cascade_chunk_lanes
 
     d = mapping.dims
@@ -589,6 +589,7 @@ def _grid_config(node: Node, mapping: RecurrentMapping, lay: Layout, device: Dev
     lane = lay.lanes
     rows = d.gates * lay.units
     gp = padded(rows, lane)
+    kc = math.ceil(d.n_h / lay.u_cas)  # columns of h per chain tile
     room = max(lane, d.gate_form[0])
     hroom = max(lane, d.head_form[0] if d.head_form else 1)
     kinds = (d.kernel("u", "compact"), d.kernel("w", "compact"))
@@ -608,7 +609,7 @@ def _grid_config(node: Node, mapping: RecurrentMapping, lay: Layout, device: Dev
     vrnd = f"rnn::{_RND[t.accum.rounding]}" if "vector_round" in kinds else "-1"
     return "\n".join([
         f"// ---- layer {comment(node.name)}: {mapping.describe()}", f"namespace {space} {{", "",
-        _kernel_cfg("GUCfg", node, rows, d.n_h, lay, True, False, 1, device, kinds[0], d.pair, extra()),
+        _kernel_cfg("GUCfg", node, rows, kc, lay, True, False, 1, device, kinds[0], d.pair, extra()),
         _kernel_cfg("GWCfg", node, rows, d.n_in, lay, False, False, 1, device, kinds[1], d.pair, extra()),
         "// The grid's chain tiles: products, gate math of a chain's units, sizes (rnn_grid.h).",
         "struct GGates;  // the vector gate math of one chain's units (rnn_vgates.h)",
@@ -621,12 +622,14 @@ def _grid_config(node: Node, mapping: RecurrentMapping, lay: Layout, device: Dev
          if d.head_form else f"    using Head = {space}::Cell;  // the layer's output (h, or the dense head): rnn_cell.h"),
         "    using U = GUCfg;",
         "    using Wx = GWCfg;",
-        f"    using CAS = {tag};  // gx on the partner -> gate tile cascade",
+        f"    using CAS = {tag};  // gx and the partial sums on a chain's cascade",
         f"    static constexpr int CASC_LANES = {cl};  // lanes per cascade word",
         f"    static constexpr int NX = {d.n_in};  // x words per step",
         f"    static constexpr int NH = {d.n_h};",
         f"    static constexpr int CHAINS = {lay.chains};",
         f"    static constexpr int UNITS = {lay.units};  // hidden units per chain (the last chain: the rest)",
+        f"    static constexpr int COLS = {lay.u_cas};  // tiles per chain (column blocks of h; the last: the gate tile)",
+        f"    static constexpr int KC = {kc};  // units of h per column block (the last block: the rest)",
         f"    static constexpr int NHP = {padded(lay.units, room) + room};  // a chain's h, c with room for the last lane group",
         f"    static constexpr int NHH = {padded(d.n_h, hroom) + hroom};  // the head tile's h",
         f"    static constexpr int GP = {gp + room};",
@@ -715,8 +718,9 @@ def _compact_weights(node: Node, lay: Layout) -> list[str]:
 
 
 def _grid_weights(node: Node, lay: Layout) -> list[str]:
-    """Per chain r its rows of U and W in column form ([chain][k][rows], the chain's gate-stacked
-    rows g u + i = row g n_h + r u + i of the layer, zero past n_h, padded to the lanes) and biases."""
+    """Per chain r its rows of U and W in column form ([chain][tile][k][rows], the chain's gate-stacked
+    rows g u + i = row g n_h + r u + i of the layer, zero past n_h, padded to the lanes; U's columns in
+    blocks of kc per chain tile, W x on one tile) and biases ([chain][rows])."""
     p = node.params
     fmt, dt = _number_format(node)
     n_h = node.attrs["hidden_size"]
@@ -724,18 +728,21 @@ def _grid_weights(node: Node, lay: Layout) -> list[str]:
     u = lay.units
     gp = padded(gates * u, lay.lanes)
     out = []
-    for tag, w, b, cfg in (("GU", p["recurrent_weight_q"], p["recurrent_bias_q"], "GUCfg"),
-                           ("GW", p["weight_q"], p["bias_q"], "GWCfg")):
+    for tag, w, b, cfg, tiles in (("GU", p["recurrent_weight_q"], p["recurrent_bias_q"], "GUCfg", lay.u_cas),
+                                  ("GW", p["weight_q"], p["bias_q"], "GWCfg", 1)):
         w, b = np.asarray(w), np.asarray(b)
         k = w.shape[0]
-        wa = np.zeros((lay.chains, k, gp), dtype=dt)
+        kc = math.ceil(k / tiles)
+        wa = np.zeros((lay.chains, tiles, kc, gp), dtype=dt)
         ba = np.zeros((lay.chains, gp), dtype=dt)
         for r in range(lay.chains):
             for g in range(gates):
                 for i in range(u):
                     j = r * u + i
                     if j < n_h:
-                        wa[r, :, g * u + i] = w[:, g * n_h + j]
+                        for c in range(tiles):
+                            block = w[c * kc:(c + 1) * kc, g * n_h + j]
+                            wa[r, c, :len(block), g * u + i] = block
                         ba[r, g * u + i] = b[g * n_h + j]
         out.append(f"static const {cfg}::W {tag}_W[{wa.size}] = {_arr(fmt(wa))};")
         out.append(f"static const {cfg}::X {tag}_B[{ba.size}] = {_arr(fmt(ba))};")

@@ -1,29 +1,32 @@
-"""The grid mapping (issue 22; modelled, **not generated**): the split mapping's hidden units over
-R chains, and each chain's U h columns over a cascade of C tiles, so that the loop-carried path of
-a step holds only a C-th of the columns.
+"""The grid mapping (issue 22; generated: templates/recurrent/rnn_grid.h): the split mapping's hidden
+units over R chains, and each chain's U h columns over a cascade of C tiles, so that the loop-carried
+path of a step holds only a C-th of the columns.  This is the generated kernels' model.
 
 Chain r owns u = ceil(n_h / R) hidden units: G u gate-stacked rows of U (the compact tile's column
 form).  Its C tiles each run those rows over kc = ceil(n_h / C) columns of h (tile c: the units
-c kc .. (c + 1) kc - 1, its **column block**), all at once, then pass their partial sums east down
-the chain's cascade (each tile adds what arrives to its own and passes it on); the chain's last
-tile finishes the sums (the compact tile's vector finish), runs its u units' gate math (the compact
-tile's generator for u units, ``compact.split_gate_cycles``) and sends its slice of h as one packet
-on a stream broadcast to the tiles whose column block holds those units.  W x for step t + 1 runs
-on a partner tile per chain while step t runs and is left in the gate tile's data memory behind a
-lock (the split mapping's ``w_ahead``).  The dense head runs after the last step on one tile that
-reads every slice, as the compact tile's head.
+c kc .. (c + 1) kc - 1, its **column block**), all at once, then pass their exact partial sums east
+down the chain's cascade (each tile adds what arrives to its own and passes it on, one cascade word of
+the widest accumulator's lanes per cycle and one vector add per lane group); the chain's last tile (the
+gate tile) adds them to its own, finishes the sums (the compact tile's vector finish), runs its u units'
+gate math (the compact tile's generator for u units, ``compact.split_gate_cycles``) and sends its slice
+of h as one packet (header + u words) into the one pktmerge, whose output is broadcast to every tile of
+every chain and the head tile: each tile reads every chain's packet (its own included), one word per
+cycle through its one input port, and keeps the units of its block.  W x for step t + 1 runs on a
+partner tile at the head of each chain while step t runs, and its gx reaches the gate tile on the
+chain's cascade ahead of the partial sums (a partial-sum tile passes it on before it waits for h, off
+the loop's path; the gate tile reads it: one cascade word per cycle).  The dense head runs after the
+last step on one tile that reads every slice, as the compact tile's head.
 
 Every cost is an existing one: the product loop and the finish are ``costs.compact_product_cycles``
 (the compact kernel's VLIW schedule with G u rows and kc columns), the cascade hop
-``perf.kernel.cascade_words`` at the catalog's ``cascade_bits`` + ``movement.CASCADE_HOP_CYCLES``
-+ one vector add per lane group, the exchange ``movement``'s stream constants (a packet per
-producer, header + u words, one 32-bit word per cycle through the consumer's one input port,
-``STREAM_FIXED_CYCLES`` + one ``SWITCH_HOP_CYCLES`` per tile of Manhattan distance on the grid,
-the chains stacked as rows of the array), the gate math and the state copy the compact tile's,
-the lock hand-off ``LOCK_ACQUIRE_CYCLES`` + ``LOCK_RELEASE_CYCLES``.  New constants: none.
+``perf.kernel.cascade_words`` at the catalog's ``cascade_bits`` and widest accumulator +
+``movement.CASCADE_HOP_CYCLES`` + one vector add per lane group, the exchange ``movement``'s stream
+constants (a packet per producer, header + u words, one 32-bit word per cycle through the consumer's
+one input port, ``STREAM_FIXED_CYCLES`` + one ``SWITCH_HOP_CYCLES`` per tile of Manhattan distance on
+the grid, the chains stacked as rows of the array), the gate math the compact tile's.  New constants:
+none.
 
-R = 1, C = 1 is the compact tile with W x ahead; C = 1 is the split mapping with a stream exchange
-(its hop count the grid's distance, not one hop).
+C = 1 is the split mapping with a stream exchange (its hop count the grid's distance, not one hop).
 """
 
 from __future__ import annotations
@@ -37,8 +40,6 @@ from ..devices import Device, get_device
 from ..perf import movement as mv
 from ..perf.kernel import KERNEL_CONSTANTS, cascade_words
 from .costs import (
-    COMPACT_STATE_COPY_CYCLES,
-    _acc_bits,
     compact_gate_cycles,
     compact_head_cycles,
     compact_product_cycles,
@@ -51,9 +52,10 @@ from .plan import RecurrentDims
 @dataclass(frozen=True)
 class GridStep:
     """One time step of the grid mapping.  ``parts`` are PARTS in AIE cycles of the loop-carried
-    path: mac = a tile's U h over its column block, reduction = the cascade down the chain + the
-    last tile's finish, aggregation = the gate math of u units + h copied + the W partner's lock
-    hand-off, routing = the h exchange (stream), broadcast / return 0."""
+    path: mac = a tile's U h over its column block, reduction = the partial sums down the chain's
+    cascade + the gate tile's finish, aggregation = the gate math of u units + gx read from the
+    cascade, routing = the h exchange (stream, every chain's packet to every tile), broadcast /
+    return 0."""
 
     chains: int  # R
     chain_len: int  # C
@@ -75,30 +77,21 @@ def slices(n: int, parts: int) -> list[range]:
     return [range(s, min(s + size, n)) for s in range(0, n, size)]
 
 
-def grid_exchange_cycles(n_h: int, chains: int, chain_len: int, device: Device, own_local: bool = True) -> float:
+def grid_exchange_cycles(n_h: int, chains: int, chain_len: int, device: Device) -> float:
     """Cycles from the gate tiles' new h to the moment every tile holds its column block: each
     chain's gate tile (row r, the chain's last column) writes its slice as one packet (header + u
-    words, one word per cycle); the worst consumer tile (row r', column c) reads the packets of
-    every producer whose slice meets its block, except its own slice, through its one input port,
-    one word per cycle, after STREAM_FIXED_CYCLES and one SWITCH_HOP_CYCLES per tile of the
-    longest producer-to-consumer distance |r - r'| + (C - 1 - c).  One tile in all: none."""
+    words, one word per cycle) into the one merge, broadcast to every tile; the worst consumer tile
+    (row r', column c) reads every chain's packet through its one input port, one word per cycle,
+    after STREAM_FIXED_CYCLES and one SWITCH_HOP_CYCLES per tile of the longest producer-to-consumer
+    distance |r - r'| + (C - 1 - c).  One tile in all: none."""
     if chains * chain_len == 1:
         return 0.0
     word = mv.core_stream_bytes_per_cycle(device) / WORD_BYTES
     units, blocks = slices(n_h, chains), slices(n_h, chain_len)
-    worst = 0.0
-    for c, block in enumerate(blocks):
-        producers = [r for r, s in enumerate(units) if set(s) & set(block)]
-        for r2 in range(len(units)):
-            own = own_local and r2 in producers and c == len(blocks) - 1  # the gate tile's own slice is local
-            packets = [r for r in producers if not (own and r == r2)]
-            if not packets:
-                continue
-            hops = max(abs(r - r2) + (len(blocks) - 1 - c) for r in packets)
-            write = mv.packet_stream_words(len(units[packets[-1]]), 1) / word
-            read = sum(mv.packet_stream_words(len(units[r]), 1) for r in packets) / word
-            worst = max(worst, write + mv.STREAM_FIXED_CYCLES + hops * mv.SWITCH_HOP_CYCLES + read)
-    return worst
+    write = mv.packet_stream_words(len(units[-1]), 1) / word
+    read = sum(mv.packet_stream_words(len(s), 1) for s in units) / word
+    hops = (len(units) - 1) + (len(blocks) - 1)  # chain 0's gate tile to the last chain's first tile
+    return write + mv.STREAM_FIXED_CYCLES + hops * mv.SWITCH_HOP_CYCLES + read
 
 
 def grid_step(dims: RecurrentDims, device: Device | str, chains: int, chain_len: int,
@@ -121,32 +114,29 @@ def grid_step(dims: RecurrentDims, device: Device | str, chains: int, chain_len:
     u_mac, u_fin = compact_product_cycles(rows, kc, device, pair, kind, fu)
     lane = lanes(gen, pair)
     groups = math.ceil(rows / lane)
-    acc = 32 if kind == "vector_round" else _acc_bits(gen, pair)
-    hop = groups * (cascade_words(lane, acc, gen.cascade_bits) + KERNEL_CONSTANTS.vector_op_cycles) + mv.CASCADE_HOP_CYCLES
+    # rnn_grid.h: gx and the partial sums on the cascade as the widest accumulator's lanes (int32 codes
+    # exactly), one cascade word per cycle read / written
+    words = cascade_words(lane, gen.widest_accumulator_bits, gen.cascade_bits)
+    hop = groups * (words + KERNEL_CONSTANTS.vector_op_cycles) + mv.CASCADE_HOP_CYCLES
     n_blocks = len(slices(dims.n_h, chain_len))
-    generated = n_blocks == 1
-    if generated:  # rnn_grid.h: gx over the partner's cascade, one cascade word per cycle (read / written)
-        gx_words = math.ceil(rows / lane) * cascade_words(lane, gen.widest_accumulator_bits, gen.cascade_bits)
-        handoff = gx_words
-        copy = 0.0  # h arrives in lane type: the packet read stores each word where U h reads it
-    else:
-        handoff = mv.LOCK_ACQUIRE_CYCLES + mv.LOCK_RELEASE_CYCLES
-        copy = units * COMPACT_STATE_COPY_CYCLES
-    parts = {
+    gx_words = groups * words
+    parts = {  # h arrives in lane type: the packet read stores each word where U h reads it (no copy)
         "return": 0.0,
         "broadcast": 0.0,
         "mac": u_mac,
         "reduction": (n_blocks - 1) * hop + u_fin,
-        "routing": grid_exchange_cycles(dims.n_h, chains, chain_len, device, own_local=not generated),
-        "aggregation": gate_cycles + copy + handoff,
+        "routing": grid_exchange_cycles(dims.n_h, chains, chain_len, device),
+        "aggregation": gate_cycles + gx_words,
     }
     parts = {k: float(parts[k]) for k in PARTS}
     cycles = sum(parts.values())
-    # fill: x_0 through its PLIO, read, the partner's first W x and its hand-off
+    # fill: x_0 through its PLIO, read, the partner's first W x, gx on the cascade through the C - 1
+    # partial-sum tiles (each reads and writes it: its words + a hop) to the gate tile
     w_mac, w_fin = compact_product_cycles(rows, dims.n_in, device, pair, dims.kernel("w", "compact"), fw)
     read = dims.n_in * WORD_BYTES / mv.core_stream_bytes_per_cycle(device)
     x = mv.plio_stream_transfer(dims.n_in * WORD_BYTES, device, device.memory_tile_rows + 1, plio_bits)
-    fill = x.busy_cycles + x.latency_cycles + read + w_mac + w_fin + handoff + (mv.CASCADE_HOP_CYCLES if generated else 0)
+    fill = (x.busy_cycles + x.latency_cycles + read + w_mac + w_fin + gx_words + mv.CASCADE_HOP_CYCLES
+            + (n_blocks - 1) * (gx_words + mv.CASCADE_HOP_CYCLES))
     # head: one tile reads every slice (one packet per chain), runs the compact head, writes out
     n_chains = len(slices(dims.n_h, chains))
     word = mv.core_stream_bytes_per_cycle(device) / WORD_BYTES

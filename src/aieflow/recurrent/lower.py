@@ -107,12 +107,15 @@ def _relative(li: int, m: RecurrentMapping, device: Device) -> dict[str, Cell]:
     layer's one tile."""
     if m.compact:
         return {f"c{li}": (0, 0)}
-    if m.grid:  # per chain the W x partner west of its gate tile (the cascade), chains as rows; the head after
-        out = {}
-        for r in range(m.u_tiles):
-            col = 2 * (r // device.rows)
+    if m.grid:  # per chain the W x partner, the partial-sum tiles, the gate tile west to east (the cascade),
+        out = {}  # chains as rows; the head after
+        c_n = m.chain_len
+        for r in range(m.chains):
+            col = (c_n + 1) * (r // device.rows)
             out[f"gw{li}[{r}]"] = (col, r % device.rows)
-            out[f"gc{li}[{r}]"] = (col + 1, r % device.rows)
+            for j in range(c_n - 1):
+                out[f"gp{li}[{grid_part(r, j, c_n)}]"] = (col + 1 + j, r % device.rows)
+            out[f"gc{li}[{r}]"] = (col + c_n, r % device.rows)
         out[f"gh{li}"] = (m.u_columns + m.w_columns, 0)
         return out
     lay = layout(m, device)
@@ -253,13 +256,19 @@ def _compact_args(li: int) -> tuple[str, ...]:
         ("CWCfg", "W", "CW_W", f"{sp}::CWCfg::K * {sp}::CWCfg::GP"), ("CWCfg", "X", "CW_B", f"{sp}::CWCfg::GP")))
 
 
-def _grid_args(li: int, tag: str, cfg: str, r: int) -> tuple[str, ...]:
-    """Chain ``r``'s weight columns and bias (emit._grid_weights: [chain][k][rows])."""
+def grid_part(chain: int, block: int, chain_len: int) -> int:
+    """The index in ``gp<l>`` of chain ``chain``'s partial-sum tile of column block ``block``."""
+    return chain * (chain_len - 1) + block
+
+
+def _grid_args(li: int, tag: str, cfg: str, r: int, tile: int = 0, tiles: int = 1, bias: bool = True) -> tuple[str, ...]:
+    """Chain ``r``'s weight columns of its tile ``tile`` (of ``tiles``) and, with ``bias``, the chain's
+    bias (emit._grid_weights: [chain][tile][k][rows], [chain][rows])."""
     sp = ns(li)
     c = f"{sp}::{cfg}"
-    w, b = f"{c}::K * {c}::GP", f"{c}::GP"
-    return (f"std::vector<{c}::W>({sp}::{tag}_W + {r} * {w}, {sp}::{tag}_W + {r + 1} * {w})",
-            f"std::vector<{c}::X>({sp}::{tag}_B + {r} * {b}, {sp}::{tag}_B + {r + 1} * {b})")
+    w, b, i = f"{c}::K * {c}::GP", f"{c}::GP", r * tiles + tile
+    return (f"std::vector<{c}::W>({sp}::{tag}_W + {i} * {w}, {sp}::{tag}_W + {i + 1} * {w})",
+            *([f"std::vector<{c}::X>({sp}::{tag}_B + {r} * {b}, {sp}::{tag}_B + {r + 1} * {b})"] if bias else []))
 
 
 def _front_args(i: int) -> tuple[str, ...]:
@@ -309,19 +318,27 @@ def lower(layers: Sequence[Node], mappings: Sequence[RecurrentMapping], device: 
             kernel(f"c{li}", node.name, f"CompactCell<{ns(li)}::CCfg>", _compact_args(li), 1, 1)
             stream(x_src, f"c{li}")
             continue
-        if m.grid:  # rnn_grid.h: partners (x broadcast), gate tiles (cascade in, h packets in / out), head
-            sp, r_n = ns(li), m.u_tiles
+        if m.grid:  # rnn_grid.h: partners (x broadcast), partial-sum tiles and gate tiles (cascade in, h packets in), head
+            sp, r_n, c_n = ns(li), m.chains, m.chain_len
             sw = f"m{li}_0"
             switches.append(PacketSwitch(sw, "merge", tuple(packet_id(r) for r in range(r_n))))
             kernel(f"gh{li}", node.name, f"GridHead<{sp}::GCfg>", (), 1, 1)
             for r in range(r_n):
                 kernel(f"gw{li}[{r}]", node.name, f"GridInput<{sp}::GCfg>", _grid_args(li, "GW", "GWCfg", r), 1, 1)
-                kernel(f"gc{li}[{r}]", node.name, f"GridCell<{sp}::GCfg>", (*_grid_args(li, "GU", "GUCfg", r), str(r)), 2, 1)
+                for j in range(c_n - 1):
+                    kernel(f"gp{li}[{grid_part(r, j, c_n)}]", node.name, f"GridPart<{sp}::GCfg>",
+                           (*_grid_args(li, "GU", "GUCfg", r, j, c_n, bias=False), str(j)), 2, 1)
+                kernel(f"gc{li}[{r}]", node.name, f"GridCell<{sp}::GCfg>",
+                       (*_grid_args(li, "GU", "GUCfg", r, c_n - 1, c_n), str(r), str(c_n - 1)), 2, 1)
             for r in range(r_n):
                 stream(x_src, f"gw{li}[{r}]")
-                links.append(Link("cascade", Port(f"gw{li}[{r}]", "out", 0), Port(f"gc{li}[{r}]", "in", 0)))
+                chain = [f"gw{li}[{r}]", *(f"gp{li}[{grid_part(r, j, c_n)}]" for j in range(c_n - 1)), f"gc{li}[{r}]"]
+                for a, b in zip(chain[:-1], chain[1:], strict=True):
+                    links.append(Link("cascade", Port(a, "out", 0), Port(b, "in", 0)))
                 stream(Port(f"gc{li}[{r}]", "out", 0), sw, r, "packet")
             for r in range(r_n):
+                for j in range(c_n - 1):
+                    stream(Port(sw, "out", 0), f"gp{li}[{grid_part(r, j, c_n)}]", 1, "packet")
                 stream(Port(sw, "out", 0), f"gc{li}[{r}]", 1, "packet")
             stream(Port(sw, "out", 0), f"gh{li}", 0, "packet")
             continue

@@ -156,15 +156,16 @@ def compact_stages(mapping: RecurrentMapping, device: Device) -> tuple[tuple[Ste
 
 
 def grid_stages(mapping: RecurrentMapping, device: Device) -> tuple[tuple[StepStage, ...], tuple[StepStage, ...]]:
-    """The generated grid mapping's step (rnn_grid.h, one tile per chain; ``grid.grid_step``'s
-    parts): the W path is x_t through its PLIO, then the W x partners (x read, W x of the chain's
-    rows, the finish, gx written on the cascade), which run a step ahead; the loop is one stage, a
-    gate tile (U h over every unit, its finish, the gate math of its units and the gx read, the h
-    exchange through the merge), whose recurrence is itself and the other chains'."""
+    """The generated grid mapping's step (rnn_grid.h; ``grid.grid_step``'s parts): the W path is x_t
+    through its PLIO, then the W x partners (x read, W x of the chain's rows, the finish, gx written
+    on the cascade), which run a step ahead; the loop is one stage, a chain (U h over each tile's
+    column block, the partial sums down the cascade, the gate tile's finish, the gate math of its
+    units and the gx read, the h exchange through the merge), whose recurrence is itself and the
+    other chains'."""
     from .grid import grid_step
 
     dims = mapping.dims
-    g = grid_step(dims, device, mapping.u_tiles, 1, mapping.gate_cycles or None, mapping.plio_bits)
+    g = grid_step(dims, device, mapping.chains, mapping.chain_len, mapping.gate_cycles or None, mapping.plio_bits)
     x_bytes = dims.n_in * WORD_BYTES
     x = mv.plio_stream_transfer(x_bytes, device, device.memory_tile_rows + 1, mapping.plio_bits)
     rate = mv.plio_stream_bytes_per_cycle(device, mapping.plio_bits) / WORD_BYTES
@@ -400,7 +401,7 @@ def head_stage(mapping: RecurrentMapping, device: Device | str) -> StepStage:
                    else aie_head_cycles(dims.n_h, dims.head, pair))
         if mapping.grid:  # the head tile reads the last step's packets (one per chain) first
             word = mv.core_stream_bytes_per_cycle(device) / WORD_BYTES
-            compute += (mv.packet_stream_words(mapping.recurrent.rows, mapping.u_tiles) / word + mv.STREAM_FIXED_CYCLES
+            compute += (mv.packet_stream_words(mapping.recurrent.rows, mapping.chains) / word + mv.STREAM_FIXED_CYCLES
                         + mv.SWITCH_HOP_CYCLES)
         t = mv.plio_stream_transfer(n_y * WORD_BYTES, device, 0, mapping.plio_bits)
         out = t.busy_cycles + t.latency_cycles

@@ -45,10 +45,10 @@ DISTRIBUTIONS = ("row", "column")  # how the spread mappings lay out one product
 # The compact mapping (issue 22): the whole cell (W x, U h, gates, state update, and the dense head
 # after the last layer) on one tile, h kept in its memory between steps; no packets, no PL.
 COMPACT = "compact"
-# The grid mapping (issue 22; recurrent/grid.py, templates/recurrent/rnn_grid.h), generated for one
-# tile per chain (C = 1): R chains of hidden units, each a gate tile (U h over all of h, the gate
-# math of its units) with a W x partner ahead of it on the cascade; h exchanged every step as one
-# packet per chain through one pktmerge broadcast to every gate tile and the head tile.
+# The grid mapping (issue 22; recurrent/grid.py, templates/recurrent/rnn_grid.h): R chains of hidden
+# units, each a cascade of C tiles over U h's column blocks (C - 1 partial-sum tiles, then the gate tile:
+# its block, the finish, the gate math of its units) with a W x partner at its head; h exchanged every
+# step as one packet per chain through one pktmerge broadcast to every chain tile and the head tile.
 GRID = "grid"
 AGGREGATIONS = ("aie", "hybrid")
 RESULT_BYTES = 4  # every row result / bias / partial sum travels and is stored as one 32-bit word
@@ -244,6 +244,7 @@ class RecurrentOptions:
     row_reuse_max: int | None = None
     input_row_reuse_max: int | None = None
     chains: int | None = None  # distribution grid: R chains of hidden units (None: searched)
+    columns: int | None = None  # distribution grid: C tiles per chain over U h's column blocks (None: searched)
 
     def __post_init__(self) -> None:
         for key, allowed in (("distribution", (*DISTRIBUTIONS, COMPACT, GRID)),
@@ -253,12 +254,16 @@ class RecurrentOptions:
             if v is not None and v not in allowed:
                 raise ConfigError(f"recurrent {key} {v!r}: use one of {', '.join(allowed)}")
         for key in ("row_reuse", "input_row_reuse", "merge_fanin", "streams_per_interface_tile", "plio_bits", "cas_len",
-                    "input_cas_len", "row_reuse_max", "input_row_reuse_max", "chains"):
+                    "input_cas_len", "row_reuse_max", "input_row_reuse_max", "chains", "columns"):
             v = getattr(self, key)
             if v is not None and int(v) < 1:
                 raise ConfigError(f"recurrent {key} must be a positive integer, got {v!r}")
         if self.plio_bits not in (32, 64, 128):
             raise ConfigError(f"plio_bits {self.plio_bits}: a PLIO is 32, 64 or 128 bits wide")
+        for key in ("chains", "columns"):
+            if getattr(self, key) is not None and self.distribution not in (None, GRID):
+                raise ConfigError(f"recurrent {key} {getattr(self, key)}: a key of distribution grid, not "
+                                  f"{self.distribution}", hint=f"remove {key}, or use distribution grid")
 
 
 @dataclass(frozen=True)
@@ -346,8 +351,19 @@ class RecurrentMapping:
 
     @property
     def grid(self) -> bool:
-        """The grid mapping (``GRID``): ``u_tiles`` chains (gate tiles), their W x partners, the head tile."""
+        """The grid mapping (``GRID``): ``chains`` chains of ``chain_len`` tiles (``u_tiles`` in all), a W x
+        partner per chain, the head tile."""
         return self.aggregation == GRID
+
+    @property
+    def chains(self) -> int:
+        """Grid: chains of hidden units (one W x partner and one gate tile each)."""
+        return self.w_tiles
+
+    @property
+    def chain_len(self) -> int:
+        """Grid: tiles per chain over U h's column blocks (C; the last is the gate tile)."""
+        return self.recurrent.cas_len
 
     def describe(self) -> str:
         def mv(m: MatvecMapping) -> str:
@@ -355,8 +371,11 @@ class RecurrentMapping:
 
         front = "".join(f"Conv1d {f.c_in}->{f.c_out} (k {f.kernel}), " for f in self.dims.front)
         if self.grid:
-            return (f"{front}{self.dims.cell.upper()} {self.dims.n_in}->{self.dims.n_h}: grid, {self.u_tiles} chains of "
-                    f"{self.recurrent.rows} hidden units x 1 tile (W x partners ahead, h by one pktmerge), {self.tiles} tiles, "
+            c = self.chain_len
+            return (f"{front}{self.dims.cell.upper()} {self.dims.n_in}->{self.dims.n_h}: grid, {self.chains} chains of "
+                    f"{self.recurrent.rows} hidden units x {c} tile{'s' if c > 1 else ''}"
+                    f"{f' ({math.ceil(self.dims.n_h / c)} columns of h each)' if c > 1 else ''} (W x partners ahead, h by "
+                    f"one pktmerge), {self.tiles} tiles, "
                     f"{self.interface_tiles} interface tile{'s' if self.interface_tiles > 1 else ''}")
         if self.compact:
             return (f"{front}{self.dims.cell.upper()} {self.dims.n_in}->{self.dims.n_h}: compact, the whole cell "
@@ -485,18 +504,58 @@ def grid_gate_cycles(node: Node, dims: RecurrentDims, device: Device) -> tuple[t
 def compact_conflicts(options: RecurrentOptions) -> list[str]:
     """The options a compact mapping cannot honour (it has no row kernels, chains, merges or PL
     aggregation), by name; empty when ``distribution: compact`` can map with them."""
+    return _one_kind_conflicts(options, COMPACT, "the compact tile computes W x itself",
+                               "the compact tile applies the gates itself")
+
+
+def _one_kind_conflicts(options: RecurrentOptions, kind: str, input_why: str, aggregation_why: str = "") -> list[str]:
+    """The spread mappings' options set in ``options``, by name: what a compact or grid mapping
+    (``kind``, which has no row kernels, chains of columns, merges to size or PL aggregation)
+    cannot honour.  ``input_why`` / ``aggregation_why``: why, for those two keys."""
     out = []
-    if options.input_distribution not in (None, COMPACT):
-        out.append(f"input_distribution {options.input_distribution} (the compact tile computes W x itself)")
-    if options.aggregation is not None:
-        out.append(f"aggregation {options.aggregation} (the compact tile applies the gates itself)")
-    for key in ("cas_len", "input_cas_len", "merge_fanin", "streams_per_interface_tile", "row_reuse_max",
+    if options.input_distribution not in (None, kind):
+        out.append(f"input_distribution {options.input_distribution} ({input_why})")
+    for key in ("aggregation", "cas_len", "input_cas_len", "merge_fanin", "streams_per_interface_tile", "row_reuse_max",
                 "input_row_reuse_max"):
         if getattr(options, key) is not None:
-            out.append(f"{key} {getattr(options, key)}")
+            why = f" ({aggregation_why})" if key == "aggregation" and aggregation_why else ""
+            out.append(f"{key} {getattr(options, key)}{why}")
     for key in ("row_reuse", "input_row_reuse"):
         if getattr(options, key) != 1:
             out.append(f"{key} {getattr(options, key)}")
+    return out
+
+
+def _name(dims: RecurrentDims) -> str:
+    return f"{dims.cell.upper()} {dims.n_in}->{dims.n_h}"
+
+
+def _refuse_conflicts(dims: RecurrentDims, kind: str, conflicts: list[str], hint: str) -> None:
+    """``distribution: compact`` / ``grid`` (``kind``) asked with options it cannot honour: a
+    PlanError naming them (``conflicts``)."""
+    if conflicts:
+        raise PlanError(f"distribution {kind} for {_name(dims)} cannot honour: {'; '.join(conflicts)}", hint=hint)
+
+
+def _refuse_limits(mapping: RecurrentMapping, device: Device, hint: str) -> RecurrentMapping:
+    """The compact / grid mapping the config asked for, or a PlanError naming the limits it exceeds."""
+    bad = violations(mapping, device)
+    if bad:
+        raise PlanError(f"distribution {mapping.aggregation} does not map {_name(mapping.dims)} on {device.board}: "
+                        f"{'; '.join(bad)}", hint=hint)
+    return mapping
+
+
+def _tile_limits(mapping: RecurrentMapping, device: Device, what: str) -> list[str]:
+    """The limits a compact / grid mapping shares with every mapping: compute tiles, array columns,
+    and no Conv1d front end before it (``what``: the layer's kind, as error text)."""
+    out = []
+    if mapping.tiles > device.compute_tiles:
+        out.append(f"{mapping.tiles} tiles > {device.compute_tiles}")
+    if mapping.columns > device.columns:
+        out.append(f"{mapping.columns} columns > {device.columns}")
+    if mapping.dims.front:
+        out.append(f"a Conv1d front end before a {what} layer is not generated")
     return out
 
 
@@ -515,17 +574,11 @@ def build_compact(dims: RecurrentDims, device: Device, options: RecurrentOptions
 
 def _compact_violations(mapping: RecurrentMapping, device: Device) -> list[str]:
     dims, gen = mapping.dims, device.generation
-    out = []
-    if mapping.tiles > device.compute_tiles:
-        out.append(f"{mapping.tiles} tiles > {device.compute_tiles}")
-    if mapping.columns > device.columns:
-        out.append(f"{mapping.columns} columns > {device.columns}")
+    out = _tile_limits(mapping, device, "compact")
     need = compact_bytes(dims, device)
     if need > gen.data_memory_bytes:
         out.append(f"the compact cell needs {need} B > {gen.data_memory_bytes} B of one tile's memory (a short cascade "
                    "of compact tiles is not generated)")
-    if dims.front:
-        out.append("a Conv1d front end before a compact layer is not generated")
     for i, f in enumerate(dims.front):
         need = front_kernel_bytes(f)
         if need > gen.data_memory_bytes:
@@ -788,17 +841,9 @@ def plan_recurrent(node_or_dims: Node | RecurrentDims, device: Device | str, opt
 
 def plan_compact(dims: RecurrentDims, device: Device, options: RecurrentOptions) -> RecurrentMapping:
     """``distribution: compact``: the compact mapping, or a PlanError naming what stops it."""
-    name = f"{dims.cell.upper()} {dims.n_in}->{dims.n_h}"
-    bad = compact_conflicts(options)
-    if bad:
-        raise PlanError(f"distribution compact for {name} cannot honour: {'; '.join(bad)}",
-                        hint="remove those mapping keys, or use distribution row / column")
-    mapping = build_compact(dims, device, options)
-    bad = violations(mapping, device)
-    if bad:
-        raise PlanError(f"distribution compact does not map {name} on {device.board}: {'; '.join(bad)}",
-                        hint="use distribution row or column (the spread mappings), or smaller layers")
-    return mapping
+    _refuse_conflicts(dims, COMPACT, compact_conflicts(options), "remove those mapping keys, or use distribution row / column")
+    return _refuse_limits(build_compact(dims, device, options), device,
+                          "use distribution row or column (the spread mappings), or smaller layers")
 
 
 def published_options(dims: RecurrentDims, options: RecurrentOptions) -> RecurrentOptions:
@@ -826,17 +871,7 @@ def _fixed_reuse(options: RecurrentOptions) -> str:
 def grid_conflicts(options: RecurrentOptions) -> list[str]:
     """The options a grid mapping cannot honour, by name (it has no row kernels, chains of columns,
     PL aggregation or fan-in to set: its one merge joins the R chains)."""
-    out = []
-    if options.input_distribution not in (None, GRID):
-        out.append(f"input_distribution {options.input_distribution} (the grid's W x partners are part of it)")
-    for key in ("aggregation", "cas_len", "input_cas_len", "merge_fanin", "streams_per_interface_tile", "row_reuse_max",
-                "input_row_reuse_max"):
-        if getattr(options, key) is not None:
-            out.append(f"{key} {getattr(options, key)}")
-    for key in ("row_reuse", "input_row_reuse"):
-        if getattr(options, key) != 1:
-            out.append(f"{key} {getattr(options, key)}")
-    return out
+    return _one_kind_conflicts(options, GRID, "the grid's W x partners are part of it")
 
 
 def grid_units(n_h: int, chains: int) -> int:
@@ -845,14 +880,15 @@ def grid_units(n_h: int, chains: int) -> int:
 
 
 def build_grid(dims: RecurrentDims, device: Device, chains: int, options: RecurrentOptions | None = None,
-               node: Node | None = None) -> RecurrentMapping:
-    """The grid mapping with ``chains`` chains of one tile (C = 1): per chain a W x partner and a gate
-    tile on one array row (partner west, gate tile east: the cascade between them), the head tile
-    in the next column; chains as rows, ``device.rows`` per column pair."""
+               node: Node | None = None, columns: int = 1) -> RecurrentMapping:
+    """The grid mapping with ``chains`` chains of ``columns`` tiles (C; as ``grid.slices`` leaves the
+    column blocks): per chain a W x partner, C - 1 partial-sum tiles and the gate tile on one array row,
+    west to east (the cascade), the head tile in the next column; chains as rows, ``device.rows`` per
+    group of C + 1 columns."""
     options = options or RecurrentOptions()
     units = grid_units(dims.n_h, chains)
     r = math.ceil(dims.n_h / units)  # chains that hold units (slices drop empty ones)
-    part = MatvecMapping(GRID, units, 1)
+    c = math.ceil(dims.n_h / math.ceil(dims.n_h / columns))  # column blocks that hold columns
     pairs = math.ceil(r / device.rows)
     gate_cycles = dict(dims.grid_gates).get(units, 0)
     if node is not None and dims.gate_form and not gate_cycles:
@@ -860,85 +896,86 @@ def build_grid(dims: RecurrentDims, device: Device, chains: int, options: Recurr
 
         gate_cycles = split_gate_cycles(node, device, units, len(dims.gate_form) > 6 and dims.gate_form[6] > 0) or 0
     return RecurrentMapping(
-        dims=dims, device=device.key, recurrent=part, input=part, aggregation=GRID,
-        u_fanin=r, w_fanin=0, u_merges=1, w_merges=0, u_tiles=r, w_tiles=r, aggregator_tiles=1,
-        plio_in=1, plio_out=1, interface_tiles=1, u_columns=pairs, w_columns=pairs, agg_columns=1,
+        dims=dims, device=device.key, recurrent=MatvecMapping(GRID, units, c), input=MatvecMapping(GRID, units, 1),
+        aggregation=GRID, u_fanin=r, w_fanin=0, u_merges=1, w_merges=0, u_tiles=r * c, w_tiles=r, aggregator_tiles=1,
+        plio_in=1, plio_out=1, interface_tiles=1, u_columns=pairs * c, w_columns=pairs, agg_columns=1,
         u_rows=min(r, device.rows), w_rows=min(r, device.rows), plio_bits=options.plio_bits, gate_cycles=gate_cycles,
     )
 
 
 def grid_bytes(mapping: RecurrentMapping, device: Device) -> int:
-    """Data memory of a gate tile (rnn_grid.h GridCell): U's weight columns for its G u rows (padded
-    to the lanes, weight type), the two gate vectors and the bias (32-bit), h and c of its units,
-    h of every unit in lane type, the activation tables (two of hls4ml's 1,024 32-bit entries, +
-    the widened tables where the gate math reads them: gate_form[6]), stack and heap.  The partner
-    (W x only) and the head tile (the compact tile's head) hold less."""
+    """Data memory of a gate tile (rnn_grid.h GridCell): U's weight columns of its column block (kc =
+    ceil(n_h / C) columns) for its G u rows (padded to the lanes, weight type), the two gate vectors,
+    the bias and the partial sums from the cascade (32-bit), h and c of its units, h of its block in
+    lane type, the activation tables (two of hls4ml's 1,024 32-bit entries, + the widened tables where
+    the gate math reads them: gate_form[6]), stack and heap.  The partner (W x only), the partial-sum
+    tiles (no gate math) and the head tile (the compact tile's head) hold less."""
     dims, gen = mapping.dims, device.generation
     wb = math.ceil(element_bits(dims.pair[1]) / 8)
     lane = lanes(gen, dims.pair)
     rows = math.ceil(dims.gates * mapping.recurrent.rows / lane) * lane + 2 * lane
     widened = dims.gate_form[6] if len(dims.gate_form) > 6 else 0
-    words = 3 * rows + 2 * (mapping.recurrent.rows + 2 * lane) + dims.n_h
-    return dims.n_h * rows * wb + words * RESULT_BYTES + 2 * LUT_ENTRIES * RESULT_BYTES + widened + gen.stack_bytes + gen.heap_bytes
+    kc = math.ceil(dims.n_h / mapping.chain_len)
+    words = (4 if mapping.chain_len > 1 else 3) * rows + 2 * (mapping.recurrent.rows + 2 * lane) + kc
+    return kc * rows * wb + words * RESULT_BYTES + 2 * LUT_ENTRIES * RESULT_BYTES + widened + gen.stack_bytes + gen.heap_bytes
 
 
 def _grid_violations(mapping: RecurrentMapping, device: Device) -> list[str]:
     dims, gen = mapping.dims, device.generation
-    out = []
-    if mapping.tiles > device.compute_tiles:
-        out.append(f"{mapping.tiles} tiles > {device.compute_tiles}")
-    if mapping.columns > device.columns:
-        out.append(f"{mapping.columns} columns > {device.columns}")
+    out = _tile_limits(mapping, device, "grid")
     if mapping.u_fanin > gen.pktmerge_max_inputs:
         out.append(f"{mapping.u_fanin} chains > {gen.pktmerge_max_inputs} inputs of the h pktmerge")
     if not dims.fixed:
         out.append("a float grid is not generated (its gate tiles run the compact tile's vector gate math, fixed point)")
     elif not dims.gate_form or not mapping.gate_cycles:
         out.append("the layer has no vector gate math (the grid's gate tiles run the compact tile's vector form only)")
+    elif mapping.chain_len > 1 and dims.kernel("u", "compact") == "scalar":
+        out.append(f"columns {mapping.chain_len} with a scalar U h product (hls4ml's order casts every partial sum, so "
+                   "column blocks' sums added on the cascade are not its result; the grid splits vector products only)")
     need = grid_bytes(mapping, device)
     if need > gen.data_memory_bytes:
         out.append(f"a gate tile needs {need} B > {gen.data_memory_bytes} B of tile memory")
-    if dims.front:
-        out.append("a Conv1d front end before a grid layer is not generated")
     return out
 
 
 def grid_candidates(dims: RecurrentDims, device: Device, options: RecurrentOptions,
                     node: Node | None = None) -> list[RecurrentMapping]:
-    """The legal grid mappings the options leave open (``chains`` given: that one), one per distinct
-    chain count."""
+    """The legal grid mappings the options leave open (``chains`` / ``columns`` given: those), one per
+    distinct (chains, tiles per chain)."""
     if options.distribution not in (None, GRID) or grid_conflicts(options):
         return []
     counts = [options.chains] if options.chains else range(2, dims.n_h + 1)
+    lengths = [options.columns] if options.columns else range(1, dims.n_h + 1)
     seen, out = set(), []
-    for c in counts:
-        if c > dims.n_h:
-            continue
-        m = build_grid(dims, device, c, options, node)
-        if m.u_tiles in seen or m.u_tiles < 2:
-            continue
-        seen.add(m.u_tiles)
-        if not violations(m, device):
-            out.append(m)
+    for r in counts:
+        for c in lengths:
+            if r > dims.n_h or c > dims.n_h:
+                continue
+            m = build_grid(dims, device, r, options, node, c)
+            key = (m.chains, m.chain_len)
+            if key in seen or m.chains < 2:
+                continue
+            seen.add(key)
+            if not violations(m, device):
+                out.append(m)
     return out
 
 
 def plan_grid(dims: RecurrentDims, device: Device, options: RecurrentOptions, node: Node | None = None) -> RecurrentMapping:
-    """``distribution: grid`` (``chains: R``): the grid mapping, or a PlanError naming what stops it."""
-    name = f"{dims.cell.upper()} {dims.n_in}->{dims.n_h}"
-    bad = grid_conflicts(options)
-    if bad:
-        raise PlanError(f"distribution grid for {name} cannot honour: {'; '.join(bad)}",
-                        hint="remove those mapping keys (a grid takes chains and plio_bits), or use distribution row / column")
+    """``distribution: grid`` (``chains: R``, ``columns: C``, default 1): the grid mapping, or a PlanError
+    naming what stops it."""
+    name = _name(dims)
+    _refuse_conflicts(dims, GRID, grid_conflicts(options),
+                      "remove those mapping keys (a grid takes chains and plio_bits), or use distribution row / column")
     if options.chains is None:
         raise PlanError(f"distribution grid for {name}: give chains (2..{dims.n_h} chains of hidden units)",
                         hint="add chains: R to the layer's mapping, or use target: latency to search it")
     if not 2 <= options.chains <= dims.n_h:
         raise PlanError(f"distribution grid for {name}: chains {options.chains} is not in 2..{dims.n_h} (the hidden units)",
                         hint=f"use chains 2..{dims.n_h} (1 chain is the compact tile: distribution compact)")
-    mapping = build_grid(dims, device, options.chains, options, node)
-    bad = violations(mapping, device)
-    if bad:
-        raise PlanError(f"distribution grid does not map {name} on {device.board}: {'; '.join(bad)}",
-                        hint="use distribution compact, row or column, or fewer chains")
-    return mapping
+    columns = options.columns or 1
+    if columns > dims.n_h:
+        raise PlanError(f"distribution grid for {name}: columns {columns} is not in 1..{dims.n_h} (U h's columns: the "
+                        "hidden units)", hint=f"use columns 1..{dims.n_h} tiles per chain")
+    return _refuse_limits(build_grid(dims, device, options.chains, options, node, columns), device,
+                          "use distribution compact, row or column, or fewer chains or columns")

@@ -183,18 +183,25 @@ def _harness(mappings: Sequence[RecurrentMapping], lays: Sequence[Layout], devic
         nu, nm = len(lay.u), len(lay.merges)
         a = f"{ns(li)}::AggCfg"
         if lay.grid:
-            g_cfg, r_n = f"{ns(li)}::GCfg", lay.chains
+            g_cfg, r_n, c_n = f"{ns(li)}::GCfg", lay.chains, lay.u_cas
+            p_n = r_n * (c_n - 1)  # partial-sum tiles gp<l>[r (C - 1) + j]; chain r's cascade j feeds its tile j
             ids = ", ".join(f"{packet_id(r)}u" for r in range(r_n))
-            decls += [f"    // ---- layer {li} (grid: {r_n} chains)",
+            decls += [f"    // ---- layer {li} (grid: {r_n} chains of {c_n} tiles)",
                       f"    auto& gh{li} = aieflow_shim::freerun::kernel_object<GridHead<{g_cfg}>>(g.gh{li});",
                       f"    std::vector<GridInput<{g_cfg}>*> gw{li};",
                       f"    std::vector<GridCell<{g_cfg}>*> gc{li};",
+                      *([f"    std::vector<GridPart<{g_cfg}>*> gp{li};",
+                         f"    static aieflow_shim::pktstream gpin{li}[{p_n}];",
+                         f"    for (int i = 0; i < {p_n}; ++i) {{",
+                         f"        gp{li}.push_back(&aieflow_shim::freerun::kernel_object<GridPart<{g_cfg}>>(g.gp{li}[i]));",
+                         f"        gpin{li}[i].set_packet_ids({{{ids}}});",
+                         "    }"] if p_n else []),
                       f"    for (int r = 0; r < {r_n}; ++r) {{",
                       f"        gw{li}.push_back(&aieflow_shim::freerun::kernel_object<GridInput<{g_cfg}>>(g.gw{li}[r]));",
                       f"        gc{li}.push_back(&aieflow_shim::freerun::kernel_object<GridCell<{g_cfg}>>(g.gc{li}[r]));",
                       "    }",
                       f"    static aieflow_shim::stream<X> gx{li}[{r_n}];",
-                      f"    static aieflow_shim::cascade<{g_cfg}::CAS> gcas{li}[{r_n}];",
+                      f"    static aieflow_shim::cascade<{g_cfg}::CAS> gcas{li}[{r_n * c_n}];",
                       f"    static aieflow_shim::pktstream gout{li}[{r_n}], gin{li}[{r_n}];",
                       f'    aieflow_shim::pktstream gm{li}("m{li}_0"), ghin{li}("gh{li}_h");',
                       f'    aieflow_shim::stream<X> gy{li}("gh{li}_y");',
@@ -207,6 +214,7 @@ def _harness(mappings: Sequence[RecurrentMapping], lays: Sequence[Layout], devic
                       f"    ghin{li}.set_packet_ids({{{ids}}});",
                       f"    std::vector<aieflow_shim::pktstream*> gto{li};",
                       f"    for (auto& s : gin{li}) gto{li}.push_back(&s);",
+                      *([f"    for (auto& s : gpin{li}) gto{li}.push_back(&s);"] if p_n else []),
                       f"    gto{li}.push_back(&ghin{li});"]
             x_in = "xv" if li == 0 else f"yv{li - 1}"
             srcs = ", ".join(f"&gout{li}[{r}]" for r in range(r_n))
@@ -214,11 +222,14 @@ def _harness(mappings: Sequence[RecurrentMapping], lays: Sequence[Layout], devic
                   f"        std::vector<X> yv{li};",
                   f"        for (int r = 0; r < {r_n}; ++r) {{  // the x PLIO broadcast to the W x partners",
                   f"            for (X v : {x_in}) gx{li}[r].push(v);",
-                  f"            gw{li}[r]->run(gx{li}[r].in(), gcas{li}[r].out());",
+                  f"            gw{li}[r]->run(gx{li}[r].in(), gcas{li}[r * {c_n}].out());",
+                  *([f"            for (int j = 0; j < {c_n - 1}; ++j)  // the partial-sum tiles down the chain's cascade",
+                     f"                gp{li}[r * {c_n - 1} + j]->run(gcas{li}[r * {c_n} + j].in(), gpin{li}[r * {c_n - 1} + j].in(),",
+                     f"                                          gcas{li}[r * {c_n} + j + 1].out());"] if p_n else []),
+                  f"            gc{li}[r]->run(gcas{li}[r * {c_n} + {c_n - 1}].in(), gin{li}[r].in(), gout{li}[r].out());",
                   "        }",
-                  f"        for (int r = 0; r < {r_n}; ++r) gc{li}[r]->run(gcas{li}[r].in(), gin{li}[r].in(), gout{li}[r].out());",
                   f"        aieflow_shim::freerun::merge_packets({{{srcs}}}, {{{', '.join(str(packet_id(r)) for r in range(r_n))}}}, gm{li}, rng);",
-                  f"        while (!gm{li}.empty()) {{  // the merged h broadcast to every gate tile and the head tile",
+                  f"        while (!gm{li}.empty()) {{  // the merged h broadcast to every chain tile and the head tile",
                   "            bool last = false;",
                   f"            const std::uint32_t v = gm{li}.pop(last);",
                   f"            for (auto* d : gto{li}) d->push(v, last);",
@@ -231,7 +242,10 @@ def _harness(mappings: Sequence[RecurrentMapping], lays: Sequence[Layout], devic
                        f'    for (auto& s : gout{li}) check(s.empty(), "layer {li}: h packets left unmerged");',
                        f'    check(ghin{li}.empty(), "layer {li}: h left unread by the head tile");',
                        f"    for (auto& s : gin{li}) check(s.size() == std::size_t({r_n} + {ns(li)}::GCfg::NH), "
-                       f'"layer {li}: a gate tile does not hold exactly the last h (dropped at a next step 0)");']
+                       f'"layer {li}: a gate tile does not hold exactly the last h (dropped at a next step 0)");',
+                       *([f"    for (auto& s : gpin{li}) check(s.size() == std::size_t({r_n} + {ns(li)}::GCfg::NH), "
+                          f'"layer {li}: a partial-sum tile does not hold exactly the last h (dropped at a next step 0)");']
+                         if p_n else [])]
             continue
         if lay.compact:
             decls += [f"    // ---- layer {li} (compact)",
@@ -455,7 +469,8 @@ def _instances(mappings: Sequence[RecurrentMapping], lays: Sequence[Layout], dev
             out.append(f"template class CompactCell<{ns(li)}::CCfg>;")
             continue
         if lay.grid:
-            out += [f"template class {c}<{ns(li)}::GCfg>;" for c in ("GridInput", "GridCell", "GridHead")]
+            out += [f"template class {c}<{ns(li)}::GCfg>;"
+                    for c in ("GridInput", *(("GridPart",) if lay.u_cas > 1 else ()), "GridCell", "GridHead")]
             continue
         for tag in ("u", "w"):
             cfg = f"{ns(li)}::{tag.upper()}Cfg"

@@ -330,7 +330,7 @@ def _short(m: RecurrentMapping) -> str:
     if m.compact:
         return "compact (1 tile)"
     if m.grid:
-        return f"grid ({m.u_tiles} chains)"
+        return f"grid ({m.chains} chains x {m.chain_len} tiles)"
 
     def mv_(x) -> str:
         return f"row x{x.rows}" if x.distribution == "row" else f"col {x.rows}x{x.cas_len}"

@@ -61,6 +61,40 @@ inline vi<L> gather(const T* table, const vi<L>& idx, int n) {
     for (int l = 0; l < L; ++l) ob[l] = l < n ? table[ib[l]] : 0;
     return aie::load_v<L>(ob);
 }
+// The products' per-lane rounding (VRND: an rnn::Rnd, -1: none), set before each step's products: the gate
+// math may have changed the modes.  Shared by the compact tile and the grid's tiles.
+template <int VRND>
+inline void product_modes() {
+    if constexpr (VRND >= 0) {
+        aie::set_rounding(rnn_aie_rounding(VRND));
+        aie::set_saturation(aie::saturation_mode::none);
+    }
+}
+// N words of a stream (x_t), narrowed to a product's lane type V.
+template <int N, typename V, typename S>
+inline void read_vector(input_stream<S>* in, V* v) {
+    for (int k = 0; k < N; ++k) v[k] = static_cast<V>(readincr(in));
+}
+// The state a tile keeps between steps: h and c of its units (NHP, with room for the last lane group) and
+// h_{t-1} as the U h product reads it (NV elements of its lane type V); reset() at a sequence's start.
+template <typename X, typename V, int NHP, int NV>
+struct State {
+    alignas(aie::vector_decl_align) X h[NHP];
+    alignas(aie::vector_decl_align) X c[NHP];
+    alignas(32) V hv[NV];
+    void reset() {
+        for (int i = 0; i < NHP; ++i) {
+            h[i] = X(0);
+            c[i] = X(0);
+        }
+        for (int i = 0; i < NV; ++i) hv[i] = V(0);
+    }
+};
+// Zero n elements (the gate vectors before the first step).
+template <typename X>
+inline void zero(X* v, int n) {
+    for (int i = 0; i < n; ++i) v[i] = X(0);
+}
 }  // namespace rnnv
 
 // One gate-stacked product in column form: P::GN rows (P::GP padded to the lanes) over P::K columns.
@@ -88,8 +122,18 @@ public:
         }
     }
 
-    // out[r] = row r of the product of the vector v (P::K elements), for r < GP.
-    void compute(const V* v, X* out) const {
+    // The exact sums of the terms of every row (int32 lanes; fixed point, P::VECTOR only), not finished, + carry
+    // (another column block's sums: the grid's partial-sum tiles, rnn_grid.h) where given.  int32 adds wrap, so
+    // the blocks' sums added in any order are the whole row's sum as terms() forms it.
+    void sums(const V* v, X* out, const X* carry) const {
+        static_assert(VEC, "column-block sums: fixed-point vector products only");
+        for (int g0 = 0; g0 < GROUPS; g0 += BLOCK) terms(v, g0, out, carry, false);
+    }
+
+    // out[r] = row r of the product of the vector v (P::K elements), for r < GP; carry (vector products only): the
+    // other column blocks' sums of each row, added before the finish.
+    void compute(const V* v, X* out, const X* carry = nullptr) const {
+        (void)carry;  // vector products only
         if constexpr (P::FP32) {
             for (int g0 = 0; g0 < GROUPS; g0 += BLOCK) {  // as terms(): columns outer, a block of groups inner
                 const int nb = GROUPS - g0 < BLOCK ? GROUPS - g0 : BLOCK;
@@ -103,7 +147,7 @@ public:
                 for (int g = 0; g < nb; ++g) aie::store_v(out + (g0 + g) * L, acc[g].template to_vector<float>());
             }
         } else if constexpr (VEC) {
-            for (int g0 = 0; g0 < GROUPS; g0 += BLOCK) terms(v, g0, out);
+            for (int g0 = 0; g0 < GROUPS; g0 += BLOCK) terms(v, g0, out, carry, true);
         } else {
             for (int r = 0; r < P::GP; ++r) {
                 int64_t acc = rnn::cast(b_[r], P::BFRAC, P::ACC);
@@ -120,8 +164,9 @@ private:
     // The exact sums of lane groups g0 .. g0 + BLOCK - 1 (int32 lanes: vector.py bounds every row's sum below
     // 2^31), finished and stored.  Columns outer, the block's groups inner: one broadcast of v[k] serves
     // every group of the block, and the block's sums stay in registers (at most BLOCK, 4 as dense.h's 2 x 2
-    // accumulator blocking); each lane still adds its terms in k order.
-    void terms(const V* v, int g0, X* out) const {
+    // accumulator blocking); each lane still adds its terms in k order.  carry: added per lane before the finish;
+    // fin false: the sums stored unfinished.
+    void terms(const V* v, int g0, X* out, const X* carry, bool fin) const {
         constexpr int B = BLOCK;
         const int nb = GROUPS - g0 < B ? GROUPS - g0 : B;
         if constexpr (P::SHIFT > 0) {
@@ -135,7 +180,7 @@ private:
                         s[g] = aie::add(s[g], prod.template to_vector<int32>(P::SHIFT));
                     }
                 }
-            for (int g = 0; g < nb; ++g) aie::store_v(out + (g0 + g) * L, finish(s[g], g0 + g));
+            for (int g = 0; g < nb; ++g) aie::store_v(out + (g0 + g) * L, finish(s[g], g0 + g, carry, fin));
         } else {
             aie::accum<rnn_int_acc<V, W>, L> s[B];
             for (int g = 0; g < B; ++g) s[g] = aie::zeros<rnn_int_acc<V, W>, L>();
@@ -145,12 +190,15 @@ private:
                     for (int g = 0; g < nb; ++g) s[g] = aie::mac(s[g], xk, aie::load_v<L>(w_ + k * P::GP + (g0 + g) * L));
                 }
             for (int g = 0; g < nb; ++g)
-                aie::store_v(out + (g0 + g) * L, finish(s[g].template to_vector<int32>(0), g0 + g));
+                aie::store_v(out + (g0 + g) * L, finish(s[g].template to_vector<int32>(0), g0 + g, carry, fin));
         }
     }
 
-    // Terms onto the accumulator's grid, + the cast bias, the accumulator's overflow: vector ops per group.
-    aie::vector<int32, L> finish(aie::vector<int32, L> t, int g) const {
+    // + the carried sums, then the terms onto the accumulator's grid, + the cast bias, the accumulator's overflow:
+    // vector ops per group (fin false: the sum + carry only).
+    aie::vector<int32, L> finish(aie::vector<int32, L> t, int g, const X* carry, bool fin) const {
+        if (carry) t = aie::add(t, aie::load_v<L>(carry + g * L));
+        if (!fin) return t;
         if constexpr (P::SHIFT < 0) t = aie::upshift(t, -P::SHIFT);
         t = aie::add(t, aie::load_v<L>(b_ + g * L));
         if constexpr (P::WRAP_BITS > 0 && P::WRAP_BITS < 32)
@@ -169,52 +217,40 @@ class CompactCell {
     using WV = typename WP::V;
     CompactProduct<UP> u_;
     CompactProduct<WP> w_;
-    alignas(32) UV hv_[C::NH];  // h_{t-1} in the U h product's lane type
-    alignas(32) WV xv_[C::NX];  // x_t in the W x product's lane type
+    rnnv::State<X, UV, C::NHP, C::NH> s_;  // h, c and h_{t-1} in the U h product's lane type
+    alignas(32) WV xv_[C::NX];              // x_t in the W x product's lane type
     alignas(aie::vector_decl_align) X gx_[C::GP];
     alignas(aie::vector_decl_align) X gh_[C::GP];
-    alignas(aie::vector_decl_align) X h_[C::NHP];
-    alignas(aie::vector_decl_align) X c_[C::NHP];
     int step_ = 0;
-
-    void reset() {
-        for (int i = 0; i < C::NHP; ++i) {
-            h_[i] = X(0);
-            c_[i] = X(0);
-        }
-        for (int i = 0; i < C::NH; ++i) hv_[i] = UV(0);
-        step_ = 0;
-    }
 
 public:
     CompactCell(const std::vector<typename UP::W>& wu, const std::vector<X>& bu, const std::vector<typename WP::W>& ww,
                 const std::vector<X>& bw)
         : u_(wu, bu), w_(ww, bw) {
-        for (int i = 0; i < C::NX; ++i) xv_[i] = WV(0);
-        for (int i = 0; i < C::GP; ++i) {
-            gx_[i] = X(0);
-            gh_[i] = X(0);
-        }
-        reset();
+        rnnv::zero(xv_, C::NX);
+        rnnv::zero(gx_, C::GP);
+        rnnv::zero(gh_, C::GP);
+        s_.reset();
     }
 
     void run(input_stream<X>* x_in, output_stream<X>* y_out) {
-        if constexpr (C::VRND >= 0) {  // the products' per-lane rounding (the gate math may have changed the modes)
-            aie::set_rounding(rnn_aie_rounding(C::VRND));
-            aie::set_saturation(aie::saturation_mode::none);
-        }
-        for (int k = 0; k < C::NX; ++k) xv_[k] = static_cast<WV>(readincr(x_in));
+        rnnv::product_modes<C::VRND>();
+        rnnv::read_vector<C::NX>(x_in, xv_);
         w_.compute(xv_, gx_);
-        u_.compute(hv_, gh_);  // step 0: h_{-1} = 0, so gh is the cast bias
-        C::Gates::step(gx_, gh_, h_, c_);
-        for (int j = 0; j < C::NH; ++j) hv_[j] = static_cast<UV>(h_[j]);
+        u_.compute(s_.hv, gh_);  // step 0: h_{-1} = 0, so gh is the cast bias
+        C::Gates::step(gx_, gh_, s_.h, s_.c);
+        for (int j = 0; j < C::NH; ++j) s_.hv[j] = static_cast<UV>(s_.h[j]);
         if (Cell::emits(step_)) {
             X y[Cell::NY];
-            C::Head::output(h_, y);  // h (padded for the next layer), or the dense head (rnn_vgates.h / rnn_cell.h)
+            C::Head::output(s_.h, y);  // h (padded for the next layer), or the dense head (rnn_vgates.h / rnn_cell.h)
             for (int i = 0; i < Cell::NY; ++i) writeincr(y_out, y[i]);
         }
-        if (step_ + 1 == C::STEPS) reset();
-        else ++step_;
+        if (step_ + 1 == C::STEPS) {
+            s_.reset();
+            step_ = 0;
+        } else {
+            ++step_;
+        }
     }
 
     static void registerKernelClass() { REGISTER_FUNCTION(CompactCell::run); }

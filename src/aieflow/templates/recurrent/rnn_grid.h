@@ -1,24 +1,30 @@
-// The grid mapping of a recurrent layer with one tile per chain (GRU / LSTM; docs/recurrent.md "Grid
-// mapping", issue 22): the hidden units in C::CHAINS chains of C::UNITS units each (the last chain's
-// extra units are zero rows, never sent), and per chain
+// The grid mapping of a recurrent layer (GRU / LSTM; docs/recurrent.md "Grid mapping", issue 22): the hidden
+// units in C::CHAINS chains of C::UNITS units each (the last chain's extra units are zero rows, never sent),
+// each chain a cascade over U h's columns in C::COLS blocks of C::KC units of h:
 //
-//   GridInput<C> (the W x partner): reads x_t from its input stream (the x PLIO, broadcast to every
-//     partner), computes gx = W x_t + b for the chain's gate-stacked rows (CompactProduct, the compact
-//     tile's column form and vector finish) and writes them on its output cascade, one step ahead of
-//     the gate tile (the cascade blocks when the gate tile has not read the previous step's);
-//   GridCell<C> (the gate tile): reads h_{t-1} of every unit from its packet input (one packet per
-//     chain: header, then the chain's real units, from the one pktmerge of the chains' h outputs,
-//     broadcast to every gate tile and the head tile; a packet's source from its ID), gx from the
-//     cascade, computes gh = U h_{t-1} + b' for its rows over every unit of h (CompactProduct), runs
-//     the gate math and state update of its units (C::Gates: recurrent/compact.py's vector gate math
-//     generated for C::UNITS units, stride C::UNITS) and sends its units' new h as one packet;
-//   GridHead<C> (one tile): reads every chain's packet each step (h of every unit) and, after the
-//     layer's output steps, writes the layer's output: h, or the dense head's (C::Head: the compact
-//     tile's head, rnn_vgates.h VHead or rnn_cell.h).
+//   GridInput<C> (the W x partner, at the chain's head): reads x_t from its input stream (the x PLIO,
+//     broadcast to every partner), computes gx = W x_t + b for the chain's gate-stacked rows (CompactProduct,
+//     the compact tile's column form and vector finish) and writes them on its output cascade, one step ahead
+//     (the cascade blocks when the next tile has not read the previous step's);
+//   GridPart<C> (C::COLS - 1 per chain, column blocks 0 .. COLS - 2): passes gx on first (it does not wait
+//     for h), then reads h_{t-1} (every chain's packet, keeping its block's units), computes the exact sums of
+//     its rows over its block (CompactProduct::sums, unfinished), adds the sums of the blocks before it from
+//     its input cascade and writes them on its output cascade;
+//   GridCell<C> (the gate tile, the chain's last block): reads h_{t-1} the same way, gx and the other blocks'
+//     sums from the cascade, computes gh = U h_{t-1} + b' for its rows (its block's terms + the carried sums,
+//     then the finish), runs the gate math and state update of its units (C::Gates: recurrent/compact.py's
+//     vector gate math generated for C::UNITS units, stride C::UNITS) and sends its units' new h as one packet
+//     (from the one pktmerge of the chains' h outputs, broadcast to every tile of every chain and the head
+//     tile; a packet's source from its ID);
+//   GridHead<C> (one tile): reads every chain's packet each step (h of every unit) and, after the layer's
+//     output steps, writes the layer's output: h, or the dense head's (C::Head: the compact tile's head,
+//     rnn_vgates.h VHead or rnn_cell.h).
 //
-// A sequence's last h also reaches the gate tiles: they drop those packets at the next sequence's
-// step 0 (h_{-1} = 0).  Numerics: the compact tile's, row by row (the same products, finish and gate
-// math), so every mapping gives the emulator's codes.  Fixed point only (plan.py refuses a float grid).
+// A sequence's last h also reaches the chain tiles: they drop those packets at the next sequence's step 0
+// (h_{-1} = 0).  Numerics: the compact tile's, row by row (the same products, finish and gate math; a row's
+// terms summed per block in int32 lanes and the blocks' sums added, which wraps as the one sum does), so every
+// mapping gives the emulator's codes.  Fixed point only (plan.py refuses a float grid, and C::COLS > 1 with a
+// scalar product).
 #pragma once
 
 #include <adf.h>
@@ -29,6 +35,74 @@
 #include "rnn_collect.h"  // rnn::to_word / from_word
 #include "rnn_compact.h"  // CompactProduct, rnnv
 
+// The chains' h packets on a tile's packet input, one per chain per step (its real units), in any order:
+// the source from the packet ID (as getPacketid gives it for each input of the merge).
+template <class C>
+class GridPackets {
+    int idmap_[32];
+    bool mapped_ = false;
+
+public:
+    static int units_of(int chain) { return C::NH - chain * C::UNITS < C::UNITS ? C::NH - chain * C::UNITS : C::UNITS; }
+
+    GridPackets() {
+        for (int i = 0; i < 32; ++i) idmap_[i] = -1;
+    }
+
+    // Every chain's packet of one step: store(unit, word) for each unit it carries.
+    template <class F>
+    void read(input_pktstream* in, F store) {
+        if (!mapped_) {
+            for (int r = 0; r < C::CHAINS; ++r) idmap_[getPacketid(in, r) & 31] = r;
+            mapped_ = true;
+        }
+        for (int p = 0; p < C::CHAINS; ++p) {
+            const int src = idmap_[readincr(in) & 31];
+            const int n = src >= 0 ? units_of(src) : 0;
+            for (int j = 0; j < n; ++j) store(src * C::UNITS + j, readincr(in));
+        }
+    }
+};
+
+// h_{t-1} as a chain tile keeps it: the units of its column block [c0, c0 + C::KC) in the U h product's lane
+// type, from every chain's packet (step 0 of a sequence: the previous sequence's last h, dropped).
+template <class C, typename UV>
+class GridBlock {
+    using X = typename C::X;
+    GridPackets<C> in_;
+    int c0_;
+    bool fresh_ = true;  // no sequence before: no last h to drop
+
+public:
+    explicit GridBlock(int block) : c0_(block * C::KC) {}
+
+    void read(input_pktstream* in, int step, UV* hv) {
+        if (step == 0 && fresh_) return;
+        const bool keep = step != 0;
+        in_.read(in, [&](int unit, int v) {
+            const int j = unit - c0_;
+            if (keep && j >= 0 && j < C::KC) hv[j] = static_cast<UV>(rnn::from_word<X>(v));
+        });
+    }
+
+    void ended() { fresh_ = false; }
+};
+
+// Cascade words of int32 codes (C::CASC_LANES per word of the widest accumulator: exact).
+template <class C>
+inline void cascade_out(output_cascade<typename C::CAS>* out, const typename C::X* v) {
+    for (int i = 0; i < C::GPC; i += C::CASC_LANES) {
+        aie::accum<typename C::CAS, C::CASC_LANES> a;
+        a.from_vector(aie::load_v<C::CASC_LANES>(v + i), 0);
+        writeincr(out, a);
+    }
+}
+template <class C>
+inline void cascade_in(input_cascade<typename C::CAS>* in, typename C::X* v) {
+    for (int i = 0; i < C::GPC; i += C::CASC_LANES)
+        aie::store_v(v + i, readincr_v<C::CASC_LANES>(in).template to_vector<int32>(0));
+}
+
 // gx of a chain on the cascade: C::GP int32 codes, C::CASC_LANES per cascade word (accumulator lanes hold
 // int32 codes exactly).
 template <class C>
@@ -37,32 +111,67 @@ class GridInput {
     using WP = typename C::Wx;
     using WV = typename WP::V;
     using ACC = typename C::CAS;
-    static constexpr int CL = C::CASC_LANES;
     CompactProduct<WP> w_;
     alignas(32) WV xv_[C::NX];
     alignas(aie::vector_decl_align) X gx_[C::GP];
 
 public:
     GridInput(const std::vector<typename WP::W>& ww, const std::vector<X>& bw) : w_(ww, bw) {
-        for (int i = 0; i < C::NX; ++i) xv_[i] = WV(0);
-        for (int i = 0; i < C::GP; ++i) gx_[i] = X(0);
+        rnnv::zero(xv_, C::NX);
+        rnnv::zero(gx_, C::GP);
     }
 
     void run(input_stream<X>* x_in, output_cascade<ACC>* gx_out) {
-        if constexpr (C::VRND >= 0) {  // the product's per-lane rounding
-            aie::set_rounding(rnn_aie_rounding(C::VRND));
-            aie::set_saturation(aie::saturation_mode::none);
-        }
-        for (int k = 0; k < C::NX; ++k) xv_[k] = static_cast<WV>(readincr(x_in));
+        rnnv::product_modes<C::VRND>();
+        rnnv::read_vector<C::NX>(x_in, xv_);
         w_.compute(xv_, gx_);
-        for (int i = 0; i < C::GPC; i += CL) {
-            aie::accum<ACC, CL> a;
-            a.from_vector(aie::load_v<CL>(gx_ + i), 0);
-            writeincr(gx_out, a);
-        }
+        cascade_out<C>(gx_out, gx_);
     }
 
     static void registerKernelClass() { REGISTER_FUNCTION(GridInput::run); }
+};
+
+// One of a chain's C::COLS - 1 partial-sum tiles (column block `block`, 0 .. COLS - 2).
+template <class C>
+class GridPart {
+    using X = typename C::X;
+    using UP = typename C::U;
+    using UV = typename UP::V;
+    using ACC = typename C::CAS;
+    CompactProduct<UP> u_;
+    alignas(32) UV hv_[C::KC];
+    alignas(aie::vector_decl_align) X t_[C::GP];  // gx passing on, then the partial sums
+    alignas(aie::vector_decl_align) X s_[C::GP];
+    GridBlock<C, UV> h_;
+    int block_;
+    int step_ = 0;
+
+public:
+    GridPart(const std::vector<typename UP::W>& wu, int block)
+        : u_(wu, std::vector<X>()), h_(block), block_(block) {
+        rnnv::zero(hv_, C::KC);
+        rnnv::zero(t_, C::GP);
+        rnnv::zero(s_, C::GP);
+    }
+
+    void run(input_cascade<ACC>* in, input_pktstream* h_in, output_cascade<ACC>* out) {
+        cascade_in<C>(in, t_);  // gx of this step, passed on before h is waited for
+        cascade_out<C>(out, t_);
+        h_.read(h_in, step_, hv_);
+        if (step_ == 0) rnnv::zero(hv_, C::KC);  // h_{-1} = 0
+        if (block_ > 0) cascade_in<C>(in, t_);  // the blocks before this one
+        rnnv::product_modes<C::VRND>();
+        u_.sums(hv_, s_, block_ > 0 ? t_ : nullptr);
+        cascade_out<C>(out, s_);
+        if (step_ + 1 == C::STEPS) {
+            step_ = 0;
+            h_.ended();
+        } else {
+            ++step_;
+        }
+    }
+
+    static void registerKernelClass() { REGISTER_FUNCTION(GridPart::run); }
 };
 
 template <class C>
@@ -71,76 +180,38 @@ class GridCell {
     using UP = typename C::U;
     using UV = typename UP::V;
     using ACC = typename C::CAS;
-    static constexpr int CL = C::CASC_LANES;
     CompactProduct<UP> u_;
-    alignas(32) UV hv_[C::NH];  // h_{t-1} of every unit, in the U h product's lane type
+    rnnv::State<X, UV, C::NHP, C::KC> s_;  // the chain's units' h and c; h_{t-1} of its column block in U h's lane type
     alignas(aie::vector_decl_align) X gx_[C::GP];
     alignas(aie::vector_decl_align) X gh_[C::GP];
-    alignas(aie::vector_decl_align) X h_[C::NHP];  // the chain's units
-    alignas(aie::vector_decl_align) X c_[C::NHP];
-    int idmap_[32];
+    alignas(aie::vector_decl_align) X carry_[C::COLS > 1 ? C::GP : 1];  // the other blocks' sums
+    GridBlock<C, UV> h_;
     int chain_;
     int step_ = 0;
-    bool fresh_ = true;  // no sequence before: no last h to drop
-    bool mapped_ = false;
-
-    static int units_of(int chain) { return C::NH - chain * C::UNITS < C::UNITS ? C::NH - chain * C::UNITS : C::UNITS; }
-
-    // One packet per chain (its real units), in any order: the source from the packet ID.
-    void read_h(input_pktstream* in, bool keep) {
-        if (!mapped_) {
-            for (int i = 0; i < 32; ++i) idmap_[i] = -1;
-            for (int r = 0; r < C::CHAINS; ++r) idmap_[getPacketid(in, r) & 31] = r;
-            mapped_ = true;
-        }
-        for (int p = 0; p < C::CHAINS; ++p) {
-            const int src = idmap_[readincr(in) & 31];
-            const int n = src >= 0 ? units_of(src) : 0;
-            for (int j = 0; j < n; ++j) {
-                const int v = readincr(in);
-                if (keep) hv_[src * C::UNITS + j] = static_cast<UV>(rnn::from_word<X>(v));
-            }
-        }
-    }
-
-    void reset() {
-        for (int i = 0; i < C::NHP; ++i) {
-            h_[i] = X(0);
-            c_[i] = X(0);
-        }
-        for (int i = 0; i < C::NH; ++i) hv_[i] = UV(0);
-        step_ = 0;
-    }
 
 public:
-    GridCell(const std::vector<typename UP::W>& wu, const std::vector<X>& bu, int chain) : u_(wu, bu), chain_(chain) {
-        for (int i = 0; i < C::GP; ++i) {
-            gx_[i] = X(0);
-            gh_[i] = X(0);
-        }
-        for (int i = 0; i < 32; ++i) idmap_[i] = -1;
-        reset();
+    GridCell(const std::vector<typename UP::W>& wu, const std::vector<X>& bu, int chain, int block)
+        : u_(wu, bu), h_(block), chain_(chain) {
+        rnnv::zero(gx_, C::GP);
+        rnnv::zero(gh_, C::GP);
+        rnnv::zero(carry_, C::COLS > 1 ? C::GP : 1);
+        s_.reset();
     }
 
     void run(input_cascade<ACC>* gx_in, input_pktstream* h_in, output_pktstream* h_out) {
-        if (step_ == 0) {
-            if (!fresh_) read_h(h_in, false);  // the previous sequence's last h: dropped (h_{-1} = 0)
-        } else {
-            read_h(h_in, true);
-        }
-        for (int i = 0; i < C::GPC; i += CL) aie::store_v(gx_ + i, readincr_v<CL>(gx_in).template to_vector<int32>(0));
-        if constexpr (C::VRND >= 0) {  // the products' per-lane rounding (the gate math may have changed the modes)
-            aie::set_rounding(rnn_aie_rounding(C::VRND));
-            aie::set_saturation(aie::saturation_mode::none);
-        }
-        u_.compute(hv_, gh_);
-        C::Gates::step(gx_, gh_, h_, c_);
-        const int n = units_of(chain_);
+        h_.read(h_in, step_, s_.hv);
+        cascade_in<C>(gx_in, gx_);
+        if constexpr (C::COLS > 1) cascade_in<C>(gx_in, carry_);
+        rnnv::product_modes<C::VRND>();
+        u_.compute(s_.hv, gh_, C::COLS > 1 ? carry_ : nullptr);
+        C::Gates::step(gx_, gh_, s_.h, s_.c);
+        const int n = GridPackets<C>::units_of(chain_);
         writeHeader(h_out, 0, getPacketid(h_out, 0));
-        for (int j = 0; j < n; ++j) writeincr(h_out, rnn::to_word(h_[j]), j + 1 == n);
+        for (int j = 0; j < n; ++j) writeincr(h_out, rnn::to_word(s_.h[j]), j + 1 == n);
         if (step_ + 1 == C::STEPS) {
-            reset();
-            fresh_ = false;
+            s_.reset();
+            step_ = 0;
+            h_.ended();
         } else {
             ++step_;
         }
@@ -154,28 +225,14 @@ class GridHead {
     using X = typename C::X;
     using Cell = typename C::Cell;
     alignas(aie::vector_decl_align) X h_[C::NHH];
-    int idmap_[32];
+    GridPackets<C> in_;
     int step_ = 0;
-    bool mapped_ = false;
-
-    static int units_of(int chain) { return C::NH - chain * C::UNITS < C::UNITS ? C::NH - chain * C::UNITS : C::UNITS; }
 
 public:
-    GridHead() {
-        for (int i = 0; i < C::NHH; ++i) h_[i] = X(0);
-        for (int i = 0; i < 32; ++i) idmap_[i] = -1;
-    }
+    GridHead() { rnnv::zero(h_, C::NHH); }
 
     void run(input_pktstream* h_in, output_stream<X>* y_out) {
-        if (!mapped_) {
-            for (int r = 0; r < C::CHAINS; ++r) idmap_[getPacketid(h_in, r) & 31] = r;
-            mapped_ = true;
-        }
-        for (int p = 0; p < C::CHAINS; ++p) {
-            const int src = idmap_[readincr(h_in) & 31];
-            const int n = src >= 0 ? units_of(src) : 0;
-            for (int j = 0; j < n; ++j) h_[src * C::UNITS + j] = rnn::from_word<X>(readincr(h_in));
-        }
+        in_.read(h_in, [&](int unit, int v) { h_[unit] = rnn::from_word<X>(v); });
         if (Cell::emits(step_)) {
             X y[Cell::NY];
             C::Head::output(h_, y);  // h, or the dense head (rnn_vgates.h VHead / rnn_cell.h)
