@@ -209,14 +209,17 @@ def costed(mg: MappedGraph, mappings: Sequence[RecurrentMapping], device: Device
     PLIO ``x_in``, the compact tile ``cell``; the grid's W x partners ``w_partner``, its gate tiles
     ``grid`` (their h exchange through the merge stays inside the stage: each step's recurrence is
     the stage's own occupancy), its head tile and the output PLIO nothing per step (the head and
-    its output words run once after the last step: ``model.head_stage``)."""
+    its output words run once after the last step: ``model.head_stage``); with C > 1 tiles per
+    chain the partial-sum tiles are in the ``grid`` stage too (``grid.grid_step`` costs the chain's
+    cascade inside it)."""
     if len(mappings) != 1 or not (mappings[0].compact or mappings[0].grid) or mappings[0].dims.front:
         raise ValueError("the mapped-graph estimate covers one compact or grid layer so far")
     from .model import mapped_costs
 
     c = mapped_costs(mappings[0], device)
     role = {"x0": "x_in", "c0": "cell", "gh0": "head_tile", "y_out": "y_out"}
-    role.update({k.var: "w_partner" if k.var.startswith("gw0[") else "grid" for k in mg.kernels if k.var[:3] in ("gw0", "gc0")})
+    role.update({k.var: "w_partner" if k.var.startswith("gw0[") else "grid" for k in mg.kernels
+                 if k.var[:3] in ("gw0", "gc0", "gp0")})  # gp0: a chain's partial-sum tiles (C > 1)
     held = Counter(role[k.var] for k in mg.kernels)  # a stage's tiles: the kernels carrying it
     c = {n: replace(x, tiles=held[n]) if n in held else x for n, x in c.items()}
     kernels = tuple(replace(k, cost=c[role[k.var]]) for k in mg.kernels)
