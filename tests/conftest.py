@@ -49,6 +49,7 @@ HEAVY_FIRST = (
     "test_vector_masked_softmax.py",
     "test_bf16_runtime_masks.py",
     "test_mask_pitch.py",
+    "test_onnx_mha_normalised.py",  # eight exports (four dynamo) imported both ways, two int8 emulations each: ~2 min serial
     "test_cnn_bf16.py",  # issue 24 item 4: seven x86 builds (classifier, residual, tanh / PReLU, rows), ~3 min serial
     "test_recurrent_bf16.py",  # five x86 builds (row, column, compact; AIE and hybrid aggregation), ~3 min serial
 )
