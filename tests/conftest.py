@@ -23,7 +23,7 @@ HEAVY_FIRST = (
     "test_hw_project.py",
     "test_search.py",
     "test_attention.py",
-    "test_attention_tagger.py",  # two whole-tagger x86 builds (about 4-5 min each uncached on the loaded 2-core VM)
+    "test_attention_tagger.py",  # four whole-tagger x86 builds (one block: 4-5 min each uncached on the loaded 2-core VM; two blocks: about 7)
     "test_hw_project_gemm.py",
     "test_narrow_types.py",
     "test_cnn_rows.py",
