@@ -122,8 +122,8 @@ WHICH = ["tagger"]
 
 
 def model(which: str = "tagger", blocks: int = BLOCKS) -> nn.Module:
-    """``blocks``: the tagger's encoder blocks (the tests build the one-block tagger: every op kind,
-    half the kernels to build on x86)."""
+    """``blocks``: the tagger's encoder blocks (tests/test_attention_tagger.py builds one and two:
+    one keeps every op kind with half the kernels to build on x86)."""
     WHICH[0] = which
     torch.manual_seed(0)
     if which == "tagger":

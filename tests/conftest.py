@@ -23,7 +23,7 @@ HEAVY_FIRST = (
     "test_hw_project.py",
     "test_search.py",
     "test_attention.py",
-    "test_attention_tagger.py",  # two whole-tagger x86 builds (about 4-5 min each uncached on the loaded 2-core VM)
+    "test_attention_tagger.py",  # four whole-tagger x86 builds (one block: 4-5 min each uncached on the loaded 2-core VM; two blocks: about 7)
     "test_recurrent_grid_generated.py",  # seven x86 builds (grids of 1 to 4 tiles per chain), ~8 min serial
     "test_hw_project_gemm.py",
     "test_narrow_types.py",
@@ -52,6 +52,7 @@ HEAVY_FIRST = (
     "test_bf16_runtime_masks.py",
     "test_mask_pitch.py",
     "test_qonnx.py",  # ~200 fast cases and three float-scale x86 builds (the CNN about 2 min on the loaded VM)
+    "test_onnx_mha_normalised.py",  # eight exports (four dynamo) imported both ways, two int8 emulations each: ~2 min serial
     "test_cnn_bf16.py",  # issue 24 item 4: seven x86 builds (classifier, residual, tanh / PReLU, rows), ~3 min serial
     "test_recurrent_bf16.py",  # five x86 builds (row, column, compact; AIE and hybrid aggregation), ~3 min serial
     "test_qonnx_channels_last.py",  # eight compiles of qonnx-made models, no x86 build: ~40 s serial (loaded VM)

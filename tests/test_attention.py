@@ -450,19 +450,20 @@ def test_sdpa_and_multihead_attention_onnx_exports_import_as_pytorch_computes(cl
     assert ops.count("matmul") == 2 * heads and ops.count("softmax") == heads
     assert "scale" not in ops and "reshape" not in ops and "transpose" not in ops
     # Q, K, V (and the output) projections are separate Dense layers; for nn.MultiheadAttention they are
-    # cut from the packed in_proj; the exports scale Q and K^T by d_head^(-1/4) each: folded into both
+    # cut from the packed in_proj, per role and head as the torch import cuts them; the exports scale Q
+    # and K^T by d_head^(-1/4) each: the whole 1/sqrt(d_head) lands in Q (tests/test_onnx_mha_normalised.py)
     dense = [n for n in g.nodes if n.op == "dense"]
-    assert len(dense) == (3 if cls is Sdpa else 4)
+    assert len(dense) == (3 if cls is Sdpa else 4 if cls is SdpaHeads else 3 * heads + 1)
     if cls is Mha:
-        w = m.att.in_proj_weight.detach().numpy().T
+        w, dh = m.att.in_proj_weight.detach().numpy().T, FEATURES // heads
         factors = []
-        for part in range(3):  # q, k, v columns of the packed weight
-            block = w[:, part * FEATURES:(part + 1) * FEATURES]
+        for part in range(3 * heads):  # q, k, v columns of the packed weight, per head
+            block = w[:, part * dh:(part + 1) * dh]
             found = [n.params["weight"] / block for n in dense if n.params["weight"].shape == block.shape]
             c = [r.flat[0] for r in found if np.allclose(r, r.flat[0], rtol=1e-5)]
             assert len(c) == 1, part
             factors.append(c[0])
-        assert factors[0] * factors[1] == pytest.approx(1 / math.sqrt(FEATURES // 2)) and factors[2] == 1.0
+        assert factors[:heads] == pytest.approx([1 / math.sqrt(dh)] * heads) and factors[heads:] == [1.0] * 2 * heads
 
 
 def test_multihead_attention_onnx_export_verifies_bit_exact(tmp_path):

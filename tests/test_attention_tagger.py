@@ -2,8 +2,9 @@
 benchmark's run) and bf16 (tests/test_attention_bf16.py): VEK280 int16 and VEK385 int8.  The
 benchmark's tagger (benchmarks/attention.py, one definition) with one encoder block, which keeps
 every op kind: the ReLU embedding, LayerNorm, 2-head attention (Q K^T, softmax, A V), residual
-Adds, a GELU MLP, mean pooling, a Linear head and softmax.  One x86 build per configuration (minutes
-on the loaded 2-core machine, then cached), 2 edge-value samples and 2 of the tagger's data."""
+Adds, a GELU MLP, mean pooling, a Linear head and softmax; and with the benchmark's two stacked
+blocks (the second block reads the first's quantised output).  One x86 build per configuration
+(minutes on the loaded 2-core machine, then cached), 2 edge-value samples and 2 of the tagger's data."""
 
 from __future__ import annotations
 
@@ -28,16 +29,19 @@ def _benchmark():
     return bench
 
 
+@pytest.mark.parametrize("blocks", [1, 2], ids=["one_block", "two_blocks"])
 @pytest.mark.parametrize("device, precision", [("vek280", "int16"), ("vek385", "int8")])
-def test_one_block_tagger_predicts_and_verifies_bit_exact_on_x86(device, precision):
+def test_tagger_predicts_and_verifies_bit_exact_on_x86(device, precision, blocks):
     bench = _benchmark()
-    m, x = bench.model("tagger", blocks=1), bench.data(512)
+    m, x = bench.model("tagger", blocks=blocks), bench.data(512)
     d = aieflow.compile(m, device=device, example_input=x[:1], calibration=x, config={"precision": precision})
     assert isinstance(d, DagDesign)
     nodes = [d.plan.node(n) for n in d.plan.compute]
     ops = [n.op for n in nodes]
     assert all(n.types.output.width == int(precision[3:]) for n in nodes)  # every computing layer
-    assert ops.count("matmul") == 4 and ops.count("softmax") == 3  # 2 heads x (Q K^T, A V), + the head's softmax
+    # per block 2 heads x (Q K^T, A V) and a softmax per head, + the head's softmax
+    assert ops.count("matmul") == 4 * blocks and ops.count("softmax") == 2 * blocks + 1
+    assert ops.count("layernorm") >= 2 * blocks
     assert {"layernorm", "add", "dense"} <= set(ops)
     assert any(n.op == "activation" and n.attrs.get("function") == "gelu" for n in nodes)
     # the mean pooling: a Dense over the 16 tokens to one row (frontends/pooling.py)

@@ -9,6 +9,10 @@ exporters and hand-written code produce into the op families the mappings know.
   the way read by that path alone; the Dense layer's weights and bias (and a bias add) are
   multiplied by ``c``.  This is where the ``1 / sqrt(d)`` of attention goes: into the Q projection.
   A scale with no such Dense layer is refused, naming the node.
+* :func:`scales_to_queries`: a ``scale`` read (through views) as a matmul's second operand moves to
+  its first, ``a (c b) = (c a) b``, merged with a scale already there: the exporters' ``d^(-1/4)`` on
+  ``K^T`` joins the one on ``Q``, so the whole ``1 / sqrt(d)`` folds into the Q projection, where the
+  torch import of ``nn.MultiheadAttention`` puts it.
 * :func:`split_heads`: a batched matmul / softmax over heads, ``[H, T, d]`` per sample, made from a
   ``[T, H d]`` tensor by ``reshape [T, H, d]`` + ``transpose (1, 0, 2)``, becomes one 2-D op per
   head on feature slices ``[:, h d:(h + 1) d]``, and the heads' ``transpose (1, 0, 2)`` + ``reshape
@@ -128,6 +132,55 @@ class _Heads:
     parts: list[str]
 
 
+def scales_to_queries(nodes: list[Node], shapes: dict[str, tuple[int, ...]], outputs) -> list[Node]:
+    """See the module docstring; a scale read by anything else is left to :func:`fold_scales`."""
+    nodes = list(nodes)
+    used = {n.name for n in nodes} | set(shapes)
+
+    def fresh(base: str) -> str:
+        name, k = base, 1
+        while name in used:
+            name = f"{base}_{k}"
+            k += 1
+        used.add(name)
+        return name
+
+    changed = True
+    while changed:
+        changed = False
+        prod, readers = _producers(nodes), _readers(nodes, outputs)
+        for k, s in enumerate(nodes):
+            if s.op != "scale" or readers.get(s.outputs[0], 0) != 1:
+                continue
+            t = s.outputs[0]
+            while True:  # forward through views read once, to the one reader
+                user = next(n for n in nodes if t in n.inputs)
+                if user.op in _THROUGH and readers.get(user.outputs[0], 0) == 1:
+                    t = user.outputs[0]
+                    continue
+                break
+            if user.op != "matmul" or user.inputs[1] != t or user.inputs[0] == t:
+                continue
+            factor = float(s.attrs["factor"])
+            a = user.inputs[0]
+            j = prod.get(a)
+            i = nodes.index(user)
+            if j is not None and nodes[j].op == "scale" and readers.get(a, 0) == 1:
+                q = nodes[j]
+                nodes[j] = q.evolve(attrs=frozen_map({**q.attrs, "factor": float(q.attrs["factor"]) * factor}))
+            else:
+                y = fresh(f"{a}_scaled")
+                shapes[y] = shapes[a]
+                nodes[i] = user.evolve(inputs=(y, *user.inputs[1:]))
+                nodes.insert(i, Node(fresh(f"{s.name}_q"), "scale", (a,), (y,), frozen_map({"factor": factor}),
+                                     aliases=(*s.aliases, s.name)))
+            del nodes[k]
+            nodes = _rename_input(nodes, s.outputs[0], s.inputs[0])
+            changed = True
+            break
+    return nodes
+
+
 def split_heads(nodes: list[Node], shapes: dict[str, tuple[int, ...]], outputs) -> list[Node]:
     """See the module docstring; graphs without 3-D matmuls are returned unchanged."""
     if not any(n.op == "matmul" and len(shapes[n.outputs[0]]) == 3 for n in nodes):
@@ -238,18 +291,21 @@ def split_heads(nodes: list[Node], shapes: dict[str, tuple[int, ...]], outputs) 
     return out
 
 
-def split_sliced_dense(nodes: list[Node], shapes: dict[str, tuple[int, ...]], outputs) -> list[Node]:
+def split_sliced_dense(nodes: list[Node], shapes: dict[str, tuple[int, ...]], outputs,
+                       only: set[str] | None = None) -> tuple[list[Node], set[str]]:
     """A Dense layer (and its bias add) read only by feature slices, as ``nn.MultiheadAttention``'s
     packed ``in_proj`` (``[T, 3 E]`` cut into Q, K, V) is exported, becomes one Dense layer (+ bias add)
     per slice holding that slice's weight columns and bias entries: each projection then has one
-    reader, and a scale after it can fold into it (``fold_scales``)."""
+    reader, and a scale after it can fold into it (``fold_scales``).  ``only``: the names of the Dense
+    layers that may be cut (None: any).  Returns the nodes and the names of the Dense layers made."""
     nodes = list(nodes)
+    made: set[str] = set()
     changed = True
     while changed:
         changed = False
         prod, readers = _producers(nodes), _readers(nodes, outputs)
         for i, d in enumerate(nodes):
-            if d.op != "dense":
+            if d.op != "dense" or (only is not None and d.name not in only):
                 continue
             chain = [i]
             t = d.outputs[0]
@@ -277,6 +333,8 @@ def split_sliced_dense(nodes: list[Node], shapes: dict[str, tuple[int, ...]], ou
                     shapes[y] = (*shapes[n.outputs[0]][:-1], hi - lo)
                     new.append(n.evolve(name=f"{n.name}_f{lo}", inputs=(x, *n.inputs[1:]), outputs=(y,),
                                         attrs=frozen_map(attrs), params=frozen_map(cut)))
+                    if n.op == "dense":
+                        made.add(new[-1].name)
                     x = y
             drop = set(chain) | set(users)
             nodes = [n for j, n in enumerate(nodes[:i]) if j not in drop] + new + [
@@ -284,15 +342,22 @@ def split_sliced_dense(nodes: list[Node], shapes: dict[str, tuple[int, ...]], ou
             del prod
             changed = True
             break
-    return nodes
+    return nodes, made
 
 
 def prepare(nodes: list[Node], shapes: dict[str, tuple[int, ...]], outputs) -> list[Node]:
-    """Every attention rewrite, in order (a no-op for graphs without matmuls or scales)."""
+    """Every attention rewrite, in order (a no-op for graphs without matmuls or scales).  A packed
+    projection cut into Q, K and V (an ONNX export of ``nn.MultiheadAttention``) is cut again per head
+    once :func:`split_heads` has sliced the heads out of it, as the torch import's per-head slices of
+    its Q / K / V projections are cut at the start: both imports give one Dense layer per role and
+    head.  A Dense layer the model writes itself (hand-written attention) keeps its per-head slices."""
     if not any(n.op in ("matmul", "scale") for n in nodes):
         return list(nodes)
-    nodes = split_sliced_dense(list(nodes), shapes, outputs)
+    nodes, packed = split_sliced_dense(list(nodes), shapes, outputs)
+    nodes = scales_to_queries(nodes, shapes, outputs)
     nodes = fold_transposes(nodes, outputs)
     nodes = fold_scales(nodes, outputs)
     nodes = split_heads(nodes, shapes, outputs)
+    if packed:
+        nodes, _ = split_sliced_dense(nodes, shapes, outputs, only=packed)
     return fold_transposes(nodes, outputs)

@@ -1222,8 +1222,10 @@ class _OnnxImporter(OnnxMaskMixin, OnnxRecurrentMixin, OnnxConvMixin, OnnxActiva
                 raise UnsupportedOpError(f"node '{name}' (LayerNormalization) has a computed scale or bias")
             return self._bias_vector(c.value, n, name, "LayerNormalization", full_rank=len(shape) + 1).astype(np.float32)
 
-        self._emit(name, "layernorm", x, node.output[0], shape,
-                   {"eps": float(attrs.get("epsilon", 1e-5)), "features": int(n)},
+        # ONNX holds epsilon as a float32: read as the shortest decimal of that float32 (1e-5, not
+        # 9.99999974e-06), the value PyTorch's eps has, so that both imports give one layer
+        eps = float(str(np.float32(attrs.get("epsilon", 1e-5))))
+        self._emit(name, "layernorm", x, node.output[0], shape, {"eps": eps, "features": int(n)},
                    {"gamma": vector(1, 1.0), "beta": vector(2, 0.0)})
 
     def _split(self, node: onnx.NodeProto, name: str) -> None:
