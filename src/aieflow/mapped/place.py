@@ -9,8 +9,9 @@ elements moved per graph iteration), the user's fixed coordinates and keep-out t
 device grid with its generation's cascade direction (``Generation.cascade_serpentine``: AIE1's
 cascade runs west on odd rows).  :func:`solve` places it and returns the :class:`Placement` the
 lowering then puts the kernels by.  Every placed kind calls it (the Dense chain: ``passes/place.py``;
-the DAG: ``dag/api.place_dag``; the CNN stream and rows mappings: ``cnn/emit.place_stream``,
-``cnn/emit_rows.place_rows``); ``pack`` is the same search over plain rectangles.
+the DAG: ``dag/api.place_dag``; the CNN stream, rows and thesis mappings: ``cnn/emit.place_stream``,
+``cnn/emit_rows.place_rows``, ``cnn/emit_thesis.place_thesis``; the recurrent mappings:
+``recurrent/lower.place_recurrent``); ``pack`` is the same search over plain rectangles.
 
 Each group is placed minimising the published cost (``shared/spec/dense-on-aie-ml.md``, "Placement")
 
@@ -757,14 +758,17 @@ def problem(
     keep_out: Iterable[Cell] = (),
     weights: Weights | None = None,
     group_of: Mapping[str, str] | None = None,
+    hops: Iterable[tuple[str, str]] = (),
 ) -> Problem:
     """The placement problem of a design lowered at ``staged`` (:func:`staging` of ``shapes``):
     group i is ``shapes[i]`` (its rectangle, kernel rows and fixed coordinates, which the kind's
     plan and config give) holding the kernels of replica 0 whose ``node`` is its name (or, with
     ``group_of``, kernel var -> group name, whose entry is its name: a group of several nodes'
     kernels, e.g. the recurrent Conv1d front end's column); the edges are the links between groups,
-    followed through shared buffers (a memory-tile link, a relay shard); the grid is the device's
-    with its generation's cascade rule (catalog data)."""
+    followed through shared buffers (a memory-tile link, a relay shard) and through ``hops``
+    (source -> destination owner pairs the array does not link: a PL kernel reading an output PLIO
+    and writing an input PLIO, the thesis mapping's PL kernels between its layers); the grid is the
+    device's with its generation's cascade rule (catalog data)."""
     index = {b.name: i for i, b in enumerate(shapes)}
     group: dict[str, int] = {}
     relative: list[list[Cell]] = [[] for _ in shapes]
@@ -785,6 +789,8 @@ def problem(
     feeders: dict[str, list[str]] = {}
     for link in mg.links:
         feeders.setdefault(link.dst.owner, []).append(link.src.owner)
+    for src, dst in hops:
+        feeders.setdefault(dst, []).append(src)
     sizes = {k.var: k.in_sizes for k in mg.kernels}
 
     def sources(owner: str, seen: frozenset[str] = frozenset()) -> set[int]:
