@@ -21,8 +21,9 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
 import aieflow  # noqa: E402
-from aieflow.cnn.emit import lower, place  # noqa: E402
-from aieflow.cnn.emit_thesis import kernel_cells, layer_info  # noqa: E402
+from aieflow.cnn.design import lowered_graph  # noqa: E402
+from aieflow.cnn.emit import lower, place, stage_idents  # noqa: E402
+from aieflow.cnn.emit_thesis import layer_info, place_thesis, thesis_problem  # noqa: E402
 from aieflow.cnn.emit_thesis import lower as lower_thesis  # noqa: E402
 from aieflow.mapped.adf import statements  # noqa: E402
 from aieflow.mapped.estimate import stage_graph  # noqa: E402
@@ -391,13 +392,14 @@ def test_the_thesis_mapping_lowers_to_the_published_kernels(thesis):
 
 
 def test_the_thesis_placement_reads_its_mapped_graph(thesis):
-    # rectangles: each layer's kernel cells (whole columns from row 0, the published kernel counts);
+    # rectangles: each layer's kernel tiles (whole columns from row 0, the published kernel counts);
     # arrows: layer i -> i + 1 through the PL kernel between them (no kernel-to-kernel link)
     plan = thesis.plan
     placement, edges = thesis.mapped_placement()
+    mg, _ = lowered_graph(plan)
     cells: dict[str, list[tuple[int, int]]] = {}
-    for li, col, row in kernel_cells(plan):
-        cells.setdefault(plan.stages[li].name, []).append((col, row))
+    for k in mg.kernels:
+        cells.setdefault(k.node, []).append(k.tile)
     rects = {r.layer: r for r in placement.rects}
     assert set(rects) == set(cells) and rects["conv1"].width * rects["conv1"].height >= THESIS["conv1"][0]
     for name, v in cells.items():
@@ -406,3 +408,36 @@ def test_the_thesis_placement_reads_its_mapped_graph(thesis):
         assert (rects[name].width, rects[name].height) == (max(cols) - min(cols) + 1, max(rows) - min(rows) + 1)
     names = [s.name for s in plan.stages]
     assert edges == list(zip(names, names[1:], strict=False))
+
+
+def test_the_one_placer_puts_the_thesis_kernels_on_the_published_cells(thesis):
+    """The thesis mapping is placed by the one placer (groups and edges read off its mapped graph,
+    the layers joined through their PL kernels) and lands on the published cells: on the VCK190's 8
+    rows, conv1's 16 kernels in columns 0-1, conv3's 128 in columns 2-17, conv4's 16 in columns
+    18-19, each layer's kernels column by column from row 0 (mi-major, ni-minor), which the branch
+    and bound proves optimal."""
+    plan = thesis.plan
+    idents = stage_idents(plan.stages)
+    layers = [layer_info(s, lay, idents[i]) for i, (s, lay) in enumerate(zip(plan.stages, plan.layers, strict=True))]
+    prob = thesis_problem(plan, layers)
+    assert [(b.name, b.width, b.height, b.fixed) for b in prob.blocks] == [
+        ("conv1", 2, 8, None), ("conv3", 16, 8, None), ("conv4", 2, 8, None)]
+    # conv1 -> conv3: 128 kernels each reading a 576 x 8 window; conv3 -> conv4: 16 x (288 x 16)
+    assert [(e.producer, e.consumer, e.words) for e in prob.edges] == [(0, 1, 128 * 576 * 8), (1, 2, 16 * 288 * 16)]
+    p = place_thesis(plan, layers)
+    assert p.method == "bnb" and p.optimal
+    # J: two edges of one column each, three rectangles topped at row 7 (mu = 0.05), input at (0, 0)
+    assert p.cost == pytest.approx(1 + 1 + 3 * 0.05 * 7)
+    published = {"conv1": (0, 2), "conv3": (2, 16), "conv4": (18, 2)}  # first column, columns
+    grid = {"conv1": (4, 4), "conv3": (4, 32), "conv4": (1, 16)}  # grid_m x grid_n (kernels / N blocks)
+    mg, _ = lowered_graph(plan)
+    tiles = {k.var: k.tile for k in mg.kernels}
+    for name, (col0, width) in published.items():
+        gm, gn = grid[name]
+        want = {f"k_{name}_{mi}_{ni}": (col0 + (mi * gn + ni) // 8, (mi * gn + ni) % 8)
+                for mi in range(gm) for ni in range(gn)}
+        assert {v: t for v, t in tiles.items() if v.startswith(f"k_{name}_")} == want
+        assert max(c for c, _ in want.values()) == col0 + width - 1
+    text = thesis.files["src/graph.h"]
+    assert "adf::location<adf::kernel>(k_conv3_0_0) = adf::tile(2, 0);" in text
+    assert "adf::location<adf::kernel>(k_conv4_0_15) = adf::tile(19, 7);" in text

@@ -329,3 +329,25 @@ def test_save_needs_force_to_replace(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["g"]
     r = run_cli("gemm", "--m", "8", "--n", "8", "--k", "16", "--out", str(tmp_path / "g"))
     assert r.returncode == 2 and "--force" in r.stderr
+
+
+# ----------------------------------------------------------------------------- placement
+
+
+@pytest.mark.parametrize(("device", "tiles", "design"), [("vck190", 13, "published"), ("vek280", 16, "best")])
+def test_the_one_placer_puts_the_tiles_column_by_column_from_the_origin(device, tiles, design):
+    """The GEMM's tiles are one placer group with no edge (no kernel-to-kernel link): branch and
+    bound proves column 0, row 0 optimal, and graph.h pins tile t at column t // 8, row t % 8 (both
+    arrays have 8 rows: 13 tiles are a full column and 5 tiles of the next)."""
+    from aieflow.gemm.emit import place
+
+    d = aieflow.gemm(256, 256, 2048, "uint8", device, tiles, design)
+    t = d.plan.tiles
+    p = place(d.plan)
+    assert [(r.layer, r.column, r.row, r.width, r.height) for r in p.rects] == [
+        ("gemm", 0, 0, -(-t // 8), min(t, 8))]
+    assert p.method == "bnb" and p.optimal and p.cost == pytest.approx(0.05 * (min(t, 8) - 1))
+    g = d.files["src/graph.h"]
+    want = [f"adf::location<adf::kernel>(tile{i}) = adf::tile({i // 8}, {i % 8});" for i in range(t)]
+    got = [line.strip() for line in g.splitlines() if "adf::location<adf::kernel>" in line]
+    assert got == want

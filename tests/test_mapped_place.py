@@ -4,6 +4,8 @@ keep-out tiles honoured through it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -17,7 +19,7 @@ from aieflow.dag.plan import plan_dag
 from aieflow.devices import get_device
 from aieflow.errors import ConfigError
 from aieflow.mapped.ir import Kernel, Link, MappedGraph, Plio, Port, SharedBuffer
-from aieflow.mapped.place import Block, Edge, Grid, pack, problem, solve, staging
+from aieflow.mapped.place import Block, Edge, Grid, named_cost, pack, problem, solve, staging
 from aieflow.model_zoo import qdq_mlp
 from aieflow.passes.emit import lowered_chain
 from aieflow.passes.place import chain_problem, check_placement
@@ -83,6 +85,41 @@ def test_problem_from_a_hand_made_mapped_graph():
     assert problem(mg, SHAPES, at, get_device("vck190")).grid.snake is True
 
 
+def competing_graph(light: int, heavy: int):
+    """p writes two buffers: ``light`` elements to l0 and ``heavy`` to h0 (l before h in order)."""
+    kernels = (_k("p0", "p", (0, 0), (8,), (light, heavy)), _k("l0", "l", (1, 0), (light,), (8,)),
+               _k("h0", "h", (2, 0), (heavy,), (8,)))
+    plios = (Plio("pin", "in", 64, "in.txt"), Plio("lout", "out", 64, "l.txt"), Plio("hout", "out", 64, "h.txt"))
+    links = (_link("plio", "pin", 0, "p0", 0), _link("buffer", "p0", 0, "l0", 0), _link("buffer", "p0", 1, "h0", 0),
+             _link("plio", "l0", 0, "lout", 0), _link("plio", "h0", 0, "hout", 0))
+    return MappedGraph(kernels, (), plios, links)
+
+
+def test_the_heavier_link_gets_the_shorter_route():
+    """Two links of one producer compete for the one tile next to its output (a 3 x 1 strip, p at
+    column 0 by the start term): J weighs each edge by the words its links deliver per graph
+    iteration over the mean, so the 1,024-element link gets column 1 and the 16-element link
+    column 2, whichever comes first; with equal links the tie goes to the first in order."""
+    dev = get_device("vek280")
+    shapes = (Block("p", 1, 1), Block("l", 1, 1), Block("h", 1, 1))
+    at = staging(shapes, snake=False)
+    strip = Grid(3, 1)
+    for light, heavy, want in ((16, 1024, {"p": 0, "h": 1, "l": 2}), (1024, 16, {"p": 0, "l": 1, "h": 2}),
+                               (64, 64, {"p": 0, "l": 1, "h": 2})):
+        mg = competing_graph(light, heavy)
+        mg.check()
+        prob = replace(problem(mg, shapes, at, dev), grid=strip)
+        assert prob.edges == (Edge(0, 1, light), Edge(0, 2, heavy))
+        mean = (light + heavy) / 2
+        assert prob.edge_weights == pytest.approx((light / mean, heavy / mean))
+        p = solve(prob)
+        assert {r.layer: r.column for r in p.rects} == want and p.optimal
+        # J by hand: the start term is 0 and every top is row 0; the near consumer 1 column, the far one 2
+        near, far = (heavy, light) if want["h"] == 1 else (light, heavy)
+        assert p.cost == pytest.approx((near * 1 + far * 2) / mean)
+        assert named_cost(p, prob.named_pairs) == pytest.approx(p.cost)
+
+
 def test_a_kernel_off_its_rectangle_is_an_aieflow_bug():
     mg = hand_graph()
     moved = tuple(k if k.var != "b1" else Kernel(k.var, k.node, k.cls, k.args, k.source, (3, 1), k.in_sizes,
@@ -109,8 +146,9 @@ def test_solve_honours_fixed_coordinates_and_keep_out():
     assert (p.rect("b").column, p.rect("b").row) == (7, 3)
     assert not any(r.cells() & keep for r in p.rects)
     assert set(p.keep_out) == keep
-    # the same search as pack over the problem's rectangles and edges
-    ref = pack(prob.blocks, prob.pairs, Grid(dev.columns, dev.rows, keep_out=frozenset(keep)))
+    # the same search as pack over the problem's rectangles and weighted edges
+    ref = pack(prob.blocks, prob.pairs, Grid(dev.columns, dev.rows, keep_out=frozenset(keep)),
+               edge_weights=prob.edge_weights)
     assert p.rects == ref.rects and p.cost == pytest.approx(ref.cost)
     with pytest.raises(ConfigError, match="keep-out"):
         solve(problem(hand_graph(), shapes, staging(SHAPES, False), dev, keep_out={(7, 4)}))

@@ -15,6 +15,7 @@ import numpy as np
 from .. import __version__
 from ..mapped.adf import graph_header
 from ..mapped.ir import Kernel, Link, MappedGraph, Plio, Port
+from ..mapped.place import Block, Placement, Problem, problem, solve, staging
 from ..mapped.text import c_array
 from ..vitis import system_files
 from .emit import ENV, RND, stage_idents
@@ -58,14 +59,49 @@ def kernel_params(s: Stage, lay: ThesisLayer, mi: int) -> dict[str, np.ndarray]:
     return {"w": blocks, "b": bias}
 
 
-def kernel_cells(plan: CnnPlan) -> list[tuple[int, int, int]]:
-    """(layer index, column, row) of every kernel in order: each layer's kernels fill whole columns
-    from row 0, the next layer starting in a new column."""
-    cells, col0, rows = [], 0, plan.device.rows
-    for li, lay in enumerate(plan.layers):
+def shapes(plan: CnnPlan) -> list[Block]:
+    """Each layer's kernel group for the one placer: its grid_m x grid_n kernels fill whole columns
+    of the array's height from the group's bottom row (kernel t at column t // height, row
+    t % height of its rectangle), the layout of the published design (the thesis pinned every
+    kernel by a location constraint)."""
+    out = []
+    for s, lay in zip(plan.stages, plan.layers, strict=True):
         n = lay.grid[0] * lay.grid[1]
-        cells += [(li, (col0 * rows + t) // rows, (col0 * rows + t) % rows) for t in range(n)]
-        col0 += -(-n // rows)
+        height = min(n, plan.device.rows)
+        out.append(Block(s.name, -(-n // height), height))
+    return out
+
+
+def _hops(plio_in: list[dict], plio_out: list[dict]) -> list[tuple[str, str]]:
+    """(output PLIO, input PLIO) pairs the PL kernel after each layer joins: it reads every output
+    PLIO of its layer and writes every input PLIO of the next (``system_args``' connections)."""
+    return [(o["var"], i["var"]) for i in plio_in if i["layer"] for o in plio_out if o["layer"] == i["layer"] - 1]
+
+
+def thesis_problem(plan: CnnPlan, layers: list[dict]) -> Problem:
+    """The placement problem read off the thesis mapping's mapped graph (lowered at
+    ``mapped.place.staging``): one group per layer (:func:`shapes`), an edge from each layer to the
+    next through the PL kernel between them (no kernel-to-kernel link: ``problem``'s ``hops``),
+    weighed by the words of the next layer's input windows."""
+    blocks = shapes(plan)
+    staged = staging(blocks, plan.device.generation.cascade_serpentine)
+    mg, plio_in, plio_out = _lower(plan, layers, staged)
+    return problem(mg, blocks, staged, plan.device, hops=_hops(plio_in, plio_out))
+
+
+def place_thesis(plan: CnnPlan, layers: list[dict]) -> Placement:
+    """The one placer (``mapped/place.solve``, branch and bound) on :func:`thesis_problem`.  For the
+    published ESPCN design it proves the published cells optimal: conv1's input at column 0, row 0
+    and each layer's input next to the previous layer's output (``tests/test_cnn_mapped.py``)."""
+    return solve(thesis_problem(plan, layers))
+
+
+def kernel_cells(plan: CnnPlan, placement: Placement) -> list[tuple[int, int, int]]:
+    """(layer index, column, row) of every kernel in order, at ``placement``'s rectangles."""
+    cells = []
+    for li, (s, lay) in enumerate(zip(plan.stages, plan.layers, strict=True)):
+        r = placement.rect(s.name)
+        cells += [(li, r.column + t // r.height, r.row + t % r.height) for t in range(lay.grid[0] * lay.grid[1])]
     return cells
 
 
@@ -78,16 +114,22 @@ def graph_title(kernels: int) -> str:
         "Placement is fixed by location constraints (the thesis placed its kernels by hand)."))
 
 
-def lower(plan: CnnPlan, layers: list[dict]) -> tuple[MappedGraph, list[dict], list[dict]]:
+def lower(plan: CnnPlan, layers: list[dict], placement: Placement | None = None
+          ) -> tuple[MappedGraph, list[dict], list[dict]]:
     """The thesis mapping as a mapped graph: per convolution one input PLIO per N block
     (``<layer>_in<b>``, broadcast by ``plio`` links to the kernels of that block), grid_m x grid_n
-    matmul kernels at :func:`kernel_cells` with single-buffered windows, one output PLIO per
+    matmul kernels at :func:`kernel_cells` of ``placement`` (default: :func:`place_thesis`) with
+    single-buffered windows, one output PLIO per
     kernel (``<layer>_out<t>``); no kernel-to-kernel link.  Also the PLIOs as the PL side names
     them (``layer``, ``block`` / ``tile``, the PL kernel ``pl`` on the other end), for
     system.cfg and the x86 harness.  ``layers``: :func:`layer_info` of each stage."""
+    return _lower(plan, layers, place_thesis(plan, layers) if placement is None else placement)
+
+
+def _lower(plan: CnnPlan, layers: list[dict], placement: Placement) -> tuple[MappedGraph, list[dict], list[dict]]:
     kernels, links, plios, plio_in, plio_out = [], [], [], [], []
     mhz = plan.mover_clock_hz / 1e6
-    cells = iter(kernel_cells(plan))
+    cells = iter(kernel_cells(plan, placement))
     for li, (lay, L) in enumerate(zip(plan.layers, layers, strict=True)):
         gm, gn = lay.grid
         ident = L["ident"]

@@ -389,8 +389,8 @@ class StreamedDenseDesign(EmulatedNumerics):
         return report_html(self, path, data=data, verify=verify)
 
     def placement_svg(self) -> str:
-        """The GEMM tiles on the array (``aieflow report``): they fill it column by column from
-        column 0, as the generated graph's location constraints place them."""
+        """The GEMM tiles on the array (``aieflow report``) where the one placer puts them
+        (``gemm/emit.place``), as the generated graph's location constraints pin them."""
         return self.gemm.placement_svg(f"{self.plan.layer} (GEMM)")
 
     def report(self) -> str:

@@ -140,18 +140,21 @@ class GemmDesign:
         return report_html(self, path, data=data, verify=verify)
 
     def placement_svg(self, label: str | None = None) -> str:
-        """The GEMM tiles on the array (``aieflow report``): they fill it column by column from
-        column 0, as the generated graph's location constraints place them."""
+        """The GEMM tiles on the array (``aieflow report``) where the one placer puts them
+        (``gemm/emit.place``) and the generated graph's location constraints pin them: whole
+        columns, then the last column's remainder."""
         from ..passes.place import Placement, Rect
         from ..placement_svg import placement_svg
+        from .emit import GROUP, place
 
         p = self.plan
         dev, tiles = p.device, p.tiles
         name = label or f"GEMM {p.m} x {p.n} x {p.k}"
-        full, rest = divmod(tiles, dev.rows)
-        rects = [Rect(f"{name}", 0, 0, full, dev.rows)] if full else []
+        r = place(p).rect(GROUP)
+        full, rest = divmod(tiles, dev.rows)  # r.height is dev.rows when a column fills
+        rects = [Rect(f"{name}", r.column, r.row, full, r.height)] if full else []
         if rest:
-            rects.append(Rect(f"{name} ({rest})", full, 0, 1, rest))
+            rects.append(Rect(f"{name} ({rest})", r.column + full, r.row, 1, rest))
         placement = Placement(tuple(rects), dev.columns, dev.rows, method="GEMM tiles column by column")
         return placement_svg(placement, (), dev.memory_tile_rows, title=f"{name} on {dev.board}, {tiles} tiles")
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from .. import __version__
+from ..mapped.place import Block, Grid, Placement, Problem, solve
 from ..names import Code
 from ..templating import environment
 from ..vitis import SHIM_DIR, ap_types_finder, compare_script, shim_files
@@ -64,11 +65,36 @@ class Tile:
     cr: str
 
 
+GROUP = "gemm"  # the placement group of every tile
+
+
+def place(plan: GemmPlan) -> Placement:
+    """The one placer (``mapped/place.solve``, branch and bound) on the GEMM's tiles: one group
+    of ``plan.tiles`` kernels filling whole columns of the array's height (tile t at column
+    t // height, row t % height of the rectangle).  The tiles have no kernel-to-kernel link (Ar,
+    Br and Cr each move between a tile and a PLIO or a memory tile, ``ports`` /
+    ``memtile_ports``), so the problem has no edge and the group's origin is its one free choice;
+    J (the start term and ``mu * r_top``) puts it at column 0, row 0, next to the interface row
+    and, on AIE-ML, the memory tiles.  Built by hand: the GEMM does not lower into the mapped
+    graph yet."""
+    dev = plan.device
+    height = min(plan.tiles, dev.rows)
+    block = Block(GROUP, -(-plan.tiles // height), height)
+    grid = Grid(dev.columns, dev.rows, snake=dev.generation.cascade_serpentine)
+    return solve(Problem((block,), (), grid))
+
+
+def tile_cells(plan: GemmPlan, placement: Placement | None = None) -> list[tuple[int, int]]:
+    """(column, row) of tile t = g * tiles_j + j, at ``placement`` (default: :func:`place`)."""
+    r = (placement or place(plan)).rect(GROUP)
+    return [(r.column + t // r.height, r.row + t % r.height) for t in range(plan.tiles)]
+
+
 def ports(plan: GemmPlan) -> tuple[list[Port], list[Port], list[Port], list[Tile]]:
-    """PLIO ports and tiles: Ar per (group, stream), Br per L4 lane, Cr and a kernel per tile.
-    Tiles fill the array column by column from column 0."""
+    """PLIO ports and tiles: Ar per (group, stream), Br per L4 lane, Cr and a kernel per tile,
+    the tiles where :func:`place` puts them."""
     c = plan.config
-    rows = plan.device.rows
+    cells = tile_cells(plan)
     ar = [Port(f"ar{g}_{s}", group=g, stream=s) for g in range(c.tiles_i) for s in range(c.ar_streams)]
     br = [Port(f"br{j}", lane=j) for j in range(c.tiles_j)]
     cr, tiles = [], []
@@ -76,17 +102,17 @@ def ports(plan: GemmPlan) -> tuple[list[Port], list[Port], list[Port], list[Tile
         for j in range(c.tiles_j):
             t = g * c.tiles_j + j
             cr.append(Port(f"cr{t}", group=g, lane=j))
-            tiles.append(Tile(f"tile{t}", t // rows, t % rows, f"br{j}",
+            tiles.append(Tile(f"tile{t}", *cells[t], f"br{j}",
                               tuple(f"ar{g}_{s}" for s in range(c.ar_streams)), f"cr{t}"))
     return ar, br, cr, tiles
 
 
 def memtile_ports(plan: GemmPlan) -> tuple[list[Port], list[Port], list[Port], list[Tile]]:
     """AIE-ML design: PLIO a<g> into the Ac memory tile of group g, b<b> into Bc memory tile b (its
-    lanes), Cr and a kernel per tile.  Tiles fill the array column by column from column 0."""
+    lanes), Cr and a kernel per tile, the tiles where :func:`place` puts them."""
     c, lay = plan.config, plan.memtiles
     assert lay is not None
-    rows = plan.device.rows
+    cells = tile_cells(plan)
     ar = [Port(f"a{g}", group=g) for g in range(c.tiles_i)]
     br, first = [], 0
     for b, count in enumerate(lay.lanes(c.tiles_j)):
@@ -98,7 +124,7 @@ def memtile_ports(plan: GemmPlan) -> tuple[list[Port], list[Port], list[Port], l
             t = g * c.tiles_j + j
             b, jl = divmod(j, lay.lanes_per_memtile)
             cr.append(Port(f"cr{t}", group=g, lane=j))
-            tiles.append(Tile(f"tile{t}", t // rows, t % rows, f"bc{b}.out[{jl}]", (f"ac{g}.out[0]",), f"cr{t}"))
+            tiles.append(Tile(f"tile{t}", *cells[t], f"bc{b}.out[{jl}]", (f"ac{g}.out[0]",), f"cr{t}"))
     return ar, br, cr, tiles
 
 

@@ -9,16 +9,17 @@ elements moved per graph iteration), the user's fixed coordinates and keep-out t
 device grid with its generation's cascade direction (``Generation.cascade_serpentine``: AIE1's
 cascade runs west on odd rows).  :func:`solve` places it and returns the :class:`Placement` the
 lowering then puts the kernels by.  Every placed kind calls it (the Dense chain: ``passes/place.py``;
-the DAG: ``dag/api.place_dag``; the CNN stream and rows mappings: ``cnn/emit.place_stream``,
-``cnn/emit_rows.place_rows``); ``pack`` is the same search over plain rectangles.
+the DAG: ``dag/api.place_dag``; the CNN stream, rows and thesis mappings: ``cnn/emit.place_stream``,
+``cnn/emit_rows.place_rows``, ``cnn/emit_thesis.place_thesis``; the recurrent mappings:
+``recurrent/lower.place_recurrent``); ``pack`` is the same search over plain rectangles.
 
 Each group is placed minimising the published cost (``shared/spec/dense-on-aie-ml.md``, "Placement")
 
-    J = sum over edges p -> q of |c_out(p) - c_in(q)| + lambda * |r_out(p) - r_in(q)|
+    J = sum over edges e = p -> q of f_e * (|c_out(p) - c_in(q)| + lambda * |r_out(p) - r_in(q)|)
       + sum over layers i of mu * r_top(i)
       + |c0 - c_in(s)| + lambda * |r0 - r_in(s)| for each source layer s (no dense producer)
 
-where, for our layers,
+where f_e is the edge's factor (``Problem.edge_weights``; 1 in the published J) and, for our layers,
 
 - ``c_in, r_in``: the tile where the layer's input enters: cascade position 0 of its bottom cascade
   row (the first cascade column; every column gets its own slice, the first one is the anchor);
@@ -29,8 +30,11 @@ where, for our layers,
 - ``r_top``: its top row (higher rows are further from the interface row and the memory tiles);
 - ``(c0, r0)``: the start position, by default column 0 row 0 (next to the PLIO interface).
 
-Each edge counts once, whatever it moves (the published J); the elements an edge moves are in the
-problem (``Edge.words``) but do not weight J.
+Each edge is weighed by what it moves: f_e = the elements its links deliver per graph iteration
+(``Edge.words``) over the mean of the problem's edges that deliver any, so a heavier link gets the
+shorter route, the factors sum to the number of such edges (J stays on the published scale, beside
+``mu`` and the start term), and a design whose edges all move the same amount has every f_e = 1,
+the published J.  An edge of streams only (0 words counted) keeps f_e = 1.
 
 On AIE1 the cascade snakes (east on even rows, west on odd ones, ``Placement.tile``), so a layer
 whose bottom row is odd takes its input at its right edge and gives its output at its left edge.
@@ -273,24 +277,35 @@ def edge_cost(producer: Rect, consumer: Rect, snake: bool, lam: float) -> float:
     return abs(co - ci) + lam * abs(ro - ri)
 
 
-def rects_cost(rects: Sequence[Rect], edges: Iterable[tuple[int, int]], snake: bool, weights: Weights) -> float:
-    """J of ``rects`` (edges index into ``rects``), summed in a fixed order."""
+def rects_cost(
+    rects: Sequence[Rect],
+    edges: Iterable[tuple[int, int]],
+    snake: bool,
+    weights: Weights,
+    edge_weights: Sequence[float] | None = None,
+) -> float:
+    """J of ``rects`` (edges index into ``rects``; ``edge_weights``: each edge's factor, default 1),
+    summed in a fixed order."""
     edges = list(edges)
     has_producer = {q for _, q in edges}
     total = 0.0
     for i, r in enumerate(rects):
         total += _start_cost(r, snake, weights, i in has_producer) + weights.mu * r.top
-    for p, q in edges:
-        total += edge_cost(rects[p], rects[q], snake, weights.lam)
+    for i, (p, q) in enumerate(edges):
+        total += (1.0 if edge_weights is None else edge_weights[i]) * edge_cost(rects[p], rects[q], snake, weights.lam)
     return total
 
 
-def named_cost(placement: Placement, pairs: Iterable[tuple[str, str]], weights: Weights | None = None) -> float:
-    """J of ``placement`` over named producer -> consumer ``pairs`` (pairs naming a layer the
-    placement lacks are skipped), with ``weights`` or the ones it was placed with."""
+def named_cost(
+    placement: Placement, pairs: Iterable[tuple[str, str] | tuple[str, str, float]], weights: Weights | None = None
+) -> float:
+    """J of ``placement`` over named producer -> consumer ``pairs`` (optionally with the edge's
+    factor third, ``Problem.named_pairs``; pairs naming a layer the placement lacks are skipped),
+    with ``weights`` or the ones it was placed with."""
     index = {r.layer: i for i, r in enumerate(placement.rects)}
-    edges = [(index[p], index[q]) for p, q in pairs if p in index and q in index]
-    return rects_cost(placement.rects, edges, placement.snake, weights or placement.weights)
+    known = [(index[e[0]], index[e[1]], e[2] if len(e) > 2 else 1.0) for e in pairs if e[0] in index and e[1] in index]
+    return rects_cost(placement.rects, [(p, q) for p, q, _ in known], placement.snake, weights or placement.weights,
+                      [w for _, _, w in known])
 
 
 def _start_cost(r: Rect, snake: bool, weights: Weights, has_producer: bool) -> float:
@@ -453,9 +468,12 @@ class _Layer:
     rout: np.ndarray
     base: np.ndarray  # mu * r_top (+ the start term of a source layer)
     preds: tuple[int, ...]
+    pred_w: tuple[float, ...] = ()  # each pred edge's factor (Problem.edge_weights)
 
 
-def _candidates(b: Block, grid: Grid, blocked: np.ndarray, preds: tuple[int, ...], w: Weights) -> _Layer:
+def _candidates(
+    b: Block, grid: Grid, blocked: np.ndarray, preds: tuple[int, ...], w: Weights, pred_w: tuple[float, ...] = ()
+) -> _Layer:
     if b.fixed is not None:
         cols, rows = np.array([b.fixed[0]]), np.array([b.fixed[1]])
     else:
@@ -471,7 +489,7 @@ def _candidates(b: Block, grid: Grid, blocked: np.ndarray, preds: tuple[int, ...
     base = w.mu * (rows + b.height - 1)
     if not preds and w.start is not None:
         base = base + np.abs(w.start[0] - cin) + w.lam * np.abs(w.start[1] - krows)
-    return _Layer(b.width, b.height, cols, rows, cin, krows, cout, krows, base.astype(float), preds)
+    return _Layer(b.width, b.height, cols, rows, cin, krows, cout, krows, base.astype(float), preds, pred_w)
 
 
 def _integral(occ: np.ndarray) -> np.ndarray:
@@ -499,9 +517,12 @@ class _Search:
         w: Weights,
         incumbent: tuple[tuple[Rect, ...], float] | None,
         node_budget: int,
+        edge_weights: Sequence[float] | None = None,
     ):
         self.blocks, self.w, self.n = blocks, w, len(blocks)
+        ew = [1.0] * len(edges) if edge_weights is None else list(edge_weights)
         preds = [tuple(p for p, q in edges if q == k) for k in range(self.n)]
+        pred_w = [tuple(ew[i] for i, (_, q) in enumerate(edges) if q == k) for k in range(self.n)]
         blocked = np.zeros((grid.rows, grid.columns), dtype=bool)
         for c, r in grid.keep_out:
             blocked[r, c] = True
@@ -509,7 +530,7 @@ class _Search:
         for b in blocks:
             if b.fixed is not None:
                 blocked[b.fixed[1] : b.fixed[1] + b.height, b.fixed[0] : b.fixed[0] + b.width] = True
-        self.layers = [_candidates(b, grid, blocked, preds[k], w) for k, b in enumerate(blocks)]
+        self.layers = [_candidates(b, grid, blocked, preds[k], w, pred_w[k]) for k, b in enumerate(blocks)]
         self.lb = _lower_bounds(self.layers, w)
         self.best_cost = incumbent[1] if incumbent else float("inf")
         self.best: list[int] | None = None
@@ -522,10 +543,10 @@ class _Search:
         L = self.layers[k]
         free = np.flatnonzero(_window(_integral(self.occ), L.col, L.row, L.width, L.height) == 0)
         inc = L.base[free]
-        for p in L.preds:
+        for p, f in zip(L.preds, L.pred_w, strict=True):
             j = self.chosen[p]
             P = self.layers[p]
-            inc = inc + np.abs(P.cout[j] - L.cin[free]) + self.w.lam * np.abs(P.rout[j] - L.rin[free])
+            inc = inc + f * (np.abs(P.cout[j] - L.cin[free]) + self.w.lam * np.abs(P.rout[j] - L.rin[free]))
         rest = self.lb[k + 1]
         for o in np.argsort(inc, kind="stable").tolist():
             cost = g + float(inc[o])
@@ -568,10 +589,11 @@ def _bnb(
     w: Weights,
     incumbent: tuple[tuple[Rect, ...], float] | None,
     node_budget: int,
+    edge_weights: Sequence[float] | None = None,
 ) -> tuple[tuple[Rect, ...] | None, float, bool, int, int]:
     """Returns (rects, cost, optimal, nodes, deepest depth); optimal when the search finished.
     Deterministic: bounded by ``node_budget`` expansions, never by time."""
-    s = _Search(blocks, edges, grid, w, incumbent, node_budget)
+    s = _Search(blocks, edges, grid, w, incumbent, node_budget, edge_weights)
     try:
         s.search(0, 0.0)
         optimal = True
@@ -585,13 +607,14 @@ def _bnb(
 
 def _lower_bounds(layers: Sequence[_Layer], w: Weights) -> list[float]:
     """lb[k] <= the least cost layers k.. can add: each edge joins two distinct tiles, so it costs at
-    least min(1, lambda); each layer's base term is at least its smallest over its legal positions."""
+    least min(1, lambda) times its factor; each layer's base term is at least its smallest over its
+    legal positions."""
     edge_lb = min(1.0, w.lam)
     lb = [0.0] * (len(layers) + 1)
     for k in range(len(layers) - 1, -1, -1):
         L = layers[k]
         least = float(L.base.min()) if L.base.size else 0.0
-        lb[k] = lb[k + 1] + least + edge_lb * len(L.preds)
+        lb[k] = lb[k + 1] + least + edge_lb * sum(L.pred_w)
     return lb
 
 
@@ -605,10 +628,12 @@ def pack(
     method: str = "bnb",
     weights: Weights | None = None,
     node_budget: int = NODE_BUDGET,
+    edge_weights: Sequence[float] | None = None,
 ) -> Packing:
     """Place ``blocks`` (in topological order; ``edges`` are (producer, consumer) indices with
-    producer < consumer) on ``grid`` with ``method``.  Raises PlanError when it finds no legal
-    placement, ConfigError for impossible fixed coordinates."""
+    producer < consumer, ``edge_weights`` each edge's factor in J, default 1) on ``grid`` with
+    ``method``.  Raises PlanError when it finds no legal placement, ConfigError for impossible
+    fixed coordinates."""
     weights = weights or Weights()
     if method not in METHODS:
         raise ConfigError(f"unknown placement method {method!r}; choose one of {', '.join(METHODS)}")
@@ -620,19 +645,19 @@ def pack(
     _validate(blocks, grid)
     if method != "bnb":
         rects = _greedy(blocks, grid, method, weights.start)
-        return Packing(rects, rects_cost(rects, edges, grid.snake, weights), method, False)
+        return Packing(rects, rects_cost(rects, edges, grid.snake, weights, edge_weights), method, False)
     seeds = []
     for m in ("greedy-right", "greedy-up", "first-fit"):
         try:
             rects = _greedy(blocks, grid, m, weights.start)
         except PlanError:
             continue
-        seeds.append((rects_cost(rects, edges, grid.snake, weights), METHODS.index(m), rects))
+        seeds.append((rects_cost(rects, edges, grid.snake, weights, edge_weights), METHODS.index(m), rects))
     incumbent = (min(seeds)[2], min(seeds)[0]) if seeds else None
-    rects, cost, optimal, nodes, deepest = _bnb(blocks, edges, grid, weights, incumbent, node_budget)
+    rects, cost, optimal, nodes, deepest = _bnb(blocks, edges, grid, weights, incumbent, node_budget, edge_weights)
     if rects is None:
         raise _no_room(blocks[deepest], grid, "bnb", searched=not optimal)
-    return Packing(rects, rects_cost(rects, edges, grid.snake, weights), "bnb", optimal, nodes)
+    return Packing(rects, rects_cost(rects, edges, grid.snake, weights, edge_weights), "bnb", optimal, nodes)
 
 
 def _no_room(b: Block, grid: Grid, method: str, searched: bool = False) -> PlanError:
@@ -653,11 +678,11 @@ def _no_room(b: Block, grid: Grid, method: str, searched: bool = False) -> PlanE
     return PlanError(text, layer=b.name, hint=hint)
 
 
-def _baselines(blocks, edges, grid: Grid, weights: Weights) -> list[Packing]:
+def _baselines(blocks, edges, grid: Grid, weights: Weights, edge_weights: Sequence[float] | None = None) -> list[Packing]:
     out = []
     for m in ("greedy-right", "greedy-up", "first-fit"):
         try:
-            out.append(pack(blocks, edges, grid, m, weights))
+            out.append(pack(blocks, edges, grid, m, weights, edge_weights=edge_weights))
         except PlanError:
             continue
     return out
@@ -732,9 +757,20 @@ class Problem:
         return [(e.producer, e.consumer) for e in self.edges]
 
     @property
-    def named_pairs(self) -> list[tuple[str, str]]:
-        """The edges as (producer, consumer) group names (a saved placement's cost recomputed)."""
-        return [(self.blocks[e.producer].name, self.blocks[e.consumer].name) for e in self.edges]
+    def edge_weights(self) -> tuple[float, ...]:
+        """Each edge's factor in J: the words it delivers per graph iteration over the mean of the
+        edges that deliver any (so the factors of a design whose edges all move the same amount
+        are all 1, the published J); an edge of streams only (0 words counted) keeps 1."""
+        moved = [e.words for e in self.edges if e.words > 0]
+        total = sum(moved)
+        return tuple(e.words * len(moved) / total if e.words > 0 else 1.0 for e in self.edges)
+
+    @property
+    def named_pairs(self) -> list[tuple[str, str, float]]:
+        """The edges as (producer, consumer) group names with their factor (a saved placement's
+        cost recomputed, :func:`named_cost`)."""
+        return [(self.blocks[e.producer].name, self.blocks[e.consumer].name, w)
+                for e, w in zip(self.edges, self.edge_weights, strict=True)]
 
 
 def staging(shapes: Sequence[Block], snake: bool) -> Placement:
@@ -757,14 +793,17 @@ def problem(
     keep_out: Iterable[Cell] = (),
     weights: Weights | None = None,
     group_of: Mapping[str, str] | None = None,
+    hops: Iterable[tuple[str, str]] = (),
 ) -> Problem:
     """The placement problem of a design lowered at ``staged`` (:func:`staging` of ``shapes``):
     group i is ``shapes[i]`` (its rectangle, kernel rows and fixed coordinates, which the kind's
     plan and config give) holding the kernels of replica 0 whose ``node`` is its name (or, with
     ``group_of``, kernel var -> group name, whose entry is its name: a group of several nodes'
     kernels, e.g. the recurrent Conv1d front end's column); the edges are the links between groups,
-    followed through shared buffers (a memory-tile link, a relay shard); the grid is the device's
-    with its generation's cascade rule (catalog data)."""
+    followed through shared buffers (a memory-tile link, a relay shard) and through ``hops``
+    (source -> destination owner pairs the array does not link: a PL kernel reading an output PLIO
+    and writing an input PLIO, the thesis mapping's PL kernels between its layers); the grid is the
+    device's with its generation's cascade rule (catalog data)."""
     index = {b.name: i for i, b in enumerate(shapes)}
     group: dict[str, int] = {}
     relative: list[list[Cell]] = [[] for _ in shapes]
@@ -785,6 +824,8 @@ def problem(
     feeders: dict[str, list[str]] = {}
     for link in mg.links:
         feeders.setdefault(link.dst.owner, []).append(link.src.owner)
+    for src, dst in hops:
+        feeders.setdefault(dst, []).append(src)
     sizes = {k.var: k.in_sizes for k in mg.kernels}
 
     def sources(owner: str, seen: frozenset[str] = frozenset()) -> set[int]:
@@ -817,11 +858,11 @@ def solve(
     """Place ``prob``'s groups with ``method``; with ``replicas`` > 1, copies of the whole design
     beside it (:func:`replicate`), falling back to the cheapest baseline whose bounding box leaves
     room for every copy when the cheapest wiring spreads one copy too wide."""
-    blocks, edges, grid, weights = prob.blocks, prob.pairs, prob.grid, prob.weights
+    blocks, edges, grid, weights, factors = prob.blocks, prob.pairs, prob.grid, prob.weights, prob.edge_weights
     keep = tuple(sorted(grid.keep_out))
-    result = pack(blocks, edges, grid, method, weights, node_budget)
+    result = pack(blocks, edges, grid, method, weights, node_budget, factors)
     if replicas > 1 and len(replica_offsets(result.rects, grid.columns, grid.rows, grid.snake, keep)) < replicas:
-        for r in sorted(_baselines(blocks, edges, grid, weights), key=lambda r: r.cost):
+        for r in sorted(_baselines(blocks, edges, grid, weights, factors), key=lambda r: r.cost):
             if len(replica_offsets(r.rects, grid.columns, grid.rows, grid.snake, keep)) >= replicas:
                 result = r
                 break
