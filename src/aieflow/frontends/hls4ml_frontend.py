@@ -10,8 +10,9 @@ output``), under hls4ml's layer names.  Nothing is calibrated; every type is hls
 Mapped: ``Input``, ``Dense`` (checked against hls4ml's io_parallel and io_stream C simulations),
 ``Conv2D`` / ``Conv1D`` (as a 2-D convolution on the (C, 1, W) view) from hls4ml's channels-last pass (its ``Transpose`` layers identities in aieflow's
 (C, H, W) graph, ``ZeroPadding2D`` the convolution's padding, a flattening ``Reshape`` a reshape with
-the next Dense's rows put back into (C, H, W) order; a Keras model's channels-last image input,
-which hls4ml leaves without a Transpose, stays the graph input behind an IR ``transpose`` view),
+the next Dense's rows put back into (C, H, W) order; a Keras model's channels-last image or
+sequence input, which hls4ml leaves without a Transpose, stays the graph input behind an IR
+``transpose`` view, and io_stream's ``ZeroPadding2D`` / ``1D`` on it the convolution's padding),
 ``GRU`` and ``LSTM`` converted from PyTorch, and ``GRU`` from Keras (forward, batch-first, tanh /
 sigmoid, the framework's gate order as hls4ml keeps it; their weight, bias,
 recurrent_weight, recurrent_bias, accum and result types and the sigmoid / tanh table's size and
@@ -189,7 +190,7 @@ def import_hls4ml(hls_model: Any) -> tuple[ImportedModel, dict[str, dict[str, st
     # IR tensors whose hls4ml flattening ran in (H, W, C) order (the Dense after it has its rows so)
     hwc: set[str] = set()
     flat_hwc: dict[str, tuple[int, int, int]] = {}
-    pad_of: dict[str, tuple[int, ...]] = {}  # ZeroPadding2D layers (io_stream): padding of the Conv2D after them
+    pad_of: dict[str, tuple[int, ...]] = {}  # ZeroPadding1D / 2D layers (io_stream): the next convolution's padding
     input_hint: dict[str, FixedType] = {}  # the graph input's type where its first reader is a view
     graph_input = None
     for layer in layers:
@@ -210,8 +211,8 @@ def import_hls4ml(hls_model: Any) -> tuple[ImportedModel, dict[str, dict[str, st
         in_t = type_of[src.name]
         out_t = _output_type(layer)
         if src.name in pad_of and cls not in ("Conv2D", "Conv1D"):
-            raise ModelError(f"ZeroPadding2D '{src.name}' feeds a {cls}; from_hls4ml maps it as the padding of the "
-                             "Conv2D after it", layer=layer.name, hint="pad in the convolution (Conv2d padding=...)")
+            raise ModelError(f"{src.class_name} '{src.name}' feeds a {cls}; from_hls4ml maps it as the padding of the "
+                             "convolution after it", layer=layer.name, hint="pad in the convolution (padding=...)")
         if cls == "Dense":
             w = np.asarray(layer.weights["weight"].data)
             w_t = fixed_type(layer.weights["weight"].type.precision, layer.name, "weight")
@@ -241,7 +242,8 @@ def import_hls4ml(hls_model: Any) -> tuple[ImportedModel, dict[str, dict[str, st
             dense_of[layer.name] = layer.name
         elif cls == "Conv2D":
             c_in = int(layer.get_attr("n_chan"))
-            in_hw = (int(layer.get_attr("in_height")), int(layer.get_attr("in_width")))
+            pad = pad_of.get(src.name, (0, 0, 0, 0))  # io_stream: in_height / in_width count its padding
+            in_hw = (int(layer.get_attr("in_height")) - pad[0] - pad[2], int(layer.get_attr("in_width")) - pad[1] - pad[3])
             if (x == graph_input and src.name not in hwc and c_in == 1
                     and tuple(tensors[x].shape) == (*in_hw, 1)):
                 # one channel: hls4ml's channels-last pass leaves the input (H, W, 1) without a
@@ -287,6 +289,18 @@ def import_hls4ml(hls_model: Any) -> tuple[ImportedModel, dict[str, dict[str, st
             dense_of[layer.name] = layer.name
         elif cls == "Conv1D":
             # as aieflow runs a 1-D convolution: a 2-D one on the (C, 1, W) view of the sequence
+            pad = pad_of.get(src.name, (0, 0, 0, 0))
+            width = int(layer.get_attr("in_width")) - pad[1] - pad[3]  # io_stream: in_width counts its padding
+            if (x == graph_input and src.name not in hwc and tuple(tensors[x].shape) == (width, int(layer.get_attr("n_chan")))
+                    and str(layer.get_attr("data_format", "channels_last")) == "channels_last"):
+                # a Keras sequence input (steps, channels), which hls4ml takes channels-last without a
+                # Transpose: the graph input keeps it, an IR transpose views it as (C, W) (lifted to
+                # (C, 1, W) below; cnn/stages.input_views: the host writes the frames in that order)
+                view = f"{x}_cw"
+                nodes.append(Node(view, "transpose", (x,), (view,), {"perm": (1, 0)}))
+                tensors[view] = Tensor(view, tensors[x].shape[::-1])
+                x = view
+                hwc.add(src.name)
             if src.name not in hwc:
                 raise ModelError("Conv1D on an input hls4ml holds channels-first: from_hls4ml maps the layout of "
                                  "hls4ml's channels-last pass", layer=layer.name,
@@ -307,7 +321,6 @@ def import_hls4ml(hls_model: Any) -> tuple[ImportedModel, dict[str, dict[str, st
                 bias = np.asarray(layer.weights["bias"].data).reshape(-1)
                 b_t = fixed_type(layer.weights["bias"].type.precision, layer.name, "bias")
             _check_accum(layer, in_t, w_t, b_t, int(w.shape[0] * w.shape[1]))
-            pad = pad_of.get(src.name, (0, 0, 0, 0))
             node = conv_op.make_node(
                 layer.name, x, layer.name, tensors[x].shape, w.transpose(2, 1, 0)[:, :, None, :], bias,
                 stride=(1, int(layer.get_attr("stride_width"))),
@@ -316,15 +329,21 @@ def import_hls4ml(hls_model: Any) -> tuple[ImportedModel, dict[str, dict[str, st
             ww, oo = (int(d) for d in layer.get_output_variable().shape)
             tensors[layer.name] = Tensor(layer.name, (oo, 1, ww))
             hwc.add(layer.name)
-            if tensor_of[src.name] == graph_input:  # read through the (C, 1, W) view: the input tensor's type
+            if tensor_of[src.name] == graph_input:  # read through a view: the input tensor's type
                 input_hint[graph_input] = in_t
             types[layer.name] = _types_entry(w_t, b_t, out_t)
             dense_of[layer.name] = layer.name
-        elif cls == "ZeroPadding1D" and src.name in hwc and out_t == in_t:
-            pad_of[layer.name] = (0, int(layer.get_attr("pad_left")), 0, int(layer.get_attr("pad_right")))
+        elif cls in ("ZeroPadding1D", "ZeroPadding2D") and (src.name in hwc or x == graph_input) and out_t == in_t:
+            # hls4ml's io_stream convolution pads in a layer of its own: zeros (code 0, real 0), as the
+            # convolution's own padding; the IR tensor stays the unpadded one.  On a Keras model's
+            # graph input (channels-last, no Transpose) the convolution after it adds the input's view
+            sides = ("left", "right") if cls == "ZeroPadding1D" else ("top", "left", "bottom", "right")
+            got = [int(layer.get_attr(f"pad_{side}")) for side in sides]
+            pad_of[layer.name] = (0, got[0], 0, got[1]) if cls == "ZeroPadding1D" else tuple(got)
             tensor_of[layer.name] = x
             type_of[layer.name] = in_t
-            hwc.add(layer.name)
+            if src.name in hwc:
+                hwc.add(layer.name)
             continue
         elif cls == "Transpose" and len(tensors[x].shape) in (2, 3):
             perm = [int(p) for p in layer.get_attr("perm")]
@@ -341,14 +360,6 @@ def import_hls4ml(hls_model: Any) -> tuple[ImportedModel, dict[str, dict[str, st
                 continue
             raise ModelError(f"Transpose {perm} has no mapping in from_hls4ml (the channels-last pass's are mapped)",
                              layer=layer.name, hint="leave the layout to hls4ml's channels-last conversion")
-        elif cls == "ZeroPadding2D" and src.name in hwc and out_t == in_t:
-            # hls4ml's io_stream Conv2D pads in a layer of its own: zeros (code 0, real 0), as the
-            # convolution's own padding; the IR tensor stays the unpadded one
-            pad_of[layer.name] = tuple(int(layer.get_attr(f"pad_{side}")) for side in ("top", "left", "bottom", "right"))
-            tensor_of[layer.name] = x
-            type_of[layer.name] = in_t
-            hwc.add(layer.name)
-            continue
         elif cls == "Reshape" and out_t == in_t and len(layer.get_output_variable().shape) == 1:
             n = int(layer.get_output_variable().shape[0])
             nodes.append(Node(layer.name, "reshape", (x,), (layer.name,), {"shape": (n,)}))

@@ -241,8 +241,13 @@ def quantise(node: Node, ctx: QuantContext) -> Node:
     q_type = w_type  # the codes are made in the type given; a 4-bit type may be held in 8 bits below
     narrow = kind_of(w_type) == "i4"
     if not narrow and w_type.width not in (8, 16):
-        raise ConfigError(f"weight type {w_type} must be 8 or 16 bits wide on the AI Engine (or signed, at most "
-                          "4 bits, with 8-bit activations on AIE-ML / AIE-MLv2)", layer=name)
+        if not w_type.signed or w_type.width > 16:
+            raise ConfigError(f"weight type {w_type} must be signed and at most 16 bits wide on the AI Engine (8- or "
+                              "16-bit multiplies; signed 4-bit ones with 8-bit activations on AIE-ML / AIE-MLv2)",
+                              layer=name)
+        # a signed 5..7 / 9..15-bit type (QKeras' quantized_bits(6, 0) is hls4ml's ap_fixed<6,1>): the
+        # codes are made in it (q_type) and are exact in the 8- / 16-bit container the multiply reads
+        w_type = FixedType(8 if w_type.width < 8 else 16, w_type.frac, True, w_type.rounding, w_type.saturation)
     if narrow and (kind_of(in_type), "i4") not in gen.mmul_shapes:
         if w_kind == "i4":
             raise ConfigError(
