@@ -209,5 +209,6 @@ def describe(ex: Any, point: Any) -> str:
     interval = (f"step interval {point.interval_ns:,.1f} ns, sequence interval {point.sample_interval_ns:,.0f} ns"
                 if kind(ex) == "recurrent" else f"interval {point.interval_ns:,.0f} ns")
     posts = f", posts {point.posts}" if getattr(point, "posts", "") else ""
+    posts += ", the rows mapping" if getattr(point, "mapping", "") == "rows" else ""
     return (f"#{point_id(ex, point)}: {point.tiles} tiles, batch {point.batch}, {getattr(point, 'replicas', 1)} "
             f"replica(s), latency {point.latency_ns:,.0f} ns, {interval}{posts}")
