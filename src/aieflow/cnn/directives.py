@@ -383,14 +383,19 @@ def auto_design(device: Device, stages: tuple[Stage, ...], config: Config, setti
     plan = plans[points.index(chosen)]
     by = f"target {config.target.to_string()}" if targeted(config) else "frames per second"
     if stream_error is not None:
-        why = f"rows: whole frames do not fit ({stream_error})"
+        why = f"rows: whole frames do not fit ({_reason(stream_error)})"
     elif rows_error is not None:
-        why = f"stream: the rows mapping does not fit ({rows_error})"
+        why = f"stream: the rows mapping does not fit ({_reason(rows_error)})"
     else:
         alt = _best([p for p in points if p.mapping != chosen.mapping], config)
         why = (f"{plan.mapping} by {by}: {_figures(chosen)}; {'rows' if plan.mapping == 'stream' else 'stream'}: "
                f"{_figures(alt)}")
     return replace(plan, choice=" ".join(why.split()))
+
+
+def _reason(e: Exception) -> str:
+    """An error's text without its hint (the layer and the message)."""
+    return str(e).split("\n")[0]
 
 
 def _best(points: list[Point], config: Config) -> Point:
