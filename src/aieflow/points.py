@@ -11,6 +11,7 @@ taken out and the point's choices fixed (``tests/test_explore_equals_compile.py`
   (``passes/posts.py``): its points also set ``posts`` (``fused``: the chain's keys;
   ``standalone``: the DAG's);
 - CNN: every convolution's ``mapping: {groups: N}`` (a point's ``cas_num``) and ``cnn.replicas``;
+  the rows plan's point (``mapping`` "rows"): ``cnn.mapping: rows``;
 - recurrent: every GRU / LSTM layer's ``mapping`` keys (``recurrent.directives.mapping_directives``).
 """
 
@@ -96,6 +97,8 @@ def record(ex: Any, p: Any) -> dict[str, Any]:
         rec["parallelism"] = _shape(ex, p)  # layer:cas_len x cas_num (CNN: x output groups)
     if getattr(p, "posts", ""):
         rec["posts"] = p.posts
+    if getattr(p, "mapping", "") and kind(ex) == "cnn":
+        rec["mapping"] = p.mapping
     return rec
 
 
@@ -154,6 +157,8 @@ def point_config(ex: Any, point: Any, base: Config) -> dict[str, Any]:
             raw["posts"] = posts
         if k == "chain" and posts != "standalone":
             raw["replicas"] = point.replicas
+    elif k == "cnn" and getattr(point, "mapping", "") == "rows":  # the rows plan: nothing to set but the mapping
+        raw["cnn"] = {**{key: v for key, v in given.get("cnn", {}).items() if key != "replicas"}, "mapping": "rows"}
     elif k == "cnn":
         if not ex.config_names:
             raise ConfigError("this CNN exploration does not name its convolutions; run aieflow.explore again")
@@ -204,5 +209,6 @@ def describe(ex: Any, point: Any) -> str:
     interval = (f"step interval {point.interval_ns:,.1f} ns, sequence interval {point.sample_interval_ns:,.0f} ns"
                 if kind(ex) == "recurrent" else f"interval {point.interval_ns:,.0f} ns")
     posts = f", posts {point.posts}" if getattr(point, "posts", "") else ""
+    posts += ", the rows mapping" if getattr(point, "mapping", "") == "rows" else ""
     return (f"#{point_id(ex, point)}: {point.tiles} tiles, batch {point.batch}, {getattr(point, 'replicas', 1)} "
             f"replica(s), latency {point.latency_ns:,.0f} ns, {interval}{posts}")

@@ -20,7 +20,7 @@ from ..emulation import EmulatedNumerics, Emulation
 from ..errors import AieflowError
 from ..graph_io import REDO, graph_arrays, graph_to_json, read_saved_design, write_weights
 from ..ir import Graph
-from ..names import comment
+from ..names import comment, text
 from ..perf.bands import summary_line
 from ..perf.system import attach as system_attach
 from ..perf.system import design_lines as system_lines
@@ -145,7 +145,8 @@ class CnnDesign(EmulatedNumerics):
             latency_ns=e.latency_s * 1e9, interval_ns=e.interval_s * 1e9, batch=e.replicas,
             throughput_ops_per_s=2 * e.gmacs * 1e9, bound=e.bound, tiles_used=e.tiles_used,
             memory_tiles_used=e.memory_tiles_used,
-            parts=[(s.stage, s.seconds * 1e9, {"kind": s.where}) for s in e.stages], extra=e.to_json())
+            parts=[(s.stage, s.seconds * 1e9, {"kind": s.where}) for s in e.stages],
+            extra={**e.to_json(), **({"mapping_choice": self.plan.choice} if self.plan.choice else {})})
 
     def summary(self) -> str:
         p, e = self.plan, self.estimate()
@@ -187,6 +188,8 @@ class CnnDesign(EmulatedNumerics):
                          f"{lay.memory.bytes:,} B/tile{borrowed}")
         lines.append(f"  modelled: latency {e.latency_s * 1e6:,.1f} us, {e.fps:,.0f} frames/s, "
                      f"{e.gmacs:,.1f} GMAC/s, bound: {e.bound}")  # names in it sanitised by cnn/perf.py
+        if p.choice:  # cnn.mapping auto: which mapping and why (directives.auto_design)
+            lines.append(f"  mapping chosen (auto): {text(p.choice)}")
         lines += system_lines(self)
         lines.append("  " + summary_line())
         return "\n".join(lines)

@@ -186,20 +186,26 @@ def stream_design(device: Device, stages: tuple[Stage, ...], config: Config, set
 
 def explore_stream(device: Device, stages: tuple[Stage, ...], config: Config) -> Exploration:
     """``aieflow explore`` for a CNN: the Pareto front (tiles, latency, interval per frame) of the
-    stream mappings ``compile`` chooses among, and the target's pick; each point's figures are the
-    design estimate (``cnn.perf.estimate``) of that very plan."""
+    stream mappings ``compile`` chooses among (with ``cnn.mapping: auto``, the default, the rows plan
+    too: a point whose ``mapping`` is "rows"), and the target's pick; each point's figures are the
+    design estimate (``cnn.perf.estimate``, ``rows.estimate_rows``) of that very plan."""
     settings = design_settings(config)
     _check_device(device, stages)
     if settings["mapping"] not in ("stream", "auto"):
-        raise ConfigError("explore searches the stream mapping; the thesis mapping is fixed by its directives",
-                          hint="leave cnn.mapping out (stream) to explore")
+        raise ConfigError(f"explore searches the stream mapping (and, with auto, the rows plan); the "
+                          f"{settings['mapping']} mapping is fixed", hint="leave cnn.mapping out (auto) to explore")
     # every replica count is a candidate on the front; the pick is compile's (the target's, or
     # without one the most frames per second)
     wide = replace(config, given=config.given | {"target"})
-    plans, first_error = stream_candidates(device, stages, wide, settings)
-    if not plans:
-        raise first_error or PlanError("no stream mapping fits")
-    points = [plan_point(p) for p in track(plans, "cost the CNN stream mappings")]
+    if settings["mapping"] == "auto":  # and the rows plan, which auto ranks beside them
+        plans, points, stream_error, rows_error = _candidates(device, stages, wide, settings)
+        if not plans:
+            raise stream_error
+    else:
+        plans, first_error = stream_candidates(device, stages, wide, settings)
+        if not plans:
+            raise first_error or PlanError("no stream mapping fits")
+        points = [plan_point(p) for p in track(plans, "cost the CNN stream mappings")]
     key = lambda p: (p.tiles, p.latency_ns, p.sample_interval_ns)  # noqa: E731
     front = tuple(undominated(list(points), key))
     return Exploration(config.target, front, _pick(points, config), len(points), (1,))
@@ -324,25 +330,90 @@ def make_plan(device: Device, stages: tuple[Stage, ...], config: Config) -> CnnP
         return thesis_design(device, stages, config, settings)
     if settings["mapping"] == "rows":
         return rows_design(device, stages, config, settings)
-    if settings["mapping"] == "auto":  # whole frames when they fit; row streaming when they do not
-        try:
-            return stream_design(device, stages, config, settings)
-        except PlanError as frame_error:
-            if config.targeted:  # a target searches whole-frame plans; rows has nothing to search
-                raise
-            try:
-                return rows_design(device, stages, config, settings)
-            except (PlanError, ConfigError):
-                raise frame_error from None
+    if settings["mapping"] == "auto":
+        return auto_design(device, stages, config, settings)
     return stream_design(device, stages, config, settings)
 
 
-def rows_design(device: Device, stages: tuple[Stage, ...], config: Config, settings: dict[str, Any]) -> CnnPlan:
-    """The rows mapping (``cnn/rows.py``): one kernel per stage, no choices to search; a target and
-    per-layer ``groups`` are refused by name."""
+def rows_point(plan: CnnPlan) -> Point:
+    """The rows plan as a point of the search: its estimate (``rows.estimate_rows``, what compile
+    reports), one kernel per layer, one frame per graph iteration."""
+    from .rows import estimate_rows
+
+    e = estimate_rows(plan)
+    shape = tuple((lay.stage, 1, 1) for lay in plan.layers)
+    return Point(plan.tiles, e.latency_s * 1e9, e.interval_s * 1e9, shape, 1, 1, mapping="rows")
+
+
+def _candidates(device: Device, stages: tuple[Stage, ...], config: Config, settings: dict[str, Any]):
+    """``cnn.mapping: auto``'s candidates: every stream plan and the rows plan, each with its point
+    (stream first, so that ranking ties go to whole frames), and why each mapping did not fit (None
+    where it did)."""
+    plans, stream_error = stream_candidates(device, stages, config, settings)
+    points = [plan_point(p) for p in track(plans, "cost the CNN stream mappings")]
+    if plans:
+        stream_error = None
+    else:
+        stream_error = stream_error or PlanError("no stream mapping fits")
+    try:
+        rows = rows_design(device, stages, config, settings, searched=True)
+    except (PlanError, ConfigError) as e:
+        return plans, points, stream_error, e
+    return [*plans, rows], [*points, rows_point(rows)], stream_error, None
+
+
+def _figures(p: Point) -> str:
+    return (f"latency {p.latency_ns / 1e3:,.1f} us, {1e9 / p.sample_interval_ns:,.0f} frames/s, "
+            f"{p.tiles} tiles")
+
+
+def auto_design(device: Device, stages: tuple[Stage, ...], config: Config, settings: dict[str, Any]) -> CnnPlan:
+    """``cnn.mapping: auto``: both mappings costed with the estimates compile reports (the stream
+    plans' ``cnn.perf.estimate``, the rows plan's ``rows.estimate_rows``) and ranked together by the
+    target (``passes.search.ranked``: its objective and budgets), or without one by frames per
+    second (fewer tiles on a tie); a tie goes to the stream mapping.  Where only one fits, that
+    one; where neither, a PlanError naming both reasons.  The plan's ``choice`` says which and why."""
+    plans, points, stream_error, rows_error = _candidates(device, stages, config, settings)
+    if not plans:
+        assert stream_error is not None and rows_error is not None
+        raise PlanError(f"{stream_error.message} (whole frames, the stream mapping); and the rows mapping: "
+                        f"{rows_error}", layer=getattr(stream_error, "layer", None),
+                        hint=getattr(stream_error, "hint", None))
+    chosen = _pick(points, config)
+    plan = plans[points.index(chosen)]
+    by = f"target {config.target.to_string()}" if targeted(config) else "frames per second"
+    if stream_error is not None:
+        why = f"rows: whole frames do not fit ({_reason(stream_error)})"
+    elif rows_error is not None:
+        why = f"stream: the rows mapping does not fit ({_reason(rows_error)})"
+    else:
+        alt = _best([p for p in points if p.mapping != chosen.mapping], config)
+        why = (f"{plan.mapping} by {by}: {_figures(chosen)}; {'rows' if plan.mapping == 'stream' else 'stream'}: "
+               f"{_figures(alt)}")
+    return replace(plan, choice=" ".join(why.split()))
+
+
+def _reason(e: Exception) -> str:
+    """An error's text without its hint (the layer and the message)."""
+    return str(e).split("\n")[0]
+
+
+def _best(points: list[Point], config: Config) -> Point:
+    """The target's pick among ``points``, or where none meets its budgets the most frames per second."""
+    try:
+        return _pick(points, config)
+    except PlanError:
+        return min(points, key=lambda p: (p.sample_interval_ns, p.tiles))
+
+
+def rows_design(device: Device, stages: tuple[Stage, ...], config: Config, settings: dict[str, Any],
+                searched: bool = False) -> CnnPlan:
+    """The rows mapping (``cnn/rows.py``): one kernel per stage, no choices to search; a target
+    (unless ``auto`` ranks this plan beside the stream plans: ``searched``) and per-layer ``groups``
+    are refused by name."""
     from .rows import rows_plan
 
-    if config.targeted:
+    if config.targeted and not searched:
         raise ConfigError("config option 'target' does not apply to the rows mapping: one kernel per layer, nothing "
                           "to search", hint="leave target out, or use cnn.mapping stream")
     for s in stages:

@@ -135,12 +135,15 @@ class ThesisLayer:
 
 @dataclass(frozen=True)
 class CnnPlan:
-    mapping: str  # "stream" | "thesis"
+    mapping: str  # "stream" | "rows" | "thesis"
     device: Device
     stages: tuple[Stage, ...] = field(repr=False)
     layers: tuple[StreamLayer, ...] | tuple[ThesisLayer, ...]
     replicas: int = 1
     mover_clock_hz: float = 312.5e6  # mm2s / s2mm and PLIO clock
+    # ``cnn.mapping: auto``: why this mapping (the other one's figures, or why it did not fit);
+    # "" where the config named the mapping (directives.auto_design)
+    choice: str = ""
 
     @property
     def tiles_per_replica(self) -> int:
@@ -176,6 +179,7 @@ class CnnPlan:
         return {"mapping": self.mapping, "replicas": self.replicas, "tiles": self.tiles,
                 "tiles_per_replica": self.tiles_per_replica, "borrowed_bytes": self.borrowed_bytes,
                 "plio_in": self.plio_in, "plio_out": self.plio_out,
+                **({"mapping_choice": self.choice} if self.choice else {}),
                 "layers": [lay.to_json() for lay in self.layers]}
 
 

@@ -46,6 +46,9 @@ class Point:
     # where a chain's activation / softmax after a Dense layer runs when explore lists both
     # mappings (passes/posts.py): "fused" or "standalone"; "" otherwise
     posts: str = ""
+    # a CNN point of the row-streamed mapping (cnn/rows.py: one kernel per layer) when explore lists
+    # it beside the stream mapping's points: "rows"; "" the kind's own mapping
+    mapping: str = ""
 
     @property
     def sample_interval_ns(self) -> float:
@@ -56,7 +59,7 @@ class Point:
     def from_json(d: dict[str, Any], batch: int) -> Point:
         par = tuple((name, v["cas_len"], v["cas_num"]) for name, v in d["parallelism"].items())
         return Point(d["tiles"], d["latency_ns"], d["interval_ns"], par, d.get("batch", batch), d.get("replicas", 1),
-                     d.get("posts", ""))
+                     d.get("posts", ""), d.get("mapping", ""))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -68,6 +71,7 @@ class Point:
             "sample_interval_ns": self.sample_interval_ns,
             "parallelism": {name: {"cas_len": cl, "cas_num": cn} for name, cl, cn in self.parallelism},
             **({"posts": self.posts} if self.posts else {}),
+            **({"mapping": self.mapping} if self.mapping else {}),
         }
 
 
