@@ -228,17 +228,22 @@ class OnnxQuantMixin:
                 "quantise with ROUND (the default)")
         return ROUNDING[mode]
 
-    def quant_spec(self, node: onnx.NodeProto, name: str) -> QuantSpec:
-        """A QONNX ``Quant`` node's parameters, checked."""
-        if len(node.input) < 4:
-            raise ModelError(f"node '{name}' (Quant) has {len(node.input)} inputs; QONNX Quant takes x, scale, "
-                             "zeropt and bitwidth")
+    @staticmethod
+    def _signed_narrow(node: onnx.NodeProto, name: str) -> tuple[bool, bool]:
+        """A ``Quant``'s ``signed`` and ``narrow`` attributes, which QONNX requires."""
         attrs = _attrs(node)
         for key in ("signed", "narrow"):
             if key not in attrs:
                 raise ModelError(f"node '{name}' (Quant) has no attribute '{key}', which QONNX requires",
                                  hint="re-export the model (Brevitas export_qonnx writes both)")
-        signed, narrow = bool(attrs["signed"]), bool(attrs["narrow"])
+        return bool(attrs["signed"]), bool(attrs["narrow"])
+
+    def quant_spec(self, node: onnx.NodeProto, name: str) -> QuantSpec:
+        """A QONNX ``Quant`` node's parameters, checked."""
+        if len(node.input) < 4:
+            raise ModelError(f"node '{name}' (Quant) has {len(node.input)} inputs; QONNX Quant takes x, scale, "
+                             "zeropt and bitwidth")
+        signed, narrow = self._signed_narrow(node, name)
         bits = self._bit_width(node, 3, name)
         self._zero_point(node, 2, name)
         fracs = pow2_fracs(name, "Quant", self._scalar_input(node, 1, name, "scale"))
@@ -261,14 +266,9 @@ class OnnxQuantMixin:
         """An affine ``Quant``'s checked parameters for a tensor of ``shape``: (bits, signed, narrow,
         rounding mode name, lo, hi, scale and zero point as float32 arrays broadcastable to ``shape``,
         the per-channel axis or None)."""
-        attrs = _attrs(node)
-        for key in ("signed", "narrow"):
-            if key not in attrs:
-                raise ModelError(f"node '{name}' (Quant) has no attribute '{key}', which QONNX requires",
-                                 hint="re-export the model (Brevitas export_qonnx writes both)")
-        signed, narrow = bool(attrs["signed"]), bool(attrs["narrow"])
+        signed, narrow = self._signed_narrow(node, name)
         bits = self._bit_width(node, 3, name)
-        mode = _text(attrs.get("rounding_mode", "ROUND")).upper()
+        mode = _text(_attrs(node).get("rounding_mode", "ROUND")).upper()
         self._rounding(node, name, "ROUND")  # a mode aieflow does not know: refused by name
         s = np.asarray(self._scalar_input(node, 1, name, "scale"), dtype=np.float32)
         z = np.asarray(self._scalar_input(node, 2, name, "zero point"), dtype=np.float32)
