@@ -81,3 +81,16 @@ def build_design(kind):
         return aieflow.gemm(256, 64, 128, "int8", "vek280", 2, "best"), None
     model, x, device, config = design_case(kind)
     return aieflow.compile(model, device=device, example_input=x[:2], calibration=x, config=config), x
+
+
+def refused(call, *words):
+    """``call()`` raises an AieflowError whose text holds each of ``words``; returns that text."""
+    import pytest
+
+    from aieflow.errors import AieflowError
+
+    with pytest.raises(AieflowError) as e:
+        call()
+    for w in words:
+        assert w in str(e.value), str(e.value)
+    return str(e.value)

@@ -11,6 +11,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 import torch
+from cases import refused
 from onnx import TensorProto, helper
 from test_runtime_masks import Constant, Encoder, Mha, T, _data, _float_mask, _padding
 from torch import nn
@@ -72,7 +73,7 @@ def test_a_float_zero_minus_inf_mask_input_imports_too(dynamo, tmp_path):
     assert np.abs(got - _torch(m, x, fm)).max() < 1e-5
 
 
-def test_a_mask_read_by_the_wrong_sample_is_refused(tmp_path, monkeypatch):
+def test_a_mask_read_by_the_wrong_sample_isrefused(tmp_path, monkeypatch):
     """The importer proves that element [n, ..., k] of the scores reads mask[n, k] (an index map
     through the Reshape / Expand / Transpose nodes): a Transpose + Reshape that swaps samples and heads
     (same shape, onnxruntime runs it) is refused; taking that check out (tried once) imports it."""
@@ -156,13 +157,6 @@ def test_onnx_imported_quantised_design_follows_pytorch(tmp_path):
     assert np.abs(em.predict(x, mask=pad) - ref).max() <= 0.05 * np.abs(ref).max()
 
 
-def _refused(call, *words):
-    with pytest.raises(AieflowError) as e:
-        call()
-    for w in words:
-        assert w in str(e.value), str(e.value)
-
-
 def test_what_stays_refused_is_refused_by_name(tmp_path):
     torch.manual_seed(16)
     x, pad = _data(16, N), _padding(16, N)
@@ -176,7 +170,7 @@ def test_what_stays_refused_is_refused_by_name(tmp_path):
             return self.fc(x) * (~mask)[..., None].float()
 
     path = _export(Gated().eval(), x, pad, tmp_path / "gated.onnx", dynamo=False)
-    _refused(lambda: import_onnx(path), "the second, 'mask', can only be a run-time key padding mask", "key padding mask")
+    refused(lambda: import_onnx(path), "the second, 'mask', can only be a run-time key padding mask", "key padding mask")
 
     class PerSampleAttnMask(nn.Module):  # a [N, T] mask broadcast over the queries' rows: not a padding
         def __init__(self):
@@ -188,7 +182,7 @@ def test_what_stays_refused_is_refused_by_name(tmp_path):
             return self.att(x, x, x, attn_mask=att, need_weights=False)[0]
 
     path = _export(PerSampleAttnMask().eval(), x, pad, tmp_path / "psa.onnx", dynamo=False)
-    _refused(lambda: import_onnx(path), "the second, 'mask', can only be a run-time key padding mask")
+    refused(lambda: import_onnx(path), "the second, 'mask', can only be a run-time key padding mask")
 
     class Ints(nn.Module):
         def __init__(self):
@@ -199,7 +193,7 @@ def test_what_stays_refused_is_refused_by_name(tmp_path):
             return self.m(x, mask.bool())
 
     path = _export(Ints().eval(), x, pad.astype(np.int64), tmp_path / "ints.onnx", dynamo=False)
-    _refused(lambda: import_onnx(path), "graph input 'mask'", "INT64", "boolean")
+    refused(lambda: import_onnx(path), "graph input 'mask'", "INT64", "boolean")
 
     class Three(nn.Module):
         def __init__(self):
@@ -212,4 +206,4 @@ def test_what_stays_refused_is_refused_by_name(tmp_path):
     p3 = str(tmp_path / "three.onnx")
     torch.onnx.export(Three().eval(), (torch.from_numpy(x), torch.from_numpy(pad), torch.from_numpy(x)), p3,
                       opset_version=17, input_names=["x", "mask", "y"], output_names=["out"], dynamo=False)
-    _refused(lambda: import_onnx(p3), "3 graph inputs ('x', 'mask', 'y')", "key padding mask")
+    refused(lambda: import_onnx(p3), "3 graph inputs ('x', 'mask', 'y')", "key padding mask")
