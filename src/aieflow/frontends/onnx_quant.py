@@ -77,13 +77,6 @@ ACT_ADVICE = (
     "8-bit quantiser (Brevitas Int8ActPerTensorFixedPoint) or a 16-bit one"
 )
 
-# the same roundings on float32 values (a float-scale Quant's codes, computed as QONNX computes them)
-_NP_ROUND: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "ROUND": np.round, "HALF_EVEN": np.round, "CEIL": np.ceil, "FLOOR": np.floor,
-    "UP": lambda v: np.sign(v) * np.ceil(np.abs(v)), "DOWN": np.fix, "ROUND_TO_ZERO": np.fix,
-    "HALF_UP": lambda v: np.sign(v) * np.floor(np.abs(v) + np.float32(0.5)),
-    "HALF_DOWN": lambda v: np.sign(v) * np.ceil(np.abs(v) - np.float32(0.5)),
-}
 
 @dataclass(frozen=True)
 class QuantSpec:
@@ -307,7 +300,8 @@ class OnnxQuantMixin:
                                      "constants in at most 32 bits")
         with np.errstate(over="ignore"):
             q = np.clip(x / s + z, np.float32(lo), np.float32(hi))
-        codes = _NP_ROUND[mode](q).astype(np.int64)
+        # the float32 quotient rounded exactly by the node's mode (its float64 value is the float32's)
+        codes = exact_codes(q, np.zeros((), np.int64), ROUNDING[mode], lo, hi)
         width = next(w for w in (8, 16, 32) if bits <= w)
         chan = None if axis is None else x.shape[axis]
 
