@@ -255,3 +255,40 @@ def test_setup_units_build_at_o0_and_the_rest_at_o2(tmp_path, monkeypatch):
     again, cached, _ = build_units(sources, units, 10, cache_dir=tmp_path / "c")  # no setup units: all -O2
     assert not cached and again != binary
     assert sum(" -c " in line for line in log.read_text().splitlines()) == 4
+
+
+def test_kernel_units_build_as_groups_and_alone_when_a_group_does_not_compile(tmp_path, monkeypatch):
+    """build_units compiles the src/kernels/*.cc units in groups, one g++ process per group (a unit
+    that includes them, unity_groups), the harness alone; kernels that cannot share a unit (here two
+    `static int value()` of different values) make the group fail, and each is then compiled alone:
+    the harness still sees each kernel's own value."""
+    import stat
+    import subprocess
+
+    from aieflow.verify import build_units, unity_groups
+
+    assert unity_groups(["x86/harness.cpp", "src/kernels/a.cc", "src/kernels/b.cc", "src/kernels/c.cc",
+                         "x86/fsm_csim.cpp"], 2, alone=("x86/harness.cpp",)) == [
+        ("x86/harness.cpp",), ("x86/fsm_csim.cpp",), ("src/kernels/a.cc", "src/kernels/c.cc"), ("src/kernels/b.cc",)]
+    assert unity_groups(["src/kernels/a.cc"], 4) == [("src/kernels/a.cc",)]
+    log = tmp_path / "args.log"
+    cxx = tmp_path / "cxx"
+    cxx.write_text(f'#!/bin/sh\necho "$@" >> {log}\nexec {shutil.which("g++")} "$@"\n')
+    cxx.chmod(cxx.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("CXX", str(cxx))
+    harness = "int a();\nint b();\nint main() { return a() * 10 + b() == 12 ? 0 : 1; }\n"
+    units = ["x86/harness.cpp", "src/kernels/a.cc", "src/kernels/b.cc"]
+
+    def build(a, b, cache):
+        log.write_text("")
+        sources = {"x86/harness.cpp": harness, "src/kernels/a.cc": a, "src/kernels/b.cc": b}
+        binary, cached, _ = build_units(sources, units, 10, cache_dir=tmp_path / cache, jobs=1,
+                                        setup=("x86/harness.cpp",))
+        assert not cached and subprocess.run([binary]).returncode == 0
+        return [line.split(" -c ")[1].split()[0] for line in log.read_text().splitlines() if " -c " in line]
+
+    shared = build("int a() { return 1; }\n", "int b() { return 2; }\n", "shared")
+    assert len(shared) == 2 and shared[0].endswith("x86/harness.cpp") and shared[1].endswith("unity/1.cc")
+    clash = build("static int value() { return 1; }\nint a() { return value(); }\n",
+                  "static int value() { return 2; }\nint b() { return value(); }\n", "clash")
+    assert [Path(u).name for u in clash] == ["harness.cpp", "1.cc", "a.cc", "b.cc"]
