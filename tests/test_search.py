@@ -226,3 +226,29 @@ def test_the_search_keeps_a_users_cas_len_on_aie1(target):
     # and a cas_len no producer can give is an error, not ignored
     with pytest.raises(PlanError):
         aieflow.compile(MODEL, device="vck190", config={"target": target, "layers": {"fc1": {"parallelism": {"cas_len": 999}}}})
+
+
+def test_the_copies_are_the_most_that_pass_the_checks_found_by_bisection(monkeypatch):
+    """A throughput search on VEK280 fits up to 77 copies of a small MLP beside each other; with the
+    checks failing beyond 23 copies (a stand-in for a port or channel limit) the search picks 23
+    copies, the count it compiles to with the chosen point's figures, and checks far fewer
+    replicated placements than one per count."""
+    import aieflow.passes.place as place
+
+    real, seen = place.check_placement, []
+
+    def limited(pl, device):
+        seen.append(len(pl.replicas))
+        if len(pl.replicas) > 23:
+            raise PlanError("more than 23 copies (a synthetic limit of the test)")
+        real(pl, device)
+
+    monkeypatch.setattr(place, "check_placement", limited)
+    d = aieflow.compile(qdq_mlp([32, 32, 10], seed=1), device="vek280", config={"target": "throughput", "batch": 8})
+    chosen = d.exploration.chosen
+    assert chosen.replicas == 23 == d.replicas and max(seen) > 23
+    perf = d.estimate()
+    assert (perf.tiles_used, perf.latency_ns, perf.interval_ns) == (chosen.tiles, chosen.latency_ns, chosen.interval_ns)
+    # a count per check would check every count up to the largest that fits (77 here) at least once
+    replicated = [k for k in seen if k > 1]
+    assert 0 < len(replicated) < max(replicated) - 1, seen

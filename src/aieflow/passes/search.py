@@ -289,18 +289,43 @@ def design_points(points: list[Point], graph: Graph, device: Device, config: Con
     from .place import check_placement, place, replica_offsets, replicate
     from .plan import plan
 
+    def checked(g: Graph, pl) -> bool:
+        try:
+            check_placement(pl, device)
+            check_transport(lowered_chain(g, device, pl), device)  # the check pass, as compiled
+        except PlanError:
+            return False
+        return True
+
     def build(cfg: Config, g: Graph | None = None, pl=None):
         try:
             g = g if g is not None else plan(graph, device, cfg)
             if pl is None:
                 pl = place(g, device, cfg)
-            check_placement(pl, device)
-            check_transport(lowered_chain(g, device, pl), device)  # the check pass, as compiled
         except PlanError:
+            return None
+        if not checked(g, pl):
             return None
         return g, pl, estimate(Design(g, device, cfg, pl))
 
+    def most_copies(g: Graph, pl, fit: int) -> int:
+        """The most copies, up to ``fit``, whose replicated placement passes the checks.  The
+        copies of k are the first k of k + 1's (``replicate``: the same offsets in the same
+        order), so k + 1 copies use every tile, port and channel k copies use and more: a check
+        that fails for k fails for every larger count, and a bisection finds the largest count
+        that passes with a few lowerings of the copies instead of one per count (a throughput
+        search on a large array costs up to a hundred counts per plan)."""
+        lo, hi = 1, fit
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if checked(g, replicate(pl, mid)):
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
     single: dict[tuple, Any] = {}  # (parallelism, batch) -> (graph, placement, performance) of one copy
+    copies: dict[tuple, int] = {}  # (parallelism, batch) -> most_copies of its placement
     out = []
     for p in track(points, "cost the candidate designs as compiled"):
         key = (p.parallelism, p.batch)
@@ -311,16 +336,18 @@ def design_points(points: list[Point], graph: Graph, device: Device, config: Con
         g, pl, perf = single[key]
         if p.replicas > 1:
             cfg = apply(config, p, graph)
-            if len(replica_offsets(pl.rects, pl.columns, pl.rows, pl.snake, pl.keep_out)) >= p.replicas:
-                try:  # what ``place`` returns for these copies: the one copy's placement, replicated
-                    built = build(cfg, g, replicate(pl, p.replicas))
-                except PlanError:
-                    built = None
+            fit = len(replica_offsets(pl.rects, pl.columns, pl.rows, pl.snake, pl.keep_out))
+            if fit >= p.replicas:  # what ``place`` returns for these copies: the one copy's placement, replicated
+                if key not in copies:
+                    copies[key] = most_copies(g, pl, fit)
+                if p.replicas > copies[key]:
+                    continue
+                perf = estimate(Design(g, device, cfg, replicate(pl, p.replicas)))
             else:
                 built = build(cfg, g)
-            if built is None:
-                continue
-            perf = built[2]
+                if built is None:
+                    continue
+                perf = built[2]
         out.append(replace(p, tiles=perf.tiles_used, latency_ns=perf.latency_ns, interval_ns=perf.interval_ns))
     return out
 
