@@ -53,6 +53,9 @@ def ap_types_include() -> Path | None:
     return None
 
 
+# The project's kernels for its x86 runs: every src/kernels/*.cc compiled as one unit (x86/kernels.cc
+# includes them: the unity build ``aieflow verify`` does, verify.unity_groups), once for both runs.
+KERNELS_OBJECT = "x86/kernels.o"
 SHIM_DIR = "x86/shim"  # the project's copy of aieflow's open AIE API / ADF shim (make shim-run, system-run)
 
 
@@ -149,9 +152,9 @@ def system_files(files: dict[str, str], *, device: Device, graph_class: str, gra
                                      f"{plio_bits}-bit words, so the host cannot start one run per iteration",
                                      hint="pad each iteration's values to whole PLIO words")
     check_stream_count(device, ins, outs, connects, refuse_hint)
-    runs = {"template": "x86_system.cpp.j2", "shim_units": ["x86/harness.cpp", "$(KERNEL_SRCS)"],
+    runs = {"template": "x86_system.cpp.j2", "shim_units": ["x86/harness.cpp", KERNELS_OBJECT],
             "shim_args": "--data . --out shim_output --iterations $(ITERATIONS)", "shim_out": "shim_output",
-            "system_units": ["x86/system.cpp", "$(KERNEL_SRCS)"], "csim_units": ["x86/pl_csim.cpp"], **(x86 or {})}
+            "system_units": ["x86/system.cpp", KERNELS_OBJECT], "csim_units": ["x86/pl_csim.cpp"], **(x86 or {})}
     # Makefile text given by the kind (never from a model): printed as it is, `$(...)` included
     make_runs = {key: Code(" ".join(v) if isinstance(v, list) else v) for key, v in runs.items()
                  if key not in ("csim_units", "text")}

@@ -17,7 +17,7 @@ from ..mapped.adf import graph_header
 from ..mapped.ir import Kernel, Link, MappedGraph, Plio, Port
 from ..mapped.place import Block, Placement, Problem, problem, solve, staging
 from ..mapped.text import c_array
-from ..vitis import system_files
+from ..vitis import KERNELS_OBJECT, system_files
 from .emit import ENV, RND, stage_idents
 from .plan import CnnPlan, ThesisLayer, round_up
 from .stages import Stage
@@ -277,9 +277,9 @@ def system_args(plan: CnnPlan, ctx: dict, plio_in: list[dict], plio_out: list[di
     out = {"var": "image", "file": "data/image.txt", "ctype": "float", "period": ctx["per_frame"],
            "real": ctx["frame_out"], "src": f"{pl[-1]['name']}_0.out_0"}
     x86 = {"text": ENV.get_template("thesis_system.cpp.j2").render(**ctx),
-           "shim_units": ["x86/harness.cpp", "$(KERNEL_SRCS)", "pl/thesis_pl.cpp"],
+           "shim_units": ["x86/harness.cpp", KERNELS_OBJECT, "pl/thesis_pl.cpp"],
            "shim_args": "--data data --out shim_output", "shim_out": "shim_output",
-           "system_units": ["x86/system.cpp", "$(KERNEL_SRCS)"], "csim_units": ["x86/pl_csim.cpp", "x86/thesis_csim.cpp"]}
+           "system_units": ["x86/system.cpp", KERNELS_OBJECT], "csim_units": ["x86/pl_csim.cpp", "x86/thesis_csim.cpp"]}
     return dict(
         device=plan.device, graph_class=GRAPH_CLASS, graph_var=GRAPH_VAR,
         plio_in=[{"var": p["var"], "file": f"data/{p['var']}.txt", "ctype": "float"} for p in plio_in if p["layer"] == 0],
