@@ -163,3 +163,47 @@ def test_the_movement_model_uses_the_v2_widths():
     assert mv.memtile_transfer(n, 6, VEK280, 0).busy_cycles == n / 4 + fixed
     # a 128-bit PLIO at 500 MHz into a 1 GHz kernel port: 8 B/cycle offered, the 32-bit port takes 4
     assert mv.plio_stream_bytes_per_cycle(VEK385) == 4
+
+
+# The boards: VEK385 (2VE3858, AIE-MLv2) against VEK280 (XCVE2802, AIE-ML), typed from the sources.
+BOARD_DIFFERENCES = {
+    # versal-devices.md: VEK280 38 columns x 8 rows, 2 rows of memory tiles (AM020, DS958); VEK385 36 x 4 as
+    # used by one published compiler, one memory tile row (the array size is not in AM027 or UG1603).
+    "columns": (38, 36),
+    "rows": (8, 4),
+    "memory_tile_rows": (2, 1),
+    "plio_columns": (38, 36),
+    # versal-devices.md: 1.25 GHz in the published AIE4ML results, PL at 1/4 of it; AM027 rev 1.1 "Performance":
+    # the AIE-ML v2 array's target is 1 GHz (-1 speed grade), PL clocks 500 MHz.
+    "clock_hz": (1.25e9, 1.0e9),
+    "pl_clock_hz": (312.5e6, 500e6),
+    # AMD's base platform names (UG1603 Vitis flow); VEK385's is a placeholder without a release suffix.
+    "vitis_platform": ("xilinx_vek280_base_202320_1", "xilinx_vek385_base"),
+}
+BOARD_SAME = {
+    "memory_tile_bytes": 512 * 1024,  # UG1603 "AIE-ML / AIE-ML v2 Memory Tile": 512 KB on both
+    "memtile_channels": 6,  # UG1603: six MM2S and six S2MM DMAs per memory tile
+    "memtile_bds": 48,
+    "plio_in_per_column": 2,  # versal-devices.md interface DMA 2 MM2S + 2 S2MM per column (AM020); as AIE-ML
+    "plio_out_per_column": 2,
+    "gemm_design": "memtile",  # the memory tiles are the L2 on both (gemm/aieml.py)
+}
+
+
+def test_the_boards_differ_where_the_sources_say():
+    for f, (ml, v2) in BOARD_DIFFERENCES.items():
+        assert (getattr(VEK280, f), getattr(VEK385, f)) == (ml, v2), f
+    for f, value in BOARD_SAME.items():
+        assert getattr(VEK280, f) == value and getattr(VEK385, f) == value, f
+    identity = {"key", "board", "part", "generation", "notes", "sources"}
+    differing = {f.name for f in dataclasses.fields(VEK385) if getattr(VEK385, f.name) != getattr(VEK280, f.name)}
+    assert differing - identity == set(BOARD_DIFFERENCES)
+    assert {f.name for f in dataclasses.fields(VEK385)} == identity | set(BOARD_DIFFERENCES) | set(BOARD_SAME)
+    # the array peaks these give: 144 x 512 x 2 x 1 GHz = 147.456 TOPS int8, 304 x 256 x 2 x 1.25 GHz = 194.56
+    assert VEK385.peak_ops_per_s(("i8", "i8")) == 144 * 512 * 2 * 1.0e9
+    assert VEK280.peak_ops_per_s(("i8", "i8")) == 304 * 256 * 2 * 1.25e9
+
+
+def test_the_vek385_clocks_name_am027():
+    src = VEK385.sources["~1.0 GHz, PL 500 MHz"]
+    assert "AM027" in src and "Performance" in src and "assumed" not in src.lower()
