@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 
+import aieflow
 from aieflow.devices import AIE1, AIE_ML, AIE_MLV2, VEK280, VEK385
 from aieflow.perf import movement as mv
 
@@ -207,3 +209,54 @@ def test_the_boards_differ_where_the_sources_say():
 def test_the_vek385_clocks_name_am027():
     src = VEK385.sources["~1.0 GHz, PL 500 MHz"]
     assert "AM027" in src and "Performance" in src and "assumed" not in src.lower()
+
+
+# ------------------------------------------------------------------ the design kinds take the v2 shapes
+
+# UG1529 "Matrix Multiplication Modes", native shapes (typed here, as above): the tiling each kind plans
+# per device and precision.
+KIND_MMUL = {
+    ("vek280", "int8"): (4, 8, 8), ("vek385", "int8"): (8, 8, 8),
+    ("vek280", "int16"): (4, 4, 4), ("vek385", "int16"): (4, 4, 8),
+    ("vek280", "bf16"): (4, 8, 4), ("vek385", "bf16"): (4, 8, 8),
+}
+
+
+@pytest.mark.parametrize("device", ["vek280", "vek385"])
+def test_every_mmul_kind_plans_and_emits_its_generation_s_shape(device):
+    """Issue 24 "Must hold": a design compiled for VEK385 uses the AIE-MLv2 shapes where they differ
+    (the x86 runs of these kernels on VEK385: docs/devices.md "Design kinds").  Chain (Dense), DAG
+    (its Dense layers), CNN stream mapping and GEMM, per precision; the chain's and the CNN's
+    generated sources carry the shape."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    x = np.random.default_rng(0).standard_normal((32, 16)).astype(np.float32)
+    mlp = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 8)).eval()
+
+    class Residual(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Linear(16, 16)
+
+        def forward(self, v):
+            return v + torch.relu(self.a(v))
+
+    frames = np.random.default_rng(1).standard_normal((8, 3, 8, 8)).astype(np.float32)
+    conv = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU()).eval()
+    for precision in ("int8", "int16", "bf16"):
+        want = KIND_MMUL[(device, precision)]
+        m, k, n = want
+        cfg = {"precision": precision}
+        chain = aieflow.compile(mlp, device=device, example_input=x[:8], calibration=x, config=cfg)
+        assert [lay.plan.mmul for lay in chain.layers()] == [want, want], precision
+        assert f"static constexpr unsigned M = {m}, K = {k}, N = {n};" in chain.files["src/layers.h"]
+        dag = aieflow.compile(Residual().eval(), device=device, example_input=x[:8], calibration=x,
+                              config={**cfg, "batch": 16})
+        dense = [dag.plan.node(c) for c in dag.plan.compute if dag.plan.node(c).op == "dense"]
+        assert [d.plan.mmul for d in dense] == [want], precision
+        if precision != "int16":  # int16 convolutions take int8 weights (a16w8 pair): the 16b x 8b row
+            cnn = aieflow.compile(conv, device, frames[:1], calibration=frames, config={**cfg, "cnn": {"mapping": "stream"}})
+            assert [lay.mmul for lay in cnn.plan.layers] == [want], precision
+            assert f"mmul {m}x{k}x{n}" in cnn.files["README.md"]
+        gemm = aieflow.gemm(64, 64, 64, dtype=precision, device=device, design="best")
+        assert gemm.plan.dtype.mmul == want, precision
