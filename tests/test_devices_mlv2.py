@@ -201,6 +201,8 @@ def test_the_boards_differ_where_the_sources_say():
     differing = {f.name for f in dataclasses.fields(VEK385) if getattr(VEK385, f.name) != getattr(VEK280, f.name)}
     assert differing - identity == set(BOARD_DIFFERENCES)
     assert {f.name for f in dataclasses.fields(VEK385)} == identity | set(BOARD_DIFFERENCES) | set(BOARD_SAME)
+    # AMD's AI Edge Gen 2 product table (as quoted publicly): 2VE3858 has 144 AIE-ML v2 tiles
+    assert VEK385.compute_tiles == 144 and VEK385.memory_tiles == 36
     # the array peaks these give: 144 x 512 x 2 x 1 GHz = 147.456 TOPS int8, 304 x 256 x 2 x 1.25 GHz = 194.56
     assert VEK385.peak_ops_per_s(("i8", "i8")) == 144 * 512 * 2 * 1.0e9
     assert VEK280.peak_ops_per_s(("i8", "i8")) == 304 * 256 * 2 * 1.25e9

@@ -577,8 +577,10 @@ VEK385 = Device(
     sources=_frozen(
         {
             "36 x 4 compute tiles, memory tiles of 512 KB": f"{SPEC} (AM027; one published compiler).  The "
-            "2VE3858 array size is not in AM027 or UG1603; no Versal AI Edge Gen 2 data sheet figure was found, "
-            "so the grid stays the published compiler's",
+            "2VE3858 array shape is not in AM027 or UG1603 and no Versal AI Edge Gen 2 data sheet figure was found, "
+            "so the grid stays the published compiler's; its tile count, 144, agrees with AMD's Versal AI Edge "
+            "Series Gen 2 product table (2VE3804 / 2VE3858: 144 AIE-ML v2 tiles), as two public repositories "
+            "quote it (the table itself was not in the searchable sources)",
             "~1.0 GHz, PL 500 MHz": f"AM027 rev 1.1 'Performance': the AIE-ML v2 array's performance target for -1 "
             "speed grade devices is 1 GHz, and its 'Interfacing Clock Domains' table gives PL clocks a 500 MHz target "
             f"(-1L); {SPEC} (~1.0-1.05 GHz, PL 500 MHz).  AMD's Vitis Libraries L2 benchmarks run xc2ve3858-ssva2112-2LP "
