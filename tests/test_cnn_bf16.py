@@ -271,6 +271,8 @@ def test_refusals_name_the_layer():
         aieflow.compile(_model(Classifier), "vek280", cal[:1], calibration=cal,
                         config={"precision": "bf16", "cnn": {"mapping": "thesis"}})
     assert e.value.layer == "c1"
+    for reason in ("fp32 design", "aie::mmul<4,2,4>", "float32 values per 128-bit word", "PL tanh", "stream and rows"):
+        assert reason in str(e.value), reason  # the refusal names why (issue 24: the PL side is fp32 too)
     # a fused tanh runs in bf16 (below); a tanh table configured for it (an fp32 / fixed-point LUT) is refused
     tanh = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Tanh()).eval()
     with pytest.raises(ConfigError, match="configured tanh .* is for fp32 and fixed point") as e:

@@ -234,3 +234,23 @@ def test_bf16_activations_and_softmax_run_bit_exact_on_x86_on_vek385(tmp_path):
     d.save(tmp_path / "d")
     again = aieflow.load(tmp_path / "d")
     assert (bits(again.predict(x[:16])) == bits(d.predict(x[:16]))).all()
+
+
+@pytest.mark.parametrize("device", ["vek280", "vek385"])
+def test_a_bf16_dense_chain_is_within_the_tolerance_of_float32_pytorch(device):
+    """The chain (resident Dense, no DAG: its bf16 kernels are the Dense bf16 ones, x86-verified in
+    tests/test_verify.py) against float32 PyTorch, the same documented bound as the DAG designs."""
+    from aieflow.design import Design
+
+    torch.manual_seed(4)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.ReLU(), torch.nn.Linear(48, 24), torch.nn.ReLU(),
+                                torch.nn.Linear(24, 10)).eval()
+    x = np.random.default_rng(4).standard_normal((64, 32)).astype(np.float32)
+    d = aieflow.compile(model, device=device, example_input=x[:4], calibration=x, config={"precision": "bf16"})
+    assert isinstance(d, Design) and not isinstance(d, DagDesign)
+    y = d.predict(x)
+    with torch.no_grad():
+        ref = model(torch.from_numpy(x)).numpy()
+    err = np.abs(y - ref).max()
+    assert err <= TOLERANCE * np.abs(ref).max(), err
+    assert err > 0  # bf16 does round

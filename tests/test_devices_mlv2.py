@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 
+import aieflow
 from aieflow.devices import AIE1, AIE_ML, AIE_MLV2, VEK280, VEK385
 from aieflow.perf import movement as mv
 
@@ -163,3 +165,100 @@ def test_the_movement_model_uses_the_v2_widths():
     assert mv.memtile_transfer(n, 6, VEK280, 0).busy_cycles == n / 4 + fixed
     # a 128-bit PLIO at 500 MHz into a 1 GHz kernel port: 8 B/cycle offered, the 32-bit port takes 4
     assert mv.plio_stream_bytes_per_cycle(VEK385) == 4
+
+
+# The boards: VEK385 (2VE3858, AIE-MLv2) against VEK280 (XCVE2802, AIE-ML), typed from the sources.
+BOARD_DIFFERENCES = {
+    # versal-devices.md: VEK280 38 columns x 8 rows, 2 rows of memory tiles (AM020, DS958); VEK385 36 x 4 as
+    # used by one published compiler, one memory tile row (the array size is not in AM027 or UG1603).
+    "columns": (38, 36),
+    "rows": (8, 4),
+    "memory_tile_rows": (2, 1),
+    "plio_columns": (38, 36),
+    # versal-devices.md: 1.25 GHz in the published AIE4ML results, PL at 1/4 of it; AM027 rev 1.1 "Performance":
+    # the AIE-ML v2 array's target is 1 GHz (-1 speed grade), PL clocks 500 MHz.
+    "clock_hz": (1.25e9, 1.0e9),
+    "pl_clock_hz": (312.5e6, 500e6),
+    # AMD's base platform names (UG1603 Vitis flow); VEK385's is a placeholder without a release suffix.
+    "vitis_platform": ("xilinx_vek280_base_202320_1", "xilinx_vek385_base"),
+}
+BOARD_SAME = {
+    "memory_tile_bytes": 512 * 1024,  # UG1603 "AIE-ML / AIE-ML v2 Memory Tile": 512 KB on both
+    "memtile_channels": 6,  # UG1603: six MM2S and six S2MM DMAs per memory tile
+    "memtile_bds": 48,
+    "plio_in_per_column": 2,  # versal-devices.md interface DMA 2 MM2S + 2 S2MM per column (AM020); as AIE-ML
+    "plio_out_per_column": 2,
+    "gemm_design": "memtile",  # the memory tiles are the L2 on both (gemm/aieml.py)
+}
+
+
+def test_the_boards_differ_where_the_sources_say():
+    for f, (ml, v2) in BOARD_DIFFERENCES.items():
+        assert (getattr(VEK280, f), getattr(VEK385, f)) == (ml, v2), f
+    for f, value in BOARD_SAME.items():
+        assert getattr(VEK280, f) == value and getattr(VEK385, f) == value, f
+    identity = {"key", "board", "part", "generation", "notes", "sources"}
+    differing = {f.name for f in dataclasses.fields(VEK385) if getattr(VEK385, f.name) != getattr(VEK280, f.name)}
+    assert differing - identity == set(BOARD_DIFFERENCES)
+    assert {f.name for f in dataclasses.fields(VEK385)} == identity | set(BOARD_DIFFERENCES) | set(BOARD_SAME)
+    # AMD's AI Edge Gen 2 product table (as quoted publicly): 2VE3858 has 144 AIE-ML v2 tiles
+    assert VEK385.compute_tiles == 144 and VEK385.memory_tiles == 36
+    # the array peaks these give: 144 x 512 x 2 x 1 GHz = 147.456 TOPS int8, 304 x 256 x 2 x 1.25 GHz = 194.56
+    assert VEK385.peak_ops_per_s(("i8", "i8")) == 144 * 512 * 2 * 1.0e9
+    assert VEK280.peak_ops_per_s(("i8", "i8")) == 304 * 256 * 2 * 1.25e9
+
+
+def test_the_vek385_clocks_name_am027():
+    src = VEK385.sources["~1.0 GHz, PL 500 MHz"]
+    assert "AM027" in src and "Performance" in src and "assumed" not in src.lower()
+
+
+# ------------------------------------------------------------------ the design kinds take the v2 shapes
+
+# UG1529 "Matrix Multiplication Modes", native shapes (typed here, as above): the tiling each kind plans
+# per device and precision.
+KIND_MMUL = {
+    ("vek280", "int8"): (4, 8, 8), ("vek385", "int8"): (8, 8, 8),
+    ("vek280", "int16"): (4, 4, 4), ("vek385", "int16"): (4, 4, 8),
+    ("vek280", "bf16"): (4, 8, 4), ("vek385", "bf16"): (4, 8, 8),
+}
+
+
+@pytest.mark.parametrize("device", ["vek280", "vek385"])
+def test_every_mmul_kind_plans_and_emits_its_generation_s_shape(device):
+    """Issue 24 "Must hold": a design compiled for VEK385 uses the AIE-MLv2 shapes where they differ
+    (the x86 runs of these kernels on VEK385: docs/devices.md "Design kinds").  Chain (Dense), DAG
+    (its Dense layers), CNN stream mapping and GEMM, per precision; the chain's and the CNN's
+    generated sources carry the shape."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    x = np.random.default_rng(0).standard_normal((32, 16)).astype(np.float32)
+    mlp = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 8)).eval()
+
+    class Residual(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Linear(16, 16)
+
+        def forward(self, v):
+            return v + torch.relu(self.a(v))
+
+    frames = np.random.default_rng(1).standard_normal((8, 3, 8, 8)).astype(np.float32)
+    conv = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU()).eval()
+    for precision in ("int8", "int16", "bf16"):
+        want = KIND_MMUL[(device, precision)]
+        m, k, n = want
+        cfg = {"precision": precision}
+        chain = aieflow.compile(mlp, device=device, example_input=x[:8], calibration=x, config=cfg)
+        assert [lay.plan.mmul for lay in chain.layers()] == [want, want], precision
+        assert f"static constexpr unsigned M = {m}, K = {k}, N = {n};" in chain.files["src/layers.h"]
+        dag = aieflow.compile(Residual().eval(), device=device, example_input=x[:8], calibration=x,
+                              config={**cfg, "batch": 16})
+        dense = [dag.plan.node(c) for c in dag.plan.compute if dag.plan.node(c).op == "dense"]
+        assert [d.plan.mmul for d in dense] == [want], precision
+        if precision != "int16":  # int16 convolutions take int8 weights (a16w8 pair): the 16b x 8b row
+            cnn = aieflow.compile(conv, device, frames[:1], calibration=frames, config={**cfg, "cnn": {"mapping": "stream"}})
+            assert [lay.mmul for lay in cnn.plan.layers] == [want], precision
+            assert f"mmul {m}x{k}x{n}" in cnn.files["README.md"]
+        gemm = aieflow.gemm(64, 64, 64, dtype=precision, device=device, design="best")
+        assert gemm.plan.dtype.mmul == want, precision

@@ -220,3 +220,19 @@ def test_saved_design_loads_back_with_the_same_plan_and_values(project):
     assert np.array_equal(bits(back.predict(a, b)),
                           np.fromfile(proj / "data/C_golden.bin", dtype=np.float32).view(np.uint32).reshape(
                               design.plan.m, design.plan.n))
+
+
+@pytest.mark.parametrize("device", ["vek280", "vek385"])
+def test_within_the_documented_tolerance_of_float32_pytorch(device):
+    """float32 operands rounded to bf16 (nearest even, the test's own rounding) and multiplied by the
+    design, against PyTorch's float32 product of the unrounded operands: max |C - C_torch| <= 2^-6
+    max |C_torch| (docs/numerics.md, the bound for bf16 designs)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((24, 96)).astype(np.float32), rng.standard_normal((96, 20)).astype(np.float32)
+    d = aieflow.gemm(24, 20, 96, dtype="bf16", device=device, tiles=2, design="best", blocks={"kc": 32})
+    got = d.predict(np.vectorize(bf16)(a).astype(np.float32), np.vectorize(bf16)(b).astype(np.float32))
+    want = (torch.from_numpy(a) @ torch.from_numpy(b)).numpy()
+    err = np.abs(got - want).max()
+    assert err <= 2.0**-6 * np.abs(want).max(), err
+    assert err > 0  # the operands' bf16 rounding shows

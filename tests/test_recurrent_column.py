@@ -57,6 +57,8 @@ CASES = [
     # chains of one tile (ColOnly): the planner's default column spread
     ("gru-int8-aie-single", "vck190", "GRU", 1, 8, 3, "int8",
      RecurrentOptions(distribution="column", input_distribution="column", aggregation="aie"), 0),
+    # AIE-MLv2 (issue 24): 64-lane int8 groups (the catalog's 2 x 512-bit loads), the one-port AIE aggregator
+    ("gru-int8-vek385-cas2", "vek385", "GRU", 3, 10, 3, "int8", _column(2, 1, 10, aggregation="aie"), 2),
 ]
 
 

@@ -89,6 +89,8 @@ X86_CASES = [
     ("lstm-vck190-fp32", "LSTM", "vck190", "fp32", None, 6, 20, 20, True, 1.0),
     # 80 gate rows = five 16-lane groups: two blocks of the products' column loop (4 + 1 groups)
     ("lstm-vek280-hls4ml-two-blocks", "LSTM", "vek280", "int16", HLS4ML, 6, 20, 6, True, 3.0),
+    # AIE-MLv2 (issue 24): 32-lane products (the catalog's 2 x 512-bit loads), 80 gate rows = 2.5 groups
+    ("lstm-vek385-hls4ml", "LSTM", "vek385", "int16", HLS4ML, 6, 20, 6, True, 3.0),
 ]
 
 

@@ -39,6 +39,8 @@ X86_CASES = [
     ("gru-vek280-head-3-columns", "GRU", "vek280", 10, 3, True, 5, 3),
     ("lstm-vek280-sequence-3-columns", "LSTM", "vek280", 8, 3, False, 4, 3),
     ("gru-vck190-head-4-columns", "GRU", "vck190", 10, 4, True, 5, 4),
+    # AIE-MLv2 (issue 24: every recurrent kernel variant verified on VEK385; the grid had no VEK385 case)
+    ("gru-vek385-head-3-columns", "GRU", "vek385", 10, 3, True, 5, 3),
 ]
 
 

@@ -82,6 +82,11 @@ CASES = {
     "conv-gru-vek280": lambda: _conv_gru("vek280"),
     "stack-aie-then-aie-column-vek280": lambda: _rec(
         ["GRU", "LSTM"], [6, 5], "vek280", "int16", [O(aggregation="aie"), O(aggregation="aie", **COL)], n_in=40),
+    # AIE-MLv2's 4 rows: three 2-tile U chains fill rows 0-2 of both U columns, so the aggregator and its
+    # output kernel take the two free slots (1, 3) and (0, 3), not a column of their own (plan: agg_columns 0)
+    "gru-column-aie-vek385": lambda: _rec(
+        ["GRU"], [10], "vek385", "int8", O(aggregation="aie", distribution="column", input_distribution="column",
+                                            cas_len=2, input_cas_len=1, row_reuse=10, input_row_reuse=10)),
 }
 
 

@@ -466,10 +466,10 @@ AIE_MLV2 = Generation(
             "macs_per_cycle": "derived, not a documented rate: the MACs of the largest native mmul in UG1529's "
             "AIE-MLv2 row (i8 8x8x8 = 512, i8 x i4 8x8x8 = 512, i16 x i8 4x4x8 = 128, i16 x i16 acc64 4x4x8 = 128, "
             "bf16 4x8x8 = 256), one mmul issued per cycle.  The same rule on UG1529's AIE-ML row gives AIE-ML's "
-            f"documented rates ({SPEC}: 256, 512, 128, 64, 128).  AM027 rev 1.1's 'Performance' table, which "
-            "would state the rates, was not in the searchable sources; UG1603 says only that AIE-ML v2 has wider "
-            "SIMDs.  32-bit operands (i32 x i16, i32 x i32): assumed equal to AIE-ML (the rule does not give "
-            "AIE-ML's documented 32-bit rates)",
+            f"documented rates ({SPEC}: 256, 512, 128, 64, 128).  AM027 rev 1.1's 'Performance' section, searched again, "
+            "gives clock targets (array 1 GHz at -1, PL 500 MHz) and AXI4 memory-mapped bandwidths in the part the search "
+            "returned, no MAC rate; UG1603 says only that AIE-ML v2 has wider SIMDs.  32-bit operands (i32 x i16, "
+            "i32 x i32): assumed equal to AIE-ML (the rule does not give AIE-ML's documented 32-bit rates)",
             "accumulators": "UG1529 AIE-MLv2 row: 8b x 8b shapes for acc32 only, 16b x 16b 4x4x8 for acc64 only, "
             "i.e. AIE-ML's lane widths",
             "stream_bits": "AM027 AXI4-Stream Interconnect: 'a 64-bit AXI4-Stream crossbar ... All elements of the "
@@ -577,10 +577,14 @@ VEK385 = Device(
     sources=_frozen(
         {
             "36 x 4 compute tiles, memory tiles of 512 KB": f"{SPEC} (AM027; one published compiler).  The "
-            "2VE3858 array size is not in AM027 or UG1603; no Versal AI Edge Gen 2 data sheet figure was found, "
-            "so the grid stays the published compiler's",
-            "~1.0 GHz, PL 500 MHz": f"{SPEC}.  AMD's Vitis Libraries L2 benchmarks run xc2ve3858-ssva2112-2LP at "
-            "1.05 GHz with 64-bit PLIOs at 625 MHz (recorded in docs/devices.md, not used)",
+            "2VE3858 array shape is not in AM027 or UG1603 and no Versal AI Edge Gen 2 data sheet figure was found, "
+            "so the grid stays the published compiler's; its tile count, 144, agrees with AMD's Versal AI Edge "
+            "Series Gen 2 product table (2VE3804 / 2VE3858: 144 AIE-ML v2 tiles), as two public repositories "
+            "quote it (the table itself was not in the searchable sources)",
+            "~1.0 GHz, PL 500 MHz": f"AM027 rev 1.1 'Performance': the AIE-ML v2 array's performance target for -1 "
+            "speed grade devices is 1 GHz, and its 'Interfacing Clock Domains' table gives PL clocks a 500 MHz target "
+            f"(-1L); {SPEC} (~1.0-1.05 GHz, PL 500 MHz).  AMD's Vitis Libraries L2 benchmarks run xc2ve3858-ssva2112-2LP "
+            "at 1.05 GHz with 64-bit PLIOs at 625 MHz (recorded in docs/devices.md, not used)",
             "memory tile DMA 6 + 6 channels, 48 BDs": "UG1603 'AIE-ML / AIE-ML v2 Memory Tile': six MM2S and six "
             "S2MM DMAs, buffer descriptors (48); AM027 AIE-ML v2 Memory Tile DMA: 12 independent channels",
             "interface DMA / PLIO 64-bit streams": "AM027 AIE-ML v2 Array Interface: each PL stream has a 64-bit "

@@ -310,12 +310,20 @@ def _check_device(device: Device, stages: tuple[Stage, ...]) -> None:
 
 
 def _refuse_bf16(stages: tuple[Stage, ...], mapping: str) -> None:
-    """bf16 runs on the stream and rows mappings (templates/cnn/cnn_kernels.h, rows_kernels.h); the
-    thesis's design is fp32 only."""
+    """bf16 runs on the stream and rows mappings (templates/cnn/cnn_kernels.h, rows_kernels.h).  The
+    thesis's design is fp32 on both sides of the PL boundary: its AIE kernels are fp32
+    ``aie::mmul<4, 2, 4>`` blocks (thesis_kernels.h), its PL kernels move four float32 values per
+    128-bit word and its PL activation kernel is the fp32 espcn-thesis tanh table (thesis_pl.h).  A
+    bf16 version needs bf16 AIE kernels, 16-bit PL lanes and a PL port of the bf16 tanh table
+    (ops/activation.py), none of which exists: refused, naming that (docs/conv.md)."""
     for s in stages:
         if s.is_float and s.in_type.name == "bf16":
-            raise PlanError(f"the {mapping} mapping has no bf16 kernels; bf16 CNNs run on the stream and rows mappings",
-                            layer=s.name, hint="leave cnn.mapping out (stream or rows), or use an integer precision")
+            raise PlanError(f"the {mapping} mapping has no bf16 kernels: it is the thesis's fp32 design (fp32 "
+                            "aie::mmul<4,2,4> AIE kernels; PL kernels that move four float32 values per 128-bit word "
+                            "and apply the fp32 espcn-thesis tanh table), and a bf16 version of the AIE kernels and of "
+                            "the PL tanh (the exactly rounded bf16 table) is not written; bf16 CNNs run on the stream "
+                            "and rows mappings", layer=s.name,
+                            hint="leave cnn.mapping out (stream or rows), or use an integer precision")
 
 
 def make_plan(device: Device, stages: tuple[Stage, ...], config: Config) -> CnnPlan:

@@ -102,8 +102,8 @@ def _chains(sources: int, cas: int, device: Device, x0: int) -> list[tuple[int, 
 
 def _relative(li: int, m: RecurrentMapping, device: Device) -> dict[str, Cell]:
     """Layer ``li``'s kernels relative to its group's origin: the U h block from column 0, the W x
-    block right of it, the aggregator (and its output kernel) in free slots of the U block's last
-    column, or in its own column after the W x block when the plan gave it one; a compact
+    block right of it, the aggregator (and its output kernel) in free slots of the U block (its
+    last column first), or in its own column after the W x block when the plan gave it one; a compact
     layer's one tile."""
     if m.compact:
         return {f"c{li}": (0, 0)}
@@ -127,8 +127,10 @@ def _relative(li: int, m: RecurrentMapping, device: Device) -> dict[str, Cell]:
         out.update({f"{tag}{li}[{t}]": p for t, p in enumerate(at)})
     if m.aggregation != "hybrid":
         used = {p for k, p in out.items() if k.startswith(f"u{li}[")}
-        last = m.u_columns - 1
-        free = [(last, r) for r in range(device.rows) if (last, r) not in used]
+        # free slots of the whole U block, its last column first: the plan (plan.build_mapping) gives the
+        # aggregator no column of its own when the block has room, wherever that room is (cascade chains
+        # stacked device.rows high can leave it in an earlier column: AIE-MLv2's 4 rows)
+        free = [(c, r) for c in range(m.u_columns - 1, -1, -1) for r in range(device.rows) if (c, r) not in used]
         own = [(m.u_columns + m.w_columns, r) for r in range(device.rows)]
         names = [f"agg{li}", *([f"o{li}"] if output_kernel(m.aggregation, device) else [])]
         out.update(zip(names, free if len(free) >= len(names) and not m.agg_columns else own, strict=False))
