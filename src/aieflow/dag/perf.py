@@ -251,21 +251,22 @@ def kernel_cost(plan: DagPlan, name: str, device: Device) -> Cost:
                 macs=macs)
 
 
-def link_costs(plan: DagPlan, link: DagLink, device: Device, row_of) -> tuple[Cost, Cost]:
+def link_costs(plan: DagPlan, link: DagLink, device: Device, rect_of) -> tuple[Cost, Cost]:
     """A link's memory-tile write (all producer ports in parallel, one buffer each) and its read
     (its ports in parallel; a Dense column's read is broadcast up the column), or for the graph
-    output the output PLIO that drains it.  ``row_of(node)``: the node's bottom array row."""
+    output the output PLIO that drains it.  ``rect_of(node)``: the node's placed rectangle; the
+    switch hops of both sides are the chain's (``perf/costs.memtile_link_hops``)."""
     eb = link.element_bytes
     sh = link.shards[0]
     w_bytes = max(tl.elements for _, tl in sh.writes) * eb
     r_ports = sum(len(s.reads) for s in link.shards)
     r_bytes = max(tl.elements for s in link.shards for _, tl in s.reads) * eb
-    row = max((row_of(p) for p in link.source.producers), default=0)
-    write = costs.memtile(f"write:{link.name}", w_bytes, len(sh.writes), device, costs.interface_hops(device, row))
+    consumer = None if link.consumer is None else rect_of(link.consumer)
+    hops_w, hops_r = costs.memtile_link_hops(device, [rect_of(p) for p in link.source.producers], consumer)
+    write = costs.memtile(f"write:{link.name}", w_bytes, len(sh.writes), device, hops_w)
     if link.consumer is None:
         return write, costs.plio("plio_out", r_bytes, device, 0)
-    return write, costs.memtile(f"read:{link.name}", r_bytes, r_ports, device,
-                                costs.interface_hops(device, row_of(link.consumer)), len(link.shards))
+    return write, costs.memtile(f"read:{link.name}", r_bytes, r_ports, device, hops_r, len(link.shards))
 
 
 def _unplaced(plan: DagPlan) -> Placement:
