@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass
 
 from .. import design_schema
 from ..devices import Device
+from ..mapped.estimate import resources, to_pipeline
 from ..mapped.estimate import stage_graph as mapped_stages
-from ..mapped.estimate import to_pipeline
 from ..mapped.ir import Cost, MappedGraph
 from ..passes.place import Placement, Rect
 from ..perf import costs
@@ -303,7 +303,8 @@ def lowered_dag(plan: DagPlan, placement: Placement, device: Device) -> MappedGr
 
 def mapped_performance(mg: MappedGraph, plan: DagPlan, device: Device) -> DagPerformance:
     """The DAG's performance from its costed mapped graph: the simulation of its stage graph, the
-    first batch's longest path through it (the critical path) and each residual Add's skip slack."""
+    first batch's longest path through it (the critical path), each residual Add's skip slack, and
+    the tiles and memory tiles the graph uses (``mapped/estimate.resources``)."""
     sg = mapped_stages(mg)
     sim = run_pipeline(to_pipeline(sg))
     interval = sim.interval_ns
@@ -328,10 +329,10 @@ def mapped_performance(mg: MappedGraph, plan: DagPlan, device: Device) -> DagPer
             spread = max(finish[p] for p in ins) - min(finish[p] for p in ins)
             slack[name] = spread / interval if interval else 0.0
     macs = sum(c.macs for c in sg.stages)
+    tiles, memtiles = resources(mg, device)  # the mapped graph's, as the chain's and the CNN's
     return DagPerformance(
         latency_ns=sim.latency_ns, interval_ns=interval, batch=plan.batch,
         throughput_ops_per_s=2 * macs / (interval * 1e-9) if interval else 0.0,
-        bound=bottleneck.bound, bottleneck=bottleneck.name, tiles_used=len(mg.kernels),
-        memory_tiles_used=sum(link.memtiles(device) for link in plan.links),
+        bound=bottleneck.bound, bottleneck=bottleneck.name, tiles_used=tiles, memory_tiles_used=memtiles,
         critical_path=tuple(reversed(path)), stages=stages, skip_slack=slack,
     )
