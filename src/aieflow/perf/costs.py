@@ -22,6 +22,7 @@ from ..devices import Device
 from ..ir import Node
 from ..mapped.ir import Cost
 from . import movement as mv
+from .kernel import KernelCycles
 from .simulate import kernel_stage
 
 
@@ -72,7 +73,14 @@ def transfer(name: str, kind: str, t: mv.Transfer, device: Device) -> Cost:
 def dense_kernel(node: Node, device: Device, name: str | None = None) -> Cost:
     """A Dense layer's cascade rectangle as one stage (``perf/simulate.kernel_stage``), named after
     the layer unless ``name`` is given."""
-    s, _ = kernel_stage(node, device)
+    return dense_kernel_roles(node, device, name)[0]
+
+
+def dense_kernel_roles(
+    node: Node, device: Device, name: str | None = None
+) -> tuple[Cost, dict[str, KernelCycles]]:
+    """:func:`dense_kernel` and the cycles of each tile role it was taken from (``perf/kernel.py``)."""
+    s, roles = kernel_stage(node, device)
     return Cost(
         name or s.name,
         "kernel",
@@ -83,7 +91,7 @@ def dense_kernel(node: Node, device: Device, name: str | None = None) -> Cost:
         s.cycles,
         s.macs,
         s.peak_macs_per_cycle,
-    )
+    ), roles
 
 
 def plio(name: str, nbytes: float, device: Device, row: int) -> Cost:
