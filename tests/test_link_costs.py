@@ -10,6 +10,7 @@ from test_mapped import _two_layer
 
 import aieflow
 from aieflow.devices import get_device
+from aieflow.mapped.place import Rect
 from aieflow.perf import costs
 
 # perf/movement.py's stated constants (cycles): a DMA channel starting its buffer descriptor, a lock
@@ -25,6 +26,78 @@ def test_the_hop_rules_follow_the_array_rows():
     assert costs.interface_hops(vek280, 0) == 3 and costs.interface_hops(vek280, 4) == 7
     assert costs.memtile_hops(0) == 1 and costs.memtile_hops(3, -2) == 6 == costs.memtile_hops(3, 2)
     assert costs.interface_hops(get_device("vck190"), 2) == 3  # AIE1: no memory tiles
+
+
+def test_a_memory_tile_link_crosses_the_rows_and_columns_between_its_rectangles():
+    """One rule for both sides of a memory-tile link (the chain's and the DAG's), worked by hand:
+    the write from the producer's top row and last column to the memory tile under the consumer's
+    first column, the read from there up to the consumer's top row."""
+    vek280 = get_device("vek280")
+    prod = Rect("a", 2, 1, 3, 2)  # columns 2..4, rows 1..2: top row 2, last column 4
+    low = Rect("b", 0, 0, 1, 1)  # column 0, row 0
+    cons = Rect("c", 1, 0, 2, 3)  # columns 1..2, rows 0..2: first column 1, top row 2
+    assert costs.memtile_link_hops(vek280, [prod], cons) == (3 + 2 + 1, 2 + 1)
+    assert costs.memtile_link_hops(vek280, [low, prod], cons) == (6, 3)  # the farthest producer
+    assert costs.memtile_link_hops(vek280, [low], cons) == (
+        1 + 0 + 1,
+        3,
+    )  # one column west of the consumer
+    assert costs.memtile_link_hops(vek280, [], cons) == (
+        2,
+        3,
+    )  # the input PLIO: up the 2 memory-tile rows
+    assert costs.memtile_link_hops(vek280, [prod], None) == (
+        2 + 1,
+        0,
+    )  # the output: drained by its PLIO
+
+
+def test_the_dag_costs_its_memory_tile_links_by_the_chains_hop_rule():
+    """Every memory-tile read / write stage of a placed DAG is delayed by the stream's fixed start
+    plus one cycle per hop, the hops counted here from the placement (top rows, columns between)."""
+    from aieflow.dag.perf import lowered_dag
+    from aieflow.model_zoo import residual_mlp
+
+    x = np.random.default_rng(0).standard_normal((32, 32)).astype(np.float32)
+    d = aieflow.compile(
+        residual_mlp(32, 48),
+        device="vek280",
+        example_input=x[:8],
+        calibration=x,
+        config={
+            "precision": "int8",
+            "batch": 8,
+            "layers": {
+                "fc1": {"parallelism": {"cas_len": 2, "cas_num": 2}},
+                "fc2": {"parallelism": {"cas_len": 1, "cas_num": 3}},
+            },
+        },
+    )
+    top = {r.layer: r.row + r.height - 1 for r in d.placement.rects}
+    first = {r.layer: r.column for r in d.placement.rects}
+    last = {r.layer: r.column + r.width - 1 for r in d.placement.rects}
+    mg = lowered_dag(d.plan, d.placement, d.device)
+    delays = {}
+    for b in mg.buffers:
+        delays[b.write_cost.name] = b.write_cost.delay_ns
+        if b.read_cost is not None:
+            delays[b.read_cost.name] = b.read_cost.delay_ns
+    seen = 0
+    for link in d.plan.links:
+        prods = link.source.producers
+        if link.consumer is None:
+            w = max(top[p] + 1 for p in prods)
+        else:
+            w = max(top[p] + 1 + abs(last[p] - first[link.consumer]) for p in prods) if prods else 2
+            assert delays[f"read:{link.name}"] == pytest.approx(
+                (STREAM_FIXED + (top[link.consumer] + 1) * HOP) / 1.25
+            )
+            seen += 1
+        assert delays[f"write:{link.name}"] == pytest.approx((STREAM_FIXED + w * HOP) / 1.25), (
+            link.name
+        )
+    # reads costed, some node above row 0 and some write crossing columns
+    assert seen >= 3 and max(top.values()) >= 2 and max(last.values()) > min(first.values())
 
 
 @pytest.mark.parametrize(

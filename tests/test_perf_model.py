@@ -401,6 +401,33 @@ def test_estimate_plan_matches_the_simulation_of_a_single_layer(device):
     assert 0 < quick.efficiency <= 1
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_estimate_plan_costs_a_layer_as_the_compiled_design_does(device):
+    """``estimate_plan`` (the search's closed form) and the compiled design's mapped graph cost a layer
+    with the same functions (``perf/costs.py``): each layer's kernel stage, the PLIOs and the second
+    layer's memory-tile read (AIE-ML / v2) occupy exactly what the compiled stages do, and are delayed
+    alike where the layer sits on the array's bottom row, as ``estimate_plan`` assumes."""
+    # fc1 two columns wide: its input layout is not fc0's output, so AIE-ML / v2 link them through a memory tile
+    d = qdq_design(device, (256, 64, 32), 16, "" if device == "vck190" else
+                   '{"fc1": {"parallelism": {"cas_len": 2, "cas_num": 1}}}')
+    stages = {s.name: s for s in design_pipeline(d).stages}
+    first, second = d.layers()
+    q1, q2 = estimate_plan(first, d.device), estimate_plan(second, d.device, output="plio")
+    assert (q1.compute_ns, q2.compute_ns) == (stages[first.name].occupancy_ns, stages[second.name].occupancy_ns)
+    assert q1.input_ns == stages[f"plio_in:{first.name}"].occupancy_ns
+    assert q2.output_ns == stages[f"plio_out:{second.name}"].occupancy_ns
+    tag = f"{first.name}->{second.name}"
+    link = stages.get(f"memtile_read:{tag}")
+    assert (link is not None) == bool(d.device.memory_tile_rows)
+    if link is not None:
+        assert q2.input_ns == link.occupancy_ns
+        rect = d.placement.rect(second.name)
+        assert rect.row == 0  # the bottom rows, as estimate_plan assumes: the same hops
+        own = q2.latency_ns - q2.compute_ns - q2.output_ns - stages[second.name].delay_ns
+        out = stages[f"plio_out:{second.name}"]
+        assert own == pytest.approx(link.occupancy_ns + link.delay_ns + out.delay_ns, rel=1e-12)
+
+
 def test_estimate_is_deterministic_and_json_has_exactly_the_issue_keys():
     d = qdq_design("vek280", (512, 512, 512, 10), 8)
     a, b = estimate(d), estimate(d)

@@ -120,14 +120,14 @@ class DagDesign:
 
     def resources(self) -> dict[str, Any]:
         p = self.estimate()
-        return {"compute_tiles": self.plan.tiles, "compute_tiles_available": self.device.compute_tiles,
+        return {"compute_tiles": p.tiles_used, "compute_tiles_available": self.device.compute_tiles,
                 "memory_tiles": p.memory_tiles_used, "memory_tile_buffers": sum(len(k.shards) for k in self.plan.links),
                 "plio_in": len(self.graph.inputs), "plio_out": 1}
 
     def summary(self) -> str:
         e = self.estimate()
         p = self.plan
-        lines = [f"DAG {self.graph.name} on {self.device.key}: {p.tiles} compute tiles, "
+        lines = [f"DAG {self.graph.name} on {self.device.key}: {e.tiles_used} compute tiles, "
                  f"{sum(len(k.shards) for k in p.links)} memory-tile buffers ({e.memory_tiles_used} memory tiles), "
                  f"batch {p.batch}, placement cost {self.placement.cost:.2f} ({self.placement.method})"]
         for name in p.compute:

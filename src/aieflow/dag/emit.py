@@ -274,7 +274,7 @@ def lower(plan: DagPlan, placement: Placement, ids: dict[str, str], headers: lis
     for link in plan.links:
         write = read = None
         if costed:
-            write, read = link_costs(plan, link, device, lambda n: placement.rect(n).row)
+            write, read = link_costs(plan, link, device, placement.rect)
             if link.consumer is None:
                 out_cost, read = read, None
         buffers += _link_buffers(plan, link, ids, len(buffers), links, write, read)

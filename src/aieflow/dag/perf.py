@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass
 
 from .. import design_schema
 from ..devices import Device
+from ..mapped.estimate import resources, to_pipeline
 from ..mapped.estimate import stage_graph as mapped_stages
-from ..mapped.estimate import to_pipeline
 from ..mapped.ir import Cost, MappedGraph
 from ..passes.place import Placement, Rect
 from ..perf import costs
@@ -251,21 +251,22 @@ def kernel_cost(plan: DagPlan, name: str, device: Device) -> Cost:
                 macs=macs)
 
 
-def link_costs(plan: DagPlan, link: DagLink, device: Device, row_of) -> tuple[Cost, Cost]:
+def link_costs(plan: DagPlan, link: DagLink, device: Device, rect_of) -> tuple[Cost, Cost]:
     """A link's memory-tile write (all producer ports in parallel, one buffer each) and its read
     (its ports in parallel; a Dense column's read is broadcast up the column), or for the graph
-    output the output PLIO that drains it.  ``row_of(node)``: the node's bottom array row."""
+    output the output PLIO that drains it.  ``rect_of(node)``: the node's placed rectangle; the
+    switch hops of both sides are the chain's (``perf/costs.memtile_link_hops``)."""
     eb = link.element_bytes
     sh = link.shards[0]
     w_bytes = max(tl.elements for _, tl in sh.writes) * eb
     r_ports = sum(len(s.reads) for s in link.shards)
     r_bytes = max(tl.elements for s in link.shards for _, tl in s.reads) * eb
-    row = max((row_of(p) for p in link.source.producers), default=0)
-    write = costs.memtile(f"write:{link.name}", w_bytes, len(sh.writes), device, costs.interface_hops(device, row))
+    consumer = None if link.consumer is None else rect_of(link.consumer)
+    hops_w, hops_r = costs.memtile_link_hops(device, [rect_of(p) for p in link.source.producers], consumer)
+    write = costs.memtile(f"write:{link.name}", w_bytes, len(sh.writes), device, hops_w)
     if link.consumer is None:
         return write, costs.plio("plio_out", r_bytes, device, 0)
-    return write, costs.memtile(f"read:{link.name}", r_bytes, r_ports, device,
-                                costs.interface_hops(device, row_of(link.consumer)), len(link.shards))
+    return write, costs.memtile(f"read:{link.name}", r_bytes, r_ports, device, hops_r, len(link.shards))
 
 
 def _unplaced(plan: DagPlan) -> Placement:
@@ -302,7 +303,8 @@ def lowered_dag(plan: DagPlan, placement: Placement, device: Device) -> MappedGr
 
 def mapped_performance(mg: MappedGraph, plan: DagPlan, device: Device) -> DagPerformance:
     """The DAG's performance from its costed mapped graph: the simulation of its stage graph, the
-    first batch's longest path through it (the critical path) and each residual Add's skip slack."""
+    first batch's longest path through it (the critical path), each residual Add's skip slack, and
+    the tiles and memory tiles the graph uses (``mapped/estimate.resources``)."""
     sg = mapped_stages(mg)
     sim = run_pipeline(to_pipeline(sg))
     interval = sim.interval_ns
@@ -327,10 +329,10 @@ def mapped_performance(mg: MappedGraph, plan: DagPlan, device: Device) -> DagPer
             spread = max(finish[p] for p in ins) - min(finish[p] for p in ins)
             slack[name] = spread / interval if interval else 0.0
     macs = sum(c.macs for c in sg.stages)
+    tiles, memtiles = resources(mg, device)  # the mapped graph's, as the chain's and the CNN's
     return DagPerformance(
         latency_ns=sim.latency_ns, interval_ns=interval, batch=plan.batch,
         throughput_ops_per_s=2 * macs / (interval * 1e-9) if interval else 0.0,
-        bound=bottleneck.bound, bottleneck=bottleneck.name, tiles_used=len(mg.kernels),
-        memory_tiles_used=sum(link.memtiles(device) for link in plan.links),
+        bound=bottleneck.bound, bottleneck=bottleneck.name, tiles_used=tiles, memory_tiles_used=memtiles,
         critical_path=tuple(reversed(path)), stages=stages, skip_slack=slack,
     )

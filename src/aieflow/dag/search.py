@@ -74,7 +74,7 @@ def search_dag(graph: Graph, device: Device, config: Config) -> DagSearch:
             continue
         perf = estimate_dag(plan, device, placement)  # as compiled: placed
         par = tuple((n.name, n.plan.cas_len, n.plan.cas_num) for n in plan.graph.nodes if n.op == "dense")
-        points.append(Point(plan.tiles, perf.latency_ns, perf.interval_ns, par, b))
+        points.append(Point(perf.tiles_used, perf.latency_ns, perf.interval_ns, par, b))
         plans[b] = plan
     if not points:
         b, e = first_error

@@ -155,7 +155,7 @@ def chain_costs(layers: list[Node], device: Device, placement: Placement) -> Cha
         if node.plan.link == "memtile":
             link = memtile_link(prev, node, device.memtile_channels)
             tiles = link.memtiles(device)
-            hops_in = costs.memtile_hops(rp.row + rp.height - 1, rp.column + rp.width - 1 - rn.column)
+            hops_in, hops_out = costs.memtile_link_hops(device, (rp,), rn)
             write[node.name] = costs.memtile(f"memtile_write:{tag}", output_bytes(prev.plan, prev.types),
                                              prev.plan.cas_num, device, hops_in, tiles)
             if link.relays:  # the relay shards copy their rows into the shard they feed, in parallel
@@ -163,7 +163,7 @@ def chain_costs(layers: list[Node], device: Device, placement: Placement) -> Cha
                 relay[node.name] = costs.memtile(f"memtile_relay:{tag}", relay_bytes * link.element_bytes,
                                                  link.relays, device, 1, tiles)
             read[node.name] = costs.memtile(f"memtile_read:{tag}", input_bytes(node.plan, node.types),
-                                            node.plan.cas_len, device, costs.memtile_hops(rn.row + rn.height - 1), tiles)
+                                            node.plan.cas_len, device, hops_out, tiles)
         else:
             hops = _direct_hops(placement, prev, node, not device.generation.cascade_serpentine)
             if hops is not None:

@@ -8,15 +8,21 @@ The transfer models are ``perf/movement.py``'s (rates from the device catalog); 
 latency (``movement.SWITCH_HOP_CYCLES`` each), follow the array's layout (AM009 / AM020: the
 interface tiles in row 0, the memory-tile rows above them, then the compute rows, counted from 0 in a
 placement): :func:`interface_hops` from a compute row down to the interface tiles (a PLIO),
-:func:`memtile_hops` from a compute row down to the memory tiles (plus the columns between).
+:func:`memtile_hops` from a compute row down to the memory tiles (plus the columns between), and
+:func:`memtile_link_hops`, the one rule for both sides of a memory-tile link in the chain and the DAG
+(UG1603 "Memory Tile": the memory tiles lie between a column's compute tiles and its interface tile,
+so a compute tile's words reach them through the compute rows below it, the farthest row's last).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from ..devices import Device
 from ..ir import Node
 from ..mapped.ir import Cost
 from . import movement as mv
+from .kernel import KernelCycles
 from .simulate import kernel_stage
 
 
@@ -29,6 +35,27 @@ def memtile_hops(row: int, columns: int = 0) -> int:
     """Switch hops between compute row ``row`` and the memory tile in the row below the compute rows,
     ``columns`` columns to the side."""
     return abs(columns) + row + 1
+
+
+def memtile_link_hops(device: Device, producers: Sequence, consumer=None) -> tuple[int, int]:
+    """(write hops, read hops) of a memory-tile link between placed rectangles (``Rect``: ``column``,
+    ``row``, ``width``, ``height``): the write from each producer's top row and last column to the
+    memory tile below the consumer's first column (the farthest producer's), the read from there
+    up to the consumer's top row.  No producer (the graph input, written by the input PLIO): the
+    words come up from the interface tile through the memory-tile rows.  No consumer (the graph
+    output, drained by the output PLIO): the write has no columns to cross, the read no hops."""
+    first = consumer.column if consumer is not None else None
+    write = max(
+        (
+            memtile_hops(
+                p.row + p.height - 1, 0 if first is None else p.column + p.width - 1 - first
+            )
+            for p in producers
+        ),
+        default=device.memory_tile_rows,
+    )
+    read = 0 if consumer is None else memtile_hops(consumer.row + consumer.height - 1)
+    return write, read
 
 
 def transfer(name: str, kind: str, t: mv.Transfer, device: Device) -> Cost:
@@ -46,7 +73,14 @@ def transfer(name: str, kind: str, t: mv.Transfer, device: Device) -> Cost:
 def dense_kernel(node: Node, device: Device, name: str | None = None) -> Cost:
     """A Dense layer's cascade rectangle as one stage (``perf/simulate.kernel_stage``), named after
     the layer unless ``name`` is given."""
-    s, _ = kernel_stage(node, device)
+    return dense_kernel_roles(node, device, name)[0]
+
+
+def dense_kernel_roles(
+    node: Node, device: Device, name: str | None = None
+) -> tuple[Cost, dict[str, KernelCycles]]:
+    """:func:`dense_kernel` and the cycles of each tile role it was taken from (``perf/kernel.py``)."""
+    s, roles = kernel_stage(node, device)
     return Cost(
         name or s.name,
         "kernel",
@@ -57,7 +91,7 @@ def dense_kernel(node: Node, device: Device, name: str | None = None) -> Cost:
         s.cycles,
         s.macs,
         s.peak_macs_per_cycle,
-    )
+    ), roles
 
 
 def plio(name: str, nbytes: float, device: Device, row: int) -> Cost:

@@ -2,7 +2,8 @@
 
 ``estimate(design)`` runs the pipeline simulation (``simulate.py``) on the kernel and movement models
 and summarises it; ``estimate_plan(node, device)`` costs one planned layer in closed form (no
-simulation) so a planner can compare candidate plans cheaply.
+simulation, the stage costs of ``perf/costs.py`` that the compiled design's mapped graph carries)
+so a planner can compare candidate plans cheaply.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any
 from .. import design_schema
 from ..devices import Device, get_device
 from ..ir import Node
-from . import movement as mv
+from ..mapped.place import Rect
+from . import costs
 from .kernel import KernelCycles
 from .simulate import (
     SimResult,
@@ -23,10 +25,8 @@ from .simulate import (
     chain_resources,
     design_pipeline,
     input_bytes,
-    kernel_stage,
     output_bytes,
     run_pipeline,
-    transfer_stage,
 )
 
 
@@ -121,32 +121,37 @@ class PlanEstimate:
 
 
 def estimate_plan(node: Node, device: Device | str, *, output: str | None = None) -> PlanEstimate:
-    """Cost ``node`` (with ``types`` and ``plan`` set) without a design or placement.
+    """Cost ``node`` (with ``types`` and ``plan`` set) without a design or placement, from the cost
+    functions every lowering attaches to the mapped graph (``perf/costs.py``), so a layer alone costs
+    here what its stages cost in a compiled design placed at the array's bottom left.
 
-    The input transfer follows ``node.plan.link`` ("plio", "memtile" read, "buffer" costed as an
-    AIE1 tile DMA, the worst case without a placement); ``output`` adds a "plio" or "memtile"
-    write for the output side.  Tiles are assumed at the bottom rows.
+    The input transfer follows ``node.plan.link`` ("plio", "memtile" read, "buffer" costed as a
+    tile DMA from the row below the layer, the worst case of a neighbour without a placement);
+    ``output`` adds a "plio" or "memtile" write for the output side.  The switch hops are
+    ``perf/costs``' rules for a rectangle at column 0, row 0.
     """
     device = get_device(device)
     plan = node.plan
-    hops = device.memory_tile_rows + plan.cas_num
-    kern, kernels = kernel_stage(node, device)
+    at = Rect(node.name, 0, 0, plan.cas_len, plan.cas_num)
+    top = plan.cas_num - 1
+    kern, kernels = costs.dense_kernel_roles(node, device)
     nin, nout = input_bytes(plan, node.types), output_bytes(plan, node.types)
+    name = f"input:{node.name}"
     if plan.link == "plio":
-        t_in = mv.plio_transfer(nin, device, hops)
+        inp = costs.plio(name, nin, device, top)
     elif plan.link == "memtile":
         # one shard (memory tile) per group of memtile_channels columns (passes/transport.py)
-        t_in = mv.memtile_transfer(nin, plan.cas_len, device, hops, -(-plan.cas_len // device.memtile_channels))
+        shards = -(-plan.cas_len // device.memtile_channels)
+        hops = costs.memtile_link_hops(device, [], at)[1]
+        inp = costs.memtile(name, nin, plan.cas_len, device, hops, shards)
     else:
-        t_in = mv.dma_transfer(nin, device, hops)
-    kind = {"plio": "plio", "memtile": "memtile"}.get(plan.link, "dma")
-    inp = transfer_stage(f"input:{node.name}", kind, t_in, device, None, None)
+        inp = costs.tile_dma(name, nin, device, top + 1)
     stages = [inp, kern]
     if output == "plio":
-        stages.append(transfer_stage(f"output:{node.name}", "plio", mv.plio_transfer(nout, device, hops), device, None, None))
+        stages.append(costs.plio(f"output:{node.name}", nout, device, top))
     elif output == "memtile":
-        t_out = mv.memtile_transfer(nout, plan.cas_num, device, hops)
-        stages.append(transfer_stage(f"output:{node.name}", "memtile", t_out, device, None, None))
+        hops = costs.memtile_link_hops(device, [at])[0]
+        stages.append(costs.memtile(f"output:{node.name}", nout, plan.cas_num, device, hops))
     elif output is not None:
         raise ValueError(f"output must be None, 'plio' or 'memtile', not {output!r}")
     neck = max(stages, key=lambda s: s.occupancy_ns)
