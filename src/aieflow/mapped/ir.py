@@ -28,7 +28,7 @@ from dataclasses import KW_ONLY, dataclass
 
 from .tiling import NdTiling
 
-LINK_KINDS = ("cascade", "buffer", "memtile", "plio", "stream", "packet", "ddr")
+LINK_KINDS = ("cascade", "buffer", "memtile", "plio", "gmio", "stream", "packet", "ddr")
 """How a link moves data: a cascade (accumulator to the next tile), a buffer (tile to tile, or tile
 to a memory tile's port: ``adf::connect`` of two buffer ports), a memory-tile shared buffer port
 (its tiling says which elements), a PLIO (to or from the PL / the data file), a stream (a kernel's
@@ -38,7 +38,9 @@ lags), a packet stream into or out of a :class:`PacketSwitch` (``adf::connect<>`
 from a kernel's stream port (``ddr``: the producer's stream into an ``adf::output_gmio`` that
 writes the segment, an ``adf::input_gmio`` that reads it back into the consumer's stream port or a
 memory-tile shared buffer's write port; the host moves it row by row, :attr:`Link.segment`; the
-rows mapping's skip that does not fit on the array)."""
+rows mapping's skip that does not fit on the array), a GMIO (``gmio``: an input GMIO, a
+:class:`Plio` with ``gmio``, read from DDR by the interface tile's DMA into a kernel's buffer port:
+the GEMM's Br with ``br_transfer: gmio``)."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,9 @@ class Plio:
     freq_mhz: float = 0.0  # the PL-side clock of the PLIO (the 4th argument of ``create``); 0: the default
     cost: Cost | None = None  # its transfer stage (the PLIOs of one layer share one)
     name: str = ""  # its name in the ADF graph and system.cfg (``create``'s first argument); "": ``var``
+    # An ``adf::input_gmio`` / ``output_gmio`` (DDR through the interface tile's DMA, the host's
+    # ``gm2aie``) instead of a PLIO: no PL stream, not counted against the PLIO ports.
+    gmio: bool = False
 
     @property
     def port_name(self) -> str:
