@@ -8,9 +8,11 @@ import math
 from collections import Counter
 
 import pytest
+import torch
 
 import aieflow
-from aieflow.gemm.lower import lower, stage_costs
+from aieflow.gemm.dense_design import StreamedDenseDesign
+from aieflow.gemm.lower import lower, lower_streamed, stage_costs
 from aieflow.mapped import transport
 from aieflow.mapped.estimate import resources, stage_graph
 
@@ -109,6 +111,16 @@ def _tandem(br: float, compute: float, steps: int, buffers: int) -> float:
     return done
 
 
+def _reference_cycles(p) -> float:
+    """The GEMM's AIE cycles: every (jc, pc, ic) block's L4 steps through the tandem reference, on
+    the stage costs the lowering attaches."""
+    total = 0.0
+    for later, count in ((False, p.n_jc * p.n_ic), (True, p.n_jc * p.n_ic * (p.n_pc - 1))):
+        br, tl = stage_costs(p, later)
+        total += count * _tandem(br.cycles, tl.cycles, p.l4_steps, p.config.br_buffers)
+    return total
+
+
 @pytest.mark.parametrize(
     ("tiles", "design", "k"),
     [(1, "published", 2048), (4, "published", 5000), (8, "best", 5000), (3, "best", 777)],
@@ -122,10 +134,7 @@ def test_the_estimate_is_the_simulated_stage_graph_of_the_mapped_graph(tiles, de
         "tiles": ("br",),
     }
     assert sg.single == (frozenset({"br"}) if p.config.br_buffers == 1 else frozenset())
-    total = 0.0
-    for later, count in ((False, p.n_jc * p.n_ic), (True, p.n_jc * p.n_ic * (p.n_pc - 1))):
-        br, tl = stage_costs(p, later)
-        total += count * _tandem(br.cycles, tl.cycles, p.l4_steps, p.config.br_buffers)
+    total = _reference_cycles(p)
     e = d.estimate()
     assert e.cycles == pytest.approx(total, rel=1e-9)
     assert e.breakdown["br_copy"] + e.breakdown[
@@ -139,3 +148,35 @@ def test_the_search_ranks_with_the_figure_the_design_reports():
     assert len(chosen) == 1
     assert chosen[0].cycles == d.estimate().cycles
     assert chosen[0].total_cycles == d.to_json()["performance"]["total_cycles"]
+
+
+@pytest.mark.parametrize("device", ["vck190", "vek280"])
+def test_a_streamed_dense_layer_is_its_gemms_graph_and_the_epilogue_pl_kernel(device):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(200, 72), torch.nn.ReLU()).eval()
+    cfg = {"precision": "int8", "batch": 16, "layers": {"0": {"weights": "streamed"}}}
+    d = aieflow.compile(model, device=device, example_input=torch.randn(16, 200), config=cfg)
+    assert isinstance(d, StreamedDenseDesign)
+    g = d.plan.gemm
+    mg = lower_streamed(d.plan)
+    mg.check()
+    assert [pk.name for pk in mg.pl_kernels] == ["gemm_mover", "gemm_collect", "dense_epilogue"]
+    epi = mg.pl_kernels[2]
+    assert (epi.ins, epi.outs, epi.items, epi.calls) == ((), (), 16 * 72, 1)  # C, bias, Y in DDR
+    memtiles = (
+        0
+        if g.memtiles is None
+        else g.config.tiles_i + math.ceil(g.config.tiles_j / g.memtiles.lanes_per_memtile)
+    )
+    assert resources(mg, g.device) == (g.config.tiles_j * g.config.tiles_i, memtiles)
+    j = d.to_json()
+    assert (j["resources"]["compute_tiles"], j["resources"]["memory_tiles"]) == resources(
+        mg, g.device
+    )
+    assert (j["performance"]["tiles_used"], j["performance"]["memory_tiles_used"]) == resources(
+        mg, g.device
+    )
+    e = d.estimate()
+    if g.memtiles is None:  # the PL-memory GEMM: its AIE cycles are its stage graph's
+        assert e.gemm.cycles == pytest.approx(_reference_cycles(g), rel=1e-9)
+    assert e.cycles == pytest.approx(e.gemm.total_cycles + e.epilogue_cycles, rel=1e-12)

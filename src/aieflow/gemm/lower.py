@@ -28,6 +28,7 @@ simulation engine) for one (jc, pc, ic) block; ``perf.estimate`` sums the blocks
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from functools import lru_cache
 
 from ..mapped.cache import memo
@@ -290,3 +291,33 @@ def _completion_ns(key: tuple, steps: int) -> float:
     stages, after, sink, single = key
     pipe = to_pipeline(StageGraph(stages, dict(after), sink, single))
     return run_pipeline(pipe, max(2, steps)).completions_ns[steps - 1]
+
+
+# ``HLS PIPELINE II = 1`` on the epilogue's per-element loop (templates/gemm/dense_epilogue.cpp)
+EPILOGUE_II = 1
+
+
+def lower_streamed(plan) -> MappedGraph:
+    """A streamed-weights Dense layer (``gemm/dense.StreamedDensePlan``): its GEMM's mapped graph
+    plus the requantising epilogue as a PL kernel (``dense_epilogue``: no stream port, it reads C
+    and the bias from DDR and writes Y there; one element per cycle, ``batch x out_features`` per
+    call, one call per design call)."""
+    g = lower(plan.gemm)
+    epi = PLKernel(
+        "dense_epilogue",
+        "pl/dense_epilogue.cpp",
+        (),
+        (),
+        EPILOGUE_II,
+        0,
+        plan.batch * plan.out_features,
+        1,
+    )
+    return replace(g, pl_kernels=(*g.pl_kernels, epi))
+
+
+def streamed_resources(plan) -> tuple[int, int]:
+    """(compute tiles, memory tiles) of a streamed-weights Dense layer, counted on its mapped graph."""
+    return mapped_resources(
+        memo(plan, "streamed-lower", (), lambda: lower_streamed(plan)), plan.gemm.device
+    )
