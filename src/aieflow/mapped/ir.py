@@ -8,7 +8,8 @@ writes the ADF graph of all of them from it.  The transport checks of the chain 
 this graph (:mod:`aieflow.mapped.transport`, the ``check`` pass), and so does the estimate
 (:mod:`aieflow.mapped.estimate`) where a lowering attaches costs, and so does the placer of the
 chain, the DAG and the CNN stream mapping (:mod:`aieflow.mapped.place`: their kernel groups and
-links, lowered unplaced); the streamed path lowers into it later.
+links, lowered unplaced).  The GEMM designs and streamed-weights Dense layers lower into it too
+(``gemm/lower.py``, step 5: their resources and the PL-memory GEMM's estimate read it).
 
 Everything here is frozen; names are identifiers made by :func:`aieflow.names.c_ident` (a model's
 names never reach this graph raw).
@@ -167,12 +168,15 @@ class PacketSwitch:
 
 @dataclass(frozen=True)
 class PLKernel:
-    """A PL (HLS) kernel beside the graph (a recurrent layer's aggregation FSM): its top function
+    """A PL (HLS) kernel beside the graph (a recurrent layer's aggregation FSM, the GEMM's movers, a
+    streamed Dense layer's epilogue, the thesis CNN mapping's per-layer kernels): its top function
     ``name``, its source (relative to the project), its stream ports each with the PLIO it reads
     (``ins``: output PLIOs of the graph) or writes (``outs``: input PLIOs; ``""``: a port that
     leaves the mapped graph, e.g. to the design's output data mover), and what the system model
     reads: per call (one time step) ``items`` inputs at initiation interval ``ii`` through a
-    pipeline ``depth`` PL cycles deep, ``calls`` calls per sample."""
+    pipeline ``depth`` PL cycles deep (0: not modelled), ``calls`` calls per sample (per graph
+    iteration for the GEMM's movers, per call of the layer for the epilogue, per frame for the
+    thesis kernels)."""
 
     name: str
     source: str
