@@ -391,6 +391,31 @@ def test_the_thesis_mapping_lowers_to_the_published_kernels(thesis):
     assert text.count("adf::single_buffer(") == 2 * len(g.kernels)
 
 
+def test_the_thesis_pl_kernels_are_plkernels_of_its_mapped_graph_and_system_cfg_connects_them(thesis):
+    layers = [layer_info(s, lay, c_ident(s.name)) for s, lay in zip(thesis.plan.stages, thesis.plan.layers, strict=True)]
+    g, _, _ = lower_thesis(thesis.plan, layers)
+    g.check()  # every PL port on a PLIO of the right direction, none on two ports
+    names = list(THESIS)
+    assert [pk.name for pk in g.pl_kernels] == [L["pl_name"] for L in layers]
+    # each layer's PL kernel reads its kernels' output windows and writes the next layer's input PLIOs
+    # (the published counts); the last one's pixel shuffle leaves the graph
+    assert [len(pk.ins) for pk in g.pl_kernels] == [THESIS[n][0] for n in names]
+    assert [len(pk.outs) for pk in g.pl_kernels] == [THESIS["conv3"][1], THESIS["conv4"][1], 1]
+    assert g.pl_kernels[-1].outs == (("out_0", ""),)
+    assert [pk.items for pk in g.pl_kernels] == [THESIS[n][0] * THESIS[n][2][0] * THESIS[n][2][2] for n in names]
+    cfg = thesis.files["system.cfg"]
+    for pk in g.pl_kernels:
+        for port, plio in pk.ins:
+            assert f"stream_connect=ai_engine_0.{plio}:{pk.name}_0.{port}\n" in cfg
+        for port, plio in pk.outs:
+            if plio:
+                assert f"stream_connect={pk.name}_0.{port}:ai_engine_0.{plio}\n" in cfg
+    assert f"stream_connect={g.pl_kernels[-1].name}_0.out_0:" in cfg  # to the s2mm
+    # and the mm2s movers into conv1's input PLIOs; the s2mm's is the last kernel's out_0, counted
+    movers = THESIS["conv1"][1]
+    assert cfg.count("stream_connect=") == sum(len(pk.ins) + len(pk.outs) for pk in g.pl_kernels) + movers
+
+
 def test_the_thesis_placement_reads_its_mapped_graph(thesis):
     # rectangles: each layer's kernel tiles (whole columns from row 0, the published kernel counts);
     # arrows: layer i -> i + 1 through the PL kernel between them (no kernel-to-kernel link)

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import __version__
 from ..mapped.adf import graph_header
-from ..mapped.ir import Kernel, Link, MappedGraph, Plio, Port
+from ..mapped.ir import Kernel, Link, MappedGraph, Plio, PLKernel, Port
 from ..mapped.place import Block, Placement, Problem, problem, solve, staging
 from ..mapped.text import c_array
 from ..vitis import KERNELS_OBJECT, system_files
@@ -151,7 +151,24 @@ def _lower(plan: CnnPlan, layers: list[dict], placement: Placement) -> tuple[Map
     plios = [Plio(p["var"], "in", PLIO_BITS, f"data/{p['var']}.txt", freq_mhz=mhz) for p in plio_in]
     plios += [Plio(p["var"], "out", PLIO_BITS, f"data/{p['var']}.txt", freq_mhz=mhz) for p in plio_out]
     headers = tuple(dict.fromkeys(f"weights/{k.args[0].removeprefix('aieflow_design::')[:-2]}.h" for k in kernels))
-    return MappedGraph(tuple(kernels), (), tuple(plios), tuple(links), headers), plio_in, plio_out
+    pl = tuple(_pl_kernel(plan, li, L, plio_in, plio_out) for li, L in enumerate(layers))
+    return MappedGraph(tuple(kernels), (), tuple(plios), tuple(links), headers, pl_kernels=pl), plio_in, plio_out
+
+
+def _pl_kernel(plan: CnnPlan, li: int, L: dict, plio_in: list[dict], plio_out: list[dict]) -> PLKernel:
+    """Layer ``li``'s PL kernel (``pl/thesis_pl.cpp``: untile, then tanh + im2col + tile into the
+    next layer's input PLIOs, or the pixel shuffle / s2mm out of the graph): port ``tiles_<t>`` on
+    each of the layer's output PLIOs, ``out_<b>`` on each of the next layer's input PLIOs (``out_0``
+    leaving the graph after the last layer); per frame (one call) it reads every output window's
+    elements at ``cnn/perf.PL_LOOP_II`` through ``PL_LOOP_DEPTH_CYCLES``."""
+    from .perf import PL_LOOP_DEPTH_CYCLES, PL_LOOP_II
+
+    lay = plan.layers[li]
+    ins = tuple((f"tiles_{p['tile']}", p["var"]) for p in plio_out if p["layer"] == li)
+    nxt = [p for p in plio_in if p["layer"] == li + 1]
+    outs = tuple((f"out_{p['block']}", p["var"]) for p in nxt) or (("out_0", ""),)
+    return PLKernel(L["pl_name"], "pl/thesis_pl.cpp", ins, outs, PL_LOOP_II, PL_LOOP_DEPTH_CYCLES,
+                    lay.kernels * lay.tile_m * lay.tile_n, 1)
 
 
 def im2col_windows(L: dict, x: np.ndarray) -> np.ndarray:
@@ -269,13 +286,15 @@ def system_args(plan: CnnPlan, ctx: dict, plio_in: list[dict], plio_out: list[di
     PLIOs, the PL kernels (``pl/thesis_pl.cpp``) take every output PLIO and feed the next layer's
     input PLIOs (``stream_connect``), one s2mm drains the last PL kernel (pixel shuffle); the
     x86 runs are the thesis's own (its pipelined harness, and the system run around it)."""
-    pl = ctx["pl"]
+    pl = mapped.pl_kernels  # the PL kernels and their ports, from the mapped graph
     deps = ["pl/thesis_pl_top.h", "pl/thesis_pl.h", "src/thesis_config.h", "src/kernels/cnn_numerics.h"]
-    kernels = [{"name": k["name"], "cu": f"{k['name']}_0", "source": "pl/thesis_pl.cpp", "deps": deps} for k in pl]
-    connects = [f"ai_engine_0.{p['var']}:{p['pl']}_0.tiles_{p['tile']}" for p in plio_out]
-    connects += [f"{p['pl']}_0.out_{p['block']}:ai_engine_0.{p['var']}" for p in plio_in if p["layer"] > 0]
+    kernels = [{"name": k.name, "cu": f"{k.name}_0", "source": k.source, "deps": deps} for k in pl]
+    connects = [f"ai_engine_0.{plio}:{k.name}_0.{port}" for k in pl for port, plio in k.ins]
+    connects += [f"{k.name}_0.{port}:ai_engine_0.{plio}" for k in pl for port, plio in k.outs if plio]
+    leaves = [f"{k.name}_0.{port}" for k in pl for port, plio in k.outs if not plio]
+    assert len(leaves) == 1, leaves  # the last PL kernel's image stream, to the s2mm
     out = {"var": "image", "file": "data/image.txt", "ctype": "float", "period": ctx["per_frame"],
-           "real": ctx["frame_out"], "src": f"{pl[-1]['name']}_0.out_0"}
+           "real": ctx["frame_out"], "src": leaves[0]}
     x86 = {"text": ENV.get_template("thesis_system.cpp.j2").render(**ctx),
            "shim_units": ["x86/harness.cpp", KERNELS_OBJECT, "pl/thesis_pl.cpp"],
            "shim_args": "--data data --out shim_output", "shim_out": "shim_output",

@@ -52,8 +52,9 @@ from .dense import (
     plan_streamed,
     weights_mode,
 )
-from .design import GemmDesign, memory_tiles
+from .design import GemmDesign
 from .dtypes import get_type, output_type
+from .lower import streamed_resources
 from .plan import GemmConfig, make_plan
 from .search import Alternative
 from .streamed_float import GemmOrderEmulation
@@ -183,7 +184,9 @@ class StreamedDenseDesign(EmulatedNumerics):
 
     @cached_property
     def _performance(self) -> StreamedDensePerformance:
-        return estimate_streamed(self.plan)
+        """The model's figures, with the tiles counted on the layer's mapped graph."""
+        e = estimate_streamed(self.plan)
+        return replace(e, gemm=replace(e.gemm, tiles_used=streamed_resources(self.plan)[0]))
 
     # ------------------------------------------------------------------ x86 check
 
@@ -369,13 +372,15 @@ class StreamedDenseDesign(EmulatedNumerics):
                                                 "plio", "alternatives")},
                 }
             },
-            "resources": {"compute_tiles": p.gemm.tiles, "compute_tiles_available": self.device.compute_tiles,
-                          "memory_tiles": memory_tiles(p.gemm),
+            "resources": {"compute_tiles": streamed_resources(p)[0],
+                          "compute_tiles_available": self.device.compute_tiles,
+                          "memory_tiles": streamed_resources(p)[1],
                           "plio_in": p.gemm.plio_in, "plio_out": p.gemm.plio_out,
                           "uram_bytes": p.gemm.uram_bytes, "bram_bytes": p.gemm.bram_bytes,
                           "bytes_per_tile_max": p.gemm.local_bytes,
                           "tile_memory_bytes": self.device.generation.data_memory_bytes},
-            "performance": system_attach(self.estimate().to_json(p.batch, self.device.clock_hz, memory_tiles(p.gemm)),
+            "performance": system_attach(self.estimate().to_json(p.batch, self.device.clock_hz,
+                                                                 streamed_resources(p)[1]),
                                          self, KIND),
             "project_files": sorted(self.files),
             "plan": _plan_json(p),  # what :func:`load` rebuilds the plan from

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -30,8 +30,11 @@ DATA_LIMIT = 1 << 22  # elements of A + B up to which the project ships data/ fo
 
 
 def memory_tiles(p) -> int:
-    """Memory tiles the plan uses (Ac and Bc on AIE-ML; none on AIE1)."""
-    return 0 if p.memtiles is None else p.memtiles.ac_memtiles + p.memtiles.bc_memtiles
+    """Memory tiles the plan uses (Ac and Bc on AIE-ML; none on AIE1): its mapped graph's
+    (``gemm/lower.resources``)."""
+    from .lower import resources
+
+    return resources(p)[1]
 
 
 @dataclass
@@ -71,7 +74,10 @@ class GemmDesign:
 
     @cached_property
     def _performance(self) -> GemmPerformance:
-        return estimate(self.plan)
+        """The model's figures, with the tiles counted on the design's mapped graph."""
+        from .lower import resources
+
+        return replace(estimate(self.plan), tiles_used=resources(self.plan)[0])
 
     # ------------------------------------------------------------------ reports
 
@@ -81,7 +87,7 @@ class GemmDesign:
             **design_schema.header(FORMAT, FORMAT_VERSION, "gemm"),
             "device": {"key": p.device.key, **p.device.describe()},
             "source": "",
-            "resources": {"compute_tiles": p.tiles, "compute_tiles_available": p.device.compute_tiles,
+            "resources": {"compute_tiles": self.estimate().tiles_used, "compute_tiles_available": p.device.compute_tiles,
                           "memory_tiles": memory_tiles(p), "plio_in": p.plio_in, "plio_out": p.plio_out},
             "design": p.design,
             "problem": {"m": p.m, "n": p.n, "k": p.k},

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from .. import __version__
+from ..mapped.cache import memo
 from ..mapped.place import Block, Grid, Placement, Problem, solve
 from ..names import Code
 from ..templating import environment
@@ -76,25 +77,31 @@ def place(plan: GemmPlan) -> Placement:
     ``memtile_ports``), so the problem has no edge and the group's origin is its one free choice;
     J (the start term and ``mu * r_top``) puts it at column 0, row 0, next to the interface row
     and, on AIE-ML, the memory tiles.  Built by hand: the GEMM does not lower into the mapped
-    graph yet."""
+    graph yet.  Solved once per plan (``mapped/cache.memo``)."""
     dev = plan.device
     height = min(plan.tiles, dev.rows)
     block = Block(GROUP, -(-plan.tiles // height), height)
     grid = Grid(dev.columns, dev.rows, snake=dev.generation.cascade_serpentine)
-    return solve(Problem((block,), (), grid))
+    return memo(plan, "gemm-place", (), lambda: solve(Problem((block,), (), grid)))
 
 
-def tile_cells(plan: GemmPlan, placement: Placement | None = None) -> list[tuple[int, int]]:
-    """(column, row) of tile t = g * tiles_j + j, at ``placement`` (default: :func:`place`)."""
-    r = (placement or place(plan)).rect(GROUP)
-    return [(r.column + t // r.height, r.row + t % r.height) for t in range(plan.tiles)]
+def tile_cells(plan: GemmPlan, placement: Placement | None = None, *, placed: bool = True) -> list[tuple[int, int]]:
+    """(column, row) of tile t = g * tiles_j + j, at ``placement`` (default: :func:`place`); with
+    ``placed`` False the group's rectangle at the origin, unsolved (what the estimate and the
+    resources read: neither depends on where the tiles are)."""
+    if placed:
+        r = (placement or place(plan)).rect(GROUP)
+        col, row, height = r.column, r.row, r.height
+    else:
+        col, row, height = 0, 0, min(plan.tiles, plan.device.rows)
+    return [(col + t // height, row + t % height) for t in range(plan.tiles)]
 
 
-def ports(plan: GemmPlan) -> tuple[list[Port], list[Port], list[Port], list[Tile]]:
+def ports(plan: GemmPlan, placed: bool = True) -> tuple[list[Port], list[Port], list[Port], list[Tile]]:
     """PLIO ports and tiles: Ar per (group, stream), Br per L4 lane, Cr and a kernel per tile,
-    the tiles where :func:`place` puts them."""
+    the tiles where :func:`place` puts them (``placed``: see :func:`tile_cells`)."""
     c = plan.config
-    cells = tile_cells(plan)
+    cells = tile_cells(plan, placed=placed)
     ar = [Port(f"ar{g}_{s}", group=g, stream=s) for g in range(c.tiles_i) for s in range(c.ar_streams)]
     br = [Port(f"br{j}", lane=j) for j in range(c.tiles_j)]
     cr, tiles = [], []
@@ -107,12 +114,13 @@ def ports(plan: GemmPlan) -> tuple[list[Port], list[Port], list[Port], list[Tile
     return ar, br, cr, tiles
 
 
-def memtile_ports(plan: GemmPlan) -> tuple[list[Port], list[Port], list[Port], list[Tile]]:
+def memtile_ports(plan: GemmPlan, placed: bool = True) -> tuple[list[Port], list[Port], list[Port], list[Tile]]:
     """AIE-ML design: PLIO a<g> into the Ac memory tile of group g, b<b> into Bc memory tile b (its
-    lanes), Cr and a kernel per tile, the tiles where :func:`place` puts them."""
+    lanes), Cr and a kernel per tile, the tiles where :func:`place` puts them (``placed``: see
+    :func:`tile_cells`)."""
     c, lay = plan.config, plan.memtiles
     assert lay is not None
-    cells = tile_cells(plan)
+    cells = tile_cells(plan, placed=placed)
     ar = [Port(f"a{g}", group=g) for g in range(c.tiles_i)]
     br, first = [], 0
     for b, count in enumerate(lay.lanes(c.tiles_j)):

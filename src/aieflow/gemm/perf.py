@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from .. import design_schema
 from ..devices import Device
+from ..mapped.cache import memo
 from ..perf import movement as mv
 from ..perf.kernel import mac_cycles
 from .dtypes import GemmType
@@ -239,6 +240,12 @@ def round_cycles(plan: GemmPlan, mk: MicroKernelCycles, later_pc: bool) -> float
 
 
 def estimate(plan: GemmPlan) -> GemmPerformance:
+    """The plan's modelled performance, computed once per plan (``mapped/cache.memo``: the search
+    ranks a candidate by it more than once)."""
+    return memo(plan, "gemm-estimate", (), lambda: _estimate(plan))
+
+
+def _estimate(plan: GemmPlan) -> GemmPerformance:
     if plan.memtile:  # AIE-ML: the memory-tile level (gemm/perf_memtile.py)
         from .perf_memtile import estimate_memtile
 
@@ -250,16 +257,18 @@ def estimate(plan: GemmPlan) -> GemmPerformance:
     r_first, r_later = round_cycles(plan, mk, False), round_cycles(plan, mk, True)
     c_first, c_later = rounds * r_first, rounds * r_later
 
-    def block(compute: float) -> tuple[float, float]:
-        """(cycles, exposed Br copy) of one (jc, pc, ic) block."""
-        if cfg.br_buffers == 1:
-            return steps * (br + compute), steps * br
-        exposed = br + (steps - 1) * max(0.0, br - compute)
-        return exposed + steps * compute, exposed
+    from .lower import block_cycles
+
+    def block(later_pc: bool, compute: float) -> tuple[float, float]:
+        """(cycles, exposed Br copy) of one (jc, pc, ic) block: ``steps`` iterations of the mapped
+        graph's stage graph (the Br copy, then the rounds), simulated."""
+        cyc = block_cycles(plan, later_pc)
+        return cyc, cyc - steps * compute
 
     blocks_first = plan.n_jc * plan.n_ic  # blocks with pc == 0
     blocks_later = blocks_first * (plan.n_pc - 1)
-    (cyc_f, br_f), (cyc_l, br_l) = block(c_first), block(c_later)
+    (cyc_f, br_f) = block(False, c_first)
+    (cyc_l, br_l) = block(True, c_later) if blocks_later else (0.0, 0.0)
     cycles = blocks_first * cyc_f + blocks_later * cyc_l
     kernels = (blocks_first + blocks_later) * steps * rounds
     breakdown = {

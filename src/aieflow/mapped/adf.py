@@ -75,6 +75,7 @@ def graph_header(g: MappedGraph, graph_class: str, includes: tuple[str, ...] = (
     of it), optionally ``constants`` ((name, int value) pairs: ``static constexpr int`` members of
     the graph class)."""
     g.check()
+    assert not any(p.gmio for p in g.plios), "GMIO ports are the GEMM's, whose graph.h templates/gemm/ writes"
     title = context.pop("title")
     constants = context.pop("constants", ())
     buffers = [{"var": b.var, "ctype": b.ctype, "dims": b.dims, "comment": b.comment, "repetitions": b.repetitions,

@@ -15,7 +15,8 @@
   (the source's, or the link's own) joins the stage of every link out of it;
   edges inside one stage (a cascade, a broadcast to a column's rows) are dropped;
 - every stage writes one ping-pong buffer that its successors read (a buffer's slot is free once
-  all of them have released it), except the **sink**: the stage of the output PLIO(s);
+  all of them have released it), except the **sink**: the stage of the output PLIO(s); a stage
+  read only through single-buffered kernel ports (``Kernel.single``) writes one slot;
 - stages are listed producers first (:func:`aieflow.perf.simulate.stage_order`, which keeps the
   graph's own order where it can).
 
@@ -43,6 +44,9 @@ class StageGraph:
     stages: tuple[Cost, ...]
     after: dict[str, tuple[str, ...]]
     sink: str
+    # Stages whose every reader reads them through a single-buffered kernel port
+    # (``Kernel.single``, ``adf::single_buffer``): their output buffer has one slot, not two.
+    single: frozenset[str] = frozenset()
 
 
 def _need(cost: Cost | None, what: str) -> Cost:
@@ -57,10 +61,11 @@ def stage_graph(mg: MappedGraph) -> StageGraph:
     listed: list[str] = []
 
     def touch(c: Cost) -> Cost:
-        if c.name not in costs:
+        held = costs.get(c.name)
+        if held is None:
             costs[c.name] = c
             listed.append(c.name)
-        elif costs[c.name] != c:
+        elif held is not c and held != c:
             raise ValueError(f"stage {c.name!r} carries two different costs")
         return c
 
@@ -88,6 +93,8 @@ def stage_graph(mg: MappedGraph) -> StageGraph:
         if link.dst.owner in switches:
             assert link.src.owner not in switches, f"{link}: a switch feeding a switch"
             into[link.dst.owner].append(link.cost or out_side[link.src.owner])
+    single_ports = {(k.var, i) for k in mg.kernels for side, i in k.single if side == "in"}
+    read_single: dict[str, list[bool]] = {}  # stage -> per edge out of it: into a single-buffered port
     for link in mg.links:
         if link.dst.owner in switches:
             chains = [[out_side[link.src.owner], *([link.cost] if link.cost else [])]]
@@ -95,10 +102,12 @@ def stage_graph(mg: MappedGraph) -> StageGraph:
             heads = into[link.src.owner] if link.src.owner in switches else [out_side[link.src.owner]]
             chains = [[h, *([link.cost] if link.cost else []), in_side[link.dst.owner]] for h in heads]
         for chain in chains:
-            for a, b in zip(chain, chain[1:], strict=False):
+            for i, (a, b) in enumerate(zip(chain, chain[1:], strict=False)):
                 touch(a), touch(b)
                 if a.name != b.name:
                     edges.add((a.name, b.name))
+                    last = i == len(chain) - 2 and link.dst.owner not in switches
+                    read_single.setdefault(a.name, []).append(last and (link.dst.owner, link.dst.index) in single_ports)
     for c in (*in_side.values(), *out_side.values()):
         touch(c)
     if len(sinks) != 1:
@@ -110,7 +119,8 @@ def stage_graph(mg: MappedGraph) -> StageGraph:
     names = [listed[i] for i in stage_order([sorted(pos[p] for p in preds[n]) for n in listed])]
     rank = {n: i for i, n in enumerate(names)}
     after = {n: tuple(sorted(preds[n], key=rank.__getitem__)) for n in names}
-    return StageGraph(tuple(costs[n] for n in names), after, next(iter(sinks)))
+    single = frozenset(n for n, into_single in read_single.items() if all(into_single))
+    return StageGraph(tuple(costs[n] for n in names), after, next(iter(sinks)), single)
 
 
 def pipeline(mg: MappedGraph) -> Pipeline:
@@ -126,7 +136,8 @@ def to_pipeline(sg: StageGraph) -> Pipeline:
                   c.tiles, c.cycles, c.macs, c.peak_macs_per_cycle)
         for c in sg.stages
     )
-    return Pipeline(specs, {f"out:{c.name}": PING_PONG for c in sg.stages if c.name != sg.sink}, sink=sg.sink)
+    return Pipeline(specs, {f"out:{c.name}": 1 if c.name in sg.single else PING_PONG
+                            for c in sg.stages if c.name != sg.sink}, sink=sg.sink)
 
 
 def resources(mg: MappedGraph, device) -> tuple[int, int]:

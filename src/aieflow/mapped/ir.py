@@ -8,7 +8,8 @@ writes the ADF graph of all of them from it.  The transport checks of the chain 
 this graph (:mod:`aieflow.mapped.transport`, the ``check`` pass), and so does the estimate
 (:mod:`aieflow.mapped.estimate`) where a lowering attaches costs, and so does the placer of the
 chain, the DAG and the CNN stream mapping (:mod:`aieflow.mapped.place`: their kernel groups and
-links, lowered unplaced); the streamed path lowers into it later.
+links, lowered unplaced).  The GEMM designs and streamed-weights Dense layers lower into it too
+(``gemm/lower.py``, step 5: their resources and the PL-memory GEMM's estimate read it).
 
 Everything here is frozen; names are identifiers made by :func:`aieflow.names.c_ident` (a model's
 names never reach this graph raw).
@@ -28,7 +29,7 @@ from dataclasses import KW_ONLY, dataclass
 
 from .tiling import NdTiling
 
-LINK_KINDS = ("cascade", "buffer", "memtile", "plio", "stream", "packet", "ddr")
+LINK_KINDS = ("cascade", "buffer", "memtile", "plio", "gmio", "stream", "packet", "ddr")
 """How a link moves data: a cascade (accumulator to the next tile), a buffer (tile to tile, or tile
 to a memory tile's port: ``adf::connect`` of two buffer ports), a memory-tile shared buffer port
 (its tiling says which elements), a PLIO (to or from the PL / the data file), a stream (a kernel's
@@ -38,7 +39,9 @@ lags), a packet stream into or out of a :class:`PacketSwitch` (``adf::connect<>`
 from a kernel's stream port (``ddr``: the producer's stream into an ``adf::output_gmio`` that
 writes the segment, an ``adf::input_gmio`` that reads it back into the consumer's stream port or a
 memory-tile shared buffer's write port; the host moves it row by row, :attr:`Link.segment`; the
-rows mapping's skip that does not fit on the array)."""
+rows mapping's skip that does not fit on the array), a GMIO (``gmio``: an input GMIO, a
+:class:`Plio` with ``gmio``, read from DDR by the interface tile's DMA into a kernel's buffer port:
+the GEMM's Br with ``br_transfer: gmio``)."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +140,9 @@ class Plio:
     freq_mhz: float = 0.0  # the PL-side clock of the PLIO (the 4th argument of ``create``); 0: the default
     cost: Cost | None = None  # its transfer stage (the PLIOs of one layer share one)
     name: str = ""  # its name in the ADF graph and system.cfg (``create``'s first argument); "": ``var``
+    # An ``adf::input_gmio`` / ``output_gmio`` (DDR through the interface tile's DMA, the host's
+    # ``gm2aie``) instead of a PLIO: no PL stream, not counted against the PLIO ports.
+    gmio: bool = False
 
     @property
     def port_name(self) -> str:
@@ -162,12 +168,15 @@ class PacketSwitch:
 
 @dataclass(frozen=True)
 class PLKernel:
-    """A PL (HLS) kernel beside the graph (a recurrent layer's aggregation FSM): its top function
+    """A PL (HLS) kernel beside the graph (a recurrent layer's aggregation FSM, the GEMM's movers, a
+    streamed Dense layer's epilogue, the thesis CNN mapping's per-layer kernels): its top function
     ``name``, its source (relative to the project), its stream ports each with the PLIO it reads
     (``ins``: output PLIOs of the graph) or writes (``outs``: input PLIOs; ``""``: a port that
     leaves the mapped graph, e.g. to the design's output data mover), and what the system model
     reads: per call (one time step) ``items`` inputs at initiation interval ``ii`` through a
-    pipeline ``depth`` PL cycles deep, ``calls`` calls per sample."""
+    pipeline ``depth`` PL cycles deep (0: not modelled), ``calls`` calls per sample (per graph
+    iteration for the GEMM's movers, per call of the layer for the epilogue, per frame for the
+    thesis kernels)."""
 
     name: str
     source: str

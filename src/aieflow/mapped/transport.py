@@ -286,7 +286,7 @@ def _check_ddr(mg: MappedGraph, device: Device) -> None:
 def _check_plios(mg: MappedGraph, device: Device, names: _Names) -> None:
     have = dict(zip(("in", "out"), plio_capacity(device), strict=True))
     for direction, what in (("in", "input"), ("out", "output")):
-        plios = [p.var for p in mg.plios if p.direction == direction]
+        plios = [p.var for p in mg.plios if p.direction == direction and not p.gmio]
         if len(plios) > have[direction]:
             layers: list[str] = []
             for p in plios:

@@ -1,0 +1,323 @@
+"""The GEMM designs lowered into the mapped graph (``mapped/ir.py``; issue 17, migration step 5).
+
+One :class:`~aieflow.mapped.ir.Kernel` per tile (``gemm_tile``) on the tile the one placer gives it
+(``emit.place`` / ``tile_cells``), and what ``graph.h`` connects to it:
+
+- **PL-memory design (VCK190):** Ar over ``ar_streams`` input PLIOs per tile group (``ar<g>_<s>``,
+  stream links, one PLIO multicast to the group's tiles), Br per L4 lane into the tile's buffer port
+  0 (an input PLIO ``br<j>``, or with ``br_transfer: gmio`` an input GMIO, ``Plio.gmio``, read from
+  DDR by the interface tile's DMA: a ``gmio`` link), Cr out of the tile's stream port to an output
+  PLIO ``cr<t>``;
+- **memory-tile design (AIE-ML / v2):** a PLIO into each Ac memory tile (``a<g>`` -> shared buffer
+  ``ac<g>``, read as a stream multicast to the group's tiles) and each Bc memory tile (``b<b>`` ->
+  ``bc<b>``, one read port per L4 lane it holds, into the lane's tiles' buffer port 0), Cr as above;
+- the PL movers as :class:`~aieflow.mapped.ir.PLKernel`\\ s: ``gemm_mover`` writing every input
+  PLIO, ``gemm_collect`` reading every Cr PLIO (``system.cfg``'s ``stream_connect`` lines).
+
+With ``costed`` the lowering is tile 0's alone (the tiles are identical and independent, as the
+chain's replicas are when its estimate lowers copy 0) and attaches the stage costs of one graph
+iteration, every tile's (``gemm/perf.py``'s
+cycle model, in ns): the PL-memory design's graph iteration is one L4 step (the Br copy into the
+tile, stage ``br``, then the tile's rounds, stage ``tiles``: its micro-kernels, whose Ar stream and
+Cr write-back run inside the round, so the Ar and Cr PLIOs belong to that stage).  ``later_pc``
+costs a round of a block with pc > 0 (the write-back reads Cr first).  :func:`block_cycles`
+simulates ``l4_steps`` iterations of that stage graph (``mapped/estimate.stage_graph``, the one
+simulation engine) for one (jc, pc, ic) block; ``perf.estimate`` sums the blocks.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from functools import lru_cache
+
+from ..mapped.cache import memo
+from ..mapped.estimate import StageGraph, stage_graph, to_pipeline
+from ..mapped.estimate import resources as mapped_resources
+from ..mapped.ir import Cost, Kernel, Link, MappedGraph, Plio, PLKernel, Port, SharedBuffer
+from ..mapped.tiling import NdTiling, Traversal
+from ..perf import movement as mv
+from ..perf.simulate import run_pipeline
+from .emit import Port as TilePort
+from .emit import Tile, memtile_ports, ports
+from .perf import PLIO_BITS, br_copy_cycles, microkernel_cycles, round_cycles
+from .plan import GemmPlan
+
+NODE = "gemm"  # the IR node every tile computes a part of
+KERNEL_CLASS = "gemm_tile"
+KERNEL_SOURCE = "kernels/gemm_tile.cc"
+# ``HLS PIPELINE II = 1`` on the movers' inner loops (templates/gemm/gemm_pl.h, ml_mover.cpp.j2);
+# their pipeline depth is not modelled (0): nothing reads it for the GEMM yet.
+MOVER_II = 1
+
+
+def _plio(var: str, direction: str, cost: Cost | None, gmio: bool = False) -> Plio:
+    return Plio(var, direction, PLIO_BITS, f"data/{var}.txt", cost=cost, gmio=gmio)
+
+
+def _ns(cycles: float, plan: GemmPlan) -> float:
+    return mv.cycles_to_ns(cycles, plan.device)
+
+
+def stage_costs(plan: GemmPlan, later_pc: bool = False) -> tuple[Cost, Cost]:
+    """(the Br copy, the tiles' rounds) of one L4 step of the PL-memory design (``gemm/perf.py``)."""
+    t, b, cfg = plan.dtype, plan.blocks, plan.config
+    mk = microkernel_cycles(t, b.kc, plan.device, cfg.ar_streams, b.mr, b.nr)
+    br = br_copy_cycles(plan.br_bytes)
+    compute = plan.rounds * round_cycles(plan, mk, later_pc)
+    macs = plan.rounds * b.mr * b.nr * b.kc * plan.tiles
+    peak = plan.device.generation.macs_per_cycle[t.pair]
+    return (
+        Cost("br", "dma", "memory", _ns(br, plan), cycles=br),
+        Cost(
+            "tiles",
+            "kernel",
+            mk.bound,
+            _ns(compute, plan),
+            tiles=plan.tiles,
+            cycles=compute,
+            macs=macs,
+            peak_macs_per_cycle=peak,
+        ),
+    )
+
+
+def lower(
+    plan: GemmPlan, *, placed: bool = True, costed: bool = False, later_pc: bool = False
+) -> MappedGraph:
+    """The mapped graph of ``plan`` (see the module docstring), built once per plan and arguments
+    (``mapped/cache.memo``: the estimate, the resources and the report share it); ``placed``
+    False: the tiles at the placement problem's staging, unsolved (``emit.tile_cells``); a costed
+    lowering is never placed (the costs do not depend on the tiles' places)."""
+    placed = placed and not costed
+    return memo(
+        plan,
+        "gemm-lower",
+        (placed, costed, later_pc),
+        lambda: _lower(plan, placed, costed, later_pc),
+    )
+
+
+def resources(plan: GemmPlan) -> tuple[int, int]:
+    """(compute tiles, memory tiles) of the design: ``mapped.estimate.resources`` of its mapped graph
+    (unplaced: the counts do not depend on the tiles' places)."""
+    return mapped_resources(lower(plan, placed=False), plan.device)
+
+
+def _lower(plan: GemmPlan, placed: bool, costed: bool, later_pc: bool) -> MappedGraph:
+    if plan.memtile:
+        return _lower_memtile(plan, placed)
+    c = plan.config
+    if costed:  # the tiles are identical and independent (as the chain's replicas): tile 0 carries the stage
+        ar = [TilePort(f"ar0_{s}", stream=s) for s in range(c.ar_streams)]
+        br, cr = [TilePort("br0")], [TilePort("cr0")]
+        tiles = [Tile("tile0", 0, 0, "br0", tuple(p.var for p in ar), "cr0")]
+    else:
+        ar, br, cr, tiles = ports(plan, placed)
+    br_cost, tile_cost = stage_costs(plan, later_pc) if costed else (None, None)
+    gmio = c.br_transfer == "gmio"
+    plios = [_plio(p.var, "in", tile_cost) for p in ar]
+    plios += [_plio(p.var, "in", br_cost, gmio=gmio) for p in br]
+    plios += [_plio(p.var, "out", tile_cost) for p in cr]
+    kernels, links = [], []
+    single = (("in", 0),) if c.br_buffers == 1 else ()
+    for tl in tiles:
+        sizes = (b := plan.blocks).kc * b.nr
+        kernels.append(
+            Kernel(
+                tl.var,
+                NODE,
+                KERNEL_CLASS,
+                (),
+                KERNEL_SOURCE,
+                (tl.col, tl.row),
+                (sizes, *(None,) * len(tl.ar)),
+                (None,),
+                single=single,
+                cost=tile_cost,
+            )
+        )
+        links.append(Link("gmio" if gmio else "plio", Port(tl.br, "out", 0), Port(tl.var, "in", 0)))
+        links += [
+            Link("stream", Port(a, "out", 0), Port(tl.var, "in", 1 + s))
+            for s, a in enumerate(tl.ar)
+        ]
+        links.append(Link("stream", Port(tl.var, "out", 0), Port(tl.cr, "in", 0)))
+    movers = (
+        ()
+        if costed
+        else _movers(
+            plan, [p.var for p in ar] + ([] if gmio else [p.var for p in br]), [p.var for p in cr]
+        )
+    )
+    return MappedGraph(tuple(kernels), (), tuple(plios), tuple(links), pl_kernels=movers)
+
+
+def _movers(plan: GemmPlan, ins: list[str], outs: list[str]) -> tuple[PLKernel, ...]:
+    """``gemm_mover`` (writes the input PLIOs) and ``gemm_collect`` (reads the Cr PLIOs); items: the
+    128-bit words each moves per graph iteration, one call per iteration."""
+    words = PLIO_BITS // 8
+    b, t = plan.blocks, plan.dtype
+    if plan.memtile:
+        lay = plan.memtiles
+        assert lay is not None
+        in_bytes = plan.config.tiles_i * lay.ac_bytes + plan.config.tiles_j * lay.lane_bytes
+        cr_per_tile = plan.l4_steps * plan.rounds
+    else:
+        in_bytes = plan.config.tiles_i * plan.rounds * b.mr * b.kc * t.bytes
+        in_bytes += 0 if plan.config.br_transfer == "gmio" else plan.config.tiles_j * plan.br_bytes
+        cr_per_tile = plan.rounds
+    cr_bytes = plan.tiles * cr_per_tile * plan.cr_words * 4
+    return (
+        PLKernel(
+            "gemm_mover",
+            "pl/gemm_mover.cpp",
+            (),
+            tuple((v, v) for v in ins),
+            MOVER_II,
+            0,
+            math.ceil(in_bytes / words),
+            1,
+        ),
+        PLKernel(
+            "gemm_collect",
+            "pl/gemm_collect.cpp",
+            tuple((v, v) for v in outs),
+            (),
+            MOVER_II,
+            0,
+            math.ceil(cr_bytes / words),
+            1,
+        ),
+    )
+
+
+def _lower_memtile(plan: GemmPlan, placed: bool) -> MappedGraph:
+    c, lay, b, t = plan.config, plan.memtiles, plan.blocks, plan.dtype
+    assert lay is not None
+    ar, br, cr, tiles = memtile_ports(plan, placed)
+    ks, ns = t.mmul[1], t.mmul[2]
+    ctype = t.aie_type  # what the PLIOs and memory tiles carry (bf16 as bfloat16)
+    plios = [_plio(p.var, "in", None) for p in ar + br] + [_plio(p.var, "out", None) for p in cr]
+    buffers, links = [], []
+    mc_tile, steps = plan.mc_tile, plan.l4_steps
+    for p in ar:  # [MC_TILE][KC], read as (k step, round) tiles of KS x MR, L4_STEPS times
+        dims = (b.kc, mc_tile)
+        read = NdTiling(
+            dims,
+            (ks, b.mr),
+            (0, 0),
+            (Traversal(0, ks, b.kc // ks), Traversal(1, b.mr, plan.rounds)),
+        )
+        buffers.append(
+            SharedBuffer(
+                f"ac{p.group}",
+                ctype,
+                dims,
+                (NdTiling(dims, dims, (0, 0)),),
+                (read,),
+                f"Ac of group {p.group}",
+            )
+        )
+        links.append(Link("memtile", Port(p.var, "out", 0), Port(f"ac{p.group}", "in", 0)))
+    for p in br:  # [lane][step][KC][NR], read per lane as (column block, k step, step) tiles
+        dims = (b.nr, b.kc, steps, len(p.lanes))
+        reads = tuple(
+            NdTiling(
+                dims,
+                (ns, ks, 1, 1),
+                (0, 0, 0, i),
+                (
+                    Traversal(0, ns, b.nr // ns),
+                    Traversal(1, ks, b.kc // ks),
+                    Traversal(2, 1, steps),
+                ),
+            )
+            for i in range(len(p.lanes))
+        )
+        buffers.append(
+            SharedBuffer(
+                f"bc{p.lane}",
+                ctype,
+                dims,
+                (NdTiling(dims, dims, (0, 0, 0, 0)),),
+                reads,
+                f"Br panels of L4 lanes {', '.join(map(str, p.lanes))}",
+            )
+        )
+        links.append(Link("memtile", Port(p.var, "out", 0), Port(f"bc{p.lane}", "in", 0)))
+    kernels = []
+    single = (("in", 0),) if c.br_buffers == 1 else ()
+    lane_elems = lay.lane_bytes // t.bytes
+    for tl in tiles:
+        kernels.append(
+            Kernel(
+                tl.var,
+                NODE,
+                KERNEL_CLASS,
+                (),
+                KERNEL_SOURCE,
+                (tl.col, tl.row),
+                (lane_elems, None),
+                (None,),
+                single=single,
+            )
+        )
+        bc, port = tl.br.split(".out[")
+        links.append(Link("memtile", Port(bc, "out", int(port.rstrip("]"))), Port(tl.var, "in", 0)))
+        links.append(Link("memtile", Port(tl.ar[0].split(".")[0], "out", 0), Port(tl.var, "in", 1)))
+        links.append(Link("stream", Port(tl.var, "out", 0), Port(tl.cr, "in", 0)))
+    movers = _movers(plan, [p.var for p in ar + br], [p.var for p in cr])
+    return MappedGraph(
+        tuple(kernels), tuple(buffers), tuple(plios), tuple(links), pl_kernels=movers
+    )
+
+
+def block_cycles(plan: GemmPlan, later_pc: bool) -> float:
+    """AIE cycles of one (jc, pc, ic) block of the PL-memory design: ``l4_steps`` graph iterations of
+    the costed mapped graph's stage graph, simulated (the Br copy single- or ping-pong-buffered as
+    the tile's Br port is)."""
+    sg = stage_graph(lower(plan, costed=True, later_pc=later_pc))
+    key = (sg.stages, tuple(sg.after.items()), sg.sink, sg.single)
+    # to 1e-6 cycles: the ns round trip must not split plans whose cycles are equal (the search's ties)
+    return round(_completion_ns(key, plan.l4_steps) * plan.device.clock_hz / 1e9, 6)
+
+
+@lru_cache(maxsize=4096)
+def _completion_ns(key: tuple, steps: int) -> float:
+    """When the ``steps``-th graph iteration of a stage graph (given as ``block_cycles``' key)
+    completes: the one simulation engine's run, kept per stage graph (the search's candidates
+    share many)."""
+    stages, after, sink, single = key
+    pipe = to_pipeline(StageGraph(stages, dict(after), sink, single))
+    return run_pipeline(pipe, max(2, steps)).completions_ns[steps - 1]
+
+
+# ``HLS PIPELINE II = 1`` on the epilogue's per-element loop (templates/gemm/dense_epilogue.cpp)
+EPILOGUE_II = 1
+
+
+def lower_streamed(plan) -> MappedGraph:
+    """A streamed-weights Dense layer (``gemm/dense.StreamedDensePlan``): its GEMM's mapped graph
+    plus the requantising epilogue as a PL kernel (``dense_epilogue``: no stream port, it reads C
+    and the bias from DDR and writes Y there; one element per cycle, ``batch x out_features`` per
+    call, one call per design call)."""
+    g = lower(plan.gemm)
+    epi = PLKernel(
+        "dense_epilogue",
+        "pl/dense_epilogue.cpp",
+        (),
+        (),
+        EPILOGUE_II,
+        0,
+        plan.batch * plan.out_features,
+        1,
+    )
+    return replace(g, pl_kernels=(*g.pl_kernels, epi))
+
+
+def streamed_resources(plan) -> tuple[int, int]:
+    """(compute tiles, memory tiles) of a streamed-weights Dense layer, counted on its mapped graph."""
+    return mapped_resources(
+        memo(plan, "streamed-lower", (), lambda: lower_streamed(plan)), plan.gemm.device
+    )

@@ -1,0 +1,182 @@
+"""The GEMM designs on the mapped graph (gemm/lower.py): kernels, links and PL movers against hand
+counts, the resources design.json reports, and the estimate against an independent tandem
+reference of the stage graph it simulates."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import pytest
+import torch
+
+import aieflow
+from aieflow.gemm.dense_design import StreamedDenseDesign
+from aieflow.gemm.lower import lower, lower_streamed, stage_costs
+from aieflow.mapped import transport
+from aieflow.mapped.estimate import resources, stage_graph
+
+
+def _kinds(mg) -> Counter:
+    return Counter(link.kind for link in mg.links)
+
+
+def test_the_published_design_lowers_to_one_kernel_per_tile_with_its_plios_and_movers():
+    d = aieflow.gemm(256, 256, 2048, dtype="uint8", device="vck190", tiles=4)
+    mg = lower(d.plan)
+    mg.check()
+    # 4 tiles down column 0; Ar: 1 PLIO (one stream, multicast), Br: 4 (one per L4 lane), Cr: 4
+    assert [k.tile for k in mg.kernels] == [(0, 0), (0, 1), (0, 2), (0, 3)]
+    assert sorted(p.var for p in mg.plios if p.direction == "in") == [
+        "ar0_0",
+        "br0",
+        "br1",
+        "br2",
+        "br3",
+    ]
+    assert sorted(p.var for p in mg.plios if p.direction == "out") == ["cr0", "cr1", "cr2", "cr3"]
+    # per tile: Br PLIO into its buffer port, Ar stream in, Cr stream out
+    assert _kinds(mg) == {"plio": 4, "stream": 8}
+    assert all(k.single == (("in", 0),) for k in mg.kernels)  # the published design: one Br buffer
+    assert [k.in_sizes for k in mg.kernels] == [(2048 * 8, None)] * 4  # kc x nr Br, the Ar stream
+    mover, collect = mg.pl_kernels
+    assert (mover.name, sorted(v for _, v in mover.outs)) == (
+        "gemm_mover",
+        ["ar0_0", "br0", "br1", "br2", "br3"],
+    )
+    assert (collect.name, sorted(v for _, v in collect.ins)) == (
+        "gemm_collect",
+        ["cr0", "cr1", "cr2", "cr3"],
+    )
+    assert resources(mg, d.plan.device) == (4, 0)
+    assert transport.check(mg, d.plan.device).word_problems == ()
+    perf = d.to_json()["performance"]
+    assert (perf["tiles_used"], perf["memory_tiles_used"]) == (4, 0)
+
+
+def test_gmio_br_is_a_gmio_link_and_no_plio():
+    d = aieflow.gemm(
+        256, 256, 2048, dtype="int8", device="vck190", tiles=6, design="best", br_transfer="gmio"
+    )
+    c = d.plan.config
+    mg = lower(d.plan)
+    mg.check()
+    gmio = [p.var for p in mg.plios if p.gmio]
+    assert sorted(gmio) == sorted(f"br{j}" for j in range(c.tiles_j))
+    assert _kinds(mg) == {"gmio": c.tiles, "stream": c.tiles * (c.ar_streams + 1)}
+    mover = mg.pl_kernels[0]
+    assert not set(gmio) & {v for _, v in mover.outs}  # the host reads Br from DDR, not the mover
+    transport.check(mg, d.plan.device)  # the GMIO ports are not counted as PLIOs
+
+
+@pytest.mark.parametrize(
+    ("device", "dtype", "tiles"),
+    [("vek280", "int8", 8), ("vek385", "bf16", 6), ("vek280", "uint8", 64)],
+)
+def test_the_memory_tile_design_lowers_ac_and_bc_into_shared_buffers(device, dtype, tiles):
+    d = aieflow.gemm(256, 256, 2048, dtype=dtype, device=device, tiles=tiles, design="best")
+    p = d.plan
+    c, lay = p.config, p.memtiles
+    mg = lower(p)
+    mg.check()
+    bc = math.ceil(c.tiles_j / lay.lanes_per_memtile)
+    assert len(mg.kernels) == c.tiles_j * c.tiles_i
+    assert sorted(b.var for b in mg.buffers) == sorted(
+        [f"ac{g}" for g in range(c.tiles_i)] + [f"bc{b}" for b in range(bc)]
+    )
+    # a PLIO into every buffer; every tile reads its Br lane (DMA) and its group's Ac (stream) from
+    # the memory tiles and writes Cr to its own PLIO
+    assert _kinds(mg) == {
+        "memtile": c.tiles_i + bc + 2 * len(mg.kernels),
+        "stream": len(mg.kernels),
+    }
+    assert sum(len(b.reads) for b in mg.buffers if b.var.startswith("bc")) == c.tiles_j
+    assert len([p for p in mg.plios if p.direction == "in"]) == c.tiles_i + bc
+    assert resources(mg, p.device) == (len(mg.kernels), c.tiles_i + bc)
+    perf = d.to_json()["performance"]
+    assert (perf["tiles_used"], perf["memory_tiles_used"]) == (len(mg.kernels), c.tiles_i + bc)
+
+
+def _tandem(br: float, compute: float, steps: int, buffers: int) -> float:
+    """Independent reference: ``steps`` iterations through Br copy -> rounds, ``buffers`` Br slots."""
+    free_br = done = 0.0
+    starts: list[float] = []
+    for s in range(steps):
+        slot_free = starts[s - buffers] if s >= buffers else 0.0  # the kernel released the slot
+        t_br = max(free_br, slot_free) + br
+        free_br = t_br
+        start = max(t_br, done)
+        done = start + compute
+        starts.append(done)
+    return done
+
+
+def _reference_cycles(p) -> float:
+    """The GEMM's AIE cycles: every (jc, pc, ic) block's L4 steps through the tandem reference, on
+    the stage costs the lowering attaches."""
+    total = 0.0
+    for later, count in ((False, p.n_jc * p.n_ic), (True, p.n_jc * p.n_ic * (p.n_pc - 1))):
+        br, tl = stage_costs(p, later)
+        total += count * _tandem(br.cycles, tl.cycles, p.l4_steps, p.config.br_buffers)
+    return total
+
+
+@pytest.mark.parametrize(
+    ("tiles", "design", "k"),
+    [(1, "published", 2048), (4, "published", 5000), (8, "best", 5000), (3, "best", 777)],
+)
+def test_the_estimate_is_the_simulated_stage_graph_of_the_mapped_graph(tiles, design, k):
+    d = aieflow.gemm(256, 512, k, dtype="uint8", device="vck190", tiles=tiles, design=design)
+    p = d.plan
+    sg = stage_graph(lower(p, costed=True))
+    assert [s.name for s in sg.stages] == ["br", "tiles"] and sg.after == {
+        "br": (),
+        "tiles": ("br",),
+    }
+    assert sg.single == (frozenset({"br"}) if p.config.br_buffers == 1 else frozenset())
+    total = _reference_cycles(p)
+    e = d.estimate()
+    assert e.cycles == pytest.approx(total, rel=1e-9)
+    assert e.breakdown["br_copy"] + e.breakdown[
+        next(x for x in e.breakdown if x.startswith("micro"))
+    ] + e.breakdown["write_back"] == pytest.approx(e.cycles, rel=1e-9)
+
+
+def test_the_search_ranks_with_the_figure_the_design_reports():
+    d = aieflow.gemm(256, 256, 4096, dtype="int8", device="vck190", tiles=8, design="best")
+    chosen = [a for a in d.alternatives if a.chosen]
+    assert len(chosen) == 1
+    assert chosen[0].cycles == d.estimate().cycles
+    assert chosen[0].total_cycles == d.to_json()["performance"]["total_cycles"]
+
+
+@pytest.mark.parametrize("device", ["vck190", "vek280"])
+def test_a_streamed_dense_layer_is_its_gemms_graph_and_the_epilogue_pl_kernel(device):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(200, 72), torch.nn.ReLU()).eval()
+    cfg = {"precision": "int8", "batch": 16, "layers": {"0": {"weights": "streamed"}}}
+    d = aieflow.compile(model, device=device, example_input=torch.randn(16, 200), config=cfg)
+    assert isinstance(d, StreamedDenseDesign)
+    g = d.plan.gemm
+    mg = lower_streamed(d.plan)
+    mg.check()
+    assert [pk.name for pk in mg.pl_kernels] == ["gemm_mover", "gemm_collect", "dense_epilogue"]
+    epi = mg.pl_kernels[2]
+    assert (epi.ins, epi.outs, epi.items, epi.calls) == ((), (), 16 * 72, 1)  # C, bias, Y in DDR
+    memtiles = (
+        0
+        if g.memtiles is None
+        else g.config.tiles_i + math.ceil(g.config.tiles_j / g.memtiles.lanes_per_memtile)
+    )
+    assert resources(mg, g.device) == (g.config.tiles_j * g.config.tiles_i, memtiles)
+    j = d.to_json()
+    assert (j["resources"]["compute_tiles"], j["resources"]["memory_tiles"]) == resources(
+        mg, g.device
+    )
+    assert (j["performance"]["tiles_used"], j["performance"]["memory_tiles_used"]) == resources(
+        mg, g.device
+    )
+    e = d.estimate()
+    if g.memtiles is None:  # the PL-memory GEMM: its AIE cycles are its stage graph's
+        assert e.gemm.cycles == pytest.approx(_reference_cycles(g), rel=1e-9)
+    assert e.cycles == pytest.approx(e.gemm.total_cycles + e.epilogue_cycles, rel=1e-12)
