@@ -371,3 +371,33 @@ def test_the_compact_and_grid_estimates_run_the_stage_graph_of_their_mapped_grap
         assert e.interval_ns == pytest.approx(interval, rel=1e-9)
         assert e.sequence_latency_ns == pytest.approx(first + (steps - 1) * interval
                                                       + cycles_to_ns(head.occupancy + head.delay, dev), rel=1e-9)
+
+
+def test_the_search_memoises_the_stage_graph_estimate_without_changing_a_candidate():
+    """``model.mapped_cycles`` is memoised by (catalog device key, mapping): every compact / grid
+    candidate of a search costs the same with the cache as costed afresh (``cache=False``), the
+    chosen mapping's design estimate is a cache hit, and a device changed with
+    ``dataclasses.replace`` (same key, other figures) is not served from the cache."""
+    import dataclasses
+
+    from aieflow.recurrent.model import _mapped_cycles_memo, mapped_cycles
+    from aieflow.recurrent.select import choose_mapping, costed_points
+
+    d = CASES["gru-compact-vek280"]()
+    dev, dims = d.device, d.mappings[0].dims
+    _mapped_cycles_memo.cache_clear()
+    pts = [p for p in costed_points(dims, dev) if p.mapping.compact or p.mapping.grid]
+    assert len(pts) >= 2
+    for p in pts:
+        interval, first, _ = mapped_cycles(p.mapping, dev, cache=False)
+        assert p.cycles[:2] == (first, interval)  # bit-equal: the cache returns what was computed
+    misses = _mapped_cycles_memo.cache_info().misses
+    assert misses == len({p.mapping for p in pts})
+    hits = _mapped_cycles_memo.cache_info().hits
+    ex = choose_mapping(dims, dev, "latency", O(distribution="compact"))
+    assert _mapped_cycles_memo.cache_info().hits > hits  # the chosen mapping's estimate: no second simulation
+    assert _mapped_cycles_memo.cache_info().misses == misses
+    m = ex.chosen.mapping
+    slow = dataclasses.replace(dev, clock_hz=dev.clock_hz / 2)  # same key, half the clock
+    assert mapped_cycles(m, slow) == mapped_cycles(m, slow, cache=False) != mapped_cycles(m, dev)
+    assert _mapped_cycles_memo.cache_info().misses == misses

@@ -31,6 +31,7 @@ for W x_0 (conservative for that step only).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -538,10 +539,28 @@ def mapped_costs(mapping: RecurrentMapping, device: Device) -> dict[str, Cost]:
     return out
 
 
-def mapped_cycles(mapping: RecurrentMapping, device: Device) -> tuple[float, float, float]:
+def mapped_cycles(mapping: RecurrentMapping, device: Device, cache: bool = True) -> tuple[float, float, float]:
     """(interval, completion of the first step, completion of step ``seq_len``) in cycles:
     ``mapped.estimate.stage_graph`` of the layer's lowered, costed mapped graph (``lower.costed``)
-    run over ``seq_len`` steps (at least 16, to measure the interval)."""
+    run over ``seq_len`` steps (at least 16, to measure the interval).
+
+    Memoised (the search costs each candidate once, the chosen one's design estimate again):
+    ``Device`` is unhashable, so the key is the catalog key with the (frozen, hashable) mapping,
+    and only a catalog device is cached (a device changed with ``dataclasses.replace`` keeps its
+    key but not its figures: it is costed afresh).  ``cache=False`` costs afresh."""
+    from ..devices import DEVICES
+
+    if cache and DEVICES.get(device.key) is device:
+        return _mapped_cycles_memo(device.key, mapping)
+    return _mapped_cycles(mapping, device)
+
+
+@functools.lru_cache(maxsize=4096)
+def _mapped_cycles_memo(key: str, mapping: RecurrentMapping) -> tuple[float, float, float]:
+    return _mapped_cycles(mapping, get_device(key))
+
+
+def _mapped_cycles(mapping: RecurrentMapping, device: Device) -> tuple[float, float, float]:
     from ..ir import Node
     from ..mapped.estimate import pipeline
     from .lower import costed, lower
