@@ -401,3 +401,63 @@ def test_the_search_memoises_the_stage_graph_estimate_without_changing_a_candida
     slow = dataclasses.replace(dev, clock_hz=dev.clock_hz / 2)  # same key, half the clock
     assert mapped_cycles(m, slow) == mapped_cycles(m, slow, cache=False) != mapped_cycles(m, dev)
     assert _mapped_cycles_memo.cache_info().misses == misses
+
+
+@pytest.mark.parametrize("device", ["vck190", "vek280"])
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_the_row_and_column_estimates_are_the_stage_graph_of_their_mapped_graph(cell, device):
+    """A small GRU and LSTM in each row / column mapping with each aggregation (AIE1, and AIE-ML
+    with its output kernel): the costed lowering's stage graph is the W path (the x PLIO with the W
+    x kernels, ``w_mac``; their packets ``w_route``) and the U h path (``h_in``, ``u_mac``,
+    ``route``) meeting at the aggregation (the AIE aggregator or the PL FSM), the h return a
+    recurrence, not an edge; and the estimate is the hand count written here from the stages:
+    step 0 has no h return (the U kernels start from h = 0 without reading, rnn_kernels.h), so it
+    completes at max(W path, U h + routing) + aggregation; step t at the later of the W path's
+    t-th pass and step t - 1 + the whole loop, then the aggregation."""
+    from aieflow.mapped.estimate import stage_graph
+    from aieflow.perf.movement import cycles_to_ns
+    from aieflow.recurrent.lower import costed
+    from aieflow.recurrent.model import estimate_closed, estimate_recurrent, head_stage, step_stages
+    from aieflow.recurrent.plan import RecurrentDims, plan_recurrent
+
+    dev = get_device(device)
+    col = {"distribution": "column", "input_distribution": "column", "cas_len": 2, "input_cas_len": 2}
+    w_bound = set()
+    for steps, n_in in ((10, 6), (6, 96)):  # the loop the bound; the W path the bound (wide x)
+        for agg, extra in (("hybrid", {}), ("aie", {}), ("hybrid", col), ("aie", col)):
+            m = plan_recurrent(RecurrentDims(cell, n_in, 9, steps), dev, O(aggregation=agg, **extra))
+            w_path, loop = step_stages(m, dev)
+            assert [s.name for s in w_path] == ["w_mac", "w_route"]
+            assert [s.name for s in loop] == ["h_in", "u_mac", "route", "aggregate"]
+            sg = stage_graph(costed(lower([_node(cell)], [m], dev), [m], dev))
+            names = {c.name for c in sg.stages}
+            assert {"w_mac", "w_route", "h_in", "u_mac", "route", "aggregate"} <= names
+            assert sg.after["w_route"] == ("w_mac",) and sg.after["u_mac"] == ("h_in",) and sg.after["route"] == ("u_mac",)
+            if agg == "hybrid":  # the merged packets reach the FSM through its to-PL PLIOs
+                assert sg.after["aggregate"] == ("to_pl",) and set(sg.after["to_pl"]) == {"w_route", "route"}
+            else:
+                assert set(sg.after["aggregate"]) == {"w_route", "route"}
+            assert sg.after["h_in"] == () and sg.recurrences == (("aggregate", "h_in"),)
+            assert sg.sink == ("aggregate" if agg == "hybrid" else "y_out")
+            # the hand count, in cycles (F: a stage's occupancy + delay)
+            f = {s.name: s.occupancy + s.delay for s in loop}
+            w_full, w_busy = sum(s.occupancy + s.delay for s in w_path), max(s.occupancy for s in w_path)
+            done = [max(w_full, f["u_mac"] + f["route"]) + f["aggregate"]]
+            for t in range(1, steps):
+                done.append(max(w_full + t * w_busy, done[-1] + sum(f.values()) - f["aggregate"]) + f["aggregate"])
+            interval = max(sum(f.values()), w_busy)
+            w_bound.add(w_busy > sum(f.values()))
+            head = head_stage(m, dev)
+            for e in (estimate_recurrent(m, dev), estimate_closed(m, dev)):
+                assert e.interval_ns == pytest.approx(cycles_to_ns(interval, dev), rel=1e-9)
+                assert e.sequence_latency_ns == pytest.approx(cycles_to_ns(done[-1] + head.occupancy + head.delay, dev),
+                                                              rel=1e-9)
+            # step 0 is shorter than the closed chain's (W path + the whole loop) by at least the h return
+            assert done[0] <= w_full + sum(f.values()) - f["h_in"]
+    assert w_bound == {True, False}  # both regimes: the loop bound and the W path bound
+
+
+def _node(cell):
+    from aieflow.ir import Node
+
+    return Node("rnn", cell, (), ())
