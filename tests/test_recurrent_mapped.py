@@ -461,3 +461,22 @@ def _node(cell):
     from aieflow.ir import Node
 
     return Node("rnn", cell, (), ())
+
+
+def test_a_conv1d_front_end_is_part_of_the_w_path_of_the_stage_graph():
+    """The Conv1d -> GRU case: the x PLIO and the first convolution carry ``front0``, the second
+    ``front1``, which feeds the W x kernels (``w_mac``); the estimate (the stage graph) equals the
+    search's closed form, W path = the front stages, ``w_mac`` and ``w_route``."""
+    from aieflow.mapped.estimate import stage_graph
+    from aieflow.recurrent.lower import costed
+    from aieflow.recurrent.model import estimate_closed, estimate_recurrent, step_stages
+
+    d = CASES["conv-gru-vek280"]()
+    layers, _ = split_layers(d.graph)
+    m, dev = d.mappings[0], d.device
+    assert [s.name for s in step_stages(m, dev)[0]] == ["front0", "front1", "w_mac", "w_route"]
+    sg = stage_graph(costed(lower(layers, [m], dev, sequence_front(d.graph)), [m], dev))
+    assert sg.after["front1"] == ("front0",) and sg.after["w_mac"] == ("front1",) and sg.after["front0"] == ()
+    assert sg.recurrences == (("aggregate", "h_in"),)
+    e, c = estimate_recurrent(m, dev), estimate_closed(m, dev)
+    assert (e.interval_ns, e.sequence_latency_ns) == pytest.approx((c.interval_ns, c.sequence_latency_ns), rel=1e-9)
