@@ -23,10 +23,15 @@ After the last step the dense head runs once in the aggregation epilogue (``head
 aggregator's core, or the PL FSM at the PL clock, then the output words leave); it adds to the
 sequence latency only, the FSM / aggregator take the next sample's first step after it.
 
-``perf.simulate.run_pipeline`` runs them with the recurrence ``aggregate -> h_in``, so the
-interval is the loop's own latency unless the W path is slower (then latency grows with the
-input size).  The W path sits in front of the loop in the chain, so the first step also waits
-for W x_0 (conservative for that step only).
+The estimate of one layer (:func:`estimate_recurrent`) runs these stages as the stage graph of the
+layer's mapped graph (``lower.costed``, :func:`mapped_cycles`): the W path and the U h path meet at
+``aggregate``, the h return ``aggregate -> h_in`` is a recurrence, and step 0 has no h return (the
+U kernels start from h = 0), so the first step is ``max(W path, u_mac + route) + aggregate``; the
+interval is the loop's own latency unless the W path is slower (then latency grows with the input
+size).  The search costs the same in closed form (:func:`graph_cycles`).  Stacks (``stack.py``)
+and a compact or grid layer behind a Conv1d front end still run the step as a chain
+(:func:`step_pipeline`, :func:`closed_cycles`): the W path in front of the loop, so there the first
+step also waits for W x_0 and the h return.
 """
 
 from __future__ import annotations
