@@ -480,3 +480,34 @@ def test_a_conv1d_front_end_is_part_of_the_w_path_of_the_stage_graph():
     assert sg.recurrences == (("aggregate", "h_in"),)
     e, c = estimate_recurrent(m, dev), estimate_closed(m, dev)
     assert (e.interval_ns, e.sequence_latency_ns) == pytest.approx((c.interval_ns, c.sequence_latency_ns), rel=1e-9)
+
+
+@pytest.mark.parametrize("name", ["stack-hybrid-then-aie-column-vck190", "stack-compact-then-hybrid-vek280",
+                                  "stack-aie-then-aie-column-vek280"])
+def test_a_stacked_lowering_is_costed_layer_by_layer(name):
+    """Not yet the stack's estimate (``stack.py`` runs the step chain), but its lowering is costed:
+    every layer's stages named ``l<i>.<stage>``, one recurrence per row / column layer, layer l's
+    output into layer l + 1's W path (an AIE-ML output kernel's relay between them), the sink the
+    output PLIO or the last hybrid layer's FSM; its interval is the chained pipeline's (the
+    slowest layer's), and its sequence no longer (no h return on step 0 in any layer)."""
+    from aieflow.mapped.estimate import stage_graph
+    from aieflow.recurrent.lower import costed
+    from aieflow.recurrent.model import stage_graph_cycles
+    from aieflow.recurrent.stack import stack_closed_cycles
+
+    d = CASES[name]()
+    layers, _ = split_layers(d.graph)
+    ms, dev = tuple(d.mappings), d.device
+    sg = stage_graph(costed(lower(layers, ms, dev, sequence_front(d.graph)), ms, dev))
+    spread = [li for li, m in enumerate(ms) if not m.compact]
+    assert sg.recurrences == tuple((f"l{li}.aggregate", f"l{li}.h_in") for li in spread)
+    assert {c.name.split(".")[0] for c in sg.stages} - {"y_out"} == {f"l{li}" for li in range(len(ms))}
+    for li in range(1, len(ms)):
+        into = set(sg.after[f"l{li}.w_mac"])
+        stage = "cell" if ms[li - 1].compact else "relay" if f"l{li - 1}.relay" in sg.after else "aggregate"
+        prev = f"l{li - 1}.{stage}"
+        assert into == {prev}
+    assert sg.sink == (f"l{len(ms) - 1}.aggregate" if ms[-1].aggregation == "hybrid" else "y_out")
+    interval, _, seq = stage_graph_cycles(ms, dev)
+    _, chain_interval, chain_seq = stack_closed_cycles(ms, dev)
+    assert interval == pytest.approx(chain_interval, rel=1e-9) and seq < chain_seq
