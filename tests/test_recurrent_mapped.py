@@ -376,3 +376,143 @@ def test_the_compact_and_grid_estimates_run_the_stage_graph_of_their_mapped_grap
         assert e.interval_ns == pytest.approx(interval, rel=1e-9)
         assert e.sequence_latency_ns == pytest.approx(first + (steps - 1) * interval
                                                       + cycles_to_ns(head.occupancy + head.delay, dev), rel=1e-9)
+
+
+def test_the_search_memoises_the_stage_graph_estimate_without_changing_a_candidate():
+    """``model.mapped_cycles`` is memoised by (catalog device key, mapping): every compact / grid
+    candidate of a search costs the same with the cache as costed afresh (``cache=False``), the
+    chosen mapping's design estimate is a cache hit, and a device changed with
+    ``dataclasses.replace`` (same key, other figures) is not served from the cache."""
+    import dataclasses
+
+    from aieflow.recurrent.model import _mapped_cycles_memo, mapped_cycles
+    from aieflow.recurrent.select import choose_mapping, costed_points
+
+    d = CASES["gru-compact-vek280"]()
+    dev, dims = d.device, d.mappings[0].dims
+    _mapped_cycles_memo.cache_clear()
+    pts = [p for p in costed_points(dims, dev) if p.mapping.compact or p.mapping.grid]
+    assert len(pts) >= 2
+    for p in pts:
+        interval, first, _ = mapped_cycles(p.mapping, dev, cache=False)
+        assert p.cycles[:2] == (first, interval)  # bit-equal: the cache returns what was computed
+    misses = _mapped_cycles_memo.cache_info().misses
+    assert misses == len({p.mapping for p in pts})
+    hits = _mapped_cycles_memo.cache_info().hits
+    ex = choose_mapping(dims, dev, "latency", O(distribution="compact"))
+    assert _mapped_cycles_memo.cache_info().hits > hits  # the chosen mapping's estimate: no second simulation
+    assert _mapped_cycles_memo.cache_info().misses == misses
+    m = ex.chosen.mapping
+    slow = dataclasses.replace(dev, clock_hz=dev.clock_hz / 2)  # same key, half the clock
+    assert mapped_cycles(m, slow) == mapped_cycles(m, slow, cache=False) != mapped_cycles(m, dev)
+    assert _mapped_cycles_memo.cache_info().misses == misses
+
+
+@pytest.mark.parametrize("device", ["vck190", "vek280"])
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_the_row_and_column_estimates_are_the_stage_graph_of_their_mapped_graph(cell, device):
+    """A small GRU and LSTM in each row / column mapping with each aggregation (AIE1, and AIE-ML
+    with its output kernel): the costed lowering's stage graph is the W path (the x PLIO with the W
+    x kernels, ``w_mac``; their packets ``w_route``) and the U h path (``h_in``, ``u_mac``,
+    ``route``) meeting at the aggregation (the AIE aggregator or the PL FSM), the h return a
+    recurrence, not an edge; and the estimate is the hand count written here from the stages:
+    step 0 has no h return (the U kernels start from h = 0 without reading, rnn_kernels.h), so it
+    completes at max(W path, U h + routing) + aggregation; step t at the later of the W path's
+    t-th pass and step t - 1 + the whole loop, then the aggregation."""
+    from aieflow.mapped.estimate import stage_graph
+    from aieflow.perf.movement import cycles_to_ns
+    from aieflow.recurrent.lower import costed
+    from aieflow.recurrent.model import estimate_closed, estimate_recurrent, head_stage, step_stages
+    from aieflow.recurrent.plan import RecurrentDims, plan_recurrent
+
+    dev = get_device(device)
+    col = {"distribution": "column", "input_distribution": "column", "cas_len": 2, "input_cas_len": 2}
+    w_bound = set()
+    for steps, n_in in ((10, 6), (6, 96)):  # the loop the bound; the W path the bound (wide x)
+        for agg, extra in (("hybrid", {}), ("aie", {}), ("hybrid", col), ("aie", col)):
+            m = plan_recurrent(RecurrentDims(cell, n_in, 9, steps), dev, O(aggregation=agg, **extra))
+            w_path, loop = step_stages(m, dev)
+            assert [s.name for s in w_path] == ["w_mac", "w_route"]
+            assert [s.name for s in loop] == ["h_in", "u_mac", "route", "aggregate"]
+            sg = stage_graph(costed(lower([_node(cell)], [m], dev), [m], dev))
+            names = {c.name for c in sg.stages}
+            assert {"w_mac", "w_route", "h_in", "u_mac", "route", "aggregate"} <= names
+            assert sg.after["w_route"] == ("w_mac",) and sg.after["u_mac"] == ("h_in",) and sg.after["route"] == ("u_mac",)
+            if agg == "hybrid":  # the merged packets reach the FSM through its to-PL PLIOs
+                assert sg.after["aggregate"] == ("to_pl",) and set(sg.after["to_pl"]) == {"w_route", "route"}
+            else:
+                assert set(sg.after["aggregate"]) == {"w_route", "route"}
+            assert sg.after["h_in"] == () and sg.recurrences == (("aggregate", "h_in"),)
+            assert sg.sink == ("aggregate" if agg == "hybrid" else "y_out")
+            # the hand count, in cycles (F: a stage's occupancy + delay)
+            f = {s.name: s.occupancy + s.delay for s in loop}
+            w_full, w_busy = sum(s.occupancy + s.delay for s in w_path), max(s.occupancy for s in w_path)
+            done = [max(w_full, f["u_mac"] + f["route"]) + f["aggregate"]]
+            for t in range(1, steps):
+                done.append(max(w_full + t * w_busy, done[-1] + sum(f.values()) - f["aggregate"]) + f["aggregate"])
+            interval = max(sum(f.values()), w_busy)
+            w_bound.add(w_busy > sum(f.values()))
+            head = head_stage(m, dev)
+            for e in (estimate_recurrent(m, dev), estimate_closed(m, dev)):
+                assert e.interval_ns == pytest.approx(cycles_to_ns(interval, dev), rel=1e-9)
+                assert e.sequence_latency_ns == pytest.approx(cycles_to_ns(done[-1] + head.occupancy + head.delay, dev),
+                                                              rel=1e-9)
+            # step 0 is shorter than the closed chain's (W path + the whole loop) by at least the h return
+            assert done[0] <= w_full + sum(f.values()) - f["h_in"]
+    assert w_bound == {True, False}  # both regimes: the loop bound and the W path bound
+
+
+def _node(cell):
+    from aieflow.ir import Node
+
+    return Node("rnn", cell, (), ())
+
+
+def test_a_conv1d_front_end_is_part_of_the_w_path_of_the_stage_graph():
+    """The Conv1d -> GRU case: the x PLIO and the first convolution carry ``front0``, the second
+    ``front1``, which feeds the W x kernels (``w_mac``); the estimate (the stage graph) equals the
+    search's closed form, W path = the front stages, ``w_mac`` and ``w_route``."""
+    from aieflow.mapped.estimate import stage_graph
+    from aieflow.recurrent.lower import costed
+    from aieflow.recurrent.model import estimate_closed, estimate_recurrent, step_stages
+
+    d = CASES["conv-gru-vek280"]()
+    layers, _ = split_layers(d.graph)
+    m, dev = d.mappings[0], d.device
+    assert [s.name for s in step_stages(m, dev)[0]] == ["front0", "front1", "w_mac", "w_route"]
+    sg = stage_graph(costed(lower(layers, [m], dev, sequence_front(d.graph)), [m], dev))
+    assert sg.after["front1"] == ("front0",) and sg.after["w_mac"] == ("front1",) and sg.after["front0"] == ()
+    assert sg.recurrences == (("aggregate", "h_in"),)
+    e, c = estimate_recurrent(m, dev), estimate_closed(m, dev)
+    assert (e.interval_ns, e.sequence_latency_ns) == pytest.approx((c.interval_ns, c.sequence_latency_ns), rel=1e-9)
+
+
+@pytest.mark.parametrize("name", ["stack-hybrid-then-aie-column-vck190", "stack-compact-then-hybrid-vek280",
+                                  "stack-aie-then-aie-column-vek280"])
+def test_a_stacked_lowering_is_costed_layer_by_layer(name):
+    """Not yet the stack's estimate (``stack.py`` runs the step chain), but its lowering is costed:
+    every layer's stages named ``l<i>.<stage>``, one recurrence per row / column layer, layer l's
+    output into layer l + 1's W path (an AIE-ML output kernel's relay between them), the sink the
+    output PLIO or the last hybrid layer's FSM; its interval is the chained pipeline's (the
+    slowest layer's), and its sequence no longer (no h return on step 0 in any layer)."""
+    from aieflow.mapped.estimate import stage_graph
+    from aieflow.recurrent.lower import costed
+    from aieflow.recurrent.model import stage_graph_cycles
+    from aieflow.recurrent.stack import stack_closed_cycles
+
+    d = CASES[name]()
+    layers, _ = split_layers(d.graph)
+    ms, dev = tuple(d.mappings), d.device
+    sg = stage_graph(costed(lower(layers, ms, dev, sequence_front(d.graph)), ms, dev))
+    spread = [li for li, m in enumerate(ms) if not m.compact]
+    assert sg.recurrences == tuple((f"l{li}.aggregate", f"l{li}.h_in") for li in spread)
+    assert {c.name.split(".")[0] for c in sg.stages} - {"y_out"} == {f"l{li}" for li in range(len(ms))}
+    for li in range(1, len(ms)):
+        into = set(sg.after[f"l{li}.w_mac"])
+        stage = "cell" if ms[li - 1].compact else "relay" if f"l{li - 1}.relay" in sg.after else "aggregate"
+        prev = f"l{li - 1}.{stage}"
+        assert into == {prev}
+    assert sg.sink == (f"l{len(ms) - 1}.aggregate" if ms[-1].aggregation == "hybrid" else "y_out")
+    interval, _, seq = stage_graph_cycles(ms, dev)
+    _, chain_interval, chain_seq = stack_closed_cycles(ms, dev)
+    assert interval == pytest.approx(chain_interval, rel=1e-9) and seq < chain_seq

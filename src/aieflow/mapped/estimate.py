@@ -14,9 +14,17 @@
   a packet switch (a pktmerge / pktsplit) is no stage: every stage a packet link into it leaves
   (the source's, or the link's own) joins the stage of every link out of it;
   edges inside one stage (a cascade, a broadcast to a column's rows) are dropped;
+- a PL kernel (a recurrent layer's FSM) is a stage: the output PLIOs it reads feed it (they are
+  no sinks) and it feeds the input PLIOs it writes; a port of it that leaves the graph (``""``)
+  makes its stage a sink;
+- a **loop-carried** link (``Link.carried``) or PL-kernel port (``PLKernel.carried``: the h return
+  of a recurrent layer) is no edge but a recurrence: the stage it enters takes step t + 1 only
+  after the stage it leaves has finished step t (``perf.simulate.run_pipeline``'s
+  ``recurrences``; the first edge of the link's chain is the carried one);
 - every stage writes one ping-pong buffer that its successors read (a buffer's slot is free once
-  all of them have released it), except the **sink**: the stage of the output PLIO(s); a stage
-  read only through single-buffered kernel ports (``Kernel.single``) writes one slot;
+  all of them have released it), except the **sink**: the stage of the output PLIO(s) (or of a PL
+  kernel's port out of the graph); a stage read only through single-buffered kernel ports
+  (``Kernel.single``) writes one slot;
 - stages are listed producers first (:func:`aieflow.perf.simulate.stage_order`, which keeps the
   graph's own order where it can).
 
@@ -47,6 +55,7 @@ class StageGraph:
     # Stages whose every reader reads them through a single-buffered kernel port
     # (``Kernel.single``, ``adf::single_buffer``): their output buffer has one slot, not two.
     single: frozenset[str] = frozenset()
+    recurrences: tuple[tuple[str, str], ...] = ()  # (producer, consumer): loop-carried, one step back
 
 
 def _need(cost: Cost | None, what: str) -> Cost:
@@ -83,10 +92,22 @@ def stage_graph(mg: MappedGraph) -> StageGraph:
         if b.read_cost is not None:
             edges.add((w.name, b.read_cost.name))
     sinks = set()
+    read_by_pl = {v for k in mg.pl_kernels for _, v in k.ins}
     for p in mg.plios:
         if p.direction == "out":
-            in_side[p.var] = _need(p.cost, f"PLIO {p.var}")
-            sinks.add(p.cost.name)
+            in_side[p.var] = out_side[p.var] = _need(p.cost, f"PLIO {p.var}")
+            if p.var not in read_by_pl:
+                sinks.add(p.cost.name)
+    carried: set[tuple[str, str]] = set()
+    for k in mg.pl_kernels:
+        c = touch(_need(k.cost, f"PL kernel {k.name}"))
+        for _, v in k.ins:
+            edges.add((touch(out_side[v]).name, c.name))
+        for port, v in k.outs:
+            if not v:
+                sinks.add(c.name)
+            elif out_side[v].name != c.name:
+                (carried if port in k.carried else edges).add((c.name, touch(out_side[v]).name))
     switches = {s.var for s in mg.switches}
     into: dict[str, list[Cost]] = {s: [] for s in switches}  # switch -> the stages its inputs leave
     for link in mg.links:  # into a switch: the source's stage, then the link's own
@@ -105,6 +126,9 @@ def stage_graph(mg: MappedGraph) -> StageGraph:
             for i, (a, b) in enumerate(zip(chain, chain[1:], strict=False)):
                 touch(a), touch(b)
                 if a.name != b.name:
+                    if link.carried and i == 0:
+                        carried.add((a.name, b.name))
+                        continue
                     edges.add((a.name, b.name))
                     last = i == len(chain) - 2 and link.dst.owner not in switches
                     read_single.setdefault(a.name, []).append(last and (link.dst.owner, link.dst.index) in single_ports)
@@ -120,7 +144,7 @@ def stage_graph(mg: MappedGraph) -> StageGraph:
     rank = {n: i for i, n in enumerate(names)}
     after = {n: tuple(sorted(preds[n], key=rank.__getitem__)) for n in names}
     single = frozenset(n for n, into_single in read_single.items() if all(into_single))
-    return StageGraph(tuple(costs[n] for n in names), after, next(iter(sinks)), single)
+    return StageGraph(tuple(costs[n] for n in names), after, next(iter(sinks)), single, tuple(sorted(carried)))
 
 
 def pipeline(mg: MappedGraph) -> Pipeline:
@@ -137,7 +161,7 @@ def to_pipeline(sg: StageGraph) -> Pipeline:
         for c in sg.stages
     )
     return Pipeline(specs, {f"out:{c.name}": 1 if c.name in sg.single else PING_PONG
-                            for c in sg.stages if c.name != sg.sink}, sink=sg.sink)
+                            for c in sg.stages if c.name != sg.sink}, sink=sg.sink, recurrences=sg.recurrences)
 
 
 def resources(mg: MappedGraph, device) -> tuple[int, int]:

@@ -186,6 +186,10 @@ class PLKernel:
     depth: int
     items: int
     calls: int
+    # The estimate (``mapped/estimate.py``): its stage, and the output ports whose data is read
+    # at the next call (the FSM's h return: a loop-carried edge, a recurrence, not a buffer edge).
+    cost: Cost | None = None
+    carried: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -198,6 +202,9 @@ class Link:
     # A ``ddr`` link's segment: (transfers per graph iteration, bytes per transfer), one GMIO
     # transaction each way per transfer (the rows mapping: one per row of the frame); (0, 0) otherwise.
     segment: tuple[int, int] = (0, 0)
+    # Loop-carried: what the link moves at graph iteration t is read at t + 1 (a recurrent layer's h
+    # broadcast from its aggregator to its U kernels); the estimate reads it as a recurrence.
+    carried: bool = False
 
 
 @dataclass(frozen=True)

@@ -179,7 +179,10 @@ def run_pipeline(pipe: Pipeline, batches: int | None = None) -> SimResult:
     the tail waits for an output slot the row fills and the head stalls (the 2-deep cascade FIFO
     back-pressures it).  Every buffer has one producer and one consumer; a buffer nobody consumes
     deadlocks once its slots are full.  A ``recurrences`` entry adds one more rule: the consumer's
-    batch ``b`` also waits for the producer's batch ``b - 1`` to finish (counted as starved).
+    batch ``b`` also waits for the producer's batch ``b - 1`` to finish (counted as starved).  A
+    consumer that reads no buffer (only the value carried from the previous batch: a recurrent
+    layer's h return) has nothing to move at batch 0 (the initial state is in place: the U kernels
+    start step 0 from h = 0 without reading, ``rnn_kernels.h``): its batch 0 takes no time.
     """
     stages = pipe.stages
     n_stages = len(stages)
@@ -211,6 +214,7 @@ def run_pipeline(pipe: Pipeline, batches: int | None = None) -> SimResult:
         if prod not in index or cons not in index:
             raise ValueError(f"recurrence {prod!r} -> {cons!r} names a stage the pipeline does not have")
         feedback[index[cons]].append(index[prod])
+    carried_only = {i for i in range(n_stages) if feedback[i] and not src[i]}  # nothing to move at batch 0
     if pipe.sink is not None and pipe.sink not in index:
         raise ValueError(f"the pipeline has no stage {pipe.sink!r}")
     last = order[-1] if pipe.sink is None else index[pipe.sink]
@@ -220,37 +224,42 @@ def run_pipeline(pipe: Pipeline, batches: int | None = None) -> SimResult:
 
     head: list[list[float]] = [[] for _ in stages]  # head (input side) start per batch
     tail: list[list[float]] = [[] for _ in stages]  # tail (output side) start per batch
+    freed: list[list[float]] = [[] for _ in stages]  # head + the batch's occupancy: input slot released
+    done: list[list[float]] = [[] for _ in stages]  # tail + the batch's occupancy: output complete
     starved: list[list[float]] = [[] for _ in stages]
     blocked: list[list[float]] = [[] for _ in stages]
     period = 0
     for b in range(n):
         for i in order:
             s = stages[i]
-            free_prev = head[i][b - 1] + occ[i] if b else 0.0
+            free_prev = freed[i][b - 1] if b else 0.0
             t_ready = 0.0
             for p in src[i]:
-                t_ready = max(t_ready, tail[p][b] + occ[p])
+                t_ready = max(t_ready, done[p][b])
             if b:
                 for f in feedback[i]:
-                    t_ready = max(t_ready, tail[f][b - 1] + occ[f])
+                    t_ready = max(t_ready, done[f][b - 1])
             cs, k = dst[i]
             t_slot = 0.0
             if s.output is not None and b >= k:
                 if not cs:
                     raise RuntimeError(f"pipeline deadlocked: nothing drains buffer {s.output!r}")
                 for c in cs:
-                    t_slot = max(t_slot, head[c][b - k] + occ[c])
+                    t_slot = max(t_slot, freed[c][b - k])
             ready = max(free_prev, t_ready)
-            if not s.delay_ns:
+            idle = b == 0 and i in carried_only
+            if idle or not s.delay_ns:
                 start = end = max(ready, t_slot)
                 wait = start - ready
             else:
                 start = max(ready, tail[i][b - inflight[i]] if b >= inflight[i] else 0.0)
                 want = start + s.delay_ns
-                end = max(want, tail[i][b - 1] + occ[i] if b else 0.0, t_slot)
+                end = max(want, done[i][b - 1] if b else 0.0, t_slot)
                 wait = start - ready + end - want
             head[i].append(start)
             tail[i].append(end)
+            freed[i].append(start + (0.0 if idle else occ[i]))
+            done[i].append(end + (0.0 if idle else occ[i]))
             starved[i].append(max(0.0, min(start, t_ready) - free_prev))
             blocked[i].append(wait)
         if batches is None and b >= 2 * lag + 2:
@@ -258,7 +267,7 @@ def run_pipeline(pipe: Pipeline, batches: int | None = None) -> SimResult:
             if period:
                 break
 
-    out = [t + occ[last] for t in tail[last]]
+    out = list(done[last])
     if period:
         interval = (out[-1] - out[-1 - period]) / period
         window = period

@@ -204,29 +204,98 @@ def tiles(layers: Sequence[Node], mappings: Sequence[RecurrentMapping], device: 
 # ----------------------------------------------------------------------------- costs
 
 
+def _role(var: str, li: int, m: RecurrentMapping, inner: bool, front: bool) -> str | None:
+    """The step-model stage (``model.mapped_costs``) that layer ``li``'s kernel or PLIO ``var``
+    carries, None when ``var`` is not layer ``li``'s."""
+    if var == f"x{li}":
+        return "front0" if front else "x_in" if m.compact or m.grid else "w_mac"
+    if front and var.startswith("front["):
+        return f"front{var[6:-1]}"
+    if var == "y_out":
+        return "y_out"
+    if var == f"c{li}":
+        return "cell"
+    if var == f"gh{li}":
+        return "head_tile"
+    if var.startswith((f"gw{li}[", f"gc{li}[", f"gp{li}[")):  # gp: a chain's partial-sum tiles (C > 1)
+        return "w_partner" if var.startswith(f"gw{li}[") else "grid"
+    if var.startswith(f"u{li}["):
+        return "u_mac"
+    if var.startswith(f"w{li}["):
+        return "w_mac"
+    if var == f"agg{li}":
+        return "aggregate"
+    if var == f"o{li}":  # the output kernel: the relay between layers, idle per step after the last (head_stage)
+        return "relay" if inner else "output"
+    if var == f"h{li}":
+        return "h_in"
+    if var.startswith(f"to_pl{li}["):
+        return "to_pl"
+    return None
+
+
 def costed(mg: MappedGraph, mappings: Sequence[RecurrentMapping], device: Device) -> MappedGraph:
-    """``mg`` with the step model's stages (``model.mapped_costs``) attached to its kernels and
-    PLIOs, for ``mapped.estimate.stage_graph``: one time step is one graph iteration.  So far the
-    compact and grid mappings of one layer (the others still run ``model.step_pipeline``): the x
-    PLIO ``x_in``, the compact tile ``cell``; the grid's W x partners ``w_partner``, its gate tiles
-    ``grid`` (their h exchange through the merge stays inside the stage: each step's recurrence is
-    the stage's own occupancy), its head tile and the output PLIO nothing per step (the head and
-    its output words run once after the last step: ``model.head_stage``); with C > 1 tiles per
-    chain the partial-sum tiles are in the ``grid`` stage too (``grid.grid_step`` costs the chain's
-    cascade inside it)."""
-    if len(mappings) != 1 or not (mappings[0].compact or mappings[0].grid) or mappings[0].dims.front:
-        raise ValueError("the mapped-graph estimate covers one compact or grid layer so far")
+    """``mg`` with the step model's stages (``model.mapped_costs``, one set per layer, named
+    ``l<i>.<stage>`` in a stack) attached to its kernels, PLIOs, links and PL kernels, for
+    ``mapped.estimate.stage_graph``: one time step is one graph iteration.
+
+    Row- and column-wise layers: the x PLIO and the W x kernels ``w_mac`` (or the Conv1d front
+    end's kernels ``front<i>``, the x PLIO with the first), the W packet links into the merges
+    ``w_route``, the U packet links ``route``, the U h kernels ``u_mac``, the aggregation
+    ``aggregate`` (the AIE aggregator, or the PL FSM, whose to-PL PLIOs ``to_pl`` move nothing of
+    their own: ``route`` / ``w_route`` are costed at the PLIO's rate); the h return ``h_in`` (the
+    h PLIO, or the aggregator's broadcast links to the U kernels) is loop-carried (``Link.carried``,
+    ``PLKernel.carried``): step t + 1's h_in waits for step t's aggregate, and step 0 has none (the
+    U kernels start from h = 0 without reading).  So the W path and the U h path meet at the
+    aggregation: the first step is ``max(W path, u_mac + route) + aggregate``.  An inner layer's
+    output kernel carries its relay (``model.relay_stage``); the last layer's, and the output
+    PLIO, move nothing per step (the head and its output words run once after the last step:
+    ``model.head_stage``).  A stacked layer whose x comes by stream from the previous layer's
+    output has that link carry its ``x_in`` (compact) or its x inside ``w_mac``.
+
+    Compact and grid: the x PLIO ``x_in``, the compact tile ``cell``; the grid's W x partners
+    ``w_partner``, its gate tiles ``grid`` (their h exchange through the merge stays inside the
+    stage: each step's recurrence is the stage's own occupancy), its head tile nothing per step;
+    with C > 1 tiles per chain the partial-sum tiles are in the ``grid`` stage too."""
     from .model import mapped_costs
 
-    c = mapped_costs(mappings[0], device)
-    role = {"x0": "x_in", "c0": "cell", "gh0": "head_tile", "y_out": "y_out"}
-    role.update({k.var: "w_partner" if k.var.startswith("gw0[") else "grid" for k in mg.kernels
-                 if k.var[:3] in ("gw0", "gc0", "gp0")})  # gp0: a chain's partial-sum tiles (C > 1)
-    held = Counter(role[k.var] for k in mg.kernels)  # a stage's tiles: the kernels carrying it
-    c = {n: replace(x, tiles=held[n]) if n in held else x for n, x in c.items()}
-    kernels = tuple(replace(k, cost=c[role[k.var]]) for k in mg.kernels)
-    plios = tuple(replace(p, cost=c[role[p.var]]) for p in mg.plios)
-    return replace(mg, kernels=kernels, plios=plios)
+    n = len(mappings)
+    name = (lambda li, r: r) if n == 1 else (lambda li, r: r if r == "y_out" else f"l{li}.{r}")  # noqa: E731
+    costs: dict[str, object] = {}
+    owner: dict[str, tuple[int, str]] = {}  # kernel / PLIO -> (layer, role)
+    for li, m in enumerate(mappings):
+        front = li == 0 and bool(m.dims.front)
+        c = mapped_costs(m, device, inner=li + 1 < n)
+        costs.update({name(li, r): replace(x, name=name(li, r)) for r, x in c.items()})
+        for v in [k.var for k in mg.kernels] + [p.var for p in mg.plios]:
+            r = _role(v, li, m, li + 1 < n, front)
+            if r is not None and v not in owner:
+                owner[v] = (li, r)
+    held = Counter(name(*owner[k.var]) for k in mg.kernels)  # a stage's tiles: the kernels carrying it
+    costs.update({k: replace(x, tiles=held[k]) for k, x in costs.items() if k in held})
+    layer_of = {k: owner[k][0] for k in owner}
+
+    def cost(v: str):
+        return costs[name(*owner[v])]
+
+    def link_cost(ln: Link) -> Link:
+        src, dst = ln.src.owner, ln.dst.owner
+        if dst in layer_of and src in layer_of and layer_of[src] == layer_of[dst] - 1:  # a stream from the previous layer
+            li = layer_of[dst]
+            return replace(ln, cost=costs[name(li, "x_in")]) if mappings[li].compact else ln
+        if ln.kind == "packet" and src in layer_of and src not in switches:  # a sender into its merge
+            li, r = owner[src]
+            return replace(ln, cost=costs[name(li, "route" if r == "u_mac" else "w_route")]) if r in ("u_mac", "w_mac") else ln
+        if src in layer_of and owner[src][1] == "aggregate" and dst in layer_of and owner[dst][1] == "u_mac":
+            return replace(ln, cost=costs[name(layer_of[src], "h_in")], carried=True)
+        return ln
+
+    switches = {sw.var for sw in mg.switches}
+    kernels = tuple(replace(k, cost=cost(k.var)) for k in mg.kernels)
+    plios = tuple(replace(p, cost=cost(p.var)) for p in mg.plios)
+    pl = tuple(replace(k, cost=costs[name(int(k.name.rsplit("_l", 1)[1]), "aggregate")], carried=("h_out",))
+               for k in mg.pl_kernels)
+    return replace(mg, kernels=kernels, plios=plios, links=tuple(map(link_cost, mg.links)), pl_kernels=pl)
 
 
 # ----------------------------------------------------------------------------- kernels

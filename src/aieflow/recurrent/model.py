@@ -23,16 +23,22 @@ After the last step the dense head runs once in the aggregation epilogue (``head
 aggregator's core, or the PL FSM at the PL clock, then the output words leave); it adds to the
 sequence latency only, the FSM / aggregator take the next sample's first step after it.
 
-``perf.simulate.run_pipeline`` runs them with the recurrence ``aggregate -> h_in``, so the
-interval is the loop's own latency unless the W path is slower (then latency grows with the
-input size).  The W path sits in front of the loop in the chain, so the first step also waits
-for W x_0 (conservative for that step only).
+The estimate of one layer (:func:`estimate_recurrent`) runs these stages as the stage graph of the
+layer's mapped graph (``lower.costed``, :func:`mapped_cycles`): the W path and the U h path meet at
+``aggregate``, the h return ``aggregate -> h_in`` is a recurrence, and step 0 has no h return (the
+U kernels start from h = 0), so the first step is ``max(W path, u_mac + route) + aggregate``; the
+interval is the loop's own latency unless the W path is slower (then latency grows with the input
+size).  The search costs the same in closed form (:func:`graph_cycles`).  Stacks (``stack.py``)
+and a compact or grid layer behind a Conv1d front end still run the step as a chain
+(:func:`step_pipeline`, :func:`closed_cycles`): the W path in front of the loop, so there the first
+step also waits for W x_0 and the h return.
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -502,17 +508,35 @@ def _summary(
 
 
 def estimate_closed(mapping: RecurrentMapping, device: Device | str) -> RecurrentPerformance:
-    """Closed form (for the search): the interval is the slower of the loop's latency and the W
-    path's busiest stage; the first step passes the W path and the loop once; every later step
-    adds one interval; the head follows the last step."""
+    """The search's costing of one layer (``select.mapping_point``): row- and column-wise, the
+    stage graph's timing in closed form (:func:`graph_cycles`); compact and grid, their stage graph
+    (:func:`mapped_cycles`, memoised); a compact or grid layer behind a Conv1d front end, the step
+    chain in closed form (:func:`closed_cycles`).  The head follows the last step."""
     device = get_device(device)
     stages = step_stages(mapping, device)
-    _, interval, seq = closed_cycles(stages, mapping.dims.seq_len)
+    interval, _, seq = search_cycles(mapping, device, stages)[1:]
     return _summary(mapping, device, stages, interval, seq)
 
 
+def search_cycles(mapping: RecurrentMapping, device: Device,
+                  stages: tuple[tuple[StepStage, ...], tuple[StepStage, ...]]) -> tuple[float, float, float, float]:
+    """(step latency, interval, completion of the first step, completion of step ``seq_len``) in
+    cycles, as the search costs them (:func:`estimate_closed`)."""
+    steps = mapping.dims.seq_len
+    step = sum(s.occupancy + s.delay for s in stages[1])  # the loop's critical path
+    if not (mapping.compact or mapping.grid):
+        return graph_cycles(stages, steps)
+    if not mapping.dims.front:
+        interval, first, seq = mapped_cycles(mapping, device)
+        return step, interval, first, seq
+    _, interval, seq = closed_cycles(stages, steps)
+    return step, interval, closed_cycles(stages, 1)[2], seq
+
+
 def closed_cycles(stages: tuple[tuple[StepStage, ...], tuple[StepStage, ...]], steps: int) -> tuple[float, float, float]:
-    """(step latency, interval, sequence latency) in cycles, in closed form."""
+    """(step latency, interval, sequence latency) in cycles of the step chain (:func:`step_pipeline`:
+    the W path ahead of the loop, so the first step passes both), in closed form: what a stack's
+    layers (``stack.first_and_interval``) and a compact or grid layer behind a front end cost."""
     w_path, loop = stages
     step = sum(s.occupancy + s.delay for s in loop)
     interval = max(step, *(s.occupancy for s in w_path))
@@ -520,35 +544,99 @@ def closed_cycles(stages: tuple[tuple[StepStage, ...], tuple[StepStage, ...]], s
     return step, interval, first + (steps - 1) * interval
 
 
+def graph_cycles(stages: tuple[tuple[StepStage, ...], tuple[StepStage, ...]], steps: int) -> tuple[float, float, float, float]:
+    """(step latency, interval, completion of the first step, completion of step ``steps``) in
+    cycles of a row- or column-wise layer's stage graph (``lower.costed``), in closed form, for
+    the search: the W path (a tandem of stages, the host supplying x at will) and the U path
+    (``h_in``, ``u_mac``, ``route``) meet at ``aggregate``; step 0 has no h return (the U kernels
+    start from h = 0) and step t + 1's ``h_in`` waits for step t's ``aggregate``, so with ``F(s)``
+    a stage's occupancy + delay::
+
+        W_t    = F(W path) + t x max(occupancy of the W path)
+        done_0 = max(W_0, F(u_mac) + F(route)) + F(aggregate)
+        done_t = max(W_t, done_{t-1} + F(h_in) + F(u_mac) + F(route)) + F(aggregate)
+
+    the interval is the larger of the loop and the W path's busiest stage.  The stage graph's
+    simulation equals it (tested on every candidate of the tests' searches)."""
+    w_path, loop = stages
+    f = {s.name: s.occupancy + s.delay for s in loop}
+    step = sum(f.values())
+    w_full, w_max = sum(s.occupancy + s.delay for s in w_path), max(s.occupancy for s in w_path)
+    done = max(w_full, f["u_mac"] + f["route"]) + f["aggregate"]
+    first = done
+    for t in range(1, steps):
+        done = max(w_full + t * w_max, done + f["h_in"] + f["u_mac"] + f["route"]) + f["aggregate"]
+    return step, max(step, w_max), first, done
+
+
 def _stage_cost(s: StepStage, device: Device) -> Cost:
     return Cost(s.name, s.kind, s.bound, mv.cycles_to_ns(s.occupancy, device), mv.cycles_to_ns(s.delay, device),
                 s.tiles, s.occupancy)
 
 
-def mapped_costs(mapping: RecurrentMapping, device: Device) -> dict[str, Cost]:
+def mapped_costs(mapping: RecurrentMapping, device: Device, inner: bool = False) -> dict[str, Cost]:
     """The step's stages as ``mapped.ir.Cost`` s by stage name (``lower.costed`` attaches them to
-    the mapped graph's kernels and PLIOs), and the stages that do nothing per step: ``head_tile``
-    (the grid's head tile: it reads every step's packets while the chains run the next step; its
-    read of the last step's is in :func:`head_stage`) and ``y_out`` (the output words leave once,
-    after the last step: :func:`head_stage`)."""
+    the mapped graph's kernels, PLIOs, links and PL kernels), and the stages that do nothing per
+    step: ``head_tile`` (the grid's head tile: it reads every step's packets while the chains run
+    the next step; its read of the last step's is in :func:`head_stage`), ``y_out`` (the output
+    words leave once, after the last step: :func:`head_stage`), ``output`` (the last layer's output
+    kernel: its relay of the last h is in :func:`head_stage`) and ``to_pl`` (a hybrid layer's
+    to-PL PLIOs: the routing stages are costed at the PLIO's rate).  ``inner``: the layer feeds
+    another, so its output kernel carries its relay (:func:`relay_stage`) every step."""
     w_path, loop = step_stages(mapping, device)
     out = {s.name: _stage_cost(s, device) for s in (*w_path, *loop)}
     out["head_tile"] = Cost("head_tile", "kernel", "compute", 0.0, tiles=1)
     out["y_out"] = Cost("y_out", "plio", "plio", 0.0)
+    out["to_pl"] = Cost("to_pl", "plio", "plio", 0.0)
+    relay = relay_stage(mapping, device)
+    if relay is not None:
+        out["relay" if inner else "output"] = _stage_cost(relay, device) if inner else Cost("output", "kernel", "compute", 0.0, tiles=1)
     return out
 
 
-def mapped_cycles(mapping: RecurrentMapping, device: Device) -> tuple[float, float, float]:
+def mapped_cycles(mapping: RecurrentMapping, device: Device, cache: bool = True) -> tuple[float, float, float]:
     """(interval, completion of the first step, completion of step ``seq_len``) in cycles:
     ``mapped.estimate.stage_graph`` of the layer's lowered, costed mapped graph (``lower.costed``)
-    run over ``seq_len`` steps (at least 16, to measure the interval)."""
+    run over ``seq_len`` steps (at least 16, to measure the interval).
+
+    Memoised (the search costs each candidate once, the chosen one's design estimate again):
+    ``Device`` is unhashable, so the key is the catalog key with the (frozen, hashable) mapping,
+    and only a catalog device is cached (a device changed with ``dataclasses.replace`` keeps its
+    key but not its figures: it is costed afresh).  ``cache=False`` costs afresh."""
+    from ..devices import DEVICES
+
+    if cache and DEVICES.get(device.key) is device:
+        return _mapped_cycles_memo(device.key, mapping)
+    return _mapped_cycles(mapping, device)
+
+
+@functools.lru_cache(maxsize=4096)
+def _mapped_cycles_memo(key: str, mapping: RecurrentMapping) -> tuple[float, float, float]:
+    return _mapped_cycles(mapping, get_device(key))
+
+
+def _mapped_cycles(mapping: RecurrentMapping, device: Device) -> tuple[float, float, float]:
+    return stage_graph_cycles((mapping,), device)
+
+
+def stage_graph_cycles(mappings: Sequence[RecurrentMapping], device: Device) -> tuple[float, float, float]:
+    """(interval, completion of the first step, completion of step ``seq_len``) in cycles of the
+    layers ``mappings`` (one, or a stack: layer l + 1 reads layer l's h) lowered, costed
+    (``lower.costed``) and run as ``mapped.estimate.stage_graph`` over ``seq_len`` steps (at least
+    16, to measure the interval)."""
     from ..ir import Node
     from ..mapped.estimate import pipeline
-    from .lower import costed, lower
+    from ..mapped.place import staging
+    from .lower import costed, groups, lower
 
-    layers = [Node("rnn", mapping.dims.cell, (), ())]  # names only: the estimate reads the costs
-    mg = costed(lower(layers, [mapping], device), [mapping], device)
-    steps = mapping.dims.seq_len
+    # names only: the estimate reads the costs, the lowering the layers' and convolutions' names;
+    # lowered at the groups' staging (side by side), not placed: the costs read no tile
+    layers = [Node(f"rnn{i}", m.dims.cell, (), ()) for i, m in enumerate(mappings)]
+    nf = len(mappings[0].dims.front)
+    front = fr.SequenceFront(tuple(Node(f"conv{i}", "conv1d", (), ()) for i in range(nf)), (), False) if nf else None
+    at = staging(groups(layers, mappings, device)[0], device.generation.cascade_serpentine)
+    mg = costed(lower(layers, mappings, device, front, at), mappings, device)
+    steps = mappings[0].dims.seq_len
     sim = run_pipeline(pipeline(mg), batches=max(steps, 16))
     to_cycles = device.clock_hz / 1e9
     return sim.interval_ns * to_cycles, sim.completions_ns[0] * to_cycles, sim.completions_ns[steps - 1] * to_cycles
@@ -557,12 +645,13 @@ def mapped_cycles(mapping: RecurrentMapping, device: Device) -> tuple[float, flo
 def estimate_recurrent(mapping: RecurrentMapping, device: Device | str) -> RecurrentPerformance:
     """Simulate ``seq_len`` steps (at least 16, to measure the interval) with
     ``perf.simulate.run_pipeline``; sequence latency is the completion of step ``seq_len`` plus the
-    head (:func:`head_stage`).  The compact and grid mappings run the stage graph of their mapped
-    graph (:func:`mapped_cycles`); the others the step chain (:func:`step_pipeline`)."""
+    head (:func:`head_stage`).  Every mapping runs the stage graph of its mapped graph
+    (:func:`mapped_cycles`), except a compact or grid layer behind a Conv1d front end (the step
+    chain, :func:`step_pipeline`: the compact and grid stages have no front stages yet)."""
     device = get_device(device)
     steps = mapping.dims.seq_len
     stages = step_stages(mapping, device)
-    if (mapping.compact or mapping.grid) and not mapping.dims.front:
+    if not ((mapping.compact or mapping.grid) and mapping.dims.front):
         interval, _, done = mapped_cycles(mapping, device)
         return _summary(mapping, device, stages, interval, done)
     sim = run_pipeline(step_pipeline(mapping, device), batches=max(steps, 16))

@@ -25,10 +25,9 @@ from ..tables import plain
 from .costs import AGG_PACKET_CYCLES
 from .model import (
     RecurrentPerformance,
-    closed_cycles,
     estimate_recurrent,
     head_stage,
-    mapped_cycles,
+    search_cycles,
     step_stages,
 )
 from .plan import (
@@ -122,16 +121,11 @@ def _spread(m: MatvecMapping) -> str:
 
 
 def mapping_point(m: RecurrentMapping, device: Device) -> RecurrentPoint:
-    """The mapping costed as a point of the search: the compact and grid mappings by the stage
-    graph of their mapped graph (``model.mapped_cycles``, what their design's estimate runs), the
-    others in closed form (the design's simulation equals it)."""
-    stages = step_stages(m, device)
-    if (m.compact or m.grid) and not m.dims.front:
-        step = closed_cycles(stages, 1)[0]  # the loop's critical path: the sum of its stages
-        interval, first, seq = mapped_cycles(m, device)
-    else:
-        step, interval, seq = closed_cycles(stages, m.dims.seq_len)
-        first = closed_cycles(stages, 1)[2]
+    """The mapping costed as a point of the search (``model.search_cycles``): the compact and grid
+    mappings by the stage graph of their mapped graph (``model.mapped_cycles``, memoised), the row-
+    and column-wise ones by that stage graph's timing in closed form (``model.graph_cycles``; the
+    design's estimate, the stage graph itself, equals it)."""
+    step, interval, first, seq = search_cycles(m, device, step_stages(m, device))
     head = head_stage(m, device)
     h = head.occupancy + head.delay
     seq += h  # the budget is per inference: the head is part of it

@@ -380,7 +380,9 @@ def choose_stack(
             raise no_mapping_error(d, device, opts, f"layer {i} ({d.cell.upper()} {d.n_in}->{d.n_h})")
         mine = []
         for p in pts:
-            first, interval, step_c, head_c = p.cycles  # first_and_interval's numbers, costed once in costed_points
+            # the stack's chain (first_and_interval: a layer's first step passes its W path and its loop;
+            # the single layer's stage graph has none of that on step 0), and the head costed once in costed_points
+            (first, interval, step_c), head_c = first_and_interval(p.mapping, device), p.cycles[3]
             steps_of[p.mapping] = step_c
             if i == len(dims) - 1:
                 first += head_c
