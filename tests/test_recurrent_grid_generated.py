@@ -11,6 +11,7 @@ the config keys and their refusals, and the search choosing the grid for top tag
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -34,11 +35,14 @@ X86_CASES = [
     ("gru-vek280-head", "GRU", "vek280", 10, 3, True, 5, 1),
     ("lstm-vek280-sequence", "LSTM", "vek280", 8, 3, False, 4, 1),
     ("gru-vck190-head", "GRU", "vck190", 10, 4, True, 5, 1),
-    ("lstm-vck190-head", "LSTM", "vck190", 6, 2, True, 3, 1),
-    # C > 1: U h's columns over a cascade of tiles per chain; 10 columns in 3 blocks = 4 + 4 + 2 (the last shorter)
+    # C > 1: U h's columns over a cascade of tiles per chain; 10 columns in 3 blocks = 4 + 4 + 2 (the last shorter).
+    # Blocks that hold whole chains get a merge each (+ the head's): 3 x 3 and 4 x 4 (one chain per block, the
+    # last block 1 unit), 4 x 2 (two chains of 2 units per block of 4); 6 units in 2 chains of 3 over blocks of 2
+    # (a block boundary inside a chain) keep the one merge broadcast to every tile
     ("gru-vek280-head-3-columns", "GRU", "vek280", 10, 3, True, 5, 3),
-    ("lstm-vek280-sequence-3-columns", "LSTM", "vek280", 8, 3, False, 4, 3),
+    ("lstm-vek280-sequence-2-chains-per-block", "LSTM", "vek280", 8, 4, False, 4, 2),
     ("gru-vck190-head-4-columns", "GRU", "vck190", 10, 4, True, 5, 4),
+    ("lstm-vck190-head-one-merge-3-columns", "LSTM", "vck190", 6, 2, True, 3, 3),
 ]
 
 
@@ -61,10 +65,14 @@ def test_grid_design_is_bit_exact_on_x86(case, tmp_path):
         chains, columns, chains * columns, chains, 1, units)
     graph = d.files["src/graph.h"]
     assert graph.count("GridCell<rnn_l0::GCfg>") >= 1 and "pktmerge<" in graph
+    kc = math.ceil(n_h / columns)
+    whole = columns > 1 and kc % units == 0  # every block boundary a chain boundary: a merge per block + the head's
+    assert len(re.findall(r"pktmerge<\d+>::create", graph)) == (columns + 1 if whole else 1)
     assert (graph.count("GridPart<rnn_l0::GCfg>") >= 1) == (columns > 1)
     config = d.files["src/rnn_config.h"]
     assert f"static constexpr int UNITS = {units};" in config
-    assert f"static constexpr int COLS = {columns};" in config and f"static constexpr int KC = {math.ceil(n_h / columns)};" in config
+    assert f"static constexpr int COLS = {columns};" in config and f"static constexpr int KC = {kc};" in config
+    assert f"static constexpr int BLOCK_MERGES = {int(whole)};" in config
     assert "struct GGates" in d.files["src/rnn_vgates.h"]
     result = d.verify(samples=3, cache_dir=tmp_path)  # aieflow's verification inputs: edge values, then random
     assert result.ok, result.verdict()
