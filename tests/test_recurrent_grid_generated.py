@@ -2,7 +2,8 @@
 chains of hidden units, each a cascade of a W x partner (GridInput), C - 1 partial-sum tiles
 (GridPart: U h over a column block of h) and a gate tile (GridCell: its block, the carried sums, the
 gate math), h exchanged through one pktmerge broadcast to every chain tile and the head tile
-(GridHead).  x86 bit-exact with predict (hls4ml's types, weights scaled so tables clamp and sums
+(GridHead), or, where every column block holds whole chains, a pktmerge per block (read by that
+block's tiles only) and the head's merge of every chain.  x86 bit-exact with predict (hls4ml's types, weights scaled so tables clamp and sums
 wrap; uneven chains and column blocks: the last one shorter), predict equal to the exact-rational
 transcription of hls4ml, the lowering (kernels, merge, cascades), the model against hand counts,
 the config keys and their refusals, and the search choosing the grid for top tagging.
@@ -173,6 +174,35 @@ def test_model_hand_count_with_columns_and_estimate():
     assert mapping_point(m, dev).latency_ns == pytest.approx(g.sequence_ns)
     one = grid_step(m.dims, dev, 5, 1, m.gate_cycles)  # C = 1: U h over all 20 columns, no hops
     assert g.cycles < one.cycles
+
+
+def test_model_hand_count_with_a_merge_per_block_and_estimate():
+    """GRU top tagging on VEK280, R = 4 chains (5 units: 15 rows, one 16-lane group) of C = 4 tiles (5
+    columns each: block j is chain j's units, so it has a merge of chain j's packet only): U h 5 x 3 + 6 =
+    21; the cascade 3 hops of 5 + the 3-op finish: 18; the exchange: the packet (header + 5 words), the
+    stream start (3), 3 + 3 hops, one packet of 6 words read: 21 (25 words more with the one merge of every
+    chain).  The lowering has the 4 block merges, each read by its block's 4 tiles, and the head's merge of
+    every chain; the design's estimate is this step."""
+    d = _design("GRU", "vek280")
+    dev = get_device("vek280")
+    m = build_grid(d.mapping.dims, dev, 4, columns=4)
+    g = grid_step(m.dims, dev, 4, 4, m.gate_cycles)
+    assert dict(g.parts) == {"return": 0, "broadcast": 0, "mac": 5 * 3 + 6, "reduction": 3 * (2 + 1 + 2) + 3,
+                             "routing": 6 + 3 + 6 + 6, "aggregation": m.gate_cycles + 2}
+    assert m.u_merges == 5
+    e = estimate_recurrent(m, dev)
+    assert e.step_latency_ns == pytest.approx(g.step_ns)
+    assert e.sequence_latency_ns == pytest.approx(g.sequence_ns)
+    assert mapping_point(m, dev).latency_ns == pytest.approx(g.sequence_ns)
+    lg = lower([d.layer], [m], dev)
+    assert [s.var for s in lg.switches] == [f"m0_{i}" for i in range(5)]
+    readers = {s.var: sorted(lk.dst.owner for lk in lg.links if lk.src.owner == s.var) for s in lg.switches}
+    for j in range(3):
+        assert readers[f"m0_{j}"] == sorted(f"gp0[{3 * r + j}]" for r in range(4))
+    assert readers["m0_3"] == sorted(f"gc0[{r}]" for r in range(4)) and readers["m0_4"] == ["gh0"]
+    feeds = {s.var: sorted(lk.src.owner for lk in lg.links if lk.dst.owner == s.var) for s in lg.switches}
+    assert [feeds[f"m0_{j}"] for j in range(4)] == [[f"gc0[{j}]"] for j in range(4)]
+    assert feeds["m0_4"] == sorted(f"gc0[{r}]" for r in range(4))
 
 
 @pytest.mark.parametrize("cell", ["GRU", "LSTM"])
