@@ -209,8 +209,9 @@ def test_model_hand_count_with_a_merge_per_block_and_estimate():
 @pytest.mark.parametrize("device", ["vek280", "vck190"])
 def test_search_picks_the_grid_for_top_tagging(cell, device):
     """target: latency costs every (chains, columns) beside the compact tile and the spread mappings;
-    a grid with U h's columns over 3 tiles per chain is the fastest for top tagging (below the one-tile
-    chains' 2.61-3.22 us and the row-wise hybrid's 3.48-3.56 us), and its directives compile to it."""
+    a grid with U h's columns over several tiles per chain (4-5, with a merge per column block) is the
+    fastest for top tagging (below the one-tile chains' 2.61-3.22 us and the row-wise hybrid's 3.48-3.56
+    us), and its directives compile to it."""
     d = _design(cell, device)
     ex = choose_mapping(d.mapping.dims, device, "latency")
     c = ex.chosen.mapping
