@@ -18,7 +18,13 @@ from test_recurrent_split import _design  # noqa: E402  (the compiled top-taggin
 
 from aieflow.devices import get_device  # noqa: E402
 from aieflow.recurrent.compact import split_gate_cycles  # noqa: E402
-from aieflow.recurrent.grid import grid_exchange_cycles, grid_points, grid_step, slices  # noqa: E402
+from aieflow.recurrent.grid import (  # noqa: E402
+    block_merges,
+    grid_exchange_cycles,
+    grid_points,
+    grid_step,
+    slices,
+)
 from aieflow.recurrent.model import split_step  # noqa: E402
 from aieflow.recurrent.plan import RecurrentDims  # noqa: E402
 
@@ -46,15 +52,15 @@ def test_step_follows_the_hand_count():
     the int32 add on the vector slot; loop fill 6); the chain 4 hops, each the partial sums as two
     512-bit cascade words (16 acc64 lanes, rnn_grid.h), one vector add and 2 cycles, + the 3-op
     finish: 23; the exchange: the producer's packet (header + 2 words: 3), the stream start (3), 9 + 4
-    hops to the farthest tile (chain 9's first), which reads all 10 chains' packets of 3 words (one
-    merge broadcast to every tile): 49; the gate math of 2 units (the generator's schedule) + gx read
-    from the cascade (2 words)."""
+    hops to the farthest tile (chain 9's first), which reads its block's 2 chains' packets of 3 words
+    (each block of 4 columns holds 2 whole chains: a merge per block): 25; the gate math of 2 units
+    (the generator's schedule) + gx read from the cascade (2 words)."""
     d = _design("GRU", "vek280")
     g = _grid(d, "vek280", 10, 5)
     assert (g.chains, g.chain_len, g.units, g.columns, g.tiles) == (10, 5, 2, 4, 60)
     assert g.parts["mac"] == 18
     assert g.parts["reduction"] == 4 * (2 + 1 + 2) + 3
-    assert g.parts["routing"] == 3 + 3 + 13 + 10 * 3
+    assert g.parts["routing"] == 3 + 3 + 13 + 2 * 3
     assert g.parts["aggregation"] == split_gate_cycles(d.layer, get_device("vek280"), 2) + 2
     assert g.parts["return"] == g.parts["broadcast"] == 0
     assert g.cycles == sum(g.parts.values())
@@ -87,8 +93,20 @@ def test_exchange_hand_counts():
     assert grid_exchange_cycles(20, 1, 1, dev) == 0
     # one chain, C = 4: the gate tile at the end sends its 20 units to the 3 tiles before it (and itself)
     assert grid_exchange_cycles(20, 1, 4, dev) == 21 + 3 + 3 + 21
-    # 4 chains, 4 tiles each: every tile reads the 4 packets of 6 words; farthest consumer 3 + 3 hops
-    assert grid_exchange_cycles(20, 4, 4, dev) == 6 + 3 + 6 + 4 * 6
+    # 4 chains, 4 tiles each: each block of 5 columns is one chain's units, so it has a merge of that chain's
+    # packet only: a tile reads one packet of 6 words; farthest consumer 3 + 3 hops
+    assert grid_exchange_cycles(20, 4, 4, dev) == 6 + 3 + 6 + 6
+    # 5 chains of 4 units, 3 blocks of 7 columns (boundaries inside chains): the one merge, all 5 packets read
+    assert grid_exchange_cycles(20, 5, 3, dev) == 5 + 3 + 6 + 5 * 5
+
+
+def test_block_merges_where_every_block_holds_whole_chains():
+    assert block_merges(20, 10, 5) == tuple(range(2 * b, 2 * b + 2) for b in range(5))
+    assert block_merges(10, 4, 4) == (range(0, 1), range(1, 2), range(2, 3), range(3, 4))  # 3 + 3 + 3 + 1 units
+    assert block_merges(20, 4, 2) == (range(0, 2), range(2, 4))
+    assert block_merges(20, 5, 3) is None  # blocks of 7 cut chains of 4
+    assert block_merges(20, 5, 1) is None  # one block: the one merge
+    assert block_merges(6, 2, 3) is None  # blocks of 2 cut chains of 3
 
 
 def test_refusals():

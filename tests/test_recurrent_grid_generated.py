@@ -2,7 +2,8 @@
 chains of hidden units, each a cascade of a W x partner (GridInput), C - 1 partial-sum tiles
 (GridPart: U h over a column block of h) and a gate tile (GridCell: its block, the carried sums, the
 gate math), h exchanged through one pktmerge broadcast to every chain tile and the head tile
-(GridHead).  x86 bit-exact with predict (hls4ml's types, weights scaled so tables clamp and sums
+(GridHead), or, where every column block holds whole chains, a pktmerge per block (read by that
+block's tiles only) and the head's merge of every chain.  x86 bit-exact with predict (hls4ml's types, weights scaled so tables clamp and sums
 wrap; uneven chains and column blocks: the last one shorter), predict equal to the exact-rational
 transcription of hls4ml, the lowering (kernels, merge, cascades), the model against hand counts,
 the config keys and their refusals, and the search choosing the grid for top tagging.
@@ -11,6 +12,7 @@ the config keys and their refusals, and the search choosing the grid for top tag
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -34,11 +36,14 @@ X86_CASES = [
     ("gru-vek280-head", "GRU", "vek280", 10, 3, True, 5, 1),
     ("lstm-vek280-sequence", "LSTM", "vek280", 8, 3, False, 4, 1),
     ("gru-vck190-head", "GRU", "vck190", 10, 4, True, 5, 1),
-    ("lstm-vck190-head", "LSTM", "vck190", 6, 2, True, 3, 1),
-    # C > 1: U h's columns over a cascade of tiles per chain; 10 columns in 3 blocks = 4 + 4 + 2 (the last shorter)
+    # C > 1: U h's columns over a cascade of tiles per chain; 10 columns in 3 blocks = 4 + 4 + 2 (the last shorter).
+    # Blocks that hold whole chains get a merge each (+ the head's): 3 x 3 and 4 x 4 (one chain per block, the
+    # last block 1 unit), 4 x 2 (two chains of 2 units per block of 4); 6 units in 2 chains of 3 over blocks of 2
+    # (a block boundary inside a chain) keep the one merge broadcast to every tile
     ("gru-vek280-head-3-columns", "GRU", "vek280", 10, 3, True, 5, 3),
-    ("lstm-vek280-sequence-3-columns", "LSTM", "vek280", 8, 3, False, 4, 3),
+    ("lstm-vek280-sequence-2-chains-per-block", "LSTM", "vek280", 8, 4, False, 4, 2),
     ("gru-vck190-head-4-columns", "GRU", "vck190", 10, 4, True, 5, 4),
+    ("lstm-vck190-head-one-merge-3-columns", "LSTM", "vck190", 6, 2, True, 3, 3),
     # AIE-MLv2 (issue 24: every recurrent kernel variant verified on VEK385; the grid had no VEK385 case)
     ("gru-vek385-head-3-columns", "GRU", "vek385", 10, 3, True, 5, 3),
 ]
@@ -63,10 +68,14 @@ def test_grid_design_is_bit_exact_on_x86(case, tmp_path):
         chains, columns, chains * columns, chains, 1, units)
     graph = d.files["src/graph.h"]
     assert graph.count("GridCell<rnn_l0::GCfg>") >= 1 and "pktmerge<" in graph
+    kc = math.ceil(n_h / columns)
+    whole = columns > 1 and kc % units == 0  # every block boundary a chain boundary: a merge per block + the head's
+    assert len(re.findall(r"pktmerge<\d+>::create", graph)) == (columns + 1 if whole else 1)
     assert (graph.count("GridPart<rnn_l0::GCfg>") >= 1) == (columns > 1)
     config = d.files["src/rnn_config.h"]
     assert f"static constexpr int UNITS = {units};" in config
-    assert f"static constexpr int COLS = {columns};" in config and f"static constexpr int KC = {math.ceil(n_h / columns)};" in config
+    assert f"static constexpr int COLS = {columns};" in config and f"static constexpr int KC = {kc};" in config
+    assert f"static constexpr int BLOCK_MERGES = {int(whole)};" in config
     assert "struct GGates" in d.files["src/rnn_vgates.h"]
     result = d.verify(samples=3, cache_dir=tmp_path)  # aieflow's verification inputs: edge values, then random
     assert result.ok, result.verdict()
@@ -169,12 +178,42 @@ def test_model_hand_count_with_columns_and_estimate():
     assert g.cycles < one.cycles
 
 
+def test_model_hand_count_with_a_merge_per_block_and_estimate():
+    """GRU top tagging on VEK280, R = 4 chains (5 units: 15 rows, one 16-lane group) of C = 4 tiles (5
+    columns each: block j is chain j's units, so it has a merge of chain j's packet only): U h 5 x 3 + 6 =
+    21; the cascade 3 hops of 5 + the 3-op finish: 18; the exchange: the packet (header + 5 words), the
+    stream start (3), 3 + 3 hops, one packet of 6 words read: 21 (25 words more with the one merge of every
+    chain).  The lowering has the 4 block merges, each read by its block's 4 tiles, and the head's merge of
+    every chain; the design's estimate is this step."""
+    d = _design("GRU", "vek280")
+    dev = get_device("vek280")
+    m = build_grid(d.mapping.dims, dev, 4, columns=4)
+    g = grid_step(m.dims, dev, 4, 4, m.gate_cycles)
+    assert dict(g.parts) == {"return": 0, "broadcast": 0, "mac": 5 * 3 + 6, "reduction": 3 * (2 + 1 + 2) + 3,
+                             "routing": 6 + 3 + 6 + 6, "aggregation": m.gate_cycles + 2}
+    assert m.u_merges == 5
+    e = estimate_recurrent(m, dev)
+    assert e.step_latency_ns == pytest.approx(g.step_ns)
+    assert e.sequence_latency_ns == pytest.approx(g.sequence_ns)
+    assert mapping_point(m, dev).latency_ns == pytest.approx(g.sequence_ns)
+    lg = lower([d.layer], [m], dev)
+    assert [s.var for s in lg.switches] == [f"m0_{i}" for i in range(5)]
+    readers = {s.var: sorted(lk.dst.owner for lk in lg.links if lk.src.owner == s.var) for s in lg.switches}
+    for j in range(3):
+        assert readers[f"m0_{j}"] == sorted(f"gp0[{3 * r + j}]" for r in range(4))
+    assert readers["m0_3"] == sorted(f"gc0[{r}]" for r in range(4)) and readers["m0_4"] == ["gh0"]
+    feeds = {s.var: sorted(lk.src.owner for lk in lg.links if lk.dst.owner == s.var) for s in lg.switches}
+    assert [feeds[f"m0_{j}"] for j in range(4)] == [[f"gc0[{j}]"] for j in range(4)]
+    assert feeds["m0_4"] == sorted(f"gc0[{r}]" for r in range(4))
+
+
 @pytest.mark.parametrize("cell", ["GRU", "LSTM"])
 @pytest.mark.parametrize("device", ["vek280", "vck190"])
 def test_search_picks_the_grid_for_top_tagging(cell, device):
     """target: latency costs every (chains, columns) beside the compact tile and the spread mappings;
-    a grid with U h's columns over 3 tiles per chain is the fastest for top tagging (below the one-tile
-    chains' 2.61-3.22 us and the row-wise hybrid's 3.48-3.56 us), and its directives compile to it."""
+    a grid with U h's columns over several tiles per chain (4-5, with a merge per column block) is the
+    fastest for top tagging (below the one-tile chains' 2.61-3.22 us and the row-wise hybrid's 3.48-3.56
+    us), and its directives compile to it."""
     d = _design(cell, device)
     ex = choose_mapping(d.mapping.dims, device, "latency")
     c = ex.chosen.mapping

@@ -583,6 +583,7 @@ def _grid_config(node: Node, mapping: RecurrentMapping, lay: Layout, device: Dev
     the chain's G u gate-stacked rows in column form, padded to the lanes) and the chain tiles'
     configuration (GCfg, rnn_grid.h)."""
     from ..ops.dense import cascade_chunk_lanes
+    from .grid import block_merges
 
     d = mapping.dims
     t = node.types
@@ -630,6 +631,8 @@ def _grid_config(node: Node, mapping: RecurrentMapping, lay: Layout, device: Dev
         f"    static constexpr int UNITS = {lay.units};  // hidden units per chain (the last chain: the rest)",
         f"    static constexpr int COLS = {lay.u_cas};  // tiles per chain (column blocks of h; the last: the gate tile)",
         f"    static constexpr int KC = {kc};  // units of h per column block (the last block: the rest)",
+        f"    static constexpr int BLOCK_MERGES = {int(block_merges(d.n_h, lay.chains, lay.u_cas) is not None)};"
+        "  // 1: a merge per column block (its chains' packets) + the head's",
         f"    static constexpr int NHP = {padded(lay.units, room) + room};  // a chain's h, c with room for the last lane group",
         f"    static constexpr int NHH = {padded(d.n_h, hroom) + hroom};  // the head tile's h",
         f"    static constexpr int GP = {gp + room};",

@@ -11,7 +11,11 @@ gate tile) adds them to its own, finishes the sums (the compact tile's vector fi
 gate math (the compact tile's generator for u units, ``compact.split_gate_cycles``) and sends its slice
 of h as one packet (header + u words) into the one pktmerge, whose output is broadcast to every tile of
 every chain and the head tile: each tile reads every chain's packet (its own included), one word per
-cycle through its one input port, and keeps the units of its block.  W x for step t + 1 runs on a
+cycle through its one input port, and keeps the units of its block.  Where every column block holds
+whole chains (``block_merges``: ceil(n_h / C) a multiple of ceil(n_h / R), C > 1) each block has its own
+merge of its chains' packets, broadcast to that block's R tiles only, so a tile reads only the packets
+of the units it uses; the head tile then has a merge of every chain's packet (each gate tile's output
+feeds two merges).  W x for step t + 1 runs on a
 partner tile at the head of each chain while step t runs, and its gx reaches the gate tile on the
 chain's cascade ahead of the partial sums (a partial-sum tile passes it on before it waits for h, off
 the loop's path; the gate tile reads it: one cascade word per cycle).  The dense head runs after the
@@ -77,19 +81,36 @@ def slices(n: int, parts: int) -> list[range]:
     return [range(s, min(s + size, n)) for s in range(0, n, size)]
 
 
+def block_merges(n_h: int, chains: int, chain_len: int) -> tuple[range, ...] | None:
+    """Per column block, the chains whose units it holds, where every block boundary is a chain boundary
+    (ceil(n_h / C) a multiple of ceil(n_h / R)) and C > 1: then each block has a pktmerge of its own
+    (those chains' packets, broadcast to the R tiles of that block and nothing else) and the head tile a
+    merge of every chain (each gate tile's packet output feeds its block's merge and the head's).
+    None: the one merge of every chain, broadcast to every tile (C = 1, or a block boundary inside a
+    chain)."""
+    units, blocks = slices(n_h, chains), slices(n_h, chain_len)
+    starts = [s.start for s in units]
+    if len(blocks) == 1 or any(b.start not in starts for b in blocks):
+        return None
+    return tuple(range(starts.index(b.start), starts.index(b.start) + sum(1 for s in units if s.start in b))
+                 for b in blocks)
+
+
 def grid_exchange_cycles(n_h: int, chains: int, chain_len: int, device: Device) -> float:
     """Cycles from the gate tiles' new h to the moment every tile holds its column block: each
     chain's gate tile (row r, the chain's last column) writes its slice as one packet (header + u
-    words, one word per cycle) into the one merge, broadcast to every tile; the worst consumer tile
-    (row r', column c) reads every chain's packet through its one input port, one word per cycle,
-    after STREAM_FIXED_CYCLES and one SWITCH_HOP_CYCLES per tile of the longest producer-to-consumer
-    distance |r - r'| + (C - 1 - c).  One tile in all: none."""
+    words, one word per cycle) into its merge; the worst consumer tile (row r', column c) reads the
+    packets of its merge through its one input port, one word per cycle, after STREAM_FIXED_CYCLES
+    and one SWITCH_HOP_CYCLES per tile of the longest producer-to-consumer distance |r - r'| +
+    (C - 1 - c): every chain's packet with the one merge, its block's chains' with per-block merges
+    (``block_merges``: the block with the most packet words).  One tile in all: none."""
     if chains * chain_len == 1:
         return 0.0
     word = mv.core_stream_bytes_per_cycle(device) / WORD_BYTES
     units, blocks = slices(n_h, chains), slices(n_h, chain_len)
     write = mv.packet_stream_words(len(units[-1]), 1) / word
-    read = sum(mv.packet_stream_words(len(s), 1) for s in units) / word
+    merged = block_merges(n_h, chains, chain_len) or (range(len(units)),)
+    read = max(sum(mv.packet_stream_words(len(units[r]), 1) for r in m) for m in merged) / word
     hops = (len(units) - 1) + (len(blocks) - 1)  # chain 0's gate tile to the last chain's first tile
     return write + mv.STREAM_FIXED_CYCLES + hops * mv.SWITCH_HOP_CYCLES + read
 

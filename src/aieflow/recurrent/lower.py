@@ -38,6 +38,7 @@ from ..names import c_ident
 from . import front as fr
 from .costs import PL_MERGE_II, pl_fsm_depth
 from .emit import Layout, layout, ns, packet_id
+from .grid import block_merges
 from .model import fsm_items
 from .plan import RecurrentMapping, output_kernel
 
@@ -394,8 +395,10 @@ def lower(layers: Sequence[Node], mappings: Sequence[RecurrentMapping], device: 
             continue
         if m.grid:  # rnn_grid.h: partners (x broadcast), partial-sum tiles and gate tiles (cascade in, h packets in), head
             sp, r_n, c_n = ns(li), m.chains, m.chain_len
-            sw = f"m{li}_0"
-            switches.append(PacketSwitch(sw, "merge", tuple(packet_id(r) for r in range(r_n))))
+            blocks = block_merges(m.dims.n_h, r_n, c_n)  # per-block merges + the head's (grid.py), or None: one merge
+            merges = [range(r_n)] if blocks is None else [*blocks, range(r_n)]
+            for i, mg in enumerate(merges):
+                switches.append(PacketSwitch(f"m{li}_{i}", "merge", tuple(packet_id(r) for r in mg)))  # a chain: one ID
             kernel(f"gh{li}", node.name, f"GridHead<{sp}::GCfg>", (), 1, 1)
             for r in range(r_n):
                 kernel(f"gw{li}[{r}]", node.name, f"GridInput<{sp}::GCfg>", _grid_args(li, "GW", "GWCfg", r), 1, 1)
@@ -409,12 +412,14 @@ def lower(layers: Sequence[Node], mappings: Sequence[RecurrentMapping], device: 
                 chain = [f"gw{li}[{r}]", *(f"gp{li}[{grid_part(r, j, c_n)}]" for j in range(c_n - 1)), f"gc{li}[{r}]"]
                 for a, b in zip(chain[:-1], chain[1:], strict=True):
                     links.append(Link("cascade", Port(a, "out", 0), Port(b, "in", 0)))
-                stream(Port(f"gc{li}[{r}]", "out", 0), sw, r, "packet")
-            for r in range(r_n):
-                for j in range(c_n - 1):
-                    stream(Port(sw, "out", 0), f"gp{li}[{grid_part(r, j, c_n)}]", 1, "packet")
-                stream(Port(sw, "out", 0), f"gc{li}[{r}]", 1, "packet")
-            stream(Port(sw, "out", 0), f"gh{li}", 0, "packet")
+                for i, mg in enumerate(merges):  # the gate tile's packets into every merge that carries its chain
+                    if r in mg:
+                        stream(Port(f"gc{li}[{r}]", "out", 0), f"m{li}_{i}", mg.index(r), "packet")
+            for j in range(c_n):  # the R tiles of column block j (the last: the gate tiles) read its merge
+                for r in range(r_n):
+                    t = f"gp{li}[{grid_part(r, j, c_n)}]" if j < c_n - 1 else f"gc{li}[{r}]"
+                    stream(Port(f"m{li}_{0 if blocks is None else j}", "out", 0), t, 1, "packet")
+            stream(Port(f"m{li}_{len(merges) - 1}", "out", 0), f"gh{li}", 0, "packet")
             continue
         if hybrid:
             plios.append(Plio(f"h{li}", "in", bits, f"data/l{li}_h.txt", name=f"rnn_l{li}_h"))

@@ -890,6 +890,9 @@ def build_grid(dims: RecurrentDims, device: Device, chains: int, options: Recurr
     r = math.ceil(dims.n_h / units)  # chains that hold units (slices drop empty ones)
     c = math.ceil(dims.n_h / math.ceil(dims.n_h / columns))  # column blocks that hold columns
     pairs = math.ceil(r / device.rows)
+    from .grid import block_merges
+
+    blocks = block_merges(dims.n_h, chains, columns)  # per-block merges + the head's (None: the one merge)
     gate_cycles = dict(dims.grid_gates).get(units, 0)
     if node is not None and dims.gate_form and not gate_cycles:
         from .compact import split_gate_cycles
@@ -897,7 +900,7 @@ def build_grid(dims: RecurrentDims, device: Device, chains: int, options: Recurr
         gate_cycles = split_gate_cycles(node, device, units, len(dims.gate_form) > 6 and dims.gate_form[6] > 0) or 0
     return RecurrentMapping(
         dims=dims, device=device.key, recurrent=MatvecMapping(GRID, units, c), input=MatvecMapping(GRID, units, 1),
-        aggregation=GRID, u_fanin=r, w_fanin=0, u_merges=1, w_merges=0, u_tiles=r * c, w_tiles=r, aggregator_tiles=1,
+        aggregation=GRID, u_fanin=r, w_fanin=0, u_merges=1 if blocks is None else len(blocks) + 1, w_merges=0, u_tiles=r * c, w_tiles=r, aggregator_tiles=1,
         plio_in=1, plio_out=1, interface_tiles=1, u_columns=pairs * c, w_columns=pairs, agg_columns=1,
         u_rows=min(r, device.rows), w_rows=min(r, device.rows), plio_bits=options.plio_bits, gate_cycles=gate_cycles,
     )

@@ -34,6 +34,7 @@ from .emit import (
     padded,
     weights_header,
 )
+from .grid import block_merges, slices
 from .lower import lower
 from .plan import RecurrentMapping, output_kernel
 
@@ -185,17 +186,25 @@ def _harness(mappings: Sequence[RecurrentMapping], lays: Sequence[Layout], devic
         if lay.grid:
             g_cfg, r_n, c_n = f"{ns(li)}::GCfg", lay.chains, lay.u_cas
             p_n = r_n * (c_n - 1)  # partial-sum tiles gp<l>[r (C - 1) + j]; chain r's cascade j feeds its tile j
-            ids = ", ".join(f"{packet_id(r)}u" for r in range(r_n))
-            decls += [f"    // ---- layer {li} (grid: {r_n} chains of {c_n} tiles)",
+            blocks = block_merges(m.dims.n_h, r_n, c_n)  # per-block merges + the head's, or None: one merge
+            merges = [range(r_n)] if blocks is None else [*blocks, range(r_n)]
+            units = [len(u) for u in slices(m.dims.n_h, r_n)]
+
+            def tiles(j: int, li: int = li, r_n: int = r_n, c_n: int = c_n) -> list[str]:  # column block j's inputs
+                return [f"gpin{li}[{r * (c_n - 1) + j}]" if j < c_n - 1 else f"gin{li}[{r}]" for r in range(r_n)]
+
+            # each merge's readers (its output broadcast): every tile and the head, or block j's R tiles, then the head
+            readers = ([[t for j in range(c_n) for t in tiles(j)] + [f"ghin{li}"]] if blocks is None
+                       else [*(tiles(j) for j in range(c_n)), [f"ghin{li}"]])
+            decls += [f"    // ---- layer {li} (grid: {r_n} chains of {c_n} tiles, {len(merges)} h merge(s))",
                       f"    auto& gh{li} = aieflow_shim::freerun::kernel_object<GridHead<{g_cfg}>>(g.gh{li});",
                       f"    std::vector<GridInput<{g_cfg}>*> gw{li};",
                       f"    std::vector<GridCell<{g_cfg}>*> gc{li};",
                       *([f"    std::vector<GridPart<{g_cfg}>*> gp{li};",
                          f"    static aieflow_shim::pktstream gpin{li}[{p_n}];",
-                         f"    for (int i = 0; i < {p_n}; ++i) {{",
-                         f"        gp{li}.push_back(&aieflow_shim::freerun::kernel_object<GridPart<{g_cfg}>>(g.gp{li}[i]));",
-                         f"        gpin{li}[i].set_packet_ids({{{ids}}});",
-                         "    }"] if p_n else []),
+                         f"    for (int i = 0; i < {p_n}; ++i)",
+                         f"        gp{li}.push_back(&aieflow_shim::freerun::kernel_object<GridPart<{g_cfg}>>(g.gp{li}[i]));"]
+                        if p_n else []),
                       f"    for (int r = 0; r < {r_n}; ++r) {{",
                       f"        gw{li}.push_back(&aieflow_shim::freerun::kernel_object<GridInput<{g_cfg}>>(g.gw{li}[r]));",
                       f"        gc{li}.push_back(&aieflow_shim::freerun::kernel_object<GridCell<{g_cfg}>>(g.gc{li}[r]));",
@@ -203,21 +212,20 @@ def _harness(mappings: Sequence[RecurrentMapping], lays: Sequence[Layout], devic
                       f"    static aieflow_shim::stream<X> gx{li}[{r_n}];",
                       f"    static aieflow_shim::cascade<{g_cfg}::CAS> gcas{li}[{r_n * c_n}];",
                       f"    static aieflow_shim::pktstream gout{li}[{r_n}], gin{li}[{r_n}];",
-                      f'    aieflow_shim::pktstream gm{li}("m{li}_0"), ghin{li}("gh{li}_h");',
+                      f'    aieflow_shim::pktstream ghin{li}("gh{li}_h");',
                       f'    aieflow_shim::stream<X> gy{li}("gh{li}_y");',
                       f"    for (int r = 0; r < {r_n}; ++r) {{",
-                      f"        const unsigned id[{r_n}] = {{{ids}}};",
+                      f"        const unsigned id[{r_n}] = {{{', '.join(f'{packet_id(r)}u' for r in range(r_n))}}};",
                       f"        gout{li}[r].set_packet_ids({{id[r]}});",
-                      f"        gin{li}[r].set_packet_ids({{{ids}}});",
-                      "    }",
-                      f"    gm{li}.set_packet_ids({{{ids}}});",
-                      f"    ghin{li}.set_packet_ids({{{ids}}});",
-                      f"    std::vector<aieflow_shim::pktstream*> gto{li};",
-                      f"    for (auto& s : gin{li}) gto{li}.push_back(&s);",
-                      *([f"    for (auto& s : gpin{li}) gto{li}.push_back(&s);"] if p_n else []),
-                      f"    gto{li}.push_back(&ghin{li});"]
+                      "    }"]
+            for i, mg in enumerate(merges):  # merge i: its chains' packets (a copy of each gate tile's output)
+                ids = ", ".join(f"{packet_id(r)}u" for r in mg)
+                decls += [f'    aieflow_shim::pktstream gm{li}_{i}("m{li}_{i}");',
+                          f"    static aieflow_shim::pktstream gmin{li}_{i}[{len(mg)}];",
+                          f"    gm{li}_{i}.set_packet_ids({{{ids}}});",
+                          f"    std::vector<aieflow_shim::pktstream*> gto{li}_{i}{{{', '.join(f'&{t}' for t in readers[i])}}};",
+                          f"    for (auto* d : gto{li}_{i}) d->set_packet_ids({{{ids}}});"]
             x_in = "xv" if li == 0 else f"yv{li - 1}"
-            srcs = ", ".join(f"&gout{li}[{r}]" for r in range(r_n))
             st = [f"        // ---- layer {li} (grid; x: {'the input' if li == 0 else f'layer {li - 1} h'})",
                   f"        std::vector<X> yv{li};",
                   f"        for (int r = 0; r < {r_n}; ++r) {{  // the x PLIO broadcast to the W x partners",
@@ -228,24 +236,33 @@ def _harness(mappings: Sequence[RecurrentMapping], lays: Sequence[Layout], devic
                      f"                                          gcas{li}[r * {c_n} + j + 1].out());"] if p_n else []),
                   f"            gc{li}[r]->run(gcas{li}[r * {c_n} + {c_n - 1}].in(), gin{li}[r].in(), gout{li}[r].out());",
                   "        }",
-                  f"        aieflow_shim::freerun::merge_packets({{{srcs}}}, {{{', '.join(str(packet_id(r)) for r in range(r_n))}}}, gm{li}, rng);",
-                  f"        while (!gm{li}.empty()) {{  // the merged h broadcast to every chain tile and the head tile",
-                  "            bool last = false;",
-                  f"            const std::uint32_t v = gm{li}.pop(last);",
-                  f"            for (auto* d : gto{li}) d->push(v, last);",
-                  "        }",
-                  f"        gh{li}.run(ghin{li}.in(), gy{li}.out());",
-                  f"        while (!gy{li}.empty()) yv{li}.push_back(gy{li}.pop());"]
+                  f"        for (int r = 0; r < {r_n}; ++r) {{  // each gate tile's packet into every merge that carries its chain",
+                  f"            while (!gout{li}[r].empty()) {{",
+                  "                bool last = false;",
+                  f"                const std::uint32_t v = gout{li}[r].pop(last);"]
+            for i, mg in enumerate(merges):
+                st.append(f"                if (r >= {mg.start} && r < {mg.stop}) gmin{li}_{i}[r - {mg.start}].push(v, last);")
+            st += ["            }", "        }"]
+            for i, mg in enumerate(merges):
+                ids = ", ".join(str(packet_id(r)) for r in mg)
+                srcs = ", ".join(f"&gmin{li}_{i}[{k}]" for k in range(len(mg)))
+                st += [f"        aieflow_shim::freerun::merge_packets({{{srcs}}}, {{{ids}}}, gm{li}_{i}, rng);",
+                       f"        while (!gm{li}_{i}.empty()) {{  // merge {i}'s output broadcast to its readers",
+                       "            bool last = false;",
+                       f"            const std::uint32_t v = gm{li}_{i}.pop(last);",
+                       f"            for (auto* d : gto{li}_{i}) d->push(v, last);",
+                       "        }"]
+            st += [f"        gh{li}.run(ghin{li}.in(), gy{li}.out());",
+                   f"        while (!gy{li}.empty()) yv{li}.push_back(gy{li}.pop());"]
             steps += st + [_layer_output(li, n)]
             checks += [f'    for (auto& s : gx{li}) check(s.empty(), "layer {li}: x left unread at the end");',
                        f'    for (auto& c : gcas{li}) check(c.empty(), "layer {li}: gx left on a cascade at the end");',
                        f'    for (auto& s : gout{li}) check(s.empty(), "layer {li}: h packets left unmerged");',
-                       f'    check(ghin{li}.empty(), "layer {li}: h left unread by the head tile");',
-                       f"    for (auto& s : gin{li}) check(s.size() == std::size_t({r_n} + {ns(li)}::GCfg::NH), "
-                       f'"layer {li}: a gate tile does not hold exactly the last h (dropped at a next step 0)");',
-                       *([f"    for (auto& s : gpin{li}) check(s.size() == std::size_t({r_n} + {ns(li)}::GCfg::NH), "
-                          f'"layer {li}: a partial-sum tile does not hold exactly the last h (dropped at a next step 0)");']
-                         if p_n else [])]
+                       f'    check(ghin{li}.empty(), "layer {li}: h left unread by the head tile");']
+            for i, mg in enumerate(merges):  # every chain tile holds exactly its merge's last h (dropped at a next step 0)
+                held = sum(1 + units[r] for r in mg)
+                checks.append(f"    for (auto* d : gto{li}_{i}) check(d == &ghin{li} || d->size() == std::size_t({held}), "
+                              f'"layer {li}: a chain tile does not hold exactly the last h of merge {i}");')
             continue
         if lay.compact:
             decls += [f"    // ---- layer {li} (compact)",

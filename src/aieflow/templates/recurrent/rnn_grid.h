@@ -15,7 +15,8 @@
 //     then the finish), runs the gate math and state update of its units (C::Gates: recurrent/compact.py's
 //     vector gate math generated for C::UNITS units, stride C::UNITS) and sends its units' new h as one packet
 //     (from the one pktmerge of the chains' h outputs, broadcast to every tile of every chain and the head
-//     tile; a packet's source from its ID);
+//     tile; or, C::BLOCK_MERGES, into its column block's pktmerge, broadcast to that block's tiles only, and
+//     into the head tile's merge of every chain; a packet's source from its ID);
 //   GridHead<C> (one tile): reads every chain's packet each step (h of every unit) and, after the layer's
 //     output steps, writes the layer's output: h, or the dense head's (C::Head: the compact tile's head,
 //     rnn_vgates.h VHead or rnn_cell.h).
@@ -35,28 +36,30 @@
 #include "rnn_collect.h"  // rnn::to_word / from_word
 #include "rnn_compact.h"  // CompactProduct, rnnv
 
-// The chains' h packets on a tile's packet input, one per chain per step (its real units), in any order:
-// the source from the packet ID (as getPacketid gives it for each input of the merge).
+// The h packets of the chains [first, first + count) on a tile's packet input (the inputs of its merge, in
+// chain order), one per chain per step (its real units), in any order: the source from the packet ID (as
+// getPacketid gives it for each input of the merge).
 template <class C>
 class GridPackets {
     int idmap_[32];
+    int first_, count_;
     bool mapped_ = false;
 
 public:
     static int units_of(int chain) { return C::NH - chain * C::UNITS < C::UNITS ? C::NH - chain * C::UNITS : C::UNITS; }
 
-    GridPackets() {
+    explicit GridPackets(int first = 0, int count = C::CHAINS) : first_(first), count_(count) {
         for (int i = 0; i < 32; ++i) idmap_[i] = -1;
     }
 
-    // Every chain's packet of one step: store(unit, word) for each unit it carries.
+    // Each of its chains' packets of one step: store(unit, word) for each unit it carries.
     template <class F>
     void read(input_pktstream* in, F store) {
         if (!mapped_) {
-            for (int r = 0; r < C::CHAINS; ++r) idmap_[getPacketid(in, r) & 31] = r;
+            for (int r = 0; r < count_; ++r) idmap_[getPacketid(in, r) & 31] = first_ + r;
             mapped_ = true;
         }
-        for (int p = 0; p < C::CHAINS; ++p) {
+        for (int p = 0; p < count_; ++p) {
             const int src = idmap_[readincr(in) & 31];
             const int n = src >= 0 ? units_of(src) : 0;
             for (int j = 0; j < n; ++j) store(src * C::UNITS + j, readincr(in));
@@ -65,16 +68,20 @@ public:
 };
 
 // h_{t-1} as a chain tile keeps it: the units of its column block [c0, c0 + C::KC) in the U h product's lane
-// type, from every chain's packet (step 0 of a sequence: the previous sequence's last h, dropped).
+// type, from every chain's packet, or with C::BLOCK_MERGES (every block holds whole chains: its own merge) from
+// its block's chains' packets only (step 0 of a sequence: the previous sequence's last h, dropped).
 template <class C, typename UV>
 class GridBlock {
     using X = typename C::X;
+    static constexpr int PER = C::BLOCK_MERGES ? C::KC / C::UNITS : C::CHAINS;  // chains per block's merge
+    static int first(int block) { return C::BLOCK_MERGES ? block * PER : 0; }
+    static int count(int block) { return C::CHAINS - first(block) < PER ? C::CHAINS - first(block) : PER; }
     GridPackets<C> in_;
     int c0_;
     bool fresh_ = true;  // no sequence before: no last h to drop
 
 public:
-    explicit GridBlock(int block) : c0_(block * C::KC) {}
+    explicit GridBlock(int block) : in_(first(block), count(block)), c0_(block * C::KC) {}
 
     void read(input_pktstream* in, int step, UV* hv) {
         if (step == 0 && fresh_) return;
