@@ -1325,7 +1325,7 @@ class _OnnxImporter(OnnxMaskMixin, OnnxRecurrentMixin, OnnxConvMixin, OnnxActiva
         ref = np.arange(size).reshape(b, *shape)
         if len(shape) == 2 and ids.ndim == 4:  # split: [T, D] -> [T, H, d] -> permuted
             t, dd = shape
-            for h in range(2, dd + 1):
+            for h in range(1, dd + 1):  # one head first: its split is a view of the whole (nn.MultiheadAttention, 1 head)
                 if dd % h:
                     continue
                 split = (t, h, dd // h)
