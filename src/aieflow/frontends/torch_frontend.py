@@ -185,7 +185,9 @@ def import_torch(module: torch.nn.Module, example_input: Any, mask_tokens: int |
                 f"running example_input of shape {tuple(x.shape)}{padded} through {type(module).__name__} "
                 f"failed: {_first_line(exc)}",
                 hint="check that example_input has the shape the model expects, batch included" + (
-                    "; a per-sample attn_mask is not mapped (docs/attention.md)" if padded else ""),
+                    "; a per-sample attn_mask is not mapped (docs/attention.md); a mask over other tokens than the "
+                    "input's second axis (a patch-embedded ViT) takes its length from calibration=(x, mask)"
+                    if padded else ""),
             ) from None
         finally:
             torch.set_num_threads(threads)
