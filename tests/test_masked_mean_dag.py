@@ -69,14 +69,15 @@ def test_masked_mean_maps_and_verifies_bit_exact_on_x86(device, precision, featu
     assert np.abs(d.predict(x[3:], mask=pad[3:]) - ref).max() <= (0.1 if precision == "int8" else 0.01) * np.abs(ref).max()
 
 
-def test_bf16_masked_mean_maps_and_verifies_bit_exact_on_x86():
-    """bf16 on VEK280 (the vector sums in accfloat lanes): the pooling's values equal the reference written from
-    the definition (test_masked_mean.py), the generated C++ bit-exact with predict on x86 (a fully padded sample,
-    samples keeping one token), predict within the documented bf16 tolerance of float32 PyTorch (docs/numerics.md:
-    max |y - torch| <= 2^-6 max |torch|)."""
+@pytest.mark.parametrize(("device", "features", "pool"), [("vek280", 16, _pool_b), ("vek385", 24, _pool_a)])
+def test_bf16_masked_mean_maps_and_verifies_bit_exact_on_x86(device, features, pool):
+    """bf16 on VEK280 (16 features: the vector sums in accfloat lanes) and VEK385 (24: the scalar float loop):
+    the pooling's values equal the reference written from the definition (test_masked_mean.py), the generated
+    C++ bit-exact with predict on x86 (a fully padded sample, samples keeping one token), predict within the
+    documented bf16 tolerance of float32 PyTorch (docs/numerics.md: max |y - torch| <= 2^-6 max |torch|)."""
     torch.manual_seed(14)
-    m, x, pad = PooledTagger(_pool_b, 16).eval(), _data(14, 64), _padding(14, 64, full=True)
-    d = aieflow.compile(m, device="vek280", example_input=x[:1], calibration=(x, pad),
+    m, x, pad = PooledTagger(pool, features).eval(), _data(14, 64), _padding(14, 64, full=True)
+    d = aieflow.compile(m, device=device, example_input=x[:1], calibration=(x, pad),
                         config={"precision": "bf16", "batch": 16})
     (node,) = [n for n in d.graph.nodes if n.op == "masked_mean"]
     assert str(node.types) == "bf16" and all(str(d.plan.node(n).types.output) == "bf16" for n in d.plan.compute
