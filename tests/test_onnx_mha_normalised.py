@@ -130,7 +130,10 @@ CASES = [
     for kind in ("mha", "encoder")
     for masked in (False, True)
     for dynamo in (False, True)
-] + [("mha", False, False, 1), ("mha", True, True, 1)]  # one head: the exporters write no head split
+] + [
+    ("mha", False, False, 1),
+    ("mha", True, True, 1),
+]  # one head: the exporters write no head split
 
 
 @pytest.mark.parametrize(
@@ -192,6 +195,18 @@ def test_a_qdq_quantised_mha_export_is_refused_by_name(tmp_path):
     q = str(tmp_path / "q.onnx")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        quant.quantize_static(path, q, Reader((T, E), 1), quant_format=quant.QuantFormat.QDQ,
-                              activation_type=quant.QuantType.QInt8, weight_type=quant.QuantType.QInt8)
-    refused(lambda: import_onnx(q), "(QuantizeLinear) quantises", "mixes the batch", "(QDQ)", "calibration data")
+        quant.quantize_static(
+            path,
+            q,
+            Reader((T, E), 1),
+            quant_format=quant.QuantFormat.QDQ,
+            activation_type=quant.QuantType.QInt8,
+            weight_type=quant.QuantType.QInt8,
+        )
+    refused(
+        lambda: import_onnx(q),
+        "(QuantizeLinear) quantises",
+        "mixes the batch",
+        "(QDQ)",
+        "calibration data",
+    )
