@@ -29,7 +29,7 @@ HEAVY_FIRST = (
     "test_narrow_types.py",
     "test_cnn_rows.py",
     "test_runtime_masks.py",
-    "test_masked_mean_dag.py",  # four pooled-tagger x86 builds (about 1-2 min each on the loaded 2-core VM)
+    "test_masked_mean_dag.py",  # five pooled-tagger x86 builds, bf16 one of them (about 1-2 min each on the loaded 2-core VM)
     "test_masked_mean_onnx.py",  # eleven ONNX exports (dynamo ~35-50 s each) and two int8 emulations, ~3 min serial
     "test_cnn_rows_float.py",
     "test_cnn_rows_ddr.py",
@@ -52,7 +52,7 @@ HEAVY_FIRST = (
     "test_bf16_runtime_masks.py",
     "test_mask_pitch.py",
     "test_qonnx.py",  # ~200 fast cases and three float-scale x86 builds (the CNN about 2 min on the loaded VM)
-    "test_onnx_mha_normalised.py",  # eight exports (four dynamo) imported both ways, two int8 emulations each: ~2 min serial
+    "test_onnx_mha_normalised.py",  # ten exports (five dynamo) imported both ways, two int8 emulations each, a quantize_static: ~3 min serial
     "test_cnn_bf16.py",  # issue 24 item 4: seven x86 builds (classifier, residual, tanh / PReLU, rows), ~3 min serial
     "test_recurrent_bf16.py",  # five x86 builds (row, column, compact; AIE and hybrid aggregation), ~3 min serial
     "test_qonnx_channels_last.py",  # eight compiles of qonnx-made models, no x86 build: ~40 s serial (loaded VM)

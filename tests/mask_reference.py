@@ -10,13 +10,13 @@ from torch import nn
 
 
 class Mha(nn.Module):
-    """Self-attention over ``tokens`` tokens of ``embed`` features, two heads, a Linear(embed, 4)
+    """Self-attention over ``tokens`` tokens of ``embed`` features, ``heads`` heads (two), a Linear(embed, 4)
     head; ``mask`` (True = padded key) is the forward's second input; ``causal`` adds a constant
     causal mask beside it."""
 
-    def __init__(self, tokens: int, embed: int = 16, causal: bool = False):
+    def __init__(self, tokens: int, embed: int = 16, causal: bool = False, heads: int = 2):
         super().__init__()
-        self.att = nn.MultiheadAttention(embed, 2, batch_first=True)
+        self.att = nn.MultiheadAttention(embed, heads, batch_first=True)
         self.fc = nn.Linear(embed, 4)
         causal_mask = nn.Transformer.generate_square_subsequent_mask(tokens) if causal else None
         self.register_buffer("causal", causal_mask)

@@ -6,12 +6,14 @@ padded sample, ties, extreme codes), predict follows PyTorch, and what is not do
 
 from __future__ import annotations
 
+import struct
 from fractions import Fraction
 
 import numpy as np
 import pytest
 import torch
 from cases import refused
+from float_reference import bf16, f32
 from torch import nn
 
 import aieflow
@@ -144,12 +146,66 @@ def test_emulated_masked_mean_equals_an_independent_integer_reference(precision)
     assert (list(want[8:12, 0]), list(want[12])) == ([2, -2, 0, 1], [0] * E)
 
 
+def _reference_bf16(x, keep):
+    """The bf16 rule written from docs/attention.md with Python floats and ``float_reference`` (struct and
+    integers): per feature a float32 sum from +0.0 over the kept tokens in increasing t, inv = float32(1 / k),
+    y = bf16(float32(sum inv)); +0.0 for a sample keeping none."""
+    out = np.zeros((x.shape[0], x.shape[2]), dtype=np.float32)
+    for n in range(x.shape[0]):
+        kept = [t for t in range(x.shape[1]) if keep[n, t]]
+        if not kept:
+            continue
+        inv = f32(1.0 / len(kept))
+        for e in range(x.shape[2]):
+            acc = 0.0
+            for t in kept:
+                acc = f32(acc + float(x[n, t, e]))
+            out[n, e] = bf16(acc * inv)  # the double product of two float32 values is exact: f32 rounds it once
+    return out
+
+
+def test_emulated_bf16_masked_mean_equals_an_independent_reference():
+    """bf16 (VEK280): the layer's emulation against the reference on random values at three scales, random
+    keep rates, and crafted rows: the order of the float32 sum (2^24 + 1 rounds to 2^24 before -2^24 comes),
+    the sum overflowing to inf, -0.0 tokens (+0.0 from the +0.0 start), an inf and a NaN token, subnormal
+    values, a seventh whose reciprocal's rounding shows, one token kept (its value), none kept (+0.0)."""
+    torch.manual_seed(6)
+    m, x, pad = Tagger().eval(), _data(6, 32), _padding(6, 32, full=True)
+    em = aieflow.emulate(m, device="vek280", example_input=x[:1], calibration=(x, pad), config={"precision": "bf16"})
+    (node,) = [n for n in em.graph.nodes if n.op == "masked_mean"]
+    assert str(node.types) == "bf16"
+    tr = em.trace(em.quantise_input(x), mask=em.quantise_mask(pad, x.shape[0]))
+    assert np.array_equal(tr[node.outputs[0]], _reference_bf16(tr[node.inputs[0]], (~pad).astype(np.uint8)))
+    rng = np.random.default_rng(7)
+    scale = np.repeat([1.0, 1e30, 1e-38], 16)[:, None, None]
+    v = np.vectorize(bf16, otypes=[np.float32])(rng.standard_normal((48, T, E)) * scale)
+    keeps = (rng.random((48, T)) < rng.random((48, 1))).astype(np.uint8)
+    big = struct.unpack("<f", struct.pack("<I", 0x7F7F0000))[0]  # the largest bf16
+    keeps[:9] = 0
+    keeps[:8, :3] = 1
+    v[0, :3] = [[2.0**24] * E, [1.0] * E, [-(2.0**24)] * E]  # 0 (2^24 + 1 is a tie, to even), not 1 / 3
+    v[1, :3] = big  # the float32 sum overflows: inf
+    v[2, :3] = -0.0
+    v[3, 1, 0], v[3, 2, 1] = np.inf, np.nan
+    v[4, :7] = [[2400 / 4096] * E, [15 / 4096] * E] + [[0.0] * E] * 5  # 2415/4096 / 7: bf16(s float32(1/7))
+    keeps[4, :7] = 1  # differs from bf16(float32(s / 7)) (the reciprocal's rounding shows)
+    v[5, :3] = 2.0**-130  # subnormal float32 values (kept as float32 here; bf16 keeps their top bits)
+    keeps[6, 1:] = 0  # one token kept: its value
+    keeps[8] = 0  # none kept
+    y = aieflow.ops.registry.family("masked_mean").emulate(node, v, keeps)
+    want = _reference_bf16(v, keeps)
+    assert np.array_equal(want.view(np.uint32), np.asarray(y, dtype=np.float32).view(np.uint32))
+    assert np.all(want[0] == 0.0) and np.all(want[1] == np.inf) and not np.signbit(want[2]).any()
+    assert want[3, 0] == np.inf and np.isnan(want[3, 1]) and np.array_equal(want[6], v[6, 0])
+    assert not want[8].any() and not np.signbit(want[8]).any()
+
+
 def test_predict_follows_pytorch():
     torch.manual_seed(4)
     m, x, pad = Tagger(_pool_b).eval(), _data(4, 64), _padding(4, 64)
     with torch.enable_grad():
         ref = m(torch.from_numpy(x), torch.from_numpy(pad)).detach().numpy()
-    for precision, tol in (("int8", 0.1), ("int16", 0.01)):
+    for precision, tol in (("int8", 0.1), ("int16", 0.01), ("bf16", 2.0**-6)):  # bf16: docs/numerics.md
         em = aieflow.emulate(m, device="vek280", example_input=x[:1], calibration=(x, pad),
                              config={"precision": precision})
         assert np.abs(em.predict(x, mask=pad) - ref).max() <= tol * np.abs(ref).max()
@@ -158,11 +214,9 @@ def test_predict_follows_pytorch():
 def test_what_is_not_done_is_refused_by_name():
     torch.manual_seed(5)
     x, pad = _data(5, 16), _padding(5, 16)
-    m = Tagger().eval()
-    for model, device, precision in ((m, "vek280", "bf16"), (Tagger(encoder=False).eval(), "vck190", "fp32")):
-        refused(lambda model=model, device=device, precision=precision: aieflow.emulate(
-                     model, device=device, example_input=x[:1], calibration=(x, pad), config={"precision": precision}),
-                 "masked mean pooling 'truediv'", "int8 / int16 only")
+    refused(lambda: aieflow.emulate(Tagger(encoder=False).eval(), device="vck190", example_input=x[:1],  # bf16 maps
+                                    calibration=(x, pad), config={"precision": "fp32"}),
+            "masked mean pooling 'truediv'", "int8 / int16 / bf16 only")
     # the mapping (test_masked_mean_dag.py): on the DAG path only; the chain planner refuses the layer by name
     em = aieflow.emulate(Tagger(encoder=False).eval(), device="vek280", example_input=x[:1], calibration=(x, pad),
                          config={"precision": "int8"})

@@ -13,7 +13,7 @@ import jsonschema
 import numpy as np
 import pytest
 import torch
-from test_masked_mean import F_IN, T, _data, _padding, _pool_a, _pool_b, _reference
+from test_masked_mean import F_IN, T, _data, _padding, _pool_a, _pool_b, _reference, _reference_bf16
 from torch import nn
 
 import aieflow
@@ -67,6 +67,32 @@ def test_masked_mean_maps_and_verifies_bit_exact_on_x86(device, precision, featu
     assert v.ok, v.verdict()
     ref = m(torch.from_numpy(x[3:]), torch.from_numpy(pad[3:])).detach().numpy()  # no sample keeping none
     assert np.abs(d.predict(x[3:], mask=pad[3:]) - ref).max() <= (0.1 if precision == "int8" else 0.01) * np.abs(ref).max()
+
+
+@pytest.mark.parametrize(("device", "features", "pool"), [("vek280", 16, _pool_b), ("vek385", 24, _pool_a)])
+def test_bf16_masked_mean_maps_and_verifies_bit_exact_on_x86(device, features, pool):
+    """bf16 on VEK280 (16 features: the vector sums in accfloat lanes) and VEK385 (24: the scalar float loop):
+    the pooling's values equal the reference written from the definition (test_masked_mean.py), the generated
+    C++ bit-exact with predict on x86 (a fully padded sample, samples keeping one token), predict within the
+    documented bf16 tolerance of float32 PyTorch (docs/numerics.md: max |y - torch| <= 2^-6 max |torch|)."""
+    torch.manual_seed(14)
+    m, x, pad = PooledTagger(pool, features).eval(), _data(14, 64), _padding(14, 64, full=True)
+    d = aieflow.compile(m, device=device, example_input=x[:1], calibration=(x, pad),
+                        config={"precision": "bf16", "batch": 16})
+    (node,) = [n for n in d.graph.nodes if n.op == "masked_mean"]
+    assert str(node.types) == "bf16" and all(str(d.plan.node(n).types.output) == "bf16" for n in d.plan.compute
+                                              if d.plan.node(n).op == "dense")
+    assert f"aieflow::MaskedMean<aieflow_design::{node.name}_cfg>" in d.files["src/graph.h"]
+    assert "using TI = bfloat16;" in d.files["src/layers.h"]
+    tr = d.trace(d.quantise_input(x), mask=d.quantise_mask(pad, x.shape[0]))
+    got = tr[node.outputs[0]]
+    assert np.array_equal(got, _reference_bf16(tr[node.inputs[0]], (~pad).astype(np.uint8)))
+    assert not got[2].any() and np.array_equal(got[0], tr[node.inputs[0]][0, 0])  # none kept; one kept
+    v = d.verify(x[:32], mask=pad[:32])  # two graph iterations
+    assert v.ok, v.verdict()
+    with torch.no_grad():
+        ref = m(torch.from_numpy(x[3:]), torch.from_numpy(pad[3:])).numpy()  # no sample keeping none
+    assert np.abs(d.predict(x[3:], mask=pad[3:]) - ref).max() <= 2.0**-6 * np.abs(ref).max()
 
 
 def test_a_kernel_counting_the_dropped_tokens_fails_verify():

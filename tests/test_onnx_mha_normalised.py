@@ -1,6 +1,6 @@
 """ONNX exports of nn.MultiheadAttention and nn.TransformerEncoderLayer import as the torch import of the
 same model (issue 19): both exporters (TorchScript opset 17, dynamo opset 18), without and with a
-run-time key padding mask.  The exporters scale Q and K^T by d^(-1/4) each and slice the heads out of a
+run-time key padding mask, and a single-head nn.MultiheadAttention (no head split in the exports).  The exporters scale Q and K^T by d^(-1/4) each and slice the heads out of a
 packed in_proj; frontends/attention.py moves the K^T factor onto Q (one 1/sqrt(d), in the Q projection)
 and cuts the packed projection per head.  Checked: the fused graphs (what quantise reads) node for node
 (ops, attributes, wiring, shapes, weights within float rounding), the ONNX float graph against
@@ -15,7 +15,10 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 import torch
-from test_runtime_masks import Constant, E, Encoder, Mha, _data, _padding
+from cases import refused
+from onnxruntime import quantization as quant
+from test_qdq_affine import Reader
+from test_runtime_masks import Constant, E, Encoder, Mha, T, _data, _padding
 from torch import nn
 
 import aieflow
@@ -40,9 +43,9 @@ class Plain(nn.Module):
         return self.src(x, None)
 
 
-def _models(kind: str, masked: bool):
+def _models(kind: str, masked: bool, heads: int = HEADS):
     torch.manual_seed(21)
-    m = Mha() if kind == "mha" else Encoder()
+    m = Mha(heads=heads) if kind == "mha" else Encoder()
     att = next(a for a in m.modules() if isinstance(a, nn.MultiheadAttention))
     # random biases (not the initial zeros): the packed bias's cut per role and head shows, and the
     # dynamo exporter keeps out_proj's (it drops a zero Gemm bias: a Dense without one, same function)
@@ -123,22 +126,26 @@ def _fused(graph):
 
 
 CASES = [
-    (kind, masked, dynamo)
+    (kind, masked, dynamo, HEADS)
     for kind in ("mha", "encoder")
     for masked in (False, True)
     for dynamo in (False, True)
-]
+] + [
+    ("mha", False, False, 1),
+    ("mha", True, True, 1),
+]  # one head: the exporters write no head split
 
 
 @pytest.mark.parametrize(
-    "kind, masked, dynamo",
+    "kind, masked, dynamo, heads",
     CASES,
     ids=[
-        f"{k}-{'mask' if m else 'nomask'}-{'dynamo' if d else 'torchscript'}" for k, m, d in CASES
+        f"{k}-{'mask' if m else 'nomask'}-{'dynamo' if d else 'torchscript'}{'' if h == HEADS else f'-{h}head'}"
+        for k, m, d, h in CASES
     ],
 )
-def test_onnx_attention_imports_as_the_torch_import(kind, masked, dynamo, tmp_path):
-    m, x = _models(kind, masked), _data(21, 64)
+def test_onnx_attention_imports_as_the_torch_import(kind, masked, dynamo, heads, tmp_path):
+    m, x = _models(kind, masked, heads), _data(21, 64)
     pad = _padding(21, 64) if masked else None
     path = _export(m, x[:N], None if pad is None else pad[:N], tmp_path / "m.onnx", dynamo)
     tg = import_torch(m, torch.from_numpy(x[:2])).graph
@@ -146,17 +153,19 @@ def test_onnx_attention_imports_as_the_torch_import(kind, masked, dynamo, tmp_pa
     names = _match(_fused(tg), _fused(og))
     dense = [n for n in tg.nodes if n.op == "dense"]
     assert (
-        sum("q_proj" in n.name for n in dense) == HEADS == sum(n.op == "softmax" for n in tg.nodes)
+        sum("q_proj" in n.name for n in dense) == heads == sum(n.op == "softmax" for n in tg.nodes)
     )
+    assert not {"reshape", "transpose", "slice"} & {n.op for n in _fused(og).nodes}  # no view left
     assert len(names) == len(_fused(og).nodes) and "scale" not in {n.op for n in og.nodes}
     # the whole 1/sqrt(d) sits in Q: Q's weights are in_proj's Q rows times it, K's are K's rows as they are
     att = next(a for a in m.modules() if isinstance(a, nn.MultiheadAttention))
     w = att.in_proj_weight.detach().numpy().T.astype(np.float64)
-    d = E // HEADS
+    d = E // heads
     by_name = {n.name: n for n in _fused(og).nodes}
     for role, factor in (("q", 1 / math.sqrt(d)), ("k", 1.0), ("v", 1.0)):
-        for h in range(HEADS):
-            tn = next(n for n in _fused(tg).nodes if n.name.endswith(f"{role}_proj_f{h * d}"))
+        for h in range(heads):
+            tail = f"{role}_proj_f{h * d}" if heads > 1 else f"{role}_proj"  # one head: no cut
+            tn = next(n for n in _fused(tg).nodes if n.name.endswith(tail))
             got = np.asarray(by_name[names[tn.name]].params["weight"], dtype=np.float64)
             cols = {"q": 0, "k": E, "v": 2 * E}[role] + h * d
             assert np.allclose(got, w[:, cols : cols + d] * factor, rtol=1e-6, atol=1e-7), (role, h)
@@ -176,3 +185,28 @@ def test_onnx_attention_imports_as_the_torch_import(kind, masked, dynamo, tmp_pa
     codes = oe.predict(x, raw=True, **kw)
     assert np.array_equal(te.predict(x, raw=True, **kw), codes)
     assert len(np.unique(codes)) > 8  # codes that differ between samples and features
+
+
+def test_a_qdq_quantised_mha_export_is_refused_by_name(tmp_path):
+    """onnxruntime quantize_static (QDQ, int8) of the TorchScript export: its first QuantizeLinear reads the
+    exporter's [T, N, E] view of the input, which the importer does not take; refused naming that node and
+    saying what to do (export the float model, let aieflow quantise it).  Not imported yet (docs/attention.md)."""
+    path = _export(_models("mha", False), _data(21, N), None, tmp_path / "f.onnx", False)
+    q = str(tmp_path / "q.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        quant.quantize_static(
+            path,
+            q,
+            Reader((T, E), 1),
+            quant_format=quant.QuantFormat.QDQ,
+            activation_type=quant.QuantType.QInt8,
+            weight_type=quant.QuantType.QInt8,
+        )
+    refused(
+        lambda: import_onnx(q),
+        "(QuantizeLinear) quantises",
+        "mixes the batch",
+        "(QDQ)",
+        "calibration data",
+    )

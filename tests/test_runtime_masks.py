@@ -25,8 +25,8 @@ from aieflow.passes.quantise import float_activations
 T, E = 12, 16
 
 
-def Mha(causal=False):
-    return _Mha(T, E, causal)
+def Mha(causal=False, heads=2):
+    return _Mha(T, E, causal, heads)
 
 
 class Encoder(nn.Module):

@@ -41,6 +41,16 @@ class ViT(nn.Module):
         return self.head(self.norm(t))
 
 
+class MaskedViT(ViT):
+    """The ViT with a run-time key padding mask over its 17 tokens (class token first): forward(x, mask)."""
+
+    def forward(self, x, mask):
+        t = self.patch(x).flatten(2).transpose(1, 2)
+        t = torch.cat([self.cls.expand(x.shape[0], -1, -1), t], dim=1)
+        t = self.enc(t + self.pos, src_key_padding_mask=mask)
+        return self.head(self.norm(t[:, 0]))
+
+
 def _images(seed=0, n=64, shape=(3, 16, 16)):
     return np.random.default_rng(seed).standard_normal((n, *shape)).astype(np.float32)
 
@@ -182,6 +192,34 @@ def test_class_token_pooling_is_a_row_read_and_the_link_checker_catches_a_wrong_
     monkeypatch.setattr(links, "_rows_tiling", next_row)
     with pytest.raises(AieflowError, match="reads the wrong elements"):
         aieflow.compile(m, device="vek280", example_input=x[:1], calibration=x, config={"precision": "int8", "batch": 8})
+
+
+def test_vit_with_a_key_padding_mask_compiles_and_predicts_as_pytorch():
+    """A patch-embedded ViT whose encoder reads a run-time key padding mask over its 17 tokens (the mask's
+    length from the calibration masks, not the image's rows): VEK280 int8, every softmax reading the mask
+    PLIO, predict within 0.1 of the largest output of PyTorch (random paddings of the patch tokens, one
+    sample keeping only the class token); emulation only (its kernels: the 17-key masked softmax and the
+    class-token ViT's, verified on x86 in test_runtime_masks.py / above)."""
+    torch.manual_seed(3)
+    m, x = MaskedViT("cls").eval(), _images(3)
+    rng = np.random.default_rng(3)
+    pad = rng.random((64, 17)) < rng.uniform(0.1, 0.7, (64, 1))
+    pad[:, 0] = False  # the class token is never padded
+    pad[1, 1:] = True  # only the class token kept
+    d = aieflow.compile(m, device="vek280", example_input=x[:1], calibration=(x, pad),
+                        config={"precision": "int8", "batch": 8})
+    assert isinstance(d, aieflow.dag.DagDesign) and d.resources()["plio_in"] == 2
+    mask = d.graph.inputs[1]
+    assert d.graph.tensors[mask].shape == (17,)
+    soft = [n for n in d.graph.nodes if n.op == "softmax"]
+    assert len(soft) == 2 and all(n.inputs[1] == mask for n in soft)
+    assert "SoftmaxPadded<" in d.files["src/graph.h"]
+    with torch.enable_grad():  # PyTorch's autograd path (no nested-tensor fast path)
+        ref = m(torch.from_numpy(x), torch.from_numpy(pad)).detach().numpy()
+        unmasked = m(torch.from_numpy(x), torch.from_numpy(np.zeros_like(pad))).detach().numpy()
+    y = d.predict(x, mask=pad)
+    assert np.abs(y - ref).max() <= 0.1 * np.abs(ref).max()
+    assert np.abs(unmasked - ref).max() > 0.5 * np.abs(ref).max()  # the mask matters at that tolerance
 
 
 def test_mean_pooled_vit_compiles_and_predicts():

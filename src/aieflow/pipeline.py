@@ -53,7 +53,10 @@ class State:
 
 
 def _import(s: State) -> State:
-    imported = import_model(s.model, s.example_input)
+    # a run-time key padding mask's token count: the calibration masks' (a patch-embedded ViT's mask covers its
+    # tokens, not the image's rows); else the input's second axis
+    tokens = None if s.calibration_mask is None or np.ndim(s.calibration_mask) != 2 else int(np.shape(s.calibration_mask)[1])
+    imported = import_model(s.model, s.example_input, mask_tokens=tokens)
     g = imported.graph
     # a second input is a run-time key padding mask (frontends: softmax nodes read it, nothing else)
     if len(g.inputs) not in (1, 2) or len(g.outputs) != 1:

@@ -74,7 +74,7 @@ def _is_bf16(node) -> bool:
 
 
 # rows ops whose one kernel class serves integers and bf16 (chosen from the config's types)
-ONE_CLASS = ("matmul",)
+ONE_CLASS = ("matmul", "masked_mean")
 
 
 def rows_class(node) -> str:
@@ -113,7 +113,9 @@ def rows_infos(plan: DagPlan, ids: dict[str, str], device: Device) -> dict[str, 
             means.append({"name": name, "cfg": f"{ids[name]}_cfg", "samples": rp.rows_per_part, "parts": rp.parts,
                           "tokens": matrix_shape(plan.graph, node.inputs[0], name)[0], "features": rp.features,
                           "mp": rp.pitch_in(1, matrix_shape(plan.graph, node.inputs[0], name)[0]),
-                          "ti": t.c_type, "rounding": t.rounding.value, "types_text": str(t)})
+                          "ti": t.c_type, "rounding": _modes(t)[0],
+                          "types_text": str(t) + (" (accfloat sums, one reciprocal, one rounding to bf16; RND unused)"
+                                                  if not isinstance(t, FixedType) else "")})
             continue
         rnd, sat = _modes(t.output)
         common = {"name": name, "cfg": f"{ids[name]}_cfg", "rows": rp.rows_per_part, "features": rp.features,

@@ -522,13 +522,17 @@ def output_pitch(graph: Graph, out: Operand, widths: Mapping[str, int]) -> int:
 BF16_ROWS = ("add", "add_const", "layernorm", "activation", "softmax", "matmul")
 
 
-def _check_masked_mean(node: Node, graph: Graph, operands: tuple[Operand, ...]) -> None:
-    """The masked mean kernel reads 8- / 16-bit codes (its input's type, ops/masked_mean.py) of a ``[T, E]``
-    tensor as its producer wrote it, and the mask PLIO's keep rows."""
+def _check_masked_mean(node: Node, graph: Graph, operands: tuple[Operand, ...], device: Device) -> None:
+    """The masked mean kernel reads 8- / 16-bit codes or bf16 values where the generation's vector unit has
+    bf16 (its input's type, ops/masked_mean.py) of a ``[T, E]`` tensor as its producer wrote it, and the mask
+    PLIO's keep rows."""
     t = node.types
-    if not isinstance(t, FixedType) or t.container_bits not in (8, 16):
-        raise PlanError(f"masked mean pooling '{node.name}' reads {t}; its kernel takes 8- or 16-bit codes",
-                        layer=node.name, hint="use precision int8 or int16")
+    gen = device.generation
+    bf16 = getattr(t, "name", None) == "bf16" and "bf16" in gen.float_types
+    if not bf16 and (not isinstance(t, FixedType) or t.container_bits not in (8, 16)):
+        raise PlanError(f"masked mean pooling '{node.name}' reads {t}; its kernel takes 8- or 16-bit codes, or bf16 "
+                        f"on generations whose vector unit has it ({', '.join(sorted(gen.float_types)) or 'none'} "
+                        f"on {gen.name})", layer=node.name, hint="use precision int8, int16 or bf16 (AIE-ML / AIE-MLv2)")
     x = operands[0]
     if x.transposed or x.parts or x.selected or x.sliced:
         what = ("a transposed view" if x.transposed else "a concat" if x.parts else "one row" if x.selected
@@ -582,7 +586,7 @@ def _plan_rows(node: Node, graph: Graph, batch: int, device: Device,
     feature concat that reads it, e.g. attention heads): together their parts share the memory
     tile's channels.  ``in_pitch`` / ``out_pitch``: padded row pitches (:func:`row_pitches`)."""
     if node.op == "masked_mean":
-        _check_masked_mean(node, graph, operands)
+        _check_masked_mean(node, graph, operands, device)
         tokens = matrix_shape(graph, node.inputs[0], node.name)[0]
     else:
         _check_row_types(node, device)

@@ -77,11 +77,13 @@ def check_imported(imported: ImportedModel) -> ImportedModel:
     return patches.rewrite(imported)
 
 
-def import_model(model: Any, example_input: Any = None) -> ImportedModel:
+def import_model(model: Any, example_input: Any = None, mask_tokens: int | None = None) -> ImportedModel:
     """Import ``model``: a path to a ``.onnx`` file, an ``onnx.ModelProto`` or a ``torch.nn.Module``.
 
     ``example_input`` (a sample input batch or its shape, batch included) is required for PyTorch
     models and optional for ONNX models, where it fixes dimensions the model leaves dynamic.
+    ``mask_tokens``: the token count of a PyTorch model's run-time key padding mask (``forward(x, mask)``)
+    when it is not the input's second axis (a patch-embedded ViT); an ONNX model's mask input has its shape.
     """
     if isinstance(model, ImportedModel):  # already imported (frontends/hls4ml_frontend.py)
         return check_imported(model)
@@ -100,7 +102,7 @@ def import_model(model: Any, example_input: Any = None) -> ImportedModel:
     if _is_torch_module(model):
         if example_input is None:
             raise ConfigError("example_input is required for PyTorch models")
-        return check_imported(import_torch(model, example_input))
+        return check_imported(import_torch(model, example_input, mask_tokens=mask_tokens))
     raise ConfigError(
         f"cannot import a {type(model).__module__}.{type(model).__name__}; pass a path to a .onnx "
         "file, an onnx.ModelProto or a torch.nn.Module"

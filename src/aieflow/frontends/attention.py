@@ -17,7 +17,8 @@ exporters and hand-written code produce into the op families the mappings know.
   ``[T, H d]`` tensor by ``reshape [T, H, d]`` + ``transpose (1, 0, 2)``, becomes one 2-D op per
   head on feature slices ``[:, h d:(h + 1) d]``, and the heads' ``transpose (1, 0, 2)`` + ``reshape
   [T, H d]`` back becomes a feature concat: the DAG mapping's slices and concats realise them in
-  the memory tiles' tilings.
+  the memory tiles' tilings.  One head (an export of ``nn.MultiheadAttention`` with ``num_heads=1``:
+  ``reshape [T, 1, d]``, and a plain reshape back) is the tensor itself: no slice, no concat.
 """
 
 from __future__ import annotations
@@ -205,9 +206,12 @@ def split_heads(nodes: list[Node], shapes: dict[str, tuple[int, ...]], outputs) 
                                  "/ scale over them, and the transpose + reshape back to [T, H d]")
 
     skip: set[int] = set()
+    alias: dict[str, str] = {}  # one head's [1, T, d] reshaped back to [T, d]: the head's own tensor
     for i, n in enumerate(nodes):
         if i in skip:
             continue
+        if any(x in alias for x in n.inputs):
+            n = n.evolve(inputs=tuple(alias.get(x, x) for x in n.inputs))
         ins = n.inputs
         if n.op == "reshape" and len(shapes[ins[0]]) == 2 and len(shapes[n.outputs[0]]) == 3:
             # [T, D] -> [T, H, d]: a head split if a transpose (1, 0, 2) follows it
@@ -222,10 +226,12 @@ def split_heads(nodes: list[Node], shapes: dict[str, tuple[int, ...]], outputs) 
                 flip = tuple(int(v) for v in tr.attrs["perm"]) == (1, 2, 0)
                 parts = []
                 for k in range(h):
-                    y = fresh(f"{tr.outputs[0]}_h{k}")
-                    shapes[y] = (t, d)
-                    out.append(Node(fresh(f"{tr.name}_h{k}"), "slice", (ins[0],), (y,),
-                                    frozen_map({"axis": 1, "start": k * d, "stop": (k + 1) * d})))
+                    y = ins[0]  # one head (an export of nn.MultiheadAttention with num_heads=1): the whole tensor
+                    if h > 1:
+                        y = fresh(f"{tr.outputs[0]}_h{k}")
+                        shapes[y] = (t, d)
+                        out.append(Node(fresh(f"{tr.name}_h{k}"), "slice", (ins[0],), (y,),
+                                        frozen_map({"axis": 1, "start": k * d, "stop": (k + 1) * d})))
                     if flip:
                         z = fresh(f"{tr.outputs[0]}_h{k}_t")
                         shapes[z] = (d, t)
@@ -238,6 +244,10 @@ def split_heads(nodes: list[Node], shapes: dict[str, tuple[int, ...]], outputs) 
                 continue
         if any(x in heads for x in ins):
             hs = [heads.get(x) for x in ins]
+            if (n.op == "reshape" and len(hs[0].parts) == 1 and n.outputs[0] not in outputs
+                    and tuple(shapes[n.outputs[0]]) == tuple(shapes[hs[0].parts[0]])):
+                alias[n.outputs[0]] = hs[0].parts[0]  # one head merged back (the exporter writes no transpose)
+                continue
             if n.op == "transpose" and tuple(n.attrs["perm"]) == (1, 0, 2) and len(ins) == 1:
                 pending[n.outputs[0]] = tuple(hs[0].parts)  # [H, T, d] -> [T, H, d]: merged by the reshape
                 continue

@@ -1325,7 +1325,7 @@ class _OnnxImporter(OnnxMaskMixin, OnnxRecurrentMixin, OnnxConvMixin, OnnxActiva
         ref = np.arange(size).reshape(b, *shape)
         if len(shape) == 2 and ids.ndim == 4:  # split: [T, D] -> [T, H, d] -> permuted
             t, dd = shape
-            for h in range(2, dd + 1):
+            for h in range(1, dd + 1):  # one head first: its split is a view of the whole (nn.MultiheadAttention, 1 head)
                 if dd % h:
                     continue
                 split = (t, h, dd // h)
@@ -1709,7 +1709,17 @@ class _OnnxImporter(OnnxMaskMixin, OnnxRecurrentMixin, OnnxConvMixin, OnnxActiva
             raise UnsupportedOpError(
                 f"node '{name}' (QuantizeLinear) has a computed scale or zero point"
             )
-        x = self._data_input(node.input[0], name, "QuantizeLinear")
+        try:
+            x = self._data_input(node.input[0], name, "QuantizeLinear")
+        except UnsupportedOpError as exc:
+            if node.input[0] not in self.moved:
+                raise
+            raise UnsupportedOpError(
+                f"node '{name}' (QuantizeLinear) quantises '{node.input[0]}', a view that mixes the batch with "
+                "other axes (e.g. the [T, N, E] layout an nn.MultiheadAttention export computes in); quantised "
+                f"(QDQ) nodes on such views are not imported ({exc.message})",
+                hint="export the float model and compile it with a precision (int8 / int16) and calibration "
+                "data: aieflow quantises attention itself (docs/attention.md)") from None
         scale = self._const(node.input[1])
         zp = self._const(node.input[2]) if len(node.input) > 2 and node.input[2] else None
         bits = _q_output_bits(node, name, zp, attrs)

@@ -120,10 +120,11 @@ def _example_tensor(torch, example_input: Any):
     )
 
 
-def import_torch(module: torch.nn.Module, example_input: Any) -> ImportedModel:
+def import_torch(module: torch.nn.Module, example_input: Any, mask_tokens: int | None = None) -> ImportedModel:
     """Import a PyTorch module as a float IR graph.
 
     ``example_input`` is a sample input batch (tensor or array) or its shape, batch included.
+    ``mask_tokens``: the length of ``forward(x, mask)``'s key padding mask (None: ``x``'s second axis).
     """
     try:
         import torch
@@ -171,7 +172,8 @@ def import_torch(module: torch.nn.Module, example_input: Any) -> ImportedModel:
             if sum(n.op == "placeholder" for n in gm.graph.nodes) == 2:
                 # forward(x, mask): the mask is a key padding mask over the input's tokens (docs/attention.md);
                 # nothing masked, so the shapes come out as for any mask
-                args = (x, torch.zeros(tuple(x.shape[:2]), dtype=torch.bool))
+                tokens = int(x.shape[1]) if mask_tokens is None else int(mask_tokens)
+                args = (x, torch.zeros((int(x.shape[0]), tokens), dtype=torch.bool))
             with torch.no_grad():
                 gm(*args)  # a plain run first: ShapeProp prints a traceback when a node fails
                 ShapeProp(gm).propagate(*args)
@@ -183,7 +185,9 @@ def import_torch(module: torch.nn.Module, example_input: Any) -> ImportedModel:
                 f"running example_input of shape {tuple(x.shape)}{padded} through {type(module).__name__} "
                 f"failed: {_first_line(exc)}",
                 hint="check that example_input has the shape the model expects, batch included" + (
-                    "; a per-sample attn_mask is not mapped (docs/attention.md)" if padded else ""),
+                    "; a per-sample attn_mask is not mapped (docs/attention.md); a mask over other tokens than the "
+                    "input's second axis (a patch-embedded ViT) takes its length from calibration=(x, mask)"
+                    if padded else ""),
             ) from None
         finally:
             torch.set_num_threads(threads)

@@ -787,6 +787,9 @@ public:
 // keep bytes; per feature the exact sum of the kept tokens' codes (16 lanes of an acc32 accumulator, aie::add
 // of each kept row in increasing t: |sum| <= T 2^15 < 2^31) and y = round(sum / k), the exact quotient rounded
 // once by RND (mean_round_divide); a sample keeping no token gives 0 everywhere, as the emulation.
+// bf16 (TI = bfloat16, AIE-ML / AIE-MLv2; RND unused): per feature a float32 sum from +0.0 adding each kept
+// token's value in increasing t (accfloat lanes, one float32 rounding per addition), inv = 1.0f / k once per
+// sample, y = bf16(sum inv) (nearest, ties to even); a sample keeping no token gives +0.0.
 // Features in whole 16-lane vectors (N % 16 == 0) take the vector sums, others a scalar loop.
 inline std::int32_t mean_round_divide(std::int32_t num, std::int32_t den, aie::rounding_mode mode) {
     std::int32_t q = num / den;  // 32-bit: |num| <= T 2^15 < 2^31, 0 < den <= T
@@ -817,6 +820,7 @@ class MaskedMean {
     using TI = typename C::TI;
     static constexpr unsigned L = 16;
     static constexpr bool VEC = C::N % L == 0;  // rows of whole 16-lane vectors (16-element aligned loads)
+    static constexpr bool BF16 = std::is_same_v<TI, bfloat16>;
     static_assert(C::T < 65536, "the sums stay in 32 bits: T 2^15 < 2^31");
 
 public:
@@ -832,7 +836,25 @@ public:
                 for (unsigned j = 0; j < C::N; ++j) y[j] = TI(0);
                 continue;
             }
-            if constexpr (VEC) {
+            if constexpr (BF16) {  // float32 sums (accfloat lanes), one reciprocal of the count, one rounding to bf16
+                const float inv = 1.0f / static_cast<float>(k);
+                if constexpr (VEC) {
+                    for (unsigned j = 0; j < C::N; j += L) {
+                        aie::accum<accfloat, L> acc = aie::zeros<accfloat, L>();
+                        for (unsigned t = 0; t < C::T; ++t)
+                            if (m[t] != 0) acc = aie::add(acc, aie::load_v<L>(x + t * C::N + j));
+                        const aie::vector<float, L> sum = acc.template to_vector<float>();
+                        for (unsigned q = 0; q < L; ++q) y[j + q] = static_cast<TI>(sum.get(q) * inv);
+                    }
+                } else {
+                    for (unsigned j = 0; j < C::N; ++j) {
+                        float sum = 0.0f;
+                        for (unsigned t = 0; t < C::T; ++t)
+                            if (m[t] != 0) sum = sum + static_cast<float>(x[t * C::N + j]);
+                        y[j] = static_cast<TI>(sum * inv);
+                    }
+                }
+            } else if constexpr (VEC) {
                 for (unsigned j = 0; j < C::N; j += L) {
                     aie::accum<acc32, L> acc = aie::zeros<acc32, L>();
                     for (unsigned t = 0; t < C::T; ++t)
