@@ -51,6 +51,14 @@ KERNEL_SOURCE = "kernels/gemm_tile.cc"
 MOVER_II = 1
 
 
+
+def _tile_kernel(tl, in_sizes: tuple, c, cost=None) -> Kernel:
+    """One ``gemm_tile`` kernel on its placed tile (``in_sizes``: its input ports' buffer elements,
+    None for a stream); Br's port single-buffered when the config says so (``br_buffers: 1``)."""
+    single = (("in", 0),) if c.br_buffers == 1 else ()
+    return Kernel(tl.var, NODE, KERNEL_CLASS, (), KERNEL_SOURCE, (tl.col, tl.row), in_sizes, (None,),
+                  single=single, cost=cost)
+
 def _plio(var: str, direction: str, cost: Cost | None, gmio: bool = False) -> Plio:
     return Plio(var, direction, PLIO_BITS, f"data/{var}.txt", cost=cost, gmio=gmio)
 
@@ -120,23 +128,9 @@ def _lower(plan: GemmPlan, placed: bool, costed: bool, later_pc: bool) -> Mapped
     plios += [_plio(p.var, "in", br_cost, gmio=gmio) for p in br]
     plios += [_plio(p.var, "out", tile_cost) for p in cr]
     kernels, links = [], []
-    single = (("in", 0),) if c.br_buffers == 1 else ()
     for tl in tiles:
         sizes = (b := plan.blocks).kc * b.nr
-        kernels.append(
-            Kernel(
-                tl.var,
-                NODE,
-                KERNEL_CLASS,
-                (),
-                KERNEL_SOURCE,
-                (tl.col, tl.row),
-                (sizes, *(None,) * len(tl.ar)),
-                (None,),
-                single=single,
-                cost=tile_cost,
-            )
-        )
+        kernels.append(_tile_kernel(tl, (sizes, *(None,) * len(tl.ar)), c, tile_cost))
         links.append(Link("gmio" if gmio else "plio", Port(tl.br, "out", 0), Port(tl.var, "in", 0)))
         links += [
             Link("stream", Port(a, "out", 0), Port(tl.var, "in", 1 + s))
@@ -247,22 +241,9 @@ def _lower_memtile(plan: GemmPlan, placed: bool) -> MappedGraph:
         )
         links.append(Link("memtile", Port(p.var, "out", 0), Port(f"bc{p.lane}", "in", 0)))
     kernels = []
-    single = (("in", 0),) if c.br_buffers == 1 else ()
     lane_elems = lay.lane_bytes // t.bytes
     for tl in tiles:
-        kernels.append(
-            Kernel(
-                tl.var,
-                NODE,
-                KERNEL_CLASS,
-                (),
-                KERNEL_SOURCE,
-                (tl.col, tl.row),
-                (lane_elems, None),
-                (None,),
-                single=single,
-            )
-        )
+        kernels.append(_tile_kernel(tl, (lane_elems, None), c))
         bc, port = tl.br.split(".out[")
         links.append(Link("memtile", Port(bc, "out", int(port.rstrip("]"))), Port(tl.var, "in", 0)))
         links.append(Link("memtile", Port(tl.ar[0].split(".")[0], "out", 0), Port(tl.var, "in", 1)))
