@@ -59,13 +59,17 @@ class Traversal:
 
 @dataclass(frozen=True)
 class NdTiling:
-    """One port's access pattern over a buffer of ``dims`` elements (dimension 0 fastest)."""
+    """One port's access pattern over a buffer of ``dims`` elements (dimension 0 fastest);
+    ``repetition``: how many times the whole traversal runs per buffer (``tiling_parameters::
+    repetition``, UG1603), executions of the same buffer descriptor (AM020: the BD's iteration
+    fields offset each execution), so no address dimension."""
 
     dims: tuple[int, ...]
     tile: tuple[int, ...]
     offset: tuple[int, ...]
     traversal: tuple[Traversal, ...] = ()
     boundary: tuple[int, ...] | None = None
+    repetition: int = 1
 
     @property
     def tiles(self) -> int:
@@ -73,7 +77,7 @@ class NdTiling:
 
     @property
     def elements(self) -> int:
-        return int(np.prod(self.tile, dtype=np.int64)) * self.tiles
+        return int(np.prod(self.tile, dtype=np.int64)) * self.tiles * self.repetition
 
     @property
     def address_dims(self) -> int:
@@ -131,7 +135,7 @@ class NdTiling:
         inside = ((coords >= 0) & (coords < lim)).all(axis=1)
         scale = np.cumprod((1, *self.dims[:-1])).astype(np.int64)
         addr = (coords * scale).sum(axis=1)
-        return np.where(inside, addr, -1)
+        return np.tile(np.where(inside, addr, -1), self.repetition)
 
     def to_template(self) -> dict:
         d = {
@@ -142,6 +146,8 @@ class NdTiling:
         }
         if self.boundary is not None:
             d["boundary"] = list(self.boundary)
+        if self.repetition != 1:
+            d["repetition"] = self.repetition
         return d
 
 
@@ -157,4 +163,6 @@ def render(t: NdTiling) -> str:
     ]
     if t.boundary is not None:
         parts.append(f".boundary_dimension = {{{', '.join(map(str, t.boundary))}}}")
+    if t.repetition != 1:
+        parts.append(f".repetition = {t.repetition}")
     return "adf::tiling({" + ", ".join(parts) + "})"
