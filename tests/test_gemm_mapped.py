@@ -17,6 +17,7 @@ from aieflow.gemm.dense_design import StreamedDenseDesign
 from aieflow.gemm.lower import lower, lower_streamed, stage_costs
 from aieflow.mapped import transport
 from aieflow.mapped.estimate import resources, stage_graph
+from aieflow.mapped.tiling import render
 
 
 def _kinds(mg) -> Counter:
@@ -115,6 +116,8 @@ def test_the_memory_tile_reads_fit_a_buffer_descriptor_and_the_compile_checks_th
     # once per L4 step (the template's .repetition = L4_STEPS)
     assert ac.reads[0].address_loops() == ((1, 8), (256, 8), (8, 32), (2048, 32))
     assert (ac.reads[0].repetition, ac.reads[0].elements) == (3, 256 * 256 * 3)
+    assert render(ac.reads[0]).endswith(", .repetition = 3})")
+    assert "repetition" not in render(bc.reads[0])
     assert transport.check(mg, p.device).word_problems == ()
     # the compile runs the check pass: Bc (one write and one read port, ping-pong) needs 4 BDs
     tight = dataclasses.replace(p.device, memtile_bds=3)
