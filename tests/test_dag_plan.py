@@ -94,6 +94,33 @@ def test_tiling_walk_matches_loop_reference():
         assert t.elements == len(_loop_addresses(t))
 
 
+def test_address_loops_walk_the_same_addresses():
+    # the (stride, wrap) loops the address-dimension count reads (merged where one continues the
+    # other) visit the reference walk's addresses in its order, for random in-buffer patterns
+    rng = np.random.default_rng(2)
+    checked = merged = 0
+    for _ in range(1500):
+        dims = tuple(int(v) for v in rng.integers(1, 7, size=3))
+        tile = tuple(int(rng.integers(1, d + 1)) for d in dims)
+        offset = tuple(int(rng.integers(0, d)) for d in dims)
+        trav = tuple(
+            Traversal(int(rng.integers(0, 3)), int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+            for _ in range(int(rng.integers(0, 4)))
+        )
+        t = NdTiling(dims, tile, offset, trav)
+        ref = _loop_addresses(t)
+        if -1 in ref:
+            continue
+        base = offset[0] + dims[0] * (offset[1] + dims[1] * offset[2])
+        walk = [base]
+        for stride, wrap in t.address_loops():  # innermost first: each loop repeats the walk so far
+            walk = [a + i * stride for i in range(wrap) for a in walk]
+        assert walk == ref, (t, t.address_loops())
+        checked += 1
+        merged += len(t.address_loops()) < sum(n > 1 for n in tile) + sum(x.wrap > 1 for x in trav)
+    assert checked > 150 and merged > 20
+
+
 # ----------------------------------------------------------------------------- plans and links
 
 

@@ -4,6 +4,7 @@ reference of the stage graph it simulates."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 
@@ -11,10 +12,12 @@ import pytest
 import torch
 
 import aieflow
+from aieflow.errors import PlanError
 from aieflow.gemm.dense_design import StreamedDenseDesign
 from aieflow.gemm.lower import lower, lower_streamed, stage_costs
 from aieflow.mapped import transport
 from aieflow.mapped.estimate import resources, stage_graph
+from aieflow.mapped.tiling import render
 
 
 def _kinds(mg) -> Counter:
@@ -95,6 +98,31 @@ def test_the_memory_tile_design_lowers_ac_and_bc_into_shared_buffers(device, dty
     assert resources(mg, p.device) == (len(mg.kernels), c.tiles_i + bc)
     perf = d.to_json()["performance"]
     assert (perf["tiles_used"], perf["memory_tiles_used"]) == (len(mg.kernels), c.tiles_i + bc)
+
+
+def test_the_memory_tile_reads_fit_a_buffer_descriptor_and_the_compile_checks_them():
+    # one tile, NR 32, KC 256, MC 256, an 8 x 8 x 8 int8 mmul (NS = KS = 8, MR 8), nc 96: 3 L4 steps
+    shape = {"dtype": "int8", "tiles": 1, "design": "best", "blocks": {"nc": 96, "kc": 256}}
+    p = aieflow.gemm(256, 1024, 512, device="vek280", **shape).plan
+    assert (p.blocks.nr, p.blocks.kc, p.blocks.mr, p.mc_tile, p.l4_steps) == (32, 256, 8, 256, 3)
+    mg = lower(p)
+    (ac,) = [b for b in mg.buffers if b.var.startswith("ac")]
+    (bc,) = [b for b in mg.buffers if b.var.startswith("bc")]
+    # Bc read, element strides: 1 (NS), 32 (KS rows), 8 (4 column blocks), 256 (32 k steps) and
+    # 8192 (3 L4 steps) = 32 x 256: the step loop continues the k-step loop, 4 dimensions (UG1603
+    # Table 1: a memory-tile DMA addresses 4)
+    assert bc.reads[0].address_loops() == ((1, 8), (32, 8), (8, 4), (256, 96))
+    # Ac read: strides 1 (KS), 256 (MR rows), 8 (32 k steps), 2048 (32 rounds), the whole of Ac
+    # once per L4 step (the template's .repetition = L4_STEPS)
+    assert ac.reads[0].address_loops() == ((1, 8), (256, 8), (8, 32), (2048, 32))
+    assert (ac.reads[0].repetition, ac.reads[0].elements) == (3, 256 * 256 * 3)
+    assert render(ac.reads[0]).endswith(", .repetition = 3})")
+    assert "repetition" not in render(bc.reads[0])
+    assert transport.check(mg, p.device).word_problems == ()
+    # the compile runs the check pass: Bc (one write and one read port, ping-pong) needs 4 BDs
+    tight = dataclasses.replace(p.device, memtile_bds=3)
+    with pytest.raises(PlanError, match="needs 4 buffer descriptors"):
+        aieflow.gemm(256, 1024, 512, device=tight, **shape)
 
 
 def _tandem(br: float, compute: float, steps: int, buffers: int) -> float:

@@ -18,7 +18,7 @@ import aieflow
 from aieflow.devices import get_device
 from aieflow.errors import PlanError
 from aieflow.mapped.ir import Kernel, Link, MappedGraph, Plio, Port, SharedBuffer
-from aieflow.mapped.tiling import NdTiling
+from aieflow.mapped.tiling import NdTiling, Traversal
 from aieflow.mapped.transport import check
 from aieflow.model_zoo import qdq_mlp
 
@@ -132,13 +132,66 @@ def test_a_memory_tile_link_without_a_shared_buffer_is_caught():
 
 
 def test_too_many_address_dimensions_are_caught():
-    from aieflow.mapped.tiling import Traversal
     mg = memtile_graph(dims=(8, 4))
     b = mg.buffers[0]
-    # a 2-D tile and three traversal loops: 5 address dimensions, a buffer descriptor has 4
-    deep = NdTiling(b.dims, (2, 2), (0, 0), (Traversal(0, 2, 2), Traversal(1, 2, 2), Traversal(0, 4, 1)))
+    # a 2-D tile and three traversal loops, none continuing the loop inside it: 5 address
+    # dimensions (element strides 1, 8, 2, 16, 4), a buffer descriptor has 4
+    deep = NdTiling(
+        b.dims, (2, 2), (0, 0), (Traversal(0, 2, 2), Traversal(1, 2, 2), Traversal(0, 4, 2))
+    )
     with pytest.raises(PlanError, match="5 address dimensions"):
         check(dataclasses.replace(mg, buffers=(dataclasses.replace(b, reads=(deep,)),)), VEK280)
+
+
+@pytest.mark.parametrize(
+    "tiling, loops",
+    [
+        # the memory-tile GEMM's Bc read (templates/gemm/ml_graph.h.j2; NR 16, KC 64, 3 L4 steps,
+        # 2 lanes, an 8 x 8 mmul block): element strides 1 (NS), 16 (KS), 8 (column block), 128
+        # (k step), 1024 (L4 step); the k-step loop spans 8 x 128 = 1024, so the step loop
+        # continues it: 4 dimensions
+        (
+            NdTiling(
+                (16, 64, 3, 2),
+                (8, 8, 1, 1),
+                (0, 0, 0, 1),
+                (Traversal(0, 8, 2), Traversal(1, 8, 8), Traversal(2, 1, 3)),
+            ),
+            ((1, 8), (16, 8), (8, 2), (128, 24)),
+        ),
+        # the same with one column block (NS = NR): every loop continues the one inside it, one run
+        (
+            NdTiling(
+                (8, 64, 3, 1),
+                (8, 8, 1, 1),
+                (0, 0, 0, 0),
+                (Traversal(0, 8, 1), Traversal(1, 8, 8), Traversal(2, 1, 3)),
+            ),
+            ((1, 1536),),
+        ),
+        # the GEMM's Ac read (KC 64, MC_TILE 32, KS 8, MR 4): strides 1, 64, 8, 256, none continues
+        (
+            NdTiling((64, 32), (8, 4), (0, 0), (Traversal(0, 8, 8), Traversal(1, 4, 8))),
+            ((1, 8), (64, 4), (8, 8), (256, 8)),
+        ),
+        # a transpose (one element per tile, rows fastest): strides 4 and 1, 2 dimensions
+        (
+            NdTiling((4, 6), (1, 1), (0, 0), (Traversal(1, 1, 6), Traversal(0, 1, 4))),
+            ((4, 6), (1, 4)),
+        ),
+        # the whole buffer: one contiguous run; with padding from column 6 the rows stay apart
+        (NdTiling((8, 8), (8, 8), (0, 0)), ((1, 64),)),
+        (NdTiling((8, 8), (8, 8), (0, 0), boundary=(6, 8)), ((1, 8), (8, 8))),
+        # rows 4 and 5 lie outside a 4 x 4 buffer (zero padding): not one run of 24
+        (NdTiling((4, 4), (4, 1), (0, 0), (Traversal(1, 1, 6),)), ((1, 4), (4, 6))),
+    ],
+)
+def test_address_dimensions_count_loops_that_do_not_continue_each_other(tiling, loops):
+    # UG1603 Table 1 / AM020: a memory-tile buffer descriptor addresses 4 (stride, wrap) dimensions;
+    # loops of wrap 1 move nothing, and a loop whose stride is the span of the loop inside it is one
+    # dimension with it (only where the pattern has no padding)
+    assert tiling.address_loops() == loops
+    assert tiling.address_dims == len(loops)
 
 
 def test_word_granularity_is_reported_not_refused():

@@ -6,9 +6,11 @@ from collections.abc import Mapping
 
 from ..devices import Device, get_device
 from ..errors import ConfigError, PlanError
+from ..mapped.transport import check as check_transport
 from .aieml import check_device, is_memtile_device, ml_type
 from .design import GemmDesign
 from .dtypes import get_type, output_type
+from .lower import lower
 from .memory import pl_memory
 from .plan import DESIGNS
 from .search import best_plan, published_plan
@@ -60,5 +62,8 @@ def gemm(m: int, n: int, k: int, dtype: str = "uint8", device: str | Device = "v
     if design == "best":
         plan, alts = best_plan(m, n, k, t, out, dev, tiles, blocks,
                                transfer=br_transfer if br_transfer in ("stream", "gmio") else "stream")
-        return GemmDesign(plan, alts)
-    return GemmDesign(published_plan(m, n, k, t, out, dev, tiles, blocks))
+    else:
+        plan, alts = published_plan(m, n, k, t, out, dev, tiles, blocks), ()
+    # the check pass, as the chain and the DAG run it: the placed mapped graph's links against the device
+    check_transport(lower(plan), plan.device)
+    return GemmDesign(plan, alts)

@@ -202,6 +202,7 @@ def _lower_memtile(plan: GemmPlan, placed: bool) -> MappedGraph:
             (ks, b.mr),
             (0, 0),
             (Traversal(0, ks, b.kc // ks), Traversal(1, b.mr, plan.rounds)),
+            repetition=steps,
         )
         buffers.append(
             SharedBuffer(

@@ -17,8 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# AM020 (AIE-ML memory tile DMA): buffer descriptors address up to 4 dimensions.  We count a tile
-# dimension with extent > 1 and every traversal loop as one address dimension each.
+# UG1603 "Memory and DMA Programming", Table 1 (DMA features): the memory-tile DMA addresses up to 4
+# dimensions (AM020's memory-tile buffer descriptor: D0..D3 wrap / step size, in 32-bit words; its
+# fifth, "iteration" dimension offsets whole executions of the descriptor, which is what a tiling's
+# ``repetition`` repeats).  ``NdTiling.address_dims`` counts the (stride, wrap) loops a pattern needs.
 MEMTILE_ADDRESS_DIMS = 4
 
 
@@ -57,13 +59,17 @@ class Traversal:
 
 @dataclass(frozen=True)
 class NdTiling:
-    """One port's access pattern over a buffer of ``dims`` elements (dimension 0 fastest)."""
+    """One port's access pattern over a buffer of ``dims`` elements (dimension 0 fastest);
+    ``repetition``: how many times the whole traversal runs per buffer (``tiling_parameters::
+    repetition``, UG1603), executions of the same buffer descriptor (AM020: the BD's iteration
+    fields offset each execution), so no address dimension."""
 
     dims: tuple[int, ...]
     tile: tuple[int, ...]
     offset: tuple[int, ...]
     traversal: tuple[Traversal, ...] = ()
     boundary: tuple[int, ...] | None = None
+    repetition: int = 1
 
     @property
     def tiles(self) -> int:
@@ -71,12 +77,44 @@ class NdTiling:
 
     @property
     def elements(self) -> int:
-        return int(np.prod(self.tile, dtype=np.int64)) * self.tiles
+        return int(np.prod(self.tile, dtype=np.int64)) * self.tiles * self.repetition
 
     @property
     def address_dims(self) -> int:
-        """Address-generation dimensions the pattern needs (see ``MEMTILE_ADDRESS_DIMS``)."""
-        return sum(1 for t in self.tile if t > 1) + len(self.traversal)
+        """Address-generation dimensions the pattern needs (see ``MEMTILE_ADDRESS_DIMS``): its
+        :meth:`address_loops`."""
+        return len(self.address_loops())
+
+    def _in_range(self) -> bool:
+        """Whether every coordinate the pattern visits lies inside the buffer (no padding)."""
+        if self.boundary is not None or any(x.stride < 0 for x in self.traversal):
+            return False
+        for d, (n, o, t) in enumerate(zip(self.dims, self.offset, self.tile, strict=True)):
+            span = sum((x.wrap - 1) * x.stride for x in self.traversal if x.dimension == d)
+            if o < 0 or o + t - 1 + span >= n:
+                return False
+        return True
+
+    def address_loops(self) -> tuple[tuple[int, int], ...]:
+        """The pattern as (stride, wrap) loops over the flat buffer, innermost first: the tile's
+        dimensions (0 first), then the traversal loops.  A loop of wrap 1 moves nothing and is
+        dropped; where the pattern stays inside the buffer (no padding), a loop whose stride is
+        the whole span of the loop inside it (``stride == inner stride x inner wrap``) continues
+        that loop and is one address dimension with it (a contiguous row of a full-width tile, a
+        k-step loop followed by a step loop over the next dimension)."""
+        scale = np.cumprod((1, *self.dims[:-1])).tolist()
+        loops = [(scale[d], t) for d, t in enumerate(self.tile)]
+        loops += [(x.stride * scale[x.dimension], x.wrap) for x in self.traversal]
+        out: list[tuple[int, int]] = []
+        merge = self._in_range()
+        for stride, wrap in loops:
+            if wrap == 1:
+                continue
+            if merge and out and stride == out[-1][0] * out[-1][1]:
+                out[-1] = (out[-1][0], out[-1][1] * wrap)
+            else:
+                out.append((int(stride), wrap))
+        return tuple(out)
 
     def addresses(self) -> np.ndarray:
         """Flat buffer address of every element in stream order; -1 = padding (outside
@@ -97,7 +135,7 @@ class NdTiling:
         inside = ((coords >= 0) & (coords < lim)).all(axis=1)
         scale = np.cumprod((1, *self.dims[:-1])).astype(np.int64)
         addr = (coords * scale).sum(axis=1)
-        return np.where(inside, addr, -1)
+        return np.tile(np.where(inside, addr, -1), self.repetition)
 
     def to_template(self) -> dict:
         d = {
@@ -108,6 +146,8 @@ class NdTiling:
         }
         if self.boundary is not None:
             d["boundary"] = list(self.boundary)
+        if self.repetition != 1:
+            d["repetition"] = self.repetition
         return d
 
 
@@ -123,4 +163,6 @@ def render(t: NdTiling) -> str:
     ]
     if t.boundary is not None:
         parts.append(f".boundary_dimension = {{{', '.join(map(str, t.boundary))}}}")
+    if t.repetition != 1:
+        parts.append(f".repetition = {t.repetition}")
     return "adf::tiling({" + ", ".join(parts) + "})"
