@@ -326,7 +326,8 @@ def unity_groups(units: Sequence[str], parts: int, alone: Sequence[str] = ()) ->
     kernels = [u for u in units if u.startswith("src/kernels/") and u.endswith(".cc") and u not in alone]
     parts = max(1, min(parts, len(kernels)))
     groups = [tuple(kernels[i::parts]) for i in range(parts)] if kernels else []
-    return [(u,) for u in units if u not in set(kernels)] + groups  # the units alone (the harness) first
+    grouped = set(kernels)
+    return [(u,) for u in units if u not in grouped] + groups  # the units alone (the harness) first
 
 
 def _build(sources: dict[str, str], units: Sequence[str], arch: int, what: str, cxx: str, binary: Path,
@@ -361,21 +362,19 @@ def _build(sources: dict[str, str], units: Sequence[str], arch: int, what: str, 
         flag_sets = sorted({SETUP_FLAGS if unit in setup else FLAGS for unit in units})
         pch: dict[tuple[str, ...], list[str]] = {}
 
-        def compile_unit(unit: str, advance: bool = True) -> subprocess.CompletedProcess:
+        def compile_unit(unit: str) -> subprocess.CompletedProcess:
             obj = root / "obj" / (unit.replace("/", "_") + ".o")
             flags = SETUP_FLAGS if unit in setup else FLAGS
             res = run([cxx, *flags, *base, *pch[flags], "-c", str(root / unit), "-o", str(obj)])
-            if advance:
-                bar.advance()
+            bar.advance()
             log.debug("compiled %s (exit %d)", unit, res.returncode)
             return res
 
-        def compile_group(group: tuple[str, ...]) -> list[subprocess.CompletedProcess]:
+        def compile_group(index: int, group: tuple[str, ...]) -> list[subprocess.CompletedProcess]:
             """A group of kernel units as one unit (see unity_groups); if it does not compile, each
             of its units alone, whose own results (and errors) are the build's."""
             if len(group) == 1:
                 return [compile_unit(group[0])]
-            index = unity_index(group)
             (root / "unity").mkdir(exist_ok=True)
             (root / "unity" / f"{index}.cc").write_text(
                 "".join(f'#include "{root / unit}"\n' for unit in group))
@@ -403,8 +402,7 @@ def _build(sources: dict[str, str], units: Sequence[str], arch: int, what: str, 
         try:
             pch.update(zip(flag_sets, pool.map(pch_for, flag_sets), strict=True))
             groups = unity_groups(units, workers, alone=setup)
-            unity_index = {g: i for i, g in enumerate(groups)}.__getitem__
-            done = {u: r for group, results in zip(groups, pool.map(compile_group, groups), strict=True)
+            done = {u: r for group, results in zip(groups, pool.map(compile_group, range(len(groups)), groups), strict=True)
                     for u, r in zip(group, results, strict=True)}
             results = [done[u] for u in units]
         except BaseException:  # SIGTERM / Ctrl-C (see cli.main): stop every compiler, then clean up
