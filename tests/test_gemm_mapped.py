@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections import Counter
 
 import pytest
@@ -208,3 +209,86 @@ def test_a_streamed_dense_layer_is_its_gemms_graph_and_the_epilogue_pl_kernel(de
     if g.memtiles is None:  # the PL-memory GEMM: its AIE cycles are its stage graph's
         assert e.gemm.cycles == pytest.approx(_reference_cycles(g), rel=1e-9)
     assert e.cycles == pytest.approx(e.gemm.total_cycles + e.epilogue_cycles, rel=1e-12)
+
+
+_CONNECT = re.compile(
+    r"adf::connect(?:<[^>]*>)?(?: (\w+))?\((\w+\.out\[\d+\]), (\w+\.in\[\d+\])\);"
+)
+
+
+def _connections(graph_h: str) -> tuple[set, dict]:
+    """graph.h's connections as (source port, destination port) pairs, and each named net's FIFO depth."""
+    nets, pairs = {}, set()
+    for name, src, dst in _CONNECT.findall(graph_h):
+        pairs.add((src, dst))
+        if name:
+            nets[name] = (src, dst)
+    depths = {nets[n]: int(v) for n, v in re.findall(r"adf::fifo_depth\((\w+)\) = (\d+);", graph_h)}
+    return pairs, depths
+
+
+@pytest.mark.parametrize("br_transfer", ["stream", "gmio"])
+def test_the_pl_memory_graph_h_connects_what_the_design_moves(br_transfer):
+    """graph.h (the one mapped-graph writer) and system.cfg against a hand list of the PL-memory
+    design's connections: Ar of group g multicast to every tile of g, Br of lane j to the tiles of lane
+    j, Cr of each tile to its PLIO through a FIFO of one Cr (mr x nr values) when overlapped."""
+    kw = (
+        {"design": "published"}
+        if br_transfer == "stream"
+        else {"design": "best", "br_transfer": "gmio"}
+    )
+    d = aieflow.gemm(256, 256, 2048, dtype="int8", device="vck190", tiles=6, **kw)
+    c, b = d.plan.config, d.plan.blocks
+    want, cfg = set(), set()
+    for g in range(c.tiles_i):
+        for j in range(c.tiles_j):
+            t = g * c.tiles_j + j
+            want |= {(f"br{j}.out[0]", f"tile{t}.in[0]"), (f"tile{t}.out[0]", f"cr{t}.in[0]")}
+            want |= {(f"ar{g}_{s}.out[0]", f"tile{t}.in[{1 + s}]") for s in range(c.ar_streams)}
+            cfg.add(f"stream_connect=ai_engine_0.cr{t}:gemm_collect_0.cr{t}")
+        cfg |= {
+            f"stream_connect=gemm_mover_0.ar{g}_{s}:ai_engine_0.ar{g}_{s}"
+            for s in range(c.ar_streams)
+        }
+    if br_transfer == "stream":
+        cfg |= {f"stream_connect=gemm_mover_0.br{j}:ai_engine_0.br{j}" for j in range(c.tiles_j)}
+    g_h = d.files["src/graph.h"]
+    pairs, depths = _connections(g_h)
+    assert pairs == want
+    fifo = (
+        {}
+        if c.writeback == "serial"
+        else {(f"tile{t}.out[0]", f"cr{t}.in[0]"): b.mr * b.nr for t in range(c.tiles)}
+    )
+    assert depths == fifo
+    assert g_h.count("adf::input_gmio::create(") == (c.tiles_j if br_transfer == "gmio" else 0)
+    assert g_h.count("adf::kernel::create(gemm_tile);") == c.tiles
+    assert {x for x in d.files["system.cfg"].splitlines() if x.startswith("stream_connect=")} == cfg
+
+
+@pytest.mark.parametrize(
+    ("device", "dtype", "tiles"), [("vek280", "int8", 8), ("vek385", "bf16", 6)]
+)
+def test_the_memory_tile_graph_h_connects_what_the_design_moves(device, dtype, tiles):
+    """The memory-tile design's graph.h against a hand list: a<g> into Ac memory tile g, whose one
+    read port is multicast to the tiles of group g (their stream port 1); b<m> into Bc memory tile m,
+    whose read port l feeds lane m * lanes_per_memtile + l; Cr through a FIFO of one Cr."""
+    d = aieflow.gemm(256, 256, 2048, dtype=dtype, device=device, tiles=tiles, design="best")
+    c, b, lay = d.plan.config, d.plan.blocks, d.plan.memtiles
+    want = {(f"a{g}.out[0]", f"ac{g}.in[0]") for g in range(c.tiles_i)}
+    want |= {
+        (f"b{m}.out[0]", f"bc{m}.in[0]")
+        for m in range(math.ceil(c.tiles_j / lay.lanes_per_memtile))
+    }
+    for g in range(c.tiles_i):
+        for j in range(c.tiles_j):
+            t = g * c.tiles_j + j
+            m, lane = divmod(j, lay.lanes_per_memtile)
+            want |= {
+                (f"ac{g}.out[0]", f"tile{t}.in[1]"),
+                (f"bc{m}.out[{lane}]", f"tile{t}.in[0]"),
+                (f"tile{t}.out[0]", f"cr{t}.in[0]"),
+            }
+    pairs, depths = _connections(d.files["src/graph.h"])
+    assert pairs == want
+    assert depths == {(f"tile{t}.out[0]", f"cr{t}.in[0]"): b.mr * b.nr for t in range(c.tiles)}

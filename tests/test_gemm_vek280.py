@@ -186,9 +186,13 @@ def test_generated_graph_uses_memory_tiles():
     d = aieflow.gemm(256, 256, 2048, "uint8", "vek280", 16, "best")
     g = d.files["src/graph.h"]
     lay = d.plan.memtiles
-    assert g.count("adf::shared_buffer<a_t>::create") == lay.ac_memtiles + lay.bc_memtiles
-    assert g.count(".repetition = L4_STEPS") == lay.ac_memtiles and "adf::input_gmio" not in g
-    assert g.count("adf::connect<adf::stream>(ac") == d.plan.tiles  # Ar: the tile's one input stream
+    assert g.count("adf::shared_buffer<uint8>::create") == lay.ac_memtiles + lay.bc_memtiles
+    # every Ac read repeats once per L4 step (tiling_parameters::repetition, written when not 1)
+    steps = d.plan.l4_steps
+    assert g.count(".repetition = ") == g.count(f".repetition = {steps}}})") == (lay.ac_memtiles if steps > 1 else 0)
+    assert "adf::input_gmio" not in g
+    # Ar: the tile's one input stream, read from its group's Ac memory tile
+    assert sum(g.count(f"adf::connect(ac{i}.out[0], tile") for i in range(lay.ac_memtiles)) == d.plan.tiles
     assert "URAM" not in d.files["pl/gemm_mover.cpp"] and "impl = uram" not in d.files["pl/gemm_mover.cpp"]
 
 

@@ -126,7 +126,7 @@ def test_generated_project_is_for_the_vek385():
     assert "xilinx_vek385_base" in d.files["Makefile"]
     g = d.files["src/graph.h"]
     lay = d.plan.memtiles
-    assert g.count("adf::shared_buffer<a_t>::create") == lay.ac_memtiles + lay.bc_memtiles
+    assert g.count("adf::shared_buffer<uint8>::create") == lay.ac_memtiles + lay.bc_memtiles
     assert d.to_json()["device"]["generation"] == "aie-mlv2"
     assert "__AIE_ARCH__=21" in d.files["Makefile"]  # the x86 build compiles for AIE-MLv2
 

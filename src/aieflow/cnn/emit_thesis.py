@@ -289,8 +289,7 @@ def system_args(plan: CnnPlan, ctx: dict, plio_in: list[dict], plio_out: list[di
     pl = mapped.pl_kernels  # the PL kernels and their ports, from the mapped graph
     deps = ["pl/thesis_pl_top.h", "pl/thesis_pl.h", "src/thesis_config.h", "src/kernels/cnn_numerics.h"]
     kernels = [{"name": k.name, "cu": f"{k.name}_0", "source": k.source, "deps": deps} for k in pl]
-    connects = [f"ai_engine_0.{plio}:{k.name}_0.{port}" for k in pl for port, plio in k.ins]
-    connects += [f"{k.name}_0.{port}:ai_engine_0.{plio}" for k in pl for port, plio in k.outs if plio]
+    connects = mapped.stream_connects()
     leaves = [f"{k.name}_0.{port}" for k in pl for port, plio in k.outs if not plio]
     assert len(leaves) == 1, leaves  # the last PL kernel's image stream, to the s2mm
     out = {"var": "image", "file": "data/image.txt", "ctype": "float", "period": ctx["per_frame"],

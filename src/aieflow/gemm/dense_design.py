@@ -109,10 +109,12 @@ class StreamedDenseDesign(EmulatedNumerics):
     def __post_init__(self) -> None:
         if not self.files:
             from .emit import streamed_dense_system
+            from .lower import streamed_lowering
 
             g = self.gemm
             self.files = {**g.files, **self._dense_files(),
-                          **streamed_dense_system(g.plan, g.estimate(), g.ships_data, self._x_c_type)}
+                          **streamed_dense_system(g.plan, g.estimate(), g.ships_data, self._x_c_type,
+                                                  streamed_lowering(self.plan))}
 
     # ------------------------------------------------------------------ parts
 

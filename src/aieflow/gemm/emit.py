@@ -1,8 +1,10 @@
 """Render a GEMM plan into its Vitis project: ``{relative path: text}``.
 
 Static sources (the AI Engine micro-kernel, the PL helpers, the five loops) are copied from
-``templates/gemm/``; everything that depends on the plan (configuration, graph, PL top functions,
-harness, connectivity) is rendered from its ``.j2`` template.  The problem size (m, n, k) appears
+``templates/gemm/``; everything else that depends on the plan (configuration, PL top functions,
+harness) is rendered from its ``.j2`` template, except ``src/graph.h`` and ``system.cfg``: those are
+written from the design's mapped graph (``gemm/lower.py``; the one ADF graph writer,
+``mapped/adf.py``, and the mapped graph's PL kernels).  The problem size (m, n, k) appears
 only in the README, the host's defaults and ``data/``: the compiled sources do not depend on it, so
 the x86 builds of designs that differ only in m, n, k are shared.
 """
@@ -13,7 +15,9 @@ from dataclasses import dataclass
 from importlib import resources
 
 from .. import __version__
+from ..mapped.adf import graph_header
 from ..mapped.cache import memo
+from ..mapped.ir import MappedGraph
 from ..mapped.place import Block, Grid, Placement, Problem, solve
 from ..names import Code
 from ..templating import environment
@@ -31,7 +35,6 @@ RENDERED = {
     "src/gemm_config.h": "gemm_config.h.j2",
     "src/kernels/gemm_kernels.h": "gemm_kernels.h.j2",
     "src/kernels/gemm_tile.cc": "gemm_tile.cc.j2",
-    "src/graph.h": "graph.h.j2",
     "src/graph.cpp": "graph.cpp.j2",
     "pl/gemm_top.h": "gemm_top.h.j2",
     "pl/gemm_mover.cpp": "gemm_mover.cpp.j2",
@@ -40,7 +43,6 @@ RENDERED = {
     "x86/harness.cpp": "x86_harness.cpp.j2",
     "x86/system.cpp": "x86_system.cpp.j2",
     "x86/gemm_csim.cpp": "gemm_csim.cpp.j2",
-    "system.cfg": "system.cfg.j2",
     "aie.cfg": "aie.cfg.j2",
     "Makefile": "Makefile.j2",
     "README.md": "README.md.j2",
@@ -140,7 +142,6 @@ def memtile_ports(plan: GemmPlan, placed: bool = True) -> tuple[list[Port], list
 MEMTILE = {
     "src/kernels/gemm_kernels.h": "ml_kernels.h.j2",
     "src/kernels/gemm_tile.cc": "ml_tile.cc.j2",
-    "src/graph.h": "ml_graph.h.j2",
     "pl/gemm_top.h": "ml_top.h.j2",
     "pl/gemm_mover.cpp": "ml_mover.cpp.j2",
     "x86/harness.cpp": "ml_harness.cpp.j2",
@@ -149,9 +150,14 @@ MEMTILE = {
 
 
 def project_files(plan: GemmPlan, perf: GemmPerformance, data: bool) -> dict[str, str]:
+    from .lower import lower  # lower.py reads this module's ports
+
     ctx = _context(plan, perf, data)
     templates = {**RENDERED, **MEMTILE} if plan.memtile else RENDERED
     files = {rel: _ENV.get_template(tpl).render(**ctx) for rel, tpl in templates.items()}
+    mapped = lower(plan)
+    files["src/graph.h"] = graph_h(plan, mapped)
+    files["system.cfg"] = system_cfg(plan, mapped)
     base = resources.files("aieflow").joinpath("templates/gemm")
     for rel, name in STATIC.items():
         files[rel] = base.joinpath(name).read_text()
@@ -161,17 +167,63 @@ def project_files(plan: GemmPlan, perf: GemmPerformance, data: bool) -> dict[str
     return files
 
 
-def streamed_dense_system(plan: GemmPlan, perf: GemmPerformance, data: bool, x_c_type: str) -> dict[str, str]:
+def graph_h(plan: GemmPlan, mapped: MappedGraph) -> str:
+    """``src/graph.h``: the one mapped-graph writer (``mapped/adf.py``) on the design's lowering
+    (``gemm/lower.py``), its kernels declared by ``kernels/gemm_kernels.h``."""
+    return graph_header(mapped, GRAPH_CLASS, includes=("gemm_config.h", "kernels/gemm_kernels.h"),
+                        version=__version__, device=plan.device, title=_graph_title(plan))
+
+
+def _graph_title(plan: GemmPlan) -> str:
+    c = plan.config
+    head = f"ADF graph of the {plan.design} GotoBLAS GEMM: {c.tiles} tiles ({c.tiles_j} share L4 x {c.tiles_i} share L5)."
+    if plan.memtile:
+        lay = plan.memtiles
+        assert lay is not None
+        return "\n".join((
+            head.replace(f"the {plan.design} ", "the memory-tile ").replace("ADF graph", "ADF graph (UG1603)"),
+            "One graph iteration = one (jc, pc, ic) block.  The memory tiles are the L2 (no PL memories):",
+            "  a<g> -> ac<g> : Ac share of tile group g (MC_TILE x KC), written row-major by the PL mover; read out as",
+            "                  Ar micro-panels (mr x KS per k step) L4_STEPS times, over the single input stream of each",
+            f"                  of the {c.tiles_j} tile(s) of the group (multicast)",
+            f"  b<b> -> bc<b> : Br panels of up to {lay.lanes_per_memtile} L4 lanes (row-major kc x nr each); read port l gives",
+            "                  the panels of lane l in the mmul layout, by DMA into the local memory of its tile(s)",
+            "  cr<t>         : Cr of tile t to the PL write-back (stream FIFO of one whole Cr)",
+            "Nothing here was built with aiecompiler (see README.md).",
+        ))
+    br = "single buffer: copy, then compute" if c.br_buffers == 1 else "ping-pong: the next Br loads during this step"
+    via = "GMIO from DDR" if c.br_transfer == "gmio" else "PLIO"
+    return "\n".join((
+        head.replace("ADF graph", "ADF graph (UG1079)"),
+        f"  ar<g>_<s> : Ar micro-panels of tile group g, stream s, multicast to the {c.tiles_j} tiles of the group",
+        f"  br<j>     : Br micro-panel of L4 lane j by {via} ({br}), broadcast to the {c.tiles_i} tile(s) of lane j",
+        "  cr<t>     : Cr of tile t to the PL write-back",
+        "One graph iteration = one L4 step: every tile takes one Br and runs ROUNDS micro-kernels.",
+    ))
+
+
+def system_cfg(plan: GemmPlan, mapped: MappedGraph) -> str:
+    """``system.cfg``: every PL kernel of the mapped graph (the movers, a streamed Dense layer's
+    epilogue) and its ``stream_connect`` lines (``MappedGraph.stream_connects``), at the PL clock."""
+    return _ENV.get_template("system.cfg.j2").render(
+        version=__version__, device=plan.device, pl_kernels=mapped.pl_kernels,
+        connects=mapped.stream_connects(), pl_clock_hz=int(plan.device.pl_clock_hz))
+
+
+def streamed_dense_system(plan: GemmPlan, perf: GemmPerformance, data: bool, x_c_type: str,
+                          mapped: MappedGraph) -> dict[str, str]:
     """The Makefile, system.cfg and x86 system run of a streamed Dense layer's project: the GEMM's,
     with the layer's ``dense_epilogue`` PL kernel compiled, linked (``nk``; it has no streams: C, bias
     and Y are DDR buffers), its host ``host/dense_host.cpp`` as ``host.exe`` and ``make system-run``
     running the host's steps (X -> A / B, five loops, epilogue) with the three PL kernels as C
-    simulation; ``x_c_type``: the C type of the layer's input codes (``data/X.bin``)."""
+    simulation; ``x_c_type``: the C type of the layer's input codes (``data/X.bin``); ``mapped``:
+    the layer's mapped graph (``lower.lower_streamed``: the GEMM's and the epilogue)."""
     ctx = {**_context(plan, perf, data), "epilogue": True, "x_c_type": Code(x_c_type)}
     ctx["golden_cr"] = True  # data/ always
     templates = {**RENDERED, **MEMTILE} if plan.memtile else RENDERED
-    rels = ("Makefile", "system.cfg", "x86/system.cpp", "x86/gemm_csim.cpp", "README.md")
-    return {rel: _ENV.get_template(templates[rel]).render(**ctx) for rel in rels}
+    rels = ("Makefile", "x86/system.cpp", "x86/gemm_csim.cpp", "README.md")
+    return {**{rel: _ENV.get_template(templates[rel]).render(**ctx) for rel in rels},
+            "system.cfg": system_cfg(plan, mapped)}
 
 
 def _context(plan: GemmPlan, perf: GemmPerformance, data: bool) -> dict:

@@ -57,10 +57,23 @@ def _tile_kernel(tl, in_sizes: tuple, c, cost=None) -> Kernel:
     None for a stream); Br's port single-buffered when the config says so (``br_buffers: 1``)."""
     single = (("in", 0),) if c.br_buffers == 1 else ()
     return Kernel(tl.var, NODE, KERNEL_CLASS, (), KERNEL_SOURCE, (tl.col, tl.row), in_sizes, (None,),
-                  single=single, cost=cost)
+                  single=single, cost=cost, function=True)
+
+
+def _cr_link(plan: GemmPlan, tl) -> Link:
+    """Cr out of the tile's stream port to its PLIO; with the overlapped write-back through a FIFO of
+    one whole Cr (``plan.cr_words`` 32-bit values, ``adf::fifo_depth``): the tile never waits for
+    the PL."""
+    depth = 0 if plan.config.writeback == "serial" else plan.cr_words
+    return Link("stream", Port(tl.var, "out", 0), Port(tl.cr, "in", 0), fifo_depth=depth)
+
+# A GMIO Br port's bandwidth request in MB/s (64-byte bursts): UG1079's example figure
+# ("Programming Model for AI Engine-DDR Memory Connection"), as docs/gemm.md says.
+GMIO_MBPS = 1000
+
 
 def _plio(var: str, direction: str, cost: Cost | None, gmio: bool = False) -> Plio:
-    return Plio(var, direction, PLIO_BITS, f"data/{var}.txt", cost=cost, gmio=gmio)
+    return Plio(var, direction, PLIO_BITS, f"data/{var}.txt", cost=cost, gmio=gmio, mbps=GMIO_MBPS if gmio else 0)
 
 
 def _ns(cycles: float, plan: GemmPlan) -> float:
@@ -136,7 +149,7 @@ def _lower(plan: GemmPlan, placed: bool, costed: bool, later_pc: bool) -> Mapped
             Link("stream", Port(a, "out", 0), Port(tl.var, "in", 1 + s))
             for s, a in enumerate(tl.ar)
         ]
-        links.append(Link("stream", Port(tl.var, "out", 0), Port(tl.cr, "in", 0)))
+        links.append(_cr_link(plan, tl))
     movers = (
         ()
         if costed
@@ -248,7 +261,7 @@ def _lower_memtile(plan: GemmPlan, placed: bool) -> MappedGraph:
         bc, port = tl.br.split(".out[")
         links.append(Link("memtile", Port(bc, "out", int(port.rstrip("]"))), Port(tl.var, "in", 0)))
         links.append(Link("memtile", Port(tl.ar[0].split(".")[0], "out", 0), Port(tl.var, "in", 1)))
-        links.append(Link("stream", Port(tl.var, "out", 0), Port(tl.cr, "in", 0)))
+        links.append(_cr_link(plan, tl))
     movers = _movers(plan, [p.var for p in ar + br], [p.var for p in cr])
     return MappedGraph(
         tuple(kernels), tuple(buffers), tuple(plios), tuple(links), pl_kernels=movers
@@ -298,8 +311,11 @@ def lower_streamed(plan) -> MappedGraph:
     return replace(g, pl_kernels=(*g.pl_kernels, epi))
 
 
+def streamed_lowering(plan) -> MappedGraph:
+    """:func:`lower_streamed` once per plan (``mapped/cache.memo``: the resources and the project share it)."""
+    return memo(plan, "streamed-lower", (), lambda: lower_streamed(plan))
+
+
 def streamed_resources(plan) -> tuple[int, int]:
     """(compute tiles, memory tiles) of a streamed-weights Dense layer, counted on its mapped graph."""
-    return mapped_resources(
-        memo(plan, "streamed-lower", (), lambda: lower_streamed(plan)), plan.gemm.device
-    )
+    return mapped_resources(streamed_lowering(plan), plan.gemm.device)

@@ -68,32 +68,34 @@ def declarations(names: list[str]) -> list[str]:
 
 
 def graph_header(g: MappedGraph, graph_class: str, includes: tuple[str, ...] = ("layers.h",), **context) -> str:
-    """``src/graph.h``: PLIOs, shared buffers with their tilings, kernels with their sources and
+    """``src/graph.h``: PLIOs and GMIO ports, shared buffers with their tilings, kernels with their sources and
     locations, packet switches, connections.  ``includes``: the headers declaring the kernel
     classes and their configurations (relative to src/; one in ``<...>`` is a system header);
     ``context``: ``version``, ``device``, ``title`` (the header comment, one comment line per line
     of it), optionally ``constants`` ((name, int value) pairs: ``static constexpr int`` members of
     the graph class)."""
     g.check()
-    assert not any(p.gmio for p in g.plios), "GMIO ports are the GEMM's, whose graph.h templates/gemm/ writes"
     title = context.pop("title")
     constants = context.pop("constants", ())
     buffers = [{"var": b.var, "ctype": b.ctype, "dims": b.dims, "comment": b.comment, "repetitions": b.repetitions,
                 "writes": [Code(render(t)) for t in b.writes], "reads": [Code(render(t)) for t in b.reads]}
                for b in g.buffers]
     kernels = [{"var": k.var, "cls": Code(k.cls), "args": Code(", ".join(k.args)), "source": k.source,
-                "col": k.tile[0], "row": k.tile[1], "ratio": repr(float(k.ratio)), "pinned": k.pinned} for k in g.kernels]
-    # DDR segments: 64-byte bursts (UG1079 allows 64, 128 or 256), the bandwidth asked for is the core
-    # stream's (32 bits per AIE cycle) in MB/s
+                "col": k.tile[0], "row": k.tile[1], "ratio": repr(float(k.ratio)), "pinned": k.pinned,
+                "function": k.function} for k in g.kernels]
+    # GMIO ports (DDR segments, the GEMM's GMIO Br): 64-byte bursts (UG1079 allows 64, 128 or 256),
+    # the bandwidth asked for is the core stream's (32 bits per AIE cycle) in MB/s unless the port
+    # names its own (``Plio.mbps``)
     device = context.get("device")
     mbps = int(device.generation.core_stream_bits // 8 * device.clock_hz / 1e6) if device is not None else 1000
     gmios = [{"name": name, "mbps": mbps, "transfers": link.segment[0], "bytes": link.segment[1]}
              for name, link in g.ddr_links()]
-    plio_in = [p for p in g.plios if p.direction == "in"]
-    plio_out = [p for p in g.plios if p.direction == "out"]
+    plio_in = [p for p in g.plios if p.direction == "in" and not p.gmio]
+    plio_out = [p for p in g.plios if p.direction == "out" and not p.gmio]
+    gmio_ports = [p for p in g.plios if p.gmio]
     return _ENV.get_template("graph.h.j2").render(
         graph_class=graph_class, headers=g.headers, plio_in=plio_in, plio_out=plio_out, buffers=buffers,
-        kernels=kernels, switches=g.switches, gmios=gmios, includes=includes, statements=statements(g),
-        title_lines=title.split("\n"), constants=constants,
+        kernels=kernels, switches=g.switches, gmios=gmios, gmio_ports=gmio_ports, mbps=mbps, includes=includes,
+        statements=statements(g), title_lines=title.split("\n"), constants=constants,
         decl_in=declarations([p.var for p in plio_in]), decl_out=declarations([p.var for p in plio_out]),
         decl_kernels=declarations([k.var for k in g.kernels]), **context)

@@ -9,7 +9,8 @@ this graph (:mod:`aieflow.mapped.transport`, the ``check`` pass), and so does th
 (:mod:`aieflow.mapped.estimate`) where a lowering attaches costs, and so does the placer of the
 chain, the DAG and the CNN stream mapping (:mod:`aieflow.mapped.place`: their kernel groups and
 links, lowered unplaced).  The GEMM designs and streamed-weights Dense layers lower into it too
-(``gemm/lower.py``, step 5: their resources and the PL-memory GEMM's estimate read it).
+(``gemm/lower.py``, step 5: their resources, the PL-memory GEMM's estimate, ``graph.h`` and
+``system.cfg`` read it).
 
 Everything here is frozen; names are identifiers made by :func:`aieflow.names.c_ident` (a model's
 names never reach this graph raw).
@@ -108,6 +109,9 @@ class Kernel:
     # memory_homes, a Dense layer's lender rows): they run no kernel, but the graph occupies them
     # (``mapped.estimate.resources`` counts them).
     borrowed: tuple[tuple[int, int], ...] = ()
+    # A kernel function (``adf::kernel::create(fn)``, the GEMM's ``gemm_tile``) instead of a kernel
+    # class (``adf::kernel::create_object<cls>(args)``); ``args`` is then empty.
+    function: bool = False
 
 
 @dataclass(frozen=True)
@@ -143,6 +147,8 @@ class Plio:
     # An ``adf::input_gmio`` / ``output_gmio`` (DDR through the interface tile's DMA, the host's
     # ``gm2aie``) instead of a PLIO: no PL stream, not counted against the PLIO ports.
     gmio: bool = False
+    # A GMIO's bandwidth request (``create``'s third argument, MB/s); 0: the core stream's (``mapped/adf.py``).
+    mbps: int = 0
 
     @property
     def port_name(self) -> str:
@@ -221,6 +227,14 @@ class MappedGraph:
         """The ``ddr`` links in order, each with its GMIO pair's base name (``ddr<n>``: ``ddr<n>_w``
         the output GMIO that writes the segment, ``ddr<n>_r`` the input GMIO that reads it back)."""
         return [(f"ddr{n}", link) for n, link in enumerate(x for x in self.links if x.kind == "ddr")]
+
+    def stream_connects(self) -> list[str]:
+        """``system.cfg``'s ``stream_connect`` lines between the AI Engine array and the PL kernels
+        (compute unit ``<name>_0`` each): every output PLIO a PL kernel reads, then every input PLIO
+        one writes (a port that leaves the mapped graph, ``""``, is the kind's own to connect)."""
+        pl = self.pl_kernels
+        out = [f"ai_engine_0.{plio}:{k.name}_0.{port}" for k in pl for port, plio in k.ins]
+        return out + [f"{k.name}_0.{port}:ai_engine_0.{plio}" for k in pl for port, plio in k.outs if plio]
 
     def check(self) -> None:
         """Structural invariants (an ``AssertionError`` is an aieflow bug): known link kinds and
