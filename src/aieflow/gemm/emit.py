@@ -78,8 +78,8 @@ def place(plan: GemmPlan) -> Placement:
     Br and Cr each move between a tile and a PLIO or a memory tile, ``ports`` /
     ``memtile_ports``), so the problem has no edge and the group's origin is its one free choice;
     J (the start term and ``mu * r_top``) puts it at column 0, row 0, next to the interface row
-    and, on AIE-ML, the memory tiles.  Built by hand: the GEMM does not lower into the mapped
-    graph yet.  Solved once per plan (``mapped/cache.memo``)."""
+    and, on AIE-ML, the memory tiles.  Built by hand: the lowering (``gemm/lower.py``) reads the
+    placement, so it cannot stage the problem first.  Solved once per plan (``mapped/cache.memo``)."""
     dev = plan.device
     height = min(plan.tiles, dev.rows)
     block = Block(GROUP, -(-plan.tiles // height), height)
