@@ -476,13 +476,13 @@ def vector_gates(node: Node, device: Device, space: str, widen: bool = True, uni
 # then the lanes' exact sum: each lane's 64-bit sum p split into hi = floor(p / 2^16)
 # (to_vector<int32>(16) under floor rounding, no saturation) and lo = p - hi 2^16 in [0, 2^16)
 # (the wrapping to_vector<int32>(0) minus hi upshifted by 16: int32 adds are modular), both summed
-# by aie::reduce_add (int32, modular: exact while the layer's largest |sum| is below 2^46, or mod
-# 2^32 for a 32-bit accumulator, which keeps the low 32 bits anyway), and the sum rebuilt in the
-# accumulator lanes as aie::accum(hi sum, 16) + lo sum; then the lane form's finish.  The
-# accumulator's own lanes are never added across (its sizes below 4 lanes are not native, UG1603 /
-# UG1079 "Accumulator Registers").
+# by aie::reduce_add (int32, modular: exact while the layer's largest |sum| is below 2^46), and the
+# sum rebuilt in the accumulator lanes as aie::accum(hi sum, 16) + lo sum; then the lane form's
+# finish.  The accumulator's own lanes are never added across (its sizes below 4 lanes are not
+# native, UG1603 / UG1079 "Accumulator Registers").  A layer whose sums could wrap its accumulator
+# (a 32-bit one), or reach 2^46, keeps the lane form (the dot form's wrap is not verified on x86).
 _DOT_SPLIT = 16  # the hi / lo split of a lane's exact sum (bits of lo)
-_DOT_BOUND = 1 << 46  # a dot-form sum's bound below which hi's int32 sum is exact (non-wrapping accumulators)
+_DOT_BOUND = 1 << 46  # a dot-form sum's bound below which hi's int32 sum is exact
 
 
 @dataclass(frozen=True)
@@ -545,7 +545,7 @@ def vector_head(head: list[Node], n_h: int, h_type: FixedType, device: Device, s
         if wraps and t.acc_bits != 32:
             return f"a head sum could wrap its {t.acc_bits}-bit accumulator"
         mp = -(-m // lanes) * lanes
-        if li > 0 and m < lanes and (wraps or bound < _DOT_BOUND):
+        if li > 0 and m < lanes and not wraps and bound < _DOT_BOUND:
             # dot form (the comment above): src holds the previous layer's k outputs padded to kp lanes
             kp = -(-k // lanes) * lanes
             wt = np.zeros((m, kp), dtype=np.int64)
@@ -570,10 +570,6 @@ def vector_head(head: list[Node], n_h: int, h_type: FixedType, device: Device, s
             sh = g.emit(f"aie::broadcast<int32, L>(aie::reduce_add({hi}))", "w", red)
             sl = g.emit(f"aie::broadcast<int32, L>(aie::reduce_add({low}))", "w", red)
             acc = g.emit(f"aie::add(rnnv::va<L>({sh}, {_DOT_SPLIT}), {sl})", "w", 2, kind="acc")
-            if wraps:
-                g.modes_for(None, False)
-                low32 = g.emit(f"{acc}.template to_vector<int32>(0)", "w")
-                acc = g.emit(f"rnnv::va<L>({low32})", "w", kind="acc")
             y = g.srs(acc, t.shift, out)
             if d.attrs.get("activation") == "relu":
                 y = g.emit(f"aie::max({y}, int32(0))", "y")
