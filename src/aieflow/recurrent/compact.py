@@ -470,6 +470,19 @@ def vector_gates(node: Node, device: Device, space: str, widen: bool = True, uni
 # to_vector<int32>(0); then one to_vector<int32>(shift) under the output's rounding mode, and the
 # output's overflow and ReLU as vector ops.  Activations / softmax in the head, or a layer outside
 # these conditions, keep the scalar head (rnn_cell.h ``head``).
+# A later layer with fewer outputs than lanes (top tagging's 64 -> 1) runs in **dot form** instead:
+# per output, its inputs are the lanes (the previous layer's padded outputs, zero-initialised), one
+# element-wise aie::mac per lane group of inputs into exact accumulator lanes (the bias in lane 0),
+# then the lanes' exact sum: each lane's 64-bit sum p split into hi = floor(p / 2^16)
+# (to_vector<int32>(16) under floor rounding, no saturation) and lo = p - hi 2^16 in [0, 2^16)
+# (the wrapping to_vector<int32>(0) minus hi upshifted by 16: int32 adds are modular), both summed
+# by aie::reduce_add (int32, modular: exact while the layer's largest |sum| is below 2^46), and the
+# sum rebuilt in the accumulator lanes as aie::accum(hi sum, 16) + lo sum; then the lane form's
+# finish.  The accumulator's own lanes are never added across (its sizes below 4 lanes are not
+# native, UG1603 / UG1079 "Accumulator Registers").  A layer whose sums could wrap its accumulator
+# (a 32-bit one), or reach 2^46, keeps the lane form (the dot form's wrap is not verified on x86).
+_DOT_SPLIT = 16  # the hi / lo split of a lane's exact sum (bits of lo)
+_DOT_BOUND = 1 << 46  # a dot-form sum's bound below which hi's int32 sum is exact
 
 
 @dataclass(frozen=True)
@@ -480,6 +493,18 @@ class VectorHead:
     text: str
     lanes: int
     finish: tuple[int, ...]
+    dots: tuple[int, ...] = ()  # per layer 1 where it runs in dot form (inputs as lanes), else 0
+
+    @property
+    def form(self) -> tuple[int, ...]:
+        """RecurrentDims.head_form: (lanes, finish per layer, dot flag per layer)."""
+        return (self.lanes, *self.finish, *self.dots)
+
+
+def reduce_add_ops(lanes: int) -> int:
+    """Vector ops of one aie::reduce_add over ``lanes`` int32 lanes: a halving tree, one shuffle
+    and one add per level (assumed: UG1529 documents the operation, not its schedule)."""
+    return 2 * max(lanes.bit_length() - 1, 0)
 
 
 def vector_head(head: list[Node], n_h: int, h_type: FixedType, device: Device, space: str) -> VectorHead | str:
@@ -489,7 +514,7 @@ def vector_head(head: list[Node], n_h: int, h_type: FixedType, device: Device, s
         return "no head"
     gen = device.generation
     lanes = gate_lanes(device)
-    decl, body, finish = [], [], []
+    decl, body, finish, dots = [], [], [], []
     src, width = "h", n_h
     xmax = max(-h_type.min_code, h_type.max_code)
     for li, d in enumerate(head):
@@ -520,6 +545,41 @@ def vector_head(head: list[Node], n_h: int, h_type: FixedType, device: Device, s
         if wraps and t.acc_bits != 32:
             return f"a head sum could wrap its {t.acc_bits}-bit accumulator"
         mp = -(-m // lanes) * lanes
+        if li > 0 and m < lanes and not wraps and bound < _DOT_BOUND:
+            # dot form (the comment above): src holds the previous layer's k outputs padded to kp lanes
+            kp = -(-k // lanes) * lanes
+            wt = np.zeros((m, kp), dtype=np.int64)
+            wt[:, :k] = w.T
+            bd = np.zeros((m, lanes), dtype=np.int64)
+            bd[:, 0] = b
+            decl.append(f"alignas(aie::vector_decl_align) static const int32 VHT{li}[{wt.size}] = {_arr(_ints(wt))};")
+            decl.append(f"alignas(aie::vector_decl_align) static const int32 VHD{li}[{bd.size}] = {_arr(_ints(bd))};")
+            dst = "yv" if li == len(head) - 1 else f"a{li}"
+            body.append(f"        alignas(aie::vector_decl_align) int32 {dst}[{mp}] = {{}};")
+            g = _Gen(device, 0, lanes)
+            g.lines.append("        rnnv::va<L> s;")
+            g.lines.append(f"        s.from_vector(aie::load_v<L>(VHD{li} + o * L), {t.bias_shift});")
+            g.lines.append(f"        for (int q = 0; q < {kp}; q += L) "
+                           f"s = aie::mac(s, aie::load_v<L>({src} + q), aie::load_v<L>(VHT{li} + o * {kp} + q));")
+            g.modes_for(None, False)
+            lo = g.emit("s.template to_vector<int32>(0)", "w")
+            g.modes_for(Rounding.FLOOR, False)
+            hi = g.emit(f"s.template to_vector<int32>({_DOT_SPLIT})", "w")
+            low = g.emit(f"aie::sub({lo}, aie::upshift({hi}, {_DOT_SPLIT}))", "w", 2)
+            red = reduce_add_ops(lanes) + 1  # + the broadcast back into lanes
+            sh = g.emit(f"aie::broadcast<int32, L>(aie::reduce_add({hi}))", "w", red)
+            sl = g.emit(f"aie::broadcast<int32, L>(aie::reduce_add({low}))", "w", red)
+            acc = g.emit(f"aie::add(rnnv::va<L>({sh}, {_DOT_SPLIT}), {sl})", "w", 2, kind="acc")
+            y = g.srs(acc, t.shift, out)
+            if d.attrs.get("activation") == "relu":
+                y = g.emit(f"aie::max({y}, int32(0))", "y")
+            g.lines.append(f"        {dst}[o] = {y}.get(0);")
+            finish.append(g.ops + g.modes + 1)  # + the bias upshift into the lanes
+            dots.append(1)
+            body += [f"        for (int o = 0; o < {m}; ++o) {{", *g.lines, "        }"]
+            src, width, xmax = dst, m, max(-out.min_code, out.max_code)
+            continue
+        dots.append(0)
         wa = np.zeros((k, mp), dtype=np.int64)
         wa[:, :m] = w
         ba = np.zeros(mp, dtype=np.int64)
@@ -557,7 +617,7 @@ def vector_head(head: list[Node], n_h: int, h_type: FixedType, device: Device, s
         "    }",
         "};",
         f"}}  // namespace {space}", ""])
-    return VectorHead(text, lanes, tuple(finish))
+    return VectorHead(text, lanes, tuple(finish), tuple(dots))
 
 
 def split_gate_cycles(node: Node, device: Device, units: int, widen: bool = True) -> int | None:

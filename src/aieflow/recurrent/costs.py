@@ -428,19 +428,31 @@ def compact_gate_cycles(cell: str, n_h: int, pair: tuple[str, str], form: tuple[
     return n_h * SCALAR_GATE_CYCLES[cell]
 
 
+def head_form_layers(form: tuple[int, ...], layers: int) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+    """RecurrentDims.head_form split: (lanes, per layer the finish's ops, per layer 1 for the dot
+    form); a form without the dot flags (saved before them) is every layer in lane form."""
+    dots = tuple(form[1 + layers:]) or (0,) * layers
+    return form[0], tuple(form[1:1 + layers]), dots
+
+
 def compact_head_cycles(n_h: int, head: tuple[int, ...], form: tuple[int, ...], pair: tuple[str, str]) -> float:
     """The compact tile's dense head.  ``form`` (RecurrentDims.head_form): the vector head's lanes
     and, per layer, the vector ops and mode writes of one output group's finish, counted by the
-    generator (recurrent/compact.vector_head): per output group one aie::mac per input (int32
-    lanes at the catalog's int32 x int32 rate: one cycle for a group, recurrent/compact.gate_lanes),
-    the loop's fill and drain, the finish; then the outputs copied out one per cycle.  Empty: the
-    scalar head loops, as the AIE aggregator's (aie_head_cycles)."""
+    generator (recurrent/compact.vector_head), and whether the layer runs in dot form.  Lane form:
+    per output group one aie::mac per input (int32 lanes at the catalog's int32 x int32 rate: one
+    cycle for a group, recurrent/compact.gate_lanes), the loop's fill and drain, the finish.  Dot
+    form (a later layer with fewer outputs than lanes): per output one element-wise aie::mac per
+    lane group of inputs, the loop's fill and drain, the finish (the exact lane sum's ops included).
+    Then the outputs copied out one per cycle.  Empty: the scalar head loops, as the AIE
+    aggregator's (aie_head_cycles)."""
     if not form:
         return aie_head_cycles(n_h, head, pair)
-    lanes_, finish = form[0], form[1:]
+    layers = head_layers(n_h, head)
+    lanes_, finish, dots = head_form_layers(form, len(layers))
     total = 0.0
-    for (k, m), ops in zip(head_layers(n_h, head), finish, strict=True):
-        total += math.ceil(m / lanes_) * (k + ROW_LOOP_CYCLES + ops * KERNEL_CONSTANTS.vector_op_cycles)
+    for (k, m), ops, dot in zip(layers, finish, dots, strict=True):
+        fin = ROW_LOOP_CYCLES + ops * KERNEL_CONSTANTS.vector_op_cycles
+        total += m * (math.ceil(k / lanes_) + fin) if dot else math.ceil(m / lanes_) * (k + fin)
     return total + (head[-1] if head else n_h)
 
 

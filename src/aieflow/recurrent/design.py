@@ -134,7 +134,7 @@ def with_head(node: Node, head: list[Node], device: Device) -> RecurrentDims:
 
         vh = vector_head(head, dims.n_h, node.types.output, device, "rnn")
         if isinstance(vh, VectorHead):
-            dims = replace(dims, head_form=(vh.lanes, *vh.finish))
+            dims = replace(dims, head_form=vh.form)
         fitted = fit_gate_form(node, dims, device)  # the head's memory too: the widened tables where they still fit
         if fitted.gate_form != dims.gate_form:  # the grid's gate tiles read the same tables
             fitted = replace(fitted, grid_gates=grid_gate_cycles(node, fitted, device))

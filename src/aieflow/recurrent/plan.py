@@ -35,7 +35,7 @@ from ..ir import Node
 from ..ops.dense import kind_of
 from ..ops.recurrent import CANONICAL_GATES
 from ..perf.movement import PLIO_BITS
-from .costs import LUT_ENTRIES, element_bits, lanes
+from .costs import LUT_ENTRIES, element_bits, head_form_layers, lanes
 from .front import FrontDims, front_from_json
 from .front import kernel_bytes as front_kernel_bytes
 from .vector import KERNELS
@@ -465,10 +465,14 @@ def compact_bytes(dims: RecurrentDims, device: Device) -> int:
     words = 4 * rows + 4 * dims.n_h + dims.n_in + dims.n_h
     head = 0
     widths = (dims.n_h, *dims.head)
-    pad = dims.head_form[0] if dims.head_form else 1  # the vector head's outputs padded to its lanes
-    for k, m in zip(widths[:-1], widths[1:], strict=True):
-        mp = math.ceil(m / pad) * pad
-        head += k * mp * RESULT_BYTES + mp * 8 + mp * RESULT_BYTES
+    n_layers = len(widths) - 1
+    pad, _, dots = head_form_layers(dims.head_form, n_layers) if dims.head_form else (1, (), (0,) * n_layers)
+    for k, m, dot in zip(widths[:-1], widths[1:], dots, strict=True):
+        mp = math.ceil(m / pad) * pad  # the vector head's outputs padded to its lanes
+        if dot:  # dot form: per output its inputs padded to the lanes, and a bias vector
+            head += m * math.ceil(k / pad) * pad * RESULT_BYTES + m * pad * RESULT_BYTES + mp * RESULT_BYTES
+        else:
+            head += k * mp * RESULT_BYTES + mp * 8 + mp * RESULT_BYTES
     widened = dims.gate_form[6] if len(dims.gate_form) > 6 else 0
     return (weights + words * RESULT_BYTES + 2 * LUT_ENTRIES * RESULT_BYTES + widened + head + gen.stack_bytes
             + gen.heap_bytes)
