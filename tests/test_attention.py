@@ -94,6 +94,22 @@ class Mha(nn.Module):
         return y
 
 
+class SharedKt(nn.Module):
+    """K^T read by two products, so its transpose (two readers) is not folded into ``transpose_b``: the
+    matmul reads a transposed view, as A (``kt @ v``, linear attention's K^T V context) and as B
+    (``q @ kt``)."""
+
+    def __init__(self, e=FEATURES, d=FEATURES):
+        super().__init__()
+        self.q, self.k, self.v = (nn.Linear(e, d) for _ in range(3))
+        self.o = nn.Linear(d, e)
+
+    def forward(self, x):
+        q, k, v = self.q(x), self.k(x), self.v(x)
+        kt = k.transpose(-2, -1)
+        return self.o(q @ (kt @ v) + (q @ kt) @ v)
+
+
 def _data(seed=0, n=64):
     return np.random.default_rng(seed).standard_normal((n, TOKENS, FEATURES)).astype(np.float32)
 
@@ -493,3 +509,61 @@ def test_heads_writing_one_concat_share_the_memory_tile_channels():
     parts = [d.plan.rows[n].parts for n in d.plan.compute if d.plan.node(n).outputs[0] in concat.inputs]
     assert len(parts) == 2 and sum(parts) <= d.device.memtile_channels
     assert max(d.plan.rows[n].parts for n in d.plan.compute if d.plan.node(n).op == "softmax") == 4
+
+
+# ----------------------------------------------------------------------------- transposed operand views
+
+
+def _transposed_products(d):
+    """{matmul: (operand index, source tensor)} of the products that read a transposed view."""
+    return {n: (k, o.tensor) for n in d.plan.compute if d.plan.node(n).op == "matmul"
+            for k, o in enumerate(d.plan.operands[n]) if o.transposed}
+
+
+def test_transposed_operands_are_read_by_the_kernel_and_verify_bit_exact():
+    """``kt @ v`` and ``q @ kt`` with ``kt = k.transpose(-2, -1)`` read by both (not folded): the memory
+    tile moves ``k`` as its projection wrote it (whole 32-bit words, no element-wise transposing DMA
+    pattern) and the kernel reads it transposed (TRANS_A / TRANS_B); the products' codes equal a Python
+    integer reference on ``k``'s codes transposed in numpy, and the C++ is bit-exact on x86 (VEK280
+    int8).  Mutation: the kernel's transposed-A index read as row-major fails the x86 verify."""
+    m, x = _model(SharedKt, seed=11), _data(11)
+    d = _compile(m, x, "int8", "vek280")
+    _close_to_pytorch(d, m, x, "int8")
+    tp = _transposed_products(d)
+    assert sorted(k for k, _ in tp.values()) == [0, 1] and {t for _, t in tp.values()} == {"k"}
+    assert all(d.plan.operands[n][k].transpose_at == "consumer" for n, (k, _) in tp.items())
+    layers = d.files["src/layers.h"]
+    assert layers.count("TRANS_A = true") == 1 and layers.count("TRANS_B = true") == 1
+    xs = np.concatenate([x[:3], np.full((1, TOKENS, FEATURES), 4.0, np.float32)])  # + a saturating sample
+    tr = d.trace(d.quantise_input(xs))
+    for name, (k, _) in tp.items():
+        node = d.plan.node(name)
+        a, b = (np.asarray(tr[t]) for t in d.plan.graph.node(name).inputs)
+        kt = np.swapaxes(np.asarray(tr["k"]), -1, -2)  # the view, transposed here from k's codes
+        a, b = (kt, b) if k == 0 else (a, kt)
+        t = node.types
+        want = _reference(a, b, bool(node.attrs.get("transpose_b", False)), t.shift, t.output)
+        assert np.array_equal(np.asarray(tr[node.outputs[0]]), want), name
+    v = d.verify(xs)
+    assert v.ok, v.verdict()
+    src = d.files["src/kernels/dag_kernels.h"]
+    bad_src = src.replace("C::TRANS_A ? pa[k * C::M + m]", "C::TRANS_A ? pa[m * C::K + k]")
+    assert bad_src != src
+    assert not dataclasses.replace(d, files={**d.files, "src/kernels/dag_kernels.h": bad_src}).verify(xs).ok
+
+
+def test_a_transposed_operand_whose_rows_are_not_whole_words_is_refused_by_name():
+    """18 features: int16 rows are whole 32-bit words (the memory tile moves them, the kernel transposes),
+    int8 rows are not (nor is an element-wise transposing read of bytes): refused naming the layer,
+    the operand, the tensor and the words."""
+    x = np.random.default_rng(12).standard_normal((16, TOKENS, FEATURES)).astype(np.float32)
+    m = _model(SharedKt, seed=12, d=18)
+    d = aieflow.compile(m, device="vek280", example_input=x[:1], calibration=x,
+                        config={"precision": "int16", "batch": 2})
+    assert len(_transposed_products(d)) == 2 and not any(link.word_problems() for link in d.plan.links)
+    with pytest.raises(AieflowError) as e:
+        aieflow.compile(m, device="vek280", example_input=x[:1], calibration=x,
+                        config={"precision": "int8", "batch": 2})
+    msg = str(e.value)
+    assert e.value.layer.startswith("matmul") and "reads 'k' transposed" in msg and "18 elements" in msg, msg
+    assert "32-bit words" in msg and "8-bit" in msg, msg

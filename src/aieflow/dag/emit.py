@@ -30,14 +30,22 @@ from ..mapped.text import PLIO_BITS, c_array, format_values, narrow_output, valu
 from ..names import c_ident, comment, unique_idents
 from ..numerics.types import FixedType
 from ..ops.activation import MASK_TYPE, iexp_up, igelu_shifts
-from ..ops.matmul import transpose_b
 from ..passes.place import Placement
 from ..perf.activation import activation_form, softmax_vectorised
 from ..templating import environment
 from ..vitis import system_files
 from .links import DagLink, Endpoint
 from .perf import kernel_cost, link_costs, lowered_dag, plio_in_cost, plio_mask_cost
-from .plan import DagPlan, host_layout, mask_input, mask_layout, masked, matmul_dims, matrix_shape
+from .plan import (
+    DagPlan,
+    host_layout,
+    mask_input,
+    mask_layout,
+    masked,
+    matmul_dims,
+    matmul_transposes,
+    matrix_shape,
+)
 
 _ENV = environment("dag")
 _PROJECT = environment("project")  # the chain's graph.cpp / aie.cfg templates
@@ -126,8 +134,10 @@ def rows_infos(plan: DagPlan, ids: dict[str, str], device: Device) -> dict[str, 
         if node.op == "matmul":  # one kernel class for integers and bf16 (dag_kernels.h MatMul)
             m, k, n = matmul_dims(plan.graph, node, plan.operands[name])
             samples, m = rp.block(m)  # whole samples, or a run of one sample's rows
+            ta, tb = matmul_transposes(node, plan.operands[name])  # transposed views read by the kernel
             matmuls.append({**common, "ta": t.a.c_type, "tb": t.b.c_type, "samples": samples,
-                            "m": m, "k": k, "n": n, "kp": rp.pitch_in(0, k), "trans_b": transpose_b(node),
+                            "m": m, "k": k, "n": n, "kp": rp.pitch_in(0, k),
+                            "trans_a": ta, "trans_b": tb,
                             "types_text": f"a {t.a}, b {t.b}, out {t.output}" + (
                                 " (accfloat lanes, one rounding to bf16; SHIFT / RND / SAT unused)"
                                 if _is_bf16(node) else "")})

@@ -248,22 +248,23 @@ def effective(src: Operand) -> Operand:
     return replace(src, transposed=False) if src.transpose_at == "producer" else src
 
 
-def _block_read(g: Geometry, rp: RowsPlan, i: int) -> NdTiling:
-    """A rows kernel part that transposes in its memory: its rows (b, f) of the transposed view
-    come as the source block [samples][R][f run] (whole runs of features)."""
-    lo, hi = rp.part_rows(i)
+def _block_read(g: Geometry, lo: int, hi: int) -> NdTiling:
+    """A kernel part that reads a transposed view in its memory: its rows [lo, hi) of the view (rows
+    (b, f): source features) come as the source block [samples][R][f run] (whole runs of features)."""
     first, n, samples = _row_block(lo, hi, g.features, "transposed block")
     return NdTiling(g.dims, (n, g.rows, samples), (first, 0, lo // g.features))
 
 
-def part_rows(plan: DagPlan, name: str, operand: int, i: int, g: Geometry) -> tuple[int, int]:
-    """The source rows part ``i`` of rows kernel ``name`` reads of its ``operand``: its own rows, or,
-    for a matmul's B, all rows of the part's samples (of its one sample, for a part inside one); a
-    masked mean (one output row per sample) reads all rows of its samples of both operands."""
+def part_rows(plan: DagPlan, name: str, operand: int, i: int, g: Geometry, transposed: bool = False) -> tuple[int, int]:
+    """The rows of its ``operand`` (as the kernel sees it: ``transposed``, the view's rows are the
+    source's features) that part ``i`` of rows kernel ``name`` reads: its own rows, or, for a matmul's
+    B, all rows of the part's samples (of its one sample, for a part inside one); a masked mean (one
+    output row per sample) reads all rows of its samples of both operands."""
     rp = plan.rows[name]
     lo, hi = rp.part_rows(i)
+    r = g.features if transposed else g.rows
     if (rp.op in ("matmul", "softmax") and operand == 1) or rp.op == "masked_mean":  # B, or the run-time mask: the part's samples' rows
-        return lo // rp.per_sample * g.rows, -(-hi // rp.per_sample) * g.rows  # (a part inside one: its sample's)
+        return lo // rp.per_sample * r, -(-hi // rp.per_sample) * r  # (a part inside one: its sample's)
     return lo, hi
 
 
@@ -281,7 +282,8 @@ def consumer_ports(plan: DagPlan, consumer: str | None, src: Operand, g: Geometr
         return [(Endpoint("column", consumer, c), _dense_read(g, p, c, src)) for c in range(p.cas_len)]
     rp = plan.rows[consumer]
     if src.transpose_at == "consumer":
-        return [(Endpoint("part", consumer, i), _block_read(g, rp, i)) for i in range(rp.parts)]
+        return [(Endpoint("part", consumer, i), _block_read(g, *part_rows(plan, consumer, operand, i, g, True)))
+                for i in range(rp.parts)]
     nf = rp.pitch_in(operand, nf)  # a padded operand: whole rows at the pitch
     return [(Endpoint("part", consumer, i),
              _rows_tiling(g, *part_rows(plan, consumer, operand, i, g), src.transposed, consumer, src.start, nf,
@@ -367,7 +369,7 @@ def _expected_write(plan: DagPlan, ep: Endpoint, g: Geometry, src: Operand) -> n
 def _expected_read(plan: DagPlan, ep: Endpoint, g: Geometry, src: Operand, operand: int = 0) -> np.ndarray:
     src = effective(src)
     if src.transpose_at == "consumer":  # the kernel's input block: source layout [samples][R][f run]
-        lo, hi = plan.rows[ep.node].part_rows(ep.index)
+        lo, hi = part_rows(plan, ep.node, operand, ep.index, g, True)
         first, n, samples = _row_block(lo, hi, g.features, "transposed block")
         s, r, f = np.meshgrid(np.arange(samples), np.arange(g.rows), np.arange(n), indexing="ij")
         b = lo // g.features + s

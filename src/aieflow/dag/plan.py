@@ -318,7 +318,15 @@ def matmul_dims(graph: Graph, node: Node, operands: tuple[Operand, ...]) -> tupl
     """(M, K, N) of a matmul node's per-sample product: A [M, K] by B [K, N] (B stored [N, K] when
     ``transpose_b``)."""
     m, n = matrix_shape(graph, node.outputs[0], node.name)
-    return m, operand_features(graph, operands[0], node.name), n
+    a = operands[0]
+    k = matrix_shape(graph, a.tensor, node.name)[0] if a.transposed else operand_features(graph, a, node.name)
+    return m, k, n
+
+
+def matmul_transposes(node: Node, operands: tuple[Operand, ...]) -> tuple[bool, bool]:
+    """(TRANS_A, TRANS_B) of the kernel: A read from its source ``[K, M]`` when it is a transposed
+    view; B stored ``[N, K]`` when ``transpose_b`` or when it is a transposed view, not both."""
+    return operands[0].transposed, bool(node.attrs.get("transpose_b", False)) != operands[1].transposed
 
 
 def matmul_memory(node: Node, rows_per_part: int, per_sample: int, k: int, n: int, device: Device,
@@ -409,7 +417,8 @@ def _runs_fit(rp: RowsPlan, per_sample: int, w: int) -> bool:
 
 def place_transposes(graph: Graph, compute: list[str], operands: dict[str, tuple[Operand, ...]],
                      rows: dict[str, RowsPlan], out: Operand, device: Device, widths: Mapping[str, int]):
-    """Move each element-wise transposed read of 8- / 16-bit data into a rows kernel where one
+    """A matmul's transposed operand is read by its kernel (:func:`_matmul_transpose`).  Move each
+    other element-wise transposed read of 8- / 16-bit data into a rows kernel where one
     can do it: the consumer (an Add / LayerNorm transposing a block it receives in source layout)
     or else the producer (an Add / LayerNorm writing its output transposed, when every reader of
     it reads it transposed).  What is left stays a DMA pattern that steps single elements (the
@@ -417,6 +426,10 @@ def place_transposes(graph: Graph, compute: list[str], operands: dict[str, tuple
     written width (its buffer row pitch)."""
     operands = {k: list(v) for k, v in operands.items()}
     gen = device.generation
+    for name in compute:
+        if name in rows and rows[name].op == "matmul":
+            operands[name] = [_matmul_transpose(graph, graph.node(name), k, o, rows[name], widths)
+                              for k, o in enumerate(operands[name])]
     for name in compute:
         if name not in rows or rows[name].op in ("matmul", "masked_mean"):  # they read their operands as they are
             continue
@@ -459,6 +472,38 @@ def place_transposes(graph: Graph, compute: list[str], operands: dict[str, tuple
             else:
                 operands[c][k] = replace(operands[c][k], transpose_at="producer")
     return {k: tuple(v) for k, v in operands.items()}, rows, out
+
+
+def _matmul_transpose(graph: Graph, node: Node, k: int, o: Operand, rp: RowsPlan, widths: Mapping[str, int]) -> Operand:
+    """A matmul operand that is a transposed view ``X^T`` of a computed tensor ``X``: the memory tile
+    moves ``X`` as it was written and the kernel reads it transposed (``TRANS_A`` / ``TRANS_B``,
+    :func:`matmul_transposes`), so no element-wise transposing DMA pattern: the AIE-ML memory-tile DMA
+    addresses 32-bit words (AM020 buffer descriptors: step sizes, wraps and padding in words; UG1603),
+    which an element-wise transpose of 8- / 16-bit data is not.  The read moves whole source rows of
+    the part's samples (B, and A where a part holds whole samples) or a run of each row's features
+    (A, where a part holds a run of one sample's rows: those rows are ``X``'s features), so those
+    rows, runs and the row pitch must be whole words; otherwise refused naming the layer and why."""
+    if not o.transposed:
+        return o
+    w = _words(graph, o.tensor)
+    r_src, f_src = matrix_shape(graph, o.tensor, node.name)
+    pitch = widths.get(o.tensor, f_src)
+    why = []
+    if f_src % w:
+        why.append(f"its rows of {f_src} elements")
+    if pitch % w and pitch != f_src:
+        why.append(f"its written row pitch of {pitch} elements")
+    if k == 0 and rp.rows_per_part < rp.per_sample and rp.rows_per_part % w:
+        why.append(f"a part's run of {rp.rows_per_part} of those features")
+    if why:
+        bits = graph.tensors[o.tensor].dtype.container_bits
+        raise PlanError(
+            f"operand {'AB'[k]} of the matmul reads '{o.tensor}' transposed; the memory tile moves '{o.tensor}' as "
+            f"written and the kernel reads it transposed, but {' and '.join(why)} are not whole 32-bit words of "
+            f"{bits}-bit data (the memory-tile DMA addresses 32-bit words, AM020 / UG1603; an element-wise "
+            "transposing read of 8- / 16-bit data is not a legal pattern)", layer=node.name,
+            hint=f"give '{o.tensor}' a multiple of {w} features, or use aieflow.emulate(model, ...)")
+    return replace(o, transpose_at="consumer")
 
 
 # rows kernels that write / read rows at a padded pitch (dag_kernels.h MatMul: its output and A;
@@ -570,13 +615,15 @@ def _check_row_types(node: Node, device: Device) -> None:
 
 
 def _check_matmul_operands(node: Node, operands: tuple[Operand, ...]) -> None:
+    """A matmul reads each operand as its producer wrote it, or transposed (:func:`place_transposes`
+    settles where); a concat or one row of a view is refused."""
     for k, o in enumerate(operands):
-        if o.transposed or o.parts or o.selected:
-            what = "a transposed view" if o.transposed else "a concat" if o.parts else "one row"
+        if o.parts or o.selected:
+            what = "a concat" if o.parts else "one row"
             raise PlanError(
                 f"operand {'AB'[k]} of the matmul is {what} of '{o.tensor}'; the matmul kernel reads its operands "
-                "row-major (a transpose of B's last two axes is its transpose_b, folded at import)", layer=node.name,
-                hint="multiply by the tensor itself (x @ y.transpose(-2, -1) is folded), or use aieflow.emulate")
+                "whole, as their producers wrote them or transposed", layer=node.name,
+                hint="multiply by the tensor itself, or use aieflow.emulate(model, ...)")
 
 
 def _plan_rows(node: Node, graph: Graph, batch: int, device: Device,

@@ -710,12 +710,13 @@ public:
 
 // ---------------------------------------------------------------------------- MatMul
 // Config (generated in layers.h):
-//   struct mm_cfg { using TA, TB, TO; static constexpr unsigned S, M, K, N, KP, NP; static constexpr bool TRANS_B;
-//                   static constexpr int SHIFT; RND; SAT; };
-// Per part: S samples, each A [M][K] (row-major) times B [K][N] (or B stored [N][K] when TRANS_B: Q K^T
-// reads K as the projection wrote it) into y [M][N].  A's rows lie KP >= K elements apart and y's NP >= N
-// (rows padded to whole 32-bit words, aieflow dag/plan.py row_pitches): A's padding is not read, y's is
-// written zero.  Per sample B is first copied into tile memory as
+//   struct mm_cfg { using TA, TB, TO; static constexpr unsigned S, M, K, N, KP, NP;
+//                   static constexpr bool TRANS_A, TRANS_B; static constexpr int SHIFT; RND; SAT; };
+// Per part: S samples, each A [M][K] (row-major; stored [K][M] when TRANS_A: a transposed view the memory
+// tile moves as its producer wrote it, aieflow dag/plan.py _matmul_transpose) times B [K][N] (or B stored
+// [N][K] when TRANS_B: Q K^T reads K as the projection wrote it) into y [M][N].  A's rows lie KP >= K
+// elements apart (KP = K when TRANS_A) and y's NP >= N (rows padded to whole 32-bit words, aieflow
+// dag/plan.py row_pitches): A's padding is not read, y's is written zero.  Per sample B is first copied into tile memory as
 // TE [K][NV] (NV = N rounded up to 16 lanes, zero padded; transposed there when TRANS_B; int8 codes
 // widened exactly to int16).  Then per output row and 16 columns: K aie::mac steps of the broadcast
 // a_ik by the row k of B into 16 accumulator lanes, in increasing k, and one conversion:
@@ -747,18 +748,20 @@ public:
             aie::set_rounding(C::RND);
             aie::set_saturation(C::SAT);
         }
+        static_assert(!C::TRANS_A || C::KP == C::K, "a transposed A is read unpadded");
         const TA* __restrict pa = a.data();
         const TB* __restrict pb = b.data();
         TO* __restrict po = out.data();
-        for (unsigned s = 0; s < C::S; ++s, pb += C::K * C::N) {
+        for (unsigned s = 0; s < C::S; ++s, pa += C::M * C::KP, pb += C::K * C::N) {
             for (unsigned k = 0; k < C::K; ++k)
                 for (unsigned n = 0; n < C::N; ++n)
                     bt_[k * NV + n] = static_cast<TE>(C::TRANS_B ? pb[n * C::K + k] : pb[k * C::N + n]);
-            for (unsigned m = 0; m < C::M; ++m, pa += C::KP, po += C::NP) {
+            for (unsigned m = 0; m < C::M; ++m, po += C::NP) {
                 for (unsigned j = 0; j < NV; j += L) {
                     aie::accum<ACC, L> acc = aie::zeros<ACC, L>();
                     for (unsigned k = 0; k < C::K; ++k)
-                        acc = aie::mac(acc, aie::broadcast<TE, L>(static_cast<TE>(pa[k])),
+                        acc = aie::mac(acc, aie::broadcast<TE, L>(static_cast<TE>(C::TRANS_A ? pa[k * C::M + m]
+                                                                                           : pa[m * C::KP + k])),
                                        aie::load_v<L>(bt_ + k * NV + j));
                     aie::vector<TO, L> v;
                     if constexpr (FLOAT)
