@@ -94,6 +94,22 @@ class Mha(nn.Module):
         return y
 
 
+class SharedKt(nn.Module):
+    """K^T read by two products, so its transpose (two readers) is not folded into ``transpose_b``: the
+    matmul reads a transposed view, as A (``kt @ v``, linear attention's K^T V context) and as B
+    (``q @ kt``)."""
+
+    def __init__(self, e=FEATURES, d=FEATURES):
+        super().__init__()
+        self.q, self.k, self.v = (nn.Linear(e, d) for _ in range(3))
+        self.o = nn.Linear(d, e)
+
+    def forward(self, x):
+        q, k, v = self.q(x), self.k(x), self.v(x)
+        kt = k.transpose(-2, -1)
+        return self.o(q @ (kt @ v) + (q @ kt) @ v)
+
+
 def _data(seed=0, n=64):
     return np.random.default_rng(seed).standard_normal((n, TOKENS, FEATURES)).astype(np.float32)
 
@@ -350,8 +366,9 @@ def test_a_long_product_splits_one_sample_over_tiles_verifies_and_where_that_end
     """A matmul part holds whole samples where they fit a tile (one 32-wide head on VEK280 int8:
     up to 128 tokens); past that, a whole fraction of one sample's rows, each part reading the
     sample's whole B (160 tokens: Q K^T's 160 x 160 output rows do not fit one tile), verified bit
-    for bit on x86; at 256 tokens even the smallest run does not fit and the refusal names the
-    layer, the product and both byte counts (docs/attention.md "Long products")."""
+    for bit on x86; at 512 tokens even the smallest run over the widest cascade over K does not fit
+    (the cascade splits A and B, not the output rows) and the refusal names the layer, the product,
+    the byte counts and the cascade (docs/attention.md "Long products")."""
     import re
 
     def compile_(t):
@@ -371,12 +388,16 @@ def test_a_long_product_splits_one_sample_over_tiles_verifies_and_where_that_end
     assert v.ok, v.verdict()
     assert v.values == 2 * 160 * FEATURES
     with pytest.raises(AieflowError) as e:
-        compile_(256)
+        compile_(512)
     msg = str(e.value)
-    assert e.value.layer == "matmul" and "256 x 32 by 32 x 256" in msg and "65536" in msg, msg
+    assert e.value.layer == "matmul" and "512 x 32 by 32 x 512" in msg and "65536" in msg, msg
     whole, run = (int(b) for b in re.findall(r"needs (\d+) bytes.*?rows .*?\) (\d+)", msg)[0])
-    # at least the int8 ping-pong output rows and A rows of one sample / of the 64-row run
-    assert whole >= 2 * 256 * 256 + 2 * 256 * 32 and run >= 2 * 64 * 256 + 2 * 64 * 32 and run > 65536
+    # at least the int8 ping-pong output rows and A rows of one sample / of the 128-row run
+    assert whole >= 2 * 512 * 512 + 2 * 512 * 32 and run >= 2 * 128 * 512 + 2 * 128 * 32 and run > 65536
+    # K = 32 int8 splits into at most 8 slices of one 32-bit word; the 128 output rows alone overflow a tile
+    casc = int(re.findall(r"cascade of 8 tiles along K \(K-slices of 4\) a part of 128 row\(s\) still needs (\d+)",
+                          msg)[0])
+    assert 65536 < 2 * 128 * 512 <= casc, msg
 
 
 def test_attention_design_saves_loads_and_fits_the_schema(tmp_path):
@@ -493,3 +514,139 @@ def test_heads_writing_one_concat_share_the_memory_tile_channels():
     parts = [d.plan.rows[n].parts for n in d.plan.compute if d.plan.node(n).outputs[0] in concat.inputs]
     assert len(parts) == 2 and sum(parts) <= d.device.memtile_channels
     assert max(d.plan.rows[n].parts for n in d.plan.compute if d.plan.node(n).op == "softmax") == 4
+
+
+# ----------------------------------------------------------------------------- transposed operand views
+
+
+def _transposed_products(d):
+    """{matmul: (operand index, source tensor)} of the products that read a transposed view."""
+    return {n: (k, o.tensor) for n in d.plan.compute if d.plan.node(n).op == "matmul"
+            for k, o in enumerate(d.plan.operands[n]) if o.transposed}
+
+
+def test_transposed_operands_are_read_by_the_kernel_and_verify_bit_exact():
+    """``kt @ v`` and ``q @ kt`` with ``kt = k.transpose(-2, -1)`` read by both (not folded): the memory
+    tile moves ``k`` as its projection wrote it (whole 32-bit words, no element-wise transposing DMA
+    pattern) and the kernel reads it transposed (TRANS_A / TRANS_B); the products' codes equal a Python
+    integer reference on ``k``'s codes transposed in numpy, and the C++ is bit-exact on x86 (VEK280
+    int8).  Mutation: the kernel's transposed-A index read as row-major fails the x86 verify."""
+    m, x = _model(SharedKt, seed=11), _data(11)
+    d = _compile(m, x, "int8", "vek280")
+    _close_to_pytorch(d, m, x, "int8")
+    tp = _transposed_products(d)
+    assert sorted(k for k, _ in tp.values()) == [0, 1] and {t for _, t in tp.values()} == {"k"}
+    assert all(d.plan.operands[n][k].transpose_at == "consumer" for n, (k, _) in tp.items())
+    layers = d.files["src/layers.h"]
+    assert layers.count("TRANS_A = true") == 1 and layers.count("TRANS_B = true") == 1
+    xs = np.concatenate([x[:3], np.full((1, TOKENS, FEATURES), 4.0, np.float32)])  # + a saturating sample
+    tr = d.trace(d.quantise_input(xs))
+    for name, (k, _) in tp.items():
+        node = d.plan.node(name)
+        a, b = (np.asarray(tr[t]) for t in d.plan.graph.node(name).inputs)
+        kt = np.swapaxes(np.asarray(tr["k"]), -1, -2)  # the view, transposed here from k's codes
+        a, b = (kt, b) if k == 0 else (a, kt)
+        t = node.types
+        want = _reference(a, b, bool(node.attrs.get("transpose_b", False)), t.shift, t.output)
+        assert np.array_equal(np.asarray(tr[node.outputs[0]]), want), name
+    v = d.verify(xs)
+    assert v.ok, v.verdict()
+    src = d.files["src/kernels/dag_kernels.h"]
+    bad_src = src.replace("C::TRANS_A ? pa[k * C::M + m]", "C::TRANS_A ? pa[m * C::K + k]")
+    assert bad_src != src
+    assert not dataclasses.replace(d, files={**d.files, "src/kernels/dag_kernels.h": bad_src}).verify(xs).ok
+
+
+def test_a_transposed_operand_whose_rows_are_not_whole_words_is_refused_by_name():
+    """18 features: int16 rows are whole 32-bit words (the memory tile moves them, the kernel transposes),
+    int8 rows are not (nor is an element-wise transposing read of bytes): refused naming the layer,
+    the operand, the tensor and the words."""
+    x = np.random.default_rng(12).standard_normal((16, TOKENS, FEATURES)).astype(np.float32)
+    m = _model(SharedKt, seed=12, d=18)
+    d = aieflow.compile(m, device="vek280", example_input=x[:1], calibration=x,
+                        config={"precision": "int16", "batch": 2})
+    assert len(_transposed_products(d)) == 2 and not any(link.word_problems() for link in d.plan.links)
+    with pytest.raises(AieflowError) as e:
+        aieflow.compile(m, device="vek280", example_input=x[:1], calibration=x,
+                        config={"precision": "int8", "batch": 2})
+    msg = str(e.value)
+    assert e.value.layer.startswith("matmul") and "reads 'k' transposed" in msg and "18 elements" in msg, msg
+    assert "32-bit words" in msg and "8-bit" in msg, msg
+
+
+# ----------------------------------------------------------------------------- the cascade over K
+
+
+class LinearContext(nn.Module):
+    """Linear attention's context ``k^T v`` ([d, T] x [T, d]: K = the tokens), read back by ``q``."""
+
+    def __init__(self, d=FEATURES):
+        super().__init__()
+        self.q, self.k, self.v, self.o = (nn.Linear(d, d) for _ in range(4))
+
+    def forward(self, x):
+        q, k, v = self.q(x), self.k(x), self.v(x)
+        return self.o(q @ (k.transpose(-2, -1) @ v))
+
+
+def test_a_long_reduction_splits_over_a_cascade_and_verifies_bit_exact():
+    """``k^T v`` over 512 tokens on VEK280 int8: one tile cannot hold a sample's K = 512 (nor a run of its
+    rows: each needs all of B), so the plan splits K over a cascade of 2 tiles, each holding a 256-slice
+    of A (a transposed view, read in source layout) and of B, the partial acc64 sums on the cascade and the
+    last tile converting once; the integer sums are the one-tile sums, so the emulation (the same codes as
+    a Python-integer reference) is bit-exact with the x86 run.  The stage is costed from the slice and the
+    catalog's cascade width.  Mutation: the last tile dropping the incoming partial sums fails the x86 run."""
+    from aieflow.dag import perf
+    from aieflow.perf.kernel import cascade_words
+
+    torch.manual_seed(13)
+    m = LinearContext().eval()
+    x = np.random.default_rng(13).standard_normal((8, 512, FEATURES)).astype(np.float32)
+    d = _compile(m, x, "int8", "vek280", batch=1)
+    _close_to_pytorch(d, m, x[:4], "int8")
+    name = next(n for n in d.plan.compute if d.plan.operands.get(n, ())[:1] and d.plan.operands[n][0].transposed)
+    rp = d.plan.rows[name]
+    assert rp.cascade == 2 and rp.tiles == 2 * rp.parts and rp.memory <= 65536
+    assert "MatMulFirst" in d.files["src/kernels/matmul.cc"] and "MatMulLast" in d.files["src/kernels/matmul.cc"]
+    assert d.files["src/graph.h"].count("adf::connect<adf::cascade>") >= rp.parts
+    assert "2-tile cascade over K" in d.summary()
+    assert d.to_json()["nodes"][name]["plan"]["cascade"] == 2
+    # the codes: a Python-integer reference of k^T v from k's and v's codes
+    xs = np.concatenate([x[:1], np.full((1, 512, FEATURES), 4.0, np.float32)])  # + a saturating sample
+    tr = d.trace(d.quantise_input(xs))
+    node = d.plan.node(name)
+    want = _reference(np.swapaxes(np.asarray(tr["k"]), -1, -2), np.asarray(tr["v"]), False, node.types.shift,
+                      node.types.output)
+    assert np.array_equal(np.asarray(tr[node.outputs[0]]), want)
+    # the stage: K / 2 per tile, the last tile reads 2 cascade words (512 bits, 16 acc64 lanes) per vector
+    assert d.device.generation.cascade_bits == 512
+    words = cascade_words(16, 64, 512)
+    assert words == 2
+    body = 256 * FEATURES * perf.COPY_CYCLES + FEATURES * 2 * (256 * perf.MM_MAC_CYCLES + words + perf.MM_OUT_CYCLES)
+    assert perf.matmul_cycles(d.plan, name, d.device) == body
+    v = d.verify(xs)
+    assert v.ok, v.verdict()
+    src = d.files["src/kernels/dag_kernels.h"]
+    bad_src = src.replace("acc.insert(p, readincr_v<C::CASC_LANES>(cin));", "(void)readincr_v<C::CASC_LANES>(cin);")
+    assert bad_src != src
+    assert not dataclasses.replace(d, files={**d.files, "src/kernels/dag_kernels.h": bad_src}).verify(xs).ok
+
+
+def test_cascade_lengths_are_slices_of_whole_words_for_integer_products_only():
+    """K = 32: int8 slices of 4, 8, 16 (words of 4 bytes), int16 of 2 .. 16; K = 6 int8: none; bf16: none
+    (refused by name: one tile), whatever K."""
+    from aieflow.dag.plan import cascade_refusal, matmul_cascades
+    from aieflow.devices import get_device
+    from aieflow.numerics.types import parse_type
+
+    dev = get_device("vek280")
+
+    def node(kind):
+        t = parse_type(kind)
+        return Node("mm", "matmul", ("a", "b"), ("y",), types=MatMulTypes(t, t, t, 0))
+
+    assert matmul_cascades(node("fixed<8,3>"), 32, dev) == (1, 2, 4, 8)
+    assert matmul_cascades(node("fixed<16,3>"), 32, dev) == (1, 2, 4, 8, 16)
+    assert matmul_cascades(node("fixed<8,3>"), 6, dev) == (1,)
+    assert "no split" in cascade_refusal(node("fixed<8,3>"), 6, dev)
+    assert matmul_cascades(node("bf16"), 512, dev) == (1,) and "bf16" in cascade_refusal(node("bf16"), 512, dev)

@@ -139,7 +139,8 @@ class DagDesign:
                         f"{q.cas_len} x {q.cas_num} cascade, {q.batch} rows")
             else:
                 rp = p.rows[name]
-                what = f"{node.op}, {rp.rows} rows x {rp.features} in {rp.parts} part(s)"
+                what = f"{node.op}, {rp.rows} rows x {rp.features} in {rp.parts} part(s)" + (
+                    f" of a {rp.cascade}-tile cascade over K" if rp.cascade > 1 else "")
             reads = ", ".join(f"{o.tensor}{' (transposed)' if o.transposed else ''}"
                               f"{f' [{o.start}:{o.stop}]' if o.sliced else ''}"
                               f"{f' (row {o.row})' if o.selected else ''}"
@@ -184,7 +185,8 @@ class DagDesign:
                 "plan": fam.plan_to_json(node.plan) if node.op == "dense" else {
                     "parts": p.rows[name].parts, "rows": p.rows[name].rows, "features": p.rows[name].features,
                     "bytes_per_tile": p.rows[name].memory, "transposes_inputs": list(p.rows[name].in_transposed),
-                    "transposes_output": p.rows[name].out_transposed},
+                    "transposes_output": p.rows[name].out_transposed,
+                    **({"cascade": p.rows[name].cascade} if p.rows[name].cascade > 1 else {})},
                 "placement": {"column": r.column, "row": r.row, "width": r.width, "height": r.height},
             }
         return {

@@ -30,14 +30,23 @@ from ..mapped.text import PLIO_BITS, c_array, format_values, narrow_output, valu
 from ..names import c_ident, comment, unique_idents
 from ..numerics.types import FixedType
 from ..ops.activation import MASK_TYPE, iexp_up, igelu_shifts
-from ..ops.matmul import transpose_b
+from ..ops.dense import cascade_chunk_lanes
 from ..passes.place import Placement
 from ..perf.activation import activation_form, softmax_vectorised
 from ..templating import environment
 from ..vitis import system_files
 from .links import DagLink, Endpoint
 from .perf import kernel_cost, link_costs, lowered_dag, plio_in_cost, plio_mask_cost
-from .plan import DagPlan, host_layout, mask_input, mask_layout, masked, matmul_dims, matrix_shape
+from .plan import (
+    DagPlan,
+    host_layout,
+    mask_input,
+    mask_layout,
+    masked,
+    matmul_dims,
+    matmul_transposes,
+    matrix_shape,
+)
 
 _ENV = environment("dag")
 _PROJECT = environment("project")  # the chain's graph.cpp / aie.cfg templates
@@ -50,8 +59,30 @@ def idents(plan: DagPlan) -> dict[str, str]:
     return unique_idents(list(plan.compute))
 
 
-def part_var(ident: str, i: int) -> str:
-    return f"k_{ident}_p{i}"
+def part_var(ident: str, i: int, pos: int | None = None) -> str:
+    """Part ``i``'s kernel; a cascaded matmul's tile at cascade position ``pos`` (the last one, which
+    writes the output, is the part's own name)."""
+    return f"k_{ident}_p{i}" + ("" if pos is None else f"_c{pos}")
+
+
+def cascade_var(plan: DagPlan, name: str, ident: str, i: int, pos: int) -> str:
+    return part_var(ident, i, None if pos == plan.rows[name].cascade - 1 else pos)
+
+
+# a cascaded matmul's tile classes by role (dag_kernels.h): the first sends, a middle one passes on, the last stores
+CASCADE_CLASS = ("MatMulFirst", "MatMulMiddle", "MatMulLast")
+
+
+def cascade_class(pos: int, tiles: int) -> str:
+    return CASCADE_CLASS[0 if pos == 0 else 2 if pos == tiles - 1 else 1]
+
+
+def kernel_classes_of(plan: DagPlan, name: str) -> list[str]:
+    """The kernel classes of a rows node: its one class, or a cascaded matmul's roles in cascade order."""
+    c = plan.rows[name].cascade
+    if c == 1:
+        return [rows_class(plan.node(name))]
+    return list(dict.fromkeys(cascade_class(j, c) for j in range(c)))
 
 
 def _modes(t) -> tuple[str, str]:
@@ -126,8 +157,14 @@ def rows_infos(plan: DagPlan, ids: dict[str, str], device: Device) -> dict[str, 
         if node.op == "matmul":  # one kernel class for integers and bf16 (dag_kernels.h MatMul)
             m, k, n = matmul_dims(plan.graph, node, plan.operands[name])
             samples, m = rp.block(m)  # whole samples, or a run of one sample's rows
+            kc = k // rp.cascade  # a cascade tile's K-slice
+            ta, tb = matmul_transposes(node, plan.operands[name])  # transposed views read by the kernel
             matmuls.append({**common, "ta": t.a.c_type, "tb": t.b.c_type, "samples": samples,
-                            "m": m, "k": k, "n": n, "kp": rp.pitch_in(0, k), "trans_b": transpose_b(node),
+                            "m": m, "k": kc, "n": n, "kp": rp.pitch_in(0, k) if rp.cascade == 1 else kc,
+                            "cascade": rp.cascade, "k_total": k,
+                            "casc_lanes": cascade_chunk_lanes(16, 32 if _is_bf16(node) else 64,
+                                                              device.generation.cascade_bits),
+                            "trans_a": ta, "trans_b": tb,
                             "types_text": f"a {t.a}, b {t.b}, out {t.output}" + (
                                 " (accfloat lanes, one rounding to bf16; SHIFT / RND / SAT unused)"
                                 if _is_bf16(node) else "")})
@@ -229,7 +266,26 @@ def _port_dsts(plan: DagPlan, ep: Endpoint, operand: int, ids: dict[str, str]) -
     if ep.kind == "column":
         p = plan.node(ep.node).plan
         return [Port(tile_var(ids[ep.node], r, ep.index), "in", 0) for r in range(p.cas_num)]
+    if plan.rows[ep.node].cascade > 1:  # a cascaded matmul's tile at its cascade position
+        return [Port(cascade_var(plan, ep.node, ids[ep.node], ep.index, ep.pos), "in", operand)]
     return [Port(part_var(ids[ep.node], ep.index), "in", operand)]
+
+
+def _cascade_kernels(plan: DagPlan, name: str, ident: str, placement: Placement, device: Device,
+                     ins: tuple[int, int], size: int, cost) -> list[Kernel]:
+    """A cascaded matmul's tiles: part ``i``'s cascade at positions ``i * cascade ..`` of its rectangle's
+    row, laid out in the generation's cascade direction (``Placement.tile``), each reading its K-slices
+    of A and B; the cascade in (port 2) after the first, the cascade out before the last."""
+    c = plan.rows[name].cascade
+    east = not device.generation.cascade_serpentine
+    out = []
+    for i in range(plan.rows[name].parts):
+        for j in range(c):
+            out.append(Kernel(cascade_var(plan, name, ident, i, j), name,
+                              f"aieflow::{cascade_class(j, c)}<aieflow_design::{ident}_cfg>", (), f"kernels/{ident}.cc",
+                              placement.tile(name, 0, i * c + j, east), ins + ((None,) if j else ()),
+                              (size if j == c - 1 else None,), cost=cost))
+    return out
 
 
 def lower(plan: DagPlan, placement: Placement, ids: dict[str, str], headers: list[str], device: Device, *,
@@ -261,6 +317,13 @@ def lower(plan: DagPlan, placement: Placement, ids: dict[str, str], headers: lis
             if node.op == "matmul":  # A: the part's rows; B: its samples' whole B
                 m, k, n = matmul_dims(plan.graph, node, plan.operands[name])
                 ins = (rp.rows_per_part * rp.pitch_in(0, k), rp.block(m)[0] * k * n)
+                if rp.cascade > 1:  # each tile: its K-slice of both, the cascade in after the first
+                    kernels += _cascade_kernels(plan, name, ident, placement, device, (rp.rows_per_part * (k // rp.cascade),
+                                                rp.block(m)[0] * (k // rp.cascade) * n), size, costs.get(name))
+                    links += [Link("cascade", Port(cascade_var(plan, name, ident, i, j), "out", 0),
+                                   Port(cascade_var(plan, name, ident, i, j + 1), "in", 2))
+                              for i in range(rp.parts) for j in range(rp.cascade - 1)]
+                    continue
             if node.op == "softmax" and len(node.inputs) > 1:  # the run-time mask: one keep row per sample
                 ins = (rp.rows_per_part * rp.pitch_in(0, rp.features),
                        rp.rows_per_part // rp.per_sample * rp.pitch_in(1, rp.features))  # rows at the mask's pitch
@@ -355,10 +418,10 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
             headers += resident_cascade.weight_headers(node, ident)
             classes += resident_cascade.kernel_classes(L)
         else:
-            cls = rows_class(node)
+            own = kernel_classes_of(plan, name)
             files[f"src/kernels/{ident}.cc"] = _ENV.get_template("rows_kernel.cc.j2").render(
-                version=version, name=name, cls=cls, cfg=f"{ident}_cfg")
-            classes.append(f"aieflow::{cls}<aieflow_design::{ident}_cfg>")
+                version=version, name=name, classes=own, cfg=f"{ident}_cfg")
+            classes += [f"aieflow::{cls}<aieflow_design::{ident}_cfg>" for cls in own]
             if node.op == "layernorm":
                 t = node.types
                 g, b = node.params["gamma_q"], node.params["beta_q"]

@@ -31,7 +31,17 @@ from ..devices import Device
 from ..errors import PlanError
 from ..mapped.tiling import NdTiling, Traversal, word_problems
 from ..ops.dense import DensePlan
-from .plan import DagPlan, Operand, RowsPlan, input_tensor, mask_input, mask_pitch, matrix_shape
+from .plan import (
+    DagPlan,
+    Operand,
+    RowsPlan,
+    input_tensor,
+    mask_input,
+    mask_pitch,
+    matmul_dims,
+    matmul_transposes,
+    matrix_shape,
+)
 
 PING_PONG = 2
 
@@ -45,6 +55,7 @@ class Endpoint:
     node: str | None
     index: int = 0
     offset: int = 0  # a producer port of a concat: the feature where its tensor starts in the buffer
+    pos: int = 0  # a cascaded matmul part's tile: its cascade position (its K-slice)
 
 
 @dataclass(frozen=True)
@@ -248,23 +259,56 @@ def effective(src: Operand) -> Operand:
     return replace(src, transposed=False) if src.transpose_at == "producer" else src
 
 
-def _block_read(g: Geometry, rp: RowsPlan, i: int) -> NdTiling:
-    """A rows kernel part that transposes in its memory: its rows (b, f) of the transposed view
-    come as the source block [samples][R][f run] (whole runs of features)."""
-    lo, hi = rp.part_rows(i)
+def _block_read(g: Geometry, lo: int, hi: int) -> NdTiling:
+    """A kernel part that reads a transposed view in its memory: its rows [lo, hi) of the view (rows
+    (b, f): source features) come as the source block [samples][R][f run] (whole runs of features)."""
     first, n, samples = _row_block(lo, hi, g.features, "transposed block")
     return NdTiling(g.dims, (n, g.rows, samples), (first, 0, lo // g.features))
 
 
-def part_rows(plan: DagPlan, name: str, operand: int, i: int, g: Geometry) -> tuple[int, int]:
-    """The source rows part ``i`` of rows kernel ``name`` reads of its ``operand``: its own rows, or,
-    for a matmul's B, all rows of the part's samples (of its one sample, for a part inside one); a
-    masked mean (one output row per sample) reads all rows of its samples of both operands."""
+def part_rows(plan: DagPlan, name: str, operand: int, i: int, g: Geometry, transposed: bool = False) -> tuple[int, int]:
+    """The rows of its ``operand`` (as the kernel sees it: ``transposed``, the view's rows are the
+    source's features) that part ``i`` of rows kernel ``name`` reads: its own rows, or, for a matmul's
+    B, all rows of the part's samples (of its one sample, for a part inside one); a masked mean (one
+    output row per sample) reads all rows of its samples of both operands."""
     rp = plan.rows[name]
     lo, hi = rp.part_rows(i)
+    r = g.features if transposed else g.rows
     if (rp.op in ("matmul", "softmax") and operand == 1) or rp.op == "masked_mean":  # B, or the run-time mask: the part's samples' rows
-        return lo // rp.per_sample * g.rows, -(-hi // rp.per_sample) * g.rows  # (a part inside one: its sample's)
+        return lo // rp.per_sample * r, -(-hi // rp.per_sample) * r  # (a part inside one: its sample's)
     return lo, hi
+
+
+def cascade_block(plan: DagPlan, name: str, operand: int, i: int, j: int, g: Geometry,
+                  src: Operand) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """What cascade position ``j`` of part ``i`` of a cascaded matmul reads of an operand: its K-slice
+    of the stored tensor (the source as written: a transposed view is read in source layout), as
+    (first feature, first row, first sample) and (features, rows, samples), fastest first.  K is the
+    stored tensor's features for A (its rows when TRANS_A) and its rows for B (its features when
+    TRANS_B)."""
+    rp = plan.rows[name]
+    kc = matmul_dims(plan.graph, plan.node(name), plan.operands[name])[1] // rp.cascade
+    ta, tb = matmul_transposes(plan.node(name), plan.operands[name])
+    per = g.features if src.transposed else g.rows  # the view's rows per sample
+    lo, hi = part_rows(plan, name, operand, i, g, src.transposed)
+    first, n, samples = _row_block(lo, hi, per, f"cascade block of {name}")
+    s0 = lo // per
+    if operand == 0:
+        if ta:  # stored [K, M]: the slice's rows, the part's run of features
+            return (first, j * kc, s0), (n, kc, samples)
+        return (src.start + j * kc, first, s0), (kc, n, samples)
+    if tb:  # stored [N, K]: every row of the part's samples, the slice's features
+        return (src.start + j * kc, 0, s0), (kc, g.rows, samples)
+    return (src.start, j * kc, s0), (view_features(g, src), kc, samples)
+
+
+def _cascade_read(plan: DagPlan, name: str, operand: int, i: int, j: int, g: Geometry, src: Operand) -> NdTiling:
+    first, size = cascade_block(plan, name, operand, i, j, g, src)
+    return NdTiling(g.dims, size, first)
+
+
+def _cascaded(plan: DagPlan, name: str | None) -> bool:
+    return name is not None and name in plan.rows and plan.rows[name].cascade > 1
 
 
 def consumer_ports(plan: DagPlan, consumer: str | None, src: Operand, g: Geometry,
@@ -280,8 +324,12 @@ def consumer_ports(plan: DagPlan, consumer: str | None, src: Operand, g: Geometr
         p: DensePlan = node.plan
         return [(Endpoint("column", consumer, c), _dense_read(g, p, c, src)) for c in range(p.cas_len)]
     rp = plan.rows[consumer]
+    if rp.cascade > 1:  # every tile of every part's cascade reads its K-slice
+        return [(Endpoint("part", consumer, i, pos=j), _cascade_read(plan, consumer, operand, i, j, g, src))
+                for i in range(rp.parts) for j in range(rp.cascade)]
     if src.transpose_at == "consumer":
-        return [(Endpoint("part", consumer, i), _block_read(g, rp, i)) for i in range(rp.parts)]
+        return [(Endpoint("part", consumer, i), _block_read(g, *part_rows(plan, consumer, operand, i, g, True)))
+                for i in range(rp.parts)]
     nf = rp.pitch_in(operand, nf)  # a padded operand: whole rows at the pitch
     return [(Endpoint("part", consumer, i),
              _rows_tiling(g, *part_rows(plan, consumer, operand, i, g), src.transposed, consumer, src.start, nf,
@@ -366,8 +414,10 @@ def _expected_write(plan: DagPlan, ep: Endpoint, g: Geometry, src: Operand) -> n
 
 def _expected_read(plan: DagPlan, ep: Endpoint, g: Geometry, src: Operand, operand: int = 0) -> np.ndarray:
     src = effective(src)
+    if ep.kind == "part" and _cascaded(plan, ep.node):
+        return _expected_cascade_read(plan, ep, g, src, operand)
     if src.transpose_at == "consumer":  # the kernel's input block: source layout [samples][R][f run]
-        lo, hi = plan.rows[ep.node].part_rows(ep.index)
+        lo, hi = part_rows(plan, ep.node, operand, ep.index, g, True)
         first, n, samples = _row_block(lo, hi, g.features, "transposed block")
         s, r, f = np.meshgrid(np.arange(samples), np.arange(g.rows), np.arange(n), indexing="ij")
         b = lo // g.features + s
@@ -385,6 +435,42 @@ def _expected_read(plan: DagPlan, ep: Endpoint, g: Geometry, src: Operand, opera
         lo, hi = (0, rows_c * g.batch) if ep.kind == "out" else part_rows(plan, ep.node, operand, ep.index, g)
         r, f = np.divmod(np.arange(lo * feats_c, hi * feats_c), feats_c)
     rs, fs = _source_of(r, f, g, src)
+    return _ids(rs, fs, g)
+
+
+def _expected_cascade_read(plan: DagPlan, ep: Endpoint, g: Geometry, src: Operand, operand: int) -> np.ndarray:
+    """What a cascaded matmul tile's port holds, from the kernel's side (dag_kernels.h MatMul with K the
+    slice): A ``[rows][K]`` (``[samples][K][M run]`` when TRANS_A), B ``[samples][K][N]`` (``[samples][N][K]``
+    when TRANS_B), K the tile's slice ``[pos K, (pos + 1) K)`` of the operand view's reduction axis; each
+    element named by its (row, feature) of the operand view, then mapped to the source (``_source_of``)."""
+    rp = plan.rows[ep.node]
+    node = plan.node(ep.node)
+    m, k, n = matmul_dims(plan.graph, node, plan.operands[ep.node])
+    kc = k // rp.cascade
+    ta, tb = matmul_transposes(node, plan.operands[ep.node])
+    per = g.features if src.transposed else g.rows  # the view's rows per sample
+    lo, hi = rp.part_rows(ep.index)
+    ks = ep.pos * kc + np.arange(kc)
+    if operand == 0:
+        rows = np.arange(lo, hi)
+        if ta:  # [samples][K][M run]: view (row, k) for each sample's run of rows
+            samples, run = rp.block(m)
+            s, q, r = np.meshgrid(np.arange(samples), ks, np.arange(run), indexing="ij")
+            vr, vf = rows.reshape(samples, run)[s, r], q
+        else:  # [rows][K]
+            r, q = np.meshgrid(rows, ks, indexing="ij")
+            vr, vf = r, q
+    else:
+        first = lo // rp.per_sample  # the part's samples (its one sample, for a run of its rows)
+        samples = max(1, (hi - lo) // rp.per_sample)
+        # the view B is [K, N] (rows k) unless transpose_b ([N, K]); the kernel's port [N][K] when TRANS_B
+        b_rows_are_k = not bool(node.attrs.get("transpose_b", False))
+        outer, inner = (np.arange(n), ks) if tb else (ks, np.arange(n))
+        s, a, c = np.meshgrid(np.arange(samples), outer, inner, indexing="ij")
+        kk, nn = (c, a) if tb else (a, c)
+        vr, vf = ((kk, nn) if b_rows_are_k else (nn, kk))
+        vr = (first + s) * per + vr
+    rs, fs = _source_of(np.ravel(vr), np.ravel(vf), g, src)
     return _ids(rs, fs, g)
 
 

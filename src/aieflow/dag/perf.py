@@ -45,6 +45,7 @@ from ..perf.activation import (  # noqa: F401 - cnn/perf.py reads the constants 
     softmax_vector_cycles,
     softmax_vectorised,
 )
+from ..perf.kernel import cascade_words
 from ..perf.simulate import run_pipeline
 from .links import DagLink
 from .plan import DagPlan, input_tensor, mask_input, mask_pitch, masked, matmul_dims, matrix_shape
@@ -93,6 +94,12 @@ def layernorm_vectorised(features: int, in_bytes: int, out_bytes: int) -> bool:
 # form, COPY_CYCLES (2) per element (scalar, transposed when TRANS_B).
 MM_MAC_CYCLES = 1
 MM_OUT_CYCLES = 4
+# The cascade over K (RowsPlan.cascade, docs/attention.md "Long products"): per output vector a tile that
+# continues partial sums reads the 16 accumulator lanes from the cascade and a tile that passes them on
+# writes them, as cascade words of the catalog's cascade width (Generation.cascade_bits: 512 bits on AIE-ML
+# and AIE-MLv2, AM020 / AM027; 16 acc64 lanes = 2 words), one word per cycle each way (perf/kernel.py's
+# Dense cascade, the same assumption).  The tiles of a cascade run concurrently, so the stage is the
+# slowest tile: a middle one (reads and writes) or the last (reads, then the SRS and the store).
 # Activation and softmax (dag_kernels.h Activation, Softmax: vector forms or activation_fixed.h): perf/activation.py.
 CALL_CYCLES = 16  # as perf/kernel.py's call_cycles (assumed there)
 # An in-memory transpose of a port's block (dag_kernels.h transpose_block): a scalar copy per element.
@@ -174,7 +181,7 @@ def rows_kernel_cycles(plan: DagPlan, name: str, device: Device) -> float:
     runtime_mask = rp.op == "softmax" and len(node.inputs) > 1
     ports = 3 if rp.op in ("add", "matmul") or runtime_mask else 2
     if rp.op == "matmul":
-        return CALL_CYCLES + matmul_cycles(plan, name) + mv.lock_handoff_cycles(ports)
+        return CALL_CYCLES + matmul_cycles(plan, name, device) + mv.lock_handoff_cycles(ports)
     if rp.op == "masked_mean":  # x, the mask, the output
         tokens = matrix_shape(plan.graph, node.inputs[0], name)[0]
         return CALL_CYCLES + masked_mean_cycles(rp.rows_per_part, tokens, rp.features) + mv.lock_handoff_cycles(3)
@@ -208,13 +215,20 @@ def rows_kernel_cycles(plan: DagPlan, name: str, device: Device) -> float:
     return CALL_CYCLES + body + transposes * elems * TRANSPOSE_CYCLES + mv.lock_handoff_cycles(ports)
 
 
-def matmul_cycles(plan: DagPlan, name: str) -> int:
-    """The MatMul kernel body of one part (the assumed constants above)."""
+def matmul_cycles(plan: DagPlan, name: str, device: Device | None = None) -> int:
+    """The MatMul kernel body of one part (the assumed constants above); a cascaded one's slowest tile
+    (``device``: the catalog's cascade width, needed then)."""
     rp = plan.rows[name]
     m, k, n = matmul_dims(plan.graph, plan.node(name), plan.operands[name])
     samples, m = rp.block(m)  # whole samples, or a run of one sample's rows (with its whole B)
     vectors = math.ceil(n / 16)
-    return samples * (k * n * COPY_CYCLES + m * vectors * (k * MM_MAC_CYCLES + MM_OUT_CYCLES))
+    per_vector = MM_OUT_CYCLES
+    if rp.cascade > 1:  # each tile its K-slice; the partial sums on the cascade
+        k //= rp.cascade
+        bits = 32 if plan.node(name).types.is_float else 64
+        words = cascade_words(16, bits, device.generation.cascade_bits)
+        per_vector = max(words + MM_OUT_CYCLES, 2 * words if rp.cascade > 2 else 0)
+    return samples * (k * n * COPY_CYCLES + m * vectors * (k * MM_MAC_CYCLES + per_vector))
 
 
 # ----------------------------------------------------------------------------- costs of the mapped graph
@@ -274,8 +288,7 @@ def _unplaced(plan: DagPlan) -> Placement:
     see every node on the bottom row)."""
     rects, col = [], 0
     for name in plan.compute:
-        p = plan.node(name).plan
-        w, h = (p.cas_len, p.cas_num) if plan.node(name).op == "dense" else (plan.rows[name].parts, 1)
+        w, h = plan.rect(name)
         rects.append(Rect(name, col, 0, w, h))
         col += w
     return Placement(tuple(rects), col, max((r.height for r in rects), default=1))

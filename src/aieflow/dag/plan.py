@@ -100,6 +100,9 @@ class RowsPlan:
     # words (:func:`row_pitches`): per operand (0: unpadded; a matmul's A: its K) and the output
     in_pitch: tuple[int, ...] = ()
     out_pitch: int = 0
+    # a matmul: tiles along a cascade per part, each holding a K-slice of the product (the partial
+    # sums on the cascade, the last tile converting them: docs/attention.md "Long products")
+    cascade: int = 1
 
     def pitch_in(self, k: int, width: int) -> int:
         """Row pitch of operand ``k``'s buffer (``width``: its row when unpadded)."""
@@ -115,7 +118,7 @@ class RowsPlan:
 
     @property
     def tiles(self) -> int:
-        return self.parts
+        return self.parts * self.cascade
 
     def part_rows(self, i: int) -> tuple[int, int]:
         return i * self.rows_per_part, (i + 1) * self.rows_per_part
@@ -293,9 +296,9 @@ class DagPlan:
 
     def rect(self, name: str) -> tuple[int, int]:
         """(width, height) of a node's tile rectangle: Dense cas_len x cas_num, a rows kernel's
-        parts side by side."""
+        parts side by side (a cascaded matmul's: each part's cascade along the row)."""
         n = self.node(name)
-        return (n.plan.cas_len, n.plan.cas_num) if n.op == "dense" else (self.rows[name].parts, 1)
+        return (n.plan.cas_len, n.plan.cas_num) if n.op == "dense" else (self.rows[name].tiles, 1)
 
     def edges(self) -> tuple[tuple[str, str], ...]:
         return tuple((p, name) for name in self.compute for o in self.operands[name] for p in o.producers)
@@ -318,7 +321,41 @@ def matmul_dims(graph: Graph, node: Node, operands: tuple[Operand, ...]) -> tupl
     """(M, K, N) of a matmul node's per-sample product: A [M, K] by B [K, N] (B stored [N, K] when
     ``transpose_b``)."""
     m, n = matrix_shape(graph, node.outputs[0], node.name)
-    return m, operand_features(graph, operands[0], node.name), n
+    a = operands[0]
+    k = matrix_shape(graph, a.tensor, node.name)[0] if a.transposed else operand_features(graph, a, node.name)
+    return m, k, n
+
+
+def matmul_transposes(node: Node, operands: tuple[Operand, ...]) -> tuple[bool, bool]:
+    """(TRANS_A, TRANS_B) of the kernel: A read from its source ``[K, M]`` when it is a transposed
+    view; B stored ``[N, K]`` when ``transpose_b`` or when it is a transposed view, not both."""
+    return operands[0].transposed, bool(node.attrs.get("transpose_b", False)) != operands[1].transposed
+
+
+def _word_slices(node: Node, k: int, device: Device) -> tuple[int, ...]:
+    """The cascade lengths 2.. (at most a row of the array) that cut K into equal slices of whole
+    32-bit words of both operands (each tile's slice of A's and B's rows or columns is a memory-tile
+    read pattern, AM020 / UG1603)."""
+    w = max(4 // _bytes(node.types.a), 4 // _bytes(node.types.b), 1)
+    return tuple(c for c in range(2, min(k, device.columns) + 1) if k % c == 0 and (k // c) % w == 0)
+
+
+def matmul_cascades(node: Node, k: int, device: Device) -> tuple[int, ...]:
+    """1 (one tile per part), then every cascade over K a matmul may split into, fewest tiles first
+    (docs/attention.md "Long products"): integer operands only (exact sums, so any split computes the
+    one-tile result), slices of whole words (:func:`_word_slices`)."""
+    return (1,) + (() if cascade_refusal(node, k, device) else _word_slices(node, k, device))
+
+
+def cascade_refusal(node: Node, k: int, device: Device) -> str:
+    """Why a matmul cannot split its K over a cascade (empty when it can)."""
+    if node.types.is_float:
+        return ("a bf16 product keeps one tile (its float32 sums would keep their order on a cascade, but no "
+                "bf16 cascade kernel is verified)")
+    if not _word_slices(node, k, device):
+        w = max(4 // _bytes(node.types.a), 4 // _bytes(node.types.b), 1)
+        return f"K = {k} has no split into 2 or more slices of whole 32-bit words ({w} elements)"
+    return ""
 
 
 def matmul_memory(node: Node, rows_per_part: int, per_sample: int, k: int, n: int, device: Device,
@@ -409,7 +446,8 @@ def _runs_fit(rp: RowsPlan, per_sample: int, w: int) -> bool:
 
 def place_transposes(graph: Graph, compute: list[str], operands: dict[str, tuple[Operand, ...]],
                      rows: dict[str, RowsPlan], out: Operand, device: Device, widths: Mapping[str, int]):
-    """Move each element-wise transposed read of 8- / 16-bit data into a rows kernel where one
+    """A matmul's transposed operand is read by its kernel (:func:`_matmul_transpose`).  Move each
+    other element-wise transposed read of 8- / 16-bit data into a rows kernel where one
     can do it: the consumer (an Add / LayerNorm transposing a block it receives in source layout)
     or else the producer (an Add / LayerNorm writing its output transposed, when every reader of
     it reads it transposed).  What is left stays a DMA pattern that steps single elements (the
@@ -417,6 +455,10 @@ def place_transposes(graph: Graph, compute: list[str], operands: dict[str, tuple
     written width (its buffer row pitch)."""
     operands = {k: list(v) for k, v in operands.items()}
     gen = device.generation
+    for name in compute:
+        if name in rows and rows[name].op == "matmul":
+            operands[name] = [_matmul_transpose(graph, graph.node(name), k, o, rows[name], widths)
+                              for k, o in enumerate(operands[name])]
     for name in compute:
         if name not in rows or rows[name].op in ("matmul", "masked_mean"):  # they read their operands as they are
             continue
@@ -459,6 +501,38 @@ def place_transposes(graph: Graph, compute: list[str], operands: dict[str, tuple
             else:
                 operands[c][k] = replace(operands[c][k], transpose_at="producer")
     return {k: tuple(v) for k, v in operands.items()}, rows, out
+
+
+def _matmul_transpose(graph: Graph, node: Node, k: int, o: Operand, rp: RowsPlan, widths: Mapping[str, int]) -> Operand:
+    """A matmul operand that is a transposed view ``X^T`` of a computed tensor ``X``: the memory tile
+    moves ``X`` as it was written and the kernel reads it transposed (``TRANS_A`` / ``TRANS_B``,
+    :func:`matmul_transposes`), so no element-wise transposing DMA pattern: the AIE-ML memory-tile DMA
+    addresses 32-bit words (AM020 buffer descriptors: step sizes, wraps and padding in words; UG1603),
+    which an element-wise transpose of 8- / 16-bit data is not.  The read moves whole source rows of
+    the part's samples (B, and A where a part holds whole samples) or a run of each row's features
+    (A, where a part holds a run of one sample's rows: those rows are ``X``'s features), so those
+    rows, runs and the row pitch must be whole words; otherwise refused naming the layer and why."""
+    if not o.transposed:
+        return o
+    w = _words(graph, o.tensor)
+    r_src, f_src = matrix_shape(graph, o.tensor, node.name)
+    pitch = widths.get(o.tensor, f_src)
+    why = []
+    if f_src % w:
+        why.append(f"its rows of {f_src} elements")
+    if pitch % w and pitch != f_src:
+        why.append(f"its written row pitch of {pitch} elements")
+    if k == 0 and rp.rows_per_part < rp.per_sample and rp.rows_per_part % w:
+        why.append(f"a part's run of {rp.rows_per_part} of those features")
+    if why:
+        bits = graph.tensors[o.tensor].dtype.container_bits
+        raise PlanError(
+            f"operand {'AB'[k]} of the matmul reads '{o.tensor}' transposed; the memory tile moves '{o.tensor}' as "
+            f"written and the kernel reads it transposed, but {' and '.join(why)} are not whole 32-bit words of "
+            f"{bits}-bit data (the memory-tile DMA addresses 32-bit words, AM020 / UG1603; an element-wise "
+            "transposing read of 8- / 16-bit data is not a legal pattern)", layer=node.name,
+            hint=f"give '{o.tensor}' a multiple of {w} features, or use aieflow.emulate(model, ...)")
+    return replace(o, transpose_at="consumer")
 
 
 # rows kernels that write / read rows at a padded pitch (dag_kernels.h MatMul: its output and A;
@@ -570,13 +644,15 @@ def _check_row_types(node: Node, device: Device) -> None:
 
 
 def _check_matmul_operands(node: Node, operands: tuple[Operand, ...]) -> None:
+    """A matmul reads each operand as its producer wrote it, or transposed (:func:`place_transposes`
+    settles where); a concat or one row of a view is refused."""
     for k, o in enumerate(operands):
-        if o.transposed or o.parts or o.selected:
-            what = "a transposed view" if o.transposed else "a concat" if o.parts else "one row"
+        if o.parts or o.selected:
+            what = "a concat" if o.parts else "one row"
             raise PlanError(
                 f"operand {'AB'[k]} of the matmul is {what} of '{o.tensor}'; the matmul kernel reads its operands "
-                "row-major (a transpose of B's last two axes is its transpose_b, folded at import)", layer=node.name,
-                hint="multiply by the tensor itself (x @ y.transpose(-2, -1) is folded), or use aieflow.emulate")
+                "whole, as their producers wrote them or transposed", layer=node.name,
+                hint="multiply by the tensor itself, or use aieflow.emulate(model, ...)")
 
 
 def _plan_rows(node: Node, graph: Graph, batch: int, device: Device,
@@ -598,54 +674,69 @@ def _plan_rows(node: Node, graph: Graph, batch: int, device: Device,
     gen = device.generation
     channels = device.memtile_channels
     best = None
-    # a matmul's parts hold whole samples; where one sample does not fit a tile, a whole fraction of
-    # one sample's rows (each part reads the sample's whole B: docs/attention.md "Long products")
-    split = node.op == "matmul" and not any(
-        rows % q == 0 and (rows // q) % r == 0
-        and matmul_memory(node, rows // q, r, k, n, device, in_pitch[0] if in_pitch else 0, out_pitch)
-        <= gen.data_memory_bytes
-        for q in range(1, min(rows, max(1, channels // writers)) + 1))
-    for parts in range(1, min(rows, max(1, channels // writers)) + 1):
-        if rows % parts:
-            continue
-        rp = rows // parts
-        if rp % r and r % rp:  # a part is whole samples or a whole fraction of one (tilers)
-            continue
-        if node.op == "matmul" and rp % r and not split:  # whole samples (all of B's rows) where they fit
-            continue
-        if node.op == "softmax" and (node.params.get("keep") is not None or len(node.inputs) > 1) and rp % r:
-            continue  # a masked softmax reads its mask row as (row % r), a run-time mask per sample: whole samples
-        if node.op == "add_const" and rp % r:
-            continue  # the constant's row r % r of a part: whole samples per part
-        kp = in_pitch[0] if in_pitch else 0
-        if node.op == "matmul":
-            mem = matmul_memory(node, rp, r, k, n, device, kp, out_pitch)
-        elif node.op == "masked_mean":  # one row per sample: rp samples, their T rows and mask rows
-            mp = in_pitch[1] if len(in_pitch) > 1 and in_pitch[1] else tokens
-            mem = masked_mean_memory(node, rp, tokens, f, device, mp)
-        else:
-            mem = rows_memory(node, rp, f, device, out_pitch)
-        if node.op == "softmax" and len(node.inputs) > 1:  # the run-time mask: its samples' rows, ping-pong, + a row
-            mp = in_pitch[1] if len(in_pitch) > 1 and in_pitch[1] else f  # rows padded to whole words (mask_pitch)
-            mem += 2 * _aligned(rp // r * mp) + _aligned(f)
-        if mem <= gen.data_memory_bytes:
-            best = RowsPlan(node.op, parts, rows, r, f, mem, in_pitch=in_pitch, out_pitch=out_pitch)
-            # Add, activation: the fewest tiles that fit (rarely the slowest stage); LayerNorm,
-            # softmax: as many as the memory tile's channels allow (their per-row work is the
-            # heaviest of the rows kernels)
-            if node.op in ("add", "add_const", "activation"):
-                break
-            # masked mean: as many parts as allowed too (T x E additions per output row)
-            # matmul: as many parts as allowed (its work per row is K x N multiply-adds)
+    # a matmul whose parts do not fit even so: its K split over a cascade of tiles (the fewest that fit)
+    cascades = matmul_cascades(node, k, device) if node.op == "matmul" else (1,)
+    for casc in cascades:
+        kc = k // casc if node.op == "matmul" else 0  # a cascade tile's K-slice
+        kp = (in_pitch[0] if in_pitch else 0) if casc == 1 else 0  # (a K-slice of A is read unpadded)
+        # a matmul's parts hold whole samples; where one sample does not fit a tile, a whole fraction of
+        # one sample's rows (each part reads the sample's whole B: docs/attention.md "Long products")
+        split = node.op == "matmul" and not any(
+            rows % q == 0 and (rows // q) % r == 0
+            and matmul_memory(node, rows // q, r, kc, n, device, kp, out_pitch)
+            <= gen.data_memory_bytes
+            for q in range(1, min(rows, max(1, channels // writers)) + 1))
+        for parts in range(1, min(rows, max(1, channels // writers)) + 1):
+            if rows % parts:
+                continue
+            rp = rows // parts
+            if rp % r and r % rp:  # a part is whole samples or a whole fraction of one (tilers)
+                continue
+            if node.op == "matmul" and rp % r and not split:  # whole samples (all of B's rows) where they fit
+                continue
+            if node.op == "softmax" and (node.params.get("keep") is not None or len(node.inputs) > 1) and rp % r:
+                continue  # a masked softmax reads its mask row as (row % r), a run-time mask per sample: whole samples
+            if node.op == "add_const" and rp % r:
+                continue  # the constant's row r % r of a part: whole samples per part
+            if node.op == "matmul":
+                if parts * casc > device.columns:  # the parts' cascades side by side along one array row
+                    continue
+                mem = matmul_memory(node, rp, r, kc, n, device, kp, out_pitch)
+            elif node.op == "masked_mean":  # one row per sample: rp samples, their T rows and mask rows
+                mp = in_pitch[1] if len(in_pitch) > 1 and in_pitch[1] else tokens
+                mem = masked_mean_memory(node, rp, tokens, f, device, mp)
+            else:
+                mem = rows_memory(node, rp, f, device, out_pitch)
+            if node.op == "softmax" and len(node.inputs) > 1:  # the run-time mask: its samples' rows, ping-pong, + a row
+                mp = in_pitch[1] if len(in_pitch) > 1 and in_pitch[1] else f  # rows padded to whole words (mask_pitch)
+                mem += 2 * _aligned(rp // r * mp) + _aligned(f)
+            if mem <= gen.data_memory_bytes:
+                best = RowsPlan(node.op, parts, rows, r, f, mem, in_pitch=in_pitch, out_pitch=out_pitch,
+                                cascade=casc)
+                # Add, activation: the fewest tiles that fit (rarely the slowest stage); LayerNorm,
+                # softmax: as many as the memory tile's channels allow (their per-row work is the
+                # heaviest of the rows kernels)
+                if node.op in ("add", "add_const", "activation"):
+                    break
+                # masked mean: as many parts as allowed too (T x E additions per output row)
+                # matmul: as many parts as allowed (its work per row is K x N multiply-adds)
+        if best is not None:
+            break
     if best is None and node.op == "matmul":
         most = max((q for q in range(1, min(rows, max(1, channels // writers)) + 1)
                     if rows % q == 0 and r % (rows // q) == 0), default=None)
         run = ("" if most is None or rows // most >= r else
                f", and a run of {rows // most} of its rows (the most parts the memory tile's channels allow) "
                f"{matmul_memory(node, rows // most, r, k, n, device)}")
+        widest = cascades[-1]
+        small = r if most is None else min(r, rows // most)
+        casc = (f"; no cascade over K can help: {cascade_refusal(node, k, device)}" if widest == 1 else
+                f"; over a cascade of {widest} tiles along K (K-slices of {k // widest}) a part of {small} row(s) "
+                f"still needs {matmul_memory(node, small, r, k // widest, n, device)} bytes (the cascade splits "
+                "A's columns and B's rows, not the output rows)")
         raise PlanError(
             f"one sample's matmul ({m} x {k} by {k} x {n}) needs {matmul_memory(node, r, r, k, n, device)} bytes on "
-            f"a tile{run}; a tile has {gen.data_memory_bytes}", layer=node.name,
+            f"a tile{run}{casc}; a tile has {gen.data_memory_bytes}", layer=node.name,
             hint="use fewer tokens or narrower heads (more heads), or aieflow.emulate(model, ...)")
     if best is None and node.op == "masked_mean":
         raise PlanError(

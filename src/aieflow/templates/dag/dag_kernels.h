@@ -15,7 +15,8 @@
 //                the run-time mask keeps none.
 //   MatMul:      y = srs(sum_k a_ik b_kj, SHIFT) per sample (ops/matmul.py): exact products summed in 64-bit
 //                accumulator lanes, one SRS with the output's rounding / saturation (bf16: the same loop in
-//                accfloat lanes, one rounding to bf16; the same class, TO = bfloat16).
+//                accfloat lanes, one rounding to bf16; the same class, TO = bfloat16); a long K split over a
+//                cascade of tiles: MatMulFirst / MatMulMiddle / MatMulLast, the partial sums on the cascade.
 // Every SRS is followed by narrow.h's range of an output type narrower than its container (OUT_LO /
 // OUT_HI / OUT_WRAP in the config, absent otherwise).
 #pragma once
@@ -710,12 +711,13 @@ public:
 
 // ---------------------------------------------------------------------------- MatMul
 // Config (generated in layers.h):
-//   struct mm_cfg { using TA, TB, TO; static constexpr unsigned S, M, K, N, KP, NP; static constexpr bool TRANS_B;
-//                   static constexpr int SHIFT; RND; SAT; };
-// Per part: S samples, each A [M][K] (row-major) times B [K][N] (or B stored [N][K] when TRANS_B: Q K^T
-// reads K as the projection wrote it) into y [M][N].  A's rows lie KP >= K elements apart and y's NP >= N
-// (rows padded to whole 32-bit words, aieflow dag/plan.py row_pitches): A's padding is not read, y's is
-// written zero.  Per sample B is first copied into tile memory as
+//   struct mm_cfg { using TA, TB, TO; static constexpr unsigned S, M, K, N, KP, NP;
+//                   static constexpr bool TRANS_A, TRANS_B; static constexpr int SHIFT; RND; SAT; };
+// Per part: S samples, each A [M][K] (row-major; stored [K][M] when TRANS_A: a transposed view the memory
+// tile moves as its producer wrote it, aieflow dag/plan.py _matmul_transpose) times B [K][N] (or B stored
+// [N][K] when TRANS_B: Q K^T reads K as the projection wrote it) into y [M][N].  A's rows lie KP >= K
+// elements apart (KP = K when TRANS_A) and y's NP >= N (rows padded to whole 32-bit words, aieflow
+// dag/plan.py row_pitches): A's padding is not read, y's is written zero.  Per sample B is first copied into tile memory as
 // TE [K][NV] (NV = N rounded up to 16 lanes, zero padded; transposed there when TRANS_B; int8 codes
 // widened exactly to int16).  Then per output row and 16 columns: K aie::mac steps of the broadcast
 // a_ik by the row k of B into 16 accumulator lanes, in increasing k, and one conversion:
@@ -726,6 +728,7 @@ public:
 //                               k; to_vector<bfloat16>() rounds to nearest even (ops/matmul.py).
 template <class C>
 class MatMul {
+protected:
     using TA = typename C::TA;
     using TB = typename C::TB;
     using TO = typename C::TO;
@@ -736,30 +739,38 @@ class MatMul {
     static constexpr unsigned NV = (C::N + L - 1) / L * L;
     alignas(32) TE bt_[C::K * NV];
 
-public:
-    MatMul() {
-        for (unsigned i = 0; i < C::K * NV; ++i) bt_[i] = static_cast<TE>(0.0f);
-    }
-
-    void run(adf::input_buffer<TA>& __restrict a, adf::input_buffer<TB>& __restrict b,
-             adf::output_buffer<TO>& __restrict out) {
-        if constexpr (!FLOAT) {
+    // CIN: every output vector's partial sums arrive on the cascade (C::CASC_LANES lanes per cascade
+    // word) and the k steps continue them; COUT: the sums leave on the cascade, else one conversion
+    // and the stores.
+    template <bool CIN, bool COUT>
+    void body(const TA* __restrict pa, const TB* __restrict pb, [[maybe_unused]] TO* __restrict po,
+              [[maybe_unused]] input_cascade<ACC>* __restrict cin,
+              [[maybe_unused]] output_cascade<ACC>* __restrict cout) {
+        if constexpr (!FLOAT && !COUT) {
             aie::set_rounding(C::RND);
             aie::set_saturation(C::SAT);
         }
-        const TA* __restrict pa = a.data();
-        const TB* __restrict pb = b.data();
-        TO* __restrict po = out.data();
-        for (unsigned s = 0; s < C::S; ++s, pb += C::K * C::N) {
+        static_assert(!C::TRANS_A || C::KP == C::K, "a transposed A is read unpadded");
+        for (unsigned s = 0; s < C::S; ++s, pa += C::M * C::KP, pb += C::K * C::N) {
             for (unsigned k = 0; k < C::K; ++k)
                 for (unsigned n = 0; n < C::N; ++n)
                     bt_[k * NV + n] = static_cast<TE>(C::TRANS_B ? pb[n * C::K + k] : pb[k * C::N + n]);
-            for (unsigned m = 0; m < C::M; ++m, pa += C::KP, po += C::NP) {
+            for (unsigned m = 0; m < C::M; ++m) {
                 for (unsigned j = 0; j < NV; j += L) {
                     aie::accum<ACC, L> acc = aie::zeros<ACC, L>();
+                    if constexpr (CIN) {
+                        for (unsigned p = 0; p < L / C::CASC_LANES; ++p)
+                            acc.insert(p, readincr_v<C::CASC_LANES>(cin));
+                    }
                     for (unsigned k = 0; k < C::K; ++k)
-                        acc = aie::mac(acc, aie::broadcast<TE, L>(static_cast<TE>(pa[k])),
+                        acc = aie::mac(acc, aie::broadcast<TE, L>(static_cast<TE>(C::TRANS_A ? pa[k * C::M + m]
+                                                                                           : pa[m * C::KP + k])),
                                        aie::load_v<L>(bt_ + k * NV + j));
+                    if constexpr (COUT) {
+                        for (unsigned p = 0; p < L / C::CASC_LANES; ++p)
+                            writeincr(cout, acc.template extract<C::CASC_LANES>(p));
+                        continue;
+                    }
                     aie::vector<TO, L> v;
                     if constexpr (FLOAT)
                         v = acc.template to_vector<bfloat16>();  // round to nearest even
@@ -771,11 +782,66 @@ public:
                         for (unsigned q = 0; q < L && j + q < C::N; ++q) po[j + q] = v.get(q);
                     }
                 }
-                for (unsigned q = C::N; q < C::NP; ++q) po[q] = static_cast<TO>(0);  // the row's padding
+                if constexpr (!COUT) {
+                    for (unsigned q = C::N; q < C::NP; ++q) po[q] = static_cast<TO>(0);  // the row's padding
+                    po += C::NP;
+                }
             }
         }
     }
+
+public:
+    MatMul() {
+        for (unsigned i = 0; i < C::K * NV; ++i) bt_[i] = static_cast<TE>(0.0f);
+    }
+
+    void run(adf::input_buffer<TA>& __restrict a, adf::input_buffer<TB>& __restrict b,
+             adf::output_buffer<TO>& __restrict out) {
+        this->template body<false, false>(a.data(), b.data(), out.data(), nullptr, nullptr);
+    }
     static void registerKernelClass() { REGISTER_FUNCTION(MatMul::run); }
+};
+
+// The cascade over K (aieflow dag/plan.py RowsPlan.cascade, docs/attention.md "Long products"): a part is
+// C::CASC tiles along a cascade, tile j holding the K-slice [j K, (j+1) K) of the product (C::K is the
+// slice): A's columns of the slice for the part's rows (its rows of a transposed A) and B's rows of the
+// slice (its columns when TRANS_B).  The first tile starts each output vector's 16 lanes at zero, every
+// other continues the partial sums the cascade brings in increasing k, every tile but the last sends them
+// on, and the last converts them once and stores: the integer sums are the one-tile sums, exactly.
+template <class C>
+class MatMulFirst : public MatMul<C> {
+    using B = MatMul<C>;
+
+public:
+    void run(adf::input_buffer<typename B::TA>& __restrict a, adf::input_buffer<typename B::TB>& __restrict b,
+             output_cascade<typename B::ACC>* __restrict cout) {
+        this->template body<false, true>(a.data(), b.data(), nullptr, nullptr, cout);
+    }
+    static void registerKernelClass() { REGISTER_FUNCTION(MatMulFirst::run); }
+};
+
+template <class C>
+class MatMulMiddle : public MatMul<C> {
+    using B = MatMul<C>;
+
+public:
+    void run(adf::input_buffer<typename B::TA>& __restrict a, adf::input_buffer<typename B::TB>& __restrict b,
+             input_cascade<typename B::ACC>* __restrict cin, output_cascade<typename B::ACC>* __restrict cout) {
+        this->template body<true, true>(a.data(), b.data(), nullptr, cin, cout);
+    }
+    static void registerKernelClass() { REGISTER_FUNCTION(MatMulMiddle::run); }
+};
+
+template <class C>
+class MatMulLast : public MatMul<C> {
+    using B = MatMul<C>;
+
+public:
+    void run(adf::input_buffer<typename B::TA>& __restrict a, adf::input_buffer<typename B::TB>& __restrict b,
+             input_cascade<typename B::ACC>* __restrict cin, adf::output_buffer<typename B::TO>& __restrict out) {
+        this->template body<true, false>(a.data(), b.data(), out.data(), cin, nullptr);
+    }
+    static void registerKernelClass() { REGISTER_FUNCTION(MatMulLast::run); }
 };
 
 // ---------------------------------------------------------------------------- MaskedMean
