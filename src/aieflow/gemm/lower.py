@@ -49,6 +49,10 @@ KERNEL_SOURCE = "kernels/gemm_tile.cc"
 # ``HLS PIPELINE II = 1`` on the movers' inner loops (templates/gemm/gemm_pl.h, ml_mover.cpp.j2);
 # their pipeline depth is not modelled (0): nothing reads it for the GEMM yet.
 MOVER_II = 1
+# The PL kernels that read A from DDR (and write the input PLIOs) and, for a streamed Dense layer,
+# write Y to DDR: a segmented design's cut reads and writes DDR through them (``gemm/segmented.py``).
+MOVER = "gemm_mover"
+EPILOGUE = "dense_epilogue"
 
 
 
@@ -177,7 +181,7 @@ def _movers(plan: GemmPlan, ins: list[str], outs: list[str]) -> tuple[PLKernel, 
     cr_bytes = plan.tiles * cr_per_tile * plan.cr_words * 4
     return (
         PLKernel(
-            "gemm_mover",
+            MOVER,
             "pl/gemm_mover.cpp",
             (),
             tuple((v, v) for v in ins),
@@ -299,7 +303,7 @@ def lower_streamed(plan) -> MappedGraph:
     call, one call per design call)."""
     g = lower(plan.gemm)
     epi = PLKernel(
-        "dense_epilogue",
+        EPILOGUE,
         "pl/dense_epilogue.cpp",
         (),
         (),

@@ -38,6 +38,8 @@ from ..emulation import EmulatedNumerics, Emulation
 from ..errors import AieflowError, ConfigError, PlanError
 from ..graph_io import json_default, write_weights
 from ..ir import Graph, Node
+from ..mapped.estimate import resources, segment_resources
+from ..mapped.ir import Link, MappedGraph, Port, in_segment, segment_name
 from ..names import Code, c_ident, comment, text
 from ..numerics import fixed
 from ..numerics.types import FixedType, FloatType
@@ -430,12 +432,19 @@ class SegmentedDesign(EmulatedNumerics):
     def estimate(self) -> SegmentedPerformance:
         return _estimate(self)
 
+    def mapped(self) -> MappedGraph:
+        """The whole design as one mapped graph (:func:`lower`), built once per design."""
+        from ..mapped.cache import memo
+
+        return memo(self, "segmented-lower", self.segments, lambda: lower(self))
+
     def resources(self) -> dict[str, Any]:
+        """Counted on the one mapped graph, summed over the segments (``mapped.estimate.resources``)."""
         e = self.estimate()
         per = {spec.name: seg.to_json()["resources"] for spec, seg in zip(self.specs, self.segments, strict=True)}
-        return {"compute_tiles": e.tiles_used, "compute_tiles_available": self.device.compute_tiles,
-                "memory_tiles": sum(r.get("memory_tiles", 0) for r in per.values()),
-                "fits_one_array": e.fits_one_array, "segments": per}
+        tiles, memory_tiles = resources(self.mapped(), self.device)
+        return {"compute_tiles": tiles, "compute_tiles_available": self.device.compute_tiles,
+                "memory_tiles": memory_tiles, "fits_one_array": e.fits_one_array, "segments": per}
 
     # ------------------------------------------------------------------ x86 check
 
@@ -584,9 +593,56 @@ def _as_float_input(seg: Design, codes: np.ndarray, spec: SegmentSpec) -> np.nda
     return x
 
 
+def lower(d: SegmentedDesign) -> MappedGraph:
+    """The segmented design as one mapped graph: each segment's own lowering (a resident segment's
+    chain, ``passes/emit.lowered_chain``; a streamed layer's GEMM and epilogue,
+    ``lower.streamed_lowering``) as segment ``i`` (``mapped.ir.in_segment``: its names prefixed
+    ``s<i>_``, its kernels marked), and each cut a ``ddr`` link per end pair (``Link.tensor``: the
+    cut tensor; ``segment``: its DDR buffer's bytes per design call) from the writing segment's ends
+    (a resident segment's output PLIOs; a streamed layer's epilogue, which writes Y to DDR) to the
+    reading segment's (a resident segment's input PLIOs; a streamed layer's A mover, which reads
+    the host's packing of A); a PL kernel's DDR port numbered by the other side's end."""
+    from ..mapped.ir import join
+    from ..passes.emit import lowered_chain
+    from .lower import streamed_lowering
+
+    parts = []
+    for spec, seg in zip(d.specs, d.segments, strict=True):
+        g = streamed_lowering(seg.plan) if spec.kind == "streamed" else lowered_chain(seg.graph, seg.device,
+                                                                                       seg.placement)
+        parts.append(in_segment(g, spec.index))
+    cuts = []
+    for a, b in zip(d.specs, d.specs[1:], strict=False):
+        tensor = c_ident(a.output)
+        nbytes = d.config.batch * _bytes_per_sample(d.graph, a.output)
+        writers, readers = _cut_ends(parts[a.index], a, "out"), _cut_ends(parts[b.index], b, "in")
+        if len(readers) > 1:  # a streamed layer's epilogue into a resident segment's PLIOs
+            pairs = [(replace(writers[0], index=i), r) for i, r in enumerate(readers)]
+        else:  # a resident segment's PLIOs (or an epilogue) into a streamed layer's A mover
+            pairs = [(w, replace(readers[0], index=i)) for i, w in enumerate(writers)]
+        cuts += [Link("ddr", w, r, segment=(1, nbytes), tensor=tensor) for w, r in pairs]
+    g = join(tuple(parts), tuple(cuts))
+    g.check()
+    return g
+
+
+def _cut_ends(g: MappedGraph, spec: SegmentSpec, side: str) -> list[Port]:
+    """Where segment ``spec`` (lowered, :func:`in_segment`) meets DDR at its input (``side`` "in")
+    or output ("out") cut: a resident segment's PLIOs of that direction; a streamed layer's A mover
+    (in) or epilogue (out)."""
+    from .lower import EPILOGUE, MOVER
+
+    if spec.kind == "resident":
+        return [Port(p.var, side, 0) for p in g.plios if p.direction == side]
+    name = segment_name(spec.index, MOVER if side == "in" else EPILOGUE)
+    assert any(k.name == name for k in g.pl_kernels), name
+    return [Port(name, side, 0)]
+
+
 def _estimate(d: SegmentedDesign) -> SegmentedPerformance:
     from .dense import estimate_streamed
 
+    tiles_of = segment_resources(d.mapped(), d.device)
     clock = d.device.clock_hz
     batch = d.config.batch
     costs = []
@@ -597,7 +653,7 @@ def _estimate(d: SegmentedDesign) -> SegmentedPerformance:
             p = estimate_streamed(seg.plan)
             ddr = (p.gemm.packing_cycles + p.epilogue_cycles) / clock * 1e9
             costs.append(SegmentCost(spec.name, spec.kind, layers, p.latency_ns, p.interval_ns, ddr, 0.0,
-                                     seg.plan.gemm.tiles, p.bound))
+                                     tiles_of[spec.index][0], p.bound))
             continue
         p = seg.estimate()
         reps = max(1, p.replicas)
@@ -606,7 +662,7 @@ def _estimate(d: SegmentedDesign) -> SegmentedPerformance:
             if not at_edge:  # the PL mover between DDR and the PLIOs: one DDR pass of the cut tensor
                 cut_ns += ddr_cycles(batch * _bytes_per_sample(d.graph, tensor), d.device) / clock * 1e9
         costs.append(SegmentCost(spec.name, spec.kind, layers, p.latency_ns + cut_ns, p.interval_ns / reps + cut_ns,
-                                 cut_ns, cut_ns, p.tiles_used, p.bound, reps))
+                                 cut_ns, cut_ns, tiles_of[spec.index][0], p.bound, reps))
     latency = sum(c.latency_ns for c in costs)
     ddr = sum(c.ddr_ns for c in costs)
     slowest = max(costs, key=lambda c: c.interval_ns)

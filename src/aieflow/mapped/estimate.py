@@ -168,11 +168,25 @@ def resources(mg: MappedGraph, device) -> tuple[int, int]:
     """(compute tiles, memory tiles) the mapped graph uses: one tile per kernel (every replica's;
     ``MappedGraph.check`` keeps them distinct) and each tile whose memory a kernel borrows
     (``Kernel.borrowed``: a Dense layer's lenders, which run nothing), and per shared buffer the
-    memory tiles its bytes need, at least one (none on a device without memory tiles)."""
-    mem = 0
-    if device.memory_tile_bytes:
-        for b in mg.buffers:
-            nbytes = math.prod(b.dims) * CTYPE_BYTES[b.ctype]
-            mem += max(1, math.ceil(nbytes / device.memory_tile_bytes))
-    lenders = {t for k in mg.kernels for t in k.borrowed} - {k.tile for k in mg.kernels}
-    return len(mg.kernels) + len(lenders), mem
+    memory tiles its bytes need, at least one (none on a device without memory tiles).  A segmented
+    design's graph: the sum over its segments (:func:`segment_resources`; design.json's
+    ``tiles_used`` of segments that each hold the array in turn, or pipelined on one array)."""
+    per = segment_resources(mg, device).values()
+    return sum(t for t, _ in per), sum(m for _, m in per)
+
+
+def segment_resources(mg: MappedGraph, device) -> dict[int, tuple[int, int]]:
+    """(compute tiles, memory tiles) of each segment (``Kernel.segment``, ``SharedBuffer.segment``)
+    of ``mg``, counted as :func:`resources` counts a graph of one segment."""
+    out: dict[int, tuple[int, int]] = {}
+    for seg in sorted({k.segment for k in mg.kernels} | {b.segment for b in mg.buffers}):
+        mem = 0
+        if device.memory_tile_bytes:
+            for b in mg.buffers:
+                if b.segment == seg:
+                    nbytes = math.prod(b.dims) * CTYPE_BYTES[b.ctype]
+                    mem += max(1, math.ceil(nbytes / device.memory_tile_bytes))
+        kernels = [k for k in mg.kernels if k.segment == seg]
+        lenders = {t for k in kernels for t in k.borrowed} - {k.tile for k in kernels}
+        out[seg] = (len(kernels) + len(lenders), mem)
+    return out

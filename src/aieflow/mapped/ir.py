@@ -26,7 +26,7 @@ links alone.
 
 from __future__ import annotations
 
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, replace
 
 from .tiling import NdTiling
 
@@ -40,7 +40,9 @@ lags), a packet stream into or out of a :class:`PacketSwitch` (``adf::connect<>`
 from a kernel's stream port (``ddr``: the producer's stream into an ``adf::output_gmio`` that
 writes the segment, an ``adf::input_gmio`` that reads it back into the consumer's stream port or a
 memory-tile shared buffer's write port; the host moves it row by row, :attr:`Link.segment`; the
-rows mapping's skip that does not fit on the array), a GMIO (``gmio``: an input GMIO, a
+rows mapping's skip that does not fit on the array; or a segment cut, :attr:`Link.tensor`: the DDR
+buffer between two segments of a segmented design, which run one after the other, from an output PLIO
+or a PL kernel that writes DDR to an input PLIO or a PL kernel that reads it), a GMIO (``gmio``: an input GMIO, a
 :class:`Plio` with ``gmio``, read from DDR by the interface tile's DMA into a kernel's buffer port:
 the GEMM's Br with ``br_transfer: gmio``)."""
 
@@ -112,6 +114,9 @@ class Kernel:
     # A kernel function (``adf::kernel::create(fn)``, the GEMM's ``gemm_tile``) instead of a kernel
     # class (``adf::kernel::create_object<cls>(args)``); ``args`` is then empty.
     function: bool = False
+    # The segment the kernel runs in (a segmented design: one graph per device-image run, one after
+    # the other on the same tiles; ``MappedGraph.check`` keeps one kernel per tile per segment).
+    segment: int = 0
 
 
 @dataclass(frozen=True)
@@ -132,6 +137,8 @@ class SharedBuffer:
     # ``adf::repetition_count``: fills per graph iteration (UG1603; the rows mapping's concat row
     # buffer fills once per row of a frame); 1: once, not written.
     repetitions: int = 1
+    _: KW_ONLY
+    segment: int = 0  # the segment it belongs to (``Kernel.segment``)
 
 
 @dataclass(frozen=True)
@@ -211,6 +218,11 @@ class Link:
     # Loop-carried: what the link moves at graph iteration t is read at t + 1 (a recurrent layer's h
     # broadcast from its aggregator to its U kernels); the estimate reads it as a recurrence.
     carried: bool = False
+    # A segment cut (a ``ddr`` link between two segments): the cut tensor's identifier; its DDR
+    # buffer's bytes per design call in ``segment`` (1 transfer).  Its ends are off the array: an
+    # output PLIO's or a PL kernel's DDR side (``src``, side "out") and an input PLIO's or a PL
+    # kernel's (``dst``, side "in"); a PL kernel's DDR ports are numbered per cut, a PLIO's is 0.
+    tensor: str = ""
 
 
 @dataclass(frozen=True)
@@ -226,7 +238,11 @@ class MappedGraph:
     def ddr_links(self) -> list[tuple[str, Link]]:
         """The ``ddr`` links in order, each with its GMIO pair's base name (``ddr<n>``: ``ddr<n>_w``
         the output GMIO that writes the segment, ``ddr<n>_r`` the input GMIO that reads it back)."""
-        return [(f"ddr{n}", link) for n, link in enumerate(x for x in self.links if x.kind == "ddr")]
+        return [(f"ddr{n}", link) for n, link in enumerate(x for x in self.links if x.kind == "ddr" and not x.tensor)]
+
+    def cuts(self) -> list[Link]:
+        """The segment cuts (``ddr`` links with a ``tensor``) in order."""
+        return [x for x in self.links if x.kind == "ddr" and x.tensor]
 
     def stream_connects(self) -> list[str]:
         """``system.cfg``'s ``stream_connect`` lines between the AI Engine array and the PL kernels
@@ -238,9 +254,10 @@ class MappedGraph:
 
     def check(self) -> None:
         """Structural invariants (an ``AssertionError`` is an aieflow bug): known link kinds and
-        endpoints (a ``ddr`` link, and only it, with a segment, from a kernel to a kernel or a shared buffer), every port within its owner's ports, no input port fed twice, every kernel,
+        endpoints (a ``ddr`` link, and only it, with a segment, from a kernel to a kernel or a shared buffer,
+        or, a segment cut, from an output PLIO or a PL kernel to an input PLIO or a PL kernel), every port within its owner's ports, no input port fed twice, every kernel,
         shared-buffer and switch input fed, packet links exactly those touching a switch, a merge's
-        route IDs distinct, tiles distinct; a PL kernel's ports each on a PLIO of the right
+        route IDs distinct, tiles distinct within a segment; a PL kernel's ports each on a PLIO of the right
         direction (it reads output PLIOs, writes input PLIOs), no PLIO on two PL kernel ports."""
         ins: dict[str, int] = {}
         outs: dict[str, int] = {}
@@ -259,8 +276,21 @@ class MappedGraph:
             ins[s.var], outs[s.var] = s.ports
         assert len(ins) == len(self.kernels) + len(self.buffers) + len(self.plios) + len(self.switches), "names repeat"
         fed: set[tuple[str, int]] = set()
+        cut_fed: set[tuple[str, int]] = set()  # the DDR sides of PLIOs and PL kernels
+        direction = {p.var: p.direction for p in self.plios}
+        pl_names = {k.name for k in self.pl_kernels}
         for link in self.links:
             assert link.kind in LINK_KINDS, link
+            if link.tensor:  # a segment cut: DDR between two segments' off-array ends
+                assert link.kind == "ddr" and min(link.segment) > 0, f"{link}: a cut is a ddr link with its bytes"
+                for port, side, plio_dir in ((link.src, "out", "out"), (link.dst, "in", "in")):
+                    assert port.side == side, f"{link}: a cut runs from an out side to an in side"
+                    on_plio = direction.get(port.owner) == plio_dir and port.index == 0
+                    assert on_plio or (port.owner in pl_names and port.index >= 0), \
+                        f"{port.ref()}: a cut's end is an {plio_dir}put PLIO (port 0) or a PL kernel"
+                assert (link.dst.owner, link.dst.index) not in cut_fed, f"{link.dst.ref()} is fed twice"
+                cut_fed.add((link.dst.owner, link.dst.index))
+                continue
             assert (link.kind == "packet") == (link.src.owner in switches or link.dst.owner in switches), link
             assert link.src.side == "out" and link.dst.side == "in", link
             assert 0 <= link.src.index < outs[link.src.owner], link
@@ -273,9 +303,8 @@ class MappedGraph:
             fed.add((link.dst.owner, link.dst.index))
         missing = [f"{o}.in[{i}]" for o, n in ins.items() for i in range(n) if (o, i) not in fed]
         assert not missing, f"inputs never fed: {missing[:5]}"
-        tiles = [(k.tile, k.replica) for k in self.kernels]
-        assert len({t for t, _ in tiles}) == len(tiles), "two kernels on one tile"
-        direction = {p.var: p.direction for p in self.plios}
+        tiles = [(k.segment, k.tile) for k in self.kernels]
+        assert len(set(tiles)) == len(tiles), "two kernels on one tile in one segment"
         on_pl: set[str] = set()
         for pk in self.pl_kernels:
             ports = [port for port, _ in pk.ins + pk.outs]
@@ -287,3 +316,47 @@ class MappedGraph:
                     assert direction.get(plio) == want, f"{pk.name}.{port}: {plio!r} is not an {want}put PLIO"
                     assert plio not in on_pl, f"{plio} is on two PL kernel ports"
                     on_pl.add(plio)
+        on_cut = {port.owner for link in self.cuts() for port in (link.src, link.dst)}
+        assert not on_cut & on_pl, f"{sorted(on_cut & on_pl)}: a PLIO's DDR side is a PL kernel's or a cut's, not both"
+
+
+def segment_name(index: int, name: str) -> str:
+    """``name`` as :func:`in_segment` renames it in segment ``index``."""
+    return f"s{index}_{name}"
+
+
+def in_segment(mg: MappedGraph, index: int) -> MappedGraph:
+    """``mg`` as segment ``index`` of a segmented design's one graph: every kernel, shared buffer,
+    PLIO, switch and PL kernel renamed ``s<index>_<name>`` (identifiers stay identifiers; segments
+    never share a name) and its kernels and shared buffers marked with the segment."""
+    pre = segment_name(index, "")
+
+    def port(p: Port) -> Port:
+        return replace(p, owner=pre + p.owner)
+
+    return replace(
+        mg,
+        kernels=tuple(replace(k, var=pre + k.var, segment=index) for k in mg.kernels),
+        buffers=tuple(replace(b, var=pre + b.var, segment=index) for b in mg.buffers),
+        plios=tuple(replace(p, var=pre + p.var, name=p.name and pre + p.name) for p in mg.plios),
+        links=tuple(replace(x, src=port(x.src), dst=port(x.dst)) for x in mg.links),
+        switches=tuple(replace(s, var=pre + s.var) for s in mg.switches),
+        pl_kernels=tuple(
+            replace(k, name=pre + k.name, ins=tuple((n, pre + v) for n, v in k.ins),
+                    outs=tuple((n, v and pre + v) for n, v in k.outs))
+            for k in mg.pl_kernels
+        ),
+    )
+
+
+def join(parts: tuple[MappedGraph, ...], cuts: tuple[Link, ...]) -> MappedGraph:
+    """One graph of the segments ``parts`` (already :func:`in_segment`) and the ``cuts`` between them."""
+    return MappedGraph(
+        tuple(k for g in parts for k in g.kernels),
+        tuple(b for g in parts for b in g.buffers),
+        tuple(p for g in parts for p in g.plios),
+        (*(x for g in parts for x in g.links), *cuts),
+        tuple(dict.fromkeys(h for g in parts for h in g.headers)),
+        tuple(s for g in parts for s in g.switches),
+        tuple(k for g in parts for k in g.pl_kernels),
+    )
