@@ -490,15 +490,14 @@ def test_a_conv1d_front_end_is_part_of_the_w_path_of_the_stage_graph():
 @pytest.mark.parametrize("name", ["stack-hybrid-then-aie-column-vck190", "stack-compact-then-hybrid-vek280",
                                   "stack-aie-then-aie-column-vek280"])
 def test_a_stacked_lowering_is_costed_layer_by_layer(name):
-    """Not yet the stack's estimate (``stack.py`` runs the step chain), but its lowering is costed:
-    every layer's stages named ``l<i>.<stage>``, one recurrence per row / column layer, layer l's
+    """The stack's estimate (``stack.estimate_stack``) runs this costed lowering: every layer's stages named ``l<i>.<stage>``, one recurrence per row / column layer, layer l's
     output into layer l + 1's W path (an AIE-ML output kernel's relay between them), the sink the
     output PLIO or the last hybrid layer's FSM; its interval is the chained pipeline's (the
     slowest layer's), and its sequence no longer (no h return on step 0 in any layer)."""
     from aieflow.mapped.estimate import stage_graph
     from aieflow.recurrent.lower import costed
-    from aieflow.recurrent.model import stage_graph_cycles
-    from aieflow.recurrent.stack import stack_closed_cycles
+    from aieflow.recurrent.model import head_stage, stage_graph_cycles
+    from aieflow.recurrent.stack import StackedMapping, estimate_stack, stack_closed_cycles
 
     d = CASES[name]()
     layers, _ = split_layers(d.graph)
@@ -516,3 +515,6 @@ def test_a_stacked_lowering_is_costed_layer_by_layer(name):
     interval, _, seq = stage_graph_cycles(ms, dev)
     _, chain_interval, chain_seq = stack_closed_cycles(ms, dev)
     assert interval == pytest.approx(chain_interval, rel=1e-9) and seq < chain_seq
+    est = estimate_stack(StackedMapping(ms), dev)  # the design's estimate is this graph's figure
+    head = head_stage(ms[-1], dev)
+    assert est.sequence_latency_ns == pytest.approx((seq + head.occupancy + head.delay) * 1e9 / dev.clock_hz, rel=1e-9)

@@ -28,8 +28,9 @@ layer's mapped graph (``lower.costed``, :func:`mapped_cycles`): the W path and t
 ``aggregate``, the h return ``aggregate -> h_in`` is a recurrence, and step 0 has no h return (the
 U kernels start from h = 0), so the first step is ``max(W path, u_mac + route) + aggregate``; the
 interval is the loop's own latency unless the W path is slower (then latency grows with the input
-size).  The search costs the same in closed form (:func:`graph_cycles`).  Stacks (``stack.py``)
-and a compact or grid layer behind a Conv1d front end still run the step as a chain
+size).  The search costs the same in closed form (:func:`graph_cycles`).  A stack
+(``stack.estimate_stack``) runs the stage graph of its mapped graph (:func:`stack_cycles`); a
+compact or grid layer behind a Conv1d front end still runs the step as a chain
 (:func:`step_pipeline`, :func:`closed_cycles`): the W path in front of the loop, so there the first
 step also waits for W x_0 and the h return.
 """
@@ -535,8 +536,8 @@ def search_cycles(mapping: RecurrentMapping, device: Device,
 
 def closed_cycles(stages: tuple[tuple[StepStage, ...], tuple[StepStage, ...]], steps: int) -> tuple[float, float, float]:
     """(step latency, interval, sequence latency) in cycles of the step chain (:func:`step_pipeline`:
-    the W path ahead of the loop, so the first step passes both), in closed form: what a stack's
-    layers (``stack.first_and_interval``) and a compact or grid layer behind a front end cost."""
+    the W path ahead of the loop, so the first step passes both), in closed form: what a compact or
+    grid layer behind a front end costs, and the upper end of a stack's bounds (``stack.stack_bounds``)."""
     w_path, loop = stages
     step = sum(s.occupancy + s.delay for s in loop)
     interval = max(step, *(s.occupancy for s in w_path))
@@ -597,26 +598,28 @@ def mapped_costs(mapping: RecurrentMapping, device: Device, inner: bool = False)
 def mapped_cycles(mapping: RecurrentMapping, device: Device, cache: bool = True) -> tuple[float, float, float]:
     """(interval, completion of the first step, completion of step ``seq_len``) in cycles:
     ``mapped.estimate.stage_graph`` of the layer's lowered, costed mapped graph (``lower.costed``)
-    run over ``seq_len`` steps (at least 16, to measure the interval).
+    run over ``seq_len`` steps (at least 16, to measure the interval): :func:`stack_cycles` of
+    the one layer."""
+    return stack_cycles((mapping,), device, cache)
+
+
+def stack_cycles(mappings: Sequence[RecurrentMapping], device: Device, cache: bool = True) -> tuple[float, float, float]:
+    """:func:`stage_graph_cycles` of ``mappings`` (one layer, or a stack), memoised.
 
     Memoised (the search costs each candidate once, the chosen one's design estimate again):
-    ``Device`` is unhashable, so the key is the catalog key with the (frozen, hashable) mapping,
+    ``Device`` is unhashable, so the key is the catalog key with the (frozen, hashable) mappings,
     and only a catalog device is cached (a device changed with ``dataclasses.replace`` keeps its
     key but not its figures: it is costed afresh).  ``cache=False`` costs afresh."""
     from ..devices import DEVICES
 
     if cache and DEVICES.get(device.key) is device:
-        return _mapped_cycles_memo(device.key, mapping)
-    return _mapped_cycles(mapping, device)
+        return _mapped_cycles_memo(device.key, tuple(mappings))
+    return stage_graph_cycles(tuple(mappings), device)
 
 
 @functools.lru_cache(maxsize=4096)
-def _mapped_cycles_memo(key: str, mapping: RecurrentMapping) -> tuple[float, float, float]:
-    return _mapped_cycles(mapping, get_device(key))
-
-
-def _mapped_cycles(mapping: RecurrentMapping, device: Device) -> tuple[float, float, float]:
-    return stage_graph_cycles((mapping,), device)
+def _mapped_cycles_memo(key: str, mappings: tuple[RecurrentMapping, ...]) -> tuple[float, float, float]:
+    return stage_graph_cycles(mappings, get_device(key))
 
 
 def stage_graph_cycles(mappings: Sequence[RecurrentMapping], device: Device) -> tuple[float, float, float]:

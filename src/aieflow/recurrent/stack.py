@@ -5,13 +5,15 @@ Layer ``l + 1``'s x_t is layer ``l``'s h_t: its decoupled W x kernels take h_t f
 aggregation (the AIE aggregator's output stream, or the PL FSM's output through a PLIO) while
 layer ``l`` already works on step ``t + 1``, so layer ``l + 1`` runs one step behind (pipelined).
 
-Latency: each layer is its own step pipeline (``model.py``: W path, then the loop with its
-recurrence); the stack chains them, layer ``l``'s aggregation feeding layer ``l + 1``'s W path.
-The per-step interval is the slowest layer's interval; one sample's latency is every layer's first
-step (W path + loop) once, plus ``seq_len - 1`` intervals of the slowest layer, plus the head
-after the last layer.  That closed form is what a tandem of fixed-latency, fixed-interval stages
-gives; ``estimate_stack`` simulates the chained pipeline (``perf.simulate.run_pipeline`` with one
-recurrence per layer) and the tests check the two agree.
+Latency (issue 17): the stack's mapped graph (``lower.lower`` of every layer, costed by
+``lower.costed``: stages ``l<i>.<stage>``, one h recurrence per row / column layer, layer ``l``'s
+aggregation, or its output kernel's relay, feeding layer ``l + 1``'s W path) run as its stage graph
+(``model.stack_cycles``, memoised), as one layer's estimate is.  The per-step interval is the
+slowest layer's; step 0 passes every layer's x path (W path, the stage ending the loop, the relay:
+the U paths start from h = 0), so a sample's latency is at least those x paths plus ``seq_len -
+1`` intervals plus the head (:func:`stack_bounds`' lower bound, what the search prunes by) and at
+most the step chain (the W path ahead of the loop in every layer, :func:`stack_closed_cycles`, the
+estimate before issue 17).
 
 Resources: tiles, interface tiles and placement columns (each layer's rectangle beside the
 previous one) are summed and checked against the device, besides every layer's own limits.
@@ -31,20 +33,16 @@ from ..devices import Device, get_device
 from ..errors import PlanError
 from ..pareto import undominated
 from ..passes.search import ranked
-from ..passes.transport import PING_PONG
 from ..perf import movement as mv
-from ..perf.simulate import Pipeline, run_pipeline
 from ..tables import plain
 from .model import (
     RecurrentPerformance,
-    _spec,
     closed_cycles,
-    estimate_closed,
     estimate_recurrent,
     head_stage,
-    recurrence,
     relay_stage,
     sequence_json,
+    stack_cycles,
     step_stages,
 )
 from .plan import (
@@ -139,7 +137,7 @@ class StackedPerformance:
 
 
 def first_and_interval(m: RecurrentMapping, device: Device) -> tuple[float, float, float]:
-    """(first step: W path + loop, interval, step latency) of one layer, in AIE cycles."""
+    """(first step: W path + loop, interval, step latency) of one layer's step chain, in AIE cycles."""
     stages = step_stages(m, device)
     step, interval, first = closed_cycles(stages, 1)
     return first, interval, step
@@ -156,38 +154,66 @@ def with_relay(cycles: tuple[float, ...], m: RecurrentMapping, device: Device, i
     return (cycles[0] + r.occupancy + r.delay, max(cycles[1], r.occupancy), *cycles[2:])
 
 
+@dataclass(frozen=True)
+class LayerBounds:
+    """One layer's share of the bounds on a stack's stage-graph figure, in AIE cycles.
+
+    ``x_path``: x_t in to the layer's output (its W path stages, the stage ending the loop,
+    ``aggregate`` or the compact ``cell``, and an inner layer's relay), each stage's occupancy +
+    delay: no run of the stage graph passes step t through the layer faster (every edge of that
+    path is a data dependence of ``run_pipeline``).  ``first``: the step chain's first step (the W
+    path, then the whole loop, then the relay), what ``stack_closed_cycles`` adds.  ``interval``:
+    the largest of the loop and every x-path stage's occupancy, the layer's interval in the stage
+    graph.  The last layer's ``x_path`` and ``first`` include the head."""
+
+    x_path: float
+    first: float
+    interval: float
+    step: float
+
+
+def layer_bounds(m: RecurrentMapping, device: Device, inner: bool, head: bool = False) -> LayerBounds:
+    w_path, loop = step_stages(m, device)
+    step, interval, first = closed_cycles((w_path, loop), 1)
+    x_path = sum(s.occupancy + s.delay for s in (*w_path, loop[-1]))
+    r = relay_stage(m, device) if inner else None
+    if r is not None:
+        x_path, first, interval = x_path + r.occupancy + r.delay, first + r.occupancy + r.delay, max(interval, r.occupancy)
+    if head:
+        h = head_stage(m, device)
+        x_path, first = x_path + h.occupancy + h.delay, first + h.occupancy + h.delay
+    return LayerBounds(x_path, first, interval, step)
+
+
+def stack_bounds(layers: Sequence[RecurrentMapping], device: Device) -> tuple[float, float, float]:
+    """(lower bound, step-chain figure, interval) in cycles of a stack's sequence latency, the head
+    included.  Lower bound: the x paths of every layer (step 0 passes each, in order) plus
+    ``seq_len - 1`` of the slowest layer's intervals (the bottleneck layer passes its steps one
+    interval apart: its loop's recurrence or a stage's occupancy); no run of the stage graph is
+    faster.  The step chain (the W path ahead of the loop in every layer: more precedences than the
+    stage graph) is no faster than the stage graph (tested on random stacks)."""
+    n = len(layers)
+    parts = [layer_bounds(m, device, i + 1 < n, i + 1 == n) for i, m in enumerate(layers)]
+    interval = max(p.interval for p in parts)
+    rest = (layers[0].dims.seq_len - 1) * interval
+    return sum(p.x_path for p in parts) + rest, sum(p.first for p in parts) + rest, interval
+
+
 def stack_closed_cycles(layers: Sequence[RecurrentMapping], device: Device) -> tuple[float, float, float]:
-    """(step latency, interval, sequence latency without the head) in cycles, closed form: the
-    slowest layer's interval; every layer's first step once plus ``seq_len - 1`` intervals."""
+    """(step latency, interval, sequence latency without the head) in cycles of the step chain,
+    closed form: the slowest layer's interval; every layer's first step once plus ``seq_len - 1``
+    intervals.  No longer the estimate (the stage graph is, :func:`estimate_stack`): the upper
+    end of the stack search's bounds (:func:`stack_bounds`)."""
     parts = [with_relay(first_and_interval(m, device), m, device, i + 1 < len(layers)) for i, m in enumerate(layers)]
     interval = max(p[1] for p in parts)
     steps = layers[0].dims.seq_len
     return max(p[2] for p in parts), interval, sum(p[0] for p in parts) + (steps - 1) * interval
 
 
-def stack_pipeline(layers: Sequence[RecurrentMapping], device: Device) -> Pipeline:
-    """The layers' step pipelines chained (layer l's aggregate feeds layer l + 1's W path), one
-    recurrence per layer, stage names prefixed ``l<i>.``."""
-    specs, names, recurrences = [], [], []
-    for i, m in enumerate(layers):
-        w_path, loop = step_stages(m, device)
-        relay = relay_stage(m, device) if i + 1 < len(layers) else None  # an inner layer's output kernel
-        for s in (*w_path, *loop, *((relay,) if relay else ())):
-            specs.append((f"l{i}.{s.name}", s))
-        last, first = recurrence(loop)
-        recurrences.append((f"l{i}.{last}", f"l{i}.{first}"))
-    names = [f"{n}:out" for n, _ in specs[:-1]]
-    out = []
-    for k, (n, s) in enumerate(specs):
-        spec = _spec(s, device, names[k - 1] if k else None, names[k] if k < len(names) else None)
-        out.append(replace(spec, name=n))
-    return Pipeline(tuple(out), MappingProxyType({n: PING_PONG for n in names}), recurrences=tuple(recurrences))
-
-
-def _performance(stack: StackedMapping, device: Device, step_c: float, interval_c: float, seq_c: float,
-                 simulate: bool) -> StackedPerformance:
+def _performance(stack: StackedMapping, device: Device, step_c: float, interval_c: float,
+                 seq_c: float) -> StackedPerformance:
     ns = lambda c: mv.cycles_to_ns(c, device)  # noqa: E731
-    per = tuple((estimate_recurrent if simulate else estimate_closed)(m, device) for m in stack.layers)
+    per = tuple(estimate_recurrent(m, device) for m in stack.layers)
     head = head_stage(stack.layers[-1], device)
     steps = stack.layers[0].dims.seq_len
     slowest = max(range(len(per)), key=lambda i: per[i].interval_ns)
@@ -207,22 +233,15 @@ def _performance(stack: StackedMapping, device: Device, step_c: float, interval_
     )
 
 
-def estimate_stack_closed(stack: StackedMapping, device: Device | str) -> StackedPerformance:
-    device = get_device(device)
-    step, interval, seq = stack_closed_cycles(stack.layers, device)
-    return _performance(stack, device, step, interval, seq, simulate=False)
-
-
 def estimate_stack(stack: StackedMapping, device: Device | str) -> StackedPerformance:
-    """Simulate the chained layers over ``seq_len`` steps (at least 16, to measure the interval);
-    the sequence latency is the last layer's completion of step ``seq_len`` plus the head."""
+    """The stack's mapped graph (``lower.lower`` of every layer, ``lower.costed``: stages
+    ``l<i>.<stage>``) run as its stage graph (``model.stack_cycles``, memoised) over ``seq_len``
+    steps (at least 16, to measure the interval); the sequence latency is the last layer's output
+    of step ``seq_len`` plus the head."""
     device = get_device(device)
-    steps = stack.layers[0].dims.seq_len
-    sim = run_pipeline(stack_pipeline(stack.layers, device), batches=max(steps, 16))
-    to_cycles = device.clock_hz / 1e9
+    interval, _, seq = stack_cycles(stack.layers, device)
     step = max(first_and_interval(m, device)[2] for m in stack.layers)
-    return _performance(stack, device, step, sim.interval_ns * to_cycles, sim.completions_ns[steps - 1] * to_cycles,
-                        simulate=True)
+    return _performance(stack, device, step, interval, seq)
 
 
 # ----------------------------------------------------------------------------- planning and choice
@@ -280,21 +299,12 @@ class StackedPoint:
                 "step_latency_ns": self.step_latency_ns, "mapping": self.mapping.describe()}
 
 
-def _stacked_point(stack: StackedMapping, device: Device, first: float, interval: float, step: float) -> StackedPoint:
-    """``first``: every layer's first step plus the head, ``interval`` the slowest layer's, in cycles."""
-    ns = 1e9 / device.clock_hz
-    steps = stack.layers[0].dims.seq_len
-    return StackedPoint(stack, stack.tiles, (first + (steps - 1) * interval) * ns, interval * ns, step * ns)
-
-
 def stack_point(stack: StackedMapping, device: Device | str) -> StackedPoint:
-    """The stack costed as a point of ``choose_stack`` (closed form; the design's simulation equals it)."""
+    """The stack costed as a point of ``choose_stack``: its estimate (:func:`estimate_stack`, the
+    stage graph of its mapped graph, memoised)."""
     device = get_device(device)
-    n = len(stack.layers)
-    parts = [with_relay(first_and_interval(m, device), m, device, i + 1 < n) for i, m in enumerate(stack.layers)]
-    head = head_stage(stack.layers[-1], device)
-    return _stacked_point(stack, device, sum(p[0] for p in parts) + head.occupancy + head.delay,
-                          max(p[1] for p in parts), max(p[2] for p in parts))
+    p = estimate_stack(stack, device)
+    return StackedPoint(stack, stack.tiles, p.sequence_latency_ns, p.interval_ns, p.step_latency_ns)
 
 
 @dataclass(frozen=True)
@@ -344,17 +354,20 @@ class _Partial:
     tiles: int
     columns: int
     interface: int
-    first: float  # cycles: sum of the layers' first steps
+    low: float  # cycles: the layers' x paths (LayerBounds.x_path), summed
     interval: float  # cycles: the slowest so far
 
 
 def _dominated_free(items: list[_Partial]) -> list[_Partial]:
-    """Partial stacks no other beats or equals in tiles, first step and interval (the final
-    latency grows with both latency terms).  Columns and interface tiles are checked on every
-    combination but not used to prune (approximation: a stack that fits only through a dominated
-    layer mapping with fewer columns is not found; the device's 50 / 38 columns are far from what
-    the tested stacks need)."""
-    return undominated(items, lambda p: (p.tiles, p.first, p.interval))
+    """Partial stacks no other beats or equals in tiles, summed x paths and interval: exact for the
+    stacks' lower bound (:func:`stack_bounds`: summed x paths + ``seq_len - 1`` largest intervals,
+    the head in the last layer's x path), which the stage graph exceeds by a few cycles at most on
+    the sampled stacks (its U path on step 0, back-pressure: tests/test_recurrent_stacked.py), so a
+    pruned stack can beat a kept one by that much at most there.  Columns and interface tiles are
+    checked on every combination but not used to prune (approximation: a stack that fits only
+    through a dominated layer mapping with fewer columns is not found; the device's 50 / 38 columns
+    are far from what the tested stacks need)."""
+    return undominated(items, lambda p: (p.tiles, p.low, p.interval))
 
 
 def choose_stack(
@@ -364,35 +377,30 @@ def choose_stack(
     options: Any = None,
 ) -> StackedExploration:
     """The stack the target picks among the combinations of every layer's legal mappings, and the
-    Pareto front.  ``options``: a ``RecurrentOptions`` (or a tuple of them, their union) for
-    every layer, or a list with one such entry per layer.  Each layer's mappings are pruned to those no other beats in (tiles, first
-    step, interval), and partial stacks likewise after each layer, which keeps the search exact
-    for tiles and latency (sequence latency = sum of first steps + (T - 1) x the largest interval
-    + the last layer's head); see ``_dominated_free`` for columns and interface tiles."""
+    Pareto front, each stack costed by its estimate (:func:`estimate_stack`: the stage graph of
+    its mapped graph, memoised).  ``options``: a ``RecurrentOptions`` (or a tuple of them, their
+    union) for every layer, or a list with one such entry per layer.  Each layer's mappings, and
+    the partial stacks after each layer, are pruned to those no other beats in (tiles, x path,
+    interval) (:func:`_dominated_free`: exact for the stacks' lower bound, :func:`stack_bounds`);
+    the stacks left are simulated."""
     device = get_device(device)
     target = target if isinstance(target, Target) else parse_target(target)
     dims = [dims_of(d, device) for d in dims]
     partial = [_Partial((), 0, 0, 0, 0.0, 0.0)]
-    steps_of: dict[RecurrentMapping, float] = {}
     for i, (d, opts) in enumerate(zip(dims, _per_layer(options, len(dims)), strict=True)):
         pts = [p for p in costed_points(d, device, opts) if not p.mapping.grid]  # a grid maps one layer only
         if not pts:
             raise no_mapping_error(d, device, opts, f"layer {i} ({d.cell.upper()} {d.n_in}->{d.n_h})")
+        last = i == len(dims) - 1
         mine = []
         for p in pts:
-            # the stack's chain (first_and_interval: a layer's first step passes its W path and its loop;
-            # the single layer's stage graph has none of that on step 0), and the head costed once in costed_points
-            (first, interval, step_c), head_c = first_and_interval(p.mapping, device), p.cycles[3]
-            steps_of[p.mapping] = step_c
-            if i == len(dims) - 1:
-                first += head_c
-            else:
-                first, interval = with_relay((first, interval), p.mapping, device, True)
-            mine.append(_Partial((p.mapping,), p.mapping.tiles, p.mapping.columns, p.mapping.interface_tiles, first, interval))
+            b = layer_bounds(p.mapping, device, not last, last)
+            mine.append(_Partial((p.mapping,), p.mapping.tiles, p.mapping.columns, p.mapping.interface_tiles, b.x_path,
+                                 b.interval))
         mine = _dominated_free(mine)
         combined = [
             _Partial(a.layers + b.layers, a.tiles + b.tiles, a.columns + b.columns, a.interface + b.interface,
-                     a.first + b.first, max(a.interval, b.interval))
+                     a.low + b.low, max(a.interval, b.interval))
             for a in partial for b in mine
             if a.tiles + b.tiles <= device.compute_tiles and a.columns + b.columns <= device.columns
             and a.interface + b.interface <= device.plio_columns
@@ -402,10 +410,8 @@ def choose_stack(
                             "exceed its tiles, columns or interface tiles)",
                             hint="use fewer or smaller layers, or a larger device")
         partial = _dominated_free(combined)
-    pool = [_stacked_point(StackedMapping(p.layers), device, p.first, p.interval, max(steps_of[m] for m in p.layers))
-            for p in partial]
+    pool = [stack_point(StackedMapping(p.layers), device) for p in partial]
     key = lambda q: (q.tiles, q.latency_ns, q.interval_ns)  # noqa: E731
     front = tuple(undominated(pool, key))
     chosen = ranked(tuple(pool), target)[0]
     return StackedExploration(target, front, chosen, estimate_stack(chosen.mapping, device), len(pool))
-
