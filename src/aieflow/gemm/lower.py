@@ -22,7 +22,10 @@ tile, stage ``br``, then the tile's rounds, stage ``tiles``: its micro-kernels, 
 Cr write-back run inside the round, so the Ar and Cr PLIOs belong to that stage).  ``later_pc``
 costs a round of a block with pc > 0 (the write-back reads Cr first).  :func:`block_cycles`
 simulates ``l4_steps`` iterations of that stage graph (``mapped/estimate.stage_graph``, the one
-simulation engine) for one (jc, pc, ic) block; ``perf.estimate`` sums the blocks.
+simulation engine) for one (jc, pc, ic) block; ``perf.estimate`` sums the blocks.  The memory-tile
+design's graph iteration is one block (:func:`memtile_costs`: the Ac / Bc loads into the memory
+tiles, the Br DMA into the tiles, the rounds with the C collection), and :func:`memtile_cycles`
+runs every block, in loop order, through its stage graph in one simulation.
 """
 
 from __future__ import annotations
@@ -213,6 +216,8 @@ def _lower_memtile(plan: GemmPlan, placed: bool, costs: dict[str, Cost] | None) 
     c, lay, b, t = plan.config, plan.memtiles, plan.blocks, plan.dtype
     assert lay is not None
     ar, br, cr, tiles = memtile_ports(plan, placed)
+    if costs:  # the tiles are identical and independent: tile 0, its Ac and Bc carry the stages
+        ar, br, cr, tiles = ar[:1], br[:1], cr[:1], tiles[:1]
     ks, ns = t.mmul[1], t.mmul[2]
     ctype = t.aie_type  # what the PLIOs and memory tiles carry (bf16 as bfloat16)
     cost = costs or {}
