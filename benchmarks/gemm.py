@@ -6,7 +6,8 @@ Workload of the spec's experiments (shared/spec/gemm-gotoblas-versal.md "Block s
 128 tiles ("beyond": the published design parallelises L4 only, so nc / nr = 32 tiles at most).
 VEK280 (AIE-ML): the same problem in uint8 and int8, 1 to 128 tiles, `--design best` (the memory
 tiles are the L2; there is no separate packing pass, so its cycles include every DDR transfer).
-Every number is the performance model's (aieflow.gemm.perf, gemm/perf_memtile.py); nothing is measured.
+Every number is the performance model's (aieflow.gemm.perf; VEK280 / VEK385: the stage costs of
+gemm/perf_memtile.py simulated on the mapped graph, gemm/lower.memtile_cycles); nothing is measured.
 
     python benchmarks/gemm.py [--write]   # --write: docs/benchmarks.md GEMM section + docs/img/gemm_*.svg
     python benchmarks/gemm.py --bf16      # the bf16 table (VEK280 / VEK385, memory-tile design), printed only
@@ -273,7 +274,7 @@ figure exists for any of this (the paper is VCK190 only); the DDR rates are the 
 What the model says: a 4 x 64 micro-tile turns the single 32-bit stream into 256 MACs per 4-byte
 Ar column, so one tile reaches ~150 MACs/cycle (58% of the 256 peak, against 60 of 128 on VCK190);
 what remains is the Cr epilogue (256 words per micro-kernel over the one output stream: 36% of the
-one-tile cycles, because a 4 x 64 Br panel limits kc to 416 in 64 KB).  From 4 tiles on, DDR sets
+one-tile cycles, because a 4 x 64 Br panel limits kc to 416 in 64 KB).  From 8 tiles on, DDR sets
 the pace: with several k blocks C is written once and read-added for every further one (at 4 B/cycle),
 and with one k block (kc = 2048, narrower Cr) the whole of A (512 KB) must arrive before the only
 block can start, so this problem does not go below ~200 K cycles under the assumed DDR rate (VCK190:

@@ -171,8 +171,124 @@ def test_the_estimate_is_the_simulated_stage_graph_of_the_mapped_graph(tiles, de
     ] + e.breakdown["write_back"] == pytest.approx(e.cycles, rel=1e-9)
 
 
-def test_the_search_ranks_with_the_figure_the_design_reports():
-    d = aieflow.gemm(256, 256, 4096, dtype="int8", device="vck190", tiles=8, design="best")
+# ------------------------------------------------------------- the memory-tile design's estimate
+
+# The one VEK280 int8 plan of the buffer-descriptor test above: one tile, mr 8, nr 32, kc 256, mc 256,
+# nc 96 (3 L4 steps of 32 rounds), 11 x 2 x 1 (jc, pc, ic) blocks.
+SMALL = {"dtype": "int8", "tiles": 1, "design": "best", "blocks": {"nc": 96, "kc": 256}}
+
+
+def test_the_memory_tile_stage_graph_against_a_hand_count():
+    p = aieflow.gemm(256, 1024, 512, device="vek280", **SMALL).plan
+    assert (p.n_jc, p.n_pc, p.n_ic, p.l4_steps, p.rounds) == (11, 2, 1, 3, 32)
+    for buffers in (1, 2):
+        q = dataclasses.replace(p, config=dataclasses.replace(p.config, br_buffers=buffers))
+        for later in (False, True):
+            sg = stage_graph(lower(q, costed=True, later_pc=later))
+            # the mover's Ac and Br panels into their memory tiles, each lane's panels into its
+            # tile by DMA, the tiles' rounds (with the Cr collection) last
+            assert [s.name for s in sg.stages] == ["ddr_a", "ddr_b", "br", "tiles"]
+            assert sg.after == {
+                "ddr_a": (),
+                "ddr_b": (),
+                "br": ("ddr_b",),
+                "tiles": ("ddr_a", "br"),
+            }
+            assert sg.sink == "tiles"
+            # the memory tiles' Ac and Bc are ping-pong; the tile's Br buffer as the config says
+            assert sg.single == (frozenset({"br"}) if buffers == 1 else frozenset())
+            cyc = {s.name: s.cycles for s in sg.stages}
+            # By hand (VEK280: a 128-bit AXI beat per PL cycle at a quarter of the AIE clock = 4 B
+            # per AIE cycle, 8 cycles to start a DDR transfer; the PLIO into a memory tile 4 B per
+            # cycle; the memory tile -> tile DMA 4 B per cycle):
+            # Ac 256 x 256 B from DDR; Br 3 panels of 256 x 32 B; C 256 x 96 int32, read and written
+            # when pc > 0.
+            assert cyc["ddr_a"] == 256 * 256 / 4 + 8
+            assert cyc["ddr_b"] == 3 * 256 * 32 / 4 + 8
+            assert cyc["br"] == 3 * 256 * 32 / 4
+            # a micro-kernel: the Ar stream ceil(8 x 256 / 4) + 3 cycles (MACs 8 x 256 x 32 / 256 =
+            # 256 and Br loads 128 are slower), plus 8 x 32 Cr words out of the 32-bit port; 3 x 32
+            # of them per block: 74,016 cycles, more than the C write (24,584 or 49,168)
+            c_write = (2 if later else 1) * (256 * 96 * 4 / 4 + 8)
+            assert cyc["tiles"] == max(3 * 32 * (515 + 256), c_write) == 74016
+
+
+def _memtile_reference(p) -> float:
+    """Independent reference: every (jc, pc, ic) block in loop order through four stages (Ac into
+    its memory tile, Br panels into theirs, the lane's panels into the tile, the rounds), each
+    starting a block when it is free, the block is in every buffer it reads and a slot of its
+    output buffer is free (a buffer of k slots frees block b's slot when its reader finishes block
+    b - k); the memory tiles' buffers hold 2 blocks, the tile's Br buffer 1 or 2.  Returns when the
+    last block's rounds finish."""
+    costs = {}
+    for later in (False, True):
+        sg = stage_graph(lower(p, costed=True, later_pc=later))
+        costs[later] = {s.name: s.cycles for s in sg.stages}
+    order = []
+    for _ in range(p.n_jc):
+        order += [False] * p.n_ic + [True] * p.n_ic * (p.n_pc - 1)
+    slots = {"ddr_a": 2, "ddr_b": 2, "br": p.config.br_buffers}
+    readers = {"ddr_a": "tiles", "ddr_b": "br", "br": "tiles"}
+    start = {s: [] for s in ("ddr_a", "ddr_b", "br", "tiles")}
+    done = {s: [] for s in start}
+    for b, later in enumerate(order):
+        for s, inputs in (
+            ("ddr_a", ()),
+            ("ddr_b", ()),
+            ("br", ("ddr_b",)),
+            ("tiles", ("ddr_a", "br")),
+        ):
+            t = done[s][b - 1] if b else 0.0
+            for i in inputs:
+                t = max(t, done[i][b])
+            if s in slots and b >= slots[s]:
+                t = max(t, done[readers[s]][b - slots[s]])
+            start[s].append(t)
+            done[s].append(t + costs[later][s])
+    return done["tiles"][-1]
+
+
+@pytest.mark.parametrize(
+    ("device", "dtype", "tiles", "blocks"),
+    [
+        ("vek280", "int8", 1, SMALL["blocks"]),  # 22 blocks, compute bound
+        ("vek280", "uint8", 4, None),  # the search's choice: write-back bound, single Br
+        ("vek280", "bf16", 16, None),  # 3 pc blocks, C write slower than the rounds
+        ("vek385", "bf16", 4, None),
+        ("vek280", "int8", 32, None),  # one (jc, pc, ic) block, Ac from DDR the slowest
+    ],
+)
+def test_the_memory_tile_estimate_is_its_stage_graph_simulated(device, dtype, tiles, blocks):
+    d = aieflow.gemm(
+        256,
+        1024 if blocks else 256,
+        512 if blocks else 2048,
+        dtype=dtype,
+        device=device,
+        tiles=tiles,
+        design="best",
+        blocks=blocks,
+    )
+    p = d.plan
+    e = d.estimate()
+    assert e.cycles == pytest.approx(_memtile_reference(p), rel=1e-9)
+    assert sum(e.breakdown.values()) == pytest.approx(e.cycles, rel=1e-9)
+    assert min(e.breakdown.values()) >= 0
+    # the other Br buffering of the same blocks
+    q = dataclasses.replace(
+        p, config=dataclasses.replace(p.config, br_buffers=3 - p.config.br_buffers)
+    )
+    from aieflow.gemm.perf import estimate
+
+    assert estimate(q).cycles == pytest.approx(_memtile_reference(q), rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("device", "dtype", "tiles"),
+    [("vck190", "int8", 8), ("vek280", "uint8", 16), ("vek385", "bf16", 4)],
+)
+def test_the_search_ranks_with_the_figure_the_design_reports(device, dtype, tiles):
+    d = aieflow.gemm(256, 256, 4096, dtype=dtype, device=device, tiles=tiles, design="best")
     chosen = [a for a in d.alternatives if a.chosen]
     assert len(chosen) == 1
     assert chosen[0].cycles == d.estimate().cycles

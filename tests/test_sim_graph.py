@@ -5,6 +5,7 @@ order with ``perf.simulate.run_pipeline``."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
@@ -16,11 +17,15 @@ def _stage(name, occ, reads, out, delay=0.0):
     return StageSpec(name, "kernel", "compute", occ, delay, reads, out)
 
 
-def _reference(stages, buffers, batches):
+def _reference(stages, buffers, batches, occupancy=None):
     """Start (head) and output-side start (tail) of every stage and batch: the least times that
-    satisfy the ADF buffer rules, by relaxation to a fixpoint."""
+    satisfy the ADF buffer rules, by relaxation to a fixpoint.  ``occupancy[b][i]``: stage i's
+    time at batch b, where batches differ (else each stage's own)."""
     n = len(stages)
     occ = [s.occupancy_ns for s in stages]
+
+    def o(i, b):
+        return occ[i] if occupancy is None else occupancy[b][i]
     producer = {s.output: i for i, s in enumerate(stages) if s.output}
     reads = [[producer[b] for b in ((s.input,) if isinstance(s.input, str) else (s.input or ()))] for s in stages]
     consumers = {b: [i for i in range(n) if producer[b] in reads[i]] for b in producer}
@@ -33,17 +38,17 @@ def _reference(stages, buffers, batches):
             s = stages[i]
             inflight = 1 + int(s.delay_ns // occ[i]) if s.delay_ns else 1
             for b in range(batches):
-                h = head[i][b - 1] + occ[i] if b else 0.0
+                h = head[i][b - 1] + o(i, b - 1) if b else 0.0
                 for p in reads[i]:
-                    h = max(h, tail[p][b] + occ[p])
+                    h = max(h, tail[p][b] + o(p, b))
                 slot = 0.0
                 k = buffers.get(s.output, 0)
                 if s.output and b >= k:
-                    slot = max(head[c][b - k] + occ[c] for c in consumers[s.output])
+                    slot = max(head[c][b - k] + o(c, b - k) for c in consumers[s.output])
                 if s.delay_ns:
                     if b >= inflight:
                         h = max(h, tail[i][b - inflight])
-                    t = max(h + s.delay_ns, tail[i][b - 1] + occ[i] if b else 0.0, slot)
+                    t = max(h + s.delay_ns, tail[i][b - 1] + o(i, b - 1) if b else 0.0, slot)
                 else:
                     h = t = max(h, slot)
                 if h > head[i][b] + 1e-12 or t > tail[i][b] + 1e-12:
@@ -153,3 +158,24 @@ def test_random_stage_graphs_match_the_relaxation_reference():
         gaps = [y - x for x, y in zip(c, c[1:], strict=False)]
         p = next(p for p in range(1, 40) if all(abs(gaps[-j] - gaps[-j - p]) <= 1e-9 * gaps[-j] for j in range(1, 60)))
         assert run_pipeline(Pipeline(stages, buffers)).interval_ns == pytest.approx((c[-1] - c[-1 - p]) / p, rel=1e-9)
+
+
+def test_phases_match_the_relaxation_reference_with_per_batch_times():
+    """``run_pipeline(phases=...)``: runs of batches whose stages take other times (the memory-tile
+    GEMM's blocks with pc > 0), against the reference with the same per-batch times."""
+    rng = random.Random(5)
+    for _ in range(60):
+        stages, buffers = _random_graph(rng)
+        other = tuple(dataclasses.replace(s, occupancy_ns=s.occupancy_ns * rng.uniform(0.3, 3.0)) for s in stages)
+        pipes = (Pipeline(stages, buffers), Pipeline(other, buffers))
+        runs = [(rng.randrange(2), rng.randint(0, 5)) for _ in range(rng.randint(1, 6))] + [(0, 2)]
+        sim = run_pipeline(pipes[0], phases=[(pipes[k], n) for k, n in runs])
+        per_batch = [[s.occupancy_ns for s in pipes[k].stages] for k, n in runs for _ in range(n)]
+        head, tail = _reference(stages, buffers, len(per_batch), per_batch)
+        sink = len(stages) - 1
+        out = [t + per_batch[b][sink] for b, t in enumerate(tail[sink])]
+        assert sim.completions_ns == pytest.approx(out, rel=1e-12, abs=1e-9)
+    with pytest.raises(ValueError, match="same stages"):
+        run_pipeline(pipes[0], phases=[(Pipeline(stages[:-1], buffers), 2)])
+    with pytest.raises(ValueError, match="either batches or phases"):
+        run_pipeline(pipes[0], 4, phases=[(pipes[1], 4)])

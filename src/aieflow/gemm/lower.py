@@ -22,7 +22,10 @@ tile, stage ``br``, then the tile's rounds, stage ``tiles``: its micro-kernels, 
 Cr write-back run inside the round, so the Ar and Cr PLIOs belong to that stage).  ``later_pc``
 costs a round of a block with pc > 0 (the write-back reads Cr first).  :func:`block_cycles`
 simulates ``l4_steps`` iterations of that stage graph (``mapped/estimate.stage_graph``, the one
-simulation engine) for one (jc, pc, ic) block; ``perf.estimate`` sums the blocks.
+simulation engine) for one (jc, pc, ic) block; ``perf.estimate`` sums the blocks.  The memory-tile
+design's graph iteration is one block (:func:`memtile_costs`: the Ac / Bc loads into the memory
+tiles, the Br DMA into the tiles, the rounds with the C collection), and :func:`memtile_cycles`
+runs every block, in loop order, through its stage graph in one simulation.
 """
 
 from __future__ import annotations
@@ -131,7 +134,7 @@ def resources(plan: GemmPlan) -> tuple[int, int]:
 
 def _lower(plan: GemmPlan, placed: bool, costed: bool, later_pc: bool) -> MappedGraph:
     if plan.memtile:
-        return _lower_memtile(plan, placed)
+        return _lower_memtile(plan, placed, memtile_costs(plan, later_pc) if costed else None)
     c = plan.config
     if costed:  # the tiles are identical and independent (as the chain's replicas): tile 0 carries the stage
         ar = [TilePort(f"ar0_{s}", stream=s) for s in range(c.ar_streams)]
@@ -203,13 +206,41 @@ def _movers(plan: GemmPlan, ins: list[str], outs: list[str]) -> tuple[PLKernel, 
     )
 
 
-def _lower_memtile(plan: GemmPlan, placed: bool) -> MappedGraph:
+def memtile_costs(plan: GemmPlan, later_pc: bool) -> dict[str, Cost]:
+    """The memory-tile design's stages of one graph iteration (one (jc, pc, ic) block; pc > 0 with
+    ``later_pc``), from ``gemm/perf_memtile.stage_cycles``: ``ddr_a`` (the mover's Ac into the Ac
+    memory tiles: their PLIOs and write ports), ``ddr_b`` (the Br panels into the Bc memory tiles),
+    ``br`` (the Bc memory tiles' read ports: each lane's panels into its tiles by DMA) and
+    ``tiles`` (the tiles' rounds, whose Ar stream from the Ac memory tile runs inside the
+    micro-kernel, and the C collection, which drains the Cr streams as the rounds write them: the
+    Cr PLIOs belong to it)."""
+    from .perf_memtile import stage_cycles
+
+    sc, b = stage_cycles(plan, later_pc), plan.blocks
+    peak = plan.device.generation.macs_per_cycle[plan.dtype.pair]
+    macs = plan.l4_steps * plan.rounds * b.mr * b.nr * b.kc * plan.tiles
+    tiles_bound = "memory" if sc.c_write > sc.compute else sc.mk.bound
+    return {
+        "ddr_a": Cost("ddr_a", "plio", "memory", _ns(sc.ddr_a, plan), cycles=sc.ddr_a),
+        "ddr_b": Cost("ddr_b", "plio", "memory", _ns(sc.ddr_b, plan), cycles=sc.ddr_b),
+        "br": Cost("br", "memtile", "memory", _ns(sc.br, plan), cycles=sc.br),
+        "tiles": Cost("tiles", "kernel", tiles_bound, _ns(sc.tiles, plan), tiles=plan.tiles,
+                      cycles=sc.tiles, macs=macs, peak_macs_per_cycle=peak),
+    }
+
+
+def _lower_memtile(plan: GemmPlan, placed: bool, costs: dict[str, Cost] | None) -> MappedGraph:
     c, lay, b, t = plan.config, plan.memtiles, plan.blocks, plan.dtype
     assert lay is not None
     ar, br, cr, tiles = memtile_ports(plan, placed)
+    if costs:  # the tiles are identical and independent: tile 0, its Ac and Bc carry the stages
+        ar, br, cr, tiles = ar[:1], br[:1], cr[:1], tiles[:1]
     ks, ns = t.mmul[1], t.mmul[2]
     ctype = t.aie_type  # what the PLIOs and memory tiles carry (bf16 as bfloat16)
-    plios = [_plio(p.var, "in", None) for p in ar + br] + [_plio(p.var, "out", None) for p in cr]
+    cost = costs or {}
+    plios = [_plio(p.var, "in", cost.get("ddr_a")) for p in ar]
+    plios += [_plio(p.var, "in", cost.get("ddr_b")) for p in br]
+    plios += [_plio(p.var, "out", cost.get("tiles")) for p in cr]
     buffers, links = [], []
     mc_tile, steps = plan.mc_tile, plan.l4_steps
     for p in ar:  # [MC_TILE][KC], read as (k step, round) tiles of KS x MR, L4_STEPS times
@@ -229,6 +260,7 @@ def _lower_memtile(plan: GemmPlan, placed: bool) -> MappedGraph:
                 (NdTiling(dims, dims, (0, 0)),),
                 (read,),
                 f"Ac of group {p.group}",
+                write_cost=cost.get("ddr_a"),
             )
         )
         links.append(Link("memtile", Port(p.var, "out", 0), Port(f"ac{p.group}", "in", 0)))
@@ -255,21 +287,57 @@ def _lower_memtile(plan: GemmPlan, placed: bool) -> MappedGraph:
                 (NdTiling(dims, dims, (0, 0, 0, 0)),),
                 reads,
                 f"Br panels of L4 lanes {', '.join(map(str, p.lanes))}",
+                write_cost=cost.get("ddr_b"),
+                read_cost=cost.get("br"),
             )
         )
         links.append(Link("memtile", Port(p.var, "out", 0), Port(f"bc{p.lane}", "in", 0)))
     kernels = []
     lane_elems = lay.lane_bytes // t.bytes
     for tl in tiles:
-        kernels.append(_tile_kernel(tl, (lane_elems, None), c))
+        kernels.append(_tile_kernel(tl, (lane_elems, None), c, cost.get("tiles")))
         bc, port = tl.br.split(".out[")
         links.append(Link("memtile", Port(bc, "out", int(port.rstrip("]"))), Port(tl.var, "in", 0)))
         links.append(Link("memtile", Port(tl.ar[0].split(".")[0], "out", 0), Port(tl.var, "in", 1)))
         links.append(_cr_link(plan, tl))
-    movers = _movers(plan, [p.var for p in ar + br], [p.var for p in cr])
+    # costed: the movers' work is the PLIOs' stages (their DDR reads and the C collection's writes)
+    movers = () if costs else _movers(plan, [p.var for p in ar + br], [p.var for p in cr])
     return MappedGraph(
         tuple(kernels), tuple(buffers), tuple(plios), tuple(links), pl_kernels=movers
     )
+
+
+def memtile_cycles(plan: GemmPlan) -> tuple[float, float]:
+    """(AIE cycles of the whole memory-tile GEMM, of its fill: before the first block's rounds
+    start): every (jc, pc, ic) block, in loop order, one graph iteration of the costed mapped
+    graph's stage graph (a block with pc > 0 in its ``later_pc`` costs), simulated as one run: the
+    first block's loads fill the memory tiles, later blocks' loads overlap the rounds through their
+    ping-pong buffers."""
+    from .perf_memtile import block_kinds
+
+    keys = {}
+    for later in (False, True):
+        sg = stage_graph(lower(plan, costed=True, later_pc=later))
+        keys[later] = (sg.stages, tuple(sg.after.items()), sg.sink, sg.single)
+    done, first_ns = _memtile_run(keys[False], keys[True], block_kinds(plan))
+    hz = plan.device.clock_hz / 1e9
+    # to 1e-6 cycles: the ns round trip must not split plans whose cycles are equal (the search's ties)
+    return round(done * hz, 6), round(first_ns * hz, 6)
+
+
+@lru_cache(maxsize=4096)
+def _memtile_run(first: tuple, later: tuple, kinds: tuple) -> tuple[float, float]:
+    """(when the last block completes, when the first block's rounds start), in ns: the one
+    simulation engine's run of the blocks ``kinds`` lists, kept per stage graphs and block order."""
+    pipes = {k: to_pipeline(StageGraph(st, dict(after), sink, single))
+             for k, (st, after, sink, single) in ((False, first), (True, later))}
+    phases = [(pipes[k], n) for k, n in kinds if n]
+    blocks = sum(n for _, n in phases)
+    if blocks < 2:  # the engine measures an interval: one more block, which cannot move the first
+        phases.append((pipes[kinds[-1][0]], 1))
+    sim = run_pipeline(pipes[False], phases=phases)
+    sink = next(s for s in pipes[False].stages if s.name == pipes[False].sink)
+    return sim.completions_ns[blocks - 1], sim.completions_ns[0] - sink.occupancy_ns
 
 
 def block_cycles(plan: GemmPlan, later_pc: bool) -> float:

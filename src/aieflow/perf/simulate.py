@@ -53,7 +53,7 @@ stall split of such near-bottleneck stages is approximate.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..devices import Device
@@ -167,9 +167,17 @@ def _order(pipe: Pipeline) -> list[int]:
     return stage_order([[producer[b] for b in s.reads if b in producer] for s in pipe.stages])
 
 
-def run_pipeline(pipe: Pipeline, batches: int | None = None) -> SimResult:
+def run_pipeline(
+    pipe: Pipeline, batches: int | None = None, *, phases: Sequence[tuple[Pipeline, int]] = ()
+) -> SimResult:
     """Simulate ``pipe`` over ``batches`` batches (default: until a steady state, see the module
     docstring).
+
+    ``phases``: batches whose stages take other times (a GEMM's blocks with pc > 0 read C before
+    writing it): ``(pipeline, count)`` pairs run in order, ``count`` batches each, every stage
+    occupied as long as in that pipeline, which must have ``pipe``'s stages (names, buffers read
+    and written) and buffers; the run is their batches (``batches`` must then be None), without
+    looking for a steady state.
 
     A stage without ``delay`` starts when it is free, its next batch is in its input buffer and
     an output slot is free; it holds both for ``occupancy``.  A stage with ``delay`` (a cascade
@@ -203,6 +211,11 @@ def run_pipeline(pipe: Pipeline, batches: int | None = None) -> SimResult:
         if k < 1:
             raise ValueError(f"buffer {name!r} has no slots")
     occ = [s.occupancy_ns for s in stages]
+    plan = _phase_plan(pipe, phases)  # per batch, the stage occupancies (None: ``occ`` throughout)
+    if plan is not None:
+        if batches is not None:
+            raise ValueError("give either batches or phases")
+        batches = len(plan)
     inflight = [1 + int(s.delay_ns // s.occupancy_ns) if s.delay_ns and s.occupancy_ns > 0 else 1 for s in stages]
     if any(b not in producer for s in stages for b in s.reads):
         raise ValueError("a stage reads a buffer no stage writes")
@@ -230,6 +243,8 @@ def run_pipeline(pipe: Pipeline, batches: int | None = None) -> SimResult:
     blocked: list[list[float]] = [[] for _ in stages]
     period = 0
     for b in range(n):
+        if plan is not None:
+            occ = plan[b]
         for i in order:
             s = stages[i]
             free_prev = freed[i][b - 1] if b else 0.0
@@ -288,6 +303,24 @@ def run_pipeline(pipe: Pipeline, batches: int | None = None) -> SimResult:
     )
     neck = max(stages, key=lambda s: s.occupancy_ns)
     return SimResult(out[0], interval, len(out), tuple(out), stats, neck.name, neck.bound)
+
+
+def _phase_plan(pipe: Pipeline, phases: Sequence[tuple[Pipeline, int]]) -> list[list[float]] | None:
+    """Per batch, every stage's occupancy under ``phases`` (see :func:`run_pipeline`)."""
+    if not phases:
+        return None
+    shape = [(s.name, s.reads, s.output) for s in pipe.stages]
+    plan: list[list[float]] = []
+    for ph, count in phases:
+        if [(s.name, s.reads, s.output) for s in ph.stages] != shape or dict(ph.buffers) != dict(pipe.buffers):
+            raise ValueError("a phase's pipeline must have the same stages and buffers")
+        if count < 0:
+            raise ValueError("a phase needs a count of at least 0 batches")
+        row = [s.occupancy_ns for s in ph.stages]
+        plan += [row] * count
+    if len(plan) < 2:
+        raise ValueError("need at least two batches to measure an interval")
+    return plan
 
 
 def _period(head: list[list[float]], tail: list[list[float]], b: int, lag: int, last: int, most: int) -> int:
