@@ -118,4 +118,5 @@ def estimate_memtile(plan: GemmPlan) -> GemmPerformance:
         br_copy=br_dma,
         breakdown=breakdown,
         loops=loops,
+        clock_hz=dev.clock_hz,
     )
