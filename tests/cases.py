@@ -27,7 +27,8 @@ DESIGN_KINDS = {  # build_design name -> (design.json kind, class name)
     "recurrent": ("recurrent", "RecurrentDesign"),
     "recurrent-stack": ("recurrent", "RecurrentDesign"), "streamed-dense": ("streamed_dense", "StreamedDenseDesign"),
     "segmented": ("segmented", "SegmentedDesign"), "gemm-vck190": ("gemm", "GemmDesign"),
-    "gemm-vek280": ("gemm", "GemmDesign"),
+    "gemm-vek280": ("gemm", "GemmDesign"), "cnn-rows": ("cnn", "CnnDesign"),
+    "recurrent-compact": ("recurrent", "RecurrentDesign"), "recurrent-grid": ("recurrent", "RecurrentDesign"),
 }
 
 
@@ -67,6 +68,11 @@ def design_case(kind):
                            {"precision": "int8", "layers": {"0": {"weights": "streamed"}}}),
         "segmented": (torch_mlp([16, 32, 8]), x16, "vck190",
                       {"precision": "int8", "layers": {"0": {"weights": "streamed"}}}),
+        "cnn-rows": (cnn_classifier(), img, "vck190", {"precision": "int8", "cnn": {"mapping": "rows"}}),
+        "recurrent-compact": (gru_classifier(), seq, "vck190",
+                              {"precision": "int16", "layers": {"rnn": {"mapping": {"distribution": "compact"}}}}),
+        "recurrent-grid": (gru_classifier(), seq, "vek280",
+                           {"precision": "int16", "layers": {"rnn": {"mapping": {"distribution": "grid", "chains": 2}}}}),
     }
     return cases[kind]
 

@@ -17,13 +17,13 @@ import xml.etree.ElementTree as ET
 import jsonschema
 import numpy as np
 import pytest
-from cases import DESIGN_KINDS, build_design
+from cases import DESIGN_KINDS, build_design, design_case
 
 import aieflow
 from aieflow.cli import main
 from aieflow.design_schema import COMMON_PERFORMANCE, schema
 from aieflow.graph_io import json_default
-from aieflow.protocol import AnyDesign, ModelDesign
+from aieflow.protocol import AnyDesign, ModelDesign, Performance
 
 KINDS = DESIGN_KINDS  # test name -> (design.json kind, class name)
 _build = build_design
@@ -60,10 +60,9 @@ def test_every_kind_follows_the_protocol_and_the_schema(built):
         assert perf["throughput_ops_per_s"] == pytest.approx(2 * e.fps * e.macs_per_frame)
     elif kind == "recurrent":
         assert perf["latency_ns"] == pytest.approx(e.sequence_latency_ns) and perf["batch"] == 1
-        assert perf["interval_ns"] == pytest.approx(e.interval_ns * e.steps)  # a sequence's steps, one after the other
-        assert perf["step_interval_ns"] == pytest.approx(e.interval_ns)
-    else:
-        assert perf["latency_ns"] == pytest.approx(e.latency_ns) and perf["interval_ns"] == pytest.approx(e.interval_ns)
+        assert perf["interval_ns"] == pytest.approx(e.step_interval_ns * e.steps)  # a sequence's steps, one after the other
+        assert perf["step_interval_ns"] == pytest.approx(e.model.interval_ns)
+    assert perf["latency_ns"] == pytest.approx(e.latency_ns) and perf["interval_ns"] == pytest.approx(e.interval_ns)
     assert perf["tiles_used"] == j["resources"]["compute_tiles"]
     assert perf["tiles_used"] <= j["resources"]["compute_tiles_available"]
     assert j["resources"]["memory_tiles"] == perf["memory_tiles_used"]
@@ -92,6 +91,73 @@ def test_every_kind_saves_loads_and_reports(built, tmp_path, capsys):
     assert main(["report", str(out), "--svg", str(tmp_path / "p.svg")]) == 0
     assert ET.parse(tmp_path / "p.svg").getroot().tag.endswith("svg")
     assert back.summary().splitlines()[0] in capsys.readouterr().out
+
+
+def _model_macs(name):
+    """Multiply-accumulates of one sample, counted here from the model itself (its PyTorch modules'
+    shapes through forward hooks, the ONNX MatMul weights, the GEMM's m n k), not by aieflow."""
+    import torch
+
+    if name.startswith("gemm"):
+        return 256 * 64 * 128
+    model, x, _, _ = design_case(name)
+    if not isinstance(model, torch.nn.Module):  # the QDQ ONNX MLP: its 2-D initializers are the weights
+        import onnx.numpy_helper
+
+        return sum(w.size for w in map(onnx.numpy_helper.to_array, model.graph.initializer) if w.ndim == 2)
+    macs = []
+
+    def hook(mod, args, out):
+        out = out[0] if isinstance(out, tuple) else out
+        if isinstance(mod, torch.nn.Linear):
+            macs.append(mod.in_features * out.numel())
+        elif isinstance(mod, torch.nn.modules.conv._ConvNd):
+            macs.append(out.numel() * mod.in_channels // mod.groups * int(np.prod(mod.kernel_size)))
+        elif isinstance(mod, torch.nn.GRU):
+            steps, h = args[0].shape[1], mod.hidden_size
+            macs.extend(3 * h * (n_in + h) * steps for n_in in [mod.input_size] + [h] * (mod.num_layers - 1))
+
+    for m in model.modules():
+        if isinstance(m, (torch.nn.Linear, torch.nn.modules.conv._ConvNd, torch.nn.GRU)):
+            m.register_forward_hook(hook)
+    with torch.no_grad():
+        model(torch.as_tensor(x[:1]))
+    return sum(macs)
+
+
+SAMPLES = {"chain-vck190": 8, "chain-vek280": 8, "dag": 8, "recurrent": 1, "recurrent-stack": 1,
+           "recurrent-compact": 1, "recurrent-grid": 1, "gemm-vck190": 1, "gemm-vek280": 1, "streamed-dense": 8,
+           "segmented": 8}
+"""Samples per batch: the cases' ``batch`` (chain, DAG; the default 8 for the streamed layer and the
+segments), one sequence (recurrent), one C = A B (GEMM)."""
+
+
+def test_every_kind_estimate_is_the_common_performance_of_its_design_json(built, tmp_path):
+    """``estimate()`` follows ``protocol.Performance`` with design.json's names and units: each
+    common figure equals the saved design.json's after a save and a load, and throughput = 2 x the
+    model's MACs x batch / interval (x replicas for a chain: its batch is one replica's)."""
+    name, d, _ = built
+    kind = KINDS[name][0]
+    e = d.estimate()
+    assert isinstance(e, Performance)
+    saved = json.loads((d.save(tmp_path / "d") / "design.json").read_text())["performance"]
+    back = aieflow.load(tmp_path / "d").estimate()
+    assert isinstance(back, Performance)
+    for key in COMMON_PERFORMANCE:
+        if key == "breakdown":
+            for perf in (e, back):
+                parts = perf.breakdown_parts()
+                assert [n for n, _, _ in parts] == [n.split("#")[0] for n in saved["breakdown"]]
+                assert [ns for _, ns, _ in parts] == pytest.approx([p["ns"] for p in saved["breakdown"].values()])
+            continue
+        assert getattr(e, key) == pytest.approx(saved[key]) and getattr(back, key) == pytest.approx(saved[key]), key
+    assert e.batch == (d.plan.replicas if kind == "cnn" else SAMPLES[name])  # CNN: a frame per replica
+    if kind == "recurrent":  # a sequence's 5 steps, one after the other
+        assert e.interval_ns == pytest.approx(5 * e.step_interval_ns)
+        assert e.latency_ns > e.interval_ns
+    replicas = (d.config.replicas or 1) if kind == "chain" else 1
+    ops = 2 * _model_macs(name) * e.batch * replicas
+    assert e.throughput_ops_per_s == pytest.approx(ops / (e.interval_ns * 1e-9), rel=1e-9)
 
 
 def test_every_kind_pickles(built):

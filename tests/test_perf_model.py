@@ -16,6 +16,7 @@ import pytest
 from cases import GENERATION_PRECISIONS
 
 import aieflow
+from aieflow.design_schema import performance_json
 from aieflow.devices import AIE1, AIE_ML, AIE_MLV2, get_device
 from aieflow.model_zoo import qdq_mlp, torch_mlp
 from aieflow.perf import (
@@ -25,7 +26,6 @@ from aieflow.perf import (
     dense_kernel_cycles,
     estimate,
     estimate_plan,
-    performance_to_json,
     published,
     run_pipeline,
     simulate,
@@ -432,7 +432,7 @@ def test_estimate_is_deterministic_and_json_has_exactly_the_issue_keys():
     d = qdq_design("vek280", (512, 512, 512, 10), 8)
     a, b = estimate(d), estimate(d)
     assert a == b
-    ja, jb = performance_to_json(a, d.device.clock_hz), performance_to_json(b, d.device.clock_hz)
+    ja, jb = performance_json(a), performance_json(b)
     assert json.dumps(ja, sort_keys=True) == json.dumps(jb, sort_keys=True)
     assert set(ja) == {"latency_ns", "interval_ns", "batch", "throughput_ops_per_s", "bound", "tiles_used", "memory_tiles_used",
                        "breakdown", "replicas", "stages", "error_band"}

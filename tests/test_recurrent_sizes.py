@@ -48,7 +48,7 @@ def test_every_corner_and_the_middle_compile_and_estimate(precision):
         assert not violations(m, d.device), (n_in, n_h)
         assert (m.dims.n_in, m.dims.n_h, m.dims.seq_len) == (n_in, n_h, STEPS)
         eps = 1e-6 * p.sequence_latency_ns  # float sums of ns
-        assert 0 < p.step_latency_ns <= p.interval_ns + eps and p.sequence_latency_ns >= STEPS * p.interval_ns - eps
+        assert 0 < p.step_latency_ns <= p.step_interval_ns + eps and p.sequence_latency_ns >= STEPS * p.step_interval_ns - eps
         assert abs(sum(p.breakdown_ns.values()) - p.step_latency_ns) < 1e-6
         assert p.tiles == m.tiles <= d.device.compute_tiles
         y = d.predict(x.numpy())

@@ -33,7 +33,6 @@ from .numerics.requant import affine_dequantize, affine_quantize
 from .numerics.types import AffineType, FixedType, FloatType, NumericType
 from .ops.registry import family
 from .passes.place import Placement
-from .perf import performance_to_json
 from .perf.system import attach as system_attach
 
 FORMAT = "aieflow-design"
@@ -310,7 +309,7 @@ class Design:
             "layers": layers,
             "placement": self.placement.to_json(),
             "resources": self.resources(),
-            "performance": system_attach(performance_to_json(self.estimate(), self.device.clock_hz), self, "chain"),
+            "performance": system_attach(design_schema.performance_json(self.estimate()), self, "chain"),
             **({"exploration": self.exploration.to_json()} if self.exploration is not None else {}),
             "graph": graph_to_json(self.graph, plans=True),
             "project_files": sorted(self.files),

@@ -2,8 +2,9 @@
 
 Every kind's ``to_json`` carries the same top-level keys (``schema``, ``format``, ``version``,
 ``kind``, ``aieflow``, ``device``, ``source``, ``config``, ``resources``, ``performance``,
-``project_files``) and a ``performance`` object that always has :data:`COMMON_PERFORMANCE`, built by
-:func:`performance`; kind-specific keys are added beside them, never instead of them.
+``project_files``) and a ``performance`` object that always has :data:`COMMON_PERFORMANCE`, written
+by the one :func:`performance_json` from the design's ``estimate()`` (every kind's result follows
+``protocol.Performance``); kind-specific keys are added beside them, never instead of them.
 ``tests/test_design_schema.py`` validates a design of every kind against the JSON Schema file.
 """
 
@@ -13,7 +14,10 @@ import json
 from collections.abc import Iterable, Mapping
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .protocol import Performance
 
 SCHEMA_VERSION = 2
 """Version of the common schema (``"schema"`` in design.json; designs saved before it have none)."""
@@ -37,20 +41,21 @@ def breakdown(stages: Iterable[tuple[str, float, Mapping[str, Any]]]) -> dict[st
     return out
 
 
-def performance(*, latency_ns: float, interval_ns: float, batch: int, throughput_ops_per_s: float, bound: str,
-                tiles_used: int, memory_tiles_used: int, parts: Iterable[tuple[str, float, Mapping[str, Any]]],
-                extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The common ``performance`` keys (``parts``: each stage's name, ns per batch and extra fields
-    for ``breakdown``), then the kind's own ``extra`` ones, which cannot replace them (an extra key
-    that repeats a common one with the same value is dropped)."""
+def performance_json(perf: Performance, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """design.json's ``performance`` of every kind, read from the one protocol
+    (:class:`aieflow.protocol.Performance`): the common keys from its attributes, ``breakdown`` from
+    its ``breakdown_parts()`` (each stage's name, ns per batch and extra fields), then its own
+    ``extra_json()`` keys and the design's ``extra`` ones, which cannot replace the common ones (an
+    extra key that repeats a common one with the same value is dropped)."""
     from .perf.bands import band
 
-    common = {"latency_ns": float(latency_ns), "interval_ns": float(interval_ns), "batch": int(batch),
-              "throughput_ops_per_s": float(throughput_ops_per_s), "bound": str(bound), "tiles_used": int(tiles_used),
-              "memory_tiles_used": int(memory_tiles_used), "breakdown": breakdown(parts),
+    common = {"latency_ns": float(perf.latency_ns), "interval_ns": float(perf.interval_ns), "batch": int(perf.batch),
+              "throughput_ops_per_s": float(perf.throughput_ops_per_s), "bound": str(perf.bound),
+              "tiles_used": int(perf.tiles_used), "memory_tiles_used": int(perf.memory_tiles_used),
+              "breakdown": breakdown(perf.breakdown_parts()),
               # the model's validation band of these figures (array-only designs: perf/bands.py)
               "error_band": band("array").to_json()}
-    extra = extra or {}
+    extra = {**perf.extra_json(), **(extra or {})}
     clash = sorted(k for k in set(extra) & set(common) if extra[k] != common[k])
     if clash:
         raise ValueError(f"kind-specific performance keys {clash} would replace common ones")

@@ -16,14 +16,52 @@ if TYPE_CHECKING:
 
 
 @runtime_checkable
+class Performance(Protocol):
+    """What every kind's ``estimate()`` returns, whatever else it carries: design.json's common
+    ``performance`` figures under the same names and in the same units (``design_schema.performance_json``
+    writes design.json's ``performance`` from this protocol alone, so the two cannot disagree).
+
+    A *batch* is what one interval delivers: the chain's and the DAG's ``batch`` samples of every
+    replica, one frame per CNN replica, one sequence of a recurrent design (its ``interval_ns`` is
+    the sequence's steps one after the other; the per-step interval is ``step_interval_ns``), one
+    ``C = A B`` of a GEMM, one call of a streamed Dense layer or of a chain in segments. So
+    ``throughput_ops_per_s`` = 2 x MACs per sample x ``batch`` / ``interval_ns`` for every kind
+    (the chain: x replicas, its ``batch`` being one replica's)."""
+
+    latency_ns: float
+    """First input in -> its last output out (one batch)."""
+    interval_ns: float
+    """Steady state: one batch every ``interval_ns``."""
+    batch: int
+    """Samples per batch (above)."""
+    throughput_ops_per_s: float
+    """2 x multiply-accumulates per second."""
+    bound: str
+    """What bounds the interval."""
+    tiles_used: int
+    """Compute tiles (kernels and neighbour-memory lenders), all replicas."""
+    memory_tiles_used: int
+    """Memory tiles (0 on AIE1)."""
+
+    def breakdown_parts(self) -> list[tuple[str, float, dict[str, Any]]]:
+        """design.json's ``breakdown``: each stage's name, ns per batch (a recurrent design's loop
+        parts per step, marked ``"per": "step"``) and extra fields. (A method, not ``breakdown``:
+        the GEMM's ``breakdown`` attribute holds its cycles and keeps that meaning.)"""
+
+    def extra_json(self) -> dict[str, Any]:
+        """The kind's own ``performance`` keys, added beside the common ones."""
+
+
+@runtime_checkable
 class AnyDesign(Protocol):
     """Every design: a model design or a GEMM (``aieflow.gemm``)."""
 
     def predict(self, *args: Any, **kwargs: Any) -> Any:
         """What the hardware computes, bit for bit (the emulator)."""
 
-    def estimate(self) -> Any:
-        """The performance model's figures (``to_json()["performance"]`` holds the common keys)."""
+    def estimate(self) -> Performance:
+        """The performance model's figures (:class:`Performance`; ``to_json()["performance"]`` is
+        written from it)."""
 
     def verify(self, *args: Any, **kwargs: Any) -> Any:
         """Build the generated C++ for x86, run it, compare it with :meth:`predict` bit for bit."""

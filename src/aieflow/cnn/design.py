@@ -140,13 +140,8 @@ class CnnDesign(EmulatedNumerics):
         """The common ``performance``: a batch is one frame per replica (``replicas`` frames every
         interval), the compute and memory tiles of the mapped graph; then the CNN's own keys (µs,
         frames/s, GMAC/s, stages)."""
-        e = self.estimate()
-        return design_schema.performance(
-            latency_ns=e.latency_s * 1e9, interval_ns=e.interval_s * 1e9, batch=e.replicas,
-            throughput_ops_per_s=2 * e.gmacs * 1e9, bound=e.bound, tiles_used=e.tiles_used,
-            memory_tiles_used=e.memory_tiles_used,
-            parts=[(s.stage, s.seconds * 1e9, {"kind": s.where}) for s in e.stages],
-            extra={**e.to_json(), **({"mapping_choice": self.plan.choice} if self.plan.choice else {})})
+        return design_schema.performance_json(self.estimate(),
+                                              {"mapping_choice": self.plan.choice} if self.plan.choice else None)
 
     def summary(self) -> str:
         p, e = self.plan, self.estimate()

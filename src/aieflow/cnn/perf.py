@@ -85,6 +85,31 @@ class CnnPerformance:
     def gmacs(self) -> float:
         return self.fps * self.macs_per_frame / 1e9
 
+    # protocol.Performance: design.json's names and units (a batch: one frame per replica)
+    @property
+    def latency_ns(self) -> float:
+        return self.latency_s * 1e9
+
+    @property
+    def interval_ns(self) -> float:
+        return self.interval_s * 1e9
+
+    @property
+    def batch(self) -> int:
+        return self.replicas
+
+    @property
+    def throughput_ops_per_s(self) -> float:
+        return 2 * self.gmacs * 1e9
+
+    def breakdown_parts(self) -> list[tuple[str, float, dict]]:
+        """Each stage's busy time per frame."""
+        return [(s.stage, s.seconds * 1e9, {"kind": s.where}) for s in self.stages]
+
+    def extra_json(self) -> dict:
+        """The CNN's own keys (µs, frames/s, GMAC/s, stages): :meth:`to_json`."""
+        return self.to_json()
+
     def to_json(self) -> dict:
         return {"latency_us": self.latency_s * 1e6, "interval_us": self.interval_s * 1e6, "fps": self.fps,
                 "replicas": self.replicas, "bound": self.bound, "gmacs_per_s": self.gmacs,

@@ -162,16 +162,18 @@ class DagPerformance:
     def sample_ns(self) -> float:
         return self.interval_ns / self.batch
 
+    def breakdown_parts(self) -> list[tuple[str, float, dict]]:
+        """``protocol.Performance``: each stage's occupancy per batch."""
+        return [(s.name, s.occupancy_ns, {"kind": s.kind, "bound": s.bound}) for s in self.stages]
+
+    def extra_json(self) -> dict:
+        """The DAG's bottleneck, critical path, stages and skip slack."""
+        return {"bottleneck": self.bottleneck, "critical_path": list(self.critical_path),
+                "stages": [asdict(s) for s in self.stages], "skip_slack": dict(self.skip_slack)}
+
     def to_json(self) -> dict:
-        """design.json's common ``performance`` (each stage's occupancy per batch in ``breakdown``)
-        plus the DAG's bottleneck, critical path, stages and skip slack."""
-        return design_schema.performance(
-            latency_ns=self.latency_ns, interval_ns=self.interval_ns, batch=self.batch,
-            throughput_ops_per_s=self.throughput_ops_per_s, bound=self.bound, tiles_used=self.tiles_used,
-            memory_tiles_used=self.memory_tiles_used,
-            parts=[(s.name, s.occupancy_ns, {"kind": s.kind, "bound": s.bound}) for s in self.stages],
-            extra={"bottleneck": self.bottleneck, "critical_path": list(self.critical_path),
-                   "stages": [asdict(s) for s in self.stages], "skip_slack": dict(self.skip_slack)})
+        """design.json's ``performance`` (``design_schema.performance_json``)."""
+        return design_schema.performance_json(self)
 
 
 def rows_kernel_cycles(plan: DagPlan, name: str, device: Device) -> float:

@@ -29,7 +29,7 @@ with a message that says so.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .. import design_schema
 from ..config import Config
@@ -188,19 +188,25 @@ class StreamedDensePerformance:
     throughput_ops_per_s: float
     bound: str
 
-    def to_json(self, batch: int, clock_hz: float, memory_tiles_used: int = 0) -> dict:
-        """design.json's common ``performance`` for one call of ``batch`` samples (``breakdown``:
-        weight packing, the GEMM, the epilogue) plus the cycles and the GEMM's own figures."""
-        ns = 1e9 / clock_hz
-        return design_schema.performance(
-            latency_ns=self.latency_ns, interval_ns=self.interval_ns, batch=batch,
-            throughput_ops_per_s=self.throughput_ops_per_s, bound=self.bound, tiles_used=self.gemm.tiles_used,
-            memory_tiles_used=memory_tiles_used,
-            parts=[("weights from DDR (packing)", self.gemm.packing_cycles * ns, {}),
-                   ("AI Engine GEMM", self.gemm.cycles * ns, {"bound": self.gemm.bound}),
-                   ("epilogue (DDR)", self.epilogue_cycles * ns, {})],
-            extra={"cycles": self.cycles, "epilogue_cycles": self.epilogue_cycles,
-                   "gemm": self.gemm.to_json(clock_hz, memory_tiles_used)})
+    batch: int = 1  # samples per call (protocol.Performance)
+    memory_tiles_used: int = 0  # set by the design from its mapped graph (gemm/lower.streamed_resources)
+
+    @property
+    def tiles_used(self) -> int:
+        return self.gemm.tiles_used
+
+    def breakdown_parts(self) -> list[tuple[str, float, dict]]:
+        """``protocol.Performance``, one call of ``batch`` samples: weight packing, the GEMM, the
+        epilogue."""
+        ns = 1e9 / self.gemm.clock_hz
+        return [("weights from DDR (packing)", self.gemm.packing_cycles * ns, {}),
+                ("AI Engine GEMM", self.gemm.cycles * ns, {"bound": self.gemm.bound}),
+                ("epilogue (DDR)", self.epilogue_cycles * ns, {})]
+
+    def extra_json(self) -> dict:
+        """The cycles and the GEMM's own figures."""
+        return {"cycles": self.cycles, "epilogue_cycles": self.epilogue_cycles,
+                "gemm": design_schema.performance_json(replace(self.gemm, memory_tiles_used=self.memory_tiles_used))}
 
 
 def estimate_streamed(p: StreamedDensePlan) -> StreamedDensePerformance:
@@ -216,7 +222,7 @@ def estimate_streamed(p: StreamedDensePlan) -> StreamedDensePerformance:
              "epilogue (DDR)": epi}
     bound = max(parts, key=parts.get)
     macs = p.batch * p.in_features * p.out_features
-    return StreamedDensePerformance(g, epi, cycles, ns, ns, 2 * macs / (ns * 1e-9), bound)
+    return StreamedDensePerformance(g, epi, cycles, ns, ns, 2 * macs / (ns * 1e-9), bound, batch=p.batch)
 
 
 def plan_streamed(graph: Graph, device: Device, config: Config, node: Node, reason: str,

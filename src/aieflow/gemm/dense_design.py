@@ -188,7 +188,8 @@ class StreamedDenseDesign(EmulatedNumerics):
     def _performance(self) -> StreamedDensePerformance:
         """The model's figures, with the tiles counted on the layer's mapped graph."""
         e = estimate_streamed(self.plan)
-        return replace(e, gemm=replace(e.gemm, tiles_used=streamed_resources(self.plan)[0]))
+        tiles, memtiles = streamed_resources(self.plan)
+        return replace(e, gemm=replace(e.gemm, tiles_used=tiles), memory_tiles_used=memtiles)
 
     # ------------------------------------------------------------------ x86 check
 
@@ -381,8 +382,7 @@ class StreamedDenseDesign(EmulatedNumerics):
                           "uram_bytes": p.gemm.uram_bytes, "bram_bytes": p.gemm.bram_bytes,
                           "bytes_per_tile_max": p.gemm.local_bytes,
                           "tile_memory_bytes": self.device.generation.data_memory_bytes},
-            "performance": system_attach(self.estimate().to_json(p.batch, self.device.clock_hz,
-                                                                 streamed_resources(p)[1]),
+            "performance": system_attach(design_schema.performance_json(self.estimate()),
                                          self, KIND),
             "project_files": sorted(self.files),
             "plan": _plan_json(p),  # what :func:`load` rebuilds the plan from

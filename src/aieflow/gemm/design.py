@@ -77,7 +77,8 @@ class GemmDesign:
         """The model's figures, with the tiles counted on the design's mapped graph."""
         from .lower import resources
 
-        return replace(estimate(self.plan), tiles_used=resources(self.plan)[0])
+        tiles, memtiles = resources(self.plan)
+        return replace(estimate(self.plan), tiles_used=tiles, memory_tiles_used=memtiles)
 
     # ------------------------------------------------------------------ reports
 
@@ -104,7 +105,7 @@ class GemmDesign:
                 "limits": {"kc": p.limits.kc, "mc": p.limits.mc, "nc": p.limits.nc},
             },
             "plio": {"in": p.plio_in, "out": p.plio_out, "bits": 128},
-            "performance": system_attach(self.estimate().to_json(p.device.clock_hz, memory_tiles(p)), self, "gemm"),
+            "performance": system_attach(design_schema.performance_json(self.estimate()), self, "gemm"),
             "alternatives": [a.to_json() for a in self.alternatives],
             "project_files": sorted(self.files),
         }

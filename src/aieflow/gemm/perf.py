@@ -29,7 +29,7 @@ published figures they come from, and docs/gemm.md lists every constant.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .. import design_schema
 from ..devices import Device
@@ -173,24 +173,27 @@ class GemmPerformance:
     round_cycles: tuple[float, float]  # one round (micro-kernel + write-back) at pc == 0 and pc > 0
     step_cycles: tuple[float, float]  # one L4 step's compute (rounds), pc == 0 and pc > 0
     br_copy: float
-    breakdown: dict[str, float]  # where ``cycles`` go; sums to ``cycles``
+    breakdown: dict[str, float]  # where ``cycles`` go; sums to ``cycles`` (not design.json's: breakdown_parts)
     loops: dict[str, int]
+    clock_hz: float = field(kw_only=True)  # the AIE clock
+    batch: int = 1  # one C = A B per interval (protocol.Performance)
+    memory_tiles_used: int = 0  # set by the design from its mapped graph (gemm/lower.resources)
 
     @property
     def total_cycles(self) -> float:
         return self.cycles + self.packing_cycles
 
-    def to_json(self, clock_hz: float, memory_tiles_used: int = 0) -> dict:
-        """design.json's common ``performance`` (one C = A B per batch; ``breakdown``: where the AIE
-        cycles go, in ns at ``clock_hz``, with their cycles and share) plus the GEMM's own keys."""
-        mk = self.microkernel
-        return design_schema.performance(
-            latency_ns=self.latency_ns, interval_ns=self.interval_ns, batch=1,
-            throughput_ops_per_s=self.throughput_ops_per_s, bound=self.bound, tiles_used=self.tiles_used,
-            memory_tiles_used=memory_tiles_used,
-            parts=[(k, v / clock_hz * 1e9, {"cycles": v, "share": v / self.cycles if self.cycles else 0.0})
-                   for k, v in self.breakdown.items()],
-            extra=self._own(mk))
+    def breakdown_parts(self) -> list[tuple[str, float, dict]]:
+        """``protocol.Performance``: where the AIE cycles go, in ns, with their cycles and share."""
+        return [(k, v / self.clock_hz * 1e9, {"cycles": v, "share": v / self.cycles if self.cycles else 0.0})
+                for k, v in self.breakdown.items()]
+
+    def extra_json(self) -> dict:
+        return self._own(self.microkernel)
+
+    def to_json(self) -> dict:
+        """design.json's ``performance`` (``design_schema.performance_json``)."""
+        return design_schema.performance_json(self)
 
     def _own(self, mk) -> dict:
         return {
@@ -314,4 +317,5 @@ def _estimate(plan: GemmPlan) -> GemmPerformance:
         br_copy=br,
         breakdown=breakdown,
         loops=loops,
+        clock_hz=dev.clock_hz,
     )

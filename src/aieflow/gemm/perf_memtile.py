@@ -160,4 +160,5 @@ def estimate_memtile(plan: GemmPlan) -> GemmPerformance:
         br_copy=first.br,
         breakdown=breakdown,
         loops=loops,
+        clock_hz=dev.clock_hz,
     )

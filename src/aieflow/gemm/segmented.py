@@ -282,16 +282,16 @@ class SegmentedPerformance:
     fits_one_array: bool  # all segments' tiles together fit the device (needed to pipeline them)
     schedule: str = SCHEDULE
 
-    def to_json(self, memory_tiles_used: int = 0) -> dict[str, Any]:
-        """design.json's common ``performance`` (each segment's interval in ``breakdown``) plus the
-        DDR time, the schedule and the segments."""
-        return design_schema.performance(
-            latency_ns=self.latency_ns, interval_ns=self.interval_ns, batch=self.batch,
-            throughput_ops_per_s=self.throughput_ops_per_s, bound=self.bound, tiles_used=self.tiles_used,
-            memory_tiles_used=memory_tiles_used,
-            parts=[(s.name, s.interval_ns, {"kind": s.kind, "bound": s.bound}) for s in self.segments],
-            extra={"ddr_ns": self.ddr_ns, "fits_one_array": self.fits_one_array, "schedule": self.schedule,
-                   "segments": [s.to_json() for s in self.segments]})
+    memory_tiles_used: int = 0  # every segment's (protocol.Performance)
+
+    def breakdown_parts(self) -> list[tuple[str, float, dict[str, Any]]]:
+        """``protocol.Performance``: each segment's interval."""
+        return [(s.name, s.interval_ns, {"kind": s.kind, "bound": s.bound}) for s in self.segments]
+
+    def extra_json(self) -> dict[str, Any]:
+        """The DDR time, the schedule and the segments."""
+        return {"ddr_ns": self.ddr_ns, "fits_one_array": self.fits_one_array, "schedule": self.schedule,
+                "segments": [s.to_json() for s in self.segments]}
 
 
 @dataclass(frozen=True)
@@ -514,8 +514,8 @@ class SegmentedDesign(EmulatedNumerics):
             "output": {"tensor": t_out.name, "shape": list(t_out.shape), "type": self.output_type.to_string()},
             "streamed": dict(self.reasons),
             "segments": [s.to_json() for s in self.specs],
-            "resources": (res := self.resources()),
-            "performance": self.estimate().to_json(res["memory_tiles"]),
+            "resources": self.resources(),
+            "performance": design_schema.performance_json(self.estimate()),
             "project_files": sorted(self.top_files),
         }
 
@@ -671,7 +671,8 @@ def _estimate(d: SegmentedDesign) -> SegmentedPerformance:
     macs = sum(int(n.attrs["in_features"]) * int(n.attrs["out_features"]) for n in dense_nodes(d.graph))
     tiles = sum(c.tiles for c in costs)
     return SegmentedPerformance(tuple(costs), batch, latency, interval, ddr, 2 * macs * batch / (interval * 1e-9),
-                                bound, tiles, tiles <= d.device.compute_tiles)
+                                bound, tiles, tiles <= d.device.compute_tiles,
+                                memory_tiles_used=sum(seg.estimate().memory_tiles_used for seg in d.segments))
 
 
 def _bytes_per_sample(graph: Graph, tensor: str) -> int:

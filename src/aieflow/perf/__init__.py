@@ -13,7 +13,6 @@ from .estimate import (
     StagePerformance,
     estimate,
     estimate_plan,
-    performance_to_json,
 )
 from .kernel import KernelCycles, KernelShape, dense_kernel_cycles
 from .simulate import Pipeline, SimResult, StageSpec, run_pipeline, simulate
@@ -30,7 +29,6 @@ __all__ = [
     "dense_kernel_cycles",
     "estimate",
     "estimate_plan",
-    "performance_to_json",
     "run_pipeline",
     "simulate",
 ]

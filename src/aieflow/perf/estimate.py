@@ -9,11 +9,10 @@ so a planner can compare candidate plans cheaply.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from .. import design_schema
 from ..devices import Device, get_device
 from ..ir import Node
 from ..mapped.place import Rect
@@ -54,10 +53,19 @@ class Performance:
     memory_tiles_used: int  # all replicas
     stages: tuple[StagePerformance, ...]  # one replica (they are identical and independent)
     replicas: int = 1
+    clock_hz: float = field(kw_only=True)  # the AIE clock the stages' cycles run at
 
     @property
     def bottleneck(self) -> StagePerformance:
         return max(self.stages, key=lambda s: s.busy)
+
+    def breakdown_parts(self) -> list[tuple[str, float, dict[str, Any]]]:
+        """``protocol.Performance``: each stage's busy AIE-clock cycles per batch, in ns."""
+        return [(s.name, s.cycles / self.clock_hz * 1e9, {"kind": s.kind, "bound": s.bound}) for s in self.stages]
+
+    def extra_json(self) -> dict[str, Any]:
+        """The replicas and the stages as a list of dicts."""
+        return {"replicas": self.replicas, "stages": [asdict(s) for s in self.stages]}
 
 
 def _stage_perf(spec: StageSpec, sim_busy: float, starved: float, blocked: float) -> StagePerformance:
@@ -89,18 +97,8 @@ def estimate(design, batches: int | None = None) -> Performance:
         memory_tiles_used=memtiles,
         stages=stages,
         replicas=replicas,
+        clock_hz=design.device.clock_hz,
     )
-
-
-def performance_to_json(perf: Performance, clock_hz: float) -> dict[str, Any]:
-    """design.json's common ``performance`` (``design_schema.performance``; each stage's busy
-    AIE-clock cycles per batch in ns) plus the replicas and the stages as a list of dicts."""
-    return design_schema.performance(
-        latency_ns=perf.latency_ns, interval_ns=perf.interval_ns, batch=perf.batch,
-        throughput_ops_per_s=perf.throughput_ops_per_s, bound=perf.bound, tiles_used=perf.tiles_used,
-        memory_tiles_used=perf.memory_tiles_used,
-        parts=[(s.name, s.cycles / clock_hz * 1e9, {"kind": s.kind, "bound": s.bound}) for s in perf.stages],
-        extra={"replicas": perf.replicas, "stages": [asdict(s) for s in perf.stages]})
 
 
 # ----------------------------------------------------------------------------- one layer

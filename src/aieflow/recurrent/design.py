@@ -209,6 +209,73 @@ def _with_lanes(graph: Graph, mappings: list[RecurrentMapping], device: Device) 
 
 
 @dataclass(frozen=True)
+class SequencePerformance:
+    """A recurrent design's ``estimate()`` (``protocol.Performance``): a batch is one sequence, its
+    ``interval_ns`` the sequence's steps one after the other, its ``latency_ns`` the sequence
+    latency, no memory tiles. ``step_interval_ns`` is the step model's interval per step (what
+    TVALID-to-TVALID measures); every other attribute of the step model (``model``: one layer's
+    :class:`~aieflow.recurrent.model.RecurrentPerformance` or a stack's
+    :class:`~aieflow.recurrent.stack.StackedPerformance`), e.g. ``step_latency_ns``,
+    ``breakdown_ns``, ``sequence_latency_ns``, ``steps``, ``tiles``, ``layers``, reads through."""
+
+    model: RecurrentPerformance | StackedPerformance
+    macs_per_sample: int  # one sequence's (RecurrentDesign.macs_per_sample)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name == "model":  # copy / pickle probes, and before model is set
+            raise AttributeError(name)
+        return getattr(self.model, name)
+
+    @property
+    def step_interval_ns(self) -> float:
+        return self.model.interval_ns
+
+    @property
+    def latency_ns(self) -> float:
+        return self.model.sequence_latency_ns
+
+    @property
+    def interval_ns(self) -> float:
+        return self.model.interval_ns * self.model.steps
+
+    @property
+    def batch(self) -> int:
+        return 1
+
+    @property
+    def throughput_ops_per_s(self) -> float:
+        return 2 * self.macs_per_sample / (self.interval_ns * 1e-9)
+
+    @property
+    def bound(self) -> str:
+        return self.model.bound
+
+    @property
+    def tiles_used(self) -> int:
+        return self.model.tiles
+
+    @property
+    def memory_tiles_used(self) -> int:
+        return 0
+
+    def breakdown_parts(self) -> list[tuple[str, float, dict[str, Any]]]:
+        """The loop's parts per step, then the head's per sequence."""
+        return ([(k, v, {"per": "step"}) for k, v in self.model.breakdown_ns.items()]
+                + [(k, v, {"per": "sequence"}) for k, v in self.model.head_breakdown_ns.items()])
+
+    def extra_json(self) -> dict[str, Any]:
+        """``step_interval_ns``, then the step model's own keys (step latency and breakdown, fill,
+        head; a stack's layers)."""
+        own = self.model.to_json()
+        own.pop("interval_ns")
+        return {"step_interval_ns": self.step_interval_ns, **own}
+
+    def to_json(self) -> dict[str, Any]:
+        """design.json's ``performance`` (``design_schema.performance_json``)."""
+        return design_schema.performance_json(self)
+
+
+@dataclass(frozen=True)
 class RecurrentDesign:
     graph: Graph
     device: Device
@@ -257,11 +324,12 @@ class RecurrentDesign:
         return "\n".join([self.summary(), design_schema.breakdown_text(self.to_json()["performance"]),
                           *system_report_lines(self)])
 
-    def estimate(self) -> RecurrentPerformance | StackedPerformance:
-        """One layer: its step model (``model.py``); a stack: the layers chained (``stack.py``)."""
+    def estimate(self) -> SequencePerformance:
+        """Per sequence (:class:`SequencePerformance`) over the step model: one layer's
+        (``model.py``) or the stack's, its layers chained (``stack.py``)."""
         if self.stack is not None:
-            return estimate_stack(self.stack, self.device)
-        return estimate_recurrent(self.mapping, self.device)
+            return SequencePerformance(estimate_stack(self.stack, self.device), self.macs_per_sample())
+        return SequencePerformance(estimate_recurrent(self.mapping, self.device), self.macs_per_sample())
 
     def verify(self, x: Any = None, samples: int = 16, seed: int = 0, **kwargs: Any):
         from .verify import verify
@@ -280,7 +348,7 @@ class RecurrentDesign:
             "mapping": self.mapping.to_json() if self.stack is None else self.stack.to_json(),
             "resources": {"compute_tiles": perf.tiles, "compute_tiles_available": self.device.compute_tiles,
                           "memory_tiles": 0, "interface_tiles": perf.interface_tiles},
-            "performance": system_attach(self._performance_json(perf), self, "recurrent"),
+            "performance": system_attach(design_schema.performance_json(perf), self, "recurrent"),
             "exploration": self.exploration.to_json() if self.exploration else self.saved_exploration,
         }
         if self.stack is not None:  # every layer: its attributes, mapping and tiles
@@ -302,21 +370,6 @@ class RecurrentDesign:
             macs += (3 if n.op == "gru" else 4) * a["hidden_size"] * (a["input_size"] + a["hidden_size"]) * a["seq_len"]
         return macs + sum(n.attrs["in_features"] * n.attrs["out_features"] for n in self.head if n.op == "dense")
 
-    def _performance_json(self, perf: RecurrentPerformance | StackedPerformance) -> dict[str, Any]:
-        """The common ``performance``: a batch is one sequence, its interval the steps one after the
-        other (``step_interval_ns`` apart), no memory tiles; then the recurrent model's own keys
-        (step latency and breakdown, fill, head)."""
-        own = perf.to_json()
-        step = own.pop("interval_ns")
-        interval = step * perf.steps
-        return design_schema.performance(
-            latency_ns=perf.sequence_latency_ns, interval_ns=interval, batch=1,
-            throughput_ops_per_s=2 * self.macs_per_sample() / (interval * 1e-9), bound=perf.bound,
-            tiles_used=perf.tiles, memory_tiles_used=0,
-            parts=[(k, v, {"per": "step"}) for k, v in perf.breakdown_ns.items()]
-            + [(k, v, {"per": "sequence"}) for k, v in perf.head_breakdown_ns.items()],
-            extra={"step_interval_ns": step, **own})
-
     def summary(self) -> str:
         p = self.estimate()
         fixed = "fp32" if self.layer.types.is_float else "fixed point"
@@ -329,7 +382,7 @@ class RecurrentDesign:
                 f"{n.name}: {n.op.upper()} {n.attrs['input_size']} -> {n.attrs['hidden_size']}, {n.attrs['seq_len']} steps"
                 f" on {self.device.board} ({fixed})",
                 f"  mapping: {self.mapping.describe()}",
-                f"  per step: {p.step_latency_ns:.1f} ns ({parts}); interval {p.interval_ns:.1f} ns; bound {p.bound}",
+                f"  per step: {p.step_latency_ns:.1f} ns ({parts}); interval {p.step_interval_ns:.1f} ns; bound {p.bound}",
             ]
         else:
             lines = [f"{len(self.layers)} stacked recurrent layers, {self.layer.attrs['seq_len']} steps on {self.device.board} "
@@ -337,7 +390,8 @@ class RecurrentDesign:
             for i, (n, m, lp) in enumerate(zip(self.layers, self.stack.layers, p.layers, strict=True)):
                 lines.append(f"  layer {i} {n.name}: {n.op.upper()} {n.attrs['input_size']} -> {n.attrs['hidden_size']}: "
                              f"{m.describe()}; step {lp.step_latency_ns:.1f} ns, interval {lp.interval_ns:.1f} ns")
-            lines.append(f"  per step (slowest layer): {p.step_latency_ns:.1f} ns; interval {p.interval_ns:.1f} ns; bound {p.bound}")
+            lines.append(f"  per step (slowest layer): {p.step_latency_ns:.1f} ns; interval {p.step_interval_ns:.1f} ns; "
+                         f"bound {p.bound}")
         for i, (n, m) in enumerate(zip(self.layers, self.mappings, strict=True)):
             if not n.types.is_float:
                 which = f"layer {i} " if self.stack is not None else ""
