@@ -188,6 +188,33 @@ def test_recurrent_front_points_compile_to_their_figures():
         _rnn_matches(p, d)
 
 
+def test_recurrent_compact_and_grid_behind_a_conv1d_front_end_refused_alike_and_costed_as_estimated():
+    """A compact or grid layer behind a Conv1d front end is modelled, not generated: explore and
+    compile refuse the forced distribution alike, by name, and the search's figure for such a
+    mapping (what explore ranks) is its design estimate: one cost model, the stage graph of its
+    mapped graph with the front's stages in it (tests/test_recurrent_mapped.py has the hand count)."""
+    from test_recurrent_front import ConvGru, _data, _model
+
+    from aieflow.recurrent.model import estimate_recurrent
+    from aieflow.recurrent.plan import build_compact, build_grid
+    from aieflow.recurrent.select import mapping_point
+
+    model, x = _model(ConvGru, cout=8, hidden=8), _data((16, 6, 12))
+    for dist, keys in (("compact", {}), ("grid", {"chains": 2})):
+        cfg = {"precision": "int16", "layers": {"gru": {"mapping": {"distribution": dist, **keys}}}}
+        msgs = []
+        for fn in (aieflow.explore, aieflow.compile):
+            with pytest.raises(AieflowError) as e:
+                fn(model, device="vek280", example_input=x[:1], calibration=x, config=cfg)
+            msgs.append(str(e.value))
+        assert all(f"a Conv1d front end before a {dist} layer is not generated" in msg for msg in msgs), msgs
+    d = aieflow.compile(model, device="vek280", example_input=x[:1], calibration=x, config={"precision": "int16"})
+    for m in (build_compact(d.mapping.dims, d.device), build_grid(d.mapping.dims, d.device, 2)):
+        p, e = mapping_point(m, d.device), estimate_recurrent(m, d.device)
+        assert e.stages[0].name == "front0" and "x_in" in [s.name for s in e.stages]
+        assert _close(p.latency_ns, e.sequence_latency_ns) and _close(p.interval_ns, e.interval_ns)
+
+
 def test_stacked_recurrent_pick_and_front_points_compile_to_their_figures():
     model = gru_classifier(layers=2)
     for target in (None, "latency"):

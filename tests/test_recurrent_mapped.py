@@ -8,6 +8,7 @@ to catch broken graphs (packet switches and PL kernels included)."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from dataclasses import replace
@@ -485,6 +486,54 @@ def test_a_conv1d_front_end_is_part_of_the_w_path_of_the_stage_graph():
     assert sg.recurrences == (("aggregate", "h_in"),)
     e, c = estimate_recurrent(m, dev), estimate_closed(m, dev)
     assert (e.interval_ns, e.sequence_latency_ns) == pytest.approx((c.interval_ns, c.sequence_latency_ns), rel=1e-9)
+
+
+def test_a_compact_or_grid_layer_behind_a_conv1d_front_end_runs_the_front_in_its_stage_graph():
+    """The Conv1d -> GRU case's layer as a compact tile and as a grid of 2 chains (modelled, not
+    generated: ``plan._tile_limits``): the stage graph is the chain front0 (the x PLIO and the first
+    convolution), front1, ``x_in`` (the last convolution's stream into the tile(s)), [the W x
+    partners], the cell / gate tiles, [the head tile], the output PLIO.  Hand count: the front
+    stages are the compiled row-wise design's own (its estimate), x_in is n_in 32-bit words at the
+    core stream port's rate plus the fixed stream latency and two switch hops (across from the
+    front's column, up one row), the cell / partner / gate stages are those of the same layer
+    without the front; the estimate is that tandem's: the first step passes every stage once,
+    later steps follow at the slowest stage's occupancy (here the second convolution), then the
+    head; the search's point (what ``explore`` ranks) is the same figure."""
+    from aieflow.mapped.estimate import stage_graph
+    from aieflow.perf import movement as mv
+    from aieflow.recurrent.lower import costed
+    from aieflow.recurrent.model import estimate_recurrent, head_stage, step_stages
+    from aieflow.recurrent.plan import build_compact, build_grid, violations
+    from aieflow.recurrent.select import mapping_point
+
+    d = CASES["conv-gru-vek280"]()
+    layers, _ = split_layers(d.graph)
+    dev, dims = d.device, d.mappings[0].dims
+    front = [(s.name, s.occupancy, s.delay) for s in d.estimate().stages if s.name.startswith("front")]
+    assert [n for n, *_ in front] == ["front0", "front1"]
+    bare = replace(dims, front=())
+    x_in = ("x_in", math.ceil(dims.n_in * 4 / mv.core_stream_bytes_per_cycle(dev)),
+            mv.STREAM_FIXED_CYCLES + 2 * mv.SWITCH_HOP_CYCLES)
+    for m, plain in ((build_compact(dims, dev), build_compact(bare, dev)), (build_grid(dims, dev, 2), build_grid(bare, dev, 2))):
+        assert any("Conv1d front end" in v for v in violations(m, dev))  # modelled, not generated
+        own = [(s.name, s.occupancy, s.delay) for w in step_stages(plain, dev) for s in w if s.name != "x_in"]
+        want = [*front, x_in, *own, *([("head_tile", 0.0, 0.0)] if m.grid else []), ("y_out", 0.0, 0.0)]
+        sg = stage_graph(costed(lower(layers, [m], dev, sequence_front(d.graph)), [m], dev))
+        names = [n for n, *_ in want]
+        assert [c.name for c in sg.stages] == names
+        assert [x for c in sg.stages for x in (c.occupancy_ns, c.delay_ns)] == pytest.approx(
+            [mv.cycles_to_ns(x, dev) for w in want for x in w[1:]])
+        assert sg.after == {n: tuple(names[i - 1:i]) for i, n in enumerate(names)} and sg.recurrences == ()
+        first = sum(o + dl for _, o, dl in want)
+        interval = max(o for _, o, _ in want)
+        assert interval == front[1][1]  # the second convolution, not the cell, bounds the interval
+        head = head_stage(m, dev)
+        seq = first + (dims.seq_len - 1) * interval + head.occupancy + head.delay
+        e, p = estimate_recurrent(m, dev), mapping_point(m, dev)
+        assert e.interval_ns == pytest.approx(mv.cycles_to_ns(interval, dev), rel=1e-9)
+        assert e.sequence_latency_ns == pytest.approx(mv.cycles_to_ns(seq, dev), rel=1e-9)
+        assert e.bound == "input path: front1 (compute)"
+        assert (p.interval_ns, p.latency_ns) == pytest.approx((e.interval_ns, e.sequence_latency_ns), rel=1e-9)
 
 
 @pytest.mark.parametrize("name", ["stack-hybrid-then-aie-column-vck190", "stack-compact-then-hybrid-vek280",

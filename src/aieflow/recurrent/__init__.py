@@ -14,7 +14,6 @@ from .model import (
     RecurrentPerformance,
     estimate_closed,
     estimate_recurrent,
-    step_pipeline,
     step_stages,
 )
 from .plan import (
@@ -61,7 +60,6 @@ __all__ = [
     "plan_recurrent",
     "plan_stack",
     "stack_violations",
-    "step_pipeline",
     "step_stages",
     "violations",
 ]

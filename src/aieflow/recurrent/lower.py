@@ -254,7 +254,8 @@ def costed(mg: MappedGraph, mappings: Sequence[RecurrentMapping], device: Device
     ``model.head_stage``).  A stacked layer whose x comes by stream from the previous layer's
     output has that link carry its ``x_in`` (compact) or its x inside ``w_mac``.
 
-    Compact and grid: the x PLIO ``x_in``, the compact tile ``cell``; the grid's W x partners
+    Compact and grid: the x PLIO ``x_in`` (behind a front end, the x PLIO with the first
+    convolution ``front0``, the stream out of the last one ``x_in``), the compact tile ``cell``; the grid's W x partners
     ``w_partner``, its gate tiles ``grid`` (their h exchange through the merge stays inside the
     stage: each step's recurrence is the stage's own occupancy), its head tile nothing per step;
     with C > 1 tiles per chain the partial-sum tiles are in the ``grid`` stage too."""
@@ -284,6 +285,8 @@ def costed(mg: MappedGraph, mappings: Sequence[RecurrentMapping], device: Device
         if dst in layer_of and src in layer_of and layer_of[src] == layer_of[dst] - 1:  # a stream from the previous layer
             li = layer_of[dst]
             return replace(ln, cost=costs[name(li, "x_in")]) if mappings[li].compact else ln
+        if src == last_front and owner.get(dst, (0, ""))[1] in ("cell", "w_partner"):  # the front end's steps into compact / grid
+            return replace(ln, cost=costs[name(0, "x_in")])
         if ln.kind == "packet" and src in layer_of and src not in switches:  # a sender into its merge
             li, r = owner[src]
             return replace(ln, cost=costs[name(li, "route" if r == "u_mac" else "w_route")]) if r in ("u_mac", "w_mac") else ln
@@ -292,6 +295,7 @@ def costed(mg: MappedGraph, mappings: Sequence[RecurrentMapping], device: Device
         return ln
 
     switches = {sw.var for sw in mg.switches}
+    last_front = f"front[{len(mappings[0].dims.front) - 1}]"
     kernels = tuple(replace(k, cost=cost(k.var)) for k in mg.kernels)
     plios = tuple(replace(p, cost=cost(p.var)) for p in mg.plios)
     pl = tuple(replace(k, cost=costs[name(int(k.name.rsplit("_l", 1)[1]), "aggregate")], carried=("h_out",))
@@ -379,6 +383,15 @@ def lower(layers: Sequence[Node], mappings: Sequence[RecurrentMapping], device: 
     def stream(src: Port, var: str, index: int = 0, kind: str = "stream") -> None:
         links.append(Link(kind, src, Port(var, "in", index)))
 
+    def front_end(li: int, x_src: Port) -> Port:
+        """Layer 0's input steps go through the convolutions first: the last one's output port."""
+        if li == 0 and front is not None:
+            for i, c in enumerate(front.convs):
+                kernel(f"front[{i}]", c.name, f"SeqConv<rnn_front::F{i}>", _front_args(i), 1, 1)
+                stream(x_src, f"front[{i}]")
+                x_src = Port(f"front[{i}]", "out", 0)
+        return x_src
+
     n = len(mappings)
     for li, (node, m) in enumerate(zip(layers, mappings, strict=True)):
         lay = layout(m, device)
@@ -389,6 +402,8 @@ def lower(layers: Sequence[Node], mappings: Sequence[RecurrentMapping], device: 
             x_src = Port(f"x{li}", "out", 0)
         else:
             x_src = y_port(li - 1, mappings, device)
+        if m.compact or m.grid:  # a front end before them is modelled, not generated (plan._tile_limits)
+            x_src = front_end(li, x_src)
         if m.compact:
             kernel(f"c{li}", node.name, f"CompactCell<{ns(li)}::CCfg>", _compact_args(li), 1, 1)
             stream(x_src, f"c{li}")
@@ -432,11 +447,7 @@ def lower(layers: Sequence[Node], mappings: Sequence[RecurrentMapping], device: 
             if one:
                 kernel(f"o{li}", node.name, f"AggOutput<{ns(li)}::AggCfg>", (), 1, 1)
                 stream(h_src, f"o{li}")
-        if li == 0 and front is not None:  # the input steps go through the convolutions first
-            for i, c in enumerate(front.convs):
-                kernel(f"front[{i}]", c.name, f"SeqConv<rnn_front::F{i}>", _front_args(i), 1, 1)
-                stream(x_src, f"front[{i}]")
-                x_src = Port(f"front[{i}]", "out", 0)
+        x_src = front_end(li, x_src)
         for tag, nsrc, src in (("u", len(lay.u), h_src), ("w", len(lay.w), x_src)):
             column, cas = _col(lay, tag)
             for i in range(nsrc):

@@ -28,11 +28,10 @@ layer's mapped graph (``lower.costed``, :func:`mapped_cycles`): the W path and t
 ``aggregate``, the h return ``aggregate -> h_in`` is a recurrence, and step 0 has no h return (the
 U kernels start from h = 0), so the first step is ``max(W path, u_mac + route) + aggregate``; the
 interval is the loop's own latency unless the W path is slower (then latency grows with the input
-size).  The search costs the same in closed form (:func:`graph_cycles`).  A stack
-(``stack.estimate_stack``) runs the stage graph of its mapped graph (:func:`stack_cycles`); a
-compact or grid layer behind a Conv1d front end still runs the step as a chain
-(:func:`step_pipeline`, :func:`closed_cycles`): the W path in front of the loop, so there the first
-step also waits for W x_0 and the h return.
+size).  The search costs the same in closed form (:func:`graph_cycles`).  A compact or grid
+layer (behind a Conv1d front end too: its front stages, then x over a stream into the tile(s)) and
+a stack (``stack.estimate_stack``) run the stage graph of their mapped graph (:func:`mapped_cycles`,
+:func:`stack_cycles`), the search included.
 """
 
 from __future__ import annotations
@@ -46,9 +45,8 @@ from typing import Any
 
 from ..devices import Device, get_device
 from ..mapped.ir import Cost
-from ..passes.transport import PING_PONG
 from ..perf import movement as mv
-from ..perf.simulate import Pipeline, StageSpec, run_pipeline
+from ..perf.simulate import run_pipeline
 from . import front as fr
 from .costs import (
     AGG_PACKET_CYCLES,
@@ -138,19 +136,34 @@ def _drain(burst: float, total: float, spacing_window: float) -> float:
     return max(burst, total - spacing_window)
 
 
+def _x_in(mapping: RecurrentMapping, device: Device, rows: int) -> StepStage:
+    """x_t into a compact tile or a grid's W x partners (``rows`` up the array from the
+    interface row), n_in words unpadded: through the x PLIO; behind a Conv1d front end, over the
+    array's streams from the last front kernel in the column before the layer's (one hop across,
+    ``rows`` up: the row-wise W x stream's count, ``step_stages``)."""
+    x_bytes = mapping.dims.n_in * WORD_BYTES
+    if mapping.dims.front:
+        x = mv.stream_transfer(x_bytes, device, rows + 1)
+        kind, rate = "stream", mv.core_stream_bytes_per_cycle(device) / WORD_BYTES
+    else:
+        x = mv.plio_stream_transfer(x_bytes, device, device.memory_tile_rows + rows, mapping.plio_bits)
+        kind, rate = "plio", mv.plio_stream_bytes_per_cycle(device, mapping.plio_bits) / WORD_BYTES
+    return StepStage("x_in", kind, x.bound, x.busy_cycles, x.latency_cycles,
+                     MappingProxyType({"x_in": x.busy_cycles + x.latency_cycles}), words=mapping.dims.n_in, rate=rate)
+
+
 def compact_stages(mapping: RecurrentMapping, device: Device) -> tuple[tuple[StepStage, ...], tuple[StepStage, ...]]:
-    """The compact tile's step (rnn_compact.h): the W path is x_t arriving, n_in words unpadded,
-    through its PLIO (a stacked layer's x comes by stream from the previous layer: costed as a PLIO
-    too, conservatively, as the spread mappings' stacks are; the stream FIFO holds x_t until the
-    tile reads it); the loop is one stage, the tile's core: x_t read one word per cycle
-    ("broadcast"), the W x and U h MACs ("mac"), their vector finish ("reduction"), the gate math
-    and h copied for the next step ("aggregation").  Its recurrence is itself (h stays in the tile)."""
+    """The compact tile's step (rnn_compact.h): the W path is the Conv1d front end's stages
+    (:func:`front_stages`), if any, then x_t arriving, n_in words unpadded (:func:`_x_in`: through
+    its PLIO, or over a stream from the last front kernel; a stacked layer's x comes by stream from
+    the previous layer: costed as a PLIO too, conservatively, as the spread mappings' stacks are;
+    the stream FIFO holds x_t until the tile reads it); the loop is one stage, the tile's core: x_t
+    read one word per cycle ("broadcast"), the W x and U h MACs ("mac"), their vector finish
+    ("reduction"), the gate math and h copied for the next step ("aggregation").  Its recurrence
+    is itself (h stays in the tile).  A front end before a compact layer is modelled, not
+    generated (``plan._tile_limits``)."""
     dims, pair = mapping.dims, mapping.dims.pair
-    x_bytes = dims.n_in * WORD_BYTES
-    x = mv.plio_stream_transfer(x_bytes, device, device.memory_tile_rows + mapping.u_rows, mapping.plio_bits)
-    rate = mv.plio_stream_bytes_per_cycle(device, mapping.plio_bits) / WORD_BYTES
-    x_in = StepStage("x_in", "plio", x.bound, x.busy_cycles, x.latency_cycles,
-                     MappingProxyType({"x_in": x.busy_cycles + x.latency_cycles}), words=dims.n_in, rate=rate)
+    x_in = _x_in(mapping, device, mapping.u_rows)
     rows = dims.gates * dims.n_h
     fu, fw = dims.finish_ops if dims.fixed else (0, 0)
     u_mac, u_fin = compact_product_cycles(rows, dims.n_h, device, pair, dims.kernel("u", "compact"), fu)
@@ -158,31 +171,29 @@ def compact_stages(mapping: RecurrentMapping, device: Device) -> tuple[tuple[Ste
     read = dims.n_in * WORD_BYTES / mv.core_stream_bytes_per_cycle(device)
     gates = compact_gate_cycles(dims.cell, dims.n_h, pair, dims.gate_form) + dims.n_h * COMPACT_STATE_COPY_CYCLES
     parts = {"broadcast": read, "mac": u_mac + w_mac, "reduction": u_fin + w_fin, "aggregation": gates}
-    cell = StepStage("cell", "kernel", "compute", sum(parts.values()), 0.0, MappingProxyType(parts), tiles=mapping.tiles)
-    return (x_in,), (cell,)
+    cell = StepStage("cell", "kernel", "compute", sum(parts.values()), 0.0, MappingProxyType(parts), tiles=1)
+    return (*front_stages(mapping, device), x_in), (cell,)
 
 
 def grid_stages(mapping: RecurrentMapping, device: Device) -> tuple[tuple[StepStage, ...], tuple[StepStage, ...]]:
-    """The generated grid mapping's step (rnn_grid.h; ``grid.grid_step``'s parts): the W path is x_t
-    through its PLIO, then the W x partners (x read, W x of the chain's rows, the finish, gx written
-    on the cascade), which run a step ahead; the loop is one stage, a chain (U h over each tile's
-    column block, the partial sums down the cascade, the gate tile's finish, the gate math of its
-    units and the gx read, the h exchange through the merge), whose recurrence is itself and the
-    other chains'."""
+    """The generated grid mapping's step (rnn_grid.h; ``grid.grid_step``'s parts): the W path is
+    the Conv1d front end's stages (:func:`front_stages`), if any, then x_t (:func:`_x_in`: through
+    its PLIO, or over a stream from the last front kernel), then the W x partners (x read, W x of
+    the chain's rows, the finish, gx written on the cascade: ``grid_step``'s fill less its x PLIO),
+    which run a step ahead; the loop is one stage, a chain (U h over each tile's column block, the
+    partial sums down the cascade, the gate tile's finish, the gate math of its units and the gx
+    read, the h exchange through the merge), whose recurrence is itself and the other chains'.  A
+    front end before a grid layer is modelled, not generated (``plan._tile_limits``)."""
     from .grid import grid_step
 
     dims = mapping.dims
     g = grid_step(dims, device, mapping.chains, mapping.chain_len, mapping.gate_cycles or None, mapping.plio_bits)
-    x_bytes = dims.n_in * WORD_BYTES
-    x = mv.plio_stream_transfer(x_bytes, device, device.memory_tile_rows + 1, mapping.plio_bits)
-    rate = mv.plio_stream_bytes_per_cycle(device, mapping.plio_bits) / WORD_BYTES
-    x_in = StepStage("x_in", "plio", x.bound, x.busy_cycles, x.latency_cycles,
-                     MappingProxyType({"x_in": x.busy_cycles + x.latency_cycles}), words=dims.n_in, rate=rate)
-    fill = g.fill_ns * device.clock_hz / 1e9 - x.busy_cycles - x.latency_cycles
+    x = mv.plio_stream_transfer(dims.n_in * WORD_BYTES, device, device.memory_tile_rows + 1, mapping.plio_bits)
+    fill = g.fill_ns * device.clock_hz / 1e9 - x.busy_cycles - x.latency_cycles  # grid_step's fill: x PLIO + partner
     partner = StepStage("w_partner", "kernel", "compute", fill, 0.0, MappingProxyType({"w_partner": fill}),
                         tiles=mapping.w_tiles)
     cell = StepStage("grid", "kernel", "compute", g.cycles, 0.0, g.parts, tiles=mapping.u_tiles + mapping.aggregator_tiles)
-    return (x_in, partner), (cell,)
+    return (*front_stages(mapping, device), _x_in(mapping, device, 1), partner), (cell,)
 
 
 @dataclass(frozen=True)
@@ -439,36 +450,6 @@ def relay_stage(mapping: RecurrentMapping, device: Device | str) -> StepStage | 
                      rate=mv.core_stream_bytes_per_cycle(device) / WORD_BYTES, tiles=1)
 
 
-def _spec(s: StepStage, device: Device, inp: str | None, out: str | None) -> StageSpec:
-    return StageSpec(
-        name=s.name,
-        kind=s.kind,
-        bound=s.bound,
-        occupancy_ns=mv.cycles_to_ns(s.occupancy, device),
-        delay_ns=mv.cycles_to_ns(s.delay, device),
-        input=inp,
-        output=out,
-        tiles=s.tiles,
-        cycles=s.occupancy,
-    )
-
-
-def step_pipeline(mapping: RecurrentMapping, device: Device | str) -> Pipeline:
-    """The step as a chain for ``run_pipeline``: W path, then the loop with its recurrence."""
-    device = get_device(device)
-    w_path, loop = step_stages(mapping, device)
-    stages = (*w_path, *loop)
-    names = [f"{s.name}:out" for s in stages[:-1]]
-    specs = tuple(_spec(s, device, names[i - 1] if i else None, names[i] if i < len(names) else None) for i, s in enumerate(stages))
-    return Pipeline(specs, MappingProxyType({n: PING_PONG for n in names}), recurrences=(recurrence(loop),))
-
-
-def recurrence(loop: tuple[StepStage, ...]) -> tuple[str, str]:
-    """The loop-carried edge: step t + 1 enters the loop (h_in, or the compact tile) only after
-    step t's last loop stage (aggregate, or the compact tile itself) has finished."""
-    return loop[-1].name, loop[0].name
-
-
 def _summary(
     mapping: RecurrentMapping,
     device: Device,
@@ -511,8 +492,8 @@ def _summary(
 def estimate_closed(mapping: RecurrentMapping, device: Device | str) -> RecurrentPerformance:
     """The search's costing of one layer (``select.mapping_point``): row- and column-wise, the
     stage graph's timing in closed form (:func:`graph_cycles`); compact and grid, their stage graph
-    (:func:`mapped_cycles`, memoised); a compact or grid layer behind a Conv1d front end, the step
-    chain in closed form (:func:`closed_cycles`).  The head follows the last step."""
+    (:func:`mapped_cycles`, memoised; behind a Conv1d front end too).  The head follows the last
+    step."""
     device = get_device(device)
     stages = step_stages(mapping, device)
     interval, _, seq = search_cycles(mapping, device, stages)[1:]
@@ -527,17 +508,14 @@ def search_cycles(mapping: RecurrentMapping, device: Device,
     step = sum(s.occupancy + s.delay for s in stages[1])  # the loop's critical path
     if not (mapping.compact or mapping.grid):
         return graph_cycles(stages, steps)
-    if not mapping.dims.front:
-        interval, first, seq = mapped_cycles(mapping, device)
-        return step, interval, first, seq
-    _, interval, seq = closed_cycles(stages, steps)
-    return step, interval, closed_cycles(stages, 1)[2], seq
+    interval, first, seq = mapped_cycles(mapping, device)
+    return step, interval, first, seq
 
 
 def closed_cycles(stages: tuple[tuple[StepStage, ...], tuple[StepStage, ...]], steps: int) -> tuple[float, float, float]:
-    """(step latency, interval, sequence latency) in cycles of the step chain (:func:`step_pipeline`:
-    the W path ahead of the loop, so the first step passes both), in closed form: what a compact or
-    grid layer behind a front end costs, and the upper end of a stack's bounds (``stack.stack_bounds``)."""
+    """(step latency, interval, sequence latency) in cycles of the step chain (the W path ahead of
+    the loop, so the first step passes both), in closed form: the upper end of a stack's bounds
+    (``stack.stack_bounds``)."""
     w_path, loop = stages
     step = sum(s.occupancy + s.delay for s in loop)
     interval = max(step, *(s.occupancy for s in w_path))
@@ -648,18 +626,11 @@ def stage_graph_cycles(mappings: Sequence[RecurrentMapping], device: Device) -> 
 def estimate_recurrent(mapping: RecurrentMapping, device: Device | str) -> RecurrentPerformance:
     """Simulate ``seq_len`` steps (at least 16, to measure the interval) with
     ``perf.simulate.run_pipeline``; sequence latency is the completion of step ``seq_len`` plus the
-    head (:func:`head_stage`).  Every mapping runs the stage graph of its mapped graph
-    (:func:`mapped_cycles`), except a compact or grid layer behind a Conv1d front end (the step
-    chain, :func:`step_pipeline`: the compact and grid stages have no front stages yet)."""
+    head (:func:`head_stage`).  Every mapping (row, column, hybrid, compact, grid; with or without
+    a Conv1d front end) runs the stage graph of its mapped graph (:func:`mapped_cycles`)."""
     device = get_device(device)
-    steps = mapping.dims.seq_len
-    stages = step_stages(mapping, device)
-    if not ((mapping.compact or mapping.grid) and mapping.dims.front):
-        interval, _, done = mapped_cycles(mapping, device)
-        return _summary(mapping, device, stages, interval, done)
-    sim = run_pipeline(step_pipeline(mapping, device), batches=max(steps, 16))
-    to_cycles = device.clock_hz / 1e9
-    return _summary(mapping, device, stages, sim.interval_ns * to_cycles, sim.completions_ns[steps - 1] * to_cycles)
+    interval, _, done = mapped_cycles(mapping, device)
+    return _summary(mapping, device, step_stages(mapping, device), interval, done)
 
 
 def sequence_json(p: Any) -> dict[str, Any]:
