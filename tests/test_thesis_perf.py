@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 
+import numpy as np
 import pytest
 from cases import build_design
 
@@ -94,11 +95,92 @@ def test_the_frame_is_the_hand_critical_path(thesis):
     pl3 = (2 * loop(64) + loop(1024) + loop(1024)) / PL_HZ
     want = t_in + aie1 + pl1 + aie2 + pl2 + aie3 + pl3
     assert e.latency_s == pytest.approx(want, rel=1e-12)
-    assert e.interval_s == e.latency_s  # one frame at a time
+    assert e.interval_s == pytest.approx(e.latency_s, rel=1e-12)  # one frame per host run
     assert sum(s.seconds for s in e.stages) == pytest.approx(e.latency_s, rel=1e-12)
     by = {(s.stage, s.where): s.seconds for s in e.stages}
     assert by[("conv3", "aie")] == pytest.approx(aie2) and by[("conv3:activation", "pl")] == pytest.approx(pl2)
     assert by[("conv1", "plio")] == pytest.approx(t_in)
+
+
+def _two_layers():
+    """A two-layer thesis design: conv1 (1 -> 8, 3 x 3, tanh) in 2 x 2 kernels of 4 x 10 x 8,
+    conv2 (8 -> 4) in 1 x 2 kernels of 4 x 72 x 8 on a 4 x 4 frame, PL kernels at 250 MHz."""
+    torch = pytest.importorskip("torch")
+    from torch import nn
+
+    import aieflow
+
+    class Two(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = nn.Conv2d(1, 8, 3, padding=1)
+            self.conv2 = nn.Conv2d(8, 4, 3, padding=1)
+
+        def forward(self, x):
+            return self.conv2(torch.tanh(self.conv1(x)))
+
+    torch.manual_seed(0)
+    x = np.random.default_rng(0).uniform(0, 1, (1, 1, 4, 4)).astype(np.float32)
+    cfg = {"precision": "fp32", "activations": {"tanh": "espcn-thesis"},
+           "cnn": {"mapping": "thesis", "mover_clock_mhz": 312.5},
+           "layers": {"conv1": {"mapping": {"tile": [4, 10, 8], "kernels": 4, "k_pad": 10, "pl_clock_mhz": 250}},
+                      "conv2": {"mapping": {"tile": [4, 72, 8], "kernels": 2, "pl_clock_mhz": 250}}}}
+    return aieflow.compile(Two().eval(), device="vck190", example_input=x, calibration=x, config=cfg)
+
+
+def test_a_two_layer_thesis_stage_graph_is_the_hand_count():
+    """The stage graph of the thesis mapping's mapped graph (``cnn.perf.thesis_costs`` on
+    ``emit_thesis.lower``), by hand: the host's run token, layer 0's two input windows (one 128-bit
+    PLIO each), each N block's kernels, each PL kernel's loops as a chain of steps (untile tile t =
+    (mi, ni) after its block ni's kernels, mi-major; tanh; im2col + write_window per block of
+    conv2, or the image's write out of the graph), single-buffered windows, one frame per run."""
+    from aieflow.cnn.perf import estimate_thesis, thesis_stage_graph
+    from aieflow.mapped.estimate import to_pipeline
+
+    d = _two_layers()
+    _, mg, sg, sim = thesis_stage_graph(d.plan)
+    mg.check()
+    ns = 1e9
+    t_in = 10 * 8 * 4 / 16 / MOVER_HZ * ns  # a 10 x 8 float window over a 128-bit PLIO
+    a0 = (200 + (4 // 4) * (10 // 2) * (8 // 4) * 32 / 8) / AIE_HZ * ns  # mmul<4,2,4> blocks at 8 MACs / cycle
+    a1 = (200 + (4 // 4) * (72 // 2) * (8 // 4) * 32 / 8) / AIE_HZ * ns
+    pl = 250e6
+    untile = 2 * loop(4 * 8) / pl * ns  # read_window + reorder of one 4 x 8 tile
+    tanh = loop(8 * 16) / pl * ns  # every conv1 output
+    im2col = 2 * loop(72 * 8) / pl * ns  # patch loop + write_window of one conv2 window
+    write = loop(4 * 16) / pl * ns  # the image
+    want = {
+        "host:run": (0.0, ()), "plio:in": (t_in, ("host:run",)),
+        "aie:0:0": (a0, ("plio:in",)), "aie:0:1": (a0, ("plio:in",)),
+        "pl:0:untile:0": (untile, ("aie:0:0",)), "pl:0:untile:1": (untile, ("aie:0:1", "pl:0:untile:0")),
+        "pl:0:untile:2": (untile, ("aie:0:0", "pl:0:untile:1")), "pl:0:untile:3": (untile, ("aie:0:1", "pl:0:untile:2")),
+        "pl:0:tanh": (tanh, ("pl:0:untile:3",)),
+        "pl:0:im2col:0": (im2col, ("pl:0:tanh",)), "pl:0:im2col:1": (im2col, ("pl:0:im2col:0",)),
+        "aie:1:0": (a1, ("pl:0:im2col:0",)), "aie:1:1": (a1, ("pl:0:im2col:1",)),
+        "pl:1:untile:0": (untile, ("aie:1:0",)), "pl:1:untile:1": (untile, ("aie:1:1", "pl:1:untile:0")),
+        "pl:1:write": (write, ("pl:1:untile:1",)),
+    }
+    got = {c.name: (c.occupancy_ns, set(sg.after[c.name])) for c in sg.stages}
+    assert set(got) == set(want)
+    for name, (occ, after) in want.items():
+        assert got[name][0] == pytest.approx(occ, rel=1e-12), name
+        assert got[name][1] == set(after), name
+    assert sg.sink == "pl:1:write" and sg.recurrences == (("pl:1:write", "host:run"),)
+    # single-buffered windows (adf::single_buffer on both kernel ports): the stages that write them
+    windows = {"plio:in", "aie:0:0", "aie:0:1", "pl:0:im2col:0", "pl:0:im2col:1", "aie:1:0", "aie:1:1"}
+    assert sg.single == windows
+    slots = to_pipeline(sg).buffers
+    assert {b for b, k in slots.items() if k == 1} == {f"out:{n}" for n in windows}
+    # the frame: conv1's windows, its kernels, four untiles, tanh, both conv2 windows, the second
+    # block's kernels, its untile (the first block's is hidden behind the second window), the write
+    latency = t_in + a0 + 4 * untile + tanh + 2 * im2col + a1 + untile + write
+    assert sim.latency_ns == pytest.approx(latency, rel=1e-12)
+    assert sim.interval_ns == pytest.approx(latency, rel=1e-12)  # one frame per host run
+    e = estimate_thesis(d.plan)
+    by = {(s.stage, s.where): s.seconds * ns for s in e.stages}
+    assert by == pytest.approx({("conv1", "plio"): t_in, ("conv1", "aie"): a0,
+                                ("conv1:activation", "pl"): 4 * untile + tanh + 2 * im2col, ("conv2", "aie"): a1,
+                                ("conv2:s2mm", "pl"): untile + write}, rel=1e-12)
 
 
 def test_the_host_starts_per_frame_what_the_system_model_charges(thesis):

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import __version__
 from ..mapped.adf import graph_header
-from ..mapped.ir import Kernel, Link, MappedGraph, Plio, PLKernel, Port
+from ..mapped.ir import Cost, Kernel, Link, MappedGraph, Plio, PLKernel, PLStep, Port
 from ..mapped.place import Block, Placement, Problem, problem, solve, staging
 from ..mapped.text import c_array
 from ..vitis import KERNELS_OBJECT, system_files
@@ -114,7 +114,7 @@ def graph_title(kernels: int) -> str:
         "Placement is fixed by location constraints (the thesis placed its kernels by hand)."))
 
 
-def lower(plan: CnnPlan, layers: list[dict], placement: Placement | None = None
+def lower(plan: CnnPlan, layers: list[dict], placement: Placement | None = None, costs: dict[str, Cost] | None = None
           ) -> tuple[MappedGraph, list[dict], list[dict]]:
     """The thesis mapping as a mapped graph: per convolution one input PLIO per N block
     (``<layer>_in<b>``, broadcast by ``plio`` links to the kernels of that block), grid_m x grid_n
@@ -122,11 +122,20 @@ def lower(plan: CnnPlan, layers: list[dict], placement: Placement | None = None
     single-buffered windows, one output PLIO per
     kernel (``<layer>_out<t>``); no kernel-to-kernel link.  Also the PLIOs as the PL side names
     them (``layer``, ``block`` / ``tile``, the PL kernel ``pl`` on the other end), for
-    system.cfg and the x86 harness.  ``layers``: :func:`layer_info` of each stage."""
-    return _lower(plan, layers, place_thesis(plan, layers) if placement is None else placement)
+    system.cfg and the x86 harness.  ``layers``: :func:`layer_info` of each stage.  ``costs``
+    (``cnn.perf.thesis_costs``, by name): attached to the kernels (``aie:<layer>:<block>``), the
+    PLIOs (layer 0's inputs ``plio:in``; a later layer's input block b is the ``write_window`` of
+    the PL step ``pl:<layer - 1>:im2col:<b>``, output tile t the ``read_window`` of
+    ``pl:<layer>:untile:<t>``) and the PL kernels' steps; the graph runs one frame per host run
+    (``MappedGraph.per_run``)."""
+    return _lower(plan, layers, place_thesis(plan, layers) if placement is None else placement, costs)
 
 
-def _lower(plan: CnnPlan, layers: list[dict], placement: Placement) -> tuple[MappedGraph, list[dict], list[dict]]:
+def _lower(plan: CnnPlan, layers: list[dict], placement: Placement, costs: dict[str, Cost] | None = None
+           ) -> tuple[MappedGraph, list[dict], list[dict]]:
+    def cost(name: str) -> Cost | None:
+        return None if costs is None else costs[name]
+
     kernels, links, plios, plio_in, plio_out = [], [], [], [], []
     mhz = plan.mover_clock_hz / 1e6
     cells = iter(kernel_cells(plan, placement))
@@ -134,41 +143,54 @@ def _lower(plan: CnnPlan, layers: list[dict], placement: Placement) -> tuple[Map
         gm, gn = lay.grid
         ident = L["ident"]
         for b in range(gn):
-            plio_in.append({"var": f"{ident}_in{b}", "layer": li, "block": b, "pl": layers[li - 1]["pl_name"] if li else ""})
+            plio_in.append({"var": f"{ident}_in{b}", "layer": li, "block": b, "pl": layers[li - 1]["pl_name"] if li else "",
+                            "cost": f"pl:{li - 1}:im2col:{b}" if li else "plio:in"})
         for mi in range(gm):
             for ni in range(gn):
                 t = mi * gn + ni
                 _, col, row = next(cells)
-                out = {"var": f"{ident}_out{t}", "layer": li, "tile": t, "pl": L["pl_name"]}
+                out = {"var": f"{ident}_out{t}", "layer": li, "tile": t, "pl": L["pl_name"], "cost": f"pl:{li}:untile:{t}"}
                 plio_out.append(out)
                 var, sym = f"k_{ident}_{mi}_{ni}", f"{ident}_m{mi}"
                 kernels.append(Kernel(
                     var, plan.stages[li].name, f"aieflow_thesis::MatmulTile<aieflow_design::{L['cfg']}>",
                     (f"aieflow_design::{sym}_w", f"aieflow_design::{sym}_b"), f"kernels/{ident}.cc", (col, row),
-                    (lay.k_pad * lay.tile_n,), (lay.tile_m * lay.tile_n,), single=(("in", 0), ("out", 0))))
+                    (lay.k_pad * lay.tile_n,), (lay.tile_m * lay.tile_n,), single=(("in", 0), ("out", 0)),
+                    cost=cost(f"aie:{li}:{ni}")))
                 links.append(Link("plio", Port(f"{ident}_in{ni}", "out", 0), Port(var, "in", 0)))
                 links.append(Link("plio", Port(var, "out", 0), Port(out["var"], "in", 0)))
-    plios = [Plio(p["var"], "in", PLIO_BITS, f"data/{p['var']}.txt", freq_mhz=mhz) for p in plio_in]
-    plios += [Plio(p["var"], "out", PLIO_BITS, f"data/{p['var']}.txt", freq_mhz=mhz) for p in plio_out]
+    plios = [Plio(p["var"], "in", PLIO_BITS, f"data/{p['var']}.txt", freq_mhz=mhz, cost=cost(p["cost"])) for p in plio_in]
+    plios += [Plio(p["var"], "out", PLIO_BITS, f"data/{p['var']}.txt", freq_mhz=mhz, cost=cost(p["cost"]))
+              for p in plio_out]
     headers = tuple(dict.fromkeys(f"weights/{k.args[0].removeprefix('aieflow_design::')[:-2]}.h" for k in kernels))
-    pl = tuple(_pl_kernel(plan, li, L, plio_in, plio_out) for li, L in enumerate(layers))
-    return MappedGraph(tuple(kernels), (), tuple(plios), tuple(links), headers, pl_kernels=pl), plio_in, plio_out
+    pl = tuple(_pl_kernel(plan, li, L, plio_in, plio_out, costs) for li, L in enumerate(layers))
+    return (MappedGraph(tuple(kernels), (), tuple(plios), tuple(links), headers, pl_kernels=pl, per_run=True),
+            plio_in, plio_out)
 
 
-def _pl_kernel(plan: CnnPlan, li: int, L: dict, plio_in: list[dict], plio_out: list[dict]) -> PLKernel:
+def _pl_kernel(plan: CnnPlan, li: int, L: dict, plio_in: list[dict], plio_out: list[dict],
+               costs: dict[str, Cost] | None = None) -> PLKernel:
     """Layer ``li``'s PL kernel (``pl/thesis_pl.cpp``: untile, then tanh + im2col + tile into the
     next layer's input PLIOs, or the pixel shuffle / s2mm out of the graph): port ``tiles_<t>`` on
     each of the layer's output PLIOs, ``out_<b>`` on each of the next layer's input PLIOs (``out_0``
     leaving the graph after the last layer); per frame (one call) it reads every output window's
-    elements at ``cnn/perf.PL_LOOP_II`` through ``PL_LOOP_DEPTH_CYCLES``."""
+    elements at ``cnn/perf.PL_LOOP_II`` through ``PL_LOOP_DEPTH_CYCLES``.  With ``costs``, its
+    steps (``cnn/perf.thesis_costs``' ``pl:<li>:...`` in order): each untile reads its tile's
+    port, each im2col writes its block's port, the last step writes the image out of the graph."""
     from .perf import PL_LOOP_DEPTH_CYCLES, PL_LOOP_II
 
     lay = plan.layers[li]
     ins = tuple((f"tiles_{p['tile']}", p["var"]) for p in plio_out if p["layer"] == li)
     nxt = [p for p in plio_in if p["layer"] == li + 1]
     outs = tuple((f"out_{p['block']}", p["var"]) for p in nxt) or (("out_0", ""),)
+    steps = []
+    for name in () if costs is None else (n for n in costs if n.startswith(f"pl:{li}:")):
+        what = name.split(":")[2:]
+        reads = (f"tiles_{what[1]}",) if what[0] == "untile" else ()
+        writes = (f"out_{what[1]}",) if what[0] == "im2col" else ("out_0",) if what[0] == "write" else ()
+        steps.append(PLStep(costs[name], reads, writes))
     return PLKernel(L["pl_name"], "pl/thesis_pl.cpp", ins, outs, PL_LOOP_II, PL_LOOP_DEPTH_CYCLES,
-                    lay.kernels * lay.tile_m * lay.tile_n, 1)
+                    lay.kernels * lay.tile_m * lay.tile_n, 1, steps=tuple(steps))
 
 
 def im2col_windows(L: dict, x: np.ndarray) -> np.ndarray:

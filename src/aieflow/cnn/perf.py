@@ -1,10 +1,10 @@
 """Performance model of the CNN mappings: cycles per kernel, PL loops, PLIO transfers, frame latency
 and frames per second.
 
-The stream mapping's steps are costs (``mapped.ir.Cost``) on its mapped graph
-(:func:`stream_costs`, attached by ``cnn.emit.lower``), simulated by the one estimate engine
-(``mapped.estimate.stage_graph`` + ``perf.simulate.run_pipeline``, as the chain's and the DAG's);
-the thesis mapping's frame is still a sum of its steps (:func:`estimate_thesis`).
+Both mappings' steps are costs (``mapped.ir.Cost``) on their mapped graphs (:func:`stream_costs`,
+attached by ``cnn.emit.lower``; :func:`thesis_costs`, attached by ``cnn.emit_thesis.lower``),
+simulated by the one estimate engine (``mapped.estimate.stage_graph`` +
+``perf.simulate.run_pipeline``, as the chain's and the DAG's).
 
 No latency or FPS of the ESPCN thesis is published in ``shared/spec/espcn-super-resolution.md``
 (its measured figures are held back for validation), so **no constant here is fitted to a
@@ -351,119 +351,127 @@ def pl_loops(plan: CnnPlan, i: int) -> list[PLLoop]:
     return loops
 
 
-@dataclass
-class _Item:
-    """One piece of a PL kernel's work in the frame timeline (seconds)."""
+def thesis_costs(plan: CnnPlan) -> dict[str, StageCost]:
+    """The costs ``cnn.emit_thesis.lower`` attaches to the thesis mapping's mapped graph, by name:
 
-    what: str
-    start: float
-    end: float
-    waited_for: int | None  # the N block whose AIE kernels it waited for (None: it followed its predecessor)
-
-
-def thesis_timeline(plan: CnnPlan) -> tuple[float, list[list[_Item]], list[float], float]:
-    """One frame of the thesis flow as the generated code runs it, every PL kernel started (and
-    waiting) when the frame starts: layer 0's windows arrive from the mm2s movers (one input PLIO
-    per N block, 128-bit words at the mover clock); an AIE kernel (mi, ni) runs when its single-
-    buffered input window ni is complete; the next PL kernel untiles the tiles in the order
-    ``untile`` reads them (mi-major), each when its kernel is done, then runs its other loops one
-    after the other; window ni of the next layer is complete when its ``write_window`` ends.
-
-    The AIE -> PL and PL -> AIE words move inside the PL's ``read_window`` / ``write_window``
-    loops (one 32-bit value per PL cycle, below the 128-bit PLIO's rate), so no separate PLIO
-    term; windows are single-buffered and a frame's layers share no kernel, so one frame is this
-    timeline.  Returns (latency, each PL kernel's items, each layer's AIE kernel time, the input
-    windows' arrival)."""
+    * ``plio:in``: layer 0's input PLIOs (one window each over its own 128-bit PLIO at the mover
+      clock, all in parallel);
+    * ``aie:<i>:<b>``: the kernels of layer i's N block b (each runs when its single-buffered window
+      b is complete, :func:`thesis_kernel_cycles`; the block's kernels in parallel);
+    * the steps of layer i's PL kernel (``PLKernel.steps``, :func:`pl_loops` in the order
+      ``pl/thesis_pl.cpp`` runs them): ``pl:<i>:untile:<t>`` per output tile t in ``untile``'s
+      order (mi-major; its ``read_window`` and reorder loops), also the cost of tile t's output
+      PLIO (the AIE -> PL words move inside that ``read_window``, one 32-bit value per PL cycle,
+      below the PLIO's rate: no PLIO term of their own); ``pl:<i>:tanh``; ``pl:<i>:im2col:<b>`` per
+      N block b of layer i + 1 (the patch loop and its ``write_window``), also the cost of that
+      block's input PLIO; or ``pl:<i>:shuffle`` then ``pl:<i>:write`` (the image out of the graph).
+    """
+    d = plan.device
     first = plan.layers[0]
-    t_in = first.k_pad * first.tile_n * 4 / PLIO_BYTES_PER_CYCLE / plan.mover_clock_hz  # one window per PLIO
-    ready = [t_in] * first.grid[1]
-    kernels: list[list[_Item]] = []
-    aies: list[float] = []
-    t = 0.0
+    nbytes = first.k_pad * first.tile_n * 4
+    out = {"plio:in": _step("plio:in", first.stage, "plio", nbytes / PLIO_BYTES_PER_CYCLE / plan.mover_clock_hz,
+                            f"{first.grid[1]} input PLIOs (mm2s) x {nbytes:,} B, 128-bit words at "
+                            f"{plan.mover_clock_hz / 1e6:g} MHz", kind="plio", bound="plio")}
     for i, lay in enumerate(plan.layers):
-        aie = thesis_kernel_cycles(lay) / plan.device.clock_hz
-        aies.append(aie)
+        cyc = thesis_kernel_cycles(lay)
+        for b in range(lay.grid[1]):
+            out[f"aie:{i}:{b}"] = _step(
+                f"aie:{i}:{b}", lay.stage, "aie", cyc / d.clock_hz,
+                f"{lay.kernels} kernels of {lay.tile_m} x {lay.k_pad} x {lay.tile_n}, {cyc:,.0f} cycles "
+                f"({cyc / d.clock_hz * 1e6:,.2f} us) each, on the frame's path after its last window",
+                kind="kernel", bound="compute", tiles=lay.grid[0], cycles=cyc)
         loops = {lp.what: lp for lp in pl_loops(plan, i)}
         clk = lay.pl_clock_hz
-        per_tile = (loops["untile: read_window"].cycles_per_run() + loops["untile: reorder"].cycles_per_run()) / clk
-        items: list[_Item] = []
-        t = 0.0
-        gm, gn = lay.grid
-        for _mi in range(gm):
-            for ni in range(gn):
-                done = ready[ni] + aie
-                waited = ni if done > t else None
-                start = max(t, done)
-                items.append(_Item("untile", start, start + per_tile, waited))
-                t = start + per_tile
-        nxt_ready: list[float] = []
-        for what, lp in loops.items():
-            if what.startswith("untile"):
-                continue
-            if what == "tile: write_window":
-                continue  # with its im2col, window by window
-            if what == "im2col":
-                w = (lp.cycles_per_run() + loops["tile: write_window"].cycles_per_run()) / clk
-                for _ in range(lp.runs):
-                    items.append(_Item("im2col + tile", t, t + w, None))
-                    t += w
-                    nxt_ready.append(t)
-                continue
-            items.append(_Item(what, t, t + lp.cycles() / clk, None))
-            t += lp.cycles() / clk
-        kernels.append(items)
-        ready = nxt_ready
-    return t, kernels, aies, t_in
+        busy = sum(lp.cycles() for lp in loops.values()) / clk
+        detail = " + ".join(f"{lp.what} {lp.runs} x {lp.trips}" for lp in loops.values())
+        detail = f"{detail} at II {PL_LOOP_II}, {clk / 1e6:g} MHz: {busy * 1e6:,.1f} us busy"
+
+        def pl(name: str, cycles: int, _i=i, _detail=detail, _clk=clk) -> None:
+            out[f"pl:{_i}:{name}"] = _step(f"pl:{_i}:{name}", f"{plan.layers[_i].stage}:{plan.layers[_i].pl_kernel}",
+                                          "pl", cycles / _clk, _detail, kind="pl", bound="pl")
+
+        per_tile = loops["untile: read_window"].cycles_per_run() + loops["untile: reorder"].cycles_per_run()
+        for t in range(lay.kernels):
+            pl(f"untile:{t}", per_tile)
+        if "tanh LUT" in loops:
+            pl("tanh", loops["tanh LUT"].cycles())
+        if "im2col" in loops:
+            for b in range(loops["im2col"].runs):
+                pl(f"im2col:{b}", loops["im2col"].cycles_per_run() + loops["tile: write_window"].cycles_per_run())
+        if "pixel shuffle" in loops:
+            pl("shuffle", loops["pixel shuffle"].cycles())
+        if "write_window" in loops:
+            pl("write", loops["write_window"].cycles())
+    return out
+
+
+def thesis_stage_graph(plan: CnnPlan):
+    """(costs, mapped graph, stage graph, simulation) of the thesis mapping with
+    :func:`thesis_costs` attached (``cnn.emit_thesis.lower``), built once per plan."""
+    from ..mapped.cache import memo
+    from .emit import stage_idents
+    from .emit_thesis import layer_info, lower
+
+    def build():
+        info = thesis_costs(plan)
+        idents = stage_idents(plan.stages)
+        layers = [layer_info(s, lay, idents[i]) for i, (s, lay) in enumerate(zip(plan.stages, plan.layers, strict=True))]
+        mg, _, _ = lower(plan, layers, costs={n: c.cost for n, c in info.items()})
+        sg = stage_graph(mg)
+        return info, mg, sg, run_pipeline(to_pipeline(sg))
+
+    return memo(plan, "cnn:thesis", (), build)
+
+
+def critical_path(sg) -> list[str]:
+    """The stages on the first frame's critical path through the thesis stage graph ``sg``, sink
+    first: each stage's finish is its latest predecessor's plus its occupancy (one frame in flight:
+    nothing else delays it); a tie goes to a PL step (``pl:...``: the step before, in the same PL
+    kernel) over the kernels it waits for."""
+    occ = {c.name: c.occupancy_ns for c in sg.stages}
+    finish: dict[str, float] = {}
+    for c in sg.stages:
+        finish[c.name] = max((finish[p] for p in sg.after[c.name]), default=0.0) + occ[c.name]
+    path, n = [], sg.sink
+    while True:
+        path.append(n)
+        if not sg.after[n]:
+            return path
+        best = max(finish[p] for p in sg.after[n])
+        n = next(p for p in sorted(sg.after[n], key=lambda p: not p.startswith("pl:")) if finish[p] == best)
 
 
 def estimate_thesis(plan: CnnPlan) -> CnnPerformance:
-    """Single-buffered windows and one frame at a time (interval = latency): the frame is
-    :func:`thesis_timeline`; its stages are the time each step adds to the frame's critical path
-    (traced back from the last write), so they add up to the latency; each stage's detail gives
-    its whole time, hidden part included."""
-    latency, kernels, aies, t_in = thesis_timeline(plan)
-    exposed_pl = [0.0] * len(plan.layers)
-    exposed_aie = [0.0] * len(plan.layers)
-    exposed_in = 0.0
-    li, idx = len(kernels) - 1, len(kernels[-1]) - 1
-    while True:  # the critical path, backwards
-        item = kernels[li][idx]
-        exposed_pl[li] += item.end - item.start
-        if item.waited_for is None:
-            idx -= 1
-            continue
-        exposed_aie[li] += aies[li]
-        if li == 0:
-            exposed_in = t_in
-            break
-        li, idx = li - 1, [k for k, it in enumerate(kernels[li - 1]) if it.what == "im2col + tile"][item.waited_for]
-    parts: list[StagePerf] = []
+    """The thesis mapping's mapped graph with :func:`thesis_costs`, its stage graph simulated
+    (``mapped.estimate``, ``perf.simulate.run_pipeline``): single-buffered windows, each PL
+    kernel's loops a chain of steps (each untile when its tile's kernel is done, each window of the
+    next layer complete when its ``write_window`` ends) and one frame per host run (interval =
+    latency).  Its stages are the time each step adds to the frame's critical path (traced back
+    from the last write, :func:`critical_path`), so they add up to the latency; each stage's detail
+    gives its whole time, hidden part included."""
+    info, mg, sg, sim = thesis_stage_graph(plan)
+    exposed: dict[tuple[str, str], float] = {}
+    details: dict[tuple[str, str], str] = {}
     first = plan.layers[0]
-    parts.append(StagePerf(first.stage, "plio", exposed_in,
-                           f"{first.grid[1]} input PLIOs (mm2s) x {first.k_pad * first.tile_n * 4:,} B, 128-bit words "
-                           f"at {plan.mover_clock_hz / 1e6:g} MHz"))
-    for i, lay in enumerate(plan.layers):
-        cyc = thesis_kernel_cycles(lay)
-        parts.append(StagePerf(lay.stage, "aie", exposed_aie[i],
-                               f"{lay.kernels} kernels of {lay.tile_m} x {lay.k_pad} x {lay.tile_n}, {cyc:,.0f} cycles "
-                               f"({aies[i] * 1e6:,.2f} us) each, on the frame's path after its last window"))
-        loops = pl_loops(plan, i)
-        busy = sum(lp.cycles() for lp in loops) / lay.pl_clock_hz
-        detail = " + ".join(f"{lp.what} {lp.runs} x {lp.trips}" for lp in loops)
-        parts.append(StagePerf(f"{lay.stage}:{lay.pl_kernel}", "pl", exposed_pl[i],
-                               f"{detail} at II {PL_LOOP_II}, {lay.pl_clock_hz / 1e6:g} MHz: {busy * 1e6:,.1f} us busy"))
+    keys = [(first.stage, "plio")]
+    for lay in plan.layers:
+        keys += [(lay.stage, "aie"), (f"{lay.stage}:{lay.pl_kernel}", "pl")]
+    for c in info.values():
+        details.setdefault((c.stage, c.where), c.detail)
+    on_path = set(critical_path(sg))
+    for c in sg.stages:
+        if c.name in info:
+            key = (info[c.name].stage, info[c.name].where)
+            exposed[key] = exposed.get(key, 0.0) + (c.occupancy_ns * 1e-9 if c.name in on_path else 0.0)
+    parts = tuple(StagePerf(stage, where, exposed[stage, where], details[stage, where]) for stage, where in keys)
+    latency = sim.latency_ns * 1e-9
     by_where: dict[str, float] = {}
     for p in parts:
         by_where[p.where] = by_where.get(p.where, 0.0) + p.seconds
     where = max(by_where, key=by_where.get)
     bound = f"{where} ({100 * by_where[where] / latency:.0f}% of the frame)"
-    from .emit import stage_idents
-    from .emit_thesis import layer_info, lower
-
-    idents = stage_idents(plan.stages)
-    mg, _, _ = lower(plan, [layer_info(s, lay, idents[i]) for i, (s, lay) in enumerate(zip(plan.stages, plan.layers, strict=True))])
     tiles, memtiles = resources(mg, plan.device)
-    return CnnPerformance(latency, latency, plan.replicas, bound, tuple(parts), sum(s.macs for s in plan.stages),
+    return CnnPerformance(latency, sim.interval_ns * 1e-9, plan.replicas, bound, parts, sum(s.macs for s in plan.stages),
                           tiles, memtiles)
 
 

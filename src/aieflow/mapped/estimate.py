@@ -16,15 +16,22 @@
   edges inside one stage (a cascade, a broadcast to a column's rows) are dropped;
 - a PL kernel (a recurrent layer's FSM) is a stage: the output PLIOs it reads feed it (they are
   no sinks) and it feeds the input PLIOs it writes; a port of it that leaves the graph (``""``)
-  makes its stage a sink;
+  makes its stage a sink; a PL kernel with ``steps`` (the thesis mapping's loops) is a chain of
+  stages instead, one per step, each after the one before it and after the PLIOs of the ports it
+  reads, feeding the PLIOs of the ports it writes (a PLIO carrying the step's own cost, whose words
+  the step's loop moves, is that step);
+- a graph the host runs one iteration at a time (``MappedGraph.per_run``) has one more stage,
+  :data:`HOST_RUN` (no time: the host's start of a run), which every stage that reads nothing
+  reads, and a recurrence from the sink to it: iteration t + 1 enters once iteration t has left
+  (the recurrence's consumer reads no buffer, so its iteration 0 waits for nothing);
 - a **loop-carried** link (``Link.carried``) or PL-kernel port (``PLKernel.carried``: the h return
   of a recurrent layer) is no edge but a recurrence: the stage it enters takes step t + 1 only
   after the stage it leaves has finished step t (``perf.simulate.run_pipeline``'s
   ``recurrences``; the first edge of the link's chain is the carried one);
 - every stage writes one ping-pong buffer that its successors read (a buffer's slot is free once
   all of them have released it), except the **sink**: the stage of the output PLIO(s) (or of a PL
-  kernel's port out of the graph); a stage read only through single-buffered kernel ports
-  (``Kernel.single``) writes one slot;
+  kernel's port out of the graph); a stage read only through single-buffered kernel ports, or
+  writing only through them (``Kernel.single``), writes one slot;
 - stages are listed producers first (:func:`aieflow.perf.simulate.stage_order`, which keeps the
   graph's own order where it can).
 
@@ -40,8 +47,10 @@ from dataclasses import dataclass
 
 from ..passes.transport import PING_PONG
 from ..perf.simulate import Pipeline, StageSpec, stage_order
-from .ir import Cost, MappedGraph
+from .ir import Cost, MappedGraph, PLStep
 
+# The host's start of one run of a ``per_run`` graph (a token the sink hands back; no time of its own).
+HOST_RUN = Cost("host:run", "host", "host", 0.0)
 CTYPE_BYTES = {"int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "bfloat16": 2, "int32": 4, "uint32": 4, "float": 4}
 
 
@@ -100,21 +109,25 @@ def stage_graph(mg: MappedGraph) -> StageGraph:
                 sinks.add(p.cost.name)
     carried: set[tuple[str, str]] = set()
     for k in mg.pl_kernels:
-        c = touch(_need(k.cost, f"PL kernel {k.name}"))
-        for _, v in k.ins:
-            edges.add((touch(out_side[v]).name, c.name))
-        for port, v in k.outs:
-            if not v:
-                sinks.add(c.name)
-            elif out_side[v].name != c.name:
-                (carried if port in k.carried else edges).add((c.name, touch(out_side[v]).name))
+        ins, outs, prev = dict(k.ins), dict(k.outs), None
+        for st in k.steps or (PLStep(_need(k.cost, f"PL kernel {k.name}"), tuple(ins), tuple(outs)),):
+            c = touch(st.cost)
+            for a in ([prev] if prev else []) + [touch(out_side[ins[port]]) for port in st.reads]:
+                if a.name != c.name:  # a PLIO whose words the step's own loop moves is that step
+                    edges.add((a.name, c.name))
+            for port in st.writes:
+                if not outs[port]:
+                    sinks.add(c.name)
+                elif out_side[outs[port]].name != c.name:
+                    (carried if port in k.carried else edges).add((c.name, touch(out_side[outs[port]]).name))
+            prev = c
     switches = {s.var for s in mg.switches}
     into: dict[str, list[Cost]] = {s: [] for s in switches}  # switch -> the stages its inputs leave
     for link in mg.links:  # into a switch: the source's stage, then the link's own
         if link.dst.owner in switches:
             assert link.src.owner not in switches, f"{link}: a switch feeding a switch"
             into[link.dst.owner].append(link.cost or out_side[link.src.owner])
-    single_ports = {(k.var, i) for k in mg.kernels for side, i in k.single if side == "in"}
+    single_ports = {(k.var, side, i) for k in mg.kernels for side, i in k.single}
     read_single: dict[str, list[bool]] = {}  # stage -> per edge out of it: into a single-buffered port
     for link in mg.links:
         if link.dst.owner in switches:
@@ -131,7 +144,10 @@ def stage_graph(mg: MappedGraph) -> StageGraph:
                         continue
                     edges.add((a.name, b.name))
                     last = i == len(chain) - 2 and link.dst.owner not in switches
-                    read_single.setdefault(a.name, []).append(last and (link.dst.owner, link.dst.index) in single_ports)
+                    first = i == 0 and link.src.owner not in switches
+                    read_single.setdefault(a.name, []).append(
+                        (last and (link.dst.owner, "in", link.dst.index) in single_ports)
+                        or (first and (link.src.owner, "out", link.src.index) in single_ports))
     for c in (*in_side.values(), *out_side.values()):
         touch(c)
     if len(sinks) != 1:
@@ -144,7 +160,13 @@ def stage_graph(mg: MappedGraph) -> StageGraph:
     rank = {n: i for i, n in enumerate(names)}
     after = {n: tuple(sorted(preds[n], key=rank.__getitem__)) for n in names}
     single = frozenset(n for n, into_single in read_single.items() if all(into_single))
-    return StageGraph(tuple(costs[n] for n in names), after, next(iter(sinks)), single, tuple(sorted(carried)))
+    sink = next(iter(sinks))
+    if mg.per_run:  # one iteration at a time: the host's run token, returned by the sink
+        costs[HOST_RUN.name] = HOST_RUN
+        after = {HOST_RUN.name: (), **{n: after[n] or (HOST_RUN.name,) for n in names}}
+        names = [HOST_RUN.name, *names]
+        carried.add((sink, HOST_RUN.name))
+    return StageGraph(tuple(costs[n] for n in names), after, sink, single, tuple(sorted(carried)))
 
 
 def pipeline(mg: MappedGraph) -> Pipeline:

@@ -180,6 +180,18 @@ class PacketSwitch:
 
 
 @dataclass(frozen=True)
+class PLStep:
+    """One part of a PL kernel's call that the estimate times as a stage of its own (the thesis
+    mapping's loops: untile one tile, the tanh LUT, im2col + write one window): it runs after the
+    step before it and after the data of the input ports it ``reads``, and its output ports'
+    data (``writes``) is complete when it ends."""
+
+    cost: Cost
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class PLKernel:
     """A PL (HLS) kernel beside the graph (a recurrent layer's aggregation FSM, the GEMM's movers, a
     streamed Dense layer's epilogue, the thesis CNN mapping's per-layer kernels): its top function
@@ -203,6 +215,9 @@ class PLKernel:
     # at the next call (the FSM's h return: a loop-carried edge, a recurrence, not a buffer edge).
     cost: Cost | None = None
     carried: tuple[str, ...] = ()
+    # The call's steps in the order it runs them, each a stage (instead of the one ``cost``): a
+    # kernel whose sequential loops overlap the AI Engine kernels they wait for (the thesis's).
+    steps: tuple[PLStep, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -234,6 +249,9 @@ class MappedGraph:
     headers: tuple[str, ...] = ()  # parameter headers the graph includes (relative to src/)
     switches: tuple[PacketSwitch, ...] = ()
     pl_kernels: tuple[PLKernel, ...] = ()
+    # The host runs the graph one iteration at a time (``graph.run(1)``, then waits for the output:
+    # ``vitis.system_files`` ``per_run``, the thesis mapping): iteration t + 1 enters after t left.
+    per_run: bool = False
 
     def ddr_links(self) -> list[tuple[str, Link]]:
         """The ``ddr`` links in order, each with its GMIO pair's base name (``ddr<n>``: ``ddr<n>_w``
@@ -258,7 +276,8 @@ class MappedGraph:
         or, a segment cut, from an output PLIO or a PL kernel to an input PLIO or a PL kernel), every port within its owner's ports, no input port fed twice, every kernel,
         shared-buffer and switch input fed, packet links exactly those touching a switch, a merge's
         route IDs distinct, tiles distinct within a segment; a PL kernel's ports each on a PLIO of the right
-        direction (it reads output PLIOs, writes input PLIOs), no PLIO on two PL kernel ports."""
+        direction (it reads output PLIOs, writes input PLIOs), no PLIO on two PL kernel ports, its
+        steps' ports its own."""
         ins: dict[str, int] = {}
         outs: dict[str, int] = {}
         for k in self.kernels:
@@ -316,6 +335,9 @@ class MappedGraph:
                     assert direction.get(plio) == want, f"{pk.name}.{port}: {plio!r} is not an {want}put PLIO"
                     assert plio not in on_pl, f"{plio} is on two PL kernel ports"
                     on_pl.add(plio)
+            for st in pk.steps:  # a step reads input ports and writes output ports of its kernel
+                assert set(st.reads) <= {p for p, _ in pk.ins}, f"{pk.name}: step {st.cost.name} reads {st.reads}"
+                assert set(st.writes) <= {p for p, _ in pk.outs}, f"{pk.name}: step {st.cost.name} writes {st.writes}"
         on_cut = {port.owner for link in self.cuts() for port in (link.src, link.dst)}
         assert not on_cut & on_pl, f"{sorted(on_cut & on_pl)}: a PLIO's DDR side is a PL kernel's or a cut's, not both"
 

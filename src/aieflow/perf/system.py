@@ -398,7 +398,7 @@ def for_project(kind: str, files: Mapping[str, str], perf: Mapping[str, Any], de
         per_run = "graph.run(1);" in host  # the host starts every run once per frame (vitis.system_files per_run)
         return combine(array_latency_ns=lat, array_interval_ns=itv, samples_per_iteration=1, ops_per_iteration=ops,
                        movers=movers, pl_kernels=pls, orchestration="per-run" if per_run else "streamed",
-                       array_note="the thesis frame (cnn/perf.thesis_timeline): layer 0's windows, the AIE kernels "
+                       array_note="the thesis frame (cnn/perf.estimate_thesis, its stage graph): layer 0's windows, the AIE kernels "
                                   "and the PL kernels' sequential loops on the frame's critical path")
     if kind == "recurrent":
         fsm_src = "\n".join(t for p, t in files.items()  # the head (rnn_cell.h) and the merge loop (rnn_fsm.h)
