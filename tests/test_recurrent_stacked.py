@@ -26,7 +26,6 @@ from aieflow.recurrent.stack import (  # noqa: E402
     first_and_interval,
     plan_stack,
     stack_bounds,
-    stack_closed_cycles,
     stack_point,
     stack_violations,
 )
@@ -170,9 +169,6 @@ def test_an_output_kernel_relay_is_charged_on_one_output_port_cores():
         assert all(r >= mv.STREAM_FIXED_CYCLES + mv.SWITCH_HOP_CYCLES + m.dims.n_h for r, m in zip(relay, layers, strict=True))
         low, high, _ = stack_bounds(layers, vek)
         ns = 1e9 / vek.clock_hz
-        _, _, chain = stack_closed_cycles(layers, vek)
-        head = head_stage(layers[-1], vek)
-        assert high == pytest.approx(chain + head.occupancy + head.delay, rel=1e-9)
         assert low * ns * (1 - 1e-9) <= sim.sequence_latency_ns <= high * ns * (1 + 1e-9)
         assert "relay" in sim.head_breakdown_ns
     vck = plan_recurrent(RecurrentDims("gru", 6, 20, 4), "vck190", RecurrentOptions(aggregation="aie"))

@@ -12,8 +12,8 @@ aggregation, or its output kernel's relay, feeding layer ``l + 1``'s W path) run
 slowest layer's; step 0 passes every layer's x path (W path, the stage ending the loop, the relay:
 the U paths start from h = 0), so a sample's latency is at least those x paths plus ``seq_len -
 1`` intervals plus the head (:func:`stack_bounds`' lower bound, what the search prunes by) and at
-most the step chain (the W path ahead of the loop in every layer, :func:`stack_closed_cycles`, the
-estimate before issue 17).
+most the step chain (the W path ahead of the loop in every layer: :func:`stack_bounds`' upper
+end, the estimate before issue 17).
 
 Resources: tiles, interface tiles and placement columns (each layer's rectangle beside the
 previous one) are summed and checked against the device, besides every layer's own limits.
@@ -143,17 +143,6 @@ def first_and_interval(m: RecurrentMapping, device: Device) -> tuple[float, floa
     return first, interval, step
 
 
-def with_relay(cycles: tuple[float, ...], m: RecurrentMapping, device: Device, inner: bool) -> tuple[float, ...]:
-    """A layer's (first step, interval, ...) with its output kernel's relay (``model.relay_stage``)
-    where an inner layer has one: its h reaches the next layer's W kernels through it, so the first
-    step grows by the relay and the interval is at least its occupancy (the last layer's relay is
-    in the head stage)."""
-    r = relay_stage(m, device) if inner else None
-    if r is None:
-        return cycles
-    return (cycles[0] + r.occupancy + r.delay, max(cycles[1], r.occupancy), *cycles[2:])
-
-
 @dataclass(frozen=True)
 class LayerBounds:
     """One layer's share of the bounds on a stack's stage-graph figure, in AIE cycles.
@@ -162,7 +151,7 @@ class LayerBounds:
     ``aggregate`` or the compact ``cell``, and an inner layer's relay), each stage's occupancy +
     delay: no run of the stage graph passes step t through the layer faster (every edge of that
     path is a data dependence of ``run_pipeline``).  ``first``: the step chain's first step (the W
-    path, then the whole loop, then the relay), what ``stack_closed_cycles`` adds.  ``interval``:
+    path, then the whole loop, then the relay), what :func:`stack_bounds`' upper end adds.  ``interval``:
     the largest of the loop and every x-path stage's occupancy, the layer's interval in the stage
     graph.  The last layer's ``x_path`` and ``first`` include the head."""
 
@@ -197,17 +186,6 @@ def stack_bounds(layers: Sequence[RecurrentMapping], device: Device) -> tuple[fl
     interval = max(p.interval for p in parts)
     rest = (layers[0].dims.seq_len - 1) * interval
     return sum(p.x_path for p in parts) + rest, sum(p.first for p in parts) + rest, interval
-
-
-def stack_closed_cycles(layers: Sequence[RecurrentMapping], device: Device) -> tuple[float, float, float]:
-    """(step latency, interval, sequence latency without the head) in cycles of the step chain,
-    closed form: the slowest layer's interval; every layer's first step once plus ``seq_len - 1``
-    intervals.  No longer the estimate (the stage graph is, :func:`estimate_stack`): the upper
-    end of the stack search's bounds (:func:`stack_bounds`)."""
-    parts = [with_relay(first_and_interval(m, device), m, device, i + 1 < len(layers)) for i, m in enumerate(layers)]
-    interval = max(p[1] for p in parts)
-    steps = layers[0].dims.seq_len
-    return max(p[2] for p in parts), interval, sum(p[0] for p in parts) + (steps - 1) * interval
 
 
 def _performance(stack: StackedMapping, device: Device, step_c: float, interval_c: float,
