@@ -38,7 +38,7 @@ def _compile(model, hw, **config):
 def _figures(d):
     """(latency ns, interval per frame ns, tiles) of a design, from its design.json."""
     perf = d.to_json()["performance"]
-    return perf["latency_ns"], perf["interval_ns"] / perf["batch"], perf["tiles_used"]
+    return perf["latency_ns"], perf["interval_ns"] / (perf["batch"] * perf["replicas"]), perf["tiles_used"]
 
 
 # A deep, thin network: eight 1-channel convolutions of 16 x 16.  Whole frames pass stage to stage

@@ -56,7 +56,8 @@ def test_every_kind_follows_the_protocol_and_the_schema(built):
     # the common figures are the design's own ones, in the common units
     e = d.estimate()
     if kind == "cnn":
-        assert perf["latency_ns"] == pytest.approx(e.latency_s * 1e9) and perf["batch"] == e.replicas
+        assert perf["latency_ns"] == pytest.approx(e.latency_s * 1e9) and perf["batch"] == 1
+        assert perf["replicas"] == e.replicas
         assert perf["throughput_ops_per_s"] == pytest.approx(2 * e.fps * e.macs_per_frame)
     elif kind == "recurrent":
         assert perf["latency_ns"] == pytest.approx(e.sequence_latency_ns) and perf["batch"] == 1
@@ -135,7 +136,7 @@ segments), one sequence (recurrent), one C = A B (GEMM)."""
 def test_every_kind_estimate_is_the_common_performance_of_its_design_json(built, tmp_path):
     """``estimate()`` follows ``protocol.Performance`` with design.json's names and units: each
     common figure equals the saved design.json's after a save and a load, and throughput = 2 x the
-    model's MACs x batch / interval (x replicas for a chain: its batch is one replica's)."""
+    model's MACs x batch x replicas / interval (a batch is one replica's)."""
     name, d, _ = built
     kind = KINDS[name][0]
     e = d.estimate()
@@ -151,11 +152,12 @@ def test_every_kind_estimate_is_the_common_performance_of_its_design_json(built,
                 assert [ns for _, ns, _ in parts] == pytest.approx([p["ns"] for p in saved["breakdown"].values()])
             continue
         assert getattr(e, key) == pytest.approx(saved[key]) and getattr(back, key) == pytest.approx(saved[key]), key
-    assert e.batch == (d.plan.replicas if kind == "cnn" else SAMPLES[name])  # CNN: a frame per replica
+    assert e.batch == (1 if kind == "cnn" else SAMPLES[name])  # CNN: a frame per replica
     if kind == "recurrent":  # a sequence's 5 steps, one after the other
         assert e.interval_ns == pytest.approx(5 * e.step_interval_ns)
         assert e.latency_ns > e.interval_ns
-    replicas = (d.config.replicas or 1) if kind == "chain" else 1
+    replicas = {"chain": d.config.replicas or 1, "cnn": getattr(d, "plan", None) and d.plan.replicas}.get(kind, 1)
+    assert e.replicas == replicas
     ops = 2 * _model_macs(name) * e.batch * replicas
     assert e.throughput_ops_per_s == pytest.approx(ops / (e.interval_ns * 1e-9), rel=1e-9)
 

@@ -22,10 +22,11 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 2
 """Version of the common schema (``"schema"`` in design.json; designs saved before it have none)."""
 
-COMMON_PERFORMANCE = ("latency_ns", "interval_ns", "batch", "throughput_ops_per_s", "bound", "tiles_used",
-                      "memory_tiles_used", "breakdown")
+COMMON_PERFORMANCE = ("latency_ns", "interval_ns", "batch", "replicas", "throughput_ops_per_s", "bound",
+                      "tiles_used", "memory_tiles_used", "breakdown")
 """What ``performance`` always holds: first result latency and steady-state interval of one batch
-(ns), the samples per batch, 2 x MACs per second, what bounds the interval, compute and memory tiles,
+(ns), the samples per batch of one replica and the replicas side by side (``protocol.Performance``:
+throughput = 2 x MACs per sample x batch x replicas / interval), 2 x MACs per second, what bounds the interval, compute and memory tiles,
 and ``breakdown``: each stage's time per batch (``{"<stage>": {"ns": ..., ...}}``)."""
 
 
@@ -50,6 +51,7 @@ def performance_json(perf: Performance, extra: Mapping[str, Any] | None = None) 
     from .perf.bands import band
 
     common = {"latency_ns": float(perf.latency_ns), "interval_ns": float(perf.interval_ns), "batch": int(perf.batch),
+              "replicas": int(perf.replicas),
               "throughput_ops_per_s": float(perf.throughput_ops_per_s), "bound": str(perf.bound),
               "tiles_used": int(perf.tiles_used), "memory_tiles_used": int(perf.memory_tiles_used),
               "breakdown": breakdown(perf.breakdown_parts()),

@@ -81,12 +81,14 @@ def _precision(j: Mapping[str, Any]) -> str:
 
 def _figures(j: Mapping[str, Any]) -> list[tuple[str, str]]:
     perf, res = j["performance"], j["resources"]
-    batch = perf["batch"]
+    batch, replicas = perf["batch"], perf.get("replicas", 1)  # designs saved before replicas was common: 1
+    samples = batch * replicas  # what one interval delivers
+    copies = f" on each of {replicas} replicas" if replicas > 1 else ""
     rows = [
         ("latency", _ns(perf["latency_ns"]) + (f" ({perf['latency_ns']:,.1f} ns)" if perf["latency_ns"] >= 1e3 else "")
          + " for the first result"),
-        ("interval", f"{_ns(perf['interval_ns'])} per batch of {batch}"
-                     + (f" ({_ns(perf['interval_ns'] / batch)} per sample)" if batch > 1 else "")),
+        ("interval", f"{_ns(perf['interval_ns'])} per batch of {batch}{copies}"
+                     + (f" ({_ns(perf['interval_ns'] / samples)} per sample)" if samples > 1 else "")),
     ]
     if "step_interval_ns" in perf:
         rows.append(("step interval", f"{_ns(perf['step_interval_ns'])} per time step"))

@@ -21,19 +21,21 @@ class Performance(Protocol):
     ``performance`` figures under the same names and in the same units (``design_schema.performance_json``
     writes design.json's ``performance`` from this protocol alone, so the two cannot disagree).
 
-    A *batch* is what one interval delivers: the chain's and the DAG's ``batch`` samples of every
-    replica, one frame per CNN replica, one sequence of a recurrent design (its ``interval_ns`` is
-    the sequence's steps one after the other; the per-step interval is ``step_interval_ns``), one
-    ``C = A B`` of a GEMM, one call of a streamed Dense layer or of a chain in segments. So
-    ``throughput_ops_per_s`` = 2 x MACs per sample x ``batch`` / ``interval_ns`` for every kind
-    (the chain: x replicas, its ``batch`` being one replica's)."""
+    A *batch* is what one replica delivers each interval: the chain's and the DAG's ``batch``
+    samples, one CNN frame, one sequence of a recurrent design (its ``interval_ns`` is the
+    sequence's steps one after the other; the per-step interval is ``step_interval_ns``), one
+    ``C = A B`` of a GEMM, one call of a streamed Dense layer or of a chain in segments; ``replicas``
+    copies of the design work side by side. So ``throughput_ops_per_s`` = 2 x MACs per sample x
+    ``batch`` x ``replicas`` / ``interval_ns`` for every kind."""
 
     latency_ns: float
     """First input in -> its last output out (one batch)."""
     interval_ns: float
     """Steady state: one batch every ``interval_ns``."""
     batch: int
-    """Samples per batch (above)."""
+    """Samples per batch of one replica (above)."""
+    replicas: int
+    """Copies of the design side by side, each delivering a batch every interval (1: none)."""
     throughput_ops_per_s: float
     """2 x multiply-accumulates per second."""
     bound: str

@@ -96,7 +96,7 @@ class CnnPerformance:
 
     @property
     def batch(self) -> int:
-        return self.replicas
+        return 1  # one frame per replica per interval (protocol.Performance)
 
     @property
     def throughput_ops_per_s(self) -> float:

@@ -157,6 +157,7 @@ class DagPerformance:
     critical_path: tuple[str, ...]
     stages: tuple[DagStage, ...]
     skip_slack: dict  # residual add -> long-path latency / interval (> 2: the skip buffer fills)
+    replicas: int = 1  # a DAG design is one copy (protocol.Performance)
 
     @property
     def sample_ns(self) -> float:

@@ -190,6 +190,7 @@ class StreamedDensePerformance:
 
     batch: int = 1  # samples per call (protocol.Performance)
     memory_tiles_used: int = 0  # set by the design from its mapped graph (gemm/lower.streamed_resources)
+    replicas: int = 1  # one copy of the layer (protocol.Performance)
 
     @property
     def tiles_used(self) -> int:

@@ -178,6 +178,7 @@ class GemmPerformance:
     clock_hz: float = field(kw_only=True)  # the AIE clock
     batch: int = 1  # one C = A B per interval (protocol.Performance)
     memory_tiles_used: int = 0  # set by the design from its mapped graph (gemm/lower.resources)
+    replicas: int = 1  # one copy (protocol.Performance)
 
     @property
     def total_cycles(self) -> float:

@@ -283,6 +283,7 @@ class SegmentedPerformance:
     schedule: str = SCHEDULE
 
     memory_tiles_used: int = 0  # every segment's (protocol.Performance)
+    replicas: int = 1  # the segments' own replicas are inside ``batch``'s pipeline (protocol.Performance)
 
     def breakdown_parts(self) -> list[tuple[str, float, dict[str, Any]]]:
         """``protocol.Performance``: each segment's interval."""

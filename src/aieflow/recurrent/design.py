@@ -243,6 +243,10 @@ class SequencePerformance:
         return 1
 
     @property
+    def replicas(self) -> int:
+        return 1
+
+    @property
     def throughput_ops_per_s(self) -> float:
         return 2 * self.macs_per_sample / (self.interval_ns * 1e-9)
 
