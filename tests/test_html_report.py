@@ -417,3 +417,17 @@ def test_a_design_compiled_with_a_target_shows_its_search():
     assert len(soup.select("#exploration circle.af-point")) == 2 * (len(ex.front) + (ex.chosen not in ex.front))
     plain, _ = build_design("chain-vek280")  # no target: no search to show
     assert BeautifulSoup(plain.report_html(), "html.parser").select_one("#exploration") is None
+
+
+def test_the_per_sample_interval_counts_every_replica():
+    """One interval delivers ``batch`` samples on each replica: 1,200 ns for a batch of 4 on 3
+    replicas is 100 ns a sample (a design saved before ``replicas`` was common: one replica)."""
+    from aieflow.html_report import _figures
+
+    res = {"compute_tiles_available": 304}
+    perf = {"latency_ns": 2000.0, "interval_ns": 1200.0, "batch": 4, "throughput_ops_per_s": 1e9, "bound": "x",
+            "tiles_used": 12, "memory_tiles_used": 0}
+    rows = dict(_figures({"performance": {**perf, "replicas": 3}, "resources": res}))
+    assert "per batch of 4 on each of 3 replicas" in rows["interval"] and "(100 ns per sample)" in rows["interval"]
+    rows = dict(_figures({"performance": perf, "resources": res}))
+    assert "(300 ns per sample)" in rows["interval"] and "replicas" not in rows["interval"]
