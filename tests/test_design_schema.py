@@ -156,7 +156,7 @@ def test_every_kind_estimate_is_the_common_performance_of_its_design_json(built,
     if kind == "recurrent":  # a sequence's 5 steps, one after the other
         assert e.interval_ns == pytest.approx(5 * e.step_interval_ns)
         assert e.latency_ns > e.interval_ns
-    replicas = {"chain": d.config.replicas or 1, "cnn": getattr(d, "plan", None) and d.plan.replicas}.get(kind, 1)
+    replicas = (d.config.replicas or 1) if kind == "chain" else d.plan.replicas if kind == "cnn" else 1
     assert e.replicas == replicas
     ops = 2 * _model_macs(name) * e.batch * replicas
     assert e.throughput_ops_per_s == pytest.approx(ops / (e.interval_ns * 1e-9), rel=1e-9)
