@@ -299,6 +299,14 @@ def test_single_head_from_onnx_verifies_bit_exact(precision, device, tmp_path):
     assert v.ok, v.verdict()
 
 
+def _with_kernel_edit(d, good: str, bad: str):
+    """``d`` with ``good`` replaced by ``bad`` in its DAG kernels header (a mutation its verify must catch)."""
+    src = d.files["src/kernels/dag_kernels.h"]
+    edited = src.replace(good, bad)
+    assert edited != src, good
+    return dataclasses.replace(d, files={**d.files, "src/kernels/dag_kernels.h": edited})
+
+
 def test_two_head_from_pytorch_verifies_and_a_mutated_kernel_is_caught():
     m, x = _model(TwoHead, seed=2), _data(2)
     d = _compile(m, x, "int8", "vek280")
@@ -307,11 +315,8 @@ def test_two_head_from_pytorch_verifies_and_a_mutated_kernel_is_caught():
     assert v.ok, v.verdict()
     # Q K^T of one head is 16 x 16 by 16 x 16: reading K untransposed is the same size, so only
     # the values can tell; the mutated kernel must fail verification
-    src = d.files["src/kernels/dag_kernels.h"]
-    bad_src = src.replace("C::TRANS_B ? pb[n * C::K + k] : pb[k * C::N + n]", "pb[k * C::N + n]")
-    assert bad_src != src
-    bad = dataclasses.replace(d, files={**d.files, "src/kernels/dag_kernels.h": bad_src})
-    assert not bad.verify(samples=6).ok
+    assert not _with_kernel_edit(d, "C::TRANS_B ? pb[n * C::K + k] : pb[k * C::N + n]", "pb[k * C::N + n]").verify(
+        samples=6).ok
 
 
 def test_multihead_attention_module_verifies_bit_exact():
@@ -551,10 +556,7 @@ def test_transposed_operands_are_read_by_the_kernel_and_verify_bit_exact():
         assert np.array_equal(np.asarray(tr[node.outputs[0]]), want), name
     v = d.verify(xs)
     assert v.ok, v.verdict()
-    src = d.files["src/kernels/dag_kernels.h"]
-    bad_src = src.replace("C::TRANS_A ? pa[k * C::M + m]", "C::TRANS_A ? pa[m * C::K + k]")
-    assert bad_src != src
-    assert not dataclasses.replace(d, files={**d.files, "src/kernels/dag_kernels.h": bad_src}).verify(xs).ok
+    assert not _with_kernel_edit(d, "C::TRANS_A ? pa[k * C::M + m]", "C::TRANS_A ? pa[m * C::K + k]").verify(xs).ok
 
 
 def test_a_transposed_operand_whose_rows_are_not_whole_words_is_refused_by_name():
@@ -626,10 +628,8 @@ def test_a_long_reduction_splits_over_a_cascade_and_verifies_bit_exact():
     assert perf.matmul_cycles(d.plan, name, d.device) == body
     v = d.verify(xs)
     assert v.ok, v.verdict()
-    src = d.files["src/kernels/dag_kernels.h"]
-    bad_src = src.replace("acc.insert(p, readincr_v<C::CASC_LANES>(cin));", "(void)readincr_v<C::CASC_LANES>(cin);")
-    assert bad_src != src
-    assert not dataclasses.replace(d, files={**d.files, "src/kernels/dag_kernels.h": bad_src}).verify(xs).ok
+    bad = _with_kernel_edit(d, "acc.insert(p, readincr_v<C::CASC_LANES>(cin));", "(void)readincr_v<C::CASC_LANES>(cin);")
+    assert not bad.verify(xs).ok
 
 
 def test_cascade_lengths_are_slices_of_whole_words_for_integer_products_only():

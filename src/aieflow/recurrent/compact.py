@@ -26,6 +26,11 @@ from .costs import (
 from .emit import _RND, _arr, _ints
 
 
+def _aligned_const(ctype: str, name: str, values: np.ndarray) -> str:
+    """A vector-aligned constant array of the kernel (``values`` flattened, as integers)."""
+    return f"alignas(aie::vector_decl_align) static const {ctype} {name}[{values.size}] = {_arr(_ints(values))};"
+
+
 def finish_ops(node: Node, kinds: tuple[str, str]) -> tuple[int, int]:
     """Vector ops per lane group of the (U h, W x) finish: the bias add, the aie::mac form's
     conversion to int32 lanes, the upshift of coarse products (SHIFT < 0) and the wrap of an
@@ -281,8 +286,7 @@ class _Gen:
 
     def table_decls(self) -> list[str]:
         """The widened tables' C++ (entry k - lowest raw index at position k)."""
-        return [f"alignas(aie::vector_decl_align) static const {ct} {name}[{len(e)}] = {_arr(_ints(np.array(e)))};"
-                for name, ct, e in self.tables.values()]
+        return [_aligned_const(ct, name, np.array(e)) for name, ct, e in self.tables.values()]
 
     @property
     def table_bytes(self) -> int:
@@ -552,8 +556,7 @@ def vector_head(head: list[Node], n_h: int, h_type: FixedType, device: Device, s
             wt[:, :k] = w.T
             bd = np.zeros((m, lanes), dtype=np.int64)
             bd[:, 0] = b
-            decl.append(f"alignas(aie::vector_decl_align) static const int32 VHT{li}[{wt.size}] = {_arr(_ints(wt))};")
-            decl.append(f"alignas(aie::vector_decl_align) static const int32 VHD{li}[{bd.size}] = {_arr(_ints(bd))};")
+            decl += [_aligned_const("int32", f"VHT{li}", wt), _aligned_const("int32", f"VHD{li}", bd)]
             dst = "yv" if li == len(head) - 1 else f"a{li}"
             body.append(f"        alignas(aie::vector_decl_align) int32 {dst}[{mp}] = {{}};")
             g = _Gen(device, 0, lanes)
@@ -584,8 +587,7 @@ def vector_head(head: list[Node], n_h: int, h_type: FixedType, device: Device, s
         wa[:, :m] = w
         ba = np.zeros(mp, dtype=np.int64)
         ba[:m] = b
-        decl.append(f"alignas(aie::vector_decl_align) static const int32 VHW{li}[{wa.size}] = {_arr(_ints(wa))};")
-        decl.append(f"alignas(aie::vector_decl_align) static const int32 VHB{li}[{mp}] = {_arr(_ints(ba))};")
+        decl += [_aligned_const("int32", f"VHW{li}", wa), _aligned_const("int32", f"VHB{li}", ba)]
         dst = "yv" if li == len(head) - 1 else f"a{li}"
         body.append(f"        alignas(aie::vector_decl_align) int32 {dst}[{mp}];")
         g = _Gen(device, 0, lanes)
