@@ -119,12 +119,6 @@ def sequence_front(graph: Graph) -> SequenceFront | None:
     return split_front(graph, first) if first is not None else None
 
 
-def split_graph(graph: Graph) -> tuple[Node, list[Node]]:
-    """The (first) recurrent layer and the dense head after the last one."""
-    rec, head = split_layers(graph)
-    return rec[0], head
-
-
 def with_head(node: Node, head: list[Node], device: Device) -> RecurrentDims:
     """The layer's dims (checked against the device, errors naming the layer) with the dense
     head's output sizes, so the latency model costs the epilogue too."""
@@ -667,13 +661,6 @@ def layer_choices(cfg: Config, layers: list[Node], head: list[Node], dev: Device
                               + "; ".join(w.removeprefix("scalar, hls4ml's order: ") for w in why),
                               layer=node.name, hint="use kernel: auto (vector where exact) or scalar")
     return per, dims
-
-
-def is_recurrent_design(path: str | os.PathLike) -> bool:
-    try:
-        return json.loads((Path(path) / "design.json").read_text()).get("format") == FORMAT
-    except (OSError, ValueError):
-        return False
 
 
 def mapping_fields(m: RecurrentMapping) -> dict[str, Any]:
