@@ -18,6 +18,7 @@ import pytest
 import torch
 from float_reference import bf16, f32
 from test_attention import FEATURES, LinearContext, SingleHead, _data, _model
+from test_attention_tagger import _benchmark
 
 import aieflow
 from aieflow.dag.design import DagDesign
@@ -165,14 +166,8 @@ def test_a_long_bf16_reduction_splits_over_a_cascade_and_verifies_bit_exact():
 
 
 def _benchmark_tagger():
-    """The jet tagger of benchmarks/attention.py (one definition: the benchmark's)."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "attention.py"
-    spec = importlib.util.spec_from_file_location("_aieflow_attention_benchmark", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    """The jet tagger of benchmarks/attention.py (one definition: the benchmark's) and its data."""
+    bench = _benchmark()
     return bench.model(), bench.data(512)
 
 
