@@ -632,9 +632,9 @@ def test_a_long_reduction_splits_over_a_cascade_and_verifies_bit_exact():
     assert not bad.verify(xs).ok
 
 
-def test_cascade_lengths_are_slices_of_whole_words_for_integer_products_only():
-    """K = 32: int8 slices of 4, 8, 16 (words of 4 bytes), int16 of 2 .. 16; K = 6 int8: none; bf16: none
-    (refused by name: one tile), whatever K."""
+def test_cascade_lengths_are_slices_of_whole_words():
+    """K = 32: int8 slices of 4, 8, 16 (words of 4 bytes), int16 of 2 .. 16; K = 6 int8: none; bf16 (2-byte
+    elements, as int16): K = 512 into 2 .. 32 tiles (powers of two: equal slices), K = 3: none."""
     from aieflow.dag.plan import cascade_refusal, matmul_cascades
     from aieflow.devices import get_device
     from aieflow.numerics.types import parse_type
@@ -649,4 +649,6 @@ def test_cascade_lengths_are_slices_of_whole_words_for_integer_products_only():
     assert matmul_cascades(node("fixed<16,3>"), 32, dev) == (1, 2, 4, 8, 16)
     assert matmul_cascades(node("fixed<8,3>"), 6, dev) == (1,)
     assert "no split" in cascade_refusal(node("fixed<8,3>"), 6, dev)
-    assert matmul_cascades(node("bf16"), 512, dev) == (1,) and "bf16" in cascade_refusal(node("bf16"), 512, dev)
+    assert dev.columns >= 32
+    assert matmul_cascades(node("bf16"), 512, dev) == (1, 2, 4, 8, 16, 32) and not cascade_refusal(node("bf16"), 512, dev)
+    assert matmul_cascades(node("bf16"), 3, dev) == (1,) and "no split" in cascade_refusal(node("bf16"), 3, dev)

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 import torch
 from float_reference import bf16, f32
-from test_attention import SingleHead, _data, _model
+from test_attention import FEATURES, LinearContext, SingleHead, _data, _model
+from test_attention_tagger import _benchmark
 
 import aieflow
 from aieflow.dag.design import DagDesign
@@ -105,18 +106,68 @@ def test_bf16_single_head_on_vek280_is_close_to_pytorch_and_verifies_bit_exact()
     assert not bad.verify(samples=6).ok
 
 
+def ref_cascade_matmul(a: np.ndarray, b: np.ndarray, tiles: int, round_partial: bool = False) -> np.ndarray:
+    """a [M, K] by b [K, N] over a cascade of ``tiles`` tiles along K (docs/attention.md "Long products"):
+    tile 0 starts each output's float32 sum at +0.0, each tile adds the exact products of its K-slice in
+    increasing k with one float32 rounding per addition, continuing the sum the cascade brings (a float32
+    passed on unrounded), and the last tile rounds once to bf16.  ``round_partial``: the last tile rounds
+    the incoming sum to bf16 before adding (the mutation the x86 run must catch)."""
+    m_, k_ = a.shape
+    n_ = b.shape[1]
+    kc = k_ // tiles
+    y = np.zeros((m_, n_), dtype=np.float32)
+    for i in range(m_):
+        for j in range(n_):
+            cascade = 0.0  # what tile 0 starts from
+            for t in range(tiles):
+                acc = bf16(cascade) if round_partial and t == tiles - 1 else cascade
+                for k in range(t * kc, (t + 1) * kc):
+                    acc = f32(acc + f32(float(a[i, k]) * float(b[k, j])))
+                cascade = acc  # on to the next tile, unrounded
+            y[i, j] = bf16(cascade)
+    return y
+
+
+def test_a_long_bf16_reduction_splits_over_a_cascade_and_verifies_bit_exact():
+    """``k^T v`` over 512 tokens on VEK280 in bf16 (the shape of test_attention's int8 cascade test): K = 512
+    does not fit one tile, so the plan splits it over a cascade of 2 tiles, the float32 partial sums crossing
+    the cascade as accfloat lanes (16 per 512-bit cascade word) and the last tile rounding once to bf16.
+    The product's values equal an independent reference of that order on a random and a large-valued sample
+    (a reference rounding the partial to bf16 at the cascade differs on them); the model is within the bf16
+    tolerance of PyTorch; one x86 build runs the two samples bit for bit.  Mutation (run by hand, a second
+    build: docs/attention.md): the last tile rounding the incoming partial sums to bf16 fails the x86 run."""
+    torch.manual_seed(13)
+    m = LinearContext().eval()
+    x = np.random.default_rng(13).standard_normal((8, 512, FEATURES)).astype(np.float32)
+    d = aieflow.compile(m, device="vek280", example_input=x[:1], calibration=x,
+                        config={"precision": "bf16", "batch": 1})
+    assert isinstance(d, DagDesign)
+    with torch.no_grad():
+        ref = m(torch.from_numpy(x[:4])).numpy()
+    assert np.abs(d.predict(x[:4]) - ref).max() <= TOLERANCE * np.abs(ref).max()
+    name = next(n for n in d.plan.compute if d.plan.operands.get(n, ())[:1] and d.plan.operands[n][0].transposed)
+    node, rp = d.plan.node(name), d.plan.rows[name]
+    assert node.types.output.name == "bf16" and rp.cascade == 2 and rp.memory <= 65536
+    src = d.files[f"src/kernels/{name}.cc"]
+    assert "MatMulFirst" in src and "MatMulLast" in src
+    assert "CASC = 2, CASC_LANES = 16;" in d.files["src/layers.h"]  # 16 x 32-bit accfloat lanes per 512-bit word
+    xs = np.concatenate([x[:1], x[1:2] * 64.0])
+    tr = d.trace(d.quantise_input(xs))
+    k, v, y = (np.asarray(tr[t], dtype=np.float32) for t in ("k", "v", node.outputs[0]))
+    for s in range(len(xs)):
+        want = ref_cascade_matmul(k[s].T, v[s], 2)
+        assert np.array_equal(want.view(np.uint32), y[s].view(np.uint32)), s
+        assert not np.array_equal(ref_cascade_matmul(k[s].T, v[s], 2, round_partial=True), y[s]), s
+    r = d.verify(xs)
+    assert r.ok, r.verdict()
+
+
 # ----------------------------------------------------------------------------- the jet tagger (issue 19)
 
 
 def _benchmark_tagger():
-    """The jet tagger of benchmarks/attention.py (one definition: the benchmark's)."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "attention.py"
-    spec = importlib.util.spec_from_file_location("_aieflow_attention_benchmark", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    """The jet tagger of benchmarks/attention.py (one definition: the benchmark's) and its data."""
+    bench = _benchmark()
     return bench.model(), bench.data(512)
 
 

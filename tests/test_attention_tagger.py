@@ -4,7 +4,9 @@ benchmark's tagger (benchmarks/attention.py, one definition) with one encoder bl
 every op kind: the ReLU embedding, LayerNorm, 2-head attention (Q K^T, softmax, A V), residual
 Adds, a GELU MLP, mean pooling, a Linear head and softmax; and with the benchmark's two stacked
 blocks (the second block reads the first's quantised output).  One x86 build per configuration
-(minutes on the loaded 2-core machine, then cached), 2 edge-value samples and 2 of the tagger's data."""
+(minutes on the loaded 2-core machine, then cached), 2 edge-value samples and 2 of the tagger's data.
+The "Must hold" line itself, without x86 builds: the two-block tagger compiles for VEK280 / VEK385 in
+int8 / int16 and VEK280 bf16, predicts within tolerance of PyTorch and reports its latency and throughput."""
 
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ import torch
 import aieflow
 from aieflow.dag.design import DagDesign
 
-TOLERANCE = {"int8": 0.1, "int16": 0.01}  # as tests/test_attention.py: of the output's largest magnitude
+# of the output's largest magnitude: int8 / int16 as tests/test_attention.py, bf16 docs/numerics.md (2^-6)
+TOLERANCE = {"int8": 0.1, "int16": 0.01, "bf16": 2.0**-6}
 
 
 def _benchmark():
@@ -56,3 +59,40 @@ def test_tagger_predicts_and_verifies_bit_exact_on_x86(device, precision, blocks
     for v in (d.verify(samples=2), d.verify(x[:2])):
         assert v.ok, v.verdict()
         assert v.values == 2 * bench.CLASSES
+
+
+def _tagger_macs(bench, blocks: int) -> int:
+    """Multiply-accumulates of one sample of the tagger, counted from its definition: the embedding, per
+    block the Q / K / V / O projections, Q K^T and A V over the heads (together [P, E] by [E, P] and
+    [P, P] by [P, E]), the MLP's two Linears; the mean over the particles (a weighted sum of P rows);
+    the head."""
+    p, f, e, c = bench.PARTICLES, bench.FEATURES, bench.EMBED, bench.CLASSES
+    block = 4 * p * e * e + 2 * p * p * e + 2 * p * e * (2 * e)
+    return p * f * e + blocks * block + p * e + e * c
+
+
+@pytest.mark.parametrize("device, precision", [("vek280", "int8"), ("vek280", "int16"), ("vek385", "int8"),
+                                               ("vek385", "int16"), ("vek280", "bf16")])
+def test_two_block_tagger_compiles_predicts_and_reports_latency_and_throughput(device, precision):
+    """Issue 19 "Must hold" as a test (benchmarks/attention.py reports the same figures): the benchmark's
+    two-block tagger compiles for VEK280 / VEK385 in int8 / int16 (and bf16 on VEK280), predicts within
+    the precision's tolerance of PyTorch, and its estimate gives a latency and a throughput that is
+    2 x MACs x batch x replicas / interval with the MACs counted from the model here.  No x86 build
+    (the test above verifies the tagger on x86)."""
+    bench = _benchmark()
+    m, x = bench.model("tagger", blocks=2), bench.data(512)
+    d = aieflow.compile(m, device=device, example_input=x[:1], calibration=x, config={"precision": precision})
+    assert isinstance(d, DagDesign) and d.device.key == device
+    outs = [d.plan.node(n).types.output for n in d.plan.compute]  # every computing layer in the precision
+    assert all(t.name == "bf16" if precision == "bf16" else t.width == int(precision[3:]) for t in outs)
+    with torch.no_grad():
+        ref = m(torch.from_numpy(x[:16])).numpy()
+    y = d.predict(x[:16])
+    assert y.shape == ref.shape == (16, 1, bench.CLASSES)
+    assert np.abs(y - ref).max() <= TOLERANCE[precision] * np.abs(ref).max(), np.abs(y - ref).max()
+    e = d.estimate()
+    assert e.latency_ns >= e.interval_ns > 0 and e.batch >= 1 and e.replicas >= 1
+    want = 2 * _tagger_macs(bench, 2) * e.batch * e.replicas / (e.interval_ns * 1e-9)
+    assert e.throughput_ops_per_s == pytest.approx(want, rel=1e-9)
+    s = d.summary()
+    assert f"latency {e.latency_ns / 1e3:,.2f} us" in s and f"interval {e.interval_ns / 1e3:,.2f} us" in s

@@ -342,16 +342,14 @@ def _word_slices(node: Node, k: int, device: Device) -> tuple[int, ...]:
 
 def matmul_cascades(node: Node, k: int, device: Device) -> tuple[int, ...]:
     """1 (one tile per part), then every cascade over K a matmul may split into, fewest tiles first
-    (docs/attention.md "Long products"): integer operands only (exact sums, so any split computes the
-    one-tile result), slices of whole words (:func:`_word_slices`)."""
+    (docs/attention.md "Long products"), slices of whole words (:func:`_word_slices`).  Any split
+    computes the one-tile result: integer sums are exact, and a bf16 product's float32 partial sums
+    cross the cascade unrounded and every tile continues them in increasing k, the one-tile order."""
     return (1,) + (() if cascade_refusal(node, k, device) else _word_slices(node, k, device))
 
 
 def cascade_refusal(node: Node, k: int, device: Device) -> str:
     """Why a matmul cannot split its K over a cascade (empty when it can)."""
-    if node.types.is_float:
-        return ("a bf16 product keeps one tile (its float32 sums would keep their order on a cascade, but no "
-                "bf16 cascade kernel is verified)")
     if not _word_slices(node, k, device):
         w = max(4 // _bytes(node.types.a), 4 // _bytes(node.types.b), 1)
         return f"K = {k} has no split into 2 or more slices of whole 32-bit words ({w} elements)"

@@ -807,7 +807,9 @@ public:
 // slice): A's columns of the slice for the part's rows (its rows of a transposed A) and B's rows of the
 // slice (its columns when TRANS_B).  The first tile starts each output vector's 16 lanes at zero, every
 // other continues the partial sums the cascade brings in increasing k, every tile but the last sends them
-// on, and the last converts them once and stores: the integer sums are the one-tile sums, exactly.
+// on, and the last converts them once and stores: the integer sums are the one-tile sums, exactly; bf16
+// sums cross the cascade as accfloat lanes unrounded (AIE-ML reads 16 accfloat lanes per 512-bit cascade
+// word, UG1583 get_scd_v16accfloat) and are continued in the one-tile order, so they are the one-tile sums.
 template <class C>
 class MatMulFirst : public MatMul<C> {
     using B = MatMul<C>;

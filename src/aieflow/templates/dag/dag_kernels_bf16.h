@@ -341,6 +341,7 @@ public:
 
 // ---------------------------------------------------------------------------- MatMul
 // No class here: dag_kernels.h's MatMul is the bf16 kernel too (bfloat16 elements, accfloat lanes and
-// one rounding to bf16 when its config's TO is bfloat16).
+// one rounding to bf16 when its config's TO is bfloat16), and so are its cascade roles over a long K
+// (MatMulFirst / MatMulMiddle / MatMulLast: the accfloat partial sums on the cascade).
 
 }  // namespace aieflow
