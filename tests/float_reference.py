@@ -47,3 +47,25 @@ def bf16_exact(q, signs: tuple[bool, ...] = ()) -> float:
     v = n * quantum
     out = float("inf") if v >= Fraction(2) ** 128 else float(v)
     return -out if neg else out
+
+
+def fp16(v: float) -> float:
+    """A double rounded once to IEEE binary16 by exact rationals: nearest, ties to even on the 11-bit
+    significand, subnormals in steps of 2^-24 (kept, not flushed), +-inf from 65520 on (the next
+    step past the largest finite 65504 is a tie that rounds to the even 2^16); NaN stays NaN and a
+    zero keeps its sign.  What docs/numerics.md assumes of AIE-MLv2's float16 conversion."""
+    from fractions import Fraction
+
+    if v != v or v in (float("inf"), float("-inf")) or v == 0:
+        return v
+    neg, a = v < 0, abs(Fraction(v))
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    if a < Fraction(2) ** e:
+        e -= 1
+    quantum = Fraction(2) ** (max(e, -14) - 10)
+    n, r = divmod(a, quantum)
+    n = int(n)
+    if r > quantum / 2 or (r == quantum / 2 and n % 2):
+        n += 1
+    out = float("inf") if n * quantum > 65504 else float(n * quantum)
+    return -out if neg else out

@@ -58,7 +58,7 @@ def test_unknown_keys_are_refused_with_suggestions(raw, message, hint):
     ({"layers": []}, "layers must be a mapping from layer name to that layer's settings, got []"),
     ({"replicas": "many"}, "replicas must be a positive integer or 'auto', got 'many'"),
     ({"target": 3}, "target must be a target such as 'latency'"),
-    ({"precision": 8}, "precision must be a precision name (int8, int16, a16w8, a8w4, fp32, bf16), got 8"),
+    ({"precision": 8}, "precision must be a precision name (int8, int16, a16w8, a8w4, fp32, bf16, fp16), got 8"),
 ])
 def test_wrong_types_name_the_key_path(raw, message):
     assert refusal(raw).message.startswith(message)

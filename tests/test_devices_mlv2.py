@@ -38,15 +38,19 @@ DIFFERENCES = {
     # UG1529 "Matrix Multiplication Modes" table, shapes without the "emulated" footnote.  AIE-ML row (the
     # Dense tilings of dense-on-aie-ml.md): 8b x 8b 4x8x8, 8b x 4b 4x16x8, 16b x 8b 4x4x8, 16b x 16b 4x4x4,
     # bfloat16 4x8x4.  AIE-MLv2 row: 8b x 8b 8x8x8 (acc32), 8b x 4b 8x8x8 (4x16x8 absent), 16b x 8b
-    # 4x4x8, 16b x 16b 4x4x8 (acc64; 4x4x4 absent), bfloat16 4x8x8 (4x8x4 emulated).
+    # 4x4x8, 16b x 16b 4x4x8 (acc64; 4x4x4 absent), bfloat16 4x8x8 (4x8x4 emulated), float16 4x8x8 (AIE-MLv2
+    # only; 4x8x4 and 8x8x8 emulated).
     "mmul_shapes": (
         {("i8", "i8"): (4, 8, 8), ("i8", "i4"): (4, 16, 8), ("i16", "i8"): (4, 4, 8), ("i16", "i16"): (4, 4, 4),
          ("bf16", "bf16"): (4, 8, 4)},
         {("i8", "i8"): (8, 8, 8), ("i8", "i4"): (8, 8, 8), ("i16", "i8"): (4, 4, 8), ("i16", "i16"): (4, 4, 8),
-         ("bf16", "bf16"): (4, 8, 8)},
+         ("bf16", "bf16"): (4, 8, 8), ("fp16", "fp16"): (4, 8, 8)},
     ),
+    # UG1603 2025.1 "Data Types" (float16: 1 / 5 / 10 bits) and UG1529 "Basic Types" (float16 vectors on
+    # AIE-MLv2 only): the vector unit's float types.  AIE-ML: bfloat16 only (UG1603 / AM020).
+    "float_types": (frozenset({"bf16"}), frozenset({"bf16", "fp16"})),
     # AIE-ML: versal-devices.md "Peak MACs per cycle per tile".  AIE-MLv2: the MACs of those native shapes
-    # (8*8*8, 8*8*8, 4*4*8, 4*4*8, 4*8*8); 32-bit pairs assumed as AIE-ML (no figure found).
+    # (8*8*8, 8*8*8, 4*4*8, 4*4*8, 4*8*8, float16 4*8*8); 32-bit pairs assumed as AIE-ML (no figure found).
     # AIE API "Basic Types > Block Vector" table (aie_doc.hpp, UG1529): (block, mantissa bits, exponent bits,
     # sub-tile shifts, shift bits, block bytes) mx9 16/8/8/8/1/18, mx6 16/5/8/8/1/12, mx4 16/3/8/8/1/8, AIE-MLv2
     # only.  UG1529 "Matrix Multiplication Modes" AIE-MLv2 row: mx9 4x16x16, mx6 / mx4 4x16x16 and 8x16x16;
@@ -61,7 +65,7 @@ DIFFERENCES = {
         {("i8", "i8"): 256, ("i8", "i4"): 512, ("i16", "i8"): 128, ("i16", "i16"): 64, ("i32", "i16"): 32,
          ("i32", "i32"): 16, ("bf16", "bf16"): 128},
         {("i8", "i8"): 512, ("i8", "i4"): 512, ("i16", "i8"): 128, ("i16", "i16"): 128, ("i32", "i16"): 32,
-         ("i32", "i32"): 16, ("bf16", "bf16"): 256},
+         ("i32", "i32"): 16, ("bf16", "bf16"): 256, ("fp16", "fp16"): 256},
     ),
 }
 
@@ -82,7 +86,7 @@ SAME = {
 # Fields no searchable public source gave an AIE-MLv2 figure for: equal to AIE-ML and said so.
 ASSUMED = ("srs_shift_max", "ups_shift_max", "cascade_serpentine")
 
-# Every field not listed above is the same by construction (rounding, float types, stack, heap, ...).
+# Every field not listed above is the same by construction (rounding, stack, heap, ...).
 COVERED = set(DIFFERENCES) | set(SAME) | set(ASSUMED) | {"name", "sources"}
 
 
@@ -120,6 +124,13 @@ def test_no_other_field_differs_from_aie_ml():
     assert all(getattr(AIE_MLV2, f) == getattr(AIE_ML, f) for f in uncovered)
 
 
+def test_float16_is_an_aie_mlv2_type_only():
+    # UG1529 "Basic Types": float16 vectors on AIE-MLv2 only; AIE1 computes fp32, AIE-ML bfloat16
+    assert [("fp16" in g.float_types) for g in (AIE1, AIE_ML, AIE_MLV2)] == [False, False, True]
+    assert [(("fp16", "fp16") in g.mmul_shapes) for g in (AIE1, AIE_ML, AIE_MLV2)] == [False, False, True]
+    assert "derived" in AIE_MLV2.sources["macs_per_cycle"] and "fp16 4x8x8 = 256" in AIE_MLV2.sources["macs_per_cycle"]
+
+
 def test_memory_tile_bank_arithmetic_gives_512_kb_on_both():
     # UG1603: 16 x 128-bit x 2k words and 8 x 256-bit x 2k words are both 512 KB.
     for gen in (AIE_ML, AIE_MLV2):
@@ -129,7 +140,7 @@ def test_memory_tile_bank_arithmetic_gives_512_kb_on_both():
 
 @pytest.mark.parametrize("field", ["stream_bits", "core_stream_bits", "memtile", "memtile_dma_memory_bits",
                                    "neighbour_memories", "program_memory_bytes", "mmul shapes", "accumulators",
-                                   "block_float_types"])
+                                   "block_float_types", "float_types"])
 def test_each_v2_fact_names_its_public_source(field):
     src = AIE_MLV2.sources[field]
     assert any(doc in src for doc in ("AM027", "UG1603", "UG1529")) and "assumed" not in src.lower(), src

@@ -103,7 +103,7 @@ def test_type_properties():
         ("ap_int<8,2>", "expected <width,integer_bits"),
         ("fixed16", "cannot parse numeric type"),
         ("fixed<16,6", "cannot parse numeric type"),
-        ("float16", "cannot parse numeric type"),
+        ("float8", "cannot parse numeric type"),
         ("int7", "cannot parse numeric type"),
         ("", "cannot parse numeric type"),
         ("fixed<16,,6>", "empty field"),
@@ -125,4 +125,11 @@ def test_non_string_and_bad_float_name():
     with pytest.raises(ConfigError, match="must be a string"):
         parse_type(16)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="unknown float type"):
-        FloatType("fp16")
+        FloatType("fp8")
+
+
+def test_float16_parses_as_fp16():
+    # AIE-MLv2's float16 (UG1529 "Basic Types"): 16-bit storage, the AIE API's scalar name
+    for text in ("fp16", "float16"):
+        t = parse_type(text)
+        assert t == FloatType("fp16") and (t.container_bits, t.c_type, t.to_string()) == (16, "float16", "fp16")

@@ -16,7 +16,7 @@ from .inputs import real_array
 from .kinds import is_cnn, is_dag, is_recurrent, wants_streamed
 from .numerics.types import AffineType
 from .ops.registry import require_mapping
-from .options import refuse_unsupported
+from .options import refuse_precision, refuse_unsupported
 from .passes.posts import choose, explores_both, fixed_mapping, merged
 from .pipeline import PIPELINE, State, _search, front_end, run_pipeline
 from .progress import Stages, compile_stages
@@ -61,7 +61,7 @@ def _compile(state: State, stages: Stages) -> Design:
     if is_recurrent(graph):
         from .recurrent.design import compile_recurrent
 
-        _kind(stages, "recurrent", 2, graph)
+        _kind(stages, "recurrent", 2, graph, state.config)
         refuse_unsupported(state.config, "recurrent")
         refuse_affine(graph, "recurrent")
         return compile_recurrent(model, example_input=state.example_input, front=_emulation(state), progress=stages)  # type: ignore[return-value]
@@ -69,14 +69,14 @@ def _compile(state: State, stages: Stages) -> Design:
     if is_cnn(graph):
         from .cnn.api import compile_cnn
 
-        _kind(stages, "cnn", 3, graph)
+        _kind(stages, "cnn", 3, graph, state.config)
         refuse_unsupported(state.config, "cnn")  # float scales: the stream mapping (ops/conv.py, ops/pool.py)
         return compile_cnn(state, stages)
     # Graphs beyond chains (fan-out, residual Add, LayerNorm, Transpose views): aieflow.dag, docs/dag.md
     if is_dag(graph):
         from .dag.api import compile_dag
 
-        _kind(stages, "dag", 3, graph)
+        _kind(stages, "dag", 3, graph, state.config)
         _refuse_fused(state.config)
         refuse_affine(graph, "DAG")
         return compile_dag(state, stages)  # type: ignore[return-value]
@@ -89,7 +89,7 @@ def _compile(state: State, stages: Stages) -> Design:
     if wants_streamed(state.config):
         from .gemm.dense_design import compile_streamed
 
-        _kind(stages, "streamed", None, graph)
+        _kind(stages, "streamed", None, graph, state.config)
         refuse_affine(graph, "streamed-weight")
         return compile_streamed(state, stages)
     front = state
@@ -99,11 +99,11 @@ def _compile(state: State, stages: Stages) -> Design:
     if choice.mapping == "standalone":
         from .dag.api import compile_dag
 
-        _kind(stages, "dag", 3, graph)
+        _kind(stages, "dag", 3, graph, state.config)
         refuse_affine(graph, "DAG")
         return compile_dag(state, stages, found=choice.dag)  # type: ignore[return-value]
     state = choice.chain or state
-    _kind(stages, "chain", len(PIPELINE) - len(state.done), graph)
+    _kind(stages, "chain", len(PIPELINE) - len(state.done), graph, state.config)
     try:
         state = run_pipeline(state, stages)
     except PlanError as e:
@@ -112,7 +112,7 @@ def _compile(state: State, stages: Stages) -> Design:
         log.info("the resident chain does not fit (%s); trying streamed weights", e.message)
         if any(isinstance(t.dtype, AffineType) for t in graph.tensors.values()):
             raise
-        _kind(stages, "streamed", None, graph)
+        _kind(stages, "streamed", None, graph, state.config)
         streamed = compile_streamed(front, stages, failure=e)
         if streamed is None:
             raise
@@ -143,8 +143,10 @@ def refuse_affine(graph, kind: str) -> None:
                 "model, or give onnxruntime quantize_static an MLP or a chain CNN")
 
 
-def _kind(stages: Stages, kind: str, left: int | None, graph) -> None:
-    """The design kind is known after the front end: the bar's total and the log say which."""
+def _kind(stages: Stages, kind: str, left: int | None, graph, config: Config) -> None:
+    """The design kind is known after the front end: the bar's total and the log say which; a
+    precision the kind is not built for is refused here (options.refuse_precision)."""
+    refuse_precision(config, kind)
     log.info("%s: %d nodes after import and fusion, compiled as a %s design", graph.name, len(graph.nodes), kind)
     stages.total(None if left is None else stages.started + left, kind)
 
@@ -182,12 +184,14 @@ def explore(
         from .dag.search import explore_dag
 
         _refuse_fused(state.config)
+        refuse_precision(state.config, "dag")
         return _explored(replace(explore_dag(graph, state.device, state.config), kind="dag", config_names=dense))
     require_mapping(graph)
     mapping = fixed_mapping(graph, state.device, state.config)
     if mapping == "standalone":
         from .dag.search import explore_dag
 
+        refuse_precision(state.config, "dag")
         return _explored(replace(explore_dag(graph, state.device, state.config), kind="dag", config_names=dense))
     if wants_streamed(state.config):
         raise ConfigError("explore lists resident designs; streamed_dense / segmented designs (a layer's "

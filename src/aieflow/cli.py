@@ -436,7 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "instead of standard output")
     s.add_argument("--config", help="a config to start from (its keys are kept)")
     s.add_argument("--calibration", help=".npy float samples for post-training quantisation (float models)")
-    s.add_argument("--precision", help="default precision: int8, int16, a16w8, fp32, bf16")
+    s.add_argument("--precision", help="default precision: int8, int16, a16w8, fp32, bf16, fp16 (vek385 Dense chains)")
     s.add_argument("--batch", help="samples per graph iteration")
     s.set_defaults(func=cmd_config, target=None)
 
@@ -447,7 +447,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--config", help="YAML or JSON config file")
     s.add_argument("--calibration", help=".npy float samples for post-training quantisation")
     s.add_argument("--input", help=".npy samples written to the project's PLIO data files")
-    s.add_argument("--precision", help="default precision (overrides the config): int8, int16, a16w8, fp32, bf16")
+    s.add_argument("--precision", help="default precision (overrides the config): int8, int16, a16w8, fp32, bf16, fp16 (vek385 Dense chains)")
     s.add_argument("--batch", help="samples per graph iteration, or 'auto' to let the search choose (overrides the config)")
     s.add_argument("--target", help="what to optimise: resources (default), latency, throughput, and/or budgets "
                    "like 'latency_ns <= 2000', 'tiles <= 64' (comma-separated)")

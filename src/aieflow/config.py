@@ -33,9 +33,10 @@ PRECISIONS: Mapping[str, tuple[str, str]] = frozen_map(
         "a8w4": ("i8", "i4"),  # 8-bit activations, 4-bit weights (AIE-ML / AIE-MLv2 Dense layers)
         "fp32": ("fp32", "fp32"),
         "bf16": ("bf16", "bf16"),
+        "fp16": ("fp16", "fp16"),  # IEEE binary16 (AIE-MLv2's float16), Dense chains only (options.py)
     }
 )
-_PRECISION_ALIASES = {"i8": "int8", "i16": "int16", "int16x8": "a16w8", "i16xi8": "a16w8", "float32": "fp32",
+_PRECISION_ALIASES = {"i8": "int8", "i16": "int16", "int16x8": "a16w8", "i16xi8": "a16w8", "float32": "fp32", "float16": "fp16", "half": "fp16",
                       "int8x4": "a8w4", "i8xi4": "a8w4", "w4a8": "a8w4"}
 TYPE_KEYS = ("input", "weight", "bias", "output")
 RECURRENT_TYPE_KEYS = ("recurrent_weight", "recurrent_bias", "accum")  # GRU / LSTM only

@@ -81,7 +81,7 @@ class Design:
         return x
 
     def quantise_input(self, x: Any) -> np.ndarray:
-        """Float samples -> what the graph input carries (codes, or float32 / bf16 values)."""
+        """Float samples -> what the graph input carries (codes, or float32 / bf16 / fp16 values)."""
         x = self._check_input(x)
         if not isinstance(self.input_type, FloatType) and np.issubdtype(x.dtype, np.floating) and np.isnan(x).any():
             raise ConfigError("input contains NaN")
@@ -93,7 +93,7 @@ class Design:
         t = self.input_type
         if isinstance(t, FloatType):
             x32 = x.astype(np.float32)
-            return fixed.to_bf16(x32) if t.name == "bf16" else x32
+            return fixed.round_float(x32, t.name)
         if isinstance(t, AffineType):
             return affine_quantize(x, t, float_codes=float_codes)
         codes = fast.quantize_float(x, t)

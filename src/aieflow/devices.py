@@ -23,8 +23,8 @@ from .numerics.types import Rounding
 SPEC = "shared/spec/versal-devices.md"
 GEMM_SPEC = "shared/spec/gemm-gotoblas-versal.md"
 
-# Operand kinds used as keys: "i4", "i8", "i16", "i32", "fp32", "bf16" ("i4": signed 4-bit codes
-# packed two per byte, AIE-ML / AIE-MLv2 weights only).
+# Operand kinds used as keys: "i4", "i8", "i16", "i32", "fp32", "bf16", "fp16" ("i4": signed 4-bit codes
+# packed two per byte, AIE-ML / AIE-MLv2 weights only; "fp16": IEEE binary16, AIE-MLv2's float16).
 TypePair = tuple[str, str]
 
 
@@ -404,6 +404,7 @@ AIE_MLV2 = Generation(
             ("i32", "i16"): AIE_ML.macs_per_cycle[("i32", "i16")],
             ("i32", "i32"): AIE_ML.macs_per_cycle[("i32", "i32")],
             ("bf16", "bf16"): 256,
+            ("fp16", "fp16"): 256,
         }
     ),
     mmul_shapes=_frozen(
@@ -413,12 +414,14 @@ AIE_MLV2 = Generation(
             ("i16", "i8"): (4, 4, 8),
             ("i16", "i16"): (4, 4, 8),
             ("bf16", "bf16"): (4, 8, 8),
+            ("fp16", "fp16"): (4, 8, 8),
         }
     ),
     # UG1529 AIE-MLv2 row: 8b x 8b only with acc32, 16b x 16b 4x4x8 only with acc64 (AIE-ML's lanes).
     accumulators=AIE_ML.accumulators,
     rounding_modes=_ALL_ROUNDING,
-    float_types=frozenset({"bf16"}),
+    # float16 (IEEE binary16): AIE-MLv2 only (sources["float_types"]); the Dense chain computes in it
+    float_types=frozenset({"bf16", "fp16"}),
     srs_shift_max=AIE_ML.srs_shift_max,
     ups_shift_max=AIE_ML.ups_shift_max,
     lut_parallel_accesses=8,
@@ -447,6 +450,12 @@ AIE_MLV2 = Generation(
             "is always an accfloat accumulator, no element-wise operators.  Not documented (so not in the "
             "catalog): mantissa encoding, exponent bias, conversion rounding and exponent choice, block "
             "dot-product precision",
+            "float_types": "float16 (fp16): UG1603 2025.1 'Data Types', 'Vector Based Floating-point Data Types' "
+            "table: 1 sign, 5 exponent, 10 mantissa bits; AIE API (UG1529) 'Basic Types' vector table: float16 "
+            "vectors of 8 / 16 / 32 / 64 lanes on AIE-MLv2 only; UG1529 'Matrix Multiplication Modes' AIE-MLv2 row: "
+            "f16 x f16 4x8x8 native, accumulation in accfloat.  The rounding of a float -> float16 conversion "
+            "(accum<accfloat>::to_vector<float16>) and subnormal handling are not documented; aieflow's emulator "
+            "and x86 shim take IEEE round-to-nearest-even with subnormals kept (docs/numerics.md)",
             "lut": "UG1603 2026.1 'Lookup Tables and Linear Approximation': on AIE-ML v2 each LUT's data repeats "
             "every 256 bits and the LUT has two copies, the values present eight times for eight parallel "
             "accesses; the aie::lut template argument 8 is read from that sentence (not confirmed by a compile)",
@@ -460,12 +469,12 @@ AIE_MLV2 = Generation(
             "mmul shapes": "UG1529 (AIE API 2026.1) 'Matrix Multiplication Modes' table, AIE-MLv2 row, shapes "
             "without the 'emulated' (a) footnote: 8b x 4b 8x8x8; 8b x 8b 4x8x8 and 8x8x8 (acc32 only); 16b x 8b "
             "4x4x8 / 8x2x8 (b: extra data manipulation); 16b x 16b 4x2x8 / 8x2x8 (acc32), 2x4x8 / 4x4x8 (acc64 "
-            "only); bfloat16 4x8x8.  AIE-ML's 8b x 4b 4x16x8 and 16b x 16b 4x4x4 are not in the AIE-MLv2 row, and "
+            "only); bfloat16 4x8x8; float16 x float16 4x8x8 (4x8x4 and 8x8x8 emulated), accfloat.  AIE-ML's 8b x 4b 4x16x8 and 16b x 16b 4x4x4 are not in the AIE-MLv2 row, and "
             "its bfloat16 4x8x4 is emulated there.  The table is the doc comment of include/aie_api/detail/mmul.hpp "
             "in AMD's AIE API sources, from which UG1529's page is generated",
             "macs_per_cycle": "derived, not a documented rate: the MACs of the largest native mmul in UG1529's "
             "AIE-MLv2 row (i8 8x8x8 = 512, i8 x i4 8x8x8 = 512, i16 x i8 4x4x8 = 128, i16 x i16 acc64 4x4x8 = 128, "
-            "bf16 4x8x8 = 256), one mmul issued per cycle.  The same rule on UG1529's AIE-ML row gives AIE-ML's "
+            "bf16 4x8x8 = 256, fp16 4x8x8 = 256), one mmul issued per cycle.  The same rule on UG1529's AIE-ML row gives AIE-ML's "
             f"documented rates ({SPEC}: 256, 512, 128, 64, 128).  AM027 rev 1.1's 'Performance' section, searched again, "
             "gives clock targets (array 1 GHz at -1, PL 500 MHz) and AXI4 memory-mapped bandwidths in the part the search "
             "returned, no MAC rate; UG1603 says only that AIE-ML v2 has wider SIMDs.  32-bit operands (i32 x i16, "

@@ -37,6 +37,26 @@ SEARCHED_BATCH_UNSUPPORTED: dict[str, str] = {
     "streamed_dense": "the batch of a streamed Dense design is not searched; give one batch (e.g. batch: 8)",
 }
 
+# precision -> the design kinds built for it and what it is; every other kind refuses it by name
+# (refuse_precision).  fp16 (AIE-MLv2's float16): the resident Dense chain, ReLU fused (docs/numerics.md).
+PRECISION_KINDS: dict[str, tuple[tuple[str, ...], str]] = {
+    "fp16": (("chain",), "IEEE float16 (AIE-MLv2) is built for chains of Dense layers (+ ReLU) with resident weights"),
+}
+
+
+def used_precisions(config: Config) -> set[str]:
+    """The config's default precision and every layer's own."""
+    return {config.precision} | {lc.precision for lc in config.layers.values() if lc.precision}
+
+
+def refuse_precision(config: Config, kind: str) -> None:
+    """A ConfigError naming a precision the config uses that ``kind`` designs are not built for."""
+    for precision in sorted(used_precisions(config)):
+        kinds, what = PRECISION_KINDS.get(precision, (None, ""))
+        if kinds is not None and kind not in kinds:
+            raise ConfigError(f"precision {precision} does not apply to {kind} designs: {what}",
+                              hint="use precision bf16 (AIE-ML / AIE-MLv2) or an integer precision for this model")
+
 
 def refuse_unsupported(config: Config, kind: str) -> None:
     """A ConfigError naming the first option the user gave that ``kind`` does not take."""

@@ -498,8 +498,7 @@ def verification_inputs(t: NumericType, shape: tuple[int, ...], samples: int, se
         scales = rng.choice(np.array([1e-2, 1.0, 30.0], dtype=np.float32), size=(max(0, samples - len(head)), 1))
         body = (rng.standard_normal((max(0, samples - len(head)), width)) * scales).astype(np.float32)
         x = np.concatenate([head, body])[:samples].astype(np.float32)
-        if t.name == "bf16":
-            x = fixed.to_bf16(x)
+        x = fixed.round_float(x, t.name)
     return x.reshape(samples, *shape)
 
 

@@ -30,10 +30,10 @@ _ENV = environment("system")
 HOST_TYPES = {
     "int8": "std::int8_t", "uint8": "std::uint8_t", "int16": "std::int16_t", "uint16": "std::uint16_t",
     "int32": "std::int32_t", "uint32": "std::uint32_t", "int64": "std::int64_t", "uint64": "std::uint64_t",
-    "float": "float", "bfloat16": "aieflow_io::bf16",
+    "float": "float", "bfloat16": "aieflow_io::bf16", "float16": "aieflow_io::fp16",
 }
 HOST_BITS = {"int8": 8, "uint8": 8, "int16": 16, "uint16": 16, "int32": 32, "uint32": 32, "int64": 64, "uint64": 64,
-             "float": 32, "bfloat16": 16}
+             "float": 32, "bfloat16": 16, "float16": 16}
 
 # Every file this module writes into a project (the tests check each one).
 PL_SOURCES = ("pl/mm2s.cpp", "pl/s2mm.cpp")
@@ -84,7 +84,7 @@ def _ports(plios: list[dict[str, Any]], files: dict[str, str], iterations: int, 
         ctype = p["ctype"]
         if ctype not in HOST_TYPES:
             raise UnsupportedOpError(f"a PLIO carrying '{ctype}' values has no host-side type",
-                                     hint="PLIO elements are integers of 8 to 64 bits, float or bfloat16")
+                                     hint="PLIO elements are integers of 8 to 64 bits, float, bfloat16 or float16")
         name = posixpath.basename(p["file"])
         golden = f"golden_{name}"
         data = files[p["file"]] if kind == "mm2s" else files[f"data/{golden}"]

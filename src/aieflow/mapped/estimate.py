@@ -51,7 +51,7 @@ from .ir import Cost, MappedGraph, PLStep
 
 # The host's start of one run of a ``per_run`` graph (a token the sink hands back; no time of its own).
 HOST_RUN = Cost("host:run", "host", "host", 0.0)
-CTYPE_BYTES = {"int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "bfloat16": 2, "int32": 4, "uint32": 4, "float": 4}
+CTYPE_BYTES = {"int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "bfloat16": 2, "float16": 2, "int32": 4, "uint32": 4, "float": 4}
 
 
 @dataclass(frozen=True)

@@ -331,6 +331,28 @@ def to_bf16(x: np.ndarray) -> np.ndarray:
     return np.where(nan, quiet_nan, rounded).astype(np.uint32).view(np.float32).reshape(x32.shape)
 
 
+def to_fp16(x: np.ndarray) -> np.ndarray:
+    """Round float32 values to IEEE binary16 (AIE-MLv2's float16: 1 / 5 / 10 bits), returned as float32.
+
+    Round to nearest, ties to even, with binary16's subnormals kept (no flush to zero) and overflow to
+    +-inf from 65520 on (the IEEE default conversion; numpy's float32 -> float16 cast implements it).
+    UG1529 documents neither the rounding nor the subnormal handling of a conversion to float16: this
+    is aieflow's assumption, shared with the x86 shim (docs/numerics.md).  NaNs stay NaNs.
+    """
+    x32 = np.asarray(x, dtype=np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow to inf is the documented result here
+        return x32.astype(np.float16).astype(np.float32)
+
+
+def round_float(x: np.ndarray, name: str) -> np.ndarray:
+    """float32 values rounded into the float type ``name`` ("fp32": unchanged, "bf16", "fp16")."""
+    if name == "bf16":
+        return to_bf16(x)
+    if name == "fp16":
+        return to_fp16(x)
+    return np.asarray(x, dtype=np.float32)
+
+
 def float32_dot_sequential(x: np.ndarray, w: np.ndarray, init: np.ndarray | None) -> np.ndarray:
     """``init + x @ w`` in float32 with the AIE accumulation order: k = 0, 1, ..., K-1.
 
@@ -350,9 +372,10 @@ def float32_dot_sequential(x: np.ndarray, w: np.ndarray, init: np.ndarray | None
     if init is not None:
         acc[...] = np.broadcast_to(np.asarray(init, dtype=np.float32), (bsz, n))
     prod = np.empty_like(acc)
-    for i in range(k):
-        np.multiply(x[:, i, None], w[i][None, :], out=prod)
-        np.add(acc, prod, out=acc)
+    with np.errstate(over="ignore", invalid="ignore"):  # IEEE: overflow gives inf, inf - inf NaN
+        for i in range(k):
+            np.multiply(x[:, i, None], w[i][None, :], out=prod)
+            np.add(acc, prod, out=acc)
     return acc
 
 

@@ -136,15 +136,19 @@ class FixedType(IntegerCodes):
         return self.to_string()
 
 
+# Float storage types: name -> the AIE API scalar type (UG1529 "Basic Types"; float16 on AIE-MLv2 only).
+FLOAT_C_TYPES = {"fp32": "float", "bf16": "bfloat16", "fp16": "float16"}
+
+
 @dataclass(frozen=True)
 class FloatType:
-    """IEEE float32 or bfloat16 storage."""
+    """IEEE float32, bfloat16 or IEEE binary16 (``fp16``, AIE-MLv2's float16) storage."""
 
     name: str = "fp32"
 
     def __post_init__(self) -> None:
-        if self.name not in ("fp32", "bf16"):
-            raise ConfigError(f"unknown float type {self.name!r}; use 'fp32' or 'bf16'")
+        if self.name not in FLOAT_C_TYPES:
+            raise ConfigError(f"unknown float type {self.name!r}; use {', '.join(map(repr, FLOAT_C_TYPES))}")
 
     @property
     def container_bits(self) -> int:
@@ -152,7 +156,7 @@ class FloatType:
 
     @property
     def c_type(self) -> str:
-        return "float" if self.name == "fp32" else "bfloat16"
+        return FLOAT_C_TYPES[self.name]
 
     def to_string(self) -> str:
         return self.name
@@ -240,7 +244,7 @@ def _mode_key(field: str) -> str:
 
 
 def parse_type(text: str) -> NumericType:
-    """Parse ``fixed<W,I[,Q[,O]]>``, ``ap_fixed<...>``, ``ufixed``, ``int<W>``, ``int8``, ``fp32``, ``bf16``;
+    """Parse ``fixed<W,I[,Q[,O]]>``, ``ap_fixed<...>``, ``ufixed``, ``int<W>``, ``int8``, ``fp32``, ``bf16``, ``fp16``;
     the modes as ap_fixed names them (``RND_CONV``, ``SAT``) or as hls4ml writes them (``AP_RND_CONV``).
 
     hls4ml's spelling is accepted as it writes it: ``ap_fixed<18,7,AP_RND_CONV,AP_SAT>``,
@@ -258,6 +262,8 @@ def parse_type(text: str) -> NumericType:
         return FloatType("fp32")
     if t in ("bf16", "bfloat16"):
         return FloatType("bf16")
+    if t in ("fp16", "float16"):
+        return FloatType("fp16")
     plain = _PLAIN_INT_RE.match(t)
     if plain:
         return FixedType(int(plain["w"]), 0, signed=not plain["u"])

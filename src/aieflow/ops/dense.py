@@ -32,6 +32,7 @@ from ..errors import ConfigError, ModelError, PlanError
 from ..ir import Node
 from ..numerics import fast, fixed, requant
 from ..numerics.types import (
+    FLOAT_C_TYPES,
     AffineType,
     FixedType,
     FloatType,
@@ -181,11 +182,11 @@ def quantise(node: Node, ctx: QuantContext) -> Node:
     b = node.params.get("bias")
 
     hls_text = ctx.config.weights_rounding == "hls4ml"
-    if hls_text and act_kind in ("fp32", "bf16"):
+    if hls_text and act_kind in FLOAT_C_TYPES:
         raise ConfigError(f"config option 'weights_rounding: hls4ml' rounds weights into fixed-point types; this "
                           f"layer's precision is {precision}", layer=name,
                           hint="leave weights_rounding out, or use a fixed-point precision (int8, int16, a16w8)")
-    if act_kind in ("fp32", "bf16"):
+    if act_kind in FLOAT_C_TYPES:
         if act_kind not in gen.float_types:
             raise ConfigError(
                 f"precision {precision} is not available on {ctx.device.board} ({gen.name}); "
@@ -203,9 +204,9 @@ def quantise(node: Node, ctx: QuantContext) -> Node:
         types = DenseTypes(ft, ft, ft if b is not None else None, ft, 0, 0, 0)
         wq = w.astype(np.float32)
         bq = b.astype(np.float32) if b is not None else None
-        if act_kind == "bf16":
-            wq = fixed.to_bf16(wq)
-            bq = fixed.to_bf16(bq) if bq is not None else None
+        # PTQ to a float type is a cast: round-to-nearest-even into bf16 / fp16 (no calibration)
+        wq = fixed.round_float(wq, act_kind)
+        bq = fixed.round_float(bq, act_kind) if bq is not None else None
         params = dict(node.params, weight_q=wq)
         if bq is not None:
             params["bias_q"] = bq
@@ -533,13 +534,12 @@ def emulate(node: Node, x: np.ndarray) -> np.ndarray:
         return _emulate_requant(node, x)
     if isinstance(t.weight, FloatType):
         init = node.params.get("bias_q")
-        xin = x.astype(np.float32)
-        if t.weight.name == "bf16":
-            xin = fixed.to_bf16(xin)
+        # bf16 / fp16 operands: their products are exact in float32 (8 x 8 and 11 x 11 significant
+        # bits fit 24), so the float32 accumulation in k order is the kernel's accfloat sum
+        xin = fixed.round_float(x.astype(np.float32), t.weight.name)
         w32 = node.params["weight_q"].astype(np.float32)  # rows of a [..., K] input: each multiplied alike
         y = fixed.float32_dot_sequential(xin.reshape(-1, xin.shape[-1]), w32, init).reshape(*xin.shape[:-1], -1)
-        if t.output.name == "bf16":
-            y = fixed.to_bf16(y)
+        y = fixed.round_float(y, t.output.name)
         if relu:
             y = np.maximum(y, np.float32(0))
         return y

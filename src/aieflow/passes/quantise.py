@@ -15,7 +15,7 @@ from ..config import PRECISIONS, Config
 from ..devices import Device
 from ..errors import ConfigError, ModelError
 from ..ir import Graph, QuantHints
-from ..numerics.types import AffineType, FloatType, NumericType, Rounding, Saturation
+from ..numerics.types import FLOAT_C_TYPES, AffineType, FloatType, NumericType, Rounding, Saturation
 from ..ops.activation import MASK_TYPE
 from ..ops.base import QuantContext, keeps_input_type
 from ..ops.dense import power_of_two_type
@@ -43,7 +43,7 @@ def _input_type(graph: Graph, config: Config, hints: QuantHints, calibration: Ma
     lc = config.layer(first[0].name, *first[0].aliases) if first else config.layer()
     precision = lc.precision or config.precision
     act_kind, _ = PRECISIONS[precision]
-    if act_kind in ("fp32", "bf16"):
+    if act_kind in FLOAT_C_TYPES:
         return FloatType(act_kind)
     if "input" in lc.types:
         return lc.types["input"]
@@ -128,6 +128,11 @@ def quantise(graph: Graph, device: Device, config: Config, hints: QuantHints, ca
             raise ConfigError(f"config option 'weights_rounding: hls4ml' applies to Dense layers' weights; this "
                               f"layer ({node.op}) rounds its parameters exactly", layer=node.name,
                               hint="leave weights_rounding out for this model")
+        if node.op != "dense" and not fam.is_view and FloatType("fp16") in ctx.input_types:
+            # fp16 kernels exist for the Dense layer (+ fused ReLU) only (options.PRECISION_KINDS)
+            raise ConfigError(f"the layer ({node.op}) reads a float16 tensor; precision fp16 is built for Dense "
+                              "layers (+ ReLU) only", layer=node.name,
+                              hint="use precision bf16 (AIE-ML / AIE-MLv2) or an integer precision for this model")
         qnode = fam.quantise(node, ctx)
         out_type = qnode.types.output if hasattr(qnode.types, "output") else qnode.types
         types[node.outputs[0]] = out_type

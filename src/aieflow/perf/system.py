@@ -77,7 +77,8 @@ SOURCES: Mapping[str, str] = {
 _II = re.compile(r"PIPELINE\s+II\s*=\s*(\d+)")
 _NK = re.compile(r"^nk\s*=\s*(\w+):(\d+)", re.M)
 _TYPE_BITS = {"std::int8_t": 8, "std::uint8_t": 8, "std::int16_t": 16, "std::uint16_t": 16, "std::int32_t": 32,
-              "std::uint32_t": 32, "std::int64_t": 64, "std::uint64_t": 64, "float": 32, "aieflow_io::bf16": 16}
+              "std::uint32_t": 32, "std::int64_t": 64, "std::uint64_t": 64, "float": 32, "aieflow_io::bf16": 16,
+              "aieflow_io::fp16": 16}
 
 
 def pipeline_iis(text: str) -> list[int]:

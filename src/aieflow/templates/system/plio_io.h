@@ -7,11 +7,13 @@
 // shared with the PL movers).  Lanes after a file's last value in its last word are zero.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -21,6 +23,10 @@ namespace aieflow_io {
 
 // bfloat16 on the host: the upper half of a binary32 (the files hold values exact in bfloat16).
 struct bf16 {
+    std::uint16_t bits;
+};
+// float16 (IEEE binary16, AIE-MLv2) on the host: its bit pattern (the files hold values exact in float16).
+struct fp16 {
     std::uint16_t bits;
 };
 
@@ -66,6 +72,34 @@ struct lane_traits<bf16> {
     static constexpr unsigned bits = 16;
     static std::uint64_t parse(const std::string& tok) { return lane_traits<float>::parse(tok) >> 16; }
     static std::string text(std::uint64_t b) { return lane_traits<float>::text((b & 0xffffu) << 16); }
+};
+
+// binary16 <-> text through float: a value exact in binary16 converts exactly both ways; any other
+// rounds to nearest, ties to even (the x86 shim's float16, aieflow_shim/float16.hpp).
+template <>
+struct lane_traits<fp16> {
+    static constexpr unsigned bits = 16;
+    static std::uint64_t parse(const std::string& tok) {
+        const std::uint32_t u = static_cast<std::uint32_t>(lane_traits<float>::parse(tok));
+        const std::uint32_t sign = (u >> 16) & 0x8000u, mag = u & 0x7fffffffu;
+        if (mag > 0x7f800000u) return sign | 0x7e00u;  // NaN
+        if (mag >= 0x477ff000u) return sign | 0x7c00u;  // >= 65520 rounds to infinity
+        if (mag < 0x38800000u) {  // below 2^-14: a binary16 subnormal (or zero), steps of 2^-24
+            if (mag < 0x33000000u) return sign;  // at most 2^-25 (a tie to even zero)
+            const std::uint32_t man = (mag & 0x7fffffu) | 0x800000u, shift = 126u - (mag >> 23);
+            const std::uint32_t q = man >> shift, rest = man & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+            return sign | (q + ((rest > half || (rest == half && (q & 1u))) ? 1u : 0u));
+        }
+        const std::uint32_t q = (mag >> 13) - (112u << 10), rest = mag & 0x1fffu;  // rebias 127 -> 15
+        return sign | (q + ((rest > 0x1000u || (rest == 0x1000u && (q & 1u))) ? 1u : 0u));
+    }
+    static std::string text(std::uint64_t b) {
+        const std::uint32_t h = static_cast<std::uint32_t>(b) & 0xffffu, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+        float f = e == 0 ? static_cast<float>(m) * (1.0f / 16777216.0f)
+                         : e == 31 ? (m ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity())
+                                   : std::ldexp(static_cast<float>(m | 0x400u), static_cast<int>(e) - 25);
+        return float_text((h & 0x8000u) ? -f : f);
+    }
 };
 
 // The stream beats (words of the PLIO's `plio_bits`) carrying `values` elements of `bits` bits, and

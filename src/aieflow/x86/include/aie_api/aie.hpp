@@ -3,6 +3,7 @@
 
 #include "../aieflow_shim/config.hpp"
 #include "../aieflow_shim/bfloat16.hpp"
+#include "../aieflow_shim/float16.hpp"
 #include "../aieflow_shim/types.hpp"
 #include "../aieflow_shim/modes.hpp"
 #include "../aieflow_shim/vector.hpp"

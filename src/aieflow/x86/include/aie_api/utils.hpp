@@ -10,7 +10,7 @@ namespace aie {
 namespace detail_print {
 template <typename T>
 void print_elem(T v) {
-    if constexpr (std::is_floating_point_v<T> || aieflow_shim::detail::is_bfloat16_v<T>)
+    if constexpr (aieflow_shim::detail::float_elem<T>)
         std::printf("%g", static_cast<double>(static_cast<float>(v)));
     else if constexpr (std::is_signed_v<T>)
         std::printf("%lld", static_cast<long long>(v));

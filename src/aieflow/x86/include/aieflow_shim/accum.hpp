@@ -46,7 +46,7 @@ public:
     accum& from_vector(const vector<T, Elems>& v, int shift = 0) {
         if constexpr (is_floating_point) {
             static_assert(aieflow_shim::detail::float_elem<T>,
-                          "aieflow shim: accfloat can only be loaded from float/bfloat16 vectors");
+                          "aieflow shim: accfloat can only be loaded from float/bfloat16/float16 vectors");
             for (unsigned i = 0; i < Elems; ++i) lanes_[i] = static_cast<float>(v[i]);
         } else {
             static_assert(aieflow_shim::detail::int_elem<T>,
@@ -63,7 +63,7 @@ public:
     }
 
     // Shift-round-saturate every lane into T with the current rounding / saturation modes.
-    // accfloat: to float is exact, to bfloat16 rounds to nearest even (shim assumption); the
+    // accfloat: to float is exact, to bfloat16 / float16 rounds to nearest even (shim assumption); the
     // shift argument is ignored.
     template <typename T>
     vector<T, Elems> to_vector(int shift = 0) const {

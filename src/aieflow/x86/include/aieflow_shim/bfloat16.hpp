@@ -7,7 +7,8 @@
 //     is forced so that truncation cannot turn a NaN into an infinity.
 //   * Subnormal inputs are rounded like normal ones (no flush-to-zero).
 //   * Arithmetic between bfloat16 values happens in float (the class converts implicitly to
-//     float); compound assignments round the float result back with the same RNE rule.
+//     float); compound assignments round the float result back with the same RNE rule
+//     (half_float.hpp, shared with float16).
 #pragma once
 
 #include <bit>
@@ -16,28 +17,17 @@
 #include <cstdint>
 
 #include "config.hpp"
+#include "half_float.hpp"
 
-class bfloat16 {
+class bfloat16 : public aieflow_shim::detail::half_float<bfloat16> {
 public:
     constexpr bfloat16() = default;
-    bfloat16(float f) : bits_(round_from_float(f)) {}  // NOLINT(google-explicit-constructor)
+    bfloat16(float f) : half_float(f) {}  // NOLINT(google-explicit-constructor)
     bfloat16(double d) : bfloat16(static_cast<float>(d)) {}  // via float (double rounding)
     template <std::integral I>
     bfloat16(I v) : bfloat16(static_cast<float>(v)) {}  // via float
 
-    operator float() const { return std::bit_cast<float>(static_cast<std::uint32_t>(bits_) << 16); }
-
-    static constexpr bfloat16 from_bits(std::uint16_t b) {
-        bfloat16 r;
-        r.bits_ = b;
-        return r;
-    }
-    constexpr std::uint16_t bits() const { return bits_; }
-
-    bfloat16& operator+=(float o) { return *this = bfloat16(static_cast<float>(*this) + o); }
-    bfloat16& operator-=(float o) { return *this = bfloat16(static_cast<float>(*this) - o); }
-    bfloat16& operator*=(float o) { return *this = bfloat16(static_cast<float>(*this) * o); }
-    bfloat16& operator/=(float o) { return *this = bfloat16(static_cast<float>(*this) / o); }
+    static float to_float(std::uint16_t b) { return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16); }
 
     static std::uint16_t round_from_float(float f) {
         const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
@@ -49,10 +39,9 @@ public:
         const std::uint32_t keep_lsb = (u >> 16) & 1u;
         return static_cast<std::uint16_t>((u + 0x7fffu + keep_lsb) >> 16);
     }
-
-private:
-    std::uint16_t bits_ = 0;
 };
+
+static_assert(sizeof(bfloat16) == 2 && std::is_trivially_copyable_v<bfloat16>, "bfloat16 is 16 bits of storage");
 
 namespace aieflow_shim::detail {
 template <typename T>

@@ -61,6 +61,7 @@
 
 #include "adf_io.hpp"
 #include "bfloat16.hpp"
+#include "float16.hpp"
 #include "config.hpp"
 #include "modes.hpp"
 
@@ -83,6 +84,7 @@ std::string type_label() {
     else if constexpr (std::is_same_v<T, std::uint64_t>) return "uint64";
     else if constexpr (std::is_same_v<T, float>) return "float";
     else if constexpr (std::is_same_v<T, bfloat16>) return "bfloat16";
+    else if constexpr (std::is_same_v<T, float16>) return "float16";
     else {
         int status = 0;
         char* d = abi::__cxa_demangle(typeid(T).name(), nullptr, nullptr, &status);
@@ -96,13 +98,13 @@ std::string type_label() {
 template <typename T>
 T parse_value(const std::string& tok, const std::string& where) {
     char* end = nullptr;
-    if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, bfloat16>) {
+    if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>) {
         const float f = std::strtof(tok.c_str(), &end);
         AIEFLOW_SHIM_CHECK(end != tok.c_str() && *end == '\0', "%s: '%s' is not a number", where.c_str(),
                            tok.c_str());
         return T(f);
     } else {
-        static_assert(std::is_integral_v<T>, "PLIO data must be integer, float or bfloat16");
+        static_assert(std::is_integral_v<T>, "PLIO data must be integer, float, bfloat16 or float16");
         const long long v = std::strtoll(tok.c_str(), &end, 10);
         AIEFLOW_SHIM_CHECK(end != tok.c_str() && *end == '\0', "%s: '%s' is not an integer", where.c_str(),
                            tok.c_str());
@@ -117,7 +119,7 @@ T parse_value(const std::string& tok, const std::string& where) {
 template <typename T>
 void format_value(std::string& out, const T& v) {
     char buf[64];
-    if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, bfloat16>) {
+    if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>) {
         std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(static_cast<float>(v)));
     } else if constexpr (std::is_signed_v<T>) {
         std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));

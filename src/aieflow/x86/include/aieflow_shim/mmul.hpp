@@ -6,10 +6,10 @@
 // Integer: every product is exact and C[i][j] (+)= sum_k A[i][k] * B[k][j] is wrapped to the
 // accumulator lane width (wrapping after each addition or once at the end is the same value).
 //
-// Floating point (float x float, bfloat16 x bfloat16, accfloat): for each C element and for
+// Floating point (float x float, bfloat16 x bfloat16, float16 x float16, accfloat): for each C element and for
 // k = 0 .. K-1 in order, c = float(c + float(a * b)), i.e. each product and each addition is
 // rounded to binary32 separately, starting from c = +0.0 for mul() and from the current C for
-// mac().  bfloat16 x bfloat16 products are exact in binary32.  The real hardware evaluation
+// mac().  bfloat16 x bfloat16 and float16 x float16 products are exact in binary32.  The real hardware evaluation
 // order (and, on AIE-ML, the bfloat16-based emulation of float x float) is not documented; this
 // sequential order is an aieflow assumption shared with aieflow's Python emulator.
 #pragma once
@@ -28,12 +28,13 @@ struct mmul_shape {
     unsigned m, k, n;
 };
 
-enum class operand_class { i4, i8, i16, i32, bf16, f32, other };
+enum class operand_class { i4, i8, i16, i32, bf16, f16, f32, other };
 
 template <typename T>
 constexpr operand_class operand_class_of() {
     if constexpr (std::is_same_v<T, float>) return operand_class::f32;
     else if constexpr (is_bfloat16_v<T>) return operand_class::bf16;
+    else if constexpr (is_float16_v<T>) return operand_class::f16;
     else if constexpr (int4_elem<T>) return operand_class::i4;
     else if constexpr (int_elem<T> && sizeof(T) == 1) return operand_class::i8;
     else if constexpr (int_elem<T> && sizeof(T) == 2) return operand_class::i16;
@@ -88,6 +89,7 @@ inline constexpr mmul_shape mlv2_32x16[] = {{4,2,8},{2,4,8},{4,4,8},{4,1,8}};
 inline constexpr mmul_shape mlv2_16x32[] = {{4,4,8}};
 inline constexpr mmul_shape mlv2_32x32[] = {{4,2,8},{4,4,4},{4,4,8},{8,2,8},{4,1,8}};
 inline constexpr mmul_shape mlv2_bf16[]  = {{4,8,4},{4,8,8},{8,8,8},{8,1,8}};
+inline constexpr mmul_shape mlv2_f16[]   = {{4,8,8},{4,8,4},{8,8,8},{8,1,8}};  // float16: 4x8x8 native
 inline constexpr mmul_shape mlv2_f32[]   = {{4,8,4}};
 // clang-format on
 
@@ -115,6 +117,7 @@ constexpr bool mmul_shape_supported(unsigned m, unsigned k, unsigned n) {
         else if constexpr (a == oc::i16 && b == oc::i32) return shape_in(mlv2_16x32, m, k, n);
         else if constexpr (a == oc::i32 && b == oc::i32) return shape_in(mlv2_32x32, m, k, n);
         else if constexpr (a == oc::bf16 && b == oc::bf16) return shape_in(mlv2_bf16, m, k, n);
+        else if constexpr (a == oc::f16 && b == oc::f16) return shape_in(mlv2_f16, m, k, n);
         else if constexpr (a == oc::f32 && b == oc::f32) return shape_in(mlv2_f32, m, k, n);
         else return false;
     } else {

@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "bfloat16.hpp"
+#include "float16.hpp"
 #include "config.hpp"
 
 // Accumulator element tags (global scope, as in the real API).  An integer tag asks for "at
@@ -76,7 +77,7 @@ using lane_storage_t =
 template <typename T>
 concept int_elem = std::is_integral_v<T> && !std::is_same_v<T, bool> && sizeof(T) <= 8;
 template <typename T>
-concept float_elem = std::is_same_v<T, float> || is_bfloat16_v<T>;
+concept float_elem = std::is_same_v<T, float> || is_bfloat16_v<T> || is_float16_v<T>;
 // int4 (AIE-ML family): a vector element and an mmul operand, nothing else (no vector arithmetic).
 template <typename T>
 concept int4_elem = std::is_same_v<T, ::int4>;
@@ -93,11 +94,14 @@ inline constexpr bool dependent_false = false;
 //   AIE:    8/16-bit x 8/16-bit -> acc48, any 32-bit operand -> acc80, float -> accfloat
 //   AIE-ML: 8x4, 8x8, 16x8, 8x16 -> acc32, 16x16 -> acc64, any 32-bit operand -> acc64,
 //           bfloat16 x bfloat16 and float x float -> accfloat
+//   AIE-MLv2 as AIE-ML, and float16 x float16 -> accfloat (UG1529 "Matrix Multiplication Modes")
 template <typename TA, typename TB>
 constexpr auto default_acc_for() {
     if constexpr (float_elem<TA> && float_elem<TB>) {
         static_assert(is_aie_ml || (!is_bfloat16_v<TA> && !is_bfloat16_v<TB>),
                       "aieflow shim: bfloat16 arithmetic does not exist on AIE (__AIE_ARCH__ == 10)");
+        static_assert(is_aie_mlv2 || (!is_float16_v<TA> && !is_float16_v<TB>),
+                      "aieflow shim: float16 exists on AIE-MLv2 only (__AIE_ARCH__ == 21; UG1529 Basic Types)");
         return accfloat{};
     } else if constexpr (int_elem<TA> && int4_elem<TB>) {
         static_assert(is_aie_ml && !dependent_false<TA>, "aieflow shim: int4 does not exist on AIE (__AIE_ARCH__ == 10)");

@@ -19,7 +19,9 @@ template <typename T, unsigned Elems>
 class __attribute__((may_alias)) vector {
     static_assert(Elems > 0, "aie::vector needs at least one element");
     static_assert(aieflow_shim::detail::elem_type<T>,
-                  "aieflow shim: aie::vector element type must be an integer, float or bfloat16");
+                  "aieflow shim: aie::vector element type must be an integer, float, bfloat16 or float16");
+    static_assert(!aieflow_shim::detail::is_float16_v<T> || aieflow_shim::is_aie_mlv2,
+                  "aieflow shim: float16 vectors exist on AIE-MLv2 only (__AIE_ARCH__ == 21; UG1529 Basic Types)");
     static_assert(!aieflow_shim::detail::int4_elem<T> || aieflow_shim::is_aie_ml,
                   "aieflow shim: int4 does not exist on AIE (__AIE_ARCH__ == 10)");
 
