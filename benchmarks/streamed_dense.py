@@ -82,9 +82,9 @@ def section(t: str) -> str:
 Command: `python benchmarks/streamed_dense.py --write`.  **Modelled, not measured**, VCK190, int8
 PTQ, layers named by their torch index (`0`, `2`, ...).  The planner chose what streams (`auto`)
 unless the row says forced.  Segments: R = resident sub-chain, S = streamed layer, in order.
-Latency: the segments one after the other, each with its DDR passes; interval: the segments
-pipelined over batches, max(slowest segment, all DDR traffic: one shared port at the **assumed**
-4 B per AIE cycle).  "compile s": wall time of `aieflow.compile` on the machine that ran the
+Latency: the segments one after the other, each with its DDR passes (the cuts' at the **assumed**
+4 B per AIE cycle); interval: the sum of the segments' intervals, as the one host runs them (each
+segment over the run's batches, then the next: they never overlap).  "compile s": wall time of `aieflow.compile` on the machine that ran the
 script (shared 2-core x86_64; indicative only).  No published figure exists for these designs.
 
 {t}

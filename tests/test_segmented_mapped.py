@@ -5,6 +5,7 @@ check's rules for a cut (hand-built graphs)."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 import pytest
@@ -19,11 +20,25 @@ from aieflow.names import c_ident
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
+DIMS = [
+    40,
+    48,
+    32,
+    16,
+]  # layer "2" (nn.Sequential index 2: 48 -> 32) streamed: resident | streamed | resident
+
+
+@functools.cache
+def _three_segments(device):
+    d, _ = _compile(_mlp(DIMS, seed=1), DIMS, ["2"], device=device)
+    assert [s.kind for s in d.specs] == ["resident", "streamed", "resident"]
+    return d
+
+
 @pytest.mark.parametrize("device", ["vck190", "vek280"])
 def test_a_three_segment_design_is_one_graph_with_its_cuts_as_ddr_links(device):
-    dims = [40, 48, 32, 16]  # layer "2" (48 -> 32) streamed: resident | streamed | resident
-    d, _ = _compile(_mlp(dims, seed=1), dims, ["2"], device=device)
-    assert [s.kind for s in d.specs] == ["resident", "streamed", "resident"]
+    dims = DIMS
+    d = _three_segments(device)
     g = d.mapped()
     g.check()
     first, streamed, last = d.segments
@@ -36,12 +51,19 @@ def test_a_three_segment_design_is_one_graph_with_its_cuts_as_ddr_links(device):
     cuts = g.cuts()
     assert len(cuts) == writers + readers
     batch = d.config.batch
-    # the cut tensors: 48 and 32 int8 values per sample, one DDR buffer per design call of batch samples
+    # the cut tensors, from the model: what its streamed Linear (index 2) reads, 48 features, and what
+    # it hands on (after its ReLU), 32; int8 codes of one byte each, one DDR buffer per design call of
+    # batch samples
     into, out_of = cuts[:writers], cuts[writers:]
-    assert {x.tensor for x in into} == {c_ident(d.specs[0].output)}
-    assert {x.tensor for x in out_of} == {c_ident(d.specs[1].output)}
-    assert all(x.kind == "ddr" and x.segment == (1, batch * 48) for x in into)
-    assert all(x.kind == "ddr" and x.segment == (1, batch * 32) for x in out_of)
+    streamed_layer = d.graph.node("2")
+    for part, name, features in (
+        (into, streamed_layer.inputs[0], dims[1]),
+        (out_of, streamed_layer.outputs[0], dims[2]),
+    ):
+        assert d.graph.tensors[name].shape == (features,)
+        assert d.graph.tensors[name].dtype.width == 8
+        assert {x.tensor for x in part} == {c_ident(name)}
+        assert all(x.kind == "ddr" and x.segment == (1, batch * features * 1) for x in part)
     # segment 0's output PLIOs into the streamed layer's A mover, one DDR port each
     plio_dir = {p.var: p.direction for p in g.plios}
     assert {x.src.owner for x in into} == {
@@ -68,6 +90,69 @@ def test_a_three_segment_design_is_one_graph_with_its_cuts_as_ddr_links(device):
     assert r["compute_tiles"] == sum(own)
     assert r["memory_tiles"] == sum(s.to_json()["resources"]["memory_tiles"] for s in d.segments)
     assert (r["compute_tiles"], r["memory_tiles"]) == resources(g, d.device)
+
+
+@pytest.mark.parametrize("device", ["vck190", "vek280"])
+def test_a_three_segment_estimate_by_hand_from_its_segments_and_its_cuts(device):
+    """The one host runs the segments in turn (``segments_host.cpp.j2``): latency and interval are
+    the segments' own figures one after the other, each cut's DDR pass by hand (docs/gemm.md "Cost":
+    one 128-bit beat per PL cycle = 4 B per AIE cycle on VCK190 / VEK280 at 1.25 GHz, 8 cycles per
+    transfer), charged to the resident segment that moves it; the streamed layer's figure is its own
+    GEMM search's chosen alternative plus its epilogue's three DDR passes (C int32, Y int8, bias)."""
+    d = _three_segments(device)
+    batch, clock = d.config.batch, 1.25e9
+    assert d.device.clock_hz == clock
+
+    def ddr_ns(nbytes):
+        return (nbytes / 4 + 8) / clock * 1e9
+
+    into, out_of = (
+        ddr_ns(batch * DIMS[1]),
+        ddr_ns(batch * DIMS[2]),
+    )  # 384 B: 83.2 ns; 256 B: 57.6 ns
+    assert (into, out_of) == (pytest.approx(83.2), pytest.approx(57.6))
+    g = d.mapped()
+    by_tensor = {x.tensor: x.cost.occupancy_ns for x in g.cuts()}
+    assert sorted(by_tensor.values()) == [pytest.approx(out_of), pytest.approx(into)]
+    first, streamed, last = d.segments
+    # the streamed layer: the GEMM search's chosen alternative (packing included) and the epilogue
+    (chosen,) = [a for a in streamed.plan.alternatives if a.chosen]
+    epilogue = (batch * DIMS[2] * 4 / 4 + 8) + (batch * DIMS[2] / 4 + 8) + (DIMS[2] * 4 / 4 + 8)
+    s_ns = (chosen.total_cycles + epilogue) / clock * 1e9
+    f, la = first.estimate(), last.estimate()  # the resident segments' own compiled figures
+    e = d.estimate()
+    assert [c.latency_ns for c in e.segments] == [
+        pytest.approx(f.latency_ns + into),
+        pytest.approx(s_ns),
+        pytest.approx(la.latency_ns + out_of),
+    ]
+    assert [c.interval_ns for c in e.segments] == [
+        pytest.approx(f.interval_ns / f.replicas + into),
+        pytest.approx(s_ns),
+        pytest.approx(la.interval_ns / la.replicas + out_of),
+    ]
+    assert e.latency_ns == pytest.approx(
+        f.latency_ns + into + s_ns + la.latency_ns + out_of, rel=1e-12
+    )
+    assert e.interval_ns == pytest.approx(
+        f.interval_ns / f.replicas + into + s_ns + la.interval_ns / la.replicas + out_of, rel=1e-12
+    )
+    # the segments never overlap: slower than the old pipelined model's max(slowest segment, DDR)
+    assert e.interval_ns > max(max(c.interval_ns for c in e.segments), e.ddr_ns)
+    packing = chosen.total_cycles - chosen.cycles  # the search's figures: with and without packing
+    assert e.ddr_ns == pytest.approx(into + out_of + (packing + epilogue) / clock * 1e9)
+    assert e.throughput_ops_per_s == pytest.approx(
+        2
+        * sum(a * b for a, b in zip(DIMS, DIMS[1:], strict=False))
+        * batch
+        / (e.interval_ns * 1e-9)
+    )
+    # design.json's performance is this estimate
+    perf = d.to_json()["performance"]
+    assert perf["latency_ns"] == pytest.approx(e.latency_ns) and perf[
+        "interval_ns"
+    ] == pytest.approx(e.interval_ns)
+    assert perf["schedule"] == "segments in turn"
 
 
 def _plk(name):

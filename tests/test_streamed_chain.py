@@ -134,7 +134,7 @@ def test_streamed_middle_saves_reloads_and_runs_from_the_cli(tmp_path, capsys):
     assert [s.kind for s in d.specs] == ["resident", "streamed", "resident"]
     e = d.estimate()
     assert e.latency_ns == pytest.approx(sum(c.latency_ns for c in e.segments))
-    assert e.interval_ns == pytest.approx(max(max(c.interval_ns for c in e.segments), e.ddr_ns))
+    assert e.interval_ns == pytest.approx(sum(c.interval_ns for c in e.segments))  # the host runs them in turn
     assert e.segments[0].boundary_ns > 0 and e.segments[2].boundary_ns > 0  # the cut tensors through DDR
     assert e.fits_one_array and e.tiles_used == sum(c.tiles for c in e.segments)
     d.save(tmp_path / "out")

@@ -39,7 +39,7 @@ from ..errors import AieflowError, ConfigError, PlanError
 from ..graph_io import json_default, write_weights
 from ..ir import Graph, Node
 from ..mapped.estimate import resources, segment_resources
-from ..mapped.ir import Link, MappedGraph, Port, in_segment, segment_name
+from ..mapped.ir import Cost, Link, MappedGraph, Port, in_segment, segment_name
 from ..names import Code, c_ident, comment, text
 from ..numerics import fixed
 from ..numerics.types import FixedType, FloatType
@@ -54,7 +54,7 @@ from .streamed_float import GemmOrderEmulation, float_plans, same_values
 FORMAT = "aieflow-segmented"  # read back by :func:`load` (``aieflow.load`` dispatches here)
 FORMAT_VERSION = 1
 KIND = "segmented"
-SCHEDULE = "pipelined over batches"  # how `interval` is modelled: every segment works on its own batch
+SCHEDULE = "segments in turn"  # how `interval` is modelled: the one host runs each segment over the batches, then the next
 
 
 @dataclass(frozen=True)
@@ -267,9 +267,9 @@ class SegmentCost:
 
 @dataclass(frozen=True)
 class SegmentedPerformance:
-    """Per batch of ``batch`` samples.  latency: the segments one after the other, each with its DDR
-    round trips; interval: the segments run as a pipeline over batches (each on its own tiles /
-    PL), so the slowest segment sets it, unless DDR (one port shared by every segment) is busier."""
+    """Per batch of ``batch`` samples (:func:`_estimate`).  latency: the segments one after the
+    other, each with its DDR passes; interval: the sum of the segments' intervals, as the one host
+    runs them (each segment over the run's batches, then the next: they never overlap)."""
 
     segments: tuple[SegmentCost, ...]
     batch: int
@@ -279,7 +279,7 @@ class SegmentedPerformance:
     throughput_ops_per_s: float
     bound: str
     tiles_used: int
-    fits_one_array: bool  # all segments' tiles together fit the device (needed to pipeline them)
+    fits_one_array: bool  # all segments' tiles together fit the device (one image of them all would need it)
     schedule: str = SCHEDULE
 
     memory_tiles_used: int = 0  # every segment's (protocol.Performance)
@@ -415,7 +415,7 @@ class SegmentedDesign(EmulatedNumerics):
             f"codes.\n\n" + "\n".join(rows) + "\n\n"
             f"Modelled per batch of {e.batch} samples: latency {e.latency_ns / 1e3:,.2f} us, interval "
             f"{e.interval_ns / 1e3:,.2f} us ({e.schedule}; bound: {e.bound}).  "
-            f"{'All segments together fit one array.' if e.fits_one_array else 'The segments together need more tiles than the device has: they cannot share one array image, so the interval assumes what the hardware cannot do at once.'}\n\n"
+            f"{'All segments together fit one array.' if e.fits_one_array else 'The segments together need more tiles than the device has: they could not share one array image (the host loads each segment in turn, so they need not).'}\n\n"
             f"The top `Makefile` is the one contract of aieflow's projects over the segments: each target "
             f"(`make x86sim` / `aiesim` / `hw_emu` / `hw` / `package PLATFORM=<.xpfm>`, `make host`, `make shim-run`, "
             f"`make system-run`, `make clean`) runs in every segment's project, in order, with the variables "
@@ -621,7 +621,8 @@ def lower(d: SegmentedDesign) -> MappedGraph:
             pairs = [(replace(writers[0], index=i), r) for i, r in enumerate(readers)]
         else:  # a resident segment's PLIOs (or an epilogue) into a streamed layer's A mover
             pairs = [(w, replace(readers[0], index=i)) for i, w in enumerate(writers)]
-        cuts += [Link("ddr", w, r, segment=(1, nbytes), tensor=tensor) for w, r in pairs]
+        cost = cut_cost(tensor, nbytes, (a.kind, b.kind), d.device)
+        cuts += [Link("ddr", w, r, cost=cost, segment=(1, nbytes), tensor=tensor) for w, r in pairs]
     g = join(tuple(parts), tuple(cuts))
     g.check()
     return g
@@ -640,14 +641,43 @@ def _cut_ends(g: MappedGraph, spec: SegmentSpec, side: str) -> list[Port]:
     return [Port(name, side, 0)]
 
 
+def cut_cost(tensor: str, nbytes: int, kinds: tuple[str, str], device: Device) -> Cost:
+    """The cost of one cut (every ``ddr`` link of it carries it: one stage): the cut tensor's DDR
+    passes by the PL movers of its resident ends, ``nbytes`` each (``gemm.perf.ddr_cycles``: the
+    writing segment's s2mm writes it, the reading segment's mm2s reads it back); a streamed layer's
+    own end is in its own cost (its A packing reads X, its epilogue writes Y).  ``kinds``: the
+    (writing, reading) segments' kinds."""
+    passes = sum(k == "resident" for k in kinds)
+    cycles = passes * ddr_cycles(nbytes, device)
+    return Cost(f"ddr:{tensor}", "ddr", "ddr", cycles / device.clock_hz * 1e9, cycles=cycles)
+
+
 def _estimate(d: SegmentedDesign) -> SegmentedPerformance:
+    """The design's figures per batch of ``batch`` samples, read from its one mapped graph
+    (:meth:`SegmentedDesign.mapped`) in the order the one host runs it: segment after segment, each
+    over every batch of the run, the next once the cut is in DDR (``templates/gemm/segments_host.cpp.j2``;
+    one device image at a time).  Each segment's figures are the simulation of its own costed
+    lowering (a resident segment's chain stage graph, ``seg.estimate()``: its interval over its
+    replicas; a streamed layer's GEMM blocks, packing and epilogue, ``estimate_streamed``), and each
+    cut's DDR passes are its ``ddr`` links' cost (:func:`cut_cost`), charged to the resident
+    segments that move it (half each when both do).  A run of ``n`` batches takes
+    ``sum_i (L_i + (n - 1) I_i)`` plus the cuts' ``n`` passes each, so one batch's latency is the
+    sum of the segments' latencies and the steady-state interval the sum of their intervals: the
+    segments never overlap."""
     from .dense import estimate_streamed
 
-    tiles_of = segment_resources(d.mapped(), d.device)
+    g = d.mapped()
+    tiles_of = segment_resources(g, d.device)
     clock = d.device.clock_hz
     batch = d.config.batch
+    boundary = [0.0] * len(d.specs)
+    cut_of = {x.tensor: x.cost for x in g.cuts()}
+    for a, b in zip(d.specs, d.specs[1:], strict=False):
+        cost = cut_of[c_ident(a.output)]
+        movers = [s for s in (a, b) if s.kind == "resident"]
+        for s in movers:
+            boundary[s.index] += cost.occupancy_ns / len(movers)
     costs = []
-    last = len(d.specs) - 1
     for spec, seg in zip(d.specs, d.segments, strict=True):
         layers = tuple(_compute(d.graph, spec))
         if spec.kind == "streamed":
@@ -658,17 +688,14 @@ def _estimate(d: SegmentedDesign) -> SegmentedPerformance:
             continue
         p = seg.estimate()
         reps = max(1, p.replicas)
-        cut_ns = 0.0
-        for tensor, at_edge in ((spec.input, spec.index == 0), (spec.output, spec.index == last)):
-            if not at_edge:  # the PL mover between DDR and the PLIOs: one DDR pass of the cut tensor
-                cut_ns += ddr_cycles(batch * _bytes_per_sample(d.graph, tensor), d.device) / clock * 1e9
+        cut_ns = boundary[spec.index]
         costs.append(SegmentCost(spec.name, spec.kind, layers, p.latency_ns + cut_ns, p.interval_ns / reps + cut_ns,
                                  cut_ns, cut_ns, tiles_of[spec.index][0], p.bound, reps))
     latency = sum(c.latency_ns for c in costs)
+    interval = sum(c.interval_ns for c in costs)
     ddr = sum(c.ddr_ns for c in costs)
     slowest = max(costs, key=lambda c: c.interval_ns)
-    interval = max(slowest.interval_ns, ddr)
-    bound = f"segment {slowest.name} ({slowest.bound})" if slowest.interval_ns >= ddr else "DDR (shared by all segments)"
+    bound = f"segment {slowest.name} ({slowest.bound})"
     macs = sum(int(n.attrs["in_features"]) * int(n.attrs["out_features"]) for n in dense_nodes(d.graph))
     tiles = sum(c.tiles for c in costs)
     return SegmentedPerformance(tuple(costs), batch, latency, interval, ddr, 2 * macs * batch / (interval * 1e-9),
