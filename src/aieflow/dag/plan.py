@@ -808,8 +808,8 @@ def plan_dag(graph: Graph, device: Device, config: Config) -> DagPlan:
             nodes.append(node)
             continue
         if node.op not in COMPUTE_OPS:
-            if node.op == "prepend_const":
-                fam.plan(node, None)  # its own refusal: where a class token maps
+            if node.op in ("prepend_const", "scale_shift"):
+                fam.plan(node, None)  # its own refusal: where a class token maps, what a BatchNorm folds into
             if fam.is_view:
                 raise PlanError(f"{node.op} views are not mapped by the DAG path (Transpose (1, 0), feature Concat "
                                 "and Slice are)",

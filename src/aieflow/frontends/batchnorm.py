@@ -29,8 +29,12 @@ takes ``layer(x s + t) = layer'(x)``:
 A padded convolution is not forward-folded: its zero padding is not shifted by ``t``, so the fold
 would change the border outputs.  Both folds compute in float64 and store float32, and the
 BatchNorm's name becomes one of the folded layer's aliases (as the fuse pass keeps a fused ReLU's
-name).  A BatchNorm that neither fold takes is an :class:`UnsupportedOpError` naming it and both
-reasons.
+name).
+
+**Standalone**: a BatchNorm of a ``(features,)`` tensor that neither fold takes (the model's last
+layer, one after an Add that feeds another Add) becomes a ``scale_shift`` node (``ops/scale_shift.py``,
+``y = x s + t`` per feature) under the BatchNorm's name.  On an image or a sequence it is an
+:class:`UnsupportedOpError` naming it, both reasons, and what folds.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ import numpy as np
 
 from ..errors import ModelError, UnsupportedOpError
 from ..ir import Node, frozen_map
+from ..ops import scale_shift as scale_shift_op
 
 BN_OP = "batchnorm"  # placeholder op, folded away before the frontend returns its graph
 _FUTURE = (
@@ -233,7 +238,11 @@ def fold(
             nodes.remove(bn)
             shapes.pop(bn.outputs[0], None)
             continue
-        raise UnsupportedOpError(
-            f"BatchNorm folds neither into the layer before it ({back}) nor into the one after it ({fwd})",
-            layer=bn.name, hint=_FUTURE)
+        if len(shapes[bn.inputs[0]]) != 1:
+            raise UnsupportedOpError(
+                f"BatchNorm folds neither into the layer before it ({back}) nor into the one after it ({fwd}); "
+                "a standalone BatchNorm is a scale-and-shift of (batch, features) tensors only, not of an image or "
+                "sequence", layer=bn.name, hint=_FUTURE)
+        s, t = scale_shift(bn)  # neither fold: a standalone per-feature scale and shift (ops/scale_shift.py)
+        nodes[nodes.index(bn)] = scale_shift_op.make_node(bn.name, bn.inputs[0], bn.outputs[0], s, t, bn.aliases)
     return nodes
