@@ -26,10 +26,12 @@ from test_frontend_parity import (
     _ort,
     _randomise_bn,
     _torch,
+    needs_gxx,
 )
 from torch import nn
 
 import aieflow
+from aieflow.dag.design import DagDesign
 from aieflow.errors import PlanError
 from aieflow.frontends import import_onnx, import_torch
 from aieflow.ops.registry import family
@@ -231,13 +233,40 @@ def test_bf16_emulation_is_the_float32_product_and_sum_rounded_once_to_bf16():
 # ------------------------------------------------------------------------------- mapping
 
 
-@pytest.mark.parametrize("name", ["bn_last", "add_bn_add"])
-def test_compiling_a_standalone_batchnorm_is_a_plan_error_naming_it(name):
-    model, x = _model(name)
-    bn_name = "2" if name == "bn_last" else "bn"
+@needs_gxx
+def test_a_residual_mlp_with_a_batchnorm_after_the_add_verifies_bit_exact_on_x86():
+    """VEK280 int8: Linear, Add, the standalone BatchNorm (the DAG ScaleShift kernel), Add."""
+    model, x = _model("add_bn_add")
+    design = aieflow.compile(
+        model, device="vek280", example_input=x[:2], calibration=x, config=INT8
+    )
+    assert isinstance(design, DagDesign) and "scale_shift" in [n.op for n in design.graph.nodes]
+    result = design.verify(x[:3])
+    assert result.ok, result.verdict()
+    result = design.verify(samples=3, seed=2)  # type-edge inputs (zeros, extremes)
+    assert result.ok, result.verdict()
+
+
+def test_a_batchnorm_at_the_output_maps_on_the_dag_path_and_predicts_as_emulated(tmp_path):
+    model, x = _model("bn_last")
+    design = aieflow.compile(
+        model, device="vek280", example_input=x[:2], calibration=x, config=INT8
+    )
+    assert isinstance(design, DagDesign) and design.graph.nodes[-1].op == "scale_shift"
+    emu = aieflow.emulate(model, device="vek280", example_input=x[:2], calibration=x, config=INT8)
+    np.testing.assert_array_equal(design.predict(x), emu.predict(x))
+    assert design.estimate().latency_ns > 0
+    design.save(tmp_path / "d")
+    # the scale_shift types and codes round-trip through design.json
+    loaded = aieflow.load(tmp_path / "d")
+    np.testing.assert_array_equal(loaded.predict(x), emu.predict(x))
+
+
+def test_a_bf16_scale_shift_is_refused_by_name_on_the_dag_path():
+    model, x = _model("bn_last")
     with pytest.raises(
-        PlanError,
-        match=rf"layer '{bn_name}': a standalone BatchNorm \(per-feature scale and shift\) "
-        r"has no AI Engine kernel yet.*\n  hint: put the BatchNorm directly after",
+        PlanError, match=r"layer '2': scale_shift kernels are generated for int8 / int16"
     ):
-        aieflow.compile(model, device="vek280", example_input=x[:2], calibration=x, config=INT8)
+        aieflow.compile(
+            model, device="vek280", example_input=x[:2], calibration=x, config={"precision": "bf16"}
+        )

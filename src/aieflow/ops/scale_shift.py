@@ -24,8 +24,11 @@ rounded once to bf16 (``params["scale_q"]`` / ``params["shift_q"]``), then
 float32, then to bf16 (nearest even), as an AIE-ML ``aie::mul`` into accfloat lanes, an accfloat
 add and ``to_vector<bfloat16>`` do.
 
-No kernel maps it yet: compiling a model that keeps one is a PlanError naming the layer
-(``aieflow.emulate`` runs such models bit-exactly).
+On the DAG path (``kinds.DAG_OPS``: a model that keeps one compiles as a DAG) the kernel is
+``dag_kernels.h`` ``ScaleShift`` for int8 / int16 on AIE-ML / AIE-MLv2: ``aie::mul`` of the input and
+multiplier vectors into the accumulator, the shift's codes added by ``from_vector(c, SHIFT_T)``, one
+``to_vector<TO>(SHIFT)``.  bf16 has no kernel yet (refused by name, ``dag/plan._check_row_types``;
+emulated as above), and the kernel scales ``(batch, features)`` tensors only.
 """
 
 from __future__ import annotations
@@ -224,7 +227,8 @@ def quantise(node: Node, ctx: QuantContext) -> Node:
 
 def _not_mapped(node: Node, ctx) -> Node:
     raise PlanError(
-        "a standalone BatchNorm (per-feature scale and shift) has no AI Engine kernel yet",
+        "a standalone BatchNorm (per-feature scale and shift) has no kernel in a chain of Dense layers; the DAG "
+        "mapping (vek280, vek385) maps it",
         layer=node.name,
         hint="put the BatchNorm directly after the Dense / Conv it normalises or directly before a Dense / unpadded "
         "Conv (both fold into that layer at import), or use aieflow.emulate(model, ...) for bit-exact predictions",
