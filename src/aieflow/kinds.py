@@ -9,7 +9,7 @@ from .ir import Graph
 
 CNN_OPS = ("conv2d",)
 DAG_OPS = ("add", "add_const", "layernorm", "transpose", "concat", "slice", "activation", "softmax", "matmul", "patches", "prepend_const",
-           "masked_mean")
+           "masked_mean", "scale_shift")
 
 
 def is_recurrent(graph: Graph) -> bool:

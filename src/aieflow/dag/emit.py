@@ -94,8 +94,14 @@ def _acc_for_add(t) -> str:
     return "acc32" if bits <= 32 else "acc64"
 
 
+def _acc_for_scale_shift(t) -> str:
+    """acc32 where |x m| + |c << SHIFT_T| fits 32 signed bits, else acc64."""
+    bits = max(t.input.width + t.scale.width - 1, t.offset.width + t.shift_t) + 1
+    return "acc32" if bits <= 32 else "acc64"
+
+
 # the kernel class of each rows op (templates/dag/dag_kernels.h; bf16: dag_kernels_bf16.h)
-ROWS_CLASS = {"add": "ResidualAdd", "add_const": "ConstAdd", "layernorm": "LayerNorm", "activation": "Activation", "softmax": "Softmax",
+ROWS_CLASS = {"add": "ResidualAdd", "add_const": "ConstAdd", "scale_shift": "ScaleShift", "layernorm": "LayerNorm", "activation": "Activation", "softmax": "Softmax",
               "matmul": "MatMul", "masked_mean": "MaskedMean"}
 
 
@@ -132,8 +138,8 @@ def _bf16_info(node) -> dict:
 
 def rows_infos(plan: DagPlan, ids: dict[str, str], device: Device) -> dict[str, list[dict]]:
     """Each rows kernel's layers.h configuration, by kind: adds, norms, acts, softmaxes, matmuls, consts,
-    means."""
-    adds, norms, acts, softmaxes, matmuls, consts, means = [], [], [], [], [], [], []
+    means, scales."""
+    adds, norms, acts, softmaxes, matmuls, consts, means, scales = [], [], [], [], [], [], [], []
     for name in plan.compute:
         node = plan.node(name)
         if node.op not in ROWS_CLASS:
@@ -185,6 +191,10 @@ def rows_infos(plan: DagPlan, ids: dict[str, str], device: Device) -> dict[str, 
             consts.append({**common, "ta": t.a.c_type, "tb": t.b.c_type, "acc": _acc_for_add(t),
                            "shift_a": t.shift_a, "shift_b": t.shift_b, "mq": int(node.params["constant_q"].shape[0]),
                            "types_text": f"in {t.a}, constant {t.b}, out {t.output}"})
+        elif node.op == "scale_shift":
+            scales.append({**common, "ti": t.input.c_type, "ts": t.scale.c_type, "tt": t.offset.c_type,
+                           "acc": _acc_for_scale_shift(t), "shift_t": t.shift_t,
+                           "types_text": f"in {t.input}, scale {t.scale}, shift {t.offset}, out {t.output}"})
         elif node.op == "add":
             adds.append({**common, "ta": t.a.c_type, "tb": t.b.c_type, "acc": _acc_for_add(t),
                          "shift_a": t.shift_a, "shift_b": t.shift_b, "relu": node.attrs.get("activation") == "relu",
@@ -221,7 +231,7 @@ def rows_infos(plan: DagPlan, ids: dict[str, str], device: Device) -> dict[str, 
                               "keep": None if keep is None else [int(v) for v in np.asarray(keep).reshape(-1)],
                               "types_text": f"in {t.input}, out {t.output}"})
     return {"adds": adds, "norms": norms, "acts": acts, "softmaxes": softmaxes, "matmuls": matmuls, "consts": consts,
-            "means": means}
+            "means": means, "scales": scales}
 
 
 def _transposes(plan: DagPlan, name: str) -> list[dict[str, Any]]:
@@ -310,7 +320,8 @@ def lower(plan: DagPlan, placement: Placement, ids: dict[str, str], headers: lis
             rp = plan.rows[name]
             cls = rows_class(node)
             args = {"add": (), "matmul": (), "masked_mean": (),
-                    "layernorm": (f"aieflow_design::{ident}_gamma", f"aieflow_design::{ident}_beta")}.get(
+                    "layernorm": (f"aieflow_design::{ident}_gamma", f"aieflow_design::{ident}_beta"),
+                    "scale_shift": (f"aieflow_design::{ident}_scale", f"aieflow_design::{ident}_shift")}.get(
                 node.op, (f"aieflow_design::{ident}_table",))
             size = rp.rows_per_part * rp.pitch_out  # rows at their pitch (plan.row_pitches)
             ins = tuple(rp.rows_per_part * rp.pitch_in(j, rp.features) for j in range(len(node.inputs)))
@@ -431,6 +442,15 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
                     gamma_ctype=pt[0], beta_ctype=pt[1],
                     gamma_text=c_array(np.asarray(g), t.gamma), beta_text=c_array(np.asarray(b), t.beta))
                 headers.append(f"weights/{ident}_ln.h")
+            elif node.op == "scale_shift":
+                t = node.types
+                files[f"src/weights/{ident}_ss.h"] = _ENV.get_template("ln_params.h.j2").render(
+                    version=version, name=name, ident=ident, n=len(node.params["scale_q"]), what="scale and shift",
+                    a_name="scale", b_name="shift", gamma_type=t.scale, beta_type=t.offset,
+                    gamma_ctype=t.scale.c_type, beta_ctype=t.offset.c_type,
+                    gamma_text=c_array(np.asarray(node.params["scale_q"]), t.scale),
+                    beta_text=c_array(np.asarray(node.params["shift_q"]), t.offset))
+                headers.append(f"weights/{ident}_ss.h")
             elif node.op == "add_const":
                 q = np.asarray(node.params["constant_q"])
                 files[f"src/weights/{ident}_table.h"] = _ENV.get_template("table_params.h.j2").render(

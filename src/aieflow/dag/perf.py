@@ -188,7 +188,8 @@ def rows_kernel_cycles(plan: DagPlan, name: str, device: Device) -> float:
     if rp.op == "masked_mean":  # x, the mask, the output
         tokens = matrix_shape(plan.graph, node.inputs[0], name)[0]
         return CALL_CYCLES + masked_mean_cycles(rp.rows_per_part, tokens, rp.features) + mv.lock_handoff_cycles(3)
-    if rp.op in ("add", "add_const"):  # add_const: the add's vector step, operand B from tile memory
+    if rp.op in ("add", "add_const", "scale_shift"):  # add_const / scale_shift: the add's vector step, operands
+        # from tile memory (scale_shift: a multiply in place of operand A's upshift)
         body = math.ceil(elems / 16) * ADD_CYCLES_PER_VECTOR
     elif rp.op == "activation":
         t = plan.node(name).types

@@ -40,8 +40,8 @@ from ..ops.base import PlanContext
 from ..ops.dense import DensePlan, with_out_panel
 from ..ops.registry import family
 
-COMPUTE_OPS = ("dense", "add", "add_const", "layernorm", "activation", "softmax", "matmul", "masked_mean")
-ROWS_OPS = ("add", "add_const", "layernorm", "activation", "softmax", "matmul", "masked_mean")
+COMPUTE_OPS = ("dense", "add", "add_const", "scale_shift", "layernorm", "activation", "softmax", "matmul", "masked_mean")
+ROWS_OPS = ("add", "add_const", "scale_shift", "layernorm", "activation", "softmax", "matmul", "masked_mean")
 ALIGN = 32
 
 
@@ -388,6 +388,11 @@ def rows_memory(node: Node, rows_per_part: int, features: int, device: Device, p
         t = node.types
         io = sum(2 * _aligned(rows_per_part * features * _bytes(x)) for x in (t.a, t.b, t.output))
         return io + reserved
+    if node.op == "scale_shift":  # input and output ping-pong, the multiplier and shift codes (padded to 16)
+        t = node.types
+        nv = -(-features // 16) * 16
+        io = sum(2 * _aligned(rows_per_part * features * _bytes(x)) for x in (t.input, t.output))
+        return io + _aligned(nv * _bytes(t.scale)) + _aligned(nv * _bytes(t.offset)) + reserved
     if node.op == "add_const":  # input and output ping-pong, the constant's codes (one sample's)
         t = node.types
         io = sum(2 * _aligned(rows_per_part * features * _bytes(x)) for x in (t.a, t.output))
@@ -664,6 +669,10 @@ def _plan_rows(node: Node, graph: Graph, batch: int, device: Device,
         tokens = matrix_shape(graph, node.inputs[0], node.name)[0]
     else:
         _check_row_types(node, device)
+    if node.op == "scale_shift" and len(graph.tensors[node.inputs[0]].shape) != 1:
+        raise PlanError(f"the scale-and-shift kernel scales the features of (batch, features) tensors; '{node.name}' "
+                        f"reads per-sample shape {tuple(graph.tensors[node.inputs[0]].shape)}", layer=node.name,
+                        hint="use aieflow.emulate(model, ...) for bit-exact predictions")
     if node.op == "matmul":
         _check_matmul_operands(node, operands)
         m, k, n = matmul_dims(graph, node, operands)
@@ -714,7 +723,7 @@ def _plan_rows(node: Node, graph: Graph, batch: int, device: Device,
                 # Add, activation: the fewest tiles that fit (rarely the slowest stage); LayerNorm,
                 # softmax: as many as the memory tile's channels allow (their per-row work is the
                 # heaviest of the rows kernels)
-                if node.op in ("add", "add_const", "activation"):
+                if node.op in ("add", "add_const", "scale_shift", "activation"):
                     break
                 # masked mean: as many parts as allowed too (T x E additions per output row)
                 # matmul: as many parts as allowed (its work per row is K x N multiply-adds)

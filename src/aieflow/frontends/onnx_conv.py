@@ -30,7 +30,7 @@ from . import batchnorm, pooling, sequence
 
 CONV_OPS: tuple[str, ...] = (
     "Conv (2-D or 1-D, any dilations and group: grouped, depthwise)",
-    "BatchNormalization (inference, directly after a Conv / Gemm / MatMul (+ Add): folded into it)",
+    "BatchNormalization (inference, directly after a Conv / Gemm / MatMul (+ Add) or directly before a Gemm / MatMul / unpadded Conv: folded into it)",
     "Tanh",
     "PRelu (after a Conv)",
     "DepthToSpace (CRD, DCR)",

@@ -28,7 +28,7 @@ from . import batchnorm, sequence
 
 SUPPORTED_MODULES: tuple[str, ...] = (
     "nn.Conv2d / nn.Conv1d (any dilation and groups: grouped, depthwise; zero padding)",
-    "nn.BatchNorm2d / nn.BatchNorm1d (eval mode, directly after a Conv / Linear: folded into it)",
+    "nn.BatchNorm2d / nn.BatchNorm1d (eval mode, directly after a Conv / Linear or directly before a Linear / unpadded Conv: folded into it)",
     "nn.Tanh",
     "nn.PReLU (after a convolution)",
     "nn.PixelShuffle",

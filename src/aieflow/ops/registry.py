@@ -21,6 +21,7 @@ from .pool import AVGPOOL, MAXPOOL
 from .prepend_const import PREPEND_CONST
 from .recurrent import GRU, LSTM
 from .resize import RESIZE
+from .scale_shift import SCALE_SHIFT
 from .shuffle import PIXEL_SHUFFLE
 from .views import CONCAT, PATCHES, RESHAPE, SLICE, TRANSPOSE
 
@@ -51,6 +52,7 @@ OP_FAMILIES: Mapping[str, OpFamily] = MappingProxyType(
         "masked_mean": MASKED_MEAN,
         "patches": PATCHES,
         "prepend_const": PREPEND_CONST,
+        "scale_shift": SCALE_SHIFT,
     }
 )
 
@@ -58,7 +60,8 @@ OP_FAMILIES: Mapping[str, OpFamily] = MappingProxyType(
 # PlanError naming the layer (aieflow.emulate runs models that contain them).
 EMULATION_ONLY: frozenset[str] = frozenset(
     {"gru", "lstm", "conv2d", "pixel_shuffle", "resize", "maxpool", "avgpool", "add", "add_const", "layernorm", "transpose", "concat", "slice",
-     "activation", "softmax", "matmul", "masked_mean", "patches", "prepend_const"}
+     "activation", "softmax", "matmul", "masked_mean", "patches", "prepend_const",
+     "scale_shift"}
 )
 
 

@@ -6,6 +6,7 @@
 //
 //   ResidualAdd: y = srs((a << SHIFT_A) + (b << SHIFT_B), SHIFT)   one SRS, output rounding/saturation
 //                (then max(y, 0) when a ReLU is fused into the add)
+//   ScaleShift:  y = srs(x m + (c << SHIFT_T), SHIFT) per feature (a standalone BatchNorm, ops/scale_shift.py)
 //   LayerNorm:   the integer algorithm of ops/layernorm.py: S1, S2, V = n S2 - S1^2 (+ eps) for a group of 16
 //                rows, their normalised integer square roots r and 16-bit reciprocals 2^46 / r at once in 16
 //                lanes (row_recip.h), then per row z = round_even(D inv / 2^s), y = srs(z gamma + beta, SHIFT).
@@ -157,6 +158,71 @@ public:
     }
     static void registerKernelClass() {
         REGISTER_FUNCTION(ConstAdd::run);
+        REGISTER_PARAMETER(c_);
+    }
+};
+
+// ---------------------------------------------------------------------------- ScaleShift
+// Config (generated in layers.h):
+//   struct ss_cfg { using TI, TS, TT, TO; using ACC = acc32 | acc64; static constexpr unsigned ROWS, N;
+//                   static constexpr int SHIFT_T, SHIFT; RND; SAT; per port P in IN, OUT: bool P_T, ... };
+// y = srs(x m + (c << SHIFT_T), SHIFT) per feature (ops/scale_shift.py: a standalone BatchNorm): the exact
+// products x m (aie::mul, UG1529), the shift's codes c upshifted onto their grid (from_vector), one exact add,
+// one SRS with the output's rounding / saturation; m and c are kernel parameters of N values (padded to whole
+// vectors with zeros).
+template <class C>
+class ScaleShift {
+    using TI = typename C::TI;
+    using TS = typename C::TS;
+    using TT = typename C::TT;
+    using TO = typename C::TO;
+    using ACC = typename C::ACC;
+    static constexpr unsigned L = 16;
+    static constexpr unsigned FULL = C::N / L * L;
+    static constexpr unsigned NV = (C::N + L - 1) / L * L;
+    alignas(32) TS m_[NV];
+    alignas(32) TT c_[NV];
+    alignas(32) TI ti_[C::IN_T ? C::ROWS * C::N : 1];
+    alignas(32) TO to_[C::OUT_T ? C::ROWS * C::N : 1];
+
+    static aie::vector<TO, L> step(const aie::vector<TI, L>& vx, const aie::vector<TS, L>& vm,
+                                   const aie::vector<TT, L>& vc) {
+        aie::accum<ACC, L> acc = aie::mul<ACC>(vx, vm);  // exact products on the grid of frac_x + frac_s
+        aie::accum<ACC, L> acc_c;
+        acc_c.from_vector(vc, C::SHIFT_T);  // exact upshift of the shift's codes onto that grid
+        acc = aie::add(acc, acc_c);         // exact: the accumulator is wide enough (chosen by aieflow)
+        return aieflow_narrow::narrow<C>(acc.template to_vector<TO>(C::SHIFT));
+    }
+
+public:
+    ScaleShift(const std::vector<TS>& m, const std::vector<TT>& c) {
+        for (unsigned i = 0; i < NV; ++i) {
+            m_[i] = i < m.size() ? m[i] : TS(0);
+            c_[i] = i < c.size() ? c[i] : TT(0);
+        }
+    }
+
+    void run(adf::input_buffer<TI>& __restrict in, adf::output_buffer<TO>& __restrict out) {
+        aie::set_rounding(C::RND);
+        aie::set_saturation(C::SAT);
+        if constexpr (C::IN_T) transpose_block<TI, C::IN_S, C::IN_A, C::IN_B>(in.data(), ti_);
+        const TI* __restrict x = C::IN_T ? ti_ : in.data();
+        TO* __restrict y = C::OUT_T ? to_ : out.data();
+        for (unsigned r = 0; r < C::ROWS; ++r, x += C::N, y += C::N) {
+            for (unsigned i = 0; i < FULL; i += L)
+                aie::store_v(y + i, step(aie::load_v<L>(x + i), aie::load_v<L>(m_ + i), aie::load_v<L>(c_ + i)));
+            if constexpr (C::N % L != 0) {  // the row's last, partial vector
+                aie::vector<TI, L> vx = aie::zeros<TI, L>();
+                for (unsigned j = 0; j < C::N - FULL; ++j) vx.set(x[FULL + j], j);
+                const aie::vector<TO, L> vo = step(vx, aie::load_v<L>(m_ + FULL), aie::load_v<L>(c_ + FULL));
+                for (unsigned j = 0; j < C::N - FULL; ++j) y[FULL + j] = vo.get(j);
+            }
+        }
+        if constexpr (C::OUT_T) transpose_block<TO, C::OUT_S, C::OUT_A, C::OUT_B>(to_, out.data());
+    }
+    static void registerKernelClass() {
+        REGISTER_FUNCTION(ScaleShift::run);
+        REGISTER_PARAMETER(m_);
         REGISTER_PARAMETER(c_);
     }
 };
