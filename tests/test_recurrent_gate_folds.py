@@ -111,8 +111,8 @@ def test_widened_table_reads_hls4ml_entry_for_every_input_code(cell, device, typ
     assert vg.text.count(", 0, 1023)") == sum(name is None for name, _ in gathers)  # the index clamp: clamped reads only
     sig, tanh = act.hls4ml_table("sigmoid"), act.hls4ml_table("tanh")
     acc, res = parse_type(types["accum"]), parse_type(types.get("output", types["accum"]))
-    # the reads in program order (recurrent/compact._generate): GRU r, z, candidate; LSTM i, f, g, o, tanh(c)
-    expect = ([(sig, acc), (sig, acc), (tanh, acc)] if cell == "GRU"
+    # the reads in program order (recurrent/compact._generate): GRU r, candidate, z; LSTM i, f, g, o, tanh(c)
+    expect = ([(sig, acc), (tanh, acc), (sig, acc)] if cell == "GRU"
               else [(sig, acc), (sig, acc), (tanh, acc), (sig, acc), (tanh, res)])
     assert len(gathers) == len(expect)
     assert vg.table_bytes == sum(t.size * (2 if f"int16 {n}[" in vg.text else 4) for n, t in tables.items())
@@ -148,7 +148,8 @@ def test_tables_that_do_not_fit_the_tile_keep_the_clamp():
         assert ("rnnv::clamp" in text) == (not widened) and ("VT0" in text) == widened
 
 
-_FOLD = re.compile(r"const vi (u\d+) = aie::upshift\((a\d+), (\d+)\);\n\s*const auto (p\d+) = aie::mul\(\1, int32\((\d+)\)\);")
+# a gate sum's add (a), or the GRU's r (U h)_n + (W x)_n from one accumulator (r), upshifted
+_FOLD = re.compile(r"const vi (u\d+) = aie::upshift\(([ar]\d+), (\d+)\);\n\s*const auto (p\d+) = aie::mul\(\1, int32\((\d+)\)\);")
 
 
 def _int32(v: np.ndarray) -> np.ndarray:
@@ -177,7 +178,8 @@ def test_wrap_folded_into_the_index_is_hls4ml_index_of_the_wrapped_sum(cell, dev
     assert len(folds) == (3 if cell == "GRU" else 4)  # every gate sum's wrap folded into its index
     # the only wraps left: the stored states' (GRU h; LSTM c, h): r (U h)_n's is left to its sum's index too
     assert text.count("rnnv::wrap") == (1 if cell == "GRU" else 2)
-    order = [sig, sig, tanh] if cell == "GRU" else [sig, sig, tanh, sig]  # GRU r, z, candidate; LSTM i, f, g, o
+    # the indices in program order: GRU r, z, candidate; LSTM i, f, g, o
+    order = [sig, sig, tanh] if cell == "GRU" else [sig, sig, tanh, sig]
     rng = np.random.default_rng(0)
     sums = np.concatenate([np.arange(-(1 << 17), (1 << 17) + 1), rng.integers(-(1 << 31), 1 << 31, 200_000)])
     for (_, _, k, prod, p), a in zip(folds, order, strict=True):
