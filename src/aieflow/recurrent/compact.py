@@ -397,9 +397,27 @@ def _bounds(node: Node) -> tuple[int, int, int, int]:
     return sig, tanh, min(res, state_max_code(t, node.op)), res
 
 
-def _generate(g: _Gen, node: Node, ms: int, mt: int, mh: int, mc: int) -> list[int]:
+def _scheduled(node: Node, device: Device, n: int, widen: bool) -> tuple[_Gen, list[int]]:
+    """The gate math of ``n`` hidden units in the program order the list schedule finds shorter
+    (``_generate``'s ``z_late``: the GRU's z table read before or after the candidate's; the first on
+    a tie), with its term bounds.  Raises _NotExact."""
+    lanes = gate_lanes(device)
+    groups = -(-n // lanes)
+    last = n - (groups - 1) * lanes
+    best = None
+    for z_late in (False, True) if node.op == "gru" else (False,):
+        g = _Gen(device, n, lanes, widen)
+        terms = _generate(g, node, *_bounds(node), z_late=z_late)
+        cycles = (groups - 1) * g.cycles(lanes) + g.cycles(last)
+        if best is None or cycles < best[0]:
+            best = (cycles, g, terms)
+    return best[1], best[2]
+
+
+def _generate(g: _Gen, node: Node, ms: int, mt: int, mh: int, mc: int, z_late: bool = False) -> list[int]:
     """One lane group's gate math into ``g``; returns the state update's term bounds (their sum
-    below 2^62 keeps the accumulator lanes exact)."""
+    below 2^62 keeps the accumulator lanes exact).  ``z_late``: the GRU's z table read after the
+    candidate's in program order (``_scheduled``)."""
     t = node.types
     acc, res = t.accum, t.output
     fa, fr = acc.frac, res.frac
@@ -408,12 +426,13 @@ def _generate(g: _Gen, node: Node, ms: int, mt: int, mh: int, mc: int) -> list[i
         if (1 << fa) + ms > _INT31:
             raise _NotExact("1 - z leaves the int32 lanes")
         # program order = the list schedule's priority: r's chain (r, r (U h)_n, the candidate) first,
-        # z's index beside it and z's table read after the candidate's (issue 22: the table reads share
-        # the store unit; the scheduler fits z's into the slots between r's and the candidate's); in the
-        # update the candidate's product last (exact integer sums in the accumulator lanes: their order
-        # does not change the result)
+        # z's index beside it and z's table read beside r's or (z_late, issue 22: the table reads share
+        # the store unit) after the candidate's, where the scheduler fits it into the slots between r's
+        # and the candidate's; in the update the candidate's product last (exact integer sums in the
+        # accumulator lanes: their order does not change the result)
         r = g.lookup(g.index_of_sum(g.load("gx", 1), g.load("gh", 1), acc, t.sigmoid), t.sigmoid, acc)
         zi = g.index_of_sum(g.load("gx", 0), g.load("gh", 0), acc, t.sigmoid)
+        z = None if z_late else g.lookup(zi, t.sigmoid, acc)
         # r (U h)_n's wrap: left to the sum with (W x)_n, wrapped into the same type
         if acc.saturation is Saturation.WRAP and (acc.rounding in _SHIFT_INVARIANT or fa == 0) and fa <= g.device.generation.ups_shift_max:
             # (W x)_n folded into the product's accumulator (issue 22): R((r gh + gx 2^fa) / 2^fa) =
@@ -425,7 +444,7 @@ def _generate(g: _Gen, node: Node, ms: int, mt: int, mh: int, mc: int) -> list[i
         else:
             rh = g.srs(g.emit(f"aie::mul({r}, {g.load('gh', 2)})", "m", kind="acc"), fa, acc, lazy=True)
             cand = g.lookup(g.index_of_sum(g.load("gx", 2), rh, acc, t.tanh), t.tanh, acc)
-        z = g.lookup(zi, t.sigmoid, acc)
+        z = g.lookup(zi, t.sigmoid, acc) if z_late else z
         omz = g.emit(f"aie::sub(int32({1 << fa}), {z})", "o")
         hv = g.emit("aie::load_v<L>(h + j)", "h", 0, segs=((_LOAD, 1),))
         hn = g.sum_cast([(hv, mh, z, ms, fr + fa), (cand, mt, omz, (1 << fa) + ms, 2 * fa)], res)
@@ -456,9 +475,8 @@ def vector_gates(node: Node, device: Device, space: str, widen: bool = True, uni
         return "; ".join(bad)
     n = units if units is not None else node.attrs["hidden_size"]
     lanes = gate_lanes(device)
-    g = _Gen(device, n, lanes, widen)
     try:
-        terms = _generate(g, node, *_bounds(node))
+        g, terms = _scheduled(node, device, n, widen)
     except _NotExact as e:
         return str(e)
     if node.op == "gru" and sum(terms) >= _ACC63 or node.op == "lstm" and max(terms) >= _ACC63:
@@ -673,9 +691,8 @@ def split_gate_cycles(node: Node, device: Device, units: int, widen: bool = True
     if _reasons(node, device):
         return None
     lanes = gate_lanes(device)
-    g = _Gen(device, units, lanes, widen)
     try:
-        _generate(g, node, *_bounds(node))
+        g, _ = _scheduled(node, device, units, widen)
     except _NotExact:
         return None
     groups = -(-units // lanes)
