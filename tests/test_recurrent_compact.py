@@ -214,15 +214,16 @@ def test_cycle_model_counts_the_kernel_schedule():
     assert sum(p.breakdown_ns.values()) == pytest.approx(p.step_latency_ns)
     assert p.breakdown_ns["return"] == p.breakdown_ns["routing"] == 0.0  # no PL round trip, no packets
     # the head (20 -> 64 ReLU -> 1) on int32 lanes: 20 -> 64 in lane form (per output group one MAC per input,
-    # the loop, the finish), 64 -> 1 in dot form (per output one element-wise MAC per lane group of inputs, the
-    # loop, the finish with the exact lane sum)
+    # the 4 groups of 16 lanes one block in one loop, each group's finish), 64 -> 1 in dot form (per output one
+    # element-wise MAC per lane group of inputs, the loop, the finish with the exact lane sum)
     hl, f0, f1, dot0, dot1 = dims.head_form
     assert (dot0, dot1) == (0, 1)
     # the dot form's finish, by hand: the bias upshift 1; saturation off 1, the low word 1, floor 1, hi 1; lo =
     # low - (hi << 16) 2; two reduce_adds over 16 lanes (4 levels of shuffle + add) and their broadcasts 2 x 9;
     # the rebuilt sum (upshift + add) 2; the output's rounding and saturation 2, its srs 1 and clamp 2
     assert f1 == 1 + 1 + 1 + 1 + 1 + 2 + 2 * (2 * 4 + 1) + 2 + 2 + 1 + 2
-    head = (math.ceil(64 / hl) * (20 + costs.ROW_LOOP_CYCLES + f0) + 1 * (math.ceil(64 / hl) + costs.ROW_LOOP_CYCLES + f1)
+    assert hl == 16
+    head = (4 * (20 + f0) + costs.ROW_LOOP_CYCLES + 1 * (4 + costs.ROW_LOOP_CYCLES + f1)
             + 1)  # + the output copied out
     assert p.head_breakdown_ns["head"] == pytest.approx(head / 1.25)
     assert p.head_ns < estimate_recurrent(plan_recurrent(dims, dev, RecurrentOptions(aggregation="aie")), dev).head_ns / 10

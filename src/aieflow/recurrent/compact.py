@@ -19,6 +19,7 @@ from ..ops.recurrent import state_max_code
 from .costs import (
     COMPACT_FINISH_ADD_OPS,
     COMPACT_FINISH_WRAP_OPS,
+    COMPACT_GROUP_BLOCK,
     COMPACT_MODE_SEGMENT,
     gather_segments,
     list_schedule,
@@ -91,6 +92,8 @@ _INT31 = (1 << 31) - 1
 _NAME = re.compile(r"\b[a-z]+[0-9]+\b")  # the generated values' names (stem + number)
 _VEC, _MOVE, _LOAD, _LOAD2, _STORE = ({"vector": 1}, {"move": 1}, {"load": 1}, {"load": 2}, {"store": 1})
 _ACC63 = 1 << 62  # |exact sums| kept below 2^62: safe in acc64 (and AIE's acc80) lanes
+# roundings with R(x + n) = R(x) + n for every integer n (the GRU's (W x)_n fold, _generate)
+_SHIFT_INVARIANT = frozenset({Rounding.FLOOR, Rounding.CEIL, Rounding.POS_INF, Rounding.NEG_INF})
 
 
 @dataclass(frozen=True)
@@ -238,13 +241,24 @@ class _Gen:
         rational under the same rounding, its sign the wrapped sum's (AIE's select), one vector op
         fewer than the wrap's upshift + downshift.  Where the longer shift or the scaled product
         would not fit (srs_shift_max, acc64 lanes) the sum is wrapped as add_cast wraps it."""
-        k = 32 - t.width
-        m = (spec.scale.denominator << t.frac).bit_length() - 1
-        if (t.saturation is Saturation.WRAP and k > 0 and m + k <= self.device.generation.srs_shift_max
-                and spec.scale.numerator << 31 < _ACC63):
-            v = self.emit(f"aie::upshift({self.emit(f'aie::add({a}, {b})', 'a')}, {k})", "u")
-            return self.index(v, t, spec, k)
+        if self._wrap_fold(t, spec):
+            return self.index_of_wrapped(self.emit(f"aie::add({a}, {b})", "a"), t, spec)
         return self.index(self.add_cast(a, b, t), t, spec)
+
+    def _wrap_fold(self, t: FixedType, spec: act.TableSpec) -> bool:
+        """Whether ``index_of_sum`` folds a WRAP type's wrap into the index (its docstring)."""
+        m = (spec.scale.denominator << t.frac).bit_length() - 1
+        k = 32 - t.width
+        return (t.saturation is Saturation.WRAP and k > 0 and m + k <= self.device.generation.srs_shift_max
+                and spec.scale.numerator << 31 < _ACC63)
+
+    def index_of_wrapped(self, v: str, t: FixedType, spec: act.TableSpec) -> tuple[str, str]:
+        """The table index of ``(t) v``, ``v`` a sum of a WRAP type ``t`` not yet wrapped (int32
+        lanes, modular): the wrap folded into the index where ``_wrap_fold``, else wrapped first."""
+        if self._wrap_fold(t, spec):
+            k = 32 - t.width
+            return self.index(self.emit(f"aie::upshift({v}, {k})", "u"), t, spec, k)
+        return self.index(self.overflow(v, t), t, spec)
 
     def index(self, c: str, ty: FixedType, a: act.TableSpec, pre: int = 0) -> tuple[str, str]:
         """The table index of ``c`` (codes of ``ty``, within its range; ``pre``: c holds them times
@@ -383,9 +397,27 @@ def _bounds(node: Node) -> tuple[int, int, int, int]:
     return sig, tanh, min(res, state_max_code(t, node.op)), res
 
 
-def _generate(g: _Gen, node: Node, ms: int, mt: int, mh: int, mc: int) -> list[int]:
+def _scheduled(node: Node, device: Device, n: int, widen: bool) -> tuple[_Gen, list[int]]:
+    """The gate math of ``n`` hidden units in the program order the list schedule finds shorter
+    (``_generate``'s ``z_late``: the GRU's z table read before or after the candidate's; the first on
+    a tie), with its term bounds.  Raises _NotExact."""
+    lanes = gate_lanes(device)
+    groups = -(-n // lanes)
+    last = n - (groups - 1) * lanes
+    best = None
+    for z_late in (False, True) if node.op == "gru" else (False,):
+        g = _Gen(device, n, lanes, widen)
+        terms = _generate(g, node, *_bounds(node), z_late=z_late)
+        cycles = (groups - 1) * g.cycles(lanes) + g.cycles(last)
+        if best is None or cycles < best[0]:
+            best = (cycles, g, terms)
+    return best[1], best[2]
+
+
+def _generate(g: _Gen, node: Node, ms: int, mt: int, mh: int, mc: int, z_late: bool = False) -> list[int]:
     """One lane group's gate math into ``g``; returns the state update's term bounds (their sum
-    below 2^62 keeps the accumulator lanes exact)."""
+    below 2^62 keeps the accumulator lanes exact).  ``z_late``: the GRU's z table read after the
+    candidate's in program order (``_scheduled``)."""
     t = node.types
     acc, res = t.accum, t.output
     fa, fr = acc.frac, res.frac
@@ -394,13 +426,25 @@ def _generate(g: _Gen, node: Node, ms: int, mt: int, mh: int, mc: int) -> list[i
         if (1 << fa) + ms > _INT31:
             raise _NotExact("1 - z leaves the int32 lanes")
         # program order = the list schedule's priority: r's chain (r, r (U h)_n, the candidate) first,
-        # z's table read beside it; in the update the candidate's product last (exact integer sums in
-        # the accumulator lanes: their order does not change the result)
+        # z's index beside it and z's table read beside r's or (z_late, issue 22: the table reads share
+        # the store unit) after the candidate's, where the scheduler fits it into the slots between r's
+        # and the candidate's; in the update the candidate's product last (exact integer sums in the
+        # accumulator lanes: their order does not change the result)
         r = g.lookup(g.index_of_sum(g.load("gx", 1), g.load("gh", 1), acc, t.sigmoid), t.sigmoid, acc)
-        z = g.lookup(g.index_of_sum(g.load("gx", 0), g.load("gh", 0), acc, t.sigmoid), t.sigmoid, acc)
+        zi = g.index_of_sum(g.load("gx", 0), g.load("gh", 0), acc, t.sigmoid)
+        z = None if z_late else g.lookup(zi, t.sigmoid, acc)
         # r (U h)_n's wrap: left to the sum with (W x)_n, wrapped into the same type
-        rh = g.srs(g.emit(f"aie::mul({r}, {g.load('gh', 2)})", "m", kind="acc"), fa, acc, lazy=True)
-        cand = g.lookup(g.index_of_sum(g.load("gx", 2), rh, acc, t.tanh), t.tanh, acc)
+        if acc.saturation is Saturation.WRAP and (acc.rounding in _SHIFT_INVARIANT or fa == 0) and fa <= g.device.generation.ups_shift_max:
+            # (W x)_n folded into the product's accumulator (issue 22): R((r gh + gx 2^fa) / 2^fa) =
+            # R(r gh / 2^fa) + gx for a rounding that commutes with integer shifts, so the product
+            # starts from gx upshifted (a move, off r's path) and the add leaves the chain
+            gxn = g.emit(f"rnnv::va<L>({g.load('gx', 2)}, {fa})", "e", kind="acc")
+            rh = g.srs(g.emit(f"aie::mac({gxn}, {r}, {g.load('gh', 2)})", "m", kind="acc"), fa, acc, lazy=True)
+            cand = g.lookup(g.index_of_wrapped(rh, acc, t.tanh), t.tanh, acc)
+        else:
+            rh = g.srs(g.emit(f"aie::mul({r}, {g.load('gh', 2)})", "m", kind="acc"), fa, acc, lazy=True)
+            cand = g.lookup(g.index_of_sum(g.load("gx", 2), rh, acc, t.tanh), t.tanh, acc)
+        z = g.lookup(zi, t.sigmoid, acc) if z_late else z
         omz = g.emit(f"aie::sub(int32({1 << fa}), {z})", "o")
         hv = g.emit("aie::load_v<L>(h + j)", "h", 0, segs=((_LOAD, 1),))
         hn = g.sum_cast([(hv, mh, z, ms, fr + fa), (cand, mt, omz, (1 << fa) + ms, 2 * fa)], res)
@@ -431,9 +475,8 @@ def vector_gates(node: Node, device: Device, space: str, widen: bool = True, uni
         return "; ".join(bad)
     n = units if units is not None else node.attrs["hidden_size"]
     lanes = gate_lanes(device)
-    g = _Gen(device, n, lanes, widen)
     try:
-        terms = _generate(g, node, *_bounds(node))
+        g, terms = _scheduled(node, device, n, widen)
     except _NotExact as e:
         return str(e)
     if node.op == "gru" and sum(terms) >= _ACC63 or node.op == "lstm" and max(terms) >= _ACC63:
@@ -469,7 +512,9 @@ def vector_gates(node: Node, device: Device, space: str, widen: bool = True, uni
 # + (b << bias_shift), wrapped to the accumulator's width, round-shifted by ``shift`` under the
 # output's rounding, the output's overflow, ReLU) in column form on int32 lanes: outputs are the
 # lanes, each input adds aie::mac of its weight column by the broadcast input into exact
-# accumulator lanes started from the bias (upshifted into the lanes).  The wrap is an identity when
+# accumulator lanes started from the bias (upshifted into the lanes), a block of up to
+# COMPACT_GROUP_BLOCK output groups per pass over the inputs (independent accumulators in one loop,
+# as CompactProduct::terms; each lane still adds its terms in input order).  The wrap is an identity when
 # the layer's largest |sum| is below 2^(acc_bits - 1), or (32-bit accumulators) a wrapping
 # to_vector<int32>(0); then one to_vector<int32>(shift) under the output's rounding mode, and the
 # output's overflow and ReLU as vector ops.  Activations / softmax in the head, or a layer outside
@@ -591,9 +636,7 @@ def vector_head(head: list[Node], n_h: int, h_type: FixedType, device: Device, s
         dst = "yv" if li == len(head) - 1 else f"a{li}"
         body.append(f"        alignas(aie::vector_decl_align) int32 {dst}[{mp}];")
         g = _Gen(device, 0, lanes)
-        g.lines.append("        rnnv::va<L> s;")
-        g.lines.append(f"        s.from_vector(aie::load_v<L>(VHB{li} + j), {t.bias_shift});")
-        g.lines.append(f"        for (int q = 0; q < {k}; ++q) s = aie::mac(s, aie::load_v<L>(VHW{li} + q * {mp} + j), {src}[q]);")
+        g.lines.append("        const rnnv::va<L>& s = sb[g];")
         acc = "s"
         if wraps:  # the accumulator's 32-bit wrap: keep the low 32 bits, then round from them
             g.modes_for(None, False)
@@ -604,7 +647,20 @@ def vector_head(head: list[Node], n_h: int, h_type: FixedType, device: Device, s
             y = g.emit(f"aie::max({y}, int32(0))", "y")
         g.lines.append(f"        aie::store_v({dst} + j, {y});")
         finish.append(g.ops + g.modes + 1)  # + the bias upshift into the lanes
-        body += [f"        for (int j = 0; j < {mp}; j += L) {{", *g.lines, "        }"]
+        # a block of up to COMPACT_GROUP_BLOCK output groups per pass over the inputs (inputs outer, the
+        # block's groups inner, as CompactProduct::terms): independent accumulators, each lane's terms
+        # still added in input order; then each group's finish
+        blk = COMPACT_GROUP_BLOCK * lanes
+        body += [f"        for (int j0 = 0; j0 < {mp}; j0 += {blk}) {{",
+                 f"        const int nb = {mp} - j0 < {blk} ? ({mp} - j0) / L : {COMPACT_GROUP_BLOCK};",
+                 f"        rnnv::va<L> sb[{COMPACT_GROUP_BLOCK}];",
+                 f"        for (int g = 0; g < nb; ++g) sb[g].from_vector(aie::load_v<L>(VHB{li} + j0 + g * L), {t.bias_shift});",
+                 f"        for (int q = 0; q < {k}; ++q)",
+                 "            for (int g = 0; g < nb; ++g)",
+                 f"                sb[g] = aie::mac(sb[g], aie::load_v<L>(VHW{li} + q * {mp} + j0 + g * L), {src}[q]);",
+                 "        for (int g = 0; g < nb; ++g) {",
+                 "        const int j = j0 + g * L;",
+                 *g.lines, "        }", "        }"]
         src, width, xmax = dst, m, max(-out.min_code, out.max_code)
     text = "\n".join([
         f"namespace {space} {{",
@@ -635,9 +691,8 @@ def split_gate_cycles(node: Node, device: Device, units: int, widen: bool = True
     if _reasons(node, device):
         return None
     lanes = gate_lanes(device)
-    g = _Gen(device, units, lanes, widen)
     try:
-        _generate(g, node, *_bounds(node))
+        g, _ = _scheduled(node, device, units, widen)
     except _NotExact:
         return None
     groups = -(-units // lanes)

@@ -440,7 +440,8 @@ def compact_head_cycles(n_h: int, head: tuple[int, ...], form: tuple[int, ...], 
     and, per layer, the vector ops and mode writes of one output group's finish, counted by the
     generator (recurrent/compact.vector_head), and whether the layer runs in dot form.  Lane form:
     per output group one aie::mac per input (int32 lanes at the catalog's int32 x int32 rate: one
-    cycle for a group, recurrent/compact.gate_lanes), the loop's fill and drain, the finish.  Dot
+    cycle for a group, recurrent/compact.gate_lanes), the groups in blocks of COMPACT_GROUP_BLOCK
+    sharing one loop over the inputs (one fill and drain per block), then each group's finish.  Dot
     form (a later layer with fewer outputs than lanes): per output one element-wise aie::mac per
     lane group of inputs, the loop's fill and drain, the finish (the exact lane sum's ops included).
     Then the outputs copied out one per cycle.  Empty: the scalar head loops, as the AIE
@@ -452,7 +453,11 @@ def compact_head_cycles(n_h: int, head: tuple[int, ...], form: tuple[int, ...], 
     total = 0.0
     for (k, m), ops, dot in zip(layers, finish, dots, strict=True):
         fin = ROW_LOOP_CYCLES + ops * KERNEL_CONSTANTS.vector_op_cycles
-        total += m * (math.ceil(k / lanes_) + fin) if dot else math.ceil(m / lanes_) * (k + fin)
+        if dot:
+            total += m * (math.ceil(k / lanes_) + fin)
+            continue
+        groups = math.ceil(m / lanes_)
+        total += groups * (k + ops * KERNEL_CONSTANTS.vector_op_cycles) + math.ceil(groups / COMPACT_GROUP_BLOCK) * ROW_LOOP_CYCLES
     return total + (head[-1] if head else n_h)
 
 
