@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 from float_reference import f32, fp16
+from hw_tools import make_host, needs_xrt
 
 import aieflow
 from aieflow.errors import AieflowError
@@ -243,3 +244,14 @@ int main() {{
     ).stdout.split()
     want = [int(np.float16(fp16(float(v))).view(np.uint16)) for v in values]
     assert [int(b) for b in out] == want
+
+
+@needs_xrt
+def test_the_fp16_host_program_compiles_against_xrt(chain, tmp_path):
+    # the host of a float16 project (PLIO text in float16, `plio_io.h`) builds against the real XRT headers
+    _, d = chain
+    d.save(tmp_path / "d")
+    proj = tmp_path / "d" / "project"
+    r = make_host(proj)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (proj / "host.exe").is_file() and "xrt::graph" in (proj / "host/host.cpp").read_text()
