@@ -341,6 +341,7 @@ def test_biresunet_bilinear_stream_holds_its_burst(biunet, biunet_ml):
     assert "adf::fifo_depth(net" in biunet.files["src/graph.h"]
     net = re.search(r"adf::connect<> (net\d+)\(k_m\.out\[0\], k_d\.in\[0\]\);", biunet.files["src/graph.h"]).group(1)
     assert f"adf::fifo_depth({net}) = 192;" in biunet.files["src/graph.h"]
+    assert "FIFO from m 768 B" in biunet.summary()
     lay = biunet.plan.layers[3]
     plain = dataclasses.replace(biunet.plan, layers=biunet.plan.layers[:3] + (
         dataclasses.replace(lay, fifo_words=(0,) + lay.fifo_words[1:]),) + biunet.plan.layers[4:])
