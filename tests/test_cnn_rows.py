@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import re
 import shutil
 from pathlib import Path
 
@@ -303,6 +304,52 @@ def test_biresunet_rows_plan(biunet, biunet_ml):
     for d in (biunet, biunet_ml):
         e = d.estimate()
         assert e.latency_s > e.interval_s > 0 and f"{e.fps:,.0f} frames/s" in d.summary()
+
+
+def _reference_constants():
+    from rows_reference import Constants
+
+    from aieflow.cnn import perf
+    from aieflow.cnn.rows import GLOBAL_POOL_FINISH_CYCLES_PER_CHANNEL
+
+    return Constants(perf.KERNEL_CALL_CYCLES, perf.PLIO_BYTES_PER_CYCLE, GLOBAL_POOL_FINISH_CYCLES_PER_CHANNEL)
+
+
+def test_biresunet_bilinear_stream_holds_its_burst(biunet, biunet_ml):
+    """issue 17 step 3: the bilinear stage m (16 conv rows, half_pixel by 2) writes stored rows 2c - 1
+    and 2c after conv row c, and rows 29, 30, 31 after its last (they read conv rows (14, 15),
+    (14, 15), (15, 15)): a burst of three rows.  Its stream into d gets a FIFO of them (VCK190: 3 x 8
+    channels x 32 x 1 B = 192 words; VEK280: d's parts meet in a memory-tile row buffer of two rows,
+    so one row more, 64 words), named in graph.h.  With it, a row-level reference with each
+    stream's room (tests/rows_reference.py, which imports nothing from aieflow) is within 0.1 % of
+    the model's latency and 1 % of its interval; with m -> d a plain stream again it is over a third
+    slower, and the plan's check refuses it by name."""
+    from rows_reference import simulate
+
+    from aieflow.cnn.rows import check_stream_room
+
+    k = _reference_constants()
+    for d, words in ((biunet, 192), (biunet_ml, 64)):
+        lay = d.plan.layers[3]
+        assert lay.stage == "d" and lay.parts[0] == (2, 8) and lay.fifo_words[0] == words
+        e = d.estimate()
+        unbounded = simulate(d.plan, k, bounded=False)  # the model's own assumption: the reference equals it
+        assert unbounded == (pytest.approx(e.latency_s, rel=1e-9), pytest.approx(e.interval_s, rel=1e-9))
+        lat, interval = simulate(d.plan, k)
+        assert e.latency_s <= lat * (1 + 1e-12) and lat < 1.001 * e.latency_s
+        assert e.interval_s <= interval * (1 + 1e-12) and interval < 1.01 * e.interval_s
+    assert "adf::fifo_depth(net" in biunet.files["src/graph.h"]
+    net = re.search(r"adf::connect<> (net\d+)\(k_m\.out\[0\], k_d\.in\[0\]\);", biunet.files["src/graph.h"]).group(1)
+    assert f"adf::fifo_depth({net}) = 192;" in biunet.files["src/graph.h"]
+    assert "FIFO from m 768 B" in biunet.summary()
+    lay = biunet.plan.layers[3]
+    plain = dataclasses.replace(biunet.plan, layers=biunet.plan.layers[:3] + (
+        dataclasses.replace(lay, fifo_words=(0,) + lay.fifo_words[1:]),) + biunet.plan.layers[4:])
+    e = biunet.estimate()
+    assert simulate(plain, k)[0] > 1.3 * e.latency_s
+    with pytest.raises(PlanError) as err:
+        check_stream_room(plain.stages, plain.layers)
+    assert err.value.layer == "d" and "from 'm' into 'd' holds 0 rows" in str(err.value) and "3 rows" in str(err.value)
 
 
 @needs_cxx

@@ -154,7 +154,8 @@ class CnnDesign(EmulatedNumerics):
                         else "global pooling: a running value per channel")
                 shape = (f"1 kernel, {len(lay.parts)} row stream(s) in / {lay.outs} out, {held}, "
                          f"{lay.row_cycles:,.0f} cycles per {'input ' if lay.kind == 'gpool' else ''}row"
-                         + "".join(f", skip FIFO {4 * n:,} B" for n in lay.fifo_words if n)
+                         + "".join(f", FIFO from {comment(p.stages[k].name) if k >= 0 else 'the input'} {4 * n:,} B"
+                                   for (k, _), n in zip(lay.parts, lay.fifo_words, strict=True) if n)
                          + "".join(f", skip in a DDR segment of {n:,} B (GMIO)" for n in lay.ddr_bytes if n))
             elif isinstance(lay, StreamLayer):
                 shape = f"{lay.cas_num} x {lay.cas_len} tiles"

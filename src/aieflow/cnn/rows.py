@@ -29,7 +29,12 @@ MAC rate and mmul shape, ``perf.post_cycles`` for a float post layer).
 A concat part that skips stages (a U-Net skip) is a second output stream of its producer into a
 FIFO that holds the rows the reader has not reached yet (``adf::fifo_depth``, UG1079 DMA FIFO: a
 memory tile on AIE-ML, a tile's data memory on AIE1); its depth is the dependency lag
-(:func:`fifo_rows`).  What does not fit is a PlanError naming the layer and the size.
+(:func:`fifo_rows`).  What does not fit is a PlanError naming the layer and the size.  A stage that
+writes more than one stored row after a computed row (an upsampling's ``up_h``: :func:`emit_burst`)
+gets the same kind of FIFO on each of its streams, the burst's rows (a kernel-to-kernel stream holds a
+few words: AM009 "Stream Switch Buffering and Latency"; a full one back-pressures the writer), so it
+never waits for its reader to take a burst: the recurrence below assumes that room
+(:func:`stream_room_rows`), checked against the same memory as the skip FIFOs, else sent to DDR.
 
 Performance (:func:`estimate_rows`, assumed constants of ``cnn/perf.py``, none fitted): cycles
 per output row per stage (the stream mapping's conv / pooling tile cycles of a one-row stage, the
@@ -66,6 +71,7 @@ from .stages import Stage
 STREAM_CYCLES_PER_VALUE = 1.0  # a scalar readincr / writeincr of one value on a 32-bit core stream (assumed)
 LINE_SHIFT_CYCLES_PER_VALUE = 1.0  # a scalar copy of one value when the line buffer slides down (assumed)
 FIFO_SLACK_ROWS = 1  # one row in flight on top of the dependency lag
+MERGE_ROOM_ROWS = 2  # a memory-tile row buffer's ping and pong: the room of a stream into it
 DDR_SEGMENTS = 1  # skips held in DDR per design: the host moves one segment row by row (graph.cpp)
 GLOBAL_POOL_FINISH_CYCLES_PER_CHANNEL = 8.0  # a global pooling's rounded division (or maximum) per channel (assumed)
 
@@ -223,11 +229,24 @@ def _need(s: Stage, oy: int) -> int:
     return min(h - 1, oy * s.geometry.stride[0] - s.geometry.padding[0] + s.geometry.kernel[0] - 1)
 
 
+def emit_burst(s: Stage) -> int:
+    """The most stored rows ``s`` writes after one computed row: a nearest upsampling's ``up_h``, a
+    bilinear one's stored rows whose second conv row (:func:`up_rows`) is that row, else 1."""
+    if row_kind(s) == "gpool":
+        return 1
+    counts: dict[int, int] = {}
+    for r in range(s.out_hw[0] * s.up[0]):
+        c = up_rows(s, r)[1]
+        counts[c] = counts.get(c, 0) + 1
+    return max(counts.values())
+
+
 def fifo_rows(stages: tuple[Stage, ...], producer: int, reader: int) -> int:
     """Rows of ``producer``'s output (-1: the input) a FIFO into ``reader`` must hold so that the
     producer never waits on it while the reader waits for its other parts: the most rows the
     reader's other inputs need from the producer before the reader has taken them (dependency
-    lag, independent of timing), plus one row in flight."""
+    lag, independent of timing), plus the rows in flight: one, or the producer's burst
+    (:func:`emit_burst`)."""
 
     memo: dict[tuple[int, int], int] = {}
 
@@ -254,7 +273,7 @@ def fifo_rows(stages: tuple[Stage, ...], producer: int, reader: int) -> int:
         others = max((needs(p, n) for p, _ in _parts(stages, reader) if p != producer), default=0)
         taken = _need(s, oy - 1) + 1 if oy else 0
         most = max(most, others - taken)
-    return max(0, most) + FIFO_SLACK_ROWS
+    return max(0, most) + max(FIFO_SLACK_ROWS, emit_burst(stages[producer]) if producer >= 0 else 1)
 
 
 def row_cycles(device: Device, s: Stage, lay: StreamLayer, out_ports: int = 1) -> float:
@@ -393,11 +412,17 @@ def rows_plan(device: Device, stages: tuple[Stage, ...], settings: dict) -> CnnP
         for p, ch in parts:
             ddr.append(0)
             if p == i - 1 and len(readers.get(p, [])) <= 1:
-                fifo.append(0)  # the chain's own stream: backpressure, no deadlock
-                continue
+                # the chain's own stream: backpressure, no deadlock; a burst (an upsampling's rows
+                # after each computed row) gets a FIFO of its rows beyond the row buffer's
+                burst = emit_burst(stages[p]) if p >= 0 else 1
+                if burst <= (MERGE_ROOM_ROWS if merge else 1):
+                    fifo.append(0)
+                    continue
+                rows = burst - (MERGE_ROOM_ROWS if merge else 0)
+            else:
+                rows = fifo_rows(stages, p, i)
             width = stages[p].out_shape[2] if p >= 0 else stages[0].geometry.in_shape[2]
             t = stages[p].out_type if p >= 0 else stages[0].in_type
-            rows = fifo_rows(stages, p, i)
             nbytes = rows * ch * width * elem_bytes(t)
             # the FIFO's room: a tile's memory (AIE1), or what the memory tile holds beside the row
             # buffer and the FIFOs already in it (AIE-ML / v2, where the parts meet there)
@@ -417,6 +442,7 @@ def rows_plan(device: Device, stages: tuple[Stage, ...], settings: dict) -> CnnP
         layers.append(RowLayer(s.name, row_kind(s), parts, outs, kh, line, TileUse(mem, limit), row_cycles(device, s, lay, out_ports),
                                tuple(fifo), i, int(i == len(stages) - 1), in_ports, out_ports, merge,
                                tuple(ddr) if any(ddr) else ()))
+    check_stream_room(stages, layers)
     segments = [(lay.stage, b) for lay in layers for b in lay.ddr_bytes if b]
     if len(segments) > DDR_SEGMENTS:
         raise PlanError(f"{len(segments)} skips need a DDR segment each ({', '.join(repr(n) for n, _ in segments)}); "
@@ -426,6 +452,34 @@ def rows_plan(device: Device, stages: tuple[Stage, ...], settings: dict) -> CnnP
     if len(layers) > device.compute_tiles:
         raise PlanError(f"{len(layers)} kernels do not fit the array's {device.compute_tiles} tiles")
     return CnnPlan("rows", device, stages, tuple(layers), 1, settings.get("mover_clock_hz", 312.5e6))
+
+
+def stream_room_rows(stages: tuple[Stage, ...], lay: RowLayer, j: int) -> float:
+    """Rows that part ``j`` of ``lay``'s stage holds beyond the row its reader is taking: its FIFO's
+    rows, plus a memory-tile row buffer's two (``MERGE_ROOM_ROWS``); a skip held in DDR the frame
+    (unbounded here); a plain stream or PLIO none (a few words, AM009)."""
+    if lay.ddr_bytes and lay.ddr_bytes[j]:
+        return float("inf")
+    p, ch = lay.parts[j]
+    width = stages[p].out_shape[2] if p >= 0 else stages[0].geometry.in_shape[2]
+    t = stages[p].out_type if p >= 0 else stages[0].in_type
+    words = lay.fifo_words[j] if lay.fifo_words else 0
+    return words * 4 // (ch * width * elem_bytes(t)) + (MERGE_ROOM_ROWS if lay.merged else 0)
+
+
+def check_stream_room(stages: tuple[Stage, ...], layers: list[RowLayer] | tuple[RowLayer, ...]) -> None:
+    """:func:`estimate_rows` lets a producer write its burst of stored rows (:func:`emit_burst`)
+    without waiting for its reader: a PlanError naming the stream where the plan gives it less room."""
+    for lay in layers:
+        for j, (p, _) in enumerate(lay.parts):
+            burst = emit_burst(stages[p]) if p >= 0 else 1
+            room = stream_room_rows(stages, lay, j)
+            if burst > 1 and room < burst:
+                src = f"'{stages[p].name}'" if p >= 0 else "the network input"
+                raise PlanError(f"the row stream from {src} into '{lay.stage}' holds {room:g} rows, but {src} writes "
+                                f"{burst} rows after a computed row: it would wait for '{lay.stage}' to take them, "
+                                "which the rows model does not count", layer=lay.stage,
+                                hint="a FIFO of the burst's rows on that stream (fifo_words)")
 
 
 # ------------------------------------------------------------------------------- performance
