@@ -3,9 +3,11 @@ the one after it becomes a per-feature ``scale_shift`` node, ``y = x s + t`` (op
 
 Float: the import equals PyTorch / onnxruntime (1e-5).  Fixed point and bf16: the family's emulation
 equals a reference written here from the module's definition in Python integers / numpy bit
-operations (random codes, the input type's edge codes, saturating shifts), and the multiplier and
-shift codes equal an independent rounding of s and t.  No kernel maps it yet: compiling is a
-PlanError naming the layer.
+operations (random codes, the input type's edge codes, saturating shifts; bf16: random values over
+40 binades, signed zeros, subnormals, overflow, NaN), and the multiplier and shift codes equal an
+independent rounding of s and t.  On the DAG path the int8 and the bf16 kernels (dag_kernels.h
+ScaleShift, dag_kernels_bf16.h ScaleShiftBf16) run bit-exact with predict on x86 (VEK280); fp32 is
+refused by name.
 """
 
 from __future__ import annotations
@@ -31,10 +33,15 @@ from test_frontend_parity import (
 from torch import nn
 
 import aieflow
+from aieflow.api import _state
 from aieflow.dag.design import DagDesign
+from aieflow.dag.plan import plan_dag
 from aieflow.errors import PlanError
 from aieflow.frontends import import_onnx, import_torch
+from aieflow.numerics.types import FloatType
 from aieflow.ops.registry import family
+from aieflow.ops.scale_shift import ScaleShiftTypes
+from aieflow.pipeline import run_pipeline
 
 
 class AddBnAdd(nn.Module):
@@ -226,8 +233,20 @@ def test_bf16_emulation_is_the_float32_product_and_sum_rounded_once_to_bf16():
         rng.standard_normal((300, 16)).astype(np.float32)
         * np.float32(2.0) ** rng.integers(-20, 20, (300, 16))
     )
-    got = family("scale_shift").emulate(node, xs)
-    np.testing.assert_array_equal(got, _bf16(xs * s[None] + c[None]))
+    with np.errstate(over="ignore", invalid="ignore"):
+        xs[:6] = [
+            [0.0] * 16,
+            [-0.0] * 16,
+            [2.0**-130] * 16,
+            [-(2.0**-133)] * 16,
+            [3e38] * 16,
+            [np.nan] * 16,
+        ]
+        got = family("scale_shift").emulate(node, xs)
+        # the float32 product (exact for bf16 x bf16), the float32 sum, one rounding to bf16
+        want = _bf16(xs * s[None] + c[None])
+    assert np.isinf(want[4]).any() and np.isnan(want[5]).all()
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
 # ------------------------------------------------------------------------------- mapping
@@ -262,11 +281,52 @@ def test_a_batchnorm_at_the_output_maps_on_the_dag_path_and_predicts_as_emulated
     np.testing.assert_array_equal(loaded.predict(x), emu.predict(x))
 
 
-def test_a_bf16_scale_shift_is_refused_by_name_on_the_dag_path():
+@pytest.mark.parametrize("device", ["vek280", "vek385"])
+def test_a_bf16_batchnorm_maps_on_the_dag_path_as_the_bf16_kernel_and_predicts_as_emulated(device):
+    model, x = _model("add_bn_add")
+    bf16 = {"precision": "bf16"}
+    design = aieflow.compile(model, device=device, example_input=x[:2], calibration=x, config=bf16)
+    assert isinstance(design, DagDesign) and "scale_shift" in [n.op for n in design.graph.nodes]
+    assert "ScaleShiftBf16<aieflow_design::bn_cfg>" in design.files["src/graph.h"]
+    emu = aieflow.emulate(model, device=device, example_input=x[:2], calibration=x, config=bf16)
+    np.testing.assert_array_equal(design.predict(x).view(np.uint32), emu.predict(x).view(np.uint32))
+    assert design.estimate().latency_ns > 0
+
+
+@needs_gxx
+def test_a_bf16_residual_mlp_with_a_batchnorm_after_the_add_verifies_bit_exact_on_x86():
+    """VEK280 bf16: Linear, Add, the standalone BatchNorm (dag_kernels_bf16.h ScaleShiftBf16), Add."""
+    model, x = _model("add_bn_add")
+    design = aieflow.compile(
+        model, device="vek280", example_input=x[:2], calibration=x, config={"precision": "bf16"}
+    )
+    assert "ScaleShiftBf16" in design.files["src/graph.h"]
+    edge = x[:8].copy()
+    edge[0] = 1e30  # overflow to infinity in float32
+    edge[1] = 1e-40  # subnormal inputs
+    edge[2] = 1.0 + 2.0**-8  # bf16 ties
+    edge[3] = 0.0
+    result = design.verify(np.concatenate([edge, x[8:16] * np.float32(300.0)]))
+    assert result.ok, result.verdict()
+    result = design.verify(samples=16, seed=3)
+    assert result.ok, result.verdict()
+
+
+def test_an_fp32_scale_shift_is_refused_by_name_on_the_dag_path():
+    """fp32 never reaches the DAG from compile (VEK280 has no fp32 precision): the plan's own refusal, on
+    the bf16 graph with the BatchNorm's types made fp32."""
     model, x = _model("bn_last")
+    st = _state(model, "vek280", x[:2], {"precision": "bf16"}, x)
+    st = run_pipeline(st, stop_after="quantise")
+    fp32 = FloatType("fp32")
+    nodes = [
+        n.evolve(types=ScaleShiftTypes(fp32, fp32, fp32, fp32, 0, 0))
+        if n.op == "scale_shift"
+        else n
+        for n in st.graph.nodes
+    ]
     with pytest.raises(
-        PlanError, match=r"layer '2': scale_shift kernels are generated for int8 / int16"
+        PlanError,
+        match=r"layer '2': scale_shift kernels are generated for int8 / int16 and, .* for bf16; this layer is fp32",
     ):
-        aieflow.compile(
-            model, device="vek280", example_input=x[:2], calibration=x, config={"precision": "bf16"}
-        )
+        plan_dag(st.graph.with_nodes(nodes), st.device, st.config)

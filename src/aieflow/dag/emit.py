@@ -126,7 +126,7 @@ def _float_lit(v: float) -> str:
 
 def _bf16_info(node) -> dict:
     """The bf16 kernels' table window and rules (ops/activation.bf16_table)."""
-    if node.op in ("add", "add_const"):
+    if node.op in ("add", "add_const", "scale_shift"):
         return {"bf16": True}
     if node.op == "layernorm":
         return {"bf16": True, "eps_text": _float_lit(float(np.float32(node.attrs["eps"])))}
@@ -184,7 +184,7 @@ def rows_infos(plan: DagPlan, ids: dict[str, str], device: Device) -> dict[str, 
                 runtime=node.op == "softmax" and len(node.inputs) > 1, rs=rp.per_sample, mp=rp.pitch_in(1, rp.features))
             if node.op == "add_const":
                 common["mq"] = int(np.asarray(node.params["constant_q"]).shape[0])
-            {"add": adds, "add_const": consts, "layernorm": norms, "activation": acts,
+            {"add": adds, "add_const": consts, "scale_shift": scales, "layernorm": norms, "activation": acts,
              "softmax": softmaxes}[node.op].append(common)
             continue
         if node.op == "add_const":

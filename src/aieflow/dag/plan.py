@@ -596,7 +596,7 @@ def output_pitch(graph: Graph, out: Operand, widths: Mapping[str, int]) -> int:
 
 
 # rows ops with a bf16 kernel (dag_kernels_bf16.h)
-BF16_ROWS = ("add", "add_const", "layernorm", "activation", "softmax", "matmul")
+BF16_ROWS = ("add", "add_const", "scale_shift", "layernorm", "activation", "softmax", "matmul")
 
 
 def _check_masked_mean(node: Node, graph: Graph, operands: tuple[Operand, ...], device: Device) -> None:

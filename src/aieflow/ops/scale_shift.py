@@ -27,8 +27,10 @@ add and ``to_vector<bfloat16>`` do.
 On the DAG path (``kinds.DAG_OPS``: a model that keeps one compiles as a DAG) the kernel is
 ``dag_kernels.h`` ``ScaleShift`` for int8 / int16 on AIE-ML / AIE-MLv2: ``aie::mul`` of the input and
 multiplier vectors into the accumulator, the shift's codes added by ``from_vector(c, SHIFT_T)``, one
-``to_vector<TO>(SHIFT)``.  bf16 has no kernel yet (refused by name, ``dag/plan._check_row_types``;
-emulated as above), and the kernel scales ``(batch, features)`` tensors only.
+``to_vector<TO>(SHIFT)``; for bf16 ``dag_kernels_bf16.h`` ``ScaleShiftBf16``: ``aie::mul`` into
+accfloat lanes, ``aie::add`` of the shift, ``to_vector<bfloat16>``, the float32 order above.  fp32 is
+refused by name (``dag/plan._check_row_types``; emulated as above), and the kernels scale
+``(batch, features)`` tensors only.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-// aieflow DAG kernels in bf16 (AIE-ML / AIE-MLv2): residual Add, LayerNorm, activations and softmax,
+// aieflow DAG kernels in bf16 (AIE-ML / AIE-MLv2): residual Add, scale and shift, LayerNorm, activations and softmax,
 // written against the public AIE API (UG1529) and the ADF kernel-class interface (UG1603).
 //
 // Each computes exactly what aieflow's emulator computes (ops/add.py, ops/layernorm.py
@@ -7,6 +7,8 @@
 //   ResidualAddBf16: y = bf16(float32(a) + float32(b)), then max(y, 0) with a fused ReLU: bf16
 //                    operands into an accfloat accumulator, one float add, to_vector<bfloat16>.
 //   ConstAddBf16:    the same step with b a constant's bf16 values (a positional embedding, ops/add_const.py).
+//   ScaleShiftBf16:  y = bf16(float32(float32(x) s) + t) per feature (a standalone BatchNorm, ops/scale_shift.py):
+//                    aie::mul of the bf16 x and s into accfloat lanes, one float add of t, to_vector<bfloat16>.
 //   LayerNormBf16:   per row, one float32 operation per step in a fixed order (sums in increasing i).
 //   ActivationBf16:  a table of bf16 results over a window of exponents, a rule outside it.
 //   SoftmaxBf16:     max, d = bf16(x - max), exp(d) by the activation scheme, sequential float sum,
@@ -161,6 +163,63 @@ public:
     static void registerKernelClass() {
         REGISTER_FUNCTION(ConstAddBf16::run);
         REGISTER_PARAMETER(c_);
+    }
+};
+
+// ---------------------------------------------------------------------------- ScaleShift
+// Config: struct { static constexpr unsigned ROWS, N; ports IN, OUT: bool P_T, unsigned P_S, P_A, P_B; };
+// y = bf16(float32(float32(x) s) + t) per feature (ops/scale_shift.py): the product of two bf16 values is exact
+// in binary32 (8 + 8 significand bits; the shim and the emulation round it once, which changes nothing unless it
+// underflows binary32's normal range), one float32 add of the shift t, one rounding to bf16 (nearest even).  A
+// separate aie::mul and aie::add, not a fused aie::mac: UG1529 does not document how aie::mac rounds on accfloat,
+// and the two forms agree wherever the product is exact.  s and t are kernel parameters of N bf16 values (padded
+// to whole vectors with zeros).
+template <class C>
+class ScaleShiftBf16 {
+    static constexpr unsigned L = 16;  // 16 accfloat lanes
+    static constexpr unsigned FULL = C::N / L * L;
+    static constexpr unsigned NV = (C::N + L - 1) / L * L;
+    alignas(32) bfloat16 s_[NV];
+    alignas(32) bfloat16 t_[NV];
+    alignas(32) bfloat16 ti_[C::IN_T ? C::ROWS * C::N : 1];
+    alignas(32) bfloat16 to_[C::OUT_T ? C::ROWS * C::N : 1];
+
+    static aie::vector<bfloat16, L> step(const aie::vector<bfloat16, L>& vx, const aie::vector<bfloat16, L>& vs,
+                                         const aie::vector<bfloat16, L>& vt) {
+        aie::accum<accfloat, L> acc = aie::mul<accfloat>(vx, vs);  // exact bf16 x bf16 products in float32
+        acc = aie::add(acc, vt);                                    // one float32 add per lane
+        return acc.template to_vector<bfloat16>();                  // round to bf16 (nearest even)
+    }
+
+public:
+    ScaleShiftBf16(const std::vector<bfloat16>& s, const std::vector<bfloat16>& t) {
+        for (unsigned i = 0; i < NV; ++i) {
+            s_[i] = i < s.size() ? s[i] : bfloat16(0.0f);
+            t_[i] = i < t.size() ? t[i] : bfloat16(0.0f);
+        }
+    }
+
+    void run(adf::input_buffer<bfloat16>& __restrict in, adf::output_buffer<bfloat16>& __restrict out) {
+        if constexpr (C::IN_T) transpose_block<bfloat16, C::IN_S, C::IN_A, C::IN_B>(in.data(), ti_);
+        const bfloat16* __restrict x = C::IN_T ? ti_ : in.data();
+        bfloat16* __restrict y = C::OUT_T ? to_ : out.data();
+        for (unsigned r = 0; r < C::ROWS; ++r, x += C::N, y += C::N) {
+            for (unsigned i = 0; i < FULL; i += L)
+                aie::store_v(y + i, step(aie::load_v<L>(x + i), aie::load_v<L>(s_ + i), aie::load_v<L>(t_ + i)));
+            if constexpr (C::N % L != 0) {  // the row's last, partial vector
+                aie::vector<bfloat16, L> vx = aie::zeros<bfloat16, L>();
+                for (unsigned j = 0; j < C::N - FULL; ++j) vx.set(x[FULL + j], j);
+                const aie::vector<bfloat16, L> vo =
+                    step(vx, aie::load_v<L>(s_ + FULL), aie::load_v<L>(t_ + FULL));
+                for (unsigned j = 0; j < C::N - FULL; ++j) y[FULL + j] = vo.get(j);
+            }
+        }
+        if constexpr (C::OUT_T) transpose_block<bfloat16, C::OUT_S, C::OUT_A, C::OUT_B>(to_, out.data());
+    }
+    static void registerKernelClass() {
+        REGISTER_FUNCTION(ScaleShiftBf16::run);
+        REGISTER_PARAMETER(s_);
+        REGISTER_PARAMETER(t_);
     }
 };
 
