@@ -408,3 +408,80 @@ def test_the_memory_tile_graph_h_connects_what_the_design_moves(device, dtype, t
     pairs, depths = _connections(d.files["src/graph.h"])
     assert pairs == want
     assert depths == {(f"tile{t}.out[0]", f"cr{t}.in[0]"): b.mr * b.nr for t in range(c.tiles)}
+
+
+
+def _swap_links(mg, a: str, b: str):
+    """``mg`` with the links out of PLIOs ``a`` and ``b`` exchanged (each now feeds the other's tiles)."""
+    swap = {a: b, b: a}
+    links = tuple(
+        dataclasses.replace(x, src=dataclasses.replace(x.src, owner=swap[x.src.owner]))
+        if x.src.owner in swap
+        else x
+        for x in mg.links
+    )
+    return dataclasses.replace(mg, links=links)
+
+
+def test_the_movers_harnesses_and_data_files_read_the_ports_of_the_mapped_graph():
+    """The PL-memory design's project ports against a hand list (Ar of group g, stream s; Br and Cr of
+    lane j; the movers' order), and the project follows its mapped graph: with the links of PLIOs
+    br0 and br1 exchanged in the lowering, the mover streams lane 1's panels into br0."""
+    from aieflow.gemm.emit import project_files, project_ports
+
+    d = aieflow.gemm(256, 256, 2048, dtype="int8", device="vck190", tiles=6, design="best")
+    p = d.plan
+    c = p.config
+    # every field below takes two values
+    assert c.tiles_i > 1 and c.tiles_j > 1 and c.ar_streams == 2
+    ports = project_ports(p, lower(p))
+    assert [(x.var, x.port, x.file, x.group, x.stream) for x in ports.ar] == [
+        (f"ar{g}_{s}", f"ar{g}_{s}", f"data/ar{g}_{s}.txt", g, s)
+        for g in range(c.tiles_i)
+        for s in range(2)
+    ]
+    assert [(x.var, x.lane) for x in ports.br] == [(f"br{j}", j) for j in range(c.tiles_j)]
+    assert ports.gbr == ()
+    assert [(x.var, x.group, x.lane) for x in ports.cr] == [
+        (f"cr{g * c.tiles_j + j}", g, j) for g in range(c.tiles_i) for j in range(c.tiles_j)
+    ]
+    assert ports.tiles == tuple(f"tile{t}" for t in range(c.tiles))
+    mover = d.files["pl/gemm_mover.cpp"]
+    assert "send_br(Bc, step * TILES_J + 0, br0);" in mover
+    assert f"send_ar(Ac, {c.tiles_i - 1}, 1, round, p, ar{c.tiles_i - 1}_1);" in mover
+    swapped = _swap_links(lower(p), "br0", "br1")
+    swapped.check()
+    moved = project_ports(p, swapped)
+    assert [(x.var, x.lane) for x in moved.br][:2] == [("br0", 1), ("br1", 0)]
+    files = project_files(p, d.estimate(), False, swapped)
+    assert "send_br(Bc, step * TILES_J + 1, br0);" in files["pl/gemm_mover.cpp"]
+    assert "send_br(Bc, step * TILES_J + 0, br1);" in files["pl/gemm_mover.cpp"]
+    assert "adf::connect(br0.out[0], tile1.in[0])" in files["src/graph.h"]
+
+
+@pytest.mark.parametrize(
+    ("device", "dtype", "tiles"), [("vek280", "int8", 8), ("vek385", "bf16", 6)]
+)
+def test_the_memory_tile_project_reads_its_ports_from_the_mapped_graph(device, dtype, tiles):
+    """The memory-tile design: a<g> feeds group g's tiles (through Ac g), b<m> holds the L4 lanes
+    m * lanes_per_memtile .. of its read ports, Cr as tile t's; ml_mover.cpp sends exactly those."""
+    from aieflow.gemm.emit import project_ports
+
+    d = aieflow.gemm(256, 256, 2048, dtype=dtype, device=device, tiles=tiles, design="best")
+    c, lay = d.plan.config, d.plan.memtiles
+    ports = project_ports(d.plan, lower(d.plan))
+    per = lay.lanes_per_memtile
+    assert [(x.var, x.group) for x in ports.ar] == [(f"a{g}", g) for g in range(c.tiles_i)]
+    assert [(x.var, x.lanes) for x in ports.br] == [
+        (f"b{m}", tuple(range(m * per, min(c.tiles_j, (m + 1) * per))))
+        for m in range(math.ceil(c.tiles_j / per))
+    ]
+    assert [(x.var, x.group, x.lane) for x in ports.cr] == [
+        (f"cr{g * c.tiles_j + j}", g, j) for g in range(c.tiles_i) for j in range(c.tiles_j)
+    ]
+    mover = d.files["pl/gemm_mover.cpp"]
+    sends = re.findall(r"send_lane\(B, n, k, jc, pc, (\d+), out, (\w+)\);", mover)
+    assert sends == [(str(j), x.var) for x in ports.br for j in x.lanes]
+    assert re.findall(r"send_ac\(A, m, k, ic, pc, (\d+), (\w+)\);", mover) == [
+        (str(g), f"a{g}") for g in range(c.tiles_i)
+    ]

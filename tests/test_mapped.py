@@ -56,6 +56,26 @@ def test_the_check_refuses_broken_graphs(broken, why):
         _two_kernels(links=links).check()
 
 
+def test_a_kernel_function_is_created_from_its_function_and_takes_no_arguments():
+    """``Kernel.function``: ``adf::kernel::create(fn)`` (UG1079), which has no constructor arguments,
+    so a function kernel with arguments is refused rather than written without them."""
+    from aieflow.devices import get_device
+    from aieflow.mapped.adf import graph_header
+
+    g = _two_kernels()
+    fn = replace(g, kernels=(replace(g.kernels[0], cls="k0_fn", function=True), g.kernels[1]))
+    text = graph_header(fn, "G", version="0", device=get_device("vck190"), title="t")
+    assert "k0 = adf::kernel::create(k0_fn);" in text
+    assert "k1 = adf::kernel::create_object<C>();" in text
+    with_args = replace(fn, kernels=(replace(fn.kernels[0], args=("7",)), fn.kernels[1]))
+    with pytest.raises(
+        AssertionError, match="k0: a kernel function takes no constructor arguments"
+    ):
+        with_args.check()
+    with pytest.raises(AssertionError, match="no constructor arguments"):
+        graph_header(with_args, "G", version="0", device=get_device("vck190"), title="t")
+
+
 def _chain(device, dims, **config):
     x = np.random.default_rng(0).standard_normal((32, dims[0])).astype(np.float32)
     return aieflow.compile(torch_mlp(dims), device=device, example_input=x[:4], calibration=x,

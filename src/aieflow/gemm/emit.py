@@ -49,25 +49,6 @@ RENDERED = {
 }
 
 
-@dataclass(frozen=True)
-class Port:
-    var: str
-    group: int = 0  # tile group (L5 lane)
-    lane: int = 0  # L4 lane
-    stream: int = 0  # Ar stream of the tile
-    lanes: tuple[int, ...] = ()  # memory-tile design: the L4 lanes a Bc memory tile holds
-
-
-@dataclass(frozen=True)
-class Tile:
-    var: str
-    col: int
-    row: int
-    br: str
-    ar: tuple[str, ...]
-    cr: str
-
-
 GROUP = "gemm"  # the placement group of every tile
 
 
@@ -75,9 +56,8 @@ def place(plan: GemmPlan) -> Placement:
     """The one placer (``mapped/place.solve``, branch and bound) on the GEMM's tiles: one group
     of ``plan.tiles`` kernels filling whole columns of the array's height (tile t at column
     t // height, row t % height of the rectangle).  The tiles have no kernel-to-kernel link (Ar,
-    Br and Cr each move between a tile and a PLIO or a memory tile, ``ports`` /
-    ``memtile_ports``), so the problem has no edge and the group's origin is its one free choice;
-    J (the start term and ``mu * r_top``) puts it at column 0, row 0, next to the interface row
+    Br and Cr each move between a tile and a PLIO or a memory tile: ``gemm/lower.py``), so the
+    problem has no edge and the group's origin is its one free choice; J (the start term and ``mu * r_top``) puts it at column 0, row 0, next to the interface row
     and, on AIE-ML, the memory tiles.  Built by hand: the lowering (``gemm/lower.py``) reads the
     placement, so it cannot stage the problem first.  Solved once per plan (``mapped/cache.memo``)."""
     dev = plan.device
@@ -99,43 +79,94 @@ def tile_cells(plan: GemmPlan, placement: Placement | None = None, *, placed: bo
     return [(col + t // height, row + t % height) for t in range(plan.tiles)]
 
 
-def ports(plan: GemmPlan, placed: bool = True) -> tuple[list[Port], list[Port], list[Port], list[Tile]]:
-    """PLIO ports and tiles: Ar per (group, stream), Br per L4 lane, Cr and a kernel per tile,
-    the tiles where :func:`place` puts them (``placed``: see :func:`tile_cells`)."""
-    c = plan.config
-    cells = tile_cells(plan, placed=placed)
-    ar = [Port(f"ar{g}_{s}", group=g, stream=s) for g in range(c.tiles_i) for s in range(c.ar_streams)]
-    br = [Port(f"br{j}", lane=j) for j in range(c.tiles_j)]
-    cr, tiles = [], []
-    for g in range(c.tiles_i):
-        for j in range(c.tiles_j):
-            t = g * c.tiles_j + j
-            cr.append(Port(f"cr{t}", group=g, lane=j))
-            tiles.append(Tile(f"tile{t}", *cells[t], f"br{j}",
-                              tuple(f"ar{g}_{s}" for s in range(c.ar_streams)), f"cr{t}"))
-    return ar, br, cr, tiles
+@dataclass(frozen=True)
+class ProjectPort:
+    """A port of the design's mapped graph as the project files name it: ``var`` the PLIO / GMIO
+    (the graph's member, ``Plio.var``), ``port`` the PL kernel's stream argument that drives or
+    drains it (``PLKernel.outs`` / ``ins``; "" for a GMIO), ``file`` its data file (``Plio.file``);
+    and what it feeds or drains, read from the links: ``group`` (L5 lane) and ``lane`` (L4 lane)
+    of its tile(s), ``stream`` (the Ar stream: the tile's stream input ``1 + stream``) and, for a
+    Bc memory tile, the L4 ``lanes`` of its read ports in order."""
+
+    var: str
+    port: str
+    file: str
+    group: int = 0
+    lane: int = 0
+    stream: int = 0
+    lanes: tuple[int, ...] = ()
 
 
-def memtile_ports(plan: GemmPlan, placed: bool = True) -> tuple[list[Port], list[Port], list[Port], list[Tile]]:
-    """AIE-ML design: PLIO a<g> into the Ac memory tile of group g, b<b> into Bc memory tile b (its
-    lanes), Cr and a kernel per tile, the tiles where :func:`place` puts them (``placed``: see
-    :func:`tile_cells`)."""
-    c, lay = plan.config, plan.memtiles
-    assert lay is not None
-    cells = tile_cells(plan, placed=placed)
-    ar = [Port(f"a{g}", group=g) for g in range(c.tiles_i)]
-    br, first = [], 0
-    for b, count in enumerate(lay.lanes(c.tiles_j)):
-        br.append(Port(f"b{b}", lane=b, lanes=tuple(range(first, first + count))))
-        first += count
-    cr, tiles = [], []
-    for g in range(c.tiles_i):
-        for j in range(c.tiles_j):
-            t = g * c.tiles_j + j
-            b, jl = divmod(j, lay.lanes_per_memtile)
-            cr.append(Port(f"cr{t}", group=g, lane=j))
-            tiles.append(Tile(f"tile{t}", *cells[t], f"bc{b}.out[{jl}]", (f"ac{g}.out[0]",), f"cr{t}"))
-    return ar, br, cr, tiles
+@dataclass(frozen=True)
+class ProjectPorts:
+    """What the movers, harnesses, host and data files connect (:func:`project_ports`): the Ar
+    ports (Ar PLIOs, or the memory-tile design's Ac PLIOs), the Br PLIOs (the Bc PLIOs), the Br
+    GMIOs (``br_transfer: gmio``), the Cr PLIOs and the tile kernels, in the movers' order."""
+
+    ar: tuple[ProjectPort, ...]
+    br: tuple[ProjectPort, ...]
+    gbr: tuple[ProjectPort, ...]
+    cr: tuple[ProjectPort, ...]
+    tiles: tuple[str, ...]
+
+
+def project_ports(plan: GemmPlan, mapped: MappedGraph) -> ProjectPorts:
+    """The ports of ``mapped`` (``gemm/lower.py``: the design's lowering, the one description of
+    them) for the project files: ``gemm_mover``'s outputs in order (Ar before Br), the input GMIOs,
+    ``gemm_collect``'s inputs; tile t = the t-th ``gemm_tile`` kernel (group t // TILES_J, lane
+    t % TILES_J).  A port feeding a tile's input 0 (directly or through a shared buffer's read port)
+    carries Br, one feeding a stream input ``1 + s`` Ar stream s."""
+    from .lower import KERNEL_CLASS, MOVER
+
+    tiles = [k.var for k in mapped.kernels if k.cls == KERNEL_CLASS]
+    index = {v: t for t, v in enumerate(tiles)}
+    tj = plan.config.tiles_j
+    links: dict[str, list] = {}
+    for link in mapped.links:
+        links.setdefault(link.src.owner, []).append(link)
+    files = {p.var: p.file for p in mapped.plios}
+
+    def fed(owner: str) -> list:
+        """(source port index, tile, tile input) of every tile ``owner`` feeds, through a shared buffer too."""
+        out = []
+        for link in links.get(owner, []):
+            if link.dst.owner in index:
+                out.append((link.src.index, index[link.dst.owner], link.dst.index))
+            else:
+                out += fed(link.dst.owner)
+        return out
+
+    def port(var: str, pl_port: str) -> tuple[str, ProjectPort]:
+        ends = fed(var)
+        t, dst = ends[0][1], ends[0][2]
+        lanes = ()
+        buffers = [x.dst.owner for x in links[var] if x.dst.owner not in index]
+        if buffers and dst == 0:  # a Bc memory tile: the lane of each read port
+            reads = {i: tt % tj for i, tt, _ in ends}
+            lanes = tuple(reads[i] for i in sorted(reads))
+        p = ProjectPort(
+            var,
+            pl_port,
+            files[var],
+            group=t // tj,
+            lane=t % tj,
+            stream=max(dst - 1, 0),
+            lanes=lanes,
+        )
+        return ("br" if dst == 0 else "ar"), p
+
+    mover = next(k for k in mapped.pl_kernels if k.name == MOVER)
+    collect = next(k for k in mapped.pl_kernels if k.name == "gemm_collect")
+    ins = [port(plio, name) for name, plio in mover.outs]
+    cr = []
+    for name, plio in collect.ins:
+        src = next(x.src.owner for x in mapped.links if x.dst.owner == plio)
+        cr.append(
+            ProjectPort(plio, name, files[plio], group=index[src] // tj, lane=index[src] % tj)
+        )
+    gbr = tuple(port(p.var, "")[1] for p in mapped.plios if p.gmio and p.direction == "in")
+    ar, br = (tuple(p for kind, p in ins if kind == want) for want in ("ar", "br"))
+    return ProjectPorts(ar, br, gbr, tuple(cr), tuple(tiles))
 
 
 # The memory-tile design (AIE-ML) replaces these templates; the rest are shared.
@@ -149,13 +180,17 @@ MEMTILE = {
 }
 
 
-def project_files(plan: GemmPlan, perf: GemmPerformance, data: bool) -> dict[str, str]:
-    from .lower import lower  # lower.py reads this module's ports
+def project_files(
+    plan: GemmPlan, perf: GemmPerformance, data: bool, mapped: MappedGraph | None = None
+) -> dict[str, str]:
+    """Every project file but the data files; ``mapped``: the design's lowering (``lower.lower``,
+    the default), which names the ports the movers, harnesses, host, graph and system.cfg connect."""
+    from .lower import lower  # lower.py reads this module's placement
 
-    ctx = _context(plan, perf, data)
+    mapped = mapped or lower(plan)
+    ctx = _context(plan, perf, data, mapped)
     templates = {**RENDERED, **MEMTILE} if plan.memtile else RENDERED
     files = {rel: _ENV.get_template(tpl).render(**ctx) for rel, tpl in templates.items()}
-    mapped = lower(plan)
     files["src/graph.h"] = graph_h(plan, mapped)
     files["system.cfg"] = system_cfg(plan, mapped)
     base = resources.files("aieflow").joinpath("templates/gemm")
@@ -218,7 +253,7 @@ def streamed_dense_system(plan: GemmPlan, perf: GemmPerformance, data: bool, x_c
     running the host's steps (X -> A / B, five loops, epilogue) with the three PL kernels as C
     simulation; ``x_c_type``: the C type of the layer's input codes (``data/X.bin``); ``mapped``:
     the layer's mapped graph (``lower.lower_streamed``: the GEMM's and the epilogue)."""
-    ctx = {**_context(plan, perf, data), "epilogue": True, "x_c_type": Code(x_c_type)}
+    ctx = {**_context(plan, perf, data, mapped), "epilogue": True, "x_c_type": Code(x_c_type)}
     ctx["golden_cr"] = True  # data/ always
     templates = {**RENDERED, **MEMTILE} if plan.memtile else RENDERED
     rels = ("Makefile", "x86/system.cpp", "x86/gemm_csim.cpp", "README.md")
@@ -226,15 +261,14 @@ def streamed_dense_system(plan: GemmPlan, perf: GemmPerformance, data: bool, x_c
             "system.cfg": system_cfg(plan, mapped)}
 
 
-def _context(plan: GemmPlan, perf: GemmPerformance, data: bool) -> dict:
-    ar, br, cr, tiles = memtile_ports(plan) if plan.memtile else ports(plan)
-    gmio = plan.config.br_transfer == "gmio"
+def _context(plan: GemmPlan, perf: GemmPerformance, data: bool, mapped: MappedGraph) -> dict:
+    ports = project_ports(plan, mapped)
     ctx = {
         "version": __version__, "design": plan.design, "device": plan.device, "t": plan.dtype, "out": plan.output,
-        "b": plan.blocks, "c": plan.config, "m": plan.m, "n": plan.n, "k": plan.k, "ar": ar, "cr": cr,
+        "b": plan.blocks, "c": plan.config, "m": plan.m, "n": plan.n, "k": plan.k, "ar": ports.ar, "cr": ports.cr,
         # Br lanes: PL streams (``br``), or GMIO ports read from DDR (``gbr``, br_transfer gmio)
-        "br": [] if gmio else br, "gbr": br if gmio else [],
-        "tiles": tiles, "graph_class": GRAPH_CLASS, "graph_var": GRAPH_VAR, "perf": perf, "data": data,
+        "br": ports.br, "gbr": ports.gbr,
+        "tiles": ports.tiles, "graph_class": GRAPH_CLASS, "graph_var": GRAPH_VAR, "perf": perf, "data": data,
         "br_bytes": plan.br_bytes, "pl_clock_hz": int(plan.device.pl_clock_hz),
         "platform_hint": plan.device.vitis_platform,
         "memtile": plan.memtile, "lay": plan.memtiles, "shim_dir": SHIM_DIR, "epilogue": False,

@@ -31,7 +31,7 @@ runs every block, in loop order, through its stage graph in one simulation.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from ..mapped.cache import memo
@@ -41,8 +41,7 @@ from ..mapped.ir import Cost, Kernel, Link, MappedGraph, Plio, PLKernel, Port, S
 from ..mapped.tiling import NdTiling, Traversal
 from ..perf import movement as mv
 from ..perf.simulate import run_pipeline
-from .emit import Port as TilePort
-from .emit import Tile, memtile_ports, ports
+from .emit import tile_cells
 from .perf import PLIO_BITS, br_copy_cycles, microkernel_cycles, round_cycles
 from .plan import GemmPlan
 
@@ -56,6 +55,66 @@ MOVER_II = 1
 # write Y to DDR: a segmented design's cut reads and writes DDR through them (``gemm/segmented.py``).
 MOVER = "gemm_mover"
 EPILOGUE = "dense_epilogue"
+
+
+@dataclass(frozen=True)
+class _Io:
+    """One end the lowering builds its PLIOs from (its own helper: the project files read the
+    mapped graph, ``emit.project_ports``)."""
+
+    var: str
+    group: int = 0  # tile group (L5 lane)
+    lane: int = 0  # L4 lane
+    stream: int = 0  # Ar stream of the tile
+    lanes: tuple[int, ...] = ()  # memory-tile design: the L4 lanes a Bc memory tile holds
+
+
+@dataclass(frozen=True)
+class _Tile:
+    var: str
+    col: int
+    row: int
+    br: str
+    ar: tuple[str, ...]
+    cr: str
+
+
+def _ports(plan: GemmPlan, placed: bool = True) -> tuple[list[_Io], list[_Io], list[_Io], list[_Tile]]:
+    """PLIO ports and tiles: Ar per (group, stream), Br per L4 lane, Cr and a kernel per tile,
+    the tiles where ``emit.place`` puts them (``placed``: see ``emit.tile_cells``)."""
+    c = plan.config
+    cells = tile_cells(plan, placed=placed)
+    ar = [_Io(f"ar{g}_{s}", group=g, stream=s) for g in range(c.tiles_i) for s in range(c.ar_streams)]
+    br = [_Io(f"br{j}", lane=j) for j in range(c.tiles_j)]
+    cr, tiles = [], []
+    for g in range(c.tiles_i):
+        for j in range(c.tiles_j):
+            t = g * c.tiles_j + j
+            cr.append(_Io(f"cr{t}", group=g, lane=j))
+            tiles.append(_Tile(f"tile{t}", *cells[t], f"br{j}",
+                               tuple(f"ar{g}_{s}" for s in range(c.ar_streams)), f"cr{t}"))
+    return ar, br, cr, tiles
+
+
+def _memtile_ports(plan: GemmPlan, placed: bool = True) -> tuple[list[_Io], list[_Io], list[_Io], list[_Tile]]:
+    """AIE-ML design: PLIO a<g> into the Ac memory tile of group g, b<b> into Bc memory tile b (its
+    lanes), Cr and a kernel per tile, the tiles where ``emit.place`` puts them."""
+    c, lay = plan.config, plan.memtiles
+    assert lay is not None
+    cells = tile_cells(plan, placed=placed)
+    ar = [_Io(f"a{g}", group=g) for g in range(c.tiles_i)]
+    br, first = [], 0
+    for b, count in enumerate(lay.lanes(c.tiles_j)):
+        br.append(_Io(f"b{b}", lane=b, lanes=tuple(range(first, first + count))))
+        first += count
+    cr, tiles = [], []
+    for g in range(c.tiles_i):
+        for j in range(c.tiles_j):
+            t = g * c.tiles_j + j
+            b, jl = divmod(j, lay.lanes_per_memtile)
+            cr.append(_Io(f"cr{t}", group=g, lane=j))
+            tiles.append(_Tile(f"tile{t}", *cells[t], f"bc{b}.out[{jl}]", (f"ac{g}.out[0]",), f"cr{t}"))
+    return ar, br, cr, tiles
 
 
 
@@ -137,11 +196,11 @@ def _lower(plan: GemmPlan, placed: bool, costed: bool, later_pc: bool) -> Mapped
         return _lower_memtile(plan, placed, memtile_costs(plan, later_pc) if costed else None)
     c = plan.config
     if costed:  # the tiles are identical and independent (as the chain's replicas): tile 0 carries the stage
-        ar = [TilePort(f"ar0_{s}", stream=s) for s in range(c.ar_streams)]
-        br, cr = [TilePort("br0")], [TilePort("cr0")]
-        tiles = [Tile("tile0", 0, 0, "br0", tuple(p.var for p in ar), "cr0")]
+        ar = [_Io(f"ar0_{s}", stream=s) for s in range(c.ar_streams)]
+        br, cr = [_Io("br0")], [_Io("cr0")]
+        tiles = [_Tile("tile0", 0, 0, "br0", tuple(p.var for p in ar), "cr0")]
     else:
-        ar, br, cr, tiles = ports(plan, placed)
+        ar, br, cr, tiles = _ports(plan, placed)
     br_cost, tile_cost = stage_costs(plan, later_pc) if costed else (None, None)
     gmio = c.br_transfer == "gmio"
     plios = [_plio(p.var, "in", tile_cost) for p in ar]
@@ -232,7 +291,7 @@ def memtile_costs(plan: GemmPlan, later_pc: bool) -> dict[str, Cost]:
 def _lower_memtile(plan: GemmPlan, placed: bool, costs: dict[str, Cost] | None) -> MappedGraph:
     c, lay, b, t = plan.config, plan.memtiles, plan.blocks, plan.dtype
     assert lay is not None
-    ar, br, cr, tiles = memtile_ports(plan, placed)
+    ar, br, cr, tiles = _memtile_ports(plan, placed)
     if costs:  # the tiles are identical and independent: tile 0, its Ac and Bc carry the stages
         ar, br, cr, tiles = ar[:1], br[:1], cr[:1], tiles[:1]
     ks, ns = t.mmul[1], t.mmul[2]

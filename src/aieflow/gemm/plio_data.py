@@ -7,13 +7,22 @@ streaming order of ``templates/gemm/gemm_pl.h`` (``pack_a`` / ``pack_b`` / ``sen
 block) from ``templates/gemm/ml_mover.cpp.j2``'s ``send_ac`` / ``send_lane``.  A GMIO design's
 ``data/br<j>.txt`` is the panel the GMIO DMA reads from DDR (graph.cpp's simulation main feeds it
 with ``gm2aie_nb``).  ``golden_cr_files``: the Cr each tile's output PLIO carries in that iteration,
-for every layout and element type."""
+for every layout and element type.  The ports, their data files and the tiles each feeds are the
+design's mapped graph's (``gemm/lower.py``, read through ``emit.project_ports``)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from .plan import GemmPlan
+
+
+def _ports(plan: GemmPlan):
+    """The design's ports as its mapped graph gives them (``emit.project_ports`` of ``lower.lower``)."""
+    from .emit import project_ports
+    from .lower import lower
+
+    return project_ports(plan, lower(plan))
 
 
 def _text(values: np.ndarray, per_line: int, is_float: bool) -> str:
@@ -39,22 +48,24 @@ def plio_files(plan: GemmPlan, a: np.ndarray, b: np.ndarray) -> dict[str, str]:
     ac[:min(a.shape[0], mc), :min(a.shape[1], kc)] = a[:mc, :kc]  # a's own m (a Dense layer's samples)
     bc = np.zeros((kc, nc), dtype=b.dtype)  # pack_b of block (jc, pc) = (0, 0)
     bc[:min(b.shape[0], kc), :min(b.shape[1], nc)] = b[:kc, :nc]
+    ports = _ports(plan)
     files = {}
-    for g in range(c.tiles_i):
-        for s in range(c.ar_streams):
-            parts = []
-            for rnd in range(rounds):  # send_ar: micro-panel q, k step p, the stream's row blocks, (i, kk)
-                q = g * rounds + rnd
-                panel = ac[q * mr:(q + 1) * mr].reshape(rb, ms, kc // ks, ks).transpose(2, 0, 1, 3)
-                parts.append(panel[:, s * per:(s + 1) * per].ravel())
-            files[f"data/ar{g}_{s}.txt"] = _text(np.concatenate(parts), lanes, fp)
-    for j in range(c.tiles_j):  # send_br of panel j: (k step p, column block cb, kk, jj); zeros past the panels
+    for p in ports.ar:  # send_ar of the port's group and stream
+        g, s = p.group, p.stream
+        parts = []
+        for rnd in range(rounds):  # send_ar: micro-panel q, k step p, the stream's row blocks, (i, kk)
+            q = g * rounds + rnd
+            panel = ac[q * mr:(q + 1) * mr].reshape(rb, ms, kc // ks, ks).transpose(2, 0, 1, 3)
+            parts.append(panel[:, s * per:(s + 1) * per].ravel())
+        files[p.file] = _text(np.concatenate(parts), lanes, fp)
+    for p in ports.br + ports.gbr:  # send_br of panel j: (k step p, column block cb, kk, jj); zeros past the panels
         # (GMIO Br: the same panel as gemm_pack_b_ddr lays it out in DDR, fed by graph.cpp's simulation main)
+        j = p.lane
         if j < nc // nr:
             win = bc[:, j * nr:(j + 1) * nr].reshape(kc // ks, ks, cb, ns).transpose(0, 2, 1, 3).ravel()
         else:
             win = np.zeros(kc * nr, dtype=b.dtype)
-        files[f"data/br{j}.txt"] = _text(win, lanes, fp)
+        files[p.file] = _text(win, lanes, fp)
     return files
 
 
@@ -64,8 +75,6 @@ def memtile_plio_files(plan: GemmPlan, a: np.ndarray, b: np.ndarray) -> dict[str
     row-major), ``data/b<b>.txt`` for each L4 lane j the Bc memory tile b holds, for every L4 step
     the lane's kc x nr Br panel row-major (panel = step TILES_J + j; zeros past the block's last
     panel and past A / B's edges)."""
-    from .emit import memtile_ports
-
     c, blk = plan.config, plan.blocks
     mc_tile, kc, nr, nc = blk.mc // c.tiles_i, blk.kc, blk.nr, blk.nc
     lanes = 16 // plan.dtype.bytes
@@ -75,12 +84,12 @@ def memtile_plio_files(plan: GemmPlan, a: np.ndarray, b: np.ndarray) -> dict[str
     bc = np.zeros((kc, nc), dtype=b.dtype)
     bc[:min(b.shape[0], kc), :min(b.shape[1], nc)] = b[:kc, :nc]
     panels, steps = nc // nr, -(-(nc // nr) // c.tiles_j)
-    ar, br, _, _ = memtile_ports(plan)
-    files = {f"data/{p.var}.txt": _text(ac[p.group * mc_tile:(p.group + 1) * mc_tile].ravel(), lanes, fp) for p in ar}
-    for p in br:
+    ports = _ports(plan)
+    files = {p.file: _text(ac[p.group * mc_tile:(p.group + 1) * mc_tile].ravel(), lanes, fp) for p in ports.ar}
+    for p in ports.br:
         parts = [bc[:, (s * c.tiles_j + j) * nr:(s * c.tiles_j + j + 1) * nr] if s * c.tiles_j + j < panels
                  else np.zeros((kc, nr), dtype=b.dtype) for j in p.lanes for s in range(steps)]
-        files[f"data/{p.var}.txt"] = _text(np.concatenate([q.ravel() for q in parts]), lanes, fp)
+        files[p.file] = _text(np.concatenate([q.ravel() for q in parts]), lanes, fp)
     return files
 
 
@@ -118,21 +127,21 @@ def golden_cr_files(plan: GemmPlan, a: np.ndarray, b: np.ndarray) -> dict[str, s
         return acc
 
     files = {}
-    for g in range(c.tiles_i):
-        for j in range(c.tiles_j):
-            out = []
-            for s in range(steps):
-                q = s * c.tiles_j + j  # the tile's Br panel in this step
-                for rnd in range(rounds):
-                    row = g * mc_tile + rnd * mr
-                    cr = micro_kernel(ac[row:row + mr], bc[:, q * nr:(q + 1) * nr])
-                    for r in range(mr // ms):
-                        for cb in range(nr // ns):
-                            block = cr[r * ms:(r + 1) * ms, cb * ns:(cb + 1) * ns].ravel()
-                            if plan.output.wide:
-                                hi = block >> 16  # floor
-                                out += [hi, block - (hi << 16)]
-                            else:
-                                out.append(block)
-            files[f"data/golden_cr{g * c.tiles_j + j}.txt"] = _text(np.concatenate(out), 4, fp)
+    for port in _ports(plan).cr:  # tile t = g TILES_J + j, the Cr port it writes
+        g, j = port.group, port.lane
+        out = []
+        for s in range(steps):
+            q = s * c.tiles_j + j  # the tile's Br panel in this step
+            for rnd in range(rounds):
+                row = g * mc_tile + rnd * mr
+                cr = micro_kernel(ac[row:row + mr], bc[:, q * nr:(q + 1) * nr])
+                for r in range(mr // ms):
+                    for cb in range(nr // ns):
+                        block = cr[r * ms:(r + 1) * ms, cb * ns:(cb + 1) * ns].ravel()
+                        if plan.output.wide:
+                            hi = block >> 16  # floor
+                            out += [hi, block - (hi << 16)]
+                        else:
+                            out.append(block)
+        files[f"data/golden_{port.var}.txt"] = _text(np.concatenate(out), 4, fp)
     return files

@@ -275,13 +275,16 @@ class MappedGraph:
         endpoints (a ``ddr`` link, and only it, with a segment, from a kernel to a kernel or a shared buffer,
         or, a segment cut, from an output PLIO or a PL kernel to an input PLIO or a PL kernel), every port within its owner's ports, no input port fed twice, every kernel,
         shared-buffer and switch input fed, packet links exactly those touching a switch, a merge's
-        route IDs distinct, tiles distinct within a segment; a PL kernel's ports each on a PLIO of the right
+        route IDs distinct, tiles distinct within a segment, no constructor arguments on a kernel
+        function (``Kernel.function``: ``adf::kernel::create`` has none); a PL kernel's ports each on a PLIO of the right
         direction (it reads output PLIOs, writes input PLIOs), no PLIO on two PL kernel ports, its
         steps' ports its own."""
         ins: dict[str, int] = {}
         outs: dict[str, int] = {}
         for k in self.kernels:
             ins[k.var], outs[k.var] = len(k.in_sizes), len(k.out_sizes)
+            # ``adf::kernel::create(fn)`` takes the function alone (UG1079); arguments need a class
+            assert not (k.function and k.args), f"{k.var}: a kernel function takes no constructor arguments"
         for b in self.buffers:
             ins[b.var], outs[b.var] = len(b.writes), len(b.reads)
         for p in self.plios:
