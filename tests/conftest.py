@@ -57,6 +57,7 @@ HEAVY_FIRST = (
     "test_recurrent_bf16.py",  # five x86 builds (row, column, compact; AIE and hybrid aggregation), ~3 min serial
     "test_batchnorm_forward.py",  # five models imported both ways, fp32 and int8 compiles / emulations: ~80 s serial
     "test_scale_shift.py",  # two x86 builds (int8, bf16: ~20-30 s each on the loaded VM), int8 / int16 / bf16 emulations: ~75 s serial
+    "test_dense_post_fp32.py",  # one x86 build (an fp32 MLP with fused SiLU / softmax on VCK190, ~20-50 s) and 12 compiles: ~1 min serial
     "test_fp16.py",  # one x86 build (a 2-layer float16 chain on VEK385, ~45 s) and a few compiles: ~1 min serial
     "test_qonnx_channels_last.py",  # eight compiles of qonnx-made models, no x86 build: ~40 s serial (loaded VM)
 )

@@ -21,6 +21,7 @@ from ..mapped.adf import graph_header
 from ..mapped.ir import Kernel, Link, MappedGraph, Plio, Port
 from ..mapped.place import Block, Placement, Problem, problem, solve, staging
 from ..mapped.text import c_array, format_values, narrow_output
+from ..mapped.text import float_literal as _float_lit
 from ..names import Code, c_ident
 from ..numerics.types import AffineType, FixedType, FloatType, NumericType
 from ..ops import activations as act
@@ -207,14 +208,6 @@ def act_bf16_cfg(s: Stage) -> dict:
             "act_c1": Code("{" + ", ".join(_float_lit(v) for v in a.rules[:, 0]) + "}"),
             "act_c0": Code("{" + ", ".join(_float_lit(v) for v in a.rules[:, 1]) + "}"),
             "act_text": f"{a.function} bf16 (bf16 table, exponents {a.window[0]}..{a.window[1]})"}
-
-
-def _float_lit(v: float) -> str:
-    """A float32 value as an exact C++ hexadecimal float literal."""
-    f = float(np.float32(v))
-    if not np.isfinite(f):  # ops/activation.py's rules and constants are finite
-        raise AssertionError(f"a non-finite float constant {f} in a post layer")
-    return ("-" if np.signbit(np.float32(v)) else "") + float.hex(abs(f)) + "f"
 
 
 def residual_cfg(s: Stage) -> dict:

@@ -16,13 +16,17 @@ between frames) is what the model takes from the spec.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import MappingProxyType
 
 from ..mapped.estimate import resources, stage_graph, to_pipeline
 from ..mapped.ir import Cost
 from ..names import comment
 from ..numerics.types import FloatType
-from ..perf.activation import activation_cycles, softmax_cycles
+from ..perf.activation import (
+    activation_cycles,
+    fp32_activation_cycles,
+    fp32_softmax_cycles,
+    softmax_cycles,
+)
 from ..perf.movement import dma_transfer
 from ..perf.simulate import run_pipeline
 from .plan import CnnPlan, StreamLayer, ThesisLayer, elem_bytes, kind, round_up
@@ -142,34 +146,20 @@ def conv_tile_cycles(stage: Stage, lay: StreamLayer, last: bool, macs_per_cycle:
     return cycles
 
 
-# fp32 post layers (cnn_float_post.h, scalar): FP32_OP_CYCLES per float32 operation (assumed: one
-# scalar float op issued on lane 0 of the vector unit, as recurrent/costs.py AIE_HEAD_MAC_CYCLES
-# "float"; the AIE1 intrinsics guide: scalar float ops run in softfloat unless
-# AIE_OPTION_SCALAR_FLOAT_ON_VECTOR maps them onto the vector datapath, docs/conv.md), the operations counted in ops/activation.py's definitions: exp 24 (range reduction 8,
-# polynomial 13, scaling 3); a division FP32_DIV_OPS (assumed: AIE1 has no float divider, a
-# reciprocal sequence in software); no published cycle figure.
-FP32_OP_CYCLES = 2
-FP32_EXP_OPS = 24
-FP32_DIV_OPS = 16
-FP32_FUNCTION_OPS = MappingProxyType({
-    "relu": 2, "leaky_relu": 2, "clip": 2, "hard_sigmoid": 4, "hard_swish": 5, "elu": FP32_EXP_OPS + 4,
-    "selu": FP32_EXP_OPS + 4, "sigmoid": FP32_EXP_OPS + 3 + FP32_DIV_OPS, "tanh": FP32_EXP_OPS + 4 + FP32_DIV_OPS,
-    "silu": FP32_EXP_OPS + 4 + FP32_DIV_OPS})
-FP32_SOFTMAX_VALUE_OPS = FP32_EXP_OPS + 5  # max, subtract, exp, add, the final multiply
 
 
 def post_cycles(stage: Stage, og: int) -> float:
     """A post layer in the last tile (scalar, ``activation_fixed.h``): the activation and softmax
     constants of ``perf/activation.py`` (assumed there, none fitted), per value and per row; a bf16
-    one's table as an 8-bit table; an fp32 one its float32 operations (above)."""
+    one's table as an 8-bit table; an fp32 one its float32 operations (``perf/activation.py`` ``FP32_OP_CYCLES``)."""
     p = stage.post
     if p is None:
         return 0.0
     values = stage.geometry.pixels * og
     if isinstance(p.in_type, FloatType) and p.in_type.name != "bf16":
         if p.op == "softmax":
-            return stage.geometry.pixels * (og * FP32_SOFTMAX_VALUE_OPS + FP32_DIV_OPS) * FP32_OP_CYCLES
-        return values * FP32_FUNCTION_OPS[p.function] * FP32_OP_CYCLES
+            return fp32_softmax_cycles(stage.geometry.pixels, og)
+        return fp32_activation_cycles(values, p.function)
     if p.op == "softmax":
         return softmax_cycles(stage.geometry.pixels, og)
     return activation_cycles(values, bool(p.seg))

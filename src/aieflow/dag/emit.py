@@ -515,6 +515,7 @@ def emit_dag(plan: DagPlan, device: Device, placement: Placement, inputs_q: np.n
     if dense_infos:
         files["src/kernels/dense.h"] = kernels.joinpath("kernels/dense.h").read_text()
         files["src/kernels/requant.h"] = kernels.joinpath("kernels/requant.h").read_text()
+        files["src/kernels/cnn_float_post.h"] = kernels.joinpath("cnn/cnn_float_post.h").read_text()  # dense.h includes it
     files["src/kernels/narrow.h"] = kernels.joinpath("kernels/narrow.h").read_text()
     files["src/kernels/dag_kernels.h"] = kernels.joinpath("dag/dag_kernels.h").read_text()
     files["src/kernels/row_recip.h"] = kernels.joinpath("dag/row_recip.h").read_text()

@@ -760,8 +760,13 @@ def _plan_rows(node: Node, graph: Graph, batch: int, device: Device,
     return best
 
 
-def check_dag_device(device: Device, config: Config) -> None:
-    """What no batch or parallelism can change: the device has memory tiles, one replica."""
+def check_dag_device(device: Device, config: Config, graph: Graph | None = None) -> None:
+    """What no batch or parallelism can change: every fp32 activation has a kernel (ops/post.py
+    ``refuse_unmapped_float``), the device has memory tiles, one replica."""
+    if graph is not None:
+        from ..ops.post import refuse_unmapped_float
+
+        refuse_unmapped_float(graph)
     if device.memory_tile_rows == 0:
         raise PlanError(
             f"graphs with fan-out, residual adds, LayerNorm or transposes map through memory tiles, which "
@@ -799,7 +804,7 @@ def default_batch(graph: Graph, device: Device, config: Config) -> Config:
 def plan_dag(graph: Graph, device: Device, config: Config) -> DagPlan:
     """Plan every compute node at ``config.batch`` (the target is ``dag.search``'s business); the
     links are derived from the result (``links.make_links``)."""
-    check_dag_device(device, config)
+    check_dag_device(device, config, graph)
     if config.batch_search is not None:  # dag.search.search_dag fixes the batch before planning
         raise ConfigError("internal: plan_dag takes a fixed batch", hint="please report this as a bug")
     batch = config.batch

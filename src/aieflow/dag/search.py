@@ -60,7 +60,7 @@ def targeted_batches(config: Config) -> Config:
 def search_dag(graph: Graph, device: Device, config: Config) -> DagSearch:
     from .api import place_dag
 
-    check_dag_device(device, config)
+    check_dag_device(device, config, graph)
     config = targeted_batches(config)
     fixed = replace(config, target=Target(), batch_search=None)
     points, plans, first_error = [], {}, None

@@ -14,6 +14,14 @@ from ..numerics.types import FixedType, FloatType, NumericType, Saturation
 PLIO_BITS = 64
 
 
+def float_literal(v: float) -> str:
+    """A float32 value as an exact C++ hexadecimal float literal (the float post layers' constants)."""
+    f = float(np.float32(v))
+    if not np.isfinite(f):  # ops/activation.py's rules and constants are finite
+        raise AssertionError(f"a non-finite float constant {f} in a post layer")
+    return ("-" if np.signbit(np.float32(v)) else "") + float.hex(abs(f)) + "f"
+
+
 def values_per_word(t: NumericType) -> int:
     return max(1, PLIO_BITS // t.container_bits)
 

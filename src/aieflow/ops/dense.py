@@ -608,7 +608,7 @@ class DensePlan:
     memory: TileMemory
     banks: int  # banks used on the most loaded tile
     link: str  # how the input arrives: "plio", "buffer" (AIE1 direct), "memtile" (AIE-ML)
-    post: str = ""  # a fused activation / softmax in the last tiles (ops/post.post_kind): "", "table", "interp", "softmax"
+    post: str = ""  # a fused activation / softmax in the last tiles (ops/post.post_kind): "", "table", "interp", "softmax", "fp32:<function>"
     # Neighbours ("south", "north") whose data memories every kernel tile of the layer borrows for
     # its activation buffers (empty: everything in its own memory).  The lenders run no kernel: the
     # layer's rectangle is ``period`` array rows per cascade row (``memory_homes``, docs/performance.md).
@@ -695,12 +695,12 @@ def tile_memory(t: DenseTypes, batch_pad: int, k_slice: int, n_slice: int, mmul,
 
 
 def post_memory(post: Node | None, batch_pad: int, n_slice: int, elem: int) -> int:
-    """A fused post's bytes in the last tile (dense.h ``DensePost``): its int32 table and the SRS
-    codes before it (one output buffer's worth); a softmax adds one sample's row in and out and its
+    """A fused post's bytes in the last tile (dense.h ``DensePost``): its int32 table (none in fp32)
+    and the SRS codes before it (one output buffer's worth); a softmax adds one sample's row in and out and its
     int32 exponentials."""
     if post is None:
         return 0
-    table = _aligned(4 * int(post.params["table"].size))
+    table = _aligned(4 * int(post.params["table"].size)) if "table" in post.params else 0  # fp32: constants only
     pre = _aligned(batch_pad * n_slice * elem)
     row = 2 * _aligned(n_slice * elem) + _aligned(4 * n_slice) if post.op == "softmax" else 0
     return table + pre + row

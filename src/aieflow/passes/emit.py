@@ -331,6 +331,7 @@ def emit_project(
     files["src/kernels/requant.h"] = kernels.joinpath("requant.h").read_text()
     files["src/kernels/narrow.h"] = kernels.joinpath("narrow.h").read_text()
     files["src/kernels/activation_fixed.h"] = kernels.joinpath("activation_fixed.h").read_text()
+    files["src/kernels/cnn_float_post.h"] = kernels.joinpath("../cnn/cnn_float_post.h").read_text()  # dense.h's fp32 post
     for rep in range(replicas):
         share = [replica_share(a, first.plan.batch, replicas, rep) for a in (inputs_q, outputs_q)]
         files.update(plio_files(first, final, *share, *plio_ports(layers, rep), written(graph, final)[1]))

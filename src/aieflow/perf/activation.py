@@ -10,6 +10,8 @@ them.
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 # Activation, scalar: per element a load, the index arithmetic, a data-dependent table load and a
 # store.  Assumed: 4 cycles per element for a full table, 12 for the interpolation (a 64-bit
 # multiply, emulated with 32-bit scalar multiplies, a shift and the clamp on top).
@@ -36,6 +38,32 @@ COPY_CYCLES = 2
 # compares, the clamp, + a load and a store = 26 per element.  Assumed, no published figure.
 SM_IEXP_CYCLES = 22
 ACT_POLY_CYCLES = 26
+
+
+# fp32 post layers (cnn_float_post.h, scalar: the CNN post layer and a fused post of an fp32 Dense layer): FP32_OP_CYCLES per float32 operation (assumed: one
+# scalar float op issued on lane 0 of the vector unit, as recurrent/costs.py AIE_HEAD_MAC_CYCLES
+# "float"; the AIE1 intrinsics guide: scalar float ops run in softfloat unless
+# AIE_OPTION_SCALAR_FLOAT_ON_VECTOR maps them onto the vector datapath, docs/conv.md), the operations counted in ops/activation.py's definitions: exp 24 (range reduction 8,
+# polynomial 13, scaling 3); a division FP32_DIV_OPS (assumed: AIE1 has no float divider, a
+# reciprocal sequence in software); no published cycle figure.
+FP32_OP_CYCLES = 2
+FP32_EXP_OPS = 24
+FP32_DIV_OPS = 16
+FP32_FUNCTION_OPS = MappingProxyType({
+    "relu": 2, "leaky_relu": 2, "clip": 2, "hard_sigmoid": 4, "hard_swish": 5, "elu": FP32_EXP_OPS + 4,
+    "selu": FP32_EXP_OPS + 4, "sigmoid": FP32_EXP_OPS + 3 + FP32_DIV_OPS, "tanh": FP32_EXP_OPS + 4 + FP32_DIV_OPS,
+    "silu": FP32_EXP_OPS + 4 + FP32_DIV_OPS})
+FP32_SOFTMAX_VALUE_OPS = FP32_EXP_OPS + 5  # max, subtract, exp, add, the final multiply
+
+
+def fp32_activation_cycles(values: int, function: str) -> int:
+    """An fp32 activation (``cnn_float_post.h`` ``activation_f32``) over ``values`` values."""
+    return values * FP32_FUNCTION_OPS[function] * FP32_OP_CYCLES
+
+
+def fp32_softmax_cycles(rows: int, features: int) -> int:
+    """An fp32 softmax (``cnn_float_post.h`` ``post``) over ``rows`` rows of ``features`` values."""
+    return rows * (features * FP32_SOFTMAX_VALUE_OPS + FP32_DIV_OPS) * FP32_OP_CYCLES
 
 
 def activation_cycles(values: int, interpolated: bool) -> int:

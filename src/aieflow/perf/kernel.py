@@ -36,7 +36,13 @@ from types import MappingProxyType
 from ..devices import Device, Generation
 from ..families.dense.resident_cascade import cascade_role
 from ..ops.dense import DensePlan, DenseTypes, cascade_chunk_lanes, element_bits
-from .activation import COPY_CYCLES, activation_cycles, softmax_cycles
+from .activation import (
+    COPY_CYCLES,
+    activation_cycles,
+    fp32_activation_cycles,
+    fp32_softmax_cycles,
+    softmax_cycles,
+)
 
 SPEC_DENSE = "shared/spec/dense-on-aie-ml.md"
 SPEC_DEVICES = "shared/spec/versal-devices.md"
@@ -350,6 +356,11 @@ def post_cycles(plan: DensePlan) -> int:
     not counted)."""
     if not plan.post:
         return 0
+    if plan.post.startswith("fp32:"):  # cnn_float_post.h's float32 operations (perf/activation.py FP32_*)
+        function = plan.post[len("fp32:"):]
+        if function == "softmax":
+            return fp32_softmax_cycles(plan.batch, plan.out_features) + plan.batch * (plan.out_features + plan.n_slice) * COPY_CYCLES
+        return fp32_activation_cycles(plan.batch * plan.n_slice, function)
     if plan.post == "softmax":
         copies = plan.batch * (plan.out_features + plan.n_slice)
         return softmax_cycles(plan.batch, plan.out_features) + copies * COPY_CYCLES

@@ -17,7 +17,7 @@ from ... import __version__
 from ...devices import Device
 from ...ir import Node
 from ...mapped.ir import Cost, Kernel, Link, Port
-from ...mapped.text import c_array, narrow_output
+from ...mapped.text import c_array, float_literal, narrow_output
 from ...names import Code
 from ...numerics.types import FixedType, FloatType
 from ...ops.dense import (
@@ -76,10 +76,11 @@ def post_info(post: Node | None, plan: DensePlan) -> dict[str, Any]:
     """A fused activation / softmax's ``POST_*`` constants in a layer's config (``dense.h``
     DensePost); neutral ones without one."""
     if post is None:
-        return {"op": 0, "seg": 0, "sd": 0, "fo": 0, "min": 0, "lo": 0, "hi": 0, "size": 1, "rows": 1, "n": 1,
-                "table": Code("0"), "text": ""}
+        return {"op": 0, "float": 0, "fn": 0, "a": "0.0f", "b": "0.0f", "seg": 0, "sd": 0, "fo": 0, "min": 0, "lo": 0,
+                "hi": 0, "size": 1, "rows": 1, "n": 1, "table": Code("0"), "text": ""}
     c = post_constants(post)
-    return {**{k: c[k] for k in ("op", "seg", "sd", "fo", "min", "lo", "hi", "size")}, "rows": plan.batch,
+    return {**{k: c[k] for k in ("op", "float", "fn", "seg", "sd", "fo", "min", "lo", "hi", "size")},
+            "a": float_literal(c["a"]), "b": float_literal(c["b"]), "rows": plan.batch,
             "n": plan.out_features, "table": c_array(c["table"], FixedType(32, 0)), "text": c["text"], "name": post.name}
 
 

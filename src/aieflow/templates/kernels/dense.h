@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "activation_fixed.h"
+#include "cnn_float_post.h"
 #include "narrow.h"
 #include "requant.h"
 
@@ -215,18 +216,21 @@ struct DenseCore {
 // integer softmax over each batch row's POST_N real outputs (POST == 2; the layer has one cascade
 // row, so the tile holds them all) writes the output buffer, in the same panel layout, for the
 // POST_ROWS real batch rows.  A config without POST has none (PostOf's defaults), and its output
-// type is TO.
-//   static constexpr int POST, POST_SEG, POST_SD, POST_FO; static constexpr unsigned POST_N, POST_ROWS;
+// type is TO.  POST_FLOAT == 1 (an fp32 layer): the values go through cnn_float_post.h instead, the
+// CNN post layer's fp32 kernel (ops/activation.py apply_f32 / softmax_f32, bit for bit): function
+// POST_FN with constants POST_A, POST_B (POST == 1), or the fp32 softmax over the row (POST == 2).
+//   static constexpr int POST, POST_SEG, POST_SD, POST_FO, POST_FLOAT, POST_FN; float POST_A, POST_B;
+//   static constexpr unsigned POST_N, POST_ROWS;
 //   static constexpr long long POST_MIN, POST_LO, POST_HI, POST_SIZE;
 //   static constexpr std::int32_t POST_T[POST_SIZE]; using TY = ...;  (the post's output type)
 template <class C, class = void>
 struct PostOf {
-    static constexpr int POST = 0;
+    static constexpr int POST = 0, FLOAT = 0;
     using TY = typename C::TO;
 };
 template <class C>
 struct PostOf<C, std::void_t<decltype(C::POST)>> {
-    static constexpr int POST = C::POST;
+    static constexpr int POST = C::POST, FLOAT = C::POST_FLOAT;
     using TY = typename C::TY;
 };
 
@@ -249,7 +253,24 @@ struct DensePost {
                       std::int32_t* __restrict e) {
         for (unsigned b = C::POST_ROWS; b < C::BATCH; ++b)
             for (unsigned n = 0; n < C::NS; ++n) out[at(b, n)] = TY(0);
-        if constexpr (POST == 1) {
+        if constexpr (PostOf<C>::FLOAT == 1) {
+            (void)e;  // the integer softmax's exponentials only
+            if constexpr (POST == 1) {
+                for (unsigned p = 0; p < C::NS / C::OUT_P; ++p)
+                    for (unsigned b = 0; b < C::POST_ROWS; ++b)
+                        for (unsigned l = 0; l < C::OUT_P; ++l) {
+                            const unsigned i = (p * C::BATCH + b) * C::OUT_P + l;
+                            out[i] = aieflow_fpost::activation_f32(C::POST_FN, C::POST_A, C::POST_B, pre[i]);
+                        }
+            } else {
+                static_assert(C::POST_N <= C::NS, "a softmax row is the layer's outputs");
+                for (unsigned b = 0; b < C::POST_ROWS; ++b) {
+                    for (unsigned n = 0; n < C::POST_N; ++n) xrow[n] = pre[at(b, n)];
+                    aieflow_fpost::post<C>(xrow, yrow, C::POST_N);
+                    for (unsigned n = 0; n < C::NS; ++n) out[at(b, n)] = n < C::POST_N ? yrow[n] : TY(0);
+                }
+            }
+        } else if constexpr (POST == 1) {
             for (unsigned p = 0; p < C::NS / C::OUT_P; ++p)
                 for (unsigned b = 0; b < C::POST_ROWS; ++b)
                     for (unsigned l = 0; l < C::OUT_P; ++l) {
