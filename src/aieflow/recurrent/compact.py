@@ -12,6 +12,7 @@ import numpy as np
 
 from ..devices import Device
 from ..ir import Node
+from ..names import Code
 from ..numerics import fixed
 from ..numerics.types import FixedType, Rounding, Saturation
 from ..ops import activations as act
@@ -27,9 +28,17 @@ from .costs import (
 from .emit import _RND, _arr, _ints
 
 
-def _aligned_const(ctype: str, name: str, values: np.ndarray) -> str:
+def _cpp(form: str, *args: object) -> Code:
+    """One piece of the vector kernels' C++: macro ``form`` of templates/recurrent/vgates.j2, rendered
+    in the project's one Jinja environment (its printed values pass the sanitiser)."""
+    from ..templating import environment
+
+    return Code(getattr(environment("recurrent").get_template("vgates.j2").module, form)(*args))
+
+
+def _aligned_const(ctype: str, name: str, values: np.ndarray) -> Code:
     """A vector-aligned constant array of the kernel (``values`` flattened, as integers)."""
-    return f"alignas(aie::vector_decl_align) static const {ctype} {name}[{values.size}] = {_arr(_ints(values))};"
+    return _cpp("aligned_const", ctype, name, values.size, Code(_arr(_ints(values))))
 
 
 def finish_ops(node: Node, kinds: tuple[str, str]) -> tuple[int, int]:
@@ -175,7 +184,7 @@ class _Gen:
         derives it from the expression (a to_vector is a shift-round-saturate on a move slot, an
         rnnv::va an upshift on a move slot, the rest ``ops`` vector-slot cycles)."""
         v = self.name(stem)
-        self.lines.append(f"        const {'auto' if kind == 'acc' else 'vi'} {v} = {expr};")
+        self.lines.append(_cpp("value", kind, v, expr))
         self.ops += ops
         srs = "to_vector" in expr
         if segs == ():
@@ -186,44 +195,44 @@ class _Gen:
         return v
 
     def store(self, arr: str, v: str) -> None:
-        self.lines.append(f"        aie::store_v({arr} + j, {v});")
+        self.lines.append(_cpp("store", arr, v))
         self.op(None, v, ((_STORE, 1),))
 
     def load(self, arr: str, gate: int) -> str:
         off = gate * self.n_h
         if off % self.lanes == 0:
-            return self.emit(f"aie::load_v<L>({arr} + {off} + j)", "x", 0, segs=((_LOAD, 1),))
+            return self.emit(_cpp("load", arr, off), "x", 0, segs=((_LOAD, 1),))
         # two aligned loads and a shuffle
-        return self.emit(f"aie::load_unaligned_v<L>({arr} + {off} + j)", "x", 1, segs=((_LOAD2, 1), (_VEC, 1)))
+        return self.emit(_cpp("load_unaligned", arr, off), "x", 1, segs=((_LOAD2, 1), (_VEC, 1)))
 
     def modes_for(self, rnd: Rounding | None, sat: bool) -> None:
         if rnd is not None and rnd != self.rnd:
-            self.lines.append(f"        aie::set_rounding(rnn_aie_rounding(rnn::{_RND[rnd]}));")
+            self.lines.append(_cpp("set_rounding", _RND[rnd]))
             self.rnd = rnd
             self.modes += 1
             self.op(None, "", (COMPACT_MODE_SEGMENT,), mode=True)
         if sat != self.sat:
             mode = "saturate" if sat else "none"
-            self.lines.append(f"        aie::set_saturation(aie::saturation_mode::{mode});")
+            self.lines.append(_cpp("set_saturation", mode))
             self.sat = sat
             self.modes += 1
             self.op(None, "", (COMPACT_MODE_SEGMENT,), mode=True)
 
     def overflow(self, v: str, t: FixedType) -> str:
         if t.saturation is Saturation.WRAP:
-            return v if t.width >= 32 else self.emit(f"rnnv::wrap<L>({v}, {t.width})", "w", 2)
+            return v if t.width >= 32 else self.emit(_cpp("wrap", v, t.width), "w", 2)
         lo = -t.max_code if t.saturation is Saturation.SYMMETRIC else t.min_code
         if t.width >= 32 and lo == t.min_code:
             return v  # to_vector<int32> saturated into int32, which is this type's range
-        return self.emit(f"rnnv::clamp<L>({v}, {lo}, {t.max_code})", "s", 2)
+        return self.emit(_cpp("clamp", v, lo, t.max_code), "s", 2)
 
     def add_cast(self, a: str, b: str, t: FixedType) -> str:
         if t.width < 32 or t.saturation is Saturation.WRAP:  # exact in int32 (or modular, which WRAP allows)
-            return self.overflow(self.emit(f"aie::add({a}, {b})", "a"), t)
+            return self.overflow(self.emit(_cpp("add", a, b), "a"), t)
         # a saturating 32-bit type: the exact sum in accumulator lanes, saturated into int32 = the type's range
-        s = self.emit(f"aie::add(rnnv::va<L>({a}), {b})", "a", 2, kind="acc")
+        s = self.emit(_cpp("add", _cpp("acc", a), b), "a", 2, kind="acc")
         self.modes_for(None, True)
-        v = self.emit(f"{s}.template to_vector<int32>(0)", "r")
+        v = self.emit(_cpp("to_int32", s, 0), "r")
         return v if t.saturation is Saturation.SATURATE else self.overflow(v, t)
 
     def srs(self, acc: str, shift: int, t: FixedType, lazy: bool = False) -> str:
@@ -231,7 +240,7 @@ class _Gen:
         use, a sum wrapped into the same type (the int32 lanes' adds are modular, so wrap(wrap(x) + y)
         = wrap(x + y))."""
         self.modes_for(t.rounding if shift > 0 else None, t.saturation is not Saturation.WRAP)
-        v = self.emit(f"{acc}.template to_vector<int32>({shift})", "r")
+        v = self.emit(_cpp("to_int32", acc, shift), "r")
         return v if lazy and t.saturation is Saturation.WRAP else self.overflow(v, t)
 
     def index_of_sum(self, a: str, b: str, t: FixedType, spec: act.TableSpec) -> tuple[str, str]:
@@ -242,7 +251,7 @@ class _Gen:
         fewer than the wrap's upshift + downshift.  Where the longer shift or the scaled product
         would not fit (srs_shift_max, acc64 lanes) the sum is wrapped as add_cast wraps it."""
         if self._wrap_fold(t, spec):
-            return self.index_of_wrapped(self.emit(f"aie::add({a}, {b})", "a"), t, spec)
+            return self.index_of_wrapped(self.emit(_cpp("add", a, b), "a"), t, spec)
         return self.index(self.add_cast(a, b, t), t, spec)
 
     def _wrap_fold(self, t: FixedType, spec: act.TableSpec) -> bool:
@@ -257,7 +266,7 @@ class _Gen:
         lanes, modular): the wrap folded into the index where ``_wrap_fold``, else wrapped first."""
         if self._wrap_fold(t, spec):
             k = 32 - t.width
-            return self.index(self.emit(f"aie::upshift({v}, {k})", "u"), t, spec, k)
+            return self.index(self.emit(_cpp("upshift", v, k), "u"), t, spec, k)
         return self.index(self.overflow(v, t), t, spec)
 
     def index(self, c: str, ty: FixedType, a: act.TableSpec, pre: int = 0) -> tuple[str, str]:
@@ -268,27 +277,27 @@ class _Gen:
         frac = ty.frac
         p, q = a.scale.numerator, a.scale.denominator
         m = (q << frac).bit_length() - 1
-        prod = self.emit(f"aie::mul({c}, int32({p}))", "p", kind="acc")
+        prod = self.emit(_cpp("mul", c, _cpp("int32", p)), "p", kind="acc")
         rnd = a.index_rounding
         if m == 0 or rnd in self.device.generation.rounding_modes:
             self.modes_for(rnd if m else None, False)  # m = 0: exact (c * p a multiple of 2^pre) in any mode
-            raw = self.emit(f"{prod}.template to_vector<int32>({m + pre})", "i")
+            raw = self.emit(_cpp("to_int32", prod, m + pre), "i")
         else:  # AIE: no symmetric floor / ceil: the two directed roundings, picked by sign
             toward, away = (Rounding.CEIL, Rounding.FLOOR) if rnd is Rounding.SYM_FLOOR else (Rounding.FLOOR, Rounding.CEIL)
             self.modes_for(Rounding.FLOOR, False)
-            down = self.emit(f"{prod}.template to_vector<int32>({m + pre})", "i")
+            down = self.emit(_cpp("to_int32", prod, m + pre), "i")
             self.modes_for(Rounding.CEIL, False)
-            up = self.emit(f"{prod}.template to_vector<int32>({m + pre})", "i")
+            up = self.emit(_cpp("to_int32", prod, m + pre), "i")
             neg, pos = (up, down) if toward is Rounding.CEIL else (down, up)
             del away
-            raw = self.emit(f"aie::select({pos}, {neg}, aie::lt({c}, int32(0)))", "i", 2)
+            raw = self.emit(_cpp("select", pos, neg, _cpp("lt", c, _cpp("int32", 0))), "i", 2)
         # the raw index's range over the input type's codes (R is monotone), every entry of it in the table
         lo, hi = (int(v) for v in fixed.round_shift(np.array([ty.min_code * p, ty.max_code * p], dtype=np.int64),
                                                      m, rnd))
         if not self.widen or (hi - lo + 1) * 2 > self.device.generation.data_memory_bytes:
             # clamped (a widened table that could not fit a tile's memory even alone is not built)
-            table = f"cell::ACT_{a.function.upper()}_T"
-            return self.emit(f"rnnv::clamp<L>(aie::add({raw}, int32({a.offset})), 0, {a.size - 1})", "i", 3), table
+            table = _cpp("cell_table", a.function)
+            return self.emit(_cpp("clamp", _cpp("add", raw, _cpp("int32", a.offset)), 0, a.size - 1), "i", 3), table
         key = (a.function, lo, hi)
         if key not in self.tables:
             codes = np.asarray(a.codes(), dtype=np.int64)
@@ -296,7 +305,7 @@ class _Gen:
             small = entries.size == 0 or (int(entries.min()) >= -(1 << 15) and int(entries.max()) < 1 << 15)
             self.tables[key] = (f"VT{len(self.tables)}", "int16" if small else "int32", [int(v) for v in entries])
         name = self.tables[key][0]
-        return raw, f"{name} + {-lo}" if lo <= 0 else f"{name} - {lo}"
+        return raw, _cpp("table_at", name, lo)
 
     def table_decls(self) -> list[str]:
         """The widened tables' C++ (entry k - lowest raw index at position k)."""
@@ -312,15 +321,15 @@ class _Gen:
         should an entry not fit the accumulator), or a shift-round-saturate when the entries are
         finer."""
         idx, table = index
-        v = self.emit(f"rnnv::gather<L>({table}, {idx}, n)", "t", 0, segs=None)  # costs.gather_segments(n)
+        v = self.emit(_cpp("gather", table, idx), "t", 0, segs=None)  # costs.gather_segments(n)
         s = acc.frac - a.entry.frac
         big = int(np.abs(a.codes()).max()) if a.size else 0
         if s < 0:
-            return self.srs(self.emit(f"rnnv::va<L>({v})", "e", kind="acc"), -s, acc)
+            return self.srs(self.emit(_cpp("acc", v), "e", kind="acc"), -s, acc)
         if (big << s) > _INT31:
             raise _NotExact(f"a {a.function} entry shifted onto the accumulator's grid leaves the int32 lanes")
         if s:
-            v = self.emit(f"aie::upshift({v}, {s})", "e")
+            v = self.emit(_cpp("upshift", v, s), "e")
         fits = -(big << s) >= acc.min_code and (big << s) <= acc.max_code
         return v if fits else self.overflow(v, acc)
 
@@ -332,12 +341,12 @@ class _Gen:
             s = top - f
             if s:  # align the term to the finest grid: upshift the operand that stays within int32
                 if (am << s) <= (bm << s) and (am << s) <= _INT31:
-                    a = self.emit(f"aie::upshift({a}, {s})", "u")
+                    a = self.emit(_cpp("upshift", a, s), "u")
                 elif (bm << s) <= _INT31:
-                    b = self.emit(f"aie::upshift({b}, {s})", "u")
+                    b = self.emit(_cpp("upshift", b, s), "u")
                 else:
                     raise _NotExact(f"aligning a term by {s} bits leaves the int32 lanes")
-            acc = self.emit(f"aie::mul({a}, {b})" if acc is None else f"aie::mac({acc}, {a}, {b})", "m", kind="acc")
+            acc = self.emit(_cpp("mul", a, b) if acc is None else _cpp("mac", acc, a, b), "m", kind="acc")
         return self.srs(acc, top - t.frac, t)
 
 
@@ -438,15 +447,15 @@ def _generate(g: _Gen, node: Node, ms: int, mt: int, mh: int, mc: int, z_late: b
             # (W x)_n folded into the product's accumulator (issue 22): R((r gh + gx 2^fa) / 2^fa) =
             # R(r gh / 2^fa) + gx for a rounding that commutes with integer shifts, so the product
             # starts from gx upshifted (a move, off r's path) and the add leaves the chain
-            gxn = g.emit(f"rnnv::va<L>({g.load('gx', 2)}, {fa})", "e", kind="acc")
-            rh = g.srs(g.emit(f"aie::mac({gxn}, {r}, {g.load('gh', 2)})", "m", kind="acc"), fa, acc, lazy=True)
+            gxn = g.emit(_cpp("acc", g.load("gx", 2), fa), "e", kind="acc")
+            rh = g.srs(g.emit(_cpp("mac", gxn, r, g.load("gh", 2)), "m", kind="acc"), fa, acc, lazy=True)
             cand = g.lookup(g.index_of_wrapped(rh, acc, t.tanh), t.tanh, acc)
         else:
-            rh = g.srs(g.emit(f"aie::mul({r}, {g.load('gh', 2)})", "m", kind="acc"), fa, acc, lazy=True)
+            rh = g.srs(g.emit(_cpp("mul", r, g.load("gh", 2)), "m", kind="acc"), fa, acc, lazy=True)
             cand = g.lookup(g.index_of_sum(g.load("gx", 2), rh, acc, t.tanh), t.tanh, acc)
         z = g.lookup(zi, t.sigmoid, acc) if z_late else z
-        omz = g.emit(f"aie::sub(int32({1 << fa}), {z})", "o")
-        hv = g.emit("aie::load_v<L>(h + j)", "h", 0, segs=((_LOAD, 1),))
+        omz = g.emit(_cpp("sub", _cpp("int32", 1 << fa), z), "o")
+        hv = g.emit(_cpp("load", "h"), "h", 0, segs=((_LOAD, 1),))
         hn = g.sum_cast([(hv, mh, z, ms, fr + fa), (cand, mt, omz, (1 << fa) + ms, 2 * fa)], res)
         g.store("h", hn)
         return [(mt * ((1 << fa) + ms)) << (top - 2 * fa), (mh * ms) << (top - fr - fa)]
@@ -455,7 +464,7 @@ def _generate(g: _Gen, node: Node, ms: int, mt: int, mh: int, mc: int, z_late: b
     spec = [t.sigmoid, t.sigmoid, t.tanh, t.sigmoid]
     i, f, cand, o = (g.lookup(g.index_of_sum(g.load("gx", k), g.load("gh", k), acc, spec[k]), spec[k], acc)
                      for k in range(4))
-    cv = g.emit("aie::load_v<L>(c + j)", "c", 0, segs=((_LOAD, 1),))
+    cv = g.emit(_cpp("load", "c"), "c", 0, segs=((_LOAD, 1),))
     cn = g.sum_cast([(cv, mc, f, ms, fr + fa), (cand, mt, i, ms, 2 * fa)], res)
     g.store("c", cn)
     ca = g.lookup(g.index(cn, res, t.tanh), t.tanh, acc)
@@ -482,25 +491,7 @@ def vector_gates(node: Node, device: Device, space: str, widen: bool = True, uni
     if node.op == "gru" and sum(terms) >= _ACC63 or node.op == "lstm" and max(terms) >= _ACC63:
         return "the state update's exact sum could exceed the accumulator lanes"
     groups = -(-n // lanes)
-    text = "\n".join([
-        f"namespace {space} {{",
-        f"// The layer's gate math on int32 lanes, {lanes} hidden units per group (recurrent/compact.py), reading",
-        ("// the activation tables widened to every raw index the gates' types can give (no index clamp)."
-         if widen else "// rnn_cell.h's activation tables."),
-        *g.table_decls(),
-        f"struct {struct} {{",
-        f"    static constexpr int L = {lanes};",
-        "    using vi = rnnv::vi<L>;",
-        "    static void step(const int32_t* gx, const int32_t* gh, int32_t* h, int32_t* c) {",
-        "        (void)c;",
-        f"        for (int grp = 0; grp < {groups}; ++grp) {{",
-        "        const int j = grp * L;",
-        f"        const int n = grp + 1 < {groups} ? L : {n} - j;  // the group's real hidden units",
-        *g.lines,
-        "        }",
-        "    }",
-        "};",
-        f"}}  // namespace {space}", ""])
+    text = _cpp("gates", space, lanes, widen, g.table_decls(), struct, groups, n, g.lines)
     last = n - (groups - 1) * lanes
     return VectorGates(text, lanes, g.ops, g.modes, 3 if node.op == "gru" else 5, g.cycles(lanes), g.cycles(last),
                        g.table_bytes)
@@ -603,28 +594,22 @@ def vector_head(head: list[Node], n_h: int, h_type: FixedType, device: Device, s
             bd[:, 0] = b
             decl += [_aligned_const("int32", f"VHT{li}", wt), _aligned_const("int32", f"VHD{li}", bd)]
             dst = "yv" if li == len(head) - 1 else f"a{li}"
-            body.append(f"        alignas(aie::vector_decl_align) int32 {dst}[{mp}] = {{}};")
             g = _Gen(device, 0, lanes)
-            g.lines.append("        rnnv::va<L> s;")
-            g.lines.append(f"        s.from_vector(aie::load_v<L>(VHD{li} + o * L), {t.bias_shift});")
-            g.lines.append(f"        for (int q = 0; q < {kp}; q += L) "
-                           f"s = aie::mac(s, aie::load_v<L>({src} + q), aie::load_v<L>(VHT{li} + o * {kp} + q));")
             g.modes_for(None, False)
-            lo = g.emit("s.template to_vector<int32>(0)", "w")
+            lo = g.emit(_cpp("to_int32", "s", 0), "w")
             g.modes_for(Rounding.FLOOR, False)
-            hi = g.emit(f"s.template to_vector<int32>({_DOT_SPLIT})", "w")
-            low = g.emit(f"aie::sub({lo}, aie::upshift({hi}, {_DOT_SPLIT}))", "w", 2)
+            hi = g.emit(_cpp("to_int32", "s", _DOT_SPLIT), "w")
+            low = g.emit(_cpp("sub", lo, _cpp("upshift", hi, _DOT_SPLIT)), "w", 2)
             red = reduce_add_ops(lanes) + 1  # + the broadcast back into lanes
-            sh = g.emit(f"aie::broadcast<int32, L>(aie::reduce_add({hi}))", "w", red)
-            sl = g.emit(f"aie::broadcast<int32, L>(aie::reduce_add({low}))", "w", red)
-            acc = g.emit(f"aie::add(rnnv::va<L>({sh}, {_DOT_SPLIT}), {sl})", "w", 2, kind="acc")
+            sh = g.emit(_cpp("lanes_sum", hi), "w", red)
+            sl = g.emit(_cpp("lanes_sum", low), "w", red)
+            acc = g.emit(_cpp("add", _cpp("acc", sh, _DOT_SPLIT), sl), "w", 2, kind="acc")
             y = g.srs(acc, t.shift, out)
             if d.attrs.get("activation") == "relu":
-                y = g.emit(f"aie::max({y}, int32(0))", "y")
-            g.lines.append(f"        {dst}[o] = {y}.get(0);")
+                y = g.emit(_cpp("max", y, _cpp("int32", 0)), "y")
             finish.append(g.ops + g.modes + 1)  # + the bias upshift into the lanes
             dots.append(1)
-            body += [f"        for (int o = 0; o < {m}; ++o) {{", *g.lines, "        }"]
+            body.append(_cpp("head_dot", li, dst, mp, m, kp, src, t.bias_shift, g.lines, y))
             src, width, xmax = dst, m, max(-out.min_code, out.max_code)
             continue
         dots.append(0)
@@ -634,47 +619,23 @@ def vector_head(head: list[Node], n_h: int, h_type: FixedType, device: Device, s
         ba[:m] = b
         decl += [_aligned_const("int32", f"VHW{li}", wa), _aligned_const("int32", f"VHB{li}", ba)]
         dst = "yv" if li == len(head) - 1 else f"a{li}"
-        body.append(f"        alignas(aie::vector_decl_align) int32 {dst}[{mp}];")
         g = _Gen(device, 0, lanes)
-        g.lines.append("        const rnnv::va<L>& s = sb[g];")
         acc = "s"
         if wraps:  # the accumulator's 32-bit wrap: keep the low 32 bits, then round from them
             g.modes_for(None, False)
-            low = g.emit("s.template to_vector<int32>(0)", "w")
-            acc = g.emit(f"rnnv::va<L>({low})", "w", kind="acc")
+            low = g.emit(_cpp("to_int32", "s", 0), "w")
+            acc = g.emit(_cpp("acc", low), "w", kind="acc")
         y = g.srs(acc, t.shift, out)
         if d.attrs.get("activation") == "relu":
-            y = g.emit(f"aie::max({y}, int32(0))", "y")
-        g.lines.append(f"        aie::store_v({dst} + j, {y});")
+            y = g.emit(_cpp("max", y, _cpp("int32", 0)), "y")
         finish.append(g.ops + g.modes + 1)  # + the bias upshift into the lanes
         # a block of up to COMPACT_GROUP_BLOCK output groups per pass over the inputs (inputs outer, the
         # block's groups inner, as CompactProduct::terms): independent accumulators, each lane's terms
         # still added in input order; then each group's finish
         blk = COMPACT_GROUP_BLOCK * lanes
-        body += [f"        for (int j0 = 0; j0 < {mp}; j0 += {blk}) {{",
-                 f"        const int nb = {mp} - j0 < {blk} ? ({mp} - j0) / L : {COMPACT_GROUP_BLOCK};",
-                 f"        rnnv::va<L> sb[{COMPACT_GROUP_BLOCK}];",
-                 f"        for (int g = 0; g < nb; ++g) sb[g].from_vector(aie::load_v<L>(VHB{li} + j0 + g * L), {t.bias_shift});",
-                 f"        for (int q = 0; q < {k}; ++q)",
-                 "            for (int g = 0; g < nb; ++g)",
-                 f"                sb[g] = aie::mac(sb[g], aie::load_v<L>(VHW{li} + q * {mp} + j0 + g * L), {src}[q]);",
-                 "        for (int g = 0; g < nb; ++g) {",
-                 "        const int j = j0 + g * L;",
-                 *g.lines, "        }", "        }"]
+        body.append(_cpp("head_lanes", li, dst, mp, blk, COMPACT_GROUP_BLOCK, k, src, t.bias_shift, g.lines, y))
         src, width, xmax = dst, m, max(-out.min_code, out.max_code)
-    text = "\n".join([
-        f"namespace {space} {{",
-        "// The dense head on int32 lanes, outputs as lanes (recurrent/compact.py).",
-        *decl,
-        "struct VHead {",
-        f"    static constexpr int L = {lanes};",
-        "    using vi = rnnv::vi<L>;",
-        "    static void output(const int32_t* h, int32_t* y) {",
-        *body,
-        f"        for (int i = 0; i < {width}; ++i) y[i] = yv[i];",
-        "    }",
-        "};",
-        f"}}  // namespace {space}", ""])
+    text = _cpp("head", space, decl, lanes, body, width)
     return VectorHead(text, lanes, tuple(finish), tuple(dots))
 
 

@@ -30,7 +30,7 @@ import numpy as np
 from ..devices import Device
 from ..errors import PlanError
 from ..ir import Graph, Node
-from ..names import comment
+from ..names import Code, comment
 from ..numerics.types import FixedType
 from ..ops.conv import geometry
 from ..ops.dense import kind_of
@@ -197,63 +197,36 @@ def kernel_bytes(d: FrontDims) -> int:
 # ----------------------------------------------------------------------------- C++
 
 
-def _arr(values: list[str], per_line: int = 16) -> str:
-    lines = [", ".join(values[i : i + per_line]) for i in range(0, len(values), per_line)]
-    return "{\n    " + ",\n    ".join(lines) + "}" if values else "{}"
+def _front_cpp(form: str, *args: object) -> str:
+    """Macro ``form`` of templates/recurrent/front.j2, rendered in the project's one Jinja environment."""
+    from ..templating import environment
+
+    return getattr(environment("recurrent").get_template("front.j2").module, form)(*args)
 
 
 def config_text(front: SequenceFront, dims: tuple[FrontDims, ...], first_kp: int, rnd: dict, sat: dict) -> str:
     """``namespace rnn_front``: one configuration struct per convolution (``F<i>``)."""
-    out = ["// The 1-D convolution front end before the first recurrent layer (rnn_front.h), one kernel per",
-           "// convolution; the last one's output steps are layer 0's x, zero-padded to its lanes.",
-           "namespace rnn_front {", ""]
-    for i, (c, d) in enumerate(zip(front.convs, dims, strict=True)):
-        t = c.types.core
-        o = c.types.output
-        cinp = d.c_in
-        coutp = first_kp if i == len(dims) - 1 else d.c_out
-        out += [f"// {comment(c.name)}: Conv1d {d.c_in} -> {d.c_out}, kernel {d.kernel}, stride {d.stride}, "
-                f"padding {d.pad_left} left, {d.t_in} -> {d.t_out} steps",
-                f"struct F{i} {{",
-                f"    using W = {weight_type(c)};",
-                f"    using V = {'int8_t' if t.input.width <= 8 else 'int16_t'};",
-                f"    static constexpr bool VECTOR = {'true' if d.vector else 'false'};  // front.vector_exact",
-                f"    static constexpr int LANES = {d.lanes};",
-                f"    static constexpr int COUTL = {d.c_out_padded};  // weight columns: COUT padded to the lanes",
-                f"    static constexpr int CIN = {d.c_in};",
-                f"    static constexpr int CINP = {cinp};  // words per input step",
-                f"    static constexpr int COUT = {d.c_out};",
-                f"    static constexpr int COUTP = {coutp};  // words per output step (zero-padded)",
-                f"    static constexpr int K = {d.kernel};",
-                f"    static constexpr int S = {d.stride};",
-                f"    static constexpr int PL = {d.pad_left};",
-                f"    static constexpr int TIN = {d.t_in};",
-                f"    static constexpr int TOUT = {d.t_out};",
-                f"    static constexpr int ACC_BITS = {t.acc_bits};",
-                f"    static constexpr int SHIFT = {t.shift};",
-                f"    static constexpr int BIAS_SHIFT = {t.bias_shift};",
-                f"    static constexpr bool RELU = {'true' if c.attrs.get('activation') == 'relu' else 'false'};",
-                f"    static constexpr rnn::fxtype OUT = rnn::fxtype{{{o.width}, {o.frac}, {'true' if o.signed else 'false'}, "
-                f"rnn::{rnd[o.rounding]}, rnn::{sat[o.saturation]}}};",
-                "};", ""]
-    out += ["}  // namespace rnn_front", ""]
-    return "\n".join(out)
+    convs = [{"name": comment(c.name), "dims": d, "core": c.types.core, "output": c.types.output,
+              "wtype": weight_type(c), "cinp": d.c_in, "coutp": first_kp if i == len(dims) - 1 else d.c_out,
+              "relu": c.attrs.get("activation") == "relu"}
+             for i, (c, d) in enumerate(zip(front.convs, dims, strict=True))]
+    return _front_cpp("config", convs, rnd, sat)
 
 
-def weights_text(front: SequenceFront, dims: tuple[FrontDims, ...]) -> list[str]:
+def weights_text(front: SequenceFront, dims: tuple[FrontDims, ...]) -> str:
     """Each convolution's weights as [(c, j), o] (the im2col patch order of ops/conv.py, channels
     zero-padded to the lanes) and bias codes."""
-    out = ["namespace rnn_front {"]
-    for i, (c, d) in enumerate(zip(front.convs, dims, strict=True)):
+    from .emit import _arr, _ints  # (emit imports plan, which imports this module)
+
+    convs = []
+    for c, d in zip(front.convs, dims, strict=True):
         raw = np.asarray(c.params["weight_q"]).astype(np.int64)
         w = np.zeros((raw.shape[0], d.c_out_padded), dtype=np.int64)
         w[:, : raw.shape[1]] = raw
         b = c.params.get("bias_q")
         b = np.zeros(w.shape[1], dtype=np.int64) if b is None else np.asarray(b).astype(np.int64)
-        out.append(f"static const F{i}::W F{i}_W[{w.size}] = {_arr(list(map(str, w.ravel().tolist())))};")
-        out.append(f"static const int32_t F{i}_B[{b.size}] = {_arr(list(map(str, b.ravel().tolist())))};")
-    out += ["}  // namespace rnn_front", ""]
-    return out
+        convs.append({"w_size": w.size, "w": Code(_arr(_ints(w))), "b_size": b.size, "b": Code(_arr(_ints(b)))})
+    return _front_cpp("weights", convs)
 
 
 def instances(front: SequenceFront) -> list[str]:

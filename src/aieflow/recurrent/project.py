@@ -525,7 +525,7 @@ def project_files(layers: Sequence[Node], head: list[Node], mappings: Sequence[R
     files["src/rnn_weights.h"] = weights_header(layers, lays)
     files["src/rnn_vgates.h"] = vgates_header(layers, mappings, device, head)
     if front is not None:
-        files["src/rnn_weights.h"] += "\n".join(fr.weights_text(front, mappings[0].dims.front))
+        files["src/rnn_weights.h"] += fr.weights_text(front, mappings[0].dims.front)
     files["src/graph.h"] = graph_file(layers, mappings, device, front)
     files["src/graph.cpp"] = '#include "graph.h"\n\nRnnGraph g;\n\n#if defined(__AIESIM__) || defined(__X86SIM__)\nint main() {\n    g.init();\n    g.run(-1);\n    g.end();\n    return 0;\n}\n#endif\n'
     files["src/kernels/rnn_kernels.cc"] = (
