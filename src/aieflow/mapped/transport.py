@@ -138,6 +138,25 @@ def check(mg: MappedGraph, device: Device) -> TransportReport:
     return TransportReport(tuple(problems))
 
 
+def shared_demand(mg: MappedGraph) -> tuple[int, int, int]:
+    """What a graph takes of the limits :func:`check` counts over the whole graph rather than per
+    buffer, kernel or link: (input PLIOs, output PLIOs, DDR segments).  Every other limit is per
+    shared buffer (its bytes, ports, descriptors, tilings), per kernel (its DMA channels and
+    stream ports, counted over the links that touch it) or per link (a cascade's tiles), so a
+    graph made of copies that share no entity (no link joins two copies) passes :func:`check`
+    exactly when each copy passes it alone and the copies' summed demand fits
+    (:func:`shared_demand_fits`)."""
+    plios = [p for p in mg.plios if not p.gmio]
+    return (sum(p.direction == "in" for p in plios), sum(p.direction == "out" for p in plios), len(mg.ddr_links()))
+
+
+def shared_demand_fits(demand: tuple[int, int, int], device: Device) -> bool:
+    """Whether a (summed) :func:`shared_demand` is within the interface row's PLIO streams and an
+    interface tile's DMA channels (what :func:`_check_plios` and :func:`_check_ddr` refuse)."""
+    cap_in, cap_out = plio_capacity(device)
+    return demand[0] <= cap_in and demand[1] <= cap_out and demand[2] <= device.generation.interface_dma_channels
+
+
 def _check_buffers(mg: MappedGraph, device: Device, names: _Names) -> list[str]:
     problems: list[str] = []
     ch, cap, bds = device.memtile_channels, device.memory_tile_bytes, device.memtile_bds

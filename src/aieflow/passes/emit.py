@@ -252,19 +252,29 @@ def lower_chain(graph: Graph, device: Device, placement: Placement, copies: int 
     idents = layer_idents(layers)
     types = {n.name: written(graph, n)[1] for n in layers}
     costs = chain_costs(layers, device, placement)
-    kernels: list[Kernel] = []
-    links: list[Link] = []
-    buffers: list[SharedBuffer] = []
-    plios: list[Plio] = []
-    for rep in range(len(placement.replicas) if copies is None else copies):
-        k, c, m, pi, po = _replica_graph(layers, idents, device, placement, rep, types, costs)
-        kernels += k
-        links += c
-        buffers += m
-        plios += [Plio(p["var"], "in", PLIO_BITS, p["file"], cost=costs.plio_in) for p in pi]
-        plios += [Plio(p["var"], "out", PLIO_BITS, p["file"], cost=costs.plio_out) for p in po]
+    parts = [_copy_parts(layers, idents, device, placement, rep, types, costs)
+             for rep in range(len(placement.replicas) if copies is None else copies)]
     headers = tuple(h for n in layers for h in resident_cascade.weight_headers(n, idents[n.name]))
-    return MappedGraph(tuple(kernels), tuple(buffers), tuple(plios), tuple(links), headers)
+    return MappedGraph(*(tuple(x for part in parts for x in part[i]) for i in range(4)), headers)
+
+
+def lower_copy(graph: Graph, device: Device, placement: Placement, rep: int) -> MappedGraph:
+    """Copy ``rep`` of the chain alone: the kernels, buffers, PLIOs and links :func:`lower_chain`
+    gives it (every name carries the copy's suffix and every link joins two of the copy's own
+    entities), without the weight headers."""
+    layers = dense_layers(graph)
+    types = {n.name: written(graph, n)[1] for n in layers}
+    return MappedGraph(*_copy_parts(layers, layer_idents(layers), device, placement, rep, types,
+                                    chain_costs(layers, device, placement)))
+
+
+def _copy_parts(layers: list[Node], idents: dict[str, str], device: Device, placement: Placement, rep: int,
+                types: dict[str, NumericType], costs) -> tuple[list[Kernel], list[SharedBuffer], list[Plio], list[Link]]:
+    """One copy's (kernels, buffers, PLIOs, links), each PLIO with its stage cost."""
+    k, c, m, pi, po = _replica_graph(layers, idents, device, placement, rep, types, costs)
+    plios = [Plio(p["var"], "in", PLIO_BITS, p["file"], cost=costs.plio_in) for p in pi]
+    plios += [Plio(p["var"], "out", PLIO_BITS, p["file"], cost=costs.plio_out) for p in po]
+    return k, m, plios, c
 
 
 def lowered_chain(graph: Graph, device: Device, placement: Placement, copies: int | None = None) -> MappedGraph:

@@ -284,8 +284,9 @@ def design_points(points: list[Point], graph: Graph, device: Device, config: Con
     otherwise ``place`` chooses the copies' placement as it does in ``compile``."""
     from ..design import Design
     from ..mapped.transport import check as check_transport
+    from ..mapped.transport import shared_demand, shared_demand_fits
     from ..perf import estimate
-    from .emit import lowered_chain
+    from .emit import lower_copy, lowered_chain
     from .place import check_placement, place, replica_offsets, replicate
     from .plan import plan
 
@@ -313,12 +314,35 @@ def design_points(points: list[Point], graph: Graph, device: Device, config: Con
         copies of k are the first k of k + 1's (``replicate``: the same offsets in the same
         order), so k + 1 copies use every tile, port and channel k copies use and more: a check
         that fails for k fails for every larger count, and a bisection finds the largest count
-        that passes with a few lowerings of the copies instead of one per count (a throughput
-        search on a large array costs up to a hundred counts per plan)."""
+        that passes with a few checks instead of one per count (a throughput search on a large
+        array costs up to a hundred counts per plan).  The transport check of k copies is read
+        off each copy's own check, made once per copy (the copies share no buffer, kernel or
+        link: ``transport.shared_demand``), and their summed PLIO and DDR demand."""
+        whole = replicate(pl, fit)  # copy j lowers alike in every count above j: its offset and copy 0's rects
+        alone: dict[int, tuple[int, int, int] | None] = {}  # copy -> its shared demand; None: refused
+
+        def copy_demand(j: int) -> tuple[int, int, int] | None:
+            if j not in alone:
+                mg = lower_copy(g, device, whole, j)
+                try:
+                    check_transport(mg, device)
+                    alone[j] = shared_demand(mg)
+                except PlanError:
+                    alone[j] = None
+            return alone[j]
+
+        def copies_checked(k: int) -> bool:
+            try:
+                check_placement(replicate(pl, k), device)
+            except PlanError:
+                return False
+            demands = [copy_demand(j) for j in range(k)]
+            return None not in demands and shared_demand_fits(tuple(map(sum, zip(*demands, strict=True))), device)
+
         lo, hi = 1, fit
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if checked(g, replicate(pl, mid)):
+            if copies_checked(mid):
                 lo = mid
             else:
                 hi = mid - 1

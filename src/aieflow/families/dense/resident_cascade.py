@@ -9,6 +9,7 @@ Dense layer through this one module; they add only the links into and out of the
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -63,6 +64,7 @@ def roles_of(p: DensePlan, requant: bool = False) -> list[str]:
     return sorted({tile_role(p, c, requant) for c in range(p.cas_len)})
 
 
+@lru_cache(maxsize=1 << 16)  # pure; a search lowers the same tiles' names many times over
 def tile_var(ident: str, r: int, c: int, replica: int = 0) -> str:
     return f"k_{ident}_r{r}_c{c}{replica_suffix(replica)}"
 
