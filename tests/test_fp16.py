@@ -255,3 +255,13 @@ def test_the_fp16_host_program_compiles_against_xrt(chain, tmp_path):
     r = make_host(proj)
     assert r.returncode == 0, r.stdout + r.stderr
     assert (proj / "host.exe").is_file() and "xrt::graph" in (proj / "host/host.cpp").read_text()
+
+
+def test_an_fp16_layer_that_does_not_fit_is_named_not_the_streamed_kind():
+    # a resident chain that does not fit falls back to streamed weights, which fp16 does not take:
+    # the error must be the layer that does not fit, not the fallback's precision refusal
+    net = torch_mlp([4096, 2048, 10], seed=1)
+    x = np.random.default_rng(0).standard_normal((8, 4096)).astype(np.float32)
+    with pytest.raises(AieflowError, match=r"layer '0': 4096 x 2048 weights do not fit") as err:
+        aieflow.compile(net, device="vek385", example_input=x, config={"precision": "fp16"})
+    assert "streamed" not in str(err.value)

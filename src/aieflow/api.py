@@ -16,7 +16,7 @@ from .inputs import real_array
 from .kinds import is_cnn, is_dag, is_recurrent, wants_streamed
 from .numerics.types import AffineType
 from .ops.registry import require_mapping
-from .options import refuse_precision, refuse_unsupported
+from .options import precision_allows, refuse_precision, refuse_unsupported
 from .passes.posts import choose, explores_both, fixed_mapping, merged
 from .pipeline import PIPELINE, State, _search, front_end, run_pipeline
 from .progress import Stages, compile_stages
@@ -110,8 +110,8 @@ def _compile(state: State, stages: Stages) -> Design:
         from .gemm.dense_design import compile_streamed
 
         log.info("the resident chain does not fit (%s); trying streamed weights", e.message)
-        if any(isinstance(t.dtype, AffineType) for t in graph.tensors.values()):
-            raise
+        if any(isinstance(t.dtype, AffineType) for t in graph.tensors.values()) or not precision_allows(state.config, "streamed"):
+            raise  # no streamed fallback for this model: the layer that does not fit is the error
         _kind(stages, "streamed", None, graph, state.config)
         streamed = compile_streamed(front, stages, failure=e)
         if streamed is None:

@@ -58,6 +58,11 @@ def refuse_precision(config: Config, kind: str) -> None:
                               hint="use precision bf16 (AIE-ML / AIE-MLv2) or an integer precision for this model")
 
 
+def precision_allows(config: Config, kind: str) -> bool:
+    """Whether every precision the config uses is built for ``kind`` designs (:func:`refuse_precision`)."""
+    return all(PRECISION_KINDS.get(p, (None, ""))[0] is None or kind in PRECISION_KINDS[p][0] for p in used_precisions(config))
+
+
 def refuse_unsupported(config: Config, kind: str) -> None:
     """A ConfigError naming the first option the user gave that ``kind`` does not take."""
     for key, why in UNSUPPORTED.get(kind, {}).items():
