@@ -260,6 +260,16 @@ def test_refusals_name_the_layer():
 
     with pytest.raises(AieflowError):
         aieflow.emulate(Clamp(), device="vek280", example_input=x3)
+
+    # a parameter finite in float64 but inf as the kernels' float32 constant (PyTorch's own run and
+    # ONNX's float32 attributes stop it before here; the check is the importers' last guard)
+    from aieflow.errors import ModelError
+    from aieflow.ops.activation import check_function
+
+    with pytest.raises(ModelError, match=r"clip parameter min=-1e\+39 is not a finite float32 value") as err:
+        check_function("clip", {"min": -1e39, "max": 1.0}, "c0")
+    assert err.value.layer == "c0"
+    check_function("clip", {"min": -3.4e38, "max": 1.0}, "c0")  # the largest float32s pass
     x = _data()
     # AIE1 has no memory tiles for the DAG mapping's links: named (an activation after a Dense whose
     # output is also read elsewhere does not fuse into it, tests/test_dense_post.py)

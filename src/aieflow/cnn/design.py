@@ -155,7 +155,7 @@ class CnnDesign(EmulatedNumerics):
                 shape = (f"1 kernel, {len(lay.parts)} row stream(s) in / {lay.outs} out, {held}, "
                          f"{lay.row_cycles:,.0f} cycles per {'input ' if lay.kind == 'gpool' else ''}row"
                          + "".join(f", FIFO from {comment(p.stages[k].name) if k >= 0 else 'the input'} {4 * n:,} B"
-                                   for (k, _), n in zip(lay.parts, lay.fifo_words, strict=True) if n)
+                                   for (k, _), n in zip(lay.parts, lay.fifo_words or (0,) * len(lay.parts), strict=True) if n)
                          + "".join(f", skip in a DDR segment of {n:,} B (GMIO)" for n in lay.ddr_bytes if n))
             elif isinstance(lay, StreamLayer):
                 shape = f"{lay.cas_num} x {lay.cas_len} tiles"

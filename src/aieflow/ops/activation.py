@@ -327,13 +327,18 @@ def softmax_f32(x: np.ndarray) -> np.ndarray:
         return (e * inv).astype(np.float32)
 
 
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
 def check_function(function: str, attrs, layer: str) -> None:
     if function not in FUNCTIONS:
         raise ModelError(f"activation function {function!r} is not known; aieflow maps {', '.join(FUNCTIONS)}",
                          layer=layer)
     for k, v in attrs.items():
-        if k in FUNCTIONS[function][0] and not math.isfinite(float(v)):
-            raise ModelError(f"{function} parameter {k}={v} is not finite", layer=layer)
+        # float32: the kernels hold the parameters as float32 constants (mapped/text.float_literal)
+        if k in FUNCTIONS[function][0] and not (math.isfinite(float(v)) and abs(float(v)) <= _FLOAT32_MAX):
+            raise ModelError(f"{function} parameter {k}={v} is not a finite float32 value", layer=layer,
+                             hint=f"use a value of magnitude at most {_FLOAT32_MAX:.8g}")
     if function == "clip" and float(attrs.get("min", 0.0)) > float(attrs.get("max", 6.0)):
         raise ModelError(f"clip with min {attrs.get('min')} > max {attrs.get('max')}", layer=layer)
 
