@@ -265,3 +265,10 @@ def test_an_fp16_layer_that_does_not_fit_is_named_not_the_streamed_kind():
     with pytest.raises(AieflowError, match=r"layer '0': 4096 x 2048 weights do not fit") as err:
         aieflow.compile(net, device="vek385", example_input=x, config={"precision": "fp16"})
     assert "streamed" not in str(err.value)
+
+
+def test_a_layer_given_fp16_that_is_not_a_dense_is_refused_by_name_in_emulate_too():
+    # an int8 model with one Add given precision fp16: refused naming it (not read as some other width)
+    x = np.random.default_rng(0).standard_normal((4, 16)).astype(np.float32)
+    with pytest.raises(AieflowError, match=r"layer 'add': the layer \(add\) is given precision fp16"):
+        aieflow.emulate(residual_mlp(), device="vek385", example_input=x, config={"layers": {"add": {"precision": "fp16"}}})

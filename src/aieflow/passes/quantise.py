@@ -128,9 +128,11 @@ def quantise(graph: Graph, device: Device, config: Config, hints: QuantHints, ca
             raise ConfigError(f"config option 'weights_rounding: hls4ml' applies to Dense layers' weights; this "
                               f"layer ({node.op}) rounds its parameters exactly", layer=node.name,
                               hint="leave weights_rounding out for this model")
-        if node.op != "dense" and not fam.is_view and FloatType("fp16") in ctx.input_types:
+        if node.op != "dense" and not fam.is_view and (FloatType("fp16") in ctx.input_types
+                                                       or ctx.layer.precision == "fp16"):
             # fp16 kernels exist for the Dense layer (+ fused ReLU) only (options.PRECISION_KINDS)
-            raise ConfigError(f"the layer ({node.op}) reads a float16 tensor; precision fp16 is built for Dense "
+            what = "reads a float16 tensor" if FloatType("fp16") in ctx.input_types else "is given precision fp16"
+            raise ConfigError(f"the layer ({node.op}) {what}; precision fp16 is built for Dense "
                               "layers (+ ReLU) only", layer=node.name,
                               hint="use precision bf16 (AIE-ML / AIE-MLv2) or an integer precision for this model")
         qnode = fam.quantise(node, ctx)
