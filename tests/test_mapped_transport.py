@@ -326,3 +326,28 @@ def test_compile_runs_the_check_pass():
     assert steps.index("place") < steps.index("check") < steps.index("emit")
     with pytest.raises(PlanError, match="input PLIO ports"):  # 77 one-column copies, 76 interface streams
         aieflow.compile(qdq_mlp([16, 8], seed=0), device="vek280", config={"replicas": 77})
+
+
+def test_the_copies_share_the_arrays_memory_tiles():
+    # each buffer alone fits one memory tile; together the copies' buffers must fit the array's
+    # memory tiles (ports within their DMA channels, bytes within their memory): refused by name
+    # when they do not, however they would pack
+    from aieflow.mapped.transport import shared_demand, shared_demand_fits
+    from aieflow.passes.emit import lowered_chain
+
+    d = aieflow.compile(qdq_mlp([64, 48, 16], seed=0), device="vek280", config={"replicas": 4, "layers": {
+        "fc0": {"parallelism": {"cas_len": 2, "cas_num": 2}}, "fc1": {"parallelism": {"cas_len": 2, "cas_num": 1}}}})
+    mg = lowered_chain(d.graph, d.device, d.placement)
+    check(mg, d.device)
+    reads = sum(len(b.reads) for b in mg.buffers)
+    writes = sum(len(b.writes) for b in mg.buffers)
+    assert len(mg.buffers) >= 4 and reads > 6 and writes > 6  # the copies' buffers need more than one tile's channels
+    rows = d.device.memory_tile_rows
+    one_tile = dataclasses.replace(d.device, columns=1, memory_tile_rows=1)  # a pool of one memory tile
+    with pytest.raises(PlanError, match=rf"{len(mg.buffers)} memory-tile buffers need .* {writes} write and {reads} "
+                                        r"read ports; VEK280's 1 memory tiles") as e:
+        check(mg, one_tile)
+    assert e.value.layer in ("fc0", "fc1") and "replicas" in e.value.hint
+    enough = dataclasses.replace(d.device, columns=-(-max(reads, writes) // (6 * rows)))  # just enough channels
+    check(mg, enough)
+    assert shared_demand_fits(shared_demand(mg), enough) and not shared_demand_fits(shared_demand(mg), one_tile)

@@ -135,26 +135,65 @@ def check(mg: MappedGraph, device: Device) -> TransportReport:
     _check_cascades(mg, device)
     _check_plios(mg, device, names)
     _check_ddr(mg, device)
+    _check_memtile_pool(mg, device, names)
     return TransportReport(tuple(problems))
 
 
-def shared_demand(mg: MappedGraph) -> tuple[int, int, int]:
+def shared_demand(mg: MappedGraph) -> tuple[int, ...]:
     """What a graph takes of the limits :func:`check` counts over the whole graph rather than per
-    buffer, kernel or link: (input PLIOs, output PLIOs, DDR segments).  Every other limit is per
-    shared buffer (its bytes, ports, descriptors, tilings), per kernel (its DMA channels and
-    stream ports, counted over the links that touch it) or per link (a cascade's tiles), so a
-    graph made of copies that share no entity (no link joins two copies) passes :func:`check`
-    exactly when each copy passes it alone and the copies' summed demand fits
+    buffer, kernel or link: (input PLIOs, output PLIOs, DDR segments, and of the array's memory
+    tiles (:func:`_check_memtile_pool`) the bytes, write ports and read ports of its shared
+    buffers).  Every other limit is per shared buffer (its bytes, ports, descriptors, tilings), per
+    kernel (its DMA channels and stream ports, counted over the links that touch it) or per link
+    (a cascade's tiles), so a graph made of copies that share no entity (no link joins two copies)
+    passes :func:`check` exactly when each copy passes it alone and the copies' summed demand fits
     (:func:`shared_demand_fits`)."""
     plios = [p for p in mg.plios if not p.gmio]
-    return (sum(p.direction == "in" for p in plios), sum(p.direction == "out" for p in plios), len(mg.ddr_links()))
+    return (sum(p.direction == "in" for p in plios), sum(p.direction == "out" for p in plios), len(mg.ddr_links()),
+            *_memtile_demand(mg.buffers))
 
 
-def shared_demand_fits(demand: tuple[int, int, int], device: Device) -> bool:
-    """Whether a (summed) :func:`shared_demand` is within the interface row's PLIO streams and an
-    interface tile's DMA channels (what :func:`_check_plios` and :func:`_check_ddr` refuse)."""
+def shared_demand_fits(demand: tuple[int, ...], device: Device) -> bool:
+    """Whether a (summed) :func:`shared_demand` is within the interface row's PLIO streams, an
+    interface tile's DMA channels (what :func:`_check_plios` and :func:`_check_ddr` refuse) and
+    the array's memory tiles (:func:`_check_memtile_pool`)."""
     cap_in, cap_out = plio_capacity(device)
-    return demand[0] <= cap_in and demand[1] <= cap_out and demand[2] <= device.generation.interface_dma_channels
+    return (demand[0] <= cap_in and demand[1] <= cap_out and demand[2] <= device.generation.interface_dma_channels
+            and _memtile_pool_fits(demand[3:], device))
+
+
+def _memtile_demand(buffers) -> tuple[int, int, int]:
+    """(bytes with ping-pong, write ports, read ports) of shared buffers."""
+    return (sum(buffer_bytes(b.dims, b.ctype) for b in buffers), sum(len(b.writes) for b in buffers),
+            sum(len(b.reads) for b in buffers))
+
+
+def _memtile_pool_fits(demand: tuple[int, ...], device: Device) -> bool:
+    nbytes, writes, reads = demand
+    tiles = device.memory_tiles
+    return (nbytes <= tiles * device.memory_tile_bytes and writes <= tiles * device.memtile_channels
+            and reads <= tiles * device.memtile_channels)
+
+
+def _check_memtile_pool(mg: MappedGraph, device: Device, names: _Names) -> None:
+    """The shared buffers of one segment (segments hold the array in turn) together within the
+    array's memory tiles: their bytes within the tiles' memory, their write / read ports within the
+    tiles' DMA channels per direction (``Device.memory_tiles`` x ``memtile_channels``).  Each buffer
+    alone is checked against one memory tile (:func:`_check_buffers`); this is the pool they share,
+    a necessary condition (how the buffers pack into tiles is Vitis' choice), so it never refuses a
+    design that fits."""
+    for seg in sorted({b.segment for b in mg.buffers}):
+        buffers = [b for b in mg.buffers if b.segment == seg]
+        demand = _memtile_demand(buffers)
+        if device.memory_tile_rows and not _memtile_pool_fits(demand, device):
+            nbytes, writes, reads = demand
+            tiles = device.memory_tiles
+            layer = next((x for b in buffers for x in names.layers(b.var, "out") + names.layers(b.var, "in")), None)
+            raise PlanError(f"the design's {len(buffers)} memory-tile buffers need {nbytes:,} bytes (ping-pong), "
+                            f"{writes} write and {reads} read ports; {device.board}'s {tiles} memory tiles hold "
+                            f"{tiles * device.memory_tile_bytes:,} bytes and {tiles * device.memtile_channels} "
+                            "DMA channels per direction", layer=layer,
+                            hint="use fewer copies (replicas), a smaller batch or fewer cascade rows / columns")
 
 
 def _check_buffers(mg: MappedGraph, device: Device, names: _Names) -> list[str]:

@@ -317,11 +317,11 @@ def design_points(points: list[Point], graph: Graph, device: Device, config: Con
         that passes with a few checks instead of one per count (a throughput search on a large
         array costs up to a hundred counts per plan).  The transport check of k copies is read
         off each copy's own check, made once per copy (the copies share no buffer, kernel or
-        link: ``transport.shared_demand``), and their summed PLIO and DDR demand."""
+        link: ``transport.shared_demand``), and their summed PLIO, DDR and memory-tile demand."""
         whole = replicate(pl, fit)  # copy j lowers alike in every count above j: its offset and copy 0's rects
-        alone: dict[int, tuple[int, int, int] | None] = {}  # copy -> its shared demand; None: refused
+        alone: dict[int, tuple[int, ...] | None] = {}  # copy -> its shared demand; None: refused
 
-        def copy_demand(j: int) -> tuple[int, int, int] | None:
+        def copy_demand(j: int) -> tuple[int, ...] | None:
             if j not in alone:
                 mg = lower_copy(g, device, whole, j)
                 try:
