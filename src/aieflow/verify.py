@@ -492,7 +492,10 @@ def verification_inputs(t: NumericType, shape: tuple[int, ...], samples: int, se
         body = rng.integers(lo, hi + 1, size=(max(0, samples - len(head)), width), dtype=np.int64)
         x = np.concatenate([head, body])[:samples]
     else:
-        edges = np.array([0.0, -0.0, 1.0, -1.0, 0.5, -2.0, 1e-3, -1e3, 1e-38, 3.0e-40], dtype=np.float32)
+        edges = [0.0, -0.0, 1.0, -1.0, 0.5, -2.0, 1e-3, -1e3, 1e-38, 3.0e-40]
+        if t.name == "fp16":  # float16's own edges: its largest finite, smallest normal and subnormal
+            edges += [65504.0, -65504.0, 2.0**-14, -(2.0**-24), 2.0**-24]
+        edges = np.array(edges, dtype=np.float32)
         head = np.stack([np.full(width, 0.0), np.full(width, -0.0), np.full(width, 1.0)]
                         + [rng.choice(edges, size=width) for _ in range(8)]).astype(np.float32)
         scales = rng.choice(np.array([1e-2, 1.0, 30.0], dtype=np.float32), size=(max(0, samples - len(head)), 1))
