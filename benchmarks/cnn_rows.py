@@ -94,6 +94,22 @@ class Classifier(nn.Module):
         return torch.softmax(self.fc(self.gap(h).flatten(1)), dim=1)
 
 
+class Stride2(nn.Module):
+    """Conv 3 -> 8 (padding 1) + ReLU, 2 x 2 max pooling, conv 8 -> 4 with stride 2 (padding 1):
+    readers that take two rows per output row (tests/test_cnn_rows.py's small CNN; not in MODELS,
+    benchmarks/rows_stream_room.py runs it)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a = nn.Conv2d(3, 8, 3, padding=1)
+        self.pool = nn.MaxPool2d(2)
+        self.b = nn.Conv2d(8, 4, 3, stride=2, padding=1)
+
+    def forward(self, x):
+        return self.b(self.pool(torch.relu(self.a(x))))
+
+
 MODELS = {"unet": TinyUNet, "bilinear-res-unet": BiResUNet, "classifier": Classifier}
 RUNS = (("vck190", "int8"), ("vek280", "int8"), ("vek385", "int8"), ("vck190", "fp32"), ("vek280", "bf16"),
         ("vek385", "bf16"))

@@ -18,13 +18,11 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import torch
-from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from cnn_rows import MODELS  # noqa: E402
+from cnn_rows import MODELS, Stride2  # noqa: E402
 from rows_reference import Constants, simulate  # noqa: E402
 
 import aieflow  # noqa: E402
@@ -33,22 +31,8 @@ from aieflow.cnn.rows import GLOBAL_POOL_FINISH_CYCLES_PER_CHANNEL  # noqa: E402
 from aieflow.errors import AieflowError  # noqa: E402
 
 SIZES = ((32, 32), (64, 64))
-
-
-class Stride2(nn.Module):
-    """The 32 x 32 CNN of tests/test_cnn_rows.py: conv 3 -> 8 (padding 1) + ReLU, 2 x 2 max pooling,
-    conv 8 -> 4 with stride 2 (padding 1): readers that take two rows per output row."""
-
-    def __init__(self):
-        super().__init__()
-        torch.manual_seed(0)
-        self.a = nn.Conv2d(3, 8, 3, padding=1)
-        self.pool = nn.MaxPool2d(2)
-        self.b = nn.Conv2d(8, 4, 3, stride=2, padding=1)
-
-    def forward(self, x):
-        return self.b(self.pool(torch.relu(self.a(x))))
 DEVICES = ("vck190", "vek280", "vek385")
+
 
 
 def main() -> None:

@@ -33,18 +33,6 @@ from aieflow.errors import AieflowError, PlanError  # noqa: E402
 needs_cxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not found: verify builds C++20 with g++")
 
 
-class Small(nn.Module):
-    def __init__(self):
-        super().__init__()
-        torch.manual_seed(0)
-        self.a = nn.Conv2d(3, 8, 3, padding=1)
-        self.pool = nn.MaxPool2d(2)
-        self.b = nn.Conv2d(8, 4, 3, stride=2, padding=1)
-
-    def forward(self, x):
-        return self.b(self.pool(torch.relu(self.a(x))))
-
-
 def _benchmark_module():
     """benchmarks/cnn_rows.py: the models are defined once, there (the benchmark times the same ones)."""
     path = Path(__file__).resolve().parents[1] / "benchmarks" / "cnn_rows.py"
@@ -55,7 +43,7 @@ def _benchmark_module():
 
 
 _BENCH = _benchmark_module()
-TinyUNet, BiResUNet, Classifier = _BENCH.TinyUNet, _BENCH.BiResUNet, _BENCH.Classifier
+TinyUNet, BiResUNet, Classifier, Small = _BENCH.TinyUNet, _BENCH.BiResUNet, _BENCH.Classifier, _BENCH.Stride2
 
 
 def _compile(model, hw, n=8, device="vck190", precision="int8", **cnn):
